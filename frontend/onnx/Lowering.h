@@ -1,0 +1,105 @@
+// The ONNX-operator lowering table: each ONNX op type maps to a function that emits nnc IR.
+// Lowerings live in frontend/onnx/ops/*.cpp, grouped by kind, each group registered by a
+// register*Lowerings() function called from Lowering.cpp.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nnc/ir/Graph.h"
+#include "nnc/ir/Tensor.h"
+
+namespace onnx {
+class NodeProto;
+class AttributeProto;
+} // namespace onnx
+
+namespace nnc::onnxfe {
+
+/// What a lowering sees of one ONNX node, and how it emits IR.
+class LoweringContext {
+public:
+  virtual ~LoweringContext() = default;
+
+  // ---- The ONNX node ----
+  virtual const onnx::NodeProto &proto() const = 0;
+  /// The opset version of the node's domain.
+  virtual int64_t opset() const = 0;
+  /// "node 'name' (OpType)": the place for error messages.
+  virtual std::string place() const = 0;
+  /// Input i, or null when absent (beyond the list or an empty name).
+  virtual Value *input(size_t i) const = 0;
+  virtual size_t numInputs() const = 0;
+  /// Number of outputs the node declares (including empty-named optional ones).
+  virtual size_t numOutputs() const = 0;
+  /// True when output i exists and has a non-empty name (is wanted).
+  virtual bool hasOutput(size_t i) const = 0;
+
+  // ---- Attributes (defaults when absent; wrong kinds are errors) ----
+  virtual bool hasAttr(const std::string &name) const = 0;
+  virtual Expected<int64_t> intAttr(const std::string &name, int64_t dflt) const = 0;
+  virtual Expected<double> floatAttr(const std::string &name, double dflt) const = 0;
+  virtual Expected<std::string> stringAttr(const std::string &name,
+                                           const std::string &dflt) const = 0;
+  virtual Expected<std::vector<int64_t>> intsAttr(const std::string &name,
+                                                  const std::vector<int64_t> &dflt) const = 0;
+  virtual Expected<std::vector<double>> floatsAttr(const std::string &name,
+                                                   const std::vector<double> &dflt) const = 0;
+  /// A tensor attribute; error when absent.
+  virtual Expected<Tensor> tensorAttr(const std::string &name) const = 0;
+
+  /// The compile-time value of input i: an initializer, a Constant node's output, a value
+  /// folded from constants, or an ImportOptions::knownInputs entry. Error (naming `what`)
+  /// when the value is only known at run time.
+  virtual Expected<Tensor> constantInput(size_t i, const std::string &what) const = 0;
+  /// Like constantInput but without an error: null when not known.
+  virtual const Tensor *tryConstantInput(size_t i) const = 0;
+
+  // ---- Emitting IR (shape rules run at once; their errors name this node) ----
+  virtual Graph &graph() = 0;
+  /// Emits one op and returns its single (first) result.
+  virtual Expected<Value *> emit(OpKind kind, std::vector<Value *> operands,
+                                 AttrMap attrs = {}) = 0;
+  /// Emits one op with `numResults` results.
+  virtual Expected<std::vector<Value *>> emitMulti(OpKind kind, std::vector<Value *> operands,
+                                                   AttrMap attrs, int numResults) = 0;
+  /// A constant node holding `t`.
+  virtual Value *constant(const Tensor &t) = 0;
+  /// A rank-0 constant of dtype `t` with value `v` (converted).
+  virtual Value *scalar(DType t, double v) = 0;
+  /// A 1-D i64 constant.
+  virtual Value *i64Vector(const std::vector<int64_t> &v) = 0;
+  /// Binds ONNX output i to `v` (ignored when the output is not wanted).
+  virtual Error setOutput(size_t i, Value *v) = 0;
+
+  /// An Error prefixed with place().
+  template <typename... Args> Error error(fmt::format_string<Args...> f, Args &&...args) const {
+    return Error(place() + ": " + fmt::format(f, std::forward<Args>(args)...));
+  }
+};
+
+using LowerFn = std::function<Error(LoweringContext &)>;
+
+struct OpLowering {
+  /// Attributes the lowering understands; any other attribute is reported by `nnc check`
+  /// and refused by the importer.
+  std::vector<std::string> attributes;
+  LowerFn lower;
+};
+
+/// ONNX op type (default domain; "ai.onnx.preview:Name" style keys for other domains are
+/// written "domain:Name") to its lowering.
+using LoweringTable = std::map<std::string, OpLowering>;
+
+/// The full table (built once).
+const LoweringTable &loweringTable();
+
+// Registration functions, one per ops/ file.
+void registerElementwiseLowerings(LoweringTable &t);
+void registerTensorLowerings(LoweringTable &t);
+void registerReductionLowerings(LoweringTable &t);
+void registerNNLowerings(LoweringTable &t);
+
+} // namespace nnc::onnxfe

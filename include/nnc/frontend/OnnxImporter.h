@@ -1,0 +1,47 @@
+// Reads ONNX models into an nnc Graph, and ONNX TensorProto / .npy tensors from files.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nnc/ir/Graph.h"
+#include "nnc/ir/Tensor.h"
+
+namespace nnc {
+
+struct ImportOptions {
+  /// Values for graph inputs, by name. An operator that needs a compile-time value (say
+  /// ReduceSum's `axes` or Split's `split`) that the model passes as a graph input takes it
+  /// from here; the input stays in the graph's input list (unused) so positions still match.
+  std::map<std::string, Tensor> knownInputs;
+};
+
+/// Imports a .onnx file. External data is resolved relative to the model's folder and may
+/// not escape it. Errors name the file and the node, operator or attribute at fault.
+Expected<std::unique_ptr<Graph>> importOnnxFile(const std::string &path,
+                                                const ImportOptions &options = {});
+
+/// One problem `nnc check` reports: an unsupported operator or attribute (or value).
+struct OnnxIssue {
+  std::string node;     ///< Node name (or "#index" when unnamed).
+  std::string opType;   ///< ONNX op type with domain if not the default one.
+  std::string message;  ///< What is unsupported.
+};
+
+/// Lists every unsupported operator and attribute of a model at once. Fails only when the
+/// file cannot be read or parsed as a model.
+Expected<std::vector<OnnxIssue>> checkOnnxFile(const std::string &path);
+
+/// Reads a serialized onnx.TensorProto (the ONNX test-data .pb files). `name` receives the
+/// tensor's name when not null.
+Expected<Tensor> readTensorProtoFile(const std::string &path, std::string *name = nullptr);
+/// Writes a serialized onnx.TensorProto.
+Error writeTensorProtoFile(const std::string &path, const Tensor &t, const std::string &name);
+/// Reads a NumPy .npy file (little-endian, C order).
+Expected<Tensor> readNpyFile(const std::string &path);
+/// Writes a NumPy .npy file.
+Error writeNpyFile(const std::string &path, const Tensor &t);
+
+} // namespace nnc

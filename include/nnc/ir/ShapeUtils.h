@@ -1,0 +1,22 @@
+// Helpers for shape rules and builders: broadcasting, axis normalization.
+#pragma once
+
+#include "nnc/ir/Graph.h"
+
+namespace nnc {
+
+/// Numpy broadcasting of two shapes. Equal dims stay; a 1 takes the other side; a static
+/// dim other than 1 wins over a symbol (the symbol must equal it at run time); two different
+/// symbols give a fresh symbol of `g`. Static dims that differ and are not 1 are an error.
+Expected<Shape> broadcastShapes(const Shape &a, const Shape &b, Graph &g);
+/// Concrete numpy broadcasting; nullopt when incompatible.
+std::optional<Extents> broadcastExtents(const Extents &a, const Extents &b);
+
+/// Maps axis in [-rank, rank) to [0, rank); error when out of range.
+Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank, const Node &node,
+                                const char *attrName = "axis");
+/// normalizeAxis for each element; also rejects duplicates.
+Expected<std::vector<int64_t>> normalizeAxes(const std::vector<int64_t> &axes, int64_t rank,
+                                             const Node &node, const char *attrName = "axes");
+
+} // namespace nnc

@@ -1,0 +1,81 @@
+// Passes, the pass registry and pipelines (a comma-separated list of pass names, as data).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nnc/ir/Graph.h"
+#include "nnc/ir/Tensor.h"
+
+namespace nnc {
+
+/// What passes may use besides the graph. The evaluator comes from the runtime (the
+/// reference interpreter); passes/ does not depend on runtime/.
+struct PassContext {
+  using Evaluator =
+      std::function<Expected<std::vector<Tensor>>(const Node &, const std::vector<Tensor> &)>;
+  /// Evaluates a node on constant operands; constant folding does nothing without it.
+  Evaluator evaluate;
+  /// Run the verifier after every pass (on in tests and nnc-opt).
+  bool verifyEach = true;
+  /// Print the IR after these passes / after all passes, to `printStream`.
+  std::set<std::string> printAfter;
+  bool printAfterAll = false;
+  std::ostream *printStream = nullptr;
+  /// Collect and print per-pass statistics (`--stats`) to `statsStream`.
+  bool stats = false;
+  std::ostream *statsStream = nullptr;
+};
+
+/// One transformation of a graph.
+class Pass {
+public:
+  virtual ~Pass() = default;
+  /// The pass's CLI name ("constant-fold").
+  virtual std::string_view name() const = 0;
+  /// Runs on `g`; returns whether it changed anything.
+  virtual Expected<bool> run(Graph &g, PassContext &ctx) = 0;
+  /// Counters for --stats ("nodes-folded" -> 3).
+  const std::map<std::string, int64_t> &statistics() const { return stats_; }
+
+protected:
+  void addStat(const std::string &name, int64_t n = 1) { stats_[name] += n; }
+
+private:
+  std::map<std::string, int64_t> stats_;
+};
+
+struct PassInfo {
+  std::string name;    ///< CLI name, kebab-case.
+  std::string summary; ///< One line.
+  std::function<std::unique_ptr<Pass>()> create;
+};
+
+/// Every pass, in one list (passes/PassRegistry.cpp).
+const std::vector<PassInfo> &passRegistry();
+const PassInfo *findPass(std::string_view name);
+
+/// An ordered list of passes.
+class PassPipeline {
+public:
+  /// Parses "a,b,c"; error naming an unknown pass (and listing the known ones).
+  static Expected<PassPipeline> parse(std::string_view text);
+  /// The default graph pipeline.
+  static PassPipeline defaultPipeline();
+  /// "a,b,c".
+  std::string str() const;
+  const std::vector<std::string> &passes() const { return names_; }
+  /// Runs every pass in order (verifying and printing as ctx says).
+  Error run(Graph &g, PassContext &ctx) const;
+
+private:
+  std::vector<std::string> names_;
+};
+
+} // namespace nnc

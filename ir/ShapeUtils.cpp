@@ -1,0 +1,70 @@
+// Broadcasting and axis helpers.
+#include "nnc/ir/ShapeUtils.h"
+
+#include <set>
+
+namespace nnc {
+
+Expected<Shape> broadcastShapes(const Shape &a, const Shape &b, Graph &g) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape r(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const Dim one(1);
+    const Dim &x = i < rank - a.size() ? one : a[i - (rank - a.size())];
+    const Dim &y = i < rank - b.size() ? one : b[i - (rank - b.size())];
+    if (x == y)
+      r[i] = x;
+    else if (x.isStatic() && x.value() == 1)
+      r[i] = y;
+    else if (y.isStatic() && y.value() == 1)
+      r[i] = x;
+    else if (x.isStatic() && y.isStatic())
+      return makeError("shapes {} and {} do not broadcast (dim {}: {} vs {})", shapeStr(a),
+                       shapeStr(b), i, x.value(), y.value());
+    else if (x.isStatic())
+      r[i] = x;
+    else if (y.isStatic())
+      r[i] = y;
+    else
+      r[i] = g.freshDim();
+  }
+  return r;
+}
+
+std::optional<Extents> broadcastExtents(const Extents &a, const Extents &b) {
+  size_t rank = std::max(a.size(), b.size());
+  Extents r(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (x == y || y == 1)
+      r[i] = x;
+    else if (x == 1)
+      r[i] = y;
+    else
+      return std::nullopt;
+  }
+  return r;
+}
+
+Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank, const Node &node,
+                                const char *attrName) {
+  if (axis < -rank || axis >= rank)
+    return node.error("{} {} is out of range for rank {}", attrName, axis, rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+Expected<std::vector<int64_t>> normalizeAxes(const std::vector<int64_t> &axes, int64_t rank,
+                                             const Node &node, const char *attrName) {
+  std::vector<int64_t> r;
+  std::set<int64_t> seen;
+  for (int64_t a : axes) {
+    NNC_ASSIGN_OR_RETURN(int64_t n, normalizeAxis(a, rank, node, attrName));
+    if (!seen.insert(n).second)
+      return node.error("{} lists axis {} twice", attrName, a);
+    r.push_back(n);
+  }
+  return r;
+}
+
+} // namespace nnc

@@ -1,0 +1,127 @@
+// Tensor storage.
+#include "nnc/ir/Tensor.h"
+
+#include <cstdlib>
+
+#include "nnc/support/Float16.h"
+
+namespace nnc {
+
+int64_t maxTensorBytes() {
+  static const int64_t limit = [] {
+    if (const char *s = std::getenv("NNC_MAX_TENSOR_BYTES")) {
+      char *end = nullptr;
+      long long v = std::strtoll(s, &end, 10);
+      if (end != s && v > 0)
+        return static_cast<int64_t>(v);
+    }
+    return int64_t(16) << 30; // 16 GiB
+  }();
+  return limit;
+}
+
+Tensor::Buffer::~Buffer() { std::free(data); }
+
+Expected<Tensor> Tensor::create(DType dtype, const Extents &extents) {
+  std::optional<int64_t> n = checkedNumElements(extents);
+  NNC_USER_CHECK(n.has_value(), "tensor of shape {} has a negative or overflowing element count",
+                 extentsStr(extents));
+  int64_t esize = static_cast<int64_t>(dtypeSize(dtype));
+  NNC_USER_CHECK(*n <= maxTensorBytes() / esize,
+                 "tensor {}{} needs {} elements, more than the {}-byte limit allows "
+                 "(NNC_MAX_TENSOR_BYTES)",
+                 dtypeName(dtype), extentsStr(extents), *n, maxTensorBytes());
+  Tensor t;
+  t.dtype_ = dtype;
+  t.extents_ = extents;
+  t.numElements_ = *n;
+  t.buffer_ = std::make_shared<Buffer>();
+  size_t bytes = static_cast<size_t>(*n) * esize;
+  size_t alloc = ((bytes + 63) / 64) * 64;
+  if (alloc == 0)
+    alloc = 64;
+  t.buffer_->data = std::aligned_alloc(64, alloc);
+  NNC_USER_CHECK(t.buffer_->data != nullptr, "out of memory allocating {} bytes for tensor {}{}",
+                 alloc, dtypeName(dtype), extentsStr(extents));
+  std::memset(t.buffer_->data, 0, alloc);
+  t.buffer_->size = bytes;
+  return t;
+}
+
+Tensor Tensor::zeros(DType dtype, const Extents &extents) {
+  Expected<Tensor> t = create(dtype, extents);
+  NNC_ASSERT(t, "{}", t.error().message());
+  return std::move(*t);
+}
+
+Tensor Tensor::fromBytes(DType dtype, const Extents &extents, const void *bytes) {
+  Tensor t = zeros(dtype, extents);
+  if (t.byteSize())
+    std::memcpy(t.rawData(), bytes, t.byteSize());
+  return t;
+}
+
+Tensor Tensor::reshaped(const Extents &extents) const {
+  std::optional<int64_t> n = checkedNumElements(extents);
+  NNC_ASSERT(n && *n == numElements_, "reshape {} -> {} changes the element count",
+             extentsStr(extents_), extentsStr(extents));
+  Tensor t = *this;
+  t.extents_ = extents;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (isNull())
+    return Tensor();
+  return fromBytes(dtype_, extents_, rawData());
+}
+
+double Tensor::elementAsDouble(int64_t i) const {
+  switch (dtype_) {
+  case DType::F32: return data<float>()[i];
+  case DType::F64: return data<double>()[i];
+  case DType::F16: return halfToFloat(data<uint16_t>()[i]);
+  case DType::BF16: return bf16ToFloat(data<uint16_t>()[i]);
+  case DType::I8: return data<int8_t>()[i];
+  case DType::U8: return data<uint8_t>()[i];
+  case DType::I16: return data<int16_t>()[i];
+  case DType::U16: return data<uint16_t>()[i];
+  case DType::I32: return data<int32_t>()[i];
+  case DType::U32: return data<uint32_t>()[i];
+  case DType::I64: return static_cast<double>(data<int64_t>()[i]);
+  case DType::U64: return static_cast<double>(data<uint64_t>()[i]);
+  case DType::Bool: return data<bool>()[i] ? 1.0 : 0.0;
+  default: NNC_ASSERT(false, "elementAsDouble on storage-only dtype {}", dtypeName(dtype_));
+  }
+}
+
+int64_t Tensor::elementAsInt(int64_t i) const {
+  switch (dtype_) {
+  case DType::I8: return data<int8_t>()[i];
+  case DType::U8: return data<uint8_t>()[i];
+  case DType::I16: return data<int16_t>()[i];
+  case DType::U16: return data<uint16_t>()[i];
+  case DType::I32: return data<int32_t>()[i];
+  case DType::U32: return data<uint32_t>()[i];
+  case DType::I64: return data<int64_t>()[i];
+  case DType::U64: return static_cast<int64_t>(data<uint64_t>()[i]);
+  case DType::Bool: return data<bool>()[i] ? 1 : 0;
+  default: return static_cast<int64_t>(elementAsDouble(i));
+  }
+}
+
+std::vector<int64_t> Tensor::toInt64Vector() const {
+  std::vector<int64_t> r(static_cast<size_t>(numElements_));
+  for (int64_t i = 0; i < numElements_; ++i)
+    r[i] = elementAsInt(i);
+  return r;
+}
+
+bool Tensor::bitwiseEqual(const Tensor &o) const {
+  if (isNull() || o.isNull())
+    return isNull() == o.isNull();
+  return dtype_ == o.dtype_ && extents_ == o.extents_ &&
+         std::memcmp(rawData(), o.rawData(), byteSize()) == 0;
+}
+
+} // namespace nnc

@@ -1,0 +1,2 @@
+// The list of every pass (filled in as passes land).
+#include "nnc/passes/PassManager.h"
