@@ -1,2 +1,33 @@
-// The list of every pass (filled in as passes land).
-#include "nnc/passes/PassManager.h"
+// The list of every pass with its CLI name and summary, and the default pipeline.
+#include "nnc/passes/Passes.h"
+
+namespace nnc {
+
+const std::vector<PassInfo> &passRegistry() {
+  static const std::vector<PassInfo> passes = {
+      {"shape-inference", "Re-run shape rules and refine result types",
+       createShapeInferencePass},
+      {"constant-fold", "Evaluate nodes whose operands are constants", createConstantFoldPass},
+      {"dce", "Remove nodes whose results are unused", createDeadCodeEliminationPass},
+      {"cse", "Merge identical nodes", createCommonSubexpressionEliminationPass},
+      {"canonicalize", "Algebraic simplifications (x*1, x+0, transpose/reshape chains)",
+       createCanonicalizePass},
+  };
+  return passes;
+}
+
+const PassInfo *findPass(std::string_view name) {
+  for (const PassInfo &p : passRegistry())
+    if (p.name == name)
+      return &p;
+  return nullptr;
+}
+
+PassPipeline PassPipeline::defaultPipeline() {
+  Expected<PassPipeline> p = parse(
+      "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,dce");
+  NNC_ASSERT(p, "{}", p.error().message());
+  return *p;
+}
+
+} // namespace nnc

@@ -23,6 +23,10 @@ struct ImportOptions {
 Expected<std::unique_ptr<Graph>> importOnnxFile(const std::string &path,
                                                 const ImportOptions &options = {});
 
+/// Names of the model's graph inputs that are not initializers, in graph order (the order
+/// of ONNX test data's input_K.pb files). Fails when the file cannot be read or parsed.
+Expected<std::vector<std::string>> onnxGraphInputNames(const std::string &path);
+
 /// One problem `nnc check` reports: an unsupported operator or attribute (or value).
 struct OnnxIssue {
   std::string node;     ///< Node name (or "#index" when unnamed).

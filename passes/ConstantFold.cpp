@@ -1,0 +1,106 @@
+// Constant folding: evaluates nodes whose operands are all constants with the reference
+// interpreter (PassContext::evaluate), and `shape` of any value whose shape is static.
+//
+// Algorithm:
+//  1. Walk nodes in order (so folded results feed later folds in the same walk).
+//  2. A `shape` node whose operand has a static shape becomes an i64 constant.
+//  3. A node (other than `constant`) whose present operands are all `constant` results, and
+//     whose results are not larger than kMaxFoldElements, is evaluated; each result becomes
+//     a `constant` node that takes over the result's name and uses.
+//  4. An evaluation error is not a folding failure: the node stays, and the error will be
+//     reported when the graph runs (with its run-time context).
+#include "nnc/passes/Passes.h"
+
+namespace nnc {
+
+namespace {
+constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
+
+class ConstantFoldPass : public Pass {
+public:
+  std::string_view name() const override { return "constant-fold"; }
+
+  Expected<bool> run(Graph &g, PassContext &ctx) override {
+    bool changed = false;
+    for (Node *n : g.nodes()) {
+      if (n->kind() == OpKind::Constant)
+        continue;
+      if (n->kind() == OpKind::ShapeOf && foldShape(g, n)) {
+        changed = true;
+        continue;
+      }
+      if (!ctx.evaluate || !allOperandsConstant(*n) || tooLarge(*n))
+        continue;
+      std::vector<Tensor> operands;
+      for (size_t i = 0; i < n->numOperands(); ++i)
+        operands.push_back(n->operand(i) ? *n->constantOperand(i) : Tensor());
+      Expected<std::vector<Tensor>> results = ctx.evaluate(*n, operands);
+      if (!results)
+        continue;
+      replaceWithConstants(g, n, *results);
+      addStat("nodes-folded");
+      changed = true;
+    }
+    return changed;
+  }
+
+private:
+  static bool allOperandsConstant(const Node &n) {
+    for (size_t i = 0; i < n.numOperands(); ++i)
+      if (n.operand(i) && !n.constantOperand(i))
+        return false;
+    return true;
+  }
+
+  static bool tooLarge(const Node &n) {
+    for (Value *r : n.results()) {
+      std::optional<Extents> e = staticExtents(r->shape());
+      if (!e)
+        continue; // data-dependent: the evaluation decides
+      std::optional<int64_t> count = checkedNumElements(*e);
+      if (!count || *count > kMaxFoldElements)
+        return true;
+    }
+    return false;
+  }
+
+  bool foldShape(Graph &g, Node *n) {
+    std::optional<Extents> e = staticExtents(n->operand(0)->shape());
+    if (!e)
+      return false;
+    int64_t rank = static_cast<int64_t>(e->size());
+    auto clampIndex = [&](int64_t i) {
+      if (i < 0)
+        i += rank;
+      return std::min(std::max<int64_t>(i, 0), rank);
+    };
+    int64_t start = clampIndex(n->getInt("start", 0));
+    int64_t end = clampIndex(n->getInt("end", rank));
+    std::vector<int64_t> dims;
+    for (int64_t i = start; i < end; ++i)
+      dims.push_back((*e)[i]);
+    replaceWithConstants(
+        g, n, {Tensor::fromVector<int64_t>(DType::I64, {static_cast<int64_t>(dims.size())}, dims)});
+    addStat("shapes-folded");
+    return true;
+  }
+
+  static void replaceWithConstants(Graph &g, Node *n, const std::vector<Tensor> &results) {
+    std::vector<std::pair<Node *, std::string>> created;
+    for (size_t i = 0; i < n->numResults(); ++i) {
+      Value *old = n->result(i);
+      Node *c = g.createNode(OpKind::Constant, {}, {results[i].type()},
+                             {{"value", results[i]}}, n->name(), {}, n);
+      g.replaceAllUsesWith(old, c->result());
+      created.emplace_back(c, old->name());
+    }
+    g.eraseNode(n);
+    for (auto &[c, name] : created)
+      g.renameValue(c->result(), name);
+  }
+};
+} // namespace
+
+std::unique_ptr<Pass> createConstantFoldPass() { return std::make_unique<ConstantFoldPass>(); }
+
+} // namespace nnc

@@ -1,0 +1,139 @@
+// The shared driver behind `nnc` and `nnc-conformance`.
+#include "driver/Driver.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "nnc/frontend/OnnxImporter.h"
+#include "nnc/ir/Parser.h"
+#include "nnc/ir/Verifier.h"
+#include "nnc/passes/PassManager.h"
+#include "nnc/runtime/Interpreter.h"
+
+namespace nnc::driver {
+
+namespace fs = std::filesystem;
+
+namespace {
+bool hasExtension(const std::string &path, const char *ext) {
+  return fs::path(path).extension() == ext;
+}
+} // namespace
+
+Expected<Target> parseTarget(const std::string &name) {
+  if (name == "interp")
+    return Target::Interp;
+  return makeError("unknown target '{}' (available: interp)", name);
+}
+
+const char *targetName(Target t) {
+  switch (t) {
+  case Target::Interp: return "interp";
+  }
+  return "?";
+}
+
+Expected<std::unique_ptr<Graph>> loadModel(const std::string &path,
+                                           const std::map<std::string, Tensor> &knownInputs) {
+  std::error_code ec;
+  NNC_USER_CHECK(fs::exists(path, ec), "{}: no such file", path);
+  NNC_USER_CHECK(!fs::is_directory(path, ec), "{}: is a directory, not a model file", path);
+  if (hasExtension(path, ".nir")) {
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, parseGraphFile(path));
+    if (Error e = verify(*g))
+      return e.withContext(path);
+    return g;
+  }
+  ImportOptions opts;
+  opts.knownInputs = knownInputs;
+  return importOnnxFile(path, opts);
+}
+
+Expected<std::vector<std::string>> modelInputNames(const std::string &path) {
+  if (hasExtension(path, ".nir")) {
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, parseGraphFile(path));
+    std::vector<std::string> names;
+    for (Value *v : g->inputs())
+      names.push_back(v->name());
+    return names;
+  }
+  return onnxGraphInputNames(path);
+}
+
+Expected<Tensor> readTensorFile(const std::string &path) {
+  if (hasExtension(path, ".npy"))
+    return readNpyFile(path);
+  return readTensorProtoFile(path);
+}
+
+Error writeTensorFile(const std::string &path, const Tensor &t, const std::string &name) {
+  if (hasExtension(path, ".npy"))
+    return writeNpyFile(path, t);
+  return writeTensorProtoFile(path, t, name);
+}
+
+Error optimize(Graph &g) {
+  PassContext ctx;
+  ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) {
+    return evaluateNode(n, ops);
+  };
+  ctx.verifyEach = false;
+  NNC_TRY(PassPipeline::defaultPipeline().run(g, ctx));
+  return verify(g);
+}
+
+Expected<std::vector<Tensor>> execute(const Graph &g, const std::vector<Tensor> &inputs,
+                                      Target target) {
+  switch (target) {
+  case Target::Interp: return interpret(g, inputs);
+  }
+  return makeError("unknown target");
+}
+
+std::string compareTensors(const Tensor &expected, const Tensor &actual, double rtol,
+                           double atol) {
+  if (expected.dtype() != actual.dtype())
+    return fmt::format("dtype {} but expected {}", dtypeName(actual.dtype()),
+                       dtypeName(expected.dtype()));
+  if (expected.extents() != actual.extents())
+    return fmt::format("shape {} but expected {}", extentsStr(actual.extents()),
+                       extentsStr(expected.extents()));
+  DType t = expected.dtype();
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t i = 0; i < expected.numElements(); ++i) {
+    bool ok;
+    if (isFloat(t)) {
+      double e = expected.elementAsDouble(i), a = actual.elementAsDouble(i);
+      if (std::isnan(e) || std::isnan(a))
+        ok = std::isnan(e) && std::isnan(a);
+      else if (std::isinf(e) || std::isinf(a))
+        ok = e == a;
+      else
+        ok = std::fabs(a - e) <= atol + rtol * std::fabs(e);
+      if (!ok && first.empty())
+        first = fmt::format("element {}: {} but expected {}", i, a, e);
+    } else if (isStorageOnly(t)) {
+      ok = static_cast<const uint8_t *>(expected.rawData())[i] ==
+           static_cast<const uint8_t *>(actual.rawData())[i];
+      if (!ok && first.empty())
+        first = fmt::format("element {}: bits 0x{:02x} but expected 0x{:02x}", i,
+                            static_cast<const uint8_t *>(actual.rawData())[i],
+                            static_cast<const uint8_t *>(expected.rawData())[i]);
+    } else {
+      ok = expected.elementAsInt(i) == actual.elementAsInt(i);
+      if (t == DType::U64)
+        ok = expected.data<uint64_t>()[i] == actual.data<uint64_t>()[i];
+      if (!ok && first.empty())
+        first = fmt::format("element {}: {} but expected {}", i, actual.elementAsInt(i),
+                            expected.elementAsInt(i));
+    }
+    if (!ok)
+      ++bad;
+  }
+  if (bad == 0)
+    return "";
+  return fmt::format("{} of {} elements differ; first: {}", bad, expected.numElements(), first);
+}
+
+} // namespace nnc::driver
