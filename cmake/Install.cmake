@@ -1,1 +1,20 @@
-# Install rules
+# Install rules: headers, static libraries and a CMake package (find_package(nnc)).
+include(CMakePackageConfigHelpers)
+
+set(NNC_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/nnc)
+
+install(TARGETS nnc_ir nnc_passes nnc_runtime nnc_frontend nnc_onnx_proto
+        EXPORT nncTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/nnc DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT nncTargets NAMESPACE nnc:: DESTINATION ${NNC_INSTALL_CMAKEDIR})
+
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/nncConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/nncConfig.cmake
+                              INSTALL_DESTINATION ${NNC_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/nncConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/nncConfig.cmake ${PROJECT_BINARY_DIR}/nncConfigVersion.cmake
+        DESTINATION ${NNC_INSTALL_CMAKEDIR})

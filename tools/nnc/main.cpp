@@ -50,6 +50,7 @@ struct RunOptions {
   std::string model;
   std::string inputsDir;
   std::string outputDir;
+  std::string expectedDir;
   std::vector<std::string> inputs; // NAME=FILE
   std::string target = "interp";
   std::string outputFormat = "pb";
@@ -163,6 +164,24 @@ int runCommand(const RunOptions &o) {
     std::cout << fmt::format("target {}: compile {:.2f} ms, run {:.3f} ms\n",
                              driver::targetName(*target), compileMs, runMs);
   }
+  if (!o.expectedDir.empty()) {
+    int bad = 0;
+    for (size_t k = 0; k < outs->size(); ++k) {
+      fs::path p = fs::path(o.expectedDir) / fmt::format("output_{}.pb", k);
+      Expected<Tensor> want = driver::readTensorFile(p.string());
+      if (!want)
+        return fail(want.takeError());
+      std::string diff = driver::compareTensors(*want, (*outs)[k]);
+      if (!diff.empty()) {
+        std::cerr << fmt::format("nnc: output {} differs from {}: {}\n", k, p.string(), diff);
+        ++bad;
+      }
+    }
+    if (bad)
+      return 1;
+    std::cout << fmt::format("all {} outputs match {} (rtol 1e-3, atol 1e-7)\n", outs->size(),
+                             o.expectedDir);
+  }
   return 0;
 }
 
@@ -258,6 +277,8 @@ int main(int argc, char **argv) {
   runCmd->add_option("--input", run.inputs, "NAME=FILE (.pb or .npy); repeatable");
   runCmd->add_option("--output-dir", run.outputDir, "Write output_K.pb (or .npy) here");
   runCmd->add_option("--output-format", run.outputFormat, "pb or npy");
+  runCmd->add_option("--expected-dir", run.expectedDir,
+                     "Compare outputs with output_K.pb here (exit 1 when they differ)");
   runCmd->add_option("--target", run.target, "interp");
   runCmd->add_flag("!--no-optimize", run.optimize, "Skip the graph optimization pipeline");
   runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing on success");

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nnc/ir/DType.h"
@@ -58,8 +59,12 @@ public:
     NNC_ASSERT(sizeof(T) == dtypeSize(dtype));
     Tensor t = zeros(dtype, extents);
     NNC_ASSERT(static_cast<int64_t>(values.size()) == t.numElements());
-    if (!values.empty())
+    if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> has no data()
+      for (size_t i = 0; i < values.size(); ++i)
+        t.data<bool>()[i] = values[i];
+    } else if (!values.empty()) {
       std::memcpy(t.rawData(), values.data(), values.size() * sizeof(T));
+    }
     return t;
   }
   /// A rank-0 tensor.
