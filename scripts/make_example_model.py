@@ -6,7 +6,7 @@ A small digit-classifier-shaped CNN with fixed pseudo-random weights:
              -> Gemm(64 -> 10, transB) -> Softmax
 The batch dim is symbolic ("N"). The expected output is computed here in plain Python
 (float64, independent of nnc) and stored as float32. Only the standard library is used:
-the protobuf wire format is written by hand.
+the protobuf wire format is written by scripts/onnxw.py.
 """
 import math
 import os
@@ -14,75 +14,8 @@ import random
 import struct
 import sys
 
-# ---- protobuf wire format ----------------------------------------------------------------
-
-
-def varint(n):
-    out = bytearray()
-    n &= (1 << 64) - 1
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def field_varint(num, n):
-    return varint(num << 3) + varint(n)
-
-
-def field_bytes(num, data):
-    if isinstance(data, str):
-        data = data.encode()
-    return varint(num << 3 | 2) + varint(len(data)) + data
-
-
-def field_float(num, f):
-    return varint(num << 3 | 5) + struct.pack("<f", f)
-
-
-# ---- ONNX messages -------------------------------------------------------------------------
-FLOAT = 1
-
-
-def tensor(name, dims, values):
-    msg = b"".join(field_varint(1, d) for d in dims)
-    msg += field_varint(2, FLOAT) + field_bytes(8, name)
-    msg += field_bytes(9, struct.pack("<%df" % len(values), *values))
-    return msg
-
-
-def attr_int(name, v):
-    return field_bytes(1, name) + field_varint(3, v) + field_varint(20, 2)
-
-
-def attr_ints(name, vs):
-    return field_bytes(1, name) + b"".join(field_varint(8, v) for v in vs) + field_varint(20, 7)
-
-
-def attr_float(name, v):
-    return field_bytes(1, name) + field_float(2, v) + field_varint(20, 1)
-
-
-def node(op, inputs, outputs, name, attrs=()):
-    msg = b"".join(field_bytes(1, i) for i in inputs)
-    msg += b"".join(field_bytes(2, o) for o in outputs)
-    msg += field_bytes(3, name) + field_bytes(4, op)
-    msg += b"".join(field_bytes(5, a) for a in attrs)
-    return msg
-
-
-def value_info(name, dims):
-    shape = b""
-    for d in dims:
-        dim = field_bytes(2, d) if isinstance(d, str) else field_varint(1, d)
-        shape += field_bytes(1, dim)
-    ttype = field_varint(1, FLOAT) + field_bytes(2, shape)
-    return field_bytes(1, name) + field_bytes(2, field_bytes(1, ttype))
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnxw import attr_float, attr_int, attr_ints, field_bytes, field_varint, node, tensor, value_info  # noqa: E402
 
 # ---- the model and its reference computation ---------------------------------------------
 
