@@ -15,6 +15,8 @@
 #include <CLI/CLI.hpp>
 
 #include "driver/Driver.h"
+#include "nnc/ir/Parser.h"
+#include "nnc/ir/Printer.h"
 
 namespace fs = std::filesystem;
 using namespace nnc;
@@ -26,13 +28,62 @@ struct Options {
   std::string list;
   std::string target = "interp";
   std::string filter;
+  std::string suite = "node"; // node: ONNX node tests; models: shared/models
+  std::string check = "run";  // run: compare outputs; roundtrip: print/parse/print
   bool optimize = true;
   bool verbose = false;
   int timeoutSeconds = 120;
+  double rtol = 1e-3;
+  double atol = 1e-7;
 };
 
+/// Print, parse, print: the two texts must be identical.
+std::string roundTrip(const Graph &g, const std::string &what) {
+  std::string first = printGraph(g);
+  Expected<std::unique_ptr<Graph>> parsed = parseGraph(first, what);
+  if (!parsed)
+    return "parse of printed IR failed: " + parsed.error().message();
+  std::string second = printGraph(**parsed);
+  if (first == second)
+    return "";
+  size_t i = 0;
+  while (i < first.size() && i < second.size() && first[i] == second[i])
+    ++i;
+  size_t line = static_cast<size_t>(std::count(first.begin(), first.begin() + i, '\n')) + 1;
+  return fmt::format("{}: print/parse/print differs at line {}", what, line);
+}
+
+/// Imports with the first data set's inputs known, then checks the round trip of the
+/// imported graph and of the optimized one.
+std::string roundTripTest(const fs::path &dir) {
+  fs::path model = dir / "model.onnx";
+  Expected<std::vector<std::string>> names = driver::modelInputNames(model.string());
+  if (!names)
+    return names.error().message();
+  std::map<std::string, Tensor> known;
+  for (size_t k = 0; k < names->size(); ++k) {
+    fs::path p = dir / "test_data_set_0" / fmt::format("input_{}.pb", k);
+    if (!fs::exists(p))
+      continue;
+    Expected<Tensor> t = driver::readTensorFile(p.string());
+    if (!t)
+      return t.error().message();
+    known[(*names)[k]] = *t;
+  }
+  Expected<std::unique_ptr<Graph>> g = driver::loadModel(model.string(), known);
+  if (!g)
+    return g.error().message();
+  std::string r = roundTrip(**g, "imported");
+  if (!r.empty())
+    return r;
+  if (Error e = driver::optimize(**g))
+    return "optimize: " + e.message();
+  return roundTrip(**g, "optimized");
+}
+
 /// Runs one test; returns "" on success or the reason it failed.
-std::string runTest(const fs::path &dir, driver::Target target, bool optimize) {
+std::string runTest(const fs::path &dir, driver::Target target, const Options &opts) {
+  bool optimize = opts.optimize;
   fs::path model = dir / "model.onnx";
   Expected<std::vector<std::string>> names = driver::modelInputNames(model.string());
   if (!names)
@@ -79,7 +130,7 @@ std::string runTest(const fs::path &dir, driver::Target target, bool optimize) {
         return want.error().message();
       if (k >= outs->size())
         return fmt::format("missing output {}", k);
-      std::string diff = driver::compareTensors(*want, (*outs)[k]);
+      std::string diff = driver::compareTensors(*want, (*outs)[k], opts.rtol, opts.atol);
       if (!diff.empty())
         return fmt::format("{}: output {}: {}", set.filename().string(), k, diff);
     }
@@ -96,7 +147,7 @@ std::string runIsolated(const fs::path &dir, driver::Target target, const Option
   if (pid == 0) {
     close(fds[0]);
     alarm(static_cast<unsigned>(opts.timeoutSeconds));
-    std::string r = runTest(dir, target, opts.optimize);
+    std::string r = opts.check == "roundtrip" ? roundTripTest(dir) : runTest(dir, target, opts);
     if (r.empty())
       r = "OK";
     (void)!write(fds[1], r.data(), r.size());
@@ -133,6 +184,12 @@ int main(int argc, char **argv) {
   app.add_option("--list", opts.list, "Test list (default: SHARED/onnx-tests/tier1.txt)");
   app.add_option("--target", opts.target, "Target to run on");
   app.add_option("--filter", opts.filter, "Only tests whose name matches this regex");
+  app.add_option("--suite", opts.suite, "node (ONNX node tests) or models (shared/models)")
+      ->check(CLI::IsMember({"node", "models"}));
+  app.add_option("--check", opts.check, "run (compare outputs) or roundtrip (text IR)")
+      ->check(CLI::IsMember({"run", "roundtrip"}));
+  app.add_option("--rtol", opts.rtol, "Relative tolerance");
+  app.add_option("--atol", opts.atol, "Absolute tolerance");
   app.add_flag("!--no-optimize", opts.optimize, "Skip the graph optimization pipeline");
   app.add_option("--timeout", opts.timeoutSeconds, "Seconds per test");
   app.add_flag("-v,--verbose", opts.verbose, "Print every test");
@@ -144,20 +201,33 @@ int main(int argc, char **argv) {
     return 2;
   }
   fs::path nodeDir = fs::path(opts.shared) / "onnx-tests" / "node";
-  if (opts.list.empty())
-    opts.list = (fs::path(opts.shared) / "onnx-tests" / "tier1.txt").string();
-  if (!fs::is_directory(nodeDir) || !fs::exists(opts.list)) {
-    std::cout << "SKIPPED: ONNX node tests not found at " << nodeDir.string()
-              << " (set NNC_SHARED to the shared folder)\n";
-    return 77;
-  }
-  std::ifstream list(opts.list);
   std::vector<std::string> tests;
-  for (std::string line; std::getline(list, line);) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
-      line.pop_back();
-    if (!line.empty() && line[0] != '#')
-      tests.push_back(line);
+  if (opts.suite == "models") {
+    nodeDir = fs::path(opts.shared) / "models";
+    if (!fs::is_directory(nodeDir)) {
+      std::cout << "SKIPPED: models not found at " << nodeDir.string()
+                << " (set NNC_SHARED to the shared folder)\n";
+      return 77;
+    }
+    for (const auto &e : fs::directory_iterator(nodeDir))
+      if (fs::exists(e.path() / "model.onnx"))
+        tests.push_back(e.path().filename().string());
+    std::sort(tests.begin(), tests.end());
+  } else {
+    if (opts.list.empty())
+      opts.list = (fs::path(opts.shared) / "onnx-tests" / "tier1.txt").string();
+    if (!fs::is_directory(nodeDir) || !fs::exists(opts.list)) {
+      std::cout << "SKIPPED: ONNX node tests not found at " << nodeDir.string()
+                << " (set NNC_SHARED to the shared folder)\n";
+      return 77;
+    }
+    std::ifstream list(opts.list);
+    for (std::string line; std::getline(list, line);) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
+        line.pop_back();
+      if (!line.empty() && line[0] != '#')
+        tests.push_back(line);
+    }
   }
   std::regex filter(opts.filter.empty() ? ".*" : opts.filter);
   int passed = 0, failed = 0;
@@ -178,8 +248,8 @@ int main(int argc, char **argv) {
   }
   double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << fmt::format("target {}: {} tests in {:.1f} s\n", opts.target, passed + failed,
-                           secs);
+  std::cout << fmt::format("{} suite, {} check, target {}: {} tests in {:.1f} s\n", opts.suite,
+                           opts.check, opts.target, passed + failed, secs);
   std::cout << passed << " passed, " << failed << " failed\n";
   return failed == 0 ? 0 : 1;
 }

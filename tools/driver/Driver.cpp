@@ -72,12 +72,12 @@ Error writeTensorFile(const std::string &path, const Tensor &t, const std::strin
   return writeTensorProtoFile(path, t, name);
 }
 
-Error optimize(Graph &g) {
+Error optimize(Graph &g, bool verifyEach) {
   PassContext ctx;
   ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) {
     return evaluateNode(n, ops);
   };
-  ctx.verifyEach = false;
+  ctx.verifyEach = verifyEach;
   NNC_TRY(PassPipeline::defaultPipeline().run(g, ctx));
   return verify(g);
 }

@@ -31,8 +31,9 @@ Expected<Tensor> readTensorFile(const std::string &path);
 /// Writes a tensor as .pb or .npy, by extension.
 Error writeTensorFile(const std::string &path, const Tensor &t, const std::string &name);
 
-/// Runs the optimization pipeline that precedes execution (shape inference, folding, ...).
-Error optimize(Graph &g);
+/// Runs the optimization pipeline that precedes execution (shape inference, folding, ...),
+/// with the verifier after every pass unless `verifyEach` is false.
+Error optimize(Graph &g, bool verifyEach = true);
 
 /// Runs `g` on `inputs` (graph-input order) on the target.
 Expected<std::vector<Tensor>> execute(const Graph &g, const std::vector<Tensor> &inputs,
