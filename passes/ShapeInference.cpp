@@ -2,9 +2,10 @@
 //
 // Algorithm:
 //  1. Walk nodes in order; run the op's shape rule on the current operand types.
-//  2. Where the rule gives a static dim and the declared type has a symbol, or the rule's
-//     type otherwise differs, take the rule's type (it is at least as precise, since rules
-//     read constant operands). A dtype or rank disagreement is an error naming the node.
+//  2. Refine each declared dim from the rule's: a static dim replaces a symbol, and a named
+//     symbol (like `N`) replaces a fresh one (`_3`, from Graph::freshDim). Rules read
+//     constant operands, so they are at least as precise as what was declared. A dtype or
+//     rank disagreement is an error naming the node.
 #include "nnc/passes/Passes.h"
 
 namespace nnc {
@@ -26,9 +27,15 @@ public:
           return n->error("result %{} is {} but its operands give {}", r->name(),
                           r->type().str(), want.str());
         TensorType refined = r->type();
-        for (size_t d = 0; d < want.shape.size(); ++d)
-          if (want.shape[d].isStatic() && refined.shape[d].isSymbolic())
-            refined.shape[d] = want.shape[d];
+        for (size_t d = 0; d < want.shape.size(); ++d) {
+          const Dim &rule = want.shape[d];
+          Dim &have = refined.shape[d];
+          if (have.isStatic())
+            continue;
+          bool haveFresh = have.symbolName().rfind("_", 0) == 0;
+          if (rule.isStatic() || (haveFresh && rule.symbolName().rfind("_", 0) != 0))
+            have = rule;
+        }
         if (refined != r->type()) {
           r->setType(refined);
           addStat("types-refined");
