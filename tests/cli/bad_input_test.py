@@ -115,7 +115,7 @@ def main():
     check(run("dangling.onnx"), r"add0.*nowhere", "dangling input")
     check(run("cycle.onnx"), r"(first|second|join).*(cycle|not defined|before)", "cycle")
     check(run("bad_attr.onnx"), r"sm.*axis", "out-of-range attribute")
-    check(run("huge_input.onnx"), r"'x'.*\[2,3\]", "absurd declared input shape")
+    check(run("huge_input.onnx"), r"'x'.*(too large|\[2,3\])", "absurd declared input shape")
     check(run("huge_init.onnx"), r"'w'.*(limit|bytes|elements|size)", "absurd initializer shape")
     check(run("ext_escape.onnx"), r"secret\.bin", "external data escaping the folder")
     check(run("ext_absolute.onnx"), r"/etc/passwd", "external data at an absolute path")
