@@ -1,0 +1,262 @@
+// importOnnxFile and checkOnnxFile: reads an ONNX model and lowers its graph to nnc IR.
+#include <climits>
+#include <filesystem>
+#include <set>
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include "nnc/frontend/OnnxImporter.h"
+#include "nnc/ir/Verifier.h"
+#include "onnx/OnnxInternal.h"
+
+namespace nnc {
+
+using namespace onnxfe;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The model, its folder and opsets, read and checked.
+struct LoadedModel {
+  onnx::ModelProto model;
+  std::string baseDir;
+  std::map<std::string, int64_t> opsets;
+  std::set<std::string> functions; ///< "domain:name" of model-local functions.
+};
+
+std::string normDomain(const std::string &d) { return d == "ai.onnx" ? std::string() : d; }
+
+Expected<std::unique_ptr<LoadedModel>> loadModel(const std::string &path) {
+  NNC_ASSIGN_OR_RETURN(std::string bytes, readWholeFile(path));
+  NNC_USER_CHECK(!bytes.empty(), "{}: file is empty (expected an ONNX model)", path);
+  auto lm = std::make_unique<LoadedModel>();
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(bytes.data()),
+                                            static_cast<int>(std::min<size_t>(bytes.size(), INT_MAX)));
+  in.SetTotalBytesLimit(INT_MAX);
+  NNC_USER_CHECK(bytes.size() < static_cast<size_t>(INT_MAX) &&
+                     lm->model.ParseFromCodedStream(&in) && in.ConsumedEntireMessage(),
+                 "{}: not a valid ONNX model (the protobuf cannot be parsed: the file is "
+                 "truncated, corrupt or not an ONNX file)",
+                 path);
+  const onnx::ModelProto &m = lm->model;
+  NNC_USER_CHECK(m.has_graph(), "{}: not a valid ONNX model (it has no graph)", path);
+  NNC_USER_CHECK(m.ir_version() > 0, "{}: not a valid ONNX model (ir_version is missing)", path);
+  NNC_USER_CHECK(m.ir_version() >= 3,
+                 "{}: ONNX IR version {} is too old (models need opset_import, IR version 3+)",
+                 path, m.ir_version());
+  NNC_USER_CHECK(m.opset_import_size() > 0, "{}: the model has no opset_import", path);
+  for (const auto &o : m.opset_import()) {
+    std::string d = normDomain(o.domain());
+    NNC_USER_CHECK(o.version() > 0, "{}: opset_import of domain '{}' has invalid version {}",
+                   path, o.domain(), o.version());
+    NNC_USER_CHECK(!lm->opsets.count(d), "{}: opset_import lists domain '{}' twice", path,
+                   o.domain());
+    lm->opsets[d] = o.version();
+  }
+  for (const auto &f : m.functions())
+    lm->functions.insert(normDomain(f.domain()) + ":" + f.name());
+  std::string dir = fs::path(path).parent_path().string();
+  lm->baseDir = dir.empty() ? "." : dir;
+  return lm;
+}
+
+/// Problems that make a node unlowerable regardless of its inputs: domain, op, attributes.
+/// Each problem goes to `issue`; returns the lowering when there is one.
+const OpLowering *checkNode(const LoadedModel &lm, const onnx::NodeProto &n, int64_t *opset,
+                            const std::function<void(const std::string &)> &issue) {
+  std::string d = normDomain(n.domain());
+  std::string key = d.empty() ? n.op_type() : d + ":" + n.op_type();
+  if (lm.functions.count(d + ":" + n.op_type())) {
+    issue(fmt::format("model-local function '{}' is unsupported", key));
+    return nullptr;
+  }
+  auto os = lm.opsets.find(d);
+  if (os == lm.opsets.end()) {
+    issue(fmt::format("domain '{}' is not declared in the model's opset_import", n.domain()));
+    return nullptr;
+  }
+  *opset = os->second;
+  const LoweringTable &table = loweringTable();
+  auto it = table.find(key);
+  if (it == table.end()) {
+    issue(fmt::format("unsupported operator '{}' (opset {})", key, os->second));
+    return nullptr;
+  }
+  const OpLowering &l = it->second;
+  bool ok = true;
+  for (const auto &a : n.attribute()) {
+    if (!a.ref_attr_name().empty()) {
+      issue(fmt::format("attribute '{}' refers to a function attribute ('{}'); attribute "
+                        "references are unsupported",
+                        a.name(), a.ref_attr_name()));
+      ok = false;
+    } else if (a.type() == onnx::AttributeProto::GRAPH ||
+               a.type() == onnx::AttributeProto::GRAPHS || a.has_g() || a.graphs_size()) {
+      issue(fmt::format("subgraph attribute '{}' is unsupported (control flow is not "
+                        "supported)",
+                        a.name()));
+      ok = false;
+    } else if (std::find(l.attributes.begin(), l.attributes.end(), a.name()) ==
+               l.attributes.end()) {
+      issue(fmt::format("unsupported attribute '{}'", a.name()));
+      ok = false;
+    }
+  }
+  return ok ? &l : nullptr;
+}
+
+Expected<TensorType> inputType(const onnx::ValueInfoProto &vi, Graph &g,
+                               const std::string &place) {
+  NNC_USER_CHECK(vi.has_type(), "{}: graph input '{}' has no type", place, vi.name());
+  NNC_USER_CHECK(vi.type().has_tensor_type(),
+                 "{}: graph input '{}' is not a tensor (sequence, map, optional and sparse "
+                 "inputs are unsupported)",
+                 place, vi.name());
+  const auto &tt = vi.type().tensor_type();
+  std::optional<DType> dt = dtypeFromOnnx(tt.elem_type());
+  NNC_USER_CHECK(dt.has_value(), "{}: graph input '{}' has unsupported element type {}", place,
+                 vi.name(), tt.elem_type());
+  NNC_USER_CHECK(tt.has_shape(),
+                 "{}: graph input '{}' has no shape (its rank must be known)", place, vi.name());
+  Shape s;
+  Extents staticDims;
+  for (const auto &d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      NNC_USER_CHECK(d.dim_value() >= 0, "{}: graph input '{}' has negative dimension {}", place,
+                     vi.name(), d.dim_value());
+      s.push_back(Dim(d.dim_value()));
+      staticDims.push_back(d.dim_value());
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      s.push_back(Dim::symbol(d.dim_param()));
+    } else {
+      s.push_back(g.freshDim());
+    }
+  }
+  std::optional<int64_t> n = checkedNumElements(staticDims);
+  int64_t esize = static_cast<int64_t>(dtypeSize(*dt));
+  NNC_USER_CHECK(n && *n <= maxTensorBytes() / esize,
+                 "{}: graph input '{}' of type {} is too large to allocate (more than the "
+                 "{}-byte limit, NNC_MAX_TENSOR_BYTES)",
+                 place, vi.name(), TensorType(*dt, s).str(), maxTensorBytes());
+  return TensorType(*dt, s);
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Graph>> importOnnxFile(const std::string &path,
+                                                const ImportOptions &options) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> lm, loadModel(path));
+  const onnx::GraphProto &gp = lm->model.graph();
+  auto graph = std::make_unique<Graph>(gp.name().empty() ? "main" : gp.name());
+  Graph &g = *graph;
+
+  ImportState st;
+  st.graph = &g;
+  st.baseDir = lm->baseDir;
+  st.knownInputs = &options.knownInputs;
+  st.opsets = lm->opsets;
+
+  NNC_USER_CHECK(gp.sparse_initializer_size() == 0, "{}: sparse initializers are unsupported",
+                 path);
+  // Symbols first so that fresh dims never collide with a dim_param.
+  for (const auto &vi : gp.input())
+    if (vi.type().has_tensor_type())
+      for (const auto &d : vi.type().tensor_type().shape().dim())
+        if (d.has_dim_param() && !d.dim_param().empty())
+          g.noteSymbol(d.dim_param());
+
+  std::set<std::string> initNames;
+  for (const auto &t : gp.initializer()) {
+    NNC_USER_CHECK(!t.name().empty(), "{}: an initializer has no name", path);
+    NNC_USER_CHECK(initNames.insert(t.name()).second, "{}: initializer '{}' is defined twice",
+                   path, t.name());
+  }
+  for (const auto &vi : gp.input()) {
+    NNC_USER_CHECK(!vi.name().empty(), "{}: a graph input has no name", path);
+    if (initNames.count(vi.name()))
+      continue; // An initializer-backed input (old models): a constant.
+    NNC_USER_CHECK(!st.values.count(vi.name()), "{}: graph input '{}' is declared twice", path,
+                   vi.name());
+    NNC_ASSIGN_OR_RETURN(TensorType type, inputType(vi, g, path));
+    st.values[vi.name()] = g.addInput(vi.name(), type);
+  }
+  for (const auto &t : gp.initializer()) {
+    NNC_ASSIGN_OR_RETURN(Tensor v,
+                         tensorFromProto(t, lm->baseDir,
+                                         fmt::format("{}: initializer '{}'", path, t.name())));
+    Node *n = g.createNode(OpKind::Constant, {}, {v.type()}, {{"value", Attribute(v)}}, "",
+                           {t.name()});
+    st.values[t.name()] = n->result();
+  }
+
+  // Where each value is defined, to tell use-before-definition from a dangling name.
+  std::map<std::string, size_t> definedAt;
+  for (int i = 0; i < gp.node_size(); ++i)
+    for (const std::string &o : gp.node(i).output())
+      if (!o.empty())
+        definedAt.emplace(o, static_cast<size_t>(i));
+
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const onnx::NodeProto &n = gp.node(i);
+    size_t idx = static_cast<size_t>(i);
+    std::string place = fmt::format("{}: {}", path, nodePlace(n, idx));
+    std::string firstIssue;
+    int64_t opset = 0;
+    const OpLowering *l = checkNode(*lm, n, &opset, [&](const std::string &m) {
+      if (firstIssue.empty())
+        firstIssue = m;
+    });
+    if (!l)
+      return Error(place + ": " + firstIssue);
+    for (const std::string &in : n.input()) {
+      if (in.empty() || st.values.count(in))
+        continue;
+      auto it = definedAt.find(in);
+      if (it != definedAt.end())
+        return makeError("{}: input '{}' is used before it is defined by {} (the graph is not "
+                         "topologically sorted or has a cycle)",
+                         place, in, nodePlace(gp.node(static_cast<int>(it->second)), it->second));
+      return makeError("{}: dangling input '{}': no graph input, initializer or node output has "
+                       "this name",
+                       place, in);
+    }
+    for (const std::string &o : n.output())
+      NNC_USER_CHECK(o.empty() || !st.values.count(o),
+                     "{}: output '{}' is already defined (ONNX values are assigned once)", place,
+                     o);
+    if (Error e = lowerNode(st, n, idx, opset, *l))
+      return e.withContext(path);
+  }
+
+  std::vector<Value *> outs;
+  for (const auto &o : gp.output()) {
+    auto it = st.values.find(o.name());
+    NNC_USER_CHECK(it != st.values.end(),
+                   "{}: graph output '{}' is not produced by any node, input or initializer",
+                   path, o.name());
+    outs.push_back(it->second);
+  }
+  NNC_USER_CHECK(!outs.empty(), "{}: the graph has no outputs", path);
+  g.setOutputs(outs);
+  if (Error e = verify(g))
+    return e.withContext(fmt::format("{}: internal error: the imported graph does not verify",
+                                     path));
+  return graph;
+}
+
+Expected<std::vector<OnnxIssue>> checkOnnxFile(const std::string &path) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> lm, loadModel(path));
+  const onnx::GraphProto &gp = lm->model.graph();
+  std::vector<OnnxIssue> issues;
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const onnx::NodeProto &n = gp.node(i);
+    std::string d = normDomain(n.domain());
+    std::string op = d.empty() ? n.op_type() : d + ":" + n.op_type();
+    std::string name = n.name().empty() ? fmt::format("#{}", i) : n.name();
+    int64_t opset = 0;
+    checkNode(*lm, n, &opset, [&](const std::string &m) { issues.push_back({name, op, m}); });
+  }
+  return issues;
+}
+
+} // namespace nnc

@@ -1,0 +1,46 @@
+// Helpers shared by the ONNX importer's files: TensorProto decoding and the lowering context.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "onnx.pb.h"
+#include "onnx/Lowering.h"
+
+namespace nnc::onnxfe {
+
+/// Decodes a TensorProto. `baseDir` is the folder external data is resolved against (empty:
+/// external data is refused); `what` names the tensor in errors ("initializer 'w'").
+Expected<Tensor> tensorFromProto(const onnx::TensorProto &p, const std::string &baseDir,
+                                 const std::string &what);
+/// Encodes a tensor as a TensorProto with raw_data (sub-byte types packed).
+Expected<onnx::TensorProto> tensorToProto(const Tensor &t, const std::string &name);
+
+/// Sets element i of an arithmetic tensor from a double (converted like a C cast; f16/bf16
+/// rounded to nearest even).
+void setElementFromDouble(Tensor &t, int64_t i, double v);
+
+/// Reads a whole file; the error names the file.
+Expected<std::string> readWholeFile(const std::string &path);
+
+/// "node 'name' (Op)" or "node '#3' (Op)".
+std::string nodePlace(const onnx::NodeProto &n, size_t index);
+
+/// State the importer keeps per model and the context hands to lowerings.
+struct ImportState {
+  Graph *graph = nullptr;
+  std::string baseDir;
+  /// ONNX value name -> IR value.
+  std::map<std::string, Value *> values;
+  /// ONNX names of graph inputs whose values the caller supplied (ImportOptions::knownInputs).
+  const std::map<std::string, Tensor> *knownInputs = nullptr;
+  /// Opset version per domain ("" for the default domain).
+  std::map<std::string, int64_t> opsets;
+};
+
+/// Lowers one ONNX node (index `index` in the graph) through `lowering`.
+Error lowerNode(ImportState &state, const onnx::NodeProto &node, size_t index, int64_t opset,
+                const OpLowering &lowering);
+
+} // namespace nnc::onnxfe

@@ -1,0 +1,369 @@
+// Shape rules of the linear-algebra and neural-network ops: matmul, einsum, conv,
+// conv_transpose, pools, lrn and resize.
+#include "ShapeRules.h"
+
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "nnc/ir/NNGeometry.h"
+#include "nnc/ir/ShapeUtils.h"
+
+namespace nnc::shape {
+
+namespace {
+
+using Types = Expected<std::vector<TensorType>>;
+
+Error requireOperands(const Node &node, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!node.operand(i))
+      return node.error("operand {} is missing", i);
+  return Error::success();
+}
+
+Error requireSameDType(const Node &node, const Value *a, const Value *b, const char *what) {
+  if (a->dtype() != b->dtype())
+    return node.error("{} has dtype {}, expected {}", what, dtypeName(b->dtype()),
+                      dtypeName(a->dtype()));
+  return Error::success();
+}
+
+Error requireFloat(const Node &node, const Value *v) {
+  if (!isFloat(v->dtype()))
+    return node.error("expects a float dtype, got {}", dtypeName(v->dtype()));
+  return Error::success();
+}
+
+/// Output dims of windowed ops: exact where the input and kernel dims are static.
+Expected<Shape> windowDims(const Node &node, const WindowAttrs &a, const Shape &x,
+                           const Shape &kernel, bool transpose) {
+  Shape out;
+  for (size_t i = 0; i < kernel.size(); ++i) {
+    const Dim &in = x[i + 2];
+    const Dim &k = kernel[i];
+    if (k.isStatic() && k.value() < 1)
+      return node.error("kernel size {} of spatial axis {} must be >= 1", k.value(), i);
+    if (transpose && !a.outputShape.empty()) {
+      out.push_back(a.outputShape[i]);
+    } else if (in.isStatic() && k.isStatic()) {
+      Expected<WindowAxis> w = transpose ? transposeWindowAxis(node, a, i, in.value(), k.value())
+                                         : windowAxis(node, a, i, in.value(), k.value());
+      if (!w)
+        return w.takeError();
+      out.push_back(w->out);
+    } else if (!transpose && in.isSymbolic() && k.isStatic() && k.value() == 1 &&
+               a.strides[i] == 1 && a.pads[i] == 0 && a.pads[i + kernel.size()] == 0 &&
+               !a.ceilMode) {
+      out.push_back(in); // a 1-wide, unit-stride, unpadded window keeps the size
+    } else {
+      out.push_back(node.graph()->freshDim());
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+Types inferMatMul(const Node &node) {
+  NNC_TRY(requireOperands(node, 2));
+  const Value *a = node.operand(0), *b = node.operand(1);
+  NNC_TRY(requireSameDType(node, a, b, "operand 1"));
+  if (!isNumeric(a->dtype()))
+    return node.error("expects a numeric dtype, got {}", dtypeName(a->dtype()));
+  if (a->rank() < 1 || b->rank() < 1)
+    return node.error("operands must have rank >= 1, got {} and {}", a->type().str(),
+                      b->type().str());
+  Shape as = a->shape(), bs = b->shape();
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), Dim(1));
+  if (bVec)
+    bs.push_back(Dim(1));
+  const Dim &ka = as.back(), &kb = bs[bs.size() - 2];
+  if (ka.isStatic() && kb.isStatic() && ka.value() != kb.value())
+    return node.error("inner dims differ: {} and {}", a->type().str(), b->type().str());
+  Shape batchA(as.begin(), as.end() - 2), batchB(bs.begin(), bs.end() - 2);
+  Expected<Shape> batch = broadcastShapes(batchA, batchB, *node.graph());
+  if (!batch)
+    return batch.takeError().withContext(node.describe());
+  Shape out = *batch;
+  if (!aVec)
+    out.push_back(as[as.size() - 2]);
+  if (!bVec)
+    out.push_back(bs.back());
+  return std::vector<TensorType>{TensorType(a->dtype(), out)};
+}
+
+Types inferEinsum(const Node &node) {
+  if (node.numOperands() < 1)
+    return node.error("needs at least one operand");
+  NNC_TRY(requireOperands(node, node.numOperands()));
+  DType t = node.operand(0)->dtype();
+  if (!isNumeric(t))
+    return node.error("expects a numeric dtype, got {}", dtypeName(t));
+  std::vector<int64_t> ranks;
+  for (size_t i = 0; i < node.numOperands(); ++i) {
+    NNC_TRY(requireSameDType(node, node.operand(0), node.operand(i), "an operand"));
+    ranks.push_back(node.operand(i)->rank());
+  }
+  NNC_ASSIGN_OR_RETURN(EinsumLabels labels, parseEinsum(node, ranks));
+  // Size of each label: a static dim other than 1 wins; 1 broadcasts.
+  std::map<int, Dim> dims;
+  for (size_t i = 0; i < labels.operands.size(); ++i) {
+    const Shape &s = node.operand(i)->shape();
+    for (size_t j = 0; j < s.size(); ++j) {
+      int l = labels.operands[i][j];
+      auto it = dims.find(l);
+      if (it == dims.end()) {
+        dims[l] = s[j];
+        continue;
+      }
+      Dim &d = it->second;
+      const Dim &e = s[j];
+      if (d == e || (e.isStatic() && e.value() == 1))
+        continue;
+      if (d.isStatic() && d.value() == 1) {
+        d = e;
+      } else if (d.isStatic() && e.isStatic()) {
+        return node.error("label '{}' has sizes {} and {}",
+                          l < 256 ? std::string(1, static_cast<char>(l)) : "...", d.value(),
+                          e.value());
+      } else if (e.isStatic()) {
+        d = e;
+      }
+    }
+  }
+  Shape out;
+  for (int l : labels.output)
+    out.push_back(dims.at(l));
+  return std::vector<TensorType>{TensorType(t, out)};
+}
+
+Types inferConv(const Node &node) {
+  NNC_TRY(requireOperands(node, 2));
+  const Value *x = node.operand(0), *w = node.operand(1), *bias = node.operand(2);
+  NNC_TRY(requireFloat(node, x));
+  NNC_TRY(requireSameDType(node, x, w, "weight"));
+  if (x->rank() < 3)
+    return node.error("input must have rank >= 3 (N, C, spatial...), got {}", x->type().str());
+  if (w->rank() != x->rank())
+    return node.error("weight {} must have the input's rank {}", w->type().str(), x->rank());
+  int64_t group = node.getInt("group", 1);
+  if (group < 1)
+    return node.error("group {} must be >= 1", group);
+  const Shape &xs = x->shape(), &ws = w->shape();
+  if (xs[1].isStatic() && xs[1].value() % group != 0)
+    return node.error("input channels {} are not divisible by group {}", xs[1].value(), group);
+  if (ws[0].isStatic() && ws[0].value() % group != 0)
+    return node.error("output channels {} are not divisible by group {}", ws[0].value(), group);
+  if (xs[1].isStatic() && ws[1].isStatic() && ws[1].value() * group != xs[1].value())
+    return node.error("weight {} expects {} input channels ({} per group x {} groups), input has "
+                      "{}",
+                      w->type().str(), ws[1].value() * group, ws[1].value(), group,
+                      xs[1].value());
+  if (bias) {
+    NNC_TRY(requireSameDType(node, x, bias, "bias"));
+    if (bias->rank() != 1 ||
+        (bias->shape()[0].isStatic() && ws[0].isStatic() && bias->shape()[0] != ws[0]))
+      return node.error("bias {} must be a vector of {} output channels", bias->type().str(),
+                        ws[0].str());
+  }
+  size_t n = static_cast<size_t>(x->rank() - 2);
+  if (node.hasAttr("kernel_shape")) {
+    std::vector<int64_t> ks = node.getInts("kernel_shape", {});
+    if (ks.size() != n)
+      return node.error("kernel_shape has {} values for {} spatial axes", ks.size(), n);
+    for (size_t i = 0; i < n; ++i)
+      if (ws[i + 2].isStatic() && ws[i + 2].value() != ks[i])
+        return node.error("kernel_shape {} differs from weight {}", ks[i], w->type().str());
+  }
+  NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, n));
+  NNC_ASSIGN_OR_RETURN(Shape spatial,
+                       windowDims(node, a, xs, Shape(ws.begin() + 2, ws.end()), false));
+  Shape out{xs[0], ws[0]};
+  out.insert(out.end(), spatial.begin(), spatial.end());
+  return std::vector<TensorType>{TensorType(x->dtype(), out)};
+}
+
+Types inferConvTranspose(const Node &node) {
+  NNC_TRY(requireOperands(node, 2));
+  const Value *x = node.operand(0), *w = node.operand(1), *bias = node.operand(2);
+  NNC_TRY(requireFloat(node, x));
+  NNC_TRY(requireSameDType(node, x, w, "weight"));
+  if (x->rank() < 3)
+    return node.error("input must have rank >= 3 (N, C, spatial...), got {}", x->type().str());
+  if (w->rank() != x->rank())
+    return node.error("weight {} must have the input's rank {}", w->type().str(), x->rank());
+  int64_t group = node.getInt("group", 1);
+  if (group < 1)
+    return node.error("group {} must be >= 1", group);
+  const Shape &xs = x->shape(), &ws = w->shape();
+  if (xs[1].isStatic() && xs[1].value() % group != 0)
+    return node.error("input channels {} are not divisible by group {}", xs[1].value(), group);
+  if (xs[1].isStatic() && ws[0].isStatic() && ws[0] != xs[1])
+    return node.error("weight {} expects {} input channels, input has {}", w->type().str(),
+                      ws[0].value(), xs[1].value());
+  Dim outC = group == 1 ? ws[1]
+             : ws[1].isStatic() ? Dim(ws[1].value() * group)
+                                : node.graph()->freshDim();
+  if (bias) {
+    NNC_TRY(requireSameDType(node, x, bias, "bias"));
+    if (bias->rank() != 1 ||
+        (bias->shape()[0].isStatic() && outC.isStatic() && bias->shape()[0] != outC))
+      return node.error("bias {} must be a vector of {} output channels", bias->type().str(),
+                        outC.str());
+  }
+  size_t n = static_cast<size_t>(x->rank() - 2);
+  if (node.hasAttr("kernel_shape")) {
+    std::vector<int64_t> ks = node.getInts("kernel_shape", {});
+    if (ks.size() != n)
+      return node.error("kernel_shape has {} values for {} spatial axes", ks.size(), n);
+  }
+  NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, n));
+  NNC_ASSIGN_OR_RETURN(Shape spatial,
+                       windowDims(node, a, xs, Shape(ws.begin() + 2, ws.end()), true));
+  Shape out{xs[0], outC};
+  out.insert(out.end(), spatial.begin(), spatial.end());
+  return std::vector<TensorType>{TensorType(x->dtype(), out)};
+}
+
+namespace {
+
+Expected<Shape> poolShape(const Node &node) {
+  NNC_TRY(requireOperands(node, 1));
+  const Value *x = node.operand(0);
+  if (x->rank() < 3)
+    return node.error("input must have rank >= 3 (N, C, spatial...), got {}", x->type().str());
+  size_t n = static_cast<size_t>(x->rank() - 2);
+  std::vector<int64_t> ks = node.getInts("kernel_shape", {});
+  if (ks.size() != n)
+    return node.error("kernel_shape has {} values for {} spatial axes of input {}", ks.size(), n,
+                      x->type().str());
+  Shape kernel;
+  for (int64_t k : ks)
+    kernel.push_back(Dim(k));
+  NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, n));
+  NNC_ASSIGN_OR_RETURN(Shape spatial, windowDims(node, a, x->shape(), kernel, false));
+  Shape out{x->shape()[0], x->shape()[1]};
+  out.insert(out.end(), spatial.begin(), spatial.end());
+  return out;
+}
+
+} // namespace
+
+Types inferMaxPool(const Node &node) {
+  NNC_ASSIGN_OR_RETURN(Shape out, poolShape(node));
+  DType t = node.operand(0)->dtype();
+  if (!isNumeric(t))
+    return node.error("expects a numeric dtype, got {}", dtypeName(t));
+  int64_t order = node.getInt("storage_order", 0);
+  if (order != 0 && order != 1)
+    return node.error("storage_order must be 0 or 1, got {}", order);
+  return std::vector<TensorType>{TensorType(t, out), TensorType(DType::I64, out)};
+}
+
+Types inferAvgPool(const Node &node) {
+  NNC_ASSIGN_OR_RETURN(Shape out, poolShape(node));
+  NNC_TRY(requireFloat(node, node.operand(0)));
+  return std::vector<TensorType>{TensorType(node.operand(0)->dtype(), out)};
+}
+
+Types inferLRN(const Node &node) {
+  NNC_TRY(requireOperands(node, 1));
+  const Value *x = node.operand(0);
+  NNC_TRY(requireFloat(node, x));
+  if (x->rank() < 2)
+    return node.error("input must have rank >= 2 (N, C, ...), got {}", x->type().str());
+  int64_t size = node.getInt("size", 0);
+  if (size < 1)
+    return node.error("size {} must be >= 1", size);
+  return std::vector<TensorType>{x->type()};
+}
+
+Types inferResize(const Node &node) {
+  NNC_TRY(requireOperands(node, 1));
+  const Value *x = node.operand(0);
+  if (!isNumeric(x->dtype()))
+    return node.error("expects a numeric dtype, got {}", dtypeName(x->dtype()));
+  std::string mode = node.getString("mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return node.error("unknown mode '{}'", mode);
+  std::string ctm = node.getString("coordinate_transformation_mode", "half_pixel");
+  if (ctm != "half_pixel" && ctm != "half_pixel_symmetric" && ctm != "pytorch_half_pixel" &&
+      ctm != "align_corners" && ctm != "asymmetric" && ctm != "tf_crop_and_resize" &&
+      ctm != "tf_half_pixel_for_nn")
+    return node.error("unknown coordinate_transformation_mode '{}'", ctm);
+  std::string nm = node.getString("nearest_mode", "round_prefer_floor");
+  if (nm != "round_prefer_floor" && nm != "round_prefer_ceil" && nm != "floor" && nm != "ceil")
+    return node.error("unknown nearest_mode '{}'", nm);
+  std::string policy = node.getString("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    return node.error("unknown keep_aspect_ratio_policy '{}'", policy);
+  int64_t rank = x->rank();
+  std::vector<int64_t> axes;
+  if (node.hasAttr("axes")) {
+    NNC_ASSIGN_OR_RETURN(axes, normalizeAxes(node.getInts("axes", {}), rank, node));
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  // An operand counts as absent when missing or statically empty.
+  auto present = [&](size_t i) {
+    const Value *v = node.operand(i);
+    if (!v)
+      return false;
+    for (const Dim &d : v->shape())
+      if (d.isStatic() && d.value() == 0)
+        return false;
+    return true;
+  };
+  bool hasScales = present(2), hasSizes = present(3);
+  if (!hasScales && !hasSizes)
+    return node.error("needs scales or sizes");
+  if (hasScales && hasSizes)
+    return node.error("takes only one of scales and sizes");
+  if (ctm == "tf_crop_and_resize" && !present(1))
+    return node.error("coordinate_transformation_mode tf_crop_and_resize needs roi");
+  size_t operand = hasScales ? 2 : 3;
+  const Value *v = node.operand(operand);
+  if (v->rank() != 1)
+    return node.error("{} must be a vector, got {}", hasScales ? "scales" : "sizes",
+                      v->type().str());
+  if (v->shape()[0].isStatic() && v->shape()[0].value() != static_cast<int64_t>(axes.size()))
+    return node.error("{} has {} values, expected {}", hasScales ? "scales" : "sizes",
+                      v->shape()[0].value(), axes.size());
+
+  const Tensor *c = node.constantOperand(operand);
+  Shape out = x->shape();
+  std::optional<Extents> in = staticExtents(x->shape());
+  if (c && in) {
+    NNC_ASSIGN_OR_RETURN(ResizePlan p, planResize(node, *in, node.constantOperand(1),
+                                                  hasScales ? c : nullptr,
+                                                  hasSizes ? c : nullptr));
+    out = shapeFromExtents(p.out);
+  } else if (c && hasSizes && policy == "stretch") {
+    if (c->numElements() != static_cast<int64_t>(axes.size()))
+      return node.error("sizes has {} values, expected {}", c->numElements(), axes.size());
+    std::vector<int64_t> sz = c->toInt64Vector();
+    for (size_t i = 0; i < axes.size(); ++i)
+      out[axes[i]] = Dim(sz[i]);
+  } else if (c && hasScales) {
+    if (c->numElements() != static_cast<int64_t>(axes.size()))
+      return node.error("scales has {} values, expected {}", c->numElements(), axes.size());
+    for (size_t i = 0; i < axes.size(); ++i) {
+      double s = c->elementAsDouble(i);
+      const Dim &d = out[axes[i]];
+      if (d.isStatic())
+        out[axes[i]] = Dim(static_cast<int64_t>(std::floor(s * static_cast<double>(d.value()))));
+      else if (s != 1.0)
+        out[axes[i]] = node.graph()->freshDim();
+    }
+  } else {
+    for (int64_t a : axes)
+      out[a] = node.graph()->freshDim();
+  }
+  return std::vector<TensorType>{TensorType(x->dtype(), out)};
+}
+
+} // namespace nnc::shape

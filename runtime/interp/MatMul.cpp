@@ -1,0 +1,264 @@
+// Interpreter kernels of matmul (numpy semantics) and einsum.
+#include <algorithm>
+#include <map>
+
+#include <Eigen/Dense>
+
+#include "interp/Kernels.h"
+#include "interp/NNSupport.h"
+#include "nnc/ir/NNGeometry.h"
+#include "nnc/ir/ShapeUtils.h"
+
+namespace nnc::interp {
+
+namespace {
+
+using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// Offsets (in matrices) of each batch of `out` in an operand with batch extents `in`
+/// (right-aligned numpy broadcasting).
+std::vector<int64_t> batchOffsets(const Extents &out, const Extents &in) {
+  size_t off = out.size() - in.size();
+  std::vector<int64_t> stride(out.size(), 0);
+  int64_t s = 1;
+  for (size_t i = in.size(); i-- > 0;) {
+    stride[off + i] = in[i] == 1 ? 0 : s;
+    s *= in[i];
+  }
+  std::vector<int64_t> r;
+  std::vector<int64_t> idx(out.size(), 0);
+  int64_t n = nn::product(out);
+  for (int64_t b = 0; b < n; ++b) {
+    int64_t o = 0;
+    for (size_t d = 0; d < out.size(); ++d)
+      o += idx[d] * stride[d];
+    r.push_back(o);
+    nn::nextIndex(idx, out);
+  }
+  return r;
+}
+
+/// Integer matmul with wrap-around arithmetic (computed modulo 2^64, then truncated).
+template <typename T>
+void intMatMul(const T *a, const T *b, T *c, const std::vector<int64_t> &aOff,
+               const std::vector<int64_t> &bOff, int64_t m, int64_t k, int64_t n) {
+  std::vector<uint64_t> row(static_cast<size_t>(n));
+  for (size_t bi = 0; bi < aOff.size(); ++bi) {
+    const T *pa = a + aOff[bi] * m * k;
+    const T *pb = b + bOff[bi] * k * n;
+    T *pc = c + static_cast<int64_t>(bi) * m * n;
+    for (int64_t i = 0; i < m; ++i) {
+      std::fill(row.begin(), row.end(), 0);
+      for (int64_t p = 0; p < k; ++p) {
+        uint64_t x = static_cast<uint64_t>(static_cast<int64_t>(pa[i * k + p]));
+        if constexpr (std::is_unsigned_v<T>)
+          x = static_cast<uint64_t>(pa[i * k + p]);
+        for (int64_t j = 0; j < n; ++j) {
+          uint64_t y = std::is_unsigned_v<T>
+                           ? static_cast<uint64_t>(pb[p * n + j])
+                           : static_cast<uint64_t>(static_cast<int64_t>(pb[p * n + j]));
+          row[j] += x * y;
+        }
+      }
+      for (int64_t j = 0; j < n; ++j)
+        pc[i * n + j] = static_cast<T>(row[j]);
+    }
+  }
+}
+
+} // namespace
+
+Results evalMatMul(const Node &node, const Operands &ops) {
+  const Tensor &a = ops[0], &b = ops[1];
+  if (a.dtype() != b.dtype())
+    return node.error("operand dtypes differ: {} and {}", dtypeName(a.dtype()),
+                      dtypeName(b.dtype()));
+  if (a.rank() < 1 || b.rank() < 1)
+    return node.error("operands must have rank >= 1");
+  Extents as = a.extents(), bs = b.extents();
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), 1);
+  if (bVec)
+    bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  if (bs[bs.size() - 2] != k)
+    return node.error("inner dims differ: {} and {}", extentsStr(a.extents()),
+                      extentsStr(b.extents()));
+  Extents batchA(as.begin(), as.end() - 2), batchB(bs.begin(), bs.end() - 2);
+  std::optional<Extents> batch = broadcastExtents(batchA, batchB);
+  if (!batch)
+    return node.error("batch dims {} and {} do not broadcast", extentsStr(batchA),
+                      extentsStr(batchB));
+  Extents out = *batch;
+  if (!aVec)
+    out.push_back(m);
+  if (!bVec)
+    out.push_back(n);
+  std::vector<int64_t> aOff = batchOffsets(*batch, batchA), bOff = batchOffsets(*batch, batchB);
+
+  if (isFloat(a.dtype())) {
+    std::vector<double> av = nn::toDoubles(a), bv = nn::toDoubles(b);
+    std::vector<double> cv(static_cast<size_t>(nn::product(out)));
+    for (size_t bi = 0; bi < aOff.size(); ++bi) {
+      Eigen::Map<const RowMatrix> ma(av.data() + aOff[bi] * m * k, m, k);
+      Eigen::Map<const RowMatrix> mb(bv.data() + bOff[bi] * k * n, k, n);
+      Eigen::Map<RowMatrix> mc(cv.data() + static_cast<int64_t>(bi) * m * n, m, n);
+      if (k == 0)
+        mc.setZero();
+      else
+        mc.noalias() = ma * mb;
+    }
+    NNC_ASSIGN_OR_RETURN(Tensor r, nn::fromDoubles(a.dtype(), out, cv));
+    return std::vector<Tensor>{r};
+  }
+  NNC_ASSIGN_OR_RETURN(Tensor r, Tensor::create(a.dtype(), out));
+  switch (a.dtype()) {
+#define NNC_INT_CASE(D, C)                                                                         \
+  case DType::D:                                                                                   \
+    intMatMul<C>(a.data<C>(), b.data<C>(), r.data<C>(), aOff, bOff, m, k, n);                      \
+    break;
+    NNC_INT_CASE(I8, int8_t)
+    NNC_INT_CASE(U8, uint8_t)
+    NNC_INT_CASE(I16, int16_t)
+    NNC_INT_CASE(U16, uint16_t)
+    NNC_INT_CASE(I32, int32_t)
+    NNC_INT_CASE(U32, uint32_t)
+    NNC_INT_CASE(I64, int64_t)
+    NNC_INT_CASE(U64, uint64_t)
+#undef NNC_INT_CASE
+  default:
+    return node.error("unsupported dtype {}", dtypeName(a.dtype()));
+  }
+  return std::vector<Tensor>{r};
+}
+
+namespace {
+
+/// The einsum loop: the output labels are the outer loop, the summed labels the inner one.
+/// `Acc` is double for floats and uint64_t (wrap-around) for integers.
+template <typename Acc, typename Load>
+std::vector<Acc> einsumLoop(const std::vector<std::vector<int64_t>> &outStride,
+                            const std::vector<std::vector<int64_t>> &sumStride,
+                            const Extents &outExt, const Extents &sumExt, size_t numOps,
+                            Load load) {
+  int64_t outN = nn::product(outExt), sumN = nn::product(sumExt);
+  std::vector<Acc> result(static_cast<size_t>(outN));
+  std::vector<int64_t> oi(outExt.size(), 0), si(sumExt.size(), 0);
+  std::vector<int64_t> base(numOps), off(numOps);
+  for (int64_t o = 0; o < outN; ++o) {
+    for (size_t j = 0; j < numOps; ++j) {
+      base[j] = 0;
+      for (size_t d = 0; d < oi.size(); ++d)
+        base[j] += oi[d] * outStride[j][d];
+    }
+    Acc acc = 0;
+    std::fill(si.begin(), si.end(), 0);
+    for (int64_t s = 0; s < sumN; ++s) {
+      Acc prod = 1;
+      for (size_t j = 0; j < numOps; ++j) {
+        int64_t p = base[j];
+        for (size_t d = 0; d < si.size(); ++d)
+          p += si[d] * sumStride[j][d];
+        prod *= load(j, p);
+      }
+      acc += prod;
+      nn::nextIndex(si, sumExt);
+    }
+    result[static_cast<size_t>(o)] = acc;
+    nn::nextIndex(oi, outExt);
+  }
+  return result;
+}
+
+} // namespace
+
+Results evalEinsum(const Node &node, const Operands &ops) {
+  std::vector<int64_t> ranks;
+  for (const Tensor &t : ops) {
+    if (t.dtype() != ops[0].dtype())
+      return node.error("operand dtypes differ");
+    ranks.push_back(t.rank());
+  }
+  NNC_ASSIGN_OR_RETURN(EinsumLabels labels, parseEinsum(node, ranks));
+  std::map<int, int64_t> size;
+  for (size_t j = 0; j < ops.size(); ++j)
+    for (size_t d = 0; d < labels.operands[j].size(); ++d) {
+      int l = labels.operands[j][d];
+      int64_t e = ops[j].dim(static_cast<int64_t>(d));
+      auto it = size.find(l);
+      if (it == size.end() || it->second == 1)
+        size[l] = e;
+      else if (e != 1 && e != it->second)
+        return node.error("label '{}' has sizes {} and {}",
+                          l < 256 ? std::string(1, static_cast<char>(l)) : "...", it->second, e);
+    }
+  std::vector<int> outLabels = labels.output, sumLabels;
+  for (auto [l, e] : size)
+    if (std::find(outLabels.begin(), outLabels.end(), l) == outLabels.end())
+      sumLabels.push_back(l);
+  Extents outExt, sumExt;
+  for (int l : outLabels)
+    outExt.push_back(size[l]);
+  for (int l : sumLabels)
+    sumExt.push_back(size[l]);
+  // Stride of each label in each operand (a repeated label walks the diagonal; a broadcast
+  // size-1 axis has stride 0).
+  std::vector<std::vector<int64_t>> outStride(ops.size()), sumStride(ops.size());
+  for (size_t j = 0; j < ops.size(); ++j) {
+    std::vector<int64_t> st = nn::stridesOf(ops[j].extents());
+    std::map<int, int64_t> ls;
+    for (size_t d = 0; d < labels.operands[j].size(); ++d)
+      if (ops[j].dim(static_cast<int64_t>(d)) != 1)
+        ls[labels.operands[j][d]] += st[d];
+    for (int l : outLabels)
+      outStride[j].push_back(ls.count(l) ? ls[l] : 0);
+    for (int l : sumLabels)
+      sumStride[j].push_back(ls.count(l) ? ls[l] : 0);
+  }
+  DType t = ops[0].dtype();
+  if (isFloat(t)) {
+    std::vector<std::vector<double>> vals;
+    for (const Tensor &op : ops)
+      vals.push_back(nn::toDoubles(op));
+    std::vector<double> r = einsumLoop<double>(
+        outStride, sumStride, outExt, sumExt, ops.size(),
+        [&](size_t j, int64_t p) { return vals[j][static_cast<size_t>(p)]; });
+    NNC_ASSIGN_OR_RETURN(Tensor res, nn::fromDoubles(t, outExt, r));
+    return std::vector<Tensor>{res};
+  }
+  if (!isInteger(t))
+    return node.error("unsupported dtype {}", dtypeName(t));
+  std::vector<std::vector<uint64_t>> vals;
+  for (const Tensor &op : ops) {
+    std::vector<uint64_t> v(static_cast<size_t>(op.numElements()));
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<uint64_t>(op.elementAsInt(static_cast<int64_t>(i)));
+    vals.push_back(std::move(v));
+  }
+  std::vector<uint64_t> r = einsumLoop<uint64_t>(
+      outStride, sumStride, outExt, sumExt, ops.size(),
+      [&](size_t j, int64_t p) { return vals[j][static_cast<size_t>(p)]; });
+  NNC_ASSIGN_OR_RETURN(Tensor res, Tensor::create(t, outExt));
+  switch (t) {
+#define NNC_INT_CASE(D, C)                                                                         \
+  case DType::D:                                                                                   \
+    for (size_t i = 0; i < r.size(); ++i)                                                          \
+      res.data<C>()[i] = static_cast<C>(r[i]);                                                     \
+    break;
+    NNC_INT_CASE(I8, int8_t)
+    NNC_INT_CASE(U8, uint8_t)
+    NNC_INT_CASE(I16, int16_t)
+    NNC_INT_CASE(U16, uint16_t)
+    NNC_INT_CASE(I32, int32_t)
+    NNC_INT_CASE(U32, uint32_t)
+    NNC_INT_CASE(I64, int64_t)
+    NNC_INT_CASE(U64, uint64_t)
+#undef NNC_INT_CASE
+  default:
+    break;
+  }
+  return std::vector<Tensor>{res};
+}
+
+} // namespace nnc::interp

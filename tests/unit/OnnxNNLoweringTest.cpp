@@ -1,0 +1,243 @@
+// Tests of the ONNX NN lowerings in the opset forms the ONNX node tests do not cover (legacy
+// Softmax coercion, Upsample, Resize-10, GroupNormalization-18, Gemm-6, integer matmul).
+// Models are written with a minimal protobuf encoder, imported and run on the interpreter.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "nnc/frontend/OnnxImporter.h"
+#include "nnc/runtime/Interpreter.h"
+
+namespace nnc {
+namespace {
+
+/// Just enough protobuf wire format for ModelProto.
+struct Pb {
+  std::string bytes;
+  void varint(uint64_t v) {
+    while (v >= 0x80) {
+      bytes.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    bytes.push_back(static_cast<char>(v));
+  }
+  Pb &i(int field, int64_t v) {
+    varint(static_cast<uint64_t>(field) << 3);
+    varint(static_cast<uint64_t>(v));
+    return *this;
+  }
+  Pb &s(int field, const std::string &v) {
+    varint((static_cast<uint64_t>(field) << 3) | 2);
+    varint(v.size());
+    bytes += v;
+    return *this;
+  }
+  Pb &m(int field, const Pb &v) { return s(field, v.bytes); }
+  Pb &f(int field, float v) {
+    varint((static_cast<uint64_t>(field) << 3) | 5);
+    char b[4];
+    std::memcpy(b, &v, 4);
+    bytes.append(b, 4);
+    return *this;
+  }
+};
+
+Pb attrInt(const std::string &name, int64_t v) { return Pb().s(1, name).i(20, 2).i(3, v); }
+Pb attrFloat(const std::string &name, float v) { return Pb().s(1, name).i(20, 1).f(2, v); }
+Pb attrString(const std::string &name, const std::string &v) {
+  return Pb().s(1, name).i(20, 3).s(4, v);
+}
+Pb attrFloats(const std::string &name, const std::vector<float> &v) {
+  Pb a = Pb().s(1, name).i(20, 6);
+  for (float x : v)
+    a.f(7, x);
+  return a;
+}
+
+Pb node(const std::string &op, const std::vector<std::string> &ins,
+        const std::vector<std::string> &outs, const std::vector<Pb> &attrs = {}) {
+  Pb n;
+  for (const auto &x : ins)
+    n.s(1, x);
+  for (const auto &x : outs)
+    n.s(2, x);
+  n.s(4, op);
+  for (const Pb &a : attrs)
+    n.m(5, a);
+  return n;
+}
+
+Pb valueInfo(const std::string &name, const Tensor &t) {
+  Pb shape;
+  for (int64_t d : t.extents())
+    shape.m(1, Pb().i(1, d));
+  Pb tensorType = Pb().i(1, dtypeToOnnx(t.dtype())).m(2, shape);
+  return Pb().s(1, name).m(2, Pb().m(1, tensorType));
+}
+
+/// Writes a one-node model whose inputs are `inputs` (name, value) and runs it.
+Expected<std::vector<Tensor>> runModel(int64_t opset, const Pb &theNode,
+                                       const std::vector<std::pair<std::string, Tensor>> &inputs,
+                                       const std::vector<std::string> &outputs) {
+  Pb graph;
+  graph.m(1, theNode).s(2, "g");
+  std::vector<Tensor> values;
+  for (const auto &[name, t] : inputs) {
+    graph.m(11, valueInfo(name, t));
+    values.push_back(t);
+  }
+  for (const auto &name : outputs)
+    graph.m(12, Pb().s(1, name));
+  Pb model;
+  model.i(1, 8).m(8, Pb().s(1, "").i(2, opset)).m(7, graph);
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("nnc_onnxnn_" + std::to_string(::getpid()) + ".onnx"))
+                         .string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << model.bytes;
+  }
+  Expected<std::unique_ptr<Graph>> g = importOnnxFile(path);
+  std::filesystem::remove(path);
+  if (!g)
+    return g.takeError();
+  return interpret(**g, values);
+}
+
+Tensor f32(const Extents &e, const std::vector<float> &v) {
+  return Tensor::fromVector<float>(DType::F32, e, v);
+}
+
+void expectNear(const Tensor &t, const std::vector<float> &want, float tol = 1e-5f) {
+  ASSERT_EQ(t.dtype(), DType::F32);
+  ASSERT_EQ(t.numElements(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(t.data<float>()[i], want[i], tol) << "element " << i;
+}
+
+std::vector<float> ramp(size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = std::sin(static_cast<float>(i) * 1.7f) * 3.0f;
+  return v;
+}
+
+TEST(OnnxNNLowering, LegacySoftmaxCoercesTo2D) {
+  std::vector<float> x = ramp(24);
+  // Opset 11, default axis 1 on [2,3,4]: softmax over the 12 trailing elements of each batch.
+  auto r = runModel(11, node("Softmax", {"x"}, {"y"}), {{"x", f32({2, 3, 4}, x)}}, {"y"});
+  ASSERT_TRUE(r) << r.error().message();
+  std::vector<float> want(24);
+  for (int b = 0; b < 2; ++b) {
+    float mx = -1e30f, sum = 0;
+    for (int i = 0; i < 12; ++i)
+      mx = std::max(mx, x[b * 12 + i]);
+    for (int i = 0; i < 12; ++i)
+      sum += std::exp(x[b * 12 + i] - mx);
+    for (int i = 0; i < 12; ++i)
+      want[b * 12 + i] = std::exp(x[b * 12 + i] - mx) / sum;
+  }
+  expectNear((*r)[0], want);
+  EXPECT_EQ((*r)[0].extents(), (Extents{2, 3, 4}));
+}
+
+TEST(OnnxNNLowering, LegacyHardmaxDefaultAxis) {
+  std::vector<float> x = ramp(24);
+  auto r = runModel(1, node("Hardmax", {"x"}, {"y"}), {{"x", f32({2, 3, 4}, x)}}, {"y"});
+  ASSERT_TRUE(r) << r.error().message();
+  std::vector<float> want(24, 0.0f);
+  for (int b = 0; b < 2; ++b)
+    want[b * 12 + (std::max_element(x.begin() + b * 12, x.begin() + b * 12 + 12) -
+                   (x.begin() + b * 12))] = 1.0f;
+  expectNear((*r)[0], want);
+}
+
+TEST(OnnxNNLowering, Upsample7NearestFromAttribute) {
+  auto r = runModel(7,
+                    node("Upsample", {"x"}, {"y"}, {attrFloats("scales", {1, 1, 2, 3})}),
+                    {{"x", f32({1, 1, 2, 2}, {1, 2, 3, 4})}}, {"y"});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ((*r)[0].extents(), (Extents{1, 1, 4, 6}));
+  expectNear((*r)[0], {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4});
+}
+
+TEST(OnnxNNLowering, Resize10LinearIsAsymmetric) {
+  auto r = runModel(10, node("Resize", {"x", "s"}, {"y"}, {attrString("mode", "linear")}),
+                    {{"x", f32({1, 1, 2, 2}, {1, 2, 3, 4})}, {"s", f32({4}, {1, 1, 2, 2})}},
+                    {"y"});
+  ASSERT_TRUE(r) << r.error().message();
+  expectNear((*r)[0], {1, 1.5, 2, 2, 2, 2.5, 3, 3, 3, 3.5, 4, 4, 3, 3.5, 4, 4});
+}
+
+TEST(OnnxNNLowering, GroupNorm18PerGroupScale) {
+  std::vector<float> x = ramp(12); // [1, 4, 3], 2 groups of 2 channels.
+  std::vector<float> scale = {1.5f, -0.5f}, bias = {0.25f, 2.0f};
+  auto r = runModel(18,
+                    node("GroupNormalization", {"x", "s", "b"}, {"y"},
+                         {attrInt("num_groups", 2)}),
+                    {{"x", f32({1, 4, 3}, x)}, {"s", f32({2}, scale)}, {"b", f32({2}, bias)}},
+                    {"y"});
+  ASSERT_TRUE(r) << r.error().message();
+  std::vector<float> want(12);
+  for (int g = 0; g < 2; ++g) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 6; ++i)
+      mean += x[g * 6 + i] / 6.0;
+    for (int i = 0; i < 6; ++i)
+      var += (x[g * 6 + i] - mean) * (x[g * 6 + i] - mean) / 6.0;
+    for (int i = 0; i < 6; ++i)
+      want[g * 6 + i] =
+          static_cast<float>((x[g * 6 + i] - mean) / std::sqrt(var + 1e-5) * scale[g] + bias[g]);
+  }
+  expectNear((*r)[0], want, 1e-4f);
+}
+
+TEST(OnnxNNLowering, Gemm6BroadcastAlphaBetaTransA) {
+  // A stored 3x2 (transA), B 3x2, C a row vector.
+  auto r = runModel(6,
+                    node("Gemm", {"a", "b", "c"}, {"y"},
+                         {attrInt("broadcast", 1), attrInt("transA", 1), attrFloat("alpha", 0.5f),
+                          attrFloat("beta", 2.0f)}),
+                    {{"a", f32({3, 2}, {1, 2, 3, 4, 5, 6})},
+                     {"b", f32({3, 2}, {1, 0, 2, 1, 1, 0})},
+                     {"c", f32({2}, {10, 20})}},
+                    {"y"});
+  ASSERT_TRUE(r) << r.error().message();
+  // A^T = [[1,3,5],[2,4,6]]; A^T B = [[12,3],[16,4]].
+  expectNear((*r)[0], {0.5f * 12 + 20, 0.5f * 3 + 40, 0.5f * 16 + 20, 0.5f * 4 + 40});
+}
+
+TEST(OnnxNNLowering, MatMulIntegerPerRowZeroPoint) {
+  auto i32 = [](const Extents &e, const std::vector<int32_t> &v) {
+    return Tensor::fromVector<int32_t>(DType::I32, e, v);
+  };
+  auto r = runModel(10, node("MatMulInteger", {"a", "b", "az", "bz"}, {"y"}),
+                    {{"a", Tensor::fromVector<uint8_t>(DType::U8, {2, 2}, {10, 20, 30, 40})},
+                     {"b", Tensor::fromVector<uint8_t>(DType::U8, {2, 2}, {1, 2, 3, 4})},
+                     {"az", Tensor::fromVector<uint8_t>(DType::U8, {2}, {1, 2})},
+                     {"bz", Tensor::fromVector<uint8_t>(DType::U8, {2}, {1, 0})}},
+                    {"y"});
+  ASSERT_TRUE(r) << r.error().message();
+  // (A - [[1],[2]]) @ (B - [1,0]) = [[9,19],[28,38]] @ [[0,2],[2,4]].
+  EXPECT_TRUE((*r)[0].bitwiseEqual(i32({2, 2}, {38, 94, 76, 208})));
+}
+
+TEST(OnnxNNLowering, ConvKernelShapeMismatchIsAnError) {
+  auto r = runModel(11,
+                    node("Conv", {"x", "w"}, {"y"},
+                         {Pb().s(1, "kernel_shape").i(20, 7).i(8, 3).i(8, 3)}),
+                    {{"x", f32({1, 1, 3, 3}, std::vector<float>(9, 0.0f))},
+                     {"w", f32({1, 1, 2, 2}, std::vector<float>(4, 0.0f))}},
+                    {"y"});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("kernel_shape"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("Conv"), std::string::npos) << r.error().message();
+}
+
+} // namespace
+} // namespace nnc
