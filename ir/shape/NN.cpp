@@ -160,8 +160,7 @@ Types inferConv(const Node &node) {
   if (xs[1].isStatic() && ws[1].isStatic() && ws[1].value() * group != xs[1].value())
     return node.error("weight {} expects {} input channels ({} per group x {} groups), input has "
                       "{}",
-                      w->type().str(), ws[1].value() * group, ws[1].value(), group,
-                      xs[1].value());
+                      w->type().str(), ws[1].value() * group, ws[1].value(), group, xs[1].value());
   if (bias) {
     NNC_TRY(requireSameDType(node, x, bias, "bias"));
     if (bias->rank() != 1 ||
@@ -204,7 +203,7 @@ Types inferConvTranspose(const Node &node) {
   if (xs[1].isStatic() && ws[0].isStatic() && ws[0] != xs[1])
     return node.error("weight {} expects {} input channels, input has {}", w->type().str(),
                       ws[0].value(), xs[1].value());
-  Dim outC = group == 1 ? ws[1]
+  Dim outC = group == 1         ? ws[1]
              : ws[1].isStatic() ? Dim(ws[1].value() * group)
                                 : node.graph()->freshDim();
   if (bias) {
@@ -339,8 +338,7 @@ Types inferResize(const Node &node) {
   std::optional<Extents> in = staticExtents(x->shape());
   if (c && in) {
     NNC_ASSIGN_OR_RETURN(ResizePlan p, planResize(node, *in, node.constantOperand(1),
-                                                  hasScales ? c : nullptr,
-                                                  hasSizes ? c : nullptr));
+                                                  hasScales ? c : nullptr, hasSizes ? c : nullptr));
     out = shapeFromExtents(p.out);
   } else if (c && hasSizes && policy == "stretch") {
     if (c->numElements() != static_cast<int64_t>(axes.size()))

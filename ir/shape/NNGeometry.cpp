@@ -16,7 +16,9 @@ int64_t floorDiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
+int64_t ceilDiv(int64_t a, int64_t b) {
+  return -floorDiv(-a, b);
+}
 
 Error checkList(const Node &node, const char *name, const std::vector<int64_t> &v, size_t n,
                 int64_t minValue) {
@@ -155,8 +157,8 @@ Expected<EinsumLabels> parseEinsum(const Node &node, const std::vector<int64_t> 
   size_t start = 0;
   while (true) {
     size_t comma = lhs.find(',', start);
-    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos
-                                                                 : comma - start));
+    terms.push_back(
+        lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos)
       break;
     start = comma + 1;
@@ -194,8 +196,8 @@ Expected<EinsumLabels> parseEinsum(const Node &node, const std::vector<int64_t> 
     NNC_ASSIGN_OR_RETURN(Term t, split(terms[i]));
     int64_t letters = static_cast<int64_t>(t.before.size() + t.after.size());
     if (t.ellipsis ? letters > ranks[i] : letters != ranks[i])
-      return node.error("term '{}' of equation '{}' does not match operand {} of rank {}",
-                        terms[i], eq, i, ranks[i]);
+      return node.error("term '{}' of equation '{}' does not match operand {} of rank {}", terms[i],
+                        eq, i, ranks[i]);
     if (t.ellipsis)
       ellipsisRank = std::max<int>(ellipsisRank, static_cast<int>(ranks[i] - letters));
     parsed.push_back(t);

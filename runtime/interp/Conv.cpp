@@ -20,18 +20,17 @@ struct ConvSetup {
   int64_t inSize = 1, outSize = 1, kernelSize = 1;
 };
 
-Expected<ConvSetup> setupConv(const Node &node, const Tensor &x, const Tensor &w,
-                              bool transpose) {
+Expected<ConvSetup> setupConv(const Node &node, const Tensor &x, const Tensor &w, bool transpose) {
   if (x.rank() < 3 || w.rank() != x.rank())
-    return node.error("input {} and weight {} must have one rank >= 3",
-                      extentsStr(x.extents()), extentsStr(w.extents()));
+    return node.error("input {} and weight {} must have one rank >= 3", extentsStr(x.extents()),
+                      extentsStr(w.extents()));
   size_t n = static_cast<size_t>(x.rank() - 2);
   NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, n));
   ConvSetup s;
   for (size_t i = 0; i < n; ++i) {
     int64_t in = x.dim(i + 2), k = w.dim(i + 2);
-    Expected<WindowAxis> ax = transpose ? transposeWindowAxis(node, a, i, in, k)
-                                        : windowAxis(node, a, i, in, k);
+    Expected<WindowAxis> ax =
+        transpose ? transposeWindowAxis(node, a, i, in, k) : windowAxis(node, a, i, in, k);
     if (!ax)
       return ax.takeError();
     s.axes.push_back(*ax);

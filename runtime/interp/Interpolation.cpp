@@ -32,8 +32,7 @@ struct ResizeAttrs {
 
 /// Interpolation weights for the taps at base + start + k, k = 0..n-1, where the input
 /// coordinate is base + ratio with ratio in (0, 1].
-std::vector<double> coefficients(const ResizeAttrs &a, double ratio, double scale,
-                                 int64_t &start) {
+std::vector<double> coefficients(const ResizeAttrs &a, double ratio, double scale, int64_t &start) {
   if (a.mode == "nearest") {
     start = 0;
     bool ceil;
@@ -74,8 +73,8 @@ std::vector<double> coefficients(const ResizeAttrs &a, double ratio, double scal
     start = -1;
     double r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;
     return {((A * r1 - 5 * A) * r1 + 8 * A) * r1 - 4 * A,
-            ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1,
-            ((A + 2) * q - (A + 3)) * q * q + 1, ((A * q1 - 5 * A) * q1 + 8 * A) * q1 - 4 * A};
+            ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1, ((A + 2) * q - (A + 3)) * q * q + 1,
+            ((A * q1 - 5 * A) * q1 + 8 * A) * q1 - 4 * A};
   }
   double s = std::min(scale, 1.0);
   start = static_cast<int64_t>(std::floor(-2 / s)) + 1;
@@ -185,8 +184,8 @@ Results evalResize(const Node &node, const Operands &ops) {
   for (size_t d = 0; d < rank; ++d) {
     if (plan.out[d] > 0 && x.dim(d) == 0)
       return node.error("cannot resize an empty axis {}", d);
-    taps.push_back(axisTaps(a, x.dim(d), plan.out[d], plan.scales[d], plan.roiStart[d],
-                            plan.roiEnd[d]));
+    taps.push_back(
+        axisTaps(a, x.dim(d), plan.out[d], plan.scales[d], plan.roiStart[d], plan.roiEnd[d]));
   }
   std::vector<double> xv = nn::toDoubles(x);
   std::vector<int64_t> stride = nn::stridesOf(x.extents());

@@ -221,9 +221,9 @@ Results evalEinsum(const Node &node, const Operands &ops) {
     std::vector<std::vector<double>> vals;
     for (const Tensor &op : ops)
       vals.push_back(nn::toDoubles(op));
-    std::vector<double> r = einsumLoop<double>(
-        outStride, sumStride, outExt, sumExt, ops.size(),
-        [&](size_t j, int64_t p) { return vals[j][static_cast<size_t>(p)]; });
+    std::vector<double> r =
+        einsumLoop<double>(outStride, sumStride, outExt, sumExt, ops.size(),
+                           [&](size_t j, int64_t p) { return vals[j][static_cast<size_t>(p)]; });
     NNC_ASSIGN_OR_RETURN(Tensor res, nn::fromDoubles(t, outExt, r));
     return std::vector<Tensor>{res};
   }
@@ -236,9 +236,9 @@ Results evalEinsum(const Node &node, const Operands &ops) {
       v[i] = static_cast<uint64_t>(op.elementAsInt(static_cast<int64_t>(i)));
     vals.push_back(std::move(v));
   }
-  std::vector<uint64_t> r = einsumLoop<uint64_t>(
-      outStride, sumStride, outExt, sumExt, ops.size(),
-      [&](size_t j, int64_t p) { return vals[j][static_cast<size_t>(p)]; });
+  std::vector<uint64_t> r =
+      einsumLoop<uint64_t>(outStride, sumStride, outExt, sumExt, ops.size(),
+                           [&](size_t j, int64_t p) { return vals[j][static_cast<size_t>(p)]; });
   NNC_ASSIGN_OR_RETURN(Tensor res, Tensor::create(t, outExt));
   switch (t) {
 #define NNC_INT_CASE(D, C)                                                                         \

@@ -11,7 +11,9 @@ using namespace nnc;
 
 namespace {
 
-TensorType f32(Shape s) { return TensorType(DType::F32, std::move(s)); }
+TensorType f32(Shape s) {
+  return TensorType(DType::F32, std::move(s));
+}
 
 std::vector<float> iota(int64_t n, float start = 1) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -61,8 +63,10 @@ AttrMap convAttrs(std::vector<int64_t> strides, std::vector<int64_t> pads,
 
 AttrMap poolAttrs(std::vector<int64_t> kernel, std::vector<int64_t> strides,
                   std::vector<int64_t> pads, int64_t ceil = 0) {
-  return {{"kernel_shape", kernel},         {"strides", strides},
-          {"pads", pads},                   {"dilations", std::vector<int64_t>{}},
+  return {{"kernel_shape", kernel},
+          {"strides", strides},
+          {"pads", pads},
+          {"dilations", std::vector<int64_t>{}},
           {"ceil_mode", ceil}};
 }
 
@@ -133,8 +137,8 @@ TEST(NNShape, ConvRejectsBadAttributes) {
   Graph g;
   Value *x = g.addInput("x", f32({Dim::symbol("N"), 4, 8, 8}));
   Value *w = g.addInput("w", f32({6, 2, 3, 3}));
-  Expected<Node *> ok = g.createInferred(OpKind::Conv, {x, w},
-                                         convAttrs({2, 2}, {1, 1, 1, 1}, {1, 1}, 2));
+  Expected<Node *> ok =
+      g.createInferred(OpKind::Conv, {x, w}, convAttrs({2, 2}, {1, 1, 1, 1}, {1, 1}, 2));
   ASSERT_TRUE(ok) << ok.error().message();
   EXPECT_EQ((*ok)->result()->type().str(), "f32[N,6,4,4]");
   Expected<Node *> badGroup =
@@ -258,13 +262,11 @@ TEST(NNKernel, ResizeNearestAndLinear) {
                 {Tensor(), scales});
   ASSERT_EQ(n.size(), 1u);
   EXPECT_EQ(n[0].extents(), (Extents{1, 1, 4, 4}));
-  EXPECT_EQ(values(n[0]),
-            (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
-  auto l = run1(OpKind::Resize, {x}, resizeAttrs("linear", "half_pixel"), -1,
-                {Tensor(), scales});
+  EXPECT_EQ(values(n[0]), (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+  auto l = run1(OpKind::Resize, {x}, resizeAttrs("linear", "half_pixel"), -1, {Tensor(), scales});
   // ONNX's test_resize_upsample_scales_linear expected output.
-  EXPECT_EQ(values(l[0]), (std::vector<float>{1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f,
-                                              2.5f, 2.75f, 3.25f, 3.5f, 3, 3.25f, 3.75f, 4}));
+  EXPECT_EQ(values(l[0]), (std::vector<float>{1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f, 2.5f,
+                                              2.75f, 3.25f, 3.5f, 3, 3.25f, 3.75f, 4}));
   // sizes with axes
   AttrMap ax = resizeAttrs("nearest", "half_pixel");
   ax["axes"] = std::vector<int64_t>{3};
@@ -277,17 +279,60 @@ TEST(NNShape, ResizeSymbolicAndConstant) {
   Graph g;
   Value *x = g.addInput("x", f32({Dim::symbol("N"), 3, 10, 10}));
   Value *sc = constant(g, tensor({4}, {1, 1, 0.5f, 2}));
-  Expected<Node *> r = g.createInferred(OpKind::Resize, {x, nullptr, sc},
-                                        resizeAttrs("linear", "half_pixel"));
+  Expected<Node *> r =
+      g.createInferred(OpKind::Resize, {x, nullptr, sc}, resizeAttrs("linear", "half_pixel"));
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ((*r)->result()->type().str(), "f32[N,3,5,20]");
   Value *dyn = g.addInput("s", f32({4}));
-  Expected<Node *> d = g.createInferred(OpKind::Resize, {x, nullptr, dyn},
-                                        resizeAttrs("linear", "half_pixel"));
+  Expected<Node *> d =
+      g.createInferred(OpKind::Resize, {x, nullptr, dyn}, resizeAttrs("linear", "half_pixel"));
   ASSERT_TRUE(d) << d.error().message();
   EXPECT_EQ((*d)->result()->rank(), 4);
   EXPECT_TRUE((*d)->result()->shape()[2].isSymbolic());
   Expected<Node *> none =
       g.createInferred(OpKind::Resize, {x}, resizeAttrs("linear", "half_pixel"));
   ASSERT_FALSE(none);
+}
+
+TEST(NNKernel, Conv3DMatchesDirectLoops) {
+  // N=2, C=4, group 2, M=4, 3-D input 5x4x6, kernel 2x3x2, strides (2,1,2), dilations
+  // (1,2,2), asymmetric pads; compared with the convolution written out as loops.
+  const int64_t N = 2, C = 4, G = 2, M = 4, D = 5, H = 4, W = 6, KD = 2, KH = 3, KW = 2;
+  std::vector<int64_t> st{2, 1, 2}, dil{1, 2, 2}, pads{1, 0, 2, 0, 2, 1};
+  std::vector<float> xv(N * C * D * H * W), wv(M * (C / G) * KD * KH * KW), bv{1, -1, 2, 0.5f};
+  for (size_t i = 0; i < xv.size(); ++i)
+    xv[i] = static_cast<float>((i * 37 % 23)) - 11;
+  for (size_t i = 0; i < wv.size(); ++i)
+    wv[i] = static_cast<float>((i * 11 % 7)) - 3;
+  Tensor x = tensor({N, C, D, H, W}, xv), w = tensor({M, C / G, KD, KH, KW}, wv),
+         b = tensor({M}, bv);
+  auto r = run1(OpKind::Conv, {x, w, b}, convAttrs(st, pads, dil, G));
+  ASSERT_EQ(r.size(), 1u);
+  int64_t in[3] = {D, H, W}, k[3] = {KD, KH, KW}, out[3];
+  for (int i = 0; i < 3; ++i)
+    out[i] = (in[i] + pads[i] + pads[i + 3] - dil[i] * (k[i] - 1) - 1) / st[i] + 1;
+  ASSERT_EQ(r[0].extents(), (Extents{N, M, out[0], out[1], out[2]}));
+  std::vector<float> got = values(r[0]);
+  size_t at = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t od = 0; od < out[0]; ++od)
+        for (int64_t oh = 0; oh < out[1]; ++oh)
+          for (int64_t ow = 0; ow < out[2]; ++ow, ++at) {
+            double s = bv[m];
+            int64_t g = m / (M / G);
+            for (int64_t c = 0; c < C / G; ++c)
+              for (int64_t a = 0; a < KD; ++a)
+                for (int64_t bb = 0; bb < KH; ++bb)
+                  for (int64_t e = 0; e < KW; ++e) {
+                    int64_t id = od * st[0] - pads[0] + a * dil[0];
+                    int64_t ih = oh * st[1] - pads[1] + bb * dil[1];
+                    int64_t iw = ow * st[2] - pads[2] + e * dil[2];
+                    if (id < 0 || id >= D || ih < 0 || ih >= H || iw < 0 || iw >= W)
+                      continue;
+                    s += xv[(((n * C + g * (C / G) + c) * D + id) * H + ih) * W + iw] *
+                         wv[(((m * (C / G) + c) * KD + a) * KH + bb) * KW + e];
+                  }
+            ASSERT_FLOAT_EQ(got[at], static_cast<float>(s)) << "at " << at;
+          }
 }

@@ -527,3 +527,54 @@ TEST(OnnxImporterErrors, UnsupportedConstructs) {
   e = importError(save(dir, c, "str.onnx"));
   EXPECT_TRUE(contains(e, "strconst")) << e;
 }
+
+TEST(OnnxImporter, LegacyBroadcastAndCastByName) {
+  TempDir dir;
+  onnx::ModelProto m = newModel(5);
+  addInput(m, "x", onnx::TensorProto::FLOAT, {2, 3, 2});
+  addFloatInit(m, "b", {3}, {10, 20, 30});
+  auto *n = addNode(m, "Add", "add", {"x", "b"}, {"s"});
+  auto *a = n->add_attribute();
+  a->set_name("broadcast");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(1);
+  a = n->add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(1);
+  auto *c = addNode(m, "Cast", "cast", {"s"}, {"y"});
+  a = c->add_attribute();
+  a->set_name("to");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("INT32");
+  addOutput(m, "y");
+  Expected<std::unique_ptr<Graph>> g = importOnnxFile(save(dir, m));
+  ASSERT_TRUE(g) << g.error().message();
+  Tensor x = Tensor::fromVector<float>(DType::F32, {2, 3, 2}, std::vector<float>(12, 1.5f));
+  Expected<std::vector<Tensor>> out = interpret(**g, {x});
+  ASSERT_TRUE(out) << out.error().message();
+  ASSERT_EQ((*out)[0].dtype(), DType::I32);
+  EXPECT_EQ((*out)[0].data<int32_t>()[0], 11);
+  EXPECT_EQ((*out)[0].data<int32_t>()[3], 21);
+  EXPECT_EQ((*out)[0].data<int32_t>()[11], 31);
+}
+
+TEST(OnnxImporter, KnownInputsGiveCompileTimeValues) {
+  TempDir dir;
+  onnx::ModelProto m = newModel(18);
+  addInput(m, "x", onnx::TensorProto::FLOAT, {2, 3});
+  addInput(m, "axes", onnx::TensorProto::INT64, {1});
+  addNode(m, "ReduceSum", "rs", {"x", "axes"}, {"y"});
+  addOutput(m, "y");
+  std::string path = save(dir, m);
+  // Without the value the axes are only known at run time.
+  Expected<std::unique_ptr<Graph>> bad = importOnnxFile(path);
+  if (!bad)
+    EXPECT_TRUE(contains(bad.error().message(), "rs")) << bad.error().message();
+  ImportOptions opts;
+  opts.knownInputs["axes"] = Tensor::fromVector<int64_t>(DType::I64, {1}, {1});
+  Expected<std::unique_ptr<Graph>> g = importOnnxFile(path, opts);
+  ASSERT_TRUE(g) << g.error().message();
+  EXPECT_EQ((*g)->inputs().size(), 2u);
+  EXPECT_EQ((*g)->outputs()[0]->type().str(), "f32[2,1]"); // keepdims defaults to 1
+}

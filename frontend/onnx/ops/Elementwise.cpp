@@ -45,10 +45,35 @@ Error lowerUnary(C &c, K k) {
   return c.setOutput(0, y);
 }
 
+/// Opset < 7 binary ops broadcast only with broadcast=1, aligning b with a's dims from
+/// `axis` on (default: trailing dims, as numpy does). Pads b with trailing 1s so numpy
+/// broadcasting gives the same alignment.
+Expected<Value *> legacyBroadcast(C &c, Value *a, Value *b) {
+  if (c.opset() >= 7 || !c.hasAttr("axis"))
+    return b;
+  NNC_ASSIGN_OR_RETURN(int64_t bc, c.intAttr("broadcast", 0));
+  if (!bc)
+    return b;
+  NNC_ASSIGN_OR_RETURN(int64_t axis, c.intAttr("axis", 0));
+  if (axis < 0)
+    axis += a->rank();
+  int64_t trailing = a->rank() - axis - b->rank();
+  if (axis < 0 || trailing < 0)
+    return c.error("attribute 'axis' {} does not fit a second input {} into the first {}", axis,
+                   b->type().str(), a->type().str());
+  if (trailing == 0)
+    return b;
+  std::vector<int64_t> axes;
+  for (int64_t i = 0; i < trailing; ++i)
+    axes.push_back(b->rank() + i);
+  return c.emit(K::Unsqueeze, {b}, {{"axes", Attribute(axes)}});
+}
+
 Error lowerBinary(C &c, K k) {
   NNC_TRY(checkInputs(c, 2, 2));
   NNC_ASSIGN_OR_RETURN(Value * a, req(c, 0));
-  NNC_ASSIGN_OR_RETURN(Value * b, req(c, 1));
+  NNC_ASSIGN_OR_RETURN(Value * b0, req(c, 1));
+  NNC_ASSIGN_OR_RETURN(Value * b, legacyBroadcast(c, a, b0));
   NNC_ASSIGN_OR_RETURN(Value * y, bin(c, k, a, b));
   return c.setOutput(0, y);
 }
@@ -76,7 +101,8 @@ Error lowerVariadic(C &c, K k, bool mean) {
 Error lowerPow(C &c) {
   NNC_TRY(checkInputs(c, 2, 2));
   NNC_ASSIGN_OR_RETURN(Value * x, req(c, 0));
-  NNC_ASSIGN_OR_RETURN(Value * e, req(c, 1));
+  NNC_ASSIGN_OR_RETURN(Value * e0, req(c, 1));
+  NNC_ASSIGN_OR_RETURN(Value * e, legacyBroadcast(c, x, e0));
   DType t = x->dtype();
   if (e->dtype() == t) {
     NNC_ASSIGN_OR_RETURN(Value * y, bin(c, K::Pow, x, e));
@@ -429,7 +455,17 @@ Error lowerCast(C &c) {
   NNC_ASSIGN_OR_RETURN(Value * x, req(c, 0));
   if (!c.hasAttr("to"))
     return c.error("missing attribute 'to'");
-  NNC_ASSIGN_OR_RETURN(int64_t code, c.intAttr("to", 0));
+  int64_t code = 0;
+  if (Expected<int64_t> i = c.intAttr("to", 0)) {
+    code = *i;
+  } else {
+    // Cast-1 names the type: "FLOAT", "INT64", ...
+    NNC_ASSIGN_OR_RETURN(std::string name, c.stringAttr("to", ""));
+    onnx::TensorProto::DataType dt;
+    if (!onnx::TensorProto::DataType_Parse(name, &dt))
+      return c.error("unknown target type '{}' (attribute 'to')", name);
+    code = dt;
+  }
   std::optional<DType> to = dtypeFromOnnx(static_cast<int>(code));
   if (!to)
     return c.error("unsupported target type {} (attribute 'to')", code);
@@ -591,13 +627,15 @@ Error lowerIdentity(C &c) {
 
 void registerElementwiseLowerings(LoweringTable &t) {
   auto unary = [&](const char *name, K k) {
-    t[name] = OpLowering{{}, [k](C &c) { return lowerUnary(c, k); }};
+    t[name] = OpLowering{{"consumed_inputs"}, [k](C &c) { return lowerUnary(c, k); }};
   };
   auto binary = [&](const char *name, K k) {
-    t[name] = OpLowering{{}, [k](C &c) { return lowerBinary(c, k); }};
+    t[name] = OpLowering{{"broadcast", "axis", "consumed_inputs"},
+                         [k](C &c) { return lowerBinary(c, k); }};
   };
   auto variadic = [&](const char *name, K k, bool mean) {
-    t[name] = OpLowering{{}, [k, mean](C &c) { return lowerVariadic(c, k, mean); }};
+    t[name] = OpLowering{{"consumed_inputs"},
+                         [k, mean](C &c) { return lowerVariadic(c, k, mean); }};
   };
 
   t["Identity"] = OpLowering{{}, lowerIdentity};
@@ -645,7 +683,7 @@ void registerElementwiseLowerings(LoweringTable &t) {
   binary("LessOrEqual", K::LessEqual);
   binary("Greater", K::Greater);
   binary("GreaterOrEqual", K::GreaterEqual);
-  t["Pow"] = OpLowering{{}, lowerPow};
+  t["Pow"] = OpLowering{{"broadcast", "axis"}, lowerPow};
   t["Mod"] = OpLowering{{"fmod"}, lowerMod};
   t["BitShift"] = OpLowering{{"direction"}, lowerBitShift};
   t["Where"] = OpLowering{{}, lowerWhere};
@@ -655,14 +693,14 @@ void registerElementwiseLowerings(LoweringTable &t) {
   variadic("Sum", K::Add, false);
   variadic("Mean", K::Add, true);
 
-  t["Clip"] = OpLowering{{"min", "max"}, lowerClip};
-  t["Relu"] = OpLowering{{}, lowerRelu};
-  t["LeakyRelu"] = OpLowering{{"alpha"}, lowerLeakyRelu};
-  t["PRelu"] = OpLowering{{}, lowerPRelu};
-  t["Elu"] = OpLowering{{"alpha"}, lowerElu};
-  t["Selu"] = OpLowering{{"alpha", "gamma"}, lowerSelu};
+  t["Clip"] = OpLowering{{"min", "max", "consumed_inputs"}, lowerClip};
+  t["Relu"] = OpLowering{{"consumed_inputs"}, lowerRelu};
+  t["LeakyRelu"] = OpLowering{{"alpha", "consumed_inputs"}, lowerLeakyRelu};
+  t["PRelu"] = OpLowering{{"consumed_inputs"}, lowerPRelu};
+  t["Elu"] = OpLowering{{"alpha", "consumed_inputs"}, lowerElu};
+  t["Selu"] = OpLowering{{"alpha", "gamma", "consumed_inputs"}, lowerSelu};
   t["Celu"] = OpLowering{{"alpha"}, lowerCelu};
-  t["HardSigmoid"] = OpLowering{{"alpha", "beta"}, lowerHardSigmoid};
+  t["HardSigmoid"] = OpLowering{{"alpha", "beta", "consumed_inputs"}, lowerHardSigmoid};
   t["HardSwish"] = OpLowering{{}, lowerHardSwish};
   t["Softplus"] = OpLowering{{}, lowerSoftplus};
   t["Softsign"] = OpLowering{{}, lowerSoftsign};

@@ -1,0 +1,24 @@
+// The per-op lowering table behind lowerNode(). Each family of ops registers its lowerers
+// from its own file (Elementwise.cpp, DataMovement.cpp, Reductions.cpp, NN.cpp,
+// Composite.cpp).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "nnc/codegen/Lowering.h"
+
+namespace nnc::lower {
+
+/// Lowers one node (static shapes). `prefix` starts every kernel name.
+using Lowerer =
+    std::function<Expected<std::vector<kir::Kernel>>(const Node &node, const std::string &prefix)>;
+using LowererTable = std::map<OpKind, Lowerer>;
+
+void registerElementwiseLowerers(LowererTable &t); // every elementwise op, cast
+void registerDataMovementLowerers(LowererTable &t);
+void registerReductionAndNNLowerers(LowererTable &t);
+void registerCompositeLowerers(LowererTable &t);
+
+} // namespace nnc::lower

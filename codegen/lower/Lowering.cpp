@@ -1,0 +1,33 @@
+// lowerNode(): dispatch through the lowering table.
+#include "Lowerers.h"
+
+namespace nnc {
+
+namespace {
+const lower::LowererTable &table() {
+  static const lower::LowererTable t = [] {
+    lower::LowererTable t;
+    lower::registerElementwiseLowerers(t);
+    lower::registerDataMovementLowerers(t);
+    lower::registerReductionAndNNLowerers(t);
+    lower::registerCompositeLowerers(t);
+    return t;
+  }();
+  return t;
+}
+} // namespace
+
+bool canLowerNode(const Node &node) { return table().count(node.kind()) != 0; }
+
+Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix) {
+  auto it = table().find(node.kind());
+  if (it == table().end())
+    return node.error("no CPU code generation for op '{}' yet", node.opName());
+  for (Value *v : node.operands())
+    if (v && !isStatic(v->shape()))
+      return node.error("operand %{} has a symbolic shape {}; specialize shapes first",
+                        v->name(), v->type().str());
+  return it->second(node, namePrefix);
+}
+
+} // namespace nnc

@@ -1,0 +1,58 @@
+// The CPU code generator: kernel IR -> LLVM IR -> machine code through ORC LLJIT, with an
+// on-disk object cache.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nnc/ir/Kernel.h"
+
+namespace nnc {
+
+/// Every generated kernel has this C ABI: `buffers[i]` is the data of parameter i.
+using KernelFn = void (*)(void **buffers);
+
+/// The body of a parallel loop, outlined: runs iterations [begin, end) with `ctx` holding the
+/// enclosing kernel's buffers and loop variables.
+using ParallelBodyFn = void (*)(void *ctx, int64_t begin, int64_t end);
+/// Provided by the runtime: runs body over [0, n) on its thread pool and returns when done.
+/// Generated code calls it through the JIT symbol `nnc_parallel_for`.
+extern "C" void nnc_parallel_for(ParallelBodyFn body, void *ctx, int64_t n);
+
+struct CodegenOptions {
+  /// Folder of the object cache ("" disables it). Default: $NNC_CACHE_DIR or
+  /// ~/.cache/nnc/objects.
+  std::string cacheDir = defaultObjectCacheDir();
+  int optLevel = 3;
+  static std::string defaultObjectCacheDir();
+};
+
+/// A set of kernels compiled into one JIT module and kept alive with it.
+class CompiledModule {
+public:
+  virtual ~CompiledModule() = default;
+  /// The entry point of kernel `name`.
+  virtual KernelFn lookup(const std::string &name) const = 0;
+  /// True when the machine code came from the object cache (no LLVM compile).
+  virtual bool fromCache() const = 0;
+};
+
+/// The host CPU: name and the features LLVM generates code for (e.g. "skylake-avx512",
+/// "+avx512f,..."). Part of the object-cache key.
+std::string hostCpuDescription();
+
+/// Compiles kernels (with their schedules applied) for the host CPU.
+Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::Kernel> &kernels,
+                                                         const CodegenOptions &opts = {});
+
+/// The optimized LLVM IR, or the host assembly, of the kernels (for `nnc inspect`,
+/// `nnc compile --emit`).
+Expected<std::string> emitLLVMIR(const std::vector<kir::Kernel> &kernels, bool optimized = true);
+Expected<std::string> emitAssembly(const std::vector<kir::Kernel> &kernels);
+/// Writes a relocatable object file of the kernels.
+Error emitObjectFile(const std::vector<kir::Kernel> &kernels, const std::string &path);
+
+} // namespace nnc

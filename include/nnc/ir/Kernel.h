@@ -1,0 +1,184 @@
+// The kernel-level IR: what one generated kernel computes, as loops over an index space with
+// loads, stores, scalar locals and index arithmetic, plus a Schedule kept apart from it.
+//
+// A Kernel reads and writes flat, row-major buffers (its parameters). All extents are
+// compile-time constants: graphs with symbolic dims are specialized per concrete shape
+// before lowering (runtime/), so index arithmetic folds to constants and strides.
+//
+// The algorithm never depends on the Schedule: lowering produces a canonical loop nest whose
+// loops have names; the Schedule names loops and says how to split, reorder, vectorize,
+// unroll and parallelize them; applySchedule() rewrites the nest accordingly. Any schedule
+// gives the same numbers (up to float reassociation where a reduction loop is split).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nnc/ir/DType.h"
+#include "nnc/ir/Op.h"
+#include "nnc/support/Error.h"
+
+namespace nnc::kir {
+
+// ---- Expressions -----------------------------------------------------------------------------
+
+enum class ExprKind : uint8_t {
+  IntImm,   ///< An integer constant of `type` (i64 for index math).
+  FloatImm, ///< A float constant of `type`.
+  Var,      ///< A loop variable or a local scalar (by name).
+  Load,     ///< buffers[buffer][args[0]].
+  Op,       ///< An elementwise op of the graph IR (add, exp, less, select, ...) on args.
+  Cast,     ///< args[0] converted to `type` (ONNX Cast rules for arithmetic types).
+};
+
+struct ExprNode;
+/// Expressions are immutable and shared.
+using Expr = std::shared_ptr<const ExprNode>;
+
+struct ExprNode {
+  ExprKind kind;
+  DType type;
+  int64_t intValue = 0;
+  double floatValue = 0;
+  std::string name; ///< Var.
+  int buffer = -1;  ///< Load: index into Kernel::buffers.
+  OpKind op = OpKind::Add;
+  std::vector<Expr> args;
+};
+
+Expr intImm(int64_t v, DType t = DType::I64);
+Expr floatImm(double v, DType t = DType::F32);
+/// A scalar of `type` and value `v`, for any arithmetic dtype.
+Expr constant(double v, DType t);
+Expr var(const std::string &name, DType t = DType::I64);
+Expr load(int buffer, DType t, Expr index);
+/// An elementwise op; the result type follows the op (bool for comparisons). Integer
+/// immediates are folded (`add(i, 0)` is `i`), so index arithmetic stays small.
+Expr op(OpKind kind, std::vector<Expr> args);
+Expr cast(Expr e, DType to);
+// Index-arithmetic shorthands (i64).
+Expr add(Expr a, Expr b);
+Expr sub(Expr a, Expr b);
+Expr mul(Expr a, Expr b);
+Expr div(Expr a, Expr b); ///< Truncating; use on non-negative indices.
+Expr mod(Expr a, Expr b); ///< Non-negative operands.
+Expr min(Expr a, Expr b);
+Expr max(Expr a, Expr b);
+Expr select(Expr cond, Expr a, Expr b);
+Expr lt(Expr a, Expr b);
+Expr ge(Expr a, Expr b);
+Expr land(Expr a, Expr b);
+/// True when `e` is an IntImm equal to v.
+bool isIntImm(const Expr &e, int64_t v);
+
+// ---- Statements ------------------------------------------------------------------------------
+
+enum class LoopKind : uint8_t { Serial, Parallel, Vectorized, Unrolled };
+const char *loopKindName(LoopKind k);
+
+enum class StmtKind : uint8_t {
+  For,    ///< for var in [0, extent): body
+  Store,  ///< buffers[buffer][index] = value
+  Decl,   ///< A mutable scalar local `name` of `type`, initialized to value.
+  Assign, ///< name = value (a Decl in scope).
+  If,     ///< if cond then body[0] else body[1] (body[1] may be null).
+  Block,  ///< body... in order.
+};
+
+struct StmtNode;
+/// Statements form a tree that schedule transforms rewrite in place.
+using Stmt = std::shared_ptr<StmtNode>;
+
+struct StmtNode {
+  StmtKind kind;
+  std::string name; ///< For: loop variable (unique in the kernel); Decl/Assign: local.
+  DType type = DType::I64; ///< Decl.
+  Expr extent;      ///< For (an i64 expression; usually an IntImm).
+  LoopKind loopKind = LoopKind::Serial;
+  int buffer = -1;  ///< Store.
+  Expr index;       ///< Store.
+  Expr value;       ///< Store, Decl, Assign; If: the condition.
+  std::vector<Stmt> body;
+};
+
+Stmt forLoop(const std::string &var, Expr extent, Stmt body, LoopKind k = LoopKind::Serial);
+Stmt store(int buffer, Expr index, Expr value);
+Stmt decl(const std::string &name, DType t, Expr init);
+Stmt assign(const std::string &name, Expr value);
+Stmt ifThen(Expr cond, Stmt then, Stmt otherwise = nullptr);
+Stmt block(std::vector<Stmt> stmts);
+
+// ---- Schedules -------------------------------------------------------------------------------
+
+/// One scheduling directive, applied in order. Loops are named by their variables.
+struct ScheduleStep {
+  enum Kind : uint8_t {
+    Split,       ///< loop -> loop.o (extent ceil(n/factor)) and loop.i (factor); a guard
+                 ///< keeps the tail correct when factor does not divide n.
+    Reorder,     ///< Make `loops` (perfectly nested) appear in the given order.
+    Vectorize,   ///< Mark `loop` vectorized (its extent is the vector width).
+    Unroll,      ///< Mark `loop` unrolled.
+    Parallel,    ///< Mark `loop` parallel (run on the thread pool).
+  } kind;
+  std::string loop;
+  int64_t factor = 0;
+  std::vector<std::string> loops; ///< Reorder.
+};
+
+/// How to run a kernel. Changing it never changes what the kernel computes.
+struct Schedule {
+  std::vector<ScheduleStep> steps;
+  /// "split(i, 8); vectorize(i.i); parallel(i.o)".
+  std::string str() const;
+};
+
+// ---- Kernels ---------------------------------------------------------------------------------
+
+/// What a kernel parameter is bound to when the kernel runs as part of a graph node.
+enum class BufferRole : uint8_t {
+  Operand, ///< The node's operand `index`.
+  Result,  ///< The node's result `index`.
+  Scratch, ///< Temporary storage `index` of the node, shared by the node's kernels
+           ///< (e.g. row maxima written by one kernel and read by the next).
+};
+
+/// A kernel parameter: a flat buffer of `numElements` elements of `dtype`.
+struct BufferDecl {
+  std::string name;
+  DType dtype;
+  int64_t numElements;
+  BufferRole role;
+  int index;
+  bool written; ///< The kernel stores to it.
+};
+
+struct Kernel {
+  std::string name;                ///< A valid C/LLVM identifier, unique in an executable.
+  std::vector<BufferDecl> buffers; ///< Parameters, in call order.
+  Stmt body;                       ///< The algorithm (canonical loop nest).
+  Schedule schedule;               ///< Applied by applySchedule().
+  /// A key for caches and the tuner: the kernel's text without names.
+  std::string signature() const;
+};
+
+/// The loop nest with `k.schedule` applied. Fails, naming the step, when a step names a loop
+/// that does not exist or cannot be applied.
+Expected<Stmt> applySchedule(const Kernel &k);
+
+/// Text form for tests and `nnc inspect --kernels`.
+std::string printKernel(const Kernel &k);
+std::string printStmt(const Stmt &s, int indent = 0);
+std::string printExpr(const Expr &e);
+
+/// Checks that loads and stores name existing buffers with matching dtypes, variables are in
+/// scope, types of op operands agree, and (for constant indices) accesses are in bounds.
+Error verifyKernel(const Kernel &k);
+
+/// Runs a kernel directly on buffers (a slow tree-walking evaluator, used in tests to check
+/// lowering independently of code generation). `buffers[i]` points to buffer i's data.
+Error evaluateKernel(const Kernel &k, const std::vector<void *> &buffers);
+
+} // namespace nnc::kir

@@ -1,0 +1,76 @@
+// CPU execution of a graph: generated kernels, a launch list and one planned arena.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/ir/Graph.h"
+#include "nnc/ir/Kernel.h"
+#include "nnc/ir/Tensor.h"
+
+namespace nnc {
+
+/// Where each intermediate buffer lives in the arena, from liveness over the launch order.
+/// Deterministic: the same graph gives the same plan.
+struct BufferPlan {
+  struct Entry {
+    std::string name;  ///< The value (or "node/scratchK") the buffer holds.
+    int64_t bytes;
+    int64_t offset;    ///< In the arena, 64-byte aligned.
+    int firstUse;      ///< Launch index that writes it first.
+    int lastUse;       ///< Launch index that reads it last.
+    std::string reuses; ///< Name of the buffer it shares storage with in place, or "".
+  };
+  std::vector<Entry> entries;
+  int64_t peakBytes = 0;       ///< Arena size.
+  int64_t lowerBoundBytes = 0; ///< Largest total of simultaneously live buffers.
+  int64_t unplannedBytes = 0;  ///< All intermediates summed (one allocation each).
+  std::string str() const;     ///< A table for `nnc inspect --plan`.
+  std::string json() const;    ///< With peak_bytes, lower_bound_bytes, unplanned_bytes.
+};
+
+struct CpuOptions {
+  int threads = 0; ///< 0: all cores.
+  CodegenOptions codegen;
+};
+
+/// A compiled graph with static shapes. run() may be called repeatedly and from several
+/// threads at once (each call uses its own arena).
+class Executable {
+public:
+  virtual ~Executable() = default;
+  /// Compiles `g`, whose shapes must all be static (see CpuModel for symbolic ones).
+  static Expected<std::unique_ptr<Executable>> compile(const Graph &g, const CpuOptions &opts);
+
+  virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) = 0;
+  virtual const BufferPlan &plan() const = 0;
+  /// Every kernel in launch order.
+  virtual const std::vector<kir::Kernel> &kernels() const = 0;
+  virtual double compileMs() const = 0;
+  /// True when the machine code came from the object cache.
+  virtual bool fromCache() const = 0;
+};
+
+/// A graph whose inputs may have symbolic dims: specialized and compiled per concrete input
+/// shape signature on first use, with a bounded cache of executables.
+class CpuModel {
+public:
+  virtual ~CpuModel() = default;
+  static Expected<std::unique_ptr<CpuModel>> create(std::unique_ptr<Graph> g,
+                                                    const CpuOptions &opts);
+  virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) = 0;
+  /// The executable for these input shapes (compiling it if needed).
+  virtual Expected<Executable *> executableFor(const std::vector<Extents> &inputShapes) = 0;
+};
+
+/// Returns `g` with its inputs given the concrete shapes, shape inference and constant
+/// folding run, so every shape is static. Fails naming the first value whose shape is still
+/// unknown (a data-dependent output).
+Expected<std::unique_ptr<Graph>> specializeShapes(const Graph &g,
+                                                  const std::vector<Extents> &inputShapes);
+
+} // namespace nnc
