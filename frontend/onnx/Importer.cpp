@@ -154,6 +154,7 @@ Expected<std::unique_ptr<Graph>> importOnnxFile(const std::string &path,
   st.graph = &g;
   st.baseDir = lm->baseDir;
   st.knownInputs = &options.knownInputs;
+  st.evaluate = &options.evaluate;
   st.opsets = lm->opsets;
 
   NNC_USER_CHECK(gp.sparse_initializer_size() == 0, "{}: sparse initializers are unsupported",

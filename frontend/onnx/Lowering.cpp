@@ -6,15 +6,6 @@
 #include "nnc/ir/Verifier.h"
 #include "onnx/OnnxInternal.h"
 
-namespace nnc {
-// The reference interpreter's node evaluator, referenced weakly: the frontend does not depend on
-// the runtime, but when a program links the interpreter, nodes whose operands are all
-// constants are folded while importing, so that lowerings needing compile-time values
-// (axes, split sizes, shapes computed by Shape/Gather/Concat chains) get them.
-__attribute__((weak)) Expected<std::vector<Tensor>> evaluateNode(const Node &node,
-                                                                 const std::vector<Tensor> &ops);
-} // namespace nnc
-
 namespace nnc::onnxfe {
 
 namespace {
@@ -244,10 +235,10 @@ public:
     return n->results();
   }
 
-  /// Replaces `n` by constants when all its operands are constants and the interpreter is
-  /// linked in; nullopt (and `n` untouched) otherwise.
+  /// Replaces `n` by constants when all its operands are constants and an evaluator was
+  /// given (ImportOptions::evaluate); nullopt (and `n` untouched) otherwise.
   std::optional<std::vector<Value *>> tryFold(Node *n) {
-    if (!evaluateNode || n->numOperands() == 0)
+    if (!st_.evaluate || !*st_.evaluate || n->numOperands() == 0)
       return std::nullopt;
     std::vector<Tensor> ops;
     for (size_t i = 0; i < n->numOperands(); ++i) {
@@ -266,7 +257,7 @@ public:
         if (!cnt || *cnt > kMaxFoldElements)
           return std::nullopt;
       }
-    Expected<std::vector<Tensor>> res = evaluateNode(*n, ops);
+    Expected<std::vector<Tensor>> res = (*st_.evaluate)(*n, ops);
     if (!res || res->size() < n->numResults())
       return std::nullopt;
     for (size_t i = 0; i < n->numResults(); ++i) {

@@ -1,6 +1,7 @@
 // Helpers shared by the ONNX importer's files: TensorProto decoding and the lowering context.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ struct ImportState {
   std::map<std::string, Value *> values;
   /// ONNX names of graph inputs whose values the caller supplied (ImportOptions::knownInputs).
   const std::map<std::string, Tensor> *knownInputs = nullptr;
+  /// ImportOptions::evaluate (may be empty).
+  const std::function<Expected<std::vector<Tensor>>(const Node &, const std::vector<Tensor> &)>
+      *evaluate = nullptr;
   /// Opset version per domain ("" for the default domain).
   std::map<std::string, int64_t> opsets;
 };

@@ -46,6 +46,9 @@ Expected<std::unique_ptr<Graph>> loadModel(const std::string &path,
   }
   ImportOptions opts;
   opts.knownInputs = knownInputs;
+  opts.evaluate = [](const Node &n, const std::vector<Tensor> &ops) {
+    return evaluateNode(n, ops);
+  };
   return importOnnxFile(path, opts);
 }
 

@@ -1,6 +1,7 @@
 // Reads ONNX models into an nnc Graph, and ONNX TensorProto / .npy tensors from files.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +17,13 @@ struct ImportOptions {
   /// ReduceSum's `axes` or Split's `split`) that the model passes as a graph input takes it
   /// from here; the input stays in the graph's input list (unused) so positions still match.
   std::map<std::string, Tensor> knownInputs;
+  /// Evaluates a node on constant operands (pass nnc::evaluateNode, the reference
+  /// interpreter). With it, nodes whose operands are all constants are folded while
+  /// importing, so lowerings that need compile-time values (axes, split sizes, shapes
+  /// computed by Shape/Gather/Concat chains) get them. Without it only `shape` of a static
+  /// shape is folded. The frontend does not depend on the runtime; the caller wires it.
+  std::function<Expected<std::vector<Tensor>>(const Node &, const std::vector<Tensor> &)>
+      evaluate;
 };
 
 /// Imports a .onnx file. External data is resolved relative to the model's folder and may
