@@ -11,11 +11,27 @@ constexpr bool Required = true;
 constexpr bool Optional = false;
 #define NNC_UNPAREN(...) __VA_ARGS__
 
+/// Runs shape rule F and refuses a result it gives with a negative or nameless dim (a rule
+/// that let an attribute or constant through unchecked, or whose arithmetic overflowed), so
+/// such a type never reaches the graph.
+template <ShapeFn F> Expected<std::vector<TensorType>> checkedInfer(const Node &node) {
+  Expected<std::vector<TensorType>> types = F(node);
+  if (!types)
+    return types;
+  for (const TensorType &t : *types)
+    for (const Dim &d : t.shape)
+      if (d.isSymbolic() && d.symbolName().empty())
+        return node.error("result type {} has an invalid dimension (a negative or overflowing "
+                          "size from its attributes or constant operands)",
+                          t.str());
+  return types;
+}
+
 std::vector<OpInfo> buildTable() {
   std::vector<OpInfo> t;
 #define NNC_ELEMENTWISE(Id, name, ar, types, result, doc, formula)                                 \
   {                                                                                                \
-    OpInfo i{OpKind::Id, name, ar, ar, 1, 1, {}, doc, &shape::inferElementwise};                   \
+    OpInfo i{OpKind::Id, name, ar, ar, 1, 1, {}, doc, &checkedInfer<&shape::inferElementwise>};                   \
     i.elementwise = true;                                                                          \
     i.arity = ar;                                                                                  \
     i.operandTypes = TypeClass::types;                                                             \
@@ -24,7 +40,7 @@ std::vector<OpInfo> buildTable() {
   }
 #define NNC_OP(Id, name, minIn, maxIn, minOut, maxOut, attrs, doc)                                 \
   t.push_back(OpInfo{OpKind::Id, name, minIn, maxIn, minOut, maxOut,                               \
-                     std::vector<AttrSpec>{NNC_UNPAREN attrs}, doc, &shape::infer##Id});
+                     std::vector<AttrSpec>{NNC_UNPAREN attrs}, doc, &checkedInfer<&shape::infer##Id>});
 #include "nnc/ir/Ops.def"
   for (size_t k = 0; k < t.size(); ++k)
     NNC_ASSERT(static_cast<size_t>(t[k].kind) == k, "Ops.def order mismatch at {}", t[k].name);

@@ -7,6 +7,21 @@
 
 namespace nnc {
 
+namespace {
+Expected<std::vector<Tensor>> dispatch(const Node &node, const std::vector<Tensor> &operands) {
+  switch (node.kind()) {
+#define NNC_ELEMENTWISE(Id, ...)                                                                   \
+  case OpKind::Id:                                                                                 \
+    return interp::evalElementwise(node, operands);
+#define NNC_OP(Id, ...)                                                                            \
+  case OpKind::Id:                                                                                 \
+    return interp::eval##Id(node, operands);
+#include "nnc/ir/Ops.def"
+  }
+  return node.error("unknown op kind {}", static_cast<int>(node.kind()));
+}
+} // namespace
+
 Expected<std::vector<Tensor>> evaluateNode(const Node &node, const std::vector<Tensor> &operands) {
   const OpInfo &info = node.info();
   size_t n = operands.size();
@@ -23,16 +38,11 @@ Expected<std::vector<Tensor>> evaluateNode(const Node &node, const std::vector<T
                             : fmt::format("{} to {}", info.minOperands, info.maxOperands),
                         n);
   }
-  switch (node.kind()) {
-#define NNC_ELEMENTWISE(Id, ...)                                                                   \
-  case OpKind::Id:                                                                                 \
-    return interp::evalElementwise(node, operands);
-#define NNC_OP(Id, ...)                                                                            \
-  case OpKind::Id:                                                                                 \
-    return interp::eval##Id(node, operands);
-#include "nnc/ir/Ops.def"
-  }
-  return node.error("unknown op kind {}", static_cast<int>(node.kind()));
+  Expected<std::vector<Tensor>> r = dispatch(node, operands);
+  // Kernels' helpers (Tensor::create) give errors that do not name the node; add it.
+  if (!r && r.error().message().find(node.describe()) == std::string::npos)
+    return r.error().withContext(node.describe());
+  return r;
 }
 
 Error checkAgainstType(const Tensor &t, const TensorType &type,

@@ -1,6 +1,1033 @@
-// Lowerers of one op family (being written).
+// Lowerers of the composite ops: softmax, log_softmax, hardmax, the normalizations, attention
+// and rotary embedding. Each computes what its interpreter kernel (runtime/interp/
+// Normalization.cpp, Attention.cpp) computes, with the interpreter's intermediate roundings to
+// the stash / input dtype; the arithmetic type is chosen by computeType().
+//
+// Row-wise ops are one kernel: a loop over rows (parallel when there is enough work) whose
+// body declares per-row accumulators (max, sum, mean, ...) and makes passes over the row.
+// Softmax along a non-innermost axis keeps its per-row statistics in scratch buffers instead,
+// so that its inner loops run over contiguous elements. Attention is two kernels: present
+// key/value (past ++ new), then per query row the scores, softmax and product with V, through
+// scratch buffers.
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "LowerUtil.h"
 #include "Lowerers.h"
+#include "nnc/ir/ShapeUtils.h"
 
 namespace nnc::lower {
-void registerCompositeLowerers(LowererTable &) {}
+namespace {
+
+using kir::Expr;
+using kir::Stmt;
+using Step = kir::ScheduleStep;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+/// Below this many elements of work a kernel runs serially.
+constexpr int64_t kParallelWork = 32768;
+
+int64_t product(const Extents &e, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end && i < e.size(); ++i)
+    p *= e[i];
+  return p;
+}
+
+/// The arithmetic type of a kernel whose values have these dtypes. The interpreter computes
+/// in double, and results are compared with it at rtol 1e-3 / atol 1e-7:
+///  - `accurate` ops (normalizations, attention, rotary embedding) compute in f64: their
+///    statistics over long rows and their sums of products of O(1) values that cancel to near
+///    zero (y = n * scale + bias, Σ p v, c x1 - s x2) are off by more than 1e-7 in f32;
+///  - the others (softmax family, lp_norm: positive sums and quotients) compute in f32 (f16
+///    via f32), except for f64 and bf16, whose 8-bit mantissa makes one f32 rounding flip in
+///    the last place a 0.4% error.
+DType computeType(std::initializer_list<DType> ts, bool accurate) {
+  if (accurate)
+    return DType::F64;
+  for (DType t : ts)
+    if (t == DType::F64 || t == DType::BF16)
+      return DType::F64;
+  return DType::F32;
+}
+
+Expr fimm(double v, DType ct) {
+  return kir::floatImm(v, ct);
+}
+Expr i64(int64_t v) {
+  return kir::intImm(v);
+}
+Expr fop(OpKind k, Expr a) {
+  return kir::op(k, {std::move(a)});
+}
+Expr fop(OpKind k, Expr a, Expr b) {
+  return kir::op(k, {std::move(a), std::move(b)});
+}
+
+/// `e` converted to dtype `t` for a store. f64 goes to f16/bf16 through f32, as the
+/// interpreter's fromDoubles()/roundTo() do (the two roundings differ from one in rare ties).
+Expr narrow(Expr e, DType t) {
+  if (e->type == DType::F64 && (t == DType::F16 || t == DType::BF16))
+    e = kir::cast(std::move(e), DType::F32);
+  return kir::cast(std::move(e), t);
+}
+
+/// `e` (of compute type ct) rounded to the precision of float dtype `t`, like the
+/// interpreter's roundTo(): identity when t is ct or wider.
+Expr roundTo(Expr e, DType t, DType ct) {
+  if (t == ct || t == DType::F64 || !isFloat(t))
+    return e;
+  return kir::cast(narrow(std::move(e), t), ct);
+}
+
+/// Schedule steps built up per kernel.
+struct Sched {
+  kir::Schedule s;
+  void parallel(const std::string &loop) { s.steps.push_back({Step::Parallel, loop, 0, {}}); }
+  /// Vectorizes a loop of independent iterations over contiguous elements, by 8 when its
+  /// extent is a multiple of 8 (no tail guard).
+  void vectorize(const std::string &loop, int64_t extent) {
+    if (extent < 16 || extent % 8 != 0)
+      return;
+    s.steps.push_back({Step::Split, loop, 8, {}});
+    s.steps.push_back({Step::Vectorize, loop + ".i", 0, {}});
+  }
+};
+
+/// The loop over rows runs in parallel when there are two rows or more and enough work.
+bool worthParallel(int64_t rows, int64_t work) {
+  return rows >= 2 && work >= kParallelWork;
+}
+
+Error checkFloat(const Node &node, size_t i, const char *what) {
+  const Value *v = node.operand(i);
+  if (!v)
+    return node.error("{} (operand {}) is missing", what, i);
+  if (!isFloat(v->dtype()))
+    return node.error("{} must have a float dtype, got {}", what, dtypeName(v->dtype()));
+  return Error::success();
+}
+
+/// A kernel that does nothing (a node with an empty result).
+std::vector<kir::Kernel> emptyKernel(const Node &node, const std::string &prefix) {
+  KernelBuilder kb(node, prefix);
+  kb.result(0);
+  return {kb.finish(kir::block({}))};
+}
+
+/// The flat index into an operand of extents `in` that broadcasts (numpy, one way) to `x`,
+/// at flat position `flat` of x, where flat = row * cols + col. Common layouts fold: an
+/// operand equal to x is `flat`, one equal to x's dims from `axis` on is `col`.
+Expr broadcastFlat(const Extents &in, const Extents &x, size_t axis, const Expr &row,
+                   const Expr &col, int64_t cols) {
+  size_t off = x.size() - in.size();
+  // onlyCols: `in` covers all of x's dims from `axis` on, and is 1 on those before.
+  bool sameAsX = in == x, onlyCols = off <= axis;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (off + d < axis ? in[d] != 1 : in[d] != x[off + d])
+      onlyCols = false;
+  Expr flat = kir::add(kir::mul(row, i64(cols)), col);
+  if (sameAsX)
+    return flat;
+  if (onlyCols)
+    return col;
+  std::vector<int64_t> xs = stridesOf(x);
+  std::vector<Expr> idx(x.size());
+  for (size_t d = 0; d < x.size(); ++d) {
+    Expr q = kir::div(flat, i64(xs[d]));
+    idx[d] = d == 0 ? q : kir::mod(q, i64(x[d]));
+  }
+  return broadcastIndex(idx, in);
+}
+
+// ---- softmax, log_softmax, hardmax ----------------------------------------------------------
+
+enum class AxisOp { Softmax, LogSoftmax, Hardmax };
+
+/// Softmax / log_softmax along an axis that is not the innermost (inner > 1): per outer index
+/// o, the row maxima and sums of the `inner` rows live in scratch buffers 0 and 1, and every
+/// pass walks k (the axis) outside and i (contiguous) inside, so the inner loops are
+/// vectorizable. Same numbers as the row-at-a-time form.
+kir::Kernel lowerAlongAxisStrided(const Node &node, const std::string &prefix, AxisOp op,
+                                  int64_t outer, int64_t n, int64_t inner, DType ct) {
+  KernelBuilder kb(node, prefix);
+  int in = kb.operand(0), out = kb.result(0);
+  int mxB = kb.scratch(0, ct, outer * inner), smB = kb.scratch(1, ct, outer * inner);
+  std::string o = kb.freshName("o");
+  Expr ov = kir::var(o);
+  std::vector<std::string> ks, is;
+  for (int p = 0; p < 3; ++p)
+    ks.push_back(kb.freshName("k"));
+  for (int p = 0; p < 5; ++p)
+    is.push_back(kb.freshName("i"));
+  auto stat = [&](const std::string &i) { return kir::add(kir::mul(ov, i64(inner)), kir::var(i)); };
+  auto at = [&](const std::string &k, const std::string &i) {
+    return kir::add(kir::add(kir::mul(ov, i64(n * inner)), kir::mul(kir::var(k), i64(inner))),
+                    kir::var(i));
+  };
+  auto x = [&](const std::string &k, const std::string &i) {
+    return kir::cast(kb.load(in, at(k, i)), ct);
+  };
+  auto nest = [&](const std::string &k, const std::string &i, Stmt body) {
+    return kir::forLoop(k, i64(n), kir::forLoop(i, i64(inner), std::move(body)));
+  };
+  std::vector<Stmt> st;
+  st.push_back(kir::forLoop(is[0], i64(inner), kb.store(mxB, stat(is[0]), fimm(-kInf, ct))));
+  st.push_back(nest(
+      ks[0], is[1],
+      kb.store(mxB, stat(is[1]), fop(OpKind::Max, kb.load(mxB, stat(is[1])), x(ks[0], is[1])))));
+  st.push_back(kir::forLoop(is[2], i64(inner), kb.store(smB, stat(is[2]), fimm(0, ct))));
+  st.push_back(nest(
+      ks[1], is[3],
+      kb.store(smB, stat(is[3]),
+               kir::add(kb.load(smB, stat(is[3])),
+                        fop(OpKind::Exp, kir::sub(x(ks[1], is[3]), kb.load(mxB, stat(is[3]))))))));
+  Expr xm = kir::sub(x(ks[2], is[4]), kb.load(mxB, stat(is[4])));
+  Expr y = op == AxisOp::Softmax ? kir::div(fop(OpKind::Exp, xm), kb.load(smB, stat(is[4])))
+                                 : kir::sub(xm, fop(OpKind::Log, kb.load(smB, stat(is[4]))));
+  st.push_back(nest(ks[2], is[4], kb.store(out, at(ks[2], is[4]), narrow(y, kb.bufferType(out)))));
+  Sched sc;
+  if (worthParallel(outer, outer * n * inner))
+    sc.parallel(o);
+  for (int p : {1, 3, 4})
+    sc.vectorize(is[p], inner);
+  return kb.finish(kir::forLoop(o, i64(outer), kir::block(st)), sc.s);
+}
+
+Expected<std::vector<kir::Kernel>> lowerAlongAxis(const Node &node, const std::string &prefix,
+                                                  AxisOp op) {
+  NNC_TRY(checkFloat(node, 0, "input"));
+  const Value *xv = node.operand(0);
+  Extents e = extentsOf(xv);
+  NNC_ASSIGN_OR_RETURN(int64_t axis,
+                       normalizeAxis(node.getInt("axis"), static_cast<int64_t>(e.size()), node));
+  if (numElementsOf(e) == 0)
+    return emptyKernel(node, prefix);
+  int64_t outer = product(e, 0, axis), n = e[axis], inner = product(e, axis + 1, e.size());
+  DType xt = xv->dtype(), ct = computeType({xt}, /*accurate=*/false);
+  if (op != AxisOp::Hardmax && inner > 1)
+    return std::vector<kir::Kernel>{lowerAlongAxisStrided(node, prefix, op, outer, n, inner, ct)};
+
+  KernelBuilder kb(node, prefix);
+  int in = kb.operand(0), out = kb.result(0);
+  std::string r = kb.freshName("r"), k1 = kb.freshName("k"), k2 = kb.freshName("k"),
+              k3 = kb.freshName("k");
+  Expr rv = kir::var(r);
+  // Row r is (o, i) = (r / inner, r % inner); its element k is at base + k * inner.
+  Expr base = inner == 1 ? kir::mul(rv, i64(n))
+                         : kir::add(kir::mul(kir::div(rv, i64(inner)), i64(n * inner)),
+                                    kir::mod(rv, i64(inner)));
+  auto at = [&](const std::string &k) { return kir::add(base, kir::mul(kir::var(k), i64(inner))); };
+  auto x = [&](const std::string &k) { return kir::cast(kb.load(in, at(k)), ct); };
+  auto put = [&](const std::string &k, Expr v) {
+    return kb.store(out, at(k), narrow(std::move(v), kb.bufferType(out)));
+  };
+
+  std::vector<Stmt> row;
+  if (op == AxisOp::Hardmax) {
+    // The first maximum; a NaN counts as the maximum (numpy's argmax).
+    std::string best = kb.freshName("best"), bv = kb.freshName("bv");
+    Expr bestV = kir::var(bv, ct), c = x(k1);
+    Expr better = fop(OpKind::And, fop(OpKind::Not, fop(OpKind::IsNaN, bestV)),
+                      fop(OpKind::Or, fop(OpKind::IsNaN, c), fop(OpKind::Greater, c, bestV)));
+    row.push_back(kir::decl(best, DType::I64, i64(0)));
+    row.push_back(kir::decl(bv, ct, kir::cast(kb.load(in, base), ct)));
+    row.push_back(kir::forLoop(
+        k1, i64(n),
+        kir::ifThen(better, kir::block({kir::assign(best, kir::var(k1)), kir::assign(bv, c)}))));
+    Expr hit = fop(OpKind::Equal, kir::var(k2), kir::var(best));
+    row.push_back(kir::forLoop(k2, i64(n), put(k2, kir::select(hit, fimm(1, ct), fimm(0, ct)))));
+  } else {
+    // Max (NaN propagates), sum of exp(x - max), then the outputs. A row of -inf, or with
+    // +inf or NaN, gives NaN as in the interpreter.
+    std::string m = kb.freshName("max"), s = kb.freshName("sum");
+    Expr mv = kir::var(m, ct), sv = kir::var(s, ct);
+    row.push_back(kir::decl(m, ct, fimm(-kInf, ct)));
+    row.push_back(kir::forLoop(k1, i64(n), kir::assign(m, fop(OpKind::Max, mv, x(k1)))));
+    row.push_back(kir::decl(s, ct, fimm(0, ct)));
+    row.push_back(kir::forLoop(
+        k2, i64(n), kir::assign(s, kir::add(sv, fop(OpKind::Exp, kir::sub(x(k2), mv))))));
+    if (op == AxisOp::Softmax) {
+      row.push_back(
+          kir::forLoop(k3, i64(n), put(k3, kir::div(fop(OpKind::Exp, kir::sub(x(k3), mv)), sv))));
+    } else {
+      std::string ls = kb.freshName("logsum");
+      row.push_back(kir::decl(ls, ct, fop(OpKind::Log, sv)));
+      row.push_back(
+          kir::forLoop(k3, i64(n), put(k3, kir::sub(kir::sub(x(k3), mv), kir::var(ls, ct)))));
+    }
+  }
+  int64_t rows = outer * inner;
+  Sched sc;
+  Stmt body = kir::forLoop(r, i64(rows), kir::block(row));
+  if (worthParallel(rows, rows * n))
+    sc.parallel(r);
+  if (inner == 1)
+    sc.vectorize(op == AxisOp::Hardmax ? k2 : k3, n);
+  return std::vector<kir::Kernel>{kb.finish(body, sc.s)};
+}
+
+// ---- layer_norm, rms_norm, lp_norm -------------------------------------------------------------
+
+Expected<std::vector<kir::Kernel>> lowerLayerNorm(const Node &node, const std::string &prefix) {
+  NNC_TRY(checkFloat(node, 0, "input"));
+  NNC_TRY(checkFloat(node, 1, "scale"));
+  const Value *xv = node.operand(0), *sv = node.operand(1), *bv = node.operand(2);
+  if (bv)
+    NNC_TRY(checkFloat(node, 2, "bias"));
+  Extents e = extentsOf(xv);
+  NNC_ASSIGN_OR_RETURN(int64_t axis,
+                       normalizeAxis(node.getInt("axis"), static_cast<int64_t>(e.size()), node));
+  DType stash = node.getDType("stash_type");
+  if (!isFloat(stash))
+    return node.error("stash_type must be a float dtype, got {}", dtypeName(stash));
+  double eps = node.getFloat("epsilon");
+  DType xt = xv->dtype();
+  DType ct = computeType({xt, stash, sv->dtype(), bv ? bv->dtype() : xt}, /*accurate=*/true);
+  int64_t rows = product(e, 0, axis), cols = product(e, axis, e.size());
+  if (rows == 0)
+    return emptyKernel(node, prefix);
+  Extents se = extentsOf(sv), be = bv ? extentsOf(bv) : Extents{};
+
+  KernelBuilder kb(node, prefix);
+  int in = kb.operand(0), scale = kb.operand(1), bias = bv ? kb.operand(2) : -1;
+  int out = kb.result(0);
+  std::string r = kb.freshName("r"), c1 = kb.freshName("c"), c2 = kb.freshName("c"),
+              c3 = kb.freshName("c");
+  std::string sum = kb.freshName("sum"), mean = kb.freshName("mean"), sq = kb.freshName("sq"),
+              inv = kb.freshName("inv");
+  Expr rv = kir::var(r), meanV = kir::var(mean, ct), invV = kir::var(inv, ct);
+  auto at = [&](const std::string &c) { return kir::add(kir::mul(rv, i64(cols)), kir::var(c)); };
+  auto xs = [&](const std::string &c) {
+    return roundTo(kir::cast(kb.load(in, at(c)), ct), stash, ct);
+  };
+  Expr n = fimm(static_cast<double>(cols), ct);
+
+  std::vector<Stmt> row;
+  row.push_back(kir::decl(sum, ct, fimm(0, ct)));
+  row.push_back(kir::forLoop(c1, i64(cols), kir::assign(sum, kir::add(kir::var(sum, ct), xs(c1)))));
+  row.push_back(kir::decl(mean, ct, roundTo(kir::div(kir::var(sum, ct), n), stash, ct)));
+  row.push_back(kir::decl(sq, ct, fimm(0, ct)));
+  {
+    Expr d = kir::sub(xs(c2), meanV);
+    row.push_back(
+        kir::forLoop(c2, i64(cols), kir::assign(sq, kir::add(kir::var(sq, ct), kir::mul(d, d)))));
+  }
+  row.push_back(kir::decl(
+      inv, ct,
+      roundTo(kir::div(fimm(1, ct),
+                       fop(OpKind::Sqrt, kir::add(kir::div(kir::var(sq, ct), n), fimm(eps, ct)))),
+              stash, ct)));
+  if (node.numResults() > 1) {
+    int mb = kb.result(1);
+    row.push_back(kb.store(mb, rv, narrow(meanV, kb.bufferType(mb))));
+  }
+  if (node.numResults() > 2) {
+    int ib = kb.result(2);
+    row.push_back(kb.store(ib, rv, narrow(invV, kb.bufferType(ib))));
+  }
+  Expr c3v = kir::var(c3);
+  Expr normalized = roundTo(kir::mul(kir::sub(xs(c3), meanV), invV), xt, ct);
+  Expr y = kir::mul(normalized,
+                    kir::cast(kb.load(scale, broadcastFlat(se, e, axis, rv, c3v, cols)), ct));
+  if (bias >= 0)
+    y = kir::add(y, kir::cast(kb.load(bias, broadcastFlat(be, e, axis, rv, c3v, cols)), ct));
+  row.push_back(kir::forLoop(c3, i64(cols), kb.store(out, at(c3), narrow(y, kb.bufferType(out)))));
+
+  Sched sc;
+  if (worthParallel(rows, rows * cols))
+    sc.parallel(r);
+  sc.vectorize(c3, cols);
+  return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
+}
+
+Expected<std::vector<kir::Kernel>> lowerRMSNorm(const Node &node, const std::string &prefix) {
+  NNC_TRY(checkFloat(node, 0, "input"));
+  NNC_TRY(checkFloat(node, 1, "scale"));
+  const Value *xv = node.operand(0), *sv = node.operand(1);
+  Extents e = extentsOf(xv);
+  NNC_ASSIGN_OR_RETURN(int64_t axis,
+                       normalizeAxis(node.getInt("axis"), static_cast<int64_t>(e.size()), node));
+  DType stash = node.getDType("stash_type");
+  if (!isFloat(stash))
+    return node.error("stash_type must be a float dtype, got {}", dtypeName(stash));
+  double eps = node.getFloat("epsilon");
+  DType xt = xv->dtype(), ct = computeType({xt, stash, sv->dtype()}, /*accurate=*/true);
+  int64_t rows = product(e, 0, axis), cols = product(e, axis, e.size());
+  if (rows == 0)
+    return emptyKernel(node, prefix);
+  Extents se = extentsOf(sv);
+
+  KernelBuilder kb(node, prefix);
+  int in = kb.operand(0), scale = kb.operand(1), out = kb.result(0);
+  std::string r = kb.freshName("r"), c1 = kb.freshName("c"), c2 = kb.freshName("c");
+  std::string sq = kb.freshName("sq"), rms = kb.freshName("rms");
+  Expr rv = kir::var(r);
+  auto at = [&](const std::string &c) { return kir::add(kir::mul(rv, i64(cols)), kir::var(c)); };
+  auto xs = [&](const std::string &c) {
+    return roundTo(kir::cast(kb.load(in, at(c)), ct), stash, ct);
+  };
+  std::vector<Stmt> row;
+  row.push_back(kir::decl(sq, ct, fimm(0, ct)));
+  {
+    Expr v = xs(c1);
+    row.push_back(
+        kir::forLoop(c1, i64(cols), kir::assign(sq, kir::add(kir::var(sq, ct), kir::mul(v, v)))));
+  }
+  row.push_back(kir::decl(
+      rms, ct,
+      roundTo(fop(OpKind::Sqrt,
+                  kir::add(kir::div(kir::var(sq, ct), fimm(static_cast<double>(cols), ct)),
+                           fimm(eps, ct))),
+              stash, ct)));
+  Expr y =
+      kir::mul(roundTo(kir::div(xs(c2), kir::var(rms, ct)), xt, ct),
+               kir::cast(kb.load(scale, broadcastFlat(se, e, axis, rv, kir::var(c2), cols)), ct));
+  row.push_back(kir::forLoop(c2, i64(cols), kb.store(out, at(c2), narrow(y, kb.bufferType(out)))));
+  Sched sc;
+  if (worthParallel(rows, rows * cols))
+    sc.parallel(r);
+  sc.vectorize(c2, cols);
+  return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
+}
+
+Expected<std::vector<kir::Kernel>> lowerLpNorm(const Node &node, const std::string &prefix) {
+  NNC_TRY(checkFloat(node, 0, "input"));
+  const Value *xv = node.operand(0);
+  Extents e = extentsOf(xv);
+  NNC_ASSIGN_OR_RETURN(int64_t axis,
+                       normalizeAxis(node.getInt("axis"), static_cast<int64_t>(e.size()), node));
+  int64_t p = node.getInt("p");
+  if (p != 1 && p != 2)
+    return node.error("p must be 1 or 2, got {}", p);
+  if (numElementsOf(e) == 0)
+    return emptyKernel(node, prefix);
+  int64_t outer = product(e, 0, axis), n = e[axis], inner = product(e, axis + 1, e.size());
+  DType ct = computeType({xv->dtype()}, /*accurate=*/false);
+
+  KernelBuilder kb(node, prefix);
+  int in = kb.operand(0), out = kb.result(0);
+  std::string r = kb.freshName("r"), k1 = kb.freshName("k"), k2 = kb.freshName("k");
+  std::string norm = kb.freshName("norm");
+  Expr rv = kir::var(r), normV = kir::var(norm, ct);
+  Expr base = inner == 1 ? kir::mul(rv, i64(n))
+                         : kir::add(kir::mul(kir::div(rv, i64(inner)), i64(n * inner)),
+                                    kir::mod(rv, i64(inner)));
+  auto at = [&](const std::string &k) { return kir::add(base, kir::mul(kir::var(k), i64(inner))); };
+  auto x = [&](const std::string &k) { return kir::cast(kb.load(in, at(k)), ct); };
+  std::vector<Stmt> row;
+  row.push_back(kir::decl(norm, ct, fimm(0, ct)));
+  {
+    Expr v = x(k1);
+    Expr term = p == 1 ? fop(OpKind::Abs, v) : kir::mul(v, v);
+    row.push_back(kir::forLoop(k1, i64(n), kir::assign(norm, kir::add(normV, term))));
+  }
+  if (p == 2)
+    row.push_back(kir::assign(norm, fop(OpKind::Sqrt, normV)));
+  // A zero vector stays zero (the ONNX test data expects 0, not 0/0).
+  Expr y = kir::select(fop(OpKind::Equal, normV, fimm(0, ct)), fimm(0, ct), kir::div(x(k2), normV));
+  row.push_back(kir::forLoop(k2, i64(n), kb.store(out, at(k2), narrow(y, kb.bufferType(out)))));
+  int64_t rows = outer * inner;
+  Sched sc;
+  if (worthParallel(rows, rows * n))
+    sc.parallel(r);
+  if (inner == 1)
+    sc.vectorize(k2, n);
+  return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
+}
+
+// ---- group_norm, instance_norm, batch_norm (N, C, spatial...) ----------------------------------
+
+Error checkChannelOperands(const Node &node, size_t first, size_t last, int64_t channels) {
+  const char *names[] = {"input", "scale", "bias", "mean", "var"};
+  for (size_t i = first; i <= last; ++i) {
+    NNC_TRY(checkFloat(node, i, names[i]));
+    Extents pe = extentsOf(node.operand(i));
+    if (pe.size() != 1 || pe[0] != channels)
+      return node.error("{} has extents {}, expected [{}]", names[i], extentsStr(pe), channels);
+  }
+  return Error::success();
+}
+
+/// Group norm (statistics rounded to `stash`, the normalized value to the input dtype) and
+/// instance norm (groups == channels, no stash: no rounding, as the interpreter computes it
+/// in double): statistics over each group of channels of each batch item.
+Expected<std::vector<kir::Kernel>> lowerGroupedNorm(const Node &node, const std::string &prefix,
+                                                    int64_t groups, std::optional<DType> stashOpt) {
+  NNC_TRY(checkFloat(node, 0, "input"));
+  const Value *xv = node.operand(0);
+  Extents e = extentsOf(xv);
+  if (e.size() < 2)
+    return node.error("input must have rank >= 2, got extents {}", extentsStr(e));
+  int64_t n = e[0], c = e[1], spatial = product(e, 2, e.size());
+  if (groups <= 0 || c % groups != 0)
+    return node.error("channel count {} is not divisible by num_groups {}", c, groups);
+  NNC_TRY(checkChannelOperands(node, 1, 2, c));
+  double eps = node.getFloat("epsilon");
+  DType xt = xv->dtype();
+  DType ct =
+      computeType({xt, stashOpt.value_or(xt), node.operand(1)->dtype(), node.operand(2)->dtype()},
+                  /*accurate=*/true);
+  DType stash = stashOpt.value_or(ct);
+  int64_t cpg = c / groups, perGroup = cpg * spatial, rows = n * groups;
+  if (rows == 0 || perGroup == 0)
+    return emptyKernel(node, prefix);
+
+  KernelBuilder kb(node, prefix);
+  int in = kb.operand(0), scale = kb.operand(1), bias = kb.operand(2), out = kb.result(0);
+  std::string r = kb.freshName("r"), k1 = kb.freshName("k"), k2 = kb.freshName("k"),
+              cg = kb.freshName("cg"), s = kb.freshName("s");
+  std::string sum = kb.freshName("sum"), mean = kb.freshName("mean"), sq = kb.freshName("sq"),
+              inv = kb.freshName("inv"), ch = kb.freshName("ch"), sc0 = kb.freshName("scale"),
+              bi0 = kb.freshName("bias");
+  Expr rv = kir::var(r), meanV = kir::var(mean, ct), invV = kir::var(inv, ct);
+  Expr base = kir::mul(rv, i64(perGroup));
+  auto xs = [&](Expr idx) { return roundTo(kir::cast(kb.load(in, idx), ct), stash, ct); };
+  Expr cnt = fimm(static_cast<double>(perGroup), ct);
+
+  std::vector<Stmt> row;
+  row.push_back(kir::decl(sum, ct, fimm(0, ct)));
+  row.push_back(kir::forLoop(
+      k1, i64(perGroup),
+      kir::assign(sum, kir::add(kir::var(sum, ct), xs(kir::add(base, kir::var(k1)))))));
+  row.push_back(kir::decl(mean, ct, roundTo(kir::div(kir::var(sum, ct), cnt), stash, ct)));
+  row.push_back(kir::decl(sq, ct, fimm(0, ct)));
+  {
+    Expr d = kir::sub(xs(kir::add(base, kir::var(k2))), meanV);
+    row.push_back(kir::forLoop(k2, i64(perGroup),
+                               kir::assign(sq, kir::add(kir::var(sq, ct), kir::mul(d, d)))));
+  }
+  row.push_back(kir::decl(
+      inv, ct,
+      roundTo(kir::div(fimm(1, ct),
+                       fop(OpKind::Sqrt, kir::add(kir::div(kir::var(sq, ct), cnt), fimm(eps, ct)))),
+              stash, ct)));
+  // Per channel of the group: y = normalized * scale[ch] + bias[ch].
+  Expr chan = kir::add(kir::mul(kir::mod(rv, i64(groups)), i64(cpg)), kir::var(cg));
+  Expr idx = kir::add(base, kir::add(kir::mul(kir::var(cg), i64(spatial)), kir::var(s)));
+  Expr normalized = kir::mul(kir::sub(xs(idx), meanV), invV);
+  if (stashOpt) // group norm rounds to the input dtype; instance norm does not
+    normalized = roundTo(normalized, xt, ct);
+  Expr y = kir::add(kir::mul(normalized, kir::var(sc0, ct)), kir::var(bi0, ct));
+  Stmt perChannel = kir::block({
+      kir::decl(ch, DType::I64, chan),
+      kir::decl(sc0, ct, kir::cast(kb.load(scale, kir::var(ch)), ct)),
+      kir::decl(bi0, ct, kir::cast(kb.load(bias, kir::var(ch)), ct)),
+      kir::forLoop(s, i64(spatial), kb.store(out, idx, narrow(y, kb.bufferType(out)))),
+  });
+  row.push_back(kir::forLoop(cg, i64(cpg), perChannel));
+
+  Sched sc;
+  if (worthParallel(rows, rows * perGroup))
+    sc.parallel(r);
+  sc.vectorize(s, spatial);
+  return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
+}
+
+Expected<std::vector<kir::Kernel>> lowerGroupNorm(const Node &node, const std::string &prefix) {
+  DType stash = node.getDType("stash_type");
+  if (!isFloat(stash))
+    return node.error("stash_type must be a float dtype, got {}", dtypeName(stash));
+  return lowerGroupedNorm(node, prefix, node.getInt("num_groups"), stash);
+}
+
+Expected<std::vector<kir::Kernel>> lowerInstanceNorm(const Node &node, const std::string &prefix) {
+  NNC_TRY(checkFloat(node, 0, "input"));
+  Extents e = extentsOf(node.operand(0));
+  if (e.size() < 2)
+    return node.error("input must have rank >= 2, got extents {}", extentsStr(e));
+  return lowerGroupedNorm(node, prefix, e[1], std::nullopt);
+}
+
+Expected<std::vector<kir::Kernel>> lowerBatchNorm(const Node &node, const std::string &prefix) {
+  NNC_TRY(checkFloat(node, 0, "input"));
+  const Value *xv = node.operand(0);
+  Extents e = extentsOf(xv);
+  if (e.size() < 2)
+    return node.error("input must have rank >= 2, got extents {}", extentsStr(e));
+  int64_t n = e[0], c = e[1], spatial = product(e, 2, e.size());
+  NNC_TRY(checkChannelOperands(node, 1, 4, c));
+  double eps = node.getFloat("epsilon");
+  DType ct = computeType({xv->dtype(), node.operand(1)->dtype(), node.operand(2)->dtype(),
+                          node.operand(3)->dtype(), node.operand(4)->dtype()},
+                         /*accurate=*/true);
+  int64_t rows = n * c;
+  if (rows == 0 || spatial == 0)
+    return emptyKernel(node, prefix);
+
+  KernelBuilder kb(node, prefix);
+  int in = kb.operand(0), scale = kb.operand(1), bias = kb.operand(2), mean = kb.operand(3),
+      var = kb.operand(4), out = kb.result(0);
+  std::string r = kb.freshName("r"), s = kb.freshName("s"), ch = kb.freshName("ch"),
+              mul = kb.freshName("mul"), add = kb.freshName("add"), mn = kb.freshName("mean");
+  Expr chV = kir::var(ch);
+  auto param = [&](int b) { return kir::cast(kb.load(b, chV), ct); };
+  // y = (x - mean) * inv * scale + bias, with inv = 1 / sqrt(var + eps).
+  Expr inv = kir::div(fimm(1, ct), fop(OpKind::Sqrt, kir::add(param(var), fimm(eps, ct))));
+  Expr idx = kir::add(kir::mul(kir::var(r), i64(spatial)), kir::var(s));
+  Expr y = kir::add(
+      kir::mul(kir::sub(kir::cast(kb.load(in, idx), ct), kir::var(mn, ct)), kir::var(mul, ct)),
+      kir::var(add, ct));
+  Stmt row = kir::block({
+      kir::decl(ch, DType::I64, kir::mod(kir::var(r), i64(c))),
+      kir::decl(mn, ct, param(mean)),
+      kir::decl(mul, ct, kir::mul(inv, param(scale))),
+      kir::decl(add, ct, param(bias)),
+      kir::forLoop(s, i64(spatial), kb.store(out, idx, narrow(y, kb.bufferType(out)))),
+  });
+  Sched sc;
+  if (worthParallel(rows, rows * spatial))
+    sc.parallel(r);
+  sc.vectorize(s, spatial);
+  return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), row), sc.s)};
+}
+
+// ---- attention -------------------------------------------------------------------------------
+
+/// A [batch, heads, seq, head] view of a 4-D tensor or of a 3-D [batch, seq, heads*head] one.
+struct HeadView {
+  int64_t batch = 0, heads = 0, seq = 0, head = 0;
+  bool packed = false;
+  Expr at(Expr b, Expr h, Expr s, Expr d) const {
+    using namespace kir;
+    if (packed)
+      return add(mul(add(mul(add(mul(b, i64(seq)), s), i64(heads)), h), i64(head)), d);
+    return add(mul(add(mul(add(mul(b, i64(heads)), h), i64(seq)), s), i64(head)), d);
+  }
+};
+
+Expected<HeadView> headView(const Node &node, const Extents &e, int64_t heads, const char *what) {
+  if (e.size() == 4)
+    return HeadView{e[0], e[1], e[2], e[3], false};
+  if (heads <= 0 || e[2] % heads != 0)
+    return node.error("{} hidden size {} is not divisible by {} heads", what, e[2], heads);
+  return HeadView{e[0], heads, e[1], e[2] / heads, true};
+}
+
+Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::string &prefix) {
+  for (size_t i = 0; i < 3; ++i)
+    NNC_TRY(checkFloat(node, i, i == 0 ? "Q" : i == 1 ? "K" : "V"));
+  const Value *qVal = node.operand(0), *kVal = node.operand(1), *vVal = node.operand(2);
+  const Value *maskVal = node.operand(3), *pastKVal = node.operand(4), *pastVVal = node.operand(5),
+              *nonpadVal = node.operand(6);
+  Extents qe = extentsOf(qVal), ke = extentsOf(kVal), ve = extentsOf(vVal);
+  size_t rank = qe.size();
+  if ((rank != 3 && rank != 4) || ke.size() != rank || ve.size() != rank)
+    return node.error("Q, K and V must all have rank 3 or all rank 4, got {}, {} and {}",
+                      extentsStr(qe), extentsStr(ke), extentsStr(ve));
+  int64_t qHeadsAttr = node.getInt("q_num_heads", 0), kvHeadsAttr = node.getInt("kv_num_heads", 0);
+  NNC_ASSIGN_OR_RETURN(HeadView qv, headView(node, qe, qHeadsAttr, "Q"));
+  NNC_ASSIGN_OR_RETURN(HeadView kv, headView(node, ke, kvHeadsAttr, "K"));
+  NNC_ASSIGN_OR_RETURN(HeadView vv, headView(node, ve, kvHeadsAttr, "V"));
+  int64_t batch = qv.batch, qHeads = qv.heads, kvHeads = kv.heads, qLen = qv.seq, newLen = kv.seq,
+          headSize = qv.head, vHeadSize = vv.head;
+  if (kv.batch != batch || vv.batch != batch || vv.heads != kvHeads || vv.seq != newLen ||
+      kv.head != headSize)
+    return node.error("Q, K and V extents do not agree: {}, {} and {}", extentsStr(qe),
+                      extentsStr(ke), extentsStr(ve));
+  if (kvHeads == 0 || qHeads % kvHeads != 0)
+    return node.error("Q head count {} is not a multiple of the K/V head count {}", qHeads,
+                      kvHeads);
+  int64_t group = qHeads / kvHeads;
+  if ((pastKVal == nullptr) != (pastVVal == nullptr))
+    return node.error("past_key and past_value must be given together");
+  int64_t pastLen = 0;
+  if (pastKVal) {
+    NNC_TRY(checkFloat(node, 4, "past_key"));
+    NNC_TRY(checkFloat(node, 5, "past_value"));
+    Extents pk = extentsOf(pastKVal), pv = extentsOf(pastVVal);
+    if (pk.size() != 4 || pv.size() != 4 || pk[0] != batch || pk[1] != kvHeads ||
+        pk[3] != headSize || pv[0] != batch || pv[1] != kvHeads || pv[2] != pk[2] ||
+        pv[3] != vHeadSize)
+      return node.error("past_key {} / past_value {} do not match K/V", extentsStr(pk),
+                        extentsStr(pv));
+    pastLen = pk[2];
+  }
+  int64_t total = pastLen + newLen;
+
+  // The mask, broadcast over [batch, q_heads, q_len, _]; a short last dim is padded with -inf.
+  int64_t maskLen = 0, maskStride[3] = {0, 0, 0};
+  if (maskVal) {
+    Extents me = extentsOf(maskVal);
+    if (me.empty() || me.size() > 4)
+      return node.error("attn_mask must have rank 1 to 4, got extents {}", extentsStr(me));
+    if (maskVal->dtype() != DType::Bool && !isFloat(maskVal->dtype()))
+      return node.error("attn_mask must be bool or float, got {}", dtypeName(maskVal->dtype()));
+    maskLen = me.back();
+    if (maskLen > total)
+      return node.error("attn_mask length {} exceeds the total sequence length {}", maskLen, total);
+    int64_t lead[3] = {batch, qHeads, qLen};
+    int64_t stride = maskLen;
+    for (size_t i = me.size() - 1; i-- > 0;) {
+      size_t slot = 3 - (me.size() - 1) + i;
+      if (me[i] != 1 && me[i] != lead[slot])
+        return node.error("attn_mask extents {} do not broadcast to [{}, {}, {}, {}]",
+                          extentsStr(me), batch, qHeads, qLen, total);
+      maskStride[slot] = me[i] == 1 ? 0 : stride;
+      stride *= me[i];
+    }
+  }
+  if (nonpadVal) {
+    Extents ne = extentsOf(nonpadVal);
+    if (!isInteger(nonpadVal->dtype()) || ne.size() != 1 || ne[0] != batch)
+      return node.error("nonpad_kv_seqlen must be an integer vector of length {}, got {}", batch,
+                        extentsStr(ne));
+  }
+
+  double scale = node.hasAttr("scale") ? node.getFloat("scale")
+                                       : 1.0 / std::sqrt(static_cast<double>(headSize));
+  double softcap = node.getFloat("softcap", 0.0);
+  bool causal = node.getInt("is_causal", 0) != 0;
+  int64_t mode = node.getInt("qk_matmul_output_mode", 0);
+  bool hasPrecision = node.hasAttr("softmax_precision");
+  DType precision = hasPrecision ? node.getDType("softmax_precision") : qVal->dtype();
+  DType qType = qVal->dtype();
+  DType ct = computeType({qType, kVal->dtype(), vVal->dtype(),
+                          maskVal && isFloat(maskVal->dtype()) ? maskVal->dtype() : qType},
+                         /*accurate=*/true);
+  std::vector<kir::Kernel> kernels;
+
+  // Kernel 1: present key/value (past ++ new, [batch, kv_heads, total, head]) when a result
+  // asks for them or past values exist (the scores then read them from there).
+  bool wantPresent = pastKVal || node.numResults() > 1;
+  int64_t bhKv = batch * kvHeads;
+  if (wantPresent && bhKv > 0 && total > 0) {
+    KernelBuilder kb(node, prefix + "_present");
+    std::string bh = kb.freshName("bh");
+    Expr bhV = kir::var(bh);
+    Expr b = kir::div(bhV, i64(kvHeads)), h = kir::mod(bhV, i64(kvHeads));
+    std::vector<Stmt> body;
+    for (int which = 0; which < 2; ++which) {
+      int64_t size = which == 0 ? headSize : vHeadSize;
+      const HeadView &view = which == 0 ? kv : vv;
+      int dst = node.numResults() > static_cast<size_t>(1 + which)
+                    ? kb.result(1 + which)
+                    : kb.scratch(1 + which, movedType((which == 0 ? kVal : vVal)->dtype()),
+                                 bhKv * total * size);
+      DType dt = kb.bufferType(dst);
+      if (pastLen > 0) {
+        int src = kb.operand(4 + which);
+        std::string t = kb.freshName("t"), d = kb.freshName("d");
+        Expr idx = kir::add(kir::mul(kir::add(kir::mul(bhV, i64(total)), kir::var(t)), i64(size)),
+                            kir::var(d));
+        Expr from = kir::add(
+            kir::mul(kir::add(kir::mul(bhV, i64(pastLen)), kir::var(t)), i64(size)), kir::var(d));
+        body.push_back(kir::forLoop(
+            t, i64(pastLen),
+            kir::forLoop(d, i64(size), kb.store(dst, idx, kir::cast(kb.load(src, from), dt)))));
+      }
+      int src = kb.operand(1 + which);
+      std::string t = kb.freshName("t"), d = kb.freshName("d");
+      Expr idx = kir::add(
+          kir::mul(kir::add(kir::mul(bhV, i64(total)), kir::add(kir::var(t), i64(pastLen))),
+                   i64(size)),
+          kir::var(d));
+      Expr from = view.at(b, h, kir::var(t), kir::var(d));
+      body.push_back(kir::forLoop(
+          t, i64(newLen),
+          kir::forLoop(d, i64(size), kb.store(dst, idx, kir::cast(kb.load(src, from), dt)))));
+    }
+    Sched sc;
+    if (worthParallel(bhKv, bhKv * total * (headSize + vHeadSize)))
+      sc.parallel(bh);
+    kernels.push_back(kb.finish(kir::forLoop(bh, i64(bhKv), kir::block(body)), sc.s));
+  }
+
+  // Kernel 2: per query row r = (b, h, i): scores, softmax, and the product with V.
+  int64_t rows = batch * qHeads * qLen;
+  if (rows == 0)
+    return kernels.empty() ? emptyKernel(node, prefix) : kernels;
+  KernelBuilder kb(node, prefix + "_attn");
+  int qB = kb.operand(0), y = kb.result(0);
+  int kB = pastLen > 0 ? (node.numResults() > 1
+                              ? kb.result(1)
+                              : kb.scratch(1, movedType(kVal->dtype()), bhKv * total * headSize))
+                       : kb.operand(1);
+  int vB = pastLen > 0 ? (node.numResults() > 2
+                              ? kb.result(2)
+                              : kb.scratch(2, movedType(vVal->dtype()), bhKv * total * vHeadSize))
+                       : kb.operand(2);
+  int scores = kb.scratch(0, ct, rows * total);
+  int acc = kb.scratch(3, ct, rows * vHeadSize);
+  int qk = node.numResults() > 3 ? kb.result(3) : -1;
+  int maskB = maskVal ? kb.operand(3) : -1;
+  int nonpadB = nonpadVal ? kb.operand(6) : -1;
+
+  std::string r = kb.freshName("r"), j1 = kb.freshName("j"), d1 = kb.freshName("d"),
+              j2 = kb.freshName("j"), j3 = kb.freshName("j"), j4 = kb.freshName("j"),
+              d2 = kb.freshName("d"), j5 = kb.freshName("j"), d3 = kb.freshName("d"),
+              d4 = kb.freshName("d");
+  std::string bN = kb.freshName("b"), hN = kb.freshName("h"), iN = kb.freshName("iq"),
+              kvhN = kb.freshName("kvh"), offN = kb.freshName("off"), vlN = kb.freshName("vlen");
+  std::string dot = kb.freshName("dot"), raw = kb.freshName("raw"), cap = kb.freshName("cap"),
+              biased = kb.freshName("biased"), m = kb.freshName("max"), sum = kb.freshName("sum"),
+              p = kb.freshName("p");
+  Expr rv = kir::var(r), b = kir::var(bN), h = kir::var(hN), iq = kir::var(iN),
+       kvh = kir::var(kvhN);
+  auto keyAt = [&](Expr j, Expr d) {
+    if (pastLen > 0)
+      return kir::add(
+          kir::mul(kir::add(kir::mul(kir::add(kir::mul(b, i64(kvHeads)), kvh), i64(total)), j),
+                   i64(headSize)),
+          d);
+    return kv.at(b, kvh, j, d);
+  };
+  auto valueAt = [&](Expr j, Expr d) {
+    if (pastLen > 0)
+      return kir::add(
+          kir::mul(kir::add(kir::mul(kir::add(kir::mul(b, i64(kvHeads)), kvh), i64(total)), j),
+                   i64(vHeadSize)),
+          d);
+    return vv.at(b, kvh, j, d);
+  };
+  auto rq = [&](Expr e) { return roundTo(std::move(e), qType, ct); };
+  Expr rowScores = kir::mul(rv, i64(total));
+
+  std::vector<Stmt> row;
+  row.push_back(kir::decl(bN, DType::I64, kir::div(rv, i64(qHeads * qLen))));
+  row.push_back(kir::decl(hN, DType::I64, kir::mod(kir::div(rv, i64(qLen)), i64(qHeads))));
+  row.push_back(kir::decl(iN, DType::I64, kir::mod(rv, i64(qLen))));
+  row.push_back(kir::decl(kvhN, DType::I64, kir::div(h, i64(group))));
+  Expr validLen;
+  if (nonpadVal) {
+    row.push_back(kir::decl(vlN, DType::I64, kir::cast(kb.load(nonpadB, b), DType::I64)));
+    validLen = kir::var(vlN);
+  }
+  // Causal masking is bottom-right aligned: query i sees keys j <= i + offset.
+  if (causal) {
+    Expr off = pastKVal ? i64(pastLen) : nonpadVal ? kir::sub(validLen, i64(qLen)) : i64(0);
+    row.push_back(kir::decl(offN, DType::I64, off));
+  }
+
+  // Pass 1: the scores row (raw, softcapped, biased by masks), written to scratch.
+  {
+    Expr j = kir::var(j1);
+    std::vector<Stmt> perKey;
+    perKey.push_back(kir::decl(dot, ct, fimm(0, ct)));
+    Expr prod = kir::mul(kir::cast(kb.load(qB, qv.at(b, h, iq, kir::var(d1))), ct),
+                         kir::cast(kb.load(kB, keyAt(j, kir::var(d1))), ct));
+    perKey.push_back(
+        kir::forLoop(d1, i64(headSize), kir::assign(dot, kir::add(kir::var(dot, ct), prod))));
+    perKey.push_back(kir::decl(raw, ct, rq(kir::mul(kir::var(dot, ct), fimm(scale, ct)))));
+    Expr rawV = kir::var(raw, ct);
+    Expr capE =
+        softcap != 0
+            ? rq(kir::mul(fimm(softcap, ct), fop(OpKind::Tanh, kir::div(rawV, fimm(softcap, ct)))))
+            : rawV;
+    perKey.push_back(kir::decl(cap, ct, capE));
+    Expr capV = kir::var(cap, ct);
+    Expr bias;
+    auto addBias = [&](Expr term) { bias = bias ? kir::add(bias, term) : term; };
+    if (maskVal) {
+      Expr jm = maskLen < total ? kir::min(j, i64(std::max<int64_t>(maskLen - 1, 0))) : j;
+      Expr midx = kir::add(
+          kir::add(kir::add(kir::mul(b, i64(maskStride[0])), kir::mul(h, i64(maskStride[1]))),
+                   kir::mul(iq, i64(maskStride[2]))),
+          jm);
+      Expr mv;
+      if (maskLen == 0) {
+        mv = fimm(-kInf, ct);
+      } else {
+        Expr ld = kb.load(maskB, midx);
+        mv = maskVal->dtype() == DType::Bool ? kir::select(ld, fimm(0, ct), fimm(-kInf, ct))
+                                             : kir::cast(ld, ct);
+        if (maskLen < total)
+          mv = kir::select(kir::lt(j, i64(maskLen)), mv, fimm(-kInf, ct));
+      }
+      addBias(mv);
+    }
+    if (causal)
+      addBias(kir::select(fop(OpKind::Greater, j, kir::add(iq, kir::var(offN))), fimm(-kInf, ct),
+                          fimm(0, ct)));
+    if (nonpadVal)
+      addBias(kir::select(kir::ge(j, validLen), fimm(-kInf, ct), fimm(0, ct)));
+    perKey.push_back(kir::decl(biased, ct, bias ? rq(kir::add(capV, bias)) : capV));
+    Expr biasedV = kir::var(biased, ct);
+    perKey.push_back(kb.store(scores, kir::add(rowScores, j), biasedV));
+    if (qk >= 0 && mode >= 0 && mode <= 2) {
+      Expr chosen = mode == 0 ? rawV : mode == 1 ? capV : biasedV;
+      perKey.push_back(kb.store(qk, kir::add(rowScores, j), narrow(chosen, kb.bufferType(qk))));
+    }
+    row.push_back(kir::forLoop(j1, i64(total), kir::block(perKey)));
+  }
+  // Pass 2: softmax in the softmax precision; a fully masked row gives NaN like the reference.
+  auto score = [&](const std::string &j) {
+    Expr s = kb.load(scores, kir::add(rowScores, kir::var(j)));
+    return hasPrecision ? roundTo(s, precision, ct) : s;
+  };
+  Expr mV = kir::var(m, ct), sumV = kir::var(sum, ct);
+  row.push_back(kir::decl(m, ct, fimm(-kInf, ct)));
+  row.push_back(kir::forLoop(j2, i64(total), kir::assign(m, fop(OpKind::Max, mV, score(j2)))));
+  row.push_back(kir::decl(sum, ct, fimm(0, ct)));
+  {
+    std::string e = kb.freshName("e");
+    Expr idx = kir::add(rowScores, kir::var(j3));
+    row.push_back(
+        kir::forLoop(j3, i64(total),
+                     kir::block({kir::decl(e, ct, fop(OpKind::Exp, kir::sub(score(j3), mV))),
+                                 kb.store(scores, idx, kir::var(e, ct)),
+                                 kir::assign(sum, kir::add(sumV, kir::var(e, ct)))})));
+  }
+  {
+    Expr idx = kir::add(rowScores, kir::var(j4));
+    Expr prob = rq(kir::div(kb.load(scores, idx), sumV));
+    std::vector<Stmt> st{kb.store(scores, idx, prob)};
+    if (qk >= 0 && (mode < 0 || mode > 2))
+      st.push_back(kb.store(qk, idx, narrow(kb.load(scores, idx), kb.bufferType(qk))));
+    row.push_back(kir::forLoop(j4, i64(total), kir::block(st)));
+  }
+  // Pass 3: y = probabilities x V, accumulated over keys into a scratch row.
+  Expr accRow = kir::mul(rv, i64(vHeadSize));
+  row.push_back(
+      kir::forLoop(d2, i64(vHeadSize), kb.store(acc, kir::add(accRow, kir::var(d2)), fimm(0, ct))));
+  {
+    Expr aidx = kir::add(accRow, kir::var(d3));
+    Stmt update = kb.store(
+        acc, aidx,
+        kir::add(kb.load(acc, aidx),
+                 kir::mul(kir::var(p, ct),
+                          kir::cast(kb.load(vB, valueAt(kir::var(j5), kir::var(d3))), ct))));
+    row.push_back(kir::forLoop(
+        j5, i64(total),
+        kir::block({kir::decl(p, ct, kb.load(scores, kir::add(rowScores, kir::var(j5)))),
+                    kir::forLoop(d3, i64(vHeadSize), update)})));
+  }
+  {
+    Expr yidx =
+        rank == 4
+            ? kir::add(kir::mul(rv, i64(vHeadSize)), kir::var(d4))
+            : kir::add(
+                  kir::mul(kir::add(kir::mul(kir::add(kir::mul(b, i64(qLen)), iq), i64(qHeads)), h),
+                           i64(vHeadSize)),
+                  kir::var(d4));
+    row.push_back(kir::forLoop(
+        d4, i64(vHeadSize),
+        kb.store(y, yidx, narrow(kb.load(acc, kir::add(accRow, kir::var(d4))), kb.bufferType(y)))));
+  }
+  Sched sc;
+  if (worthParallel(rows, rows * total * (headSize + vHeadSize)))
+    sc.parallel(r);
+  sc.vectorize(d3, vHeadSize);
+  kernels.push_back(kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s));
+  return kernels;
+}
+
+// ---- rotary_embedding ------------------------------------------------------------------------
+
+Expected<std::vector<kir::Kernel>> lowerRotaryEmbedding(const Node &node,
+                                                        const std::string &prefix) {
+  NNC_TRY(checkFloat(node, 0, "input"));
+  NNC_TRY(checkFloat(node, 1, "cos_cache"));
+  NNC_TRY(checkFloat(node, 2, "sin_cache"));
+  const Value *xv = node.operand(0), *posVal = node.operand(3);
+  Extents xe = extentsOf(xv), ce = extentsOf(node.operand(1));
+  if (xe.size() != 3 && xe.size() != 4)
+    return node.error("input must have rank 3 or 4, got extents {}", extentsStr(xe));
+  NNC_ASSIGN_OR_RETURN(HeadView view, headView(node, xe, node.getInt("num_heads", 0), "input"));
+  int64_t rot = node.getInt("rotary_embedding_dim", 0);
+  if (rot == 0)
+    rot = view.head;
+  if (rot < 0 || rot % 2 != 0 || rot > view.head)
+    return node.error("rotary dimension {} must be even and at most the head size {}", rot,
+                      view.head);
+  int64_t half = rot / 2;
+  bool interleaved = node.getInt("interleaved", 0) != 0;
+  if (extentsOf(node.operand(2)) != ce)
+    return node.error("cos_cache {} and sin_cache {} differ", extentsStr(ce),
+                      extentsStr(extentsOf(node.operand(2))));
+  int64_t idBatch = 1, idSeq = 1;
+  if (posVal) {
+    Extents pe = extentsOf(posVal);
+    if (!isInteger(posVal->dtype()) || pe.size() != 2)
+      return node.error("position_ids must be a rank-2 integer tensor, got extents {}",
+                        extentsStr(pe));
+    idBatch = pe[0];
+    idSeq = pe[1];
+    if ((idBatch != 1 && idBatch != view.batch) || (idSeq != 1 && idSeq != view.seq))
+      return node.error("position_ids extents {} do not match [batch {}, seq {}]", extentsStr(pe),
+                        view.batch, view.seq);
+    if (ce.size() != 2 || ce[1] != half)
+      return node.error("cos_cache must be [max_position, {}] with position_ids, got {}", half,
+                        extentsStr(ce));
+  } else if (ce.size() != 3 || ce[2] != half || (ce[0] != 1 && ce[0] != view.batch) ||
+             (ce[1] != 1 && ce[1] != view.seq)) {
+    return node.error("cos_cache must be [{}, {}, {}] without position_ids, got {}", view.batch,
+                      view.seq, half, extentsStr(ce));
+  }
+  int64_t rows = view.batch * view.seq * view.heads;
+  if (rows == 0 || view.head == 0)
+    return emptyKernel(node, prefix);
+  DType ct = computeType({xv->dtype(), node.operand(1)->dtype(), node.operand(2)->dtype()},
+                         /*accurate=*/true);
+
+  KernelBuilder kb(node, prefix);
+  int in = kb.operand(0), cosB = kb.operand(1), sinB = kb.operand(2), out = kb.result(0);
+  int posB = posVal ? kb.operand(3) : -1;
+  std::string r = kb.freshName("r"), i = kb.freshName("i"), d = kb.freshName("d"),
+              cr = kb.freshName("crow"), x1 = kb.freshName("x1"), x2 = kb.freshName("x2"),
+              cv = kb.freshName("cos"), sv = kb.freshName("sin");
+  Expr rv = kir::var(r);
+  // Row r = (b, s, h).
+  Expr b = kir::div(rv, i64(view.seq * view.heads)),
+       s = kir::mod(kir::div(rv, i64(view.heads)), i64(view.seq)),
+       h = kir::mod(rv, i64(view.heads));
+  Expr cacheRow;
+  if (posVal) {
+    Expr pidx = kir::add(kir::mul(idBatch == 1 ? i64(0) : b, i64(idSeq)), idSeq == 1 ? i64(0) : s);
+    // The interpreter rejects out-of-range ids; a kernel cannot fail, so it clamps them.
+    cacheRow =
+        kir::max(kir::min(kir::cast(kb.load(posB, pidx), DType::I64), i64(ce[0] - 1)), i64(0));
+  } else {
+    cacheRow = kir::add(kir::mul(ce[0] == 1 ? i64(0) : b, i64(ce[1])), ce[1] == 1 ? i64(0) : s);
+  }
+  Expr iv = kir::var(i);
+  Expr i1 = interleaved ? kir::mul(iv, i64(2)) : iv;
+  Expr i2 = interleaved ? kir::add(kir::mul(iv, i64(2)), i64(1)) : kir::add(iv, i64(half));
+  Expr p1 = view.at(b, h, s, i1), p2 = view.at(b, h, s, i2);
+  Expr cidx = kir::add(kir::mul(kir::var(cr), i64(half)), iv);
+  Expr x1v = kir::var(x1, ct), x2v = kir::var(x2, ct), cosv = kir::var(cv, ct),
+       sinv = kir::var(sv, ct);
+  DType ot = kb.bufferType(out);
+  Stmt pair = kir::block({
+      kir::decl(cv, ct, kir::cast(kb.load(cosB, cidx), ct)),
+      kir::decl(sv, ct, kir::cast(kb.load(sinB, cidx), ct)),
+      kir::decl(x1, ct, kir::cast(kb.load(in, p1), ct)),
+      kir::decl(x2, ct, kir::cast(kb.load(in, p2), ct)),
+      kb.store(out, p1, narrow(kir::sub(kir::mul(cosv, x1v), kir::mul(sinv, x2v)), ot)),
+      kb.store(out, p2, narrow(kir::add(kir::mul(sinv, x1v), kir::mul(cosv, x2v)), ot)),
+  });
+  std::vector<Stmt> row{kir::decl(cr, DType::I64, cacheRow), kir::forLoop(i, i64(half), pair)};
+  if (rot < view.head) {
+    Expr pd = view.at(b, h, s, kir::add(kir::var(d), i64(rot)));
+    row.push_back(kir::forLoop(d, i64(view.head - rot), kb.store(out, pd, kb.load(in, pd))));
+  }
+  Sched sc;
+  if (worthParallel(rows, rows * view.head))
+    sc.parallel(r);
+  return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
+}
+
+} // namespace
+
+void registerCompositeLowerers(LowererTable &t) {
+  t[OpKind::Softmax] = [](const Node &n, const std::string &p) {
+    return lowerAlongAxis(n, p, AxisOp::Softmax);
+  };
+  t[OpKind::LogSoftmax] = [](const Node &n, const std::string &p) {
+    return lowerAlongAxis(n, p, AxisOp::LogSoftmax);
+  };
+  t[OpKind::Hardmax] = [](const Node &n, const std::string &p) {
+    return lowerAlongAxis(n, p, AxisOp::Hardmax);
+  };
+  t[OpKind::LayerNorm] = lowerLayerNorm;
+  t[OpKind::RMSNorm] = lowerRMSNorm;
+  t[OpKind::GroupNorm] = lowerGroupNorm;
+  t[OpKind::InstanceNorm] = lowerInstanceNorm;
+  t[OpKind::BatchNorm] = lowerBatchNorm;
+  t[OpKind::LpNorm] = lowerLpNorm;
+  t[OpKind::Attention] = lowerAttention;
+  t[OpKind::RotaryEmbedding] = lowerRotaryEmbedding;
+}
+
 } // namespace nnc::lower

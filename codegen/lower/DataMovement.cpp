@@ -1,6 +1,981 @@
-// Lowerers of one op family (being written).
+// Lowerers of the shape and data-movement ops: copies (reshape and friends), permutations
+// (transpose, depth/space), broadcasts, concat/split, slice, pad, tile, gathers, scatters and
+// the generators (range, constant_of_shape, one_hot, eye_like, trilu).
+//
+// Runtime index values (gather/scatter indices, non-constant slice starts or pads) are read
+// like the interpreter reads them (negative values count from the back), but a kernel
+// cannot fail: an index that is still out of range reads 0 (gathers) or writes nothing
+// (scatters), where the interpreter reports an error. No access ever leaves its buffer.
+#include <algorithm>
+
+#include "LowerUtil.h"
 #include "Lowerers.h"
+#include "nnc/ir/ShapeUtils.h"
 
 namespace nnc::lower {
-void registerDataMovementLowerers(LowererTable &) {}
+
+namespace {
+
+using Kernels = Expected<std::vector<kir::Kernel>>;
+using kir::Expr;
+using kir::Stmt;
+using Idx = std::vector<Expr>;
+
+Expr imm(int64_t v) { return kir::intImm(v); }
+Expr eq(Expr a, Expr b) { return kir::op(OpKind::Equal, {std::move(a), std::move(b)}); }
+Expr le(Expr a, Expr b) { return kir::ge(std::move(b), std::move(a)); }
+Expr gt(Expr a, Expr b) { return kir::lt(std::move(b), std::move(a)); }
+Expr clampExpr(Expr v, int64_t lo, int64_t hi) {
+  return kir::min(kir::max(std::move(v), imm(lo)), imm(hi));
+}
+/// Python's % (sign of the divisor) on i64.
+Expr pyMod(Expr a, Expr b) { return kir::op(OpKind::Mod, {std::move(a), std::move(b)}); }
+Expr zeroOf(DType t) { return kir::constant(0, t); }
+Expr andAll(const std::vector<Expr> &conds) {
+  Expr c;
+  for (const Expr &e : conds)
+    c = c ? kir::land(c, e) : e;
+  return c;
+}
+
+/// An integer operand element as i64.
+Expr loadInt(KernelBuilder &b, size_t operand, Expr index) {
+  int buf = b.operand(operand);
+  Expr v = b.load(buf, std::move(index));
+  return b.bufferType(buf) == DType::I64 ? v : kir::cast(v, DType::I64);
+}
+
+/// The values of operand i when it is a constant, else nullopt.
+std::optional<std::vector<int64_t>> constInts(const Node &node, size_t i) {
+  const Tensor *t = node.constantOperand(i);
+  if (!t)
+    return std::nullopt;
+  return t->toInt64Vector();
+}
+
+/// An index read at run time into an axis of extent `dim`: negative values count from the
+/// back; `at` is always in [0, dim) (dim > 0) and `valid` tells whether the read value was.
+struct RuntimeIndex {
+  Expr at, valid;
+};
+RuntimeIndex wrapIndex(const Expr &raw, int64_t dim) {
+  Expr w = kir::select(kir::lt(raw, imm(0)), kir::add(raw, imm(dim)), raw);
+  Expr valid = kir::land(kir::ge(w, imm(0)), kir::lt(w, imm(dim)));
+  return {clampExpr(w, 0, std::max<int64_t>(dim - 1, 0)), valid};
+}
+
+/// The scalar `value` (one element of `t`) as a kernel constant of movedType(t).
+Expr tensorElement(const Tensor &t, int64_t i) {
+  DType d = t.dtype();
+  if (isStorageOnly(d))
+    return kir::intImm(t.data<uint8_t>()[i], DType::U8);
+  if (isFloat(d))
+    return kir::constant(t.elementAsDouble(i), d);
+  if (d == DType::Bool)
+    return kir::constant(t.elementAsInt(i) != 0 ? 1 : 0, DType::Bool);
+  return kir::intImm(t.elementAsInt(i), d);
+}
+
+// ---- Copies and permutations ----------------------------------------------------------------
+
+/// out0[i] = in0[i]: reshape, flatten, squeeze and unsqueeze (the runtime may alias them).
+Kernels lowerCopy(const Node &node, const std::string &prefix) {
+  KernelBuilder b(node, prefix);
+  int in = b.operand(0), out = b.result(0);
+  Extents n{numElementsOf(extentsOf(node.result(0)))};
+  if (n[0] != numElementsOf(extentsOf(node.operand(0))))
+    return node.error("result {} and operand {} differ in size", node.result(0)->type().str(),
+                      node.operand(0)->type().str());
+  std::vector<std::string> loops;
+  Stmt body = b.loopNest(
+      n, [&](const Idx &i) { return b.store(out, i[0], b.load(in, i[0])); }, &loops);
+  return std::vector<kir::Kernel>{b.finish(body, defaultSchedule(loops, n))};
+}
+
+/// The result is operand 0 seen with extents `view`, transposed by `perm` (out dim i is view
+/// dim perm[i]) and read back in row-major order.
+Kernels permuteKernel(const Node &node, const std::string &prefix, const Extents &view,
+                      const std::vector<int64_t> &perm) {
+  KernelBuilder b(node, prefix);
+  int in = b.operand(0), out = b.result(0);
+  std::vector<int64_t> vs = stridesOf(view), inStrides;
+  Extents mid;
+  for (int64_t p : perm) {
+    mid.push_back(view[p]);
+    inStrides.push_back(vs[p]);
+  }
+  std::vector<std::string> loops;
+  Stmt body = b.loopNest(
+      mid,
+      [&](const Idx &i) {
+        return b.store(out, flatIndex(i, stridesOf(mid)), b.load(in, flatIndex(i, inStrides)));
+      },
+      &loops);
+  return std::vector<kir::Kernel>{b.finish(body, defaultSchedule(loops, mid))};
+}
+
+Kernels lowerShapeOf(const Node &node, const std::string &prefix) {
+  Extents e = extentsOf(node.operand(0));
+  int64_t rank = static_cast<int64_t>(e.size());
+  int64_t start = node.getInt("start", 0), end = node.getInt("end", rank);
+  if (start < 0)
+    start += rank;
+  if (end < 0)
+    end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, 0, rank);
+  KernelBuilder b(node, prefix);
+  int out = b.result(0);
+  std::vector<Stmt> stores;
+  for (int64_t i = start; i < end; ++i)
+    stores.push_back(b.store(out, imm(i - start), imm(e[i])));
+  return std::vector<kir::Kernel>{b.finish(kir::block(stores))};
+}
+
+Kernels lowerTranspose(const Node &node, const std::string &prefix) {
+  Extents e = extentsOf(node.operand(0));
+  int64_t r = static_cast<int64_t>(e.size());
+  std::vector<int64_t> perm = node.getInts("perm", {});
+  if (perm.empty())
+    for (int64_t i = r - 1; i >= 0; --i)
+      perm.push_back(i);
+  std::vector<bool> seen(r, false);
+  if (static_cast<int64_t>(perm.size()) != r)
+    return node.error("perm does not match rank {}", r);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= r || seen[p])
+      return node.error("perm is not a permutation");
+    seen[p] = true;
+  }
+  return permuteKernel(node, prefix, e, perm);
+}
+
+Kernels lowerDepthToSpace(const Node &node, const std::string &prefix) {
+  Extents x = extentsOf(node.operand(0));
+  int64_t bs = node.getInt("blocksize");
+  if (x.size() != 4 || bs < 1 || x[1] % (bs * bs) != 0)
+    return node.error("needs NCHW with channels divisible by blocksize^2");
+  int64_t n = x[0], c2 = x[1] / (bs * bs), h = x[2], w = x[3];
+  if (node.getString("mode") == "CRD")
+    return permuteKernel(node, prefix, {n, c2, bs, bs, h, w}, {0, 1, 4, 2, 5, 3});
+  return permuteKernel(node, prefix, {n, bs, bs, c2, h, w}, {0, 3, 4, 1, 5, 2});
+}
+
+Kernels lowerSpaceToDepth(const Node &node, const std::string &prefix) {
+  Extents x = extentsOf(node.operand(0));
+  int64_t bs = node.getInt("blocksize");
+  if (x.size() != 4 || bs < 1 || x[2] % bs != 0 || x[3] % bs != 0)
+    return node.error("needs NCHW with spatial dims divisible by blocksize");
+  return permuteKernel(node, prefix, {x[0], x[1], x[2] / bs, bs, x[3] / bs, bs},
+                       {0, 3, 5, 1, 2, 4});
+}
+
+/// out = operand 0 numpy-broadcast to the result's extents.
+Kernels lowerExpand(const Node &node, const std::string &prefix) {
+  KernelBuilder b(node, prefix);
+  Extents xe = extentsOf(node.operand(0)), oe = extentsOf(node.result(0));
+  if (xe.size() > oe.size())
+    return node.error("result rank is below the operand's");
+  int in = b.operand(0), out = b.result(0);
+  std::vector<std::string> loops;
+  Stmt body = b.loopNest(
+      oe,
+      [&](const Idx &i) {
+        return b.store(out, flatIndex(i, stridesOf(oe)), b.load(in, broadcastIndex(i, xe)));
+      },
+      &loops);
+  return std::vector<kir::Kernel>{b.finish(body, defaultSchedule(loops, oe))};
+}
+
+Kernels lowerTile(const Node &node, const std::string &prefix) {
+  KernelBuilder b(node, prefix);
+  Extents xe = extentsOf(node.operand(0)), oe = extentsOf(node.result(0));
+  if (xe.size() != oe.size())
+    return node.error("result rank differs from the operand's");
+  int in = b.operand(0), out = b.result(0);
+  std::vector<int64_t> xs = stridesOf(xe);
+  std::vector<std::string> loops;
+  Stmt body = b.loopNest(
+      oe,
+      [&](const Idx &i) {
+        Expr src = imm(0);
+        for (size_t d = 0; d < xe.size(); ++d) {
+          if (xe[d] == 0)
+            continue; // the output is empty too
+          Expr c = xe[d] == 1 ? imm(0) : oe[d] == xe[d] ? i[d] : kir::mod(i[d], imm(xe[d]));
+          src = kir::add(src, kir::mul(c, imm(xs[d])));
+        }
+        return b.store(out, flatIndex(i, stridesOf(oe)), b.load(in, src));
+      },
+      &loops);
+  return std::vector<kir::Kernel>{b.finish(body, defaultSchedule(loops, oe))};
+}
+
+// ---- Concat and split -----------------------------------------------------------------------
+
+Kernels lowerConcat(const Node &node, const std::string &prefix) {
+  Extents oe = extentsOf(node.result(0));
+  int64_t r = static_cast<int64_t>(oe.size());
+  NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.getInt("axis"), r, node));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= oe[d];
+  for (int64_t d = axis + 1; d < r; ++d)
+    inner *= oe[d];
+  KernelBuilder b(node, prefix);
+  int out = b.result(0);
+  int64_t outRow = oe[axis] * inner, at = 0;
+  std::vector<Stmt> nests;
+  kir::Schedule sched;
+  for (size_t k = 0; k < node.numOperands(); ++k) {
+    Extents ie = extentsOf(node.operand(k));
+    if (static_cast<int64_t>(ie.size()) != r)
+      return node.error("operand {} has rank {}, the result {}", k, ie.size(), r);
+    int64_t row = ie[axis] * inner;
+    if (row == 0 || outer == 0)
+      continue;
+    int in = b.operand(k);
+    Extents ext{outer, row};
+    std::vector<std::string> loops;
+    nests.push_back(b.loopNest(
+        ext,
+        [&](const Idx &i) {
+          Expr dst = kir::add(kir::add(kir::mul(i[0], imm(outRow)), imm(at)), i[1]);
+          return b.store(out, dst, b.load(in, kir::add(kir::mul(i[0], imm(row)), i[1])));
+        },
+        &loops));
+    for (auto &s : defaultSchedule(loops, ext).steps)
+      sched.steps.push_back(s);
+    at += row;
+  }
+  if (at != outRow && outer != 0)
+    return node.error("operands do not add up to the result along axis {}", axis);
+  return std::vector<kir::Kernel>{b.finish(kir::block(nests), sched)};
+}
+
+Kernels lowerSplit(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0));
+  int64_t r = static_cast<int64_t>(xe.size());
+  if (r == 0)
+    return node.error("cannot split a scalar");
+  NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.getInt("axis"), r, node));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= xe[d];
+  for (int64_t d = axis + 1; d < r; ++d)
+    inner *= xe[d];
+  KernelBuilder b(node, prefix);
+  int in = b.operand(0);
+  int64_t inRow = xe[axis] * inner, at = 0;
+  std::vector<Stmt> nests;
+  kir::Schedule sched;
+  for (size_t k = 0; k < node.numResults(); ++k) {
+    Extents re = extentsOf(node.result(k));
+    int64_t row = re[axis] * inner;
+    if (row == 0 || outer == 0)
+      continue;
+    int out = b.result(k);
+    Extents ext{outer, row};
+    std::vector<std::string> loops;
+    nests.push_back(b.loopNest(
+        ext,
+        [&](const Idx &i) {
+          Expr src = kir::add(kir::add(kir::mul(i[0], imm(inRow)), imm(at)), i[1]);
+          return b.store(out, kir::add(kir::mul(i[0], imm(row)), i[1]), b.load(in, src));
+        },
+        &loops));
+    for (auto &s : defaultSchedule(loops, ext).steps)
+      sched.steps.push_back(s);
+    at += row;
+  }
+  if (at != inRow && outer != 0)
+    return node.error("results do not add up to the operand along axis {}", axis);
+  return std::vector<kir::Kernel>{b.finish(kir::block(nests), sched)};
+}
+
+// ---- Slice and pad --------------------------------------------------------------------------
+
+Kernels lowerSlice(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0)), oe = extentsOf(node.result(0));
+  int64_t r = static_cast<int64_t>(xe.size());
+  if (static_cast<int64_t>(oe.size()) != r)
+    return node.error("result rank differs from the operand's");
+  Extents se = extentsOf(node.operand(1));
+  if (se.size() != 1)
+    return node.error("starts must be a vector");
+  int64_t n = se[0];
+  bool hasAxes = node.operand(3) != nullptr, hasSteps = node.operand(4) != nullptr;
+  std::optional<std::vector<int64_t>> starts = constInts(node, 1);
+  std::optional<std::vector<int64_t>> axes = hasAxes ? constInts(node, 3) : std::vector<int64_t>();
+  std::optional<std::vector<int64_t>> steps =
+      hasSteps ? constInts(node, 4) : std::vector<int64_t>(n, 1);
+  if (axes && !hasAxes)
+    for (int64_t i = 0; i < n; ++i)
+      axes->push_back(i);
+  if ((starts && static_cast<int64_t>(starts->size()) != n) ||
+      (axes && static_cast<int64_t>(axes->size()) != n) ||
+      (steps && static_cast<int64_t>(steps->size()) != n))
+    return node.error("starts, axes and steps have different lengths");
+  if (axes) {
+    NNC_ASSIGN_OR_RETURN(*axes, normalizeAxes(*axes, r, node));
+  }
+
+  KernelBuilder b(node, prefix);
+  int in = b.operand(0), out = b.result(0);
+  std::vector<int64_t> xs = stridesOf(xe);
+  std::vector<Expr> first(r), step(r);
+  std::vector<Stmt> prologue;
+  bool dynamic = !(starts && axes && steps);
+  if (!dynamic) {
+    std::vector<int64_t> f(r, 0), s(r, 1);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t ax = (*axes)[i], dim = xe[ax], st = (*starts)[i], sp = (*steps)[i];
+      if (sp == 0)
+        return node.error("steps must not be 0");
+      if (st < 0)
+        st += dim;
+      st = sp > 0 ? std::clamp<int64_t>(st, 0, dim) : std::clamp<int64_t>(st, 0, dim - 1);
+      f[ax] = st;
+      s[ax] = sp;
+    }
+    for (int64_t d = 0; d < r; ++d) {
+      first[d] = imm(f[d]);
+      step[d] = imm(s[d]);
+    }
+  } else {
+    // Computed once before the loops, with the interpreter's clamping.
+    for (int64_t d = 0; d < r; ++d) {
+      std::string st = b.freshName("start"), sp = b.freshName("step");
+      prologue.push_back(kir::decl(st, DType::I64, imm(0)));
+      prologue.push_back(kir::decl(sp, DType::I64, imm(1)));
+      first[d] = kir::var(st);
+      step[d] = kir::var(sp);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      Expr raw = starts ? imm((*starts)[i]) : loadInt(b, 1, imm(i));
+      Expr sp = steps ? imm((*steps)[i]) : loadInt(b, 4, imm(i));
+      Expr ax = axes ? imm((*axes)[i]) : loadInt(b, 3, imm(i));
+      for (int64_t d = 0; d < r; ++d) {
+        if (axes && (*axes)[i] != d)
+          continue;
+        int64_t dim = xe[d];
+        Expr s = kir::select(kir::lt(raw, imm(0)), kir::add(raw, imm(dim)), raw);
+        Expr v = kir::select(gt(sp, imm(0)), clampExpr(s, 0, dim),
+                             clampExpr(s, 0, std::max<int64_t>(dim - 1, 0)));
+        Stmt set = kir::block({kir::assign(first[d]->name, v), kir::assign(step[d]->name, sp)});
+        prologue.push_back(axes ? set
+                                : kir::ifThen(kir::op(OpKind::Or, {eq(ax, imm(d)),
+                                                                   eq(ax, imm(d - r))}),
+                                              set));
+      }
+    }
+  }
+  std::vector<std::string> loops;
+  Stmt nest = b.loopNest(
+      oe,
+      [&](const Idx &i) {
+        Expr src = imm(0);
+        for (int64_t d = 0; d < r; ++d) {
+          Expr c = kir::add(first[d], kir::mul(i[d], step[d]));
+          if (dynamic)
+            c = clampExpr(c, 0, std::max<int64_t>(xe[d] - 1, 0));
+          src = kir::add(src, kir::mul(c, imm(xs[d])));
+        }
+        return b.store(out, flatIndex(i, stridesOf(oe)), b.load(in, src));
+      },
+      &loops);
+  if (!dynamic)
+    return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, oe))};
+  prologue.push_back(nest);
+  return std::vector<kir::Kernel>{b.finish(kir::block(prologue))};
+}
+
+Kernels lowerPad(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0)), oe = extentsOf(node.result(0));
+  int64_t r = static_cast<int64_t>(xe.size());
+  const std::string &mode = node.getString("mode");
+  bool constant = mode == "constant";
+  if (!constant && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return node.error("unknown mode '{}'", mode);
+  if (static_cast<int64_t>(oe.size()) != r)
+    return node.error("result rank differs from the operand's");
+  std::optional<std::vector<int64_t>> pads = constInts(node, 1);
+  if (pads && static_cast<int64_t>(pads->size()) != 2 * r)
+    return node.error("pads has {} entries for rank {}", pads->size(), r);
+  bool dynamic = !pads;
+
+  KernelBuilder b(node, prefix);
+  int out = b.result(0);
+  DType t = b.bufferType(out);
+  // Per dim: the cropped range [cs, cs + cn) of the operand, placed after pb fill elements.
+  std::vector<Expr> cs(r), cn(r), pb(r);
+  std::vector<Stmt> prologue;
+  for (int64_t d = 0; d < r; ++d) {
+    if (!dynamic) {
+      int64_t bg = (*pads)[d], en = (*pads)[d + r];
+      int64_t c = std::max<int64_t>(-bg, 0), len = xe[d] - c - std::max<int64_t>(-en, 0);
+      if (xe[d] + bg + en != oe[d])
+        return node.error("pads do not give the result's extents");
+      if (len <= 0 && !constant && oe[d] > 0)
+        return node.error("mode {} cannot pad axis {}: nothing is left of it after cropping",
+                          mode, d);
+      cs[d] = imm(c);
+      cn[d] = imm(len);
+      pb[d] = imm(std::max<int64_t>(bg, 0));
+      continue;
+    }
+    Expr bg = loadInt(b, 1, imm(d)), en = loadInt(b, 1, imm(d + r));
+    Expr c = kir::max(kir::sub(imm(0), bg), imm(0));
+    Expr len = kir::sub(kir::sub(imm(xe[d]), c), kir::max(kir::sub(imm(0), en), imm(0)));
+    std::string csN = b.freshName("crop"), cnN = b.freshName("len"), pbN = b.freshName("pad");
+    prologue.push_back(kir::decl(csN, DType::I64, c));
+    prologue.push_back(kir::decl(cnN, DType::I64, len));
+    prologue.push_back(kir::decl(pbN, DType::I64, kir::max(bg, imm(0))));
+    cs[d] = kir::var(csN);
+    cn[d] = kir::var(cnN);
+    pb[d] = kir::var(pbN);
+  }
+  if (dynamic && !constant && numElementsOf(oe) > 0 && numElementsOf(xe) == 0)
+    return node.error("mode {} cannot pad an empty operand", mode);
+  Expr fill = zeroOf(t);
+  if (node.operand(2) && numElementsOf(extentsOf(node.operand(2))) > 0) {
+    int fb = b.operand(2);
+    if (b.bufferType(fb) != t)
+      return node.error("the pad value's dtype differs from the data's");
+    fill = b.load(fb, imm(0));
+  }
+  int in = numElementsOf(xe) > 0 ? b.operand(0) : -1;
+  std::vector<int64_t> xs = stridesOf(xe);
+  std::vector<std::string> loops;
+  Stmt nest = b.loopNest(
+      oe,
+      [&](const Idx &i) {
+        Expr dst = flatIndex(i, stridesOf(oe));
+        if (in < 0)
+          return b.store(out, dst, fill);
+        std::vector<Expr> inside;
+        Expr src = imm(0);
+        for (int64_t d = 0; d < r; ++d) {
+          Expr j = kir::sub(i[d], pb[d]);
+          bool trivial = !dynamic && isIntImm(pb[d], 0) && isIntImm(cn[d], oe[d]);
+          if (constant) {
+            if (!trivial)
+              inside.push_back(kir::land(kir::ge(j, imm(0)), kir::lt(j, cn[d])));
+          } else if (!trivial) {
+            Expr len1 = kir::max(cn[d], imm(1));
+            if (mode == "edge") {
+              j = kir::min(kir::max(j, imm(0)), kir::sub(len1, imm(1)));
+            } else if (mode == "wrap") {
+              j = pyMod(j, len1);
+            } else { // reflect: period 2(cn-1), like numpy
+              Expr p = kir::max(kir::mul(kir::sub(cn[d], imm(1)), imm(2)), imm(1));
+              Expr m = pyMod(j, p);
+              j = kir::select(kir::ge(m, cn[d]), kir::sub(p, m), m);
+              j = kir::select(le(cn[d], imm(1)), imm(0), j);
+            }
+          }
+          Expr c = kir::add(cs[d], j);
+          if (dynamic)
+            c = clampExpr(c, 0, std::max<int64_t>(xe[d] - 1, 0));
+          src = kir::add(src, kir::mul(c, imm(xs[d])));
+        }
+        Stmt copy = b.store(out, dst, b.load(in, src));
+        if (inside.empty())
+          return copy;
+        return kir::ifThen(andAll(inside), copy, b.store(out, dst, fill));
+      },
+      &loops);
+  if (!dynamic)
+    return std::vector<kir::Kernel>{
+        b.finish(nest, defaultSchedule(loops, oe, /*vectorize=*/!constant))};
+  prologue.push_back(nest);
+  return std::vector<kir::Kernel>{b.finish(kir::block(prologue))};
+}
+
+// ---- Gathers --------------------------------------------------------------------------------
+
+/// A loop nest over `extents` where `wrap` gets the variables of the first `level` loops and
+/// the remaining loops (with `body` innermost), and returns what runs in loop `level - 1`:
+/// it computes what depends only on the outer loops once (Decls, an If). With level 0 the
+/// wrap goes into the innermost body instead, so no local lives outside the loops.
+Stmt hoistedNest(KernelBuilder &b, const Extents &extents, size_t level,
+                 const std::function<Stmt(const Idx &, Stmt)> &wrap,
+                 const std::function<Stmt(const Idx &)> &body, std::vector<std::string> *loops) {
+  if (level == 0)
+    level = extents.size();
+  std::vector<std::string> names;
+  Idx vars;
+  for (size_t d = 0; d < extents.size(); ++d) {
+    names.push_back(b.freshName("i"));
+    vars.push_back(kir::var(names.back()));
+  }
+  Stmt s = body(vars);
+  for (size_t d = extents.size(); d-- > level;)
+    s = kir::forLoop(names[d], imm(extents[d]), s);
+  s = wrap(vars, s);
+  for (size_t d = level; d-- > 0;)
+    s = kir::forLoop(names[d], imm(extents[d]), s);
+  *loops = names;
+  return s;
+}
+
+Kernels lowerGather(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0)), ie = extentsOf(node.operand(1)),
+          oe = extentsOf(node.result(0));
+  int64_t r = static_cast<int64_t>(xe.size()), q = static_cast<int64_t>(ie.size());
+  if (r == 0)
+    return node.error("cannot gather from a scalar");
+  NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.getInt("axis"), r, node));
+  if (static_cast<int64_t>(oe.size()) != r - 1 + q)
+    return node.error("result rank does not match");
+  KernelBuilder b(node, prefix);
+  int out = b.result(0);
+  DType t = b.bufferType(out);
+  bool empty = numElementsOf(xe) == 0;
+  int in = empty ? -1 : b.operand(0);
+  std::vector<int64_t> xs = stridesOf(xe), is = stridesOf(ie);
+  std::string atN = b.freshName("at"), validN = b.freshName("valid");
+  Expr at = kir::var(atN), valid = kir::var(validN, DType::Bool);
+  // The index is read once per position of the loops up to the index dims.
+  size_t level = static_cast<size_t>(axis + q);
+  std::vector<std::string> loops;
+  Stmt nest = hoistedNest(
+      b, oe, level,
+      [&](const Idx &i, Stmt inner) {
+        if (empty)
+          return inner;
+        Idx ii(i.begin() + axis, i.begin() + axis + q);
+        RuntimeIndex ri = wrapIndex(loadInt(b, 1, flatIndex(ii, is)), xe[axis]);
+        return kir::block({kir::decl(atN, DType::I64, ri.at),
+                           kir::decl(validN, DType::Bool, ri.valid), inner});
+      },
+      [&](const Idx &i) {
+        Expr dst = flatIndex(i, stridesOf(oe));
+        if (empty)
+          return b.store(out, dst, zeroOf(t));
+        Expr src = kir::mul(at, imm(xs[axis]));
+        for (int64_t d = 0; d < axis; ++d)
+          src = kir::add(src, kir::mul(i[d], imm(xs[d])));
+        for (int64_t d = axis + 1; d < r; ++d)
+          src = kir::add(src, kir::mul(i[d - 1 + q], imm(xs[d])));
+        return b.store(out, dst, kir::select(valid, b.load(in, src), zeroOf(t)));
+      },
+      &loops);
+  bool vectorize = level > 0 && level < oe.size();
+  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, oe, vectorize))};
+}
+
+Kernels lowerGatherElements(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0)), ie = extentsOf(node.operand(1));
+  int64_t r = static_cast<int64_t>(xe.size());
+  if (r == 0 || static_cast<int64_t>(ie.size()) != r)
+    return node.error("data and indices must have one rank >= 1");
+  NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.getInt("axis"), r, node));
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis && ie[d] > xe[d])
+      return node.error("indices exceed data on axis {}", d);
+  KernelBuilder b(node, prefix);
+  int out = b.result(0);
+  DType t = b.bufferType(out);
+  bool empty = numElementsOf(xe) == 0;
+  int in = empty ? -1 : b.operand(0);
+  std::vector<int64_t> xs = stridesOf(xe), is = stridesOf(ie);
+  std::vector<std::string> loops;
+  Stmt nest = b.loopNest(
+      ie,
+      [&](const Idx &i) {
+        Expr dst = flatIndex(i, is);
+        if (empty)
+          return b.store(out, dst, zeroOf(t));
+        RuntimeIndex at = wrapIndex(loadInt(b, 1, dst), xe[axis]);
+        Idx c = i;
+        c[axis] = at.at;
+        return b.store(out, dst, kir::select(at.valid, b.load(in, flatIndex(c, xs)), zeroOf(t)));
+      },
+      &loops);
+  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, ie, false))};
+}
+
+Kernels lowerGatherND(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0)), ie = extentsOf(node.operand(1)),
+          oe = extentsOf(node.result(0));
+  int64_t bd = node.getInt("batch_dims"), r = static_cast<int64_t>(xe.size()),
+          q = static_cast<int64_t>(ie.size());
+  if (r < 1 || q < 1 || bd < 0 || bd >= std::min(r, q))
+    return node.error("bad ranks");
+  int64_t k = ie[q - 1];
+  if (k < 1 || bd + k > r)
+    return node.error("indices index too many dims");
+  KernelBuilder b(node, prefix);
+  int out = b.result(0);
+  DType t = b.bufferType(out);
+  bool empty = numElementsOf(xe) == 0;
+  int in = empty ? -1 : b.operand(0);
+  std::vector<int64_t> xs = stridesOf(xe);
+  Extents tupleExt(ie.begin(), ie.end() - 1);
+  std::vector<int64_t> ts = stridesOf(tupleExt);
+  std::string baseN = b.freshName("base"), validN = b.freshName("valid");
+  Expr base = kir::var(baseN), valid = kir::var(validN, DType::Bool);
+  // Output dims: [batch (bd), tuple (q-1-bd), slice (r-bd-k)]; the tuple is read once per
+  // position of the first q-1 loops.
+  std::vector<std::string> loops;
+  Stmt nest = hoistedNest(
+      b, oe, static_cast<size_t>(q - 1),
+      [&](const Idx &i, Stmt inner) {
+        if (empty)
+          return inner;
+        Idx ti(i.begin(), i.begin() + (q - 1));
+        Expr tupleAt = kir::mul(flatIndex(ti, ts), imm(k));
+        Expr src = imm(0);
+        std::vector<Expr> ok;
+        for (int64_t d = 0; d < bd; ++d)
+          src = kir::add(src, kir::mul(i[d], imm(xs[d])));
+        for (int64_t j = 0; j < k; ++j) {
+          RuntimeIndex at = wrapIndex(loadInt(b, 1, kir::add(tupleAt, imm(j))), xe[bd + j]);
+          ok.push_back(at.valid);
+          src = kir::add(src, kir::mul(at.at, imm(xs[bd + j])));
+        }
+        return kir::block({kir::decl(baseN, DType::I64, src),
+                           kir::decl(validN, DType::Bool, andAll(ok)), inner});
+      },
+      [&](const Idx &i) {
+        Expr dst = flatIndex(i, stridesOf(oe));
+        if (empty)
+          return b.store(out, dst, zeroOf(t));
+        Expr src = base;
+        for (int64_t d = bd + k; d < r; ++d)
+          src = kir::add(src, kir::mul(i[q - 1 + d - bd - k], imm(xs[d])));
+        return b.store(out, dst, kir::select(valid, b.load(in, src), zeroOf(t)));
+      },
+      &loops);
+  bool vectorize = q > 1 && static_cast<size_t>(q - 1) < oe.size();
+  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, oe, vectorize))};
+}
+
+// ---- Scatters -------------------------------------------------------------------------------
+
+/// The value a scatter writes: `upd`, or `old` combined with it by the reduction.
+Expected<Expr> combine(const Node &node, DType t, Expr old, Expr upd) {
+  std::string red = node.getString("reduction", "none");
+  if (red == "none")
+    return upd;
+  if (isStorageOnly(t))
+    return node.error("reduction '{}' is not defined on {}", red, dtypeName(t));
+  OpKind k;
+  if (red == "add")
+    k = t == DType::Bool ? OpKind::Or : OpKind::Add;
+  else if (red == "mul")
+    k = t == DType::Bool ? OpKind::And : OpKind::Mul;
+  else if (red == "max")
+    k = t == DType::Bool ? OpKind::Or : OpKind::Max;
+  else if (red == "min")
+    k = t == DType::Bool ? OpKind::And : OpKind::Min;
+  else
+    return node.error("unknown reduction '{}'", red);
+  return kir::op(k, {std::move(old), std::move(upd)});
+}
+
+/// The copy kernel of a scatter: out0 = in0.
+kir::Kernel scatterCopy(const Node &node, const std::string &prefix) {
+  KernelBuilder b(node, prefix + "_copy");
+  int in = b.operand(0), out = b.result(0);
+  Extents n{numElementsOf(extentsOf(node.operand(0)))};
+  std::vector<std::string> loops;
+  Stmt body = b.loopNest(
+      n, [&](const Idx &i) { return b.store(out, i[0], b.load(in, i[0])); }, &loops);
+  return b.finish(body, defaultSchedule(loops, n));
+}
+
+Kernels lowerScatterElements(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0)), ie = extentsOf(node.operand(1)),
+          ue = extentsOf(node.operand(2));
+  int64_t r = static_cast<int64_t>(xe.size());
+  if (r == 0 || static_cast<int64_t>(ie.size()) != r || ue != ie)
+    return node.error("data, indices and updates do not fit together");
+  NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.getInt("axis"), r, node));
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis && ie[d] > xe[d])
+      return node.error("indices exceed data on axis {}", d);
+  std::vector<kir::Kernel> ks{scatterCopy(node, prefix)};
+  if (numElementsOf(ie) == 0 || numElementsOf(xe) == 0)
+    return ks; // nothing to update (indices into an empty axis are all out of range)
+  KernelBuilder b(node, prefix + "_update");
+  int out = b.result(0), upd = b.operand(2);
+  DType t = b.bufferType(out);
+  std::vector<int64_t> xs = stridesOf(xe), is = stridesOf(ie);
+  Error err = Error::success();
+  // Serial, in row-major order of the indices, so duplicates apply in order.
+  Stmt nest = b.loopNest(ie, [&](const Idx &i) -> Stmt {
+    Expr k = flatIndex(i, is);
+    RuntimeIndex at = wrapIndex(loadInt(b, 1, k), xe[axis]);
+    Idx c = i;
+    c[axis] = at.at;
+    Expr dst = flatIndex(c, xs);
+    Expected<Expr> v = combine(node, t, b.load(out, dst), b.load(upd, k));
+    if (!v) {
+      err = v.takeError();
+      return kir::block({});
+    }
+    return kir::ifThen(at.valid, b.store(out, dst, *v));
+  });
+  if (err)
+    return err;
+  ks.push_back(b.finish(nest));
+  return ks;
+}
+
+Kernels lowerScatterND(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0)), ie = extentsOf(node.operand(1)),
+          ue = extentsOf(node.operand(2));
+  int64_t r = static_cast<int64_t>(xe.size()), q = static_cast<int64_t>(ie.size());
+  if (r < 1 || q < 1)
+    return node.error("data and indices must have rank >= 1");
+  int64_t k = ie[q - 1];
+  if (k > r)
+    return node.error("indices index more dims than data has");
+  Extents want(ie.begin(), ie.end() - 1);
+  want.insert(want.end(), xe.begin() + k, xe.end());
+  if (ue != want)
+    return node.error("updates {} should be {}", extentsStr(ue), extentsStr(want));
+  std::vector<kir::Kernel> ks{scatterCopy(node, prefix)};
+  if (numElementsOf(ue) == 0 || numElementsOf(xe) == 0)
+    return ks;
+  KernelBuilder b(node, prefix + "_update");
+  int out = b.result(0), upd = b.operand(2);
+  DType t = b.bufferType(out);
+  std::vector<int64_t> xs = stridesOf(xe), us = stridesOf(ue);
+  Extents tupleExt(ie.begin(), ie.end() - 1);
+  std::vector<int64_t> ts = stridesOf(tupleExt);
+  Error err = Error::success();
+  std::string baseN = b.freshName("base");
+  Expr base = kir::var(baseN);
+  // Loops over [tuples (q-1), slice (r-k)], serial so duplicates apply in order; the tuple
+  // is read once per position of the tuple loops.
+  std::vector<std::string> loops;
+  Stmt nest = hoistedNest(
+      b, ue, static_cast<size_t>(q - 1),
+      [&](const Idx &i, Stmt inner) -> Stmt {
+        Idx ti(i.begin(), i.begin() + (q - 1));
+        Expr tupleAt = kir::mul(flatIndex(ti, ts), imm(k));
+        Expr dst = imm(0);
+        std::vector<Expr> ok;
+        for (int64_t j = 0; j < k; ++j) {
+          RuntimeIndex at = wrapIndex(loadInt(b, 1, kir::add(tupleAt, imm(j))), xe[j]);
+          ok.push_back(at.valid);
+          dst = kir::add(dst, kir::mul(at.at, imm(xs[j])));
+        }
+        Stmt decl = kir::decl(baseN, DType::I64, dst);
+        if (ok.empty())
+          return kir::block({decl, inner});
+        return kir::block({decl, kir::ifThen(andAll(ok), inner)});
+      },
+      [&](const Idx &i) -> Stmt {
+        Expr dst = base;
+        for (int64_t d = k; d < r; ++d)
+          dst = kir::add(dst, kir::mul(i[q - 1 + d - k], imm(xs[d])));
+        Expected<Expr> v = combine(node, t, b.load(out, dst), b.load(upd, flatIndex(i, us)));
+        if (!v) {
+          err = v.takeError();
+          return kir::block({});
+        }
+        return b.store(out, dst, *v);
+      },
+      &loops);
+  if (err)
+    return err;
+  ks.push_back(b.finish(nest));
+  return ks;
+}
+
+// ---- Generators -----------------------------------------------------------------------------
+
+Kernels lowerRange(const Node &node, const std::string &prefix) {
+  DType t = node.result(0)->dtype();
+  if (!isNumeric(t))
+    return node.error("range needs a numeric dtype, got {}", dtypeName(t));
+  Extents oe = extentsOf(node.result(0));
+  KernelBuilder b(node, prefix);
+  int out = b.result(0), s = b.operand(0), dl = b.operand(2);
+  std::vector<std::string> loops;
+  Stmt nest = b.loopNest(
+      oe,
+      [&](const Idx &i) {
+        Expr v;
+        if (isFloat(t)) {
+          // In f64 like the interpreter: start + i * delta, then rounded to t.
+          Expr start = kir::cast(b.load(s, imm(0)), DType::F64);
+          Expr delta = kir::cast(b.load(dl, imm(0)), DType::F64);
+          v = kir::op(OpKind::Add,
+                      {start, kir::op(OpKind::Mul, {kir::cast(i[0], DType::F64), delta})});
+        } else {
+          // Wrapping i64 arithmetic, truncated to t.
+          Expr start = loadInt(b, 0, imm(0)), delta = loadInt(b, 2, imm(0));
+          v = kir::op(OpKind::Add, {start, kir::op(OpKind::Mul, {i[0], delta})});
+        }
+        return b.store(out, i[0], t == DType::I64 ? v : kir::cast(v, t));
+      },
+      &loops);
+  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, oe, false))};
+}
+
+Kernels lowerConstantOfShape(const Node &node, const std::string &prefix) {
+  const Tensor &value = node.getTensor("value");
+  if (value.isNull() || value.numElements() != 1)
+    return node.error("value must hold exactly one element");
+  if (value.dtype() != node.result(0)->dtype())
+    return node.error("value's dtype differs from the result's");
+  Extents n{numElementsOf(extentsOf(node.result(0)))};
+  KernelBuilder b(node, prefix);
+  int out = b.result(0);
+  Expr v = tensorElement(value, 0);
+  std::vector<std::string> loops;
+  Stmt nest = b.loopNest(n, [&](const Idx &i) { return b.store(out, i[0], v); }, &loops);
+  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, n))};
+}
+
+Kernels lowerOneHot(const Node &node, const std::string &prefix) {
+  Extents ie = extentsOf(node.operand(0)), oe = extentsOf(node.result(0));
+  int64_t r = static_cast<int64_t>(ie.size()), axis = node.getInt("axis");
+  if (axis < -(r + 1) || axis > r)
+    return node.error("axis {} is out of range for rank {}", axis, r + 1);
+  if (axis < 0)
+    axis += r + 1;
+  if (static_cast<int64_t>(oe.size()) != r + 1)
+    return node.error("result rank does not match");
+  if (numElementsOf(extentsOf(node.operand(2))) != 2)
+    return node.error("values must have 2 elements [off, on]");
+  DType it = node.operand(0)->dtype();
+  if (!isNumeric(it))
+    return node.error("indices must be numeric, got {}", dtypeName(it));
+  int64_t depth = oe[axis];
+  KernelBuilder b(node, prefix);
+  int out = b.result(0), idx = b.operand(0), vals = b.operand(2);
+  std::vector<int64_t> is = stridesOf(ie);
+  std::vector<std::string> loops;
+  Stmt nest = b.loopNest(
+      oe,
+      [&](const Idx &i) {
+        Idx ii(i);
+        ii.erase(ii.begin() + axis);
+        Expr v = b.load(idx, flatIndex(ii, is));
+        Expr raw, valid;
+        if (isFloat(it)) {
+          // raw = trunc(v) is in [-depth, depth) iff -depth-1 < v < depth (false for NaN).
+          Expr d = kir::cast(v, DType::F64);
+          valid = kir::land(gt(d, kir::constant(-static_cast<double>(depth) - 1, DType::F64)),
+                            kir::lt(d, kir::constant(static_cast<double>(depth), DType::F64)));
+          raw = kir::cast(kir::select(valid, d, kir::constant(0, DType::F64)), DType::I64);
+        } else {
+          raw = it == DType::I64 ? v : kir::cast(v, DType::I64);
+          valid = kir::land(kir::ge(raw, imm(-depth)), kir::lt(raw, imm(depth)));
+        }
+        Expr w = kir::select(kir::lt(raw, imm(0)), kir::add(raw, imm(depth)), raw);
+        Expr hit = kir::land(valid, eq(w, i[axis]));
+        return b.store(out, flatIndex(i, stridesOf(oe)),
+                       kir::select(hit, b.load(vals, imm(1)), b.load(vals, imm(0))));
+      },
+      &loops);
+  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, oe, false))};
+}
+
+/// The bits of 1 in dtype t, as a constant of movedType(t).
+Expr oneOf(DType t) {
+  switch (t) {
+  case DType::F8E4M3FN: return kir::intImm(0x38, DType::U8);
+  case DType::F8E4M3FNUZ: return kir::intImm(0x40, DType::U8);
+  case DType::F8E5M2: return kir::intImm(0x3C, DType::U8);
+  case DType::F8E5M2FNUZ: return kir::intImm(0x40, DType::U8);
+  case DType::F4E2M1: return kir::intImm(0x2, DType::U8);
+  case DType::F8E8M0: return kir::intImm(0x7F, DType::U8);
+  case DType::U4:
+  case DType::I4:
+  case DType::U2:
+  case DType::I2: return kir::intImm(1, DType::U8);
+  default: return kir::constant(1, t);
+  }
+}
+
+Kernels lowerEyeLike(const Node &node, const std::string &prefix) {
+  Extents oe = extentsOf(node.result(0));
+  if (oe.size() != 2)
+    return node.error("needs a 2-D operand");
+  DType t = node.result(0)->dtype();
+  int64_t k = node.getInt("k", 0);
+  KernelBuilder b(node, prefix);
+  int out = b.result(0);
+  Expr one = oneOf(t), zero = zeroOf(movedType(t));
+  bool noDiagonal = k >= oe[1] || k <= -oe[0];
+  std::vector<std::string> loops;
+  Stmt nest = b.loopNest(
+      oe,
+      [&](const Idx &i) {
+        Expr dst = flatIndex(i, stridesOf(oe));
+        if (noDiagonal)
+          return b.store(out, dst, zero);
+        return b.store(out, dst, kir::select(eq(i[1], kir::add(i[0], imm(k))), one, zero));
+      },
+      &loops);
+  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, oe, false))};
+}
+
+Kernels lowerTrilu(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0));
+  int64_t r = static_cast<int64_t>(xe.size());
+  if (r < 2)
+    return node.error("needs rank >= 2");
+  bool upper = node.getInt("upper") != 0;
+  KernelBuilder b(node, prefix);
+  int in = b.operand(0), out = b.result(0);
+  DType t = b.bufferType(out);
+  Expr k = imm(0);
+  if (node.operand(1)) {
+    if (numElementsOf(extentsOf(node.operand(1))) != 1 || !isInteger(node.operand(1)->dtype()))
+      return node.error("k must be an integer scalar");
+    std::optional<std::vector<int64_t>> kc = constInts(node, 1);
+    k = kc ? imm((*kc)[0]) : loadInt(b, 1, imm(0));
+  }
+  std::vector<std::string> loops;
+  Stmt nest = b.loopNest(
+      xe,
+      [&](const Idx &i) {
+        Expr diff = kir::sub(i[r - 1], i[r - 2]);
+        Expr keep = upper ? kir::ge(diff, k) : le(diff, k);
+        Expr at = flatIndex(i, stridesOf(xe));
+        return b.store(out, at, kir::select(keep, b.load(in, at), zeroOf(t)));
+      },
+      &loops);
+  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, xe, false))};
+}
+
+} // namespace
+
+void registerDataMovementLowerers(LowererTable &t) {
+  t[OpKind::ShapeOf] = lowerShapeOf;
+  t[OpKind::Reshape] = lowerCopy;
+  t[OpKind::Flatten] = lowerCopy;
+  t[OpKind::Squeeze] = lowerCopy;
+  t[OpKind::Unsqueeze] = lowerCopy;
+  t[OpKind::Transpose] = lowerTranspose;
+  t[OpKind::Expand] = lowerExpand;
+  t[OpKind::Concat] = lowerConcat;
+  t[OpKind::Split] = lowerSplit;
+  t[OpKind::Slice] = lowerSlice;
+  t[OpKind::Pad] = lowerPad;
+  t[OpKind::Tile] = lowerTile;
+  t[OpKind::Gather] = lowerGather;
+  t[OpKind::GatherElements] = lowerGatherElements;
+  t[OpKind::GatherND] = lowerGatherND;
+  t[OpKind::ScatterElements] = lowerScatterElements;
+  t[OpKind::ScatterND] = lowerScatterND;
+  t[OpKind::Range] = lowerRange;
+  t[OpKind::ConstantOfShape] = lowerConstantOfShape;
+  t[OpKind::OneHot] = lowerOneHot;
+  t[OpKind::EyeLike] = lowerEyeLike;
+  t[OpKind::Trilu] = lowerTrilu;
+  t[OpKind::DepthToSpace] = lowerDepthToSpace;
+  t[OpKind::SpaceToDepth] = lowerSpaceToDepth;
+  // constant has no kernel (the runtime keeps constants as weights); nonzero's result shape
+  // depends on the data, so it is not lowered.
+}
+
 } // namespace nnc::lower

@@ -281,9 +281,20 @@ public:
   }
   Value *scalar(DType t, double v) override {
     Tensor s = Tensor::zeros(t, {});
+    if (isStorageOnly(t)) {
+      // No arithmetic on storage-only types; the lowering's ops would be rejected anyway, and
+      // this error (reported by lowerNode) says why.
+      if (!scalarError_)
+        scalarError_ = fmt::format("{}: element type {} is storage-only (not supported by this "
+                                   "operator; Cast it first)",
+                                   place(), dtypeName(t));
+      return constant(s);
+    }
     setElementFromDouble(s, 0, v);
     return constant(s);
   }
+  /// The error recorded by scalar(), if any.
+  const std::optional<std::string> &scalarError() const { return scalarError_; }
   Value *i64Vector(const std::vector<int64_t> &v) override {
     return constant(Tensor::fromVector<int64_t>(DType::I64, {static_cast<int64_t>(v.size())}, v));
   }
@@ -313,6 +324,7 @@ private:
   std::vector<Value *> inputs_;
   std::set<Value *> created_;
   std::set<Value *> named_;
+  std::optional<std::string> scalarError_;
 };
 
 Error lowerConstant(LoweringContext &c) {
@@ -361,7 +373,10 @@ Error lowerNode(ImportState &state, const onnx::NodeProto &node, size_t index, i
                 const OpLowering &lowering) {
   Context ctx(state, node, index, opset);
   NNC_TRY(ctx.resolveInputs());
-  NNC_TRY(lowering.lower(ctx));
+  Error e = lowering.lower(ctx);
+  if (ctx.scalarError())
+    return Error(*ctx.scalarError());
+  NNC_TRY(e);
   for (int i = 0; i < node.output_size(); ++i) {
     const std::string &name = node.output(i);
     NNC_USER_CHECK(name.empty() || state.values.count(name),

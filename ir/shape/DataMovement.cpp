@@ -501,7 +501,10 @@ Expected<Types> inferPad(const Node &node) {
       out[i] = g.freshDim();
       continue;
     }
-    int64_t delta = (*pads)[i] + (*pads)[i + r];
+    int64_t delta, size;
+    if (__builtin_add_overflow((*pads)[i], (*pads)[i + r], &delta) ||
+        (d.isStatic() && __builtin_add_overflow(d.value(), delta, &size)))
+      return node.error("pads [{}] make axis {} too large", fmt::join(*pads, ","), i);
     if (d.isStatic()) {
       if (d.value() + delta < 0)
         return node.error("pads [{}] crop axis {} of {} below zero", fmt::join(*pads, ","), i,
@@ -534,8 +537,12 @@ Expected<Types> inferTile(const Node &node) {
       return node.error("repeats has a negative entry {}", rep);
     if (rep == 0)
       out[i] = Dim(0);
-    else if (out[i].isStatic())
-      out[i] = Dim(out[i].value() * rep);
+    else if (out[i].isStatic()) {
+      int64_t size;
+      if (__builtin_mul_overflow(out[i].value(), rep, &size))
+        return node.error("repeats entry {} makes axis {} too large", rep, i);
+      out[i] = Dim(size);
+    }
     else if (rep != 1)
       out[i] = g.freshDim();
   }
@@ -805,6 +812,9 @@ Expected<Types> inferDepthToSpace(const Node &node) {
   NNC_ASSIGN_OR_RETURN(std::string mode, stringAttr(node, "mode"));
   if (mode != "DCR" && mode != "CRD")
     return node.error("unknown mode '{}' (expected DCR or CRD)", mode);
+  int64_t bb;
+  if (__builtin_mul_overflow(b, b, &bb))
+    return node.error("blocksize {} is too large", b);
   Graph &g = *node.graph();
   const Shape &s = x->shape();
   Shape out = s;
@@ -815,8 +825,12 @@ Expected<Types> inferDepthToSpace(const Node &node) {
   } else if (b != 1) {
     out[1] = g.freshDim();
   }
-  for (int i = 2; i < 4; ++i)
-    out[i] = s[i].isStatic() ? Dim(s[i].value() * b) : (b == 1 ? s[i] : g.freshDim());
+  for (int i = 2; i < 4; ++i) {
+    int64_t size = 0;
+    if (s[i].isStatic() && __builtin_mul_overflow(s[i].value(), b, &size))
+      return node.error("blocksize {} makes dim {} of {} too large", b, i, x->type().str());
+    out[i] = s[i].isStatic() ? Dim(size) : (b == 1 ? s[i] : g.freshDim());
+  }
   return Types{TensorType(x->dtype(), out)};
 }
 
@@ -828,10 +842,14 @@ Expected<Types> inferSpaceToDepth(const Node &node) {
   NNC_ASSIGN_OR_RETURN(int64_t b, intAttr(node, "blocksize"));
   if (b < 1)
     return node.error("blocksize must be positive, got {}", b);
+  int64_t bb, c = 0;
+  if (__builtin_mul_overflow(b, b, &bb) ||
+      (x->shape()[1].isStatic() && __builtin_mul_overflow(x->shape()[1].value(), bb, &c)))
+    return node.error("blocksize {} is too large", b);
   Graph &g = *node.graph();
   const Shape &s = x->shape();
   Shape out = s;
-  out[1] = s[1].isStatic() ? Dim(s[1].value() * b * b) : (b == 1 ? s[1] : g.freshDim());
+  out[1] = s[1].isStatic() ? Dim(c) : (b == 1 ? s[1] : g.freshDim());
   for (int i = 2; i < 4; ++i) {
     if (s[i].isStatic()) {
       if (s[i].value() % b != 0)

@@ -153,6 +153,8 @@ Types inferConv(const Node &node) {
   if (group < 1)
     return node.error("group {} must be >= 1", group);
   const Shape &xs = x->shape(), &ws = w->shape();
+  if (xs[1].isStatic() && group > std::max<int64_t>(xs[1].value(), 1))
+    return node.error("group {} is larger than the {} input channels", group, xs[1].value());
   if (xs[1].isStatic() && xs[1].value() % group != 0)
     return node.error("input channels {} are not divisible by group {}", xs[1].value(), group);
   if (ws[0].isStatic() && ws[0].value() % group != 0)
@@ -198,6 +200,8 @@ Types inferConvTranspose(const Node &node) {
   if (group < 1)
     return node.error("group {} must be >= 1", group);
   const Shape &xs = x->shape(), &ws = w->shape();
+  if (xs[1].isStatic() && group > std::max<int64_t>(xs[1].value(), 1))
+    return node.error("group {} is larger than the {} input channels", group, xs[1].value());
   if (xs[1].isStatic() && xs[1].value() % group != 0)
     return node.error("input channels {} are not divisible by group {}", xs[1].value(), group);
   if (xs[1].isStatic() && ws[0].isStatic() && ws[0] != xs[1])
@@ -324,6 +328,13 @@ Types inferResize(const Node &node) {
     return node.error("takes only one of scales and sizes");
   if (ctm == "tf_crop_and_resize" && !present(1))
     return node.error("coordinate_transformation_mode tf_crop_and_resize needs roi");
+  if (node.operand(1) && !isFloat(node.operand(1)->dtype()))
+    return node.error("roi must be floating-point, got {}", dtypeName(node.operand(1)->dtype()));
+  if (hasScales && !isFloat(node.operand(2)->dtype()))
+    return node.error("scales must be floating-point, got {}",
+                      dtypeName(node.operand(2)->dtype()));
+  if (hasSizes && node.operand(3)->dtype() != DType::I64)
+    return node.error("sizes must be i64, got {}", dtypeName(node.operand(3)->dtype()));
   size_t operand = hasScales ? 2 : 3;
   const Value *v = node.operand(operand);
   if (v->rank() != 1)
@@ -344,14 +355,21 @@ Types inferResize(const Node &node) {
     if (c->numElements() != static_cast<int64_t>(axes.size()))
       return node.error("sizes has {} values, expected {}", c->numElements(), axes.size());
     std::vector<int64_t> sz = c->toInt64Vector();
-    for (size_t i = 0; i < axes.size(); ++i)
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (sz[i] < 0)
+        return node.error("size {} must not be negative", sz[i]);
       out[axes[i]] = Dim(sz[i]);
+    }
   } else if (c && hasScales) {
     if (c->numElements() != static_cast<int64_t>(axes.size()))
       return node.error("scales has {} values, expected {}", c->numElements(), axes.size());
     for (size_t i = 0; i < axes.size(); ++i) {
       double s = c->elementAsDouble(i);
+      if (!(s > 0) || !std::isfinite(s))
+        return node.error("scale {} must be positive and finite", s);
       const Dim &d = out[axes[i]];
+      if (d.isStatic() && s * static_cast<double>(d.value()) >= 0x1p62)
+        return node.error("scale {} makes axis {} too large", s, axes[i]);
       if (d.isStatic())
         out[axes[i]] = Dim(static_cast<int64_t>(std::floor(s * static_cast<double>(d.value()))));
       else if (s != 1.0)

@@ -30,6 +30,11 @@ Error checkList(const Node &node, const char *name, const std::vector<int64_t> &
   return Error::success();
 }
 
+/// r = a * b + c; false when that overflows int64.
+bool mulAdd(int64_t a, int64_t b, int64_t c, int64_t &r) {
+  return !__builtin_mul_overflow(a, b, &r) && !__builtin_add_overflow(r, c, &r);
+}
+
 } // namespace
 
 Expected<WindowAttrs> readWindowAttrs(const Node &node, size_t n) {
@@ -77,10 +82,16 @@ Expected<WindowAxis> windowAxis(const Node &node, const WindowAttrs &a, size_t i
   w.dilation = a.dilations[i];
   if (kernel < 1)
     return node.error("kernel size {} of spatial axis {} must be >= 1", kernel, i);
-  int64_t eff = w.dilation * (kernel - 1) + 1;
+  int64_t eff;
+  if (!mulAdd(w.dilation, kernel - 1, 1, eff))
+    return node.error("kernel size {} with dilation {} of spatial axis {} is too large", kernel,
+                      w.dilation, i);
   if (a.autoPad == "SAME_UPPER" || a.autoPad == "SAME_LOWER") {
     w.out = ceilDiv(in, w.stride);
-    int64_t total = std::max<int64_t>(0, (w.out - 1) * w.stride + eff - in);
+    int64_t total;
+    if (!mulAdd(w.out - 1, w.stride, eff - in, total))
+      return node.error("padding of spatial axis {} is too large", i);
+    total = std::max<int64_t>(0, total);
     w.padBegin = a.autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
     w.padEnd = total - w.padBegin;
   } else {
@@ -88,7 +99,11 @@ Expected<WindowAxis> windowAxis(const Node &node, const WindowAttrs &a, size_t i
       w.padBegin = a.pads[i];
       w.padEnd = a.pads[i + n];
     }
-    int64_t span = in + w.padBegin + w.padEnd - eff;
+    int64_t span;
+    if (__builtin_add_overflow(in, w.padBegin, &span) ||
+        __builtin_add_overflow(span, w.padEnd, &span))
+      return node.error("pads {}+{} of spatial axis {} are too large", w.padBegin, w.padEnd, i);
+    span -= eff;
     if (span < 0)
       return node.error("window of size {} (dilated) does not fit spatial axis {} of size {} "
                         "with pads {}+{}",
@@ -117,10 +132,18 @@ Expected<WindowAxis> transposeWindowAxis(const Node &node, const WindowAttrs &a,
   w.dilation = a.dilations[i];
   if (kernel < 1)
     return node.error("kernel size {} of spatial axis {} must be >= 1", kernel, i);
-  int64_t full = w.stride * (in - 1) + a.outputPadding[i] + w.dilation * (kernel - 1) + 1;
+  int64_t full, eff;
+  if (!mulAdd(w.stride, in - 1, a.outputPadding[i], full) ||
+      !mulAdd(w.dilation, kernel - 1, 1, eff) || __builtin_add_overflow(full, eff, &full))
+    return node.error("output of spatial axis {} is too large (stride {}, kernel {}, dilation {}, "
+                      "output_padding {})",
+                      i, w.stride, kernel, w.dilation, a.outputPadding[i]);
   bool same = a.autoPad == "SAME_UPPER" || a.autoPad == "SAME_LOWER";
   if (same) {
-    w.out = a.outputShape.empty() ? in * w.stride : a.outputShape[i];
+    if (a.outputShape.empty() && __builtin_mul_overflow(in, w.stride, &w.out))
+      return node.error("output of spatial axis {} is too large", i);
+    if (!a.outputShape.empty())
+      w.out = a.outputShape[i];
     int64_t total = full - w.out;
     // Python floor division, as in the ONNX spec's formula.
     w.padBegin = a.autoPad == "SAME_UPPER" ? floorDiv(total, 2) : total - floorDiv(total, 2);
@@ -132,9 +155,12 @@ Expected<WindowAxis> transposeWindowAxis(const Node &node, const WindowAttrs &a,
     w.out = full;
   } else {
     w.padBegin = a.pads[i];
-    w.out = full - a.pads[i] - a.pads[i + n];
+    if (__builtin_sub_overflow(full - a.pads[i], a.pads[i + n], &w.out))
+      return node.error("pads {}+{} of spatial axis {} are too large", a.pads[i], a.pads[i + n],
+                        i);
   }
-  w.padEnd = full - w.padBegin - w.out;
+  if (__builtin_sub_overflow(full - w.out, w.padBegin, &w.padEnd))
+    return node.error("pads of spatial axis {} are too large", i);
   if (w.out <= 0)
     return node.error("spatial axis {} of size {} gives an empty output", i, in);
   return w;
@@ -285,8 +311,10 @@ Expected<ResizePlan> planResize(const Node &node, const Extents &in, const Tenso
       return node.error("scales has {} values, expected {}", scales->numElements(), na);
     for (size_t i = 0; i < na; ++i) {
       double s = scales->elementAsDouble(i);
-      if (!(s > 0))
-        return node.error("scale {} must be positive", s);
+      if (!(s > 0) || !std::isfinite(s))
+        return node.error("scale {} must be positive and finite", s);
+      if (s * static_cast<double>(in[axes[i]]) >= 0x1p62)
+        return node.error("scale {} makes axis {} too large", s, axes[i]);
       p.scales[axes[i]] = s;
       p.out[axes[i]] = static_cast<int64_t>(std::floor(s * static_cast<double>(in[axes[i]])));
     }

@@ -4,140 +4,13 @@
 #include <limits>
 
 #include "Scalar.h"
+#include "nnc/support/FloatFormats.h"
 #include "interp/Kernels.h"
 
 namespace nnc::interp {
 namespace {
 
-/// A small binary float format: 1 sign bit, expBits, manBits. How the top exponent and NaN
-/// are used differs between the IEEE-like formats and the f8 "fn"/"fnuz" variants.
-enum class Special { IEEE, FN, FNUZ, NoNaN };
-struct FloatFormat {
-  int expBits;
-  int manBits;
-  int bias;
-  Special special;
-
-  int width() const { return 1 + expBits + manBits; }
-  uint32_t signBit() const { return 1u << (expBits + manBits); }
-  uint32_t expMask() const { return ((1u << expBits) - 1) << manBits; }
-  int maxExpField() const {
-    return special == Special::IEEE ? (1 << expBits) - 2 : (1 << expBits) - 1;
-  }
-  uint32_t maxMantissa() const {
-    return special == Special::FN ? (1u << manBits) - 2 : (1u << manBits) - 1;
-  }
-  double maxFinite() const {
-    return std::ldexp(1.0 + double(maxMantissa()) / double(1u << manBits), maxExpField() - bias);
-  }
-  uint32_t maxBits() const { return uint32_t(maxExpField()) << manBits | maxMantissa(); }
-  uint32_t nanBits(bool negative) const {
-    switch (special) {
-    case Special::IEEE: return (negative ? signBit() : 0) | expMask() | (1u << (manBits - 1));
-    case Special::FN: return (negative ? signBit() : 0) | expMask() | ((1u << manBits) - 1);
-    case Special::FNUZ: return signBit();
-    case Special::NoNaN: return signBit(); // ml_dtypes' float4_e2m1fn maps NaN to -0
-    }
-    return 0;
-  }
-};
-
-constexpr FloatFormat kF16{5, 10, 15, Special::IEEE};
-constexpr FloatFormat kBF16{8, 7, 127, Special::IEEE};
-constexpr FloatFormat kE4M3FN{4, 3, 7, Special::FN};
-constexpr FloatFormat kE4M3FNUZ{4, 3, 8, Special::FNUZ};
-constexpr FloatFormat kE5M2{5, 2, 15, Special::IEEE};
-constexpr FloatFormat kE5M2FNUZ{5, 2, 16, Special::FNUZ};
-constexpr FloatFormat kF4E2M1{2, 1, 1, Special::NoNaN};
-
-/// Rounds `x` to nearest even in format `f`. Out-of-range values (and infinities where the
-/// format has none) become ±max when `saturate`, else infinity or NaN.
-uint32_t encodeFloat(double x, const FloatFormat &f, bool saturate) {
-  bool neg = std::signbit(x);
-  uint32_t sign = neg ? f.signBit() : 0;
-  if (std::isnan(x))
-    return f.nanBits(neg);
-  bool noNegZero = f.special == Special::FNUZ;
-  auto overflow = [&]() -> uint32_t {
-    if (saturate || f.special == Special::NoNaN)
-      return sign | f.maxBits();
-    if (f.special == Special::IEEE)
-      return sign | f.expMask();
-    return f.nanBits(neg);
-  };
-  double a = std::fabs(x);
-  if (std::isinf(a))
-    return (f.special == Special::IEEE && !saturate) ? (sign | f.expMask()) : overflow();
-  if (a == 0)
-    return noNegZero ? 0 : sign;
-  int ex;
-  std::frexp(a, &ex); // a = m * 2^ex, m in [0.5, 1)
-  int e = ex - 1;
-  int minNormal = 1 - f.bias;
-  int quantumExp = (e < minNormal ? minNormal : e) - f.manBits;
-  double q = std::nearbyint(std::ldexp(a, -quantumExp)); // ties to even
-  double v = std::ldexp(q, quantumExp);
-  if (v > f.maxFinite())
-    return overflow();
-  if (q == 0)
-    return noNegZero ? 0 : sign;
-  if (v < std::ldexp(1.0, minNormal)) // subnormal: exponent field 0
-    return sign | static_cast<uint32_t>(q);
-  int ve;
-  std::frexp(v, &ve);
-  int vexp = ve - 1;
-  uint32_t mant =
-      static_cast<uint32_t>(std::ldexp(v, f.manBits - vexp)) - (1u << f.manBits);
-  return sign | uint32_t(vexp + f.bias) << f.manBits | mant;
-}
-
-double decodeFloat(uint32_t bits, const FloatFormat &f) {
-  bits &= (1u << f.width()) - 1;
-  bool neg = (bits & f.signBit()) != 0;
-  uint32_t expField = (bits & f.expMask()) >> f.manBits;
-  uint32_t mant = bits & ((1u << f.manBits) - 1);
-  // NaN keeps the sign bit (fnuz's only NaN, 0x80, reads as -NaN like ml_dtypes).
-  double nan = std::copysign(std::numeric_limits<double>::quiet_NaN(), neg ? -1.0 : 1.0);
-  switch (f.special) {
-  case Special::IEEE:
-    if (expField == (1u << f.expBits) - 1)
-      return mant ? nan : (neg ? -INFINITY : INFINITY);
-    break;
-  case Special::FN:
-    if (expField == (1u << f.expBits) - 1 && mant == (1u << f.manBits) - 1)
-      return nan;
-    break;
-  case Special::FNUZ:
-    if (bits == f.signBit())
-      return nan;
-    break;
-  case Special::NoNaN: break;
-  }
-  double v = expField == 0
-                 ? std::ldexp(double(mant), 1 - f.bias - f.manBits)
-                 : std::ldexp(1.0 + double(mant) / double(1u << f.manBits),
-                              int(expField) - f.bias);
-  return neg ? -v : v;
-}
-
-/// f32 to f8e8m0 (exponent only, no sign, 0xff is NaN) like onnx.numpy_helper.to_float8e8m0.
-uint8_t encodeE8M0(float x, bool saturate, const std::string &roundMode) {
-  uint32_t b = floatBits(x);
-  uint32_t exponent = (b >> 23) & 0xff;
-  if (exponent == 0xff)
-    return 0xff;
-  bool roundUp = false;
-  if (roundMode == "nearest") {
-    bool g = b & 0x400000, r = b & 0x200000, s = b & 0x1fffff;
-    bool lsb = exponent > 0;
-    roundUp = g && (r || s || lsb);
-  } else if (roundMode == "up") {
-    roundUp = (b & 0x7fffff) != 0;
-  }
-  if (roundUp && saturate && exponent == 0xfe)
-    roundUp = false;
-  return static_cast<uint8_t>(exponent + (roundUp ? 1 : 0));
-}
+using namespace nnc::fp;
 
 /// One source element, read exactly: floats as double, integers as their 64-bit pattern.
 struct Val {
@@ -155,18 +28,7 @@ struct Val {
   /// The integer pattern a conversion to an integer type wraps: floats truncate toward zero,
   /// NaN gives 0 and values beyond the 64-bit range saturate.
   uint64_t intBits(bool toUnsigned) const {
-    if (!isFloat)
-      return bits;
-    if (std::isnan(f))
-      return 0;
-    double t = std::trunc(f);
-    if (toUnsigned && t >= 9223372036854775808.0)
-      return t >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(t);
-    if (t >= 9223372036854775808.0)
-      return static_cast<uint64_t>(INT64_MAX);
-    if (t < -9223372036854775808.0)
-      return static_cast<uint64_t>(INT64_MIN);
-    return static_cast<uint64_t>(static_cast<int64_t>(t));
+    return isFloat ? floatToIntBits(f, toUnsigned) : bits;
   }
 };
 
@@ -188,13 +50,6 @@ Val fromUnsigned(uint64_t u) {
   return v;
 }
 
-int64_t signExtend(uint8_t b, int bitsWide) {
-  int64_t v = b & ((1 << bitsWide) - 1);
-  if (v & (int64_t(1) << (bitsWide - 1)))
-    v -= int64_t(1) << bitsWide;
-  return v;
-}
-
 Val readElement(const Tensor &t, int64_t i) {
   const void *p = t.rawData();
   const uint8_t *u8 = static_cast<const uint8_t *>(p);
@@ -212,25 +67,24 @@ Val readElement(const Tensor &t, int64_t i) {
   case DType::I64: return fromSigned(static_cast<const int64_t *>(p)[i]);
   case DType::U64: return fromUnsigned(static_cast<const uint64_t *>(p)[i]);
   case DType::Bool: return fromUnsigned(static_cast<const bool *>(p)[i] ? 1 : 0);
-  case DType::F8E4M3FN: return fromFloat(decodeFloat(u8[i], kE4M3FN));
-  case DType::F8E4M3FNUZ: return fromFloat(decodeFloat(u8[i], kE4M3FNUZ));
-  case DType::F8E5M2: return fromFloat(decodeFloat(u8[i], kE5M2));
-  case DType::F8E5M2FNUZ: return fromFloat(decodeFloat(u8[i], kE5M2FNUZ));
-  case DType::F4E2M1: return fromFloat(decodeFloat(u8[i], kF4E2M1));
+  case DType::F8E4M3FN: return fromFloat(fromF8E4M3FN(u8[i]));
+  case DType::F8E4M3FNUZ: return fromFloat(fromF8E4M3FNUZ(u8[i]));
+  case DType::F8E5M2: return fromFloat(fromF8E5M2(u8[i]));
+  case DType::F8E5M2FNUZ: return fromFloat(fromF8E5M2FNUZ(u8[i]));
+  case DType::F4E2M1: return fromFloat(fromF4E2M1(u8[i]));
   case DType::F8E8M0:
-    return fromFloat(u8[i] == 0xff ? std::numeric_limits<double>::quiet_NaN()
-                                   : std::ldexp(1.0, int(u8[i]) - 127));
-  case DType::U4: return fromUnsigned(u8[i] & 0x0f);
-  case DType::I4: return fromSigned(signExtend(u8[i], 4));
-  case DType::U2: return fromUnsigned(u8[i] & 0x03);
-  case DType::I2: return fromSigned(signExtend(u8[i], 2));
+    return fromFloat(fromF8E8M0(u8[i]));
+  case DType::U4: return fromUnsigned(fromSubByteInt(u8[i], 4, false));
+  case DType::I4: return fromSigned(fromSubByteInt(u8[i], 4, true));
+  case DType::U2: return fromUnsigned(fromSubByteInt(u8[i], 2, false));
+  case DType::I2: return fromSigned(fromSubByteInt(u8[i], 2, true));
   }
   return Val();
 }
 
 struct CastOptions {
   bool saturate = true;
-  std::string roundMode = "up";
+  E8M0Round roundMode = E8M0Round::Up;
 };
 
 void writeElement(Tensor &t, int64_t i, const Val &v, const CastOptions &opt) {
@@ -266,27 +120,27 @@ void writeElement(Tensor &t, int64_t i, const Val &v, const CastOptions &opt) {
   case DType::I64: static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v.intBits(false)); return;
   case DType::U64: static_cast<uint64_t *>(p)[i] = v.intBits(true); return;
   // Sub-byte integers keep the low bits (two's complement), like numpy/ml_dtypes astype.
-  case DType::U4: u8[i] = static_cast<uint8_t>(v.intBits(true) & 0x0f); return;
-  case DType::I4: u8[i] = static_cast<uint8_t>(v.intBits(false) & 0x0f); return;
-  case DType::U2: u8[i] = static_cast<uint8_t>(v.intBits(true) & 0x03); return;
-  case DType::I2: u8[i] = static_cast<uint8_t>(v.intBits(false) & 0x03); return;
+  case DType::U4: u8[i] = toSubByteInt(v.intBits(true), 4); return;
+  case DType::I4: u8[i] = toSubByteInt(v.intBits(false), 4); return;
+  case DType::U2: u8[i] = toSubByteInt(v.intBits(true), 2); return;
+  case DType::I2: u8[i] = toSubByteInt(v.intBits(false), 2); return;
   case DType::F8E4M3FN:
-    u8[i] = static_cast<uint8_t>(encodeFloat(v.asDouble(), kE4M3FN, opt.saturate));
+    u8[i] = toF8E4M3FN(v.asDouble(), opt.saturate);
     return;
   case DType::F8E4M3FNUZ:
-    u8[i] = static_cast<uint8_t>(encodeFloat(v.asDouble(), kE4M3FNUZ, opt.saturate));
+    u8[i] = toF8E4M3FNUZ(v.asDouble(), opt.saturate);
     return;
   case DType::F8E5M2:
-    u8[i] = static_cast<uint8_t>(encodeFloat(v.asDouble(), kE5M2, opt.saturate));
+    u8[i] = toF8E5M2(v.asDouble(), opt.saturate);
     return;
   case DType::F8E5M2FNUZ:
-    u8[i] = static_cast<uint8_t>(encodeFloat(v.asDouble(), kE5M2FNUZ, opt.saturate));
+    u8[i] = toF8E5M2FNUZ(v.asDouble(), opt.saturate);
     return;
   case DType::F4E2M1:
-    u8[i] = static_cast<uint8_t>(encodeFloat(v.asDouble(), kF4E2M1, /*saturate=*/true));
+    u8[i] = toF4E2M1(v.asDouble());
     return;
   case DType::F8E8M0:
-    u8[i] = encodeE8M0(static_cast<float>(v.asDouble()), opt.saturate, opt.roundMode);
+    u8[i] = toF8E8M0(static_cast<float>(v.asDouble()), opt.saturate, opt.roundMode);
     return;
   }
 }
@@ -300,7 +154,9 @@ Expected<Tensor> castTensor(const Tensor &x, DType to, bool saturate,
       std::memcpy(out.rawData(), x.rawData(), x.byteSize());
     return out;
   }
-  CastOptions opt{saturate, roundMode};
+  CastOptions opt{saturate, E8M0Round::Up};
+  if (!parseE8M0Round(roundMode.c_str(), opt.roundMode))
+    return makeError("round_mode must be up, down or nearest, got '{}'", roundMode);
   int64_t n = x.numElements();
   if (x.dtype() == DType::F32 && to == DType::F16) { // the common case, bit-exact and fast
     const float *s = x.data<float>();

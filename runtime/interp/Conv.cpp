@@ -44,6 +44,24 @@ Expected<ConvSetup> setupConv(const Node &node, const Tensor &x, const Tensor &w
   return s;
 }
 
+/// Refuses a buffer of prod(dims) doubles that is absurd (or overflows), before allocating it.
+Error checkBuffer(const Node &node, const Extents &dims, const char *what) {
+  std::optional<int64_t> n = checkedNumElements(dims);
+  if (!n || *n > maxTensorBytes() / static_cast<int64_t>(sizeof(double)))
+    return node.error("{} {} is too large", what, extentsStr(dims));
+  return Error::success();
+}
+
+/// Group checks shared by conv and conv_transpose: `group` divides the `c` input channels (a
+/// group larger than the channels could only loop over nothing, for a very long time).
+Error checkGroup(const Node &node, const Tensor &x, const Tensor &w, int64_t group) {
+  int64_t c = x.dim(1);
+  if (group < 1 || group > std::max<int64_t>(c, 1) || c % group != 0)
+    return node.error("input {} and weight {} do not match group {}", extentsStr(x.extents()),
+                      extentsStr(w.extents()), group);
+  return Error::success();
+}
+
 /// For axis i, kernel tap k and "source" position p (conv: output position; conv_transpose:
 /// input position), the position on the other side, or -1 when it falls outside `limit`.
 std::vector<std::vector<std::vector<int64_t>>> tapTable(const ConvSetup &s, bool transpose) {
@@ -98,12 +116,21 @@ Results evalConv(const Node &node, const Operands &ops) {
   NNC_ASSIGN_OR_RETURN(ConvSetup s, setupConv(node, x, w, /*transpose=*/false));
   int64_t group = node.getInt("group", 1);
   int64_t batch = x.dim(0), c = x.dim(1), m = w.dim(0);
-  if (group < 1 || c % group != 0 || m % group != 0 || w.dim(1) * group != c)
+  NNC_TRY(checkGroup(node, x, w, group));
+  if (m % group != 0 || w.dim(1) * group != c)
     return node.error("input {} and weight {} do not match group {}", extentsStr(x.extents()),
                       extentsStr(w.extents()), group);
   if (!bias.isNull() && bias.numElements() != m)
     return node.error("bias has {} values for {} output channels", bias.numElements(), m);
   int64_t cg = c / group, mg = m / group, rows = cg * s.kernelSize;
+  Extents out{batch, m};
+  out.insert(out.end(), s.outSpatial.begin(), s.outSpatial.end());
+  NNC_TRY(checkBuffer(node, out, "output"));
+  if (batch * m == 0) {
+    NNC_ASSIGN_OR_RETURN(Tensor empty, Tensor::create(x.dtype(), out));
+    return std::vector<Tensor>{empty};
+  }
+  NNC_TRY(checkBuffer(node, {rows, s.outSize}, "im2col buffer"));
   std::vector<double> xv = nn::toDoubles(x), wv = nn::toDoubles(w);
   std::vector<double> bv = bias.isNull() ? std::vector<double>() : nn::toDoubles(bias);
   std::vector<double> col(static_cast<size_t>(rows * s.outSize));
@@ -133,8 +160,6 @@ Results evalConv(const Node &node, const Operands &ops) {
         for (int64_t j = 0; j < mg; ++j)
           ym.row(j).array() += bv[g * mg + j];
     }
-  Extents out{batch, m};
-  out.insert(out.end(), s.outSpatial.begin(), s.outSpatial.end());
   NNC_ASSIGN_OR_RETURN(Tensor r, nn::fromDoubles(x.dtype(), out, yv));
   return std::vector<Tensor>{r};
 }
@@ -145,12 +170,21 @@ Results evalConvTranspose(const Node &node, const Operands &ops) {
   NNC_ASSIGN_OR_RETURN(ConvSetup s, setupConv(node, x, w, /*transpose=*/true));
   int64_t group = node.getInt("group", 1);
   int64_t batch = x.dim(0), c = x.dim(1);
-  if (group < 1 || c % group != 0 || w.dim(0) != c)
+  NNC_TRY(checkGroup(node, x, w, group));
+  if (w.dim(0) != c)
     return node.error("input {} and weight {} do not match group {}", extentsStr(x.extents()),
                       extentsStr(w.extents()), group);
   int64_t cg = c / group, mg = w.dim(1), m = mg * group, rows = mg * s.kernelSize;
   if (!bias.isNull() && bias.numElements() != m)
     return node.error("bias has {} values for {} output channels", bias.numElements(), m);
+  Extents out{batch, m};
+  out.insert(out.end(), s.outSpatial.begin(), s.outSpatial.end());
+  NNC_TRY(checkBuffer(node, out, "output"));
+  if (batch * m == 0) {
+    NNC_ASSIGN_OR_RETURN(Tensor empty, Tensor::create(x.dtype(), out));
+    return std::vector<Tensor>{empty};
+  }
+  NNC_TRY(checkBuffer(node, {rows, s.inSize}, "col2im buffer"));
   std::vector<double> xv = nn::toDoubles(x), wv = nn::toDoubles(w);
   std::vector<double> col(static_cast<size_t>(rows * s.inSize));
   std::vector<double> yv(static_cast<size_t>(batch * m * s.outSize), 0.0);
@@ -185,8 +219,6 @@ Results evalConvTranspose(const Node &node, const Operands &ops) {
         for (int64_t p = 0; p < s.outSize; ++p)
           yv[(b * m + j) * s.outSize + p] += bv[j];
   }
-  Extents out{batch, m};
-  out.insert(out.end(), s.outSpatial.begin(), s.outSpatial.end());
   NNC_ASSIGN_OR_RETURN(Tensor r, nn::fromDoubles(x.dtype(), out, yv));
   return std::vector<Tensor>{r};
 }

@@ -86,6 +86,20 @@ Results tableResult(const Tensor &x, const Extents &extents,
   return std::vector<Tensor>{out};
 }
 
+/// Refuses a result too large to allocate before per-axis offset tables are built for it, and
+/// gives an empty result directly (its tables could still be absurdly long: [0, 2^62]).
+Expected<std::optional<Tensor>> checkTableResult(const Node &node, DType t,
+                                                 const Extents &extents) {
+  std::optional<int64_t> n = checkedNumElements(extents);
+  if (!n || *n > maxTensorBytes() / static_cast<int64_t>(std::max<size_t>(1, dtypeSize(t))))
+    return node.error("result {}{} is too large", dtypeName(t), extentsStr(extents));
+  if (*n == 0) {
+    NNC_ASSIGN_OR_RETURN(Tensor empty, Tensor::create(t, extents));
+    return std::optional<Tensor>(empty);
+  }
+  return std::optional<Tensor>();
+}
+
 } // namespace
 
 Results evalShapeOf(const Node &node, const Operands &ops) {
@@ -222,6 +236,9 @@ Results evalExpand(const Node &node, const Operands &ops) {
   std::optional<Extents> out = broadcastExtents(x.extents(), shape);
   if (!out)
     return node.error("cannot expand {} to [{}]", extentsStr(x.extents()), fmt::join(shape, ","));
+  NNC_ASSIGN_OR_RETURN(std::optional<Tensor> early, checkTableResult(node, x.dtype(), *out));
+  if (early)
+    return std::vector<Tensor>{*early};
   int64_t r = static_cast<int64_t>(out->size());
   Extents strides = stridesOf(x.extents());
   std::vector<std::vector<int64_t>> tables(r);
@@ -391,13 +408,20 @@ Results evalPad(const Node &node, const Operands &ops) {
   if (!constant && mode != "reflect" && mode != "edge" && mode != "wrap")
     return node.error("unknown mode '{}'", mode);
   Extents out(r), strides = stridesOf(x.extents());
-  std::vector<std::vector<int64_t>> tables(r);
   for (int64_t d = 0; d < r; ++d) {
-    int64_t n = x.dim(d), b = pads[d], e = pads[d + r];
-    out[d] = n + b + e;
+    if (__builtin_add_overflow(x.dim(d), pads[d], &out[d]) ||
+        __builtin_add_overflow(out[d], pads[d + r], &out[d]))
+      return node.error("pads [{}] make axis {} too large", fmt::join(pads, ","), d);
     if (out[d] < 0)
       return node.error("pads [{}] crop axis {} of {} below zero", fmt::join(pads, ","), d,
                         extentsStr(x.extents()));
+  }
+  NNC_ASSIGN_OR_RETURN(std::optional<Tensor> early, checkTableResult(node, x.dtype(), out));
+  if (early)
+    return std::vector<Tensor>{*early};
+  std::vector<std::vector<int64_t>> tables(r);
+  for (int64_t d = 0; d < r; ++d) {
+    int64_t n = x.dim(d), b = pads[d], e = pads[d + r];
     // Crop first (negative pads), then pad the cropped range [cs, cs + cn).
     int64_t cs = std::max<int64_t>(-b, 0), cn = n - cs - std::max<int64_t>(-e, 0);
     int64_t pb = std::max<int64_t>(b, 0);
@@ -438,11 +462,17 @@ Results evalTile(const Node &node, const Operands &ops) {
   if (static_cast<int64_t>(reps.size()) != r)
     return node.error("repeats has {} entries for {}", reps.size(), extentsStr(x.extents()));
   Extents out(r), strides = stridesOf(x.extents());
-  std::vector<std::vector<int64_t>> tables(r);
   for (int64_t d = 0; d < r; ++d) {
     if (reps[d] < 0)
       return node.error("repeats [{}] has a negative entry", fmt::join(reps, ","));
-    out[d] = x.dim(d) * reps[d];
+    if (__builtin_mul_overflow(x.dim(d), reps[d], &out[d]))
+      return node.error("repeats [{}] make axis {} too large", fmt::join(reps, ","), d);
+  }
+  NNC_ASSIGN_OR_RETURN(std::optional<Tensor> early, checkTableResult(node, x.dtype(), out));
+  if (early)
+    return std::vector<Tensor>{*early};
+  std::vector<std::vector<int64_t>> tables(r);
+  for (int64_t d = 0; d < r; ++d) {
     tables[d].resize(out[d]);
     for (int64_t o = 0; o < out[d]; ++o)
       tables[d][o] = (o % x.dim(d)) * strides[d];
@@ -475,11 +505,17 @@ Results evalDepthToSpace(const Node &node, const Operands &ops) {
   if (x.rank() != 4)
     return node.error("needs a 4-D NCHW operand, got {}", extentsStr(x.extents()));
   int64_t b = node.getInt("blocksize");
-  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
-  if (b < 1 || c % (b * b) != 0)
+  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3), bb, hb, wb;
+  if (b < 1 || __builtin_mul_overflow(b, b, &bb) || __builtin_mul_overflow(h, b, &hb) ||
+      __builtin_mul_overflow(w, b, &wb))
+    return node.error("blocksize {} is out of range for {}", b, extentsStr(x.extents()));
+  if (c % bb != 0)
     return node.error("channels {} are not divisible by blocksize^2 (blocksize {})", c, b);
-  int64_t c2 = c / (b * b);
-  Extents out{n, c2, h * b, w * b};
+  int64_t c2 = c / bb;
+  Extents out{n, c2, hb, wb};
+  NNC_ASSIGN_OR_RETURN(std::optional<Tensor> early, checkTableResult(node, x.dtype(), out));
+  if (early)
+    return std::vector<Tensor>{*early};
   if (node.getString("mode") == "CRD")
     return blockTranspose(x, {n, c2, b, b, h, w}, {0, 1, 4, 2, 5, 3}, out);
   return blockTranspose(x, {n, b, b, c2, h, w}, {0, 3, 4, 1, 5, 2}, out);
@@ -491,10 +527,16 @@ Results evalSpaceToDepth(const Node &node, const Operands &ops) {
     return node.error("needs a 4-D NCHW operand, got {}", extentsStr(x.extents()));
   int64_t b = node.getInt("blocksize");
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  int64_t bb, cbb;
   if (b < 1 || h % b != 0 || w % b != 0)
     return node.error("spatial dims {}x{} are not divisible by blocksize {}", h, w, b);
-  return blockTranspose(x, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4},
-                        {n, c * b * b, h / b, w / b});
+  if (__builtin_mul_overflow(b, b, &bb) || __builtin_mul_overflow(c, bb, &cbb))
+    return node.error("blocksize {} is too large", b);
+  Extents out{n, cbb, h / b, w / b};
+  NNC_ASSIGN_OR_RETURN(std::optional<Tensor> early, checkTableResult(node, x.dtype(), out));
+  if (early)
+    return std::vector<Tensor>{*early};
+  return blockTranspose(x, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4}, out);
 }
 
 } // namespace nnc::interp

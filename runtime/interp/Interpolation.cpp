@@ -3,6 +3,7 @@
 // keep_aspect_ratio_policy).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "interp/Kernels.h"
 #include "interp/NNSupport.h"
@@ -129,6 +130,10 @@ std::vector<AxisTaps> axisTaps(const ResizeAttrs &a, int64_t in, int64_t out, do
     } else { // half_pixel
       xo = (x + 0.5) / scale - 0.5;
     }
+    if (!(std::fabs(xo) < 0x1p52)) { // a NaN, infinite or absurd roi
+      r[o].extrapolate = true;
+      continue;
+    }
     double fl = std::floor(xo);
     int64_t base = static_cast<int64_t>(fl);
     double ratio = xo - fl;
@@ -179,6 +184,10 @@ Results evalResize(const Node &node, const Operands &ops) {
   if (a.mode != "nearest" && a.mode != "linear" && a.mode != "cubic")
     return node.error("unknown mode '{}'", a.mode);
 
+  // Refuse an absurd output before building per-position tap tables for it.
+  std::optional<int64_t> outCount = checkedNumElements(plan.out);
+  if (!outCount || *outCount > maxTensorBytes() / static_cast<int64_t>(sizeof(double)))
+    return node.error("output {} is too large", extentsStr(plan.out));
   size_t rank = static_cast<size_t>(x.rank());
   std::vector<std::vector<AxisTaps>> taps;
   for (size_t d = 0; d < rank; ++d) {

@@ -12,11 +12,12 @@ namespace nnc::interp {
 
 namespace {
 
-/// One pooling window tap along one axis: the input coordinate (or -1 outside the input) and
-/// whether it lies inside the padded input.
-struct Tap {
-  int64_t in;
-  bool inPadded;
+/// The taps of one window along one axis: the input coordinates it covers (padding is never
+/// visited, so a huge kernel or pad costs nothing) and how many of its taps lie inside the
+/// padded input (for count_include_pad).
+struct AxisWindow {
+  std::vector<int64_t> in;
+  int64_t padded = 0;
 };
 
 struct PoolSetup {
@@ -24,9 +25,14 @@ struct PoolSetup {
   Extents inSpatial, outSpatial, kernel;
   int64_t inSize = 1, outSize = 1, planes = 1;
   std::vector<int64_t> inStride;
-  /// taps[axis][o][k].
-  std::vector<std::vector<std::vector<Tap>>> taps;
+  /// windows[axis][o].
+  std::vector<std::vector<AxisWindow>> windows;
 };
+
+/// ceil(a / b) for b > 0 without overflow.
+int64_t ceilDivPos(int64_t a, int64_t b) {
+  return a / b + ((a % b != 0 && a > 0) ? 1 : 0);
+}
 
 Expected<PoolSetup> setupPool(const Node &node, const Tensor &x) {
   if (x.rank() < 3)
@@ -39,6 +45,7 @@ Expected<PoolSetup> setupPool(const Node &node, const Tensor &x) {
   NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, n));
   PoolSetup s;
   s.planes = x.dim(0) * x.dim(1);
+  Extents outExtents{x.dim(0), x.dim(1)};
   for (size_t i = 0; i < n; ++i) {
     int64_t in = x.dim(i + 2);
     NNC_ASSIGN_OR_RETURN(WindowAxis ax, windowAxis(node, a, i, in, ks[i]));
@@ -47,38 +54,64 @@ Expected<PoolSetup> setupPool(const Node &node, const Tensor &x) {
     s.outSpatial.push_back(ax.out);
     s.kernel.push_back(ks[i]);
     s.inSize *= in;
+    outExtents.push_back(ax.out);
+  }
+  // Refuse an absurd output before building per-position tables for it.
+  std::optional<int64_t> outCount = checkedNumElements(outExtents);
+  if (!outCount || *outCount > maxTensorBytes() / static_cast<int64_t>(sizeof(double)))
+    return node.error("output {} is too large", extentsStr(outExtents));
+  for (size_t i = 0; i < n; ++i) {
+    const WindowAxis &ax = s.axes[i];
+    int64_t in = ax.in;
     s.outSize *= ax.out;
-    std::vector<std::vector<Tap>> t(static_cast<size_t>(ax.out));
-    for (int64_t o = 0; o < ax.out; ++o)
-      for (int64_t k = 0; k < ax.kernel; ++k) {
-        int64_t q = o * ax.stride - ax.padBegin + k * ax.dilation;
-        t[o].push_back({q >= 0 && q < in ? q : -1, q >= -ax.padBegin && q < in + ax.padEnd});
-      }
-    s.taps.push_back(std::move(t));
+    std::vector<AxisWindow> t(static_cast<size_t>(ax.out));
+    for (int64_t o = 0; o < ax.out; ++o) {
+      int64_t start = o * ax.stride - ax.padBegin; // input coordinate of tap 0
+      // Taps k with 0 <= start + k*dilation < in, and with start + k*dilation < in + padEnd.
+      int64_t lo = start >= 0 ? 0 : ceilDivPos(-start, ax.dilation);
+      int64_t hi = in - start > 0 ? std::min(ax.kernel, ceilDivPos(in - start, ax.dilation)) : 0;
+      for (int64_t k = lo; k < hi; ++k)
+        t[o].in.push_back(start + k * ax.dilation);
+      int64_t end = in + ax.padEnd - start;
+      t[o].padded = end > 0 ? std::min(ax.kernel, ceilDivPos(end, ax.dilation)) : 0;
+    }
+    s.windows.push_back(std::move(t));
   }
   s.inStride = nn::stridesOf(s.inSpatial);
   return s;
 }
 
-/// Calls f(flat input offset or -1, inPadded, per-axis input coordinates) for each tap of the
-/// window of output position `oi`.
+/// Calls f(flat input offset, per-axis input coordinates) for each tap of the window of
+/// output position `oi` that lies inside the input.
 template <typename F>
 void forEachWindowTap(const PoolSetup &s, const std::vector<int64_t> &oi, F f) {
   size_t n = s.axes.size();
+  Extents count(n);
+  for (size_t d = 0; d < n; ++d) {
+    count[d] = static_cast<int64_t>(s.windows[d][oi[d]].in.size());
+    if (count[d] == 0)
+      return;
+  }
   std::vector<int64_t> ki(n, 0), coord(n);
   const std::vector<int64_t> &stride = s.inStride;
   do {
     int64_t off = 0;
-    bool inside = true, padded = true;
     for (size_t d = 0; d < n; ++d) {
-      const Tap &t = s.taps[d][oi[d]][ki[d]];
-      coord[d] = t.in;
-      inside = inside && t.in >= 0;
-      padded = padded && t.inPadded;
-      off += t.in * stride[d];
+      coord[d] = s.windows[d][oi[d]].in[ki[d]];
+      off += coord[d] * stride[d];
     }
-    f(inside ? off : -1, padded, coord);
-  } while (nn::nextIndex(ki, s.kernel));
+    f(off, coord);
+  } while (nn::nextIndex(ki, count));
+}
+
+/// The number of taps of the window at `oi` inside the input (or inside the padded input).
+double windowCount(const PoolSetup &s, const std::vector<int64_t> &oi, bool includePad) {
+  double c = 1;
+  for (size_t d = 0; d < s.axes.size(); ++d) {
+    const AxisWindow &w = s.windows[d][oi[d]];
+    c *= static_cast<double>(includePad ? w.padded : static_cast<int64_t>(w.in.size()));
+  }
+  return c;
 }
 
 } // namespace
@@ -101,9 +134,7 @@ Results evalMaxPool(const Node &node, const Operands &ops) {
       bool any = false, sawNaN = false;
       double best = 0;
       int64_t bestIdx = -1;
-      forEachWindowTap(s, oi, [&](int64_t off, bool, const std::vector<int64_t> &coord) {
-        if (off < 0)
-          return;
+      forEachWindowTap(s, oi, [&](int64_t off, const std::vector<int64_t> &coord) {
         double v = src[off];
         if (std::isnan(v)) {
           sawNaN = true;
@@ -154,14 +185,8 @@ Results evalAvgPool(const Node &node, const Operands &ops) {
     std::vector<int64_t> oi(s.axes.size(), 0);
     for (int64_t o = 0; o < s.outSize; ++o) {
       double sum = 0;
-      int64_t count = 0;
-      forEachWindowTap(s, oi, [&](int64_t off, bool padded, const std::vector<int64_t> &) {
-        if (off >= 0)
-          sum += src[off];
-        if (includePad ? padded : off >= 0)
-          ++count;
-      });
-      yv[p * s.outSize + o] = sum / static_cast<double>(count);
+      forEachWindowTap(s, oi, [&](int64_t off, const std::vector<int64_t> &) { sum += src[off]; });
+      yv[p * s.outSize + o] = sum / windowCount(s, oi, includePad);
       nn::nextIndex(oi, s.outSpatial);
     }
   }

@@ -8,6 +8,7 @@
 #include "nnc/ir/Parser.h"
 #include "nnc/ir/Verifier.h"
 #include "nnc/passes/PassManager.h"
+#include "nnc/passes/Specialize.h"
 #include "nnc/runtime/Interpreter.h"
 
 namespace nnc::driver {
@@ -23,12 +24,15 @@ bool hasExtension(const std::string &path, const char *ext) {
 Expected<Target> parseTarget(const std::string &name) {
   if (name == "interp")
     return Target::Interp;
-  return makeError("unknown target '{}' (available: interp)", name);
+  if (name == "cpu")
+    return Target::Cpu;
+  return makeError("unknown target '{}' (available: cpu, interp)", name);
 }
 
 const char *targetName(Target t) {
   switch (t) {
   case Target::Interp: return "interp";
+  case Target::Cpu: return "cpu";
   }
   return "?";
 }
@@ -46,9 +50,7 @@ Expected<std::unique_ptr<Graph>> loadModel(const std::string &path,
   }
   ImportOptions opts;
   opts.knownInputs = knownInputs;
-  opts.evaluate = [](const Node &n, const std::vector<Tensor> &ops) {
-    return evaluateNode(n, ops);
-  };
+  opts.evaluate = interpreterEvaluator();
   return importOnnxFile(path, opts);
 }
 
@@ -75,22 +77,50 @@ Error writeTensorFile(const std::string &path, const Tensor &t, const std::strin
   return writeTensorProtoFile(path, t, name);
 }
 
+PassContext::Evaluator interpreterEvaluator() {
+  return [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
+}
+
+Specializer shapeSpecializer() {
+  return [](const Graph &g, const std::vector<Extents> &shapes,
+            const std::map<int, Tensor> &values, std::set<int> *wanted) {
+    return specializeShapes(g, shapes, interpreterEvaluator(), values, wanted);
+  };
+}
+
 Error optimize(Graph &g, bool verifyEach) {
   PassContext ctx;
-  ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) {
-    return evaluateNode(n, ops);
-  };
+  ctx.evaluate = interpreterEvaluator();
   ctx.verifyEach = verifyEach;
   NNC_TRY(PassPipeline::defaultPipeline().run(g, ctx));
   return verify(g);
 }
 
-Expected<std::vector<Tensor>> execute(const Graph &g, const std::vector<Tensor> &inputs,
-                                      Target target) {
-  switch (target) {
-  case Target::Interp: return interpret(g, inputs);
+Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
+                                                  const ExecOptions &opts) {
+  std::unique_ptr<Runner> r(new Runner());
+  r->target_ = target;
+  r->graph_ = &g;
+  if (target == Target::Cpu) {
+    CpuOptions cpu;
+    cpu.threads = opts.threads;
+    NNC_ASSIGN_OR_RETURN(r->cpu_, CpuModel::create(g.clone(), cpu, shapeSpecializer()));
+  }
+  return r;
+}
+
+Expected<std::vector<Tensor>> Runner::run(const std::vector<Tensor> &inputs) {
+  switch (target_) {
+  case Target::Interp: return interpret(*graph_, inputs);
+  case Target::Cpu: return cpu_->run(inputs);
   }
   return makeError("unknown target");
+}
+
+Expected<std::vector<Tensor>> execute(const Graph &g, const std::vector<Tensor> &inputs,
+                                      Target target, const ExecOptions &opts) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Runner> r, Runner::create(g, target, opts));
+  return r->run(inputs);
 }
 
 std::string compareTensors(const Tensor &expected, const Tensor &actual, double rtol,

@@ -9,12 +9,16 @@
 
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Tensor.h"
+#include "nnc/passes/PassManager.h"
+#include "nnc/runtime/Executable.h"
+#include "nnc/runtime/Executable.h"
 
 namespace nnc::driver {
 
-enum class Target { Interp };
+/// Where a graph runs: the reference interpreter, or kernels generated for the CPU.
+enum class Target { Interp, Cpu };
 
-/// "interp" -> Target::Interp; the error lists the targets there are.
+/// "interp" -> Target::Interp, "cpu" -> Target::Cpu; the error lists the targets there are.
 Expected<Target> parseTarget(const std::string &name);
 const char *targetName(Target t);
 
@@ -31,13 +35,45 @@ Expected<Tensor> readTensorFile(const std::string &path);
 /// Writes a tensor as .pb or .npy, by extension.
 Error writeTensorFile(const std::string &path, const Tensor &t, const std::string &name);
 
+/// The reference interpreter as the evaluator that constant folding and the importer use.
+PassContext::Evaluator interpreterEvaluator();
+
+/// nnc::specializeShapes with the interpreter as evaluator, for CpuModel.
+Specializer shapeSpecializer();
+
 /// Runs the optimization pipeline that precedes execution (shape inference, folding, ...),
 /// with the verifier after every pass unless `verifyEach` is false.
 Error optimize(Graph &g, bool verifyEach = true);
 
-/// Runs `g` on `inputs` (graph-input order) on the target.
+/// How a target runs a graph.
+struct ExecOptions {
+  int threads = 0; ///< cpu: threads of the pool (0: all cores, 1: serial).
+};
+
+/// A graph prepared for repeated runs on one target. For cpu it holds a CpuModel, which
+/// compiles once per input-shape signature; for interp it refers to the graph, which must
+/// outlive the runner.
+class Runner {
+public:
+  static Expected<std::unique_ptr<Runner>> create(const Graph &g, Target target,
+                                                  const ExecOptions &opts = {});
+  /// Runs on `inputs` (graph-input order).
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs);
+  Target target() const { return target_; }
+  /// The CPU model (null unless the target is cpu).
+  CpuModel *cpuModel() const { return cpu_.get(); }
+
+private:
+  Runner() = default;
+  Target target_ = Target::Interp;
+  const Graph *graph_ = nullptr;
+  std::unique_ptr<CpuModel> cpu_;
+};
+
+/// Runs `g` on `inputs` (graph-input order) on the target, once (for repeated runs, keep a
+/// Runner: on cpu each execute() compiles).
 Expected<std::vector<Tensor>> execute(const Graph &g, const std::vector<Tensor> &inputs,
-                                      Target target);
+                                      Target target, const ExecOptions &opts = {});
 
 /// numpy.testing.assert_allclose semantics for floats (|a-e| <= atol + rtol*|e|, NaN equals
 /// NaN, infinities must match), exact equality for integers, bool and storage types; dtype

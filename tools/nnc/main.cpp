@@ -1,17 +1,25 @@
-// nnc: the compiler's command-line interface (run, check, inspect).
+// nnc: the compiler's command-line interface (run, bench, check, inspect, compile).
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
 #include "Inspect.h"
 #include "driver/Driver.h"
 #include "nnc/frontend/OnnxImporter.h"
+#include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/codegen/Lowering.h"
 #include "nnc/ir/Printer.h"
 #include "nnc/ir/Verifier.h"
 #include "nnc/passes/PassManager.h"
+#include "nnc/passes/Specialize.h"
+#include "nnc/runtime/Executable.h"
 #include "nnc/runtime/Interpreter.h"
 
 namespace fs = std::filesystem;
@@ -52,11 +60,152 @@ struct RunOptions {
   std::string outputDir;
   std::string expectedDir;
   std::vector<std::string> inputs; // NAME=FILE
-  std::string target = "interp";
+  std::string target = "cpu";
   std::string outputFormat = "pb";
+  int threads = 0;
   bool optimize = true;
   bool quiet = false;
 };
+
+/// The threads a pool of `requested` threads has (0: all cores).
+int effectiveThreads(int requested) {
+  if (requested > 0)
+    return requested;
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+/// Reads the inputs named by --inputs-dir (input_K.pb by position) and --input NAME=FILE, by
+/// input name.
+Expected<std::map<std::string, Tensor>> readInputs(const std::vector<std::string> &names,
+                                                   const std::string &inputsDir,
+                                                   const std::vector<std::string> &specs) {
+  std::map<std::string, Tensor> byName;
+  if (!inputsDir.empty()) {
+    if (!fs::is_directory(inputsDir))
+      return makeError("--inputs-dir {}: no such directory", inputsDir);
+    for (size_t k = 0; k < names.size(); ++k) {
+      fs::path p = fs::path(inputsDir) / fmt::format("input_{}.pb", k);
+      if (!fs::exists(p))
+        continue;
+      NNC_ASSIGN_OR_RETURN(byName[names[k]], driver::readTensorFile(p.string()));
+    }
+  }
+  for (const std::string &spec : specs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos)
+      return makeError("--input '{}': expected NAME=FILE", spec);
+    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      return makeError("--input '{}': the model has no input named '{}'", spec, name);
+    NNC_ASSIGN_OR_RETURN(byName[name], driver::readTensorFile(file));
+  }
+  return byName;
+}
+
+/// Parses --shape NAME=2x3x4 (NAME= for a scalar) into extents by input name.
+Expected<std::map<std::string, Extents>> parseShapeSpecs(const std::vector<std::string> &specs) {
+  std::map<std::string, Extents> shapes;
+  for (const std::string &spec : specs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos)
+      return makeError("--shape '{}': expected NAME=D0xD1x... (e.g. x=1x3x224x224)", spec);
+    Extents e;
+    std::string dims = spec.substr(eq + 1);
+    size_t pos = 0;
+    while (pos < dims.size()) {
+      size_t x = dims.find('x', pos);
+      std::string d = dims.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+      char *end = nullptr;
+      long long v = std::strtoll(d.c_str(), &end, 10);
+      if (d.empty() || *end != '\0' || v < 0)
+        return makeError("--shape '{}': '{}' is not a dimension", spec, d);
+      e.push_back(v);
+      if (x == std::string::npos)
+        break;
+      pos = x + 1;
+    }
+    shapes[spec.substr(0, eq)] = e;
+  }
+  return shapes;
+}
+
+/// The extents of an input's declared type, each symbolic dim taken as 1 (with a note on
+/// stderr; --shape gives other sizes).
+Extents defaultExtents(const Value &v) {
+  Extents e;
+  for (const Dim &d : v.shape())
+    e.push_back(d.isStatic() ? d.value() : 1);
+  if (!isStatic(v.shape()))
+    std::cerr << fmt::format("nnc: note: input '{}' is {}; using {} (set it with --shape "
+                             "{}=D0xD1x...)\n",
+                             v.name(), v.type().str(), extentsStr(e), v.name());
+  return e;
+}
+
+/// The concrete extents of each graph input: from `given`, else its declared type.
+Expected<std::vector<Extents>> inputExtents(const Graph &g,
+                                            const std::map<std::string, Extents> &given) {
+  std::vector<Extents> out;
+  for (const Value *v : g.inputs()) {
+    auto it = given.find(v->name());
+    if (it != given.end()) {
+      out.push_back(it->second);
+      continue;
+    }
+    out.push_back(defaultExtents(*v));
+  }
+  for (const auto &[name, e] : given) {
+    bool found = false;
+    for (const Value *v : g.inputs())
+      found |= v->name() == name;
+    if (!found)
+      return makeError("--shape {}: the model has no input named '{}'", name, name);
+  }
+  return out;
+}
+
+/// Loads and optimizes a model, then specializes its input shapes (for inspect and compile).
+Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
+                                            const std::vector<std::string> &shapeSpecs) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(model));
+  NNC_TRY(driver::optimize(*g));
+  NNC_ASSIGN_OR_RETURN(auto given, parseShapeSpecs(shapeSpecs));
+  NNC_ASSIGN_OR_RETURN(std::vector<Extents> shapes, inputExtents(*g, given));
+  return specializeShapes(*g, shapes, driver::interpreterEvaluator());
+}
+
+/// Every non-constant node lowered to kernels, in order (as Executable::compile does).
+Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g) {
+  std::vector<kir::Kernel> kernels;
+  std::vector<Node *> nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i]->kind() == OpKind::Constant)
+      continue;
+    std::string op(nodes[i]->opName());
+    std::replace_if(op.begin(), op.end(), [](char c) { return !std::isalnum(c); }, '_');
+    NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks,
+                         lowerNode(*nodes[i], fmt::format("n{}_{}", i, op)));
+    for (kir::Kernel &k : ks)
+      kernels.push_back(std::move(k));
+  }
+  return kernels;
+}
+
+/// A random tensor of `type` with `extents`: floats uniform in [-1, 1), integers and bools
+/// zero (they are usually indices or shapes).
+Tensor randomTensor(DType dtype, const Extents &extents, std::mt19937 &rng) {
+  Tensor t = Tensor::zeros(dtype, extents);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  if (dtype == DType::F32) {
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.data<float>()[i] = u(rng);
+  } else if (dtype == DType::F64) {
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.data<double>()[i] = u(rng);
+  }
+  return t;
+}
 
 std::string previewTensor(const Tensor &t) {
   std::string s;
@@ -94,32 +243,10 @@ int runCommand(const RunOptions &o) {
     return fail(names.takeError());
 
   // Inputs: DIR/input_K.pb by position, then NAME=FILE overrides.
-  std::map<std::string, Tensor> byName;
-  if (!o.inputsDir.empty()) {
-    if (!fs::is_directory(o.inputsDir))
-      return fail(fmt::format("--inputs-dir {}: no such directory", o.inputsDir));
-    for (size_t k = 0; k < names->size(); ++k) {
-      fs::path p = fs::path(o.inputsDir) / fmt::format("input_{}.pb", k);
-      if (!fs::exists(p))
-        continue;
-      Expected<Tensor> t = driver::readTensorFile(p.string());
-      if (!t)
-        return fail(t.takeError());
-      byName[(*names)[k]] = *t;
-    }
-  }
-  for (const std::string &spec : o.inputs) {
-    size_t eq = spec.find('=');
-    if (eq == std::string::npos)
-      return fail(fmt::format("--input '{}': expected NAME=FILE", spec));
-    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
-    if (std::find(names->begin(), names->end(), name) == names->end())
-      return fail(fmt::format("--input '{}': the model has no input named '{}'", spec, name));
-    Expected<Tensor> t = driver::readTensorFile(file);
-    if (!t)
-      return fail(t.takeError());
-    byName[name] = *t;
-  }
+  Expected<std::map<std::string, Tensor>> read = readInputs(*names, o.inputsDir, o.inputs);
+  if (!read)
+    return fail(read.takeError());
+  std::map<std::string, Tensor> &byName = *read;
   std::vector<Tensor> inputs;
   for (const std::string &n : *names) {
     auto it = byName.find(n);
@@ -137,9 +264,26 @@ int runCommand(const RunOptions &o) {
   if (o.optimize)
     if (Error e = driver::optimize(**g))
       return fail(e);
+  driver::ExecOptions eo;
+  eo.threads = o.threads;
+  Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
+  if (!runner)
+    return fail(runner.takeError());
+  std::string cacheNote;
+  if (CpuModel *cpu = (*runner)->cpuModel()) {
+    std::vector<Extents> shapes;
+    for (const Tensor &t : inputs)
+      shapes.push_back(t.extents());
+    // Compile before the timed run. Where shapes depend on input values, run() compiles
+    // (and reports any error) instead.
+    Expected<Executable *> exe = cpu->executableFor(shapes);
+    if (exe)
+      cacheNote = fmt::format(", {} kernels, compile cache: {}", (*exe)->kernels().size(),
+                              (*exe)->fromCache() ? "hit" : "miss");
+  }
   double compileMs = msSince(t0);
   auto t1 = Clock::now();
-  Expected<std::vector<Tensor>> outs = driver::execute(**g, inputs, *target);
+  Expected<std::vector<Tensor>> outs = (*runner)->run(inputs);
   if (!outs)
     return fail(outs.takeError());
   double runMs = msSince(t1);
@@ -161,8 +305,8 @@ int runCommand(const RunOptions &o) {
       std::cout << fmt::format("output {} '{}': {}{} {}\n", k, (*g)->outputs()[k]->name(),
                                dtypeName(t.dtype()), extentsStr(t.extents()), previewTensor(t));
     }
-    std::cout << fmt::format("target {}: compile {:.2f} ms, run {:.3f} ms\n",
-                             driver::targetName(*target), compileMs, runMs);
+    std::cout << fmt::format("target {}: compile {:.2f} ms{}, run {:.3f} ms\n",
+                             driver::targetName(*target), compileMs, cacheNote, runMs);
   }
   if (!o.expectedDir.empty()) {
     int bad = 0;
@@ -181,6 +325,122 @@ int runCommand(const RunOptions &o) {
       return 1;
     std::cout << fmt::format("all {} outputs match {} (rtol 1e-3, atol 1e-7)\n", outs->size(),
                              o.expectedDir);
+  }
+  return 0;
+}
+
+// ---- bench -----------------------------------------------------------------------------------
+
+struct BenchOptions {
+  std::string model;
+  std::string target = "cpu";
+  std::string inputsDir;
+  std::vector<std::string> inputs; // NAME=FILE
+  std::vector<std::string> shapes; // NAME=D0xD1
+  int threads = 0;
+  int iterations = 20;
+  int warmup = 3;
+  bool json = false;
+};
+
+int benchCommand(const BenchOptions &o) {
+  Expected<driver::Target> target = driver::parseTarget(o.target);
+  if (!target)
+    return fail(target.takeError());
+  if (o.iterations < 1 || o.warmup < 0 || o.threads < 0)
+    return fail("--iterations must be at least 1, --warmup and --threads at least 0");
+  Expected<std::vector<std::string>> names = driver::modelInputNames(o.model);
+  if (!names)
+    return fail(names.takeError());
+  Expected<std::map<std::string, Tensor>> byName = readInputs(*names, o.inputsDir, o.inputs);
+  if (!byName)
+    return fail(byName.takeError());
+  Expected<std::map<std::string, Extents>> shapeSpecs = parseShapeSpecs(o.shapes);
+  if (!shapeSpecs)
+    return fail(shapeSpecs.takeError());
+
+  auto t0 = Clock::now();
+  Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model, *byName);
+  if (!g)
+    return fail(g.takeError());
+  if (Error e = driver::optimize(**g))
+    return fail(e);
+  // Inputs not given are random, of the declared (or --shape) extents.
+  std::vector<Tensor> inputs;
+  std::mt19937 rng(42);
+  for (const Value *v : (*g)->inputs()) {
+    auto it = byName->find(v->name());
+    if (it != byName->end()) {
+      inputs.push_back(it->second);
+      continue;
+    }
+    auto sit = shapeSpecs->find(v->name());
+    Extents e = sit != shapeSpecs->end() ? sit->second : defaultExtents(*v);
+    inputs.push_back(randomTensor(v->dtype(), e, rng));
+  }
+  driver::ExecOptions eo;
+  eo.threads = o.threads;
+  Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
+  if (!runner)
+    return fail(runner.takeError());
+  std::string cache = "none";
+  double kernelCompileMs = 0;
+  if (CpuModel *cpu = (*runner)->cpuModel()) {
+    std::vector<Extents> shapes;
+    for (const Tensor &t : inputs)
+      shapes.push_back(t.extents());
+    Expected<Executable *> exe = cpu->executableFor(shapes);
+    if (exe) {
+      cache = (*exe)->fromCache() ? "hit" : "miss";
+      kernelCompileMs = (*exe)->compileMs();
+    } else if (Expected<std::vector<Tensor>> first = (*runner)->run(inputs); !first) {
+      return fail(first.takeError()); // shapes that depend on input values compile here
+    }
+  }
+  double compileMs = msSince(t0);
+
+  for (int i = 0; i < o.warmup; ++i) {
+    Expected<std::vector<Tensor>> outs = (*runner)->run(inputs);
+    if (!outs)
+      return fail(outs.takeError());
+  }
+  std::vector<double> times;
+  for (int i = 0; i < o.iterations; ++i) {
+    auto t = Clock::now();
+    Expected<std::vector<Tensor>> outs = (*runner)->run(inputs);
+    if (!outs)
+      return fail(outs.takeError());
+    times.push_back(msSince(t));
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  double p90 = sorted[std::min(n - 1, static_cast<size_t>(std::ceil(0.9 * double(n))) - 1)];
+  double mean = 0;
+  for (double t : times)
+    mean += t / double(n);
+  int threads = *target == driver::Target::Cpu ? effectiveThreads(o.threads) : 1;
+  if (o.json) {
+    std::string model = o.model;
+    std::string esc;
+    for (char c : model)
+      esc += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    std::cout << fmt::format(
+        "{{\"model\": \"{}\", \"target\": \"{}\", \"threads\": {}, \"iterations\": {}, "
+        "\"warmup\": {}, \"compile_ms\": {:.3f}, \"kernel_compile_ms\": {:.3f}, "
+        "\"compile_cache\": \"{}\", \"median_ms\": {:.4f}, \"p90_ms\": {:.4f}, "
+        "\"min_ms\": {:.4f}, \"mean_ms\": {:.4f}}}\n",
+        esc, driver::targetName(*target), threads, o.iterations, o.warmup, compileMs,
+        kernelCompileMs, cache, median, p90, sorted.front(), mean);
+  } else {
+    std::cout << fmt::format("{}: target {}, {} thread(s)\n", o.model,
+                             driver::targetName(*target), threads);
+    std::cout << fmt::format("compile {:.2f} ms{}\n", compileMs,
+                             cache == "none" ? "" : ", compile cache: " + cache);
+    std::cout << fmt::format("{} iterations ({} warmup): median {:.3f} ms, p90 {:.3f} ms, min "
+                             "{:.3f} ms\n",
+                             o.iterations, o.warmup, median, p90, sorted.front());
   }
   return 0;
 }
@@ -217,9 +477,60 @@ struct InspectOptions {
   std::string passes;
   bool printAfterAll = false;
   bool stats = false;
+  bool plan = false;
+  bool json = false;
+  bool kernels = false;
+  bool llvm = false;
+  bool assembly = false;
+  std::vector<std::string> shapes; // NAME=D0xD1
+  int threads = 0;
 };
 
+/// `nnc inspect --plan`: the buffer plan of the compiled model.
+int inspectPlan(const InspectOptions &o) {
+  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes);
+  if (!g)
+    return fail(g.takeError());
+  CpuOptions opts;
+  opts.threads = o.threads;
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(**g, opts);
+  if (!exe)
+    return fail(exe.takeError());
+  std::cout << (o.json ? (*exe)->plan().json() : (*exe)->plan().str());
+  return 0;
+}
+
+/// `nnc inspect --kernels [--llvm|--asm]`: the generated kernels, their LLVM IR or assembly.
+int inspectKernels(const InspectOptions &o) {
+  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes);
+  if (!g)
+    return fail(g.takeError());
+  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g);
+  if (!kernels)
+    return fail(kernels.takeError());
+  if (o.llvm || o.assembly) {
+    Expected<std::string> text = o.llvm ? emitLLVMIR(*kernels) : emitAssembly(*kernels);
+    if (!text)
+      return fail(text.takeError());
+    std::cout << *text;
+    return 0;
+  }
+  for (const kir::Kernel &k : *kernels)
+    std::cout << kir::printKernel(k) << "\n";
+  return 0;
+}
+
 int inspectCommand(const InspectOptions &o) {
+  if ((o.llvm || o.assembly) && !o.kernels)
+    return fail("--llvm and --asm go with --kernels");
+  if (o.llvm && o.assembly)
+    return fail("give one of --llvm and --asm");
+  if (o.plan)
+    return inspectPlan(o);
+  if (o.kernels)
+    return inspectKernels(o);
+  if (o.json)
+    return fail("--json goes with --plan (for the graph, use --format=json)");
   if (o.format != "text" && o.format != "dot" && o.format != "json")
     return fail(fmt::format("--format must be text, dot or json, not '{}'", o.format));
   Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model);
@@ -246,9 +557,7 @@ int inspectCommand(const InspectOptions &o) {
     pipeline = *PassPipeline::parse(prefix);
   }
   PassContext ctx;
-  ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) {
-    return evaluateNode(n, ops);
-  };
+  ctx.evaluate = driver::interpreterEvaluator();
   ctx.printAfterAll = o.printAfterAll;
   ctx.stats = o.stats;
   if (Error e = pipeline.run(**g, ctx))
@@ -262,11 +571,60 @@ int inspectCommand(const InspectOptions &o) {
   return 0;
 }
 
+// ---- compile ---------------------------------------------------------------------------------
+
+struct CompileOptions {
+  std::string model;
+  std::string output;
+  std::string emit = "obj";
+  std::vector<std::string> shapes;
+};
+
+int compileCommand(const CompileOptions &o) {
+  static const char *kinds[] = {"nir", "kernels", "ll", "asm", "obj"};
+  if (std::find(std::begin(kinds), std::end(kinds), o.emit) == std::end(kinds))
+    return fail(fmt::format("--emit must be nir, kernels, ll, asm or obj, not '{}'", o.emit));
+  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes);
+  if (!g)
+    return fail(g.takeError());
+  auto writeText = [&](const std::string &text) -> int {
+    std::ofstream f(o.output, std::ios::binary);
+    if (!f)
+      return fail(fmt::format("-o {}: cannot open for writing", o.output));
+    f << text;
+    f.close();
+    if (!f)
+      return fail(fmt::format("-o {}: write failed", o.output));
+    return 0;
+  };
+  if (o.emit == "nir")
+    return writeText(printGraph(**g));
+  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g);
+  if (!kernels)
+    return fail(kernels.takeError());
+  if (o.emit == "kernels") {
+    std::string text;
+    for (const kir::Kernel &k : *kernels)
+      text += kir::printKernel(k) + "\n";
+    return writeText(text);
+  }
+  if (o.emit == "obj") {
+    if (Error e = emitObjectFile(*kernels, o.output))
+      return fail(e);
+    return 0;
+  }
+  Expected<std::string> text = o.emit == "ll" ? emitLLVMIR(*kernels) : emitAssembly(*kernels);
+  if (!text)
+    return fail(text.takeError());
+  return writeText(*text);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   CLI::App app{"nnc: a tensor compiler for neural networks.\n"
-               "Commands: run, check, inspect, help. `nnc COMMAND --help` for details."};
+               "Commands: run, bench, check, inspect, compile, help. `nnc COMMAND --help` for "
+               "details."};
   app.set_version_flag("--version", std::string("nnc ") + NNC_VERSION);
   app.require_subcommand(0, 1);
 
@@ -279,9 +637,24 @@ int main(int argc, char **argv) {
   runCmd->add_option("--output-format", run.outputFormat, "pb or npy");
   runCmd->add_option("--expected-dir", run.expectedDir,
                      "Compare outputs with output_K.pb here (exit 1 when they differ)");
-  runCmd->add_option("--target", run.target, "interp");
+  runCmd->add_option("--target", run.target, "cpu (default) or interp");
+  runCmd->add_option("--threads", run.threads, "cpu: threads (default: all cores; 1: serial)")
+      ->check(CLI::NonNegativeNumber);
   runCmd->add_flag("!--no-optimize", run.optimize, "Skip the graph optimization pipeline");
   runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing on success");
+
+  BenchOptions bench;
+  CLI::App *benchCmd = app.add_subcommand("bench", "Measure compile time and run latency");
+  benchCmd->add_option("model", bench.model, "Model file (.onnx or .nir)")->required();
+  benchCmd->add_option("--target", bench.target, "cpu (default) or interp");
+  benchCmd->add_option("--threads", bench.threads, "cpu: threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  benchCmd->add_option("--iterations", bench.iterations, "Timed runs (default 20)");
+  benchCmd->add_option("--warmup", bench.warmup, "Untimed runs first (default 3)");
+  benchCmd->add_option("--inputs-dir", bench.inputsDir, "Inputs (default: random)");
+  benchCmd->add_option("--input", bench.inputs, "NAME=FILE (.pb or .npy); repeatable");
+  benchCmd->add_option("--shape", bench.shapes, "NAME=D0xD1x... for a symbolic random input");
+  benchCmd->add_flag("--json", bench.json, "Print one JSON object");
 
   std::string checkModel;
   CLI::App *checkCmd =
@@ -297,6 +670,20 @@ int main(int argc, char **argv) {
   inspCmd->add_option("--passes", insp.passes, "Pipeline to run (default: the standard one)");
   inspCmd->add_flag("--print-ir-after-all", insp.printAfterAll, "Print the IR after each pass");
   inspCmd->add_flag("--stats", insp.stats, "Per-pass statistics on stderr");
+  inspCmd->add_flag("--plan", insp.plan, "The CPU buffer plan (sizes, offsets, live ranges)");
+  inspCmd->add_flag("--json", insp.json, "With --plan: as JSON");
+  inspCmd->add_flag("--kernels", insp.kernels, "The generated CPU kernels and schedules");
+  inspCmd->add_flag("--llvm", insp.llvm, "With --kernels: their optimized LLVM IR");
+  inspCmd->add_flag("--asm", insp.assembly, "With --kernels: their host assembly");
+  inspCmd->add_option("--shape", insp.shapes, "NAME=D0xD1x... for a symbolic input");
+  inspCmd->add_option("--threads", insp.threads, "Threads of the executable (--plan)");
+
+  CompileOptions comp;
+  CLI::App *compCmd = app.add_subcommand("compile", "Write what the compiler produces");
+  compCmd->add_option("model", comp.model, "Model file (.onnx or .nir)")->required();
+  compCmd->add_option("-o,--output", comp.output, "Output file")->required();
+  compCmd->add_option("--emit", comp.emit, "nir, kernels, ll, asm or obj (default)");
+  compCmd->add_option("--shape", comp.shapes, "NAME=D0xD1x... for a symbolic input");
 
   CLI::App *helpCmd = app.add_subcommand("help", "Show help");
 
@@ -307,8 +694,12 @@ int main(int argc, char **argv) {
   }
   if (runCmd->parsed())
     return runCommand(run);
+  if (benchCmd->parsed())
+    return benchCommand(bench);
   if (checkCmd->parsed())
     return checkCommand(checkModel);
+  if (compCmd->parsed())
+    return compileCommand(comp);
   if (inspCmd->parsed())
     return inspectCommand(insp);
   if (helpCmd->parsed() || argc == 1) {

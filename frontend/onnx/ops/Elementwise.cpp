@@ -523,6 +523,8 @@ Error lowerDropout(C &c) {
   NNC_ASSIGN_OR_RETURN(Value * x, req(c, 0));
   // Before opset 10 the mask has the input's dtype; from 10 on it is bool.
   DType maskType = c.opset() >= 10 ? DType::Bool : x->dtype();
+  if (isStorageOnly(maskType))
+    return c.error("input has storage-only element type {}; Cast it first", dtypeName(maskType));
   Value *y = x;
   Value *mask = nullptr;
   auto allTrue = [&]() -> Expected<Value *> {

@@ -31,7 +31,9 @@ enum class ExprKind : uint8_t {
   Var,      ///< A loop variable or a local scalar (by name).
   Load,     ///< buffers[buffer][args[0]].
   Op,       ///< An elementwise op of the graph IR (add, exp, less, select, ...) on args.
-  Cast,     ///< args[0] converted to `type` (ONNX Cast rules for arithmetic types).
+  Cast,     ///< args[0] converted to `type` (ONNX Cast rules). One side may be a storage-only
+            ///< dtype (f8*, f4e2m1, i4, u4, i2, u2: a byte holding the format's bits), with
+            ///< `saturate` and `roundMode` as the cast op's attributes.
 };
 
 struct ExprNode;
@@ -47,6 +49,10 @@ struct ExprNode {
   int buffer = -1;  ///< Load: index into Kernel::buffers.
   OpKind op = OpKind::Add;
   std::vector<Expr> args;
+  /// Cast to an f8 format: out-of-range values become ±max (else inf or NaN).
+  bool saturate = true;
+  /// Cast to f8e8m0: "up" (the default when empty), "down" or "nearest".
+  std::string roundMode;
 };
 
 Expr intImm(int64_t v, DType t = DType::I64);
@@ -59,6 +65,8 @@ Expr load(int buffer, DType t, Expr index);
 /// immediates are folded (`add(i, 0)` is `i`), so index arithmetic stays small.
 Expr op(OpKind kind, std::vector<Expr> args);
 Expr cast(Expr e, DType to);
+/// A cast with the cast op's options (they matter only for casts to storage-only formats).
+Expr cast(Expr e, DType to, bool saturate, std::string roundMode);
 // Index-arithmetic shorthands (i64).
 Expr add(Expr a, Expr b);
 Expr sub(Expr a, Expr b);

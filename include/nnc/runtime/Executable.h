@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,22 +57,25 @@ public:
   virtual bool fromCache() const = 0;
 };
 
+/// Turns a graph with symbolic dims into one with the given concrete input extents (and the
+/// given input values folded in); on failure `wanted` names small inputs whose values the
+/// shapes depend on. nnc::specializeShapes (include/nnc/passes/Specialize.h) with the
+/// interpreter as evaluator is the one to pass; runtime/ does not depend on passes/.
+using Specializer = std::function<Expected<std::unique_ptr<Graph>>(
+    const Graph &g, const std::vector<Extents> &inputShapes, const std::map<int, Tensor> &values,
+    std::set<int> *wanted)>;
+
 /// A graph whose inputs may have symbolic dims: specialized and compiled per concrete input
 /// shape signature on first use, with a bounded cache of executables.
 class CpuModel {
 public:
   virtual ~CpuModel() = default;
   static Expected<std::unique_ptr<CpuModel>> create(std::unique_ptr<Graph> g,
-                                                    const CpuOptions &opts);
+                                                    const CpuOptions &opts,
+                                                    Specializer specialize);
   virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) = 0;
   /// The executable for these input shapes (compiling it if needed).
   virtual Expected<Executable *> executableFor(const std::vector<Extents> &inputShapes) = 0;
 };
-
-/// Returns `g` with its inputs given the concrete shapes, shape inference and constant
-/// folding run, so every shape is static. Fails naming the first value whose shape is still
-/// unknown (a data-dependent output).
-Expected<std::unique_ptr<Graph>> specializeShapes(const Graph &g,
-                                                  const std::vector<Extents> &inputShapes);
 
 } // namespace nnc

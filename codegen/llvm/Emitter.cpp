@@ -1,0 +1,964 @@
+// Kernel IR -> LLVM IR: one function `void name(void** buffers)` per kernel, with the exact
+// scalar semantics of the reference interpreter (runtime/Scalar.h, runtime/interp/Cast.cpp).
+//
+// Values are held in their compute type (float for f16/bf16, i1 for bool); loads and stores
+// convert from and to the storage type. An op whose result is f16/bf16 is rounded to that
+// format right away, so a fused chain gives the numbers of the node-by-node interpreter.
+#include "llvm/Emitter.h"
+#include "nnc/support/FloatFormats.h"
+
+#include <map>
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Metadata.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+namespace nnc::llvmcg {
+namespace {
+
+using llvm::IRBuilder;
+using llvm::Type;
+using llvm::Value;
+
+bool isSigned(DType t) { return isSignedInteger(t); }
+
+/// A name in scope: a loop variable (an i64 value) or a local (an alloca of its compute type).
+struct Binding {
+  Value *value = nullptr;
+  Value *slot = nullptr; ///< The local's address (an alloca, or a pointer from a parallel ctx).
+  DType type = DType::I64;
+};
+using Scope = std::map<std::string, Binding>;
+
+class KernelEmitter {
+public:
+  KernelEmitter(llvm::Module &m, const kir::Kernel &k, llvm::TargetMachine &tm)
+      : m_(m), c_(m.getContext()), b_(c_), k_(k), tm_(tm) {}
+
+  Error emit(const kir::Stmt &body);
+
+private:
+  // ---- Types and errors ----
+  Type *computeType(DType t) {
+    switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return b_.getFloatTy();
+    case DType::F64: return b_.getDoubleTy();
+    case DType::I8:
+    case DType::U8: return b_.getInt8Ty();
+    case DType::I16:
+    case DType::U16: return b_.getInt16Ty();
+    case DType::I32:
+    case DType::U32: return b_.getInt32Ty();
+    case DType::I64:
+    case DType::U64: return b_.getInt64Ty();
+    case DType::Bool: return b_.getInt1Ty();
+    default: return b_.getInt8Ty(); // storage-only formats: raw bytes, moved but not computed
+    }
+  }
+  Type *storageType(DType t) {
+    if (t == DType::F16 || t == DType::BF16)
+      return b_.getInt16Ty();
+    if (t == DType::Bool)
+      return b_.getInt8Ty();
+    return computeType(t);
+  }
+  template <typename... Args> void fail(fmt::format_string<Args...> f, Args &&...args) {
+    if (!error_)
+      error_ = fmt::format(f, std::forward<Args>(args)...);
+  }
+  Value *poison(DType t) { return llvm::PoisonValue::get(computeType(t)); }
+
+  // ---- Conversions ----
+  Value *f32Const(double v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
+  Value *fpConst(Type *t, double v) { return llvm::ConstantFP::get(t, v); }
+  Value *intConst(Type *t, uint64_t v) { return llvm::ConstantInt::get(t, v); }
+
+  /// float -> the nearest bf16 (as float), ties to even; NaN stays NaN (floatToBf16).
+  Value *roundBf16(Value *f) {
+    Type *i32 = b_.getInt32Ty();
+    Value *x = b_.CreateBitCast(f, i32);
+    Value *absx = b_.CreateAnd(x, intConst(i32, 0x7fffffff));
+    Value *isNan = b_.CreateICmpUGT(absx, intConst(i32, 0x7f800000));
+    Value *lsb = b_.CreateAnd(b_.CreateLShr(x, 16), intConst(i32, 1));
+    Value *rounded = b_.CreateAdd(x, b_.CreateAdd(intConst(i32, 0x7fff), lsb));
+    Value *nanBits = b_.CreateOr(x, intConst(i32, 0x400000));
+    Value *r = b_.CreateSelect(isNan, nanBits, rounded);
+    r = b_.CreateAnd(r, intConst(i32, 0xffff0000u));
+    return b_.CreateBitCast(r, b_.getFloatTy());
+  }
+  /// float -> the nearest f16 (as float), ties to even.
+  Value *roundF16(Value *f) {
+    return b_.CreateFPExt(b_.CreateFPTrunc(f, b_.getHalfTy()), b_.getFloatTy());
+  }
+  /// Rounds a compute value to the precision of `t` (f16/bf16); other types are exact.
+  Value *roundTo(DType t, Value *v) {
+    if (t == DType::F16)
+      return roundF16(v);
+    if (t == DType::BF16)
+      return roundBf16(v);
+    return v;
+  }
+  Value *callHelper(const char *name, Type *ret, std::vector<Value *> args) {
+    std::vector<Type *> params;
+    for (Value *a : args)
+      params.push_back(a->getType());
+    llvm::FunctionCallee f =
+        m_.getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
+    if (auto *fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+      fn->addFnAttr(llvm::Attribute::NoUnwind);
+      fn->addFnAttr(llvm::Attribute::ReadNone);
+      fn->addFnAttr(llvm::Attribute::WillReturn);
+    }
+    llvm::CallInst *c = b_.CreateCall(f, args);
+    c->setDoesNotThrow();
+    c->setDoesNotAccessMemory();
+    return c;
+  }
+  Value *loadValue(DType t, Value *stored) {
+    switch (t) {
+    case DType::F16:
+      return b_.CreateFPExt(b_.CreateBitCast(stored, b_.getHalfTy()), b_.getFloatTy());
+    case DType::BF16:
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(stored, b_.getInt32Ty()), 16),
+                              b_.getFloatTy());
+    case DType::Bool: return b_.CreateICmpNE(stored, intConst(b_.getInt8Ty(), 0));
+    default: return stored;
+    }
+  }
+  Value *storeValue(DType t, Value *v) {
+    switch (t) {
+    case DType::F16:
+      return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getInt16Ty());
+    case DType::BF16:
+      return b_.CreateTrunc(b_.CreateLShr(b_.CreateBitCast(roundBf16(v), b_.getInt32Ty()), 16),
+                            b_.getInt16Ty());
+    case DType::Bool: return b_.CreateZExt(v, b_.getInt8Ty());
+    default: return v;
+    }
+  }
+
+  Value *emitCast(Value *v, DType from, DType to);
+  Value *emitStorageCast(Value *v, DType from, const kir::ExprNode &e);
+  Value *emitOp(const kir::ExprNode &e);
+  Value *emitExpr(const kir::Expr &e);
+  Value *intPow(Value *a, Value *b, DType t);
+  Value *libm(const char *fname, Value *a) {
+    bool dbl = a->getType()->isDoubleTy();
+    std::string name = dbl ? fname : std::string(fname) + "f";
+    return callHelper(name.c_str(), a->getType(), {a});
+  }
+  Value *unaryIntrinsic(llvm::Intrinsic::ID id, Value *a) {
+    return b_.CreateUnaryIntrinsic(id, a);
+  }
+
+  // ---- Statements ----
+  void emitStmt(const kir::Stmt &s);
+  void emitFor(const kir::StmtNode &s);
+  void emitParallelFor(const kir::StmtNode &s, Value *extent);
+  /// A counted loop over [begin, end) of `var`; `kind` selects the loop metadata.
+  void emitLoop(const std::string &var, Value *begin, Value *end, kir::LoopKind kind,
+                const kir::Expr &extentExpr, const std::vector<kir::Stmt> &body);
+  llvm::MDNode *loopMetadata(kir::LoopKind kind, const kir::Expr &extent);
+  llvm::AllocaInst *entryAlloca(Type *t, const std::string &name) {
+    llvm::BasicBlock &entry = fn_->getEntryBlock();
+    IRBuilder<> eb(&entry, entry.getFirstInsertionPt());
+    return eb.CreateAlloca(t, nullptr, name);
+  }
+  void loadBuffers(Value *buffersArg) {
+    bufs_.clear();
+    Type *ptr = b_.getPtrTy();
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      Value *slot = b_.CreateConstInBoundsGEP1_64(ptr, buffersArg, i);
+      bufs_.push_back(b_.CreateLoad(ptr, slot, k_.buffers[i].name));
+    }
+  }
+  Value *bufferElement(int buffer, const kir::Expr &index, DType &dtype) {
+    if (buffer < 0 || buffer >= static_cast<int>(k_.buffers.size())) {
+      fail("access to buffer {} of {}", buffer, k_.buffers.size());
+      return nullptr;
+    }
+    dtype = k_.buffers[buffer].dtype;
+    Value *idx = emitExpr(index);
+    if (!index || !(isInteger(index->type) || index->type == DType::Bool)) {
+      fail("buffer {} indexed with a non-integer expression", k_.buffers[buffer].name);
+      return nullptr;
+    }
+    if (!idx->getType()->isIntegerTy(64))
+      idx = isSignedInteger(index->type) ? b_.CreateSExtOrTrunc(idx, b_.getInt64Ty())
+                                         : b_.CreateZExtOrTrunc(idx, b_.getInt64Ty());
+    return b_.CreateInBoundsGEP(storageType(dtype), bufs_[buffer], idx);
+  }
+
+  llvm::Module &m_;
+  llvm::LLVMContext &c_;
+  IRBuilder<> b_;
+  const kir::Kernel &k_;
+  llvm::TargetMachine &tm_;
+  llvm::Function *fn_ = nullptr;
+  Value *buffersArg_ = nullptr; ///< The current function's `void** buffers`.
+  std::vector<Value *> bufs_;
+  Scope scope_;
+  bool inParallel_ = false;
+  int outlined_ = 0;
+  std::optional<std::string> error_;
+};
+
+void setTargetAttributes(llvm::Function *f, llvm::TargetMachine &tm) {
+  f->addFnAttr("target-cpu", tm.getTargetCPU());
+  f->addFnAttr("target-features", tm.getTargetFeatureString());
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+}
+
+Error KernelEmitter::emit(const kir::Stmt &body) {
+  Type *ptr = b_.getPtrTy();
+  auto *fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false);
+  if (m_.getFunction(k_.name))
+    return makeError("kernel {}: duplicate kernel name", k_.name);
+  fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, k_.name, m_);
+  setTargetAttributes(fn_, tm_);
+  buffersArg_ = fn_->getArg(0);
+  buffersArg_->setName("buffers");
+  llvm::BasicBlock *entry = llvm::BasicBlock::Create(c_, "entry", fn_);
+  b_.SetInsertPoint(entry);
+  loadBuffers(buffersArg_);
+  emitStmt(body);
+  b_.CreateRetVoid();
+  if (error_)
+    return makeError("kernel {}: {}", k_.name, *error_);
+  return Error::success();
+}
+
+// ---- Expressions -----------------------------------------------------------------------------
+
+Value *KernelEmitter::emitExpr(const kir::Expr &ep) {
+  if (!ep) {
+    fail("null expression");
+    return b_.getInt64(0);
+  }
+  const kir::ExprNode &e = *ep;
+  switch (e.kind) {
+  case kir::ExprKind::IntImm: {
+    Type *t = computeType(e.type);
+    if (isFloat(e.type))
+      return roundTo(e.type, fpConst(t, static_cast<double>(e.intValue)));
+    return llvm::ConstantInt::get(t, static_cast<uint64_t>(e.intValue), /*isSigned=*/true);
+  }
+  case kir::ExprKind::FloatImm: {
+    Type *t = computeType(e.type);
+    if (isFloat(e.type)) {
+      if (e.type == DType::F16 || e.type == DType::BF16) {
+        // The builder folds the rounding of a constant.
+        return roundTo(e.type, f32Const(static_cast<float>(e.floatValue)));
+      }
+      return fpConst(t, e.floatValue);
+    }
+    if (e.type == DType::Bool)
+      return b_.getInt1(e.floatValue != 0);
+    return emitCast(fpConst(b_.getDoubleTy(), e.floatValue), DType::F64, e.type);
+  }
+  case kir::ExprKind::Var: {
+    auto it = scope_.find(e.name);
+    if (it == scope_.end()) {
+      fail("variable '{}' is not in scope", e.name);
+      return poison(e.type);
+    }
+    const Binding &bd = it->second;
+    if (bd.slot)
+      return b_.CreateLoad(computeType(bd.type), bd.slot, e.name);
+    return bd.value;
+  }
+  case kir::ExprKind::Load: {
+    DType dt;
+    Value *p = bufferElement(e.buffer, e.args.empty() ? nullptr : e.args[0], dt);
+    if (!p)
+      return poison(e.type);
+    return loadValue(dt, b_.CreateLoad(storageType(dt), p));
+  }
+  case kir::ExprKind::Op: return emitOp(e);
+  case kir::ExprKind::Cast: {
+    if (e.args.size() != 1) {
+      fail("cast needs one operand");
+      return poison(e.type);
+    }
+    DType from = e.args[0]->type;
+    if (from != e.type && (isStorageOnly(from) || isStorageOnly(e.type)))
+      return emitStorageCast(emitExpr(e.args[0]), from, e);
+    return emitCast(emitExpr(e.args[0]), from, e.type);
+  }
+  }
+  fail("unknown expression kind");
+  return poison(e.type);
+}
+
+namespace {
+/// The arithmetic dtype a storage-only dtype converts through (what the interpreter's Cast
+/// reads it as): f64 for the float formats, i64/u64 for the sub-byte integers.
+DType storageCanonical(DType t) {
+  switch (t) {
+  case DType::I4:
+  case DType::I2: return DType::I64;
+  case DType::U4:
+  case DType::U2: return DType::U64;
+  default: return DType::F64;
+  }
+}
+int subByteWidth(DType t) {
+  return t == DType::I4 || t == DType::U4 ? 4 : (t == DType::I2 || t == DType::U2 ? 2 : 0);
+}
+} // namespace
+
+/// A cast with a storage-only side (a byte holding the format's bits): decode to the
+/// canonical arithmetic type, cast, encode (FloatFormats.h helpers of MathLib.cpp for the
+/// float formats, masks for the sub-byte integers), like runtime/interp/Cast.cpp.
+Value *KernelEmitter::emitStorageCast(Value *v, DType from, const kir::ExprNode &e) {
+  DType to = e.type;
+  Type *i8 = b_.getInt8Ty(), *i32 = b_.getInt32Ty();
+  if (isStorageOnly(from)) {
+    DType canon = storageCanonical(from);
+    if (int w = subByteWidth(from)) {
+      if (isSigned(canon)) {
+        Value *sh = intConst(i8, 8 - w);
+        v = b_.CreateSExt(b_.CreateAShr(b_.CreateShl(v, sh), sh), b_.getInt64Ty());
+      } else {
+        v = b_.CreateZExt(b_.CreateAnd(v, intConst(i8, (1u << w) - 1)), b_.getInt64Ty());
+      }
+    } else {
+      v = callHelper(storageDecodeHelper(from).c_str(), b_.getDoubleTy(), {b_.CreateZExt(v, i32)});
+    }
+    from = canon;
+    if (!isStorageOnly(to))
+      return emitCast(v, from, to);
+  }
+  DType canon = storageCanonical(to);
+  Value *c = emitCast(v, from, canon);
+  if (int w = subByteWidth(to))
+    return b_.CreateAnd(b_.CreateTrunc(c, i8), intConst(i8, (1u << w) - 1));
+  fp::E8M0Round mode = fp::E8M0Round::Up;
+  if (!e.roundMode.empty() && !fp::parseE8M0Round(e.roundMode.c_str(), mode)) {
+    fail("cast to {} with round mode '{}'", dtypeName(to), e.roundMode);
+    return poison(to);
+  }
+  Value *bits = callHelper(storageEncodeHelper(to).c_str(), i32,
+                           {c, intConst(i32, e.saturate ? 1 : 0),
+                            intConst(i32, static_cast<uint32_t>(mode))});
+  return b_.CreateTrunc(bits, i8);
+}
+
+/// ONNX Cast between compute values (interp/Cast.cpp: floats to integers truncate, NaN is 0,
+/// values beyond the 64-bit range saturate, then the 64-bit pattern wraps to the target).
+Value *KernelEmitter::emitCast(Value *v, DType from, DType to) {
+  if (from == to)
+    return v;
+  Type *tt = computeType(to);
+  if (isStorageOnly(from) || isStorageOnly(to)) {
+    fail("cast from {} to {}: the LLVM backend has no arithmetic on storage-only dtypes",
+         dtypeName(from), dtypeName(to));
+    return poison(to);
+  }
+  bool fromF = isFloat(from);
+  if (to == DType::Bool)
+    return fromF ? b_.CreateFCmpUNE(v, fpConst(v->getType(), 0))
+                 : b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+  if (isFloat(to)) {
+    if (fromF) {
+      // f16/bf16 compute values are floats holding exact values.
+      if (to == DType::F32 || to == DType::F64)
+        return b_.CreateFPCast(v, tt);
+      if (v->getType()->isDoubleTy())
+        return callHelper(to == DType::F16 ? kRoundF64ToF16 : kRoundF64ToBF16,
+                          b_.getFloatTy(), {v});
+      return roundTo(to, v);
+    }
+    bool s = isSigned(from);
+    if (to == DType::F32 || to == DType::F64)
+      return s ? b_.CreateSIToFP(v, tt) : b_.CreateUIToFP(v, tt);
+    if (to == DType::F16) // every integer beyond 2^24 overflows f16, so one float rounding is exact
+      return roundF16(s ? b_.CreateSIToFP(v, b_.getFloatTy()) : b_.CreateUIToFP(v, b_.getFloatTy()));
+    Value *d = s ? b_.CreateSIToFP(v, b_.getDoubleTy()) : b_.CreateUIToFP(v, b_.getDoubleTy());
+    return callHelper(kRoundF64ToBF16, b_.getFloatTy(), {d});
+  }
+  // Integer targets.
+  Type *i64 = b_.getInt64Ty();
+  Value *bits;
+  if (fromF) {
+    Type *ft = v->getType();
+    Value *sgn = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, ft}, {v});
+    if (isUnsignedInteger(to)) {
+      Value *uns = b_.CreateIntrinsic(llvm::Intrinsic::fptoui_sat, {i64, ft}, {v});
+      Value *big = b_.CreateFCmpOGE(v, fpConst(ft, 9223372036854775808.0));
+      bits = b_.CreateSelect(big, uns, sgn);
+    } else {
+      bits = sgn;
+    }
+  } else {
+    bits = isSigned(from) ? b_.CreateSExt(v, i64) : b_.CreateZExt(v, i64);
+  }
+  return b_.CreateTrunc(bits, tt);
+}
+
+Value *KernelEmitter::intPow(Value *a, Value *b, DType t) {
+  // pow by squaring in the operand width (the low bits of the u64 loop of Scalar.h), as an
+  // internal helper function so the loop stays out of the caller's loop nest.
+  Type *it = a->getType();
+  std::string name = fmt::format("nnc.ipow.{}", dtypeName(t));
+  llvm::Function *f = m_.getFunction(name);
+  if (!f) {
+    auto *fty = llvm::FunctionType::get(it, {it, it}, false);
+    f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
+    setTargetAttributes(f, tm_);
+    f->addFnAttr(llvm::Attribute::ReadNone);
+    f->addFnAttr(llvm::Attribute::WillReturn);
+    IRBuilder<> fb(c_);
+    auto *entry = llvm::BasicBlock::Create(c_, "entry", f);
+    auto *loop = llvm::BasicBlock::Create(c_, "loop", f);
+    auto *done = llvm::BasicBlock::Create(c_, "done", f);
+    Value *base0 = f->getArg(0), *e0 = f->getArg(1);
+    fb.SetInsertPoint(entry);
+    Value *one = llvm::ConstantInt::get(it, 1), *zero = llvm::ConstantInt::get(it, 0);
+    llvm::BasicBlock *negBlock = nullptr;
+    Value *negResult = nullptr;
+    if (isSigned(t)) {
+      // Negative exponent: 1 for a == 1, ±1 for a == -1, else 0 (truncated real result).
+      negBlock = llvm::BasicBlock::Create(c_, "neg", f);
+      auto *pos = llvm::BasicBlock::Create(c_, "pos", f);
+      fb.CreateCondBr(fb.CreateICmpSLT(e0, zero), negBlock, pos);
+      fb.SetInsertPoint(negBlock);
+      Value *isOne = fb.CreateICmpEQ(base0, one);
+      Value *isMinusOne = fb.CreateICmpEQ(base0, llvm::ConstantInt::getSigned(it, -1));
+      Value *even = fb.CreateICmpEQ(fb.CreateAnd(e0, one), zero);
+      Value *m1 = fb.CreateSelect(even, one, llvm::ConstantInt::getSigned(it, -1));
+      negResult = fb.CreateSelect(isOne, one, fb.CreateSelect(isMinusOne, m1, zero));
+      fb.CreateBr(done);
+      fb.SetInsertPoint(pos);
+    }
+    llvm::BasicBlock *pre = fb.GetInsertBlock();
+    fb.CreateCondBr(fb.CreateICmpEQ(e0, zero), done, loop);
+    fb.SetInsertPoint(loop);
+    llvm::PHINode *r = fb.CreatePHI(it, 2), *base = fb.CreatePHI(it, 2), *e = fb.CreatePHI(it, 2);
+    r->addIncoming(one, pre);
+    base->addIncoming(base0, pre);
+    e->addIncoming(e0, pre);
+    Value *odd = fb.CreateICmpNE(fb.CreateAnd(e, one), zero);
+    Value *r2 = fb.CreateSelect(odd, fb.CreateMul(r, base), r);
+    Value *base2 = fb.CreateMul(base, base);
+    Value *e2 = fb.CreateLShr(e, one);
+    r->addIncoming(r2, loop);
+    base->addIncoming(base2, loop);
+    e->addIncoming(e2, loop);
+    fb.CreateCondBr(fb.CreateICmpEQ(e2, zero), done, loop);
+    fb.SetInsertPoint(done);
+    llvm::PHINode *res = fb.CreatePHI(it, 3);
+    res->addIncoming(one, pre);
+    res->addIncoming(r2, loop);
+    if (negBlock)
+      res->addIncoming(negResult, negBlock);
+    fb.CreateRet(res);
+  }
+  return b_.CreateCall(f, {a, b});
+}
+
+Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
+  std::vector<Value *> a;
+  for (const kir::Expr &x : e.args)
+    a.push_back(emitExpr(x));
+  if (error_)
+    return poison(e.type);
+  size_t typeArg = e.op == OpKind::Select ? 1 : 0;
+  if (a.size() <= typeArg) {
+    fail("op {} has {} operands", opInfo(e.op).name, a.size());
+    return poison(e.type);
+  }
+  DType t = e.args[typeArg]->type;
+  const OpInfo &info = opInfo(e.op);
+  if (!info.elementwise || !typeClassAccepts(info.operandTypes, t)) {
+    fail("op {} on {} is not supported", info.name, dtypeName(t));
+    return poison(e.type);
+  }
+  bool f = isFloat(t), s = isSigned(t);
+  Type *ty = a[typeArg]->getType();
+  auto need = [&](size_t n) {
+    if (a.size() != n) {
+      fail("op {} expects {} operands, got {}", opInfo(e.op).name, n, a.size());
+      return false;
+    }
+    return true;
+  };
+  Value *zero = f ? fpConst(ty, 0) : llvm::ConstantInt::get(ty, 0);
+  Value *one = f ? fpConst(ty, 1) : llvm::ConstantInt::get(ty, 1);
+  Value *r = nullptr;
+  namespace I = llvm::Intrinsic;
+
+  switch (e.op) {
+  // ---- Unary ----
+  case OpKind::Neg:
+    if (!need(1)) break;
+    r = f ? b_.CreateFNeg(a[0]) : b_.CreateSub(zero, a[0]);
+    break;
+  case OpKind::Abs:
+    if (!need(1)) break;
+    if (f)
+      r = unaryIntrinsic(I::fabs, a[0]);
+    else if (s)
+      r = b_.CreateSelect(b_.CreateICmpSLT(a[0], zero), b_.CreateSub(zero, a[0]), a[0]);
+    else
+      r = a[0];
+    break;
+  case OpKind::Sign: {
+    if (!need(1)) break;
+    Value *mone = f ? fpConst(ty, -1) : llvm::ConstantInt::getSigned(ty, -1);
+    if (f) {
+      Value *v = b_.CreateSelect(b_.CreateFCmpOGT(a[0], zero), one,
+                                 b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero), mone, zero));
+      r = b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[0]), a[0], v);
+    } else if (s) {
+      r = b_.CreateSelect(b_.CreateICmpSGT(a[0], zero), one,
+                          b_.CreateSelect(b_.CreateICmpSLT(a[0], zero), mone, zero));
+    } else {
+      r = b_.CreateZExt(b_.CreateICmpNE(a[0], zero), ty);
+    }
+    break;
+  }
+  case OpKind::Exp: if (need(1)) r = unaryIntrinsic(I::exp, a[0]); break;
+  case OpKind::Log: if (need(1)) r = unaryIntrinsic(I::log, a[0]); break;
+  case OpKind::Sqrt: if (need(1)) r = unaryIntrinsic(I::sqrt, a[0]); break;
+  case OpKind::Sin: if (need(1)) r = unaryIntrinsic(I::sin, a[0]); break;
+  case OpKind::Cos: if (need(1)) r = unaryIntrinsic(I::cos, a[0]); break;
+  case OpKind::Floor: if (need(1)) r = unaryIntrinsic(I::floor, a[0]); break;
+  case OpKind::Ceil: if (need(1)) r = unaryIntrinsic(I::ceil, a[0]); break;
+  case OpKind::Round: if (need(1)) r = unaryIntrinsic(I::roundeven, a[0]); break;
+  case OpKind::Reciprocal: if (need(1)) r = b_.CreateFDiv(one, a[0]); break;
+  case OpKind::Tan: if (need(1)) r = libm("tan", a[0]); break;
+  case OpKind::Asin: if (need(1)) r = libm("asin", a[0]); break;
+  case OpKind::Acos: if (need(1)) r = libm("acos", a[0]); break;
+  case OpKind::Atan: if (need(1)) r = libm("atan", a[0]); break;
+  case OpKind::Sinh: if (need(1)) r = libm("sinh", a[0]); break;
+  case OpKind::Cosh: if (need(1)) r = libm("cosh", a[0]); break;
+  case OpKind::Tanh: if (need(1)) r = libm("tanh", a[0]); break;
+  case OpKind::Asinh: if (need(1)) r = libm("asinh", a[0]); break;
+  case OpKind::Acosh: if (need(1)) r = libm("acosh", a[0]); break;
+  case OpKind::Atanh: if (need(1)) r = libm("atanh", a[0]); break;
+  case OpKind::Erf: if (need(1)) r = libm("erf", a[0]); break;
+  case OpKind::Sigmoid: {
+    if (!need(1)) break;
+    // t = e^-|a| is exp(-a) for a >= 0 and exp(a) otherwise: the interpreter's two branches.
+    Value *t = unaryIntrinsic(I::exp, b_.CreateFNeg(unaryIntrinsic(I::fabs, a[0])));
+    Value *den = b_.CreateFAdd(one, t);
+    r = b_.CreateSelect(b_.CreateFCmpOGE(a[0], zero), b_.CreateFDiv(one, den),
+                        b_.CreateFDiv(t, den));
+    break;
+  }
+  case OpKind::IsNaN: if (need(1)) r = b_.CreateFCmpUNO(a[0], a[0]); break;
+  case OpKind::IsInf:
+    if (need(1))
+      r = b_.CreateFCmpOEQ(unaryIntrinsic(I::fabs, a[0]),
+                           llvm::ConstantFP::getInfinity(ty));
+    break;
+  case OpKind::Not: if (need(1)) r = b_.CreateNot(a[0]); break;
+  case OpKind::BitNot: if (need(1)) r = b_.CreateNot(a[0]); break;
+
+  // ---- Binary ----
+  case OpKind::Add: if (need(2)) r = f ? b_.CreateFAdd(a[0], a[1]) : b_.CreateAdd(a[0], a[1]); break;
+  case OpKind::Sub: if (need(2)) r = f ? b_.CreateFSub(a[0], a[1]) : b_.CreateSub(a[0], a[1]); break;
+  case OpKind::Mul: if (need(2)) r = f ? b_.CreateFMul(a[0], a[1]) : b_.CreateMul(a[0], a[1]); break;
+  case OpKind::Div:
+  case OpKind::Mod:
+  case OpKind::FMod: {
+    if (!need(2)) break;
+    Value *x = a[0], *y = a[1];
+    if (f) {
+      if (e.op == OpKind::Div) {
+        r = b_.CreateFDiv(x, y);
+      } else {
+        r = b_.CreateFRem(x, y);
+        if (e.op == OpKind::Mod) {
+          // Python's %: move a non-zero remainder to the divisor's sign; a zero one takes it.
+          Value *fix = b_.CreateAnd(b_.CreateFCmpUNE(r, zero),
+                                    b_.CreateXor(b_.CreateFCmpOLT(r, zero),
+                                                 b_.CreateFCmpOLT(y, zero)));
+          Value *signedZero = b_.CreateBinaryIntrinsic(I::copysign, zero, y);
+          r = b_.CreateSelect(fix, b_.CreateFAdd(r, y),
+                              b_.CreateSelect(b_.CreateFCmpOEQ(r, zero), signedZero, r));
+        }
+      }
+      break;
+    }
+    // Integers: division by zero gives 0; for signed types b == -1 is handled apart
+    // (INT_MIN / -1 would trap).
+    auto *cy = llvm::dyn_cast<llvm::ConstantInt>(y);
+    bool safeConst = cy && !cy->isZero() && !(s && cy->isMinusOne());
+    Value *isZero = b_.CreateICmpEQ(y, zero);
+    Value *isM1 = s ? b_.CreateICmpEQ(y, llvm::ConstantInt::getSigned(ty, -1)) : b_.getFalse();
+    Value *safeY = safeConst ? y : b_.CreateSelect(b_.CreateOr(isZero, isM1), one, y);
+    if (e.op == OpKind::Div) {
+      Value *q = s ? b_.CreateSDiv(x, safeY) : b_.CreateUDiv(x, safeY);
+      if (!safeConst)
+        q = b_.CreateSelect(isZero, zero, s ? b_.CreateSelect(isM1, b_.CreateSub(zero, x), q) : q);
+      r = q;
+      break;
+    }
+    Value *rem = s ? b_.CreateSRem(x, safeY) : b_.CreateURem(x, safeY);
+    if (e.op == OpKind::Mod && s) {
+      Value *fix = b_.CreateAnd(b_.CreateICmpNE(rem, zero),
+                                b_.CreateXor(b_.CreateICmpSLT(rem, zero),
+                                             b_.CreateICmpSLT(y, zero)));
+      rem = b_.CreateSelect(fix, b_.CreateAdd(rem, y), rem);
+    }
+    if (!safeConst)
+      rem = b_.CreateSelect(b_.CreateOr(isZero, isM1), zero, rem);
+    r = rem;
+    break;
+  }
+  case OpKind::Pow:
+    if (!need(2)) break;
+    r = f ? b_.CreateBinaryIntrinsic(I::pow, a[0], a[1]) : intPow(a[0], a[1], t);
+    break;
+  case OpKind::Min:
+  case OpKind::Max: {
+    if (!need(2)) break;
+    Value *x = a[0], *y = a[1];
+    bool isMin = e.op == OpKind::Min;
+    if (f) {
+      // b < a ? b : a (min), a < b ? b : a (max); NaN when either is NaN.
+      Value *pick = isMin ? b_.CreateSelect(b_.CreateFCmpOLT(y, x), y, x)
+                          : b_.CreateSelect(b_.CreateFCmpOLT(x, y), y, x);
+      r = b_.CreateSelect(b_.CreateFCmpUNO(x, y), llvm::ConstantFP::getQNaN(ty), pick);
+    } else {
+      Value *lt = isMin ? (s ? b_.CreateICmpSLT(y, x) : b_.CreateICmpULT(y, x))
+                        : (s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y));
+      r = b_.CreateSelect(lt, y, x);
+    }
+    break;
+  }
+  case OpKind::And:
+  case OpKind::BitAnd: if (need(2)) r = b_.CreateAnd(a[0], a[1]); break;
+  case OpKind::Or:
+  case OpKind::BitOr: if (need(2)) r = b_.CreateOr(a[0], a[1]); break;
+  case OpKind::Xor:
+  case OpKind::BitXor: if (need(2)) r = b_.CreateXor(a[0], a[1]); break;
+  case OpKind::ShiftLeft:
+  case OpKind::ShiftRight: {
+    if (!need(2)) break;
+    unsigned bits = ty->getIntegerBitWidth();
+    Value *tooBig = b_.CreateICmpUGE(a[1], llvm::ConstantInt::get(ty, bits));
+    Value *amount = b_.CreateSelect(tooBig, zero, a[1]);
+    Value *sh = e.op == OpKind::ShiftLeft ? b_.CreateShl(a[0], amount)
+                                          : b_.CreateLShr(a[0], amount);
+    r = b_.CreateSelect(tooBig, zero, sh);
+    break;
+  }
+  case OpKind::Equal:
+    if (need(2)) r = f ? b_.CreateFCmpOEQ(a[0], a[1]) : b_.CreateICmpEQ(a[0], a[1]);
+    break;
+  case OpKind::Less:
+    if (need(2))
+      r = f ? b_.CreateFCmpOLT(a[0], a[1])
+            : (s ? b_.CreateICmpSLT(a[0], a[1]) : b_.CreateICmpULT(a[0], a[1]));
+    break;
+  case OpKind::LessEqual:
+    if (need(2))
+      r = f ? b_.CreateFCmpOLE(a[0], a[1])
+            : (s ? b_.CreateICmpSLE(a[0], a[1]) : b_.CreateICmpULE(a[0], a[1]));
+    break;
+  case OpKind::Greater:
+    if (need(2))
+      r = f ? b_.CreateFCmpOGT(a[0], a[1])
+            : (s ? b_.CreateICmpSGT(a[0], a[1]) : b_.CreateICmpUGT(a[0], a[1]));
+    break;
+  case OpKind::GreaterEqual:
+    if (need(2))
+      r = f ? b_.CreateFCmpOGE(a[0], a[1])
+            : (s ? b_.CreateICmpSGE(a[0], a[1]) : b_.CreateICmpUGE(a[0], a[1]));
+    break;
+  case OpKind::Select:
+    if (need(3)) r = b_.CreateSelect(a[0], a[1], a[2]);
+    break;
+  default:
+    fail("op {} is not an elementwise op the LLVM backend supports", opInfo(e.op).name);
+    break;
+  }
+  if (!r)
+    return poison(e.type);
+  if (r->getType()->isIntegerTy(1) || e.op == OpKind::Select)
+    return r;
+  return roundTo(e.type, r);
+}
+
+// ---- Statements ------------------------------------------------------------------------------
+
+void KernelEmitter::emitStmt(const kir::Stmt &sp) {
+  if (!sp || error_)
+    return;
+  const kir::StmtNode &s = *sp;
+  switch (s.kind) {
+  case kir::StmtKind::Block: {
+    Scope saved = scope_;
+    for (const kir::Stmt &c : s.body)
+      emitStmt(c);
+    scope_ = std::move(saved);
+    return;
+  }
+  case kir::StmtKind::For: emitFor(s); return;
+  case kir::StmtKind::Store: {
+    DType dt;
+    Value *p = bufferElement(s.buffer, s.index, dt);
+    if (!p)
+      return;
+    Value *v = emitExpr(s.value);
+    if (error_)
+      return;
+    if (v->getType() != computeType(dt)) {
+      fail("store of a {} value into buffer {} of {}", printExpr(s.value),
+           k_.buffers[s.buffer].name, dtypeName(dt));
+      return;
+    }
+    b_.CreateStore(storeValue(dt, v), p);
+    return;
+  }
+  case kir::StmtKind::Decl: {
+    Type *t = computeType(s.type);
+    llvm::AllocaInst *slot = entryAlloca(t, s.name);
+    Value *v = emitExpr(s.value);
+    if (error_)
+      return;
+    if (v->getType() != t) {
+      fail("local '{}' of {} initialized with {}", s.name, dtypeName(s.type), printExpr(s.value));
+      return;
+    }
+    b_.CreateStore(v, slot);
+    scope_[s.name] = Binding{nullptr, slot, s.type};
+    return;
+  }
+  case kir::StmtKind::Assign: {
+    auto it = scope_.find(s.name);
+    if (it == scope_.end() || !it->second.slot) {
+      fail("assignment to '{}', which is not a local in scope", s.name);
+      return;
+    }
+    Value *v = emitExpr(s.value);
+    if (error_)
+      return;
+    if (v->getType() != computeType(it->second.type)) {
+      fail("local '{}' of {} assigned {}", s.name, dtypeName(it->second.type),
+           printExpr(s.value));
+      return;
+    }
+    b_.CreateStore(v, it->second.slot);
+    return;
+  }
+  case kir::StmtKind::If: {
+    Value *cond = emitExpr(s.value);
+    if (error_)
+      return;
+    if (!cond->getType()->isIntegerTy(1)) {
+      fail("if condition {} is not bool", printExpr(s.value));
+      return;
+    }
+    auto *thenB = llvm::BasicBlock::Create(c_, "then", fn_);
+    auto *elseB = s.body.size() > 1 && s.body[1] ? llvm::BasicBlock::Create(c_, "else", fn_)
+                                                 : nullptr;
+    auto *join = llvm::BasicBlock::Create(c_, "endif", fn_);
+    b_.CreateCondBr(cond, thenB, elseB ? elseB : join);
+    b_.SetInsertPoint(thenB);
+    {
+      Scope saved = scope_;
+      if (!s.body.empty())
+        emitStmt(s.body[0]);
+      scope_ = std::move(saved);
+    }
+    b_.CreateBr(join);
+    if (elseB) {
+      b_.SetInsertPoint(elseB);
+      Scope saved = scope_;
+      emitStmt(s.body[1]);
+      scope_ = std::move(saved);
+      b_.CreateBr(join);
+    }
+    b_.SetInsertPoint(join);
+    return;
+  }
+  }
+  fail("unknown statement kind");
+}
+
+llvm::MDNode *KernelEmitter::loopMetadata(kir::LoopKind kind, const kir::Expr &extent) {
+  std::vector<llvm::Metadata *> ops;
+  ops.push_back(nullptr); // self reference
+  auto flag = [&](const char *name, llvm::Metadata *v) {
+    ops.push_back(llvm::MDNode::get(c_, {llvm::MDString::get(c_, name), v}));
+  };
+  auto i1 = [&](bool v) { return llvm::ConstantAsMetadata::get(b_.getInt1(v)); };
+  auto i32 = [&](int v) { return llvm::ConstantAsMetadata::get(b_.getInt32(v)); };
+  bool constExtent = extent && extent->kind == kir::ExprKind::IntImm;
+  int64_t n = constExtent ? extent->intValue : 0;
+  switch (kind) {
+  case kir::LoopKind::Vectorized: {
+    flag("llvm.loop.vectorize.enable", i1(true));
+    int64_t w = 16;
+    if (constExtent && n > 0) {
+      w = 1;
+      while (w * 2 <= n && w < 64)
+        w *= 2;
+    }
+    if (w >= 2)
+      flag("llvm.loop.vectorize.width", i32(static_cast<int>(w)));
+    break;
+  }
+  case kir::LoopKind::Unrolled:
+    if (constExtent && n > 0 && n <= 64)
+      ops.push_back(llvm::MDNode::get(c_, {llvm::MDString::get(c_, "llvm.loop.unroll.full")}));
+    else
+      ops.push_back(llvm::MDNode::get(c_, {llvm::MDString::get(c_, "llvm.loop.unroll.enable")}));
+    break;
+  default: return nullptr;
+  }
+  llvm::MDNode *md = llvm::MDNode::getDistinct(c_, ops);
+  md->replaceOperandWith(0, md);
+  return md;
+}
+
+void KernelEmitter::emitLoop(const std::string &var, Value *begin, Value *end,
+                             kir::LoopKind kind, const kir::Expr &extentExpr,
+                             const std::vector<kir::Stmt> &body) {
+  llvm::BasicBlock *pre = b_.GetInsertBlock();
+  auto *header = llvm::BasicBlock::Create(c_, var + ".header", fn_);
+  auto *bodyB = llvm::BasicBlock::Create(c_, var + ".body", fn_);
+  auto *exit = llvm::BasicBlock::Create(c_, var + ".exit", fn_);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode *iv = b_.CreatePHI(b_.getInt64Ty(), 2, var);
+  iv->addIncoming(begin, pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(iv, end), bodyB, exit);
+  b_.SetInsertPoint(bodyB);
+  Scope saved = scope_;
+  scope_[var] = Binding{iv, nullptr, DType::I64};
+  for (const kir::Stmt &c : body)
+    emitStmt(c);
+  scope_ = std::move(saved);
+  Value *next = b_.CreateAdd(iv, b_.getInt64(1), var + ".next", /*HasNUW=*/true,
+                             /*HasNSW=*/true);
+  llvm::BranchInst *latch = b_.CreateBr(header);
+  if (llvm::MDNode *md = loopMetadata(kind, extentExpr))
+    latch->setMetadata(llvm::LLVMContext::MD_loop, md);
+  iv->addIncoming(next, b_.GetInsertBlock());
+  b_.SetInsertPoint(exit);
+}
+
+void KernelEmitter::emitFor(const kir::StmtNode &s) {
+  Value *extent = emitExpr(s.extent);
+  if (error_)
+    return;
+  if (!extent->getType()->isIntegerTy(64)) {
+    fail("loop {} has a non-i64 extent {}", s.name, printExpr(s.extent));
+    return;
+  }
+  if (s.loopKind == kir::LoopKind::Parallel && !inParallel_) {
+    emitParallelFor(s, extent);
+    return;
+  }
+  emitLoop(s.name, b_.getInt64(0), extent, s.loopKind, s.extent, s.body);
+}
+
+/// Outlines the loop body into `void body(void* ctx, i64 begin, i64 end)`, where ctx holds the
+/// kernel's buffer array, the loop variables in scope and the addresses of the locals in scope,
+/// and calls nnc_parallel_for(body, ctx, extent).
+void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
+  Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty();
+  // The context: buffers, then each scope entry (i64 value or local's address).
+  std::vector<std::pair<std::string, Binding>> captured(scope_.begin(), scope_.end());
+  std::vector<Type *> fields{ptr};
+  for (auto &[name, bd] : captured)
+    fields.push_back(bd.slot ? ptr : i64);
+  llvm::StructType *ctxTy = llvm::StructType::get(c_, fields);
+  llvm::AllocaInst *ctx = entryAlloca(ctxTy, s.name + ".ctx");
+  b_.CreateStore(buffersArg_, b_.CreateStructGEP(ctxTy, ctx, 0));
+  for (size_t i = 0; i < captured.size(); ++i) {
+    const Binding &bd = captured[i].second;
+    Value *v = bd.slot ? static_cast<Value *>(bd.slot) : bd.value;
+    if (!bd.slot && !v->getType()->isIntegerTy(64))
+      v = b_.CreateSExtOrTrunc(v, i64);
+    b_.CreateStore(v, b_.CreateStructGEP(ctxTy, ctx, i + 1));
+  }
+
+  auto *bodyTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
+  auto *bodyFn = llvm::Function::Create(bodyTy, llvm::Function::InternalLinkage,
+                                        fmt::format("{}.par{}", k_.name, outlined_++), m_);
+  setTargetAttributes(bodyFn, tm_);
+
+  // Emit the body function with fresh state, then come back.
+  llvm::Function *savedFn = fn_;
+  Value *savedArg = buffersArg_;
+  std::vector<Value *> savedBufs = bufs_;
+  Scope savedScope = scope_;
+  llvm::BasicBlock *savedBlock = b_.GetInsertBlock();
+  fn_ = bodyFn;
+  inParallel_ = true;
+  auto *entry = llvm::BasicBlock::Create(c_, "entry", bodyFn);
+  b_.SetInsertPoint(entry);
+  Value *ctxArg = bodyFn->getArg(0);
+  buffersArg_ = b_.CreateLoad(ptr, b_.CreateStructGEP(ctxTy, ctxArg, 0), "buffers");
+  loadBuffers(buffersArg_);
+  scope_.clear();
+  for (size_t i = 0; i < captured.size(); ++i) {
+    Binding bd = captured[i].second;
+    Value *v = b_.CreateLoad(bd.slot ? ptr : i64, b_.CreateStructGEP(ctxTy, ctxArg, i + 1),
+                             captured[i].first);
+    // A local lives in the caller's frame and is reached through its address.
+    if (bd.slot)
+      bd.slot = v;
+    else
+      bd.value = v;
+    scope_[captured[i].first] = bd;
+  }
+  emitLoop(s.name, bodyFn->getArg(1), bodyFn->getArg(2), kir::LoopKind::Serial, s.extent,
+           s.body);
+  b_.CreateRetVoid();
+
+  fn_ = savedFn;
+  buffersArg_ = savedArg;
+  bufs_ = std::move(savedBufs);
+  scope_ = std::move(savedScope);
+  inParallel_ = false;
+  b_.SetInsertPoint(savedBlock);
+
+  llvm::FunctionCallee pf = m_.getOrInsertFunction(
+      kParallelFor, llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, i64}, false));
+  auto *run = llvm::BasicBlock::Create(c_, s.name + ".par", fn_);
+  auto *after = llvm::BasicBlock::Create(c_, s.name + ".par.done", fn_);
+  b_.CreateCondBr(b_.CreateICmpSGT(extent, b_.getInt64(0)), run, after);
+  b_.SetInsertPoint(run);
+  b_.CreateCall(pf, {bodyFn, ctx, extent});
+  b_.CreateBr(after);
+  b_.SetInsertPoint(after);
+}
+
+} // namespace
+
+Expected<std::unique_ptr<llvm::Module>> emitModule(llvm::LLVMContext &ctx,
+                                                   const std::vector<kir::Kernel> &kernels,
+                                                   llvm::TargetMachine &tm) {
+  auto m = std::make_unique<llvm::Module>("nnc", ctx);
+  m->setDataLayout(tm.createDataLayout());
+  m->setTargetTriple(tm.getTargetTriple().str());
+  for (const kir::Kernel &k : kernels) {
+    Expected<kir::Stmt> body = kir::applySchedule(k);
+    if (!body)
+      return body.takeError().withContext("kernel " + k.name);
+    KernelEmitter em(*m, k, tm);
+    NNC_TRY(em.emit(*body));
+  }
+  std::string msg;
+  llvm::raw_string_ostream os(msg);
+  if (llvm::verifyModule(*m, &os))
+    return makeError("internal error: invalid LLVM IR generated: {}", os.str());
+  return m;
+}
+
+} // namespace nnc::llvmcg

@@ -1,0 +1,48 @@
+// Internal interface of the LLVM code generator: kernel IR -> an LLVM module, the process
+// helpers generated code calls, and the host target machine.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nnc/codegen/LLVMCodegen.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+class TargetMachine;
+} // namespace llvm
+
+namespace nnc::llvmcg {
+
+/// Emits one function `void name(void** buffers)` per kernel (schedules applied) into a new
+/// module whose data layout and triple are `tm`'s. Unsupported dtypes fail naming the kernel.
+Expected<std::unique_ptr<llvm::Module>> emitModule(llvm::LLVMContext &ctx,
+                                                   const std::vector<kir::Kernel> &kernels,
+                                                   llvm::TargetMachine &tm);
+
+/// Functions of this process that generated code may call, with their addresses: the
+/// runtime's nnc_parallel_for (when linked in) and the conversion helpers of MathLib.cpp.
+std::vector<std::pair<std::string, void *>> processSymbols();
+
+/// Names of the MathLib helpers (see MathLib.cpp).
+inline constexpr const char *kRoundF64ToF16 = "nnc_round_f64_to_f16";
+inline constexpr const char *kRoundF64ToBF16 = "nnc_round_f64_to_bf16";
+inline constexpr const char *kParallelFor = "nnc_parallel_for";
+/// Names of the MathLib helpers of the float storage formats (f8*, f4e2m1):
+/// `int32 nnc_f64_to_<dtype>(double v, int32 saturate, int32 roundMode)` gives the format's
+/// bits (roundMode: fp::E8M0Round, used by f8e8m0 only) and `double nnc_<dtype>_to_f64(int32
+/// bits)` the exact value (include/nnc/support/FloatFormats.h).
+std::string storageEncodeHelper(DType t);
+std::string storageDecodeHelper(DType t);
+
+/// The object-cache key (hex SHA-1) of a module's unoptimized IR text compiled for `cpu`
+/// (hostCpuDescription() in use) at `optLevel` by this nnc and LLVM version.
+std::string objectCacheKey(const std::string &irText, const std::string &cpu, int optLevel);
+
+/// The host CPU name and its features ("+avx2,+avx512f,...", sorted).
+std::pair<std::string, std::string> hostCpuAndFeatures();
+
+} // namespace nnc::llvmcg

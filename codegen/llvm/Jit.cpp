@@ -1,0 +1,393 @@
+// Kernels -> optimized LLVM IR -> machine code for the host CPU, loaded through ORC LLJIT, with
+// an on-disk object cache keyed by the unoptimized IR, the host CPU and the nnc version.
+//
+// Compilation is ours (new pass manager at O<optLevel>, then the target machine's object
+// emitter), so a cache hit skips both the optimizer and code generation: the cached object is
+// handed to LLJIT as is.
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+
+#include <unistd.h>
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/ADT/StringMap.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Object/ObjectFile.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/DynamicLibrary.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SHA1.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+
+#include "llvm/Emitter.h"
+
+namespace nnc {
+
+std::string CodegenOptions::defaultObjectCacheDir() {
+  if (const char *d = std::getenv("NNC_CACHE_DIR"))
+    return d;
+  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return std::string(x) + "/nnc/objects";
+  if (const char *h = std::getenv("HOME"); h && *h)
+    return std::string(h) + "/.cache/nnc/objects";
+  return "";
+}
+
+namespace llvmcg {
+
+std::pair<std::string, std::string> hostCpuAndFeatures() {
+  static const std::pair<std::string, std::string> host = [] {
+    std::string cpu = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> feats;
+    std::vector<std::string> list;
+    if (llvm::sys::getHostCPUFeatures(feats))
+      for (const auto &f : feats)
+        list.push_back((f.getValue() ? "+" : "-") + f.getKey().str());
+    std::sort(list.begin(), list.end());
+    std::string joined;
+    for (const std::string &f : list)
+      joined += (joined.empty() ? "" : ",") + f;
+    return std::make_pair(cpu, joined);
+  }();
+  return host;
+}
+
+} // namespace llvmcg
+
+std::string llvmcg::objectCacheKey(const std::string &irText, const std::string &cpu,
+                                   int optLevel) {
+  llvm::SHA1 sha;
+  sha.update(irText);
+  sha.update("\ncpu: " + cpu);
+  sha.update(std::string("\nnnc: ") + NNC_VERSION + "\nllvm: " + LLVM_VERSION_STRING +
+             "\nopt: " + std::to_string(optLevel));
+  std::array<uint8_t, 20> h = sha.result();
+  return llvm::toHex(llvm::ArrayRef<uint8_t>(h.data(), h.size()), /*LowerCase=*/true);
+}
+
+std::string hostCpuDescription() {
+  auto [cpu, features] = llvmcg::hostCpuAndFeatures();
+  return cpu + " " + features;
+}
+
+namespace {
+
+using namespace llvmcg;
+
+void initializeLLVM() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+std::string errorText(llvm::Error e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << e;
+  return os.str();
+}
+
+llvm::CodeGenOpt::Level codegenLevel(int optLevel) {
+  switch (optLevel) {
+  case 0: return llvm::CodeGenOpt::None;
+  case 1: return llvm::CodeGenOpt::Less;
+  case 2: return llvm::CodeGenOpt::Default;
+  default: return llvm::CodeGenOpt::Aggressive;
+  }
+}
+
+Expected<std::unique_ptr<llvm::TargetMachine>> hostTargetMachine(int optLevel) {
+  initializeLLVM();
+  std::string triple = llvm::sys::getProcessTriple();
+  std::string err;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target)
+    return makeError("LLVM has no target for {}: {}", triple, err);
+  auto [cpu, features] = hostCpuAndFeatures();
+  llvm::TargetOptions to; // no fast-math: results must match the interpreter
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, cpu, features, to, llvm::Reloc::PIC_, llvm::CodeModel::Small,
+      codegenLevel(optLevel)));
+  if (!tm)
+    return makeError("cannot create an LLVM target machine for {} ({})", triple, cpu);
+  return tm;
+}
+
+/// True when glibc's vector math library (libmvec) is loaded into the process, so the loop
+/// vectorizer may call its exp/log/sin/cos/pow variants (at most 4 ulp from the scalar libm,
+/// far inside the ONNX tolerances).
+bool useLibmvec() {
+  static const bool ok = [] {
+    if (llvm::Triple(llvm::sys::getProcessTriple()).getArch() != llvm::Triple::x86_64)
+      return false;
+    if (std::getenv("NNC_NO_LIBMVEC"))
+      return false;
+    std::string err;
+    return !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err);
+  }();
+  return ok;
+}
+
+llvm::TargetLibraryInfoImpl libraryInfo(const llvm::Module &m) {
+  llvm::TargetLibraryInfoImpl tlii{llvm::Triple(m.getTargetTriple())};
+  if (useLibmvec())
+    tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86);
+  return tlii;
+}
+
+void optimize(llvm::Module &m, llvm::TargetMachine &tm, int optLevel) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::TargetLibraryInfoImpl tlii = libraryInfo(m);
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = optLevel >= 2;
+  pto.SLPVectorization = optLevel >= 2;
+  llvm::PassBuilder pb(&tm, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel level = optLevel <= 0   ? llvm::OptimizationLevel::O0
+                                  : optLevel == 1 ? llvm::OptimizationLevel::O1
+                                  : optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                  : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
+                                    ? pb.buildO0DefaultPipeline(level)
+                                    : pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(m, mam);
+}
+
+Error emitFile(llvm::Module &m, llvm::TargetMachine &tm, llvm::CodeGenFileType type,
+               llvm::SmallVectorImpl<char> &out) {
+  llvm::raw_svector_ostream os(out);
+  llvm::legacy::PassManager pm;
+  pm.add(new llvm::TargetLibraryInfoWrapperPass(libraryInfo(m)));
+  if (tm.addPassesToEmitFile(pm, os, nullptr, type))
+    return makeError("the LLVM target cannot emit this file type");
+  pm.run(m);
+  return Error::success();
+}
+
+std::string moduleText(const llvm::Module &m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os, nullptr);
+  return os.str();
+}
+
+/// Compiles `kernels` into an optimized module for the host.
+struct Built {
+  std::unique_ptr<llvm::LLVMContext> ctx;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::unique_ptr<llvm::Module> module;
+};
+Expected<Built> build(const std::vector<kir::Kernel> &kernels, int optLevel) {
+  Built b;
+  b.ctx = std::make_unique<llvm::LLVMContext>();
+  // Missed-optimization remarks ("loop not vectorized" when a vectorize hint cannot be
+  // honoured, e.g. around libm calls) are not errors; keep them off stderr.
+  b.ctx->setDiagnosticHandlerCallBack(
+      [](const llvm::DiagnosticInfo &di, void *) {
+        if (di.getSeverity() == llvm::DS_Error) {
+          std::string s;
+          llvm::raw_string_ostream os(s);
+          llvm::DiagnosticPrinterRawOStream dp(os);
+          di.print(dp);
+          std::fprintf(stderr, "nnc: LLVM error: %s\n", os.str().c_str());
+        }
+      },
+      nullptr);
+  NNC_ASSIGN_OR_RETURN(b.tm, hostTargetMachine(optLevel));
+  NNC_ASSIGN_OR_RETURN(b.module, emitModule(*b.ctx, kernels, *b.tm));
+  return b;
+}
+
+// ---- Object cache ----------------------------------------------------------------------------
+
+std::unique_ptr<llvm::MemoryBuffer> readCached(const std::string &path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return nullptr;
+  // A truncated or foreign file is a miss, not an error.
+  auto obj = llvm::object::ObjectFile::createObjectFile((*buf)->getMemBufferRef());
+  if (!obj) {
+    llvm::consumeError(obj.takeError());
+    return nullptr;
+  }
+  return std::move(*buf);
+}
+
+/// Writes atomically (temporary file, then rename); failures only mean no caching.
+void writeCached(const std::string &dir, const std::string &path, llvm::StringRef data) {
+  if (llvm::sys::fs::create_directories(dir))
+    return;
+  static std::atomic<unsigned> counter{0};
+  std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f)
+      return;
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    if (!f.good()) {
+      f.close();
+      std::remove(tmp.c_str());
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    std::remove(tmp.c_str());
+}
+
+// ---- JIT -------------------------------------------------------------------------------------
+
+class JitModule : public CompiledModule {
+public:
+  KernelFn lookup(const std::string &name) const override {
+    auto it = fns_.find(name);
+    return it == fns_.end() ? nullptr : it->second;
+  }
+  bool fromCache() const override { return fromCache_; }
+
+  /// Loads `object` into a fresh LLJIT and resolves every kernel.
+  static Expected<std::unique_ptr<JitModule>> load(std::unique_ptr<llvm::MemoryBuffer> object,
+                                                   const std::vector<kir::Kernel> &kernels,
+                                                   bool fromCache) {
+    initializeLLVM();
+    auto [cpu, features] = hostCpuAndFeatures();
+    llvm::orc::JITTargetMachineBuilder jtmb((llvm::Triple(llvm::sys::getProcessTriple())));
+    jtmb.setCPU(cpu);
+    llvm::SubtargetFeatures sf(features);
+    jtmb.addFeatures(sf.getFeatures());
+    jtmb.setRelocationModel(llvm::Reloc::PIC_);
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
+    if (!jit)
+      return makeError("cannot create the LLVM JIT: {}", errorText(jit.takeError()));
+    auto m = std::make_unique<JitModule>();
+    m->fromCache_ = fromCache;
+    m->jit_ = std::move(*jit);
+    llvm::orc::LLJIT &j = *m->jit_;
+    llvm::orc::JITDylib &jd = j.getMainJITDylib();
+    llvm::orc::SymbolMap syms;
+    for (auto &[name, addr] : processSymbols())
+      syms[j.mangleAndIntern(name)] = llvm::JITEvaluatedSymbol(
+          llvm::pointerToJITTargetAddress(addr),
+          llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+    if (llvm::Error e = jd.define(llvm::orc::absoluteSymbols(std::move(syms))))
+      return makeError("cannot define JIT symbols: {}", errorText(std::move(e)));
+    // libm (tanhf, erff, fmodf, ...) and memset/memcpy come from the process.
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        j.getDataLayout().getGlobalPrefix());
+    if (!gen)
+      return makeError("cannot search the process for symbols: {}", errorText(gen.takeError()));
+    jd.addGenerator(std::move(*gen));
+    if (llvm::Error e = j.addObjectFile(jd, std::move(object)))
+      return makeError("cannot load the kernels' object code: {}", errorText(std::move(e)));
+    for (const kir::Kernel &k : kernels) {
+      auto addr = j.lookup(k.name);
+      if (!addr)
+        return makeError("kernel {}: JIT lookup failed: {}", k.name, errorText(addr.takeError()));
+      m->fns_[k.name] = addr->toPtr<KernelFn>();
+    }
+    return m;
+  }
+
+private:
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::map<std::string, KernelFn> fns_;
+  bool fromCache_ = false;
+};
+
+bool hasParallelFor() {
+  for (auto &[name, addr] : processSymbols())
+    if (name == kParallelFor)
+      return true;
+  return false;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::Kernel> &kernels,
+                                                         const CodegenOptions &opts) {
+  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, opts.optLevel));
+  if (llvm::Function *pf = b.module->getFunction(kParallelFor); pf && !pf->use_empty()) {
+    if (!hasParallelFor())
+      return makeError("kernels with parallel loops need the runtime's nnc_parallel_for, which "
+                       "is not linked into this program");
+  }
+  std::string key, path;
+  if (!opts.cacheDir.empty()) {
+    key = objectCacheKey(moduleText(*b.module),
+                         hostCpuDescription() + (useLibmvec() ? " libmvec" : ""), opts.optLevel);
+    path = opts.cacheDir + "/" + key + ".o";
+    if (auto cached = readCached(path)) {
+      auto m = JitModule::load(std::move(cached), kernels, /*fromCache=*/true);
+      if (m)
+        return std::unique_ptr<CompiledModule>(std::move(*m));
+      // An unusable cache entry: compile afresh and overwrite it below.
+    }
+  }
+  optimize(*b.module, *b.tm, opts.optLevel);
+  llvm::SmallVector<char, 0> obj;
+  NNC_TRY(emitFile(*b.module, *b.tm, llvm::CGFT_ObjectFile, obj));
+  llvm::StringRef data(obj.data(), obj.size());
+  if (!path.empty())
+    writeCached(opts.cacheDir, path, data);
+  auto m = JitModule::load(llvm::MemoryBuffer::getMemBufferCopy(data, "nnc-kernels"), kernels,
+                           /*fromCache=*/false);
+  if (!m)
+    return m.takeError();
+  return std::unique_ptr<CompiledModule>(std::move(*m));
+}
+
+Expected<std::string> emitLLVMIR(const std::vector<kir::Kernel> &kernels, bool optimized) {
+  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, 3));
+  if (optimized)
+    optimize(*b.module, *b.tm, 3);
+  return moduleText(*b.module);
+}
+
+Expected<std::string> emitAssembly(const std::vector<kir::Kernel> &kernels) {
+  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, 3));
+  optimize(*b.module, *b.tm, 3);
+  llvm::SmallVector<char, 0> out;
+  NNC_TRY(emitFile(*b.module, *b.tm, llvm::CGFT_AssemblyFile, out));
+  return std::string(out.data(), out.size());
+}
+
+Error emitObjectFile(const std::vector<kir::Kernel> &kernels, const std::string &path) {
+  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, 3));
+  optimize(*b.module, *b.tm, 3);
+  llvm::SmallVector<char, 0> out;
+  NNC_TRY(emitFile(*b.module, *b.tm, llvm::CGFT_ObjectFile, out));
+  std::ofstream f(path, std::ios::binary);
+  if (!f)
+    return makeError("cannot write {}", path);
+  f.write(out.data(), static_cast<std::streamsize>(out.size()));
+  if (!f.good())
+    return makeError("cannot write {}", path);
+  return Error::success();
+}
+
+} // namespace nnc

@@ -1,0 +1,78 @@
+// Helpers shared by the lowerers: static extents and strides, index expressions, a builder
+// that declares a node's buffers and names loop variables, and default schedules.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nnc/codegen/Lowering.h"
+
+namespace nnc::lower {
+
+/// The static extents of `v` (lowerNode has checked that operand shapes are static; result
+/// shapes are asserted static here).
+Extents extentsOf(const Value *v);
+/// Element count of static extents (1 for a scalar).
+int64_t numElementsOf(const Extents &e);
+/// Row-major strides in elements.
+std::vector<int64_t> stridesOf(const Extents &e);
+
+/// sum_d idx[d] * strides[d] as an i64 expression (stride-0 terms are dropped).
+kir::Expr flatIndex(const std::vector<kir::Expr> &idx, const std::vector<int64_t> &strides);
+/// The flat index into an operand of extents `in`, numpy-broadcast (right-aligned) to the
+/// output position `outIdx`: stride 0 on the operand's size-1 dims.
+kir::Expr broadcastIndex(const std::vector<kir::Expr> &outIdx, const Extents &in);
+
+/// The dtype a kernel moves values of `t` as: `t` for arithmetic dtypes; u8 for the
+/// storage-only formats (f8, f4, i4, ...), which take one byte per element in memory, so
+/// copies need no arithmetic on them.
+DType movedType(DType t);
+
+/// Builds one kernel of a node. Buffers are declared on first use, in that order, with the
+/// value's dtype (movedType) and static element count: operand k is named `in<k>` (role
+/// Operand, index k), result k `out<k>` (role Result, index k, written).
+class KernelBuilder {
+public:
+  KernelBuilder(const Node &node, std::string kernelName);
+
+  const Node &node() const { return node_; }
+  /// The buffer (index into Kernel::buffers) of operand i / result i.
+  int operand(size_t i);
+  int result(size_t i);
+  /// A scratch buffer `index` of the node (declared once; written).
+  int scratch(int index, DType t, int64_t numElements);
+  DType bufferType(int b) const { return buffers_[b].dtype; }
+
+  /// buffers[b][index], typed from the buffer.
+  kir::Expr load(int b, kir::Expr index) const;
+  /// Marks `b` written (operands are not, unless stored to) and returns the store.
+  kir::Stmt store(int b, kir::Expr index, kir::Expr value);
+
+  /// A fresh variable name `<prefix><n>` (unique in the kernel).
+  std::string freshName(const std::string &prefix = "i");
+  /// A loop nest over `extents` (outermost first) with fresh variables; `body` gets the loop
+  /// variables. For rank 0 it is just the body. `loopNames` (if given) receives the names.
+  kir::Stmt loopNest(const Extents &extents,
+                     const std::function<kir::Stmt(const std::vector<kir::Expr> &)> &body,
+                     std::vector<std::string> *loopNames = nullptr);
+
+  /// The finished kernel.
+  kir::Kernel finish(kir::Stmt body, kir::Schedule schedule = {});
+
+private:
+  const Node &node_;
+  std::string name_;
+  std::vector<kir::BufferDecl> buffers_;
+  int nextName_ = 0;
+  int find(kir::BufferRole role, int index) const;
+};
+
+/// The default schedule of a loop nest that writes each output element once (its
+/// iterations are independent): nothing below 65536 elements; above, the outermost loop
+/// (or, for one loop, its outer part) runs in parallel and, when `vectorize` is set and the
+/// innermost extent is at least 16, the innermost loop is split by 16 and vectorized.
+kir::Schedule defaultSchedule(const std::vector<std::string> &loops, const Extents &extents,
+                              bool vectorize = true);
+
+} // namespace nnc::lower

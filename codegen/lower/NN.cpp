@@ -1,0 +1,807 @@
+// Lowerers of the linear-algebra and window ops: matmul, einsum, conv, conv_transpose,
+// max_pool, avg_pool and lrn, as direct loop nests. Semantics follow runtime/interp/MatMul.cpp,
+// Conv.cpp and LocalWindow.cpp.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+
+#include "NNLowering.h"
+#include "nnc/ir/NNGeometry.h"
+#include "nnc/ir/ShapeUtils.h"
+
+namespace nnc::lower {
+
+namespace {
+
+using namespace nnl;
+using kir::Expr;
+using kir::Stmt;
+using Kernels = std::vector<kir::Kernel>;
+
+Expr sumOf(const std::vector<Expr> &terms) {
+  Expr s = i64(0);
+  for (const Expr &t : terms)
+    s = kir::add(s, t);
+  return s;
+}
+
+/// lo <= e < hi as a bool expression (folds when constant).
+Expr inRange(const Expr &e, int64_t lo, int64_t hi) {
+  return kir::land(kir::ge(e, i64(lo)), kir::lt(e, i64(hi)));
+}
+
+Expr andAll(const std::vector<Expr> &conds) {
+  Expr c = kir::intImm(1, DType::Bool);
+  for (const Expr &e : conds)
+    c = kir::land(c, e);
+  return c;
+}
+
+bool isTrue(const Expr &e) { return e->kind == kir::ExprKind::IntImm && e->intValue != 0; }
+
+Stmt guarded(const Expr &cond, Stmt s) { return isTrue(cond) ? s : kir::ifThen(cond, s); }
+
+// ---- matmul ------------------------------------------------------------------------------------
+
+Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix) {
+  const Value *av = node.operand(0), *bv = node.operand(1);
+  DType t = av->dtype();
+  if (t != bv->dtype() || !isNumeric(t))
+    return node.error("operands must have one numeric dtype, got {} and {}", dtypeName(t),
+                      dtypeName(bv->dtype()));
+  Extents as = extentsOf(av), bs = extentsOf(bv);
+  if (as.empty() || bs.empty())
+    return node.error("operands must have rank >= 1");
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  if (bs[bs.size() - 2] != k)
+    return node.error("inner dims differ: {} and {}", extentsStr(extentsOf(av)),
+                      extentsStr(extentsOf(bv)));
+  Extents batchA(as.begin(), as.end() - 2), batchB(bs.begin(), bs.end() - 2);
+  std::optional<Extents> batch = broadcastExtents(batchA, batchB);
+  if (!batch)
+    return node.error("batch dims {} and {} do not broadcast", extentsStr(batchA),
+                      extentsStr(batchB));
+  int64_t outN = numElementsOf(extentsOf(node.result(0)));
+  if (outN == 0)
+    return Kernels{emptyKernel(node, prefix)};
+  // Element strides of each output batch dim in A, B and the output.
+  size_t nb = batch->size();
+  auto batchStrides = [&](const Extents &in, int64_t matSize) {
+    std::vector<int64_t> s(nb, 0);
+    int64_t st = matSize;
+    size_t off = nb - in.size();
+    for (size_t i = in.size(); i-- > 0;) {
+      s[off + i] = in[i] == 1 ? 0 : st;
+      st *= in[i];
+    }
+    return s;
+  };
+  std::vector<int64_t> sa = batchStrides(batchA, m * k), sb = batchStrides(batchB, k * n),
+                       so = batchStrides(*batch, m * n);
+
+  KernelBuilder kb(node, prefix);
+  int ab = kb.operand(0), bb = kb.operand(1), ob = kb.result(0);
+  Nest outer;
+  Expr aOff = i64(0), bOff = i64(0), oOff = i64(0);
+  for (size_t d = 0; d < nb; ++d) {
+    Expr v = outer.add(kb, (*batch)[d], "b");
+    aOff = kir::add(aOff, kir::mul(v, i64(sa[d])));
+    bOff = kir::add(bOff, kir::mul(v, i64(sb[d])));
+    oOff = kir::add(oOff, kir::mul(v, i64(so[d])));
+  }
+  Expr i = outer.add(kb, m, "m");
+  aOff = kir::add(aOff, kir::mul(i, i64(k)));
+  oOff = kir::add(oOff, kir::mul(i, i64(n)));
+  int64_t work = outN * std::max<int64_t>(k, 1);
+  // f32 products accumulate in f64 for long rows (like the interpreter, which sums in double:
+  // near-zero results of long dot products would otherwise miss rtol 1e-3); f16/bf16 in f32.
+  DType acc = accType(t, /*wide=*/k >= 64);
+  int accb = acc != t ? kb.scratch(0, acc, outN) : ob;
+  // Accumulate whole output rows: for p: row[i, :] += a[i, p] * b[p, :]; the innermost loop
+  // runs over contiguous rows of b and of the accumulator.
+  Nest init, red, cols, fin;
+  Expr j0 = init.add(kb, n, "n");
+  Stmt initS = init.wrap(kb.store(accb, kir::add(oOff, j0), fc(0, acc)));
+  Expr p = red.add(kb, k, "k");
+  Expr j = cols.add(kb, n, "n");
+  std::string a = kb.freshName("a");
+  Expr oIdx = kir::add(oOff, j);
+  Expr bElem = kir::cast(kb.load(bb, kir::add(bOff, kir::add(kir::mul(p, i64(n)), j))), acc);
+  Stmt upd =
+      kb.store(accb, oIdx, kir::add(kb.load(accb, oIdx), kir::mul(kir::var(a, acc), bElem)));
+  Stmt redS = red.wrap(kir::block(
+      {kir::decl(a, acc, kir::cast(kb.load(ab, kir::add(aOff, p)), acc)), cols.wrap(upd)}));
+  std::vector<Stmt> body{initS, redS};
+  if (accb != ob) {
+    Expr jf = fin.add(kb, n, "n");
+    Expr at = kir::add(oOff, jf);
+    body.push_back(fin.wrap(kb.store(ob, at, kir::cast(kb.load(accb, at), t))));
+  }
+  return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, work))};
+}
+
+// ---- einsum ------------------------------------------------------------------------------------
+
+Expected<Kernels> lowerEinsum(const Node &node, const std::string &prefix) {
+  size_t numOps = node.numOperands();
+  std::vector<int64_t> ranks;
+  std::vector<Extents> ext;
+  DType t = node.operand(0)->dtype();
+  for (size_t j = 0; j < numOps; ++j) {
+    if (!node.operand(j))
+      return node.error("operand {} is missing", j);
+    if (node.operand(j)->dtype() != t)
+      return node.error("operand dtypes differ");
+    ext.push_back(extentsOf(node.operand(j)));
+    ranks.push_back(static_cast<int64_t>(ext.back().size()));
+  }
+  if (!isNumeric(t))
+    return node.error("unsupported dtype {}", dtypeName(t));
+  NNC_ASSIGN_OR_RETURN(EinsumLabels labels, parseEinsum(node, ranks));
+  std::map<int, int64_t> size;
+  for (size_t j = 0; j < numOps; ++j)
+    for (size_t d = 0; d < labels.operands[j].size(); ++d) {
+      int l = labels.operands[j][d];
+      int64_t e = ext[j][d];
+      auto it = size.find(l);
+      if (it == size.end() || it->second == 1)
+        size[l] = e;
+      else if (e != 1 && e != it->second)
+        return node.error("label '{}' has sizes {} and {}",
+                          l < 256 ? std::string(1, static_cast<char>(l)) : "...", it->second, e);
+    }
+  std::vector<int> outLabels = labels.output, sumLabels;
+  for (auto [l, e] : size)
+    if (std::find(outLabels.begin(), outLabels.end(), l) == outLabels.end())
+      sumLabels.push_back(l);
+  Extents outExt;
+  for (int l : outLabels)
+    outExt.push_back(size[l]);
+  if (numElementsOf(outExt) == 0)
+    return Kernels{emptyKernel(node, prefix)};
+  // Stride of each label in each operand (a repeated label walks the diagonal; a broadcast
+  // size-1 axis has stride 0).
+  std::vector<std::map<int, int64_t>> labelStride(numOps);
+  for (size_t j = 0; j < numOps; ++j) {
+    std::vector<int64_t> st = stridesOf(ext[j]);
+    for (size_t d = 0; d < labels.operands[j].size(); ++d)
+      if (ext[j][d] != 1)
+        labelStride[j][labels.operands[j][d]] += st[d];
+  }
+  DType acc = isFloat(t) ? (t == DType::F64 || t == DType::F32 ? DType::F64 : DType::F32) : t;
+  KernelBuilder kb(node, prefix);
+  std::vector<int> bufs;
+  for (size_t j = 0; j < numOps; ++j)
+    bufs.push_back(kb.operand(j));
+  int ob = kb.result(0);
+  Nest outer, red;
+  std::map<int, Expr> vars;
+  for (int l : outLabels)
+    vars[l] = outer.add(kb, size[l], "o");
+  int64_t sumN = 1;
+  for (int l : sumLabels) {
+    vars[l] = red.add(kb, size[l], "s");
+    sumN *= size[l];
+  }
+  Expr prod;
+  for (size_t j = 0; j < numOps; ++j) {
+    Expr idx = i64(0);
+    for (auto [l, s] : labelStride[j])
+      idx = kir::add(idx, kir::mul(vars.at(l), i64(s)));
+    Expr v = kir::cast(kb.load(bufs[j], idx), acc);
+    prod = prod ? kir::mul(prod, v) : v;
+  }
+  Expr oIdx = flatIndex(
+      [&] {
+        std::vector<Expr> v;
+        for (int l : outLabels)
+          v.push_back(vars.at(l));
+        return v;
+      }(),
+      stridesOf(outExt));
+  Stmt body;
+  if (sumLabels.empty()) {
+    body = kb.store(ob, oIdx, kir::cast(prod, t));
+  } else {
+    std::string a = kb.freshName("acc");
+    Expr aE = kir::var(a, acc);
+    body = kir::block({kir::decl(a, acc, fc(0, acc)), red.wrap(kir::assign(a, kir::add(aE, prod))),
+                       kb.store(ob, oIdx, kir::cast(aE, t))});
+  }
+  return Kernels{kb.finish(outer.wrap(body),
+                           parallelOuter(outer, numElementsOf(outExt) * sumN * int64_t(numOps)))};
+}
+
+// ---- conv and conv_transpose -------------------------------------------------------------------
+
+struct ConvGeometry {
+  std::vector<WindowAxis> axes;
+  Extents inSpatial, outSpatial, kernel;
+  int64_t inSize = 1, outSize = 1, kernelSize = 1;
+};
+
+Expected<ConvGeometry> convGeometry(const Node &node, const Extents &xs, const Extents &ws,
+                                    bool transpose) {
+  if (xs.size() < 3 || ws.size() != xs.size())
+    return node.error("input {} and weight {} must have one rank >= 3", extentsStr(xs),
+                      extentsStr(ws));
+  size_t n = xs.size() - 2;
+  NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, n));
+  ConvGeometry g;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t in = xs[i + 2], k = ws[i + 2];
+    Expected<WindowAxis> ax =
+        transpose ? transposeWindowAxis(node, a, i, in, k) : windowAxis(node, a, i, in, k);
+    if (!ax)
+      return ax.takeError();
+    g.axes.push_back(*ax);
+    g.inSpatial.push_back(in);
+    g.outSpatial.push_back(ax->out);
+    g.kernel.push_back(k);
+    g.inSize *= in;
+    g.outSize *= ax->out;
+    g.kernelSize *= k;
+  }
+  return g;
+}
+
+/// The range of "from" positions p in [0, fromCount) whose partner p*stride - padBegin +
+/// tap*dilation lies in [0, toCount), for a kernel tap given as an expression: returns
+/// {first, count} (count >= 0).
+std::pair<Expr, Expr> tapRange(const WindowAxis &a, const Expr &tap, int64_t fromCount,
+                               int64_t toCount) {
+  // q = p*s + c with c = tap*d - padBegin; 0 <= q  <=>  p >= ceil(-c / s);
+  // q <= toCount-1  <=>  p <= floor((toCount-1-c) / s).
+  Expr negC = kir::sub(i64(a.padBegin), kir::mul(tap, i64(a.dilation)));
+  Expr lo = kir::div(kir::add(kir::max(negC, i64(0)), i64(a.stride - 1)), i64(a.stride));
+  Expr hiNum = kir::add(kir::add(i64(toCount - 1 + a.stride), negC), i64(0));
+  Expr hi = kir::min(i64(fromCount), kir::div(kir::max(hiNum, i64(0)), i64(a.stride)));
+  return {lo, kir::max(kir::sub(hi, lo), i64(0))};
+}
+
+/// Conv as im2col + GEMM (the interpreter's method): a first kernel copies each window tap
+/// of the input (0 in the padding) into a scratch matrix col[n, c, k, p]; the second computes
+/// out[n, m, p] = bias[m] + sum_r w[m, r] * col[n, g*cg.., r, p], accumulating whole output
+/// planes with the innermost loop over the contiguous output positions p. A pointwise conv
+/// (1x1, stride 1, no padding) reads the input directly.
+Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvGeometry &geo,
+                        int64_t N, int64_t C, int64_t M, int64_t cg, int64_t mg, DType t,
+                        bool hasBias) {
+  size_t D = geo.axes.size();
+  int64_t K = geo.kernelSize, P = geo.outSize, R = cg * K;
+  bool pointwise = true;
+  for (const WindowAxis &a : geo.axes)
+    pointwise = pointwise && a.kernel == 1 && a.stride == 1 && a.padBegin == 0 && a.out == a.in;
+  DType acc = accType(t, /*wide=*/false);
+  Kernels kernels;
+  std::vector<int64_t> inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial),
+                       kStride = stridesOf(geo.kernel);
+  int64_t colN = N * C * K * P;
+  if (!pointwise) {
+    KernelBuilder ka(node, prefix + "_im2col");
+    int xb = ka.operand(0), cb = ka.scratch(0, t, colN);
+    Nest nest;
+    Expr n = nest.add(ka, N, "n"), c = nest.add(ka, C, "c");
+    std::vector<Expr> k(D), o(D), pos(D), conds;
+    for (size_t d = 0; d < D; ++d)
+      k[d] = nest.add(ka, geo.axes[d].kernel, "k");
+    for (size_t d = 0; d < D; ++d)
+      o[d] = nest.add(ka, geo.axes[d].out, "o");
+    std::vector<Expr> xTerms{kir::mul(kir::add(kir::mul(n, i64(C)), c), i64(geo.inSize))};
+    for (size_t d = 0; d < D; ++d) {
+      const WindowAxis &a = geo.axes[d];
+      pos[d] = kir::add(kir::sub(kir::mul(o[d], i64(a.stride)), i64(a.padBegin)),
+                        kir::mul(k[d], i64(a.dilation)));
+      bool always = a.padBegin == 0 && (a.out - 1) * a.stride + (a.kernel - 1) * a.dilation < a.in;
+      if (!always)
+        conds.push_back(inRange(pos[d], 0, a.in));
+      xTerms.push_back(kir::mul(pos[d], i64(inStride[d])));
+    }
+    Expr colIdx = kir::add(
+        kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), c), i64(K)), flatIndex(k, kStride)),
+                 i64(P)),
+        flatIndex(o, outStride));
+    Expr cond = andAll(conds);
+    Stmt copy = ka.store(cb, colIdx, ka.load(xb, sumOf(xTerms)));
+    Stmt body = isTrue(cond) ? copy : kir::ifThen(cond, copy, ka.store(cb, colIdx, fc(0, t)));
+    kernels.push_back(ka.finish(nest.wrap(body), parallelOuter(nest, colN)));
+  }
+  KernelBuilder kb(node, prefix);
+  int src = pointwise ? kb.operand(0) : kb.scratch(0, t, colN);
+  int wb = kb.operand(1), bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
+  int64_t outN = N * M * P;
+  int accb = acc != t ? kb.scratch(1, acc, outN) : ob;
+  Nest outer;
+  Expr n = outer.add(kb, N, "n"), m = outer.add(kb, M, "m");
+  Expr g = kir::div(m, i64(mg));
+  Expr plane = kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P));
+  Nest initN, red, cols;
+  Expr p0 = initN.add(kb, P, "p");
+  Stmt initS = initN.wrap(
+      kb.store(accb, kir::add(plane, p0), hasBias ? kir::cast(kb.load(bb, m), acc) : fc(0, acc)));
+  Expr r = red.add(kb, R, "r");
+  Expr p = cols.add(kb, P, "p");
+  std::string wname = kb.freshName("w");
+  Expr row = kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), kir::mul(g, i64(cg))), i64(K)), r);
+  Expr oIdx = kir::add(plane, p);
+  Stmt upd = kb.store(accb, oIdx,
+                      kir::add(kb.load(accb, oIdx),
+                               kir::mul(kir::var(wname, acc),
+                                        kir::cast(kb.load(src, kir::add(kir::mul(row, i64(P)), p)),
+                                                  acc))));
+  Stmt redS = red.wrap(kir::block(
+      {kir::decl(wname, acc, kir::cast(kb.load(wb, kir::add(kir::mul(m, i64(R)), r)), acc)),
+       cols.wrap(upd)}));
+  std::vector<Stmt> stmts{outer.wrap(kir::block({initS, redS}))};
+  if (accb != ob) {
+    Nest fin;
+    Expr f = fin.add(kb, outN, "f");
+    stmts.push_back(fin.wrap(kb.store(ob, f, kir::cast(kb.load(accb, f), t))));
+  }
+  kernels.push_back(kb.finish(kir::block(stmts), parallelOuter(outer, outN * R)));
+  return kernels;
+}
+
+/// conv_transpose as GEMM + col2im (the interpreter's method): a first kernel computes
+/// col[n, g, (mi, k), i] = sum_ci w[g*cg + ci, mi, k] * x[n, g*cg + ci, i] with the innermost
+/// loop over the contiguous input positions i; the second scatter-adds each (channel, tap)
+/// row of col into the output plane (only the taps that land inside it).
+Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
+                               const ConvGeometry &geo, int64_t N, int64_t C, int64_t M,
+                               int64_t cg, int64_t mg, int64_t group, DType t, bool hasBias) {
+  size_t D = geo.axes.size(), L = D - 1;
+  int64_t K = geo.kernelSize, I = geo.inSize, P = geo.outSize, R = mg * K;
+  DType acc = accType(t, /*wide=*/false);
+  int64_t colN = N * M * K * I;
+  Kernels kernels;
+  {
+    KernelBuilder ka(node, prefix + "_gemm");
+    int xb = ka.operand(0), wb = ka.operand(1), cb = ka.scratch(0, acc, colN);
+    Nest outer, initN, red, cols;
+    Expr n = outer.add(ka, N, "n"), g = outer.add(ka, group, "g"), r = outer.add(ka, R, "r");
+    Expr row = kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(group)), g), i64(R)), r), i64(I));
+    Expr i0 = initN.add(ka, I, "i");
+    Stmt initS = initN.wrap(ka.store(cb, kir::add(row, i0), fc(0, acc)));
+    Expr ci = red.add(ka, cg, "c");
+    Expr c = kir::add(kir::mul(g, i64(cg)), ci);
+    Expr i = cols.add(ka, I, "i");
+    std::string wname = ka.freshName("w");
+    Expr at = kir::add(row, i);
+    Stmt upd = ka.store(
+        cb, at,
+        kir::add(ka.load(cb, at),
+                 kir::mul(kir::var(wname, acc),
+                          kir::cast(ka.load(xb, kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), c),
+                                                                  i64(I)),
+                                                         i)),
+                                    acc))));
+    Stmt redS = red.wrap(kir::block(
+        {kir::decl(wname, acc, kir::cast(ka.load(wb, kir::add(kir::mul(c, i64(R)), r)), acc)),
+         cols.wrap(upd)}));
+    kernels.push_back(
+        ka.finish(outer.wrap(kir::block({initS, redS})), parallelOuter(outer, colN * cg)));
+  }
+  KernelBuilder kb(node, prefix);
+  int cb = kb.scratch(0, acc, colN);
+  int bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
+  int64_t outN = N * M * P;
+  int accb = acc != t ? kb.scratch(1, acc, outN) : ob;
+  std::vector<int64_t> inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial),
+                       kStride = stridesOf(geo.kernel);
+  Nest outer;
+  Expr n = outer.add(kb, N, "n"), m = outer.add(kb, M, "m");
+  Expr nm = kir::add(kir::mul(n, i64(M)), m);
+  Expr plane = kir::mul(nm, i64(P));
+  Nest initN, taps;
+  Expr p0 = initN.add(kb, P, "o");
+  Stmt initS = initN.wrap(
+      kb.store(accb, kir::add(plane, p0), hasBias ? kir::cast(kb.load(bb, m), acc) : fc(0, acc)));
+  std::vector<Expr> k(D), iv(D), conds;
+  for (size_t d = 0; d < D; ++d)
+    k[d] = taps.add(kb, geo.axes[d].kernel, "k");
+  for (size_t d = 0; d < L; ++d)
+    iv[d] = taps.add(kb, geo.axes[d].in, "i");
+  const WindowAxis &last = geo.axes[L];
+  auto [lo, cnt] = tapRange(last, k[L], last.in, last.out);
+  iv[L] = kir::add(lo, taps.addDynamic(kb, cnt, "t"));
+  std::vector<Expr> oTerms{plane};
+  for (size_t d = 0; d < D; ++d) {
+    const WindowAxis &a = geo.axes[d];
+    Expr q = kir::add(kir::sub(kir::mul(iv[d], i64(a.stride)), i64(a.padBegin)),
+                      kir::mul(k[d], i64(a.dilation)));
+    if (d < L)
+      conds.push_back(inRange(q, 0, a.out));
+    oTerms.push_back(kir::mul(q, i64(outStride[d])));
+  }
+  Expr colIdx = kir::add(kir::mul(kir::add(kir::mul(nm, i64(K)), flatIndex(k, kStride)), i64(I)),
+                         flatIndex(iv, inStride));
+  Expr oIdx = sumOf(oTerms);
+  Stmt upd = kb.store(accb, oIdx, kir::add(kb.load(accb, oIdx), kb.load(cb, colIdx)));
+  // The guard of the outer axes sits around the last axis' loop.
+  Nest lastN;
+  lastN.loops.push_back(taps.loops.back());
+  taps.loops.pop_back();
+  Stmt scatter = taps.wrap(guarded(andAll(conds), lastN.wrap(upd)));
+  std::vector<Stmt> stmts{outer.wrap(kir::block({initS, scatter}))};
+  if (accb != ob) {
+    Nest fin;
+    Expr f = fin.add(kb, outN, "f");
+    stmts.push_back(fin.wrap(kb.store(ob, f, kir::cast(kb.load(accb, f), t))));
+  }
+  kernels.push_back(kb.finish(kir::block(stmts), parallelOuter(outer, outN + colN)));
+  return kernels;
+}
+
+Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, bool transpose) {
+  const Value *xv = node.operand(0), *wv = node.operand(1);
+  const Value *biasV = node.operand(2);
+  DType t = xv->dtype();
+  if (!isFloat(t) || wv->dtype() != t || (biasV && biasV->dtype() != t))
+    return node.error("expects float operands of one dtype, got {}", dtypeName(t));
+  Extents xs = extentsOf(xv), ws = extentsOf(wv);
+  NNC_ASSIGN_OR_RETURN(ConvGeometry geo, convGeometry(node, xs, ws, transpose));
+  int64_t group = node.getInt("group", 1);
+  int64_t N = xs[0], C = xs[1], M, cg, mg;
+  if (!transpose) {
+    M = ws[0];
+    if (group < 1 || C % group != 0 || M % group != 0 || ws[1] * group != C)
+      return node.error("input {} and weight {} do not match group {}", extentsStr(xs),
+                        extentsStr(ws), group);
+    cg = C / group;
+    mg = M / group;
+  } else {
+    if (group < 1 || C % group != 0 || ws[0] != C)
+      return node.error("input {} and weight {} do not match group {}", extentsStr(xs),
+                        extentsStr(ws), group);
+    cg = C / group;
+    mg = ws[1];
+    M = mg * group;
+  }
+  if (biasV && numElementsOf(extentsOf(biasV)) != M)
+    return node.error("bias has {} values for {} output channels",
+                      numElementsOf(extentsOf(biasV)), M);
+  int64_t outN = N * M * geo.outSize;
+  if (outN == 0)
+    return Kernels{emptyKernel(node, prefix)};
+  size_t D = geo.axes.size(), L = D - 1;
+  DType acc = accType(t, /*wide=*/false);
+  // im2col + GEMM unless the column matrix would be huge (then direct loops, below).
+  // NNC_CONV_ALGO=direct forces the direct loops (for tests of that path).
+  const char *algo = std::getenv("NNC_CONV_ALGO");
+  bool forceDirect = algo && std::string(algo) == "direct";
+  if (!transpose && !forceDirect &&
+      N * C * geo.kernelSize * geo.outSize * int64_t(dtypeSize(t)) <= (int64_t(1) << 28))
+    return lowerConvIm2col(node, prefix, geo, N, C, M, cg, mg, t, biasV != nullptr);
+  if (transpose && !forceDirect &&
+      N * M * geo.kernelSize * geo.inSize * int64_t(dtypeSize(acc)) <= (int64_t(1) << 28))
+    return lowerConvTransposeGemm(node, prefix, geo, N, C, M, cg, mg, group, t,
+                                  biasV != nullptr);
+  KernelBuilder kb(node, prefix);
+  int xb = kb.operand(0), wb = kb.operand(1), bb = biasV ? kb.operand(2) : -1, ob = kb.result(0);
+  int accb = acc != t ? kb.scratch(0, acc, outN) : ob;
+  std::vector<int64_t> inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial),
+                       kStride = stridesOf(geo.kernel);
+
+  Nest outer;
+  Expr n = outer.add(kb, N, "n"), m = outer.add(kb, M, "m");
+  Expr g = kir::div(m, i64(mg)), mi = kir::mod(m, i64(mg));
+  Expr plane = kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(geo.outSize));
+  Expr initValue = bb >= 0 ? kir::cast(kb.load(bb, m), acc) : fc(0, acc);
+  const WindowAxis &last = geo.axes[L];
+  Stmt body;
+  if (!transpose) {
+    // for n, m, o[0..L): out row = bias; for ci, k[0..L) (if the taps are inside):
+    //   for kw: for the ow whose tap is inside: out[ow] += w * x.
+    std::vector<Expr> o(D), pos(D);
+    std::vector<Expr> outTerms{plane}, conds;
+    for (size_t d = 0; d < L; ++d) {
+      o[d] = outer.add(kb, geo.outSpatial[d], "o");
+      outTerms.push_back(kir::mul(o[d], i64(outStride[d])));
+    }
+    Expr rowBase = sumOf(outTerms);
+    Nest initN;
+    Expr ow0 = initN.add(kb, last.out, "ow");
+    Stmt initS = initN.wrap(kb.store(accb, kir::add(rowBase, ow0), initValue));
+    Nest red;
+    Expr ci = red.add(kb, cg, "c");
+    std::vector<Expr> kv(D);
+    Expr xBase = kir::mul(kir::add(kir::mul(n, i64(C)), kir::add(kir::mul(g, i64(cg)), ci)),
+                          i64(geo.inSize));
+    Expr wBase = kir::mul(kir::add(kir::mul(m, i64(cg)), ci), i64(geo.kernelSize));
+    std::vector<Expr> xTerms{xBase}, wTerms{wBase};
+    for (size_t d = 0; d < L; ++d) {
+      const WindowAxis &a = geo.axes[d];
+      kv[d] = red.add(kb, a.kernel, "k");
+      pos[d] = kir::add(kir::sub(kir::mul(o[d], i64(a.stride)), i64(a.padBegin)),
+                        kir::mul(kv[d], i64(a.dilation)));
+      bool always = a.padBegin == 0 && (a.out - 1) * a.stride + (a.kernel - 1) * a.dilation < a.in;
+      if (!always)
+        conds.push_back(inRange(pos[d], 0, a.in));
+      xTerms.push_back(kir::mul(pos[d], i64(inStride[d])));
+      wTerms.push_back(kir::mul(kv[d], i64(kStride[d])));
+    }
+    Nest kwN;
+    Expr kw = kwN.add(kb, last.kernel, "kw");
+    auto [lo, cnt] = tapRange(last, kw, last.out, last.in);
+    Nest tN;
+    Expr tt = tN.addDynamic(kb, cnt, "t");
+    Expr ow = kir::add(lo, tt);
+    Expr iw = kir::add(kir::sub(kir::mul(ow, i64(last.stride)), i64(last.padBegin)),
+                       kir::mul(kw, i64(last.dilation)));
+    std::string wname = kb.freshName("w");
+    Expr oIdx = kir::add(rowBase, ow);
+    Stmt upd = kb.store(
+        accb, oIdx,
+        kir::add(kb.load(accb, oIdx),
+                 kir::mul(kir::var(wname, acc),
+                          kir::cast(kb.load(xb, kir::add(sumOf(xTerms), iw)), acc))));
+    Stmt kwS = kwN.wrap(kir::block(
+        {kir::decl(wname, acc, kir::cast(kb.load(wb, kir::add(sumOf(wTerms), kw)), acc)),
+         tN.wrap(upd)}));
+    body = kir::block({initS, red.wrap(guarded(andAll(conds), kwS))});
+  } else {
+    // for n, m: out plane = bias; for ci, i[0..L), k[0..L) (if the targets are inside):
+    //   for kw: for the iw whose target is inside: out[...] += w * x[iw].
+    Nest initN;
+    Expr p0 = initN.add(kb, geo.outSize, "o");
+    Stmt initS = initN.wrap(kb.store(accb, kir::add(plane, p0), initValue));
+    Nest red;
+    Expr ci = red.add(kb, cg, "c");
+    Expr c = kir::add(kir::mul(g, i64(cg)), ci);
+    std::vector<Expr> iv(D), kv(D), conds;
+    std::vector<Expr> xTerms{kir::mul(kir::add(kir::mul(n, i64(C)), c), i64(geo.inSize))};
+    std::vector<Expr> wTerms{
+        kir::mul(kir::add(kir::mul(c, i64(mg)), mi), i64(geo.kernelSize))};
+    std::vector<Expr> oTerms{plane};
+    for (size_t d = 0; d < L; ++d)
+      iv[d] = red.add(kb, geo.axes[d].in, "i");
+    for (size_t d = 0; d < L; ++d) {
+      const WindowAxis &a = geo.axes[d];
+      kv[d] = red.add(kb, a.kernel, "k");
+      Expr q = kir::add(kir::sub(kir::mul(iv[d], i64(a.stride)), i64(a.padBegin)),
+                        kir::mul(kv[d], i64(a.dilation)));
+      conds.push_back(inRange(q, 0, a.out));
+      xTerms.push_back(kir::mul(iv[d], i64(inStride[d])));
+      wTerms.push_back(kir::mul(kv[d], i64(kStride[d])));
+      oTerms.push_back(kir::mul(q, i64(outStride[d])));
+    }
+    Nest kwN;
+    Expr kw = kwN.add(kb, last.kernel, "kw");
+    auto [lo, cnt] = tapRange(last, kw, last.in, last.out);
+    Nest tN;
+    Expr tt = tN.addDynamic(kb, cnt, "t");
+    Expr iw = kir::add(lo, tt);
+    Expr ow = kir::add(kir::sub(kir::mul(iw, i64(last.stride)), i64(last.padBegin)),
+                       kir::mul(kw, i64(last.dilation)));
+    std::string wname = kb.freshName("w");
+    Expr oIdx = kir::add(sumOf(oTerms), ow);
+    Stmt upd = kb.store(
+        accb, oIdx,
+        kir::add(kb.load(accb, oIdx),
+                 kir::mul(kir::var(wname, acc),
+                          kir::cast(kb.load(xb, kir::add(sumOf(xTerms), iw)), acc))));
+    Stmt kwS = kwN.wrap(kir::block(
+        {kir::decl(wname, acc, kir::cast(kb.load(wb, kir::add(sumOf(wTerms), kw)), acc)),
+         tN.wrap(upd)}));
+    body = kir::block({initS, red.wrap(guarded(andAll(conds), kwS))});
+  }
+  std::vector<Stmt> stmts{outer.wrap(body)};
+  if (accb != ob) {
+    Nest fin;
+    Expr f = fin.add(kb, outN, "f");
+    stmts.push_back(fin.wrap(kb.store(ob, f, kir::cast(kb.load(accb, f), t))));
+  }
+  int64_t work = N * M * (transpose ? geo.inSize : geo.outSize) * cg * geo.kernelSize;
+  return Kernels{kb.finish(kir::block(stmts), parallelOuter(outer, work))};
+}
+
+// ---- pooling -----------------------------------------------------------------------------------
+
+struct PoolGeometry {
+  std::vector<WindowAxis> axes;
+  Extents inSpatial, outSpatial;
+  int64_t inSize = 1, outSize = 1, planes = 1, kernelSize = 1;
+};
+
+Expected<PoolGeometry> poolGeometry(const Node &node, const Extents &xs) {
+  if (xs.size() < 3)
+    return node.error("input must have rank >= 3 (N, C, spatial...), got {}", extentsStr(xs));
+  size_t n = xs.size() - 2;
+  std::vector<int64_t> ks = node.getInts("kernel_shape", {});
+  if (ks.size() != n)
+    return node.error("kernel_shape has {} values for {} spatial axes", ks.size(), n);
+  NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, n));
+  PoolGeometry g;
+  g.planes = xs[0] * xs[1];
+  for (size_t i = 0; i < n; ++i) {
+    NNC_ASSIGN_OR_RETURN(WindowAxis ax, windowAxis(node, a, i, xs[i + 2], ks[i]));
+    g.axes.push_back(ax);
+    g.inSpatial.push_back(xs[i + 2]);
+    g.outSpatial.push_back(ax.out);
+    g.inSize *= xs[i + 2];
+    g.outSize *= ax.out;
+    g.kernelSize *= ks[i];
+  }
+  return g;
+}
+
+Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool isMax) {
+  const Value *xv = node.operand(0);
+  DType t = xv->dtype();
+  if (isMax ? !isNumeric(t) : !isFloat(t))
+    return node.error("expects a {} dtype, got {}", isMax ? "numeric" : "float", dtypeName(t));
+  Extents xs = extentsOf(xv);
+  NNC_ASSIGN_OR_RETURN(PoolGeometry geo, poolGeometry(node, xs));
+  int64_t outN = geo.planes * geo.outSize;
+  if (outN == 0)
+    return Kernels{emptyKernel(node, prefix)};
+  size_t D = geo.axes.size();
+  std::vector<int64_t> inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial);
+  KernelBuilder kb(node, prefix);
+  int xb = kb.operand(0), yb = kb.result(0);
+  Nest outer, taps;
+  Expr p = outer.add(kb, geo.planes, "p");
+  std::vector<Expr> o(D), pos(D), inCount(D), padCount(D);
+  std::vector<Expr> outTerms{kir::mul(p, i64(geo.outSize))};
+  for (size_t d = 0; d < D; ++d) {
+    o[d] = outer.add(kb, geo.outSpatial[d], "o");
+    outTerms.push_back(kir::mul(o[d], i64(outStride[d])));
+  }
+  // Only the taps inside the input are visited (like the interpreter, so a huge kernel or pad
+  // costs nothing): along axis d, the window starting at input position `start` covers taps
+  // [lo, hi) with lo = ceil(max(-start, 0) / dil), hi = min(K, ceil(max(in - start, 0) / dil)).
+  auto ceilDivPos = [](Expr a, int64_t b) {
+    return kir::div(kir::add(kir::max(a, i64(0)), i64(b - 1)), i64(b));
+  };
+  for (size_t d = 0; d < D; ++d) {
+    const WindowAxis &a = geo.axes[d];
+    Expr start = kir::sub(kir::mul(o[d], i64(a.stride)), i64(a.padBegin));
+    int64_t maxPos = (a.out - 1) * a.stride - a.padBegin + (a.kernel - 1) * a.dilation;
+    Expr k;
+    if (a.padBegin == 0 && maxPos < a.in) {
+      k = taps.add(kb, a.kernel, "k");
+      inCount[d] = i64(a.kernel);
+    } else {
+      Expr lo = ceilDivPos(kir::sub(i64(0), start), a.dilation);
+      Expr hi = kir::min(i64(a.kernel), ceilDivPos(kir::sub(i64(a.in), start), a.dilation));
+      inCount[d] = kir::max(kir::sub(hi, lo), i64(0));
+      k = kir::add(lo, taps.addDynamic(kb, inCount[d], "t"));
+    }
+    padCount[d] = maxPos < a.in + a.padEnd
+                      ? i64(a.kernel)
+                      : kir::min(i64(a.kernel), ceilDivPos(kir::sub(i64(a.in + a.padEnd), start),
+                                                           a.dilation));
+    pos[d] = kir::add(start, kir::mul(k, i64(a.dilation)));
+  }
+  std::vector<Expr> inTerms{kir::mul(p, i64(geo.inSize))};
+  for (size_t d = 0; d < D; ++d)
+    inTerms.push_back(kir::mul(pos[d], i64(inStride[d])));
+  Expr xIdx = sumOf(inTerms);
+  Expr yIdx = sumOf(outTerms);
+  int64_t work = outN * geo.kernelSize;
+
+  if (isMax) {
+    bool withIndices = node.numResults() > 1;
+    bool colMajor = node.getInt("storage_order", 0) == 1;
+    DType ct = computeType(t);
+    bool fl = isFloat(ct);
+    std::string best = kb.freshName("best"), bi = kb.freshName("bi"), any = kb.freshName("any"),
+                nan = kb.freshName("nan"), v = kb.freshName("v");
+    Expr bestE = kir::var(best, ct), anyE = kir::var(any, DType::Bool),
+         nanE = kir::var(nan, DType::Bool), vE = kir::var(v, ct);
+    Expr idx = xIdx;
+    if (colMajor) {
+      std::vector<Expr> terms{kir::mul(p, i64(geo.inSize))};
+      int64_t s = 1;
+      for (size_t d = 0; d < D; ++d) {
+        terms.push_back(kir::mul(pos[d], i64(s)));
+        s *= geo.inSpatial[d];
+      }
+      idx = sumOf(terms);
+    }
+    std::vector<Stmt> take{kir::assign(any, kir::intImm(1, DType::Bool)), kir::assign(best, vE)};
+    if (withIndices)
+      take.push_back(kir::assign(bi, idx));
+    Stmt update = kir::ifThen(bor(bnot(anyE), gt(vE, bestE)), kir::block(take));
+    if (fl)
+      update = kir::ifThen(isNaN(vE), kir::assign(nan, kir::intImm(1, DType::Bool)), update);
+    Stmt tapS =
+        taps.wrap(kir::block({kir::decl(v, ct, kir::cast(kb.load(xb, xIdx), ct)), update}));
+    std::vector<Stmt> body{kir::decl(best, ct, lowestOf(ct)),
+                           kir::decl(any, DType::Bool, kir::intImm(0, DType::Bool))};
+    if (withIndices)
+      body.push_back(kir::decl(bi, DType::I64, i64(-1)));
+    if (fl)
+      body.push_back(kir::decl(nan, DType::Bool, kir::intImm(0, DType::Bool)));
+    body.push_back(tapS);
+    Expr result = bestE;
+    if (fl)
+      result = kir::select(kir::land(bnot(anyE), nanE),
+                           fc(std::numeric_limits<double>::quiet_NaN(), ct), bestE);
+    body.push_back(kb.store(yb, yIdx, kir::cast(result, t)));
+    if (withIndices)
+      body.push_back(kb.store(kb.result(1), yIdx, kir::var(bi)));
+    return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, work))};
+  }
+
+  bool includePad = node.getInt("count_include_pad", 0) != 0;
+  DType acc = accType(t, /*wide=*/false);
+  std::string sum = kb.freshName("sum");
+  Expr sumE = kir::var(sum, acc);
+  Expr count = i64(1);
+  for (size_t d = 0; d < D; ++d)
+    count = kir::mul(count, includePad ? padCount[d] : inCount[d]);
+  Stmt body = kir::block(
+      {kir::decl(sum, acc, fc(0, acc)),
+       taps.wrap(kir::assign(sum, kir::add(sumE, kir::cast(kb.load(xb, xIdx), acc)))),
+       kb.store(yb, yIdx,
+                kir::cast(kir::op(OpKind::Div, {sumE, kir::cast(count, acc)}), t))});
+  return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
+}
+
+// ---- lrn ---------------------------------------------------------------------------------------
+
+Expected<Kernels> lowerLRN(const Node &node, const std::string &prefix) {
+  const Value *xv = node.operand(0);
+  DType t = xv->dtype();
+  Extents xs = extentsOf(xv);
+  if (!isFloat(t) || xs.size() < 2)
+    return node.error("expects a float input of rank >= 2, got {} {}", dtypeName(t),
+                      extentsStr(xs));
+  int64_t size = node.getInt("size", 0);
+  if (size < 1)
+    return node.error("size {} must be >= 1", size);
+  double alpha = node.getFloat("alpha", 1e-4), beta = node.getFloat("beta", 0.75),
+         bias = node.getFloat("bias", 1.0);
+  int64_t N = xs[0], C = xs[1], inner = 1;
+  for (size_t d = 2; d < xs.size(); ++d)
+    inner *= xs[d];
+  if (N * C * inner == 0)
+    return Kernels{emptyKernel(node, prefix)};
+  int64_t before = (size - 1) / 2, after = size - 1 - before;
+  const DType ct = DType::F64;
+  KernelBuilder kb(node, prefix);
+  int xb = kb.operand(0), yb = kb.result(0);
+  Nest outer, win;
+  Expr n = outer.add(kb, N, "n"), c = outer.add(kb, C, "c"), i = outer.add(kb, inner, "i");
+  Expr lo = kir::max(kir::sub(c, i64(before)), i64(0));
+  Expr hi = kir::min(kir::add(c, i64(after)), i64(C - 1));
+  Expr tt = win.addDynamic(kb, kir::max(kir::add(kir::sub(hi, lo), i64(1)), i64(0)), "t");
+  Expr cc = kir::add(lo, tt);
+  std::string sq = kb.freshName("sq"), v = kb.freshName("v");
+  Expr sqE = kir::var(sq, ct), vE = kir::var(v, ct);
+  Expr nC = kir::mul(n, i64(C));
+  Stmt acc = win.wrap(kir::block(
+      {kir::decl(v, ct, kir::cast(kb.load(xb, kir::add(kir::mul(kir::add(nC, cc), i64(inner)), i)),
+                                  ct)),
+       kir::assign(sq, kir::add(sqE, kir::mul(vE, vE)))}));
+  Expr at = kir::add(kir::mul(kir::add(nC, c), i64(inner)), i);
+  Expr denom = kir::op(OpKind::Pow, {kir::add(fc(bias, ct), kir::mul(fc(alpha / static_cast<double>(size), ct), sqE)),
+                                     fc(beta, ct)});
+  Stmt body = kir::block(
+      {kir::decl(sq, ct, fc(0, ct)), acc,
+       kb.store(yb, at, kir::cast(kir::op(OpKind::Div, {kir::cast(kb.load(xb, at), ct), denom}), t))});
+  return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, N * C * inner * size))};
+}
+
+} // namespace
+
+void registerNNLowerers(LowererTable &t) {
+  t[OpKind::MatMul] = lowerMatMul;
+  t[OpKind::Einsum] = lowerEinsum;
+  t[OpKind::Conv] = [](const Node &n, const std::string &p) { return lowerConvLike(n, p, false); };
+  t[OpKind::ConvTranspose] = [](const Node &n, const std::string &p) {
+    return lowerConvLike(n, p, true);
+  };
+  t[OpKind::MaxPool] = [](const Node &n, const std::string &p) { return lowerPool(n, p, true); };
+  t[OpKind::AvgPool] = [](const Node &n, const std::string &p) { return lowerPool(n, p, false); };
+  t[OpKind::LRN] = lowerLRN;
+}
+
+} // namespace nnc::lower

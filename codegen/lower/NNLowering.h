@@ -1,0 +1,119 @@
+// Private helpers of the reduction, NN and resize lowerers (Reductions.cpp, NN.cpp,
+// Resize.cpp): accumulator types, NaN-aware comparisons and loop nests that skip unit loops.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "LowerUtil.h"
+#include "Lowerers.h"
+
+namespace nnc::lower {
+
+/// Register the NN ops (matmul, einsum, conv, conv_transpose, pools, lrn) and resize; called
+/// by registerReductionAndNNLowerers().
+void registerNNLowerers(LowererTable &t);
+void registerResizeLowerer(LowererTable &t);
+
+namespace nnl {
+
+/// The type sums over `t` accumulate in: f32 for f16/bf16, f64 for f32 when `wide` (long
+/// reductions), the type itself otherwise (integers wrap like the interpreter's).
+inline DType accType(DType t, bool wide) {
+  if (t == DType::F16 || t == DType::BF16)
+    return DType::F32;
+  if (t == DType::F32 && wide)
+    return DType::F64;
+  return t;
+}
+
+/// The type comparisons and moves of `t` are done in: f32 for f16/bf16, `t` otherwise.
+inline DType computeType(DType t) {
+  return (t == DType::F16 || t == DType::BF16) ? DType::F32 : t;
+}
+
+inline kir::Expr i64(int64_t v) { return kir::intImm(v); }
+inline kir::Expr fc(double v, DType t) { return kir::constant(v, t); }
+inline kir::Expr bnot(kir::Expr a) { return kir::op(OpKind::Not, {std::move(a)}); }
+inline kir::Expr bor(kir::Expr a, kir::Expr b) {
+  return kir::op(OpKind::Or, {std::move(a), std::move(b)});
+}
+inline kir::Expr isNaN(kir::Expr a) { return kir::op(OpKind::IsNaN, {std::move(a)}); }
+inline kir::Expr gt(kir::Expr a, kir::Expr b) {
+  return kir::op(OpKind::Greater, {std::move(a), std::move(b)});
+}
+inline kir::Expr le(kir::Expr a, kir::Expr b) {
+  return kir::op(OpKind::LessEqual, {std::move(a), std::move(b)});
+}
+inline kir::Expr eq(kir::Expr a, kir::Expr b) {
+  return kir::op(OpKind::Equal, {std::move(a), std::move(b)});
+}
+
+/// a > b where NaN counts as larger than every number (the interpreter's greaterNaN).
+inline kir::Expr greaterNaN(const kir::Expr &a, const kir::Expr &b) {
+  if (!isFloat(a->type))
+    return gt(a, b);
+  return bor(kir::land(isNaN(a), bnot(isNaN(b))), gt(a, b));
+}
+/// a < b where NaN counts as smaller than every number (the interpreter's lessNaN).
+inline kir::Expr lessNaN(const kir::Expr &a, const kir::Expr &b) {
+  if (!isFloat(a->type))
+    return kir::lt(a, b);
+  return bor(kir::land(isNaN(a), bnot(isNaN(b))), kir::lt(a, b));
+}
+
+/// The smallest / largest value of an integer dtype (as IntImm bits) or -inf / +inf.
+kir::Expr lowestOf(DType t);
+kir::Expr highestOf(DType t);
+
+/// A loop nest built outside-in; a loop of extent 1 is not emitted (its index is 0), so
+/// schedules and codegen see only real loops.
+struct Nest {
+  std::vector<std::pair<std::string, kir::Expr>> loops; ///< Name and extent, outermost first.
+
+  kir::Expr add(KernelBuilder &kb, int64_t extent, const std::string &prefix = "i") {
+    if (extent == 1)
+      return i64(0);
+    std::string n = kb.freshName(prefix);
+    loops.push_back({n, i64(extent)});
+    return kir::var(n);
+  }
+  /// A loop with a computed (non-negative) extent.
+  kir::Expr addDynamic(KernelBuilder &kb, kir::Expr extent, const std::string &prefix = "t") {
+    std::string n = kb.freshName(prefix);
+    loops.push_back({n, std::move(extent)});
+    return kir::var(n);
+  }
+  kir::Stmt wrap(kir::Stmt body) const {
+    for (size_t d = loops.size(); d-- > 0;)
+      body = kir::forLoop(loops[d].first, loops[d].second, body);
+    return body;
+  }
+  bool empty() const { return loops.empty(); }
+  /// Static extent of loop d (-1 when computed).
+  int64_t extent(size_t d) const {
+    const kir::Expr &e = loops[d].second;
+    return e->kind == kir::ExprKind::IntImm ? e->intValue : -1;
+  }
+};
+
+/// Runs the outermost loop of `outer` in parallel when it has at least two iterations and
+/// the kernel does at least `work` scalar steps worth sharing out.
+inline kir::Schedule parallelOuter(const Nest &outer, int64_t work) {
+  kir::Schedule s;
+  if (!outer.empty() && outer.extent(0) >= 2 && work >= (int64_t(1) << 15))
+    s.steps.push_back({kir::ScheduleStep::Parallel, outer.loops[0].first, 0, {}});
+  return s;
+}
+
+/// A kernel that does nothing (for results with no elements); still declares the results.
+inline kir::Kernel emptyKernel(const Node &node, const std::string &name) {
+  KernelBuilder kb(node, name);
+  for (size_t r = 0; r < node.numResults(); ++r)
+    kb.result(r);
+  return kb.finish(kir::block({}));
+}
+
+} // namespace nnl
+} // namespace nnc::lower

@@ -1,0 +1,624 @@
+// A slow tree-walking evaluator of kernels (schedule applied), used by tests to check
+// lowering and schedules independently of code generation.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include <fmt/format.h>
+
+#include "nnc/ir/Kernel.h"
+#include "nnc/ir/Tensor.h"
+#include "nnc/support/Float16.h"
+#include "nnc/support/FloatFormats.h"
+
+namespace nnc::kir {
+namespace {
+
+// A private copy of the scalar rules of runtime/Scalar.h (ir/ must not depend on runtime/),
+// so that the Ops.def formulas evaluate here exactly as in the interpreter. Keep in sync.
+namespace scalar {
+
+template <typename T> constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+template <typename T> constexpr bool kIsFloat = std::is_floating_point_v<T>;
+template <typename T> T wrap(uint64_t bits) { return static_cast<T>(bits); }
+
+template <typename T> T abs(T a) {
+  if constexpr (kIsFloat<T>)
+    return std::fabs(a);
+  else if constexpr (std::is_unsigned_v<T> || std::is_same_v<T, bool>)
+    return a;
+  else
+    return a < 0 ? wrap<T>(uint64_t(0) - static_cast<uint64_t>(a)) : a;
+}
+template <typename T> T sign(T a) {
+  if constexpr (kIsFloat<T>) {
+    if (std::isnan(a))
+      return a;
+    return a > 0 ? T(1) : (a < 0 ? T(-1) : T(0));
+  } else if constexpr (std::is_unsigned_v<T>) {
+    return a > 0 ? T(1) : T(0);
+  } else {
+    return a > 0 ? T(1) : (a < 0 ? T(-1) : T(0));
+  }
+}
+template <typename T> T sigmoid(T a) {
+  if (a >= 0)
+    return T(1) / (T(1) + std::exp(-a));
+  T e = std::exp(a);
+  return e / (T(1) + e);
+}
+template <typename T> T add(T a, T b) {
+  if constexpr (kIsInt<T>)
+    return wrap<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else
+    return a + b;
+}
+template <typename T> T sub(T a, T b) {
+  if constexpr (kIsInt<T>)
+    return wrap<T>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+  else
+    return a - b;
+}
+template <typename T> T mul(T a, T b) {
+  if constexpr (kIsInt<T>)
+    return wrap<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else
+    return a * b;
+}
+template <typename T> T div(T a, T b) {
+  if constexpr (kIsInt<T>) {
+    if (b == 0)
+      return T(0);
+    if constexpr (std::is_signed_v<T>)
+      if (b == T(-1))
+        return wrap<T>(uint64_t(0) - static_cast<uint64_t>(a));
+    return static_cast<T>(a / b);
+  } else {
+    return a / b;
+  }
+}
+template <typename T> T pow(T a, T b) {
+  if constexpr (kIsInt<T>) {
+    if constexpr (std::is_signed_v<T>) {
+      if (b < 0) {
+        if (a == 1)
+          return T(1);
+        if (a == -1)
+          return (b % 2 == 0) ? T(1) : T(-1);
+        return T(0);
+      }
+    }
+    uint64_t result = 1, base = static_cast<uint64_t>(a);
+    uint64_t e = static_cast<uint64_t>(b);
+    while (e) {
+      if (e & 1)
+        result *= base;
+      base *= base;
+      e >>= 1;
+    }
+    return wrap<T>(result);
+  } else {
+    return std::pow(a, b);
+  }
+}
+template <typename T> T mod(T a, T b) {
+  if constexpr (kIsInt<T>) {
+    if (b == 0)
+      return T(0);
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1))
+        return T(0);
+      T r = static_cast<T>(a % b);
+      if (r != 0 && ((r < 0) != (b < 0)))
+        r = static_cast<T>(r + b);
+      return r;
+    } else {
+      return static_cast<T>(a % b);
+    }
+  } else {
+    T r = std::fmod(a, b);
+    if (r != 0 && ((r < 0) != (b < 0)))
+      r += b;
+    else if (r == 0)
+      r = std::copysign(T(0), b);
+    return r;
+  }
+}
+template <typename T> T fmod(T a, T b) {
+  if constexpr (kIsInt<T>) {
+    if (b == 0)
+      return T(0);
+    if constexpr (std::is_signed_v<T>)
+      if (b == T(-1))
+        return T(0);
+    return static_cast<T>(a % b);
+  } else {
+    return std::fmod(a, b);
+  }
+}
+template <typename T> T min(T a, T b) {
+  if constexpr (kIsFloat<T>)
+    if (std::isnan(a) || std::isnan(b))
+      return std::numeric_limits<T>::quiet_NaN();
+  return b < a ? b : a;
+}
+template <typename T> T max(T a, T b) {
+  if constexpr (kIsFloat<T>)
+    if (std::isnan(a) || std::isnan(b))
+      return std::numeric_limits<T>::quiet_NaN();
+  return a < b ? b : a;
+}
+template <typename T> T shiftLeft(T a, T b) {
+  if (static_cast<uint64_t>(b) >= sizeof(T) * 8)
+    return T(0);
+  return wrap<T>(static_cast<uint64_t>(a) << static_cast<uint64_t>(b));
+}
+template <typename T> T shiftRight(T a, T b) {
+  if (static_cast<uint64_t>(b) >= sizeof(T) * 8)
+    return T(0);
+  return wrap<T>(static_cast<uint64_t>(a) >> static_cast<uint64_t>(b));
+}
+
+} // namespace scalar
+
+constexpr bool accepts(TypeClass c, DType t) {
+  bool isF = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
+  bool isS = t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
+  bool isU = t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
+  switch (c) {
+  case TypeClass::Float: return isF;
+  case TypeClass::Numeric: return isF || isS || isU;
+  case TypeClass::Signed: return isF || isS;
+  case TypeClass::Int: return isS || isU;
+  case TypeClass::Unsigned: return isU;
+  case TypeClass::Bool: return t == DType::Bool;
+  case TypeClass::Any: return isF || isS || isU || t == DType::Bool;
+  }
+  return false;
+}
+
+// One functor per elementwise op, from the Ops.def formulas (as in the interpreter).
+#define NNC_ELEMENTWISE(Id, name, arity, types, result, doc, formula)                              \
+  struct Fn##Id {                                                                                  \
+    static constexpr TypeClass kTypes = TypeClass::types;                                          \
+    static constexpr int kArity = arity;                                                           \
+    template <typename A, typename B, typename C> static auto apply(A a, B b, C c) {               \
+      (void)a;                                                                                     \
+      (void)b;                                                                                     \
+      (void)c;                                                                                     \
+      return formula;                                                                              \
+    }                                                                                              \
+  };
+#include "nnc/ir/Ops.def"
+
+/// A scalar: integers as their value sign- or zero-extended to 64 bits (`i`, `u` alias the
+/// same bits), floats as double holding exactly a value of the dtype, bools as 0/1 in `i`.
+struct Value {
+  DType type = DType::I64;
+  int64_t i = 0;
+  double f = 0;
+
+  uint64_t u() const { return static_cast<uint64_t>(i); }
+  bool truthy() const { return isFloat(type) ? f != 0 : i != 0; }
+};
+
+template <DType D> using Storage = typename DTypeStorage<D>::type;
+template <DType D>
+using Compute = std::conditional_t<D == DType::F16 || D == DType::BF16, float, Storage<D>>;
+
+/// The value as the compute type of D (its own dtype).
+template <DType D> Compute<D> as(const Value &v) {
+  using T = Compute<D>;
+  if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(v.f);
+  else if constexpr (std::is_same_v<T, bool>)
+    return v.i != 0;
+  else
+    return static_cast<T>(v.i);
+}
+
+/// Rounds a float to the precision of a float dtype.
+double roundTo(DType t, double x) {
+  switch (t) {
+  case DType::F32: return static_cast<float>(x);
+  case DType::F16: return halfToFloat(floatToHalf(static_cast<float>(x)));
+  case DType::BF16: return bf16ToFloat(floatToBf16(static_cast<float>(x)));
+  default: return x;
+  }
+}
+
+template <typename T> Value makeValue(DType t, T x) {
+  Value v;
+  v.type = t;
+  if constexpr (std::is_floating_point_v<T>)
+    v.f = roundTo(t, x);
+  else if constexpr (std::is_same_v<T, bool>)
+    v.i = x ? 1 : 0;
+  else if constexpr (std::is_signed_v<T>)
+    v.i = static_cast<int64_t>(x);
+  else
+    v.i = static_cast<int64_t>(static_cast<uint64_t>(x));
+  return v;
+}
+
+template <typename F> bool dispatch(DType t, F &&f) {
+#define NNC_CASE(D)                                                                                \
+  case DType::D: f(std::integral_constant<DType, DType::D>()); return true;
+  switch (t) {
+    NNC_CASE(F32)
+    NNC_CASE(F64)
+    NNC_CASE(F16)
+    NNC_CASE(BF16)
+    NNC_CASE(I8)
+    NNC_CASE(U8)
+    NNC_CASE(I16)
+    NNC_CASE(U16)
+    NNC_CASE(I32)
+    NNC_CASE(U32)
+    NNC_CASE(I64)
+    NNC_CASE(U64)
+    NNC_CASE(Bool)
+  default: return false;
+  }
+#undef NNC_CASE
+}
+
+template <typename Fn> Value applyOp(OpKind kind, DType resultType, const Value *args) {
+  Value out;
+  out.type = resultType;
+  DType t = kind == OpKind::Select ? args[1].type : args[0].type;
+  dispatch(t, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    if constexpr (accepts(Fn::kTypes, D)) {
+      using T = Compute<D>;
+      if constexpr (std::is_same_v<Fn, FnSelect>) {
+        out = args[0].i ? args[1] : args[2];
+      } else if constexpr (Fn::kArity == 1) {
+        T a = as<D>(args[0]);
+        if constexpr (std::is_same_v<Fn, FnNeg> && scalar::kIsInt<T>)
+          out = makeValue(resultType, scalar::sub<T>(T(0), a));
+        else
+          out = makeValue(resultType, Fn::apply(a, a, a));
+      } else if constexpr (Fn::kArity == 2) {
+        T a = as<D>(args[0]), b = as<D>(args[1]);
+        out = makeValue(resultType, static_cast<std::conditional_t<
+                                        std::is_same_v<decltype(Fn::apply(a, b, b)), bool>, bool,
+                                        T>>(Fn::apply(a, b, b)));
+      }
+    }
+  });
+  out.type = resultType;
+  return out;
+}
+
+Value evalOp(OpKind kind, DType resultType, const Value *args) {
+  switch (kind) {
+#define NNC_ELEMENTWISE(Id, ...)                                                                   \
+  case OpKind::Id: return applyOp<Fn##Id>(kind, resultType, args);
+#include "nnc/ir/Ops.def"
+  default: break;
+  }
+  NNC_ASSERT(false, "evaluator: '{}' is not an elementwise op", opInfo(kind).name);
+  return Value();
+}
+
+/// ONNX Cast of an arithmetic value (runtime/interp/Cast.cpp): floats to integers truncate
+/// toward zero (NaN gives 0, values beyond 64 bits saturate) and wrap; to bool is != 0.
+Value castValue(const Value &v, DType to) {
+  if (v.type == to) // also keeps storage-only values (raw bytes) intact
+    return v;
+  Value out;
+  out.type = to;
+  if (to == DType::Bool) {
+    out.i = v.truthy();
+    return out;
+  }
+  if (isFloat(to)) {
+    if (isFloat(v.type))
+      out.f = roundTo(to, v.f);
+    else if (isUnsignedInteger(v.type) || v.type == DType::Bool)
+      out.f = to == DType::F64 ? static_cast<double>(v.u()) : static_cast<double>(
+                                                                  static_cast<float>(v.u()));
+    else
+      out.f = to == DType::F64 ? static_cast<double>(v.i) : static_cast<double>(
+                                                                 static_cast<float>(v.i));
+    out.f = roundTo(to, out.f);
+    return out;
+  }
+  uint64_t bits;
+  if (isFloat(v.type)) {
+    double t = std::trunc(v.f);
+    if (std::isnan(v.f))
+      bits = 0;
+    else if (isUnsignedInteger(to) && t >= 9223372036854775808.0)
+      bits = t >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(t);
+    else if (t >= 9223372036854775808.0)
+      bits = static_cast<uint64_t>(INT64_MAX);
+    else if (t < -9223372036854775808.0)
+      bits = static_cast<uint64_t>(INT64_MIN);
+    else
+      bits = static_cast<uint64_t>(static_cast<int64_t>(t));
+  } else {
+    bits = v.u();
+  }
+  dispatch(to, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    if constexpr (!std::is_floating_point_v<Storage<D>> && !std::is_same_v<Storage<D>, bool>)
+      out = makeValue(to, static_cast<Storage<D>>(bits));
+  });
+  return out;
+}
+
+/// The arithmetic dtype through which a storage-only dtype converts (what the interpreter's
+/// Cast reads it as): f64 for the float formats, i64/u64 for the sub-byte integers.
+DType storageCanonical(DType t) {
+  switch (t) {
+  case DType::I4:
+  case DType::I2: return DType::I64;
+  case DType::U4:
+  case DType::U2: return DType::U64;
+  default: return DType::F64;
+  }
+}
+
+/// The storage-only value (a byte of `t`'s bits) as its canonical arithmetic value.
+Value decodeStorage(const Value &v) {
+  uint8_t b = static_cast<uint8_t>(v.i);
+  Value out;
+  out.type = storageCanonical(v.type);
+  switch (v.type) {
+  case DType::F8E4M3FN: out.f = fp::fromF8E4M3FN(b); break;
+  case DType::F8E4M3FNUZ: out.f = fp::fromF8E4M3FNUZ(b); break;
+  case DType::F8E5M2: out.f = fp::fromF8E5M2(b); break;
+  case DType::F8E5M2FNUZ: out.f = fp::fromF8E5M2FNUZ(b); break;
+  case DType::F4E2M1: out.f = fp::fromF4E2M1(b); break;
+  case DType::F8E8M0: out.f = fp::fromF8E8M0(b); break;
+  case DType::I4: out.i = fp::fromSubByteInt(b, 4, true); break;
+  case DType::U4: out.i = fp::fromSubByteInt(b, 4, false); break;
+  case DType::I2: out.i = fp::fromSubByteInt(b, 2, true); break;
+  case DType::U2: out.i = fp::fromSubByteInt(b, 2, false); break;
+  default: NNC_ASSERT(false, "evaluator: {} is not storage-only", dtypeName(v.type));
+  }
+  return out;
+}
+
+/// The canonical arithmetic value `c` (storageCanonical(to)) as a byte of `to`'s bits.
+Value encodeStorage(const Value &c, DType to, bool saturate, const std::string &roundMode) {
+  Value out;
+  out.type = to;
+  uint8_t b = 0;
+  switch (to) {
+  case DType::F8E4M3FN: b = fp::toF8E4M3FN(c.f, saturate); break;
+  case DType::F8E4M3FNUZ: b = fp::toF8E4M3FNUZ(c.f, saturate); break;
+  case DType::F8E5M2: b = fp::toF8E5M2(c.f, saturate); break;
+  case DType::F8E5M2FNUZ: b = fp::toF8E5M2FNUZ(c.f, saturate); break;
+  case DType::F4E2M1: b = fp::toF4E2M1(c.f); break;
+  case DType::F8E8M0: {
+    fp::E8M0Round mode = fp::E8M0Round::Up;
+    bool known = roundMode.empty() || fp::parseE8M0Round(roundMode.c_str(), mode);
+    NNC_ASSERT(known, "evaluator: cast to f8e8m0 with round mode '{}'", roundMode);
+    b = fp::toF8E8M0(static_cast<float>(c.f), saturate, mode);
+    break;
+  }
+  case DType::I4:
+  case DType::U4: b = fp::toSubByteInt(c.u(), 4); break;
+  case DType::I2:
+  case DType::U2: b = fp::toSubByteInt(c.u(), 2); break;
+  default: NNC_ASSERT(false, "evaluator: {} is not storage-only", dtypeName(to));
+  }
+  out.i = b;
+  return out;
+}
+
+/// A cast expression: ONNX Cast, through the canonical arithmetic type of a storage-only side
+/// (exactly the interpreter's conversions, runtime/interp/Cast.cpp).
+Value castExpr(const Value &v, const ExprNode &e) {
+  if (v.type == e.type)
+    return v;
+  Value src = isStorageOnly(v.type) ? decodeStorage(v) : v;
+  if (!isStorageOnly(e.type))
+    return castValue(src, e.type);
+  return encodeStorage(castValue(src, storageCanonical(e.type)), e.type, e.saturate,
+                       e.roundMode);
+}
+
+struct Evaluator {
+  const Kernel &k;
+  const std::vector<void *> &buffers;
+  std::vector<std::pair<std::string, Value>> env;
+  std::string failure;
+
+  Value lookup(const std::string &name) {
+    for (size_t i = env.size(); i-- > 0;)
+      if (env[i].first == name)
+        return env[i].second;
+    if (failure.empty())
+      failure = fmt::format("kernel {}: variable '{}' is not in scope", k.name, name);
+    return Value();
+  }
+
+  bool inBounds(int b, int64_t index, const char *what) {
+    if (b < 0 || b >= static_cast<int>(k.buffers.size())) {
+      if (failure.empty())
+        failure = fmt::format("kernel {}: {} of buffer {} which does not exist", k.name, what, b);
+      return false;
+    }
+    if (index < 0 || index >= k.buffers[b].numElements) {
+      if (failure.empty())
+        failure = fmt::format("kernel {}: {} at index {} is out of bounds of buffer '{}' ({} "
+                              "elements)",
+                              k.name, what, index, k.buffers[b].name, k.buffers[b].numElements);
+      return false;
+    }
+    return true;
+  }
+
+  Value loadValue(int b, int64_t index) {
+    Value out;
+    out.type = k.buffers[b].dtype;
+    if (!inBounds(b, index, "load"))
+      return out;
+    const void *p = buffers[b];
+    if (isStorageOnly(out.type)) { // moved as raw bytes (one per element); no arithmetic
+      out.i = static_cast<const uint8_t *>(p)[index];
+      return out;
+    }
+    bool ok = dispatch(out.type, [&](auto tag) {
+      constexpr DType D = decltype(tag)::value;
+      Storage<D> s = static_cast<const Storage<D> *>(p)[index];
+      if constexpr (D == DType::F16)
+        out = makeValue(D, halfToFloat(s));
+      else if constexpr (D == DType::BF16)
+        out = makeValue(D, bf16ToFloat(s));
+      else
+        out = makeValue(D, s);
+    });
+    if (!ok && failure.empty())
+      failure = fmt::format("kernel {}: buffer '{}' has dtype {}, which the kernel evaluator "
+                            "does not support",
+                            k.name, k.buffers[b].name, dtypeName(out.type));
+    return out;
+  }
+
+  void storeValue(int b, int64_t index, const Value &v) {
+    if (!inBounds(b, index, "store"))
+      return;
+    DType t = k.buffers[b].dtype;
+    void *p = buffers[b];
+    if (isStorageOnly(t)) {
+      static_cast<uint8_t *>(p)[index] = static_cast<uint8_t>(v.i);
+      return;
+    }
+    bool ok = dispatch(t, [&](auto tag) {
+      constexpr DType D = decltype(tag)::value;
+      Storage<D> *q = static_cast<Storage<D> *>(p);
+      if constexpr (D == DType::F16)
+        q[index] = floatToHalf(static_cast<float>(v.f));
+      else if constexpr (D == DType::BF16)
+        q[index] = floatToBf16(static_cast<float>(v.f));
+      else
+        q[index] = as<D>(v);
+    });
+    if (!ok && failure.empty())
+      failure = fmt::format("kernel {}: buffer '{}' has dtype {}, which the kernel evaluator "
+                            "does not support",
+                            k.name, k.buffers[b].name, dtypeName(t));
+  }
+
+  Value expr(const Expr &e) {
+    switch (e->kind) {
+    case ExprKind::IntImm: {
+      Value v;
+      v.type = e->type;
+      v.i = e->intValue;
+      return v;
+    }
+    case ExprKind::FloatImm: {
+      Value v;
+      v.type = e->type;
+      v.f = roundTo(e->type, e->floatValue);
+      return v;
+    }
+    case ExprKind::Var: return lookup(e->name);
+    case ExprKind::Load: return loadValue(e->buffer, expr(e->args[0]).i);
+    case ExprKind::Cast: return castExpr(expr(e->args[0]), *e);
+    case ExprKind::Op: {
+      Value args[3];
+      size_t n = e->args.size();
+      NNC_ASSERT(n >= 1 && n <= 3);
+      for (size_t a = 0; a < n; ++a)
+        args[a] = expr(e->args[a]);
+      if (n == 1) // the formulas of unary ops read a, b and c
+        args[1] = args[2] = args[0];
+      else if (n == 2)
+        args[2] = args[1];
+      return evalOp(e->op, e->type, args);
+    }
+    }
+    return Value();
+  }
+
+  Value *local(const std::string &name) {
+    for (size_t i = env.size(); i-- > 0;)
+      if (env[i].first == name)
+        return &env[i].second;
+    return nullptr;
+  }
+
+  void stmt(const Stmt &s) {
+    if (!failure.empty() || !s)
+      return;
+    switch (s->kind) {
+    case StmtKind::For: {
+      int64_t n = expr(s->extent).i;
+      env.emplace_back(s->name, Value());
+      size_t slot = env.size() - 1;
+      for (int64_t i = 0; i < n && failure.empty(); ++i) {
+        env[slot].second.i = i;
+        stmt(s->body[0]);
+        env.resize(slot + 1); // locals declared by the body end with the iteration
+      }
+      env.resize(slot);
+      return;
+    }
+    case StmtKind::Store: {
+      int64_t index = expr(s->index).i;
+      Value v = expr(s->value);
+      if (failure.empty())
+        storeValue(s->buffer, index, v);
+      return;
+    }
+    case StmtKind::Decl: env.emplace_back(s->name, castValue(expr(s->value), s->type)); return;
+    case StmtKind::Assign: {
+      Value v = expr(s->value);
+      Value *l = local(s->name);
+      if (!l) {
+        if (failure.empty())
+          failure = fmt::format("kernel {}: assignment to undeclared '{}'", k.name, s->name);
+        return;
+      }
+      *l = castValue(v, l->type);
+      return;
+    }
+    case StmtKind::If: {
+      bool c = expr(s->value).truthy();
+      size_t mark = env.size();
+      if (c)
+        stmt(s->body[0]);
+      else if (s->body.size() > 1)
+        stmt(s->body[1]);
+      env.resize(mark);
+      return;
+    }
+    case StmtKind::Block: {
+      size_t mark = env.size();
+      for (const Stmt &b : s->body)
+        stmt(b);
+      env.resize(mark);
+      return;
+    }
+    }
+  }
+};
+
+} // namespace
+
+Error evaluateKernel(const Kernel &k, const std::vector<void *> &buffers) {
+  if (buffers.size() != k.buffers.size())
+    return makeError("kernel {}: {} buffers given, the kernel has {}", k.name, buffers.size(),
+                     k.buffers.size());
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (!buffers[b] && k.buffers[b].numElements > 0)
+      return makeError("kernel {}: buffer '{}' is null", k.name, k.buffers[b].name);
+  // Invalid kernels get the verifier's message instead of undefined results.
+  NNC_TRY(verifyKernel(k));
+  NNC_ASSIGN_OR_RETURN(Stmt body, applySchedule(k));
+  Evaluator ev{k, buffers, {}, {}};
+  ev.stmt(body);
+  if (!ev.failure.empty())
+    return Error(ev.failure);
+  return Error::success();
+}
+
+} // namespace nnc::kir

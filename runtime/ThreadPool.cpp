@@ -1,0 +1,134 @@
+// The thread pool and the nnc_parallel_for entry point that generated code calls.
+#include "ThreadPool.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "nnc/support/Error.h"
+
+namespace nnc {
+
+namespace {
+thread_local ThreadPool *tlsCurrentPool = nullptr;
+/// >0 while this thread runs a chunk of a parallel loop: nested loops then run serially.
+thread_local int tlsParallelDepth = 0;
+
+struct DepthGuard {
+  DepthGuard() { ++tlsParallelDepth; }
+  ~DepthGuard() { --tlsParallelDepth; }
+};
+} // namespace
+
+ThreadPool::ThreadPool(int threads) : threads_(std::max(1, threads)) {
+  for (int i = 1; i < threads_; ++i)
+    workers_.emplace_back([this] { workerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  workCv_.notify_all();
+  for (std::thread &t : workers_)
+    t.join();
+}
+
+int ThreadPool::hardwareThreads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+ThreadPool *ThreadPool::shared(int threads) {
+  if (threads <= 0)
+    threads = hardwareThreads();
+  static std::mutex m;
+  // Keyed by process too: a forked child (the conformance runner forks per test) inherits the
+  // parent's pools without their worker threads, so it builds its own. The parent's pools are
+  // deliberately leaked in the child.
+  static std::map<std::pair<pid_t, int>, ThreadPool *> pools;
+  std::lock_guard<std::mutex> lock(m);
+  ThreadPool *&p = pools[{getpid(), threads}];
+  if (!p)
+    p = new ThreadPool(threads); // lives until exit: generated code may run at any time
+  return p;
+}
+
+ThreadPool *ThreadPool::current() { return tlsCurrentPool; }
+
+ThreadPool::Scope::Scope(ThreadPool *pool) : saved_(tlsCurrentPool) { tlsCurrentPool = pool; }
+ThreadPool::Scope::~Scope() { tlsCurrentPool = saved_; }
+
+void ThreadPool::runChunk(const Job &job, int64_t chunk) {
+  int64_t begin = chunk * job.chunkSize;
+  int64_t end = std::min(job.n, begin + job.chunkSize);
+  DepthGuard depth;
+  job.body(job.ctx, begin, end);
+}
+
+int64_t ThreadPool::takeChunk(Job *job) {
+  int64_t c = job->nextChunk++;
+  if (job->nextChunk == job->numChunks)
+    jobs_.erase(std::find(jobs_.begin(), jobs_.end(), job));
+  return c;
+}
+
+void ThreadPool::workerLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    workCv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    if (stop_ && jobs_.empty())
+      return;
+    Job *job = jobs_.front();
+    int64_t c = takeChunk(job);
+    lock.unlock();
+    runChunk(*job, c);
+    lock.lock();
+    // After this increment the caller may return and destroy the job: do not touch it again.
+    if (++job->doneChunks == job->numChunks)
+      doneCv_.notify_all();
+  }
+}
+
+void ThreadPool::parallelFor(ParallelBodyFn body, void *ctx, int64_t n) {
+  if (n <= 0)
+    return;
+  if (threads_ == 1 || n == 1 || tlsParallelDepth > 0) {
+    DepthGuard depth;
+    body(ctx, 0, n);
+    return;
+  }
+  Job job{body, ctx, n, 0, 0};
+  int64_t chunks = std::min<int64_t>(n, int64_t(4) * threads_);
+  job.chunkSize = (n + chunks - 1) / chunks;
+  job.numChunks = (n + job.chunkSize - 1) / job.chunkSize;
+  std::unique_lock<std::mutex> lock(mutex_);
+  jobs_.push_back(&job);
+  if (job.numChunks > 2)
+    workCv_.notify_all();
+  else
+    workCv_.notify_one();
+  while (job.nextChunk < job.numChunks) {
+    int64_t c = takeChunk(&job);
+    lock.unlock();
+    runChunk(job, c);
+    lock.lock();
+    ++job.doneChunks;
+  }
+  doneCv_.wait(lock, [&] { return job.doneChunks == job.numChunks; });
+}
+
+} // namespace nnc
+
+extern "C" void nnc_parallel_for(nnc::ParallelBodyFn body, void *ctx, int64_t n) {
+  nnc::ThreadPool *pool = nnc::ThreadPool::current();
+  if (!pool) {
+    if (n > 0)
+      body(ctx, 0, n);
+    return;
+  }
+  pool->parallelFor(body, ctx, n);
+}

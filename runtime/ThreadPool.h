@@ -1,0 +1,74 @@
+// The CPU thread pool that runs the parallel loops of generated kernels (nnc_parallel_for).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "nnc/codegen/LLVMCodegen.h"
+
+namespace nnc {
+
+/// A fixed pool of N-1 worker threads; the thread that calls parallelFor() is the N-th.
+/// Several threads may call parallelFor() at once (each call is its own job). Workers sleep on
+/// a condition variable when there is no work.
+class ThreadPool {
+public:
+  /// `threads` >= 1 (1: no workers, every loop runs on the caller).
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool &) = delete;
+  ThreadPool &operator=(const ThreadPool &) = delete;
+
+  int threads() const { return threads_; }
+
+  /// Runs body over [0, n) split into about 4 chunks per thread, the caller taking part, and
+  /// returns when every chunk is done. A call made from inside a chunk runs serially.
+  void parallelFor(ParallelBodyFn body, void *ctx, int64_t n);
+
+  /// The process-wide pool with this many threads (0: all cores), created on first use.
+  static ThreadPool *shared(int threads);
+  /// The number of hardware threads (at least 1).
+  static int hardwareThreads();
+
+  /// The pool nnc_parallel_for uses on this thread (null: run loops serially).
+  static ThreadPool *current();
+  /// Sets the current pool for its lifetime (e.g. around Executable::run).
+  class Scope {
+  public:
+    explicit Scope(ThreadPool *pool);
+    ~Scope();
+    Scope(const Scope &) = delete;
+    Scope &operator=(const Scope &) = delete;
+
+  private:
+    ThreadPool *saved_;
+  };
+
+private:
+  struct Job {
+    ParallelBodyFn body;
+    void *ctx;
+    int64_t n, chunkSize, numChunks;
+    int64_t nextChunk = 0; // guarded by mutex_
+    int64_t doneChunks = 0;
+  };
+  void workerLoop();
+  /// Takes the next chunk of `job` (mutex_ held); removes the job from the queue when it was
+  /// the last one. Returns the chunk index.
+  int64_t takeChunk(Job *job);
+  static void runChunk(const Job &job, int64_t chunk);
+
+  int threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable workCv_; // workers: a job was queued, or stop
+  std::condition_variable doneCv_; // callers: a chunk finished
+  std::deque<Job *> jobs_;
+  bool stop_ = false;
+};
+
+} // namespace nnc

@@ -1,0 +1,334 @@
+// The CPU executable end to end (generated kernels against the interpreter), its launch list
+// and buffer plan, concurrent runs, specializeShapes and CpuModel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "nnc/ir/Parser.h"
+#include "nnc/runtime/Executable.h"
+#include "nnc/passes/Specialize.h"
+#include "nnc/runtime/Interpreter.h"
+
+using namespace nnc;
+
+namespace {
+
+PassContext::Evaluator interp() {
+  return [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
+}
+
+Specializer specializer() {
+  return [](const Graph &g, const std::vector<Extents> &shapes,
+            const std::map<int, Tensor> &values, std::set<int> *wanted) {
+    return specializeShapes(g, shapes, interp(), values, wanted);
+  };
+}
+
+CpuOptions testOptions(int threads = 0) {
+  CpuOptions o;
+  o.threads = threads;
+  o.codegen.cacheDir = ""; // every test compiles
+  return o;
+}
+
+std::unique_ptr<Graph> parse(const std::string &text) {
+  Expected<std::unique_ptr<Graph>> g = parseGraph(text);
+  EXPECT_TRUE(g) << g.error().message();
+  return g ? std::move(*g) : nullptr;
+}
+
+Tensor randomF32(const Extents &e, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  Tensor t = Tensor::zeros(DType::F32, e);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<float>()[i] = u(rng);
+  return t;
+}
+
+/// rtol 1e-3 / atol 1e-6 for floats, exact otherwise.
+void expectClose(const Tensor &want, const Tensor &got, const std::string &what) {
+  ASSERT_EQ(want.dtype(), got.dtype()) << what;
+  ASSERT_EQ(want.extents(), got.extents()) << what;
+  for (int64_t i = 0; i < want.numElements(); ++i) {
+    double w = want.elementAsDouble(i), g = got.elementAsDouble(i);
+    if (std::isnan(w)) {
+      EXPECT_TRUE(std::isnan(g)) << what << " element " << i;
+      continue;
+    }
+    ASSERT_LE(std::fabs(w - g), 1e-6 + 1e-3 * std::fabs(w))
+        << what << " element " << i << ": " << g << " but expected " << w;
+  }
+}
+
+void expectMatchesInterpreter(const Graph &g, Executable &exe, const std::vector<Tensor> &in) {
+  Expected<std::vector<Tensor>> want = interpret(g, in);
+  ASSERT_TRUE(want) << want.error().message();
+  Expected<std::vector<Tensor>> got = exe.run(in);
+  ASSERT_TRUE(got) << got.error().message();
+  ASSERT_EQ(want->size(), got->size());
+  for (size_t i = 0; i < want->size(); ++i)
+    expectClose((*want)[i], (*got)[i], "output " + std::to_string(i));
+}
+
+const char *kMlp = R"(
+graph @mlp(%x: f32[3,6], %b: f32[4]) -> (f32[3,4], f32[3,4]) {
+  %w = constant {value = dense<f32[6,4]>[0.5, -1, 1.5, 2, -0.25, 0.75, 1, 0, -2, 0.5, 0.25, -1.5, 0.5, -1, 1.5, 2, -0.25, 0.75, 1, 0, -2, 0.5, 0.25, -1.5]} : f32[6,4]
+  %mm = matmul(%x, %w) : f32[3,4]
+  %a = add(%mm, %b) : f32[3,4]
+  %t = tanh(%a) : f32[3,4]
+  %e = exp(%t) : f32[3,4]
+  %y = softmax(%e) {axis = 1} : f32[3,4]
+  %z = mul(%t, %y) : f32[3,4]
+  return %y, %z
+}
+)";
+
+// A symbolic batch flattened the way exporters do it (shape -> concat -> reshape).
+const char *kDynamic = R"(
+graph @dyn(%x: f32[N,2,3]) -> (f32[N,4]) {
+  %s0 = shape(%x) {end = 1} : i64[1]
+  %m1 = constant {value = dense<i64[1]>[-1]} : i64[1]
+  %ns = concat(%s0, %m1) {axis = 0} : i64[2]
+  %flat = reshape(%x, %ns) : f32[N,6]
+  %w = constant {value = dense<f32[6,4]>[0.5, -1, 1.5, 2, -0.25, 0.75, 1, 0, -2, 0.5, 0.25, -1.5, 0.5, -1, 1.5, 2, -0.25, 0.75, 1, 0, -2, 0.5, 0.25, -1.5]} : f32[6,4]
+  %mm = matmul(%flat, %w) : f32[N,4]
+  %t = tanh(%mm) : f32[N,4]
+  %y = softmax(%t) {axis = 1} : f32[N,4]
+  return %y
+}
+)";
+
+} // namespace
+
+TEST(Executable, MatchesInterpreter) {
+  auto g = parse(kMlp);
+  ASSERT_TRUE(g);
+  for (int threads : {1, 2}) {
+    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, testOptions(threads));
+    ASSERT_TRUE(exe) << exe.error().message();
+    for (unsigned seed = 0; seed < 3; ++seed)
+      expectMatchesInterpreter(*g, **exe, {randomF32({3, 6}, seed), randomF32({4}, seed + 10)});
+  }
+}
+
+TEST(Executable, LaunchListHoldsOnlyGeneratedKernels) {
+  auto g = parse(kMlp);
+  ASSERT_TRUE(g);
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, testOptions());
+  ASSERT_TRUE(exe) << exe.error().message();
+  // Every non-constant node has at least one kernel named after it, and nothing else runs.
+  std::vector<Node *> nodes = g->nodes();
+  const std::vector<kir::Kernel> &ks = (*exe)->kernels();
+  size_t k = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i]->kind() == OpKind::Constant)
+      continue;
+    std::string prefix = "n" + std::to_string(i) + "_";
+    ASSERT_LT(k, ks.size()) << nodes[i]->describe() << " has no kernel";
+    EXPECT_EQ(ks[k].name.rfind(prefix, 0), 0u) << ks[k].name << " for " << nodes[i]->describe();
+    while (k < ks.size() && ks[k].name.rfind(prefix, 0) == 0)
+      ++k;
+  }
+  EXPECT_EQ(k, ks.size());
+  EXPECT_GT((*exe)->compileMs(), 0);
+}
+
+TEST(Executable, OutputsThatAreInputsConstantsOrRepeated) {
+  auto g = parse(R"(
+graph @passthrough(%x: f32[2,3]) -> (f32[2,3], f32[2], f32[2,3], f32[2,3]) {
+  %c = constant {value = dense<f32[2]>[1.5, -2]} : f32[2]
+  %n = neg(%x) : f32[2,3]
+  return %x, %c, %n, %n
+}
+)");
+  ASSERT_TRUE(g);
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, testOptions());
+  ASSERT_TRUE(exe) << exe.error().message();
+  Tensor x = randomF32({2, 3}, 7);
+  expectMatchesInterpreter(*g, **exe, {x});
+  Expected<std::vector<Tensor>> out = (*exe)->run({x});
+  ASSERT_TRUE(out);
+  // The caller owns fresh tensors: none aliases the input or another output.
+  EXPECT_NE((*out)[0].rawData(), x.rawData());
+  EXPECT_NE((*out)[2].rawData(), (*out)[3].rawData());
+}
+
+TEST(Executable, InPlaceElementwiseChain) {
+  auto g = parse(R"(
+graph @chain(%x: f32[64,33]) -> (f32[64,33]) {
+  %a = tanh(%x) : f32[64,33]
+  %b = exp(%a) : f32[64,33]
+  %c = neg(%b) : f32[64,33]
+  %d = add(%c, %a) : f32[64,33]
+  %e = sigmoid(%d) : f32[64,33]
+  return %e
+}
+)");
+  ASSERT_TRUE(g);
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, testOptions());
+  ASSERT_TRUE(exe) << exe.error().message();
+  const BufferPlan &p = (*exe)->plan();
+  ASSERT_EQ(p.entries.size(), 4u); // a, b, c, d; e is the output
+  // b cannot take a's storage (a is read again by d); c takes b's; d takes c's or a's.
+  EXPECT_EQ(p.entries[1].reuses, "");
+  EXPECT_EQ(p.entries[2].reuses, "b");
+  EXPECT_NE(p.entries[3].reuses, "");
+  EXPECT_EQ(p.peakBytes, 2 * 64 * 33 * 4); // 8448 bytes is a multiple of 64
+  EXPECT_LE(p.lowerBoundBytes, p.peakBytes);
+  EXPECT_EQ(p.unplannedBytes, 4 * 64 * 33 * 4);
+  expectMatchesInterpreter(*g, **exe, {randomF32({64, 33}, 3)});
+}
+
+TEST(Executable, ConcurrentRuns) {
+  auto g = parse(kMlp);
+  ASSERT_TRUE(g);
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, testOptions(2));
+  ASSERT_TRUE(exe) << exe.error().message();
+  std::vector<std::vector<Tensor>> inputs, want;
+  for (unsigned s = 0; s < 4; ++s) {
+    inputs.push_back({randomF32({3, 6}, s), randomF32({4}, 100 + s)});
+    want.push_back(*interpret(*g, inputs.back()));
+  }
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 100; ++rep) {
+        size_t s = static_cast<size_t>((t + rep) % 4);
+        Expected<std::vector<Tensor>> out = (*exe)->run(inputs[s]);
+        if (!out || !(*out)[0].bitwiseEqual((*(*exe)->run(inputs[s]))[0]))
+          ++bad;
+        else
+          for (size_t i = 0; i < out->size(); ++i)
+            for (int64_t e = 0; e < want[s][i].numElements(); ++e)
+              if (std::fabs(want[s][i].data<float>()[e] - (*out)[i].data<float>()[e]) >
+                  1e-5 + 1e-3 * std::fabs(want[s][i].data<float>()[e]))
+                ++bad;
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(Executable, RejectsBadInputsAndSymbolicShapes) {
+  auto g = parse(kMlp);
+  ASSERT_TRUE(g);
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, testOptions());
+  ASSERT_TRUE(exe) << exe.error().message();
+  Expected<std::vector<Tensor>> r = (*exe)->run({randomF32({4, 6}, 0), randomF32({4}, 0)});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("input 'x'"), std::string::npos) << r.error().message();
+  EXPECT_FALSE((*exe)->run({randomF32({3, 6}, 0)}));
+
+  auto dyn = parse(kDynamic);
+  ASSERT_TRUE(dyn);
+  Expected<std::unique_ptr<Executable>> bad = Executable::compile(*dyn, testOptions());
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("symbolic"), std::string::npos) << bad.error().message();
+}
+
+TEST(SpecializeShapes, SymbolicBatch) {
+  auto g = parse(kDynamic);
+  ASSERT_TRUE(g);
+  Expected<std::unique_ptr<Graph>> s = specializeShapes(*g, {{5, 2, 3}}, interp());
+  ASSERT_TRUE(s) << s.error().message();
+  for (const Node *n : (*s)->nodes())
+    for (const Value *r : n->results())
+      EXPECT_TRUE(isStatic(r->shape())) << r->name() << " " << r->type().str();
+  EXPECT_EQ((*s)->outputs()[0]->type().str(), "f32[5,4]");
+  // The original is untouched.
+  EXPECT_EQ(g->inputs()[0]->type().str(), "f32[N,2,3]");
+
+  Expected<std::unique_ptr<Graph>> rank = specializeShapes(*g, {{5, 6}}, interp());
+  ASSERT_FALSE(rank);
+  EXPECT_NE(rank.error().message().find("input 'x'"), std::string::npos);
+  Expected<std::unique_ptr<Graph>> dim = specializeShapes(*g, {{5, 3, 3}}, interp());
+  ASSERT_FALSE(dim);
+  auto two = parse(R"(
+graph @two(%a: f32[N,2], %b: f32[N,2]) -> (f32[N,2]) {
+  %c = add(%a, %b) : f32[N,2]
+  return %c
+}
+)");
+  ASSERT_TRUE(two);
+  Expected<std::unique_ptr<Graph>> clash = specializeShapes(*two, {{3, 2}, {4, 2}}, interp());
+  ASSERT_FALSE(clash);
+  EXPECT_NE(clash.error().message().find("N is 3"), std::string::npos)
+      << clash.error().message();
+}
+
+TEST(CpuModel, RunsEveryBatchSizeAndCachesExecutables) {
+  auto g = parse(kDynamic);
+  ASSERT_TRUE(g);
+  std::unique_ptr<Graph> reference = g->clone();
+  Expected<std::unique_ptr<CpuModel>> m = CpuModel::create(std::move(g), testOptions(), specializer());
+  ASSERT_TRUE(m) << m.error().message();
+  for (int64_t n : {1, 3, 7, 3}) {
+    Tensor x = randomF32({n, 2, 3}, static_cast<unsigned>(n));
+    Expected<std::vector<Tensor>> want = interpret(*reference, {x});
+    ASSERT_TRUE(want) << want.error().message();
+    Expected<std::vector<Tensor>> got = (*m)->run({x});
+    ASSERT_TRUE(got) << got.error().message();
+    expectClose((*want)[0], (*got)[0], "batch " + std::to_string(n));
+  }
+  Expected<Executable *> a = (*m)->executableFor({{3, 2, 3}});
+  Expected<Executable *> b = (*m)->executableFor({{3, 2, 3}});
+  Expected<Executable *> c = (*m)->executableFor({{7, 2, 3}});
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(*a, *b);
+  EXPECT_NE(*a, *c);
+  EXPECT_FALSE((*m)->run({randomF32({3, 6}, 0)}));
+}
+
+TEST(CpuModel, CacheStaysBounded) {
+  auto g = parse(R"(
+graph @neg(%x: f32[N]) -> (f32[N]) {
+  %y = neg(%x) : f32[N]
+  return %y
+}
+)");
+  ASSERT_TRUE(g);
+  Expected<std::unique_ptr<CpuModel>> m = CpuModel::create(std::move(g), testOptions(1), specializer());
+  ASSERT_TRUE(m);
+  for (int64_t n = 1; n <= 20; ++n) {
+    Expected<std::vector<Tensor>> r = (*m)->run({randomF32({n}, 1)});
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ((*r)[0].dim(0), n);
+  }
+  // Shape 1 was evicted (16 kept) and is compiled again on demand.
+  Expected<std::vector<Tensor>> again = (*m)->run({randomF32({1}, 1)});
+  ASSERT_TRUE(again);
+}
+
+TEST(CpuModel, SpecializesOnValuesThatDetermineShapes) {
+  // range's length is the value of input %n: compiled per value of %n.
+  auto g = parse(R"(
+graph @ramp(%n: i64[], %x: f32[]) -> (f32[K]) {
+  %z = constant {value = dense<i64[]>[0]} : i64[]
+  %one = constant {value = dense<i64[]>[1]} : i64[]
+  %r = range(%z, %n, %one) : i64[K]
+  %f = cast(%r) {to = f32} : f32[K]
+  %y = mul(%f, %x) : f32[K]
+  return %y
+}
+)");
+  ASSERT_TRUE(g);
+  Expected<std::unique_ptr<CpuModel>> m = CpuModel::create(std::move(g), testOptions(1), specializer());
+  ASSERT_TRUE(m) << m.error().message();
+  for (int64_t n : {5, 3, 5}) {
+    Expected<std::vector<Tensor>> r =
+        (*m)->run({Tensor::scalar<int64_t>(DType::I64, n), Tensor::scalar<float>(DType::F32, 2)});
+    ASSERT_TRUE(r) << r.error().message();
+    ASSERT_EQ((*r)[0].extents(), Extents{n});
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_EQ((*r)[0].data<float>()[i], 2.0f * float(i));
+  }
+  Expected<Executable *> e = (*m)->executableFor({{}, {}});
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message().find("value of input 'n'"), std::string::npos)
+      << e.error().message();
+}

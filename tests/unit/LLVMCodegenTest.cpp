@@ -1,0 +1,649 @@
+// Tests of the LLVM code generator: hand-built kernels, JIT-compiled and run, against the
+// interpreter's scalar formulas (runtime/Scalar.h) and hand-computed results.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <random>
+
+#include "Scalar.h"
+#include "ThreadPool.h"
+#include "codegen/llvm/Emitter.h"
+#include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/ir/Kernel.h"
+
+using namespace nnc;
+using namespace nnc::kir;
+
+namespace {
+
+CodegenOptions noCache() {
+  CodegenOptions o;
+  o.cacheDir = "";
+  return o;
+}
+
+BufferDecl buf(const std::string &name, DType t, int64_t n, BufferRole role, int index,
+               bool written) {
+  return BufferDecl{name, t, n, role, index, written};
+}
+
+std::unique_ptr<CompiledModule> compileOrDie(const std::vector<Kernel> &ks,
+                                             const CodegenOptions &o = noCache()) {
+  auto m = compileKernels(ks, o);
+  EXPECT_TRUE(m) << m.takeError().message();
+  if (!m)
+    return nullptr;
+  return std::move(*m);
+}
+
+// ---- Every elementwise op on every dtype it accepts, against Ops.def's formulas ---------------
+
+using namespace nnc::scalar;
+
+constexpr bool accepts(TypeClass c, DType t) {
+  bool isF = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
+  bool isS = t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
+  bool isU = t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
+  switch (c) {
+  case TypeClass::Float: return isF;
+  case TypeClass::Numeric: return isF || isS || isU;
+  case TypeClass::Signed: return isF || isS;
+  case TypeClass::Int: return isS || isU;
+  case TypeClass::Unsigned: return isU;
+  case TypeClass::Bool: return t == DType::Bool;
+  case TypeClass::Any: return isArithmetic(t);
+  }
+  return false;
+}
+
+#define NNC_ELEMENTWISE(Id, name, arity, types, result, doc, formula)                              \
+  struct Fn##Id {                                                                                  \
+    static constexpr OpKind kKind = OpKind::Id;                                                    \
+    static constexpr TypeClass kTypes = TypeClass::types;                                          \
+    static constexpr int kArity = arity;                                                           \
+    static constexpr bool kBoolResult = ResultClass::result == ResultClass::BoolResult;            \
+    template <typename A, typename B, typename C> static auto apply(A a, B b, C c) {               \
+      (void)a;                                                                                     \
+      (void)b;                                                                                     \
+      (void)c;                                                                                     \
+      return formula;                                                                              \
+    }                                                                                              \
+  };
+#include "nnc/ir/Ops.def"
+
+/// Interesting operand values of compute type T.
+template <typename T> std::vector<T> sampleValues() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return {false, true};
+  } else if constexpr (std::is_floating_point_v<T>) {
+    T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+    return {T(0), T(-0.0), T(1), T(-1), T(0.5), T(-2.5), T(2.5), T(3), T(-7), T(0.75),
+            T(1e-3), T(100), T(-100), T(0.3), T(-0.9), inf, -inf, nan};
+  } else {
+    using L = std::numeric_limits<T>;
+    std::vector<int64_t> v{0, 1, 2, 3, 7, 8, 9, 63, 64, 100, -1, -2, -7, -8, -9};
+    std::vector<T> out;
+    for (int64_t x : v)
+      out.push_back(static_cast<T>(x));
+    out.push_back(L::min());
+    out.push_back(L::max());
+    return out;
+  }
+}
+
+template <typename Fn> bool isTranscendental() {
+  switch (Fn::kKind) {
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Tan:
+  case OpKind::Asin:
+  case OpKind::Acos:
+  case OpKind::Atan:
+  case OpKind::Sinh:
+  case OpKind::Cosh:
+  case OpKind::Tanh:
+  case OpKind::Asinh:
+  case OpKind::Acosh:
+  case OpKind::Atanh:
+  case OpKind::Erf:
+  case OpKind::Pow:
+  case OpKind::Sigmoid: return true;
+  default: return false;
+  }
+}
+
+/// One op on one dtype: a kernel over all operand combinations, plus the expected results.
+struct OpCase {
+  Kernel kernel;
+  std::vector<std::vector<uint8_t>> in; // a, b, c
+  std::vector<uint8_t> expected, out;
+  DType resultType;
+  bool transcendental;
+  int64_t n;
+};
+
+template <typename Fn, DType D> OpCase makeCase() {
+  using S = Storage<D>;
+  using T = Compute<D>;
+  constexpr bool isSelect = std::is_same_v<Fn, FnSelect>;
+  constexpr DType R = Fn::kBoolResult ? DType::Bool : D;
+  // Values that survive a round trip through the storage type.
+  std::vector<T> vals;
+  for (T v : sampleValues<T>()) {
+    S st[1];
+    store<D>(st, 0, v);
+    vals.push_back(load<D>(st, 0));
+  }
+  // Operand values in compute type, then their storage bytes.
+  std::vector<T> xs, ys;
+  std::vector<bool> cond;
+  if (Fn::kArity == 1) {
+    xs = vals;
+  } else {
+    for (T x : vals)
+      for (T y : vals) {
+        xs.push_back(x);
+        ys.push_back(y);
+        cond.push_back(xs.size() % 3 == 0);
+      }
+  }
+  if (ys.empty())
+    ys = xs;
+  int64_t n = static_cast<int64_t>(xs.size());
+  OpCase oc;
+  oc.n = n;
+  oc.resultType = R;
+  oc.transcendental = isTranscendental<Fn>();
+  auto bytes = [&](const std::vector<T> &v) {
+    std::vector<uint8_t> out(n * sizeof(S));
+    for (int64_t i = 0; i < n; ++i)
+      store<D>(reinterpret_cast<S *>(out.data()), i, v[i]);
+    return out;
+  };
+  oc.expected.assign(n * sizeof(Storage<R>), 0);
+  auto *exp = reinterpret_cast<Storage<R> *>(oc.expected.data());
+  for (int64_t i = 0; i < n; ++i) {
+    T x = xs[i], y = ys[i];
+    if constexpr (isSelect) {
+      store<R>(exp, i, Fn::apply(bool(cond[i]), x, y));
+    } else if constexpr (Fn::kArity == 1) {
+      if constexpr (std::is_same_v<Fn, FnNeg> && kIsInt<T>)
+        store<R>(exp, i, sub<T>(T(0), x));
+      else
+        store<R>(exp, i, Fn::apply(x, x, x));
+    } else {
+      store<R>(exp, i, Fn::apply(x, y, y));
+    }
+  }
+  oc.out.assign(oc.expected.size(), 0xcd);
+  if (isSelect) {
+    std::vector<uint8_t> cb(n);
+    for (int64_t i = 0; i < n; ++i)
+      cb[i] = cond[i];
+    oc.in = {cb, bytes(xs), bytes(ys)};
+  } else {
+    oc.in = {bytes(xs), bytes(ys), bytes(ys)};
+  }
+
+  Kernel &k = oc.kernel;
+  k.name = fmt::format("k_{}_{}", opInfo(Fn::kKind).name, dtypeName(D));
+  k.buffers = {buf("a", isSelect ? DType::Bool : D, n, BufferRole::Operand, 0, false),
+               buf("b", D, n, BufferRole::Operand, 1, false),
+               buf("c", D, n, BufferRole::Operand, 2, false),
+               buf("out", R, n, BufferRole::Result, 0, true)};
+  Expr i = var("i");
+  std::vector<Expr> args{load(0, isSelect ? DType::Bool : D, i)};
+  if (Fn::kArity >= 2)
+    args.push_back(load(1, D, i));
+  if (Fn::kArity >= 3)
+    args.push_back(load(2, D, i));
+  k.body = forLoop("i", intImm(n), store(3, i, op(Fn::kKind, args)), LoopKind::Vectorized);
+  return oc;
+}
+
+template <DType D> void appendCases(std::vector<OpCase> &cases) {
+#define NNC_ELEMENTWISE(Id, ...)                                                                   \
+  if constexpr (accepts(Fn##Id::kTypes, D))                                                        \
+    cases.push_back(makeCase<Fn##Id, D>());
+#include "nnc/ir/Ops.def"
+}
+
+double asDouble(DType t, const uint8_t *p) {
+  switch (t) {
+  case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
+  case DType::F64: { double d; std::memcpy(&d, p, 8); return d; }
+  case DType::F16: { uint16_t h; std::memcpy(&h, p, 2); return halfToFloat(h); }
+  case DType::BF16: { uint16_t h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
+  default: return 0;
+  }
+}
+
+template <DType D> void checkAllOps() {
+  std::vector<OpCase> cases;
+  appendCases<D>(cases);
+  std::vector<Kernel> ks;
+  for (const OpCase &c : cases)
+    ks.push_back(c.kernel);
+  auto m = compileOrDie(ks);
+  ASSERT_TRUE(m);
+  int failures = 0;
+  for (OpCase &c : cases) {
+    KernelFn fn = m->lookup(c.kernel.name);
+    ASSERT_NE(fn, nullptr) << c.kernel.name;
+    void *bufs[4] = {c.in[0].data(), c.in[1].data(), c.in[2].data(), c.out.data()};
+    fn(bufs);
+    size_t es = dtypeSize(c.resultType);
+    for (int64_t i = 0; i < c.n && failures < 20; ++i) {
+      const uint8_t *got = c.out.data() + i * es, *want = c.expected.data() + i * es;
+      if (std::memcmp(got, want, es) == 0)
+        continue;
+      if (isFloat(c.resultType)) {
+        double g = asDouble(c.resultType, got), w = asDouble(c.resultType, want);
+        if (std::isnan(g) && std::isnan(w))
+          continue;
+        if (c.transcendental && std::fabs(g - w) <= 1e-6 * std::fabs(w))
+          continue;
+        ADD_FAILURE() << c.kernel.name << " element " << i << ": got " << g << ", want " << w;
+      } else {
+        uint64_t g = 0, w = 0;
+        std::memcpy(&g, got, es);
+        std::memcpy(&w, want, es);
+        ADD_FAILURE() << c.kernel.name << " element " << i << ": got " << g << ", want " << w;
+      }
+      ++failures;
+    }
+  }
+}
+
+} // namespace
+
+TEST(LLVMCodegen, AllElementwiseOpsF32) { checkAllOps<DType::F32>(); }
+TEST(LLVMCodegen, AllElementwiseOpsF64) { checkAllOps<DType::F64>(); }
+TEST(LLVMCodegen, AllElementwiseOpsF16) { checkAllOps<DType::F16>(); }
+TEST(LLVMCodegen, AllElementwiseOpsBF16) { checkAllOps<DType::BF16>(); }
+TEST(LLVMCodegen, AllElementwiseOpsI8) { checkAllOps<DType::I8>(); }
+TEST(LLVMCodegen, AllElementwiseOpsU8) { checkAllOps<DType::U8>(); }
+TEST(LLVMCodegen, AllElementwiseOpsI16) { checkAllOps<DType::I16>(); }
+TEST(LLVMCodegen, AllElementwiseOpsU16) { checkAllOps<DType::U16>(); }
+TEST(LLVMCodegen, AllElementwiseOpsI32) { checkAllOps<DType::I32>(); }
+TEST(LLVMCodegen, AllElementwiseOpsU32) { checkAllOps<DType::U32>(); }
+TEST(LLVMCodegen, AllElementwiseOpsI64) { checkAllOps<DType::I64>(); }
+TEST(LLVMCodegen, AllElementwiseOpsU64) { checkAllOps<DType::U64>(); }
+TEST(LLVMCodegen, AllElementwiseOpsBool) { checkAllOps<DType::Bool>(); }
+
+// ---- Hand-written kernels ----------------------------------------------------------------------
+
+TEST(LLVMCodegen, BroadcastAddF32) {
+  // out[i, j] = a[i, j] + b[j] over 5x7, the inner loop vectorized.
+  Kernel k;
+  k.name = "bcast_add";
+  k.buffers = {buf("a", DType::F32, 35, BufferRole::Operand, 0, false),
+               buf("b", DType::F32, 7, BufferRole::Operand, 1, false),
+               buf("out", DType::F32, 35, BufferRole::Result, 0, true)};
+  Expr i = var("i"), j = var("j");
+  Expr flat = add(mul(i, intImm(7)), j);
+  k.body = forLoop("i", intImm(5),
+                   forLoop("j", intImm(7),
+                           store(2, flat, op(OpKind::Add, {load(0, DType::F32, flat),
+                                                           load(1, DType::F32, j)})),
+                           LoopKind::Vectorized));
+  auto m = compileOrDie({k});
+  ASSERT_TRUE(m);
+  std::vector<float> a(35), b(7), out(35, -1);
+  for (int x = 0; x < 35; ++x)
+    a[x] = 0.5f * x;
+  for (int x = 0; x < 7; ++x)
+    b[x] = 100.0f * x;
+  void *bufs[] = {a.data(), b.data(), out.data()};
+  m->lookup("bcast_add")(bufs);
+  for (int x = 0; x < 35; ++x)
+    EXPECT_EQ(out[x], a[x] + b[x % 7]) << x;
+  EXPECT_EQ(m->lookup("no_such_kernel"), nullptr);
+}
+
+TEST(LLVMCodegen, IntegerEdgeCases) {
+  // i32 add wrap, division by zero, INT_MIN / -1 and Python-style mod, u8 shifts.
+  Kernel k;
+  k.name = "ints";
+  int n = 5;
+  k.buffers = {buf("a", DType::I32, n, BufferRole::Operand, 0, false),
+               buf("b", DType::I32, n, BufferRole::Operand, 1, false),
+               buf("sum", DType::I32, n, BufferRole::Result, 0, true),
+               buf("quot", DType::I32, n, BufferRole::Result, 1, true),
+               buf("rem", DType::I32, n, BufferRole::Result, 2, true)};
+  Expr i = var("i");
+  Expr a = load(0, DType::I32, i), b = load(1, DType::I32, i);
+  k.body = forLoop("i", intImm(n),
+                   block({store(2, i, op(OpKind::Add, {a, b})), store(3, i, op(OpKind::Div, {a, b})),
+                          store(4, i, op(OpKind::Mod, {a, b}))}));
+  auto m = compileOrDie({k});
+  ASSERT_TRUE(m);
+  int32_t mn = std::numeric_limits<int32_t>::min(), mx = std::numeric_limits<int32_t>::max();
+  std::vector<int32_t> av{mx, 7, mn, -7, 7}, bv{1, 0, -1, 2, -2}, s(n), q(n), r(n);
+  void *bufs[] = {av.data(), bv.data(), s.data(), q.data(), r.data()};
+  m->lookup("ints")(bufs);
+  EXPECT_EQ(s[0], mn);            // wraps
+  EXPECT_EQ(q[1], 0);             // 7 / 0
+  EXPECT_EQ(r[1], 0);             // 7 % 0
+  EXPECT_EQ(q[2], mn);            // INT_MIN / -1 wraps
+  EXPECT_EQ(r[2], 0);
+  EXPECT_EQ(q[3], -3);            // truncates
+  EXPECT_EQ(r[3], 1);             // -7 mod 2 = 1 (sign of the divisor)
+  EXPECT_EQ(r[4], -1);            // 7 mod -2 = -1
+}
+
+TEST(LLVMCodegen, CastEdgeCases) {
+  // f32 -> i32 / u8 / u64 / bool / f16 / bf16 like interp/Cast.cpp.
+  std::vector<float> x{1.9f, -1.9f, NAN, INFINITY, -INFINITY, 3e9f, -3e9f, 1e20f, 300.5f, 0.0f};
+  int n = static_cast<int>(x.size());
+  Kernel k;
+  k.name = "casts";
+  k.buffers = {buf("x", DType::F32, n, BufferRole::Operand, 0, false),
+               buf("i32", DType::I32, n, BufferRole::Result, 0, true),
+               buf("u8", DType::U8, n, BufferRole::Result, 1, true),
+               buf("u64", DType::U64, n, BufferRole::Result, 2, true),
+               buf("b", DType::Bool, n, BufferRole::Result, 3, true),
+               buf("h", DType::F16, n, BufferRole::Result, 4, true),
+               buf("bf", DType::BF16, n, BufferRole::Result, 5, true)};
+  Expr i = var("i"), v = load(0, DType::F32, i);
+  k.body = forLoop("i", intImm(n),
+                   block({store(1, i, cast(v, DType::I32)), store(2, i, cast(v, DType::U8)),
+                          store(3, i, cast(v, DType::U64)), store(4, i, cast(v, DType::Bool)),
+                          store(5, i, cast(v, DType::F16)), store(6, i, cast(v, DType::BF16))}));
+  auto m = compileOrDie({k});
+  ASSERT_TRUE(m);
+  std::vector<int32_t> i32(n);
+  std::vector<uint8_t> u8(n), bl(n);
+  std::vector<uint64_t> u64(n);
+  std::vector<uint16_t> h(n), bf(n);
+  void *bufs[] = {x.data(), i32.data(), u8.data(), u64.data(), bl.data(), h.data(), bf.data()};
+  m->lookup("casts")(bufs);
+  // The interpreter's rule: truncate, NaN -> 0, saturate to the 64-bit range, then wrap.
+  auto intBits = [](float f, bool toUnsigned) -> uint64_t {
+    if (std::isnan(f))
+      return 0;
+    double t = std::trunc(double(f));
+    if (toUnsigned && t >= 9223372036854775808.0)
+      return t >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(t);
+    if (t >= 9223372036854775808.0)
+      return static_cast<uint64_t>(INT64_MAX);
+    if (t < -9223372036854775808.0)
+      return static_cast<uint64_t>(INT64_MIN);
+    return static_cast<uint64_t>(static_cast<int64_t>(t));
+  };
+  for (int j = 0; j < n; ++j) {
+    EXPECT_EQ(i32[j], static_cast<int32_t>(intBits(x[j], false))) << x[j];
+    EXPECT_EQ(u8[j], static_cast<uint8_t>(intBits(x[j], true))) << x[j];
+    EXPECT_EQ(u64[j], intBits(x[j], true)) << x[j];
+    EXPECT_EQ(bl[j], x[j] != 0 ? 1 : 0) << x[j];
+    EXPECT_EQ(h[j], floatToHalf(x[j])) << x[j];
+    if (!std::isnan(x[j]))
+      EXPECT_EQ(bf[j], floatToBf16(x[j])) << x[j];
+    else
+      EXPECT_TRUE(std::isnan(bf16ToFloat(bf[j])));
+  }
+}
+
+TEST(LLVMCodegen, F16RoundTrip) {
+  // f32 -> f16 -> f32 over a spread of magnitudes, subnormals, ties and overflow.
+  std::mt19937 rng(7);
+  std::vector<float> x{0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, 1e-8f, 6e-8f, 3e-5f,
+                       1.0009765625f, 1.00048828125f, 1.00146484375f, INFINITY, -INFINITY, NAN};
+  std::uniform_real_distribution<float> u(-20.0f, 20.0f);
+  for (int j = 0; j < 500; ++j)
+    x.push_back(std::ldexp(1.0f + u(rng) / 40.0f, static_cast<int>(u(rng))) *
+                (j % 2 ? 1.0f : -1.0f));
+  int n = static_cast<int>(x.size());
+  Kernel k;
+  k.name = "f16_round_trip";
+  k.buffers = {buf("x", DType::F32, n, BufferRole::Operand, 0, false),
+               buf("h", DType::F16, n, BufferRole::Result, 0, true),
+               buf("y", DType::F32, n, BufferRole::Result, 1, true)};
+  Expr i = var("i");
+  k.body = forLoop("i", intImm(n),
+                   block({store(1, i, cast(load(0, DType::F32, i), DType::F16)),
+                          store(2, i, cast(load(1, DType::F16, i), DType::F32))}),
+                   LoopKind::Vectorized);
+  auto m = compileOrDie({k});
+  ASSERT_TRUE(m);
+  std::vector<uint16_t> h(n);
+  std::vector<float> y(n);
+  void *bufs[] = {x.data(), h.data(), y.data()};
+  m->lookup("f16_round_trip")(bufs);
+  for (int j = 0; j < n; ++j) {
+    EXPECT_EQ(h[j], floatToHalf(x[j])) << x[j];
+    float want = halfToFloat(floatToHalf(x[j]));
+    if (std::isnan(want))
+      EXPECT_TRUE(std::isnan(y[j]));
+    else
+      EXPECT_EQ(y[j], want) << x[j];
+  }
+}
+
+TEST(LLVMCodegen, ReductionWithAccumulator) {
+  // out[r] = sum_c x[r, c], the accumulator a Decl updated by Assign.
+  int rows = 6, cols = 37;
+  Kernel k;
+  k.name = "row_sum";
+  k.buffers = {buf("x", DType::F32, rows * cols, BufferRole::Operand, 0, false),
+               buf("out", DType::F32, rows, BufferRole::Result, 0, true)};
+  Expr r = var("r"), c = var("c");
+  k.body = forLoop(
+      "r", intImm(rows),
+      block({decl("acc", DType::F32, floatImm(0)),
+             forLoop("c", intImm(cols),
+                     assign("acc", op(OpKind::Add, {var("acc", DType::F32),
+                                                    load(0, DType::F32,
+                                                         add(mul(r, intImm(cols)), c))}))),
+             store(1, r, var("acc", DType::F32))}));
+  auto m = compileOrDie({k});
+  ASSERT_TRUE(m);
+  std::vector<float> x(rows * cols), out(rows);
+  for (int j = 0; j < rows * cols; ++j)
+    x[j] = static_cast<float>(j % 11) - 3.0f;
+  void *bufs[] = {x.data(), out.data()};
+  m->lookup("row_sum")(bufs);
+  for (int rr = 0; rr < rows; ++rr) {
+    float s = 0;
+    for (int cc = 0; cc < cols; ++cc)
+      s += x[rr * cols + cc];
+    EXPECT_EQ(out[rr], s);
+  }
+}
+
+TEST(LLVMCodegen, IfThenElse) {
+  Kernel k;
+  k.name = "branches";
+  k.buffers = {buf("out", DType::I64, 10, BufferRole::Result, 0, true)};
+  Expr i = var("i");
+  k.body = forLoop("i", intImm(10),
+                   ifThen(lt(i, intImm(3)), store(0, i, intImm(1)),
+                          ifThen(ge(i, intImm(8)), store(0, i, mul(i, intImm(10))))));
+  auto m = compileOrDie({k});
+  ASSERT_TRUE(m);
+  std::vector<int64_t> out(10, -5);
+  void *bufs[] = {out.data()};
+  m->lookup("branches")(bufs);
+  std::vector<int64_t> want{1, 1, 1, -5, -5, -5, -5, -5, 80, 90};
+  EXPECT_EQ(out, want);
+}
+
+TEST(LLVMCodegen, ParallelLoop) {
+  // The parallel loop's body reads a local and a loop variable of the enclosing scope.
+  // A real reference, so that the runtime's definition is linked into the test binary.
+  void (*volatile entry)(ParallelBodyFn, void *, int64_t) = &nnc_parallel_for;
+  ASSERT_NE(entry, nullptr);
+  int n = 1000, reps = 3;
+  Kernel k;
+  k.name = "par";
+  k.buffers = {buf("x", DType::F32, n, BufferRole::Operand, 0, false),
+               buf("out", DType::F32, n * reps, BufferRole::Result, 0, true)};
+  Expr i = var("i"), r = var("r");
+  k.body = forLoop(
+      "r", intImm(reps),
+      block({decl("scale", DType::F32, cast(add(r, intImm(1)), DType::F32)),
+             forLoop("i", intImm(n),
+                     store(1, add(mul(r, intImm(n)), i),
+                           op(OpKind::Mul, {load(0, DType::F32, i), var("scale", DType::F32)})),
+                     LoopKind::Parallel)}));
+  auto m = compileOrDie({k});
+  ASSERT_TRUE(m);
+  std::vector<float> x(n), out(n * reps, 0);
+  for (int j = 0; j < n; ++j)
+    x[j] = 0.25f * j;
+  void *bufs[] = {x.data(), out.data()};
+  ThreadPool pool(4);
+  ThreadPool::Scope scope(&pool);
+  m->lookup("par")(bufs);
+  for (int rr = 0; rr < reps; ++rr)
+    for (int j = 0; j < n; ++j)
+      ASSERT_EQ(out[rr * n + j], x[j] * float(rr + 1)) << rr << " " << j;
+}
+
+TEST(LLVMCodegen, StorageOnlyDTypes) {
+  // Storage-only elements move as raw bytes (reversed copy)...
+  Kernel mv;
+  mv.name = "f8_move";
+  mv.buffers = {buf("x", DType::F8E4M3FN, 5, BufferRole::Operand, 0, false),
+                buf("y", DType::F8E4M3FN, 5, BufferRole::Result, 0, true)};
+  Expr j = var("j");
+  mv.body = forLoop("j", intImm(5), store(1, j, load(0, DType::F8E4M3FN, sub(intImm(4), j))));
+  auto mm = compileOrDie({mv});
+  ASSERT_TRUE(mm);
+  std::vector<uint8_t> x{1, 2, 0x7f, 0x80, 0xff}, y(5);
+  void *bufs[] = {x.data(), y.data()};
+  mm->lookup("f8_move")(bufs);
+  EXPECT_EQ(y, (std::vector<uint8_t>{0xff, 0x80, 0x7f, 2, 1}));
+  // ...but casts to and from them are refused with a clear error.
+
+  Kernel k;
+  k.name = "f8";
+  k.buffers = {buf("x", DType::F8E4M3FN, 4, BufferRole::Operand, 0, false),
+               buf("y", DType::F32, 4, BufferRole::Result, 0, true)};
+  Expr i = var("i");
+  k.body = forLoop("i", intImm(4), store(1, i, cast(load(0, DType::F8E4M3FN, i), DType::F32)));
+  auto m = compileKernels({k}, noCache());
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.takeError().message().find("f8"), std::string::npos) << m.takeError().message();
+  EXPECT_NE(m.takeError().message().find("f8e4m3fn"), std::string::npos);
+}
+
+namespace {
+Kernel scaleKernel(const std::string &name, double factor) {
+  Kernel k;
+  k.name = name;
+  k.buffers = {buf("x", DType::F32, 16, BufferRole::Operand, 0, false),
+               buf("y", DType::F32, 16, BufferRole::Result, 0, true)};
+  Expr i = var("i");
+  k.body = forLoop("i", intImm(16),
+                   store(1, i, op(OpKind::Mul, {load(0, DType::F32, i), floatImm(factor)})));
+  return k;
+}
+} // namespace
+
+TEST(LLVMCodegen, ObjectCache) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() /
+                 fmt::format("nnc-objcache-test-{}", std::random_device()());
+  fs::remove_all(dir);
+  CodegenOptions o;
+  o.cacheDir = dir.string();
+  std::vector<Kernel> ks{scaleKernel("scale3", 3.0)};
+  auto m1 = compileOrDie(ks, o);
+  ASSERT_TRUE(m1);
+  EXPECT_FALSE(m1->fromCache());
+  int objects = 0;
+  for (auto &e : fs::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().extension(), ".o") << e.path(); // no temporary files left
+    ++objects;
+  }
+  EXPECT_EQ(objects, 1);
+  auto m2 = compileOrDie(ks, o);
+  ASSERT_TRUE(m2);
+  EXPECT_TRUE(m2->fromCache());
+  std::vector<float> x(16, 2.0f), y(16, 0);
+  void *bufs[] = {x.data(), y.data()};
+  m2->lookup("scale3")(bufs);
+  EXPECT_EQ(y[5], 6.0f);
+  // Another kernel is another entry.
+  auto m3 = compileOrDie({scaleKernel("scale3", 4.0)}, o);
+  ASSERT_TRUE(m3);
+  EXPECT_FALSE(m3->fromCache());
+  // A corrupt entry is recompiled, not an error.
+  for (auto &e : fs::directory_iterator(dir))
+    fs::resize_file(e.path(), 10);
+  auto m4 = compileOrDie(ks, o);
+  ASSERT_TRUE(m4);
+  EXPECT_FALSE(m4->fromCache());
+  // The key covers the CPU.
+  EXPECT_NE(llvmcg::objectCacheKey("ir", "skylake-avx512 +avx512f", 3),
+            llvmcg::objectCacheKey("ir", "znver3 -avx512f", 3));
+  EXPECT_EQ(llvmcg::objectCacheKey("ir", "x", 3), llvmcg::objectCacheKey("ir", "x", 3));
+  fs::remove_all(dir);
+  // An unwritable cache folder only disables caching.
+  CodegenOptions bad;
+  bad.cacheDir = "/proc/nnc-no-such-dir/objects";
+  auto m5 = compileOrDie(ks, bad);
+  ASSERT_TRUE(m5);
+  EXPECT_FALSE(m5->fromCache());
+}
+
+TEST(LLVMCodegen, EmitTextAndObjects) {
+  std::vector<Kernel> ks{scaleKernel("my_scale_kernel", 2.0)};
+  auto ir = emitLLVMIR(ks, /*optimized=*/false);
+  ASSERT_TRUE(ir) << ir.takeError().message();
+  EXPECT_NE(ir->find("define void @my_scale_kernel(ptr"), std::string::npos) << *ir;
+  auto opt = emitLLVMIR(ks, /*optimized=*/true);
+  ASSERT_TRUE(opt);
+  auto as = emitAssembly(ks);
+  ASSERT_TRUE(as) << as.takeError().message();
+  EXPECT_NE(as->find("my_scale_kernel:"), std::string::npos);
+  std::string path = (std::filesystem::temp_directory_path() / "nnc-emit-test.o").string();
+  Error e = emitObjectFile(ks, path);
+  ASSERT_FALSE(e) << e.message();
+  EXPECT_GT(std::filesystem::file_size(path), 100u);
+  std::filesystem::remove(path);
+  EXPECT_FALSE(hostCpuDescription().empty());
+}
+
+TEST(LLVMCodegen, ScheduledElementwise) {
+  // split + vectorize + parallel with a tail (100 is not a multiple of 16), and unroll.
+  int n = 100;
+  Kernel k = scaleKernel("sched", 1.5);
+  k.buffers[0].numElements = k.buffers[1].numElements = n;
+  Expr i = var("i");
+  k.body = forLoop("i", intImm(n),
+                   store(1, i, op(OpKind::Mul, {load(0, DType::F32, i), floatImm(1.5)})));
+  k.schedule.steps = {{ScheduleStep::Split, "i", 16, {}},
+                      {ScheduleStep::Vectorize, "i.i", 0, {}},
+                      {ScheduleStep::Parallel, "i.o", 0, {}}};
+  Kernel u = k;
+  u.name = "sched_unrolled";
+  u.schedule.steps = {{ScheduleStep::Split, "i", 4, {}}, {ScheduleStep::Unroll, "i.i", 0, {}}};
+  auto m = compileOrDie({k, u});
+  ASSERT_TRUE(m);
+  ThreadPool pool(3);
+  ThreadPool::Scope scope(&pool);
+  for (const char *name : {"sched", "sched_unrolled"}) {
+    std::vector<float> x(n + 1), y(n + 1, -1.0f);
+    for (int j = 0; j < n; ++j)
+      x[j] = float(j);
+    void *bufs[] = {x.data(), y.data()};
+    m->lookup(name)(bufs);
+    for (int j = 0; j < n; ++j)
+      ASSERT_EQ(y[j], 1.5f * j) << name << " " << j;
+    EXPECT_EQ(y[n], -1.0f) << name; // the tail guard stops at n
+  }
+  // Schedule errors name the step.
+  Kernel bad = k;
+  bad.name = "bad";
+  bad.schedule.steps = {{ScheduleStep::Vectorize, "nope", 0, {}}};
+  auto e = compileKernels({bad}, noCache());
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.takeError().message().find("bad"), std::string::npos) << e.takeError().message();
+}

@@ -1,0 +1,400 @@
+// Lowering of the shape and data-movement ops, checked against the interpreter with the
+// kernel evaluator on random inputs (several shapes and dtypes, constant and runtime
+// shape-like operands, negative and out-of-range indices).
+#include "LowerTestUtil.h"
+
+using namespace nnc;
+using namespace nnc::lowertest;
+
+namespace {
+
+const DType kDTypes[] = {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool};
+
+/// A one-node graph under construction: inputs with their random values and constants.
+struct OneNode {
+  Graph g;
+  std::vector<Tensor> inputs;
+  std::mt19937 rng{1234};
+
+  Value *input(DType t, const Extents &e, double lo = -3, double hi = 3) {
+    inputs.push_back(randomTensor(t, e, rng, lo, hi));
+    return g.addInput("x" + std::to_string(inputs.size()), TensorType(t, shapeFromExtents(e)));
+  }
+  /// An input holding exactly `v`.
+  Value *input(const Tensor &v) {
+    inputs.push_back(v);
+    return g.addInput("x" + std::to_string(inputs.size()), v.type());
+  }
+  Value *constant(const Tensor &t) { return constantValue(g, t); }
+
+  /// Creates the node, checks its lowering and returns it (null if it could not be made).
+  Node *check(OpKind k, std::vector<Value *> ops, AttrMap attrs, const std::string &what,
+              int numResults = -1) {
+    Expected<Node *> n = g.createInferred(k, std::move(ops), std::move(attrs), "n", numResults);
+    EXPECT_TRUE(n) << what << ": " << n.error().message();
+    if (!n)
+      return nullptr;
+    checkNode(**n, inputs, what);
+    return *n;
+  }
+};
+
+std::string dt(DType t) { return std::string(dtypeName(t)); }
+Attribute ints(std::vector<int64_t> v) { return v; }
+
+} // namespace
+
+TEST(LowerDataMovement, ShapeOf) {
+  OneNode t;
+  Value *x = t.input(DType::F32, {2, 3, 4, 5});
+  t.check(OpKind::ShapeOf, {x}, {}, "shape");
+  t.check(OpKind::ShapeOf, {x}, {{"start", int64_t(1)}, {"end", int64_t(-1)}}, "shape 1:-1");
+}
+
+TEST(LowerDataMovement, ReshapeFamily) {
+  for (DType d : kDTypes) {
+    OneNode t;
+    Value *x = t.input(d, {2, 3, 1, 5});
+    t.check(OpKind::Reshape, {x, t.constant(i64Vector({5, -1}))}, {}, "reshape " + dt(d));
+    t.check(OpKind::Flatten, {x}, {{"axis", int64_t(2)}}, "flatten " + dt(d));
+    t.check(OpKind::Squeeze, {x}, {{"axes", ints({2})}}, "squeeze " + dt(d));
+    t.check(OpKind::Unsqueeze, {x}, {{"axes", ints({0, -1})}}, "unsqueeze " + dt(d));
+  }
+}
+
+TEST(LowerDataMovement, StorageOnlyCopy) {
+  OneNode t;
+  Value *x = t.input(DType::F8E4M3FN, {3, 4});
+  t.check(OpKind::Transpose, {x}, {{"perm", ints({1, 0})}}, "transpose f8");
+  t.check(OpKind::Flatten, {x}, {{"axis", int64_t(0)}}, "flatten f8");
+}
+
+TEST(LowerDataMovement, Transpose) {
+  for (DType d : kDTypes) {
+    OneNode t;
+    Value *x = t.input(d, {2, 3, 5, 7});
+    t.check(OpKind::Transpose, {x}, {{"perm", ints({0, 2, 3, 1})}}, "transpose " + dt(d));
+    t.check(OpKind::Transpose, {x}, {{"perm", ints({3, 2, 1, 0})}}, "transpose rev " + dt(d));
+  }
+  OneNode big;
+  Value *x = big.input(DType::F32, {300, 257});
+  big.check(OpKind::Transpose, {x}, {{"perm", ints({1, 0})}}, "transpose big");
+}
+
+TEST(LowerDataMovement, Expand) {
+  for (DType d : kDTypes) {
+    OneNode t;
+    Value *x = t.input(d, {3, 1, 5});
+    t.check(OpKind::Expand, {x, t.constant(i64Vector({2, 1, 4, 1}))}, {}, "expand " + dt(d));
+    Value *s = t.input(d, {});
+    t.check(OpKind::Expand, {s, t.constant(i64Vector({3, 2}))}, {}, "expand scalar " + dt(d));
+  }
+}
+
+TEST(LowerDataMovement, ConcatSplit) {
+  for (DType d : kDTypes) {
+    OneNode t;
+    Value *a = t.input(d, {2, 3, 4}), *b = t.input(d, {2, 1, 4}), *c = t.input(d, {2, 0, 4});
+    t.check(OpKind::Concat, {a, b, c, a}, {{"axis", int64_t(1)}}, "concat " + dt(d));
+    t.check(OpKind::Concat, {a, a}, {{"axis", int64_t(-1)}}, "concat last " + dt(d));
+    t.check(OpKind::Concat, {a, a}, {{"axis", int64_t(0)}}, "concat first " + dt(d));
+    t.check(OpKind::Split, {a}, {{"axis", int64_t(2)}, {"sizes", ints({1, 3})}},
+            "split " + dt(d), 2);
+    t.check(OpKind::Split, {a}, {{"axis", int64_t(1)}, {"sizes", ints({1, 0, 2})}},
+            "split 3 " + dt(d), 3);
+  }
+}
+
+TEST(LowerDataMovement, SliceConstant) {
+  for (DType d : kDTypes) {
+    OneNode t;
+    Value *x = t.input(d, {5, 7, 4});
+    t.check(OpKind::Slice, {x, t.constant(i64Vector({1, -2})), t.constant(i64Vector({4, 100}))},
+            {}, "slice " + dt(d));
+    t.check(OpKind::Slice,
+            {x, t.constant(i64Vector({-1, 6})), t.constant(i64Vector({-100, 0})),
+             t.constant(i64Vector({0, -2})), t.constant(i64Vector({-2, -3}))},
+            {}, "slice negative steps " + dt(d));
+    t.check(OpKind::Slice,
+            {x, t.constant(i64Vector({0})), t.constant(i64Vector({7})),
+             t.constant(i64Vector({1})), t.constant(i64Vector({3}))},
+            {}, "slice step 3 " + dt(d));
+  }
+}
+
+TEST(LowerDataMovement, SliceRuntimeOperands) {
+  // Starts, axes and steps read at run time (the result shape is static through its
+  // declared type). Build with constants to infer the type, then rebuild with inputs.
+  struct Case {
+    std::vector<int64_t> starts, ends, axes, steps;
+  };
+  const Case cases[] = {{{1, -2}, {4, 100}, {0, 1}, {1, 1}},
+                        {{-1, 6}, {-100, 0}, {0, -2}, {-2, -3}},
+                        {{100}, {-100}, {2}, {-1}}};
+  for (const Case &c : cases) {
+    OneNode t;
+    Value *x = t.input(DType::F32, {5, 7, 4});
+    Expected<Node *> ref = t.g.createInferred(
+        OpKind::Slice, {x, t.constant(i64Vector(c.starts)), t.constant(i64Vector(c.ends)),
+                        t.constant(i64Vector(c.axes)), t.constant(i64Vector(c.steps))});
+    ASSERT_TRUE(ref) << ref.error().message();
+    TensorType outType = (*ref)->result()->type();
+    Value *s = t.input(i64Vector(c.starts));
+    Value *e = t.input(i64Vector(c.ends));
+    Value *a = t.input(i64Vector(c.axes));
+    Value *st = t.input(i64Vector(c.steps));
+    Node *n = t.g.createNode(OpKind::Slice, {x, s, e, a, st}, {outType});
+    checkNode(*n, t.inputs, "slice runtime " + outType.str());
+  }
+}
+
+TEST(LowerDataMovement, Pad) {
+  for (const char *mode : {"constant", "reflect", "edge", "wrap"})
+    for (DType d : kDTypes) {
+      OneNode t;
+      Value *x = t.input(d, {3, 4, 5});
+      std::string what = std::string("pad ") + mode + " " + dt(d);
+      t.check(OpKind::Pad, {x, t.constant(i64Vector({1, 0, 2, 2, 3, 0}))},
+              {{"mode", std::string(mode)}}, what);
+      t.check(OpKind::Pad, {x, t.constant(i64Vector({0, -1, 4, 1, 2, -2}))},
+              {{"mode", std::string(mode)}}, what + " crop");
+      if (std::string(mode) == "constant") {
+        Value *v = t.input(d, {});
+        t.check(OpKind::Pad, {x, t.constant(i64Vector({1, 1, 1, 1, 1, 1})), v},
+                {{"mode", std::string(mode)}}, what + " value");
+      }
+    }
+}
+
+TEST(LowerDataMovement, PadRuntimePads) {
+  for (const char *mode : {"constant", "reflect", "edge", "wrap"}) {
+    OneNode t;
+    Value *x = t.input(DType::F32, {3, 4, 5});
+    std::vector<int64_t> pads{0, -1, 7, 1, 2, -2};
+    Expected<Node *> ref = t.g.createInferred(OpKind::Pad, {x, t.constant(i64Vector(pads))},
+                                              {{"mode", std::string(mode)}});
+    ASSERT_TRUE(ref) << ref.error().message();
+    Value *p = t.input(i64Vector(pads));
+    Node *n = t.g.createNode(OpKind::Pad, {x, p}, {(*ref)->result()->type()},
+                             {{"mode", std::string(mode)}});
+    checkNode(*n, t.inputs, std::string("pad runtime ") + mode);
+  }
+}
+
+TEST(LowerDataMovement, Tile) {
+  for (DType d : kDTypes) {
+    OneNode t;
+    Value *x = t.input(d, {2, 1, 3});
+    t.check(OpKind::Tile, {x, t.constant(i64Vector({2, 3, 1}))}, {}, "tile " + dt(d));
+  }
+}
+
+TEST(LowerDataMovement, Gather) {
+  for (DType d : kDTypes)
+    for (int64_t axis : {0, 1, -1}) {
+      OneNode t;
+      Value *x = t.input(d, {4, 5, 3});
+      int64_t dim = axis == 0 ? 4 : axis == 1 ? 5 : 3;
+      Value *i32 = t.input(DType::I32, {2, 3}, -dim, dim - 1);
+      t.check(OpKind::Gather, {x, i32}, {{"axis", axis}}, "gather i32 " + dt(d));
+      Value *i64 = t.input(DType::I64, {}, -dim, dim - 1);
+      t.check(OpKind::Gather, {x, i64}, {{"axis", axis}}, "gather scalar " + dt(d));
+    }
+}
+
+TEST(LowerDataMovement, GatherElements) {
+  for (DType d : kDTypes)
+    for (int64_t axis : {0, 1}) {
+      OneNode t;
+      Value *x = t.input(d, {4, 5});
+      Value *i = t.input(DType::I64, {3, 4}, axis == 0 ? -4 : -5, axis == 0 ? 3 : 4);
+      t.check(OpKind::GatherElements, {x, i}, {{"axis", axis}}, "gather_elements " + dt(d));
+    }
+}
+
+TEST(LowerDataMovement, GatherND) {
+  for (DType d : kDTypes) {
+    OneNode t;
+    Value *x = t.input(d, {3, 4, 5});
+    Value *i = t.input(DType::I64, {2, 2}, -3, 2);
+    t.check(OpKind::GatherND, {x, i}, {{"batch_dims", int64_t(0)}}, "gather_nd " + dt(d));
+    Value *b = t.input(DType::I64, {3, 2, 1}, -4, 3);
+    t.check(OpKind::GatherND, {x, b}, {{"batch_dims", int64_t(1)}}, "gather_nd batch " + dt(d));
+  }
+}
+
+TEST(LowerDataMovement, GatherOutOfRangeReadsZero) {
+  Graph g;
+  Value *x = g.addInput("x", TensorType(DType::F32, {3}));
+  Value *i = g.addInput("i", TensorType(DType::I64, {3}));
+  Expected<Node *> n = g.createInferred(OpKind::Gather, {x, i}, {{"axis", int64_t(0)}});
+  ASSERT_TRUE(n);
+  std::vector<Tensor> ops{Tensor::fromVector<float>(DType::F32, {3}, {1, 2, 3}),
+                          Tensor::fromVector<int64_t>(DType::I64, {3}, {-1, 3, -4})};
+  Expected<std::vector<Tensor>> got = runLowered(**n, ops, false);
+  ASSERT_TRUE(got) << got.error().message();
+  const float *v = (*got)[0].data<float>();
+  EXPECT_EQ(v[0], 3.f);
+  EXPECT_EQ(v[1], 0.f);
+  EXPECT_EQ(v[2], 0.f);
+}
+
+TEST(LowerDataMovement, ScatterElements) {
+  for (const char *red : {"none", "add", "mul", "max", "min"})
+    for (DType d : kDTypes) {
+      OneNode t;
+      Value *x = t.input(d, {4, 5});
+      Value *i = t.input(DType::I64, {3, 5}, -4, 3); // duplicates likely
+      Value *u = t.input(d, {3, 5});
+      t.check(OpKind::ScatterElements, {x, i, u},
+              {{"axis", int64_t(0)}, {"reduction", std::string(red)}},
+              std::string("scatter_elements ") + red + " " + dt(d));
+    }
+}
+
+TEST(LowerDataMovement, ScatterND) {
+  for (const char *red : {"none", "add", "mul", "max", "min"})
+    for (DType d : kDTypes) {
+      OneNode t;
+      Value *x = t.input(d, {4, 3, 2});
+      Value *i = t.input(DType::I64, {5, 1}, -4, 3);
+      Value *u = t.input(d, {5, 3, 2});
+      t.check(OpKind::ScatterND, {x, i, u}, {{"reduction", std::string(red)}},
+              std::string("scatter_nd ") + red + " " + dt(d));
+      Value *i2 = t.input(DType::I64, {2, 3}, 0, 1);
+      Value *u2 = t.input(d, {2});
+      t.check(OpKind::ScatterND, {x, i2, u2}, {{"reduction", std::string(red)}},
+              std::string("scatter_nd full ") + red + " " + dt(d));
+    }
+}
+
+TEST(LowerDataMovement, ScatterOutOfRangeWritesNothing) {
+  Graph g;
+  Value *x = g.addInput("x", TensorType(DType::F32, {3}));
+  Value *i = g.addInput("i", TensorType(DType::I64, {2}));
+  Value *u = g.addInput("u", TensorType(DType::F32, {2}));
+  Expected<Node *> n = g.createInferred(OpKind::ScatterElements, {x, i, u},
+                                        {{"axis", int64_t(0)}, {"reduction", std::string("none")}});
+  ASSERT_TRUE(n);
+  std::vector<Tensor> ops{Tensor::fromVector<float>(DType::F32, {3}, {1, 2, 3}),
+                          Tensor::fromVector<int64_t>(DType::I64, {2}, {7, -1}),
+                          Tensor::fromVector<float>(DType::F32, {2}, {10, 20})};
+  Expected<std::vector<Tensor>> got = runLowered(**n, ops, false);
+  ASSERT_TRUE(got) << got.error().message();
+  const float *v = (*got)[0].data<float>();
+  EXPECT_EQ(v[0], 1.f);
+  EXPECT_EQ(v[1], 2.f);
+  EXPECT_EQ(v[2], 20.f);
+}
+
+TEST(LowerDataMovement, Range) {
+  struct Case {
+    DType t;
+    double start, limit, delta;
+  };
+  for (const Case &c : {Case{DType::F32, 0.5, 7.25, 0.75}, Case{DType::I32, 10, -3, -4},
+                        Case{DType::I64, -5, 20, 3}, Case{DType::F64, 1, 2, 0.125},
+                        Case{DType::F16, 3, -1, -0.5}}) {
+    OneNode t;
+    auto scalar = [&](double v) {
+      Tensor s = Tensor::zeros(c.t, {});
+      switch (c.t) {
+      case DType::F32: s.data<float>()[0] = static_cast<float>(v); break;
+      case DType::F64: s.data<double>()[0] = v; break;
+      case DType::F16: s.data<uint16_t>()[0] = floatToHalf(static_cast<float>(v)); break;
+      case DType::I32: s.data<int32_t>()[0] = static_cast<int32_t>(v); break;
+      default: s.data<int64_t>()[0] = static_cast<int64_t>(v); break;
+      }
+      return s;
+    };
+    t.check(OpKind::Range,
+            {t.constant(scalar(c.start)), t.constant(scalar(c.limit)), t.constant(scalar(c.delta))},
+            {}, "range " + dt(c.t));
+  }
+}
+
+TEST(LowerDataMovement, ConstantOfShape) {
+  for (DType d : {DType::F32, DType::I64, DType::Bool, DType::F16, DType::U64}) {
+    OneNode t;
+    Tensor v = randomTensor(d, {1}, t.rng, 1, 100);
+    t.check(OpKind::ConstantOfShape, {t.constant(i64Vector({3, 5}))}, {{"value", v}},
+            "constant_of_shape " + dt(d));
+  }
+  OneNode t;
+  Tensor big = Tensor::fromVector<uint64_t>(DType::U64, {1}, {0xF000000000000001ull});
+  t.check(OpKind::ConstantOfShape, {t.constant(i64Vector({2}))}, {{"value", big}},
+          "constant_of_shape u64 big");
+}
+
+TEST(LowerDataMovement, OneHot) {
+  for (DType it : {DType::I64, DType::I32, DType::F32})
+    for (int64_t axis : {-1, 0, 1}) {
+      OneNode t;
+      Value *i = t.input(it, {3, 4}, -8, 8); // some out of range: all `off`
+      Value *depth = t.constant(Tensor::scalar<int64_t>(DType::I64, 6));
+      Value *vals = t.input(DType::F32, {2});
+      t.check(OpKind::OneHot, {i, depth, vals}, {{"axis", axis}}, "one_hot " + dt(it));
+    }
+}
+
+TEST(LowerDataMovement, EyeLikeTrilu) {
+  for (DType d : kDTypes)
+    for (int64_t k : {-2, 0, 1, 9}) {
+      OneNode t;
+      Value *x = t.input(DType::F32, {4, 6});
+      t.check(OpKind::EyeLike, {x}, {{"k", k}, {"dtype", d}}, "eye_like " + dt(d));
+      Value *m = t.input(d, {2, 4, 5});
+      Value *kc = t.constant(Tensor::scalar<int64_t>(DType::I64, k));
+      t.check(OpKind::Trilu, {m, kc}, {{"upper", int64_t(1)}}, "trilu upper " + dt(d));
+      t.check(OpKind::Trilu, {m, kc}, {{"upper", int64_t(0)}}, "trilu lower " + dt(d));
+      Value *kr = t.input(Tensor::scalar<int64_t>(DType::I64, k));
+      t.check(OpKind::Trilu, {m, kr}, {{"upper", int64_t(1)}}, "trilu runtime k " + dt(d));
+    }
+  OneNode t;
+  Value *x = t.input(DType::F32, {3, 3});
+  t.check(OpKind::EyeLike, {x}, {{"k", int64_t(0)}, {"dtype", DType::F8E5M2}}, "eye_like f8");
+}
+
+TEST(LowerDataMovement, DepthSpace) {
+  for (DType d : kDTypes) {
+    OneNode t;
+    Value *x = t.input(d, {2, 8, 3, 5});
+    for (const char *mode : {"DCR", "CRD"})
+      t.check(OpKind::DepthToSpace, {x}, {{"blocksize", int64_t(2)}, {"mode", std::string(mode)}},
+              std::string("depth_to_space ") + mode + " " + dt(d));
+    Value *y = t.input(d, {1, 3, 6, 4});
+    t.check(OpKind::SpaceToDepth, {y}, {{"blocksize", int64_t(2)}}, "space_to_depth " + dt(d));
+  }
+}
+
+TEST(LowerDataMovement, NotLowered) {
+  Graph g;
+  Value *x = g.addInput("x", TensorType(DType::F32, {3}));
+  Expected<Node *> n = g.createInferred(OpKind::NonZero, {x});
+  ASSERT_TRUE(n);
+  EXPECT_FALSE(canLowerNode(**n));
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "nz");
+  ASSERT_FALSE(ks);
+  EXPECT_NE(ks.error().message().find("nonzero"), std::string::npos);
+}
+
+TEST(LowerDataMovement, LargeScheduled) {
+  // Above 65536 elements kernels get parallel (and vectorized) schedules.
+  OneNode t;
+  Value *table = t.input(DType::F32, {1000, 96});
+  Value *ids = t.input(DType::I64, {8, 90}, -1000, 999);
+  Node *g = t.check(OpKind::Gather, {table, ids}, {{"axis", int64_t(0)}}, "gather embedding");
+  ASSERT_TRUE(g);
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(*g, "g");
+  ASSERT_TRUE(ks);
+  EXPECT_EQ((*ks)[0].schedule.str(), "split(i4, 16); vectorize(i4.i); parallel(i2)");
+  Value *x = t.input(DType::F32, {257, 259});
+  t.check(OpKind::Pad, {x, t.constant(i64Vector({1, 2, 3, 0}))},
+          {{"mode", std::string("constant")}}, "pad big");
+  t.check(OpKind::Pad, {x, t.constant(i64Vector({1, 2, 3, 0}))}, {{"mode", std::string("edge")}},
+          "pad edge big");
+  t.check(OpKind::Concat, {x, x}, {{"axis", int64_t(1)}}, "concat big");
+  t.check(OpKind::Tile, {x, t.constant(i64Vector({1, 2}))}, {}, "tile big");
+  Value *n = t.input(DType::F32, {2, 128, 300});
+  t.check(OpKind::Split, {n}, {{"axis", int64_t(1)}, {"sizes", ints({100, 28})}}, "split big", 2);
+}

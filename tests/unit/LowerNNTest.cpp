@@ -1,0 +1,458 @@
+// Lowering of the reductions, scans, topk, matmul, einsum, conv, conv_transpose, pools, lrn and
+// resize, checked against the interpreter with the kernel evaluator on random inputs.
+#include "LowerTestUtil.h"
+
+#include <cstdlib>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "nnc/codegen/Lowering.h"
+
+using namespace nnc;
+using namespace nnc::lowertest;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+int64_t I(int64_t v) { return v; }
+
+/// Builds a one-node graph whose graph inputs are `inputs` (followed by `constants` as
+/// constant operands, a null Tensor for an absent operand) and checks the lowered node.
+void check(OpKind kind, const std::vector<Tensor> &inputs, AttrMap attrs, const std::string &what,
+           int numResults = -1, const std::vector<Tensor> &constants = {}) {
+  Graph g;
+  std::vector<Value *> ops;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ops.push_back(g.addInput("x" + std::to_string(i), inputs[i].type()));
+  for (const Tensor &c : constants)
+    ops.push_back(c.isNull() ? nullptr : constantValue(g, c));
+  Expected<Node *> n = g.createInferred(kind, ops, std::move(attrs), "n", numResults);
+  ASSERT_TRUE(n) << what << ": " << n.error().message();
+  g.setOutputs((*n)->results());
+  checkNode(**n, inputs, what);
+}
+
+/// Random floats that are small integers, so that ties are common.
+Tensor tiesTensor(DType t, const Extents &e, std::mt19937 &rng) {
+  Tensor x = randomTensor(DType::I64, e, rng, -2, 3);
+  Tensor r = Tensor::zeros(t, e);
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    double v = static_cast<double>(x.data<int64_t>()[i]);
+    switch (t) {
+    case DType::F32: r.data<float>()[i] = static_cast<float>(v); break;
+    case DType::F64: r.data<double>()[i] = v; break;
+    case DType::I32: r.data<int32_t>()[i] = static_cast<int32_t>(v); break;
+    default: NNC_ASSERT(false, "tiesTensor: unsupported dtype");
+    }
+  }
+  return r;
+}
+
+void sprinkleNaN(Tensor &t, std::mt19937 &rng, int every = 7) {
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    if (rng() % every == 0)
+      t.data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+}
+
+std::string str(const Ints &v) { return extentsStr(v); }
+
+} // namespace
+
+// ---- reductions --------------------------------------------------------------------------------
+
+TEST(LowerNN, Reductions) {
+  std::mt19937 rng(1);
+  const OpKind kinds[] = {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax,
+                          OpKind::ReduceMin, OpKind::ReduceProd};
+  struct Case {
+    Extents shape;
+    Ints axes;
+  };
+  const Case cases[] = {{{2, 3, 5}, {}},     {{2, 3, 5}, {1}},   {{2, 3, 5}, {0, 2}},
+                        {{2, 3, 5}, {-1}},   {{2, 3, 5}, {0}},   {{7}, {0}},
+                        {{3, 1, 4}, {1}},    {{4, 1, 6, 3}, {0, 1}}, {{}, {}},
+                        {{2, 0, 3}, {1}},    {{5, 6, 7}, {0, 1, 2}}};
+  for (OpKind k : kinds)
+    for (DType t : {DType::F32, DType::F16, DType::F64, DType::I32, DType::U8, DType::I64})
+      for (const Case &c : cases)
+        for (int64_t keep : {0, 1}) {
+          if (k == OpKind::ReduceProd && !isFloat(t) && c.shape.size() > 2)
+            continue;
+          Tensor x = randomTensor(t, c.shape, rng, k == OpKind::ReduceProd ? 0.5 : -3,
+                                  k == OpKind::ReduceProd ? 1.5 : 3);
+          if (!isFloat(t))
+            x = randomTensor(t, c.shape, rng, -5, 30);
+          check(k, {x}, {{"axes", c.axes}, {"keepdims", keep}},
+                fmt::format("{} {} {} axes {} keepdims {}", opInfo(k).name, dtypeName(t),
+                            str(c.shape), str(c.axes), keep));
+        }
+  // bool max/min, NaN propagation, long f32 sums.
+  for (OpKind k : {OpKind::ReduceMax, OpKind::ReduceMin}) {
+    check(k, {randomTensor(DType::Bool, {3, 4}, rng)}, {{"axes", Ints{1}}, {"keepdims", I(0)}},
+          "bool");
+    Tensor x = randomTensor(DType::F32, {4, 9}, rng);
+    sprinkleNaN(x, rng);
+    check(k, {x}, {{"axes", Ints{1}}, {"keepdims", I(1)}}, "nan");
+  }
+  check(OpKind::ReduceSum, {randomTensor(DType::F32, {3, 20000}, rng, 0, 1000)},
+        {{"axes", Ints{1}}, {"keepdims", I(0)}}, "long sum");
+  check(OpKind::ReduceProd, {randomTensor(DType::I32, {4, 50}, rng, -9, 9)},
+        {{"axes", Ints{1}}, {"keepdims", I(0)}}, "wrapping prod");
+  check(OpKind::ReduceMean, {randomTensor(DType::F32, {64, 1024}, rng)},
+        {{"axes", Ints{0}}, {"keepdims", I(0)}}, "large inner kept");
+}
+
+TEST(LowerNN, ArgMaxArgMin) {
+  std::mt19937 rng(2);
+  for (OpKind k : {OpKind::ArgMax, OpKind::ArgMin})
+    for (DType t : {DType::F32, DType::I32, DType::F16})
+      for (Extents shape : {Extents{3, 5, 4}, Extents{7}, Extents{2, 1, 6}})
+        for (int64_t axis = -1; axis < static_cast<int64_t>(shape.size()); ++axis)
+          for (int64_t last : {0, 1})
+            for (int64_t keep : {0, 1}) {
+              Tensor x = t == DType::F16 ? randomTensor(t, shape, rng) : tiesTensor(t, shape, rng);
+              if (t == DType::F32)
+                sprinkleNaN(x, rng, 11);
+              check(k, {x},
+                    {{"axis", axis}, {"keepdims", keep}, {"select_last_index", last}},
+                    fmt::format("{} {} {} axis {} last {} keep {}", opInfo(k).name,
+                                dtypeName(t), str(shape), axis, last, keep));
+            }
+}
+
+TEST(LowerNN, CumSum) {
+  std::mt19937 rng(3);
+  for (DType t : {DType::F32, DType::F16, DType::I32, DType::I8})
+    for (Extents shape : {Extents{3, 5, 4}, Extents{9}})
+      for (int64_t axis = -1; axis < static_cast<int64_t>(shape.size()); ++axis)
+        for (int64_t excl : {0, 1})
+          for (int64_t rev : {0, 1}) {
+            Tensor x = isFloat(t) ? randomTensor(t, shape, rng) : randomTensor(t, shape, rng, -60, 60);
+            check(OpKind::CumSum, {x}, {{"axis", axis}, {"exclusive", excl}, {"reverse", rev}},
+                  fmt::format("cumsum {} {} axis {} excl {} rev {}", dtypeName(t), str(shape),
+                              axis, excl, rev));
+          }
+}
+
+TEST(LowerNN, TopK) {
+  std::mt19937 rng(4);
+  for (DType t : {DType::F32, DType::I32, DType::F64})
+    for (Extents shape : {Extents{3, 7}, Extents{4, 5, 3}, Extents{6}})
+      for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis)
+        for (int64_t k : {int64_t(1), int64_t(3), shape[static_cast<size_t>(axis)]})
+          for (int64_t largest : {0, 1}) {
+            if (k > shape[static_cast<size_t>(axis)])
+              continue;
+            Tensor x = tiesTensor(t, shape, rng);
+            if (t == DType::F32)
+              sprinkleNaN(x, rng, 9);
+            check(OpKind::TopK, {x}, {{"axis", axis}, {"largest", largest}, {"sorted", I(1)}},
+                  fmt::format("topk {} {} axis {} k {} largest {}", dtypeName(t), str(shape),
+                              axis, k, largest),
+                  2, {i64Vector({k})});
+          }
+}
+
+// ---- matmul and einsum -------------------------------------------------------------------------
+
+TEST(LowerNN, MatMul) {
+  std::mt19937 rng(5);
+  const std::pair<Extents, Extents> shapes[] = {
+      {{3, 4}, {4, 5}},       {{2, 1, 3, 4}, {5, 4, 6}}, {{4}, {4, 5}},    {{3, 4}, {4}},
+      {{4}, {4}},             {{7, 13}, {13, 9}},        {{1, 5}, {5, 1}}, {{2, 3, 0}, {0, 4}},
+      {{5, 2, 3}, {1, 3, 2}}, {{33, 17}, {17, 40}},      {{3}, {2, 3, 4}},
+      {{2, 5, 100}, {100, 7}}, {{130}, {3, 130, 2}}}; // k >= 64: f32 sums in f64
+  for (DType t : {DType::F32, DType::F16, DType::F64, DType::I32, DType::I8, DType::U8})
+    for (const auto &[as, bs] : shapes) {
+      Tensor a = isFloat(t) ? randomTensor(t, as, rng) : randomTensor(t, as, rng, 0, 100);
+      Tensor b = isFloat(t) ? randomTensor(t, bs, rng) : randomTensor(t, bs, rng, 0, 100);
+      check(OpKind::MatMul, {a, b}, {},
+            fmt::format("matmul {} {} x {}", dtypeName(t), str(as), str(bs)));
+    }
+}
+
+TEST(LowerNN, Einsum) {
+  std::mt19937 rng(6);
+  struct Case {
+    std::string eq;
+    std::vector<Extents> shapes;
+  };
+  const Case cases[] = {{"ij,jk->ik", {{3, 4}, {4, 5}}},
+                        {"ii->i", {{4, 4}}},
+                        {"ii", {{5, 5}}},
+                        {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}},
+                        {"...ij,...jk->...ik", {{2, 1, 3, 4}, {5, 4, 2}}},
+                        {"i,i", {{7}, {7}}},
+                        {"ij->ji", {{3, 5}}},
+                        {"ijk->", {{2, 3, 4}}},
+                        {"i,j->ij", {{3}, {4}}},
+                        {"iij->j", {{3, 3, 4}}},
+                        {"ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}},
+                        {"bhqd,bhkd->bhqk", {{1, 2, 3, 4}, {1, 2, 5, 4}}},
+                        {"i...->...", {{3, 2, 4}}}};
+  for (DType t : {DType::F32, DType::I32, DType::F16})
+    for (const Case &c : cases) {
+      std::vector<Tensor> xs;
+      for (const Extents &e : c.shapes)
+        xs.push_back(isFloat(t) ? randomTensor(t, e, rng) : randomTensor(t, e, rng, -9, 9));
+      check(OpKind::Einsum, xs, {{"equation", c.eq}},
+            fmt::format("einsum {} {}", dtypeName(t), c.eq));
+    }
+}
+
+// ---- conv and conv_transpose -------------------------------------------------------------------
+
+namespace {
+
+struct ConvCase {
+  Extents x, w;
+  Ints strides, pads, dilations;
+  int64_t group;
+  bool bias;
+  std::string autoPad = "NOTSET";
+};
+
+} // namespace
+
+TEST(LowerNN, Conv) {
+  std::mt19937 rng(7);
+  const ConvCase cases[] = {
+      {{1, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true},
+      {{2, 4, 9, 8}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {1, 2}, 2, true},
+      {{1, 2, 5, 6}, {3, 2, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, false},
+      {{1, 6, 10, 10}, {6, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6, true},
+      {{2, 3, 11}, {5, 3, 4}, {3}, {2, 1}, {2}, 1, true},
+      {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1, 0, 1, 1}, {1, 1, 2}, 1, true},
+      {{1, 3, 7, 6}, {2, 3, 3, 3}, {2, 2}, {}, {1, 1}, 1, true, "SAME_UPPER"},
+      {{1, 3, 7, 6}, {2, 3, 4, 2}, {2, 3}, {}, {1, 1}, 1, false, "SAME_LOWER"},
+      {{1, 3, 7, 6}, {2, 3, 3, 3}, {1, 2}, {}, {1, 1}, 1, true, "VALID"},
+      {{1, 1, 3, 3}, {1, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1, false},
+      {{1, 2, 6, 5}, {2, 2, 3, 3}, {4, 4}, {3, 3, 3, 3}, {3, 2}, 1, false},
+  };
+  // Both algorithms: im2col + GEMM (the default) and direct loops (for huge im2col matrices).
+  for (const char *algo : {"im2col", "direct"})
+  for (DType t : {DType::F32, DType::F16})
+    for (const ConvCase &c : cases) {
+      setenv("NNC_CONV_ALGO", algo, 1);
+      std::vector<Tensor> xs{randomTensor(t, c.x, rng), randomTensor(t, c.w, rng)};
+      if (c.bias)
+        xs.push_back(randomTensor(t, {c.w[0]}, rng));
+      check(OpKind::Conv, xs,
+            {{"strides", c.strides},
+             {"pads", c.pads},
+             {"dilations", c.dilations},
+             {"group", c.group},
+             {"auto_pad", c.autoPad}},
+            fmt::format("conv {} {} x {} w {} strides {} pads {} dil {} group {} {}", algo,
+                        dtypeName(t), str(c.x), str(c.w), str(c.strides), str(c.pads),
+                        str(c.dilations), c.group, c.autoPad));
+      unsetenv("NNC_CONV_ALGO");
+    }
+}
+
+TEST(LowerNN, ConvTranspose) {
+  std::mt19937 rng(8);
+  struct Case {
+    ConvCase c;
+    Ints outputPadding, outputShape;
+  };
+  const Case cases[] = {
+      {{{1, 2, 3, 3}, {2, 3, 3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true}, {}, {}},
+      {{{2, 4, 3, 4}, {4, 2, 3, 2}, {2, 2}, {1, 0, 1, 1}, {1, 1}, 2, true}, {1, 1}, {}},
+      {{{1, 3, 5}, {3, 2, 3}, {3}, {1, 2}, {2}, 1, false}, {}, {}},
+      {{{1, 2, 3, 3}, {2, 1, 3, 3}, {2, 2}, {}, {1, 1}, 1, true}, {}, {6, 7}},
+      {{{1, 2, 3, 3}, {2, 2, 2, 2}, {2, 2}, {}, {1, 1}, 1, false, "SAME_UPPER"}, {}, {}},
+      {{{1, 2, 3, 3}, {2, 2, 3, 3}, {2, 1}, {}, {1, 1}, 1, false, "SAME_LOWER"}, {}, {}},
+      {{{1, 2, 2, 3, 2}, {2, 2, 2, 2, 3}, {1, 2, 2}, {0, 1, 0, 0, 0, 1}, {2, 1, 1}, 1, true},
+       {},
+       {}},
+  };
+  for (const char *algo : {"gemm", "direct"})
+  for (DType t : {DType::F32, DType::F16})
+    for (const Case &k : cases) {
+      setenv("NNC_CONV_ALGO", algo, 1);
+      const ConvCase &c = k.c;
+      std::vector<Tensor> xs{randomTensor(t, c.x, rng), randomTensor(t, c.w, rng)};
+      if (c.bias)
+        xs.push_back(randomTensor(t, {c.w[1] * c.group}, rng));
+      AttrMap attrs{{"strides", c.strides},
+                    {"pads", c.pads},
+                    {"dilations", c.dilations},
+                    {"group", c.group},
+                    {"output_padding", k.outputPadding},
+                    {"auto_pad", c.autoPad}};
+      if (!k.outputShape.empty())
+        attrs["output_shape"] = k.outputShape;
+      check(OpKind::ConvTranspose, xs, attrs,
+            fmt::format("conv_transpose {} {} x {} w {} strides {} pads {} {}", algo,
+                        dtypeName(t), str(c.x), str(c.w), str(c.strides), str(c.pads),
+                        c.autoPad));
+      unsetenv("NNC_CONV_ALGO");
+    }
+}
+
+// ---- pooling and lrn ---------------------------------------------------------------------------
+
+TEST(LowerNN, Pooling) {
+  std::mt19937 rng(9);
+  struct Case {
+    Extents x;
+    Ints kernel, strides, pads, dilations;
+    int64_t ceil;
+    std::string autoPad = "NOTSET";
+  };
+  const Case cases[] = {
+      {{1, 2, 6, 6}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {}, 0},
+      {{2, 3, 7, 5}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 0},
+      {{2, 3, 7, 5}, {3, 2}, {2, 2}, {1, 0, 1, 1}, {}, 1},
+      {{1, 2, 8, 9}, {2, 3}, {3, 2}, {0, 0, 0, 0}, {2, 1}, 1},
+      {{1, 1, 11}, {4}, {3}, {2, 1}, {}, 1},
+      {{1, 2, 4, 5, 3}, {2, 2, 2}, {1, 2, 1}, {1, 0, 1, 0, 1, 1}, {}, 0},
+      {{1, 2, 7, 6}, {3, 3}, {2, 2}, {}, {}, 0, "SAME_UPPER"},
+      {{1, 2, 7, 6}, {3, 2}, {2, 2}, {}, {}, 0, "SAME_LOWER"},
+      {{1, 2, 7, 6}, {3, 3}, {1, 2}, {}, {}, 0, "VALID"},
+      {{1, 1, 5, 5}, {5, 5}, {1, 1}, {0, 0, 0, 0}, {}, 0},
+  };
+  for (const Case &c : cases) {
+    AttrMap base{{"kernel_shape", c.kernel},   {"strides", c.strides},
+                 {"pads", c.pads},             {"dilations", c.dilations},
+                 {"ceil_mode", c.ceil},        {"auto_pad", c.autoPad}};
+    std::string what = fmt::format("x {} kernel {} strides {} pads {} dil {} ceil {} {}",
+                                   str(c.x), str(c.kernel), str(c.strides), str(c.pads),
+                                   str(c.dilations), c.ceil, c.autoPad);
+    for (DType t : {DType::F32, DType::F16, DType::I8}) {
+      Tensor x = isFloat(t) ? randomTensor(t, c.x, rng) : randomTensor(t, c.x, rng, -100, 100);
+      if (t == DType::F32)
+        sprinkleNaN(x, rng, 13);
+      for (int64_t order : {0, 1}) {
+        AttrMap attrs = base;
+        attrs["storage_order"] = order;
+        check(OpKind::MaxPool, {x}, attrs,
+              fmt::format("max_pool {} order {} {}", dtypeName(t), order, what), 2);
+      }
+      check(OpKind::MaxPool, {x}, base, fmt::format("max_pool {} {}", dtypeName(t), what), 1);
+      if (!isFloat(t))
+        continue;
+      for (int64_t include : {0, 1}) {
+        AttrMap attrs = base;
+        attrs["count_include_pad"] = include;
+        check(OpKind::AvgPool, {randomTensor(t, c.x, rng)}, attrs,
+              fmt::format("avg_pool {} include_pad {} {}", dtypeName(t), include, what));
+      }
+    }
+  }
+}
+
+TEST(LowerNN, LRN) {
+  std::mt19937 rng(10);
+  for (int64_t size : {1, 2, 3, 5})
+    for (Extents shape : {Extents{2, 7, 3, 4}, Extents{1, 4}, Extents{1, 5, 6}})
+      for (DType t : {DType::F32, DType::F16})
+        check(OpKind::LRN, {randomTensor(t, shape, rng)},
+              {{"size", size}, {"alpha", 2e-2}, {"beta", 0.75}, {"bias", 1.5}},
+              fmt::format("lrn {} size {} {}", dtypeName(t), size, str(shape)));
+}
+
+// ---- resize ------------------------------------------------------------------------------------
+
+namespace {
+
+AttrMap resizeAttrs(const std::string &mode, const std::string &ctm,
+                    const std::string &nearest = "round_prefer_floor", int64_t antialias = 0,
+                    int64_t exclude = 0, double cubicA = -0.75,
+                    const std::string &policy = "stretch", double extrapolation = 0.0) {
+  return {{"mode", mode},
+          {"coordinate_transformation_mode", ctm},
+          {"nearest_mode", nearest},
+          {"cubic_coeff_a", cubicA},
+          {"exclude_outside", exclude},
+          {"extrapolation_value", extrapolation},
+          {"antialias", antialias},
+          {"keep_aspect_ratio_policy", policy}};
+}
+
+Tensor f32Vector(const std::vector<float> &v) {
+  return Tensor::fromVector<float>(DType::F32, {static_cast<int64_t>(v.size())}, v);
+}
+
+} // namespace
+
+TEST(LowerNN, Resize) {
+  std::mt19937 rng(11);
+  const char *ctms[] = {"half_pixel",         "pytorch_half_pixel", "align_corners",
+                        "asymmetric",         "tf_half_pixel_for_nn", "half_pixel_symmetric"};
+  const std::vector<float> scaleSets[] = {{1, 1, 2, 1.5}, {1, 1, 0.5, 0.6}, {1, 1, 1.7, 0.8}};
+  Extents shape{1, 2, 5, 6};
+  for (const char *mode : {"nearest", "linear", "cubic"})
+    for (const char *ctm : ctms)
+      for (const std::vector<float> &sc : scaleSets) {
+        if (std::string(ctm) == "tf_half_pixel_for_nn" && std::string(mode) != "nearest")
+          continue;
+        check(OpKind::Resize, {randomTensor(DType::F32, shape, rng)}, resizeAttrs(mode, ctm),
+              fmt::format("resize {} {} scales {}", mode, ctm, sc[2]), 1,
+              {Tensor(), f32Vector(sc), Tensor()});
+      }
+  for (const char *nearest : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})
+    for (const std::vector<float> &sc : scaleSets)
+      check(OpKind::Resize, {randomTensor(DType::F32, shape, rng)},
+            resizeAttrs("nearest", "asymmetric", nearest),
+            fmt::format("resize nearest {} {}", nearest, sc[2]), 1,
+            {Tensor(), f32Vector(sc), Tensor()});
+  // antialias, exclude_outside, cubic coefficient.
+  for (const char *mode : {"linear", "cubic"})
+    for (const std::vector<float> &sc : scaleSets) {
+      check(OpKind::Resize, {randomTensor(DType::F32, shape, rng)},
+            resizeAttrs(mode, "half_pixel", "round_prefer_floor", 1),
+            fmt::format("resize {} antialias {}", mode, sc[2]), 1,
+            {Tensor(), f32Vector(sc), Tensor()});
+      check(OpKind::Resize, {randomTensor(DType::F32, shape, rng)},
+            resizeAttrs(mode, "half_pixel", "round_prefer_floor", 0, 1, -0.5),
+            fmt::format("resize {} exclude_outside {}", mode, sc[2]), 1,
+            {Tensor(), f32Vector(sc), Tensor()});
+    }
+  // sizes, keep_aspect_ratio_policy and axes.
+  for (const char *policy : {"stretch", "not_larger", "not_smaller"})
+    check(OpKind::Resize, {randomTensor(DType::F32, shape, rng)},
+          resizeAttrs("linear", "half_pixel", "round_prefer_floor", 0, 0, -0.75, policy),
+          fmt::format("resize sizes {}", policy), 1,
+          {Tensor(), Tensor(), i64Vector({1, 2, 8, 4})});
+  {
+    AttrMap attrs = resizeAttrs("cubic", "align_corners");
+    attrs["axes"] = Ints{3, 2};
+    check(OpKind::Resize, {randomTensor(DType::F32, shape, rng)}, attrs, "resize axes", 1,
+          {Tensor(), Tensor(), i64Vector({9, 3})});
+  }
+  // tf_crop_and_resize with a roi and extrapolation.
+  for (const char *mode : {"nearest", "linear", "cubic"})
+    check(OpKind::Resize, {randomTensor(DType::F32, shape, rng)},
+          resizeAttrs(mode, "tf_crop_and_resize", "round_prefer_floor", 0, 0, -0.75, "stretch",
+                      10.0),
+          fmt::format("resize {} tf_crop_and_resize", mode), 1,
+          {f32Vector({0, 0, -0.2f, 0.4f, 1, 1, 0.6f, 1.3f}), Tensor(), i64Vector({1, 2, 6, 5})});
+  // Other dtypes: f16 and u8 (rounded and saturated).
+  for (DType t : {DType::F16, DType::U8, DType::F64})
+    for (const char *mode : {"nearest", "linear", "cubic"})
+      check(OpKind::Resize,
+            {isFloat(t) ? randomTensor(t, shape, rng) : randomTensor(t, shape, rng, 0, 255)},
+            resizeAttrs(mode, "half_pixel"), fmt::format("resize {} {}", dtypeName(t), mode), 1,
+            {Tensor(), f32Vector({1, 1, 1.8f, 0.7f}), Tensor()});
+  // Identity along every axis: a plain copy.
+  check(OpKind::Resize, {randomTensor(DType::F32, shape, rng)}, resizeAttrs("linear", "half_pixel"),
+        "resize identity", 1, {Tensor(), f32Vector({1, 1, 1, 1}), Tensor()});
+}
+
+TEST(LowerNN, UnsupportedFailsClearly) {
+  // A resize whose scales are a run-time input cannot be lowered: the error names the node.
+  Graph g;
+  Value *x = g.addInput("x", TensorType(DType::F32, shapeFromExtents({1, 1, 2, 2})));
+  Value *s = g.addInput("s", TensorType(DType::F32, shapeFromExtents({4})));
+  Node *n = g.createNode(OpKind::Resize, {x, nullptr, s},
+                         {TensorType(DType::F32, shapeFromExtents({1, 1, 4, 4}))},
+                         resizeAttrs("nearest", "asymmetric"), "up");
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(*n, "k");
+  ASSERT_FALSE(ks);
+  EXPECT_NE(ks.error().message().find("up"), std::string::npos) << ks.error().message();
+  EXPECT_NE(ks.error().message().find("scales"), std::string::npos) << ks.error().message();
+}
