@@ -288,7 +288,10 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
           if (isOperand && b.written)
             return n->error("kernel '{}' writes its operand parameter '{}'", k.name, b.name);
           std::optional<int64_t> count = checkedNumElements(*staticExtents(v->shape()));
-          if (b.dtype != v->dtype() || !count || b.numElements != *count)
+          // Kernels that only move storage-only values (f8, i4, ...) see them as u8 bytes.
+          bool sameType = b.dtype == v->dtype() ||
+                          (isStorageOnly(v->dtype()) && b.dtype == DType::U8);
+          if (!sameType || !count || b.numElements != *count)
             return n->error("kernel '{}': parameter '{}' is {} x {} but %{} is {}", k.name,
                             b.name, dtypeName(b.dtype), b.numElements, v->name(),
                             v->type().str());

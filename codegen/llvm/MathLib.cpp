@@ -1,6 +1,7 @@
 // Scalar helpers that generated code calls where LLVM has no exact instruction: correctly
-// rounded f64 -> f16/bf16 (one rounding, like the interpreter's Cast), and the process symbols
-// bound into every JIT module.
+// rounded f64 -> f16/bf16 (one rounding, like the interpreter's Cast), conversions to and from
+// the float storage formats (f8*, f4e2m1, f8e8m0; FloatFormats.h, shared with the
+// interpreter), and the process symbols bound into every JIT module.
 #include <cmath>
 
 #include "llvm/Emitter.h"

@@ -332,3 +332,23 @@ graph @ramp(%n: i64[], %x: f32[]) -> (f32[K]) {
   EXPECT_NE(e.error().message().find("value of input 'n'"), std::string::npos)
       << e.error().message();
 }
+
+// Storage-only values (f8 here) are moved by kernels as bytes; the executable binds them.
+TEST(Executable, MovesStorageOnlyValues) {
+  auto g = parse(R"(graph @f8(%x: f8e4m3fn[2,3]) -> (f8e4m3fn[3,2]) {
+  %y = transpose(%x) {perm = [1, 0]} : f8e4m3fn[3,2]
+  return %y
+}
+)");
+  ASSERT_TRUE(g);
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, testOptions(1));
+  ASSERT_TRUE(exe) << exe.error().message();
+  Tensor x = Tensor::zeros(DType::F8E4M3FN, {2, 3});
+  for (int i = 0; i < 6; ++i)
+    static_cast<uint8_t *>(x.rawData())[i] = static_cast<uint8_t>(0x30 + i);
+  Expected<std::vector<Tensor>> got = (*exe)->run({x});
+  ASSERT_TRUE(got) << got.error().message();
+  Expected<std::vector<Tensor>> want = interpret(*g, {x});
+  ASSERT_TRUE(want) << want.error().message();
+  EXPECT_TRUE((*got)[0].bitwiseEqual((*want)[0]));
+}

@@ -298,7 +298,13 @@ TEST(KernelIr, CopiesStorageOnlyTypes) {
   k.body = forLoop("i", intImm(4),
                    store(1, i, cast(cast(load(0, DType::F8E4M3FN, i), DType::F32),
                                     DType::F8E4M3FN)));
-  EXPECT_NE(verifyError(k).find("storage-only"), std::string::npos) << verifyError(k);
+  // Casts convert through the format (StorageCastTest.cpp checks them in depth): the round
+  // trip through f32 keeps every f8e4m3fn pattern here (0xff is its negative NaN).
+  EXPECT_EQ(verifyError(k), "");
+  std::fill(y.begin(), y.end(), 0);
+  e = evaluateKernel(k, {x.data(), y.data()});
+  ASSERT_FALSE(e) << e.message();
+  EXPECT_EQ(y, x);
 }
 
 TEST(KernelIr, OutOfBoundsIsAnError) {

@@ -147,12 +147,4 @@ TEST(LowerElementwise, CastSpecialFloats) {
             "cast f32 -> f16 specials");
 }
 
-TEST(LowerElementwise, StorageOnlyCastIsRefused) {
-  Graph g;
-  Value *x = g.addInput("x", TensorType(DType::F32, {4}));
-  Expected<Node *> n = g.createInferred(OpKind::Cast, {x}, {{"to", DType::F8E4M3FN}});
-  ASSERT_TRUE(n);
-  Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "c");
-  ASSERT_FALSE(ks);
-  EXPECT_NE(ks.error().message().find("f8e4m3fn"), std::string::npos) << ks.error().message();
-}
+// Casts to and from the storage-only dtypes: StorageCastTest.cpp.

@@ -1,0 +1,259 @@
+#!/usr/bin/env node
+// ONNX Runtime peer for nnc's benchmarks: times one model the way `nnc bench --json` does
+// and prints one JSON line.
+//
+//   node ort_bench.js MODEL.onnx [--threads N] [--iterations K] [--warmup W]
+//                     [--input FILE.pb] [--inputs-dir DIR] [--spin 0|1]
+//
+// Session options: graphOptimizationLevel 'all', intraOpNumThreads N, interOpNumThreads 1,
+// executionMode 'sequential'. Inputs come from ONNX TensorProto files (input_<i>.pb in
+// --inputs-dir, or --input for a single-input model); without them, random data of the
+// model's static input shapes is used. --spin sets the session config entry
+// session.intra_op.allow_spinning (ORT's default is 1: idle pool threads spin, which costs
+// on a loaded machine); without it the entry is left at ORT's default.
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const ort = require('onnxruntime-node');
+
+function usage(msg) {
+  if (msg) process.stderr.write(`ort_bench: ${msg}\n`);
+  process.stderr.write(
+      'usage: node ort_bench.js MODEL.onnx [--threads N] [--iterations K] [--warmup W]\n' +
+      '                         [--input FILE.pb] [--inputs-dir DIR] [--spin 0|1]\n');
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const a = {model: null, threads: 1, iterations: 20, warmup: 3, input: null, inputsDir: null,
+             spin: null};
+  for (let i = 0; i < argv.length; ++i) {
+    const k = argv[i];
+    const next = () => {
+      if (i + 1 >= argv.length) usage(`${k} needs a value`);
+      return argv[++i];
+    };
+    const int = (v) => {
+      if (!/^\d+$/.test(v)) usage(`${k} expects a non-negative integer, got '${v}'`);
+      return parseInt(v, 10);
+    };
+    if (k === '--threads') a.threads = int(next());
+    else if (k === '--iterations') a.iterations = int(next());
+    else if (k === '--warmup') a.warmup = int(next());
+    else if (k === '--input') a.input = next();
+    else if (k === '--inputs-dir') a.inputsDir = next();
+    else if (k === '--spin') {
+      a.spin = next();
+      if (a.spin !== '0' && a.spin !== '1') usage(`--spin expects 0 or 1, got '${a.spin}'`);
+    }
+    else if (k === '-h' || k === '--help') usage();
+    else if (k.startsWith('-')) usage(`unknown option ${k}`);
+    else if (a.model === null) a.model = k;
+    else usage(`unexpected argument ${k}`);
+  }
+  if (a.model === null) usage('missing MODEL');
+  if (a.iterations < 1) usage('--iterations must be at least 1');
+  return a;
+}
+
+// ---- Minimal protobuf reader for onnx.TensorProto -------------------------------------------
+// Fields used: 1 dims (int64, packed or not), 2 data_type (int32), 4 float_data (packed float),
+// 8 name (string), 9 raw_data (bytes). Everything else is skipped by wire type.
+
+function readVarint(buf, pos) {
+  let result = 0n;
+  let shift = 0n;
+  for (;;) {
+    if (pos >= buf.length) throw new Error('truncated varint');
+    const b = buf[pos++];
+    result |= BigInt(b & 0x7f) << shift;
+    if ((b & 0x80) === 0) break;
+    shift += 7n;
+    if (shift > 63n) throw new Error('varint too long');
+  }
+  return [result, pos];
+}
+
+function parseTensorProto(buf) {
+  const t = {dims: [], dataType: 0, name: '', raw: null, floatData: []};
+  let pos = 0;
+  while (pos < buf.length) {
+    let key;
+    [key, pos] = readVarint(buf, pos);
+    const field = Number(key >> 3n);
+    const wire = Number(key & 7n);
+    if (wire === 0) {
+      let v;
+      [v, pos] = readVarint(buf, pos);
+      if (field === 1) t.dims.push(Number(BigInt.asIntN(64, v)));
+      else if (field === 2) t.dataType = Number(v);
+    } else if (wire === 2) {
+      let len;
+      [len, pos] = readVarint(buf, pos);
+      const end = pos + Number(len);
+      if (end > buf.length) throw new Error('truncated length-delimited field');
+      const body = buf.subarray(pos, end);
+      if (field === 1) {  // packed dims
+        let p = 0;
+        while (p < body.length) {
+          let v;
+          [v, p] = readVarint(body, p);
+          t.dims.push(Number(BigInt.asIntN(64, v)));
+        }
+      } else if (field === 4) {  // packed float_data
+        for (let p = 0; p + 4 <= body.length; p += 4) t.floatData.push(body.readFloatLE(p));
+      } else if (field === 8) {
+        t.name = body.toString('utf8');
+      } else if (field === 9) {
+        t.raw = body;
+      }
+      pos = end;
+    } else if (wire === 5) {
+      if (field === 4) t.floatData.push(buf.readFloatLE(pos));
+      pos += 4;
+    } else if (wire === 1) {
+      pos += 8;
+    } else {
+      throw new Error(`unsupported protobuf wire type ${wire}`);
+    }
+  }
+  return t;
+}
+
+function tensorFromPb(file) {
+  const t = parseTensorProto(fs.readFileSync(file));
+  if (t.dataType !== 1) {
+    throw new Error(`${file}: data_type ${t.dataType} not supported (only 1 = FLOAT)`);
+  }
+  const count = t.dims.reduce((a, b) => a * b, 1);
+  let data;
+  if (t.raw !== null) {
+    if (t.raw.length !== count * 4) {
+      throw new Error(`${file}: raw_data has ${t.raw.length} bytes, dims ${JSON.stringify(t.dims)} need ${count * 4}`);
+    }
+    data = new Float32Array(count);
+    // Copy: raw_data may not be 4-byte aligned inside the file buffer.
+    Buffer.from(data.buffer).set(t.raw);
+  } else {
+    if (t.floatData.length !== count) {
+      throw new Error(`${file}: float_data has ${t.floatData.length} values, dims need ${count}`);
+    }
+    data = Float32Array.from(t.floatData);
+  }
+  return {name: t.name, tensor: new ort.Tensor('float32', data, t.dims)};
+}
+
+function randomTensor(meta, name) {
+  if (meta.type !== undefined && meta.type !== 'float32') {
+    throw new Error(`input '${name}': type ${meta.type} has no random generator (pass --inputs-dir)`);
+  }
+  const shape = meta.shape || [];
+  for (const d of shape) {
+    if (typeof d !== 'number') {
+      throw new Error(`input '${name}': symbolic dim '${d}' (pass --inputs-dir)`);
+    }
+  }
+  const count = shape.reduce((a, b) => a * b, 1);
+  const data = new Float32Array(count);
+  let s = 12345;  // fixed LCG seed, values in [-1, 1)
+  for (let i = 0; i < count; ++i) {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+    data[i] = (s / 2147483648) - 1;
+  }
+  return new ort.Tensor('float32', data, shape);
+}
+
+function percentile(sorted, q) {
+  // Nearest-rank on the sorted sample.
+  const idx = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[idx];
+}
+
+async function main() {
+  const a = parseArgs(process.argv.slice(2));
+  const opts = {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: 'all',
+    intraOpNumThreads: a.threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+  };
+  if (a.spin !== null) opts.extra = {session: {intra_op: {allow_spinning: a.spin}}};
+  const t0 = process.hrtime.bigint();
+  const session = await ort.InferenceSession.create(a.model, opts);
+  const createMs = Number(process.hrtime.bigint() - t0) / 1e6;
+
+  const feeds = {};
+  const names = session.inputNames;
+  if (a.inputsDir !== null || a.input !== null) {
+    const files = [];
+    if (a.input !== null) {
+      files.push(a.input);
+    } else {
+      for (let i = 0; i < names.length; ++i) files.push(path.join(a.inputsDir, `input_${i}.pb`));
+    }
+    if (files.length !== names.length) {
+      throw new Error(`model has ${names.length} inputs, got ${files.length} input files`);
+    }
+    files.forEach((f, i) => {
+      const {name, tensor} = tensorFromPb(f);
+      // Match by name when the file names an input, else by position.
+      feeds[name && names.includes(name) ? name : names[i]] = tensor;
+    });
+  } else {
+    const meta = session.inputMetadata || [];
+    names.forEach((n, i) => {
+      feeds[n] = randomTensor(meta[i] || {}, n);
+    });
+  }
+
+  // With an inputs dir holding output_0.pb, report how far ORT's first output is from it
+  // (a check that the inputs were read right, not a timing).
+  let maxAbsErr = null;
+  if (a.inputsDir !== null && fs.existsSync(path.join(a.inputsDir, 'output_0.pb'))) {
+    const ref = tensorFromPb(path.join(a.inputsDir, 'output_0.pb')).tensor.data;
+    const got = (await session.run(feeds))[session.outputNames[0]].data;
+    if (got.length !== ref.length) {
+      throw new Error(`output has ${got.length} values, output_0.pb has ${ref.length}`);
+    }
+    maxAbsErr = 0;
+    for (let i = 0; i < ref.length; ++i) maxAbsErr = Math.max(maxAbsErr, Math.abs(got[i] - ref[i]));
+  }
+
+  for (let i = 0; i < a.warmup; ++i) await session.run(feeds);
+  const times = [];
+  for (let i = 0; i < a.iterations; ++i) {
+    const s = process.hrtime.bigint();
+    await session.run(feeds);
+    times.push(Number(process.hrtime.bigint() - s) / 1e6);
+  }
+  const sorted = times.slice().sort((x, y) => x - y);
+  const median = sorted.length % 2
+      ? sorted[(sorted.length - 1) / 2]
+      : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2;
+  const mean = times.reduce((x, y) => x + y, 0) / times.length;
+  const r4 = (x) => Math.round(x * 1e4) / 1e4;
+  const out = {
+    model: a.model,
+    peer: 'ort',
+    version: ort.env.versions.common,
+    threads: a.threads,
+    allow_spinning: a.spin === null ? 'default' : a.spin,
+    iterations: a.iterations,
+    warmup: a.warmup,
+    compile_ms: Math.round(createMs * 1e3) / 1e3,
+    median_ms: r4(median),
+    p90_ms: r4(percentile(sorted, 0.9)),
+    min_ms: r4(sorted[0]),
+    mean_ms: r4(mean),
+  };
+  if (maxAbsErr !== null) out.max_abs_err_vs_output_0 = maxAbsErr;
+  process.stdout.write(JSON.stringify(out) + '\n');
+  await session.release();
+}
+
+main().catch((e) => {
+  process.stderr.write(`ort_bench: ${e && e.message ? e.message : e}\n`);
+  process.exit(1);
+});
