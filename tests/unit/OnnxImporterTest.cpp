@@ -569,8 +569,8 @@ TEST(OnnxImporter, KnownInputsGiveCompileTimeValues) {
   std::string path = save(dir, m);
   // Without the value the axes are only known at run time.
   Expected<std::unique_ptr<Graph>> bad = importOnnxFile(path);
-  if (!bad)
-    EXPECT_TRUE(contains(bad.error().message(), "rs")) << bad.error().message();
+  ASSERT_FALSE(bad);
+  EXPECT_TRUE(contains(bad.error().message(), "rs")) << bad.error().message();
   ImportOptions opts;
   opts.knownInputs["axes"] = Tensor::fromVector<int64_t>(DType::I64, {1}, {1});
   Expected<std::unique_ptr<Graph>> g = importOnnxFile(path, opts);
