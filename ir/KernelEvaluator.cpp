@@ -8,189 +8,13 @@
 #include <fmt/format.h>
 
 #include "nnc/ir/Kernel.h"
+#include "nnc/ir/ScalarOps.h" // the Ops.def formulas as functors, shared with the interpreter
 #include "nnc/ir/Tensor.h"
 #include "nnc/support/Float16.h"
 #include "nnc/support/FloatFormats.h"
 
 namespace nnc::kir {
 namespace {
-
-// A private copy of the scalar rules of runtime/Scalar.h (ir/ must not depend on runtime/),
-// so that the Ops.def formulas evaluate here exactly as in the interpreter. Keep in sync.
-namespace scalar {
-
-template <typename T> constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
-template <typename T> constexpr bool kIsFloat = std::is_floating_point_v<T>;
-template <typename T> T wrap(uint64_t bits) { return static_cast<T>(bits); }
-
-template <typename T> T abs(T a) {
-  if constexpr (kIsFloat<T>)
-    return std::fabs(a);
-  else if constexpr (std::is_unsigned_v<T> || std::is_same_v<T, bool>)
-    return a;
-  else
-    return a < 0 ? wrap<T>(uint64_t(0) - static_cast<uint64_t>(a)) : a;
-}
-template <typename T> T sign(T a) {
-  if constexpr (kIsFloat<T>) {
-    if (std::isnan(a))
-      return a;
-    return a > 0 ? T(1) : (a < 0 ? T(-1) : T(0));
-  } else if constexpr (std::is_unsigned_v<T>) {
-    return a > 0 ? T(1) : T(0);
-  } else {
-    return a > 0 ? T(1) : (a < 0 ? T(-1) : T(0));
-  }
-}
-template <typename T> T sigmoid(T a) {
-  if (a >= 0)
-    return T(1) / (T(1) + std::exp(-a));
-  T e = std::exp(a);
-  return e / (T(1) + e);
-}
-template <typename T> T add(T a, T b) {
-  if constexpr (kIsInt<T>)
-    return wrap<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else
-    return a + b;
-}
-template <typename T> T sub(T a, T b) {
-  if constexpr (kIsInt<T>)
-    return wrap<T>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-  else
-    return a - b;
-}
-template <typename T> T mul(T a, T b) {
-  if constexpr (kIsInt<T>)
-    return wrap<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  else
-    return a * b;
-}
-template <typename T> T div(T a, T b) {
-  if constexpr (kIsInt<T>) {
-    if (b == 0)
-      return T(0);
-    if constexpr (std::is_signed_v<T>)
-      if (b == T(-1))
-        return wrap<T>(uint64_t(0) - static_cast<uint64_t>(a));
-    return static_cast<T>(a / b);
-  } else {
-    return a / b;
-  }
-}
-template <typename T> T pow(T a, T b) {
-  if constexpr (kIsInt<T>) {
-    if constexpr (std::is_signed_v<T>) {
-      if (b < 0) {
-        if (a == 1)
-          return T(1);
-        if (a == -1)
-          return (b % 2 == 0) ? T(1) : T(-1);
-        return T(0);
-      }
-    }
-    uint64_t result = 1, base = static_cast<uint64_t>(a);
-    uint64_t e = static_cast<uint64_t>(b);
-    while (e) {
-      if (e & 1)
-        result *= base;
-      base *= base;
-      e >>= 1;
-    }
-    return wrap<T>(result);
-  } else {
-    return std::pow(a, b);
-  }
-}
-template <typename T> T mod(T a, T b) {
-  if constexpr (kIsInt<T>) {
-    if (b == 0)
-      return T(0);
-    if constexpr (std::is_signed_v<T>) {
-      if (b == T(-1))
-        return T(0);
-      T r = static_cast<T>(a % b);
-      if (r != 0 && ((r < 0) != (b < 0)))
-        r = static_cast<T>(r + b);
-      return r;
-    } else {
-      return static_cast<T>(a % b);
-    }
-  } else {
-    T r = std::fmod(a, b);
-    if (r != 0 && ((r < 0) != (b < 0)))
-      r += b;
-    else if (r == 0)
-      r = std::copysign(T(0), b);
-    return r;
-  }
-}
-template <typename T> T fmod(T a, T b) {
-  if constexpr (kIsInt<T>) {
-    if (b == 0)
-      return T(0);
-    if constexpr (std::is_signed_v<T>)
-      if (b == T(-1))
-        return T(0);
-    return static_cast<T>(a % b);
-  } else {
-    return std::fmod(a, b);
-  }
-}
-template <typename T> T min(T a, T b) {
-  if constexpr (kIsFloat<T>)
-    if (std::isnan(a) || std::isnan(b))
-      return std::numeric_limits<T>::quiet_NaN();
-  return b < a ? b : a;
-}
-template <typename T> T max(T a, T b) {
-  if constexpr (kIsFloat<T>)
-    if (std::isnan(a) || std::isnan(b))
-      return std::numeric_limits<T>::quiet_NaN();
-  return a < b ? b : a;
-}
-template <typename T> T shiftLeft(T a, T b) {
-  if (static_cast<uint64_t>(b) >= sizeof(T) * 8)
-    return T(0);
-  return wrap<T>(static_cast<uint64_t>(a) << static_cast<uint64_t>(b));
-}
-template <typename T> T shiftRight(T a, T b) {
-  if (static_cast<uint64_t>(b) >= sizeof(T) * 8)
-    return T(0);
-  return wrap<T>(static_cast<uint64_t>(a) >> static_cast<uint64_t>(b));
-}
-
-} // namespace scalar
-
-constexpr bool accepts(TypeClass c, DType t) {
-  bool isF = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
-  bool isS = t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
-  bool isU = t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
-  switch (c) {
-  case TypeClass::Float: return isF;
-  case TypeClass::Numeric: return isF || isS || isU;
-  case TypeClass::Signed: return isF || isS;
-  case TypeClass::Int: return isS || isU;
-  case TypeClass::Unsigned: return isU;
-  case TypeClass::Bool: return t == DType::Bool;
-  case TypeClass::Any: return isF || isS || isU || t == DType::Bool;
-  }
-  return false;
-}
-
-// One functor per elementwise op, from the Ops.def formulas (as in the interpreter).
-#define NNC_ELEMENTWISE(Id, name, arity, types, result, doc, formula)                              \
-  struct Fn##Id {                                                                                  \
-    static constexpr TypeClass kTypes = TypeClass::types;                                          \
-    static constexpr int kArity = arity;                                                           \
-    template <typename A, typename B, typename C> static auto apply(A a, B b, C c) {               \
-      (void)a;                                                                                     \
-      (void)b;                                                                                     \
-      (void)c;                                                                                     \
-      return formula;                                                                              \
-    }                                                                                              \
-  };
-#include "nnc/ir/Ops.def"
 
 /// A scalar: integers as their value sign- or zero-extended to 64 bits (`i`, `u` alias the
 /// same bits), floats as double holding exactly a value of the dtype, bools as 0/1 in `i`.
@@ -270,13 +94,13 @@ template <typename Fn> Value applyOp(OpKind kind, DType resultType, const Value 
   DType t = kind == OpKind::Select ? args[1].type : args[0].type;
   dispatch(t, [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
-    if constexpr (accepts(Fn::kTypes, D)) {
+    if constexpr (scalar::accepts(Fn::kTypes, D)) {
       using T = Compute<D>;
-      if constexpr (std::is_same_v<Fn, FnSelect>) {
+      if constexpr (std::is_same_v<Fn, scalar::FnSelect>) {
         out = args[0].i ? args[1] : args[2];
       } else if constexpr (Fn::kArity == 1) {
         T a = as<D>(args[0]);
-        if constexpr (std::is_same_v<Fn, FnNeg> && scalar::kIsInt<T>)
+        if constexpr (std::is_same_v<Fn, scalar::FnNeg> && scalar::kIsInt<T>)
           out = makeValue(resultType, scalar::sub<T>(T(0), a));
         else
           out = makeValue(resultType, Fn::apply(a, a, a));
@@ -295,7 +119,7 @@ template <typename Fn> Value applyOp(OpKind kind, DType resultType, const Value 
 Value evalOp(OpKind kind, DType resultType, const Value *args) {
   switch (kind) {
 #define NNC_ELEMENTWISE(Id, ...)                                                                   \
-  case OpKind::Id: return applyOp<Fn##Id>(kind, resultType, args);
+  case OpKind::Id: return applyOp<scalar::Fn##Id>(kind, resultType, args);
 #include "nnc/ir/Ops.def"
   default: break;
   }

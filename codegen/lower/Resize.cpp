@@ -1,13 +1,14 @@
 // Lowerer of resize (ONNX Resize-19). A first kernel fills two scratch tables per resized
 // axis (tap indices and extrapolation flags; tap weights), computing each output coordinate's
-// taps with the same double arithmetic as runtime/interp/Interpolation.cpp; a second kernel
-// interpolates, reading the tables. Axes the resize leaves alone need no table (found with the
-// interpreter's own tap code, run at lowering time).
+// taps with the same double arithmetic as the interpreter (nnc/ir/ResizeMath.h); a second
+// kernel interpolates, reading the tables. Axes the resize leaves alone need no table (found
+// with the interpreter's own tap code, resizeAxisTaps(), run at lowering time).
 #include <algorithm>
 #include <cmath>
 
 #include "NNLowering.h"
 #include "nnc/ir/NNGeometry.h"
+#include "nnc/ir/ResizeMath.h"
 #include "nnc/ir/Tensor.h"
 
 namespace nnc::lower {
@@ -19,152 +20,8 @@ using kir::Expr;
 using kir::Stmt;
 using Kernels = std::vector<kir::Kernel>;
 
-struct Tap {
-  int64_t index;
-  double weight;
-};
-
-struct AxisTaps {
-  std::vector<Tap> taps;
-  bool extrapolate = false;
-};
-
-struct ResizeAttrs {
-  std::string mode, ctm, nearestMode;
-  double cubicA = -0.75;
-  bool excludeOutside = false, antialias = false;
-};
-
-// coefficients() and axisTaps() are the interpreter's (used here to find identity axes).
-std::vector<double> coefficients(const ResizeAttrs &a, double ratio, double scale, int64_t &start) {
-  if (a.mode == "nearest") {
-    start = 0;
-    bool ceil;
-    if (ratio == 1.0)
-      ceil = true;
-    else if (a.nearestMode == "round_prefer_ceil")
-      ceil = ratio >= 0.5;
-    else if (a.nearestMode == "floor")
-      ceil = false;
-    else if (a.nearestMode == "ceil")
-      ceil = true;
-    else // round_prefer_floor
-      ceil = ratio > 0.5;
-    return ceil ? std::vector<double>{0, 1} : std::vector<double>{1, 0};
-  }
-  if (a.mode == "linear") {
-    if (!a.antialias) {
-      start = 0;
-      return {1 - ratio, ratio};
-    }
-    double s = std::min(scale, 1.0);
-    start = static_cast<int64_t>(std::floor(-1 / s)) + 1;
-    int64_t n = 2 - 2 * start;
-    std::vector<double> c;
-    double sum = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      double v = std::clamp(1 - std::abs((start + k - ratio) * s), 0.0, 1.0);
-      c.push_back(v);
-      sum += v;
-    }
-    for (double &v : c)
-      v /= sum;
-    return c;
-  }
-  double A = a.cubicA;
-  if (!a.antialias) {
-    start = -1;
-    double r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;
-    return {((A * r1 - 5 * A) * r1 + 8 * A) * r1 - 4 * A,
-            ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1, ((A + 2) * q - (A + 3)) * q * q + 1,
-            ((A * q1 - 5 * A) * q1 + 8 * A) * q1 - 4 * A};
-  }
-  double s = std::min(scale, 1.0);
-  start = static_cast<int64_t>(std::floor(-2 / s)) + 1;
-  int64_t n = 2 - 2 * start;
-  auto kernel = [&](double x) {
-    x = std::abs(x);
-    if (x <= 1)
-      return ((A + 2) * x - (A + 3)) * x * x + 1;
-    if (x < 2)
-      return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-    return 0.0;
-  };
-  std::vector<double> c;
-  double sum = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    double v = kernel(s * (start + k - ratio));
-    c.push_back(v);
-    sum += v;
-  }
-  for (double &v : c)
-    v /= sum;
-  return c;
-}
-
-std::vector<AxisTaps> axisTaps(const ResizeAttrs &a, int64_t in, int64_t out, double scale,
-                               double roiStart, double roiEnd) {
-  std::vector<AxisTaps> r(static_cast<size_t>(out));
-  double outWidth = scale * static_cast<double>(in);
-  double inW = static_cast<double>(in);
-  for (int64_t o = 0; o < out; ++o) {
-    double x = static_cast<double>(o), xo;
-    if (a.ctm == "align_corners") {
-      xo = outWidth == 1 ? 0 : x * (inW - 1) / (outWidth - 1);
-    } else if (a.ctm == "asymmetric") {
-      xo = x / scale;
-    } else if (a.ctm == "tf_crop_and_resize") {
-      xo = outWidth == 1 ? (roiEnd - roiStart) * (inW - 1) / 2
-                         : x * (roiEnd - roiStart) * (inW - 1) / (outWidth - 1);
-      xo += roiStart * (inW - 1);
-      if (xo < 0 || xo > inW - 1) {
-        r[o].extrapolate = true;
-        continue;
-      }
-    } else if (a.ctm == "pytorch_half_pixel") {
-      xo = outWidth == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
-    } else if (a.ctm == "half_pixel_symmetric") {
-      double adjustment = static_cast<double>(out) / outWidth;
-      double offset = inW / 2 * (1 - adjustment);
-      xo = offset + (x + 0.5) / scale - 0.5;
-    } else if (a.ctm == "tf_half_pixel_for_nn") {
-      xo = (x + 0.5) / scale;
-    } else { // half_pixel
-      xo = (x + 0.5) / scale - 0.5;
-    }
-    if (!(std::fabs(xo) < 0x1p52)) { // a NaN, infinite or absurd roi
-      r[o].extrapolate = true;
-      continue;
-    }
-    double fl = std::floor(xo);
-    int64_t base = static_cast<int64_t>(fl);
-    double ratio = xo - fl;
-    if (ratio == 0) {
-      ratio = 1;
-      base -= 1;
-    }
-    int64_t start = 0;
-    std::vector<double> c = coefficients(a, ratio, scale, start);
-    if (a.excludeOutside) {
-      double sum = 0;
-      for (size_t k = 0; k < c.size(); ++k) {
-        int64_t idx = base + start + static_cast<int64_t>(k);
-        if (idx < 0 || idx >= in)
-          c[k] = 0;
-        sum += c[k];
-      }
-      for (double &v : c)
-        v /= sum;
-    }
-    for (size_t k = 0; k < c.size(); ++k) {
-      if (c[k] == 0)
-        continue;
-      int64_t idx = std::clamp<int64_t>(base + start + static_cast<int64_t>(k), 0, in - 1);
-      r[o].taps.push_back({idx, c[k]});
-    }
-  }
-  return r;
-}
+using resize::AxisTaps;
+using resize::ResizeAttrs;
 
 /// The table layout of one axis that needs one.
 struct AxisTable {
@@ -186,7 +43,7 @@ Expr fromF64(const Expr &v, DType t) {
   return kir::select(isNaN(v), fc(0, t), c);
 }
 
-/// The number of taps coefficients() gives for `scale` (start is static too).
+/// The number of taps resizeCoefficients() gives for `scale` (start is static too).
 int64_t tapStart(const ResizeAttrs &a, double scale) {
   if (a.mode == "nearest" || (a.mode == "linear" && !a.antialias))
     return 0;
@@ -209,8 +66,8 @@ Expr fsub(Expr x, Expr y) { return kir::sub(std::move(x), std::move(y)); }
 Expr fmul(Expr x, Expr y) { return kir::mul(std::move(x), std::move(y)); }
 Expr fdiv(Expr x, Expr y) { return kir::op(OpKind::Div, {std::move(x), std::move(y)}); }
 
-/// A loop over the outputs of one axis writing its taps (as axisTaps() computes them, with
-/// zero weights kept in place instead of dropped) and extrapolation flags into the tables.
+/// A loop over the outputs of one axis writing its taps (as resizeAxisTaps() computes them,
+/// with zero weights kept in place instead of dropped) and extrapolation flags into the tables.
 Stmt axisTableLoop(KernelBuilder &kb, const ResizeAttrs &a, int64_t in, int64_t out,
                    double scale, double roiStart, double roiEnd, int64_t n, int64_t tapOffset,
                    int64_t flagOffset, int ib, int wb) {
@@ -355,16 +212,8 @@ Expected<Kernels> lowerResize(const Node &node, const std::string &prefix) {
   if (!isNumeric(t))
     return node.error("expects a numeric input, got {}", dtypeName(t));
   Extents in = extentsOf(xv), outE = extentsOf(node.result(0));
-  ResizeAttrs a;
-  a.mode = node.getString("mode", "nearest");
-  a.ctm = node.getString("coordinate_transformation_mode", "half_pixel");
-  a.nearestMode = node.getString("nearest_mode", "round_prefer_floor");
-  a.cubicA = node.getFloat("cubic_coeff_a", -0.75);
-  a.excludeOutside = node.getInt("exclude_outside", 0) != 0;
-  a.antialias = node.getInt("antialias", 0) != 0 && a.mode != "nearest";
+  NNC_ASSIGN_OR_RETURN(ResizeAttrs a, resize::readResizeAttrs(node));
   double extrapolation = node.getFloat("extrapolation_value", 0.0);
-  if (a.mode != "nearest" && a.mode != "linear" && a.mode != "cubic")
-    return node.error("unknown mode '{}'", a.mode);
 
   // The roi, scales and sizes must be known now; sizes (with the stretch policy) can be read
   // off the static result shape.
@@ -415,7 +264,8 @@ Expected<Kernels> lowerResize(const Node &node, const std::string &prefix) {
   for (size_t d = 0; d < rank; ++d) {
     if (in[d] == 0)
       return node.error("cannot resize an empty axis {}", d);
-    taps.push_back(axisTaps(a, in[d], outE[d], plan.scales[d], plan.roiStart[d], plan.roiEnd[d]));
+    taps.push_back(resize::resizeAxisTaps(a, in[d], outE[d], plan.scales[d], plan.roiStart[d],
+                                          plan.roiEnd[d]));
     AxisTable &tb = tables[d];
     bool anyExtrapolate = false;
     for (int64_t o = 0; o < outE[d]; ++o) {

@@ -11,38 +11,6 @@ namespace {
 
 using namespace nnc::scalar;
 
-/// compile-time twin of typeClassAccepts() for arithmetic dtypes.
-constexpr bool accepts(TypeClass c, DType t) {
-  bool isF = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
-  bool isS = t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
-  bool isU = t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
-  switch (c) {
-  case TypeClass::Float: return isF;
-  case TypeClass::Numeric: return isF || isS || isU;
-  case TypeClass::Signed: return isF || isS;
-  case TypeClass::Int: return isS || isU;
-  case TypeClass::Unsigned: return isU;
-  case TypeClass::Bool: return t == DType::Bool;
-  case TypeClass::Any: return isArithmetic(t);
-  }
-  return false;
-}
-
-// One functor per elementwise op: its type class, arity and formula.
-#define NNC_ELEMENTWISE(Id, name, arity, types, result, doc, formula)                              \
-  struct Fn##Id {                                                                                  \
-    static constexpr TypeClass kTypes = TypeClass::types;                                          \
-    static constexpr int kArity = arity;                                                           \
-    static constexpr bool kBoolResult = ResultClass::result == ResultClass::BoolResult;            \
-    template <typename A, typename B, typename C> static auto apply(A a, B b, C c) {               \
-      (void)a;                                                                                     \
-      (void)b;                                                                                     \
-      (void)c;                                                                                     \
-      return formula;                                                                              \
-    }                                                                                              \
-  };
-#include "nnc/ir/Ops.def"
-
 constexpr int kMaxOperands = 3;
 
 /// Walks the output of a broadcast, keeping each operand's flat offset.

@@ -43,37 +43,6 @@ std::unique_ptr<CompiledModule> compileOrDie(const std::vector<Kernel> &ks,
 
 using namespace nnc::scalar;
 
-constexpr bool accepts(TypeClass c, DType t) {
-  bool isF = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
-  bool isS = t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
-  bool isU = t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
-  switch (c) {
-  case TypeClass::Float: return isF;
-  case TypeClass::Numeric: return isF || isS || isU;
-  case TypeClass::Signed: return isF || isS;
-  case TypeClass::Int: return isS || isU;
-  case TypeClass::Unsigned: return isU;
-  case TypeClass::Bool: return t == DType::Bool;
-  case TypeClass::Any: return isArithmetic(t);
-  }
-  return false;
-}
-
-#define NNC_ELEMENTWISE(Id, name, arity, types, result, doc, formula)                              \
-  struct Fn##Id {                                                                                  \
-    static constexpr OpKind kKind = OpKind::Id;                                                    \
-    static constexpr TypeClass kTypes = TypeClass::types;                                          \
-    static constexpr int kArity = arity;                                                           \
-    static constexpr bool kBoolResult = ResultClass::result == ResultClass::BoolResult;            \
-    template <typename A, typename B, typename C> static auto apply(A a, B b, C c) {               \
-      (void)a;                                                                                     \
-      (void)b;                                                                                     \
-      (void)c;                                                                                     \
-      return formula;                                                                              \
-    }                                                                                              \
-  };
-#include "nnc/ir/Ops.def"
-
 /// Interesting operand values of compute type T.
 template <typename T> std::vector<T> sampleValues() {
   if constexpr (std::is_same_v<T, bool>) {
