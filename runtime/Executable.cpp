@@ -368,7 +368,9 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
 
   // 4. Machine code.
   if (!kernels_.empty()) {
-    NNC_ASSIGN_OR_RETURN(module_, compileKernels(kernels_, opts.codegen));
+    CodegenOptions codegen = opts.codegen;
+    codegen.parallelFor = &nnc_parallel_for;
+    NNC_ASSIGN_OR_RETURN(module_, compileKernels(kernels_, codegen));
     fromCache_ = module_->fromCache();
     for (size_t i = 0; i < kernels_.size(); ++i) {
       launches_[i].fn = module_->lookup(kernels_[i].name);

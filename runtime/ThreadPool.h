@@ -72,3 +72,7 @@ private:
 };
 
 } // namespace nnc
+
+/// The entry point generated parallel loops call (passed to code generation as
+/// CodegenOptions::parallelFor): runs on ThreadPool::current(), serially when there is none.
+extern "C" void nnc_parallel_for(nnc::ParallelBodyFn body, void *ctx, int64_t n);

@@ -24,8 +24,9 @@ Expected<std::unique_ptr<llvm::Module>> emitModule(llvm::LLVMContext &ctx,
                                                    llvm::TargetMachine &tm);
 
 /// Functions of this process that generated code may call, with their addresses: the
-/// runtime's nnc_parallel_for (when linked in) and the conversion helpers of MathLib.cpp.
-std::vector<std::pair<std::string, void *>> processSymbols();
+/// parallel-for given in CodegenOptions (bound as nnc_parallel_for) and the conversion
+/// helpers of MathLib.cpp.
+std::vector<std::pair<std::string, void *>> processSymbols(ParallelForFn parallelFor);
 
 /// Names of the MathLib helpers (see MathLib.cpp).
 inline constexpr const char *kRoundF64ToF16 = "nnc_round_f64_to_f16";

@@ -273,7 +273,7 @@ public:
   /// Loads `object` into a fresh LLJIT and resolves every kernel.
   static Expected<std::unique_ptr<JitModule>> load(std::unique_ptr<llvm::MemoryBuffer> object,
                                                    const std::vector<kir::Kernel> &kernels,
-                                                   bool fromCache) {
+                                                   bool fromCache, ParallelForFn parallelFor) {
     initializeLLVM();
     auto [cpu, features] = hostCpuAndFeatures();
     llvm::orc::JITTargetMachineBuilder jtmb((llvm::Triple(llvm::sys::getProcessTriple())));
@@ -290,7 +290,7 @@ public:
     llvm::orc::LLJIT &j = *m->jit_;
     llvm::orc::JITDylib &jd = j.getMainJITDylib();
     llvm::orc::SymbolMap syms;
-    for (auto &[name, addr] : processSymbols())
+    for (auto &[name, addr] : processSymbols(parallelFor))
       syms[j.mangleAndIntern(name)] = llvm::JITEvaluatedSymbol(
           llvm::pointerToJITTargetAddress(addr),
           llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
@@ -319,22 +319,15 @@ private:
   bool fromCache_ = false;
 };
 
-bool hasParallelFor() {
-  for (auto &[name, addr] : processSymbols())
-    if (name == kParallelFor)
-      return true;
-  return false;
-}
-
 } // namespace
 
 Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::Kernel> &kernels,
                                                          const CodegenOptions &opts) {
   NNC_ASSIGN_OR_RETURN(Built b, build(kernels, opts.optLevel));
   if (llvm::Function *pf = b.module->getFunction(kParallelFor); pf && !pf->use_empty()) {
-    if (!hasParallelFor())
-      return makeError("kernels with parallel loops need the runtime's nnc_parallel_for, which "
-                       "is not linked into this program");
+    if (!opts.parallelFor)
+      return makeError("kernels with parallel loops need a parallel-for "
+                       "(CodegenOptions::parallelFor; the runtime's thread pool provides it)");
   }
   std::string key, path;
   if (!opts.cacheDir.empty()) {
@@ -342,7 +335,8 @@ Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::
                          hostCpuDescription() + (useLibmvec() ? " libmvec" : ""), opts.optLevel);
     path = opts.cacheDir + "/" + key + ".o";
     if (auto cached = readCached(path)) {
-      auto m = JitModule::load(std::move(cached), kernels, /*fromCache=*/true);
+      auto m = JitModule::load(std::move(cached), kernels, /*fromCache=*/true,
+                               opts.parallelFor);
       if (m)
         return std::unique_ptr<CompiledModule>(std::move(*m));
       // An unusable cache entry: compile afresh and overwrite it below.
@@ -355,7 +349,7 @@ Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::
   if (!path.empty())
     writeCached(opts.cacheDir, path, data);
   auto m = JitModule::load(llvm::MemoryBuffer::getMemBufferCopy(data, "nnc-kernels"), kernels,
-                           /*fromCache=*/false);
+                           /*fromCache=*/false, opts.parallelFor);
   if (!m)
     return m.takeError();
   return std::unique_ptr<CompiledModule>(std::move(*m));

@@ -9,8 +9,6 @@
 
 // Weak: a program that does not link the runtime's thread pool still links codegen; kernels
 // with parallel loops then fail to compile with a clear error.
-extern "C" void nnc_parallel_for(nnc::ParallelBodyFn body, void *ctx, int64_t n)
-    __attribute__((weak));
 
 namespace {
 
@@ -72,7 +70,7 @@ namespace nnc::llvmcg {
 std::string storageEncodeHelper(DType t) { return "nnc_f64_to_" + std::string(dtypeName(t)); }
 std::string storageDecodeHelper(DType t) { return "nnc_" + std::string(dtypeName(t)) + "_to_f64"; }
 
-std::vector<std::pair<std::string, void *>> processSymbols() {
+std::vector<std::pair<std::string, void *>> processSymbols(ParallelForFn parallelFor) {
   std::vector<std::pair<std::string, void *>> s;
   s.emplace_back(kRoundF64ToF16, reinterpret_cast<void *>(&nnc_round_f64_to_f16));
   s.emplace_back(kRoundF64ToBF16, reinterpret_cast<void *>(&nnc_round_f64_to_bf16));
@@ -81,8 +79,8 @@ std::vector<std::pair<std::string, void *>> processSymbols() {
   s.emplace_back("nnc_" #Name "_to_f64", reinterpret_cast<void *>(&nnc_##Name##_to_f64));
   NNC_STORAGE_FORMATS(NNC_REGISTER_STORAGE_HELPERS)
 #undef NNC_REGISTER_STORAGE_HELPERS
-  if (&::nnc_parallel_for)
-    s.emplace_back(kParallelFor, reinterpret_cast<void *>(&::nnc_parallel_for));
+  if (parallelFor)
+    s.emplace_back(kParallelFor, reinterpret_cast<void *>(parallelFor));
   return s;
 }
 

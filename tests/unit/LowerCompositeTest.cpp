@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "nnc/codegen/LLVMCodegen.h"
+#include "ThreadPool.h"
 
 using namespace nnc;
 using namespace nnc::lowertest;
@@ -54,6 +55,7 @@ void checkJit(const Node &node, const std::vector<Tensor> &inputs, const std::st
   ASSERT_TRUE(ks) << what << ": " << ks.error().message();
   CodegenOptions opts;
   opts.cacheDir = "";
+  opts.parallelFor = &nnc_parallel_for;
   Expected<std::unique_ptr<CompiledModule>> mod = compileKernels(*ks, opts);
   ASSERT_TRUE(mod) << what << ": " << mod.error().message();
   std::vector<Tensor> results;

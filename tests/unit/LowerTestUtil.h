@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "nnc/codegen/LLVMCodegen.h"
+#include "ThreadPool.h"
 #include "nnc/codegen/Lowering.h"
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Kernel.h"
@@ -157,11 +158,9 @@ inline Expected<std::vector<Tensor>> runJit(const Node &node, const std::vector<
   Expected<std::vector<kir::Kernel>> ks = lowerNode(node, "k");
   if (!ks)
     return ks.takeError();
-  volatile ParallelBodyFn keep = nullptr; // links the runtime's nnc_parallel_for in
-  if (keep)
-    nnc_parallel_for(keep, nullptr, 0);
   CodegenOptions opts;
   opts.cacheDir = "";
+  opts.parallelFor = &nnc_parallel_for;
   Expected<std::unique_ptr<CompiledModule>> mod = compileKernels(*ks, opts);
   if (!mod)
     return mod.takeError();

@@ -18,15 +18,17 @@ using KernelFn = void (*)(void **buffers);
 /// The body of a parallel loop, outlined: runs iterations [begin, end) with `ctx` holding the
 /// enclosing kernel's buffers and loop variables.
 using ParallelBodyFn = void (*)(void *ctx, int64_t begin, int64_t end);
-/// Provided by the runtime: runs body over [0, n) on its thread pool and returns when done.
-/// Generated code calls it through the JIT symbol `nnc_parallel_for`.
-extern "C" void nnc_parallel_for(ParallelBodyFn body, void *ctx, int64_t n);
+/// Runs body over [0, n) (on a thread pool) and returns when done. The runtime provides one
+/// (runtime/ThreadPool.h); generated code calls it through the JIT symbol `nnc_parallel_for`.
+using ParallelForFn = void (*)(ParallelBodyFn body, void *ctx, int64_t n);
 
 struct CodegenOptions {
   /// Folder of the object cache ("" disables it). Default: $NNC_CACHE_DIR or
   /// ~/.cache/nnc/objects.
   std::string cacheDir = defaultObjectCacheDir();
   int optLevel = 3;
+  /// What parallel loops call; kernels with a parallel loop fail to compile without it.
+  ParallelForFn parallelFor = nullptr;
   static std::string defaultObjectCacheDir();
 };
 
