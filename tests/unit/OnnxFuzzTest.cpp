@@ -769,7 +769,9 @@ TEST(OnnxFuzz, MutatedTier1ModelsFailCleanly) {
     std::string r = forked ? runForked(c, 10, stage) : runCase(c, path, stage);
     ++stageCounts[stage];
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r.empty() && secs > 5)
+    // A hang detector, not a timing test: every case takes well under a second on an idle
+    // machine, so only a runaway loop or allocation gets near this on a loaded CI machine.
+    if (r.empty() && secs > 30)
       r = fmt::format("took {:.1f} s", secs);
     if (!r.empty()) {
       ++failures;
