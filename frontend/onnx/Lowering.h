@@ -74,6 +74,20 @@ public:
   /// Binds ONNX output i to `v` (ignored when the output is not wanted).
   virtual Error setOutput(size_t i, Value *v) = 0;
 
+  /// Input i, or an error naming it (`what`) when a required input is absent.
+  Expected<Value *> requiredInput(size_t i, const char *what) const {
+    if (Value *v = input(i))
+      return v;
+    return error("missing required input {} ({})", i, what);
+  }
+  /// Maps an axis attribute in [-rank, rank) to [0, rank); an error naming `attr` otherwise.
+  Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank, const char *attr = "axis") const {
+    if (axis < -rank || axis >= rank)
+      return error("attribute '{}' = {} is out of range for an input of rank {}", attr, axis,
+                   rank);
+    return axis < 0 ? axis + rank : axis;
+  }
+
   /// An Error prefixed with place().
   template <typename... Args> Error error(fmt::format_string<Args...> f, Args &&...args) const {
     return Error(place() + ": " + fmt::format(f, std::forward<Args>(args)...));

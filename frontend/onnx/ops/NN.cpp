@@ -17,21 +17,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-/// Input i, or an error naming it when a required input is absent.
-Expected<Value *> requiredInput(LoweringContext &ctx, size_t i, const char *what) {
-  if (Value *v = ctx.input(i))
-    return v;
-  return ctx.error("missing required input {} ({})", i, what);
-}
-
-Expected<int64_t> normAxis(LoweringContext &ctx, int64_t axis, int64_t rank,
-                           const char *attr = "axis") {
-  if (axis < -rank || axis >= rank)
-    return ctx.error("attribute '{}' = {} is out of range for an input of rank {}", attr, axis,
-                     rank);
-  return axis < 0 ? axis + rank : axis;
-}
-
 /// Number of results to emit for an op whose optional outputs 1..maxResults-1 are only
 /// produced when wanted: one past the last wanted output.
 int wantedResults(LoweringContext &ctx, int maxResults) {
@@ -60,15 +45,15 @@ Error setOutputs(LoweringContext &ctx, const std::vector<Value *> &results) {
 // ---- MatMul, Gemm, Einsum --------------------------------------------------------------------
 
 Error lowerMatMul(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * a, requiredInput(ctx, 0, "A"));
-  NNC_ASSIGN_OR_RETURN(Value * b, requiredInput(ctx, 1, "B"));
+  NNC_ASSIGN_OR_RETURN(Value * a, ctx.requiredInput(0, "A"));
+  NNC_ASSIGN_OR_RETURN(Value * b, ctx.requiredInput(1, "B"));
   NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::MatMul, {a, b}));
   return ctx.setOutput(0, y);
 }
 
 Error lowerGemm(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * a, requiredInput(ctx, 0, "A"));
-  NNC_ASSIGN_OR_RETURN(Value * b, requiredInput(ctx, 1, "B"));
+  NNC_ASSIGN_OR_RETURN(Value * a, ctx.requiredInput(0, "A"));
+  NNC_ASSIGN_OR_RETURN(Value * b, ctx.requiredInput(1, "B"));
   Value *c = ctx.input(2);
   if (ctx.opset() < 11 && !c)
     return ctx.error("missing required input 2 (C) before opset 11");
@@ -109,7 +94,7 @@ Error lowerEinsum(LoweringContext &ctx) {
            eq.end());
   std::vector<Value *> ops;
   for (size_t i = 0; i < ctx.numInputs(); ++i) {
-    NNC_ASSIGN_OR_RETURN(Value * v, requiredInput(ctx, i, "Inputs"));
+    NNC_ASSIGN_OR_RETURN(Value * v, ctx.requiredInput(i, "Inputs"));
     ops.push_back(v);
   }
   NNC_USER_CHECK(!ops.empty(), "{}: needs at least one input", ctx.place());
@@ -140,8 +125,8 @@ Expected<Value *> subtractZeroPoint(LoweringContext &ctx, Value *x, Value *zp, i
 /// MatMulInteger: (A - a_zero_point) @ (B - b_zero_point) in i32; a 1-D a_zero_point is per
 /// row of A, a 1-D b_zero_point per column of B.
 Error lowerMatMulInteger(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * a, requiredInput(ctx, 0, "A"));
-  NNC_ASSIGN_OR_RETURN(Value * b, requiredInput(ctx, 1, "B"));
+  NNC_ASSIGN_OR_RETURN(Value * a, ctx.requiredInput(0, "A"));
+  NNC_ASSIGN_OR_RETURN(Value * b, ctx.requiredInput(1, "B"));
   NNC_USER_CHECK(a->rank() >= 1 && b->rank() >= 1, "{}: A and B must have rank >= 1",
                  ctx.place());
   NNC_ASSIGN_OR_RETURN(Value * ai,
@@ -236,8 +221,8 @@ Error checkKernelShape(LoweringContext &ctx, const Window &w, Value *weight) {
 }
 
 Error lowerConv(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
-  NNC_ASSIGN_OR_RETURN(Value * w, requiredInput(ctx, 1, "W"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * w, ctx.requiredInput(1, "W"));
   Value *b = ctx.input(2);
   NNC_ASSIGN_OR_RETURN(int64_t spatial, spatialRank(ctx, x));
   NNC_ASSIGN_OR_RETURN(Window win, readWindow(ctx, spatial, /*hasDilations=*/true));
@@ -255,8 +240,8 @@ Error lowerConv(LoweringContext &ctx) {
 }
 
 Error lowerConvTranspose(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
-  NNC_ASSIGN_OR_RETURN(Value * w, requiredInput(ctx, 1, "W"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * w, ctx.requiredInput(1, "W"));
   Value *b = ctx.input(2);
   NNC_ASSIGN_OR_RETURN(int64_t spatial, spatialRank(ctx, x));
   NNC_ASSIGN_OR_RETURN(Window win, readWindow(ctx, spatial, /*hasDilations=*/true));
@@ -293,8 +278,8 @@ Error lowerConvTranspose(LoweringContext &ctx) {
 /// ConvInteger: a convolution of the zero-point-shifted operands, computed in f64 (exact for
 /// 8-bit operands) and returned as i32.
 Error lowerConvInteger(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "x"));
-  NNC_ASSIGN_OR_RETURN(Value * w, requiredInput(ctx, 1, "w"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "x"));
+  NNC_ASSIGN_OR_RETURN(Value * w, ctx.requiredInput(1, "w"));
   NNC_ASSIGN_OR_RETURN(int64_t spatial, spatialRank(ctx, x));
   NNC_ASSIGN_OR_RETURN(Window win, readWindow(ctx, spatial, /*hasDilations=*/true));
   NNC_TRY(checkKernelShape(ctx, win, w));
@@ -311,7 +296,7 @@ Error lowerConvInteger(LoweringContext &ctx) {
 }
 
 Error lowerMaxPool(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   NNC_ASSIGN_OR_RETURN(int64_t spatial, spatialRank(ctx, x));
   NNC_ASSIGN_OR_RETURN(Window win, readWindow(ctx, spatial, ctx.opset() >= 10));
   NNC_USER_CHECK(!win.kernel.empty(), "{}: missing required attribute 'kernel_shape'",
@@ -331,7 +316,7 @@ Error lowerMaxPool(LoweringContext &ctx) {
 }
 
 Error lowerAveragePool(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   NNC_ASSIGN_OR_RETURN(int64_t spatial, spatialRank(ctx, x));
   NNC_ASSIGN_OR_RETURN(Window win, readWindow(ctx, spatial, ctx.opset() >= 19));
   NNC_USER_CHECK(!win.kernel.empty(), "{}: missing required attribute 'kernel_shape'",
@@ -368,7 +353,7 @@ Expected<Value *> root(LoweringContext &ctx, Value *s, double p) {
 
 /// GlobalAveragePool, GlobalMaxPool, GlobalLpPool: a reduction over the spatial axes.
 Error lowerGlobalPool(LoweringContext &ctx, OpKind reduce, bool lp) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   NNC_USER_CHECK(x->rank() >= 2, "{}: input must have rank >= 2, got {}", ctx.place(),
                  x->type().str());
   if (x->rank() == 2) // No spatial dims: every window is one element.
@@ -399,7 +384,7 @@ Error lowerGlobalPool(LoweringContext &ctx, OpKind reduce, bool lp) {
 /// LpPool: (sum over the window of |x|^p)^(1/p), the window sum taken as an average pool that
 /// counts padding, times the kernel volume.
 Error lowerLpPool(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   NNC_ASSIGN_OR_RETURN(int64_t spatial, spatialRank(ctx, x));
   NNC_ASSIGN_OR_RETURN(Window win, readWindow(ctx, spatial, ctx.opset() >= 18));
   NNC_USER_CHECK(!win.kernel.empty(), "{}: missing required attribute 'kernel_shape'",
@@ -429,7 +414,7 @@ Error lowerLpPool(LoweringContext &ctx) {
 }
 
 Error lowerLRN(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   NNC_USER_CHECK(ctx.hasAttr("size"), "{}: missing required attribute 'size'", ctx.place());
   NNC_ASSIGN_OR_RETURN(int64_t size, ctx.intAttr("size", 1));
   NNC_USER_CHECK(size >= 1, "{}: size must be >= 1, got {}", ctx.place(), size);
@@ -480,10 +465,10 @@ Error lowerLegacyUpsample(LoweringContext &ctx, Value *x, Value *scales, std::st
 }
 
 Error lowerResize(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   NNC_ASSIGN_OR_RETURN(std::string mode, ctx.stringAttr("mode", "nearest"));
   if (ctx.opset() < 11) {
-    NNC_ASSIGN_OR_RETURN(Value * scales, requiredInput(ctx, 1, "scales"));
+    NNC_ASSIGN_OR_RETURN(Value * scales, ctx.requiredInput(1, "scales"));
     return lowerLegacyUpsample(ctx, x, scales, mode);
   }
   if (mode != "nearest" && mode != "linear" && mode != "cubic")
@@ -536,11 +521,11 @@ Error lowerResize(LoweringContext &ctx) {
 }
 
 Error lowerUpsample(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   NNC_ASSIGN_OR_RETURN(std::string mode, ctx.stringAttr("mode", "nearest"));
   Value *scales = nullptr;
   if (ctx.opset() >= 9) {
-    NNC_ASSIGN_OR_RETURN(scales, requiredInput(ctx, 1, "scales"));
+    NNC_ASSIGN_OR_RETURN(scales, ctx.requiredInput(1, "scales"));
   } else {
     std::vector<float> values;
     if (ctx.opset() >= 7) {
@@ -572,13 +557,13 @@ Error lowerUpsample(LoweringContext &ctx) {
 /// Softmax, LogSoftmax, Hardmax. From opset 13 the op runs along `axis` (default -1); before,
 /// the input is coerced to 2-D at `axis` (default 1) and the op runs along dim 1 of that.
 Error lowerSoftmaxLike(LoweringContext &ctx, OpKind kind) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
   bool legacy = ctx.opset() < 13;
   NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", legacy ? 1 : -1));
   int64_t rank = x->rank();
   if (!legacy || rank == 0) {
     NNC_USER_CHECK(rank >= 1, "{}: input must have rank >= 1", ctx.place());
-    NNC_ASSIGN_OR_RETURN(axis, normAxis(ctx, axis, rank));
+    NNC_ASSIGN_OR_RETURN(axis, ctx.normalizeAxis(axis, rank));
     NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(kind, {x}, {{"axis", axis}}));
     return ctx.setOutput(0, y);
   }
@@ -608,7 +593,7 @@ Error lowerAttention(LoweringContext &ctx) {
                  ctx.numInputs());
   static const char *const names[] = {"Q", "K", "V"};
   for (size_t i = 0; i < 3; ++i) {
-    NNC_ASSIGN_OR_RETURN(Value * v, requiredInput(ctx, i, names[i]));
+    NNC_ASSIGN_OR_RETURN(Value * v, ctx.requiredInput(i, names[i]));
     (void)v;
   }
   while (ops.size() > 3 && !ops.back())
@@ -643,9 +628,9 @@ Error lowerAttention(LoweringContext &ctx) {
 }
 
 Error lowerRotaryEmbedding(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
-  NNC_ASSIGN_OR_RETURN(Value * cosCache, requiredInput(ctx, 1, "cos_cache"));
-  NNC_ASSIGN_OR_RETURN(Value * sinCache, requiredInput(ctx, 2, "sin_cache"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * cosCache, ctx.requiredInput(1, "cos_cache"));
+  NNC_ASSIGN_OR_RETURN(Value * sinCache, ctx.requiredInput(2, "sin_cache"));
   std::vector<Value *> ops = {x, cosCache, sinCache};
   if (Value *pos = ctx.input(3))
     ops.push_back(pos);

@@ -12,20 +12,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-Expected<Value *> requiredInput(LoweringContext &ctx, size_t i, const char *what) {
-  if (Value *v = ctx.input(i))
-    return v;
-  return ctx.error("missing required input {} ({})", i, what);
-}
-
-Expected<int64_t> normAxis(LoweringContext &ctx, int64_t axis, int64_t rank,
-                           const char *attr = "axis") {
-  if (axis < -rank || axis >= rank)
-    return ctx.error("attribute '{}' = {} is out of range for an input of rank {}", attr, axis,
-                     rank);
-  return axis < 0 ? axis + rank : axis;
-}
-
 Expected<Value *> castTo(LoweringContext &ctx, Value *v, DType t) {
   if (v->dtype() == t)
     return v;
@@ -52,11 +38,11 @@ int wantedResults(LoweringContext &ctx, int maxResults) {
 // ---- LayerNormalization, RMSNormalization -----------------------------------------------------
 
 Error lowerLayerNorm(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
-  NNC_ASSIGN_OR_RETURN(Value * scale, requiredInput(ctx, 1, "Scale"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * scale, ctx.requiredInput(1, "Scale"));
   Value *bias = ctx.input(2);
   NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", -1));
-  NNC_ASSIGN_OR_RETURN(axis, normAxis(ctx, axis, x->rank()));
+  NNC_ASSIGN_OR_RETURN(axis, ctx.normalizeAxis(axis, x->rank()));
   NNC_ASSIGN_OR_RETURN(double eps, ctx.floatAttr("epsilon", 1e-5));
   NNC_ASSIGN_OR_RETURN(DType stash, stashType(ctx));
   std::vector<Value *> ops = {x, scale};
@@ -72,10 +58,10 @@ Error lowerLayerNorm(LoweringContext &ctx) {
 }
 
 Error lowerRMSNorm(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
-  NNC_ASSIGN_OR_RETURN(Value * scale, requiredInput(ctx, 1, "scale"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * scale, ctx.requiredInput(1, "scale"));
   NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", -1));
-  NNC_ASSIGN_OR_RETURN(axis, normAxis(ctx, axis, x->rank()));
+  NNC_ASSIGN_OR_RETURN(axis, ctx.normalizeAxis(axis, x->rank()));
   NNC_ASSIGN_OR_RETURN(double eps, ctx.floatAttr("epsilon", 1e-5));
   NNC_ASSIGN_OR_RETURN(DType stash, stashType(ctx));
   NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::RMSNorm, {x, scale},
@@ -113,9 +99,9 @@ Expected<Value *> perGroupToPerChannel(LoweringContext &ctx, Value *x, Value *v,
 }
 
 Error lowerGroupNorm(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
-  NNC_ASSIGN_OR_RETURN(Value * scale, requiredInput(ctx, 1, "scale"));
-  NNC_ASSIGN_OR_RETURN(Value * bias, requiredInput(ctx, 2, "bias"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * scale, ctx.requiredInput(1, "scale"));
+  NNC_ASSIGN_OR_RETURN(Value * bias, ctx.requiredInput(2, "bias"));
   NNC_USER_CHECK(ctx.hasAttr("num_groups"), "{}: missing required attribute 'num_groups'",
                  ctx.place());
   NNC_ASSIGN_OR_RETURN(int64_t groups, ctx.intAttr("num_groups", 1));
@@ -138,9 +124,9 @@ Error lowerGroupNorm(LoweringContext &ctx) {
 }
 
 Error lowerInstanceNorm(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "input"));
-  NNC_ASSIGN_OR_RETURN(Value * scale, requiredInput(ctx, 1, "scale"));
-  NNC_ASSIGN_OR_RETURN(Value * bias, requiredInput(ctx, 2, "B"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * scale, ctx.requiredInput(1, "scale"));
+  NNC_ASSIGN_OR_RETURN(Value * bias, ctx.requiredInput(2, "B"));
   NNC_ASSIGN_OR_RETURN(double eps, ctx.floatAttr("epsilon", 1e-5));
   NNC_ASSIGN_OR_RETURN(Value * y,
                        ctx.emit(OpKind::InstanceNorm, {x, scale, bias}, {{"epsilon", eps}}));
@@ -165,7 +151,7 @@ Error lowerBatchNorm(LoweringContext &ctx) {
   static const char *const names[] = {"X", "scale", "B", "input_mean", "input_var"};
   Value *in[5];
   for (size_t i = 0; i < 5; ++i) {
-    NNC_ASSIGN_OR_RETURN(in[i], requiredInput(ctx, i, names[i]));
+    NNC_ASSIGN_OR_RETURN(in[i], ctx.requiredInput(i, names[i]));
   }
   Value *x = in[0];
   NNC_USER_CHECK(x->rank() >= 2, "{}: input must have rank >= 2, got {}", ctx.place(),
@@ -250,10 +236,10 @@ Error lowerBatchNorm(LoweringContext &ctx) {
 // ---- LpNormalization, MeanVarianceNormalization -----------------------------------------------
 
 Error lowerLpNorm(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
   NNC_USER_CHECK(x->rank() >= 1, "{}: input must have rank >= 1", ctx.place());
   NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", -1));
-  NNC_ASSIGN_OR_RETURN(axis, normAxis(ctx, axis, x->rank()));
+  NNC_ASSIGN_OR_RETURN(axis, ctx.normalizeAxis(axis, x->rank()));
   NNC_ASSIGN_OR_RETURN(int64_t p, ctx.intAttr("p", 2));
   NNC_USER_CHECK(p == 1 || p == 2, "{}: attribute 'p' must be 1 or 2, got {}", ctx.place(), p);
   NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::LpNorm, {x}, {{"axis", axis}, {"p", p}}));
@@ -262,10 +248,10 @@ Error lowerLpNorm(LoweringContext &ctx) {
 
 /// The spec's function body: (X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9).
 Error lowerMVN(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, requiredInput(ctx, 0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   NNC_ASSIGN_OR_RETURN(Ints axes, ctx.intsAttr("axes", Ints{0, 2, 3}));
   for (int64_t &a : axes) {
-    NNC_ASSIGN_OR_RETURN(a, normAxis(ctx, a, x->rank(), "axes"));
+    NNC_ASSIGN_OR_RETURN(a, ctx.normalizeAxis(a, x->rank(), "axes"));
   }
   NNC_USER_CHECK(!axes.empty(), "{}: attribute 'axes' must not be empty", ctx.place());
   const AttrMap reduce = {{"axes", axes}, {"keepdims", int64_t{1}}};

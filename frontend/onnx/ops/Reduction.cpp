@@ -10,13 +10,6 @@ Attribute intA(int64_t v) {
   return Attribute(v);
 }
 
-Expected<Value *> need(LoweringContext &ctx, size_t i, const char *what) {
-  Value *v = ctx.input(i);
-  if (!v)
-    return ctx.error("missing required input {} ('{}')", i, what);
-  return v;
-}
-
 Expected<Value *> unary(LoweringContext &ctx, OpKind k, Value *a) {
   return ctx.emit(k, {a});
 }
@@ -49,7 +42,7 @@ Expected<Value *> reduce(LoweringContext &ctx, OpKind kind, const ReduceArgs &r,
 
 Expected<ReduceArgs> reduceArgs(LoweringContext &ctx) {
   ReduceArgs r;
-  NNC_ASSIGN_OR_RETURN(r.x, need(ctx, 0, "data"));
+  NNC_ASSIGN_OR_RETURN(r.x, ctx.requiredInput(0, "data"));
   NNC_ASSIGN_OR_RETURN(r.keepdims, ctx.intAttr("keepdims", 1));
   NNC_ASSIGN_OR_RETURN(int64_t noop, ctx.intAttr("noop_with_empty_axes", 0));
   // Axes are an attribute up to ReduceSum-11 / other ReduceX-13, an optional input after.
@@ -146,7 +139,7 @@ Error lowerReduceLogSumExp(LoweringContext &ctx) {
 
 LowerFn argReduce(OpKind kind) {
   return [kind](LoweringContext &ctx) -> Error {
-    NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
+    NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
     NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", 0));
     NNC_ASSIGN_OR_RETURN(int64_t keepdims, ctx.intAttr("keepdims", 1));
     NNC_ASSIGN_OR_RETURN(int64_t last, ctx.intAttr("select_last_index", 0));
@@ -159,7 +152,7 @@ LowerFn argReduce(OpKind kind) {
 }
 
 Error lowerCumSum(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "x"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "x"));
   if (!ctx.input(1))
     return ctx.error("missing required input 1 ('axis')");
   NNC_ASSIGN_OR_RETURN(Tensor axisT, ctx.constantInput(1, "axis"));
@@ -178,7 +171,7 @@ Error lowerCumSum(LoweringContext &ctx) {
 }
 
 Error lowerTopK(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   Value *k = nullptr;
   if (ctx.input(1)) { // TopK-10 on: k is a 1-element input.
     k = ctx.input(1);

@@ -12,14 +12,6 @@ Attribute intA(int64_t v) {
   return Attribute(v);
 }
 
-/// Input i, or an error naming the input when it is absent.
-Expected<Value *> need(LoweringContext &ctx, size_t i, const char *what) {
-  Value *v = ctx.input(i);
-  if (!v)
-    return ctx.error("missing required input {} ('{}')", i, what);
-  return v;
-}
-
 /// `v` converted to i64 (shape-like operands of the IR are i64 vectors) with a cast node.
 Expected<Value *> toI64(LoweringContext &ctx, Value *v) {
   if (!v || v->dtype() == DType::I64)
@@ -46,7 +38,7 @@ Expected<Value *> optI64(LoweringContext &ctx, size_t i) {
 }
 
 Expected<Value *> needI64(LoweringContext &ctx, size_t i, const char *what) {
-  NNC_TRY(need(ctx, i, what).takeError());
+  NNC_TRY(ctx.requiredInput(i, what).takeError());
   return optI64(ctx, i);
 }
 
@@ -58,12 +50,6 @@ Expected<std::vector<int64_t>> constInts(LoweringContext &ctx, size_t i, const c
   return t.toInt64Vector();
 }
 
-Expected<int64_t> normAxis(LoweringContext &ctx, int64_t axis, int64_t rank, const char *what) {
-  if (axis < -rank || axis >= rank)
-    return ctx.error("{} {} is out of range for rank {}", what, axis, rank);
-  return axis < 0 ? axis + rank : axis;
-}
-
 Error single(LoweringContext &ctx, Expected<Value *> v) {
   if (!v)
     return v.takeError();
@@ -73,7 +59,7 @@ Error single(LoweringContext &ctx, Expected<Value *> v) {
 // ---- Shape and layout ------------------------------------------------------------------
 
 Error lowerShape(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
   NNC_ASSIGN_OR_RETURN(int64_t start, ctx.intAttr("start", 0));
   AttrMap attrs{{"start", intA(start)}};
   if (ctx.hasAttr("end")) {
@@ -84,7 +70,7 @@ Error lowerShape(LoweringContext &ctx) {
 }
 
 Error lowerReshape(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
   NNC_ASSIGN_OR_RETURN(int64_t allowZero, ctx.intAttr("allowzero", 0));
   Value *shape = nullptr;
   if (ctx.input(1)) {
@@ -99,7 +85,7 @@ Error lowerReshape(LoweringContext &ctx) {
 }
 
 Error lowerFlatten(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
   NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", 1));
   if (axis < -x->rank() || axis > x->rank())
     return ctx.error("axis {} is out of range for rank {}", axis, x->rank());
@@ -118,30 +104,30 @@ Expected<std::vector<int64_t>> squeezeAxes(LoweringContext &ctx, bool *given) {
 }
 
 Error lowerSqueeze(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
   bool given;
   NNC_ASSIGN_OR_RETURN(std::vector<int64_t> axes, squeezeAxes(ctx, &given));
   for (int64_t &a : axes) {
-    NNC_ASSIGN_OR_RETURN(a, normAxis(ctx, a, x->rank(), "squeeze axis"));
+    NNC_ASSIGN_OR_RETURN(a, ctx.normalizeAxis(a, x->rank(), "squeeze axis"));
   }
   return single(ctx, ctx.emit(OpKind::Squeeze, {x}, {{"axes", Attribute(axes)}}));
 }
 
 Error lowerUnsqueeze(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
   bool given;
   NNC_ASSIGN_OR_RETURN(std::vector<int64_t> axes, squeezeAxes(ctx, &given));
   if (!given || axes.empty())
     return ctx.error("Unsqueeze needs a non-empty 'axes'");
   int64_t outRank = x->rank() + static_cast<int64_t>(axes.size());
   for (int64_t &a : axes) {
-    NNC_ASSIGN_OR_RETURN(a, normAxis(ctx, a, outRank, "unsqueeze axis"));
+    NNC_ASSIGN_OR_RETURN(a, ctx.normalizeAxis(a, outRank, "unsqueeze axis"));
   }
   return single(ctx, ctx.emit(OpKind::Unsqueeze, {x}, {{"axes", Attribute(axes)}}));
 }
 
 Error lowerTranspose(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
   std::vector<int64_t> reversed(x->rank());
   for (int64_t i = 0; i < x->rank(); ++i)
     reversed[i] = x->rank() - 1 - i;
@@ -152,7 +138,7 @@ Error lowerTranspose(LoweringContext &ctx) {
 }
 
 Error lowerExpand(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
   NNC_ASSIGN_OR_RETURN(Value * shape, needI64(ctx, 1, "shape"));
   return single(ctx, ctx.emit(OpKind::Expand, {x, shape}));
 }
@@ -173,9 +159,9 @@ Error lowerConcat(LoweringContext &ctx) {
 // ---- Split -------------------------------------------------------------------------------
 
 Error lowerSplit(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
   NNC_ASSIGN_OR_RETURN(int64_t axisAttr, ctx.intAttr("axis", 0));
-  NNC_ASSIGN_OR_RETURN(int64_t axis, normAxis(ctx, axisAttr, x->rank(), "axis"));
+  NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.normalizeAxis(axisAttr, x->rank(), "axis"));
   int64_t n = static_cast<int64_t>(ctx.numOutputs());
   if (n < 1)
     return ctx.error("Split has no outputs");
@@ -253,7 +239,7 @@ Error lowerSplit(LoweringContext &ctx) {
 // ---- Slice, Pad, Tile ----------------------------------------------------------------------
 
 Error lowerSlice(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
   if (ctx.hasAttr("starts") || ctx.hasAttr("ends")) { // Slice-1: attributes.
     if (!ctx.hasAttr("starts") || !ctx.hasAttr("ends"))
       return ctx.error("Slice-1 needs both 'starts' and 'ends'");
@@ -279,7 +265,7 @@ Error lowerSlice(LoweringContext &ctx) {
 }
 
 Error lowerPad(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
   NNC_ASSIGN_OR_RETURN(std::string mode, ctx.stringAttr("mode", "constant"));
   if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
     return ctx.error("unsupported pad mode '{}'", mode);
@@ -303,7 +289,7 @@ Error lowerPad(LoweringContext &ctx) {
       int64_t k = static_cast<int64_t>(axes.size());
       std::vector<int64_t> posOf(rank, -1);
       for (int64_t j = 0; j < k; ++j) {
-        NNC_ASSIGN_OR_RETURN(int64_t a, normAxis(ctx, axes[j], rank, "pad axis"));
+        NNC_ASSIGN_OR_RETURN(int64_t a, ctx.normalizeAxis(axes[j], rank, "pad axis"));
         if (posOf[a] >= 0)
           return ctx.error("pad axis {} is repeated", axes[j]);
         posOf[a] = j;
@@ -344,13 +330,13 @@ Error lowerPad(LoweringContext &ctx) {
 }
 
 Error lowerTile(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
   if (ctx.input(2)) { // Tile-1: (input, tiles, axis) repeats along one axis.
     NNC_ASSIGN_OR_RETURN(std::vector<int64_t> tiles, constInts(ctx, 1, "tiles"));
     NNC_ASSIGN_OR_RETURN(std::vector<int64_t> axisV, constInts(ctx, 2, "axis"));
     if (tiles.size() != 1 || axisV.size() != 1)
       return ctx.error("Tile-1 'tiles' and 'axis' must be scalars");
-    NNC_ASSIGN_OR_RETURN(int64_t axis, normAxis(ctx, axisV[0], x->rank(), "axis"));
+    NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.normalizeAxis(axisV[0], x->rank(), "axis"));
     std::vector<int64_t> repeats(x->rank(), 1);
     repeats[axis] = tiles[0];
     return single(ctx, ctx.emit(OpKind::Tile, {x, ctx.i64Vector(repeats)}));
@@ -362,22 +348,22 @@ Error lowerTile(LoweringContext &ctx) {
 // ---- Gather and scatter --------------------------------------------------------------------
 
 Error lowerGather(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
-  NNC_ASSIGN_OR_RETURN(Value * idx, need(ctx, 1, "indices"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * idx, ctx.requiredInput(1, "indices"));
   NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", 0));
   return single(ctx, ctx.emit(OpKind::Gather, {x, idx}, {{"axis", intA(axis)}}));
 }
 
 Error lowerGatherElements(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
-  NNC_ASSIGN_OR_RETURN(Value * idx, need(ctx, 1, "indices"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * idx, ctx.requiredInput(1, "indices"));
   NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", 0));
   return single(ctx, ctx.emit(OpKind::GatherElements, {x, idx}, {{"axis", intA(axis)}}));
 }
 
 Error lowerGatherND(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
-  NNC_ASSIGN_OR_RETURN(Value * idx, need(ctx, 1, "indices"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * idx, ctx.requiredInput(1, "indices"));
   NNC_ASSIGN_OR_RETURN(int64_t batchDims, ctx.intAttr("batch_dims", 0));
   return single(ctx, ctx.emit(OpKind::GatherND, {x, idx}, {{"batch_dims", intA(batchDims)}}));
 }
@@ -390,9 +376,9 @@ Expected<std::string> reductionAttr(LoweringContext &ctx) {
 }
 
 Error lowerScatterElements(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
-  NNC_ASSIGN_OR_RETURN(Value * idx, need(ctx, 1, "indices"));
-  NNC_ASSIGN_OR_RETURN(Value * upd, need(ctx, 2, "updates"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * idx, ctx.requiredInput(1, "indices"));
+  NNC_ASSIGN_OR_RETURN(Value * upd, ctx.requiredInput(2, "updates"));
   NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", 0));
   NNC_ASSIGN_OR_RETURN(std::string reduction, reductionAttr(ctx));
   return single(ctx, ctx.emit(OpKind::ScatterElements, {x, idx, upd},
@@ -400,9 +386,9 @@ Error lowerScatterElements(LoweringContext &ctx) {
 }
 
 Error lowerScatterND(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "data"));
-  NNC_ASSIGN_OR_RETURN(Value * idx, need(ctx, 1, "indices"));
-  NNC_ASSIGN_OR_RETURN(Value * upd, need(ctx, 2, "updates"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
+  NNC_ASSIGN_OR_RETURN(Value * idx, ctx.requiredInput(1, "indices"));
+  NNC_ASSIGN_OR_RETURN(Value * upd, ctx.requiredInput(2, "updates"));
   NNC_ASSIGN_OR_RETURN(std::string reduction, reductionAttr(ctx));
   return single(ctx,
                 ctx.emit(OpKind::ScatterND, {x, idx, upd}, {{"reduction", Attribute(reduction)}}));
@@ -411,9 +397,9 @@ Error lowerScatterND(LoweringContext &ctx) {
 // ---- Creation ------------------------------------------------------------------------------
 
 Error lowerRange(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * start, need(ctx, 0, "start"));
-  NNC_ASSIGN_OR_RETURN(Value * limit, need(ctx, 1, "limit"));
-  NNC_ASSIGN_OR_RETURN(Value * delta, need(ctx, 2, "delta"));
+  NNC_ASSIGN_OR_RETURN(Value * start, ctx.requiredInput(0, "start"));
+  NNC_ASSIGN_OR_RETURN(Value * limit, ctx.requiredInput(1, "limit"));
+  NNC_ASSIGN_OR_RETURN(Value * delta, ctx.requiredInput(2, "delta"));
   return single(ctx, ctx.emit(OpKind::Range, {start, limit, delta}));
 }
 
@@ -429,15 +415,15 @@ Error lowerConstantOfShape(LoweringContext &ctx) {
 }
 
 Error lowerOneHot(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * indices, need(ctx, 0, "indices"));
-  NNC_ASSIGN_OR_RETURN(Value * depth, need(ctx, 1, "depth"));
-  NNC_ASSIGN_OR_RETURN(Value * values, need(ctx, 2, "values"));
+  NNC_ASSIGN_OR_RETURN(Value * indices, ctx.requiredInput(0, "indices"));
+  NNC_ASSIGN_OR_RETURN(Value * depth, ctx.requiredInput(1, "depth"));
+  NNC_ASSIGN_OR_RETURN(Value * values, ctx.requiredInput(2, "values"));
   NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", -1));
   return single(ctx, ctx.emit(OpKind::OneHot, {indices, depth, values}, {{"axis", intA(axis)}}));
 }
 
 Error lowerEyeLike(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
   NNC_ASSIGN_OR_RETURN(int64_t k, ctx.intAttr("k", 0));
   DType dtype = x->dtype();
   if (ctx.hasAttr("dtype")) {
@@ -453,7 +439,7 @@ Error lowerEyeLike(LoweringContext &ctx) {
 }
 
 Error lowerTrilu(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
   NNC_ASSIGN_OR_RETURN(Value * k, optI64(ctx, 1));
   NNC_ASSIGN_OR_RETURN(int64_t upper, ctx.intAttr("upper", 1));
   std::vector<Value *> ops{x};
@@ -463,21 +449,21 @@ Error lowerTrilu(LoweringContext &ctx) {
 }
 
 Error lowerNonZero(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   return single(ctx, ctx.emit(OpKind::NonZero, {x}));
 }
 
 /// Compress(x, condition) = gather(x, squeeze(nonzero(condition))) along the axis, after
 /// cutting x to the condition's length (a shorter condition drops the rest).
 Error lowerCompress(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "input"));
-  NNC_ASSIGN_OR_RETURN(Value * cond, need(ctx, 1, "condition"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * cond, ctx.requiredInput(1, "condition"));
   if (cond->rank() != 1)
     return ctx.error("condition must be 1-D, got rank {}", cond->rank());
   int64_t axis = 0;
   if (ctx.hasAttr("axis")) {
     NNC_ASSIGN_OR_RETURN(int64_t a, ctx.intAttr("axis", 0));
-    NNC_ASSIGN_OR_RETURN(axis, normAxis(ctx, a, x->rank(), "axis"));
+    NNC_ASSIGN_OR_RETURN(axis, ctx.normalizeAxis(a, x->rank(), "axis"));
   } else {
     NNC_ASSIGN_OR_RETURN(
         x, ctx.emit(OpKind::Reshape, {x, ctx.i64Vector({-1})}, {{"allowzero", intA(0)}}));
@@ -510,7 +496,7 @@ Expected<int64_t> blocksize(LoweringContext &ctx) {
 }
 
 Error lowerDepthToSpace(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
   NNC_ASSIGN_OR_RETURN(int64_t b, blocksize(ctx));
   NNC_ASSIGN_OR_RETURN(std::string mode, ctx.stringAttr("mode", "DCR"));
   if (mode != "DCR" && mode != "CRD")
@@ -522,7 +508,7 @@ Error lowerDepthToSpace(LoweringContext &ctx) {
 }
 
 Error lowerSpaceToDepth(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, need(ctx, 0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
   NNC_ASSIGN_OR_RETURN(int64_t b, blocksize(ctx));
   if (x->rank() != 4)
     return ctx.error("SpaceToDepth needs a 4-D input, got rank {}", x->rank());
