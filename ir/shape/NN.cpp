@@ -140,9 +140,11 @@ Types inferEinsum(const Node &node) {
   return std::vector<TensorType>{TensorType(t, out)};
 }
 
-Types inferConv(const Node &node) {
+/// The checks conv and conv_transpose share: operands, dtypes, ranks and `group` against
+/// the input channels. Returns the group.
+static Expected<int64_t> checkConvOperands(const Node &node) {
   NNC_TRY(requireOperands(node, 2));
-  const Value *x = node.operand(0), *w = node.operand(1), *bias = node.operand(2);
+  const Value *x = node.operand(0), *w = node.operand(1);
   NNC_TRY(requireFloat(node, x));
   NNC_TRY(requireSameDType(node, x, w, "weight"));
   if (x->rank() < 3)
@@ -152,11 +154,18 @@ Types inferConv(const Node &node) {
   int64_t group = node.getInt("group", 1);
   if (group < 1)
     return node.error("group {} must be >= 1", group);
+  const Dim &c = x->shape()[1];
+  if (c.isStatic() && group > std::max<int64_t>(c.value(), 1))
+    return node.error("group {} is larger than the {} input channels", group, c.value());
+  if (c.isStatic() && c.value() % group != 0)
+    return node.error("input channels {} are not divisible by group {}", c.value(), group);
+  return group;
+}
+
+Types inferConv(const Node &node) {
+  NNC_ASSIGN_OR_RETURN(int64_t group, checkConvOperands(node));
+  const Value *x = node.operand(0), *w = node.operand(1), *bias = node.operand(2);
   const Shape &xs = x->shape(), &ws = w->shape();
-  if (xs[1].isStatic() && group > std::max<int64_t>(xs[1].value(), 1))
-    return node.error("group {} is larger than the {} input channels", group, xs[1].value());
-  if (xs[1].isStatic() && xs[1].value() % group != 0)
-    return node.error("input channels {} are not divisible by group {}", xs[1].value(), group);
   if (ws[0].isStatic() && ws[0].value() % group != 0)
     return node.error("output channels {} are not divisible by group {}", ws[0].value(), group);
   if (xs[1].isStatic() && ws[1].isStatic() && ws[1].value() * group != xs[1].value())
@@ -188,22 +197,9 @@ Types inferConv(const Node &node) {
 }
 
 Types inferConvTranspose(const Node &node) {
-  NNC_TRY(requireOperands(node, 2));
+  NNC_ASSIGN_OR_RETURN(int64_t group, checkConvOperands(node));
   const Value *x = node.operand(0), *w = node.operand(1), *bias = node.operand(2);
-  NNC_TRY(requireFloat(node, x));
-  NNC_TRY(requireSameDType(node, x, w, "weight"));
-  if (x->rank() < 3)
-    return node.error("input must have rank >= 3 (N, C, spatial...), got {}", x->type().str());
-  if (w->rank() != x->rank())
-    return node.error("weight {} must have the input's rank {}", w->type().str(), x->rank());
-  int64_t group = node.getInt("group", 1);
-  if (group < 1)
-    return node.error("group {} must be >= 1", group);
   const Shape &xs = x->shape(), &ws = w->shape();
-  if (xs[1].isStatic() && group > std::max<int64_t>(xs[1].value(), 1))
-    return node.error("group {} is larger than the {} input channels", group, xs[1].value());
-  if (xs[1].isStatic() && xs[1].value() % group != 0)
-    return node.error("input channels {} are not divisible by group {}", xs[1].value(), group);
   if (xs[1].isStatic() && ws[0].isStatic() && ws[0] != xs[1])
     return node.error("weight {} expects {} input channels, input has {}", w->type().str(),
                       ws[0].value(), xs[1].value());
