@@ -526,6 +526,7 @@ struct Printer {
     case BufferRole::Operand: return "operand";
     case BufferRole::Result: return "result";
     case BufferRole::Scratch: return "scratch";
+    case BufferRole::Extent: return "extent";
     }
     return "?";
   }

@@ -7,8 +7,9 @@
 //  2. Replace the uses of value-specialized inputs with constants.
 //  3. Run shape-inference, constant-fold and dce until no type changes (shape computations
 //     such as Shape -> Gather -> Concat fold into the constants that shape rules read).
-//  4. Fail, naming the node, if a result shape is still unknown; report which small inputs
-//     that shape may depend on.
+//  4. If a result shape is still unknown, report which small inputs that shape may depend
+//     on, and fail naming the node (or, when data-dependent shapes are allowed, return the
+//     graph: its caller runs it in stages).
 #include <algorithm>
 #include <set>
 
@@ -34,13 +35,25 @@ std::string typeSignature(const Graph &g) {
 }
 
 
+/// Operands whose values a result shape may depend on: all but the first, and the first when
+/// it is a scalar or an integer vector (ConstantOfShape's shape, Range's bounds). NonZero's
+/// operand is data: code generation produces its result whatever its count.
+bool isShapeLikeOperand(const Node &n, size_t j) {
+  if (j > 0)
+    return true;
+  const Value *v = n.operand(j);
+  return v->rank() == 0 ||
+         (v->rank() == 1 && isInteger(v->dtype()) && n.kind() != OpKind::NonZero);
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Graph>> specializeShapes(const Graph &g,
                                                   const std::vector<Extents> &inputShapes,
                                                   const PassContext::Evaluator &evaluate,
                                                   const std::map<int, Tensor> &values,
-                                                  std::set<int> *wanted) {
+                                                  std::set<int> *wanted,
+                                                  bool allowDataDependent) {
   NNC_USER_CHECK(inputShapes.size() == g.inputs().size(), "graph '{}' takes {} inputs, got {}",
                  g.name(), g.inputs().size(), inputShapes.size());
   std::unique_ptr<Graph> c = g.clone();
@@ -106,7 +119,7 @@ Expected<std::unique_ptr<Graph>> specializeShapes(const Graph &g,
         // Graph inputs reachable backwards from the shape-like operands.
         std::vector<const Value *> work;
         for (size_t j = 0; j < n->numOperands(); ++j)
-          if (n->operand(j) && (j > 0 || n->operand(j)->rank() == 0))
+          if (n->operand(j) && isShapeLikeOperand(*n, j))
             work.push_back(n->operand(j));
         std::set<const Value *> seen;
         while (!work.empty()) {
@@ -127,6 +140,8 @@ Expected<std::unique_ptr<Graph>> specializeShapes(const Graph &g,
               work.push_back(o);
         }
       }
+      if (allowDataDependent)
+        return c;
       return n->error("result %{} has shape {} that the input shapes do not determine (it "
                       "depends on data); the CPU target needs static shapes",
                       r->name(), r->type().str());

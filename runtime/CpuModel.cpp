@@ -1,22 +1,40 @@
-// CpuModel: a bounded cache of executables keyed by input extents (and, where shapes depend
-// on them, the values of small inputs), compiled on first use.
+// CpuModel: a bounded cache of compiled programs keyed by input extents (and, where shapes
+// depend on them, the values of small inputs), compiled on first use. A graph whose later
+// shapes depend on data it computes (NonZero's count, a Reshape to a computed shape) runs in
+// stages: an executable up to the first such node, then a nested CpuModel for the rest,
+// specialized on the first stage's results.
 #include <list>
 #include <map>
 #include <mutex>
 #include <set>
 
+#include "nnc/codegen/Lowering.h"
+#include "nnc/ir/GraphSplit.h"
 #include "nnc/runtime/Executable.h"
 
 namespace nnc {
 
 namespace {
 
+class CpuModelImpl;
+
+/// What runs for one input signature: one executable, or a first stage and the model of the
+/// rest, whose inputs are the graph's inputs followed by the first stage's results.
+struct Program {
+  std::shared_ptr<Executable> exe;
+  std::unique_ptr<CpuModelImpl> rest;
+};
+
 class CpuModelImpl : public CpuModel {
 public:
-  static constexpr size_t kMaxExecutables = 16;
+  static constexpr size_t kMaxPrograms = 16;
+  /// Programs kept by the model of a later stage (one per first-stage program).
+  static constexpr size_t kMaxStagePrograms = 4;
 
-  CpuModelImpl(std::unique_ptr<Graph> g, const CpuOptions &opts, Specializer specialize)
-      : graph_(std::move(g)), opts_(opts), specialize_(std::move(specialize)) {}
+  CpuModelImpl(std::unique_ptr<Graph> g, const CpuOptions &opts, Specializer specialize,
+               size_t capacity)
+      : graph_(std::move(g)), opts_(opts), specialize_(std::move(specialize)),
+        capacity_(capacity) {}
 
   Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) override {
     std::vector<Extents> shapes;
@@ -25,21 +43,31 @@ public:
         return makeError("input {}: no tensor was given", i);
       shapes.push_back(inputs[i].extents());
     }
-    NNC_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, get(shapes, &inputs));
-    return exe->run(inputs);
+    NNC_ASSIGN_OR_RETURN(std::shared_ptr<Program> prog, get(shapes, &inputs));
+    NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outs, prog->exe->run(inputs));
+    if (!prog->rest)
+      return outs;
+    std::vector<Tensor> restInputs = inputs;
+    for (Tensor &t : outs)
+      restInputs.push_back(std::move(t));
+    return prog->rest->run(restInputs);
   }
 
   Expected<Executable *> executableFor(const std::vector<Extents> &inputShapes) override {
-    NNC_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, get(inputShapes, nullptr));
-    return exe.get();
+    NNC_ASSIGN_OR_RETURN(std::shared_ptr<Program> prog, get(inputShapes, nullptr));
+    if (prog->rest)
+      return makeError("graph '{}' runs in stages (later shapes depend on data it computes): "
+                       "there is no single executable for it",
+                       graph_->name());
+    return prog->exe.get();
   }
 
 private:
-  /// The executable for these shapes (and, where a shape depends on the values of small
+  /// The program for these shapes (and, where a shape depends on the values of small
   /// inputs, those values), most recently used first; the least recently used one is
-  /// dropped beyond kMaxExecutables (a run in flight keeps its own reference).
-  Expected<std::shared_ptr<Executable>> get(const std::vector<Extents> &shapes,
-                                            const std::vector<Tensor> *inputs) {
+  /// dropped beyond capacity_ (a run in flight keeps its own reference).
+  Expected<std::shared_ptr<Program>> get(const std::vector<Extents> &shapes,
+                                         const std::vector<Tensor> *inputs) {
     std::lock_guard<std::mutex> lock(mutex_);
     std::string shapeKey;
     for (const Extents &e : shapes)
@@ -66,17 +94,21 @@ private:
         return it->second->second;
       }
       std::set<int> wanted;
-      Expected<std::unique_ptr<Graph>> g = specialize_(*graph_, shapes, values, &wanted);
-      if (!g) {
-        if (wanted.empty())
-          return g.takeError();
+      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g,
+                           specialize_(*graph_, shapes, values, &wanted));
+      Expected<std::shared_ptr<Program>> prog = compile(std::move(g), wanted, values);
+      if (!prog)
+        return prog.takeError();
+      if (!*prog) { // the shapes depend on more input values
+        size_t before = byValue.size();
         byValue.insert(wanted.begin(), wanted.end());
+        if (byValue.size() == before)
+          break;
         continue;
       }
-      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, Executable::compile(**g, opts_));
-      lru_.emplace_front(key, std::shared_ptr<Executable>(std::move(exe)));
+      lru_.emplace_front(key, std::move(*prog));
       index_[key] = lru_.begin();
-      if (lru_.size() > kMaxExecutables) {
+      if (lru_.size() > capacity_) {
         index_.erase(lru_.back().first);
         lru_.pop_back();
       }
@@ -86,10 +118,60 @@ private:
                      graph_->name());
   }
 
-  using Entry = std::pair<std::string, std::shared_ptr<Executable>>;
+  /// The program of a specialized graph; null when its first unknown shape depends on the
+  /// values of small inputs not specialized on yet (`wanted`).
+  Expected<std::shared_ptr<Program>> compile(std::unique_ptr<Graph> g,
+                                             const std::set<int> &wanted,
+                                             const std::map<int, Tensor> &values) {
+    std::vector<Node *> nodes = g->nodes();
+    size_t k = 0;
+    for (; k < nodes.size(); ++k) {
+      bool known = true;
+      for (const Value *r : nodes[k]->results())
+        known = known && isStatic(r->shape());
+      if (!known)
+        break;
+    }
+    auto prog = std::make_shared<Program>();
+    if (k == nodes.size()) {
+      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, Executable::compile(*g, opts_));
+      prog->exe = std::move(exe);
+      return prog;
+    }
+    // Node k's result shape depends on data. Generated code computes it when its lowering
+    // writes data-dependent results (then it ends the first stage); otherwise the first
+    // stage stops before it and the rest is specialized on the values it gets.
+    const Node *n = nodes[k];
+    bool inFirst = lowersDataDependentResults(*n);
+    if (!inFirst) {
+      for (int i : wanted)
+        if (!values.count(i))
+          return std::shared_ptr<Program>();
+    }
+    size_t numFirst = k + (inFirst ? 1 : 0);
+    if (numFirst == 0)
+      return n->error("result %{} has shape {} that depends on the values of operands too "
+                      "large to specialize on; the CPU target cannot compile it",
+                      n->result()->name(), n->result()->type().str());
+    if (numFirst == nodes.size()) {
+      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, Executable::compile(*g, opts_));
+      prog->exe = std::move(exe);
+      return prog;
+    }
+    GraphSplit split = splitGraph(*g, numFirst);
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
+                         Executable::compile(*split.first, opts_));
+    prog->exe = std::move(exe);
+    prog->rest = std::make_unique<CpuModelImpl>(std::move(split.rest), opts_, specialize_,
+                                                kMaxStagePrograms);
+    return prog;
+  }
+
+  using Entry = std::pair<std::string, std::shared_ptr<Program>>;
   std::unique_ptr<Graph> graph_;
   CpuOptions opts_;
   Specializer specialize_;
+  size_t capacity_;
   std::mutex mutex_;
   std::list<Entry> lru_;
   std::map<std::string, std::list<Entry>::iterator> index_;
@@ -104,8 +186,8 @@ Expected<std::unique_ptr<CpuModel>> CpuModel::create(std::unique_ptr<Graph> g,
                                                      Specializer specialize) {
   NNC_USER_CHECK(g != nullptr, "no graph");
   NNC_ASSERT(specialize, "CpuModel needs a shape specializer");
-  return std::unique_ptr<CpuModel>(
-      std::make_unique<CpuModelImpl>(std::move(g), opts, std::move(specialize)));
+  return std::unique_ptr<CpuModel>(std::make_unique<CpuModelImpl>(
+      std::move(g), opts, std::move(specialize), CpuModelImpl::kMaxPrograms));
 }
 
 } // namespace nnc

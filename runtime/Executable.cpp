@@ -15,6 +15,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <unordered_map>
@@ -46,10 +47,15 @@ struct Launch {
 
 /// How output p of a run is produced.
 struct OutputSpec {
-  enum Kind : uint8_t { Fresh, FromInput, FromWeight, CopyOfOutput } kind;
+  /// Dynamic: a result whose last dim depends on data (NonZero). Its kernel writes it packed
+  /// into an arena buffer sized for the largest extent and writes the extent beside it; the
+  /// run copies it out once the extent is known.
+  enum Kind : uint8_t { Fresh, FromInput, FromWeight, CopyOfOutput, Dynamic } kind;
   int index = 0; ///< Input, weight or earlier output position.
   DType dtype = DType::F32;
-  Extents extents;
+  Extents extents; ///< Dynamic: the last extent is unknown (-1).
+  int64_t dataOffset = -1, extentOffset = -1; ///< Dynamic: in the arena.
+  int64_t dataBytes = 0;                      ///< Dynamic: the data buffer's capacity.
 };
 
 void visitExprs(const kir::Expr &e, const std::function<void(const kir::ExprNode &)> &f) {
@@ -218,8 +224,21 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
     slots[n->result()] = {SlotKind::Weight, static_cast<int>(weights_.size())};
     weights_.push_back(t.clone());
   }
+  // Results whose last dim depends on data: allowed only as graph outputs (a graph that
+  // consumes one is compiled in stages by CpuModel); arena requests of their data and extent.
+  std::unordered_map<const Value *, int> dynamicOutput;
   for (size_t p = 0; p < g.outputs().size(); ++p) {
     const Value *v = g.outputs()[p];
+    std::optional<Extents> known = staticExtents(v->shape());
+    if (!known && v->rank() >= 1 && !v->isGraphInput() &&
+        isStatic(Shape(v->shape().begin(), v->shape().end() - 1)) &&
+        !dynamicOutput.count(v)) {
+      Extents e = *staticExtents(Shape(v->shape().begin(), v->shape().end() - 1));
+      e.push_back(-1);
+      dynamicOutput[v] = static_cast<int>(p);
+      outputs_.push_back({OutputSpec::Dynamic, static_cast<int>(p), v->dtype(), e});
+      continue;
+    }
     NNC_ASSIGN_OR_RETURN(Extents e, staticOf(v));
     OutputSpec spec{OutputSpec::Fresh, static_cast<int>(p), v->dtype(), e};
     auto it = slots.find(v);
@@ -239,15 +258,23 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
 
   // 2. The launch list, binding each kernel parameter to a slot; 3. liveness of arena slots.
   std::vector<BufferRequest> requests;
-  std::unordered_map<const Value *, int> requestOfValue;
+  std::unordered_map<const Value *, int> requestOfValue, extentRequestOfValue;
   std::vector<std::vector<int>> nodeKernels; // per node index: launch indices
   std::vector<const Node *> lowered;
   for (size_t ni = 0; ni < nodes.size(); ++ni) {
     Node *n = nodes[ni];
     if (n->kind() == OpKind::Constant)
       continue;
-    for (Value *r : n->results())
+    for (Value *r : n->results()) {
+      if (dynamicOutput.count(r)) {
+        if (!g.users(r).empty())
+          return n->error("result %{} has the data-dependent type {} and is used in the same "
+                          "executable (compile it in stages)",
+                          r->name(), r->type().str());
+        continue;
+      }
       NNC_TRY(staticOf(r).takeError());
+    }
     std::string prefix = fmt::format("n{}_{}", ni, sanitize(n->opName()));
     NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(*n, prefix));
     if (ks.empty()) {
@@ -258,6 +285,7 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
       }
     }
     std::map<int, int> scratchRequest; // scratch index -> request
+    std::map<int, int> extentRequest;  // result index -> request of its extent
     std::vector<int> launchIdx;
     for (kir::Kernel &k : ks) {
       int launch = static_cast<int>(kernels_.size());
@@ -267,7 +295,20 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
       for (const kir::BufferDecl &b : k.buffers) {
         int64_t bytes = b.numElements * static_cast<int64_t>(dtypeSize(b.dtype));
         Slot slot{SlotKind::Arena, -1};
-        if (b.role == kir::BufferRole::Scratch) {
+        if (b.role == kir::BufferRole::Extent) {
+          const Value *r = b.index < static_cast<int>(n->numResults()) ? n->result(b.index)
+                                                                        : nullptr;
+          if (!r || !dynamicOutput.count(r) || b.dtype != DType::I64 || b.numElements != 1)
+            return n->error("kernel '{}': parameter '{}' holds the extent of result {}, "
+                            "which is not a data-dependent graph output",
+                            k.name, b.name, b.index);
+          auto [it, inserted] = extentRequest.emplace(b.index, static_cast<int>(requests.size()));
+          if (inserted)
+            requests.push_back({r->name() + "/extent", bytes, launch, launch});
+          requests[it->second].lastUse = launch;
+          extentRequestOfValue[r] = it->second;
+          slot.index = it->second;
+        } else if (b.role == kir::BufferRole::Scratch) {
           auto [it, inserted] = scratchRequest.emplace(b.index, static_cast<int>(requests.size()));
           if (inserted)
             requests.push_back({fmt::format("{}/scratch{}", prefix, b.index), bytes, launch,
@@ -287,7 +328,10 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
                             k.name, b.name, isOperand ? "operand" : "result", b.index);
           if (isOperand && b.written)
             return n->error("kernel '{}' writes its operand parameter '{}'", k.name, b.name);
-          std::optional<int64_t> count = checkedNumElements(*staticExtents(v->shape()));
+          // A data-dependent result's buffer has the capacity its kernel declares.
+          std::optional<int64_t> count = dynamicOutput.count(v)
+                                             ? std::optional<int64_t>(b.numElements)
+                                             : checkedNumElements(*staticExtents(v->shape()));
           // Kernels that only move storage-only values (f8, i4, ...) see them as u8 bytes.
           bool sameType = b.dtype == v->dtype() ||
                           (isStorageOnly(v->dtype()) && b.dtype == DType::U8);
@@ -357,7 +401,23 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
       reusedAlready[oit->second] = true;
     }
   }
+  // Data-dependent outputs are copied out after the last launch: they live to the end.
+  int lastLaunch = static_cast<int>(kernels_.size()) - 1;
+  for (const auto &[v, p] : dynamicOutput) {
+    auto data = requestOfValue.find(v), extent = extentRequestOfValue.find(v);
+    if (data == requestOfValue.end() || extent == extentRequestOfValue.end())
+      return makeError("value %{} has the data-dependent type {}; no kernel computes its "
+                       "extent",
+                       v->name(), v->type().str());
+    requests[data->second].lastUse = lastLaunch;
+    requests[extent->second].lastUse = lastLaunch;
+  }
   plan_ = planBuffers(requests);
+  for (const auto &[v, p] : dynamicOutput) {
+    outputs_[p].dataOffset = plan_.entries[requestOfValue.at(v)].offset;
+    outputs_[p].dataBytes = plan_.entries[requestOfValue.at(v)].bytes;
+    outputs_[p].extentOffset = plan_.entries[extentRequestOfValue.at(v)].offset;
+  }
   arenaBytes_ = std::max<int64_t>(kArenaAlignment,
                                   (plan_.peakBytes + kArenaAlignment - 1) / kArenaAlignment *
                                       kArenaAlignment);
@@ -447,11 +507,28 @@ Expected<std::vector<Tensor>> CpuExecutable::run(const std::vector<Tensor> &inpu
       ++profiledRuns_;
     }
   }
+  for (size_t p = 0; p < outputs_.size(); ++p) {
+    const OutputSpec &o = outputs_[p];
+    if (o.kind != OutputSpec::Dynamic)
+      continue;
+    Extents e = o.extents;
+    std::memcpy(&e.back(), static_cast<const char *>(arena) + o.extentOffset, sizeof(int64_t));
+    NNC_ASSERT(e.back() >= 0 && checkedNumElements(e).value_or(INT64_MAX) * int64_t(dtypeSize(o.dtype)) <= o.dataBytes,
+               "output {}: extent {} beyond the buffer's capacity", p, e.back());
+    Expected<Tensor> t = Tensor::create(o.dtype, e);
+    if (!t) {
+      giveArena(arena);
+      return t.takeError();
+    }
+    std::memcpy(t->rawData(), static_cast<const char *>(arena) + o.dataOffset, t->byteSize());
+    outputs[p] = std::move(*t);
+  }
   giveArena(arena);
   for (size_t p = 0; p < outputs_.size(); ++p) {
     const OutputSpec &o = outputs_[p];
     switch (o.kind) {
-    case OutputSpec::Fresh: break;
+    case OutputSpec::Fresh:
+    case OutputSpec::Dynamic: break;
     case OutputSpec::FromInput: outputs[p] = inputs[o.index].clone(); break;
     case OutputSpec::FromWeight: outputs[p] = weights_[o.index].clone(); break;
     case OutputSpec::CopyOfOutput: outputs[p] = outputs[o.index].clone(); break;

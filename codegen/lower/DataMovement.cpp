@@ -947,6 +947,55 @@ Kernels lowerTrilu(const Node &node, const std::string &prefix) {
   return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, xe, false))};
 }
 
+/// True where element `i` of NonZero's operand is not zero. Storage-only formats are bytes:
+/// the f8 and f4 formats with a sign bit have a negative zero, f8e8m0 has no zero at all.
+Expr isNonZeroAt(KernelBuilder &b, int in, DType t, Expr i) {
+  Expr v = b.load(in, std::move(i));
+  auto masked = [&](int64_t mask) {
+    return kir::op(OpKind::BitAnd, {v, kir::intImm(mask, DType::U8)});
+  };
+  switch (t) {
+  case DType::F8E4M3FN:
+  case DType::F8E5M2: v = masked(0x7F); break;
+  case DType::F4E2M1: v = masked(0x7); break;
+  case DType::F8E8M0: return kir::intImm(1, DType::Bool);
+  default: break;
+  }
+  return kir::op(OpKind::Not, {eq(v, zeroOf(b.bufferType(in)))});
+}
+
+/// NonZero: one pass counts the nonzero elements, a second writes their coordinates packed
+/// as [rank, count] into a buffer sized for the all-nonzero case; the count is the result's
+/// data-dependent extent (role Extent), which the runtime reads after the run.
+Kernels lowerNonZero(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0));
+  int64_t r = static_cast<int64_t>(xe.size()), n = numElementsOf(xe);
+  KernelBuilder b(node, prefix);
+  int in = b.operand(0);
+  auto [out, extent] = b.dynamicResult(0, r * n);
+  DType t = node.operand(0)->dtype();
+  std::string count = b.freshName("count"), pos = b.freshName("pos");
+  std::string i = b.freshName("i"), j = b.freshName("i");
+  Stmt counting = kir::forLoop(
+      i, imm(n),
+      kir::ifThen(isNonZeroAt(b, in, t, kir::var(i)),
+                  kir::assign(count, kir::add(kir::var(count), imm(1)))));
+  std::vector<int64_t> strides = stridesOf(xe);
+  std::vector<Stmt> coords;
+  for (int64_t d = 0; d < r; ++d) {
+    Expr coord = kir::mod(kir::div(kir::var(j), imm(strides[d])), imm(xe[d]));
+    coords.push_back(
+        b.store(out, kir::add(kir::mul(imm(d), kir::var(count)), kir::var(pos)), coord));
+  }
+  coords.push_back(kir::assign(pos, kir::add(kir::var(pos), imm(1))));
+  Stmt filling =
+      kir::forLoop(j, imm(n), kir::ifThen(isNonZeroAt(b, in, t, kir::var(j)), kir::block(coords)));
+  Stmt body = kir::block({kir::decl(count, DType::I64, imm(0)), counting,
+                          b.store(extent, imm(0), kir::var(count)),
+                          kir::decl(pos, DType::I64, imm(0)), filling});
+  return std::vector<kir::Kernel>{b.finish(body)};
+}
+
 } // namespace
 
 void registerDataMovementLowerers(LowererTable &t) {
@@ -972,6 +1021,7 @@ void registerDataMovementLowerers(LowererTable &t) {
   t[OpKind::OneHot] = lowerOneHot;
   t[OpKind::EyeLike] = lowerEyeLike;
   t[OpKind::Trilu] = lowerTrilu;
+  t[OpKind::NonZero] = lowerNonZero;
   t[OpKind::DepthToSpace] = lowerDepthToSpace;
   t[OpKind::SpaceToDepth] = lowerSpaceToDepth;
   // constant has no kernel (the runtime keeps constants as weights); nonzero's result shape

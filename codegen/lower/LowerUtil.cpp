@@ -78,6 +78,25 @@ int KernelBuilder::result(size_t i) {
   return static_cast<int>(buffers_.size()) - 1;
 }
 
+std::pair<int, int> KernelBuilder::dynamicResult(size_t i, int64_t capacity) {
+  const Value *v = node_.result(i);
+  NNC_ASSERT(v->rank() >= 1 && !v->shape().back().isStatic(),
+             "result {} of {} has no data-dependent last dim", i, node_.describe());
+  int data = find(kir::BufferRole::Result, static_cast<int>(i));
+  if (data < 0) {
+    buffers_.push_back({"out" + std::to_string(i), movedType(v->dtype()), capacity,
+                        kir::BufferRole::Result, static_cast<int>(i), /*written=*/true});
+    data = static_cast<int>(buffers_.size()) - 1;
+  }
+  int extent = find(kir::BufferRole::Extent, static_cast<int>(i));
+  if (extent < 0) {
+    buffers_.push_back({"extent" + std::to_string(i), DType::I64, 1, kir::BufferRole::Extent,
+                        static_cast<int>(i), /*written=*/true});
+    extent = static_cast<int>(buffers_.size()) - 1;
+  }
+  return {data, extent};
+}
+
 int KernelBuilder::scratch(int index, DType t, int64_t numElements) {
   int b = find(kir::BufferRole::Scratch, index);
   if (b >= 0)

@@ -40,6 +40,9 @@ public:
   /// The buffer (index into Kernel::buffers) of operand i / result i.
   int operand(size_t i);
   int result(size_t i);
+  /// Result i, whose last dim depends on data, as a buffer of `capacity` elements, and the
+  /// i64 buffer (role Extent) the kernel writes that dim's actual extent to.
+  std::pair<int, int> dynamicResult(size_t i, int64_t capacity);
   /// A scratch buffer `index` of the node (declared once; written).
   int scratch(int index, DType t, int64_t numElements);
   DType bufferType(int b) const { return buffers_[b].dtype; }

@@ -17,6 +17,11 @@ const lower::LowererTable &table() {
 }
 } // namespace
 
+bool lowersDataDependentResults(const Node &node) {
+  // The lowerers that declare KernelBuilder::dynamicResult.
+  return node.kind() == OpKind::NonZero;
+}
+
 bool canLowerNode(const Node &node) { return table().count(node.kind()) != 0; }
 
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix) {

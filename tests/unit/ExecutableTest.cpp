@@ -22,7 +22,8 @@ PassContext::Evaluator interp() {
 Specializer specializer() {
   return [](const Graph &g, const std::vector<Extents> &shapes,
             const std::map<int, Tensor> &values, std::set<int> *wanted) {
-    return specializeShapes(g, shapes, interp(), values, wanted);
+    return specializeShapes(g, shapes, interp(), values, wanted,
+                            /*allowDataDependent=*/true);
   };
 }
 

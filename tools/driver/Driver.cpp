@@ -84,7 +84,8 @@ PassContext::Evaluator interpreterEvaluator() {
 Specializer shapeSpecializer() {
   return [](const Graph &g, const std::vector<Extents> &shapes,
             const std::map<int, Tensor> &values, std::set<int> *wanted) {
-    return specializeShapes(g, shapes, interpreterEvaluator(), values, wanted);
+    return specializeShapes(g, shapes, interpreterEvaluator(), values, wanted,
+                            /*allowDataDependent=*/true);
   };
 }
 

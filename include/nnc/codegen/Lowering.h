@@ -16,6 +16,10 @@ namespace nnc {
 /// Fails (naming the node) when the op or a dtype is not supported by code generation.
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix);
 
+/// True when lowerNode produces this node's results even where their last dim depends on
+/// the data (NonZero): the kernels write the extent to a BufferRole::Extent buffer.
+bool lowersDataDependentResults(const Node &node);
+
 /// True when lowerNode supports this node (for `nnc check --target cpu` and statistics).
 bool canLowerNode(const Node &node);
 

@@ -151,6 +151,9 @@ enum class BufferRole : uint8_t {
   Result,  ///< The node's result `index`.
   Scratch, ///< Temporary storage `index` of the node, shared by the node's kernels
            ///< (e.g. row maxima written by one kernel and read by the next).
+  Extent,  ///< One i64 the kernel writes: the extent of the data-dependent last dim of
+           ///< result `index` (NonZero's count). That result's buffer is then sized for the
+           ///< largest possible extent and holds the result packed to the actual one.
 };
 
 /// A kernel parameter: a flat buffer of `numElements` elements of `dtype`.

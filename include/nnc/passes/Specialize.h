@@ -22,11 +22,14 @@ constexpr int64_t kMaxValueSpecializedElements = 4096;
 /// node whose result shape is still unknown; then `wanted` (when not null) receives the small
 /// graph inputs that shape may depend on (those feeding the node's shape-like operands:
 /// every operand but the first, and the first when it is a scalar), so the caller can
-/// specialize on their values too.
+/// specialize on their values too. With `allowDataDependent`, a graph whose later shapes
+/// depend on data computed inside it is returned rather than rejected (after filling
+/// `wanted`): the caller runs it in stages, up to the first node with an unknown shape.
 Expected<std::unique_ptr<Graph>> specializeShapes(const Graph &g,
                                                   const std::vector<Extents> &inputShapes,
                                                   const PassContext::Evaluator &evaluate,
                                                   const std::map<int, Tensor> &values = {},
-                                                  std::set<int> *wanted = nullptr);
+                                                  std::set<int> *wanted = nullptr,
+                                                  bool allowDataDependent = false);
 
 } // namespace nnc

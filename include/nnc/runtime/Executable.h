@@ -58,15 +58,19 @@ public:
 };
 
 /// Turns a graph with symbolic dims into one with the given concrete input extents (and the
-/// given input values folded in); on failure `wanted` names small inputs whose values the
-/// shapes depend on. nnc::specializeShapes (include/nnc/passes/Specialize.h) with the
-/// interpreter as evaluator is the one to pass; runtime/ does not depend on passes/.
+/// given input values folded in). Shapes that depend on data computed inside the graph stay
+/// unknown (CpuModel runs such a graph in stages); `wanted` receives the small inputs whose
+/// values the first unknown shape may depend on. nnc::specializeShapes
+/// (include/nnc/passes/Specialize.h) with the interpreter as evaluator and
+/// allowDataDependent set is the one to pass; runtime/ does not depend on passes/.
 using Specializer = std::function<Expected<std::unique_ptr<Graph>>(
     const Graph &g, const std::vector<Extents> &inputShapes, const std::map<int, Tensor> &values,
     std::set<int> *wanted)>;
 
 /// A graph whose inputs may have symbolic dims: specialized and compiled per concrete input
-/// shape signature on first use, with a bounded cache of executables.
+/// shape signature on first use, with a bounded cache of executables. Where later shapes
+/// depend on data the graph computes, it runs in stages, each compiled for the shapes the
+/// previous one produced.
 class CpuModel {
 public:
   virtual ~CpuModel() = default;
