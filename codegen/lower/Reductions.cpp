@@ -199,6 +199,15 @@ struct AxisSplit {
   }
 };
 
+/// The index of the extremum along the axis. A scan that keeps one running best is a serial
+/// chain of compare-and-select (~10 cycles an element), so:
+///  - with inner > 1, the scan runs over the axis outermost and keeps one running best per
+///    inner position (in scratch and the result), so the innermost loop is independent
+///    lanes and vectorizes;
+///  - along the contiguous axis, kLanes interleaved running bests (element p goes to lane
+///    p % kLanes, so each lane sees increasing indices) are merged at the end by value, then
+///    by index (first or last, as select_last_index asks).
+/// NaN counts as the extremum (the interpreter's greaterNaN/lessNaN).
 Expected<Kernels> lowerArg(const Node &node, const std::string &prefix, bool isMax) {
   const Value *x = node.operand(0);
   Extents in = extentsOf(x);
@@ -215,39 +224,101 @@ Expected<Kernels> lowerArg(const Node &node, const std::string &prefix, bool isM
   if (sp.size == 0)
     return node.error("cannot take the index of an extremum over axis {} of size 0", axis);
   DType ct = computeType(t);
+  // v replaces the running best bv of a scan in increasing index order.
+  auto replaces = [&](const Expr &v, const Expr &bv) -> Expr {
+    if (!isFloat(ct))
+      return isMax ? (last ? kir::ge(v, bv) : gt(v, bv)) : (last ? le(v, bv) : kir::lt(v, bv));
+    if (!last) // !(v <= bv) is v > bv or v NaN; once bv is NaN nothing replaces it.
+      return kir::land(bnot(isNaN(bv)), bnot(isMax ? le(v, bv) : kir::ge(v, bv)));
+    return bor(isNaN(v), kir::land(bnot(isNaN(bv)), isMax ? kir::ge(v, bv) : le(v, bv)));
+  };
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), ob = kb.result(0);
   Nest outer;
-  Expr a = outer.add(kb, sp.outer), b = outer.add(kb, sp.inner);
-  Expr base = kir::add(kir::mul(a, i64(sp.size * sp.inner)), b);
-  std::string best = kb.freshName("best"), bv = kb.freshName("bv"), v = kb.freshName("v");
-  Expr bestE = kir::var(best), bvE = kir::var(bv, ct), vE = kir::var(v, ct);
-  Nest scan;
-  Expr k = kir::add(scan.add(kb, sp.size - 1, "k"), i64(1));
-  if (sp.size - 1 == 1)
-    k = i64(1);
-  // NaN counts as the extremum (the interpreter's greaterNaN/lessNaN): once the best is NaN
-  // only a later NaN can replace it, and only with select_last_index.
-  Expr better;
-  if (!isFloat(ct)) {
-    better = isMax ? (last ? kir::ge(vE, bvE) : gt(vE, bvE))
-                   : (last ? le(vE, bvE) : kir::lt(vE, bvE));
-  } else if (!last) {
-    // !(v <= bv) is v > bv or v NaN; (v >= bv) likewise for the minimum.
-    better = kir::land(bnot(isNaN(bvE)), bnot(isMax ? le(vE, bvE) : kir::ge(vE, bvE)));
-  } else {
-    better = bor(isNaN(vE), kir::land(bnot(isNaN(bvE)), isMax ? kir::ge(vE, bvE) : le(vE, bvE)));
+  Expr a = outer.add(kb, sp.outer);
+  auto sel = [](const Expr &c, const Expr &y, const Expr &n) { return kir::select(c, y, n); };
+
+  if (sp.inner > 1) {
+    int bvb = kb.scratch(0, ct, outN);
+    auto lanes = [&](const std::function<Stmt(const Expr &)> &body) {
+      std::string b = kb.freshName("b");
+      return kir::forLoop(b, i64(sp.inner), body(kir::var(b)));
+    };
+    auto xAt = [&](const Expr &k, const Expr &b) {
+      return kir::cast(kb.load(xb, kir::add(kir::mul(kir::add(kir::mul(a, i64(sp.size)), k),
+                                                     i64(sp.inner)),
+                                            b)),
+                       ct);
+    };
+    auto oAt = [&](const Expr &b) { return kir::add(kir::mul(a, i64(sp.inner)), b); };
+    Stmt init = lanes([&](const Expr &b) {
+      return kir::block({kb.store(ob, oAt(b), i64(0)), kb.store(bvb, oAt(b), xAt(i64(0), b))});
+    });
+    std::vector<Stmt> body{init};
+    if (sp.size > 1) {
+      std::string k = kb.freshName("k");
+      Expr kv = kir::add(kir::var(k), i64(1));
+      Stmt scan = kir::forLoop(k, i64(sp.size - 1), lanes([&](const Expr &b) {
+        std::string v = kb.freshName("v"), c = kb.freshName("c");
+        Expr vE = kir::var(v, ct), bv = kb.load(bvb, oAt(b)), cE = kir::var(c, DType::Bool);
+        return kir::block({kir::decl(v, ct, xAt(kv, b)), kir::decl(c, DType::Bool, replaces(vE, bv)),
+                           kb.store(bvb, oAt(b), sel(cE, vE, bv)),
+                           kb.store(ob, oAt(b), sel(cE, kv, kb.load(ob, oAt(b))))});
+      }));
+      body.push_back(scan);
+    }
+    return Kernels{kb.finish(outer.wrap(kir::block(body)),
+                             parallelOuter(outer, outN * sp.size))};
   }
-  Stmt step = kir::block(
-      {kir::decl(v, ct, kir::cast(kb.load(xb, kir::add(base, kir::mul(k, i64(sp.inner)))), ct)),
-       kir::ifThen(better, kir::block({kir::assign(best, k), kir::assign(bv, vE)}))});
-  std::vector<Stmt> body{kir::decl(best, DType::I64, i64(0)),
-                         kir::decl(bv, ct, kir::cast(kb.load(xb, base), ct))};
-  if (sp.size > 1)
-    body.push_back(scan.wrap(step));
-  body.push_back(kb.store(ob, kir::add(kir::mul(a, i64(sp.inner)), b), bestE));
-  return Kernels{kb.finish(outer.wrap(kir::block(body)),
-                           parallelOuter(outer, outN * sp.size))};
+
+  constexpr int64_t kLanes = 8;
+  int64_t lanes = sp.size >= 2 * kLanes ? kLanes : 1;
+  int64_t rounds = sp.size / lanes;
+  Expr base = kir::mul(a, i64(sp.size));
+  auto xAt = [&](const Expr &p) { return kir::cast(kb.load(xb, kir::add(base, p)), ct); };
+  std::vector<std::string> best(lanes), bv(lanes);
+  std::vector<Stmt> body;
+  for (int64_t l = 0; l < lanes; ++l) {
+    best[l] = kb.freshName("best");
+    bv[l] = kb.freshName("bv");
+    body.push_back(kir::decl(best[l], DType::I64, i64(l)));
+    body.push_back(kir::decl(bv[l], ct, xAt(i64(l))));
+  }
+  auto update = [&](int64_t l, const Expr &p) {
+    std::string v = kb.freshName("v"), c = kb.freshName("c");
+    Expr vE = kir::var(v, ct), cE = kir::var(c, DType::Bool), bvE = kir::var(bv[l], ct);
+    return kir::block({kir::decl(v, ct, xAt(p)), kir::decl(c, DType::Bool, replaces(vE, bvE)),
+                       kir::assign(bv[l], sel(cE, vE, bvE)),
+                       kir::assign(best[l], sel(cE, p, kir::var(best[l])))});
+  };
+  if (rounds > 1) {
+    std::string q = kb.freshName("q");
+    std::vector<Stmt> step;
+    for (int64_t l = 0; l < lanes; ++l)
+      step.push_back(update(
+          l, kir::add(kir::mul(kir::add(kir::var(q), i64(1)), i64(lanes)), i64(l))));
+    body.push_back(kir::forLoop(q, i64(rounds - 1), kir::block(step)));
+  }
+  if (int64_t tail = sp.size - rounds * lanes; tail > 0) {
+    // The tail's indices exceed every lane's, so lane 0 can take them in order.
+    std::string r = kb.freshName("r");
+    body.push_back(kir::forLoop(r, i64(tail), update(0, kir::add(kir::var(r), i64(rounds * lanes)))));
+  }
+  // Merge: a lane's best wins by value; equal values (or two NaNs) by index.
+  for (int64_t l = 1; l < lanes; ++l) {
+    Expr v = kir::var(bv[l], ct), w = kir::var(bv[0], ct);
+    Expr i = kir::var(best[l]), j = kir::var(best[0]);
+    Expr better = isMax ? greaterNaN(v, w) : lessNaN(v, w);
+    Expr worse = isMax ? greaterNaN(w, v) : lessNaN(w, v);
+    Expr wins = bor(better, kir::land(bnot(worse), last ? gt(i, j) : kir::lt(i, j)));
+    std::string c = kb.freshName("c");
+    Expr cE = kir::var(c, DType::Bool);
+    body.push_back(kir::decl(c, DType::Bool, wins));
+    body.push_back(kir::assign(bv[0], sel(cE, v, w)));
+    body.push_back(kir::assign(best[0], sel(cE, i, j)));
+  }
+  body.push_back(kb.store(ob, a, kir::var(best[0])));
+  return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, outN * sp.size))};
 }
 
 Expected<Kernels> lowerCumSum(const Node &node, const std::string &prefix) {
@@ -304,38 +375,49 @@ Expected<Kernels> lowerTopK(const Node &node, const std::string &prefix) {
     return Kernels{emptyKernel(node, prefix)};
   DType ct = computeType(t);
   // before(p, q): element p comes before element q in the result order (by value, NaN
-  // largest, ties by lower index); a strict total order, so the j-th result is the first
-  // element after result j-1.
+  // largest, ties by lower index): a strict total order.
   auto before = [&](const Expr &pv, const Expr &pi, const Expr &qv, const Expr &qi) {
     Expr pq = largest ? greaterNaN(pv, qv) : greaterNaN(qv, pv);
     Expr qp = largest ? greaterNaN(qv, pv) : greaterNaN(pv, qv);
     return bor(pq, kir::land(bnot(qp), kir::lt(pi, qi)));
   };
+  // One pass over each row keeps the best k so far sorted in the results: an element that
+  // does not come before the current k-th (most of them, after the first few) costs one
+  // comparison; one that does is inserted, shifting the worse ones down.
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), vb = kb.result(0), ib = kb.result(1);
-  Nest outer, sel, scan;
+  Nest outer;
   Expr a = outer.add(kb, sp.outer), b = outer.add(kb, sp.inner);
-  Expr j = sel.add(kb, k, "j");
-  Expr p = scan.add(kb, sp.size, "p");
-  std::string pv = kb.freshName("pv"), pi = kb.freshName("pi"), bv = kb.freshName("bv"),
-              bi = kb.freshName("bi"), v = kb.freshName("v");
-  Expr pvE = kir::var(pv, ct), piE = kir::var(pi), bvE = kir::var(bv, ct), biE = kir::var(bi),
-       vE = kir::var(v, ct);
-  Expr none = i64(-1);
-  Expr cand = kir::land(bor(kir::lt(piE, i64(0)), before(pvE, piE, vE, p)),
-                        bor(kir::lt(biE, i64(0)), before(vE, p, bvE, biE)));
-  Expr xi = kir::add(kir::mul(kir::add(kir::mul(a, i64(sp.size)), p), i64(sp.inner)), b);
-  Stmt scanS = scan.wrap(kir::block(
-      {kir::decl(v, ct, kir::cast(kb.load(xb, xi), ct)),
-       kir::ifThen(cand, kir::block({kir::assign(bv, vE), kir::assign(bi, p)}))}));
-  Expr oi = kir::add(kir::mul(kir::add(kir::mul(a, i64(k)), j), i64(sp.inner)), b);
-  Stmt selS = sel.wrap(kir::block({kir::decl(bv, ct, fc(0, ct)), kir::decl(bi, DType::I64, none),
-                                   scanS, kb.store(vb, oi, kir::cast(bvE, t)),
-                                   kb.store(ib, oi, biE), kir::assign(pv, bvE),
-                                   kir::assign(pi, biE)}));
-  Stmt body = kir::block({kir::decl(pv, ct, fc(0, ct)), kir::decl(pi, DType::I64, none), selS});
-  return Kernels{
-      kb.finish(outer.wrap(body), parallelOuter(outer, sp.outer * sp.inner * sp.size * k))};
+  auto oi = [&](const Expr &j) {
+    return kir::add(kir::mul(kir::add(kir::mul(a, i64(k)), j), i64(sp.inner)), b);
+  };
+  auto valAt = [&](const Expr &j) { return kir::cast(kb.load(vb, oi(j)), ct); };
+  auto idxAt = [&](const Expr &j) { return kb.load(ib, oi(j)); };
+  std::string cnt = kb.freshName("count"), p = kb.freshName("p"), v = kb.freshName("v"),
+              slot = kb.freshName("slot"), placed = kb.freshName("placed"),
+              s = kb.freshName("s");
+  Expr cntE = kir::var(cnt), pE = kir::var(p), vE = kir::var(v, ct), slotE = kir::var(slot),
+       placedE = kir::var(placed, DType::Bool);
+  Expr j = kir::sub(i64(k - 1), kir::var(s));
+  Expr prev = kir::max(kir::sub(j, i64(1)), i64(0));
+  Stmt shiftOrPlace = kir::ifThen(
+      kir::land(bnot(placedE), le(j, slotE)),
+      kir::ifThen(kir::land(gt(j, i64(0)), before(vE, pE, valAt(prev), idxAt(prev))),
+                  kir::block({kb.store(vb, oi(j), kb.load(vb, oi(prev))),
+                              kb.store(ib, oi(j), idxAt(prev))}),
+                  kir::block({kb.store(vb, oi(j), kir::cast(vE, t)), kb.store(ib, oi(j), pE),
+                              kir::assign(placed, kir::intImm(1, DType::Bool))})));
+  Stmt insert = kir::block({kir::decl(slot, DType::I64, kir::min(cntE, i64(k - 1))),
+                            kir::assign(cnt, kir::min(kir::add(cntE, i64(1)), i64(k))),
+                            kir::decl(placed, DType::Bool, kir::intImm(0, DType::Bool)),
+                            kir::forLoop(s, i64(k), shiftOrPlace)});
+  Expr enters = bor(kir::lt(cntE, i64(k)), before(vE, pE, valAt(i64(k - 1)), idxAt(i64(k - 1))));
+  Expr xi = kir::add(kir::mul(kir::add(kir::mul(a, i64(sp.size)), pE), i64(sp.inner)), b);
+  Stmt scan = kir::forLoop(
+      p, i64(sp.size),
+      kir::block({kir::decl(v, ct, kir::cast(kb.load(xb, xi), ct)), kir::ifThen(enters, insert)}));
+  Stmt body = kir::block({kir::decl(cnt, DType::I64, i64(0)), scan});
+  return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, sp.outer * sp.inner * sp.size))};
 }
 
 } // namespace

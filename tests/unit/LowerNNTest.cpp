@@ -108,7 +108,7 @@ TEST(LowerNN, ArgMaxArgMin) {
   std::mt19937 rng(2);
   for (OpKind k : {OpKind::ArgMax, OpKind::ArgMin})
     for (DType t : {DType::F32, DType::I32, DType::F16})
-      for (Extents shape : {Extents{3, 5, 4}, Extents{7}, Extents{2, 1, 6}})
+      for (Extents shape : {Extents{3, 5, 4}, Extents{7}, Extents{2, 1, 6}, Extents{3, 37}, Extents{53}, Extents{2, 19, 3}})
         for (int64_t axis = -1; axis < static_cast<int64_t>(shape.size()); ++axis)
           for (int64_t last : {0, 1})
             for (int64_t keep : {0, 1}) {
@@ -139,7 +139,7 @@ TEST(LowerNN, CumSum) {
 TEST(LowerNN, TopK) {
   std::mt19937 rng(4);
   for (DType t : {DType::F32, DType::I32, DType::F64})
-    for (Extents shape : {Extents{3, 7}, Extents{4, 5, 3}, Extents{6}})
+    for (Extents shape : {Extents{3, 7}, Extents{4, 5, 3}, Extents{6}, Extents{2, 41, 3}})
       for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis)
         for (int64_t k : {int64_t(1), int64_t(3), shape[static_cast<size_t>(axis)]})
           for (int64_t largest : {0, 1}) {
