@@ -284,6 +284,34 @@ struct Scheduler {
   }
 };
 
+/// A split tail's guard `for v in 0..E { if (A + v < N) S }` (A and N free of v) becomes
+/// `for v in 0..min(E, N - A) { S }`: the same iterations, but a loop without a condition in
+/// its body, which LLVM vectorizes with a plain remainder instead of masking every lane.
+void tightenGuardedLoops(const Stmt &s) {
+  if (!s)
+    return;
+  for (const Stmt &b : s->body)
+    tightenGuardedLoops(b);
+  if (s->kind != StmtKind::For || s->body.size() != 1 || !s->body[0])
+    return;
+  const Stmt &g = s->body[0];
+  if (g->kind != StmtKind::If || g->body.empty() || (g->body.size() > 1 && g->body[1]))
+    return;
+  const Expr &c = g->value;
+  if (c->kind != ExprKind::Op || c->op != OpKind::Less || c->args.size() != 2)
+    return;
+  const Expr &x = c->args[0], &n = c->args[1];
+  if (x->kind != ExprKind::Op || x->op != OpKind::Add || x->args.size() != 2)
+    return;
+  const Expr &a = x->args[0], &v = x->args[1];
+  std::set<std::string> self{s->name};
+  if (v->kind != ExprKind::Var || v->name != s->name || mentions(a, self) || mentions(n, self))
+    return;
+  s->extent = min(s->extent, sub(n, a));
+  Stmt body = g->body[0];
+  s->body[0] = body;
+}
+
 } // namespace
 
 std::string Schedule::str() const {
@@ -299,6 +327,7 @@ Expected<Stmt> applySchedule(const Kernel &k) {
   Scheduler s{k, cloneStmt(k.body)};
   for (const ScheduleStep &step : k.schedule.steps)
     NNC_TRY(s.apply(step));
+  tightenGuardedLoops(s.root);
   return s.root;
 }
 
