@@ -132,8 +132,8 @@ Expected<std::unique_ptr<llvm::TargetMachine>> hostTargetMachine(int optLevel) {
 }
 
 /// True when glibc's vector math library (libmvec) is loaded into the process, so the loop
-/// vectorizer may call its exp/log/sin/cos/pow variants (at most 4 ulp from the scalar libm,
-/// far inside the ONNX tolerances).
+/// vectorizer may call its variants of exp, log, sin, tanh, erf, ... (at most 4 ulp from the
+/// scalar libm, far inside the ONNX tolerances).
 bool useLibmvec() {
   static const bool ok = [] {
     if (llvm::Triple(llvm::sys::getProcessTriple()).getArch() != llvm::Triple::x86_64)
@@ -146,10 +146,65 @@ bool useLibmvec() {
   return ok;
 }
 
+/// Part of the object cache key: changes whenever the vector-function table below does.
+constexpr const char *kVecLibVersion = "libmvec-2";
+
+/// The libmvec variants (glibc >= 2.35) of the math functions the emitter calls (libm names
+/// and llvm.* intrinsics), for the vector ISAs the host has: SSE4 (b), AVX2 (d), AVX-512 (e).
+/// LLVM 15's own LIBMVEC_X86 table has only exp/log/sin/cos/pow without AVX-512, so loops of
+/// tanh or erf stayed scalar and width-16 loops of exp called expf 16 times.
+const std::vector<llvm::VecDesc> &libmvecFunctions() {
+  static const std::vector<std::string> names = [] {
+    auto [cpu, features] = hostCpuAndFeatures();
+    (void)cpu;
+    bool avx2 = features.find("+avx2") != std::string::npos;
+    bool avx512 = features.find("+avx512f") != std::string::npos;
+    const char *unary[] = {"exp",  "log",   "sin",   "cos",   "tan",   "asin",  "acos", "atan",
+                           "sinh", "cosh",  "tanh",  "asinh", "acosh", "atanh", "erf",  "exp2",
+                           "log2", "log10", "expm1", "log1p", "cbrt"};
+    const char *intrinsic[] = {"exp", "log", "sin", "cos", "exp2", "log2", "log10"};
+    std::vector<std::string> out; // triples: scalar name, vector name, factor
+    auto add = [&](const std::string &scalar, const std::string &base, bool f32,
+                   const std::string &params) {
+      std::vector<std::pair<char, int>> isas{{'b', f32 ? 4 : 2}};
+      if (avx2)
+        isas.push_back({'d', f32 ? 8 : 4});
+      if (avx512)
+        isas.push_back({'e', f32 ? 16 : 8});
+      for (auto [isa, vf] : isas) {
+        out.push_back(scalar);
+        out.push_back(fmt::format("_ZGV{}N{}{}_{}{}", isa, vf, params, base, f32 ? "f" : ""));
+        out.push_back(std::to_string(vf));
+      }
+    };
+    for (const char *f : unary) {
+      add(std::string(f) + "f", f, true, "v");
+      add(f, f, false, "v");
+    }
+    for (const char *f : intrinsic) {
+      add(fmt::format("llvm.{}.f32", f), f, true, "v");
+      add(fmt::format("llvm.{}.f64", f), f, false, "v");
+    }
+    add("powf", "pow", true, "vv");
+    add("pow", "pow", false, "vv");
+    add("llvm.pow.f32", "pow", true, "vv");
+    add("llvm.pow.f64", "pow", false, "vv");
+    return out;
+  }();
+  static const std::vector<llvm::VecDesc> descs = [] {
+    std::vector<llvm::VecDesc> d;
+    for (size_t i = 0; i + 2 < names.size(); i += 3)
+      d.push_back({names[i], names[i + 1],
+                   llvm::ElementCount::getFixed(static_cast<unsigned>(std::stoi(names[i + 2])))});
+    return d;
+  }();
+  return descs;
+}
+
 llvm::TargetLibraryInfoImpl libraryInfo(const llvm::Module &m) {
   llvm::TargetLibraryInfoImpl tlii{llvm::Triple(m.getTargetTriple())};
   if (useLibmvec())
-    tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86);
+    tlii.addVectorizableFunctions(libmvecFunctions());
   return tlii;
 }
 
@@ -332,7 +387,8 @@ Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::
   std::string key, path;
   if (!opts.cacheDir.empty()) {
     key = objectCacheKey(moduleText(*b.module),
-                         hostCpuDescription() + (useLibmvec() ? " libmvec" : ""), opts.optLevel);
+                         hostCpuDescription() + (useLibmvec() ? std::string(" ") + kVecLibVersion : ""),
+                         opts.optLevel);
     path = opts.cacheDir + "/" + key + ".o";
     if (auto cached = readCached(path)) {
       auto m = JitModule::load(std::move(cached), kernels, /*fromCache=*/true,
