@@ -16,6 +16,20 @@ thread_local ThreadPool *tlsCurrentPool = nullptr;
 /// >0 while this thread runs a chunk of a parallel loop: nested loops then run serially.
 thread_local int tlsParallelDepth = 0;
 
+/// Polls `ready` until it holds or `budget` has passed; true when it holds.
+template <typename Pred> bool spinFor(std::chrono::microseconds budget, Pred ready) {
+  auto deadline = std::chrono::steady_clock::now() + budget;
+  for (int i = 0;; ++i) {
+    if (ready())
+      return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= deadline)
+      return ready();
+  }
+}
+
 struct DepthGuard {
   DepthGuard() { ++tlsParallelDepth; }
   ~DepthGuard() { --tlsParallelDepth; }
@@ -31,6 +45,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
+    stopping_ = true;
   }
   workCv_.notify_all();
   for (std::thread &t : workers_)
@@ -71,24 +86,35 @@ void ThreadPool::runChunk(const Job &job, int64_t chunk) {
 
 int64_t ThreadPool::takeChunk(Job *job) {
   int64_t c = job->nextChunk++;
-  if (job->nextChunk == job->numChunks)
+  if (job->nextChunk == job->numChunks) {
     jobs_.erase(std::find(jobs_.begin(), jobs_.end(), job));
+    queued_.store(jobs_.size(), std::memory_order_release);
+  }
   return c;
 }
 
 void ThreadPool::workerLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
+    if (!stop_ && jobs_.empty()) {
+      lock.unlock();
+      spinFor(kSpin, [&] {
+        return queued_.load(std::memory_order_acquire) > 0 ||
+               stopping_.load(std::memory_order_relaxed);
+      });
+      lock.lock();
+    }
     workCv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
     if (stop_ && jobs_.empty())
       return;
     Job *job = jobs_.front();
     int64_t c = takeChunk(job);
+    int64_t numChunks = job->numChunks;
     lock.unlock();
     runChunk(*job, c);
     lock.lock();
     // After this increment the caller may return and destroy the job: do not touch it again.
-    if (++job->doneChunks == job->numChunks)
+    if (job->doneChunks.fetch_add(1, std::memory_order_acq_rel) + 1 == numChunks)
       doneCv_.notify_all();
   }
 }
@@ -101,12 +127,16 @@ void ThreadPool::parallelFor(ParallelBodyFn body, void *ctx, int64_t n) {
     body(ctx, 0, n);
     return;
   }
-  Job job{body, ctx, n, 0, 0};
+  Job job;
+  job.body = body;
+  job.ctx = ctx;
+  job.n = n;
   int64_t chunks = std::min<int64_t>(n, int64_t(4) * threads_);
   job.chunkSize = (n + chunks - 1) / chunks;
   job.numChunks = (n + job.chunkSize - 1) / job.chunkSize;
   std::unique_lock<std::mutex> lock(mutex_);
   jobs_.push_back(&job);
+  queued_.store(jobs_.size(), std::memory_order_release);
   if (job.numChunks > 2)
     workCv_.notify_all();
   else
@@ -116,9 +146,14 @@ void ThreadPool::parallelFor(ParallelBodyFn body, void *ctx, int64_t n) {
     lock.unlock();
     runChunk(job, c);
     lock.lock();
-    ++job.doneChunks;
+    job.doneChunks.fetch_add(1, std::memory_order_acq_rel);
   }
-  doneCv_.wait(lock, [&] { return job.doneChunks == job.numChunks; });
+  lock.unlock();
+  auto done = [&] { return job.doneChunks.load(std::memory_order_acquire) == job.numChunks; };
+  if (spinFor(kSpin, done))
+    return;
+  lock.lock();
+  doneCv_.wait(lock, done);
 }
 
 } // namespace nnc
