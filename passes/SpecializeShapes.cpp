@@ -143,7 +143,7 @@ Expected<std::unique_ptr<Graph>> specializeShapes(const Graph &g,
       if (allowDataDependent)
         return c;
       return n->error("result %{} has shape {} that the input shapes do not determine (it "
-                      "depends on data); the CPU target needs static shapes",
+                      "depends on data)",
                       r->name(), r->type().str());
     }
   return c;

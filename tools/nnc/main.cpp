@@ -172,7 +172,12 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
   NNC_TRY(driver::optimize(*g));
   NNC_ASSIGN_OR_RETURN(auto given, parseShapeSpecs(shapeSpecs));
   NNC_ASSIGN_OR_RETURN(std::vector<Extents> shapes, inputExtents(*g, given));
-  return specializeShapes(*g, shapes, driver::interpreterEvaluator());
+  Expected<std::unique_ptr<Graph>> s = specializeShapes(*g, shapes, driver::interpreterEvaluator());
+  if (!s)
+    return makeError("{}; `nnc run` and `nnc bench` compile such a graph in stages as the data "
+                     "arrives, but inspect and compile need every shape ahead of time",
+                     s.error().message());
+  return s;
 }
 
 /// Every non-constant node lowered to kernels, in order (as Executable::compile does).
