@@ -73,7 +73,9 @@ private:
         byValue.insert(wanted.begin(), wanted.end());
         continue;
       }
-      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, Executable::compile(**g, opts_));
+      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
+                           opts_.compileWith ? opts_.compileWith(**g)
+                                             : Executable::compile(**g, opts_));
       lru_.emplace_front(key, std::shared_ptr<Executable>(std::move(exe)));
       index_[key] = lru_.begin();
       if (lru_.size() > kMaxExecutables) {
