@@ -597,24 +597,26 @@ std::string CPrinter::storageHelper(bool encode, DType t) {
     uint32_t nanPos = f->nanBits(false), nanNeg = f->nanBits(true);
     bool ieee = f->special == fp::Special::IEEE, nonan = f->special == fp::Special::NoNaN;
     bool fnuz = f->special == fp::Special::FNUZ;
+    // The format's rules are folded here, so the helper has no constant conditions.
+    std::string sat = fmt::format("(sign | {}u)", f->maxBits());
+    std::string noSat = ieee ? fmt::format("(sign | {}u)", f->expMask())
+                             : fmt::format("(neg ? {}u : {}u)", nanNeg, nanPos);
+    std::string satOvf = nonan ? sat : fmt::format("(sat ? {} : {})", sat, noSat);
+    std::string infRes = ieee ? fmt::format("(sat ? ovf : (sign | {}u))", f->expMask()) : "ovf";
     body = fmt::format(
-        "int neg = {sb}(x); {u} sign = neg ? {signBit}u : 0u; if (x != x) return neg ? {nanNeg}u "
-        ": {nanPos}u; {u} ovf = (sat || {nonan}) ? (sign | {maxBits}u) : ({ieee} ? (sign | "
-        "{expMask}u) : (neg ? {nanNeg}u : {nanPos}u)); double a = {fabs}(x); if (a == "
-        "(double)INFINITY) return ({ieee} && !sat) ? (sign | {expMask}u) : ovf; if (a == 0) "
-        "return {fnuz} ? 0u : sign; int ex; {frexp}(a, &ex); int e = ex - 1; int qe = (e < "
-        "{minNormal} ? {minNormal} : e) - {man}; double q = {rint}({ldexp}(a, -qe)); double v = "
-        "{ldexp}(q, qe); if (v > {maxFinite}) return ovf; if (q == 0) return {fnuz} ? 0u : sign; "
-        "if (v < {ldexp}(1.0, {minNormal})) return sign | ({u})q; int ve; {frexp}(v, &ve); int "
-        "vexp = ve - 1; {u} mant = ({u}){ldexp}(v, {man} - vexp) - {hidden}u; return sign | "
-        "(({u})(vexp + {bias}) << {man}) | mant;",
-        fmt::arg("u", u32), fmt::arg("sb", "signbit"), fmt::arg("signBit", f->signBit()),
-        fmt::arg("nanNeg", nanNeg), fmt::arg("nanPos", nanPos), fmt::arg("nonan", nonan ? 1 : 0),
-        fmt::arg("maxBits", f->maxBits()), fmt::arg("ieee", ieee ? 1 : 0),
-        fmt::arg("expMask", f->expMask()), fmt::arg("fabs", fabsD),
-        fmt::arg("fnuz", fnuz ? 1 : 0), fmt::arg("frexp", frexpD),
-        fmt::arg("minNormal", 1 - f->bias), fmt::arg("man", f->manBits),
-        fmt::arg("rint", rintD), fmt::arg("ldexp", ldexpD),
+        "int neg = signbit(x); {u} sign = neg ? {signBit}u : 0u; if (x != x) return neg ? "
+        "{nanNeg}u : {nanPos}u; {u} ovf = {satOvf}; double a = {fabs}(x); if (a == "
+        "(double)INFINITY) return {infRes}; if (a == 0) return {zero}; int ex; {frexp}(a, &ex); "
+        "int e = ex - 1; int qe = (e < {minNormal} ? {minNormal} : e) - {man}; double q = "
+        "{rint}({ldexp}(a, -qe)); double v = {ldexp}(q, qe); if (v > {maxFinite}) return ovf; "
+        "if (q == 0) return {zero}; if (v < {ldexp}(1.0, {minNormal})) return sign | ({u})q; "
+        "int ve; {frexp}(v, &ve); int vexp = ve - 1; {u} mant = ({u}){ldexp}(v, {man} - vexp) - "
+        "{hidden}u; return sign | (({u})(vexp + {bias}) << {man}) | mant;",
+        fmt::arg("u", u32), fmt::arg("signBit", f->signBit()), fmt::arg("nanNeg", nanNeg),
+        fmt::arg("nanPos", nanPos), fmt::arg("satOvf", satOvf), fmt::arg("infRes", infRes),
+        fmt::arg("zero", fnuz ? "0u" : "sign"), fmt::arg("fabs", fabsD),
+        fmt::arg("frexp", frexpD), fmt::arg("minNormal", 1 - f->bias),
+        fmt::arg("man", f->manBits), fmt::arg("rint", rintD), fmt::arg("ldexp", ldexpD),
         fmt::arg("maxFinite", literal(f->maxFinite(), DType::F64)),
         fmt::arg("hidden", 1u << f->manBits), fmt::arg("bias", f->bias));
   } else {

@@ -13,7 +13,7 @@ Error checkOpenCLSource(const std::string &source, const std::string &what) {
   CXIndex index = clang_createIndex(/*excludeDeclarationsFromPCH=*/0, /*displayDiagnostics=*/0);
   const char *args[] = {"-x", "cl", "-cl-std=CL1.2", "--target=spir64-unknown-unknown",
                         "-Xclang", "-finclude-default-header", "-Xclang",
-                        "-fdeclare-opencl-builtins", "-cl-ext=+cl_khr_fp64"};
+                        "-fdeclare-opencl-builtins", "-cl-ext=+cl_khr_fp64", "-resource-dir", NNC_CLANG_RESOURCE_DIR, "-isystem", NNC_CLANG_RESOURCE_DIR "/include"};
   CXUnsavedFile file{what.c_str(), source.c_str(), static_cast<unsigned long>(source.size())};
   CXTranslationUnit tu = nullptr;
   CXErrorCode rc = clang_parseTranslationUnit2(index, what.c_str(), args,

@@ -207,6 +207,16 @@ int main(int argc, char **argv) {
     std::cerr << "nnc-conformance: " << target.error().message() << "\n";
     return 2;
   }
+  if (*target == driver::Target::OpenCL) {
+    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->platform, target->device);
+    if (!d) {
+      std::cout << "SKIPPED: no OpenCL device to run --target " << opts.target << " on: "
+                << d.error().message() << "\n";
+      return 77;
+    }
+    std::cout << fmt::format("OpenCL device {}.{}: {} ({})\n", d->platform, d->device,
+                             d->deviceName, d->platformName);
+  }
   fs::path nodeDir = fs::path(opts.shared) / "onnx-tests" / "node";
   std::vector<std::string> tests;
   if (opts.suite == "models") {
