@@ -198,14 +198,18 @@ uint64_t fnv1a(const std::string &s) {
   return h;
 }
 
-constexpr const char *kBuildOptions = "-cl-std=CL1.2";
+std::string buildOptions(bool optimize) {
+  return optimize ? "-cl-std=CL1.2" : "-cl-std=CL1.2 -cl-opt-disable";
+}
 
 /// The program-binary cache: one file per key, holding the key text (checked on load, so a
 /// hash collision is a miss) and the binary; written to a temporary name, then renamed.
 class ProgramCache {
 public:
-  ProgramCache(std::string dir, const ClDevice &d, const std::string &source) : dir_(std::move(dir)) {
-    key_ = fmt::format("nnc-opencl-1\n{}\n{}\n{}\n{}\n{}\n{:016x}{:016x}\n", kBuildOptions,
+  ProgramCache(std::string dir, const ClDevice &d, const std::string &options,
+               const std::string &source)
+      : dir_(std::move(dir)) {
+    key_ = fmt::format("nnc-opencl-1\n{}\n{}\n{}\n{}\n{}\n{:016x}{:016x}\n", options,
                        d.info.platformName, d.info.deviceName, d.info.version,
                        d.info.driverVersion, fnv1a(source), fnv1a(source + "\x01"));
     path_ = dir_.empty() ? "" : fmt::format("{}/{:016x}.bin", dir_, fnv1a(key_));
@@ -288,7 +292,7 @@ public:
   }
 
 private:
-  Error buildProgram(cl_context ctx, const std::string &cacheDir);
+  Error buildProgram(cl_context ctx, const std::string &cacheDir, const std::string &options);
   Error runLocked(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
 
   LaunchPlan p_;
@@ -312,8 +316,9 @@ private:
 
 int64_t alignUp(int64_t v) { return (v + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
-Error ClExecutable::buildProgram(cl_context ctx, const std::string &cacheDir) {
-  ProgramCache cache(cacheDir, dev_, prog_.source);
+Error ClExecutable::buildProgram(cl_context ctx, const std::string &cacheDir,
+                                 const std::string &options) {
+  ProgramCache cache(cacheDir, dev_, options, prog_.source);
   cl_int e = CL_SUCCESS;
   if (std::optional<std::string> bin = cache.load()) {
     const unsigned char *data = reinterpret_cast<const unsigned char *>(bin->data());
@@ -321,7 +326,7 @@ Error ClExecutable::buildProgram(cl_context ctx, const std::string &cacheDir) {
     cl_int status = CL_SUCCESS;
     program_ = clCreateProgramWithBinary(ctx, 1, &dev_.id, &size, &data, &status, &e);
     if (e == CL_SUCCESS && status == CL_SUCCESS &&
-        clBuildProgram(program_, 1, &dev_.id, kBuildOptions, nullptr, nullptr) == CL_SUCCESS) {
+        clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr) == CL_SUCCESS) {
       fromCache_ = true;
       return Error::success();
     }
@@ -333,7 +338,7 @@ Error ClExecutable::buildProgram(cl_context ctx, const std::string &cacheDir) {
   size_t len = prog_.source.size();
   program_ = clCreateProgramWithSource(ctx, 1, &src, &len, &e);
   NNC_CL(e, "clCreateProgramWithSource");
-  e = clBuildProgram(program_, 1, &dev_.id, kBuildOptions, nullptr, nullptr);
+  e = clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr);
   if (e != CL_SUCCESS) {
     size_t n = 0;
     clGetProgramBuildInfo(program_, dev_.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
@@ -367,7 +372,7 @@ Error ClExecutable::build(const Graph &g, const OpenCLOptions &opts) {
   queue_ = clCreateCommandQueue(ctx, dev_.id, profile_ ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
   NNC_CL(e, "clCreateCommandQueue");
   if (!p_.kernels.empty()) {
-    NNC_TRY(buildProgram(ctx, opts.cacheDir));
+    NNC_TRY(buildProgram(ctx, opts.cacheDir, buildOptions(opts.optimize)));
     for (const OpenCLLaunch &l : prog_.launches) {
       kernels_.push_back(clCreateKernel(program_, l.name.c_str(), &e));
       NNC_CL(e, "clCreateKernel " + l.name);

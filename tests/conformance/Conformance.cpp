@@ -36,6 +36,7 @@ struct Options {
   std::string suite = "node"; // node: ONNX node tests; models: shared/models
   std::string check = "run";  // run: compare outputs; roundtrip: print/parse/print
   bool optimize = true;
+  bool openclOptimize = true;
   bool verbose = false;
   int timeoutSeconds = 120;
   double rtol = 1e-3;
@@ -120,7 +121,9 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
     if (optimize)
       if (Error e = driver::optimize(**g))
         return "optimize: " + e.message();
-    Expected<std::vector<Tensor>> outs = driver::execute(**g, inputs, target);
+    driver::ExecOptions eo;
+    eo.openclOptimize = opts.openclOptimize;
+    Expected<std::vector<Tensor>> outs = driver::execute(**g, inputs, target, eo);
     if (!outs)
       return outs.error().message();
     for (size_t k = 0;; ++k) {
@@ -198,6 +201,8 @@ int main(int argc, char **argv) {
   app.add_option("--rtol", opts.rtol, "Relative tolerance");
   app.add_option("--atol", opts.atol, "Absolute tolerance");
   app.add_flag("!--no-optimize", opts.optimize, "Skip the graph optimization pipeline");
+  app.add_flag("!--opencl-opt-disable", opts.openclOptimize,
+               "opencl: build programs with -cl-opt-disable (much faster builds)");
   app.add_option("--timeout", opts.timeoutSeconds, "Seconds per test");
   app.add_flag("-v,--verbose", opts.verbose, "Print every test");
   CLI11_PARSE(app, argc, argv);

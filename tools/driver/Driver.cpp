@@ -152,6 +152,7 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
       cl.platform = target.platform;
       cl.device = target.device;
       cl.profile = opts.profile;
+      cl.optimize = opts.openclOptimize;
       // Fail at once, saying what is missing, when there is no such device.
       NNC_TRY(pickOpenCLDevice(cl.platform, cl.device).takeError());
       cpu.compileWith = [cl](const Graph &sg) -> Expected<std::unique_ptr<Executable>> {

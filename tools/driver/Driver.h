@@ -60,6 +60,7 @@ Error optimize(Graph &g, bool verifyEach = true);
 struct ExecOptions {
   int threads = 0; ///< cpu: threads of the pool (0: all cores, 1: serial).
   bool profile = false; ///< opencl: time every kernel with profiling events.
+  bool openclOptimize = true; ///< opencl: false builds with -cl-opt-disable (OpenCLOptions).
 };
 
 /// A graph prepared for repeated runs on one target. For cpu it holds a CpuModel, which

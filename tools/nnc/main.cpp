@@ -510,7 +510,13 @@ int benchCommand(const BenchOptions &o) {
 // ---- devices ---------------------------------------------------------------------------------
 
 int devicesCommand() {
-  std::cout << fmt::format("cpu: {} ({} threads)\n", hostCpuDescription(), effectiveThreads(0));
+  std::string cpu = hostCpuDescription(), features;
+  for (const char *f : {"avx512f", "avx2", "fma", "neon", "sve"})
+    if (cpu.find(std::string("+") + f + ",") != std::string::npos ||
+        cpu.find(std::string("+") + f + " ") != std::string::npos)
+      features += std::string(" ") + f;
+  std::cout << fmt::format("cpu: {}, {} threads, features:{}\n", cpu.substr(0, cpu.find(' ')),
+                           effectiveThreads(0), features.empty() ? " -" : features);
   Expected<std::vector<OpenCLDeviceInfo>> devs = listOpenCLDevices();
   if (!devs) {
     std::cout << "opencl: none (" << devs.error().message() << ")\n";
