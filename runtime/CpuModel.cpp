@@ -134,7 +134,7 @@ private:
     }
     auto prog = std::make_shared<Program>();
     if (k == nodes.size()) {
-      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, Executable::compile(*g, opts_));
+      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileExe(*g));
       prog->exe = std::move(exe);
       return prog;
     }
@@ -154,17 +154,22 @@ private:
                       "large to specialize on; the CPU target cannot compile it",
                       n->result()->name(), n->result()->type().str());
     if (numFirst == nodes.size()) {
-      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, Executable::compile(*g, opts_));
+      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileExe(*g));
       prog->exe = std::move(exe);
       return prog;
     }
     GraphSplit split = splitGraph(*g, numFirst);
     NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
-                         Executable::compile(*split.first, opts_));
+                         compileExe(*split.first));
     prog->exe = std::move(exe);
     prog->rest = std::make_unique<CpuModelImpl>(std::move(split.rest), opts_, specialize_,
                                                 kMaxStagePrograms);
     return prog;
+  }
+
+  /// The executable of one stage, for the CPU or the device opts_.compileWith targets.
+  Expected<std::unique_ptr<Executable>> compileExe(const Graph &g) {
+    return opts_.compileWith ? opts_.compileWith(g) : Executable::compile(g, opts_);
   }
 
   using Entry = std::pair<std::string, std::shared_ptr<Program>>;

@@ -3,6 +3,7 @@
 // test is reported as that test's failure instead of ending the run. Tests named in an
 // --xfail list are expected to fail (XFAIL); one of them passing is an error (XPASS), so the
 // list stays honest.
+#include <functional>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@ struct Options {
   std::string suite = "node"; // node: ONNX node tests; models: shared/models
   std::string check = "run";  // run: compare outputs; roundtrip: print/parse/print
   bool optimize = true;
+  bool openclOptimize = true;
   bool verbose = false;
   int timeoutSeconds = 120;
   double rtol = 1e-3;
@@ -120,7 +122,9 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
     if (optimize)
       if (Error e = driver::optimize(**g))
         return "optimize: " + e.message();
-    Expected<std::vector<Tensor>> outs = driver::execute(**g, inputs, target);
+    driver::ExecOptions eo;
+    eo.openclOptimize = opts.openclOptimize;
+    Expected<std::vector<Tensor>> outs = driver::execute(**g, inputs, target, eo);
     if (!outs)
       return outs.error().message();
     for (size_t k = 0;; ++k) {
@@ -141,6 +145,31 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
     }
   }
   return "";
+}
+
+/// Runs `f` in a forked child and returns what it returned ("" if the child died).
+std::string inChild(const std::function<std::string()> &f) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return "";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string r = f();
+    (void)!write(fds[1], r.data(), r.size());
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0)
+    msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return msg;
 }
 
 /// Forks, runs the test in the child with a timeout, and returns its verdict.
@@ -198,6 +227,8 @@ int main(int argc, char **argv) {
   app.add_option("--rtol", opts.rtol, "Relative tolerance");
   app.add_option("--atol", opts.atol, "Absolute tolerance");
   app.add_flag("!--no-optimize", opts.optimize, "Skip the graph optimization pipeline");
+  app.add_flag("!--opencl-opt-disable", opts.openclOptimize,
+               "opencl: build programs with -cl-opt-disable (much faster builds)");
   app.add_option("--timeout", opts.timeoutSeconds, "Seconds per test");
   app.add_flag("-v,--verbose", opts.verbose, "Print every test");
   CLI11_PARSE(app, argc, argv);
@@ -206,6 +237,24 @@ int main(int argc, char **argv) {
   if (!target) {
     std::cerr << "nnc-conformance: " << target.error().message() << "\n";
     return 2;
+  }
+  if (*target == driver::Target::OpenCL) {
+    // Probed in a child: the OpenCL driver must not start in this process, whose forked
+    // children would inherit it without its threads (PoCL's pthread device then never runs a
+    // command a second executable enqueues).
+    std::string probe = inChild([&]() -> std::string {
+      Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->platform, target->device);
+      if (!d)
+        return "!" + d.error().message();
+      return fmt::format("OpenCL device {}.{}: {} ({})", d->platform, d->device, d->deviceName,
+                         d->platformName);
+    });
+    if (probe.empty() || probe[0] == '!') {
+      std::cout << "SKIPPED: no OpenCL device to run --target " << opts.target << " on: "
+                << (probe.empty() ? "the probe crashed" : probe.substr(1)) << "\n";
+      return 77;
+    }
+    std::cout << probe << "\n";
   }
   fs::path nodeDir = fs::path(opts.shared) / "onnx-tests" / "node";
   std::vector<std::string> tests;

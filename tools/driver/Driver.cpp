@@ -21,18 +21,61 @@ bool hasExtension(const std::string &path, const char *ext) {
 }
 } // namespace
 
-Expected<Target> parseTarget(const std::string &name) {
+Expected<Target> parseTarget(const std::string &name, std::string *note) {
   if (name == "interp")
     return Target::Interp;
   if (name == "cpu")
     return Target::Cpu;
-  return makeError("unknown target '{}' (available: cpu, interp)", name);
+  if (name == "auto") {
+    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice();
+    if (d && d->type == "gpu") {
+      Target t(Target::OpenCL);
+      t.platform = d->platform;
+      t.device = d->device;
+      if (note)
+        *note = fmt::format("nnc: target auto: opencl:{}.{} ({}, {})", d->platform, d->device,
+                            d->deviceName, d->platformName);
+      return t;
+    }
+    if (note)
+      *note = fmt::format("nnc: target auto: cpu (no OpenCL GPU{})",
+                          d ? fmt::format("; OpenCL has only {}", d->deviceName)
+                            : ": " + d.error().message());
+    return Target::Cpu;
+  }
+  if (name == "opencl" || name.rfind("opencl:", 0) == 0) {
+    Target t(Target::OpenCL);
+    if (name.size() > 7) {
+      std::string spec = name.substr(7);
+      size_t dot = spec.find('.');
+      try {
+        size_t used = 0;
+        t.platform = std::stoi(spec.substr(0, dot), &used);
+        if (used != spec.substr(0, dot).size())
+          throw std::invalid_argument(spec);
+        t.device = 0;
+        if (dot != std::string::npos) {
+          t.device = std::stoi(spec.substr(dot + 1), &used);
+          if (used != spec.size() - dot - 1)
+            throw std::invalid_argument(spec);
+        }
+      } catch (const std::exception &) {
+        return makeError("target '{}': expected opencl:PLATFORM.DEVICE (e.g. opencl:0.0)", name);
+      }
+      if (t.platform < 0 || t.device < 0)
+        return makeError("target '{}': platform and device indices are >= 0", name);
+    }
+    return t;
+  }
+  return makeError("unknown target '{}' (available: cpu, interp, opencl[:P.D], auto)", name);
 }
 
-const char *targetName(Target t) {
-  switch (t) {
+std::string targetName(Target t) {
+  switch (t.kind) {
   case Target::Interp: return "interp";
   case Target::Cpu: return "cpu";
+  case Target::OpenCL:
+    return t.platform < 0 ? "opencl" : fmt::format("opencl:{}.{}", t.platform, t.device);
   }
   return "?";
 }
@@ -102,18 +145,33 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
   std::unique_ptr<Runner> r(new Runner());
   r->target_ = target;
   r->graph_ = &g;
-  if (target == Target::Cpu) {
+  if (target == Target::Cpu || target == Target::OpenCL) {
     CpuOptions cpu;
     cpu.threads = opts.threads;
+    if (target == Target::OpenCL) {
+      OpenCLOptions cl;
+      cl.platform = target.platform;
+      cl.device = target.device;
+      cl.profile = opts.profile;
+      cl.optimize = opts.openclOptimize;
+      // Fail at once, saying what is missing, when there is no such device.
+      NNC_TRY(pickOpenCLDevice(cl.platform, cl.device).takeError());
+      cpu.compileWith = [cl](const Graph &sg) -> Expected<std::unique_ptr<Executable>> {
+        NNC_ASSIGN_OR_RETURN(std::unique_ptr<OpenCLExecutable> exe,
+                             OpenCLExecutable::compile(sg, cl));
+        return std::unique_ptr<Executable>(std::move(exe));
+      };
+    }
     NNC_ASSIGN_OR_RETURN(r->cpu_, CpuModel::create(g.clone(), cpu, shapeSpecializer()));
   }
   return r;
 }
 
 Expected<std::vector<Tensor>> Runner::run(const std::vector<Tensor> &inputs) {
-  switch (target_) {
+  switch (target_.kind) {
   case Target::Interp: return interpret(*graph_, inputs);
-  case Target::Cpu: return cpu_->run(inputs);
+  case Target::Cpu:
+  case Target::OpenCL: return cpu_->run(inputs);
   }
   return makeError("unknown target");
 }

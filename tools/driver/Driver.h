@@ -11,16 +11,27 @@
 #include "nnc/ir/Tensor.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/runtime/Executable.h"
-#include "nnc/runtime/Executable.h"
+#include "nnc/runtime/OpenCL.h"
 
 namespace nnc::driver {
 
-/// Where a graph runs: the reference interpreter, or kernels generated for the CPU.
-enum class Target { Interp, Cpu };
+/// Where a graph runs: the reference interpreter, kernels generated for the CPU, or OpenCL C
+/// on an OpenCL device (platform.device, -1 for the best one).
+struct Target {
+  enum Kind { Interp, Cpu, OpenCL } kind = Interp;
+  int platform = -1;
+  int device = -1;
+  Target(Kind k = Interp) : kind(k) {}
+  bool operator==(Kind k) const { return kind == k; }
+  bool operator!=(Kind k) const { return kind != k; }
+};
 
-/// "interp" -> Target::Interp, "cpu" -> Target::Cpu; the error lists the targets there are.
-Expected<Target> parseTarget(const std::string &name);
-const char *targetName(Target t);
+/// "interp", "cpu", "opencl", "opencl:P.D" (or "opencl:P"), or "auto" (the best device there
+/// is: an OpenCL GPU, else the CPU; `note` then says which in one line). The error lists the
+/// targets there are.
+Expected<Target> parseTarget(const std::string &name, std::string *note = nullptr);
+/// "interp", "cpu", "opencl" or "opencl:P.D".
+std::string targetName(Target t);
 
 /// Loads a model: .onnx through the importer, .nir through the text parser. `knownInputs`
 /// (by input name) supply compile-time values the model passes as graph inputs.
@@ -48,6 +59,8 @@ Error optimize(Graph &g, bool verifyEach = true);
 /// How a target runs a graph.
 struct ExecOptions {
   int threads = 0; ///< cpu: threads of the pool (0: all cores, 1: serial).
+  bool profile = false; ///< opencl: time every kernel with profiling events.
+  bool openclOptimize = true; ///< opencl: false builds with -cl-opt-disable (OpenCLOptions).
 };
 
 /// A graph prepared for repeated runs on one target. For cpu it holds a CpuModel, which
@@ -60,7 +73,7 @@ public:
   /// Runs on `inputs` (graph-input order).
   Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs);
   Target target() const { return target_; }
-  /// The CPU model (null unless the target is cpu).
+  /// The model that compiles per input-shape signature (null for interp).
   CpuModel *cpuModel() const { return cpu_.get(); }
 
 private:

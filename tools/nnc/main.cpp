@@ -15,12 +15,14 @@
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/codegen/Lowering.h"
+#include "nnc/codegen/OpenCLCodegen.h"
 #include "nnc/ir/Printer.h"
 #include "nnc/ir/Verifier.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/passes/Specialize.h"
 #include "nnc/runtime/Executable.h"
 #include "nnc/runtime/Interpreter.h"
+#include "nnc/runtime/OpenCL.h"
 
 namespace fs = std::filesystem;
 using namespace nnc;
@@ -230,8 +232,17 @@ std::string previewTensor(const Tensor &t) {
   return "[" + s + "]";
 }
 
+/// Parses --target; `auto` says on stderr which target it picked.
+Expected<driver::Target> parseTargetOption(const std::string &name) {
+  std::string note;
+  Expected<driver::Target> t = driver::parseTarget(name, &note);
+  if (t && !note.empty())
+    std::cerr << note << "\n";
+  return t;
+}
+
 int runCommand(const RunOptions &o) {
-  Expected<driver::Target> target = driver::parseTarget(o.target);
+  Expected<driver::Target> target = parseTargetOption(o.target);
   if (!target)
     return fail(target.takeError());
   if (o.outputFormat != "pb" && o.outputFormat != "npy")
@@ -346,10 +357,48 @@ struct BenchOptions {
   int iterations = 20;
   int warmup = 3;
   bool json = false;
+  bool profile = false;
 };
 
+/// `nnc bench --profile` on OpenCL: device time per kernel (profiling events), transfers per
+/// run, and the host overhead (wall time per run not spent in device commands).
+void printOpenCLProfile(const OpenCLExecutable &exe, double medianMs) {
+  int64_t runs = std::max<int64_t>(exe.runs(), 1);
+  std::vector<KernelTime> times = exe.kernelTimes();
+  double kernelMs = 0;
+  for (const KernelTime &k : times)
+    kernelMs += k.deviceMs;
+  std::vector<size_t> order(times.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return times[a].deviceMs > times[b].deviceMs; });
+  const OpenCLDeviceInfo &d = exe.device();
+  std::cout << fmt::format("profile on opencl:{}.{} ({}), {} runs: {} kernels, device time "
+                           "{:.3f} ms per run\n",
+                           d.platform, d.device, d.deviceName, runs, times.size(),
+                           kernelMs / double(runs));
+  for (size_t i = 0; i < order.size() && i < 25; ++i)
+    std::cout << fmt::format("  {:10.3f} ms {:5.1f}%  {}\n", times[order[i]].deviceMs / double(runs),
+                             kernelMs > 0 ? 100 * times[order[i]].deviceMs / kernelMs : 0.0,
+                             times[order[i]].name);
+  if (order.size() > 25)
+    std::cout << fmt::format("  ... {} more kernels\n", order.size() - 25);
+  TransferStats t = exe.runTransfers(), w = exe.loadTransfers();
+  double transferMs = exe.transferDeviceMs() / double(runs);
+  std::cout << fmt::format("transfers per run: {} up ({} bytes), {} down ({} bytes), {:.3f} ms "
+                           "device time; at load: {} up ({} bytes of weights)\n",
+                           double(t.uploads) / double(runs), t.uploadBytes / runs,
+                           double(t.downloads) / double(runs), t.downloadBytes / runs,
+                           transferMs, w.uploads, w.uploadBytes);
+  std::cout << fmt::format("host overhead: {:.3f} ms per run (median wall {:.3f} ms - device "
+                           "{:.3f} ms)\n",
+                           std::max(0.0, medianMs - kernelMs / double(runs) - transferMs), medianMs,
+                           kernelMs / double(runs) + transferMs);
+}
+
 int benchCommand(const BenchOptions &o) {
-  Expected<driver::Target> target = driver::parseTarget(o.target);
+  Expected<driver::Target> target = parseTargetOption(o.target);
   if (!target)
     return fail(target.takeError());
   if (o.iterations < 1 || o.warmup < 0 || o.threads < 0)
@@ -383,8 +432,11 @@ int benchCommand(const BenchOptions &o) {
     Extents e = sit != shapeSpecs->end() ? sit->second : defaultExtents(*v);
     inputs.push_back(randomTensor(v->dtype(), e, rng));
   }
+  if (o.profile && *target != driver::Target::OpenCL)
+    return fail("--profile goes with --target opencl (on the CPU, use NNC_DEBUG=profile)");
   driver::ExecOptions eo;
   eo.threads = o.threads;
+  eo.profile = o.profile;
   Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
   if (!runner)
     return fail(runner.takeError());
@@ -447,12 +499,64 @@ int benchCommand(const BenchOptions &o) {
                              "{:.3f} ms\n",
                              o.iterations, o.warmup, median, p90, sorted.front());
   }
+  if (o.profile) {
+    std::vector<Extents> shapes;
+    for (const Tensor &t : inputs)
+      shapes.push_back(t.extents());
+    Expected<Executable *> exe = (*runner)->cpuModel()->executableFor(shapes);
+    if (!exe)
+      return fail(exe.takeError());
+    if (auto *cl = dynamic_cast<OpenCLExecutable *>(*exe))
+      printOpenCLProfile(*cl, median);
+  }
+  return 0;
+}
+
+// ---- devices ---------------------------------------------------------------------------------
+
+int devicesCommand() {
+  std::string cpu = hostCpuDescription(), features;
+  for (const char *f : {"avx512f", "avx2", "fma", "neon", "sve"})
+    if (cpu.find(std::string("+") + f + ",") != std::string::npos ||
+        cpu.find(std::string("+") + f + " ") != std::string::npos)
+      features += std::string(" ") + f;
+  std::cout << fmt::format("cpu: {}, {} threads, features:{}\n", cpu.substr(0, cpu.find(' ')),
+                           effectiveThreads(0), features.empty() ? " -" : features);
+  Expected<std::vector<OpenCLDeviceInfo>> devs = listOpenCLDevices();
+  if (!devs) {
+    std::cout << "opencl: none (" << devs.error().message() << ")\n";
+    return 0;
+  }
+  for (const OpenCLDeviceInfo &d : *devs)
+    std::cout << fmt::format("opencl:{}.{}: {} [{}] on {} ({}): {} compute units, {} MHz, {} MiB "
+                             "global, {} KiB local, work-group <= {}, fp64 {}, fp16 {}; {}, "
+                             "driver {}\n",
+                             d.platform, d.device, d.deviceName, d.type, d.platformName,
+                             d.vendor, d.computeUnits, d.maxClockMHz, d.globalMemBytes >> 20,
+                             d.localMemBytes >> 10, d.maxWorkGroupSize, d.fp64 ? "yes" : "no",
+                             d.fp16 ? "yes" : "no", d.version, d.driverVersion);
+  Expected<OpenCLDeviceInfo> best = pickOpenCLDevice();
+  if (best)
+    std::cout << fmt::format("--target auto: {}\n",
+                             best->type == "gpu"
+                                 ? fmt::format("opencl:{}.{}", best->platform, best->device)
+                                 : std::string("cpu (no OpenCL GPU)"));
   return 0;
 }
 
 // ---- check -----------------------------------------------------------------------------------
 
-int checkCommand(const std::string &model) {
+int checkCommand(const std::string &model, const std::string &targetName) {
+  Expected<driver::Target> target = parseTargetOption(targetName);
+  if (!target)
+    return fail(target.takeError());
+  if (*target == driver::Target::OpenCL) {
+    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->platform, target->device);
+    if (!d)
+      return fail(d.takeError());
+    std::cout << fmt::format("target opencl:{}.{}: {} ({})\n", d->platform, d->device,
+                             d->deviceName, d->platformName);
+  }
   if (!isOnnx(model)) {
     Expected<std::unique_ptr<Graph>> g = driver::loadModel(model);
     if (!g)
@@ -581,14 +685,24 @@ int inspectCommand(const InspectOptions &o) {
 struct CompileOptions {
   std::string model;
   std::string output;
-  std::string emit = "obj";
+  std::string emit;
+  std::string target = "cpu";
   std::vector<std::string> shapes;
 };
 
-int compileCommand(const CompileOptions &o) {
-  static const char *kinds[] = {"nir", "kernels", "ll", "asm", "obj"};
+int compileCommand(const CompileOptions &opts) {
+  CompileOptions o = opts;
+  Expected<driver::Target> target = driver::parseTarget(o.target);
+  if (!target)
+    return fail(target.takeError());
+  bool opencl = *target == driver::Target::OpenCL;
+  if (o.emit.empty())
+    o.emit = opencl ? "cl" : "obj";
+  static const char *kinds[] = {"nir", "kernels", "ll", "asm", "obj", "cl"};
   if (std::find(std::begin(kinds), std::end(kinds), o.emit) == std::end(kinds))
-    return fail(fmt::format("--emit must be nir, kernels, ll, asm or obj, not '{}'", o.emit));
+    return fail(fmt::format("--emit must be nir, kernels, ll, asm, obj or cl, not '{}'", o.emit));
+  if (opencl != (o.emit == "cl") && o.emit != "nir" && o.emit != "kernels")
+    return fail(fmt::format("--emit {} does not go with --target {}", o.emit, o.target));
   Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes);
   if (!g)
     return fail(g.takeError());
@@ -613,6 +727,17 @@ int compileCommand(const CompileOptions &o) {
       text += kir::printKernel(k) + "\n";
     return writeText(text);
   }
+  if (o.emit == "cl") {
+    // Checked with libclang, so kernel errors come with line numbers without an OpenCL runtime.
+    Expected<OpenCLProgram> prog = emitOpenCL(*kernels);
+    if (!prog)
+      return fail(prog.takeError());
+    if (int rc = writeText(prog->source))
+      return rc;
+    if (Error e = checkOpenCLSource(prog->source, o.output))
+      return fail(e);
+    return 0;
+  }
   if (o.emit == "obj") {
     if (Error e = emitObjectFile(*kernels, o.output))
       return fail(e);
@@ -628,7 +753,7 @@ int compileCommand(const CompileOptions &o) {
 
 int main(int argc, char **argv) {
   CLI::App app{"nnc: a tensor compiler for neural networks.\n"
-               "Commands: run, bench, check, inspect, compile, help. `nnc COMMAND --help` for "
+               "Commands: run, bench, check, inspect, compile, devices, help. `nnc COMMAND --help` for "
                "details."};
   app.set_version_flag("--version", std::string("nnc ") + NNC_VERSION);
   app.require_subcommand(0, 1);
@@ -642,7 +767,7 @@ int main(int argc, char **argv) {
   runCmd->add_option("--output-format", run.outputFormat, "pb or npy");
   runCmd->add_option("--expected-dir", run.expectedDir,
                      "Compare outputs with output_K.pb here (exit 1 when they differ)");
-  runCmd->add_option("--target", run.target, "cpu (default) or interp");
+  runCmd->add_option("--target", run.target, "cpu (default), interp, opencl[:P.D] or auto");
   runCmd->add_option("--threads", run.threads, "cpu: threads (default: all cores; 1: serial)")
       ->check(CLI::NonNegativeNumber);
   runCmd->add_flag("!--no-optimize", run.optimize, "Skip the graph optimization pipeline");
@@ -651,7 +776,9 @@ int main(int argc, char **argv) {
   BenchOptions bench;
   CLI::App *benchCmd = app.add_subcommand("bench", "Measure compile time and run latency");
   benchCmd->add_option("model", bench.model, "Model file (.onnx or .nir)")->required();
-  benchCmd->add_option("--target", bench.target, "cpu (default) or interp");
+  benchCmd->add_option("--target", bench.target, "cpu (default), interp, opencl[:P.D] or auto");
+  benchCmd->add_flag("--profile", bench.profile,
+                     "opencl: device time per kernel, transfers and host overhead");
   benchCmd->add_option("--threads", bench.threads, "cpu: threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   benchCmd->add_option("--iterations", bench.iterations, "Timed runs (default 20)");
@@ -661,10 +788,14 @@ int main(int argc, char **argv) {
   benchCmd->add_option("--shape", bench.shapes, "NAME=D0xD1x... for a symbolic random input");
   benchCmd->add_flag("--json", bench.json, "Print one JSON object");
 
-  std::string checkModel;
+  std::string checkModel, checkTarget = "cpu";
   CLI::App *checkCmd =
       app.add_subcommand("check", "List every unsupported operator and attribute of a model");
   checkCmd->add_option("model", checkModel, "Model file")->required();
+  checkCmd->add_option("--target", checkTarget,
+                       "cpu (default), interp, opencl[:P.D] (also checks the device) or auto");
+
+  CLI::App *devCmd = app.add_subcommand("devices", "List the CPU and every OpenCL device");
 
   InspectOptions insp;
   CLI::App *inspCmd = app.add_subcommand("inspect", "Print a model's IR after the passes");
@@ -687,7 +818,10 @@ int main(int argc, char **argv) {
   CLI::App *compCmd = app.add_subcommand("compile", "Write what the compiler produces");
   compCmd->add_option("model", comp.model, "Model file (.onnx or .nir)")->required();
   compCmd->add_option("-o,--output", comp.output, "Output file")->required();
-  compCmd->add_option("--emit", comp.emit, "nir, kernels, ll, asm or obj (default)");
+  compCmd->add_option("--emit", comp.emit,
+                      "nir, kernels, ll, asm, obj (default for cpu) or cl (OpenCL C, checked "
+                      "with libclang; default for opencl)");
+  compCmd->add_option("--target", comp.target, "cpu (default) or opencl");
   compCmd->add_option("--shape", comp.shapes, "NAME=D0xD1x... for a symbolic input");
 
   CLI::App *helpCmd = app.add_subcommand("help", "Show help");
@@ -702,7 +836,9 @@ int main(int argc, char **argv) {
   if (benchCmd->parsed())
     return benchCommand(bench);
   if (checkCmd->parsed())
-    return checkCommand(checkModel);
+    return checkCommand(checkModel, checkTarget);
+  if (devCmd->parsed())
+    return devicesCommand();
   if (compCmd->parsed())
     return compileCommand(comp);
   if (inspCmd->parsed())

@@ -35,9 +35,14 @@ struct BufferPlan {
   std::string json() const;    ///< With peak_bytes, lower_bound_bytes, unplanned_bytes.
 };
 
+class Executable;
+
 struct CpuOptions {
   int threads = 0; ///< 0: all cores.
   CodegenOptions codegen;
+  /// What CpuModel compiles each specialized graph with; empty: Executable::compile with
+  /// these options. The OpenCL runtime passes its own, so symbolic shapes work there too.
+  std::function<Expected<std::unique_ptr<Executable>>(const Graph &)> compileWith;
 };
 
 /// A compiled graph with static shapes. run() may be called repeatedly and from several

@@ -1,0 +1,726 @@
+// The C-style printer of the kernel IR shared by the C-like emitters (see CPrinter.h).
+//
+// Values are held in their compute type (float for f16/bf16); an op whose result is f16/bf16
+// is rounded to that format right away, like codegen/llvm/Emitter.cpp. Integer arithmetic
+// that can overflow is done in the unsigned type (C's signed overflow is undefined; the IR's
+// wraps), and every result is cast back to its type (C promotes small integers to int).
+#include "c/CPrinter.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "nnc/support/Float16.h"
+#include "nnc/support/FloatFormats.h"
+
+namespace nnc::cgen {
+
+namespace {
+
+DType unsignedOf(DType t) {
+  switch (t) {
+  case DType::I8: return DType::U8;
+  case DType::I16: return DType::U16;
+  case DType::I32: return DType::U32;
+  case DType::I64: return DType::U64;
+  default: return t;
+  }
+}
+
+int bitsOf(DType t) { return static_cast<int>(dtypeSize(t)) * 8; }
+
+/// The arithmetic dtype a storage-only dtype converts through (as Emitter.cpp).
+DType storageCanonical(DType t) {
+  switch (t) {
+  case DType::I4:
+  case DType::I2: return DType::I64;
+  case DType::U4:
+  case DType::U2: return DType::U64;
+  default: return DType::F64;
+  }
+}
+int subByteWidth(DType t) {
+  return t == DType::I4 || t == DType::U4 ? 4 : (t == DType::I2 || t == DType::U2 ? 2 : 0);
+}
+
+/// The FloatFormat parameters of a float storage format, or nullopt for f8e8m0.
+std::optional<fp::FloatFormat> formatOf(DType t) {
+  switch (t) {
+  case DType::F8E4M3FN: return fp::kE4M3FN;
+  case DType::F8E4M3FNUZ: return fp::kE4M3FNUZ;
+  case DType::F8E5M2: return fp::kE5M2;
+  case DType::F8E5M2FNUZ: return fp::kE5M2FNUZ;
+  case DType::F4E2M1: return fp::kF4E2M1;
+  default: return std::nullopt;
+  }
+}
+
+std::string paren(const std::string &s) { return "(" + s + ")"; }
+
+} // namespace
+
+std::string CPrinter::varName(const std::string &name) {
+  std::string out = "v_";
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out += c;
+    else if (c == '_')
+      out += "__";
+    else
+      out += fmt::format("_{:02x}", static_cast<unsigned char>(c));
+  }
+  return out;
+}
+
+std::string CPrinter::bufferName(int i) const {
+  std::string out = fmt::format("b{}_", i);
+  for (char c : k_->buffers[i].name)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+std::string CPrinter::fail(const std::string &msg) {
+  if (!error_)
+    error_ = msg;
+  return "0";
+}
+
+std::string CPrinter::computeType(DType t) {
+  switch (t) {
+  case DType::F32:
+  case DType::F16:
+  case DType::BF16: return "float";
+  case DType::F64: usesDouble_ = true; return "double";
+  case DType::I8: return "int8_t";
+  case DType::U8: return "uint8_t";
+  case DType::I16: return "int16_t";
+  case DType::U16: return "uint16_t";
+  case DType::I32: return "int32_t";
+  case DType::U32: return "uint32_t";
+  case DType::I64: return "int64_t";
+  case DType::U64: return "uint64_t";
+  case DType::Bool: return "bool";
+  default: return computeType(DType::U8);
+  }
+}
+
+std::string CPrinter::storageType(DType t) {
+  if (t == DType::F16 || t == DType::BF16)
+    return computeType(DType::U16);
+  if (t == DType::Bool)
+    return computeType(DType::U8);
+  return computeType(t);
+}
+
+std::string CPrinter::loadElement(DType t, const std::string &buf, const std::string &index) {
+  std::string e = buf + "[" + index + "]";
+  switch (t) {
+  case DType::BF16:
+    return fmt::format("{}({})", uintAsFloat(), fmt::format("(({})({}) << 16)",
+                                                            computeType(DType::U32), e));
+  case DType::Bool: return paren(e + " != 0");
+  case DType::F16: return fail("f16 buffers need the dialect's half loads");
+  default: return e;
+  }
+}
+
+std::string CPrinter::storeElement(DType t, const std::string &buf, const std::string &index,
+                                   const std::string &value) {
+  std::string v = value;
+  switch (t) {
+  case DType::BF16:
+    v = fmt::format("({})({}({}({})) >> 16)", computeType(DType::U16), floatAsUint(),
+                    roundBf16Helper(), value);
+    break;
+  case DType::Bool: v = fmt::format("({}){}", computeType(DType::U8), paren(value)); break;
+  case DType::F16: return fail("f16 buffers need the dialect's half stores");
+  default: break;
+  }
+  return buf + "[" + index + "] = " + v + ";";
+}
+
+std::string CPrinter::mathFn(const char *name, DType t) {
+  return t == DType::F64 ? std::string(name) : std::string(name) + "f";
+}
+
+void CPrinter::need(const std::string &name, const std::string &code) {
+  if (helperNames_.insert(name).second)
+    helpers_.emplace_back(name, code);
+}
+
+std::string CPrinter::helpers() const {
+  std::string out;
+  for (const auto &[name, code] : helpers_)
+    out += code + "\n";
+  return out;
+}
+
+// ---- Literals ---------------------------------------------------------------------------------
+
+std::string CPrinter::intLiteral(int64_t v, DType t) {
+  if (t == DType::Bool)
+    return v ? "true" : "false";
+  std::string ct = computeType(t);
+  if (v == INT64_MIN)
+    return fmt::format("(({})(-9223372036854775807L - 1))", ct);
+  if (t == DType::I64)
+    return fmt::format("{}L", v);
+  if (t == DType::U64)
+    return fmt::format("{}UL", static_cast<uint64_t>(v));
+  return fmt::format("(({}){})", ct, v);
+}
+
+std::string CPrinter::literal(double v, DType t) {
+  if (t == DType::F64) {
+    usesDouble_ = true;
+    if (std::isnan(v))
+      return "((double)NAN)";
+    if (std::isinf(v))
+      return v > 0 ? "((double)INFINITY)" : "(-(double)INFINITY)";
+    return fmt::format("({:a})", v);
+  }
+  float f = static_cast<float>(v);
+  if (std::isnan(f))
+    return "NAN";
+  if (std::isinf(f))
+    return f > 0 ? "INFINITY" : "(-INFINITY)";
+  return fmt::format("({:a}f)", static_cast<double>(f));
+}
+
+// ---- Expressions ------------------------------------------------------------------------------
+
+std::string CPrinter::roundTo(DType t, const std::string &v) {
+  if (t == DType::F16)
+    return roundF16Helper() + paren(v);
+  if (t == DType::BF16)
+    return roundBf16Helper() + paren(v);
+  return v;
+}
+
+std::string CPrinter::expr(const kir::Expr &ep) {
+  if (!ep)
+    return fail("null expression");
+  const kir::ExprNode &e = *ep;
+  switch (e.kind) {
+  case kir::ExprKind::IntImm:
+    if (isFloat(e.type)) {
+      double d = static_cast<double>(e.intValue);
+      if (e.type == DType::F16)
+        return literal(halfToFloat(floatToHalf(static_cast<float>(d))), e.type);
+      if (e.type == DType::BF16)
+        return literal(bf16ToFloat(floatToBf16(static_cast<float>(d))), e.type);
+      return literal(d, e.type);
+    }
+    return intLiteral(e.intValue, e.type);
+  case kir::ExprKind::FloatImm: {
+    if (e.type == DType::F16)
+      return literal(halfToFloat(floatToHalf(static_cast<float>(e.floatValue))), e.type);
+    if (e.type == DType::BF16)
+      return literal(bf16ToFloat(floatToBf16(static_cast<float>(e.floatValue))), e.type);
+    if (isFloat(e.type))
+      return literal(e.floatValue, e.type);
+    if (e.type == DType::Bool)
+      return e.floatValue != 0 ? "true" : "false";
+    if (isInteger(e.type)) {
+      uint64_t bits = fp::floatToIntBits(e.floatValue, isUnsignedInteger(e.type));
+      // The low bits of the 64-bit pattern, as the LLVM emitter's cast gives.
+      return castExpr(intLiteral(static_cast<int64_t>(bits), DType::I64), DType::I64, e.type);
+    }
+    return fail(fmt::format("float constant of {}", dtypeName(e.type)));
+  }
+  case kir::ExprKind::Var: return varName(e.name);
+  case kir::ExprKind::Load: {
+    if (e.buffer < 0 || e.buffer >= static_cast<int>(k_->buffers.size()) || e.args.empty())
+      return fail(fmt::format("load from buffer {} of {}", e.buffer, k_->buffers.size()));
+    return loadElement(k_->buffers[e.buffer].dtype, bufferName(e.buffer), expr(e.args[0]));
+  }
+  case kir::ExprKind::Op: return opExpr(e);
+  case kir::ExprKind::Cast: {
+    if (e.args.size() != 1)
+      return fail("cast needs one operand");
+    DType from = e.args[0]->type;
+    if (from != e.type && (isStorageOnly(from) || isStorageOnly(e.type)))
+      return storageCast(expr(e.args[0]), from, e);
+    return castExpr(expr(e.args[0]), from, e.type);
+  }
+  }
+  return fail("unknown expression kind");
+}
+
+/// ONNX Cast between compute values (as Emitter.cpp's emitCast).
+std::string CPrinter::castExpr(const std::string &v, DType from, DType to) {
+  if (from == to)
+    return v;
+  if (isStorageOnly(from) || isStorageOnly(to))
+    return fail(fmt::format("cast from {} to {}", dtypeName(from), dtypeName(to)));
+  bool fromF = isFloat(from);
+  if (to == DType::Bool)
+    return paren(v + " != 0"); // NaN != 0 holds, like LLVM's fcmp une
+  std::string tt = computeType(to);
+  if (isFloat(to)) {
+    if (fromF) {
+      if (to == DType::F32 || to == DType::F64)
+        return fmt::format("(({}){})", tt, v);
+      if (from == DType::F64)
+        return roundF64Helper(to) + paren(v);
+      return roundTo(to, v);
+    }
+    if (to == DType::F32 || to == DType::F64)
+      return fmt::format("(({}){})", tt, v);
+    if (to == DType::F16) // integers beyond 2^24 overflow f16: one float rounding is exact
+      return roundTo(to, fmt::format("((float){})", v));
+    return roundF64Helper(to) + fmt::format("((double){})", v);
+  }
+  // Integer targets: through the 64-bit pattern.
+  std::string bits;
+  if (fromF)
+    bits = isUnsignedInteger(to) ? floatToU64Sat(v, from) : floatToI64Sat(v, from);
+  else
+    bits = fmt::format("(({}){})", computeType(isSignedInteger(from) ? DType::I64 : DType::U64),
+                       v);
+  return fmt::format("(({}){})", tt, bits);
+}
+
+/// A cast with a storage-only side: decode to the canonical type, cast, encode.
+std::string CPrinter::storageCast(const std::string &v0, DType from, const kir::ExprNode &e) {
+  DType to = e.type;
+  std::string v = v0;
+  std::string u8 = computeType(DType::U8);
+  if (isStorageOnly(from)) {
+    DType canon = storageCanonical(from);
+    if (int w = subByteWidth(from)) {
+      if (isSignedInteger(canon))
+        v = fmt::format("(({})(({})(({})({} << {})) >> {}))", computeType(DType::I64),
+                        computeType(DType::I8), u8, paren(v), 8 - w, 8 - w);
+      else
+        v = fmt::format("(({})({} & {}))", computeType(DType::U64), paren(v), (1u << w) - 1);
+    } else {
+      v = storageHelper(/*encode=*/false, from) + fmt::format("(({}){})", computeType(DType::U32),
+                                                              paren(v));
+    }
+    from = canon;
+    if (!isStorageOnly(to))
+      return castExpr(v, from, to);
+  }
+  DType canon = storageCanonical(to);
+  std::string c = castExpr(v, from, canon);
+  if (int w = subByteWidth(to))
+    return fmt::format("(({})({} & {}))", u8, c, (1u << w) - 1);
+  fp::E8M0Round mode = fp::E8M0Round::Up;
+  if (!e.roundMode.empty() && !fp::parseE8M0Round(e.roundMode.c_str(), mode))
+    return fail(fmt::format("cast to {} with round mode '{}'", dtypeName(to), e.roundMode));
+  return fmt::format("(({}){}({}, {}, {}))", u8, storageHelper(/*encode=*/true, to), c,
+                     e.saturate ? 1 : 0, static_cast<int>(mode));
+}
+
+std::string CPrinter::opExpr(const kir::ExprNode &e) {
+  std::vector<std::string> a;
+  for (const kir::Expr &x : e.args)
+    a.push_back(expr(x));
+  if (error_)
+    return "0";
+  size_t typeArg = e.op == OpKind::Select ? 1 : 0;
+  const OpInfo &info = opInfo(e.op);
+  if (a.size() <= typeArg)
+    return fail(fmt::format("op {} has {} operands", info.name, a.size()));
+  DType t = e.args[typeArg]->type;
+  if (!info.elementwise || !typeClassAccepts(info.operandTypes, t))
+    return fail(fmt::format("op {} on {} is not supported", info.name, dtypeName(t)));
+  bool f = isFloat(t);
+  bool s = isSignedInteger(t);
+  std::string ct = computeType(t), ut = computeType(unsignedOf(t));
+  auto arity = [&](size_t n) {
+    if (a.size() != n)
+      fail(fmt::format("op {} expects {} operands, got {}", info.name, n, a.size()));
+    return a.size() == n;
+  };
+  // Wrapping integer arithmetic: in the unsigned type, cast back.
+  auto wrap = [&](const char *o) {
+    return fmt::format("(({})(({}){} {} ({}){}))", ct, ut, a[0], o, ut, a[1]);
+  };
+  auto bin = [&](const char *o) { return fmt::format("({} {} {})", a[0], o, a[1]); };
+  auto fn1 = [&](const char *name) { return mathFn(name, t) + paren(a[0]); };
+  std::string r;
+  bool isBoolResult = false;
+  switch (e.op) {
+  case OpKind::Neg:
+    if (arity(1))
+      r = f ? paren("-" + a[0]) : fmt::format("(({})(({})0 - ({}){}))", ct, ut, ut, a[0]);
+    break;
+  case OpKind::Abs:
+    if (!arity(1)) break;
+    if (f)
+      r = fn1("fabs");
+    else if (s)
+      r = fmt::format("({} < 0 ? ({})(({})0 - ({}){}) : {})", a[0], ct, ut, ut, a[0], a[0]);
+    else
+      r = a[0];
+    break;
+  case OpKind::Sign:
+    if (!arity(1)) break;
+    if (f || s)
+      r = floatOrIntHelper(e.op, t) + paren(a[0]);
+    else
+      r = fmt::format("(({})({} != 0))", ct, a[0]);
+    break;
+  case OpKind::Exp: if (arity(1)) r = fn1("exp"); break;
+  case OpKind::Log: if (arity(1)) r = fn1("log"); break;
+  case OpKind::Sqrt: if (arity(1)) r = fn1("sqrt"); break;
+  case OpKind::Sin: if (arity(1)) r = fn1("sin"); break;
+  case OpKind::Cos: if (arity(1)) r = fn1("cos"); break;
+  case OpKind::Tan: if (arity(1)) r = fn1("tan"); break;
+  case OpKind::Asin: if (arity(1)) r = fn1("asin"); break;
+  case OpKind::Acos: if (arity(1)) r = fn1("acos"); break;
+  case OpKind::Atan: if (arity(1)) r = fn1("atan"); break;
+  case OpKind::Sinh: if (arity(1)) r = fn1("sinh"); break;
+  case OpKind::Cosh: if (arity(1)) r = fn1("cosh"); break;
+  case OpKind::Tanh: if (arity(1)) r = fn1("tanh"); break;
+  case OpKind::Asinh: if (arity(1)) r = fn1("asinh"); break;
+  case OpKind::Acosh: if (arity(1)) r = fn1("acosh"); break;
+  case OpKind::Atanh: if (arity(1)) r = fn1("atanh"); break;
+  case OpKind::Erf: if (arity(1)) r = fn1("erf"); break;
+  case OpKind::Floor: if (arity(1)) r = fn1("floor"); break;
+  case OpKind::Ceil: if (arity(1)) r = fn1("ceil"); break;
+  case OpKind::Round: if (arity(1)) r = fn1("rint"); break; // ties to even
+  case OpKind::Reciprocal:
+    if (arity(1)) r = fmt::format("({} / {})", literal(1, t == DType::F64 ? t : DType::F32), a[0]);
+    break;
+  case OpKind::Sigmoid:
+  case OpKind::Pow:
+  case OpKind::Min:
+  case OpKind::Max:
+  case OpKind::Div:
+  case OpKind::Mod:
+  case OpKind::FMod:
+  case OpKind::ShiftLeft:
+  case OpKind::ShiftRight: {
+    size_t n = e.op == OpKind::Sigmoid ? 1 : 2;
+    if (!arity(n)) break;
+    if (f && e.op == OpKind::Div) {
+      r = bin("/");
+    } else if (f && e.op == OpKind::FMod) {
+      r = mathFn("fmod", t) + fmt::format("({}, {})", a[0], a[1]);
+    } else if (f && e.op == OpKind::Pow) {
+      r = mathFn("pow", t) + fmt::format("({}, {})", a[0], a[1]);
+    } else if (!f && (e.op == OpKind::Min || e.op == OpKind::Max)) {
+      r = e.op == OpKind::Min ? fmt::format("({1} < {0} ? {1} : {0})", a[0], a[1])
+                              : fmt::format("({0} < {1} ? {1} : {0})", a[0], a[1]);
+    } else {
+      std::string h = floatOrIntHelper(e.op, t);
+      r = n == 1 ? h + paren(a[0]) : fmt::format("{}({}, {})", h, a[0], a[1]);
+    }
+    break;
+  }
+  case OpKind::IsNaN:
+    if (arity(1)) r = fmt::format("({0} != {0})", a[0]);
+    isBoolResult = true;
+    break;
+  case OpKind::IsInf:
+    if (arity(1)) r = fmt::format("({} == {})", fn1("fabs"), literal(INFINITY, t == DType::F64 ? t : DType::F32));
+    isBoolResult = true;
+    break;
+  case OpKind::Not: if (arity(1)) r = paren("!" + a[0]); break;
+  case OpKind::BitNot: if (arity(1)) r = fmt::format("(({})~{})", ct, a[0]); break;
+  case OpKind::Add:
+    if (arity(2)) r = f ? bin("+") : wrap("+");
+    break;
+  case OpKind::Sub:
+    if (arity(2)) r = f ? bin("-") : wrap("-");
+    break;
+  case OpKind::Mul:
+    if (arity(2)) r = f ? bin("*") : wrap("*");
+    break;
+  case OpKind::And:
+    if (arity(2)) r = bin("&&");
+    break;
+  case OpKind::Or:
+    if (arity(2)) r = bin("||");
+    break;
+  case OpKind::Xor:
+    if (arity(2)) r = bin("!=");
+    break;
+  case OpKind::BitAnd:
+    if (arity(2)) r = fmt::format("(({}){})", ct, bin("&"));
+    break;
+  case OpKind::BitOr:
+    if (arity(2)) r = fmt::format("(({}){})", ct, bin("|"));
+    break;
+  case OpKind::BitXor:
+    if (arity(2)) r = fmt::format("(({}){})", ct, bin("^"));
+    break;
+  case OpKind::Equal: if (arity(2)) r = bin("=="); isBoolResult = true; break;
+  case OpKind::Less: if (arity(2)) r = bin("<"); isBoolResult = true; break;
+  case OpKind::LessEqual: if (arity(2)) r = bin("<="); isBoolResult = true; break;
+  case OpKind::Greater: if (arity(2)) r = bin(">"); isBoolResult = true; break;
+  case OpKind::GreaterEqual: if (arity(2)) r = bin(">="); isBoolResult = true; break;
+  case OpKind::Select:
+    if (arity(3)) r = fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
+    return r.empty() ? "0" : r;
+  default:
+    return fail(fmt::format("op {} is not an elementwise op the C printer supports", info.name));
+  }
+  if (r.empty())
+    return "0";
+  if (isBoolResult || e.type == DType::Bool)
+    return paren(r);
+  return roundTo(e.type, r);
+}
+
+// ---- Helpers ----------------------------------------------------------------------------------
+
+std::string CPrinter::floatOrIntHelper(OpKind op, DType t) {
+  std::string ct = computeType(t), ut = computeType(unsignedOf(t));
+  std::string tn(dtypeName(t));
+  bool f = isFloat(t), s = isSignedInteger(t);
+  std::string one = f ? literal(1, t == DType::F64 ? t : DType::F32) : "1";
+  std::string zero = f ? literal(0, t == DType::F64 ? t : DType::F32) : "0";
+  std::string name, body;
+  switch (op) {
+  case OpKind::Sign:
+    name = "nnc_sign_" + tn;
+    if (f)
+      body = fmt::format("if (a != a) return a; return a > 0 ? {} : (a < 0 ? -{} : {});", one,
+                         one, zero);
+    else
+      body = fmt::format("return a > 0 ? ({0})1 : (a < 0 ? ({0})-1 : ({0})0);", ct);
+    break;
+  case OpKind::Sigmoid:
+    name = "nnc_sigmoid_" + tn;
+    body = fmt::format("{0} e = {1}(-{2}(a)); {0} d = {3} + e; return a >= 0 ? {3} / d : e / d;",
+                       ct, mathFn("exp", t), mathFn("fabs", t), one);
+    break;
+  case OpKind::Min:
+  case OpKind::Max:
+    name = std::string(op == OpKind::Min ? "nnc_min_" : "nnc_max_") + tn;
+    body = fmt::format("if (a != a || b != b) return {}; return {};",
+                       literal(NAN, t == DType::F64 ? t : DType::F32),
+                       op == OpKind::Min ? "b < a ? b : a" : "a < b ? b : a");
+    break;
+  case OpKind::Mod:
+    if (f) {
+      name = "nnc_pymod_" + tn;
+      body = fmt::format("{0} r = {1}(a, b); if (r != 0 && ((r < 0) != (b < 0))) return r + b; "
+                         "return r == 0 ? {2}({3}, b) : r;",
+                         ct, mathFn("fmod", t), mathFn("copysign", t), zero);
+      break;
+    }
+    [[fallthrough]];
+  case OpKind::FMod:
+  case OpKind::Div:
+    name = std::string(op == OpKind::Div ? "nnc_div_" : op == OpKind::Mod ? "nnc_mod_" : "nnc_rem_") + tn;
+    if (op == OpKind::Div) {
+      body = fmt::format("if (b == 0) return 0; {}return ({})(a / b);",
+                         s ? fmt::format("if (b == -1) return ({})(({})0 - ({})a); ", ct, ut, ut)
+                           : "",
+                         ct);
+    } else {
+      body = fmt::format("if (b == 0{}) return 0; {} r = ({})(a % b); ", s ? " || b == -1" : "", ct,
+                         ct);
+      if (op == OpKind::Mod && s)
+        body += fmt::format("if (r != 0 && ((r < 0) != (b < 0))) r = ({})(r + b); ", ct);
+      body += "return r;";
+    }
+    break;
+  case OpKind::Pow:
+    name = "nnc_ipow_" + tn;
+    body.clear();
+    if (s)
+      body += fmt::format("if (b < 0) return a == 1 ? ({0})1 : (a == -1 ? ((b & 1) ? ({0})-1 : "
+                          "({0})1) : ({0})0); ",
+                          ct);
+    body += fmt::format("{0} r = 1; {0} x = ({0})a; {0} e = ({0})b; while (e != 0) {{ if (e & 1) r = ({0})(r "
+                        "* x); x = ({0})(x * x); e >>= 1; }} return ({1})r;",
+                        ut, ct);
+    break;
+  case OpKind::ShiftLeft:
+  case OpKind::ShiftRight:
+    name = std::string(op == OpKind::ShiftLeft ? "nnc_shl_" : "nnc_shr_") + tn;
+    body = fmt::format("if (({0})b >= {1}) return 0; return ({2})(a {3} b);", ut, bitsOf(t), ct,
+                       op == OpKind::ShiftLeft ? "<<" : ">>");
+    break;
+  default: return fail(fmt::format("no helper for op {}", opInfo(op).name));
+  }
+  bool unary = op == OpKind::Sign || op == OpKind::Sigmoid;
+  need(name, fmt::format("static inline {0} {1}({0} a{2}) {{ {3} }}", ct, name,
+                         unary ? "" : ", " + ct + " b", body));
+  return name;
+}
+
+std::string CPrinter::roundBf16Helper() {
+  std::string u32 = computeType(DType::U32);
+  need("nnc_round_bf16",
+       fmt::format("static inline float nnc_round_bf16(float f) {{ {0} x = {1}(f); "
+                   "{0} r = (x & 0x7fffffffu) > 0x7f800000u ? (x | 0x400000u) : "
+                   "x + 0x7fffu + ((x >> 16) & 1u); return {2}(r & 0xffff0000u); }}",
+                   u32, floatAsUint(), uintAsFloat()));
+  return "nnc_round_bf16";
+}
+
+/// Correctly rounded f64 -> f16/bf16 (one rounding, as MathLib.cpp's roundToFormat).
+std::string CPrinter::roundF64Helper(DType to) {
+  usesDouble_ = true;
+  bool h = to == DType::F16;
+  std::string name = h ? "nnc_round_f64_to_f16" : "nnc_round_f64_to_bf16";
+  int manBits = h ? 10 : 7, minExp = h ? -14 : -126;
+  double maxFinite = h ? 65504.0 : 3.3895313892515355e38;
+  need(name, fmt::format(
+                 "static inline float {0}(double x) {{ if (x != x || x == 0 || {1}(x) == "
+                 "(double)INFINITY) return (float)x; double a = {1}(x); int ex; {2}(a, &ex); "
+                 "int e = ex - 1; int q = (e < {3} ? {3} : e) - {4}; double v = {5}({6}({5}(a, "
+                 "-q)), q); if (v > {7}) v = (double)INFINITY; return (float){8}(v, x); }}",
+                 name, mathFn("fabs", DType::F64), mathFn("frexp", DType::F64), minExp, manBits,
+                 mathFn("ldexp", DType::F64), mathFn("rint", DType::F64),
+                 literal(maxFinite, DType::F64), mathFn("copysign", DType::F64)));
+  return name;
+}
+
+/// Encoders and decoders of the float storage formats (ports of FloatFormats.h).
+std::string CPrinter::storageHelper(bool encode, DType t) {
+  usesDouble_ = true;
+  std::string u32 = computeType(DType::U32);
+  std::string fabsD = mathFn("fabs", DType::F64), frexpD = mathFn("frexp", DType::F64),
+              ldexpD = mathFn("ldexp", DType::F64), rintD = mathFn("rint", DType::F64);
+  std::string name = fmt::format("nnc_{}_{}", encode ? "encode" : "decode", dtypeName(t));
+  std::optional<fp::FloatFormat> f = formatOf(t);
+  std::string body;
+  if (!f) { // f8e8m0
+    if (encode)
+      body = fmt::format(
+          "{0} b = {1}((float)x); {0} e = (b >> 23) & 0xffu; if (e == 0xffu) return 0xffu; "
+          "int up = 0; if (mode == 2) {{ up = (b & 0x400000u) && ((b & 0x200000u) || (b & "
+          "0x1fffffu) || e > 0); }} else if (mode == 0) {{ up = (b & 0x7fffffu) != 0; }} "
+          "if (up && sat && e == 0xfeu) up = 0; return e + (up ? 1u : 0u);",
+          u32, floatAsUint());
+    else
+      body = fmt::format("b &= 0xffu; return b == 0xffu ? (double)NAN : {}(1.0, (int)b - 127);",
+                         ldexpD);
+  } else if (encode) {
+    uint32_t nanPos = f->nanBits(false), nanNeg = f->nanBits(true);
+    bool ieee = f->special == fp::Special::IEEE, nonan = f->special == fp::Special::NoNaN;
+    bool fnuz = f->special == fp::Special::FNUZ;
+    // The format's rules are folded here, so the helper has no constant conditions.
+    std::string sat = fmt::format("(sign | {}u)", f->maxBits());
+    std::string noSat = ieee ? fmt::format("(sign | {}u)", f->expMask())
+                             : fmt::format("(neg ? {}u : {}u)", nanNeg, nanPos);
+    std::string satOvf = nonan ? sat : fmt::format("(sat ? {} : {})", sat, noSat);
+    std::string infRes = ieee ? fmt::format("(sat ? ovf : (sign | {}u))", f->expMask()) : "ovf";
+    body = fmt::format(
+        "int neg = signbit(x); {u} sign = neg ? {signBit}u : 0u; if (x != x) return neg ? "
+        "{nanNeg}u : {nanPos}u; {u} ovf = {satOvf}; double a = {fabs}(x); if (a == "
+        "(double)INFINITY) return {infRes}; if (a == 0) return {zero}; int ex; {frexp}(a, &ex); "
+        "int e = ex - 1; int qe = (e < {minNormal} ? {minNormal} : e) - {man}; double q = "
+        "{rint}({ldexp}(a, -qe)); double v = {ldexp}(q, qe); if (v > {maxFinite}) return ovf; "
+        "if (q == 0) return {zero}; if (v < {ldexp}(1.0, {minNormal})) return sign | ({u})q; "
+        "int ve; {frexp}(v, &ve); int vexp = ve - 1; {u} mant = ({u}){ldexp}(v, {man} - vexp) - "
+        "{hidden}u; return sign | (({u})(vexp + {bias}) << {man}) | mant;",
+        fmt::arg("u", u32), fmt::arg("signBit", f->signBit()), fmt::arg("nanNeg", nanNeg),
+        fmt::arg("nanPos", nanPos), fmt::arg("satOvf", satOvf), fmt::arg("infRes", infRes),
+        fmt::arg("zero", fnuz ? "0u" : "sign"), fmt::arg("fabs", fabsD),
+        fmt::arg("frexp", frexpD), fmt::arg("minNormal", 1 - f->bias),
+        fmt::arg("man", f->manBits), fmt::arg("rint", rintD), fmt::arg("ldexp", ldexpD),
+        fmt::arg("maxFinite", literal(f->maxFinite(), DType::F64)),
+        fmt::arg("hidden", 1u << f->manBits), fmt::arg("bias", f->bias));
+  } else {
+    std::string special;
+    switch (f->special) {
+    case fp::Special::IEEE:
+      special = fmt::format("if (ef == {}u) return m ? nan : (neg ? -(double)INFINITY : "
+                            "(double)INFINITY);",
+                            (1u << f->expBits) - 1);
+      break;
+    case fp::Special::FN:
+      special = fmt::format("if (ef == {}u && m == {}u) return nan;", (1u << f->expBits) - 1,
+                            (1u << f->manBits) - 1);
+      break;
+    case fp::Special::FNUZ: special = fmt::format("if (b == {}u) return nan;", f->signBit()); break;
+    case fp::Special::NoNaN: break;
+    }
+    body = fmt::format(
+        "b &= {mask}u; int neg = (b & {signBit}u) != 0; {u} ef = (b & {expMask}u) >> {man}; "
+        "{u} m = b & {manMask}u; double nan = {copysign}((double)NAN, neg ? -1.0 : 1.0); "
+        "{special} double v = ef == 0 ? {ldexp}((double)m, {subExp}) : {ldexp}(1.0 + (double)m "
+        "/ {hidden}.0, (int)ef - {bias}); return neg ? -v : v;",
+        fmt::arg("mask", (1u << f->width()) - 1), fmt::arg("signBit", f->signBit()),
+        fmt::arg("u", u32), fmt::arg("expMask", f->expMask()), fmt::arg("man", f->manBits),
+        fmt::arg("manMask", (1u << f->manBits) - 1),
+        fmt::arg("copysign", mathFn("copysign", DType::F64)), fmt::arg("special", special),
+        fmt::arg("ldexp", ldexpD), fmt::arg("subExp", 1 - f->bias - f->manBits),
+        fmt::arg("hidden", 1u << f->manBits), fmt::arg("bias", f->bias));
+  }
+  if (encode)
+    need(name, fmt::format("static inline {0} {1}(double x, int sat, int mode) {{ {2} }}", u32,
+                           name, body));
+  else
+    need(name, fmt::format("static inline double {1}({0} b) {{ {2} }}", u32, name, body));
+  return name;
+}
+
+// ---- Statements -------------------------------------------------------------------------------
+
+void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
+  if (!sp || error_)
+    return;
+  const kir::StmtNode &s = *sp;
+  std::string pad(static_cast<size_t>(indent), ' ');
+  switch (s.kind) {
+  case kir::StmtKind::Block:
+    out += pad + "{\n";
+    for (const kir::Stmt &c : s.body)
+      stmt(c, indent + 2, out);
+    out += pad + "}\n";
+    return;
+  case kir::StmtKind::For: {
+    std::string v = varName(s.name);
+    if (s.loopKind == kir::LoopKind::Unrolled && s.extent &&
+        s.extent->kind == kir::ExprKind::IntImm && s.extent->intValue <= 64)
+      out += pad + "#pragma unroll\n";
+    out += fmt::format("{}for ({} {} = 0; {} < {}; ++{}) {{\n", pad, computeType(DType::I64), v, v,
+                       expr(s.extent), v);
+    for (const kir::Stmt &c : s.body)
+      stmt(c, indent + 2, out);
+    out += pad + "}\n";
+    return;
+  }
+  case kir::StmtKind::Store: {
+    if (s.buffer < 0 || s.buffer >= static_cast<int>(k_->buffers.size())) {
+      fail(fmt::format("store to buffer {} of {}", s.buffer, k_->buffers.size()));
+      return;
+    }
+    std::string index = expr(s.index);
+    out += pad + storeElement(k_->buffers[s.buffer].dtype, bufferName(s.buffer), index,
+                              expr(s.value)) +
+           "\n";
+    return;
+  }
+  case kir::StmtKind::Decl:
+    out += fmt::format("{}{} {} = {};\n", pad, computeType(s.type), varName(s.name),
+                       expr(s.value));
+    return;
+  case kir::StmtKind::Assign:
+    out += fmt::format("{}{} = {};\n", pad, varName(s.name), expr(s.value));
+    return;
+  case kir::StmtKind::If:
+    out += fmt::format("{}if ({}) {{\n", pad, expr(s.value));
+    if (!s.body.empty())
+      stmt(s.body[0], indent + 2, out);
+    if (s.body.size() > 1 && s.body[1]) {
+      out += pad + "} else {\n";
+      stmt(s.body[1], indent + 2, out);
+    }
+    out += pad + "}\n";
+    return;
+  }
+  fail("unknown statement kind");
+}
+
+Expected<std::string> CPrinter::printBody(const kir::Kernel &k, const kir::Stmt &body,
+                                          int indent) {
+  k_ = &k;
+  error_.reset();
+  std::string out;
+  stmt(body, indent, out);
+  if (error_)
+    return makeError("kernel {}: {}", k.name, *error_);
+  return out;
+}
+
+} // namespace nnc::cgen

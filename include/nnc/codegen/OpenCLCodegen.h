@@ -1,0 +1,38 @@
+// The OpenCL code generator: kernel IR -> OpenCL C 1.2 source, one program per executable,
+// and a check of emitted source with libclang that needs no OpenCL runtime.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nnc/ir/Kernel.h"
+
+namespace nnc {
+
+/// How one emitted kernel is launched.
+struct OpenCLLaunch {
+  std::string name;
+  /// Work-items (a multiple of localSize when localSize > 0).
+  int64_t globalSize = 1;
+  /// Work-group size; 0 lets the OpenCL runtime choose.
+  int64_t localSize = 0;
+};
+
+/// An OpenCL C program holding every kernel. Each kernel parameter i of kir::Kernel k is two
+/// OpenCL arguments: a `__global uchar *` base and a `ulong` byte offset into it.
+struct OpenCLProgram {
+  std::string source;
+  std::vector<OpenCLLaunch> launches; ///< In the order of the kernels given.
+};
+
+/// Emits the kernels (schedules applied): the outermost loop marked parallel, when it is the
+/// whole body, runs over the NDRange (one iteration per work-item); other kernels run as one
+/// work-item. Fails naming the kernel for what OpenCL C cannot express.
+Expected<OpenCLProgram> emitOpenCL(const std::vector<kir::Kernel> &kernels);
+
+/// Parses `source` as OpenCL C 1.2 with libclang; the error lists each problem as
+/// `what:LINE:COL: message` with the offending line.
+Error checkOpenCLSource(const std::string &source, const std::string &what = "kernels.cl");
+
+} // namespace nnc

@@ -1,0 +1,368 @@
+// The launch plan shared by the CPU and OpenCL executables (see LaunchPlan.h).
+#include "LaunchPlan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <unordered_map>
+
+#include "BufferPlan.h"
+#include "nnc/codegen/Lowering.h"
+#include "nnc/runtime/Interpreter.h"
+
+namespace nnc {
+
+namespace {
+
+void visitExprs(const kir::Expr &e, const std::function<void(const kir::ExprNode &)> &f) {
+  if (!e)
+    return;
+  f(*e);
+  for (const kir::Expr &a : e->args)
+    visitExprs(a, f);
+}
+
+void visitStmts(const kir::Stmt &s, const std::function<void(const kir::StmtNode &)> &f) {
+  if (!s)
+    return;
+  f(*s);
+  for (const kir::Stmt &b : s->body)
+    visitStmts(b, f);
+}
+
+/// True when the kernel reads every element of the buffers in `from` only in the one store
+/// to `to`, at exactly the index it stores to, and never reads `to`: then `to` may share
+/// storage with `from` (each element is read before the same element is written).
+bool isPointwiseOver(const kir::Kernel &k, const std::vector<int> &from,
+                     const std::vector<int> &to) {
+  auto in = [](const std::vector<int> &v, int b) {
+    return std::find(v.begin(), v.end(), b) != v.end();
+  };
+  int stores = 0, loadsInStore = 0, loadsTotal = 0;
+  bool ok = true;
+  auto countLoads = [&](const kir::Expr &e, int &counter, const std::string *index) {
+    visitExprs(e, [&](const kir::ExprNode &x) {
+      if (x.kind != kir::ExprKind::Load)
+        return;
+      if (in(to, x.buffer))
+        ok = false;
+      if (in(from, x.buffer)) {
+        ++counter;
+        if (index && kir::printExpr(x.args[0]) != *index)
+          ok = false;
+      }
+    });
+  };
+  visitStmts(k.body, [&](const kir::StmtNode &s) {
+    countLoads(s.extent, loadsTotal, nullptr);
+    countLoads(s.index, loadsTotal, nullptr);
+    countLoads(s.value, loadsTotal, nullptr);
+    if (s.kind == kir::StmtKind::Store && in(from, s.buffer))
+      ok = false;
+    if (s.kind == kir::StmtKind::Store && in(to, s.buffer)) {
+      ++stores;
+      std::string index = kir::printExpr(s.index);
+      countLoads(s.value, loadsInStore, &index);
+    }
+  });
+  return ok && stores == 1 && loadsInStore >= 1 && loadsInStore == loadsTotal;
+}
+
+std::string sanitize(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+} // namespace
+
+bool debugEnabled(const char *what) {
+  const char *env = std::getenv("NNC_DEBUG");
+  if (!env)
+    return false;
+  std::string s = std::string(",") + env + ",";
+  return s.find(std::string(",") + what + ",") != std::string::npos || s == ",all,";
+}
+
+Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target) {
+  LaunchPlan p;
+  auto staticOf = [target](const Value *v) -> Expected<Extents> {
+    std::optional<Extents> e = staticExtents(v->shape());
+    if (!e)
+      return makeError("value %{} has the symbolic type {}; the {} target compiles static "
+                       "shapes (specialize them first)",
+                       v->name(), v->type().str(), target);
+    return *e;
+  };
+
+  // 1. Slots of inputs, outputs and constants.
+  std::unordered_map<const Value *, Slot> slots;
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const Value *v = g.inputs()[i];
+    NNC_ASSIGN_OR_RETURN(Extents e, staticOf(v));
+    (void)e;
+    p.inputNames.push_back(v->name());
+    p.inputTypes.push_back(v->type());
+    slots[v] = {SlotKind::Input, static_cast<int>(i)};
+  }
+  std::vector<Node *> nodes = g.nodes();
+  for (Node *n : nodes) {
+    if (n->kind() != OpKind::Constant)
+      continue;
+    const Tensor &t = n->getTensor("value");
+    NNC_ASSIGN_OR_RETURN(Extents e, staticOf(n->result()));
+    if (t.dtype() != n->result()->dtype() || t.extents() != e)
+      return n->error("value is {}{} but the result is declared {}", dtypeName(t.dtype()),
+                      extentsStr(t.extents()), n->result()->type().str());
+    slots[n->result()] = {SlotKind::Weight, static_cast<int>(p.weights.size())};
+    p.weights.push_back(t.clone());
+  }
+  // Results whose last dim depends on data: allowed only as graph outputs (a graph that
+  // consumes one is compiled in stages by CpuModel); arena requests of their data and extent.
+  std::unordered_map<const Value *, int> dynamicOutput;
+  for (size_t o = 0; o < g.outputs().size(); ++o) {
+    const Value *v = g.outputs()[o];
+    if (!isStatic(v->shape()) && v->rank() >= 1 && !v->isGraphInput() &&
+        isStatic(Shape(v->shape().begin(), v->shape().end() - 1)) && !dynamicOutput.count(v)) {
+      Extents e = *staticExtents(Shape(v->shape().begin(), v->shape().end() - 1));
+      e.push_back(-1);
+      dynamicOutput[v] = static_cast<int>(o);
+      p.outputs.push_back({OutputSpec::Dynamic, static_cast<int>(o), v->dtype(), e});
+      continue;
+    }
+    NNC_ASSIGN_OR_RETURN(Extents e, staticOf(v));
+    OutputSpec spec{OutputSpec::Fresh, static_cast<int>(o), v->dtype(), e};
+    auto it = slots.find(v);
+    if (it != slots.end()) {
+      switch (it->second.kind) {
+      case SlotKind::Input: spec.kind = OutputSpec::FromInput; break;
+      case SlotKind::Weight: spec.kind = OutputSpec::FromWeight; break;
+      case SlotKind::Output: spec.kind = OutputSpec::CopyOfOutput; break;
+      case SlotKind::Arena: NNC_ASSERT(false);
+      }
+      spec.index = static_cast<int>(it->second.index);
+    } else {
+      slots[v] = {SlotKind::Output, static_cast<int>(o)};
+    }
+    p.outputs.push_back(spec);
+  }
+
+  // 2. The launch list, binding each kernel parameter to a slot; 3. liveness of arena slots.
+  std::vector<BufferRequest> requests;
+  std::unordered_map<const Value *, int> requestOfValue, extentRequestOfValue;
+  std::vector<std::vector<int>> nodeKernels; // per node index: launch indices
+  std::vector<const Node *> lowered;
+  for (size_t ni = 0; ni < nodes.size(); ++ni) {
+    Node *n = nodes[ni];
+    if (n->kind() == OpKind::Constant)
+      continue;
+    for (Value *r : n->results()) {
+      if (dynamicOutput.count(r)) {
+        if (!g.users(r).empty())
+          return n->error("result %{} has the data-dependent type {} and is used in the same "
+                          "executable (compile it in stages)",
+                          r->name(), r->type().str());
+        continue;
+      }
+      NNC_TRY(staticOf(r).takeError());
+    }
+    std::string prefix = fmt::format("n{}_{}", ni, sanitize(n->opName()));
+    NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(*n, prefix));
+    if (ks.empty()) {
+      for (Value *r : n->results()) {
+        std::optional<int64_t> count = checkedNumElements(*staticExtents(r->shape()));
+        if (count && *count > 0)
+          return n->error("code generation produced no kernel");
+      }
+    }
+    std::map<int, int> scratchRequest; // scratch index -> request
+    std::map<int, int> extentRequest;  // result index -> request of its extent
+    std::vector<int> launchIdx;
+    for (kir::Kernel &k : ks) {
+      int launch = static_cast<int>(p.kernels.size());
+      p.firstArg.push_back(p.args.size());
+      for (const kir::BufferDecl &b : k.buffers) {
+        int64_t bytes = b.numElements * static_cast<int64_t>(dtypeSize(b.dtype));
+        Slot slot{SlotKind::Arena, -1};
+        if (b.role == kir::BufferRole::Extent) {
+          const Value *r = b.index < static_cast<int>(n->numResults()) ? n->result(b.index)
+                                                                        : nullptr;
+          if (!r || !dynamicOutput.count(r) || b.dtype != DType::I64 || b.numElements != 1)
+            return n->error("kernel '{}': parameter '{}' holds the extent of result {}, "
+                            "which is not a data-dependent graph output",
+                            k.name, b.name, b.index);
+          auto [it, inserted] = extentRequest.emplace(b.index, static_cast<int>(requests.size()));
+          if (inserted)
+            requests.push_back({r->name() + "/extent", bytes, launch, launch});
+          requests[it->second].lastUse = launch;
+          extentRequestOfValue[r] = it->second;
+          slot.index = it->second;
+        } else if (b.role == kir::BufferRole::Scratch) {
+          auto [it, inserted] = scratchRequest.emplace(b.index, static_cast<int>(requests.size()));
+          if (inserted)
+            requests.push_back({fmt::format("{}/scratch{}", prefix, b.index), bytes, launch,
+                                launch});
+          BufferRequest &q = requests[it->second];
+          q.bytes = std::max(q.bytes, bytes);
+          q.lastUse = launch;
+          slot.index = it->second;
+        } else {
+          bool isOperand = b.role == kir::BufferRole::Operand;
+          Value *v = isOperand ? n->operand(b.index)
+                               : (b.index < static_cast<int>(n->numResults()) ? n->result(b.index)
+                                                                            : nullptr);
+          if (!v)
+            return n->error("kernel '{}': parameter '{}' is bound to {} {}, which the node "
+                            "does not have",
+                            k.name, b.name, isOperand ? "operand" : "result", b.index);
+          if (isOperand && b.written)
+            return n->error("kernel '{}' writes its operand parameter '{}'", k.name, b.name);
+          // A data-dependent result's buffer has the capacity its kernel declares.
+          std::optional<int64_t> count = dynamicOutput.count(v)
+                                             ? std::optional<int64_t>(b.numElements)
+                                             : checkedNumElements(*staticExtents(v->shape()));
+          // Kernels that only move storage-only values (f8, i4, ...) see them as u8 bytes.
+          bool sameType = b.dtype == v->dtype() ||
+                          (isStorageOnly(v->dtype()) && b.dtype == DType::U8);
+          if (!sameType || !count || b.numElements != *count)
+            return n->error("kernel '{}': parameter '{}' is {} x {} but %{} is {}", k.name,
+                            b.name, dtypeName(b.dtype), b.numElements, v->name(),
+                            v->type().str());
+          auto it = slots.find(v);
+          if (it != slots.end() && it->second.kind != SlotKind::Arena) {
+            slot = it->second;
+          } else {
+            auto [rit, inserted] =
+                requestOfValue.emplace(v, static_cast<int>(requests.size()));
+            if (inserted) {
+              requests.push_back({v->name(), bytes, launch, launch});
+              slots[v] = {SlotKind::Arena, rit->second};
+            }
+            BufferRequest &q = requests[rit->second];
+            q.firstUse = std::min(q.firstUse, launch);
+            q.lastUse = std::max(q.lastUse, launch);
+            slot.index = rit->second;
+          }
+        }
+        p.args.push_back(slot);
+      }
+      launchIdx.push_back(launch);
+      p.kernels.push_back(std::move(k));
+    }
+    nodeKernels.push_back(launchIdx);
+    lowered.push_back(n);
+  }
+
+  // In place: an elementwise node with one kernel may write its result over an operand that
+  // dies there, has the result's extents, and is read only at the index being written.
+  std::vector<bool> reusedAlready(requests.size(), false);
+  for (size_t li = 0; li < lowered.size(); ++li) {
+    const Node *n = lowered[li];
+    if (!n->info().elementwise || nodeKernels[li].size() != 1 || n->numResults() != 1)
+      continue;
+    int launch = nodeKernels[li][0];
+    const kir::Kernel &k = p.kernels[launch];
+    auto rit = requestOfValue.find(n->result());
+    if (rit == requestOfValue.end())
+      continue;
+    BufferRequest &res = requests[rit->second];
+    for (size_t oi = 0; oi < n->numOperands() && res.reuses < 0; ++oi) {
+      const Value *o = n->operand(oi);
+      auto oit = o ? requestOfValue.find(o) : requestOfValue.end();
+      if (oit == requestOfValue.end() || oit->second >= rit->second || reusedAlready[oit->second])
+        continue;
+      const BufferRequest &op = requests[oit->second];
+      if (op.lastUse != launch || op.bytes != res.bytes || res.firstUse != launch ||
+          *staticExtents(o->shape()) != *staticExtents(n->result()->shape()))
+        continue;
+      std::vector<int> from, to;
+      for (size_t b = 0; b < k.buffers.size(); ++b) {
+        const Slot &s = p.args[p.firstArg[launch] + b];
+        if (s.kind == SlotKind::Arena && s.index == oit->second)
+          from.push_back(static_cast<int>(b));
+        if (s.kind == SlotKind::Arena && s.index == rit->second)
+          to.push_back(static_cast<int>(b));
+      }
+      if (!isPointwiseOver(k, from, to))
+        continue;
+      res.reuses = oit->second;
+      reusedAlready[oit->second] = true;
+    }
+  }
+  // Data-dependent outputs are copied out after the last launch: they live to the end.
+  int lastLaunch = static_cast<int>(p.kernels.size()) - 1;
+  for (const auto &[v, o] : dynamicOutput) {
+    auto data = requestOfValue.find(v), extent = extentRequestOfValue.find(v);
+    if (data == requestOfValue.end() || extent == extentRequestOfValue.end())
+      return makeError("value %{} has the data-dependent type {}; no kernel computes its "
+                       "extent",
+                       v->name(), v->type().str());
+    requests[data->second].lastUse = lastLaunch;
+    requests[extent->second].lastUse = lastLaunch;
+  }
+  p.plan = planBuffers(requests);
+  for (const auto &[v, o] : dynamicOutput) {
+    const BufferPlan::Entry &data = p.plan.entries[requestOfValue.at(v)];
+    p.outputs[o].dataOffset = data.offset;
+    p.outputs[o].dataBytes = data.bytes;
+    p.outputs[o].extentOffset = p.plan.entries[extentRequestOfValue.at(v)].offset;
+  }
+  p.arenaBytes = std::max<int64_t>(kArenaAlignment,
+                                  (p.plan.peakBytes + kArenaAlignment - 1) / kArenaAlignment *
+                                      kArenaAlignment);
+  // Arena slots point at plan offsets from here on.
+  for (Slot &s : p.args)
+    if (s.kind == SlotKind::Arena)
+      s.index = p.plan.entries[s.index].offset;
+
+  return p;
+}
+
+Error checkRunInputs(const LaunchPlan &p, const std::vector<Tensor> &inputs) {
+  NNC_USER_CHECK(inputs.size() == p.inputTypes.size(), "the model takes {} inputs, got {}",
+                 p.inputTypes.size(), inputs.size());
+  std::map<std::string, int64_t> symbols;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    NNC_TRY(checkAgainstType(inputs[i], p.inputTypes[i], symbols,
+                             fmt::format("input '{}'", p.inputNames[i])));
+  return Error::success();
+}
+
+Expected<std::vector<Tensor>> allocateFreshOutputs(const LaunchPlan &p) {
+  std::vector<Tensor> outputs(p.outputs.size());
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    if (p.outputs[i].kind != OutputSpec::Fresh)
+      continue;
+    NNC_ASSIGN_OR_RETURN(outputs[i], Tensor::create(p.outputs[i].dtype, p.outputs[i].extents));
+  }
+  return outputs;
+}
+
+Expected<Tensor> dynamicOutputTensor(const OutputSpec &o, int64_t extent) {
+  Extents e = o.extents;
+  e.back() = extent;
+  NNC_ASSERT(extent >= 0 &&
+                 checkedNumElements(e).value_or(INT64_MAX) * int64_t(dtypeSize(o.dtype)) <=
+                     o.dataBytes,
+             "output {}: extent {} beyond the buffer's capacity", o.index, extent);
+  return Tensor::create(o.dtype, e);
+}
+
+void finishOutputs(const LaunchPlan &p, const std::vector<Tensor> &inputs,
+                   std::vector<Tensor> &outputs) {
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const OutputSpec &o = p.outputs[i];
+    switch (o.kind) {
+    case OutputSpec::Fresh:
+    case OutputSpec::Dynamic: break;
+    case OutputSpec::FromInput: outputs[i] = inputs[o.index].clone(); break;
+    case OutputSpec::FromWeight: outputs[i] = p.weights[o.index].clone(); break;
+    case OutputSpec::CopyOfOutput: outputs[i] = outputs[o.index].clone(); break;
+    }
+  }
+}
+
+} // namespace nnc

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The OpenCL target through the nnc CLI.
+
+Without any OpenCL driver (OCL_ICD_VENDORS pointing at an empty folder): `--target opencl`
+fails with one message saying what is missing, `--target auto` runs on the CPU and says so,
+`nnc devices` still lists the CPU, and `nnc compile --target opencl` still writes OpenCL C
+(checked with libclang, no runtime needed). With a device (PoCL in CI): `--target opencl`
+gives the CPU's numbers and `nnc bench --profile` reports one upload and one download per run.
+
+Usage: opencl_test.py NNC_BINARY
+"""
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+NNC = sys.argv[1]
+MODEL = """graph @m(%x: f32[2,3]) -> (f32[2,3]) {
+  %w = constant {value = dense<f32[2,3]>[0.5, -1, 1.5, 2, -0.25, 0.75]} : f32[2,3]
+  %a = mul(%x, %w) : f32[2,3]
+  %t = tanh(%a) : f32[2,3]
+  %y = softmax(%t) {axis = 1} : f32[2,3]
+  return %y
+}
+"""
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def npy(path, values, shape):
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % (
+        ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else ""))
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack("<%df" % len(values), *values))
+
+
+def nnc(args, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([NNC] + args, capture_output=True, text=True, env=e, timeout=300)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    model = os.path.join(tmp, "m.nir")
+    with open(model, "w") as f:
+        f.write(MODEL)
+    x = os.path.join(tmp, "x.npy")
+    npy(x, [0.25, -1.0, 2.0, 0.5, 1.5, -0.75], [2, 3])
+    none = {"OCL_ICD_VENDORS": os.path.join(tmp, "no-vendors")}
+    os.mkdir(none["OCL_ICD_VENDORS"])
+
+    r = nnc(["run", model, "--input", "x=" + x, "--target", "opencl"], none)
+    check(r.returncode == 1 and "no OpenCL platform" in r.stderr,
+          "--target opencl without a driver: %d %r" % (r.returncode, r.stderr))
+    r = nnc(["run", model, "--input", "x=" + x, "--target", "auto"], none)
+    check(r.returncode == 0 and "target auto: cpu" in r.stderr,
+          "--target auto without a driver: %d %r" % (r.returncode, r.stderr))
+    cpu_out = r.stdout.splitlines()[0] if r.stdout else ""
+    r = nnc(["devices"], none)
+    check(r.returncode == 0 and r.stdout.startswith("cpu:") and "opencl: none" in r.stdout,
+          "devices without a driver: %r" % r.stdout)
+    cl = os.path.join(tmp, "m.cl")
+    r = nnc(["compile", model, "--target", "opencl", "-o", cl], none)
+    check(r.returncode == 0 and "__kernel void" in open(cl).read(),
+          "compile --target opencl: %d %r" % (r.returncode, r.stderr))
+    r = nnc(["run", model, "--input", "x=" + x, "--target", "opencl:x"])
+    check(r.returncode == 1 and "opencl:PLATFORM.DEVICE" in r.stderr, "bad --target opencl:x")
+
+    devices = nnc(["devices"])
+    if "opencl:0.0" not in devices.stdout:
+        print("SKIPPED the device checks: no OpenCL device on this machine")
+    else:
+        r = nnc(["run", model, "--input", "x=" + x, "--target", "opencl"])
+        check(r.returncode == 0 and r.stdout.splitlines()[0] == cpu_out,
+              "--target opencl output %r vs cpu %r (%s)" % (r.stdout, cpu_out, r.stderr))
+        r = nnc(["bench", model, "--target", "opencl", "--profile", "--iterations", "2",
+                 "--warmup", "1"])
+        check(r.returncode == 0 and "transfers per run: 1 up (24 bytes), 1 down (24 bytes)"
+              in r.stdout and "host overhead" in r.stdout,
+              "bench --profile: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+
+if failures:
+    sys.exit(1)
+print("opencl CLI: all checks passed")

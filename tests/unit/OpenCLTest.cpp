@@ -1,0 +1,155 @@
+// The OpenCL backend: emitted OpenCL C checked with libclang for every elementwise op on every
+// dtype it accepts and every cast (no device needed), line-numbered errors, and, where an
+// OpenCL device exists (PoCL in CI), an executable against the interpreter that moves exactly
+// the inputs to the device and the outputs back.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "nnc/codegen/OpenCLCodegen.h"
+#include "nnc/ir/Parser.h"
+#include "nnc/runtime/Interpreter.h"
+#include "nnc/runtime/OpenCL.h"
+
+using namespace nnc;
+
+namespace {
+
+const DType kAllTypes[] = {
+#define NNC_X(id, name, size, onnx) DType::id,
+    NNC_DTYPES(NNC_X)
+#undef NNC_X
+};
+
+/// out[i] = expr over loads of buffers 0..n-1 (of `types`), for i in [0, 8).
+kir::Kernel elementwiseKernel(const std::string &name, const std::vector<DType> &types,
+                              const std::function<kir::Expr(std::vector<kir::Expr>)> &body,
+                              bool parallel) {
+  kir::Kernel k;
+  k.name = name;
+  std::vector<kir::Expr> loads;
+  for (size_t i = 0; i < types.size(); ++i) {
+    k.buffers.push_back({fmt::format("in{}", i), types[i], 8, kir::BufferRole::Operand,
+                         static_cast<int>(i), false});
+    loads.push_back(kir::load(static_cast<int>(i), types[i], kir::var("i")));
+  }
+  kir::Expr value = body(loads);
+  k.buffers.push_back({"out", value->type, 8, kir::BufferRole::Result, 0, true});
+  k.body = kir::forLoop("i", kir::intImm(8),
+                        kir::store(static_cast<int>(types.size()), kir::var("i"), value));
+  if (parallel)
+    k.schedule.steps.push_back({kir::ScheduleStep::Parallel, "i", 0, {}});
+  return k;
+}
+
+TEST(OpenCLEmitter, EveryElementwiseOpAndCastParsesAsOpenCLC) {
+  std::vector<kir::Kernel> kernels;
+  for (const OpInfo &info : allOps()) {
+    if (!info.elementwise || info.arity < 1)
+      continue;
+    for (DType t : kAllTypes) {
+      bool select = info.kind == OpKind::Select;
+      if (isStorageOnly(t) || !typeClassAccepts(info.operandTypes, t))
+        continue;
+      std::vector<DType> types(static_cast<size_t>(info.arity), t);
+      if (select)
+        types[0] = DType::Bool;
+      kernels.push_back(elementwiseKernel(
+          fmt::format("op_{}_{}", info.name, dtypeName(t)), types,
+          [&](std::vector<kir::Expr> a) { return kir::op(info.kind, std::move(a)); },
+          kernels.size() % 2 == 0));
+    }
+  }
+  for (DType from : kAllTypes)
+    for (DType to : kAllTypes)
+      if (from != to)
+        kernels.push_back(elementwiseKernel(
+            fmt::format("cast_{}_{}", dtypeName(from), dtypeName(to)), {from},
+            [&](std::vector<kir::Expr> a) { return kir::cast(a[0], to); }, false));
+  ASSERT_GT(kernels.size(), 500u);
+  Expected<OpenCLProgram> prog = emitOpenCL(kernels);
+  ASSERT_TRUE(prog) << prog.error().message();
+  ASSERT_EQ(prog->launches.size(), kernels.size());
+  // Parallel kernels run one iteration per work-item, the others as one work-item.
+  EXPECT_EQ(prog->launches[0].globalSize, 8);
+  EXPECT_EQ(prog->launches.back().globalSize, 1);
+  Error e = checkOpenCLSource(prog->source);
+  EXPECT_FALSE(e) << e.message();
+}
+
+TEST(OpenCLEmitter, SourceErrorsNameTheLine) {
+  Error e = checkOpenCLSource("__kernel void k(__global float *p) {\n  p[0] = undefined_name;\n}\n",
+                              "bad.cl");
+  ASSERT_TRUE(e);
+  EXPECT_NE(e.message().find("bad.cl:2:"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("undefined_name"), std::string::npos) << e.message();
+}
+
+const char *kModel = R"(
+graph @mlp(%x: f32[3,6], %b: f32[4]) -> (f32[3,4], f32[3,4]) {
+  %w = constant {value = dense<f32[6,4]>[0.5, -1, 1.5, 2, -0.25, 0.75, 1, 0, -2, 0.5, 0.25, -1.5, 0.5, -1, 1.5, 2, -0.25, 0.75, 1, 0, -2, 0.5, 0.25, -1.5]} : f32[6,4]
+  %mm = matmul(%x, %w) : f32[3,4]
+  %a = add(%mm, %b) : f32[3,4]
+  %t = tanh(%a) : f32[3,4]
+  %y = softmax(%t) {axis = 1} : f32[3,4]
+  %z = mul(%t, %y) : f32[3,4]
+  return %y, %z
+}
+)";
+
+Tensor ramp(const Extents &e, float scale) {
+  Tensor t = Tensor::zeros(DType::F32, e);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<float>()[i] = scale * static_cast<float>((i * 7) % 11 - 5);
+  return t;
+}
+
+TEST(OpenCLExecutable, OneRunMovesExactlyTheInputsInAndTheOutputsOut) {
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (!devices)
+    GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();
+  Expected<std::unique_ptr<Graph>> g = parseGraph(kModel);
+  ASSERT_TRUE(g) << g.error().message();
+  OpenCLOptions opts;
+  opts.cacheDir = "";
+  Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);
+  ASSERT_TRUE(exe) << exe.error().message();
+  TransferStats load = (*exe)->loadTransfers();
+  EXPECT_EQ(load.uploads, 1); // the one weight
+  EXPECT_EQ(load.uploadBytes, 6 * 4 * 4);
+  EXPECT_EQ(load.downloads, 0);
+
+  std::vector<Tensor> inputs = {ramp({3, 6}, 0.25f), ramp({4}, -0.5f)};
+  Expected<std::vector<Tensor>> want = interpret(**g, inputs);
+  ASSERT_TRUE(want) << want.error().message();
+  for (int run = 1; run <= 2; ++run) {
+    Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
+    ASSERT_TRUE(got) << got.error().message();
+    ASSERT_EQ(got->size(), 2u);
+    for (size_t o = 0; o < 2; ++o)
+      for (int64_t i = 0; i < 12; ++i)
+        EXPECT_NEAR((*got)[o].data<float>()[i], (*want)[o].data<float>()[i],
+                    1e-5 + 1e-3 * std::fabs((*want)[o].data<float>()[i]))
+            << "output " << o << " element " << i;
+    TransferStats t = (*exe)->runTransfers();
+    EXPECT_EQ(t.uploads, 2 * run);
+    EXPECT_EQ(t.uploadBytes, run * (3 * 6 + 4) * 4);
+    EXPECT_EQ(t.downloads, 2 * run);
+    EXPECT_EQ(t.downloadBytes, run * 2 * 12 * 4);
+  }
+  EXPECT_EQ((*exe)->loadTransfers().uploads, 1);
+}
+
+TEST(OpenCLExecutable, MissingDeviceIsAClearError) {
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (!devices) {
+    EXPECT_NE(devices.error().message().find("no OpenCL"), std::string::npos);
+    return;
+  }
+  Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(99, 0);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message().find("no OpenCL device 99.0"), std::string::npos)
+      << d.error().message();
+}
+
+} // namespace
