@@ -12,6 +12,14 @@ const std::vector<PassInfo> &passRegistry() {
       {"cse", "Merge identical nodes", createCommonSubexpressionEliminationPass},
       {"canonicalize", "Algebraic simplifications (x*1, x+0, transpose/reshape chains)",
        createCanonicalizePass},
+      {"recognize-layer-norm", "Replace decomposed LayerNorm chains with layer_norm",
+       createRecognizeLayerNormPass},
+      {"fold-batch-norm", "Fold batch_norm with constant parameters into the conv before it",
+       createFoldBatchNormPass},
+      {"fuse-elementwise", "Group elementwise chains and trees into one kernel each",
+       createFuseElementwisePass},
+      {"fuse-epilogue", "Run elementwise consumers in the output loop of a matmul or conv",
+       createFuseEpiloguePass},
   };
   return passes;
 }
@@ -25,7 +33,8 @@ const PassInfo *findPass(std::string_view name) {
 
 PassPipeline PassPipeline::defaultPipeline() {
   Expected<PassPipeline> p = parse(
-      "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,dce");
+      "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
+      "dce,recognize-layer-norm,fold-batch-norm,dce,fuse-elementwise,fuse-epilogue");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;
 }

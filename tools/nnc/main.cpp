@@ -179,13 +179,14 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
 Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g) {
   std::vector<kir::Kernel> kernels;
   std::vector<Node *> nodes = g.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i]->kind() == OpKind::Constant)
-      continue;
-    std::string op(nodes[i]->opName());
+  NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
+  for (const LoweringUnit &u : units) {
+    size_t i = std::find(nodes.begin(), nodes.end(), u.node) - nodes.begin();
+    std::string op(u.node->opName());
     std::replace_if(op.begin(), op.end(), [](char c) { return !std::isalnum(c); }, '_');
     NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks,
-                         lowerNode(*nodes[i], fmt::format("n{}_{}", i, op)));
+                         lowerUnit(u, fmt::format("n{}_{}{}", i, op,
+                                                  u.members.empty() ? "" : "_fused")));
     for (kir::Kernel &k : ks)
       kernels.push_back(std::move(k));
   }

@@ -1,0 +1,213 @@
+// Recognizes the decomposed LayerNorm that exporters emit and replaces it with one
+// `layer_norm` node (a single row kernel in code generation):
+//
+//   mean = reduce_mean(x) {axes = [a..r-1], keepdims = 1}
+//   d    = sub(x, mean)
+//   p    = pow(d, 2)            (or mul(d, d))
+//   var  = reduce_mean(p)       (same axes, keepdims = 1)
+//   s    = sqrt(add(var, eps))  (eps a one-element constant, either operand order)
+//   n    = div(d, s)
+//   y    = add(mul(n, gamma), beta)   (the mul and the add optional, either operand order;
+//                                      gamma and beta constants over the normalized dims)
+//
+// Algorithm: for each reduce_mean, match the chain forward; every intermediate must have
+// exactly the uses the pattern names and must not be a graph output. On a match, insert
+// layer_norm(x, gamma or ones, beta?) {axis = a, epsilon = eps}, point the uses of y at it
+// and erase the chain.
+#include <algorithm>
+#include <numeric>
+
+#include "nnc/ir/ShapeUtils.h"
+#include "nnc/passes/Passes.h"
+
+namespace nnc {
+
+namespace {
+
+/// The single user of `v`, or null (several users, none, or a graph output).
+Node *onlyUser(const Graph &g, const Value *v) {
+  if (g.isOutput(v))
+    return nullptr;
+  std::vector<Node *> users = g.users(v);
+  if (users.size() != 1)
+    return nullptr;
+  // Used twice by one node (mul(d, d)) still counts as one user.
+  return users[0];
+}
+
+/// The operand of binary `n` that is not `v` (null when neither or both are v).
+Value *otherOperand(const Node *n, const Value *v) {
+  if (!n || n->numOperands() != 2)
+    return nullptr;
+  if (n->operand(0) == v && n->operand(1) != v)
+    return n->operand(1);
+  if (n->operand(1) == v && n->operand(0) != v)
+    return n->operand(0);
+  return nullptr;
+}
+
+/// The value of a one-element constant, if `v` is one.
+std::optional<double> scalarConstant(const Value *v) {
+  if (!v || !v->producer() || v->producer()->kind() != OpKind::Constant)
+    return std::nullopt;
+  const Tensor &t = v->producer()->getTensor("value");
+  if (t.numElements() != 1 || !isFloat(t.dtype()))
+    return std::nullopt;
+  return t.elementAsDouble(0);
+}
+
+/// A constant that broadcasts over the normalized dims only (rank <= r - axis).
+bool isParameter(const Value *v, int64_t normRank) {
+  return v && v->producer() && v->producer()->kind() == OpKind::Constant &&
+         v->rank() <= normRank;
+}
+
+/// The normalized trailing axis of a keepdims reduce_mean over [axis, rank), or -1.
+int64_t trailingAxis(const Node &r) {
+  if (r.kind() != OpKind::ReduceMean || r.getInt("keepdims") != 1)
+    return -1;
+  int64_t rank = r.operand(0)->rank();
+  Expected<std::vector<int64_t>> axes = normalizeAxes(r.getInts("axes"), rank, r);
+  if (!axes || axes->empty())
+    return -1;
+  std::vector<int64_t> a = *axes;
+  std::sort(a.begin(), a.end());
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != rank - static_cast<int64_t>(a.size()) + static_cast<int64_t>(i))
+      return -1;
+  return a.front();
+}
+
+class RecognizeLayerNormPass : public Pass {
+public:
+  std::string_view name() const override { return "recognize-layer-norm"; }
+
+  Expected<bool> run(Graph &g, PassContext &) override {
+    bool changed = false;
+    // A match erases nodes, so the walk restarts on a fresh list after each one.
+    for (bool again = true; again;) {
+      again = false;
+      for (Node *r1 : g.nodes()) {
+        if (matchAt(g, r1)) {
+          addStat("layer-norms");
+          changed = again = true;
+          break;
+        }
+      }
+    }
+    return changed;
+  }
+
+private:
+  bool matchAt(Graph &g, Node *r1) {
+    int64_t axis = trailingAxis(*r1);
+    if (axis < 0)
+      return false;
+    Value *x = r1->operand(0);
+    DType t = x->dtype();
+    if (t != DType::F32 && t != DType::F64)
+      return false;
+    int64_t normRank = x->rank() - axis;
+    Node *sub = onlyUser(g, r1->result());
+    if (!sub || sub->kind() != OpKind::Sub || sub->operand(0) != x ||
+        sub->operand(1) != r1->result())
+      return false;
+    Value *d = sub->result();
+    if (g.isOutput(d))
+      return false;
+    std::vector<Node *> dUsers = g.users(d);
+    if (dUsers.size() != 2)
+      return false;
+    Node *sq = nullptr, *div = nullptr;
+    for (Node *u : dUsers) {
+      if (u->kind() == OpKind::Div && u->operand(0) == d && u->operand(1) != d)
+        div = u;
+      else if (u->kind() == OpKind::Mul && u->operand(0) == d && u->operand(1) == d)
+        sq = u;
+      else if (u->kind() == OpKind::Pow && u->operand(0) == d &&
+               scalarConstant(u->operand(1)) == 2.0)
+        sq = u;
+    }
+    if (!sq || !div)
+      return false;
+    Node *r2 = onlyUser(g, sq->result());
+    if (!r2 || trailingAxis(*r2) != axis || r2->operand(0) != sq->result())
+      return false;
+    Node *addEps = onlyUser(g, r2->result());
+    if (!addEps || addEps->kind() != OpKind::Add)
+      return false;
+    std::optional<double> eps = scalarConstant(otherOperand(addEps, r2->result()));
+    if (!eps || *eps < 0)
+      return false;
+    Node *sqrt = onlyUser(g, addEps->result());
+    if (!sqrt || sqrt->kind() != OpKind::Sqrt || onlyUser(g, sqrt->result()) != div ||
+        div->operand(1) != sqrt->result())
+      return false;
+    std::vector<Node *> chain{r1, sub, sq, r2, addEps, sqrt, div};
+    Value *y = div->result();
+    Value *gamma = nullptr, *beta = nullptr;
+    if (Node *m = onlyUser(g, y); m && m->kind() == OpKind::Mul) {
+      Value *o = otherOperand(m, y);
+      if (isParameter(o, normRank) && o->dtype() == t) {
+        gamma = o;
+        chain.push_back(m);
+        y = m->result();
+      }
+    }
+    if (Node *a = onlyUser(g, y); a && a->kind() == OpKind::Add) {
+      Value *o = otherOperand(a, y);
+      if (isParameter(o, normRank) && o->dtype() == t) {
+        beta = o;
+        chain.push_back(a);
+        y = a->result();
+      }
+    }
+    // y keeps the chain's last shape; the statistics are over the same dims.
+    if (y->shape() != x->shape())
+      return false;
+    Node *last = chain.back();
+    if (!gamma) {
+      Extents ones;
+      for (int64_t i = axis; i < x->rank(); ++i) {
+        if (!x->shape()[i].isStatic())
+          return false;
+        ones.push_back(x->shape()[i].value());
+      }
+      Tensor one = Tensor::zeros(t, ones);
+      for (int64_t i = 0; i < one.numElements(); ++i) {
+        if (t == DType::F32)
+          one.data<float>()[i] = 1.0f;
+        else
+          one.data<double>()[i] = 1.0;
+      }
+      Node *c = g.createNode(OpKind::Constant, {}, {TensorType(t, shapeFromExtents(ones))},
+                             {{"value", Attribute(one)}}, "", {x->name() + "_ln_scale"}, r1);
+      gamma = c->result();
+    }
+    std::vector<Value *> operands{x, gamma};
+    if (beta)
+      operands.push_back(beta);
+    AttrMap attrs{{"axis", Attribute(axis)},
+                  {"epsilon", Attribute(*eps)},
+                  {"stash_type", Attribute(t)}};
+    Expected<Node *> ln = g.createInferred(OpKind::LayerNorm, operands, attrs, div->name(), 1,
+                                           {}, last);
+    if (!ln)
+      return false;
+    (*ln)->result()->setType(y->type());
+    g.replaceAllUsesWith(y, (*ln)->result());
+    std::string name = y->name();
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+      g.eraseNode(*it);
+    g.renameValue((*ln)->result(), name);
+    return true;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createRecognizeLayerNormPass() {
+  return std::make_unique<RecognizeLayerNormPass>();
+}
+
+} // namespace nnc
