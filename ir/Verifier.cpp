@@ -36,7 +36,7 @@ Error verifyNodeSignature(const Node &n) {
                      attrKindName(attrKind(*a)));
   }
   for (const auto &[name, value] : n.attrs())
-    if (!info.findAttr(name) && name != kFusionGroupAttr)
+    if (!info.findAttr(name))
       return n.error("unknown attribute '{}'", name);
   return Error::success();
 }

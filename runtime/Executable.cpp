@@ -250,7 +250,8 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
     const Node *n = unit.node;
     for (Value *r : n->results())
       NNC_TRY(staticOf(r).takeError());
-    std::string prefix = fmt::format("n{}_{}{}", position[n], sanitize(n->opName()),
+    std::string prefix = fmt::format("n{}_{}{}", position[n],
+                                     sanitize((unit.anchor ? unit.anchor : n)->opName()),
                                      unit.members.empty() ? "" : "_fused");
     NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix));
     if (ks.empty()) {
