@@ -38,6 +38,14 @@ Expected<std::vector<FusionGroup>> fusionGroups(const Graph &g) {
     fg.members.push_back(n);
   }
   std::vector<FusionGroup> out;
+  if (byId.empty())
+    return out;
+  // Users of every value, computed once (the verifier calls this after every pass).
+  std::map<const Value *, std::vector<Node *>> usersOf;
+  for (Node *n : nodes)
+    for (Value *o : n->operands())
+      if (o && (usersOf[o].empty() || usersOf[o].back() != n))
+        usersOf[o].push_back(n);
   for (auto &[id, fg] : byId) {
     std::set<const Node *> in(fg.members.begin(), fg.members.end());
     fg.root = fg.members.back();
@@ -57,7 +65,7 @@ Expected<std::vector<FusionGroup>> fusionGroups(const Graph &g) {
       if (g.isOutput(m->result()))
         return m->error("result %{} of a non-root member of fusion group {} is a graph output",
                         m->result()->name(), id);
-      for (Node *u : g.users(m->result()))
+      for (Node *u : usersOf[m->result()])
         if (!in.count(u))
           return m->error("result %{} of fusion group {} is used outside the group by {}",
                           m->result()->name(), id, u->describe());

@@ -3,7 +3,7 @@
 //
 // Algorithm (after fuse-elementwise):
 //  1. For each matmul or conv a not in a group, whose result is not a graph output and has
-//     exactly one user u, an elementwise node (or cast):
+//     one user u, an elementwise node (or cast), or several that are all in u's group:
 //  2. If u is in a group without an anchor whose result has a's result shape, a joins that
 //     group as its anchor. If u is in no group and its result has a's shape, a and u form a
 //     new group. Otherwise (the group broadcasts a's result, or already has an anchor) a
@@ -41,11 +41,15 @@ public:
       if (!isEpilogueAnchor(*a) || a->hasAttr(kFusionGroupAttr) || g.isOutput(a->result()))
         continue;
       std::vector<Node *> users = g.users(a->result());
-      if (users.size() != 1 || !isFusibleElementwise(*users[0]))
+      // One user, or several that are all in one group (which reads a's value from a local).
+      bool ok = !users.empty();
+      for (Node *u : users)
+        ok = ok && isFusibleElementwise(*u) && !isStorageOnly(u->result()->dtype()) &&
+             (users.size() == 1 || (fusionGroupOf(*u) >= 0 &&
+                                    fusionGroupOf(*u) == fusionGroupOf(*users[0])));
+      if (!ok)
         continue;
       Node *u = users[0];
-      if (isStorageOnly(u->result()->dtype()))
-        continue;
       int64_t id = fusionGroupOf(*u);
       if (id >= 0) {
         if (anchorOf.count(id) || rootOf[id]->result()->shape() != a->result()->shape())

@@ -126,6 +126,20 @@ graph @g(%x: f32[2,7,{0}], %w: f32[{0},33], %b: f32[33], %r: f32[2,7,33]) -> (f3
   }
 }
 
+TEST(FusionTest, MatMulEpilogueBroadcastsAndTypes) {
+  // Leaves broadcast along a middle dim and the last dim; a bool intermediate and a cast.
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[2,7,8], %w: f32[8,33], %t: f32[7,1], %z: f32[33]) -> (f64[2,7,33]) {
+  %m = matmul(%x, %w) : f32[2,7,33]
+  %c = less(%m, %t) : bool[2,7,33]
+  %s = select(%c, %m, %z) : f32[2,7,33]
+  %d = cast(%s) {to = f64} : f64[2,7,33]
+  return %d
+})",
+                                            1);
+  EXPECT_EQ(kernels, 1u);
+}
+
 TEST(FusionTest, ConvBatchNormResidualRelu) {
   // batch_norm folds into the conv; the residual add and relu run after its accumulation.
   checkFusedMatchesUnfused(R"(
