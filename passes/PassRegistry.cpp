@@ -14,6 +14,8 @@ const std::vector<PassInfo> &passRegistry() {
        createCanonicalizePass},
       {"recognize-layer-norm", "Replace decomposed LayerNorm chains with layer_norm",
        createRecognizeLayerNormPass},
+      {"recognize-rms-norm", "Replace decomposed RMSNorm chains with rms_norm",
+       createRecognizeRMSNormPass},
       {"fold-batch-norm", "Fold batch_norm with constant parameters into the conv before it",
        createFoldBatchNormPass},
       {"fuse-elementwise", "Group elementwise chains and trees into one kernel each",
@@ -34,7 +36,8 @@ const PassInfo *findPass(std::string_view name) {
 PassPipeline PassPipeline::defaultPipeline() {
   Expected<PassPipeline> p = parse(
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
-      "dce,recognize-layer-norm,fold-batch-norm,dce,fuse-elementwise,fuse-epilogue");
+      "dce,recognize-layer-norm,recognize-rms-norm,fold-batch-norm,dce,fuse-elementwise,"
+      "fuse-epilogue");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;
 }

@@ -14,69 +14,14 @@
 // exactly the uses the pattern names and must not be a graph output. On a match, insert
 // layer_norm(x, gamma or ones, beta?) {axis = a, epsilon = eps}, point the uses of y at it
 // and erase the chain.
-#include <algorithm>
-#include <numeric>
-
-#include "nnc/ir/ShapeUtils.h"
+#include "PatternUtil.h"
 #include "nnc/passes/Passes.h"
 
 namespace nnc {
 
 namespace {
 
-/// The single user of `v`, or null (several users, none, or a graph output).
-Node *onlyUser(const Graph &g, const Value *v) {
-  if (g.isOutput(v))
-    return nullptr;
-  std::vector<Node *> users = g.users(v);
-  if (users.size() != 1)
-    return nullptr;
-  // Used twice by one node (mul(d, d)) still counts as one user.
-  return users[0];
-}
-
-/// The operand of binary `n` that is not `v` (null when neither or both are v).
-Value *otherOperand(const Node *n, const Value *v) {
-  if (!n || n->numOperands() != 2)
-    return nullptr;
-  if (n->operand(0) == v && n->operand(1) != v)
-    return n->operand(1);
-  if (n->operand(1) == v && n->operand(0) != v)
-    return n->operand(0);
-  return nullptr;
-}
-
-/// The value of a one-element constant, if `v` is one.
-std::optional<double> scalarConstant(const Value *v) {
-  if (!v || !v->producer() || v->producer()->kind() != OpKind::Constant)
-    return std::nullopt;
-  const Tensor &t = v->producer()->getTensor("value");
-  if (t.numElements() != 1 || !isFloat(t.dtype()))
-    return std::nullopt;
-  return t.elementAsDouble(0);
-}
-
-/// A constant that broadcasts over the normalized dims only (rank <= r - axis).
-bool isParameter(const Value *v, int64_t normRank) {
-  return v && v->producer() && v->producer()->kind() == OpKind::Constant &&
-         v->rank() <= normRank;
-}
-
-/// The normalized trailing axis of a keepdims reduce_mean over [axis, rank), or -1.
-int64_t trailingAxis(const Node &r) {
-  if (r.kind() != OpKind::ReduceMean || r.getInt("keepdims") != 1)
-    return -1;
-  int64_t rank = r.operand(0)->rank();
-  Expected<std::vector<int64_t>> axes = normalizeAxes(r.getInts("axes"), rank, r);
-  if (!axes || axes->empty())
-    return -1;
-  std::vector<int64_t> a = *axes;
-  std::sort(a.begin(), a.end());
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != rank - static_cast<int64_t>(a.size()) + static_cast<int64_t>(i))
-      return -1;
-  return a.front();
-}
+using namespace pattern;
 
 class RecognizeLayerNormPass : public Pass {
 public:
@@ -100,7 +45,7 @@ public:
 
 private:
   bool matchAt(Graph &g, Node *r1) {
-    int64_t axis = trailingAxis(*r1);
+    int64_t axis = trailingReduceMeanAxis(*r1);
     if (axis < 0)
       return false;
     Value *x = r1->operand(0);
@@ -131,7 +76,7 @@ private:
     if (!sq || !div)
       return false;
     Node *r2 = onlyUser(g, sq->result());
-    if (!r2 || trailingAxis(*r2) != axis || r2->operand(0) != sq->result())
+    if (!r2 || trailingReduceMeanAxis(*r2) != axis || r2->operand(0) != sq->result())
       return false;
     Node *addEps = onlyUser(g, r2->result());
     if (!addEps || addEps->kind() != OpKind::Add)
@@ -148,7 +93,7 @@ private:
     Value *gamma = nullptr, *beta = nullptr;
     if (Node *m = onlyUser(g, y); m && m->kind() == OpKind::Mul) {
       Value *o = otherOperand(m, y);
-      if (isParameter(o, normRank) && o->dtype() == t) {
+      if (isTrailingParameter(o, normRank) && o->dtype() == t) {
         gamma = o;
         chain.push_back(m);
         y = m->result();
@@ -156,7 +101,7 @@ private:
     }
     if (Node *a = onlyUser(g, y); a && a->kind() == OpKind::Add) {
       Value *o = otherOperand(a, y);
-      if (isParameter(o, normRank) && o->dtype() == t) {
+      if (isTrailingParameter(o, normRank) && o->dtype() == t) {
         beta = o;
         chain.push_back(a);
         y = a->result();
@@ -166,24 +111,10 @@ private:
     if (y->shape() != x->shape())
       return false;
     Node *last = chain.back();
-    if (!gamma) {
-      Extents ones;
-      for (int64_t i = axis; i < x->rank(); ++i) {
-        if (!x->shape()[i].isStatic())
-          return false;
-        ones.push_back(x->shape()[i].value());
-      }
-      Tensor one = Tensor::zeros(t, ones);
-      for (int64_t i = 0; i < one.numElements(); ++i) {
-        if (t == DType::F32)
-          one.data<float>()[i] = 1.0f;
-        else
-          one.data<double>()[i] = 1.0;
-      }
-      Node *c = g.createNode(OpKind::Constant, {}, {TensorType(t, shapeFromExtents(ones))},
-                             {{"value", Attribute(one)}}, "", {x->name() + "_ln_scale"}, r1);
-      gamma = c->result();
-    }
+    if (!gamma)
+      gamma = onesOverTrailingDims(g, x, axis, r1, x->name() + "_ln_scale");
+    if (!gamma)
+      return false;
     std::vector<Value *> operands{x, gamma};
     if (beta)
       operands.push_back(beta);

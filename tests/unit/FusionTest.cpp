@@ -181,6 +181,24 @@ graph @g(%x: f32[3,4,32]) -> (f32[3,4,32]) {
   EXPECT_EQ(kernels, 1u);
 }
 
+TEST(FusionTest, DecomposedRMSNorm) {
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[3,4,32]) -> (f32[3,4,32]) {
+  %eps = constant {value = dense<f32[]>[1e-06]} : f32[]
+  %gm = constant {value = dense<f32[]>[0.75]} : f32[]
+  %p = mul(%x, %x) : f32[3,4,32]
+  %ms = reduce_mean(%p) {axes = [2], keepdims = 1} : f32[3,4,1]
+  %e = add(%ms, %eps) : f32[3,4,1]
+  %s = sqrt(%e) : f32[3,4,1]
+  %r = reciprocal(%s) : f32[3,4,1]
+  %n = mul(%x, %r) : f32[3,4,32]
+  %y = mul(%n, %gm) : f32[3,4,32]
+  return %y
+})",
+                                            0);
+  EXPECT_EQ(kernels, 1u);
+}
+
 // ---- The shared models -------------------------------------------------------------------------
 
 struct ModelKernels {

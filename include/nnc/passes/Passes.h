@@ -23,6 +23,9 @@ std::unique_ptr<Pass> createCanonicalizePass();
 /// Replaces the decomposed LayerNorm exporters emit (reduce_mean, sub, pow, reduce_mean, add,
 /// sqrt, div, mul?, add?) with one layer_norm node.
 std::unique_ptr<Pass> createRecognizeLayerNormPass();
+/// Replaces the decomposed RMSNorm exporters emit (pow, reduce_mean, add, sqrt, div or
+/// reciprocal and mul, mul?) with one rms_norm node.
+std::unique_ptr<Pass> createRecognizeRMSNormPass();
 /// Folds an inference batch_norm with constant parameters into the conv before it (whose
 /// weights are constant): new weights and bias, one node.
 std::unique_ptr<Pass> createFoldBatchNormPass();
