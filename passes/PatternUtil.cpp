@@ -76,4 +76,27 @@ Value *onesOverTrailingDims(Graph &g, const Value *x, int64_t axis, Node *before
       ->result();
 }
 
+int64_t matchToFixedPoint(Graph &g, const std::function<bool(Node *)> &match) {
+  int64_t matches = 0;
+  for (bool again = true; again;) {
+    again = false;
+    for (Node *n : g.nodes()) {
+      if (match(n)) {
+        ++matches;
+        again = true;
+        break; // the match erased nodes: the list is stale
+      }
+    }
+  }
+  return matches;
+}
+
+void replaceChain(Graph &g, const std::vector<Node *> &chain, Value *y, Node *replacement) {
+  g.replaceAllUsesWith(y, replacement->result());
+  std::string name = y->name();
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+    g.eraseNode(*it);
+  g.renameValue(replacement->result(), name);
+}
+
 } // namespace nnc::pattern

@@ -2,7 +2,9 @@
 // recognize-rms-norm): single users, scalar constants, trailing reductions.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <vector>
 
 #include "nnc/ir/Graph.h"
 
@@ -29,5 +31,13 @@ int64_t trailingReduceMeanAxis(const Node &r);
 /// null when one of those dims is symbolic.
 Value *onesOverTrailingDims(Graph &g, const Value *x, int64_t axis, Node *before,
                             const std::string &name);
+
+/// Calls `match` on every node until it returns true (it rewrote the graph), then starts
+/// again on a fresh node list, until a whole walk matches nothing. Returns the matches.
+int64_t matchToFixedPoint(Graph &g, const std::function<bool(Node *)> &match);
+
+/// Points the uses of `y` at `replacement`'s result, which takes y's name, and erases
+/// `chain` (the nodes that computed y, in graph order; all unused once y is replaced).
+void replaceChain(Graph &g, const std::vector<Node *> &chain, Value *y, Node *replacement);
 
 } // namespace nnc::pattern

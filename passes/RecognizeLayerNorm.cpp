@@ -28,19 +28,9 @@ public:
   std::string_view name() const override { return "recognize-layer-norm"; }
 
   Expected<bool> run(Graph &g, PassContext &) override {
-    bool changed = false;
-    // A match erases nodes, so the walk restarts on a fresh list after each one.
-    for (bool again = true; again;) {
-      again = false;
-      for (Node *r1 : g.nodes()) {
-        if (matchAt(g, r1)) {
-          addStat("layer-norms");
-          changed = again = true;
-          break;
-        }
-      }
-    }
-    return changed;
+    int64_t n = matchToFixedPoint(g, [&](Node *r) { return matchAt(g, r); });
+    addStat("layer-norms", n);
+    return n > 0;
   }
 
 private:
@@ -126,11 +116,7 @@ private:
     if (!ln)
       return false;
     (*ln)->result()->setType(y->type());
-    g.replaceAllUsesWith(y, (*ln)->result());
-    std::string name = y->name();
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it)
-      g.eraseNode(*it);
-    g.renameValue((*ln)->result(), name);
+    replaceChain(g, chain, y, *ln);
     return true;
   }
 };

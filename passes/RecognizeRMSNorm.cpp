@@ -25,19 +25,9 @@ public:
   std::string_view name() const override { return "recognize-rms-norm"; }
 
   Expected<bool> run(Graph &g, PassContext &) override {
-    bool changed = false;
-    // A match erases nodes, so the walk restarts on a fresh list after each one.
-    for (bool again = true; again;) {
-      again = false;
-      for (Node *r : g.nodes()) {
-        if (matchAt(g, r)) {
-          addStat("rms-norms");
-          changed = again = true;
-          break;
-        }
-      }
-    }
-    return changed;
+    int64_t n = matchToFixedPoint(g, [&](Node *r) { return matchAt(g, r); });
+    addStat("rms-norms", n);
+    return n > 0;
   }
 
 private:
@@ -104,11 +94,7 @@ private:
                                             {}, chain.back());
     if (!rms)
       return false;
-    g.replaceAllUsesWith(y, (*rms)->result());
-    std::string name = y->name();
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it)
-      g.eraseNode(*it);
-    g.renameValue((*rms)->result(), name);
+    replaceChain(g, chain, y, *rms);
     return true;
   }
 };
