@@ -45,8 +45,10 @@ Tensor random(const Value &v, unsigned seed) {
 
 /// Runs the default pipeline on a copy of `text`'s graph, checks it made at least
 /// `minGroups` fusion groups, and compares the fused graph's CPU executable with the
-/// interpreter on the unfused graph. Returns the executable's kernel count.
-size_t checkFusedMatchesUnfused(const std::string &text, size_t minGroups) {
+/// interpreter on the unfused graph. Returns the executable's kernel count; adds the number
+/// of multi-member groups and of anchored ones to `stats` (if given).
+size_t checkFusedMatchesUnfused(const std::string &text, size_t minGroups,
+                                std::pair<int, int> *stats = nullptr) {
   std::unique_ptr<Graph> ref = parse(text);
   if (!ref)
     return 0;
@@ -58,8 +60,13 @@ size_t checkFusedMatchesUnfused(const std::string &text, size_t minGroups) {
   Expected<std::vector<FusionGroup>> groups = fusionGroups(*fused);
   EXPECT_TRUE(groups) << groups.error().message();
   size_t multi = 0;
-  for (const FusionGroup &fg : *groups)
+  for (const FusionGroup &fg : *groups) {
     multi += fg.members.size() > 1;
+    if (stats) {
+      stats->first += fg.members.size() > 1;
+      stats->second += fg.anchor != nullptr;
+    }
+  }
   EXPECT_GE(multi, minGroups) << "too few fusion groups";
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < ref->inputs().size(); ++i)
@@ -197,6 +204,75 @@ graph @g(%x: f32[3,4,32]) -> (f32[3,4,32]) {
 })",
                                             0);
   EXPECT_EQ(kernels, 1u);
+}
+
+/// Random DAGs of broadcasting elementwise ops, reductions and matmuls (shared values,
+/// outputs in the middle): whatever the passes group, the fused executable must match the
+/// interpreter on the unfused graph.
+TEST(FusionTest, RandomElementwiseGraphs) {
+  std::mt19937 rng(2024);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  const char *unary[] = {"neg", "tanh", "sigmoid", "abs", "exp"};
+  const char *binary[] = {"add", "sub", "mul", "max", "min"};
+  std::pair<int, int> stats{0, 0};
+  for (int round = 0; round < 30; ++round) {
+    struct V {
+      std::string name;
+      Extents e;
+    };
+    std::vector<V> pool{{"x0", {4, 5, 6}}, {"x1", {5, 6}}, {"x2", {4, 1, 6}}, {"x3", {6}}};
+    auto type = [](const Extents &e) {
+      std::string t = "f32[";
+      for (size_t i = 0; i < e.size(); ++i)
+        t += (i ? "," : "") + std::to_string(e[i]);
+      return t + "]";
+    };
+    std::string body =
+        "  %w = constant {value = dense<f32[6,6]>[" + [] {
+          std::string v;
+          for (int i = 0; i < 36; ++i)
+            v += (i ? ", " : "") + std::to_string((i * 7 % 11 - 5) / 10.0);
+          return v;
+        }() + "]} : f32[6,6]\n";
+    for (int i = 0; i < 10; ++i) {
+      std::string name = "v" + std::to_string(i);
+      size_t kind = pick(11);
+      const V &a = pool[pick(pool.size())];
+      if (kind < 3) {
+        body += fmt::format("  %{} = {}(%{}) : {}\n", name, unary[pick(5)], a.name, type(a.e));
+        pool.push_back({name, a.e});
+      } else if (kind < 8) {
+        const V &b = pool[pick(pool.size())];
+        Extents e = a.e.size() >= b.e.size() ? a.e : b.e;
+        for (size_t d = 0; d < std::min(a.e.size(), b.e.size()); ++d) {
+          int64_t x = a.e[a.e.size() - 1 - d], y = b.e[b.e.size() - 1 - d];
+          e[e.size() - 1 - d] = std::max(x, y);
+        }
+        body += fmt::format("  %{} = {}(%{}, %{}) : {}\n", name, binary[pick(5)], a.name,
+                            b.name, type(e));
+        pool.push_back({name, e});
+      } else if (kind == 8 && a.e.size() == 3) {
+        Extents e = a.e;
+        e[1] = 1;
+        body += fmt::format("  %{} = reduce_sum(%{}) {{axes = [1], keepdims = 1}} : {}\n", name,
+                            a.name, type(e));
+        pool.push_back({name, e});
+      } else if (a.e.back() == 6) {
+        body += fmt::format("  %{} = matmul(%{}, %w) : {}\n", name, a.name, type(a.e));
+        pool.push_back({name, a.e});
+      }
+    }
+    const V &last = pool.back(), &mid = pool[4 + pick(pool.size() - 4)];
+    std::string text = fmt::format(
+        "graph @r(%x0: f32[4,5,6], %x1: f32[5,6], %x2: f32[4,1,6], %x3: f32[6]) -> ({}, {}) "
+        "{{\n{}  return %{}, %{}\n}}",
+        type(last.e), type(mid.e), body, last.name, mid.name);
+    SCOPED_TRACE(text);
+    checkFusedMatchesUnfused(text, 0, &stats);
+  }
+  // The generator exercises both kinds of groups.
+  EXPECT_GE(stats.first, 20) << "groups";
+  EXPECT_GE(stats.second, 3) << "anchored groups";
 }
 
 // ---- The shared models -------------------------------------------------------------------------
