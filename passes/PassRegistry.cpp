@@ -16,6 +16,8 @@ const std::vector<PassInfo> &passRegistry() {
        createRecognizeLayerNormPass},
       {"recognize-rms-norm", "Replace decomposed RMSNorm chains with rms_norm",
        createRecognizeRMSNormPass},
+      {"recognize-softmax", "Replace decomposed softmax and log-softmax chains with one op",
+       createRecognizeSoftmaxPass},
       {"fold-batch-norm", "Fold batch_norm with constant parameters into the conv before it",
        createFoldBatchNormPass},
       {"fuse-elementwise", "Group elementwise chains and trees into one kernel each",
@@ -36,8 +38,8 @@ const PassInfo *findPass(std::string_view name) {
 PassPipeline PassPipeline::defaultPipeline() {
   Expected<PassPipeline> p = parse(
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
-      "dce,recognize-layer-norm,recognize-rms-norm,fold-batch-norm,dce,fuse-elementwise,"
-      "fuse-epilogue");
+      "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
+      "fuse-elementwise,fuse-epilogue");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;
 }

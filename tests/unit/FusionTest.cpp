@@ -206,6 +206,29 @@ graph @g(%x: f32[3,4,32]) -> (f32[3,4,32]) {
   EXPECT_EQ(kernels, 1u);
 }
 
+TEST(FusionTest, DecomposedSoftmaxAndLogSoftmax) {
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[3,7,9]) -> (f32[3,7,9], f32[3,7,9], f32[3,7,9]) {
+  %m = reduce_max(%x) {axes = [1], keepdims = 1} : f32[3,1,9]
+  %d = sub(%x, %m) : f32[3,7,9]
+  %e = exp(%d) : f32[3,7,9]
+  %s = reduce_sum(%e) {axes = [1], keepdims = 1} : f32[3,1,9]
+  %y = div(%e, %s) : f32[3,7,9]
+  %m2 = reduce_max(%x) {axes = [-1], keepdims = 1} : f32[3,7,1]
+  %d2 = sub(%x, %m2) : f32[3,7,9]
+  %e2 = exp(%d2) : f32[3,7,9]
+  %s2 = reduce_sum(%e2) {axes = [2], keepdims = 1} : f32[3,7,1]
+  %l2 = log(%s2) : f32[3,7,1]
+  %z = sub(%d2, %l2) : f32[3,7,9]
+  %e3 = exp(%x) : f32[3,7,9]
+  %s3 = reduce_sum(%e3) {axes = [2], keepdims = 1} : f32[3,7,1]
+  %w = div(%e3, %s3) : f32[3,7,9]
+  return %y, %z, %w
+})",
+                                            0);
+  EXPECT_EQ(kernels, 3u);
+}
+
 /// Random DAGs of broadcasting elementwise ops, reductions and matmuls (shared values,
 /// outputs in the middle): whatever the passes group, the fused executable must match the
 /// interpreter on the unfused graph.

@@ -26,6 +26,9 @@ std::unique_ptr<Pass> createRecognizeLayerNormPass();
 /// Replaces the decomposed RMSNorm exporters emit (pow, reduce_mean, add, sqrt, div or
 /// reciprocal and mul, mul?) with one rms_norm node.
 std::unique_ptr<Pass> createRecognizeRMSNormPass();
+/// Replaces decomposed softmax / log-softmax chains (reduce_max, sub, exp, reduce_sum, div
+/// or log and sub) with one softmax / log_softmax node.
+std::unique_ptr<Pass> createRecognizeSoftmaxPass();
 /// Folds an inference batch_norm with constant parameters into the conv before it (whose
 /// weights are constant): new weights and bias, one node.
 std::unique_ptr<Pass> createFoldBatchNormPass();
