@@ -24,6 +24,17 @@ int64_t fusionGroupOf(const Node &n) {
   return std::get<int64_t>(*a);
 }
 
+namespace {
+/// The normalized `axis` of a softmax node, or -1 when it is out of range.
+int64_t normalizeLastAxis(const Node &softmax) {
+  int64_t rank = softmax.operand(0) ? softmax.operand(0)->rank() : 0;
+  int64_t axis = softmax.getInt("axis", -1);
+  if (axis < 0)
+    axis += rank;
+  return axis >= 0 && axis < rank ? axis : -1;
+}
+} // namespace
+
 Expected<std::vector<FusionGroup>> fusionGroups(const Graph &g) {
   std::map<int64_t, FusionGroup> byId;
   std::vector<Node *> nodes = g.nodes();
@@ -51,8 +62,25 @@ Expected<std::vector<FusionGroup>> fusionGroups(const Graph &g) {
     fg.root = fg.members.back();
     if (fg.root->numResults() != 1)
       return fg.root->error("the root of fusion group {} must have one result", id);
+    // The epilogue's result: the root's, or in an attention group the softmax operand's.
+    const Value *epilogue = fg.root->result();
+    if (fg.root->kind() == OpKind::MatMul && fg.members.size() > 1) {
+      Value *p = fg.root->operand(0);
+      fg.softmax = p && p->producer() && in.count(p->producer()) ? p->producer() : nullptr;
+      if (!fg.softmax || fg.softmax->kind() != OpKind::Softmax ||
+          normalizeLastAxis(*fg.softmax) != p->rank() - 1 || fg.members.size() < 3)
+        return fg.root->error("the matmul that ends fusion group {} must multiply the softmax "
+                              "(over the last axis) of the group's matmul",
+                              id);
+      Value *v = fg.root->operand(1);
+      if (v && v->producer() && in.count(v->producer()))
+        return fg.root->error("the last matmul of fusion group {} reads a member as V", id);
+      epilogue = fg.softmax->operand(0);
+    }
     for (Node *m : fg.members) {
-      if (isEpilogueAnchor(*m) && m != fg.root) {
+      if (fg.softmax && (m == fg.softmax || m == fg.root)) {
+        // the attention tail
+      } else if (isEpilogueAnchor(*m) && m != fg.root) {
         if (fg.anchor)
           return m->error("fusion group {} has two anchors ({} and this one)", id,
                           fg.anchor->describe());
@@ -70,12 +98,14 @@ Expected<std::vector<FusionGroup>> fusionGroups(const Graph &g) {
           return m->error("result %{} of fusion group {} is used outside the group by {}",
                           m->result()->name(), id, u->describe());
     }
+    if (fg.softmax && (!fg.anchor || fg.anchor->kind() != OpKind::MatMul))
+      return fg.root->error("attention fusion group {} needs a matmul as its anchor", id);
     if (fg.anchor) {
-      if (fg.anchor->result()->shape() != fg.root->result()->shape())
+      if (fg.anchor->result()->shape() != epilogue->shape())
         return fg.anchor->error("the anchor of fusion group {} has shape {}, the group's "
                                 "result {}",
                                 id, fg.anchor->result()->type().str(),
-                                fg.root->result()->type().str());
+                                epilogue->type().str());
       for (Value *o : fg.anchor->operands())
         if (o && o->producer() && in.count(o->producer()))
           return fg.anchor->error("the anchor of fusion group {} reads a member's result", id);

@@ -24,6 +24,8 @@ const std::vector<PassInfo> &passRegistry() {
        createFuseElementwisePass},
       {"fuse-epilogue", "Run elementwise consumers in the output loop of a matmul or conv",
        createFuseEpiloguePass},
+      {"fuse-attention", "Run matmul, scale/mask, softmax and matmul row by row as one kernel",
+       createFuseAttentionPass},
   };
   return passes;
 }
@@ -39,7 +41,7 @@ PassPipeline PassPipeline::defaultPipeline() {
   Expected<PassPipeline> p = parse(
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
       "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
-      "fuse-elementwise,fuse-epilogue");
+      "fuse-elementwise,fuse-epilogue,fuse-attention");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;
 }

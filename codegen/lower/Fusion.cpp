@@ -16,11 +16,13 @@
 //     instead, and a loop appended to it applies E to every element.
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "LowerUtil.h"
 #include "Lowerers.h"
+#include "NNLowering.h"
 
 namespace nnc {
 
@@ -130,6 +132,12 @@ Expr modIndex(const Expr &e, int64_t m, const LoopExtents &env) {
 
 // ---- Composition --------------------------------------------------------------------------------
 
+/// The value the elementwise members compute: the root's, or an attention group's scores
+/// (the softmax operand).
+const Value *epilogueValue(const LoweringUnit &u) {
+  return u.softmax ? u.softmax->operand(0) : u.node->result();
+}
+
 struct GroupInfo {
   std::set<const Node *> members;
   /// Uses of each member result inside the group (operand slots).
@@ -143,12 +151,11 @@ struct GroupInfo {
 Expected<GroupInfo> analyze(const LoweringUnit &u) {
   GroupInfo gi;
   gi.members.insert(u.members.begin(), u.members.end());
-  const Node &root = *u.node;
-  Extents out = lower::extentsOf(root.result());
+  Extents out = lower::extentsOf(epilogueValue(u));
   std::vector<Extents> leaves;
   gi.leafSlot.assign(u.operands.size(), -1);
   for (const Node *m : u.members) {
-    if (m == u.anchor)
+    if (m == u.anchor || (u.softmax && (m == u.softmax || m == u.node)))
       continue;
     const OpInfo &info = m->info();
     for (size_t k = 0; k < m->numOperands(); ++k) {
@@ -441,6 +448,139 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
   return ks;
 }
 
+/// 3. An attention group: per (batch, query row), the scores row (Q·K^T in the matmul's
+/// accumulator type, then the epilogue), its softmax and its product with V, through
+/// row-sized scratch buffers: the [.., S, T] score matrix is never stored whole.
+Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
+                                                       const GroupInfo &gi,
+                                                       const std::string &prefix) {
+  using lower::extentsOf;
+  using lower::nnl::i64;
+  const Node &mm1 = *u.anchor, &mm2 = *u.node;
+  const Value *qv = mm1.operand(0), *ktv = mm1.operand(1), *vv = mm2.operand(1);
+  const Value *scores = u.softmax->operand(0);
+  Extents qe = extentsOf(qv), ke = extentsOf(ktv), ve = extentsOf(vv),
+          oe = extentsOf(mm2.result()), se = extentsOf(scores);
+  DType t = qv->dtype();
+  size_t r = qe.size();
+  bool ok = r >= 2 && ke.size() == r && ve.size() == r && oe.size() == r && se.size() == r &&
+            (t == DType::F32 || t == DType::F64) && ktv->dtype() == t && vv->dtype() == t &&
+            scores->dtype() == t && u.softmax->result()->dtype() == t;
+  for (size_t d = 0; ok && d + 2 < r; ++d)
+    ok = ke[d] == qe[d] && ve[d] == qe[d] && oe[d] == qe[d];
+  if (!ok)
+    return mm2.error("attention fusion needs Q, K^T, V and the result of one float dtype, "
+                     "rank >= 2 and equal batch dims; got {}, {}, {} and {}",
+                     extentsStr(qe), extentsStr(ke), extentsStr(ve), extentsStr(oe));
+  int64_t S = qe[r - 2], D = qe[r - 1], T = ke[r - 1], E = ve[r - 1];
+  int64_t B = lower::numElementsOf(Extents(qe.begin(), qe.end() - 2));
+  if (ke[r - 2] != D || ve[r - 2] != T || oe[r - 2] != S || oe[r - 1] != E ||
+      se[r - 2] != S || se[r - 1] != T)
+    return mm2.error("attention fusion: inner dims of {}, {} and {} do not match",
+                     extentsStr(qe), extentsStr(ke), extentsStr(ve));
+  if (B * S * E == 0)
+    return std::vector<kir::Kernel>{};
+  DType acc1 = lower::nnl::accType(t, /*wide=*/D >= 64), acc2 = lower::nnl::accType(t, T >= 64);
+  kir::Kernel k;
+  k.name = prefix;
+  std::vector<int> bufOf(u.operands.size());
+  for (size_t i = 0; i < u.operands.size(); ++i) {
+    bufOf[i] = static_cast<int>(k.buffers.size());
+    k.buffers.push_back(inputBuffer(u, i));
+  }
+  auto inputIndex = [&](const Value *v) {
+    return static_cast<size_t>(std::find(u.operands.begin(), u.operands.end(), v) -
+                               u.operands.begin());
+  };
+  int qb = bufOf[inputIndex(qv)], kb = bufOf[inputIndex(ktv)], vb = bufOf[inputIndex(vv)];
+  auto scratch = [&](int index, DType dt, int64_t n) {
+    k.buffers.push_back({"tmp" + std::to_string(index), dt, n, kir::BufferRole::Scratch, index,
+                         /*written=*/true});
+    return static_cast<int>(k.buffers.size()) - 1;
+  };
+  int ob = static_cast<int>(k.buffers.size());
+  k.buffers.push_back({"out0", t, B * S * E, kir::BufferRole::Result, 0, /*written=*/true});
+  int sb = scratch(0, acc1, B * T), pb = scratch(1, t, B * T), ab = scratch(2, acc2, B * E);
+  Expr b = kir::var("b"), i = kir::var("i"), j = kir::var("j"), d = kir::var("d"),
+       e = kir::var("e");
+  auto ld = [&](int buf, Expr idx) { return kir::load(buf, k.buffers[buf].dtype, idx); };
+  auto row = [&](int64_t n, Expr x) { return kir::add(kir::mul(b, i64(n)), x); };
+  Expr qRow = kir::add(kir::mul(b, i64(S)), i);
+  std::vector<Stmt> body;
+  // Scores: s[j] = sum_d q[i, d] * kt[d, j], the innermost loop over contiguous j.
+  body.push_back(kir::forLoop("j0", i64(T), kir::store(sb, row(T, kir::var("j0")),
+                                                       kir::constant(0, acc1))));
+  Expr kIdx = kir::add(kir::mul(kir::add(kir::mul(b, i64(D)), d), i64(T)), kir::var("j1"));
+  body.push_back(kir::forLoop(
+      "d", i64(D),
+      kir::block({kir::decl("qa", acc1,
+                            kir::cast(ld(qb, kir::add(kir::mul(qRow, i64(D)), d)), acc1)),
+                  kir::forLoop("j1", i64(T),
+                               kir::store(sb, row(T, kir::var("j1")),
+                                          kir::add(ld(sb, row(T, kir::var("j1"))),
+                                                   kir::mul(kir::var("qa", acc1),
+                                                            kir::cast(ld(kb, kIdx), acc1)))))})));
+  // The epilogue (scale, mask, ...) of each score, into p; the row maximum.
+  LoopExtents env{{"b", B}, {"i", S}, {"j", T}};
+  Composer c(
+      u, gi, "ep",
+      [&](size_t in) {
+        const Extents &le = gi.space.in[gi.leafSlot[in]];
+        Expr at = kir::add(kir::mul(qRow, i64(T)), j);
+        const Extents &ext = gi.space.out;
+        std::vector<int64_t> strides = lower::stridesOf(ext);
+        std::vector<Expr> idx(ext.size());
+        for (size_t dd = 0; dd < ext.size(); ++dd)
+          idx[dd] = le[dd] == 1 ? i64(0)
+                                : (dd == 0 ? divIndex(at, strides[dd], env)
+                                           : modIndex(divIndex(at, strides[dd], env), ext[dd],
+                                                      env));
+        Expr index = le == ext ? at : lower::broadcastIndex(idx, le);
+        return ld(bufOf[in], index);
+      },
+      kir::var("sv", t));
+  Expr ev = c.valueOf(scores);
+  std::vector<Stmt> epi{kir::decl("sv", t, kir::cast(ld(sb, row(T, j)), t))};
+  for (const Stmt &s : c.decls())
+    epi.push_back(s);
+  epi.push_back(kir::decl("ev", t, ev));
+  epi.push_back(kir::store(pb, row(T, j), kir::var("ev", t)));
+  epi.push_back(kir::assign("mx", kir::op(OpKind::Max, {kir::var("mx", t), kir::var("ev", t)})));
+  body.push_back(kir::decl("mx", t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
+  body.push_back(kir::forLoop("j", i64(T), kir::block(epi)));
+  // Softmax of the row, like the softmax lowering: sum of exp(x - max), then exp(x - max)/sum.
+  body.push_back(kir::decl("sum", t, kir::constant(0, t)));
+  Expr shifted = kir::sub(ld(pb, row(T, kir::var("j2"))), kir::var("mx", t));
+  body.push_back(kir::forLoop(
+      "j2", i64(T),
+      kir::assign("sum", kir::add(kir::var("sum", t), kir::op(OpKind::Exp, {shifted})))));
+  Expr shifted3 = kir::sub(ld(pb, row(T, kir::var("j3"))), kir::var("mx", t));
+  body.push_back(kir::forLoop(
+      "j3", i64(T),
+      kir::store(pb, row(T, kir::var("j3")),
+                 kir::div(kir::op(OpKind::Exp, {shifted3}), kir::var("sum", t)))));
+  // out[i, :] = sum_j p[j] * v[j, :], the innermost loop over contiguous e.
+  body.push_back(kir::forLoop("e0", i64(E), kir::store(ab, row(E, kir::var("e0")),
+                                                       kir::constant(0, acc2))));
+  Expr vIdx = kir::add(kir::mul(kir::add(kir::mul(b, i64(T)), kir::var("j4")), i64(E)), e);
+  body.push_back(kir::forLoop(
+      "j4", i64(T),
+      kir::block({kir::decl("pj", acc2, kir::cast(ld(pb, row(T, kir::var("j4"))), acc2)),
+                  kir::forLoop("e", i64(E),
+                               kir::store(ab, row(E, e),
+                                          kir::add(ld(ab, row(E, e)),
+                                                   kir::mul(kir::var("pj", acc2),
+                                                            kir::cast(ld(vb, vIdx), acc2)))))})));
+  body.push_back(kir::forLoop(
+      "e1", i64(E),
+      kir::store(ob, kir::add(kir::mul(qRow, i64(E)), kir::var("e1")),
+                 kir::cast(ld(ab, row(E, kir::var("e1"))), t))));
+  k.body = kir::forLoop("b", i64(B), kir::forLoop("i", i64(S), kir::block(body)));
+  if (B >= 2 && B * S * T * (D + E) >= 65536)
+    k.schedule.steps.push_back({kir::ScheduleStep::Parallel, "b", 0, {}});
+  return std::vector<kir::Kernel>{std::move(k)};
+}
+
 } // namespace
 
 Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g) {
@@ -467,6 +607,7 @@ Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g) {
       u.operands = fg.inputs;
       u.members.assign(fg.members.begin(), fg.members.end());
       u.anchor = fg.anchor;
+      u.softmax = fg.softmax;
       u.pointwise = fg.anchor == nullptr;
     }
     units.push_back(std::move(u));
@@ -483,6 +624,8 @@ Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u,
       return u.node->error("operand %{} has a symbolic shape {}; specialize shapes first",
                            v->name(), v->type().str());
   NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
+  if (u.softmax)
+    return lowerAttentionGroup(u, gi, namePrefix);
   if (u.anchor)
     return lowerEpilogueGroup(u, gi, namePrefix);
   return lowerPointwiseGroup(u, gi, namePrefix);

@@ -6,6 +6,10 @@
 // by members and is not a graph output, so it needs no buffer. A group may also hold one
 // anchor, a matmul or conv that produces a value of the root's shape: the elementwise members
 // then run in the anchor's output loop (an epilogue) instead of in a loop of their own.
+//
+// An attention group ends with softmax (over the last axis) of the epilogue's result and a
+// matmul of that softmax (its operand 0) as the root: matmul, scale/mask, softmax, matmul run
+// row by row, so the score matrix is never materialized in full.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,7 @@ struct FusionGroup {
   std::vector<Node *> members; ///< In graph order.
   Node *root = nullptr;        ///< The last member; its result is the group's result.
   Node *anchor = nullptr;      ///< The matmul/conv whose output loop runs the others, or null.
+  Node *softmax = nullptr;     ///< An attention group's softmax (the root is its matmul).
   /// The values members read that the group does not compute, in first-use order (graph
   /// inputs, constants and other nodes' results; the anchor's operands included).
   std::vector<Value *> inputs;

@@ -38,5 +38,8 @@ std::unique_ptr<Pass> createFuseElementwisePass();
 /// Puts a matmul or conv into the fusion group of its single elementwise consumer, so the
 /// group runs in the matmul's or conv's output loop.
 std::unique_ptr<Pass> createFuseEpiloguePass();
+/// Groups matmul, its epilogue, softmax over the last axis and the matmul of the softmax,
+/// run row by row without storing the score matrix whole.
+std::unique_ptr<Pass> createFuseAttentionPass();
 
 } // namespace nnc
