@@ -26,8 +26,7 @@ public:
   std::string_view name() const override { return "fuse-attention"; }
 
   Expected<bool> run(Graph &g, PassContext &) override {
-    int64_t unitsBefore = fusion::countUnits(g);
-    int64_t bytesBefore = fusion::intermediateBytes(g);
+    fusion::FusionCounters counters(g);
     int64_t nextId = fusion::freshGroupId(g);
     bool changed = false;
     for (Node *s : g.nodes()) {
@@ -84,9 +83,8 @@ public:
       addStat("attentions");
       changed = true;
     }
-    addStat("units-before", unitsBefore);
-    addStat("units-after", fusion::countUnits(g));
-    addStat("intermediate-bytes-removed", fusion::intermediateBytes(g) - bytesBefore);
+    for (const auto &[name, value] : counters.after(g))
+      addStat(name, value);
     return changed;
   }
 };

@@ -57,8 +57,7 @@ public:
   std::string_view name() const override { return "fuse-elementwise"; }
 
   Expected<bool> run(Graph &g, PassContext &) override {
-    int64_t unitsBefore = fusion::countUnits(g);
-    int64_t bytesBefore = fusion::intermediateBytes(g);
+    fusion::FusionCounters counters(g);
     int64_t nextId = fusion::freshGroupId(g);
     bool changed = false;
     std::vector<Node *> nodes = g.nodes();
@@ -155,9 +154,8 @@ public:
         addStat("recomputed-originals-removed");
       }
     }
-    addStat("units-before", unitsBefore);
-    addStat("units-after", fusion::countUnits(g));
-    addStat("intermediate-bytes-removed", fusion::intermediateBytes(g) - bytesBefore);
+    for (const auto &[name, value] : counters.after(g))
+      addStat(name, value);
     return changed;
   }
 

@@ -24,8 +24,7 @@ public:
   std::string_view name() const override { return "fuse-epilogue"; }
 
   Expected<bool> run(Graph &g, PassContext &) override {
-    int64_t unitsBefore = fusion::countUnits(g);
-    int64_t bytesBefore = fusion::intermediateBytes(g);
+    fusion::FusionCounters counters(g);
     int64_t nextId = fusion::freshGroupId(g);
     std::map<int64_t, Node *> anchorOf, rootOf;
     for (Node *n : g.nodes()) {
@@ -69,9 +68,8 @@ public:
       addStat("nodes-fused");
       changed = true;
     }
-    addStat("units-before", unitsBefore);
-    addStat("units-after", fusion::countUnits(g));
-    addStat("intermediate-bytes-removed", fusion::intermediateBytes(g) - bytesBefore);
+    for (const auto &[name, value] : counters.after(g))
+      addStat(name, value);
     return changed;
   }
 };
