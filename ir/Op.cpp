@@ -1,6 +1,8 @@
 // The OpInfo table, generated from Ops.def.
 #include "nnc/ir/Op.h"
 
+#include "nnc/ir/FusionGroup.h"
+
 #include "shape/ShapeRules.h"
 
 namespace nnc {
@@ -66,6 +68,10 @@ const AttrSpec *OpInfo::findAttr(std::string_view n) const {
   for (const AttrSpec &a : attrs)
     if (n == a.name)
       return &a;
+  // Every op may belong to a fusion group (ir/FusionGroup.h).
+  static const AttrSpec fusionGroup{kFusionGroupAttr, AttrKind::Int, /*required=*/false};
+  if (n == fusionGroup.name)
+    return &fusionGroup;
   return nullptr;
 }
 

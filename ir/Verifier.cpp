@@ -3,6 +3,8 @@
 
 #include <unordered_set>
 
+#include "nnc/ir/FusionGroup.h"
+
 namespace nnc {
 
 Error verifyNodeSignature(const Node &n) {
@@ -74,7 +76,7 @@ Error verify(const Graph &g) {
     if (!o || !defined.count(o))
       return makeError("graph @{}: output {} is not defined", g.name(), i);
   }
-  return Error::success();
+  return fusionGroups(g).takeError();
 }
 
 } // namespace nnc

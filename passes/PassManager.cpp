@@ -62,7 +62,7 @@ Error PassPipeline::run(Graph &g, PassContext &ctx) const {
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                             start)
                       .count();
-      statsOs << fmt::format("{:<18} {:8.3f} ms  nodes {}", name, ms, g.numNodes());
+      statsOs << fmt::format("{:<22} {:8.3f} ms  nodes {}", name, ms, g.numNodes());
       for (const auto &[k, v] : pass->statistics())
         statsOs << fmt::format("  {} {}", k, v);
       statsOs << "\n";

@@ -12,6 +12,20 @@ const std::vector<PassInfo> &passRegistry() {
       {"cse", "Merge identical nodes", createCommonSubexpressionEliminationPass},
       {"canonicalize", "Algebraic simplifications (x*1, x+0, transpose/reshape chains)",
        createCanonicalizePass},
+      {"recognize-layer-norm", "Replace decomposed LayerNorm chains with layer_norm",
+       createRecognizeLayerNormPass},
+      {"recognize-rms-norm", "Replace decomposed RMSNorm chains with rms_norm",
+       createRecognizeRMSNormPass},
+      {"recognize-softmax", "Replace decomposed softmax and log-softmax chains with one op",
+       createRecognizeSoftmaxPass},
+      {"fold-batch-norm", "Fold batch_norm with constant parameters into the conv before it",
+       createFoldBatchNormPass},
+      {"fuse-elementwise", "Group elementwise chains and trees into one kernel each",
+       createFuseElementwisePass},
+      {"fuse-epilogue", "Run elementwise consumers in the output loop of a matmul or conv",
+       createFuseEpiloguePass},
+      {"fuse-attention", "Run matmul, scale/mask, softmax and matmul row by row as one kernel",
+       createFuseAttentionPass},
   };
   return passes;
 }
@@ -25,7 +39,9 @@ const PassInfo *findPass(std::string_view name) {
 
 PassPipeline PassPipeline::defaultPipeline() {
   Expected<PassPipeline> p = parse(
-      "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,dce");
+      "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
+      "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
+      "fuse-elementwise,fuse-epilogue,fuse-attention");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;
 }

@@ -153,12 +153,13 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target) {
   // 2. The launch list, binding each kernel parameter to a slot; 3. liveness of arena slots.
   std::vector<BufferRequest> requests;
   std::unordered_map<const Value *, int> requestOfValue, extentRequestOfValue;
-  std::vector<std::vector<int>> nodeKernels; // per node index: launch indices
-  std::vector<const Node *> lowered;
-  for (size_t ni = 0; ni < nodes.size(); ++ni) {
-    Node *n = nodes[ni];
-    if (n->kind() == OpKind::Constant)
-      continue;
+  std::vector<std::vector<int>> nodeKernels; // per unit: launch indices
+  NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
+  std::unordered_map<const Node *, size_t> position;
+  for (size_t ni = 0; ni < nodes.size(); ++ni)
+    position[nodes[ni]] = ni;
+  for (const LoweringUnit &unit : units) {
+    const Node *n = unit.node;
     for (Value *r : n->results()) {
       if (dynamicOutput.count(r)) {
         if (!g.users(r).empty())
@@ -169,8 +170,10 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target) {
       }
       NNC_TRY(staticOf(r).takeError());
     }
-    std::string prefix = fmt::format("n{}_{}", ni, sanitize(n->opName()));
-    NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(*n, prefix));
+    std::string prefix = fmt::format("n{}_{}{}", position[n],
+                                     sanitize((unit.anchor ? unit.anchor : n)->opName()),
+                                     unit.members.empty() ? "" : "_fused");
+    NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix));
     if (ks.empty()) {
       for (Value *r : n->results()) {
         std::optional<int64_t> count = checkedNumElements(*staticExtents(r->shape()));
@@ -211,7 +214,9 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target) {
           slot.index = it->second;
         } else {
           bool isOperand = b.role == kir::BufferRole::Operand;
-          Value *v = isOperand ? n->operand(b.index)
+          Value *v = isOperand ? (b.index < static_cast<int>(unit.operands.size())
+                                      ? unit.operands[b.index]
+                                      : nullptr)
                                : (b.index < static_cast<int>(n->numResults()) ? n->result(b.index)
                                                                             : nullptr);
           if (!v)
@@ -253,15 +258,14 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target) {
       p.kernels.push_back(std::move(k));
     }
     nodeKernels.push_back(launchIdx);
-    lowered.push_back(n);
   }
 
   // In place: an elementwise node with one kernel may write its result over an operand that
   // dies there, has the result's extents, and is read only at the index being written.
   std::vector<bool> reusedAlready(requests.size(), false);
-  for (size_t li = 0; li < lowered.size(); ++li) {
-    const Node *n = lowered[li];
-    if (!n->info().elementwise || nodeKernels[li].size() != 1 || n->numResults() != 1)
+  for (size_t li = 0; li < units.size(); ++li) {
+    const Node *n = units[li].node;
+    if (!units[li].pointwise || nodeKernels[li].size() != 1 || n->numResults() != 1)
       continue;
     int launch = nodeKernels[li][0];
     const kir::Kernel &k = p.kernels[launch];
@@ -269,8 +273,8 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target) {
     if (rit == requestOfValue.end())
       continue;
     BufferRequest &res = requests[rit->second];
-    for (size_t oi = 0; oi < n->numOperands() && res.reuses < 0; ++oi) {
-      const Value *o = n->operand(oi);
+    for (size_t oi = 0; oi < units[li].operands.size() && res.reuses < 0; ++oi) {
+      const Value *o = units[li].operands[oi];
       auto oit = o ? requestOfValue.find(o) : requestOfValue.end();
       if (oit == requestOfValue.end() || oit->second >= rit->second || reusedAlready[oit->second])
         continue;

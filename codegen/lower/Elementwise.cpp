@@ -7,50 +7,6 @@ namespace nnc::lower {
 
 namespace {
 
-/// The output extents and each operand's extents (same rank, 1 on broadcast dims) after
-/// dropping size-1 output dims and merging neighbouring dims that every operand either has
-/// in full or broadcasts: [N,C,H,W] + [1,C,1,1] becomes [N,C,H*W] + [1,C,1].
-struct Collapsed {
-  Extents out;
-  std::vector<Extents> in;
-};
-
-Collapsed collapse(const Extents &out, const std::vector<Extents> &ins) {
-  size_t r = out.size();
-  std::vector<std::vector<bool>> bcast(ins.size(), std::vector<bool>(r, false));
-  for (size_t k = 0; k < ins.size(); ++k) {
-    size_t lead = r - ins[k].size();
-    for (size_t d = 0; d < r; ++d) {
-      int64_t e = d < lead ? 1 : ins[k][d - lead];
-      bcast[k][d] = e == 1 && out[d] != 1;
-    }
-  }
-  Collapsed c;
-  c.in.resize(ins.size());
-  std::vector<size_t> kept;
-  for (size_t d = 0; d < r; ++d)
-    if (out[d] != 1)
-      kept.push_back(d);
-  std::vector<std::vector<bool>> groupBcast(ins.size());
-  for (size_t j = 0; j < kept.size(); ++j) {
-    size_t d = kept[j];
-    bool merge = j > 0;
-    for (size_t k = 0; k < ins.size() && merge; ++k)
-      merge = bcast[k][d] == bcast[k][kept[j - 1]];
-    if (merge) {
-      c.out.back() *= out[d];
-    } else {
-      c.out.push_back(out[d]);
-      for (size_t k = 0; k < ins.size(); ++k)
-        groupBcast[k].push_back(bcast[k][d]);
-    }
-  }
-  for (size_t k = 0; k < ins.size(); ++k)
-    for (size_t j = 0; j < c.out.size(); ++j)
-      c.in[k].push_back(groupBcast[k][j] ? 1 : c.out[j]);
-  return c;
-}
-
 /// One kernel: out0[i] = f(in0[bcast(i)], in1[bcast(i)], ...) over the result's extents.
 /// With `valueTypes`, the buffers and loads have the values' own dtypes (storage-only ones
 /// included: a byte per element, as the executable binds them) rather than movedType.

@@ -43,6 +43,42 @@ kir::Expr broadcastIndex(const std::vector<kir::Expr> &outIdx, const Extents &in
   return flatIndex(idx, s);
 }
 
+Collapsed collapse(const Extents &out, const std::vector<Extents> &ins) {
+  size_t r = out.size();
+  std::vector<std::vector<bool>> bcast(ins.size(), std::vector<bool>(r, false));
+  for (size_t k = 0; k < ins.size(); ++k) {
+    size_t lead = r - ins[k].size();
+    for (size_t d = 0; d < r; ++d) {
+      int64_t e = d < lead ? 1 : ins[k][d - lead];
+      bcast[k][d] = e == 1 && out[d] != 1;
+    }
+  }
+  Collapsed c;
+  c.in.resize(ins.size());
+  std::vector<size_t> kept;
+  for (size_t d = 0; d < r; ++d)
+    if (out[d] != 1)
+      kept.push_back(d);
+  std::vector<std::vector<bool>> groupBcast(ins.size());
+  for (size_t j = 0; j < kept.size(); ++j) {
+    size_t d = kept[j];
+    bool merge = j > 0;
+    for (size_t k = 0; k < ins.size() && merge; ++k)
+      merge = bcast[k][d] == bcast[k][kept[j - 1]];
+    if (merge) {
+      c.out.back() *= out[d];
+    } else {
+      c.out.push_back(out[d]);
+      for (size_t k = 0; k < ins.size(); ++k)
+        groupBcast[k].push_back(bcast[k][d]);
+    }
+  }
+  for (size_t k = 0; k < ins.size(); ++k)
+    for (size_t j = 0; j < c.out.size(); ++j)
+      c.in[k].push_back(groupBcast[k][j] ? 1 : c.out[j]);
+  return c;
+}
+
 DType movedType(DType t) { return isStorageOnly(t) ? DType::U8 : t; }
 
 KernelBuilder::KernelBuilder(const Node &node, std::string kernelName)

@@ -24,6 +24,16 @@ kir::Expr flatIndex(const std::vector<kir::Expr> &idx, const std::vector<int64_t
 /// output position `outIdx`: stride 0 on the operand's size-1 dims.
 kir::Expr broadcastIndex(const std::vector<kir::Expr> &outIdx, const Extents &in);
 
+/// The output extents and each operand's extents (same rank, 1 on broadcast dims) after
+/// dropping size-1 output dims and merging neighbouring dims that every operand either has
+/// in full or broadcasts: [N,C,H,W] + [1,C,1,1] becomes [N,C,H*W] + [1,C,1].
+struct Collapsed {
+  Extents out;
+  std::vector<Extents> in;
+};
+
+Collapsed collapse(const Extents &out, const std::vector<Extents> &ins);
+
 /// The dtype a kernel moves values of `t` as: `t` for arithmetic dtypes; u8 for the
 /// storage-only formats (f8, f4, i4, ...), which take one byte per element in memory, so
 /// copies need no arithmetic on them.

@@ -102,7 +102,9 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix) {
   // f32 products accumulate in f64 for long rows (like the interpreter, which sums in double:
   // near-zero results of long dot products would otherwise miss rtol 1e-3); f16/bf16 in f32.
   DType acc = accType(t, /*wide=*/k >= 64);
-  int accb = acc != t ? kb.scratch(0, acc, outN) : ob;
+  // Partial sums live in scratch and each output element is stored once, with its final
+  // value, at its flat index: epilogue fusion (codegen/lower/Fusion.cpp) rewrites that store.
+  int accb = kb.scratch(0, acc, outN);
   // Accumulate whole output rows: for p: row[i, :] += a[i, p] * b[p, :]; the innermost loop
   // runs over contiguous rows of b and of the accumulator.
   Nest init, red, cols, fin;
@@ -117,12 +119,10 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix) {
       kb.store(accb, oIdx, kir::add(kb.load(accb, oIdx), kir::mul(kir::var(a, acc), bElem)));
   Stmt redS = red.wrap(kir::block(
       {kir::decl(a, acc, kir::cast(kb.load(ab, kir::add(aOff, p)), acc)), cols.wrap(upd)}));
-  std::vector<Stmt> body{initS, redS};
-  if (accb != ob) {
-    Expr jf = fin.add(kb, n, "n");
-    Expr at = kir::add(oOff, jf);
-    body.push_back(fin.wrap(kb.store(ob, at, kir::cast(kb.load(accb, at), t))));
-  }
+  Expr jf = fin.add(kb, n, "n");
+  Expr at = kir::add(oOff, jf);
+  std::vector<Stmt> body{initS, redS,
+                         fin.wrap(kb.store(ob, at, kir::cast(kb.load(accb, at), t)))};
   return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, work))};
 }
 

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "nnc/ir/FusionGroup.h"
+
 namespace nnc::tools {
 
 namespace {
@@ -35,8 +37,11 @@ void printDot(const Graph &g, std::ostream &os) {
     source[in] = id;
   }
   k = 0;
+  std::map<int64_t, std::vector<std::string>> groups; // fusion group -> node ids
   for (Node *n : g.nodes()) {
     std::string id = fmt::format("n{}", k++);
+    if (int64_t fg = fusionGroupOf(*n); fg >= 0)
+      groups[fg].push_back(id);
     std::string label(n->opName());
     if (!n->name().empty())
       label += "\\n" + escape(n->name(), false);
@@ -49,6 +54,17 @@ void printDot(const Graph &g, std::ostream &os) {
         os << fmt::format("  {} -> {};\n", source[op], id);
     for (Value *r : n->results())
       source[r] = id;
+  }
+  // Each fusion group is a filled cluster: its nodes run as one kernel.
+  for (const auto &[fg, ids] : groups) {
+    if (ids.size() < 2)
+      continue;
+    os << fmt::format("  subgraph cluster_fusion_group_{} {{\n    label=\"fusion_group {} "
+                      "(one kernel)\";\n    style=filled;\n    color=lightblue;\n",
+                      fg, fg);
+    for (const std::string &id : ids)
+      os << "    " << id << ";\n";
+    os << "  }\n";
   }
   k = 0;
   for (Value *o : g.outputs()) {

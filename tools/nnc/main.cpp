@@ -186,13 +186,14 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
 Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g) {
   std::vector<kir::Kernel> kernels;
   std::vector<Node *> nodes = g.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i]->kind() == OpKind::Constant)
-      continue;
-    std::string op(nodes[i]->opName());
+  NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
+  for (const LoweringUnit &u : units) {
+    size_t i = std::find(nodes.begin(), nodes.end(), u.node) - nodes.begin();
+    std::string op((u.anchor ? u.anchor : u.node)->opName());
     std::replace_if(op.begin(), op.end(), [](char c) { return !std::isalnum(c); }, '_');
     NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks,
-                         lowerNode(*nodes[i], fmt::format("n{}_{}", i, op)));
+                         lowerUnit(u, fmt::format("n{}_{}{}", i, op,
+                                                  u.members.empty() ? "" : "_fused")));
     for (kir::Kernel &k : ks)
       kernels.push_back(std::move(k));
   }
@@ -358,6 +359,7 @@ struct BenchOptions {
   int warmup = 3;
   bool json = false;
   bool profile = false;
+  std::string passes; ///< Empty: the default pipeline.
 };
 
 /// `nnc bench --profile` on OpenCL: device time per kernel (profiling events), transfers per
@@ -417,8 +419,18 @@ int benchCommand(const BenchOptions &o) {
   Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model, *byName);
   if (!g)
     return fail(g.takeError());
-  if (Error e = driver::optimize(**g))
-    return fail(e);
+  if (o.passes.empty()) {
+    if (Error e = driver::optimize(**g))
+      return fail(e);
+  } else {
+    Expected<PassPipeline> pipeline = PassPipeline::parse(o.passes == "none" ? "" : o.passes);
+    if (!pipeline)
+      return fail(pipeline.takeError());
+    PassContext ctx;
+    ctx.evaluate = driver::interpreterEvaluator();
+    if (Error e = pipeline->run(**g, ctx))
+      return fail(e);
+  }
   // Inputs not given are random, of the declared (or --shape) extents.
   std::vector<Tensor> inputs;
   std::mt19937 rng(42);
@@ -442,6 +454,7 @@ int benchCommand(const BenchOptions &o) {
     return fail(runner.takeError());
   std::string cache = "none";
   double kernelCompileMs = 0;
+  int64_t kernels = -1;
   if (CpuModel *cpu = (*runner)->cpuModel()) {
     std::vector<Extents> shapes;
     for (const Tensor &t : inputs)
@@ -450,6 +463,7 @@ int benchCommand(const BenchOptions &o) {
     if (exe) {
       cache = (*exe)->fromCache() ? "hit" : "miss";
       kernelCompileMs = (*exe)->compileMs();
+      kernels = static_cast<int64_t>((*exe)->kernels().size());
     } else if (Expected<std::vector<Tensor>> first = (*runner)->run(inputs); !first) {
       return fail(first.takeError()); // shapes that depend on input values compile here
     }
@@ -487,9 +501,10 @@ int benchCommand(const BenchOptions &o) {
         "{{\"model\": \"{}\", \"target\": \"{}\", \"threads\": {}, \"iterations\": {}, "
         "\"warmup\": {}, \"compile_ms\": {:.3f}, \"kernel_compile_ms\": {:.3f}, "
         "\"compile_cache\": \"{}\", \"median_ms\": {:.4f}, \"p90_ms\": {:.4f}, "
-        "\"min_ms\": {:.4f}, \"mean_ms\": {:.4f}}}\n",
+        "\"min_ms\": {:.4f}, \"mean_ms\": {:.4f}{}}}\n",
         esc, driver::targetName(*target), threads, o.iterations, o.warmup, compileMs,
-        kernelCompileMs, cache, median, p90, sorted.front(), mean);
+        kernelCompileMs, cache, median, p90, sorted.front(), mean,
+        kernels >= 0 ? fmt::format(", \"kernels\": {}", kernels) : std::string());
   } else {
     std::cout << fmt::format("{}: target {}, {} thread(s)\n", o.model,
                              driver::targetName(*target), threads);
@@ -783,6 +798,8 @@ int main(int argc, char **argv) {
       ->check(CLI::NonNegativeNumber);
   benchCmd->add_option("--iterations", bench.iterations, "Timed runs (default 20)");
   benchCmd->add_option("--warmup", bench.warmup, "Untimed runs first (default 3)");
+  benchCmd->add_option("--passes", bench.passes,
+                       "Pipeline to run instead of the standard one (`none`: no pass)");
   benchCmd->add_option("--inputs-dir", bench.inputsDir, "Inputs (default: random)");
   benchCmd->add_option("--input", bench.inputs, "NAME=FILE (.pb or .npy); repeatable");
   benchCmd->add_option("--shape", bench.shapes, "NAME=D0xD1x... for a symbolic random input");

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "nnc/ir/FusionGroup.h"
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Kernel.h"
 
@@ -22,5 +23,28 @@ bool lowersDataDependentResults(const Node &node);
 
 /// True when lowerNode supports this node (for `nnc check --target cpu` and statistics).
 bool canLowerNode(const Node &node);
+
+/// One unit of code generation: a node, or a fusion group (ir/FusionGroup.h) that runs as
+/// one kernel (or, with an anchor, as the anchor's kernels with the group's elementwise work
+/// in their output loop). Its kernels bind BufferRole::Operand k to operands[k] and
+/// BufferRole::Result k to node->result(k).
+struct LoweringUnit {
+  const Node *node = nullptr;        ///< The node, or the group's root.
+  std::vector<Value *> operands;     ///< The node's operands, or the group's inputs.
+  std::vector<const Node *> members; ///< A group's members (graph order); empty for a node.
+  const Node *anchor = nullptr;      ///< A group's matmul/conv, or null.
+  const Node *softmax = nullptr;     ///< An attention group's softmax, or null.
+  /// The unit's kernels read operands only at the index they write (an elementwise node or
+  /// a group without an anchor): the executable may then reuse an operand's storage.
+  bool pointwise = false;
+};
+
+/// The units of `g` in execution order (constants excluded): fusion groups of several
+/// members become one unit at the position of their root. Fails on malformed groups.
+Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g);
+
+/// Lowers a unit (static shapes) like lowerNode; a group becomes one kernel, or the anchor's
+/// kernels with the group's elementwise expression in the stores of the anchor's result.
+Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::string &namePrefix);
 
 } // namespace nnc

@@ -20,5 +20,26 @@ std::unique_ptr<Pass> createCommonSubexpressionEliminationPass();
 /// Algebraic simplifications to a fixed point: x*1, x+0, x-0, x/1, cast to the same type,
 /// transpose of transpose, reshape chains, no-op reshape/expand/transpose.
 std::unique_ptr<Pass> createCanonicalizePass();
+/// Replaces the decomposed LayerNorm exporters emit (reduce_mean, sub, pow, reduce_mean, add,
+/// sqrt, div, mul?, add?) with one layer_norm node.
+std::unique_ptr<Pass> createRecognizeLayerNormPass();
+/// Replaces the decomposed RMSNorm exporters emit (pow, reduce_mean, add, sqrt, div or
+/// reciprocal and mul, mul?) with one rms_norm node.
+std::unique_ptr<Pass> createRecognizeRMSNormPass();
+/// Replaces decomposed softmax / log-softmax chains (reduce_max, sub, exp, reduce_sum, div
+/// or log and sub) with one softmax / log_softmax node.
+std::unique_ptr<Pass> createRecognizeSoftmaxPass();
+/// Folds an inference batch_norm with constant parameters into the conv before it (whose
+/// weights are constant): new weights and bias, one node.
+std::unique_ptr<Pass> createFoldBatchNormPass();
+/// Groups chains and trees of elementwise ops into fusion groups run as one kernel; a value
+/// with consumers outside a group is recomputed when cheap, else materialized.
+std::unique_ptr<Pass> createFuseElementwisePass();
+/// Puts a matmul or conv into the fusion group of its single elementwise consumer, so the
+/// group runs in the matmul's or conv's output loop.
+std::unique_ptr<Pass> createFuseEpiloguePass();
+/// Groups matmul, its epilogue, softmax over the last axis and the matmul of the softmax,
+/// run row by row without storing the score matrix whole.
+std::unique_ptr<Pass> createFuseAttentionPass();
 
 } // namespace nnc

@@ -1,0 +1,634 @@
+// Code generation of fusion groups (ir/FusionGroup.h): the elementwise members of a group are
+// composed into one kernel expression (the load of an intermediate value is replaced by the
+// expression that computes it, leaves are loaded with broadcasting index math), so no
+// intermediate of a group gets a buffer.
+//
+// Algorithm (lowerUnit of a group):
+//  1. Without an anchor: one loop nest over the root's extents, collapsed like a single
+//     elementwise op's (dims that every leaf has in full or broadcasts merge); the innermost
+//     body declares a local for every member value used more than once, then stores the
+//     root's expression.
+//  2. With an anchor (matmul, conv): its kernels come from its own lowering, which writes each
+//     result element once, with its final value, at the element's flat index I (the contract
+//     with the matmul/conv lowerers). Each such store `out[I] = v` becomes
+//     `t = v; out[I] = E(t, leaves at I)`, the leaves' indices derived from I. A kernel that
+//     reads its result buffer (it accumulates there) keeps accumulating in a scratch buffer
+//     instead, and a loop appended to it applies E to every element.
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "LowerUtil.h"
+#include "Lowerers.h"
+#include "NNLowering.h"
+
+namespace nnc {
+
+namespace {
+
+using kir::Expr;
+using kir::Stmt;
+
+Expr i64c(int64_t v) { return kir::intImm(v); }
+
+// ---- Index simplification with loop extents ---------------------------------------------------
+
+/// Loop variables in scope with their (constant) extents.
+using LoopExtents = std::map<std::string, int64_t>;
+
+void terms(const Expr &e, std::vector<Expr> &out) {
+  if (e->kind == kir::ExprKind::Op && e->op == OpKind::Add && e->type == DType::I64) {
+    terms(e->args[0], out);
+    terms(e->args[1], out);
+    return;
+  }
+  out.push_back(e);
+}
+
+/// An exclusive upper bound of a non-negative index expression, or -1 when unknown.
+int64_t bound(const Expr &e, const LoopExtents &env) {
+  switch (e->kind) {
+  case kir::ExprKind::IntImm: return e->intValue >= 0 ? e->intValue + 1 : -1;
+  case kir::ExprKind::Var: {
+    auto it = env.find(e->name);
+    return it == env.end() ? -1 : it->second;
+  }
+  case kir::ExprKind::Op: {
+    if (e->type != DType::I64)
+      return -1;
+    if (e->op == OpKind::Add) {
+      int64_t a = bound(e->args[0], env), b = bound(e->args[1], env);
+      return a < 0 || b < 0 ? -1 : a + b - 1;
+    }
+    if (e->op == OpKind::Mul) {
+      int64_t a = bound(e->args[0], env), b = bound(e->args[1], env);
+      return a < 0 || b < 0 ? -1 : (a - 1) * (b - 1) + 1;
+    }
+    if (e->op == OpKind::Mod && e->args[1]->kind == kir::ExprKind::IntImm)
+      return e->args[1]->intValue;
+    return -1;
+  }
+  default: return -1;
+  }
+}
+
+/// The factor `k` when `e` is `x * k` or the constant k (so e is a multiple of k).
+int64_t constFactor(const Expr &e) {
+  if (e->kind == kir::ExprKind::IntImm)
+    return e->intValue;
+  if (e->kind == kir::ExprKind::Op && e->op == OpKind::Mul) {
+    if (e->args[1]->kind == kir::ExprKind::IntImm)
+      return e->args[1]->intValue;
+    if (e->args[0]->kind == kir::ExprKind::IntImm)
+      return e->args[0]->intValue;
+  }
+  return 1;
+}
+
+/// e / m for a non-negative index e (terms that are multiples of m divide exactly; the rest,
+/// when smaller than m, contributes nothing).
+Expr divIndex(const Expr &e, int64_t m, const LoopExtents &env) {
+  if (m == 1)
+    return e;
+  std::vector<Expr> ts;
+  terms(e, ts);
+  Expr q = i64c(0), rest = i64c(0);
+  for (const Expr &t : ts) {
+    int64_t k = constFactor(t);
+    if (k != 0 && k % m == 0) {
+      Expr x = t->kind == kir::ExprKind::IntImm
+                   ? i64c(0)
+                   : (t->args[1]->kind == kir::ExprKind::IntImm ? t->args[0] : t->args[1]);
+      q = kir::add(q, t->kind == kir::ExprKind::IntImm ? i64c(k / m) : kir::mul(x, i64c(k / m)));
+    } else {
+      rest = kir::add(rest, t);
+    }
+  }
+  int64_t b = bound(rest, env);
+  if (b >= 0 && b <= m)
+    return q;
+  return kir::add(q, kir::div(rest, i64c(m)));
+}
+
+/// e % m for a non-negative index e.
+Expr modIndex(const Expr &e, int64_t m, const LoopExtents &env) {
+  if (m == 1)
+    return i64c(0);
+  std::vector<Expr> ts;
+  terms(e, ts);
+  Expr rest = i64c(0);
+  for (const Expr &t : ts) {
+    int64_t k = constFactor(t);
+    if (!(k != 0 && k % m == 0))
+      rest = kir::add(rest, t);
+  }
+  int64_t b = bound(rest, env);
+  if (b >= 0 && b <= m)
+    return rest;
+  return kir::mod(rest, i64c(m));
+}
+
+// ---- Composition --------------------------------------------------------------------------------
+
+/// The value the elementwise members compute: the root's, or an attention group's scores
+/// (the softmax operand).
+const Value *epilogueValue(const LoweringUnit &u) {
+  return u.softmax ? u.softmax->operand(0) : u.node->result();
+}
+
+struct GroupInfo {
+  std::set<const Node *> members;
+  /// Uses of each member result inside the group (operand slots).
+  std::map<const Value *, int> uses;
+  /// Collapsed iteration space of the root and of each group input (same rank).
+  lower::Collapsed space;
+  /// Input k -> position in `space.in` (-1: not read by an elementwise member).
+  std::vector<int> leafSlot;
+};
+
+Expected<GroupInfo> analyze(const LoweringUnit &u) {
+  GroupInfo gi;
+  gi.members.insert(u.members.begin(), u.members.end());
+  Extents out = lower::extentsOf(epilogueValue(u));
+  std::vector<Extents> leaves;
+  gi.leafSlot.assign(u.operands.size(), -1);
+  for (const Node *m : u.members) {
+    if (m == u.anchor || (u.softmax && (m == u.softmax || m == u.node)))
+      continue;
+    const OpInfo &info = m->info();
+    for (size_t k = 0; k < m->numOperands(); ++k) {
+      const Value *o = m->operand(k);
+      if (!o)
+        return m->error("operand {} is missing", k);
+      DType t = o->dtype();
+      bool ok = m->kind() == OpKind::Cast ||
+                (m->kind() == OpKind::Select && k == 0 ? t == DType::Bool
+                                                       : typeClassAccepts(info.operandTypes, t));
+      if (!ok || isStorageOnly(t) || isStorageOnly(m->result()->dtype()))
+        return m->error("operand {} has dtype {}, which fused code generation does not support",
+                        k, dtypeName(t));
+      if (o->producer() && gi.members.count(o->producer())) {
+        ++gi.uses[o];
+        continue;
+      }
+      size_t idx = std::find(u.operands.begin(), u.operands.end(), o) - u.operands.begin();
+      NNC_ASSERT(idx < u.operands.size(), "group input %{} not listed", o->name());
+      if (gi.leafSlot[idx] >= 0)
+        continue;
+      Extents e = lower::extentsOf(o);
+      if (e.size() > out.size())
+        return m->error("operand %{} of rank {} does not broadcast to the group's result {}",
+                        o->name(), e.size(), extentsStr(out));
+      for (size_t d = 0; d < e.size(); ++d) {
+        int64_t od = out[out.size() - e.size() + d];
+        if (e[d] != od && e[d] != 1)
+          return m->error("operand %{} {} does not broadcast to the group's result {}",
+                          o->name(), extentsStr(e), extentsStr(out));
+      }
+      gi.leafSlot[idx] = static_cast<int>(leaves.size());
+      leaves.push_back(e);
+    }
+  }
+  gi.space = lower::collapse(out, leaves);
+  return gi;
+}
+
+/// The expression of a group's root at one element, built from the members' formulas.
+class Composer {
+public:
+  Composer(const LoweringUnit &u, const GroupInfo &gi, std::string localPrefix,
+           std::function<Expr(size_t input)> leaf, Expr anchorValue)
+      : u_(u), gi_(gi), prefix_(std::move(localPrefix)), leaf_(std::move(leaf)),
+        anchorValue_(std::move(anchorValue)) {}
+
+  /// The value of `v` (its expression, or a local holding it).
+  Expr valueOf(const Value *v) {
+    auto it = memo_.find(v);
+    if (it != memo_.end())
+      return it->second;
+    Expr e;
+    const Node *p = v->producer();
+    if (u_.anchor && p == u_.anchor) {
+      e = anchorValue_;
+    } else if (p && gi_.members.count(p)) {
+      std::vector<Expr> args;
+      for (const Value *o : p->operands())
+        args.push_back(valueOf(o));
+      if (p->kind() == OpKind::Cast)
+        e = kir::cast(args[0], p->result()->dtype(), p->getInt("saturate", 1) != 0,
+                      p->getString("round_mode", "up"));
+      else
+        e = kir::op(p->kind(), args);
+      auto uit = gi_.uses.find(v);
+      if (uit != gi_.uses.end() && uit->second > 1) {
+        std::string name = prefix_ + std::to_string(decls_.size());
+        decls_.push_back(kir::decl(name, e->type, e));
+        e = kir::var(name, e->type);
+      }
+    } else {
+      size_t idx = std::find(u_.operands.begin(), u_.operands.end(), v) - u_.operands.begin();
+      e = leaf_(idx);
+    }
+    memo_[v] = e;
+    return e;
+  }
+
+  /// The locals to declare (in order) before the root's value is used.
+  const std::vector<Stmt> &decls() const { return decls_; }
+
+private:
+  const LoweringUnit &u_;
+  const GroupInfo &gi_;
+  std::string prefix_;
+  std::function<Expr(size_t)> leaf_;
+  Expr anchorValue_;
+  std::map<const Value *, Expr> memo_;
+  std::vector<Stmt> decls_;
+};
+
+kir::BufferDecl inputBuffer(const LoweringUnit &u, size_t k) {
+  const Value *v = u.operands[k];
+  return {"in" + std::to_string(k), lower::movedType(v->dtype()),
+          lower::numElementsOf(lower::extentsOf(v)), kir::BufferRole::Operand,
+          static_cast<int>(k), /*written=*/false};
+}
+
+/// 1. A group without an anchor: its own loop nest.
+Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
+                                                       const GroupInfo &gi,
+                                                       const std::string &prefix) {
+  const Value *res = u.node->result();
+  int64_t count = lower::numElementsOf(lower::extentsOf(res));
+  if (count == 0)
+    return std::vector<kir::Kernel>{};
+  kir::Kernel k;
+  k.name = prefix;
+  std::vector<int> bufOf(u.operands.size(), -1);
+  for (size_t i = 0; i < u.operands.size(); ++i) {
+    bufOf[i] = static_cast<int>(k.buffers.size());
+    k.buffers.push_back(inputBuffer(u, i));
+  }
+  int ob = static_cast<int>(k.buffers.size());
+  k.buffers.push_back({"out0", lower::movedType(res->dtype()), count, kir::BufferRole::Result, 0,
+                       /*written=*/true});
+  const Extents &ext = gi.space.out;
+  std::vector<std::string> loops;
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < ext.size(); ++d) {
+    loops.push_back("i" + std::to_string(d));
+    idx.push_back(kir::var(loops.back()));
+  }
+  Composer c(
+      u, gi, "v",
+      [&](size_t in) {
+        return kir::load(bufOf[in], k.buffers[bufOf[in]].dtype,
+                         lower::broadcastIndex(idx, gi.space.in[gi.leafSlot[in]]));
+      },
+      nullptr);
+  Expr value = c.valueOf(res);
+  std::vector<Stmt> body = c.decls();
+  body.push_back(kir::store(ob, lower::flatIndex(idx, lower::stridesOf(ext)), value));
+  Stmt s = body.size() == 1 ? body[0] : kir::block(body);
+  for (size_t d = ext.size(); d-- > 0;)
+    s = kir::forLoop(loops[d], kir::intImm(ext[d]), s);
+  k.body = s;
+  k.schedule = lower::defaultSchedule(loops, ext);
+  return std::vector<kir::Kernel>{std::move(k)};
+}
+
+bool readsBuffer(const Stmt &s, int b) {
+  bool found = false;
+  std::function<void(const Expr &)> ve = [&](const Expr &e) {
+    if (!e || found)
+      return;
+    if (e->kind == kir::ExprKind::Load && e->buffer == b)
+      found = true;
+    for (const Expr &a : e->args)
+      ve(a);
+  };
+  std::function<void(const Stmt &)> vs = [&](const Stmt &x) {
+    if (!x || found)
+      return;
+    ve(x->extent);
+    ve(x->index);
+    ve(x->value);
+    for (const Stmt &c : x->body)
+      vs(c);
+  };
+  vs(s);
+  return found;
+}
+
+/// 2. A group with an anchor: the anchor's kernels with the epilogue in their result stores.
+Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, const GroupInfo &gi,
+                                                      const std::string &prefix) {
+  const Node &anchor = *u.anchor;
+  NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(anchor, prefix));
+  const Value *res = u.node->result();
+  DType resType = lower::movedType(res->dtype());
+  DType anchorType = lower::movedType(anchor.result()->dtype());
+  int64_t count = lower::numElementsOf(lower::extentsOf(res));
+  const Extents &ext = gi.space.out;
+  std::vector<int64_t> strides = lower::stridesOf(ext);
+  int nextScratch = 0;
+  for (const kir::Kernel &k : ks)
+    for (const kir::BufferDecl &b : k.buffers)
+      if (b.role == kir::BufferRole::Scratch)
+        nextScratch = std::max(nextScratch, b.index + 1);
+  int local = 0;
+  for (kir::Kernel &k : ks) {
+    // Anchor operands become group inputs.
+    int rb = -1;
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      kir::BufferDecl &d = k.buffers[b];
+      if (d.role == kir::BufferRole::Operand) {
+        const Value *v = anchor.operand(d.index);
+        d.index = static_cast<int>(std::find(u.operands.begin(), u.operands.end(), v) -
+                                   u.operands.begin());
+        d.name = "in" + std::to_string(d.index);
+      } else if (d.role == kir::BufferRole::Result) {
+        if (d.index != 0)
+          return anchor.error("kernel '{}' writes result {}; epilogue fusion needs one result",
+                              k.name, d.index);
+        rb = static_cast<int>(b);
+      }
+    }
+    if (rb < 0)
+      continue;
+    if (k.buffers[rb].dtype != anchorType || k.buffers[rb].numElements != count)
+      return anchor.error("kernel '{}': its result buffer does not match the group's result",
+                          k.name);
+    std::map<size_t, int> bufOf; // group input -> kernel buffer
+    for (size_t b = 0; b < k.buffers.size(); ++b)
+      if (k.buffers[b].role == kir::BufferRole::Operand)
+        bufOf[k.buffers[b].index] = static_cast<int>(b);
+    auto bufferOfInput = [&](size_t in) {
+      auto it = bufOf.find(in);
+      if (it != bufOf.end())
+        return it->second;
+      int b = static_cast<int>(k.buffers.size());
+      k.buffers.push_back(inputBuffer(u, in));
+      bufOf[in] = b;
+      return b;
+    };
+    // The epilogue of the element at flat index `at` whose anchor value is `v`.
+    auto epilogue = [&](const Expr &at, const Expr &v, const LoopExtents &env,
+                        std::vector<Stmt> &stmts) {
+      std::string t = "fz" + std::to_string(local++) + "_";
+      stmts.push_back(kir::decl(t + "a", v->type, v));
+      Composer c(
+          u, gi, t,
+          [&](size_t in) {
+            int b = bufferOfInput(in);
+            const Extents &le = gi.space.in[gi.leafSlot[in]];
+            Expr index = at;
+            if (le != ext) {
+              std::vector<Expr> idx(ext.size());
+              for (size_t d = 0; d < ext.size(); ++d)
+                idx[d] = le[d] == 1 ? i64c(0)
+                                    : (d == 0 ? divIndex(at, strides[d], env)
+                                              : modIndex(divIndex(at, strides[d], env),
+                                                         ext[d], env));
+              index = lower::broadcastIndex(idx, le);
+            }
+            return kir::load(b, k.buffers[b].dtype, index);
+          },
+          kir::var(t + "a", v->type));
+      Expr value = c.valueOf(res);
+      for (const Stmt &s : c.decls())
+        stmts.push_back(s);
+      return value;
+    };
+    if (readsBuffer(k.body, rb)) {
+      // The kernel accumulates in its result: move that to scratch, then one pass applies
+      // the epilogue.
+      kir::BufferDecl &acc = k.buffers[rb];
+      acc.role = kir::BufferRole::Scratch;
+      acc.index = nextScratch;
+      acc.name = "tmp" + std::to_string(nextScratch);
+      int ob = static_cast<int>(k.buffers.size());
+      k.buffers.push_back({"out0", resType, count, kir::BufferRole::Result, 0, /*written=*/true});
+      std::string f = "fz_f";
+      LoopExtents env{{f, count}};
+      std::vector<Stmt> stmts;
+      Expr fv = kir::var(f);
+      Expr value = epilogue(fv, kir::load(rb, anchorType, fv), env, stmts);
+      stmts.push_back(kir::store(ob, fv, value));
+      k.body = kir::block({k.body, kir::forLoop(f, i64c(count), kir::block(stmts))});
+      for (const kir::ScheduleStep &s : lower::defaultSchedule({f}, {count}).steps)
+        k.schedule.steps.push_back(s);
+      ++nextScratch;
+      continue;
+    }
+    k.buffers[rb].dtype = resType;
+    std::function<void(Stmt &, LoopExtents &)> rewrite = [&](Stmt &s, LoopExtents &env) {
+      if (!s)
+        return;
+      if (s->kind == kir::StmtKind::Store && s->buffer == rb) {
+        std::vector<Stmt> stmts;
+        Expr value = epilogue(s->index, s->value, env, stmts);
+        stmts.push_back(kir::store(rb, s->index, value));
+        s = kir::block(stmts);
+        return;
+      }
+      bool isLoop = s->kind == kir::StmtKind::For && s->extent &&
+                    s->extent->kind == kir::ExprKind::IntImm;
+      if (isLoop)
+        env[s->name] = s->extent->intValue;
+      for (Stmt &c : s->body)
+        rewrite(c, env);
+      if (isLoop)
+        env.erase(s->name);
+    };
+    LoopExtents env;
+    rewrite(k.body, env);
+  }
+  return ks;
+}
+
+/// 3. An attention group: per (batch, query row), the scores row (Q·K^T in the matmul's
+/// accumulator type, then the epilogue), its softmax and its product with V, through
+/// row-sized scratch buffers: the [.., S, T] score matrix is never stored whole.
+Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
+                                                       const GroupInfo &gi,
+                                                       const std::string &prefix) {
+  using lower::extentsOf;
+  using lower::nnl::i64;
+  const Node &mm1 = *u.anchor, &mm2 = *u.node;
+  const Value *qv = mm1.operand(0), *ktv = mm1.operand(1), *vv = mm2.operand(1);
+  const Value *scores = u.softmax->operand(0);
+  Extents qe = extentsOf(qv), ke = extentsOf(ktv), ve = extentsOf(vv),
+          oe = extentsOf(mm2.result()), se = extentsOf(scores);
+  DType t = qv->dtype();
+  size_t r = qe.size();
+  bool ok = r >= 2 && ke.size() == r && ve.size() == r && oe.size() == r && se.size() == r &&
+            (t == DType::F32 || t == DType::F64) && ktv->dtype() == t && vv->dtype() == t &&
+            scores->dtype() == t && u.softmax->result()->dtype() == t;
+  for (size_t d = 0; ok && d + 2 < r; ++d)
+    ok = ke[d] == qe[d] && ve[d] == qe[d] && oe[d] == qe[d];
+  if (!ok)
+    return mm2.error("attention fusion needs Q, K^T, V and the result of one float dtype, "
+                     "rank >= 2 and equal batch dims; got {}, {}, {} and {}",
+                     extentsStr(qe), extentsStr(ke), extentsStr(ve), extentsStr(oe));
+  int64_t S = qe[r - 2], D = qe[r - 1], T = ke[r - 1], E = ve[r - 1];
+  int64_t B = lower::numElementsOf(Extents(qe.begin(), qe.end() - 2));
+  if (ke[r - 2] != D || ve[r - 2] != T || oe[r - 2] != S || oe[r - 1] != E ||
+      se[r - 2] != S || se[r - 1] != T)
+    return mm2.error("attention fusion: inner dims of {}, {} and {} do not match",
+                     extentsStr(qe), extentsStr(ke), extentsStr(ve));
+  if (B * S * E == 0)
+    return std::vector<kir::Kernel>{};
+  DType acc1 = lower::nnl::accType(t, /*wide=*/D >= 64), acc2 = lower::nnl::accType(t, T >= 64);
+  kir::Kernel k;
+  k.name = prefix;
+  std::vector<int> bufOf(u.operands.size());
+  for (size_t i = 0; i < u.operands.size(); ++i) {
+    bufOf[i] = static_cast<int>(k.buffers.size());
+    k.buffers.push_back(inputBuffer(u, i));
+  }
+  auto inputIndex = [&](const Value *v) {
+    return static_cast<size_t>(std::find(u.operands.begin(), u.operands.end(), v) -
+                               u.operands.begin());
+  };
+  int qb = bufOf[inputIndex(qv)], kb = bufOf[inputIndex(ktv)], vb = bufOf[inputIndex(vv)];
+  auto scratch = [&](int index, DType dt, int64_t n) {
+    k.buffers.push_back({"tmp" + std::to_string(index), dt, n, kir::BufferRole::Scratch, index,
+                         /*written=*/true});
+    return static_cast<int>(k.buffers.size()) - 1;
+  };
+  int ob = static_cast<int>(k.buffers.size());
+  k.buffers.push_back({"out0", t, B * S * E, kir::BufferRole::Result, 0, /*written=*/true});
+  int sb = scratch(0, acc1, B * T), pb = scratch(1, t, B * T), ab = scratch(2, acc2, B * E);
+  Expr b = kir::var("b"), i = kir::var("i"), j = kir::var("j"), d = kir::var("d"),
+       e = kir::var("e");
+  auto ld = [&](int buf, Expr idx) { return kir::load(buf, k.buffers[buf].dtype, idx); };
+  auto row = [&](int64_t n, Expr x) { return kir::add(kir::mul(b, i64(n)), x); };
+  Expr qRow = kir::add(kir::mul(b, i64(S)), i);
+  std::vector<Stmt> body;
+  // Scores: s[j] = sum_d q[i, d] * kt[d, j], the innermost loop over contiguous j.
+  body.push_back(kir::forLoop("j0", i64(T), kir::store(sb, row(T, kir::var("j0")),
+                                                       kir::constant(0, acc1))));
+  Expr kIdx = kir::add(kir::mul(kir::add(kir::mul(b, i64(D)), d), i64(T)), kir::var("j1"));
+  body.push_back(kir::forLoop(
+      "d", i64(D),
+      kir::block({kir::decl("qa", acc1,
+                            kir::cast(ld(qb, kir::add(kir::mul(qRow, i64(D)), d)), acc1)),
+                  kir::forLoop("j1", i64(T),
+                               kir::store(sb, row(T, kir::var("j1")),
+                                          kir::add(ld(sb, row(T, kir::var("j1"))),
+                                                   kir::mul(kir::var("qa", acc1),
+                                                            kir::cast(ld(kb, kIdx), acc1)))))})));
+  // The epilogue (scale, mask, ...) of each score, into p; the row maximum.
+  LoopExtents env{{"b", B}, {"i", S}, {"j", T}};
+  Composer c(
+      u, gi, "ep",
+      [&](size_t in) {
+        const Extents &le = gi.space.in[gi.leafSlot[in]];
+        Expr at = kir::add(kir::mul(qRow, i64(T)), j);
+        const Extents &ext = gi.space.out;
+        std::vector<int64_t> strides = lower::stridesOf(ext);
+        std::vector<Expr> idx(ext.size());
+        for (size_t dd = 0; dd < ext.size(); ++dd)
+          idx[dd] = le[dd] == 1 ? i64(0)
+                                : (dd == 0 ? divIndex(at, strides[dd], env)
+                                           : modIndex(divIndex(at, strides[dd], env), ext[dd],
+                                                      env));
+        Expr index = le == ext ? at : lower::broadcastIndex(idx, le);
+        return ld(bufOf[in], index);
+      },
+      kir::var("sv", t));
+  Expr ev = c.valueOf(scores);
+  std::vector<Stmt> epi{kir::decl("sv", t, kir::cast(ld(sb, row(T, j)), t))};
+  for (const Stmt &s : c.decls())
+    epi.push_back(s);
+  epi.push_back(kir::decl("ev", t, ev));
+  epi.push_back(kir::store(pb, row(T, j), kir::var("ev", t)));
+  epi.push_back(kir::assign("mx", kir::op(OpKind::Max, {kir::var("mx", t), kir::var("ev", t)})));
+  body.push_back(kir::decl("mx", t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
+  body.push_back(kir::forLoop("j", i64(T), kir::block(epi)));
+  // Softmax of the row, like the softmax lowering: sum of exp(x - max), then exp(x - max)/sum.
+  body.push_back(kir::decl("sum", t, kir::constant(0, t)));
+  Expr shifted = kir::sub(ld(pb, row(T, kir::var("j2"))), kir::var("mx", t));
+  body.push_back(kir::forLoop(
+      "j2", i64(T),
+      kir::assign("sum", kir::add(kir::var("sum", t), kir::op(OpKind::Exp, {shifted})))));
+  Expr shifted3 = kir::sub(ld(pb, row(T, kir::var("j3"))), kir::var("mx", t));
+  body.push_back(kir::forLoop(
+      "j3", i64(T),
+      kir::store(pb, row(T, kir::var("j3")),
+                 kir::div(kir::op(OpKind::Exp, {shifted3}), kir::var("sum", t)))));
+  // out[i, :] = sum_j p[j] * v[j, :], the innermost loop over contiguous e.
+  body.push_back(kir::forLoop("e0", i64(E), kir::store(ab, row(E, kir::var("e0")),
+                                                       kir::constant(0, acc2))));
+  Expr vIdx = kir::add(kir::mul(kir::add(kir::mul(b, i64(T)), kir::var("j4")), i64(E)), e);
+  body.push_back(kir::forLoop(
+      "j4", i64(T),
+      kir::block({kir::decl("pj", acc2, kir::cast(ld(pb, row(T, kir::var("j4"))), acc2)),
+                  kir::forLoop("e", i64(E),
+                               kir::store(ab, row(E, e),
+                                          kir::add(ld(ab, row(E, e)),
+                                                   kir::mul(kir::var("pj", acc2),
+                                                            kir::cast(ld(vb, vIdx), acc2)))))})));
+  body.push_back(kir::forLoop(
+      "e1", i64(E),
+      kir::store(ob, kir::add(kir::mul(qRow, i64(E)), kir::var("e1")),
+                 kir::cast(ld(ab, row(E, kir::var("e1"))), t))));
+  k.body = kir::forLoop("b", i64(B), kir::forLoop("i", i64(S), kir::block(body)));
+  if (B >= 2 && B * S * T * (D + E) >= 65536)
+    k.schedule.steps.push_back({kir::ScheduleStep::Parallel, "b", 0, {}});
+  return std::vector<kir::Kernel>{std::move(k)};
+}
+
+} // namespace
+
+Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g) {
+  NNC_ASSIGN_OR_RETURN(std::vector<FusionGroup> groups, fusionGroups(g));
+  std::map<const Node *, const FusionGroup *> groupOf;
+  for (const FusionGroup &fg : groups)
+    if (fg.members.size() > 1)
+      for (const Node *m : fg.members)
+        groupOf[m] = &fg;
+  std::vector<LoweringUnit> units;
+  for (Node *n : g.nodes()) {
+    if (n->kind() == OpKind::Constant)
+      continue;
+    auto it = groupOf.find(n);
+    LoweringUnit u;
+    u.node = n;
+    if (it == groupOf.end()) {
+      u.operands = n->operands();
+      u.pointwise = n->info().elementwise;
+    } else {
+      const FusionGroup &fg = *it->second;
+      if (fg.root != n)
+        continue;
+      u.operands = fg.inputs;
+      u.members.assign(fg.members.begin(), fg.members.end());
+      u.anchor = fg.anchor;
+      u.softmax = fg.softmax;
+      u.pointwise = fg.anchor == nullptr;
+    }
+    units.push_back(std::move(u));
+  }
+  return units;
+}
+
+Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u,
+                                             const std::string &namePrefix) {
+  if (u.members.empty())
+    return lowerNode(*u.node, namePrefix);
+  for (const Value *v : u.operands)
+    if (!isStatic(v->shape()))
+      return u.node->error("operand %{} has a symbolic shape {}; specialize shapes first",
+                           v->name(), v->type().str());
+  NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
+  if (u.softmax)
+    return lowerAttentionGroup(u, gi, namePrefix);
+  if (u.anchor)
+    return lowerEpilogueGroup(u, gi, namePrefix);
+  return lowerPointwiseGroup(u, gi, namePrefix);
+}
+
+} // namespace nnc

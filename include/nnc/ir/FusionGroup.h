@@ -1,0 +1,49 @@
+// Fusion groups: sets of nodes that code generation runs as one kernel, marked in the graph IR
+// by the integer attribute `fusion_group` that every op accepts (so the text IR round-trips them).
+//
+// A group is a tree (or DAG) of elementwise nodes (and casts) whose one result leaves the
+// group: the root, the last member in graph order. Every other member's result is used only
+// by members and is not a graph output, so it needs no buffer. A group may also hold one
+// anchor, a matmul or conv that produces a value of the root's shape: the elementwise members
+// then run in the anchor's output loop (an epilogue) instead of in a loop of their own.
+//
+// An attention group ends with softmax (over the last axis) of the epilogue's result and a
+// matmul of that softmax (its operand 0) as the root: matmul, scale/mask, softmax, matmul run
+// row by row, so the score matrix is never materialized in full.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "nnc/ir/Graph.h"
+
+namespace nnc {
+
+/// The attribute that assigns a node to a fusion group (an i64 id; any op may carry it).
+inline constexpr const char *kFusionGroupAttr = "fusion_group";
+
+struct FusionGroup {
+  int64_t id = 0;
+  std::vector<Node *> members; ///< In graph order.
+  Node *root = nullptr;        ///< The last member; its result is the group's result.
+  Node *anchor = nullptr;      ///< The matmul/conv whose output loop runs the others, or null.
+  Node *softmax = nullptr;     ///< An attention group's softmax (the root is its matmul).
+  /// The values members read that the group does not compute, in first-use order (graph
+  /// inputs, constants and other nodes' results; the anchor's operands included).
+  std::vector<Value *> inputs;
+};
+
+/// True for the nodes a group may hold besides its anchor: elementwise ops and cast.
+bool isFusibleElementwise(const Node &n);
+/// True for the ops that may anchor a group (their lowerings write each output element once).
+bool isEpilogueAnchor(const Node &n);
+
+/// The groups of `g`, ordered by the position of their roots. Fails, naming a node, when a
+/// group is malformed (a member's result escapes, a member of an unsupported op, two anchors,
+/// an anchor whose result is not the root's shape or that reads a member).
+Expected<std::vector<FusionGroup>> fusionGroups(const Graph &g);
+
+/// The group id of `n`, or -1 when it is not in a group.
+int64_t fusionGroupOf(const Node &n);
+
+} // namespace nnc

@@ -1,0 +1,43 @@
+// Helpers of the passes that match multi-node patterns (recognize-layer-norm,
+// recognize-rms-norm): single users, scalar constants, trailing reductions.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "nnc/ir/Graph.h"
+
+namespace nnc::pattern {
+
+/// The single node that uses `v`, or null (no user, several users, or a graph output). A node
+/// that uses v twice (mul(d, d)) counts once.
+Node *onlyUser(const Graph &g, const Value *v);
+
+/// The operand of binary `n` that is not `v` (null when neither or both are v).
+Value *otherOperand(const Node *n, const Value *v);
+
+/// The value of a one-element float constant, if `v` is one.
+std::optional<double> scalarConstant(const Value *v);
+
+/// True when `v` is a constant whose rank does not exceed `normRank` (so it broadcasts over
+/// the trailing normalized dims only).
+bool isTrailingParameter(const Value *v, int64_t normRank);
+
+/// The first axis of a keepdims reduce_mean over the trailing axes [axis, rank), or -1.
+int64_t trailingReduceMeanAxis(const Node &r);
+
+/// A constant of ones (f32 or f64) over x's dims [axis, rank), inserted before `before`;
+/// null when one of those dims is symbolic.
+Value *onesOverTrailingDims(Graph &g, const Value *x, int64_t axis, Node *before,
+                            const std::string &name);
+
+/// Calls `match` on every node until it returns true (it rewrote the graph), then starts
+/// again on a fresh node list, until a whole walk matches nothing. Returns the matches.
+int64_t matchToFixedPoint(Graph &g, const std::function<bool(Node *)> &match);
+
+/// Points the uses of `y` at `replacement`'s result, which takes y's name, and erases
+/// `chain` (the nodes that computed y, in graph order; all unused once y is replaced).
+void replaceChain(Graph &g, const std::vector<Node *> &chain, Value *y, Node *replacement);
+
+} // namespace nnc::pattern

@@ -1,0 +1,390 @@
+// Graph optimization end to end: the fused graph's CPU executable against the interpreter on
+// the unfused graph (random inputs), and the kernel counts of the shared models pinned so that
+// a fusion regression fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "nnc/frontend/OnnxImporter.h"
+#include "nnc/ir/FusionGroup.h"
+#include "nnc/ir/Parser.h"
+#include "nnc/passes/PassManager.h"
+#include "nnc/passes/Specialize.h"
+#include "nnc/runtime/Executable.h"
+#include "nnc/runtime/Interpreter.h"
+
+using namespace nnc;
+namespace fs = std::filesystem;
+
+namespace {
+
+PassContext::Evaluator interp() {
+  return [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
+}
+
+std::unique_ptr<Graph> parse(const std::string &text) {
+  Expected<std::unique_ptr<Graph>> g = parseGraph(text);
+  EXPECT_TRUE(g) << g.error().message();
+  return g ? std::move(*g) : nullptr;
+}
+
+Tensor random(const Value &v, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  Tensor t = Tensor::zeros(v.dtype(), *staticExtents(v.shape()));
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    if (v.dtype() == DType::F32)
+      t.data<float>()[i] = static_cast<float>(u(rng));
+    else if (v.dtype() == DType::F64)
+      t.data<double>()[i] = u(rng);
+  }
+  return t;
+}
+
+/// Runs the default pipeline on a copy of `text`'s graph, checks it made at least
+/// `minGroups` fusion groups, and compares the fused graph's CPU executable with the
+/// interpreter on the unfused graph. Returns the executable's kernel count; adds the number
+/// of multi-member groups and of anchored ones to `stats` (if given).
+size_t checkFusedMatchesUnfused(const std::string &text, size_t minGroups,
+                                std::pair<int, int> *stats = nullptr) {
+  std::unique_ptr<Graph> ref = parse(text);
+  if (!ref)
+    return 0;
+  std::unique_ptr<Graph> fused = ref->clone();
+  PassContext ctx;
+  ctx.evaluate = interp();
+  Error e = PassPipeline::defaultPipeline().run(*fused, ctx);
+  EXPECT_FALSE(e) << e.message();
+  Expected<std::vector<FusionGroup>> groups = fusionGroups(*fused);
+  EXPECT_TRUE(groups) << groups.error().message();
+  size_t multi = 0;
+  for (const FusionGroup &fg : *groups) {
+    multi += fg.members.size() > 1;
+    if (stats) {
+      stats->first += fg.members.size() > 1;
+      stats->second += fg.anchor != nullptr;
+    }
+  }
+  EXPECT_GE(multi, minGroups) << "too few fusion groups";
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < ref->inputs().size(); ++i)
+    inputs.push_back(random(*ref->inputs()[i], 7 + static_cast<unsigned>(i)));
+  Expected<std::vector<Tensor>> want = interpret(*ref, inputs);
+  EXPECT_TRUE(want) << want.error().message();
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*fused, CpuOptions{});
+  EXPECT_TRUE(exe) << exe.error().message();
+  if (!want || !exe)
+    return 0;
+  Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
+  EXPECT_TRUE(got) << got.error().message();
+  if (!got)
+    return 0;
+  for (size_t k = 0; k < want->size(); ++k) {
+    const Tensor &w = (*want)[k], &g = (*got)[k];
+    EXPECT_EQ(w.extents(), g.extents());
+    for (int64_t i = 0; i < w.numElements() && i < g.numElements(); ++i) {
+      double a = w.elementAsDouble(i), b = g.elementAsDouble(i);
+      EXPECT_LE(std::fabs(a - b), 1e-5 + 1e-3 * std::fabs(a))
+          << "output " << k << " element " << i;
+    }
+  }
+  return (*exe)->kernels().size();
+}
+
+TEST(FusionTest, BroadcastTreeWithSharedValues) {
+  // One group with a DAG (%a used twice), broadcast leaves, a recomputed cheap add.
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[3,5,17], %b: f32[17], %c: f32[5,1]) -> (f32[3,5,17], f32[3,5,17]) {
+  %zero = constant {value = dense<f32[]>[0]} : f32[]
+  %a = add(%x, %b) : f32[3,5,17]
+  %m = mul(%a, %a) : f32[3,5,17]
+  %s = sub(%m, %c) : f32[3,5,17]
+  %r = max(%s, %zero) : f32[3,5,17]
+  %e = exp(%a) : f32[3,5,17]
+  %t = tanh(%e) : f32[3,5,17]
+  return %r, %t
+})",
+                                            2);
+  EXPECT_EQ(kernels, 2u);
+}
+
+TEST(FusionTest, MatMulEpilogueWithGelu) {
+  // k = 80 accumulates in f64 scratch, k = 8 in f32 scratch: both end in the epilogue store.
+  for (int k : {8, 80}) {
+    std::string text = fmt::format(R"(
+graph @g(%x: f32[2,7,{0}], %w: f32[{0},33], %b: f32[33], %r: f32[2,7,33]) -> (f32[2,7,33]) {{
+  %sqrt2 = constant {{value = dense<f32[]>[1.4142135]}} : f32[]
+  %one = constant {{value = dense<f32[]>[1]}} : f32[]
+  %half = constant {{value = dense<f32[]>[0.5]}} : f32[]
+  %m = matmul(%x, %w) : f32[2,7,33]
+  %h = add(%b, %m) : f32[2,7,33]
+  %d = div(%h, %sqrt2) : f32[2,7,33]
+  %e = erf(%d) : f32[2,7,33]
+  %p = add(%e, %one) : f32[2,7,33]
+  %q = mul(%h, %p) : f32[2,7,33]
+  %y = mul(%q, %half) : f32[2,7,33]
+  %z = add(%y, %r) : f32[2,7,33]
+  return %z
+}})",
+                                   k);
+    EXPECT_EQ(checkFusedMatchesUnfused(text, 1), 1u) << "k = " << k;
+  }
+}
+
+TEST(FusionTest, MatMulEpilogueBroadcastsAndTypes) {
+  // Leaves broadcast along a middle dim and the last dim; a bool intermediate and a cast.
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[2,7,8], %w: f32[8,33], %t: f32[7,1], %z: f32[33]) -> (f64[2,7,33]) {
+  %m = matmul(%x, %w) : f32[2,7,33]
+  %c = less(%m, %t) : bool[2,7,33]
+  %s = select(%c, %m, %z) : f32[2,7,33]
+  %d = cast(%s) {to = f64} : f64[2,7,33]
+  return %d
+})",
+                                            1);
+  EXPECT_EQ(kernels, 1u);
+}
+
+TEST(FusionTest, ConvBatchNormResidualRelu) {
+  // batch_norm folds into the conv; the residual add and relu run after its accumulation.
+  checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[2,3,6,6], %w: f32[4,3,3,3], %res: f32[2,4,6,6]) -> (f32[2,4,6,6]) {
+  %zero = constant {value = dense<f32[]>[0]} : f32[]
+  %scale = constant {value = dense<f32[4]>[1.5, 0.5, 2, 1]} : f32[4]
+  %bias = constant {value = dense<f32[4]>[0.1, -0.2, 0.3, 0]} : f32[4]
+  %mean = constant {value = dense<f32[4]>[0.5, 0, -0.5, 1]} : f32[4]
+  %var = constant {value = dense<f32[4]>[1, 2, 0.5, 4]} : f32[4]
+  %wc = constant {value = dense<f32[4,3,3,3]>[0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8, 0.9, 1, -0.1, 0.2, -0.3, 0.4, 0.5, -0.6, 0.7, 0.8, -0.9, 1, 0.1, 0.2, -0.3, 0.4, 0.5, 0.6, -0.7, 0.8, 0.9, -1, 0.1, 0.2, 0.3, -0.4, 0.5, 0.6, 0.7, 0.8, -0.9, 1, 0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8, 0.9, -1, 0.1, 0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, 0.9, 1, -0.1, 0.2, 0.3, 0.4, 0.5, 0.6, -0.7, 0.8, 0.9, 1, 0.1, -0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, -0.9, 1, 0.1, 0.2, 0.3, -0.4, 0.5, 0.6, 0.7, 0.8, 0.9, -1, 0.1, 0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8, 0.9, 1, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]} : f32[4,3,3,3]
+  %c = conv(%x, %wc) {dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]} : f32[2,4,6,6]
+  %n = batch_norm(%c, %scale, %bias, %mean, %var) {epsilon = 1e-05} : f32[2,4,6,6]
+  %a = add(%n, %res) : f32[2,4,6,6]
+  %r = max(%a, %zero) : f32[2,4,6,6]
+  return %r
+})",
+                           1);
+}
+
+TEST(FusionTest, AttentionRowByRow) {
+  // Scale and a broadcast mask in the scores' epilogue, softmax, the product with V; D = 80
+  // and T = 70 take the wide (f64) accumulators, D = 8 and T = 7 the f32 ones.
+  for (auto [d, t] : {std::pair<int, int>{8, 7}, std::pair<int, int>{80, 70}}) {
+    std::string text = fmt::format(R"(
+graph @g(%q: f32[2,3,5,{0}], %kt: f32[2,3,{0},{1}], %v: f32[2,3,{1},4], %mask: f32[2,1,1,{1}]) -> (f32[2,3,5,4]) {{
+  %c = constant {{value = dense<f32[]>[0.35]}} : f32[]
+  %s = matmul(%q, %kt) : f32[2,3,5,{1}]
+  %d = mul(%s, %c) : f32[2,3,5,{1}]
+  %m = add(%d, %mask) : f32[2,3,5,{1}]
+  %p = softmax(%m) {{axis = -1}} : f32[2,3,5,{1}]
+  %y = matmul(%p, %v) : f32[2,3,5,4]
+  return %y
+}})",
+                                   d, t);
+    EXPECT_EQ(checkFusedMatchesUnfused(text, 1), 1u) << "D = " << d;
+  }
+}
+
+TEST(FusionTest, DecomposedLayerNorm) {
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[3,4,32]) -> (f32[3,4,32]) {
+  %two = constant {value = dense<f32[]>[2]} : f32[]
+  %eps = constant {value = dense<f32[]>[1e-05]} : f32[]
+  %gm = constant {value = dense<f32[]>[1.5]} : f32[]
+  %bt = constant {value = dense<f32[]>[-0.25]} : f32[]
+  %m = reduce_mean(%x) {axes = [2], keepdims = 1} : f32[3,4,1]
+  %d = sub(%x, %m) : f32[3,4,32]
+  %p = pow(%d, %two) : f32[3,4,32]
+  %v = reduce_mean(%p) {axes = [2], keepdims = 1} : f32[3,4,1]
+  %ve = add(%v, %eps) : f32[3,4,1]
+  %s = sqrt(%ve) : f32[3,4,1]
+  %n = div(%d, %s) : f32[3,4,32]
+  %sc = mul(%n, %gm) : f32[3,4,32]
+  %y = add(%sc, %bt) : f32[3,4,32]
+  return %y
+})",
+                                            0);
+  EXPECT_EQ(kernels, 1u);
+}
+
+TEST(FusionTest, DecomposedRMSNorm) {
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[3,4,32]) -> (f32[3,4,32]) {
+  %eps = constant {value = dense<f32[]>[1e-06]} : f32[]
+  %gm = constant {value = dense<f32[]>[0.75]} : f32[]
+  %p = mul(%x, %x) : f32[3,4,32]
+  %ms = reduce_mean(%p) {axes = [2], keepdims = 1} : f32[3,4,1]
+  %e = add(%ms, %eps) : f32[3,4,1]
+  %s = sqrt(%e) : f32[3,4,1]
+  %r = reciprocal(%s) : f32[3,4,1]
+  %n = mul(%x, %r) : f32[3,4,32]
+  %y = mul(%n, %gm) : f32[3,4,32]
+  return %y
+})",
+                                            0);
+  EXPECT_EQ(kernels, 1u);
+}
+
+TEST(FusionTest, DecomposedSoftmaxAndLogSoftmax) {
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[3,7,9]) -> (f32[3,7,9], f32[3,7,9], f32[3,7,9]) {
+  %m = reduce_max(%x) {axes = [1], keepdims = 1} : f32[3,1,9]
+  %d = sub(%x, %m) : f32[3,7,9]
+  %e = exp(%d) : f32[3,7,9]
+  %s = reduce_sum(%e) {axes = [1], keepdims = 1} : f32[3,1,9]
+  %y = div(%e, %s) : f32[3,7,9]
+  %m2 = reduce_max(%x) {axes = [-1], keepdims = 1} : f32[3,7,1]
+  %d2 = sub(%x, %m2) : f32[3,7,9]
+  %e2 = exp(%d2) : f32[3,7,9]
+  %s2 = reduce_sum(%e2) {axes = [2], keepdims = 1} : f32[3,7,1]
+  %l2 = log(%s2) : f32[3,7,1]
+  %z = sub(%d2, %l2) : f32[3,7,9]
+  %e3 = exp(%x) : f32[3,7,9]
+  %s3 = reduce_sum(%e3) {axes = [2], keepdims = 1} : f32[3,7,1]
+  %w = div(%e3, %s3) : f32[3,7,9]
+  return %y, %z, %w
+})",
+                                            0);
+  EXPECT_EQ(kernels, 3u);
+}
+
+/// Random DAGs of broadcasting elementwise ops, reductions and matmuls (shared values,
+/// outputs in the middle): whatever the passes group, the fused executable must match the
+/// interpreter on the unfused graph.
+TEST(FusionTest, RandomElementwiseGraphs) {
+  std::mt19937 rng(2024);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  const char *unary[] = {"neg", "tanh", "sigmoid", "abs", "exp"};
+  const char *binary[] = {"add", "sub", "mul", "max", "min"};
+  std::pair<int, int> stats{0, 0};
+  for (int round = 0; round < 30; ++round) {
+    struct V {
+      std::string name;
+      Extents e;
+    };
+    std::vector<V> pool{{"x0", {4, 5, 6}}, {"x1", {5, 6}}, {"x2", {4, 1, 6}}, {"x3", {6}}};
+    auto type = [](const Extents &e) {
+      std::string t = "f32[";
+      for (size_t i = 0; i < e.size(); ++i)
+        t += (i ? "," : "") + std::to_string(e[i]);
+      return t + "]";
+    };
+    std::string body =
+        "  %w = constant {value = dense<f32[6,6]>[" + [] {
+          std::string v;
+          for (int i = 0; i < 36; ++i)
+            v += (i ? ", " : "") + std::to_string((i * 7 % 11 - 5) / 10.0);
+          return v;
+        }() + "]} : f32[6,6]\n";
+    for (int i = 0; i < 10; ++i) {
+      std::string name = "v" + std::to_string(i);
+      size_t kind = pick(11);
+      const V &a = pool[pick(pool.size())];
+      if (kind < 3) {
+        body += fmt::format("  %{} = {}(%{}) : {}\n", name, unary[pick(5)], a.name, type(a.e));
+        pool.push_back({name, a.e});
+      } else if (kind < 8) {
+        const V &b = pool[pick(pool.size())];
+        Extents e = a.e.size() >= b.e.size() ? a.e : b.e;
+        for (size_t d = 0; d < std::min(a.e.size(), b.e.size()); ++d) {
+          int64_t x = a.e[a.e.size() - 1 - d], y = b.e[b.e.size() - 1 - d];
+          e[e.size() - 1 - d] = std::max(x, y);
+        }
+        body += fmt::format("  %{} = {}(%{}, %{}) : {}\n", name, binary[pick(5)], a.name,
+                            b.name, type(e));
+        pool.push_back({name, e});
+      } else if (kind == 8 && a.e.size() == 3) {
+        Extents e = a.e;
+        e[1] = 1;
+        body += fmt::format("  %{} = reduce_sum(%{}) {{axes = [1], keepdims = 1}} : {}\n", name,
+                            a.name, type(e));
+        pool.push_back({name, e});
+      } else if (a.e.back() == 6) {
+        body += fmt::format("  %{} = matmul(%{}, %w) : {}\n", name, a.name, type(a.e));
+        pool.push_back({name, a.e});
+      }
+    }
+    const V &last = pool.back(), &mid = pool[4 + pick(pool.size() - 4)];
+    std::string text = fmt::format(
+        "graph @r(%x0: f32[4,5,6], %x1: f32[5,6], %x2: f32[4,1,6], %x3: f32[6]) -> ({}, {}) "
+        "{{\n{}  return %{}, %{}\n}}",
+        type(last.e), type(mid.e), body, last.name, mid.name);
+    SCOPED_TRACE(text);
+    checkFusedMatchesUnfused(text, 0, &stats);
+  }
+  // The generator exercises both kinds of groups.
+  EXPECT_GE(stats.first, 20) << "groups";
+  EXPECT_GE(stats.second, 3) << "anchored groups";
+}
+
+// ---- The shared models -------------------------------------------------------------------------
+
+struct ModelKernels {
+  const char *name;
+  size_t kernels;
+};
+
+/// The CPU executable of a shared model after the default pipeline.
+std::unique_ptr<Executable> compileModel(const std::string &name) {
+  fs::path path = fs::path(NNC_SHARED_DIR) / "models" / name / "model.onnx";
+  ImportOptions io;
+  io.evaluate = interp();
+  Expected<std::unique_ptr<Graph>> g = importOnnxFile(path.string(), io);
+  EXPECT_TRUE(g) << g.error().message();
+  if (!g)
+    return nullptr;
+  PassContext ctx;
+  ctx.evaluate = interp();
+  Error e = PassPipeline::defaultPipeline().run(**g, ctx);
+  EXPECT_FALSE(e) << e.message();
+  std::vector<Extents> shapes;
+  for (const Value *v : (*g)->inputs())
+    shapes.push_back(*staticExtents(v->shape()));
+  Expected<std::unique_ptr<Graph>> s = specializeShapes(**g, shapes, interp());
+  EXPECT_TRUE(s) << s.error().message();
+  if (!s)
+    return nullptr;
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(**s, CpuOptions{});
+  EXPECT_TRUE(exe) << exe.error().message();
+  return exe ? std::move(*exe) : nullptr;
+}
+
+bool haveModels() { return fs::exists(fs::path(NNC_SHARED_DIR) / "models" / "mlp_b1"); }
+
+TEST(FusionTest, SharedModelKernelCounts) {
+  if (!haveModels())
+    GTEST_SKIP() << "shared models not found at " << NNC_SHARED_DIR << "/models";
+  // Measured with the default pipeline (fusion on); a higher count is a fusion regression.
+  const ModelKernels expected[] = {{"mlp_b1", 3},    {"mlp_b32", 3},      {"lenet_b1", 10},
+                                   {"lenet_b32", 10}, {"resnet18_b1", 52}, {"bert_layer_b1", 17}};
+  for (const ModelKernels &m : expected) {
+    std::unique_ptr<Executable> exe = compileModel(m.name);
+    ASSERT_TRUE(exe) << m.name;
+    EXPECT_EQ(exe->kernels().size(), m.kernels) << m.name;
+  }
+}
+
+TEST(FusionTest, BertLayerNormAndGeluKernels) {
+  if (!haveModels())
+    GTEST_SKIP() << "shared models not found at " << NNC_SHARED_DIR << "/models";
+  std::unique_ptr<Executable> exe = compileModel("bert_layer_b1");
+  ASSERT_TRUE(exe);
+  int layerNorms = 0, reductions = 0, erfKernels = 0;
+  for (const kir::Kernel &k : exe->kernels()) {
+    std::string text = kir::printKernel(k);
+    layerNorms += k.name.find("layer_norm") != std::string::npos;
+    reductions += k.name.find("reduce") != std::string::npos;
+    if (text.find("erf(") != std::string::npos) {
+      ++erfKernels;
+      // GELU runs in the epilogue of the intermediate matmul: the kernel that computes erf
+      // is that matmul's.
+      EXPECT_NE(k.name.find("matmul_fused"), std::string::npos) << k.name;
+    }
+  }
+  // Each of the two LayerNorms is one kernel; no reduce_mean is left.
+  EXPECT_EQ(layerNorms, 2);
+  EXPECT_EQ(reductions, 0);
+  EXPECT_EQ(erfKernels, 1);
+}
+
+} // namespace
