@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "nnc/ir/Graph.h"
+#include "nnc/codegen/Tuning.h"
 #include "nnc/ir/Kernel.h"
 
 namespace nnc {
@@ -15,6 +16,10 @@ namespace nnc {
 /// gets a default Schedule chosen from its shape (the tuner may replace it).
 /// Fails (naming the node) when the op or a dtype is not supported by code generation.
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix);
+/// lowerNode with tuning: tunable kernels (matmul, conv) take their configs from
+/// `opts.configs` (else heuristic defaults) and report themselves through `opts.onTunable`.
+Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix,
+                                             const tuning::LowerOptions &opts);
 
 /// True when lowerNode supports this node (for `nnc check --target cpu` and statistics).
 bool canLowerNode(const Node &node);
