@@ -122,6 +122,7 @@ public:
   const std::vector<kir::Kernel> &kernels() const override { return kernels_; }
   double compileMs() const override { return compileMs_; }
   bool fromCache() const override { return fromCache_; }
+  const TuningUse &tuningUse() const override { return tuningUse_; }
 
   ~CpuExecutable() override {
     for (void *a : freeArenas_)
@@ -148,6 +149,7 @@ private:
   ThreadPool *pool_ = nullptr;
   double compileMs_ = 0;
   bool fromCache_ = false;
+  TuningUse tuningUse_;
   std::mutex arenaMutex_;
   std::vector<void *> freeArenas_;
   /// NNC_DEBUG=profile: time every kernel; the totals are printed when the executable dies.
@@ -242,6 +244,12 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
   std::unordered_map<const Value *, int> requestOfValue;
   std::vector<std::vector<int>> nodeKernels; // per node index: launch indices
   std::vector<const Node *> lowered;
+  std::map<std::string, bool> tunedBySignature;
+  tuning::LowerOptions lowerOpts;
+  lowerOpts.configs = opts.tuning.get();
+  lowerOpts.onTunable = [&](const tuning::Problem &p, bool tuned) {
+    tunedBySignature[p.signature] = tuned;
+  };
   for (size_t ni = 0; ni < nodes.size(); ++ni) {
     Node *n = nodes[ni];
     if (n->kind() == OpKind::Constant)
@@ -249,7 +257,7 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
     for (Value *r : n->results())
       NNC_TRY(staticOf(r).takeError());
     std::string prefix = fmt::format("n{}_{}", ni, sanitize(n->opName()));
-    NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(*n, prefix));
+    NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(*n, prefix, lowerOpts));
     if (ks.empty()) {
       for (Value *r : n->results()) {
         std::optional<int64_t> count = checkedNumElements(*staticExtents(r->shape()));
@@ -356,6 +364,13 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
       res.reuses = oit->second;
       reusedAlready[oit->second] = true;
     }
+  }
+  for (const auto &[signature, tuned] : tunedBySignature) {
+    ++tuningUse_.tunable;
+    if (tuned)
+      ++tuningUse_.tuned;
+    else
+      tuningUse_.missing.push_back(signature);
   }
   plan_ = planBuffers(requests);
   arenaBytes_ = std::max<int64_t>(kArenaAlignment,
