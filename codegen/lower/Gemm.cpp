@@ -113,7 +113,9 @@ Stmt tileRegion(KernelBuilder &kb, const GemmOperands &ops, int64_t r0, int64_t 
           kir::add(accE, kir::mul(kir::var(aName[r], ops.acc), kir::var(bName[v], ops.acc)))));
     }
   Stmt kLoop = kir::block(step);
-  if (k > 1 || ku > 1) {
+  if (k == 0) {
+    kLoop = kir::block({}); // an empty sum: the accumulators keep their initial values
+  } else if (k > 1 || ku > 1) {
     kLoop = kir::forLoop(kiName, i64c(ku > 1 ? ku : k), kLoop);
     if (ku > 1) {
       kLoop = kir::forLoop(koName, i64c(k / ku), kLoop);
