@@ -7,8 +7,8 @@
 //  2. For each problem, the node's kernels are compiled alone with the default config, run on
 //     the node's constants and random inputs, timed (warm-up, repeats, median) and their
 //     results kept as the reference.
-//  3. The remaining budget is split by where the model spends its time (default time x
-//     uses), largest first; what a kernel leaves unused passes on to the rest.
+//  3. The remaining budget is split: a third evenly, the rest by where the model spends its
+//     time (default time x uses), largest first; what a kernel leaves unused passes on.
 //  4. Per kernel, an evolutionary search seeded with the default (and with the candidates a
 //     previous, interrupted run measured): mutate one or two knobs of one of the best three,
 //     now and then a random point; skip invalid and already measured points. Each candidate's
@@ -346,20 +346,23 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
   auto weight = [&](size_t i) { return summary.kernels[i].defaultMs * summary.kernels[i].uses; };
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return weight(a) > weight(b); });
-  double weightLeft = 0;
+  double weightTotal = 0;
   for (size_t i : order)
-    weightLeft += weight(i);
+    weightTotal += weight(i);
+  // A third of the budget is shared evenly (every kernel gets some trials), the rest by time
+  // share; what a kernel leaves unused (or overspends) carries over to the next.
+  double searchBudget = std::max(0.0, opts.budgetSeconds - secondsSince(start)), carry = 0;
+  auto planned = [&](size_t i) {
+    double even = searchBudget / 3 / double(order.size());
+    return even + (weightTotal > 0 ? searchBudget * 2 / 3 * weight(i) / weightTotal : 0.0);
+  };
 
   std::mt19937_64 rng(42);
   for (size_t oi = 0; oi < order.size(); ++oi) {
     size_t i = order[oi];
     TuneSummary::Kernel &k = summary.kernels[i];
     const tuning::Space &space = *tuning::findSpace(k.problem.kind);
-    double left = opts.budgetSeconds - secondsSince(start);
-    // Proportional to the time share, but every kernel gets a fair part of a third of it.
-    double share = weightLeft > 0 ? left * weight(i) / weightLeft : left;
-    share = std::max(share, left / 3 / double(order.size() - oi));
-    weightLeft -= weight(i);
+    double share = planned(i) + carry;
     auto kernelStart = Clock::now();
     DType t = benches[i]->resultDtype(0);
 
@@ -443,6 +446,7 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
     TuningRecord rec{k.problem.kind, k.problem.signature, device, space.version,
                      k.bestConfig,   bestMs,              k.defaultMs, measured, ""};
     NNC_TRY(cache.put(rec));
+    carry = share - secondsSince(kernelStart);
     if (stopped())
       break;
   }
