@@ -37,7 +37,7 @@ kir::Stmt gemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_
                                                   &batchLoops,
                    kir::Schedule &schedule);
 
-/// Registers the "gemm_cpu" space (called by the space registry).
+/// The "gemm_cpu" space (listed by the registry in Tuning.cpp).
 const tuning::Space &gemmCpuSpace();
 
 } // namespace nnc::lower

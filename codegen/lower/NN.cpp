@@ -1,5 +1,6 @@
 // Lowerers of the linear-algebra and window ops: matmul, einsum, conv, conv_transpose,
-// max_pool, avg_pool and lrn, as direct loop nests. Semantics follow runtime/interp/MatMul.cpp,
+// max_pool, avg_pool and lrn. Matmul and conv (im2col) run the tunable register-blocked GEMM
+// of Gemm.h; the others are direct loop nests. Semantics follow runtime/interp/MatMul.cpp,
 // Conv.cpp and LocalWindow.cpp.
 #include <algorithm>
 #include <cmath>
