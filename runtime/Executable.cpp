@@ -40,6 +40,7 @@ public:
   const std::vector<kir::Kernel> &kernels() const override { return p_.kernels; }
   double compileMs() const override { return compileMs_; }
   bool fromCache() const override { return fromCache_; }
+  const TuningUse &tuningUse() const override { return p_.tuningUse; }
 
   ~CpuExecutable() override {
     for (void *a : freeArenas_)
@@ -90,7 +91,7 @@ void CpuExecutable::printProfile() const {
 
 Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
   auto start = std::chrono::steady_clock::now();
-  NNC_ASSIGN_OR_RETURN(p_, buildLaunchPlan(g, "CPU"));
+  NNC_ASSIGN_OR_RETURN(p_, buildLaunchPlan(g, "CPU", opts.tuning.get()));
   for (size_t i = 0; i < p_.kernels.size(); ++i)
     launches_.push_back({nullptr, p_.firstArg[i], p_.kernels[i].buffers.size()});
 

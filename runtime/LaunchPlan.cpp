@@ -87,7 +87,8 @@ bool debugEnabled(const char *what) {
   return s.find(std::string(",") + what + ",") != std::string::npos || s == ",all,";
 }
 
-Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target) {
+Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
+                                     const tuning::ConfigSource *tuning) {
   LaunchPlan p;
   auto staticOf = [target](const Value *v) -> Expected<Extents> {
     std::optional<Extents> e = staticExtents(v->shape());
@@ -154,6 +155,12 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target) {
   std::vector<BufferRequest> requests;
   std::unordered_map<const Value *, int> requestOfValue, extentRequestOfValue;
   std::vector<std::vector<int>> nodeKernels; // per unit: launch indices
+  std::map<std::string, bool> tunedBySignature;
+  tuning::LowerOptions lowerOpts;
+  lowerOpts.configs = tuning;
+  lowerOpts.onTunable = [&](const tuning::Problem &tp, bool tuned) {
+    tunedBySignature[tp.signature] = tuned;
+  };
   NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
   std::unordered_map<const Node *, size_t> position;
   for (size_t ni = 0; ni < nodes.size(); ++ni)
@@ -173,7 +180,7 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target) {
     std::string prefix = fmt::format("n{}_{}{}", position[n],
                                      sanitize((unit.anchor ? unit.anchor : n)->opName()),
                                      unit.members.empty() ? "" : "_fused");
-    NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix));
+    NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix, lowerOpts));
     if (ks.empty()) {
       for (Value *r : n->results()) {
         std::optional<int64_t> count = checkedNumElements(*staticExtents(r->shape()));
@@ -295,6 +302,13 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target) {
       res.reuses = oit->second;
       reusedAlready[oit->second] = true;
     }
+  }
+  for (const auto &[signature, tuned] : tunedBySignature) {
+    ++p.tuningUse.tunable;
+    if (tuned)
+      ++p.tuningUse.tuned;
+    else
+      p.tuningUse.missing.push_back(signature);
   }
   // Data-dependent outputs are copied out after the last launch: they live to the end.
   int lastLaunch = static_cast<int>(p.kernels.size()) - 1;

@@ -49,6 +49,8 @@ struct LaunchPlan {
   BufferPlan plan;
   /// The arena's size: the plan's peak rounded up to kArenaAlignment (at least that).
   int64_t arenaBytes = 0;
+  /// How many distinct tunable kernels took a tuned config.
+  TuningUse tuningUse;
 };
 
 /// Builds the launch plan of `g`, whose shapes must all be static; `target` names the target
@@ -60,7 +62,9 @@ struct LaunchPlan {
 ///  3. Liveness of arena buffers over the launch order (first and last kernel that touches
 ///     them); an elementwise kernel may write its result over an operand that dies there.
 ///  4. planBuffers() gives the offsets; arena slots hold them from then on.
-Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target);
+/// Tunable kernels take their configs from `tuning` (null: heuristic defaults).
+Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
+                                     const tuning::ConfigSource *tuning = nullptr);
 
 /// Checks a run's inputs against the plan's input types.
 Error checkRunInputs(const LaunchPlan &p, const std::vector<Tensor> &inputs);

@@ -271,6 +271,7 @@ public:
   const std::vector<kir::Kernel> &kernels() const override { return p_.kernels; }
   double compileMs() const override { return compileMs_; }
   bool fromCache() const override { return fromCache_; }
+  const TuningUse &tuningUse() const override { return p_.tuningUse; }
   const OpenCLDeviceInfo &device() const override { return dev_.info; }
   const std::string &source() const override { return prog_.source; }
   TransferStats loadTransfers() const override { return load_; }

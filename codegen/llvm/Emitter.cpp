@@ -39,7 +39,13 @@ using Scope = std::map<std::string, Binding>;
 class KernelEmitter {
 public:
   KernelEmitter(llvm::Module &m, const kir::Kernel &k, llvm::TargetMachine &tm)
-      : m_(m), c_(m.getContext()), b_(c_), k_(k), tm_(tm) {}
+      : m_(m), c_(m.getContext()), b_(c_), k_(k), tm_(tm) {
+    // A multiply feeding an add may become one FMA (matmul/conv accumulators): a rounding
+    // difference within float reassociation, which every schedule is allowed.
+    llvm::FastMathFlags fmf;
+    fmf.setAllowContract(true);
+    b_.setFastMathFlags(fmf);
+  }
 
   Error emit(const kir::Stmt &body);
 

@@ -323,9 +323,10 @@ bool readsBuffer(const Stmt &s, int b) {
 
 /// 2. A group with an anchor: the anchor's kernels with the epilogue in their result stores.
 Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, const GroupInfo &gi,
-                                                      const std::string &prefix) {
+                                                      const std::string &prefix,
+                                                      const tuning::LowerOptions &opts) {
   const Node &anchor = *u.anchor;
-  NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(anchor, prefix));
+  NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(anchor, prefix, opts));
   const Value *res = u.node->result();
   DType resType = lower::movedType(res->dtype());
   DType anchorType = lower::movedType(anchor.result()->dtype());
@@ -615,10 +616,10 @@ Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g) {
   return units;
 }
 
-Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u,
-                                             const std::string &namePrefix) {
+Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::string &namePrefix,
+                                             const tuning::LowerOptions &opts) {
   if (u.members.empty())
-    return lowerNode(*u.node, namePrefix);
+    return lowerNode(*u.node, namePrefix, opts);
   for (const Value *v : u.operands)
     if (!isStatic(v->shape()))
       return u.node->error("operand %{} has a symbolic shape {}; specialize shapes first",
@@ -627,7 +628,7 @@ Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u,
   if (u.softmax)
     return lowerAttentionGroup(u, gi, namePrefix);
   if (u.anchor)
-    return lowerEpilogueGroup(u, gi, namePrefix);
+    return lowerEpilogueGroup(u, gi, namePrefix, opts);
   return lowerPointwiseGroup(u, gi, namePrefix);
 }
 

@@ -15,10 +15,15 @@ namespace nnc::lower {
 using Lowerer =
     std::function<Expected<std::vector<kir::Kernel>>(const Node &node, const std::string &prefix)>;
 using LowererTable = std::map<OpKind, Lowerer>;
+/// A lowerer with tunable kernels: takes the tuning options (null: defaults).
+using TunableLowerer = std::function<Expected<std::vector<kir::Kernel>>(
+    const Node &node, const std::string &prefix, const tuning::LowerOptions *opts)>;
+using TunableLowererTable = std::map<OpKind, TunableLowerer>;
 
 void registerElementwiseLowerers(LowererTable &t); // every elementwise op, cast
 void registerDataMovementLowerers(LowererTable &t);
 void registerReductionAndNNLowerers(LowererTable &t);
 void registerCompositeLowerers(LowererTable &t);
+void registerTunableLowerers(TunableLowererTable &t); // matmul, conv (NN.cpp)
 
 } // namespace nnc::lower

@@ -15,6 +15,14 @@ const lower::LowererTable &table() {
   }();
   return t;
 }
+const lower::TunableLowererTable &tunableTable() {
+  static const lower::TunableLowererTable t = [] {
+    lower::TunableLowererTable t;
+    lower::registerTunableLowerers(t);
+    return t;
+  }();
+  return t;
+}
 } // namespace
 
 bool lowersDataDependentResults(const Node &node) {
@@ -25,6 +33,11 @@ bool lowersDataDependentResults(const Node &node) {
 bool canLowerNode(const Node &node) { return table().count(node.kind()) != 0; }
 
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix) {
+  return lowerNode(node, namePrefix, tuning::LowerOptions{});
+}
+
+Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix,
+                                             const tuning::LowerOptions &opts) {
   auto it = table().find(node.kind());
   if (it == table().end())
     return node.error("no CPU code generation for op '{}' yet", node.opName());
@@ -32,6 +45,9 @@ Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string
     if (v && !isStatic(v->shape()))
       return node.error("operand %{} has a symbolic shape {}; specialize shapes first",
                         v->name(), v->type().str());
+  auto tunable = tunableTable().find(node.kind());
+  if (tunable != tunableTable().end())
+    return tunable->second(node, namePrefix, &opts);
   return it->second(node, namePrefix);
 }
 

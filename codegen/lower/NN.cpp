@@ -1,5 +1,6 @@
 // Lowerers of the linear-algebra and window ops: matmul, einsum, conv, conv_transpose,
-// max_pool, avg_pool and lrn, as direct loop nests. Semantics follow runtime/interp/MatMul.cpp,
+// max_pool, avg_pool and lrn. Matmul and conv (im2col) run the tunable register-blocked GEMM
+// of Gemm.h; the others are direct loop nests. Semantics follow runtime/interp/MatMul.cpp,
 // Conv.cpp and LocalWindow.cpp.
 #include <algorithm>
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <limits>
 #include <map>
 
+#include "Gemm.h"
 #include "NNLowering.h"
 #include "nnc/ir/NNGeometry.h"
 #include "nnc/ir/ShapeUtils.h"
@@ -45,7 +47,8 @@ Stmt guarded(const Expr &cond, Stmt s) { return isTrue(cond) ? s : kir::ifThen(c
 
 // ---- matmul ------------------------------------------------------------------------------------
 
-Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix) {
+Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
+                              const tuning::LowerOptions *opts) {
   const Value *av = node.operand(0), *bv = node.operand(1);
   DType t = av->dtype();
   if (t != bv->dtype() || !isNumeric(t))
@@ -95,35 +98,24 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix) {
     bOff = kir::add(bOff, kir::mul(v, i64(sb[d])));
     oOff = kir::add(oOff, kir::mul(v, i64(so[d])));
   }
-  Expr i = outer.add(kb, m, "m");
-  aOff = kir::add(aOff, kir::mul(i, i64(k)));
-  oOff = kir::add(oOff, kir::mul(i, i64(n)));
-  int64_t work = outN * std::max<int64_t>(k, 1);
-  // f32 products accumulate in f64 for long rows (like the interpreter, which sums in double:
-  // near-zero results of long dot products would otherwise miss rtol 1e-3); f16/bf16 in f32.
-  DType acc = accType(t, /*wide=*/k >= 64);
-  // Partial sums live in scratch and each output element is stored once, with its final
-  // value, at its flat index: epilogue fusion (codegen/lower/Fusion.cpp) rewrites that store.
-  int accb = kb.scratch(0, acc, outN);
-  // Accumulate whole output rows: for p: row[i, :] += a[i, p] * b[p, :]; the innermost loop
-  // runs over contiguous rows of b and of the accumulator.
-  Nest init, red, cols, fin;
-  Expr j0 = init.add(kb, n, "n");
-  Stmt initS = init.wrap(kb.store(accb, kir::add(oOff, j0), fc(0, acc)));
-  Expr p = red.add(kb, k, "k");
-  Expr j = cols.add(kb, n, "n");
-  std::string a = kb.freshName("a");
-  Expr oIdx = kir::add(oOff, j);
-  Expr bElem = kir::cast(kb.load(bb, kir::add(bOff, kir::add(kir::mul(p, i64(n)), j))), acc);
-  Stmt upd =
-      kb.store(accb, oIdx, kir::add(kb.load(accb, oIdx), kir::mul(kir::var(a, acc), bElem)));
-  Stmt redS = red.wrap(kir::block(
-      {kir::decl(a, acc, kir::cast(kb.load(ab, kir::add(aOff, p)), acc)), cols.wrap(upd)}));
-  Expr jf = fin.add(kb, n, "n");
-  Expr at = kir::add(oOff, jf);
-  std::vector<Stmt> body{initS, redS,
-                         fin.wrap(kb.store(ob, at, kir::cast(kb.load(accb, at), t)))};
-  return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, work))};
+  // A register-blocked GEMM per batch entry; f32 accumulates in f32 (f16/bf16 in f32).
+  GemmOperands g;
+  g.a = ab;
+  g.b = bb;
+  g.c = ob;
+  g.acc = accType(t, /*wide=*/false);
+  g.aIndex = [&](Expr i, Expr p) { return kir::add(aOff, kir::add(kir::mul(i, i64(k)), p)); };
+  g.bIndex = [&](Expr p, Expr j) { return kir::add(bOff, kir::add(kir::mul(p, i64(n)), j)); };
+  g.cIndex = [&](Expr i, Expr j) { return kir::add(oOff, kir::add(kir::mul(i, i64(n)), j)); };
+  int64_t batchCount = outN / (m * n);
+  tuning::Problem prob = gemmProblem(
+      t, batchCount, m, k, n,
+      fmt::format("matmul batch{} sa{} sb{}", extentsStr(*batch), extentsStr(sa),
+                  extentsStr(sb)));
+  tuning::Config cfg = tuning::chooseConfig(prob, opts);
+  kir::Schedule sched;
+  Stmt body = gemmNest(kb, g, m, k, n, cfg, outer.loops, sched);
+  return Kernels{kb.finish(body, sched)};
 }
 
 // ---- einsum ------------------------------------------------------------------------------------
@@ -267,12 +259,12 @@ std::pair<Expr, Expr> tapRange(const WindowAxis &a, const Expr &tap, int64_t fro
 
 /// Conv as im2col + GEMM (the interpreter's method): a first kernel copies each window tap
 /// of the input (0 in the padding) into a scratch matrix col[n, c, k, p]; the second computes
-/// out[n, m, p] = bias[m] + sum_r w[m, r] * col[n, g*cg.., r, p], accumulating whole output
-/// planes with the innermost loop over the contiguous output positions p. A pointwise conv
-/// (1x1, stride 1, no padding) reads the input directly.
+/// out[n, m, p] = bias[m] + sum_r w[m, r] * col[n, g*cg.., r, p] as the tunable
+/// register-blocked GEMM (Gemm.h). A pointwise conv (1x1, stride 1, no padding) reads the
+/// input directly.
 Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvGeometry &geo,
                         int64_t N, int64_t C, int64_t M, int64_t cg, int64_t mg, DType t,
-                        bool hasBias) {
+                        bool hasBias, const tuning::LowerOptions *opts) {
   size_t D = geo.axes.size();
   int64_t K = geo.kernelSize, P = geo.outSize, R = cg * K;
   bool pointwise = true;
@@ -312,39 +304,35 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
     Stmt body = isTrue(cond) ? copy : kir::ifThen(cond, copy, ka.store(cb, colIdx, fc(0, t)));
     kernels.push_back(ka.finish(nest.wrap(body), parallelOuter(nest, colN)));
   }
+  // Per image and group: out[n, g*mg + i, p] = bias + sum_r w[g*mg + i, r] * src[row(r), p],
+  // the register-blocked GEMM of an mg x R weight block by an R x P column block.
   KernelBuilder kb(node, prefix);
   int src = pointwise ? kb.operand(0) : kb.scratch(0, t, colN);
   int wb = kb.operand(1), bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
-  int64_t outN = N * M * P;
-  int accb = acc != t ? kb.scratch(1, acc, outN) : ob;
+  int64_t group = C / cg;
   Nest outer;
-  Expr n = outer.add(kb, N, "n"), m = outer.add(kb, M, "m");
-  Expr g = kir::div(m, i64(mg));
-  Expr plane = kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P));
-  Nest initN, red, cols;
-  Expr p0 = initN.add(kb, P, "p");
-  Stmt initS = initN.wrap(
-      kb.store(accb, kir::add(plane, p0), hasBias ? kir::cast(kb.load(bb, m), acc) : fc(0, acc)));
-  Expr r = red.add(kb, R, "r");
-  Expr p = cols.add(kb, P, "p");
-  std::string wname = kb.freshName("w");
-  Expr row = kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), kir::mul(g, i64(cg))), i64(K)), r);
-  Expr oIdx = kir::add(plane, p);
-  Stmt upd = kb.store(accb, oIdx,
-                      kir::add(kb.load(accb, oIdx),
-                               kir::mul(kir::var(wname, acc),
-                                        kir::cast(kb.load(src, kir::add(kir::mul(row, i64(P)), p)),
-                                                  acc))));
-  Stmt redS = red.wrap(kir::block(
-      {kir::decl(wname, acc, kir::cast(kb.load(wb, kir::add(kir::mul(m, i64(R)), r)), acc)),
-       cols.wrap(upd)}));
-  std::vector<Stmt> stmts{outer.wrap(kir::block({initS, redS}))};
-  if (accb != ob) {
-    Nest fin;
-    Expr f = fin.add(kb, outN, "f");
-    stmts.push_back(fin.wrap(kb.store(ob, f, kir::cast(kb.load(accb, f), t))));
-  }
-  kernels.push_back(kb.finish(kir::block(stmts), parallelOuter(outer, outN * R)));
+  Expr n = outer.add(kb, N, "n"), g = outer.add(kb, group, "g");
+  Expr m0 = kir::mul(g, i64(mg));
+  Expr srcRow0 = kir::mul(kir::add(kir::mul(n, i64(C)), kir::mul(g, i64(cg))), i64(K));
+  Expr outRow0 = kir::add(kir::mul(n, i64(M)), m0);
+  GemmOperands go;
+  go.a = wb;
+  go.b = src;
+  go.c = ob;
+  go.acc = acc;
+  go.aIndex = [&](Expr i, Expr r) { return kir::add(kir::mul(kir::add(m0, i), i64(R)), r); };
+  go.bIndex = [&](Expr r, Expr p) { return kir::add(kir::mul(kir::add(srcRow0, r), i64(P)), p); };
+  go.cIndex = [&](Expr i, Expr p) { return kir::add(kir::mul(kir::add(outRow0, i), i64(P)), p); };
+  if (hasBias)
+    go.init = [&](Expr i) { return kir::cast(kb.load(bb, kir::add(m0, i)), acc); };
+  tuning::Problem prob =
+      gemmProblem(t, N * group, mg, R, P,
+                  fmt::format("conv n{} group{} bias{} {}", N, group, hasBias ? 1 : 0,
+                              pointwise ? "pointwise" : "im2col"));
+  tuning::Config cfg = tuning::chooseConfig(prob, opts);
+  kir::Schedule sched;
+  Stmt body = gemmNest(kb, go, mg, R, P, cfg, outer.loops, sched);
+  kernels.push_back(kb.finish(body, sched));
   return kernels;
 }
 
@@ -438,7 +426,8 @@ Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
   return kernels;
 }
 
-Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, bool transpose) {
+Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, bool transpose,
+                                const tuning::LowerOptions *opts = nullptr) {
   const Value *xv = node.operand(0), *wv = node.operand(1);
   const Value *biasV = node.operand(2);
   DType t = xv->dtype();
@@ -477,7 +466,7 @@ Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, boo
   bool forceDirect = algo && std::string(algo) == "direct";
   if (!transpose && !forceDirect &&
       N * C * geo.kernelSize * geo.outSize * int64_t(dtypeSize(t)) <= (int64_t(1) << 28))
-    return lowerConvIm2col(node, prefix, geo, N, C, M, cg, mg, t, biasV != nullptr);
+    return lowerConvIm2col(node, prefix, geo, N, C, M, cg, mg, t, biasV != nullptr, opts);
   if (transpose && !forceDirect &&
       N * M * geo.kernelSize * geo.inSize * int64_t(dtypeSize(acc)) <= (int64_t(1) << 28))
     return lowerConvTransposeGemm(node, prefix, geo, N, C, M, cg, mg, group, t,
@@ -792,8 +781,17 @@ Expected<Kernels> lowerLRN(const Node &node, const std::string &prefix) {
 
 } // namespace
 
-void registerNNLowerers(LowererTable &t) {
+void registerTunableLowerers(TunableLowererTable &t) {
   t[OpKind::MatMul] = lowerMatMul;
+  t[OpKind::Conv] = [](const Node &n, const std::string &p, const tuning::LowerOptions *o) {
+    return lowerConvLike(n, p, false, o);
+  };
+}
+
+void registerNNLowerers(LowererTable &t) {
+  t[OpKind::MatMul] = [](const Node &n, const std::string &p) {
+    return lowerMatMul(n, p, nullptr);
+  };
   t[OpKind::Einsum] = lowerEinsum;
   t[OpKind::Conv] = [](const Node &n, const std::string &p) { return lowerConvLike(n, p, false); };
   t[OpKind::ConvTranspose] = [](const Node &n, const std::string &p) {

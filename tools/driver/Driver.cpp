@@ -10,6 +10,7 @@
 #include "nnc/passes/PassManager.h"
 #include "nnc/passes/Specialize.h"
 #include "nnc/runtime/Interpreter.h"
+#include "nnc/runtime/TuningCache.h"
 
 namespace nnc::driver {
 
@@ -161,6 +162,15 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
                              OpenCLExecutable::compile(sg, cl));
         return std::unique_ptr<Executable>(std::move(exe));
       };
+    }
+    // Tuned configs are measured on this CPU: the CPU target only.
+    if (target == Target::Cpu && opts.useTuningCache) {
+      std::string path = opts.tuningCache.empty() ? TuningCache::defaultPath() : opts.tuningCache;
+      if (!opts.tuningCache.empty() || std::filesystem::exists(path)) {
+        NNC_ASSIGN_OR_RETURN(std::unique_ptr<TuningCache> cache, TuningCache::open(path));
+        cpu.tuning = std::make_shared<CachedConfigs>(std::shared_ptr<TuningCache>(std::move(cache)),
+                                                     cpuDeviceFingerprint(opts.threads));
+      }
     }
     NNC_ASSIGN_OR_RETURN(r->cpu_, CpuModel::create(g.clone(), cpu, shapeSpecializer()));
   }

@@ -1,4 +1,4 @@
-// nnc: the compiler's command-line interface (run, bench, check, inspect, compile).
+// nnc: the compiler's command-line interface (run, bench, tune, cache, check, inspect, compile).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "Inspect.h"
+#include "Tune.h"
 #include "driver/Driver.h"
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/codegen/LLVMCodegen.h"
@@ -67,7 +68,22 @@ struct RunOptions {
   int threads = 0;
   bool optimize = true;
   bool quiet = false;
+  std::string tuningCache;
+  bool requireTuned = false;
 };
+
+/// Prints the tuned-kernel line on stderr; fails under --require-tuned when one is missing.
+int reportTuning(const Executable &exe, bool requireTuned) {
+  const TuningUse &u = exe.tuningUse();
+  if (u.tunable == 0)
+    return 0;
+  std::cerr << "nnc: " << tools::tunedKernelsLine(u) << "\n";
+  if (requireTuned && u.tuned < u.tunable)
+    return fail(fmt::format("--require-tuned: {} of {} tunable kernels have no tuned config "
+                            "for this device (run `nnc tune`)",
+                            u.tunable - u.tuned, u.tunable));
+  return 0;
+}
 
 /// The threads a pool of `requested` threads has (0: all cores).
 int effectiveThreads(int requested) {
@@ -283,6 +299,7 @@ int runCommand(const RunOptions &o) {
       return fail(e);
   driver::ExecOptions eo;
   eo.threads = o.threads;
+  eo.tuningCache = o.tuningCache;
   Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
   if (!runner)
     return fail(runner.takeError());
@@ -294,9 +311,13 @@ int runCommand(const RunOptions &o) {
     // Compile before the timed run. Where shapes depend on input values, run() compiles
     // (and reports any error) instead.
     Expected<Executable *> exe = cpu->executableFor(shapes);
-    if (exe)
+    if (exe) {
       cacheNote = fmt::format(", {} kernels, compile cache: {}", (*exe)->kernels().size(),
                               (*exe)->fromCache() ? "hit" : "miss");
+      if (!o.quiet || o.requireTuned)
+        if (int rc = reportTuning(**exe, o.requireTuned))
+          return rc;
+    }
   }
   double compileMs = msSince(t0);
   auto t1 = Clock::now();
@@ -360,6 +381,8 @@ struct BenchOptions {
   bool json = false;
   bool profile = false;
   std::string passes; ///< Empty: the default pipeline.
+  std::string tuningCache;
+  bool requireTuned = false;
 };
 
 /// `nnc bench --profile` on OpenCL: device time per kernel (profiling events), transfers per
@@ -449,10 +472,12 @@ int benchCommand(const BenchOptions &o) {
   driver::ExecOptions eo;
   eo.threads = o.threads;
   eo.profile = o.profile;
+  eo.tuningCache = o.tuningCache;
   Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
   if (!runner)
     return fail(runner.takeError());
   std::string cache = "none";
+  TuningUse tuningUse;
   double kernelCompileMs = 0;
   int64_t kernels = -1;
   if (CpuModel *cpu = (*runner)->cpuModel()) {
@@ -464,6 +489,9 @@ int benchCommand(const BenchOptions &o) {
       cache = (*exe)->fromCache() ? "hit" : "miss";
       kernelCompileMs = (*exe)->compileMs();
       kernels = static_cast<int64_t>((*exe)->kernels().size());
+      tuningUse = (*exe)->tuningUse();
+      if (int rc = reportTuning(**exe, o.requireTuned))
+        return rc;
     } else if (Expected<std::vector<Tensor>> first = (*runner)->run(inputs); !first) {
       return fail(first.takeError()); // shapes that depend on input values compile here
     }
@@ -501,9 +529,11 @@ int benchCommand(const BenchOptions &o) {
         "{{\"model\": \"{}\", \"target\": \"{}\", \"threads\": {}, \"iterations\": {}, "
         "\"warmup\": {}, \"compile_ms\": {:.3f}, \"kernel_compile_ms\": {:.3f}, "
         "\"compile_cache\": \"{}\", \"median_ms\": {:.4f}, \"p90_ms\": {:.4f}, "
-        "\"min_ms\": {:.4f}, \"mean_ms\": {:.4f}{}}}\n",
+        "\"min_ms\": {:.4f}, \"mean_ms\": {:.4f}, \"tuned_kernels\": {}, "
+        "\"tunable_kernels\": {}{}}}\n",
         esc, driver::targetName(*target), threads, o.iterations, o.warmup, compileMs,
-        kernelCompileMs, cache, median, p90, sorted.front(), mean,
+        kernelCompileMs, cache, median, p90, sorted.front(), mean, tuningUse.tuned,
+        tuningUse.tunable,
         kernels >= 0 ? fmt::format(", \"kernels\": {}", kernels) : std::string());
   } else {
     std::cout << fmt::format("{}: target {}, {} thread(s)\n", o.model,
@@ -768,7 +798,7 @@ int compileCommand(const CompileOptions &opts) {
 
 int main(int argc, char **argv) {
   CLI::App app{"nnc: a tensor compiler for neural networks.\n"
-               "Commands: run, bench, check, inspect, compile, devices, help. `nnc COMMAND --help` for "
+               "Commands: run, bench, tune, cache, check, inspect, compile, devices, help. `nnc COMMAND --help` for "
                "details."};
   app.set_version_flag("--version", std::string("nnc ") + NNC_VERSION);
   app.require_subcommand(0, 1);
@@ -787,6 +817,10 @@ int main(int argc, char **argv) {
       ->check(CLI::NonNegativeNumber);
   runCmd->add_flag("!--no-optimize", run.optimize, "Skip the graph optimization pipeline");
   runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing on success");
+  runCmd->add_option("--cache", run.tuningCache, "cpu: the tuning cache (default "
+                                                 "$NNC_TUNING_CACHE or ~/.cache/nnc/tuning.db)");
+  runCmd->add_flag("--require-tuned", run.requireTuned,
+                   "cpu: fail when a tunable kernel has no tuned config");
 
   BenchOptions bench;
   CLI::App *benchCmd = app.add_subcommand("bench", "Measure compile time and run latency");
@@ -804,6 +838,11 @@ int main(int argc, char **argv) {
   benchCmd->add_option("--input", bench.inputs, "NAME=FILE (.pb or .npy); repeatable");
   benchCmd->add_option("--shape", bench.shapes, "NAME=D0xD1x... for a symbolic random input");
   benchCmd->add_flag("--json", bench.json, "Print one JSON object");
+  benchCmd->add_option("--cache", bench.tuningCache, "cpu: the tuning cache (default "
+                                                     "$NNC_TUNING_CACHE or ~/.cache/nnc/tuning.db)");
+  benchCmd->add_flag("--require-tuned", bench.requireTuned,
+                     "cpu: fail when a tunable kernel has no tuned config");
+  tools::TuneCommands tuneCommands(app);
 
   std::string checkModel, checkTarget = "cpu";
   CLI::App *checkCmd =
@@ -856,6 +895,8 @@ int main(int argc, char **argv) {
     return checkCommand(checkModel, checkTarget);
   if (devCmd->parsed())
     return devicesCommand();
+  if (int rc = tuneCommands.run(); rc >= 0)
+    return rc;
   if (compCmd->parsed())
     return compileCommand(comp);
   if (inspCmd->parsed())

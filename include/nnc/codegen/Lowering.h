@@ -5,6 +5,7 @@
 
 #include "nnc/ir/FusionGroup.h"
 #include "nnc/ir/Graph.h"
+#include "nnc/codegen/Tuning.h"
 #include "nnc/ir/Kernel.h"
 
 namespace nnc {
@@ -16,6 +17,10 @@ namespace nnc {
 /// gets a default Schedule chosen from its shape (the tuner may replace it).
 /// Fails (naming the node) when the op or a dtype is not supported by code generation.
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix);
+/// lowerNode with tuning: tunable kernels (matmul, conv) take their configs from
+/// `opts.configs` (else heuristic defaults) and report themselves through `opts.onTunable`.
+Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix,
+                                             const tuning::LowerOptions &opts);
 
 /// True when lowerNode produces this node's results even where their last dim depends on
 /// the data (NonZero): the kernels write the extent to a BufferRole::Extent buffer.
@@ -45,6 +50,8 @@ Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g);
 
 /// Lowers a unit (static shapes) like lowerNode; a group becomes one kernel, or the anchor's
 /// kernels with the group's elementwise expression in the stores of the anchor's result.
-Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::string &namePrefix);
+/// `opts` carries the tuned configs of tunable nodes and anchors.
+Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::string &namePrefix,
+                                             const tuning::LowerOptions &opts = {});
 
 } // namespace nnc

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/codegen/Tuning.h"
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Kernel.h"
 #include "nnc/ir/Tensor.h"
@@ -43,6 +44,15 @@ struct CpuOptions {
   /// What CpuModel compiles each specialized graph with; empty: Executable::compile with
   /// these options. The OpenCL runtime passes its own, so symbolic shapes work there too.
   std::function<Expected<std::unique_ptr<Executable>>(const Graph &)> compileWith;
+  /// Tuned configs of tunable kernels (matmul, conv): usually the tuning cache; null or a
+  /// missing entry means the heuristic default.
+  std::shared_ptr<const tuning::ConfigSource> tuning;
+};
+
+/// How many of an executable's distinct tunable kernels got a tuned config.
+struct TuningUse {
+  int tunable = 0, tuned = 0;
+  std::vector<std::string> missing; ///< Signatures of the untuned ones.
 };
 
 /// A compiled graph with static shapes. run() may be called repeatedly and from several
@@ -60,6 +70,7 @@ public:
   virtual double compileMs() const = 0;
   /// True when the machine code came from the object cache.
   virtual bool fromCache() const = 0;
+  virtual const TuningUse &tuningUse() const = 0;
 };
 
 /// Turns a graph with symbolic dims into one with the given concrete input extents (and the

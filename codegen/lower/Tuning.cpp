@@ -1,0 +1,60 @@
+// The registry of tuning spaces and the config choice lowering makes (include/nnc/codegen/Tuning.h).
+#include "nnc/codegen/Tuning.h"
+
+#include <cstdlib>
+
+#include "Gemm.h"
+
+namespace nnc::tuning {
+
+std::string configStr(const Config &c) {
+  std::string s;
+  for (const auto &[k, v] : c)
+    s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s;
+}
+
+std::optional<Config> parseConfig(const std::string &s) {
+  Config c;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos)
+      end = s.size();
+    std::string item = s.substr(pos, end - pos);
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      return std::nullopt;
+    char *stop = nullptr;
+    std::string num = item.substr(eq + 1);
+    long long v = std::strtoll(num.c_str(), &stop, 10);
+    if (*stop != '\0')
+      return std::nullopt;
+    c[item.substr(0, eq)] = v;
+    pos = end + 1;
+  }
+  return c;
+}
+
+std::vector<const Space *> allSpaces() { return {&lower::gemmCpuSpace()}; }
+
+const Space *findSpace(const std::string &kind) {
+  for (const Space *s : allSpaces())
+    if (s->kind == kind)
+      return s;
+  return nullptr;
+}
+
+Config chooseConfig(const Problem &p, const LowerOptions *opts) {
+  const Space *space = findSpace(p.kind);
+  NNC_ASSERT(space, "no tuning space for kind {}", p.kind);
+  std::optional<Config> c;
+  if (opts && opts->configs)
+    c = opts->configs->lookup(p);
+  bool tuned = c && space->valid(*c, p);
+  if (opts && opts->onTunable)
+    opts->onTunable(p, tuned);
+  return tuned ? *c : space->defaults(p);
+}
+
+} // namespace nnc::tuning

@@ -1,0 +1,78 @@
+// Tuning spaces: the knobs of each tunable kernel kind, their candidate values and
+// constraints, and the problems (kernel instances) that lowering exposes to the tuner.
+//
+// A tunable kernel kind (e.g. "gemm_cpu": the register-blocked GEMM behind matmul and conv)
+// declares a Space: knob names with candidate values, a validity check and a version. A
+// Config assigns each knob a value. Lowering takes an optional Config per Problem and
+// otherwise uses a heuristic default; every valid Config computes the same numbers (up to
+// float reassociation). Device kinds add their own spaces (an OpenCL space would declare
+// work-group size, work per item and local tile the same way).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nnc::tuning {
+
+/// Knob name -> value.
+using Config = std::map<std::string, int64_t>;
+
+/// "mr=4,nr=32" (sorted by name) and back; parseConfig fails (nullopt) on malformed text.
+std::string configStr(const Config &c);
+std::optional<Config> parseConfig(const std::string &s);
+
+/// One kernel instance that can be tuned: what the cache keys and the tuner measures.
+struct Problem {
+  std::string kind;      ///< The space's kind, e.g. "gemm_cpu".
+  std::string signature; ///< Kind, dtypes, shapes and layout, e.g. "gemm_cpu f32 b1 m64 k576 n3136 ...".
+  std::vector<int64_t> dims; ///< Kind-specific sizes the space's rules read (gemm: batch, m, k, n).
+  double flops = 0;      ///< Work of one run (for the tuner's budget split).
+};
+
+struct Knob {
+  std::string name;
+  std::vector<int64_t> values; ///< Candidates, in the order the tuner mutates through them.
+  std::string help;
+};
+
+/// The tunable parameters of one kernel kind on one device kind.
+struct Space {
+  std::string kind;
+  int version = 1; ///< Bumped whenever a knob's meaning changes: cached records of another
+                   ///< version are never applied.
+  std::vector<Knob> knobs;
+  /// True when `c` names every knob with one of its values and fits the problem and device.
+  std::function<bool(const Config &c, const Problem &p)> valid;
+  /// The heuristic default for a problem (always valid).
+  std::function<Config(const Problem &p)> defaults;
+};
+
+/// The space of a kind, or null.
+const Space *findSpace(const std::string &kind);
+/// Every space (for `nnc cache` and docs).
+std::vector<const Space *> allSpaces();
+
+/// Chooses configs while lowering: the tuning cache during compiles, a candidate while tuning.
+class ConfigSource {
+public:
+  virtual ~ConfigSource() = default;
+  /// The config to use for `p`, or nullopt for the default.
+  virtual std::optional<Config> lookup(const Problem &p) const = 0;
+};
+
+/// What lowering does about tuning: where configs come from, and where the tunable problems
+/// it met are reported (with whether a looked-up config was applied).
+struct LowerOptions {
+  const ConfigSource *configs = nullptr;
+  std::function<void(const Problem &p, bool tuned)> onTunable;
+};
+
+/// The config lowering uses for `p` under `opts`: a valid looked-up one, else the default.
+/// Reports `p` through opts.onTunable.
+Config chooseConfig(const Problem &p, const LowerOptions *opts);
+
+} // namespace nnc::tuning

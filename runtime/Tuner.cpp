@@ -1,0 +1,459 @@
+// The tuner: measures configs of a graph's distinct tunable kernels on this CPU and keeps the
+// best in the tuning cache.
+//
+// Algorithm (tuneGraph):
+//  1. Lower every node, collecting the tunable problems; problems with one signature are one
+//     kernel to tune (their node is the first that has it).
+//  2. For each problem, the node's kernels are compiled alone with the default config, run on
+//     the node's constants and random inputs, timed (warm-up, repeats, median) and their
+//     results kept as the reference.
+//  3. The remaining budget is split: a third evenly, the rest by where the model spends its
+//     time (default time x uses), largest first; what a kernel leaves unused passes on.
+//  4. Per kernel, an evolutionary search seeded with the default (and with the candidates a
+//     previous, interrupted run measured): mutate one or two knobs of one of the best three,
+//     now and then a random point; skip invalid and already measured points. Each candidate's
+//     results must match the reference (else it is rejected); a candidate replaces the best
+//     only when faster by more than the noise margin, and the final best is timed again
+//     against the default.
+//  5. Every measurement is written to the cache as it happens, the kernel's record when its
+//     search ends; a stop request (SIGINT) ends the search after the current candidate.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <unistd.h>
+
+#include "ThreadPool.h"
+#include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/codegen/Lowering.h"
+#include "nnc/ir/Tensor.h"
+#include "nnc/runtime/TuningCache.h"
+
+namespace nnc {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// Returns `config` for the one problem being tuned.
+class FixedConfig : public tuning::ConfigSource {
+public:
+  FixedConfig(std::string signature, tuning::Config c)
+      : signature_(std::move(signature)), config_(std::move(c)) {}
+  std::optional<tuning::Config> lookup(const tuning::Problem &p) const override {
+    if (p.signature == signature_)
+      return config_;
+    return std::nullopt;
+  }
+
+private:
+  std::string signature_;
+  tuning::Config config_;
+};
+
+struct AlignedFree {
+  void operator()(void *p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<char, AlignedFree>;
+
+/// One node's kernels compiled with one config, with buffers to run them on.
+class KernelBench {
+public:
+  /// Operand data: constants as they are, other operands random in [-1, 1].
+  KernelBench(const Node &node, uint64_t seed) : node_(node) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> dist(-1, 1);
+    for (size_t i = 0; i < node.numOperands(); ++i) {
+      const Value *v = node.operand(i);
+      if (!v) {
+        operands_.emplace_back();
+        continue;
+      }
+      if (const Tensor *c = node.constantOperand(i)) {
+        operands_.push_back(c->clone());
+        continue;
+      }
+      Tensor t = Tensor::zeros(v->dtype(), *staticExtents(v->shape()));
+      if (t.dtype() == DType::F32)
+        for (int64_t e = 0; e < t.numElements(); ++e)
+          t.data<float>()[e] = static_cast<float>(dist(rng));
+      else if (t.dtype() == DType::F64)
+        for (int64_t e = 0; e < t.numElements(); ++e)
+          t.data<double>()[e] = dist(rng);
+      operands_.push_back(std::move(t));
+    }
+  }
+
+  /// Lowers and compiles the node with `cfg` for `p`.
+  Error prepare(const tuning::Problem &p, const tuning::Config &cfg) {
+    FixedConfig src(p.signature, cfg);
+    tuning::LowerOptions lo;
+    lo.configs = &src;
+    NNC_ASSIGN_OR_RETURN(kernels_, lowerNode(node_, "tune", lo));
+    CodegenOptions co;
+    co.cacheDir = ""; // candidates are not worth keeping in the object cache
+    co.parallelFor = &nnc_parallel_for;
+    NNC_ASSIGN_OR_RETURN(module_, compileKernels(kernels_, co));
+    fns_.clear();
+    args_.clear();
+    for (const kir::Kernel &k : kernels_) {
+      fns_.push_back(module_->lookup(k.name));
+      if (!fns_.back())
+        return makeError("kernel '{}' is missing from the compiled module", k.name);
+      std::vector<void *> a;
+      for (const kir::BufferDecl &b : k.buffers) {
+        if (b.role == kir::BufferRole::Operand) {
+          a.push_back(operands_[b.index].rawData());
+          continue;
+        }
+        auto key = std::make_pair(static_cast<int>(b.role), b.index);
+        int64_t bytes = b.numElements * static_cast<int64_t>(dtypeSize(b.dtype));
+        auto &slot = buffers_[key];
+        if (slot.second < bytes) {
+          size_t rounded = static_cast<size_t>((bytes + 63) / 64 * 64 + 64);
+          slot.first.reset(static_cast<char *>(std::aligned_alloc(64, rounded)));
+          std::memset(slot.first.get(), 0, rounded);
+          slot.second = bytes;
+        }
+        a.push_back(slot.first.get());
+        if (b.role == kir::BufferRole::Result)
+          resultDtype_[b.index] = b.dtype;
+      }
+      args_.push_back(std::move(a));
+    }
+    return Error::success();
+  }
+
+  void runOnce() {
+    for (size_t i = 0; i < fns_.size(); ++i)
+      fns_[i](args_[i].data());
+  }
+
+  /// Median ms over repeats (at least 5 and about `targetMs` of runs, at most 100).
+  double time(double targetMs) {
+    runOnce();
+    runOnce();
+    std::vector<double> ms;
+    double total = 0;
+    while (ms.size() < 5 || (total < targetMs && ms.size() < 100)) {
+      auto t = Clock::now();
+      runOnce();
+      double d = std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+      ms.push_back(d);
+      total += d;
+    }
+    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+    return ms[ms.size() / 2];
+  }
+
+  /// The result buffers' bytes (result index order).
+  std::vector<std::vector<char>> results() const {
+    std::vector<std::vector<char>> out;
+    for (const auto &[key, slot] : buffers_)
+      if (key.first == static_cast<int>(kir::BufferRole::Result))
+        out.emplace_back(slot.first.get(), slot.first.get() + slot.second);
+    return out;
+  }
+  /// Float views of the result buffers (for the corruption test hook).
+  void floatResults(std::vector<float *> &ptrs, std::vector<int64_t> &sizes) {
+    for (auto &[key, slot] : buffers_)
+      if (key.first == static_cast<int>(kir::BufferRole::Result) &&
+          resultDtype_[key.second] == DType::F32) {
+        ptrs.push_back(reinterpret_cast<float *>(slot.first.get()));
+        sizes.push_back(slot.second / 4);
+      }
+  }
+  DType resultDtype(int i) const { return resultDtype_.at(i); }
+
+private:
+  const Node &node_;
+  std::vector<Tensor> operands_;
+  std::vector<kir::Kernel> kernels_;
+  std::unique_ptr<CompiledModule> module_;
+  std::vector<KernelFn> fns_;
+  std::vector<std::vector<void *>> args_;
+  std::map<std::pair<int, int>, std::pair<Buffer, int64_t>> buffers_;
+  std::map<int, DType> resultDtype_;
+};
+
+/// Empty when `got` matches `ref` within float reassociation (rtol 1e-3 plus an absolute
+/// margin scaled by the largest reference value), else what differs.
+std::string compareResults(const std::vector<std::vector<char>> &ref,
+                           const std::vector<std::vector<char>> &got, DType t) {
+  if (ref.size() != got.size())
+    return "a different number of results";
+  for (size_t r = 0; r < ref.size(); ++r) {
+    if (ref[r].size() != got[r].size())
+      return "a result of another size";
+    if (t != DType::F32 && t != DType::F64) {
+      if (ref[r] != got[r])
+        return fmt::format("result {} differs", r);
+      continue;
+    }
+    auto at = [&](const std::vector<char> &v, size_t i) {
+      if (t == DType::F32) {
+        float f;
+        std::memcpy(&f, v.data() + i * 4, 4);
+        return double(f);
+      }
+      double d;
+      std::memcpy(&d, v.data() + i * 8, 8);
+      return d;
+    };
+    size_t n = ref[r].size() / dtypeSize(t);
+    double scale = 0;
+    for (size_t i = 0; i < n; ++i)
+      scale = std::max(scale, std::fabs(at(ref[r], i)));
+    for (size_t i = 0; i < n; ++i) {
+      double e = at(ref[r], i), a = at(got[r], i);
+      if (!(std::fabs(a - e) <= 1e-5 * scale + 1e-3 * std::fabs(e)) &&
+          !(std::isnan(a) && std::isnan(e)))
+        return fmt::format("result {} element {}: {} instead of {}", r, i, a, e);
+    }
+  }
+  return "";
+}
+
+/// The progress line on stderr (redrawn in place on a terminal).
+class Progress {
+public:
+  Progress(bool on, double budget) : on_(on), tty_(isatty(2)), budget_(budget) {}
+  /// Redraws the line on a terminal; elsewhere prints it only when `final` (a kernel done).
+  void update(double elapsed, size_t kernel, size_t kernels, const std::string &what,
+              double best, double dflt, int trial, bool final = false) {
+    if (!on_ || (!tty_ && !final))
+      return;
+    double frac = std::min(1.0, budget_ > 0 ? elapsed / budget_ : 1.0);
+    int filled = static_cast<int>(frac * 24);
+    std::string bar = std::string(filled, '#') + std::string(24 - filled, '.');
+    std::string line = fmt::format(
+        "[{}] {:3.0f}% {:.0f}/{:.0f}s ETA {:.0f}s | kernel {}/{} {} | best {:.3f} ms "
+        "(default {:.3f}, {:.2f}x) trial {}",
+        bar, frac * 100, elapsed, budget_, std::max(0.0, budget_ - elapsed), kernel, kernels,
+        what, best, dflt, best > 0 ? dflt / best : 1.0, trial);
+    if (tty_)
+      std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
+    else
+      std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  }
+  void done() {
+    if (on_ && tty_)
+      std::fprintf(stderr, "\n");
+  }
+
+private:
+  bool on_, tty_;
+  double budget_;
+};
+
+/// A candidate near the good ones: one or two knobs of `parent` moved (mostly to a
+/// neighbouring value), or a random point.
+tuning::Config mutate(const tuning::Space &space, const tuning::Config &parent,
+                      std::mt19937_64 &rng, bool randomPoint) {
+  tuning::Config c = parent;
+  auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  if (randomPoint) {
+    for (const tuning::Knob &k : space.knobs)
+      c[k.name] = k.values[pick(k.values.size())];
+    return c;
+  }
+  int changes = std::uniform_int_distribution<int>(1, 2)(rng);
+  for (int i = 0; i < changes; ++i) {
+    const tuning::Knob &k = space.knobs[pick(space.knobs.size())];
+    auto it = std::find(k.values.begin(), k.values.end(), c[k.name]);
+    size_t pos = it == k.values.end() ? 0 : static_cast<size_t>(it - k.values.begin());
+    if (std::uniform_real_distribution<double>(0, 1)(rng) < 0.7 && k.values.size() > 1) {
+      bool up = pos == 0 || (pos + 1 < k.values.size() && pick(2) == 1);
+      pos = up ? pos + 1 : pos - 1;
+    } else {
+      pos = pick(k.values.size());
+    }
+    c[k.name] = k.values[pos];
+  }
+  return c;
+}
+
+} // namespace
+
+Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOptions &opts) {
+  auto start = Clock::now();
+  TuneSummary summary;
+  std::string device = cpuDeviceFingerprint(opts.threads);
+  ThreadPool *pool = opts.threads == 1 ? nullptr : ThreadPool::shared(opts.threads);
+  ThreadPool::Scope scope(pool);
+  auto stopped = [&] { return opts.stop && opts.stop->load(); };
+
+  // 1. Distinct tunable problems, with the first node of each.
+  std::map<std::string, size_t> index;
+  std::vector<const Node *> nodeOf;
+  for (const Node *n : g.nodes()) {
+    if (n->kind() == OpKind::Constant)
+      continue;
+    std::vector<tuning::Problem> found;
+    tuning::LowerOptions lo;
+    lo.onTunable = [&](const tuning::Problem &p, bool) { found.push_back(p); };
+    NNC_TRY(lowerNode(*n, "probe", lo).takeError());
+    for (const tuning::Problem &p : found) {
+      auto [it, inserted] = index.emplace(p.signature, summary.kernels.size());
+      if (inserted) {
+        summary.kernels.push_back({p, 0, 0, 0, "", 0, 0});
+        nodeOf.push_back(n);
+      }
+      ++summary.kernels[it->second].uses;
+    }
+  }
+  Progress progress(opts.progress, opts.budgetSeconds);
+  size_t total = summary.kernels.size();
+
+  // 2. Defaults and references.
+  std::vector<std::unique_ptr<KernelBench>> benches(total);
+  std::vector<std::vector<std::vector<char>>> refs(total);
+  std::vector<tuning::Config> defaults(total);
+  std::vector<bool> usable(total, false);
+  for (size_t i = 0; i < total && !stopped(); ++i) {
+    TuneSummary::Kernel &k = summary.kernels[i];
+    const tuning::Space *space = tuning::findSpace(k.problem.kind);
+    if (!space)
+      continue;
+    defaults[i] = space->defaults(k.problem);
+    benches[i] = std::make_unique<KernelBench>(*nodeOf[i], 1234 + i);
+    NNC_TRY(benches[i]->prepare(k.problem, defaults[i]));
+    k.defaultMs = benches[i]->time(20);
+    k.bestMs = k.defaultMs;
+    k.bestConfig = tuning::configStr(defaults[i]);
+    refs[i] = benches[i]->results();
+    usable[i] = true;
+    progress.update(secondsSince(start), i + 1, total, "default " + k.problem.signature,
+                    k.bestMs, k.defaultMs, 0);
+  }
+
+  // 3. Budget by time share, largest first.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < total; ++i)
+    if (usable[i])
+      order.push_back(i);
+  auto weight = [&](size_t i) { return summary.kernels[i].defaultMs * summary.kernels[i].uses; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return weight(a) > weight(b); });
+  double weightTotal = 0;
+  for (size_t i : order)
+    weightTotal += weight(i);
+  // A third of the budget is shared evenly (every kernel gets some trials), the rest by time
+  // share; what a kernel leaves unused (or overspends) carries over to the next.
+  double searchBudget = std::max(0.0, opts.budgetSeconds - secondsSince(start)), carry = 0;
+  auto planned = [&](size_t i) {
+    double even = searchBudget / 3 / double(order.size());
+    return even + (weightTotal > 0 ? searchBudget * 2 / 3 * weight(i) / weightTotal : 0.0);
+  };
+
+  std::mt19937_64 rng(42);
+  for (size_t oi = 0; oi < order.size(); ++oi) {
+    size_t i = order[oi];
+    TuneSummary::Kernel &k = summary.kernels[i];
+    const tuning::Space &space = *tuning::findSpace(k.problem.kind);
+    double share = planned(i) + carry;
+    auto kernelStart = Clock::now();
+    DType t = benches[i]->resultDtype(0);
+
+    // 4. Evolutionary search.
+    std::map<std::string, double> tried; // config -> ms (< 0: rejected or failed)
+    std::vector<std::pair<double, tuning::Config>> population{{k.defaultMs, defaults[i]}};
+    tried[k.bestConfig] = k.defaultMs;
+    NNC_ASSIGN_OR_RETURN(auto previous, cache.trials(k.problem.signature, device, space.version));
+    for (auto &[cs, ms] : previous) {
+      tried[cs] = ms;
+      std::optional<tuning::Config> c = tuning::parseConfig(cs);
+      if (c && ms > 0 && space.valid(*c, k.problem))
+        population.push_back({ms, *c});
+    }
+    std::sort(population.begin(), population.end(),
+              [](const auto &a, const auto &b) { return a.first < b.first; });
+    int measured = 0;
+    while (!stopped() && secondsSince(kernelStart) < share &&
+           secondsSince(start) < opts.budgetSeconds &&
+           (opts.maxTrials <= 0 || measured < opts.maxTrials)) {
+      std::optional<tuning::Config> cand;
+      for (int attempt = 0; attempt < 300 && !cand; ++attempt) {
+        bool randomPoint = std::uniform_real_distribution<double>(0, 1)(rng) < 0.2;
+        size_t parent = std::uniform_int_distribution<size_t>(
+            0, std::min<size_t>(population.size(), 3) - 1)(rng);
+        tuning::Config c = mutate(space, population[parent].second, rng, randomPoint);
+        if (space.valid(c, k.problem) && !tried.count(tuning::configStr(c)))
+          cand = c;
+      }
+      if (!cand)
+        break; // the reachable space is measured
+      std::string cs = tuning::configStr(*cand);
+      double ms = -1;
+      if (!benches[i]->prepare(k.problem, *cand)) {
+        benches[i]->runOnce();
+        if (opts.corrupt) {
+          std::vector<float *> ptrs;
+          std::vector<int64_t> sizes;
+          benches[i]->floatResults(ptrs, sizes);
+          opts.corrupt(ptrs, sizes);
+        }
+        std::string diff = compareResults(refs[i], benches[i]->results(), t);
+        if (diff.empty())
+          ms = benches[i]->time(std::max(10.0, k.defaultMs * 5));
+        else
+          ++k.rejected;
+      }
+      tried[cs] = ms;
+      ++measured;
+      NNC_TRY(cache.addTrial(k.problem.signature, device, space.version, cs, ms));
+      if (ms > 0) {
+        population.push_back({ms, *cand});
+        std::sort(population.begin(), population.end(),
+                  [](const auto &a, const auto &b) { return a.first < b.first; });
+      }
+      progress.update(secondsSince(start), oi + 1, total, k.problem.signature,
+                      population[0].first, k.defaultMs, measured);
+    }
+    k.measured = measured;
+
+    // The best against the default once more (noise margin 2%), then the record.
+    tuning::Config best = population[0].second;
+    double bestMs = population[0].first;
+    if (tuning::configStr(best) != tuning::configStr(defaults[i]) && !stopped()) {
+      NNC_TRY(benches[i]->prepare(k.problem, best));
+      bestMs = benches[i]->time(std::max(20.0, bestMs * 10));
+      NNC_TRY(benches[i]->prepare(k.problem, defaults[i]));
+      double again = benches[i]->time(std::max(20.0, k.defaultMs * 10));
+      k.defaultMs = std::min(k.defaultMs, again);
+      if (bestMs > 0.98 * k.defaultMs) {
+        best = defaults[i];
+        bestMs = k.defaultMs;
+      }
+    } else if (tuning::configStr(best) == tuning::configStr(defaults[i])) {
+      bestMs = k.defaultMs;
+    }
+    k.bestMs = bestMs;
+    k.bestConfig = tuning::configStr(best);
+    progress.update(secondsSince(start), oi + 1, total, k.problem.signature, bestMs, k.defaultMs,
+                    measured, /*final=*/true);
+    TuningRecord rec{k.problem.kind, k.problem.signature, device, space.version,
+                     k.bestConfig,   bestMs,              k.defaultMs, measured, ""};
+    NNC_TRY(cache.put(rec));
+    carry = share - secondsSince(kernelStart);
+    if (stopped())
+      break;
+  }
+  progress.done();
+  summary.interrupted = stopped();
+  summary.seconds = secondsSince(start);
+  return summary;
+}
+
+} // namespace nnc

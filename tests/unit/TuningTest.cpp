@@ -1,0 +1,210 @@
+// Tuning: every point of the gemm space computes the interpreter's numbers, the tuning cache
+// applies only records of this device and space version, and the tuner rejects candidates
+// with wrong results.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <unistd.h>
+
+#include "nnc/ir/Parser.h"
+#include "nnc/runtime/Executable.h"
+#include "nnc/runtime/Interpreter.h"
+#include "nnc/runtime/TuningCache.h"
+
+using namespace nnc;
+
+namespace {
+
+// Odd sizes, so every config has edge tiles; a broadcast batch matmul; a conv with bias.
+const char *kGemms = R"(
+graph @gemms(%a: f32[37,53], %b: f32[53,70], %x: f32[2,1,9,41], %y: f32[3,41,17], %img: f32[1,3,9,9], %k: f32[8,3,3,3], %kb: f32[8]) -> (f32[37,70], f32[2,3,9,17], f32[1,8,9,9]) {
+  %mm = matmul(%a, %b) : f32[37,70]
+  %bm = matmul(%x, %y) : f32[2,3,9,17]
+  %c = conv(%img, %k, %kb) {pads = [1, 1, 1, 1], strides = [1, 1], dilations = [1, 1], group = 1} : f32[1,8,9,9]
+  return %mm, %bm, %c
+}
+)";
+
+std::unique_ptr<Graph> parse(const std::string &text) {
+  Expected<std::unique_ptr<Graph>> g = parseGraph(text);
+  EXPECT_TRUE(g) << g.error().message();
+  return g ? std::move(*g) : nullptr;
+}
+
+std::vector<Tensor> randomInputs(const Graph &g, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<Tensor> in;
+  for (const Value *v : g.inputs()) {
+    Tensor t = Tensor::zeros(DType::F32, *staticExtents(v->shape()));
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.data<float>()[i] = u(rng);
+    in.push_back(std::move(t));
+  }
+  return in;
+}
+
+/// One config for every problem.
+class Everywhere : public tuning::ConfigSource {
+public:
+  explicit Everywhere(tuning::Config c) : c_(std::move(c)) {}
+  std::optional<tuning::Config> lookup(const tuning::Problem &) const override { return c_; }
+
+private:
+  tuning::Config c_;
+};
+
+std::string tempPath(const std::string &name) {
+  return (std::filesystem::temp_directory_path() /
+          fmt::format("nnc-tuning-test-{}-{}.db", getpid(), name))
+      .string();
+}
+
+void removeDb(const std::string &path) {
+  for (const char *suffix : {"", "-wal", "-shm"})
+    std::remove((path + suffix).c_str());
+}
+
+} // namespace
+
+TEST(Tuning, EveryGemmConfigComputesTheSameNumbers) {
+  std::unique_ptr<Graph> g = parse(kGemms);
+  ASSERT_TRUE(g);
+  std::vector<Tensor> in = randomInputs(*g, 3);
+  Expected<std::vector<Tensor>> want = interpret(*g, in);
+  ASSERT_TRUE(want) << want.error().message();
+  const tuning::Space *space = tuning::findSpace("gemm_cpu");
+  ASSERT_TRUE(space);
+  std::mt19937_64 rng(11);
+  int checked = 0;
+  for (int attempt = 0; attempt < 400 && checked < 24; ++attempt) {
+    tuning::Config c;
+    for (const tuning::Knob &k : space->knobs)
+      c[k.name] = k.values[std::uniform_int_distribution<size_t>(0, k.values.size() - 1)(rng)];
+    // Each problem applies the config only where valid for it; the big one decides here.
+    tuning::Problem big{"gemm_cpu", "", {1, 37, 53, 70}, 0};
+    if (!space->valid(c, big))
+      continue;
+    ++checked;
+    CpuOptions o;
+    o.threads = 2;
+    o.codegen.cacheDir = "";
+    o.tuning = std::make_shared<Everywhere>(c);
+    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, o);
+    ASSERT_TRUE(exe) << exe.error().message();
+    EXPECT_GE((*exe)->tuningUse().tuned, 1) << tuning::configStr(c);
+    Expected<std::vector<Tensor>> got = (*exe)->run(in);
+    ASSERT_TRUE(got) << got.error().message();
+    for (size_t r = 0; r < want->size(); ++r)
+      for (int64_t i = 0; i < (*want)[r].numElements(); ++i) {
+        double w = (*want)[r].elementAsDouble(i), v = (*got)[r].elementAsDouble(i);
+        ASSERT_NEAR(v, w, 1e-4 + 1e-4 * std::fabs(w))
+            << "result " << r << " element " << i << " config " << tuning::configStr(c);
+      }
+  }
+  EXPECT_GE(checked, 10);
+}
+
+TEST(Tuning, RecordsOfAnotherDeviceOrSpaceVersionAreIgnored) {
+  std::unique_ptr<Graph> g = parse(kGemms);
+  ASSERT_TRUE(g);
+  std::string path = tempPath("device");
+  removeDb(path);
+  Expected<std::unique_ptr<TuningCache>> opened = TuningCache::open(path);
+  ASSERT_TRUE(opened) << opened.error().message();
+  std::shared_ptr<TuningCache> cache(std::move(*opened));
+  std::string here = cpuDeviceFingerprint(1);
+  const tuning::Space &space = *tuning::findSpace("gemm_cpu");
+
+  // The problems the graph has, from a compile without a cache.
+  std::vector<tuning::Problem> problems;
+  CpuOptions o;
+  o.threads = 1;
+  o.codegen.cacheDir = "";
+  {
+    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, o);
+    ASSERT_TRUE(exe) << exe.error().message();
+    EXPECT_EQ((*exe)->tuningUse().tunable, 3);
+    EXPECT_EQ((*exe)->tuningUse().tuned, 0);
+    for (const std::string &sig : (*exe)->tuningUse().missing)
+      problems.push_back({"gemm_cpu", sig, {}, 0});
+  }
+  ASSERT_EQ(problems.size(), 3u);
+  auto compileTuned = [&](const std::string &device) {
+    CpuOptions oc = o;
+    oc.tuning = std::make_shared<CachedConfigs>(cache, device);
+    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, oc);
+    EXPECT_TRUE(exe) << exe.error().message();
+    return exe ? (*exe)->tuningUse().tuned : -1;
+  };
+  std::string cfg = "ku=1,mr=1,nc=0,nr=8,order=1,par=0";
+  for (const tuning::Problem &p : problems) {
+    ASSERT_FALSE(cache->put({p.kind, p.signature, "cpu other | +sse2 | threads=1", space.version,
+                             cfg, 1.0, 2.0, 1, ""}));
+    ASSERT_FALSE(cache->put({p.kind, p.signature, here, space.version + 1, cfg, 1.0, 2.0, 1, ""}));
+  }
+  EXPECT_EQ(compileTuned(here), 0);
+  EXPECT_EQ(compileTuned(cpuDeviceFingerprint(2)), 0); // another thread count
+  ASSERT_FALSE(cache->put({problems[0].kind, problems[0].signature, here, space.version, cfg,
+                           1.0, 2.0, 1, ""}));
+  EXPECT_EQ(compileTuned(here), 1);
+  // A faster record replaces a slower one; a slower one does not.
+  ASSERT_FALSE(cache->put({problems[0].kind, problems[0].signature, here, space.version,
+                           "ku=1,mr=2,nc=0,nr=8,order=0,par=0", 5.0, 2.0, 1, ""}));
+  Expected<std::optional<TuningRecord>> r =
+      cache->find(problems[0].kind, problems[0].signature, here, space.version);
+  ASSERT_TRUE(r && *r);
+  EXPECT_EQ((*r)->config, cfg);
+  EXPECT_EQ((*r)->trials, 2);
+  // prune keeps this CPU's current records only.
+  std::string prefix = here.substr(0, here.rfind("threads="));
+  Expected<int64_t> pruned = cache->prune(prefix);
+  ASSERT_TRUE(pruned);
+  EXPECT_EQ(*pruned, 6);
+  EXPECT_EQ(compileTuned(here), 1);
+  removeDb(path);
+}
+
+TEST(Tuning, TunerRejectsCandidatesWithWrongNumbers) {
+  std::unique_ptr<Graph> g = parse(kGemms);
+  ASSERT_TRUE(g);
+  for (bool corrupt : {true, false}) {
+    std::string path = tempPath(corrupt ? "corrupt" : "clean");
+    removeDb(path);
+    Expected<std::unique_ptr<TuningCache>> cache = TuningCache::open(path);
+    ASSERT_TRUE(cache) << cache.error().message();
+    TuneOptions opts;
+    opts.threads = 1;
+    opts.budgetSeconds = 30;
+    opts.maxTrials = 3;
+    opts.progress = false;
+    if (corrupt)
+      opts.corrupt = [](std::vector<float *> &results, std::vector<int64_t> &) {
+        results[0][0] += 1.0f;
+      };
+    Expected<TuneSummary> s = tuneGraph(*g, **cache, opts);
+    ASSERT_TRUE(s) << s.error().message();
+    ASSERT_EQ(s->kernels.size(), 3u);
+    for (const TuneSummary::Kernel &k : s->kernels) {
+      EXPECT_GT(k.measured, 0) << k.problem.signature;
+      if (corrupt) {
+        EXPECT_EQ(k.rejected, k.measured) << k.problem.signature;
+        // Only the default survives, and it is what the cache keeps.
+        const tuning::Space &space = *tuning::findSpace(k.problem.kind);
+        EXPECT_EQ(k.bestConfig, tuning::configStr(space.defaults(k.problem)));
+      } else {
+        EXPECT_EQ(k.rejected, 0) << k.problem.signature;
+      }
+      Expected<std::optional<TuningRecord>> r =
+          (*cache)->find(k.problem.kind, k.problem.signature, cpuDeviceFingerprint(1),
+                         tuning::findSpace(k.problem.kind)->version);
+      ASSERT_TRUE(r && *r) << k.problem.signature;
+      EXPECT_EQ((*r)->config, k.bestConfig);
+    }
+    EXPECT_EQ(*(*cache)->integrityCheck(), "ok");
+    removeDb(path);
+  }
+}
