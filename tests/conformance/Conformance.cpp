@@ -147,14 +147,18 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
   return "";
 }
 
-/// Runs `f` in a forked child and returns what it returned ("" if the child died).
-std::string inChild(const std::function<std::string()> &f) {
+/// Runs `f` in a forked child (killed by SIGALRM after `timeoutSeconds`, 0: no limit) and
+/// returns what it returned; `status` gets the child's wait status.
+std::string inChild(const std::function<std::string()> &f, unsigned timeoutSeconds = 0,
+                    int *status = nullptr) {
   int fds[2];
   if (pipe(fds) != 0)
     return "";
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
+    if (timeoutSeconds)
+      alarm(timeoutSeconds);
     std::string r = f();
     (void)!write(fds[1], r.data(), r.size());
     close(fds[1]);
@@ -167,36 +171,23 @@ std::string inChild(const std::function<std::string()> &f) {
   while ((n = read(fds[0], buf, sizeof buf)) > 0)
     msg.append(buf, static_cast<size_t>(n));
   close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (status)
+    *status = st;
   return msg;
 }
 
 /// Forks, runs the test in the child with a timeout, and returns its verdict.
 std::string runIsolated(const fs::path &dir, driver::Target target, const Options &opts) {
-  int fds[2];
-  if (pipe(fds) != 0)
-    return "pipe failed";
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    alarm(static_cast<unsigned>(opts.timeoutSeconds));
-    std::string r = opts.check == "roundtrip" ? roundTripTest(dir) : runTest(dir, target, opts);
-    if (r.empty())
-      r = "OK";
-    (void)!write(fds[1], r.data(), r.size());
-    close(fds[1]);
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string msg;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0)
-    msg.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
   int status = 0;
-  waitpid(pid, &status, 0);
+  std::string msg = inChild(
+      [&] {
+        std::string r =
+            opts.check == "roundtrip" ? roundTripTest(dir) : runTest(dir, target, opts);
+        return r.empty() ? std::string("OK") : r;
+      },
+      static_cast<unsigned>(opts.timeoutSeconds), &status);
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     return sig == SIGALRM ? fmt::format("timed out after {} s", opts.timeoutSeconds)
