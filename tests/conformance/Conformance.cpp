@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <regex>
 #include <set>
@@ -146,18 +147,17 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
   return "";
 }
 
-/// Forks, runs the test in the child with a timeout, and returns its verdict.
-std::string runIsolated(const fs::path &dir, driver::Target target, const Options &opts) {
+/// Runs `f` in a forked child (killed after `timeoutSeconds`) and returns what it returned,
+/// or why it gave nothing.
+std::string inChild(const std::function<std::string()> &f, int timeoutSeconds = 120) {
   int fds[2];
   if (pipe(fds) != 0)
     return "pipe failed";
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
-    alarm(static_cast<unsigned>(opts.timeoutSeconds));
-    std::string r = opts.check == "roundtrip" ? roundTripTest(dir) : runTest(dir, target, opts);
-    if (r.empty())
-      r = "OK";
+    alarm(static_cast<unsigned>(timeoutSeconds));
+    std::string r = f();
     (void)!write(fds[1], r.data(), r.size());
     close(fds[1]);
     _exit(0);
@@ -173,12 +173,22 @@ std::string runIsolated(const fs::path &dir, driver::Target target, const Option
   waitpid(pid, &status, 0);
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
-    return sig == SIGALRM ? fmt::format("timed out after {} s", opts.timeoutSeconds)
+    return sig == SIGALRM ? fmt::format("timed out after {} s", timeoutSeconds)
                           : fmt::format("crashed with signal {} ({})", sig, strsignal(sig));
   }
-  if (msg == "OK")
-    return "";
   return msg.empty() ? "child exited without a verdict" : msg;
+}
+
+/// Forks, runs the test in the child with a timeout, and returns its verdict.
+std::string runIsolated(const fs::path &dir, driver::Target target, const Options &opts) {
+  std::string r = inChild(
+      [&]() -> std::string {
+        std::string v =
+            opts.check == "roundtrip" ? roundTripTest(dir) : runTest(dir, target, opts);
+        return v.empty() ? "OK" : v;
+      },
+      opts.timeoutSeconds);
+  return r == "OK" ? "" : r;
 }
 
 } // namespace
@@ -213,14 +223,21 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (*target == driver::Target::OpenCL) {
-    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->platform, target->device);
-    if (!d) {
+    // Asked in a child: an OpenCL runtime started here would not survive the forks of the
+    // tests (PoCL's worker threads stay behind in this process).
+    std::string found = inChild([&]() -> std::string {
+      Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->platform, target->device);
+      if (!d)
+        return "no " + d.error().message();
+      return fmt::format("OpenCL device {}.{}: {} ({})", d->platform, d->device, d->deviceName,
+                         d->platformName);
+    });
+    if (found.rfind("OpenCL device", 0) != 0) {
       std::cout << "SKIPPED: no OpenCL device to run --target " << opts.target << " on: "
-                << d.error().message() << "\n";
+                << found.substr(found.rfind("no ", 0) == 0 ? 3 : 0) << "\n";
       return 77;
     }
-    std::cout << fmt::format("OpenCL device {}.{}: {} ({})\n", d->platform, d->device,
-                             d->deviceName, d->platformName);
+    std::cout << found << "\n";
   }
   fs::path nodeDir = fs::path(opts.shared) / "onnx-tests" / "node";
   std::vector<std::string> tests;
