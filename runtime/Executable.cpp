@@ -6,19 +6,14 @@
 //  4. compileKernels() the machine code.
 #include <algorithm>
 #include <chrono>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <mutex>
-#include <unordered_map>
 
 #include "BufferPlan.h"
 #include "LaunchPlan.h"
 #include "ThreadPool.h"
-#include "nnc/codegen/Lowering.h"
 #include "nnc/runtime/Executable.h"
-#include "nnc/runtime/Interpreter.h"
 
 namespace nnc {
 
