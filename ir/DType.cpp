@@ -48,4 +48,18 @@ bool isUnsignedInteger(DType t) {
 bool isInteger(DType t) { return isSignedInteger(t) || isUnsignedInteger(t); }
 bool isStorageOnly(DType t) { return !isFloat(t) && !isInteger(t) && t != DType::Bool; }
 
+DType storageCanonical(DType t) {
+  switch (t) {
+  case DType::I4:
+  case DType::I2: return DType::I64;
+  case DType::U4:
+  case DType::U2: return DType::U64;
+  default: return DType::F64;
+  }
+}
+
+int subByteWidth(DType t) {
+  return t == DType::I4 || t == DType::U4 ? 4 : (t == DType::I2 || t == DType::U2 ? 2 : 0);
+}
+
 } // namespace nnc

@@ -174,18 +174,6 @@ Value castValue(const Value &v, DType to) {
   return out;
 }
 
-/// The arithmetic dtype through which a storage-only dtype converts (what the interpreter's
-/// Cast reads it as): f64 for the float formats, i64/u64 for the sub-byte integers.
-DType storageCanonical(DType t) {
-  switch (t) {
-  case DType::I4:
-  case DType::I2: return DType::I64;
-  case DType::U4:
-  case DType::U2: return DType::U64;
-  default: return DType::F64;
-  }
-}
-
 /// The storage-only value (a byte of `t`'s bits) as its canonical arithmetic value.
 Value decodeStorage(const Value &v) {
   uint8_t b = static_cast<uint8_t>(v.i);

@@ -6,20 +6,16 @@
 //  4. compileKernels() the machine code.
 #include <algorithm>
 #include <chrono>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <unordered_map>
 
 #include "BufferPlan.h"
 #include "LaunchPlan.h"
 #include "ThreadPool.h"
-#include "nnc/codegen/Lowering.h"
 #include "nnc/runtime/Executable.h"
-#include "nnc/runtime/Interpreter.h"
 
 namespace nnc {
 

@@ -291,6 +291,14 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     return transferMs_;
   }
+  void resetRunCounters() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    runStats_ = {};
+    runs_ = 0;
+    transferMs_ = 0;
+    for (KernelTime &t : times_)
+      t.deviceMs = 0;
+  }
 
 private:
   Error buildProgram(cl_context ctx, const std::string &cacheDir, const std::string &options);

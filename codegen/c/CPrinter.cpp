@@ -28,20 +28,6 @@ DType unsignedOf(DType t) {
 
 int bitsOf(DType t) { return static_cast<int>(dtypeSize(t)) * 8; }
 
-/// The arithmetic dtype a storage-only dtype converts through (as Emitter.cpp).
-DType storageCanonical(DType t) {
-  switch (t) {
-  case DType::I4:
-  case DType::I2: return DType::I64;
-  case DType::U4:
-  case DType::U2: return DType::U64;
-  default: return DType::F64;
-  }
-}
-int subByteWidth(DType t) {
-  return t == DType::I4 || t == DType::U4 ? 4 : (t == DType::I2 || t == DType::U2 ? 2 : 0);
-}
-
 /// The FloatFormat parameters of a float storage format, or nullopt for f8e8m0.
 std::optional<fp::FloatFormat> formatOf(DType t) {
   switch (t) {

@@ -304,22 +304,6 @@ Value *KernelEmitter::emitExpr(const kir::Expr &ep) {
   return poison(e.type);
 }
 
-namespace {
-/// The arithmetic dtype a storage-only dtype converts through (what the interpreter's Cast
-/// reads it as): f64 for the float formats, i64/u64 for the sub-byte integers.
-DType storageCanonical(DType t) {
-  switch (t) {
-  case DType::I4:
-  case DType::I2: return DType::I64;
-  case DType::U4:
-  case DType::U2: return DType::U64;
-  default: return DType::F64;
-  }
-}
-int subByteWidth(DType t) {
-  return t == DType::I4 || t == DType::U4 ? 4 : (t == DType::I2 || t == DType::U2 ? 2 : 0);
-}
-} // namespace
 
 /// A cast with a storage-only side (a byte holding the format's bits): decode to the
 /// canonical arithmetic type, cast, encode (FloatFormats.h helpers of MathLib.cpp for the

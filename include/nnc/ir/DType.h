@@ -62,5 +62,10 @@ bool isSignedInteger(DType t);  ///< i8, i16, i32, i64.
 bool isUnsignedInteger(DType t);///< u8, u16, u32, u64.
 bool isStorageOnly(DType t);    ///< f8*, f4, i4, u4, i2, u2.
 inline bool isNumeric(DType t) { return isFloat(t) || isInteger(t); }
+/// The arithmetic dtype a storage-only dtype converts through (what the interpreter's Cast
+/// reads it as): f64 for the float formats, i64/u64 for the sub-byte integers.
+DType storageCanonical(DType t);
+/// The bits of a sub-byte integer (4 for i4/u4, 2 for i2/u2), else 0.
+int subByteWidth(DType t);
 
 } // namespace nnc

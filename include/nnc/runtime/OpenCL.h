@@ -84,6 +84,9 @@ public:
   /// the transfers of the runs.
   virtual std::vector<KernelTime> kernelTimes() const = 0;
   virtual double transferDeviceMs() const = 0;
+  /// Zeroes the run counters and kernel times (e.g. after warm-up runs, whose first launch of
+  /// each kernel may include the driver's lazy compilation).
+  virtual void resetRunCounters() = 0;
 };
 
 } // namespace nnc
