@@ -315,6 +315,14 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
     for (const kir::BufferDecl &b : k.buffers)
       if (b.role == kir::BufferRole::Scratch)
         nextScratch = std::max(nextScratch, b.index + 1);
+  // The epilogue runs once, after the one kernel that writes the anchor's result.
+  int writers = 0;
+  for (const kir::Kernel &k : ks)
+    for (const kir::BufferDecl &b : k.buffers)
+      writers += b.role == kir::BufferRole::Result;
+  if (writers != 1)
+    return anchor.error("epilogue fusion needs exactly one kernel writing the result, got {}",
+                        writers);
   int local = 0;
   for (kir::Kernel &k : ks) {
     // Anchor operands become group inputs.
