@@ -36,14 +36,13 @@ std::string typeSignature(const Graph &g) {
 
 
 /// Operands whose values a result shape may depend on: all but the first, and the first when
-/// it is a scalar or an integer vector (ConstantOfShape's shape, Range's bounds). NonZero's
-/// operand is data: code generation produces its result whatever its count.
+/// it is a scalar or an integer vector (ConstantOfShape's shape, Range's bounds).
 bool isShapeLikeOperand(const Node &n, size_t j) {
   if (j > 0)
     return true;
   const Value *v = n.operand(j);
   return v->rank() == 0 ||
-         (v->rank() == 1 && isInteger(v->dtype()) && n.kind() != OpKind::NonZero);
+         (v->rank() == 1 && isInteger(v->dtype()));
 }
 
 } // namespace

@@ -132,36 +132,31 @@ private:
       if (!known)
         break;
     }
-    auto prog = std::make_shared<Program>();
-    if (k == nodes.size()) {
-      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileExe(*g));
-      prog->exe = std::move(exe);
-      return prog;
-    }
     // Node k's result shape depends on data. Generated code computes it when its lowering
     // writes data-dependent results (then it ends the first stage); otherwise the first
     // stage stops before it and the rest is specialized on the values it gets.
-    const Node *n = nodes[k];
-    bool inFirst = lowersDataDependentResults(*n);
-    if (!inFirst) {
-      for (int i : wanted)
-        if (!values.count(i))
-          return std::shared_ptr<Program>();
+    size_t numFirst = k;
+    if (k < nodes.size()) {
+      const Node *n = nodes[k];
+      bool inFirst = lowersDataDependentResults(*n);
+      if (!inFirst) {
+        for (int i : wanted)
+          if (!values.count(i))
+            return std::shared_ptr<Program>();
+      }
+      numFirst += inFirst ? 1 : 0;
+      if (numFirst == 0)
+        return n->error("result %{} has shape {} that depends on the values of operands too "
+                        "large to specialize on; the CPU target cannot compile it",
+                        n->result()->name(), n->result()->type().str());
     }
-    size_t numFirst = k + (inFirst ? 1 : 0);
-    if (numFirst == 0)
-      return n->error("result %{} has shape {} that depends on the values of operands too "
-                      "large to specialize on; the CPU target cannot compile it",
-                      n->result()->name(), n->result()->type().str());
-    if (numFirst == nodes.size()) {
-      NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileExe(*g));
-      prog->exe = std::move(exe);
+    auto prog = std::make_shared<Program>();
+    if (numFirst == nodes.size()) { // one stage: the whole graph
+      NNC_ASSIGN_OR_RETURN(prog->exe, compileExe(*g));
       return prog;
     }
     GraphSplit split = splitGraph(*g, numFirst);
-    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
-                         compileExe(*split.first));
-    prog->exe = std::move(exe);
+    NNC_ASSIGN_OR_RETURN(prog->exe, compileExe(*split.first));
     prog->rest = std::make_unique<CpuModelImpl>(std::move(split.rest), opts_, specialize_,
                                                 kMaxStagePrograms);
     return prog;

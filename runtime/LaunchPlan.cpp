@@ -126,9 +126,11 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
   std::unordered_map<const Value *, int> dynamicOutput;
   for (size_t o = 0; o < g.outputs().size(); ++o) {
     const Value *v = g.outputs()[o];
-    if (!isStatic(v->shape()) && v->rank() >= 1 && !v->isGraphInput() &&
-        isStatic(Shape(v->shape().begin(), v->shape().end() - 1)) && !dynamicOutput.count(v)) {
-      Extents e = *staticExtents(Shape(v->shape().begin(), v->shape().end() - 1));
+    std::optional<Extents> leading =
+        v->rank() >= 1 ? staticExtents(Shape(v->shape().begin(), v->shape().end() - 1))
+                       : std::nullopt;
+    if (!isStatic(v->shape()) && leading && !v->isGraphInput() && !dynamicOutput.count(v)) {
+      Extents e = *leading;
       e.push_back(-1);
       dynamicOutput[v] = static_cast<int>(o);
       p.outputs.push_back({OutputSpec::Dynamic, static_cast<int>(o), v->dtype(), e});

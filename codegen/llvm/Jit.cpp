@@ -154,7 +154,11 @@ constexpr const char *kVecLibVersion = "libmvec-2";
 /// LLVM 15's own LIBMVEC_X86 table has only exp/log/sin/cos/pow without AVX-512, so loops of
 /// tanh or erf stayed scalar and width-16 loops of exp called expf 16 times.
 const std::vector<llvm::VecDesc> &libmvecFunctions() {
-  static const std::vector<std::string> names = [] {
+  struct Variant {
+    std::string scalar, vector;
+    unsigned factor;
+  };
+  static const std::vector<Variant> variants = [] {
     auto [cpu, features] = hostCpuAndFeatures();
     (void)cpu;
     bool avx2 = features.find("+avx2") != std::string::npos;
@@ -163,19 +167,17 @@ const std::vector<llvm::VecDesc> &libmvecFunctions() {
                            "sinh", "cosh",  "tanh",  "asinh", "acosh", "atanh", "erf",  "exp2",
                            "log2", "log10", "expm1", "log1p", "cbrt"};
     const char *intrinsic[] = {"exp", "log", "sin", "cos", "exp2", "log2", "log10"};
-    std::vector<std::string> out; // triples: scalar name, vector name, factor
+    std::vector<Variant> out;
     auto add = [&](const std::string &scalar, const std::string &base, bool f32,
                    const std::string &params) {
-      std::vector<std::pair<char, int>> isas{{'b', f32 ? 4 : 2}};
+      std::vector<std::pair<char, unsigned>> isas{{'b', f32 ? 4u : 2u}};
       if (avx2)
-        isas.push_back({'d', f32 ? 8 : 4});
+        isas.push_back({'d', f32 ? 8u : 4u});
       if (avx512)
-        isas.push_back({'e', f32 ? 16 : 8});
-      for (auto [isa, vf] : isas) {
-        out.push_back(scalar);
-        out.push_back(fmt::format("_ZGV{}N{}{}_{}{}", isa, vf, params, base, f32 ? "f" : ""));
-        out.push_back(std::to_string(vf));
-      }
+        isas.push_back({'e', f32 ? 16u : 8u});
+      for (auto [isa, vf] : isas)
+        out.push_back(
+            {scalar, fmt::format("_ZGV{}N{}{}_{}{}", isa, vf, params, base, f32 ? "f" : ""), vf});
     };
     for (const char *f : unary) {
       add(std::string(f) + "f", f, true, "v");
@@ -193,9 +195,8 @@ const std::vector<llvm::VecDesc> &libmvecFunctions() {
   }();
   static const std::vector<llvm::VecDesc> descs = [] {
     std::vector<llvm::VecDesc> d;
-    for (size_t i = 0; i + 2 < names.size(); i += 3)
-      d.push_back({names[i], names[i + 1],
-                   llvm::ElementCount::getFixed(static_cast<unsigned>(std::stoi(names[i + 2])))});
+    for (const Variant &v : variants)
+      d.push_back({v.scalar, v.vector, llvm::ElementCount::getFixed(v.factor)});
     return d;
   }();
   return descs;
