@@ -20,6 +20,7 @@
 #include <map>
 #include <set>
 
+#include "Gemm.h"
 #include "LowerUtil.h"
 #include "Lowerers.h"
 #include "NNLowering.h"
@@ -413,9 +414,14 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
   return ks;
 }
 
-/// 3. An attention group: per (batch, query row), the scores row (Q·K^T in the matmul's
-/// accumulator type, then the epilogue), its softmax and its product with V, through
-/// row-sized scratch buffers: the [.., S, T] score matrix is never stored whole.
+/// 3. An attention group, per batch entry b and block of up to kAttnRows query rows:
+///    scores[r, :] = Q[b, i0 + r, :]·K^T[b] (a register-blocked GEMM into scratch, in the
+///    matmul's accumulator type), then per row the epilogue (scale, mask, ...), its maximum,
+///    exp(x - max) and the division by the sum (as the softmax lowering computes it), then
+///    out[b, i0 + r, :] = P·V[b] (a second GEMM). Only a block of score rows per batch entry
+///    is ever stored (scratch of kAttnRows x T per entry), never the [.., S, T] matrix.
+constexpr int64_t kAttnRows = 32;
+
 Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
                                                        const GroupInfo &gi,
                                                        const std::string &prefix) {
@@ -445,105 +451,132 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
                      extentsStr(qe), extentsStr(ke), extentsStr(ve));
   if (B * S * E == 0)
     return std::vector<kir::Kernel>{};
-  DType acc1 = lower::nnl::accType(t, /*wide=*/D >= 64), acc2 = lower::nnl::accType(t, T >= 64);
-  kir::Kernel k;
-  k.name = prefix;
+  // Accumulators as the matmul lowering's (f32 for f32).
+  DType acc1 = lower::nnl::accType(t, /*wide=*/false), acc2 = acc1;
+  lower::KernelBuilder kb(mm2, prefix);
   std::vector<int> bufOf(u.operands.size());
-  for (size_t i = 0; i < u.operands.size(); ++i) {
-    bufOf[i] = static_cast<int>(k.buffers.size());
-    k.buffers.push_back(inputBuffer(u, i));
-  }
+  for (size_t i = 0; i < u.operands.size(); ++i)
+    bufOf[i] = kb.declare(inputBuffer(u, i));
   auto inputIndex = [&](const Value *v) {
     return static_cast<size_t>(std::find(u.operands.begin(), u.operands.end(), v) -
                                u.operands.begin());
   };
-  int qb = bufOf[inputIndex(qv)], kb = bufOf[inputIndex(ktv)], vb = bufOf[inputIndex(vv)];
-  auto scratch = [&](int index, DType dt, int64_t n) {
-    k.buffers.push_back({"tmp" + std::to_string(index), dt, n, kir::BufferRole::Scratch, index,
-                         /*written=*/true});
-    return static_cast<int>(k.buffers.size()) - 1;
+  int qb = bufOf[inputIndex(qv)], ktb = bufOf[inputIndex(ktv)], vb = bufOf[inputIndex(vv)];
+  int ob = kb.result(0);
+  int64_t rows = std::min(S, kAttnRows);
+  int sb = kb.scratch(0, acc1, B * rows * T), pb = kb.scratch(1, t, B * rows * T);
+  Expr b = kir::var("b");
+  auto ld = [&](int buf, Expr idx) { return kb.load(buf, std::move(idx)); };
+  // Row r of the block's scratch matrices (row-major, T per row).
+  auto blockAt = [&](Expr row, Expr col) {
+    return kir::add(kir::mul(kir::add(kir::mul(b, i64(rows)), row), i64(T)), col);
   };
-  int ob = static_cast<int>(k.buffers.size());
-  k.buffers.push_back({"out0", t, B * S * E, kir::BufferRole::Result, 0, /*written=*/true});
-  int sb = scratch(0, acc1, B * T), pb = scratch(1, t, B * T), ab = scratch(2, acc2, B * E);
-  Expr b = kir::var("b"), i = kir::var("i"), j = kir::var("j"), d = kir::var("d"),
-       e = kir::var("e");
-  auto ld = [&](int buf, Expr idx) { return kir::load(buf, k.buffers[buf].dtype, idx); };
-  auto row = [&](int64_t n, Expr x) { return kir::add(kir::mul(b, i64(n)), x); };
-  Expr qRow = kir::add(kir::mul(b, i64(S)), i);
-  std::vector<Stmt> body;
-  // Scores: s[j] = sum_d q[i, d] * kt[d, j], the innermost loop over contiguous j.
-  body.push_back(kir::forLoop("j0", i64(T), kir::store(sb, row(T, kir::var("j0")),
-                                                       kir::constant(0, acc1))));
-  Expr kIdx = kir::add(kir::mul(kir::add(kir::mul(b, i64(D)), d), i64(T)), kir::var("j1"));
-  body.push_back(kir::forLoop(
-      "d", i64(D),
-      kir::block({kir::decl("qa", acc1,
-                            kir::cast(ld(qb, kir::add(kir::mul(qRow, i64(D)), d)), acc1)),
-                  kir::forLoop("j1", i64(T),
-                               kir::store(sb, row(T, kir::var("j1")),
-                                          kir::add(ld(sb, row(T, kir::var("j1"))),
-                                                   kir::mul(kir::var("qa", acc1),
-                                                            kir::cast(ld(kb, kIdx), acc1)))))})));
-  // The epilogue (scale, mask, ...) of each score, into p; the row maximum.
-  LoopExtents env{{"b", B}, {"i", S}, {"j", T}};
-  Composer c(
-      u, gi, "ep",
-      [&](size_t in) {
-        const Extents &le = gi.space.in[gi.leafSlot[in]];
-        Expr at = kir::add(kir::mul(qRow, i64(T)), j);
-        const Extents &ext = gi.space.out;
-        std::vector<int64_t> strides = lower::stridesOf(ext);
-        std::vector<Expr> idx(ext.size());
-        for (size_t dd = 0; dd < ext.size(); ++dd)
-          idx[dd] = le[dd] == 1 ? i64(0)
-                                : (dd == 0 ? divIndex(at, strides[dd], env)
-                                           : modIndex(divIndex(at, strides[dd], env), ext[dd],
-                                                      env));
-        Expr index = le == ext ? at : lower::broadcastIndex(idx, le);
-        return ld(bufOf[in], index);
-      },
-      kir::var("sv", t));
-  Expr ev = c.valueOf(scores);
-  std::vector<Stmt> epi{kir::decl("sv", t, kir::cast(ld(sb, row(T, j)), t))};
-  for (const Stmt &s : c.decls())
-    epi.push_back(s);
-  epi.push_back(kir::decl("ev", t, ev));
-  epi.push_back(kir::store(pb, row(T, j), kir::var("ev", t)));
-  epi.push_back(kir::assign("mx", kir::op(OpKind::Max, {kir::var("mx", t), kir::var("ev", t)})));
-  body.push_back(kir::decl("mx", t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
-  body.push_back(kir::forLoop("j", i64(T), kir::block(epi)));
-  // Softmax of the row, like the softmax lowering: sum of exp(x - max), then exp(x - max)/sum.
-  body.push_back(kir::decl("sum", t, kir::constant(0, t)));
-  Expr shifted = kir::sub(ld(pb, row(T, kir::var("j2"))), kir::var("mx", t));
-  body.push_back(kir::forLoop(
-      "j2", i64(T),
-      kir::assign("sum", kir::add(kir::var("sum", t), kir::op(OpKind::Exp, {shifted})))));
-  Expr shifted3 = kir::sub(ld(pb, row(T, kir::var("j3"))), kir::var("mx", t));
-  body.push_back(kir::forLoop(
-      "j3", i64(T),
-      kir::store(pb, row(T, kir::var("j3")),
-                 kir::div(kir::op(OpKind::Exp, {shifted3}), kir::var("sum", t)))));
-  // out[i, :] = sum_j p[j] * v[j, :], the innermost loop over contiguous e.
-  body.push_back(kir::forLoop("e0", i64(E), kir::store(ab, row(E, kir::var("e0")),
-                                                       kir::constant(0, acc2))));
-  Expr vIdx = kir::add(kir::mul(kir::add(kir::mul(b, i64(T)), kir::var("j4")), i64(E)), e);
-  body.push_back(kir::forLoop(
-      "j4", i64(T),
-      kir::block({kir::decl("pj", acc2, kir::cast(ld(pb, row(T, kir::var("j4"))), acc2)),
-                  kir::forLoop("e", i64(E),
-                               kir::store(ab, row(E, e),
-                                          kir::add(ld(ab, row(E, e)),
-                                                   kir::mul(kir::var("pj", acc2),
-                                                            kir::cast(ld(vb, vIdx), acc2)))))})));
-  body.push_back(kir::forLoop(
-      "e1", i64(E),
-      kir::store(ob, kir::add(kir::mul(qRow, i64(E)), kir::var("e1")),
-                 kir::cast(ld(ab, row(E, kir::var("e1"))), t))));
-  k.body = kir::forLoop("b", i64(B), kir::forLoop("i", i64(S), kir::block(body)));
+  kir::Schedule sched;
+
+  // The work of one block of `m` rows starting at query row i0.
+  auto blockBody = [&](Expr i0, int64_t m) {
+    std::vector<Stmt> body;
+    auto qRowOf = [&](Expr rr) { return kir::add(kir::mul(b, i64(S)), kir::add(i0, rr)); };
+    // Scores.
+    lower::GemmOperands g1;
+    g1.a = qb;
+    g1.b = ktb;
+    g1.c = sb;
+    g1.acc = acc1;
+    g1.aIndex = [&](Expr rr, Expr d) { return kir::add(kir::mul(qRowOf(rr), i64(D)), d); };
+    g1.bIndex = [&](Expr d, Expr jj) {
+      return kir::add(kir::mul(kir::add(kir::mul(b, i64(D)), d), i64(T)), jj);
+    };
+    g1.cIndex = blockAt;
+    tuning::Config c1 = tuning::chooseConfig(
+        lower::gemmProblem(acc1, 1, m, D, T, "attention scores"), nullptr);
+    c1["par"] = 0;
+    body.push_back(lower::gemmNest(kb, g1, m, D, T, c1, {}, sched));
+
+    // Per row: epilogue into p and the maximum; exp(x - max) and the sum; division. Every
+    // name is fresh: a kernel has this block twice when S has a tail.
+    std::string rv = kb.freshName("r"), iv = kb.freshName("i"), jv = kb.freshName("j"),
+                j2v = kb.freshName("j"), j3v = kb.freshName("j"), sv = kb.freshName("sv"),
+                evn = kb.freshName("ev"), mxv = kb.freshName("mx"), sumv = kb.freshName("sum"),
+                exv = kb.freshName("ex");
+    Expr rr = kir::var(rv), j = kir::var(jv), mx = kir::var(mxv, t), sum = kir::var(sumv, t);
+    LoopExtents env{{"b", B}, {iv, S}, {jv, T}};
+    Composer c(
+        u, gi, kb.freshName("ep") + "_",
+        [&](size_t in) {
+          const Extents &le = gi.space.in[gi.leafSlot[in]];
+          Expr at = kir::add(kir::mul(kir::add(kir::mul(b, i64(S)), kir::var(iv)), i64(T)), j);
+          const Extents &ext = gi.space.out;
+          std::vector<int64_t> strides = lower::stridesOf(ext);
+          std::vector<Expr> idx(ext.size());
+          for (size_t dd = 0; dd < ext.size(); ++dd)
+            idx[dd] = le[dd] == 1 ? i64(0)
+                                  : (dd == 0 ? divIndex(at, strides[dd], env)
+                                             : modIndex(divIndex(at, strides[dd], env),
+                                                        ext[dd], env));
+          Expr index = le == ext ? at : lower::broadcastIndex(idx, le);
+          return ld(bufOf[in], index);
+        },
+        kir::var(sv, t));
+    Expr ev = c.valueOf(scores);
+    std::vector<Stmt> epi{kir::decl(sv, t, kir::cast(ld(sb, blockAt(rr, j)), t))};
+    for (const Stmt &s : c.decls())
+      epi.push_back(s);
+    epi.push_back(kir::decl(evn, t, ev));
+    epi.push_back(kb.store(pb, blockAt(rr, j), kir::var(evn, t)));
+    epi.push_back(
+        kir::assign(mxv, kir::op(OpKind::Max, {mx, kir::var(evn, t)})));
+    std::vector<Stmt> row;
+    row.push_back(kir::decl(iv, DType::I64, kir::add(i0, rr)));
+    row.push_back(
+        kir::decl(mxv, t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
+    row.push_back(kir::forLoop(jv, i64(T), kir::block(epi)));
+    row.push_back(kir::decl(sumv, t, kir::constant(0, t)));
+    Expr j2 = kir::var(j2v);
+    row.push_back(kir::forLoop(
+        j2v, i64(T),
+        kir::block({kir::decl(exv, t,
+                              kir::op(OpKind::Exp, {kir::sub(ld(pb, blockAt(rr, j2)),
+                                                             mx)})),
+                    kb.store(pb, blockAt(rr, j2), kir::var(exv, t)),
+                    kir::assign(sumv, kir::add(sum, kir::var(exv, t)))})));
+    Expr j3 = kir::var(j3v);
+    row.push_back(kir::forLoop(
+        j3v, i64(T),
+        kb.store(pb, blockAt(rr, j3), kir::div(ld(pb, blockAt(rr, j3)), sum))));
+    body.push_back(kir::forLoop(rv, i64(m), kir::block(row)));
+
+    // out = P·V.
+    lower::GemmOperands g2;
+    g2.a = pb;
+    g2.b = vb;
+    g2.c = ob;
+    g2.acc = acc2;
+    g2.aIndex = blockAt;
+    g2.bIndex = [&](Expr jj, Expr e) {
+      return kir::add(kir::mul(kir::add(kir::mul(b, i64(T)), jj), i64(E)), e);
+    };
+    g2.cIndex = [&](Expr r2, Expr e) { return kir::add(kir::mul(qRowOf(r2), i64(E)), e); };
+    tuning::Config c2 = tuning::chooseConfig(
+        lower::gemmProblem(acc2, 1, m, T, E, "attention values"), nullptr);
+    c2["par"] = 0;
+    body.push_back(lower::gemmNest(kb, g2, m, T, E, c2, {}, sched));
+    return kir::block(body);
+  };
+
+  std::vector<Stmt> perBatch;
+  int64_t full = S / rows, tail = S % rows;
+  if (full > 0) {
+    std::string blk = kb.freshName("blk");
+    perBatch.push_back(
+        kir::forLoop(blk, i64(full), blockBody(kir::mul(kir::var(blk), i64(rows)), rows)));
+  }
+  if (tail > 0)
+    perBatch.push_back(blockBody(i64(full * rows), tail));
+  Stmt body = kir::forLoop("b", i64(B), kir::block(perBatch));
   if (B >= 2 && B * S * T * (D + E) >= 65536)
-    k.schedule.steps.push_back({kir::ScheduleStep::Parallel, "b", 0, {}});
-  return std::vector<kir::Kernel>{std::move(k)};
+    sched.steps.push_back({kir::ScheduleStep::Parallel, "b", 0, {}});
+  return std::vector<kir::Kernel>{kb.finish(body, sched)};
 }
 
 } // namespace

@@ -142,6 +142,13 @@ int KernelBuilder::scratch(int index, DType t, int64_t numElements) {
   return static_cast<int>(buffers_.size()) - 1;
 }
 
+int KernelBuilder::declare(kir::BufferDecl decl) {
+  NNC_ASSERT(find(decl.role, decl.index) < 0, "buffer {} of {} declared twice", decl.name,
+             node_.describe());
+  buffers_.push_back(std::move(decl));
+  return static_cast<int>(buffers_.size()) - 1;
+}
+
 kir::Expr KernelBuilder::load(int b, kir::Expr index) const {
   return kir::load(b, buffers_[b].dtype, std::move(index));
 }

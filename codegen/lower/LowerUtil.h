@@ -55,6 +55,9 @@ public:
   std::pair<int, int> dynamicResult(size_t i, int64_t capacity);
   /// A scratch buffer `index` of the node (declared once; written).
   int scratch(int index, DType t, int64_t numElements);
+  /// A parameter declared as given (for kernels of a fusion unit, whose operands are not the
+  /// builder node's); returns its buffer index.
+  int declare(kir::BufferDecl decl);
   DType bufferType(int b) const { return buffers_[b].dtype; }
 
   /// buffers[b][index], typed from the buffer.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <tuple>
 
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/ir/FusionGroup.h"
@@ -166,22 +167,22 @@ graph @g(%x: f32[2,3,6,6], %w: f32[4,3,3,3], %res: f32[2,4,6,6]) -> (f32[2,4,6,6
                            1);
 }
 
-TEST(FusionTest, AttentionRowByRow) {
-  // Scale and a broadcast mask in the scores' epilogue, softmax, the product with V; D = 80
-  // and T = 70 take the wide (f64) accumulators, D = 8 and T = 7 the f32 ones.
-  for (auto [d, t] : {std::pair<int, int>{8, 7}, std::pair<int, int>{80, 70}}) {
+TEST(FusionTest, AttentionInRowBlocks) {
+  // Scale and a broadcast mask in the scores' epilogue, softmax, the product with V. S = 5 is
+  // one partial block of query rows; S = 70 is two full blocks of 32 and a tail of 6.
+  for (auto [d, t, s] : {std::tuple<int, int, int>{8, 7, 5}, std::tuple<int, int, int>{80, 70, 70}}) {
     std::string text = fmt::format(R"(
-graph @g(%q: f32[2,3,5,{0}], %kt: f32[2,3,{0},{1}], %v: f32[2,3,{1},4], %mask: f32[2,1,1,{1}]) -> (f32[2,3,5,4]) {{
+graph @g(%q: f32[2,3,{2},{0}], %kt: f32[2,3,{0},{1}], %v: f32[2,3,{1},4], %mask: f32[2,1,1,{1}]) -> (f32[2,3,{2},4]) {{
   %c = constant {{value = dense<f32[]>[0.35]}} : f32[]
-  %s = matmul(%q, %kt) : f32[2,3,5,{1}]
-  %d = mul(%s, %c) : f32[2,3,5,{1}]
-  %m = add(%d, %mask) : f32[2,3,5,{1}]
-  %p = softmax(%m) {{axis = -1}} : f32[2,3,5,{1}]
-  %y = matmul(%p, %v) : f32[2,3,5,4]
+  %s = matmul(%q, %kt) : f32[2,3,{2},{1}]
+  %d = mul(%s, %c) : f32[2,3,{2},{1}]
+  %m = add(%d, %mask) : f32[2,3,{2},{1}]
+  %p = softmax(%m) {{axis = -1}} : f32[2,3,{2},{1}]
+  %y = matmul(%p, %v) : f32[2,3,{2},4]
   return %y
 }})",
-                                   d, t);
-    EXPECT_EQ(checkFusedMatchesUnfused(text, 1), 1u) << "D = " << d;
+                                   d, t, s);
+    EXPECT_EQ(checkFusedMatchesUnfused(text, 1), 1u) << "D = " << d << ", S = " << s;
   }
 }
 
