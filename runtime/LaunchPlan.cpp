@@ -179,6 +179,24 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
       }
       NNC_TRY(staticOf(r).takeError());
     }
+    // A reshape (or friend) whose result is not a graph output reads its operand's storage:
+    // no kernel, and the operand's buffer lives as long as either value is used.
+    if (unit.members.empty() && isStorageView(*n) && !slots.count(n->result())) {
+      const Value *in = n->operand(0);
+      auto rit = requestOfValue.find(in);
+      auto sit = slots.find(in);
+      if (rit != requestOfValue.end()) {
+        requestOfValue[n->result()] = rit->second;
+        slots[n->result()] = {SlotKind::Arena, rit->second};
+        nodeKernels.push_back({});
+        continue;
+      }
+      if (sit != slots.end() && sit->second.kind != SlotKind::Arena) {
+        slots[n->result()] = sit->second;
+        nodeKernels.push_back({});
+        continue;
+      }
+    }
     std::string prefix = fmt::format("n{}_{}{}", position[n],
                                      sanitize((unit.anchor ? unit.anchor : n)->opName()),
                                      unit.members.empty() ? "" : "_fused");

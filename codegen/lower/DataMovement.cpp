@@ -998,12 +998,19 @@ Kernels lowerNonZero(const Node &node, const std::string &prefix) {
 
 } // namespace
 
+namespace {
+constexpr OpKind kCopyOps[] = {OpKind::Reshape, OpKind::Flatten, OpKind::Squeeze,
+                               OpKind::Unsqueeze};
+} // namespace
+
+bool isCopyOp(OpKind k) {
+  return std::find(std::begin(kCopyOps), std::end(kCopyOps), k) != std::end(kCopyOps);
+}
+
 void registerDataMovementLowerers(LowererTable &t) {
   t[OpKind::ShapeOf] = lowerShapeOf;
-  t[OpKind::Reshape] = lowerCopy;
-  t[OpKind::Flatten] = lowerCopy;
-  t[OpKind::Squeeze] = lowerCopy;
-  t[OpKind::Unsqueeze] = lowerCopy;
+  for (OpKind k : kCopyOps)
+    t[k] = lowerCopy;
   t[OpKind::Transpose] = lowerTranspose;
   t[OpKind::Expand] = lowerExpand;
   t[OpKind::Concat] = lowerConcat;

@@ -22,6 +22,9 @@ using TunableLowererTable = std::map<OpKind, TunableLowerer>;
 
 void registerElementwiseLowerers(LowererTable &t); // every elementwise op, cast
 void registerDataMovementLowerers(LowererTable &t);
+/// The ops whose result is operand 0's bytes unchanged (reshape and friends), lowered to a
+/// copy kernel; the runtime may instead bind the result to the operand's storage.
+bool isCopyOp(OpKind k);
 void registerReductionAndNNLowerers(LowererTable &t);
 void registerCompositeLowerers(LowererTable &t);
 void registerTunableLowerers(TunableLowererTable &t); // matmul, conv (NN.cpp)

@@ -1,4 +1,5 @@
 // lowerNode(): dispatch through the lowering table.
+#include "LowerUtil.h"
 #include "Lowerers.h"
 
 namespace nnc {
@@ -28,6 +29,15 @@ const lower::TunableLowererTable &tunableTable() {
 bool lowersDataDependentResults(const Node &node) {
   // The lowerers that declare KernelBuilder::dynamicResult.
   return node.kind() == OpKind::NonZero;
+}
+
+bool isStorageView(const Node &node) {
+  if (!lower::isCopyOp(node.kind()) || node.numResults() != 1 || !node.operand(0))
+    return false;
+  const Value *in = node.operand(0), *out = node.result(0);
+  std::optional<Extents> ie = staticExtents(in->shape()), oe = staticExtents(out->shape());
+  return in->dtype() == out->dtype() && ie && oe && lower::numElementsOf(*ie) ==
+                                                      lower::numElementsOf(*oe);
 }
 
 bool canLowerNode(const Node &node) { return table().count(node.kind()) != 0; }

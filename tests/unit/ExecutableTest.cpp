@@ -183,6 +183,39 @@ graph @chain(%x: f32[64,33]) -> (f32[64,33]) {
   expectMatchesInterpreter(*g, **exe, {randomF32({64, 33}, 3)});
 }
 
+TEST(Executable, ReshapesReadTheirOperandsStorage) {
+  // r views an input, v views t (which z reads again later), w views e; o is a graph output,
+  // so it is the only reshape that launches a copy.
+  auto g = parse(R"(
+graph @views(%x: f32[4,6]) -> (f32[2,12], f32[24]) {
+  %s = constant {value = dense<i64[2]>[2, 12]} : i64[2]
+  %s1 = constant {value = dense<i64[1]>[24]} : i64[1]
+  %r = reshape(%x, %s) : f32[2,12]
+  %t = tanh(%r) : f32[2,12]
+  %v = reshape(%t, %s1) : f32[24]
+  %e = exp(%v) : f32[24]
+  %w = reshape(%e, %s) : f32[2,12]
+  %z = add(%w, %t) : f32[2,12]
+  %o = reshape(%z, %s1) : f32[24]
+  return %z, %o
+}
+)");
+  ASSERT_TRUE(g);
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, testOptions());
+  ASSERT_TRUE(exe) << exe.error().message();
+  std::vector<std::string> names;
+  for (const kir::Kernel &k : (*exe)->kernels())
+    names.push_back(k.name.substr(0, k.name.find('_', 1)));
+  EXPECT_EQ(names, (std::vector<std::string>{"n3", "n5", "n7", "n8"}));
+  // t (read through v by e and directly by z) and e are both live when z runs.
+  const BufferPlan &p = (*exe)->plan();
+  ASSERT_EQ(p.entries.size(), 2u);
+  EXPECT_EQ(p.entries[0].reuses, "");
+  EXPECT_EQ(p.entries[1].reuses, "");
+  for (unsigned seed = 0; seed < 3; ++seed)
+    expectMatchesInterpreter(*g, **exe, {randomF32({4, 6}, seed)});
+}
+
 TEST(Executable, ConcurrentRuns) {
   auto g = parse(kMlp);
   ASSERT_TRUE(g);
