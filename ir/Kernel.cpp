@@ -374,6 +374,12 @@ Stmt assign(const std::string &name, Expr value) {
   return s;
 }
 
+Stmt accumulate(const std::string &name, Expr value) {
+  Stmt s = assign(name, std::move(value));
+  s->reassociate = true;
+  return s;
+}
+
 Stmt ifThen(Expr cond, Stmt then, Stmt otherwise) {
   NNC_ASSERT(cond && then, "ifThen: missing condition or body");
   NNC_ASSERT(cond->type == DType::Bool, "ifThen: condition must be bool, got {}",
@@ -503,7 +509,10 @@ struct Printer {
     case StmtKind::Decl:
       out += fmt::format("{}var {}: {} = {}\n", pad, s->name, dtypeName(s->type), expr(s->value));
       return;
-    case StmtKind::Assign: out += fmt::format("{}{} = {}\n", pad, s->name, expr(s->value)); return;
+    case StmtKind::Assign:
+      out += fmt::format("{}{} {} {}\n", pad, s->name, s->reassociate ? "=reassoc" : "=",
+                         expr(s->value));
+      return;
     case StmtKind::If:
       out += fmt::format("{}if {} {{\n", pad, expr(s->value));
       if (!s->body.empty())

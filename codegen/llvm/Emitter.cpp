@@ -732,7 +732,16 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
       fail("assignment to '{}', which is not a local in scope", s.name);
       return;
     }
-    Value *v = emitExpr(s.value);
+    Value *v;
+    {
+      llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+      if (s.reassociate) {
+        llvm::FastMathFlags fmf = b_.getFastMathFlags();
+        fmf.setAllowReassoc(true);
+        b_.setFastMathFlags(fmf);
+      }
+      v = emitExpr(s.value);
+    }
     if (error_)
       return;
     if (v->getType() != computeType(it->second.type)) {

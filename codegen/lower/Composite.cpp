@@ -247,7 +247,7 @@ Expected<std::vector<kir::Kernel>> lowerAlongAxis(const Node &node, const std::s
     row.push_back(kir::forLoop(k1, i64(n), kir::assign(m, fop(OpKind::Max, mv, x(k1)))));
     row.push_back(kir::decl(s, ct, fimm(0, ct)));
     row.push_back(kir::forLoop(
-        k2, i64(n), kir::assign(s, kir::add(sv, fop(OpKind::Exp, kir::sub(x(k2), mv))))));
+        k2, i64(n), kir::accumulate(s, kir::add(sv, fop(OpKind::Exp, kir::sub(x(k2), mv))))));
     if (op == AxisOp::Softmax) {
       row.push_back(
           kir::forLoop(k3, i64(n), put(k3, kir::div(fop(OpKind::Exp, kir::sub(x(k3), mv)), sv))));
@@ -306,13 +306,13 @@ Expected<std::vector<kir::Kernel>> lowerLayerNorm(const Node &node, const std::s
 
   std::vector<Stmt> row;
   row.push_back(kir::decl(sum, ct, fimm(0, ct)));
-  row.push_back(kir::forLoop(c1, i64(cols), kir::assign(sum, kir::add(kir::var(sum, ct), xs(c1)))));
+  row.push_back(kir::forLoop(c1, i64(cols), kir::accumulate(sum, kir::add(kir::var(sum, ct), xs(c1)))));
   row.push_back(kir::decl(mean, ct, roundTo(kir::div(kir::var(sum, ct), n), stash, ct)));
   row.push_back(kir::decl(sq, ct, fimm(0, ct)));
   {
     Expr d = kir::sub(xs(c2), meanV);
     row.push_back(
-        kir::forLoop(c2, i64(cols), kir::assign(sq, kir::add(kir::var(sq, ct), kir::mul(d, d)))));
+        kir::forLoop(c2, i64(cols), kir::accumulate(sq, kir::add(kir::var(sq, ct), kir::mul(d, d)))));
   }
   row.push_back(kir::decl(
       inv, ct,
@@ -373,7 +373,7 @@ Expected<std::vector<kir::Kernel>> lowerRMSNorm(const Node &node, const std::str
   {
     Expr v = xs(c1);
     row.push_back(
-        kir::forLoop(c1, i64(cols), kir::assign(sq, kir::add(kir::var(sq, ct), kir::mul(v, v)))));
+        kir::forLoop(c1, i64(cols), kir::accumulate(sq, kir::add(kir::var(sq, ct), kir::mul(v, v)))));
   }
   row.push_back(kir::decl(
       rms, ct,
@@ -421,7 +421,7 @@ Expected<std::vector<kir::Kernel>> lowerLpNorm(const Node &node, const std::stri
   {
     Expr v = x(k1);
     Expr term = p == 1 ? fop(OpKind::Abs, v) : kir::mul(v, v);
-    row.push_back(kir::forLoop(k1, i64(n), kir::assign(norm, kir::add(normV, term))));
+    row.push_back(kir::forLoop(k1, i64(n), kir::accumulate(norm, kir::add(normV, term))));
   }
   if (p == 2)
     row.push_back(kir::assign(norm, fop(OpKind::Sqrt, normV)));
@@ -490,13 +490,13 @@ Expected<std::vector<kir::Kernel>> lowerGroupedNorm(const Node &node, const std:
   row.push_back(kir::decl(sum, ct, fimm(0, ct)));
   row.push_back(kir::forLoop(
       k1, i64(perGroup),
-      kir::assign(sum, kir::add(kir::var(sum, ct), xs(kir::add(base, kir::var(k1)))))));
+      kir::accumulate(sum, kir::add(kir::var(sum, ct), xs(kir::add(base, kir::var(k1)))))));
   row.push_back(kir::decl(mean, ct, roundTo(kir::div(kir::var(sum, ct), cnt), stash, ct)));
   row.push_back(kir::decl(sq, ct, fimm(0, ct)));
   {
     Expr d = kir::sub(xs(kir::add(base, kir::var(k2))), meanV);
     row.push_back(kir::forLoop(k2, i64(perGroup),
-                               kir::assign(sq, kir::add(kir::var(sq, ct), kir::mul(d, d)))));
+                               kir::accumulate(sq, kir::add(kir::var(sq, ct), kir::mul(d, d)))));
   }
   row.push_back(kir::decl(
       inv, ct,
@@ -808,7 +808,7 @@ Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::s
     Expr prod = kir::mul(kir::cast(kb.load(qB, qv.at(b, h, iq, kir::var(d1))), ct),
                          kir::cast(kb.load(kB, keyAt(j, kir::var(d1))), ct));
     perKey.push_back(
-        kir::forLoop(d1, i64(headSize), kir::assign(dot, kir::add(kir::var(dot, ct), prod))));
+        kir::forLoop(d1, i64(headSize), kir::accumulate(dot, kir::add(kir::var(dot, ct), prod))));
     perKey.push_back(kir::decl(raw, ct, rq(kir::mul(kir::var(dot, ct), fimm(scale, ct)))));
     Expr rawV = kir::var(raw, ct);
     Expr capE =
@@ -867,7 +867,7 @@ Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::s
         kir::forLoop(j3, i64(total),
                      kir::block({kir::decl(e, ct, fop(OpKind::Exp, kir::sub(score(j3), mV))),
                                  kb.store(scores, idx, kir::var(e, ct)),
-                                 kir::assign(sum, kir::add(sumV, kir::var(e, ct)))})));
+                                 kir::accumulate(sum, kir::add(sumV, kir::var(e, ct)))})));
   }
   {
     Expr idx = kir::add(rowScores, kir::var(j4));

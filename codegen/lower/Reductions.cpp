@@ -182,7 +182,7 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
   Expr av = kir::var(a, acc);
   Stmt body = kir::block(
       {kir::decl(a, acc, init),
-       inner.wrap(kir::assign(a, combine(av, kir::cast(kb.load(xb, iIdx), acc)))),
+       inner.wrap(kir::accumulate(a, combine(av, kir::cast(kb.load(xb, iIdx), acc)))),
        kb.store(ob, oIdx, finalize(av))});
   return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
 }
@@ -344,7 +344,7 @@ Expected<Kernels> lowerCumSum(const Node &node, const std::string &prefix) {
   Expr i = kir::add(kir::mul(kir::add(kir::mul(a, i64(sp.size)), k), i64(sp.inner)), b);
   std::string s = kb.freshName("sum");
   Expr sE = kir::var(s, acc);
-  Stmt upd = kir::assign(s, kir::add(sE, kir::cast(kb.load(xb, i), acc)));
+  Stmt upd = kir::accumulate(s, kir::add(sE, kir::cast(kb.load(xb, i), acc)));
   Stmt st = kb.store(ob, i, kir::cast(sE, t));
   Stmt step = exclusive ? kir::block({st, upd}) : kir::block({upd, st});
   Stmt body = kir::block({kir::decl(s, acc, fc(0, acc)), scan.wrap(step)});

@@ -2,6 +2,8 @@
 // interpreter's scalar formulas (runtime/Scalar.h) and hand-computed results.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -423,6 +425,49 @@ TEST(LLVMCodegen, ReductionWithAccumulator) {
     for (int cc = 0; cc < cols; ++cc)
       s += x[rr * cols + cc];
     EXPECT_EQ(out[rr], s);
+  }
+}
+
+TEST(LLVMCodegen, ReassociatedAccumulationVectorizes) {
+  // The same row sum over 1024 columns: a plain Assign keeps the additions in order (scalar
+  // adds), an accumulate() lets LLVM keep partial sums in vector lanes. Small integers keep
+  // every order exact.
+  int rows = 3, cols = 1024;
+  for (bool reassoc : {false, true}) {
+    Kernel k;
+    k.name = "row_sum";
+    k.buffers = {buf("x", DType::F32, rows * cols, BufferRole::Operand, 0, false),
+                 buf("out", DType::F32, rows, BufferRole::Result, 0, true)};
+    Expr r = var("r"), c = var("c");
+    Expr sum = op(OpKind::Add, {var("acc", DType::F32),
+                                load(0, DType::F32, add(mul(r, intImm(cols)), c))});
+    k.body = forLoop("r", intImm(rows),
+                     block({decl("acc", DType::F32, floatImm(0)),
+                            forLoop("c", intImm(cols),
+                                    reassoc ? accumulate("acc", sum) : assign("acc", sum)),
+                            store(1, r, var("acc", DType::F32))}));
+    EXPECT_EQ(printStmt(k.body).find("=reassoc") != std::string::npos, reassoc);
+    auto ir = emitLLVMIR({k}, /*optimized=*/true);
+    ASSERT_TRUE(ir) << ir.takeError().message();
+    bool vectorAdd = false;
+    std::istringstream lines(*ir);
+    for (std::string line; std::getline(lines, line);)
+      vectorAdd |= line.find("fadd") != std::string::npos &&
+                   line.find(" x float>") != std::string::npos;
+    EXPECT_EQ(vectorAdd, reassoc) << *ir;
+    auto m = compileOrDie({k});
+    ASSERT_TRUE(m);
+    std::vector<float> x(rows * cols), out(rows);
+    for (int j = 0; j < rows * cols; ++j)
+      x[j] = static_cast<float>(j % 11) - 3.0f;
+    void *bufs[] = {x.data(), out.data()};
+    m->lookup("row_sum")(bufs);
+    for (int rr = 0; rr < rows; ++rr) {
+      float s = 0;
+      for (int cc = 0; cc < cols; ++cc)
+        s += x[rr * cols + cc];
+      EXPECT_EQ(out[rr], s);
+    }
   }
 }
 

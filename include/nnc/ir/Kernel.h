@@ -109,6 +109,10 @@ struct StmtNode {
   int buffer = -1;  ///< Store.
   Expr index;       ///< Store.
   Expr value;       ///< Store, Decl, Assign; If: the condition.
+  /// Assign: the value accumulates into the local (a reduction) and its float additions and
+  /// multiplications may be reassociated, so the loop around it may keep partial results in
+  /// vector lanes. Never set on a GEMM tile (reassociation breaks its register blocking).
+  bool reassociate = false;
   std::vector<Stmt> body;
 };
 
@@ -116,6 +120,9 @@ Stmt forLoop(const std::string &var, Expr extent, Stmt body, LoopKind k = LoopKi
 Stmt store(int buffer, Expr index, Expr value);
 Stmt decl(const std::string &name, DType t, Expr init);
 Stmt assign(const std::string &name, Expr value);
+/// An Assign with `reassociate` set: `name = value` where value combines `name` with new
+/// terms (sum, sum of squares, dot product) in an order that does not matter.
+Stmt accumulate(const std::string &name, Expr value);
 Stmt ifThen(Expr cond, Stmt then, Stmt otherwise = nullptr);
 Stmt block(std::vector<Stmt> stmts);
 
