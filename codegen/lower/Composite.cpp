@@ -8,7 +8,8 @@
 // Softmax along a non-innermost axis keeps its per-row statistics in scratch buffers instead,
 // so that its inner loops run over contiguous elements. Attention is two kernels: present
 // key/value (past ++ new), then per query row the scores, softmax and product with V, through
-// scratch buffers.
+// scratch buffers that hold one row per (batch, head) pair (the pairs run in parallel), so the
+// score matrix is not stored whole.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -748,8 +749,14 @@ Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::s
                               ? kb.result(2)
                               : kb.scratch(2, movedType(vVal->dtype()), bhKv * total * vHeadSize))
                        : kb.operand(2);
-  int scores = kb.scratch(0, ct, rows * total);
-  int acc = kb.scratch(3, ct, rows * vHeadSize);
+  // With several (batch, head) pairs, they run in parallel and the query rows of one pair in
+  // order, so the score and accumulator scratch hold one row per pair: the [.., S, T] score
+  // matrix is never stored whole. A single pair runs its rows in parallel, a row each.
+  int64_t pairs = batch * qHeads;
+  bool perPair = pairs >= 2;
+  int64_t scratchRows = perPair ? pairs : rows;
+  int scores = kb.scratch(0, ct, scratchRows * total);
+  int acc = kb.scratch(3, ct, scratchRows * vHeadSize);
   int qk = node.numResults() > 3 ? kb.result(3) : -1;
   int maskB = maskVal ? kb.operand(3) : -1;
   int nonpadB = nonpadVal ? kb.operand(6) : -1;
@@ -782,7 +789,9 @@ Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::s
     return vv.at(b, kvh, j, d);
   };
   auto rq = [&](Expr e) { return roundTo(std::move(e), qType, ct); };
-  Expr rowScores = kir::mul(rv, i64(total));
+  std::string pairN = kb.freshName("bh"), rowN = kb.freshName("iq");
+  Expr scratchRow = perPair ? kir::var(pairN) : rv;
+  Expr rowScores = kir::mul(scratchRow, i64(total)), qkRow = kir::mul(rv, i64(total));
 
   std::vector<Stmt> row;
   row.push_back(kir::decl(bN, DType::I64, kir::div(rv, i64(qHeads * qLen))));
@@ -847,7 +856,7 @@ Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::s
     perKey.push_back(kb.store(scores, kir::add(rowScores, j), biasedV));
     if (qk >= 0 && mode >= 0 && mode <= 2) {
       Expr chosen = mode == 0 ? rawV : mode == 1 ? capV : biasedV;
-      perKey.push_back(kb.store(qk, kir::add(rowScores, j), narrow(chosen, kb.bufferType(qk))));
+      perKey.push_back(kb.store(qk, kir::add(qkRow, j), narrow(chosen, kb.bufferType(qk))));
     }
     row.push_back(kir::forLoop(j1, i64(total), kir::block(perKey)));
   }
@@ -874,11 +883,12 @@ Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::s
     Expr prob = rq(kir::div(kb.load(scores, idx), sumV));
     std::vector<Stmt> st{kb.store(scores, idx, prob)};
     if (qk >= 0 && (mode < 0 || mode > 2))
-      st.push_back(kb.store(qk, idx, narrow(kb.load(scores, idx), kb.bufferType(qk))));
+      st.push_back(kb.store(qk, kir::add(qkRow, kir::var(j4)),
+                            narrow(kb.load(scores, idx), kb.bufferType(qk))));
     row.push_back(kir::forLoop(j4, i64(total), kir::block(st)));
   }
   // Pass 3: y = probabilities x V, accumulated over keys into a scratch row.
-  Expr accRow = kir::mul(rv, i64(vHeadSize));
+  Expr accRow = kir::mul(scratchRow, i64(vHeadSize));
   row.push_back(
       kir::forLoop(d2, i64(vHeadSize), kb.store(acc, kir::add(accRow, kir::var(d2)), fimm(0, ct))));
   {
@@ -906,10 +916,21 @@ Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::s
         kb.store(y, yidx, narrow(kb.load(acc, kir::add(accRow, kir::var(d4))), kb.bufferType(y)))));
   }
   Sched sc;
-  if (worthParallel(rows, rows * total * (headSize + vHeadSize)))
-    sc.parallel(r);
+  Stmt body;
+  if (perPair) {
+    row.insert(row.begin(),
+               kir::decl(r, DType::I64, kir::add(kir::mul(kir::var(pairN), i64(qLen)),
+                                                 kir::var(rowN))));
+    body = kir::forLoop(pairN, i64(pairs), kir::forLoop(rowN, i64(qLen), kir::block(row)));
+    if (worthParallel(pairs, rows * total * (headSize + vHeadSize)))
+      sc.parallel(pairN);
+  } else {
+    body = kir::forLoop(r, i64(rows), kir::block(row));
+    if (worthParallel(rows, rows * total * (headSize + vHeadSize)))
+      sc.parallel(r);
+  }
   sc.vectorize(d3, vHeadSize);
-  kernels.push_back(kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s));
+  kernels.push_back(kb.finish(body, sc.s));
   return kernels;
 }
 
