@@ -122,6 +122,8 @@ def main():
     check(run("ext_missing.onnx"), r"missing\.bin", "missing external data file")
     check(["run", m("no_such_model.onnx"), "--inputs-dir", inputs], r"no_such_model\.onnx",
           "missing model file")
+    for cmd in (["run", d, "--inputs-dir", inputs], ["bench", d], ["inspect", d]):
+        check(cmd, r"is a directory", f"{cmd[0]}: a directory as the model")
     check(["run", os.path.join(EXAMPLE, "model.onnx"), "--inputs-dir", os.path.join(d, "nope")],
           r"nope", "missing inputs dir")
     check(["run", os.path.join(EXAMPLE, "model.onnx"), "--inputs-dir", inputs],

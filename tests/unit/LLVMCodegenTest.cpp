@@ -2,13 +2,12 @@
 // interpreter's scalar formulas (runtime/Scalar.h) and hand-computed results.
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <random>
+#include <sstream>
 
 #include "Scalar.h"
 #include "ThreadPool.h"

@@ -81,11 +81,18 @@ std::string targetName(Target t) {
   return "?";
 }
 
-Expected<std::unique_ptr<Graph>> loadModel(const std::string &path,
-                                           const std::map<std::string, Tensor> &knownInputs) {
+namespace {
+Error checkModelPath(const std::string &path) {
   std::error_code ec;
   NNC_USER_CHECK(fs::exists(path, ec), "{}: no such file", path);
   NNC_USER_CHECK(!fs::is_directory(path, ec), "{}: is a directory, not a model file", path);
+  return Error::success();
+}
+} // namespace
+
+Expected<std::unique_ptr<Graph>> loadModel(const std::string &path,
+                                           const std::map<std::string, Tensor> &knownInputs) {
+  NNC_TRY(checkModelPath(path));
   if (hasExtension(path, ".nir")) {
     NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, parseGraphFile(path));
     if (Error e = verify(*g))
@@ -99,6 +106,7 @@ Expected<std::unique_ptr<Graph>> loadModel(const std::string &path,
 }
 
 Expected<std::vector<std::string>> modelInputNames(const std::string &path) {
+  NNC_TRY(checkModelPath(path));
   if (hasExtension(path, ".nir")) {
     NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, parseGraphFile(path));
     std::vector<std::string> names;
