@@ -75,6 +75,10 @@ TEST(LowerDataMovement, Transpose) {
     Value *x = t.input(d, {2, 3, 5, 7});
     t.check(OpKind::Transpose, {x}, {{"perm", ints({0, 2, 3, 1})}}, "transpose " + dt(d));
     t.check(OpKind::Transpose, {x}, {{"perm", ints({3, 2, 1, 0})}}, "transpose rev " + dt(d));
+    // Tiled: the input's contiguous dim (11) goes to position 1, a loop (9) between it and the
+    // output's last dim (6), tails in both tiled dims.
+    Value *y = t.input(d, {2, 9, 6, 11});
+    t.check(OpKind::Transpose, {y}, {{"perm", ints({0, 3, 1, 2})}}, "transpose tiled " + dt(d));
   }
   OneNode big;
   Value *x = big.input(DType::F32, {300, 257});
