@@ -57,6 +57,15 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   Extents as = extentsOf(av), bs = extentsOf(bv);
   if (as.empty() || bs.empty())
     return node.error("operands must have rank >= 1");
+  // A weight packed into column panels (ir/GemmPacking.h): [P, K, nr] holding [K, packed_n].
+  int64_t packedNr = 0;
+  if (node.hasAttr("packed_n")) {
+    if (bs.size() != 3 || as.size() < 2 || bs[0] * bs[2] < node.getInt("packed_n"))
+      return node.error("packed operand 1 {} does not hold {} columns", extentsStr(bs),
+                        node.getInt("packed_n"));
+    packedNr = bs[2];
+    bs = {bs[1], node.getInt("packed_n")};
+  }
   if (as.size() == 1)
     as.insert(as.begin(), 1);
   if (bs.size() == 1)
@@ -105,13 +114,22 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   g.c = ob;
   g.acc = accType(t, /*wide=*/false);
   g.aIndex = [&](Expr i, Expr p) { return kir::add(aOff, kir::add(kir::mul(i, i64(k)), p)); };
-  g.bIndex = [&](Expr p, Expr j) { return kir::add(bOff, kir::add(kir::mul(p, i64(n)), j)); };
+  g.bIndex = [&](Expr p, Expr j) {
+    if (packedNr > 0)
+      return kir::add(kir::mul(kir::add(kir::mul(kir::div(j, i64(packedNr)), i64(k)), p),
+                               i64(packedNr)),
+                      kir::mod(j, i64(packedNr)));
+    return kir::add(bOff, kir::add(kir::mul(p, i64(n)), j));
+  };
   g.cIndex = [&](Expr i, Expr j) { return kir::add(oOff, kir::add(kir::mul(i, i64(n)), j)); };
+  g.strided = GemmOperands::Strided{aOff, bOff, oOff, k, 1, n, n};
+  g.packScratch = 0;
+  g.packedNr = packedNr;
   int64_t batchCount = outN / (m * n);
   tuning::Problem prob = gemmProblem(
       t, batchCount, m, k, n,
-      fmt::format("matmul batch{} sa{} sb{}", extentsStr(*batch), extentsStr(sa),
-                  extentsStr(sb)));
+      fmt::format("matmul batch{} sa{} sb{}{}", extentsStr(*batch), extentsStr(sa),
+                  extentsStr(sb), packedNr > 0 ? fmt::format(" packed{}", packedNr) : ""));
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   kir::Schedule sched;
   Stmt body = gemmNest(kb, g, m, k, n, cfg, outer.loops, sched);
@@ -325,6 +343,9 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   go.cIndex = [&](Expr i, Expr p) { return kir::add(kir::mul(kir::add(outRow0, i), i64(P)), p); };
   if (hasBias)
     go.init = [&](Expr i) { return kir::cast(kb.load(bb, kir::add(m0, i)), acc); };
+  go.strided = GemmOperands::Strided{kir::mul(m0, i64(R)), kir::mul(srcRow0, i64(P)),
+                                     kir::mul(outRow0, i64(P)), R, 1, P, P};
+  go.packScratch = 1;
   tuning::Problem prob =
       gemmProblem(t, N * group, mg, R, P,
                   fmt::format("conv n{} group{} bias{} {}", N, group, hasBias ? 1 : 0,
