@@ -419,7 +419,14 @@ const tuning::Space &gemmCpuSpace() {
         int64_t mc = m > 96 ? 96 : 0;
         if (mc != 0 && mc < mr)
           mc = 0;
-        int64_t nc = n > 512 && 256 % nr == 0 ? 256 : 0;
+        // Column blocks: at least four when the work is worth spreading over threads.
+        int64_t nc = 0;
+        if (par)
+          for (int64_t cand : {1024, 512, 256, 128, 64})
+            if (cand % nr == 0 && cand * 4 <= n) {
+              nc = cand;
+              break;
+            }
         // Packing B pays when many rows reuse it.
         int64_t pb = m >= 16 ? 1 : 0;
         return Config{{"mk", 1}, {"mr", mr}, {"nr", nr},   {"ku", 1},  {"order", 0},
