@@ -201,6 +201,8 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
       Expr srcIdx = kir::add(kir::add(st.bBase, kir::mul(p, i64c(st.bRow))), col);
       Stmt s = kb.store(pbuf, dst, kb.load(ops.b, srcIdx));
       s = kir::forLoop(jv, i64c(panels), kir::forLoop(pv, i64c(k), kir::forLoop(wv, i64c(width), s)));
+      if (width >= 8)
+        schedule.steps.push_back({kir::ScheduleStep::Vectorize, wv, 0, {}});
       if (par && panels > 1)
         schedule.steps.push_back({kir::ScheduleStep::Parallel, jv, 0, {}});
       before.push_back(s);
@@ -244,7 +246,8 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
       // panels are all packedNr wide, zero-padded) start at c0*k + J*k*w.
       int64_t w = ops.packedNr > 0 ? ops.packedNr : nrR;
       shape.ldb = w;
-      bOff = kir::add(kir::add(i64c(c0 * k), kir::mul(J, i64c(k * w))), kir::mul(kOff, i64c(w)));
+      bOff = kir::add(kir::add(pack ? i64c(0) : st.bBase, i64c(c0 * k)),
+                      kir::add(kir::mul(J, i64c(k * w)), kir::mul(kOff, i64c(w))));
     } else {
       shape.ldb = st.bRow;
       bOff = kir::add(kir::add(st.bBase, kir::mul(kOff, i64c(st.bRow))), col0);

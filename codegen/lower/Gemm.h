@@ -37,8 +37,9 @@ struct GemmOperands {
   /// (-1: never pack). The scratch must not be used by the GEMM's kernel otherwise.
   int packScratch = -1;
   /// > 0: B is already packed as panels of packedNr columns (ir/GemmPacking.h: B(k, j) at
-  /// ((j / packedNr) * K + k) * packedNr + j % packedNr, as `bIndex` also says); the
-  /// microkernel path then uses nr = packedNr and reads the panels directly.
+  /// strided->bBase + ((j / packedNr) * K + k) * packedNr + j % packedNr, as `bIndex` also
+  /// says; a compile-time packed weight, or conv's im2col written in panels); the microkernel
+  /// path then uses nr = packedNr and reads the panels directly.
   int64_t packedNr = 0;
 };
 
