@@ -33,8 +33,9 @@ struct GemmOperands {
     int64_t aRow = 0, aCol = 1, bRow = 0, cRow = 0;
   };
   std::optional<Strided> strided;
-  /// The node scratch index the microkernel path may use to pack B panels at run time
-  /// (-1: never pack). The scratch must not be used by the GEMM's kernel otherwise.
+  /// The node scratch indices packScratch (B panels) and packScratch + 1 (A panels) the
+  /// microkernel path may use to pack operands at run time (-1: never pack). They must not
+  /// be used by the GEMM's kernel otherwise.
   int packScratch = -1;
   /// > 0: B is already packed as panels of packedNr columns (ir/GemmPacking.h: B(k, j) at
   /// strided->bBase + ((j / packedNr) * K + k) * packedNr + j % packedNr, as `bIndex` also
