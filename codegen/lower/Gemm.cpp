@@ -1,6 +1,17 @@
 // The register-blocked GEMM nest shared by matmul and conv, and the "gemm_cpu" tuning space.
 //
-// Algorithm (gemmNest):
+// Microkernel path (knob mk=1, f32 operands described as strided matrices; microkernelNest):
+//  1. Optionally copy B (pb=1) into panels of nr columns, contiguous over k, and A (pa=1)
+//     into panels of mr rows, in scratch (a weight packed at compile time by
+//     pack-gemm-weights, or conv's im2col written in panels, needs no copy: packedNr).
+//  2. Four regions (full tiles, edge columns, edge rows, corner), each a loop over cache
+//     blocks of mc rows x nc columns (parallel with par=1, else the batch loop); per block
+//     (C = init first when there is one) the k blocks of kc, and per k block the column
+//     tiles, and inside them the row tiles: one kir::GemmTile each, which the LLVM backend
+//     emits as f32_gemm_<mr>x<nr>_<isa> (explicit <W x float> accumulators, broadcast A,
+//     FMA, masked edge lanes). The first k block overwrites C, later ones accumulate.
+//
+// Scalar path (mk=0, any dtype, generic index lambdas; gemmNest):
 //  1. The rows split into full tiles of `mr` and one edge tile of M % mr rows; the columns
 //     likewise by `nr`. Each of the (up to four) regions is its own loop nest of tiles, so
 //     no tile carries a guard and every tile has a static shape.
@@ -190,53 +201,43 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
 
   std::vector<Stmt> before;
   int bsrc = ops.b, asrc = ops.a;
+  // Copies lines (rows of A or columns of B) [l0 + q*width, +width) of `src`, over all k,
+  // into panels of `dst`: element (p, line l0 + q*width + w) at l0*k + q*k*width + p*width + w,
+  // so one k step of a tile reads `width` contiguous values. `srcIndex(line, p)` addresses
+  // the operand; `contiguous`: the source lines are adjacent (the copy vectorizes).
+  auto packPanels = [&](int dst, int src, const std::function<Expr(Expr, Expr)> &srcIndex,
+                        int64_t l0, int64_t panels, int64_t width, bool contiguous) {
+    if (panels == 0 || width == 0)
+      return;
+    std::string qv = kb.freshName("pq"), pv = kb.freshName("pk"), wv = kb.freshName("pw");
+    Expr q = kir::var(qv), p = kir::var(pv), w = kir::var(wv);
+    Expr line = kir::add(kir::add(i64c(l0), kir::mul(q, i64c(width))), w);
+    Expr at = kir::add(kir::add(i64c(l0 * k), kir::mul(q, i64c(k * width))),
+                       kir::add(kir::mul(p, i64c(width)), w));
+    Stmt s = kb.store(dst, at, kb.load(src, srcIndex(line, p)));
+    s = kir::forLoop(qv, i64c(panels), kir::forLoop(pv, i64c(k), kir::forLoop(wv, i64c(width), s)));
+    if (contiguous && width >= 8)
+      schedule.steps.push_back({kir::ScheduleStep::Vectorize, wv, 0, {}});
+    if (par && panels > 1)
+      schedule.steps.push_back({kir::ScheduleStep::Parallel, qv, 0, {}});
+    before.push_back(s);
+  };
   if (packA) {
     int abuf = kb.scratch(ops.packScratch + 1, DType::F32, m * k);
-    // Row panel of rows [r0 + ip*height, +height): element (r, p) at
-    // r0*k + ip*k*height + p*height + r, so a tile's k step reads `height` contiguous values.
-    auto packRows = [&](int64_t r0, int64_t panels, int64_t height) {
-      if (panels == 0 || height == 0)
-        return;
-      std::string iv = kb.freshName("pi"), pv = kb.freshName("pk"), rv = kb.freshName("pr");
-      Expr i = kir::var(iv), p = kir::var(pv), r = kir::var(rv);
-      Expr row = kir::add(kir::add(i64c(r0), kir::mul(i, i64c(height))), r);
-      Expr dst = kir::add(kir::add(i64c(r0 * k), kir::mul(i, i64c(k * height))),
-                          kir::add(kir::mul(p, i64c(height)), r));
-      Expr srcIdx = kir::add(kir::add(st.aBase, kir::mul(row, i64c(st.aRow))),
-                             kir::mul(p, i64c(st.aCol)));
-      Stmt s = kb.store(abuf, dst, kb.load(ops.a, srcIdx));
-      s = kir::forLoop(iv, i64c(panels),
-                       kir::forLoop(pv, i64c(k), kir::forLoop(rv, i64c(height), s)));
-      if (par && panels > 1)
-        schedule.steps.push_back({kir::ScheduleStep::Parallel, iv, 0, {}});
-      before.push_back(s);
+    auto aIdx = [&](Expr row, Expr p) {
+      return kir::add(kir::add(st.aBase, kir::mul(row, i64c(st.aRow))), kir::mul(p, i64c(st.aCol)));
     };
-    packRows(0, rowTiles, mr);
-    packRows(rowTiles * mr, 1, mRem);
+    packPanels(abuf, ops.a, aIdx, 0, rowTiles, mr, false);
+    packPanels(abuf, ops.a, aIdx, rowTiles * mr, 1, mRem, false);
     asrc = abuf;
   }
   if (pack) {
     int pbuf = kb.scratch(ops.packScratch, DType::F32, k * n);
-    // Panel of columns [c0 + jp*width, +width): element (p, w) at c0*k + jp*k*width + p*width + w.
-    auto packPanels = [&](int64_t c0, int64_t panels, int64_t width) {
-      if (panels == 0 || width == 0)
-        return;
-      std::string jv = kb.freshName("pj"), pv = kb.freshName("pk"), wv = kb.freshName("pw");
-      Expr j = kir::var(jv), p = kir::var(pv), w = kir::var(wv);
-      Expr col = kir::add(kir::add(i64c(c0), kir::mul(j, i64c(width))), w);
-      Expr dst = kir::add(kir::add(i64c(c0 * k), kir::mul(j, i64c(k * width))),
-                          kir::add(kir::mul(p, i64c(width)), w));
-      Expr srcIdx = kir::add(kir::add(st.bBase, kir::mul(p, i64c(st.bRow))), col);
-      Stmt s = kb.store(pbuf, dst, kb.load(ops.b, srcIdx));
-      s = kir::forLoop(jv, i64c(panels), kir::forLoop(pv, i64c(k), kir::forLoop(wv, i64c(width), s)));
-      if (width >= 8)
-        schedule.steps.push_back({kir::ScheduleStep::Vectorize, wv, 0, {}});
-      if (par && panels > 1)
-        schedule.steps.push_back({kir::ScheduleStep::Parallel, jv, 0, {}});
-      before.push_back(s);
+    auto bIdx = [&](Expr col, Expr p) {
+      return kir::add(kir::add(st.bBase, kir::mul(p, i64c(st.bRow))), col);
     };
-    packPanels(0, colTiles, nr);
-    packPanels(colTiles * nr, 1, nRem);
+    packPanels(pbuf, ops.b, bIdx, 0, colTiles, nr, true);
+    packPanels(pbuf, ops.b, bIdx, colTiles * nr, 1, nRem, true);
     bsrc = pbuf;
   }
 
