@@ -400,6 +400,19 @@ Stmt block(std::vector<Stmt> stmts) {
   return s;
 }
 
+Stmt gemmTile(const GemmTileShape &shape, int c, Expr aOff, Expr bOff, Expr cOff, Expr kc) {
+  NNC_ASSERT(shape.a >= 0 && shape.b >= 0 && c >= 0 && shape.mr > 0 && shape.nr > 0,
+             "gemmTile: bad buffers or tile size");
+  for (const Expr &e : {aOff, bOff, cOff, kc})
+    NNC_ASSERT(e && e->type == DType::I64, "gemmTile: offsets and k extent must be i64");
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::GemmTile;
+  s->buffer = c;
+  s->tile = shape;
+  s->args = {std::move(aOff), std::move(bOff), std::move(cOff), std::move(kc)};
+  return s;
+}
+
 // ---- Printer ---------------------------------------------------------------------------------
 
 namespace {
@@ -527,6 +540,15 @@ struct Printer {
       for (const Stmt &b : s->body)
         stmt(b, indent, out);
       return;
+    case StmtKind::GemmTile: {
+      const GemmTileShape &t = s->tile;
+      out += fmt::format("{}gemm_tile {}x{} {}[{}; ldc {}] {}= {}[{}; lda {}, ak {}] * "
+                         "{}[{}; ldb {}] over k < {}\n",
+                         pad, t.mr, t.nr, bufferName(s->buffer), expr(s->args[2]), t.ldc,
+                         t.accumulate ? "+" : "", bufferName(t.a), expr(s->args[0]), t.lda, t.ak,
+                         bufferName(t.b), expr(s->args[1]), t.ldb, expr(s->args[3]));
+      return;
+    }
     }
   }
 
@@ -773,8 +795,51 @@ struct Verifier {
       scope.resize(mark);
       return Error::success();
     }
+    case StmtKind::GemmTile: return gemmTile(*s);
     }
     return fail("unknown statement kind");
+  }
+
+  Error gemmTile(const StmtNode &s) {
+    const GemmTileShape &t = s.tile;
+    if (s.args.size() != 4)
+      return fail("gemm_tile without A, B, C offsets and a k extent");
+    for (const Expr &e : s.args) {
+      NNC_TRY(expr(e));
+      if (e->type != DType::I64)
+        return fail("gemm_tile offset or k extent is not i64");
+    }
+    for (int b : {t.a, t.b, s.buffer}) {
+      NNC_TRY(checkBuffer(b, "gemm_tile"));
+      if (k.buffers[b].dtype != DType::F32)
+        return fail(fmt::format("gemm_tile on '{}' of {} (f32 only)", k.buffers[b].name,
+                                dtypeName(k.buffers[b].dtype)));
+    }
+    if (!k.buffers[s.buffer].written)
+      return fail(fmt::format("gemm_tile writes '{}' which is not marked written",
+                              k.buffers[s.buffer].name));
+    if (t.mr <= 0 || t.nr <= 0 || t.lda < 0 || t.ak < 0 || t.ldb < 0 || t.ldc < 0)
+      return fail(fmt::format("gemm_tile {}x{} with a negative stride", t.mr, t.nr));
+    // With constant offsets and k extent, the last element each operand touches must lie
+    // in its buffer.
+    auto imm = [](const Expr &e) { return e->kind == ExprKind::IntImm; };
+    if (imm(s.args[3]) && s.args[3]->intValue > 0) {
+      int64_t kc = s.args[3]->intValue;
+      struct Reach {
+        int buffer;
+        const Expr &off;
+        int64_t last;
+      } reach[] = {{t.a, s.args[0], (t.mr - 1) * t.lda + (kc - 1) * t.ak},
+                   {t.b, s.args[1], (kc - 1) * t.ldb + t.nr - 1},
+                   {s.buffer, s.args[2], (t.mr - 1) * t.ldc + t.nr - 1}};
+      for (const Reach &r : reach)
+        if (imm(r.off) && (r.off->intValue < 0 ||
+                           r.off->intValue + r.last >= k.buffers[r.buffer].numElements))
+          return fail(fmt::format("gemm_tile reaches element {} of '{}' ({} elements)",
+                                  r.off->intValue + r.last, k.buffers[r.buffer].name,
+                                  k.buffers[r.buffer].numElements));
+    }
+    return Error::success();
   }
 };
 

@@ -410,7 +410,28 @@ struct Evaluator {
       env.resize(mark);
       return;
     }
+    case StmtKind::GemmTile: gemmTile(*s); return;
     }
+  }
+
+  /// The microkernel's definition: f32 products summed in k order from the initial value.
+  void gemmTile(const StmtNode &s) {
+    const GemmTileShape &t = s.tile;
+    int64_t a0 = expr(s.args[0]).i, b0 = expr(s.args[1]).i, c0 = expr(s.args[2]).i,
+            kc = expr(s.args[3]).i;
+    for (int64_t r = 0; r < t.mr && failure.empty(); ++r)
+      for (int64_t j = 0; j < t.nr && failure.empty(); ++j) {
+        int64_t ci = c0 + r * t.ldc + j;
+        float acc = t.accumulate ? static_cast<float>(loadValue(s.buffer, ci).f) : 0.0f;
+        for (int64_t p = 0; p < kc && failure.empty(); ++p)
+          acc = std::fma(static_cast<float>(loadValue(t.a, a0 + r * t.lda + p * t.ak).f),
+                         static_cast<float>(loadValue(t.b, b0 + p * t.ldb + j).f), acc);
+        Value v;
+        v.type = DType::F32;
+        v.f = acc;
+        if (failure.empty())
+          storeValue(s.buffer, ci, v);
+      }
   }
 };
 

@@ -73,6 +73,8 @@ void substituteStmt(const Stmt &s, const std::string &name, const Expr &with) {
   s->extent = substitute(s->extent, name, with);
   s->index = substitute(s->index, name, with);
   s->value = substitute(s->value, name, with);
+  for (Expr &a : s->args)
+    a = substitute(a, name, with);
   for (const Stmt &b : s->body)
     substituteStmt(b, name, with);
 }

@@ -26,6 +26,8 @@ const std::vector<PassInfo> &passRegistry() {
        createFuseEpiloguePass},
       {"fuse-attention", "Run matmul, scale/mask, softmax and matmul row by row as one kernel",
        createFuseAttentionPass},
+      {"pack-gemm-weights", "Pack constant matmul weights into the GEMM microkernels' panels",
+       createPackGemmWeightsPass},
   };
   return passes;
 }
@@ -41,7 +43,7 @@ PassPipeline PassPipeline::defaultPipeline() {
   Expected<PassPipeline> p = parse(
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
       "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
-      "fuse-elementwise,fuse-epilogue,fuse-attention");
+      "fuse-elementwise,fuse-epilogue,fuse-attention,pack-gemm-weights,dce");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;
 }

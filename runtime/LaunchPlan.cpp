@@ -61,6 +61,8 @@ bool isPointwiseOver(const kir::Kernel &k, const std::vector<int> &from,
     countLoads(s.value, loadsTotal, nullptr);
     if (s.kind == kir::StmtKind::Store && in(from, s.buffer))
       ok = false;
+    if (s.kind == kir::StmtKind::GemmTile) // reads whole rows and columns of its operands
+      ok = false;
     if (s.kind == kir::StmtKind::Store && in(to, s.buffer)) {
       ++stores;
       std::string index = kir::printExpr(s.index);

@@ -694,6 +694,34 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     }
     out += pad + "}\n";
     return;
+  case kir::StmtKind::GemmTile: {
+    // The microkernel's definition as a plain loop nest (one fma per product, k in order).
+    const kir::GemmTileShape &t = s.tile;
+    for (int b : {t.a, t.b, s.buffer})
+      if (b < 0 || b >= static_cast<int>(k_->buffers.size())) {
+        fail(fmt::format("gemm_tile on buffer {} of {}", b, k_->buffers.size()));
+        return;
+      }
+    std::string i64t = computeType(DType::I64), f32t = computeType(DType::F32);
+    std::string p2 = pad + "  ", p3 = pad + "    ", p4 = pad + "      ";
+    out += pad + "{\n";
+    out += fmt::format("{}{} gt_a = {}, gt_b = {}, gt_c = {}, gt_k = {};\n", p2, i64t,
+                       expr(s.args[0]), expr(s.args[1]), expr(s.args[2]), expr(s.args[3]));
+    out += fmt::format("{}for ({} gt_r = 0; gt_r < {}; ++gt_r) {{\n", p2, i64t, t.mr);
+    out += fmt::format("{}for ({} gt_j = 0; gt_j < {}; ++gt_j) {{\n", p3, i64t, t.nr);
+    std::string cIdx = fmt::format("gt_c + gt_r * {} + gt_j", t.ldc);
+    out += fmt::format("{}{} gt_acc = {};\n", p4, f32t,
+                       t.accumulate ? loadElement(DType::F32, bufferName(s.buffer), cIdx)
+                                    : std::string("0.0f"));
+    out += fmt::format(
+        "{}for ({} gt_p = 0; gt_p < gt_k; ++gt_p) gt_acc = fma({}, {}, gt_acc);\n", p4, i64t,
+        loadElement(DType::F32, bufferName(t.a),
+                    fmt::format("gt_a + gt_r * {} + gt_p * {}", t.lda, t.ak)),
+        loadElement(DType::F32, bufferName(t.b), fmt::format("gt_b + gt_p * {} + gt_j", t.ldb)));
+    out += p4 + storeElement(DType::F32, bufferName(s.buffer), cIdx, "gt_acc") + "\n";
+    out += p3 + "}\n" + p2 + "}\n" + pad + "}\n";
+    return;
+  }
   }
   fail("unknown statement kind");
 }

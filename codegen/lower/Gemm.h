@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "LowerUtil.h"
@@ -20,6 +21,27 @@ struct GemmOperands {
   std::function<kir::Expr(kir::Expr k, kir::Expr j)> bIndex;
   std::function<kir::Expr(kir::Expr i, kir::Expr j)> cIndex;
   std::function<kir::Expr(kir::Expr i)> init;
+
+  /// Optional: the same operands as strided matrices, which makes the GEMM eligible for the
+  /// microkernel path (knob mk=1) when A, B and C are f32 buffers:
+  ///   A(i, k) = aBase + i*aRow + k*aCol, B(k, j) = bBase + k*bRow + j,
+  ///   C(i, j) = cBase + i*cRow + j       (B and C columns contiguous).
+  /// The bases may use the batch loop variables. Operands without it (generic index
+  /// lambdas, e.g. blocked layouts) take the scalar register-tile path.
+  struct Strided {
+    kir::Expr aBase, bBase, cBase;
+    int64_t aRow = 0, aCol = 1, bRow = 0, cRow = 0;
+  };
+  std::optional<Strided> strided;
+  /// The node scratch indices packScratch (B panels) and packScratch + 1 (A panels) the
+  /// microkernel path may use to pack operands at run time (-1: never pack). They must not
+  /// be used by the GEMM's kernel otherwise.
+  int packScratch = -1;
+  /// > 0: B is already packed as panels of packedNr columns (ir/GemmPacking.h: B(k, j) at
+  /// strided->bBase + ((j / packedNr) * K + k) * packedNr + j % packedNr, as `bIndex` also
+  /// says; a compile-time packed weight, or conv's im2col written in panels); the microkernel
+  /// path then uses nr = packedNr and reads the panels directly.
+  int64_t packedNr = 0;
 };
 
 /// The tunable problem of an M x K x N GEMM run `batch` times; `layout` names how operands
@@ -27,6 +49,11 @@ struct GemmOperands {
 tuning::Problem gemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_t n,
                             const std::string &layout);
 
+/// The GEMM as register tiles. With `ops.strided`, f32 buffers and knob mk=1 (the
+/// microkernel path): cache blocks of mc rows x nc columns x kc depth, each a loop of
+/// kir::GemmTile microkernels (f32_gemm_<mr>x<nr>_<isa>) over packed B panels (knob pb: B
+/// copied at run time into scratch `ops.packScratch` as panels of nr columns, contiguous
+/// over k), blocks run in parallel (knob par). Otherwise:
 /// The GEMM as register tiles of `mr` rows x `nr` columns whose accumulators are locals
 /// (kept in vector registers), each C element stored once with its final value at its flat
 /// index. Edge rows and columns get tiles of their own size. `batchLoops` (outermost first,

@@ -158,6 +158,13 @@ kir::Stmt KernelBuilder::store(int b, kir::Expr index, kir::Expr value) {
   return kir::store(b, std::move(index), std::move(value));
 }
 
+kir::Stmt KernelBuilder::gemmTile(const kir::GemmTileShape &shape, int c, kir::Expr aOff,
+                                  kir::Expr bOff, kir::Expr cOff, kir::Expr kc) {
+  buffers_[c].written = true;
+  return kir::gemmTile(shape, c, std::move(aOff), std::move(bOff), std::move(cOff),
+                       std::move(kc));
+}
+
 std::string KernelBuilder::freshName(const std::string &prefix) {
   return prefix + std::to_string(nextName_++);
 }

@@ -64,6 +64,9 @@ public:
   kir::Expr load(int b, kir::Expr index) const;
   /// Marks `b` written (operands are not, unless stored to) and returns the store.
   kir::Stmt store(int b, kir::Expr index, kir::Expr value);
+  /// Marks `c` written and returns the GemmTile (kir::gemmTile) writing it.
+  kir::Stmt gemmTile(const kir::GemmTileShape &shape, int c, kir::Expr aOff, kir::Expr bOff,
+                     kir::Expr cOff, kir::Expr kc);
 
   /// A fresh variable name `<prefix><n>` (unique in the kernel).
   std::string freshName(const std::string &prefix = "i");

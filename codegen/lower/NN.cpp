@@ -57,6 +57,15 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   Extents as = extentsOf(av), bs = extentsOf(bv);
   if (as.empty() || bs.empty())
     return node.error("operands must have rank >= 1");
+  // A weight packed into column panels (ir/GemmPacking.h): [P, K, nr] holding [K, packed_n].
+  int64_t packedNr = 0;
+  if (node.hasAttr("packed_n")) {
+    if (bs.size() != 3 || as.size() < 2 || bs[0] * bs[2] < node.getInt("packed_n"))
+      return node.error("packed operand 1 {} does not hold {} columns", extentsStr(bs),
+                        node.getInt("packed_n"));
+    packedNr = bs[2];
+    bs = {bs[1], node.getInt("packed_n")};
+  }
   if (as.size() == 1)
     as.insert(as.begin(), 1);
   if (bs.size() == 1)
@@ -105,13 +114,22 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   g.c = ob;
   g.acc = accType(t, /*wide=*/false);
   g.aIndex = [&](Expr i, Expr p) { return kir::add(aOff, kir::add(kir::mul(i, i64(k)), p)); };
-  g.bIndex = [&](Expr p, Expr j) { return kir::add(bOff, kir::add(kir::mul(p, i64(n)), j)); };
+  g.bIndex = [&](Expr p, Expr j) {
+    if (packedNr > 0)
+      return kir::add(kir::mul(kir::add(kir::mul(kir::div(j, i64(packedNr)), i64(k)), p),
+                               i64(packedNr)),
+                      kir::mod(j, i64(packedNr)));
+    return kir::add(bOff, kir::add(kir::mul(p, i64(n)), j));
+  };
   g.cIndex = [&](Expr i, Expr j) { return kir::add(oOff, kir::add(kir::mul(i, i64(n)), j)); };
+  g.strided = GemmOperands::Strided{aOff, bOff, oOff, k, 1, n, n};
+  g.packScratch = 0;
+  g.packedNr = packedNr;
   int64_t batchCount = outN / (m * n);
   tuning::Problem prob = gemmProblem(
       t, batchCount, m, k, n,
-      fmt::format("matmul batch{} sa{} sb{}", extentsStr(*batch), extentsStr(sa),
-                  extentsStr(sb)));
+      fmt::format("matmul batch{} sa{} sb{}{}", extentsStr(*batch), extentsStr(sa),
+                  extentsStr(sb), packedNr > 0 ? fmt::format(" packed{}", packedNr) : ""));
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   kir::Schedule sched;
   Stmt body = gemmNest(kb, g, m, k, n, cfg, outer.loops, sched);
@@ -274,7 +292,32 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   Kernels kernels;
   std::vector<int64_t> inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial),
                        kStride = stridesOf(geo.kernel);
-  int64_t colN = N * C * K * P;
+  int64_t group = C / cg;
+  tuning::Problem prob =
+      gemmProblem(t, N * group, mg, R, P,
+                  fmt::format("conv n{} group{} bias{} {}", N, group, hasBias ? 1 : 0,
+                              pointwise ? "pointwise" : "im2col"));
+  tuning::Config cfg = tuning::chooseConfig(prob, opts);
+  // With the microkernel path (f32), im2col writes each image and group's R x P matrix
+  // straight into column panels of the GEMM's nr (ir/GemmPacking.h layout; the edge panel's
+  // unused columns are never read), so the GEMM streams them without another copy.
+  auto knobOr = [&](const char *name, int64_t d) {
+    auto it = cfg.find(name);
+    return it == cfg.end() ? d : it->second;
+  };
+  int64_t panel = !pointwise && t == DType::F32 && knobOr("mk", 0) == 1
+                      ? std::min<int64_t>(std::max<int64_t>(knobOr("nr", 32), 1), P)
+                      : 0;
+  int64_t pPad = panel > 0 ? (P + panel - 1) / panel * panel : P;
+  int64_t colN = N * C * K * pPad;
+  // The col element of matrix `mat` (image n, group g), row r and column p.
+  auto colIndex = [&](Expr mat, Expr r, Expr p) {
+    Expr base = kir::mul(mat, i64(R * pPad));
+    if (panel == 0)
+      return kir::add(base, kir::add(kir::mul(r, i64(P)), p));
+    return kir::add(kir::add(base, kir::mul(kir::div(p, i64(panel)), i64(R * panel))),
+                    kir::add(kir::mul(r, i64(panel)), kir::mod(p, i64(panel))));
+  };
   if (!pointwise) {
     KernelBuilder ka(node, prefix + "_im2col");
     int xb = ka.operand(0), cb = ka.scratch(0, t, colN);
@@ -295,10 +338,10 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
         conds.push_back(inRange(pos[d], 0, a.in));
       xTerms.push_back(kir::mul(pos[d], i64(inStride[d])));
     }
-    Expr colIdx = kir::add(
-        kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), c), i64(K)), flatIndex(k, kStride)),
-                 i64(P)),
-        flatIndex(o, outStride));
+    // Row (c, k) of image n: matrix n*group + c/cg, row (c % cg)*K + k.
+    Expr colIdx = colIndex(kir::add(kir::mul(n, i64(group)), kir::div(c, i64(cg))),
+                           kir::add(kir::mul(kir::mod(c, i64(cg)), i64(K)), flatIndex(k, kStride)),
+                           flatIndex(o, outStride));
     Expr cond = andAll(conds);
     Stmt copy = ka.store(cb, colIdx, ka.load(xb, sumOf(xTerms)));
     Stmt body = isTrue(cond) ? copy : kir::ifThen(cond, copy, ka.store(cb, colIdx, fc(0, t)));
@@ -309,7 +352,6 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   KernelBuilder kb(node, prefix);
   int src = pointwise ? kb.operand(0) : kb.scratch(0, t, colN);
   int wb = kb.operand(1), bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
-  int64_t group = C / cg;
   Nest outer;
   Expr n = outer.add(kb, N, "n"), g = outer.add(kb, group, "g");
   Expr m0 = kir::mul(g, i64(mg));
@@ -321,15 +363,19 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   go.c = ob;
   go.acc = acc;
   go.aIndex = [&](Expr i, Expr r) { return kir::add(kir::mul(kir::add(m0, i), i64(R)), r); };
-  go.bIndex = [&](Expr r, Expr p) { return kir::add(kir::mul(kir::add(srcRow0, r), i64(P)), p); };
+  Expr mat = kir::add(kir::mul(n, i64(group)), g);
+  go.bIndex = [&](Expr r, Expr p) {
+    return pointwise ? kir::add(kir::mul(kir::add(srcRow0, r), i64(P)), p) : colIndex(mat, r, p);
+  };
   go.cIndex = [&](Expr i, Expr p) { return kir::add(kir::mul(kir::add(outRow0, i), i64(P)), p); };
   if (hasBias)
     go.init = [&](Expr i) { return kir::cast(kb.load(bb, kir::add(m0, i)), acc); };
-  tuning::Problem prob =
-      gemmProblem(t, N * group, mg, R, P,
-                  fmt::format("conv n{} group{} bias{} {}", N, group, hasBias ? 1 : 0,
-                              pointwise ? "pointwise" : "im2col"));
-  tuning::Config cfg = tuning::chooseConfig(prob, opts);
+  go.strided = GemmOperands::Strided{
+      kir::mul(m0, i64(R)),
+      pointwise ? kir::mul(srcRow0, i64(P)) : kir::mul(mat, i64(R * pPad)),
+      kir::mul(outRow0, i64(P)), R, 1, P, P};
+  go.packScratch = 1;
+  go.packedNr = panel;
   kir::Schedule sched;
   Stmt body = gemmNest(kb, go, mg, R, P, cfg, outer.loops, sched);
   kernels.push_back(kb.finish(body, sched));

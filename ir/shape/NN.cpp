@@ -75,6 +75,21 @@ Types inferMatMul(const Node &node) {
     return node.error("operands must have rank >= 1, got {} and {}", a->type().str(),
                       b->type().str());
   Shape as = a->shape(), bs = b->shape();
+  if (node.hasAttr("packed_n")) {
+    // Operand 1 holds [K, N] as [P, K, nr] column panels (ir/GemmPacking.h).
+    int64_t n = node.getInt("packed_n");
+    if (as.size() < 2 || bs.size() != 3 || !bs[0].isStatic() || !bs[2].isStatic() || n < 1 ||
+        bs[0].value() * bs[2].value() < n || (bs[0].value() - 1) * bs[2].value() >= n)
+      return node.error("packed_n = {} needs operand 0 of rank >= 2 and operand 1 as "
+                        "[ceil(N/nr), K, nr] panels, got {} and {}",
+                        n, a->type().str(), b->type().str());
+    const Dim &ka = as.back(), &kb = bs[1];
+    if (ka.isStatic() && kb.isStatic() && ka.value() != kb.value())
+      return node.error("inner dims differ: {} and packed {}", a->type().str(), b->type().str());
+    Shape out(as.begin(), as.end() - 1);
+    out.push_back(Dim(n));
+    return std::vector<TensorType>{TensorType(a->dtype(), out)};
+  }
   bool aVec = as.size() == 1, bVec = bs.size() == 1;
   if (aVec)
     as.insert(as.begin(), Dim(1));

@@ -1,11 +1,13 @@
 // Interpreter kernels of matmul (numpy semantics) and einsum.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <Eigen/Dense>
 
 #include "interp/Kernels.h"
 #include "interp/NNSupport.h"
+#include "nnc/ir/GemmPacking.h"
 #include "nnc/ir/NNGeometry.h"
 #include "nnc/ir/ShapeUtils.h"
 
@@ -69,7 +71,16 @@ void intMatMul(const T *a, const T *b, T *c, const std::vector<int64_t> &aOff,
 } // namespace
 
 Results evalMatMul(const Node &node, const Operands &ops) {
-  const Tensor &a = ops[0], &b = ops[1];
+  const Tensor &a = ops[0];
+  // A packed weight (ir/GemmPacking.h) is unpacked to its [K, N] matrix first.
+  std::optional<Tensor> unpacked;
+  if (node.hasAttr("packed_n")) {
+    if (ops[1].rank() != 3 || ops[1].extents()[0] * ops[1].extents()[2] < node.getInt("packed_n"))
+      return node.error("packed operand 1 {} does not hold {} columns",
+                        extentsStr(ops[1].extents()), node.getInt("packed_n"));
+    unpacked = unpackGemmPanels(ops[1], node.getInt("packed_n"));
+  }
+  const Tensor &b = unpacked ? *unpacked : ops[1];
   if (a.dtype() != b.dtype())
     return node.error("operand dtypes differ: {} and {}", dtypeName(a.dtype()),
                       dtypeName(b.dtype()));

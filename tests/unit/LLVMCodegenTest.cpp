@@ -2,12 +2,14 @@
 // interpreter's scalar formulas (runtime/Scalar.h) and hand-computed results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "Scalar.h"
 #include "ThreadPool.h"
@@ -659,4 +661,82 @@ TEST(LLVMCodegen, ScheduledElementwise) {
   auto e = compileKernels({bad}, noCache());
   ASSERT_FALSE(e);
   EXPECT_NE(e.takeError().message().find("bad"), std::string::npos) << e.takeError().message();
+}
+
+TEST(LLVMCodegen, GemmTileMatchesEvaluator) {
+  // Tiles with a partial last vector (masked), a k loop of odd length, A read transposed
+  // (lda 1, ak mr) and row-major, accumulating onto C and overwriting it; C's padding
+  // columns (ldc > nr) must stay untouched.
+  for (auto [mr, nr, kc, transposedA, accumulate] :
+       {std::tuple<int64_t, int64_t, int64_t, bool, bool>{5, 21, 13, false, true},
+        {3, 32, 7, true, false},
+        {1, 5, 1, false, true},
+        {4, 16, 0, false, true}}) {
+    int64_t ldc = nr + 3, ldb = nr + 2;
+    Kernel k;
+    k.name = "tile";
+    int64_t aN = std::max<int64_t>(mr * kc, 1), bN = std::max<int64_t>(kc * ldb, 1);
+    k.buffers = {buf("a", DType::F32, aN, BufferRole::Operand, 0, false),
+                 buf("b", DType::F32, bN, BufferRole::Operand, 1, false),
+                 buf("c", DType::F32, mr * ldc, BufferRole::Result, 0, true)};
+    GemmTileShape s;
+    s.a = 0;
+    s.b = 1;
+    s.mr = mr;
+    s.nr = nr;
+    s.lda = transposedA ? 1 : kc;
+    s.ak = transposedA ? mr : 1;
+    s.ldb = ldb;
+    s.ldc = ldc;
+    s.accumulate = accumulate;
+    k.body = gemmTile(s, 2, intImm(0), intImm(0), intImm(0), intImm(kc));
+    ASSERT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
+    EXPECT_NE(printKernel(k).find("gemm_tile"), std::string::npos) << printKernel(k);
+    std::vector<float> a(aN), b(bN), want(mr * ldc), got;
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] = static_cast<float>(int(i * 7 % 13) - 6) * 0.25f;
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = static_cast<float>(int(i * 5 % 11) - 5) * 0.5f;
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = static_cast<float>(i % 9) - 4.0f;
+    got = want;
+    std::vector<float> before = want;
+    ASSERT_FALSE(evaluateKernel(k, {a.data(), b.data(), want.data()}));
+    auto m = compileOrDie({k});
+    ASSERT_TRUE(m);
+    void *bufs[] = {a.data(), b.data(), got.data()};
+    m->lookup("tile")(bufs);
+    for (int64_t r = 0; r < mr; ++r)
+      for (int64_t j = 0; j < ldc; ++j) {
+        size_t i = static_cast<size_t>(r * ldc + j);
+        if (j >= nr)
+          EXPECT_EQ(want[i], before[i]) << "evaluator wrote padding";
+        // Products of quarter and half integers sum exactly: fused or not, same numbers.
+        EXPECT_EQ(got[i], want[i]) << mr << "x" << nr << " row " << r << " column " << j;
+      }
+  }
+}
+
+TEST(LLVMCodegen, GemmTileOutOfBoundsIsRejected) {
+  Kernel k;
+  k.name = "tile_oob";
+  k.buffers = {buf("a", DType::F32, 8, BufferRole::Operand, 0, false),
+               buf("b", DType::F32, 64, BufferRole::Operand, 1, false),
+               buf("c", DType::F32, 32, BufferRole::Result, 0, true)};
+  GemmTileShape s;
+  s.a = 0;
+  s.b = 1;
+  s.mr = 2;
+  s.nr = 16;
+  s.lda = 4;
+  s.ak = 1;
+  s.ldb = 16;
+  s.ldc = 16;
+  k.body = gemmTile(s, 2, intImm(0), intImm(0), intImm(0), intImm(4));
+  EXPECT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
+  k.body = gemmTile(s, 2, intImm(0), intImm(0), intImm(1), intImm(4)); // C one past its end
+  EXPECT_TRUE(verifyKernel(k));
+  k.buffers[0].dtype = DType::F64;
+  k.body = gemmTile(s, 2, intImm(0), intImm(0), intImm(0), intImm(4));
+  EXPECT_TRUE(verifyKernel(k)); // f32 only
 }

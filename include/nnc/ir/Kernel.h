@@ -94,6 +94,23 @@ enum class StmtKind : uint8_t {
   Assign, ///< name = value (a Decl in scope).
   If,     ///< if cond then body[0] else body[1] (body[1] may be null).
   Block,  ///< body... in order.
+  GemmTile, ///< An f32 GEMM microkernel on one register tile (see GemmTileShape):
+            ///< for r < mr, j < nr: buffers[buffer][args[2] + r*ldc + j] =
+            ///<   (accumulate ? that element : 0) + sum over p < args[3] of
+            ///<   A[args[0] + r*lda + p*ak] * B[args[1] + p*ldb + j]
+            ///< with A = buffers[tile.a], B = buffers[tile.b] (all f32). The LLVM backend
+            ///< emits it as an explicit-vector function f32_gemm_<mr>x<nr>_<isa>; other
+            ///< backends as the loop nest above.
+};
+
+/// The static part of a GemmTile: operand buffers, tile size and element strides.
+struct GemmTileShape {
+  int a = -1, b = -1;
+  int64_t mr = 0, nr = 0;
+  int64_t lda = 0, ak = 0; ///< A: row stride, k stride.
+  int64_t ldb = 0;         ///< B: k stride (columns are contiguous).
+  int64_t ldc = 0;         ///< C: row stride (columns are contiguous).
+  bool accumulate = false; ///< Add to C's values instead of overwriting them.
 };
 
 struct StmtNode;
@@ -114,6 +131,8 @@ struct StmtNode {
   /// vector lanes. Never set on a GEMM tile (reassociation breaks its register blocking).
   bool reassociate = false;
   std::vector<Stmt> body;
+  std::vector<Expr> args; ///< GemmTile: A offset, B offset, C offset, k extent (i64).
+  GemmTileShape tile;     ///< GemmTile.
 };
 
 Stmt forLoop(const std::string &var, Expr extent, Stmt body, LoopKind k = LoopKind::Serial);
@@ -125,6 +144,8 @@ Stmt assign(const std::string &name, Expr value);
 Stmt accumulate(const std::string &name, Expr value);
 Stmt ifThen(Expr cond, Stmt then, Stmt otherwise = nullptr);
 Stmt block(std::vector<Stmt> stmts);
+/// A GemmTile writing buffer `c` at offset cOff, reading A at aOff and B at bOff, k extent kc.
+Stmt gemmTile(const GemmTileShape &shape, int c, Expr aOff, Expr bOff, Expr cOff, Expr kc);
 
 // ---- Schedules -------------------------------------------------------------------------------
 

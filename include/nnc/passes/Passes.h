@@ -41,5 +41,6 @@ std::unique_ptr<Pass> createFuseEpiloguePass();
 /// Groups matmul, its epilogue, softmax over the last axis and the matmul of the softmax,
 /// run row by row without storing the score matrix whole.
 std::unique_ptr<Pass> createFuseAttentionPass();
+std::unique_ptr<Pass> createPackGemmWeightsPass();
 
 } // namespace nnc

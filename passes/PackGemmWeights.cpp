@@ -1,0 +1,68 @@
+// Packs constant GEMM weights at compile time: matmul(a, W) with W a constant f32 [K, N]
+// matrix becomes matmul(a, W') {packed_n = N}, W' the constant [ceil(N/nr), K, nr] column
+// panels of W (ir/GemmPacking.h) that the GEMM microkernels stream without a run-time copy.
+//
+// Algorithm: for each matmul without packed_n whose operand 0 has rank >= 2 and static
+// extents and whose operand 1 is a Constant node's f32 [K, N] result: compute the panels
+// (nr: two vectors of the host's widest f32 registers, 32 with AVX-512 and 16 otherwise,
+// the microkernel's default width), insert them as a constant before the matmul and point
+// the matmul at it. The old constant stays for its other users (dce removes it otherwise).
+// The matmul of an attention group (a softmax feeding operand 0) is left alone.
+#include "nnc/ir/GemmPacking.h"
+#include "nnc/passes/Passes.h"
+
+namespace nnc {
+
+namespace {
+
+/// Columns of a panel: two vectors of the host's f32 registers.
+int64_t hostPanelWidth() {
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_supports("avx512f"))
+    return 32;
+#endif
+  return 16;
+}
+
+class PackGemmWeightsPass : public Pass {
+public:
+  std::string_view name() const override { return "pack-gemm-weights"; }
+
+  Expected<bool> run(Graph &g, PassContext &) override {
+    bool changed = false;
+    int64_t nr = hostPanelWidth();
+    for (Node *mm : g.nodes()) {
+      if (mm->kind() != OpKind::MatMul || mm->hasAttr("packed_n"))
+        continue;
+      Value *a = mm->operand(0), *b = mm->operand(1);
+      if (!a || !b || a->rank() < 2 || !staticExtents(a->shape()))
+        continue;
+      if (a->producer() && a->producer()->kind() == OpKind::Softmax)
+        continue;
+      Node *c = b->producer();
+      if (!c || c->kind() != OpKind::Constant || b->dtype() != DType::F32 || b->rank() != 2)
+        continue;
+      const Tensor &w = c->getTensor("value");
+      int64_t n = w.extents()[1];
+      if (n < 1 || w.extents()[0] < 1)
+        continue;
+      Tensor packed = packGemmPanels(w, nr);
+      Node *pc = g.createNode(OpKind::Constant, {},
+                              {TensorType(DType::F32, shapeFromExtents(packed.extents()))},
+                              {{"value", Attribute(packed)}}, "", {b->name() + "_panels"}, mm);
+      mm->setOperand(1, pc->result());
+      mm->setAttr("packed_n", Attribute(n));
+      addStat("weights-packed");
+      changed = true;
+    }
+    return changed;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createPackGemmWeightsPass() {
+  return std::make_unique<PackGemmWeightsPass>();
+}
+
+} // namespace nnc
