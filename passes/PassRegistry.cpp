@@ -26,6 +26,8 @@ const std::vector<PassInfo> &passRegistry() {
        createFuseEpiloguePass},
       {"fuse-attention", "Run matmul, scale/mask, softmax and matmul row by row as one kernel",
        createFuseAttentionPass},
+      {"layout-nchwc", "Run 2-D convs in the blocked channel layout with pre-packed weights",
+       createLayoutNCHWcPass},
   };
   return passes;
 }
@@ -41,6 +43,7 @@ PassPipeline PassPipeline::defaultPipeline() {
   Expected<PassPipeline> p = parse(
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
       "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
+      "layout-nchwc,constant-fold,dce,"
       "fuse-elementwise,fuse-epilogue,fuse-attention");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;

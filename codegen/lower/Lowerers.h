@@ -24,6 +24,7 @@ void registerElementwiseLowerers(LowererTable &t); // every elementwise op, cast
 void registerDataMovementLowerers(LowererTable &t);
 void registerReductionAndNNLowerers(LowererTable &t);
 void registerCompositeLowerers(LowererTable &t);
+void registerLayoutLowerers(LowererTable &t); // blocked channel layout (Layout.cpp)
 void registerTunableLowerers(TunableLowererTable &t); // matmul, conv (NN.cpp)
 
 } // namespace nnc::lower
