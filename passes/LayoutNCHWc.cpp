@@ -121,6 +121,11 @@ public:
     for (Node *n : g.nodes())
       if (n->kind() == OpKind::ToNCHWc && cancel(n))
         changed = true;
+    // The transforms of activations that remain (the others are left for dce).
+    for (Node *n : g.nodes())
+      if ((n->kind() == OpKind::ToNCHWc || n->kind() == OpKind::FromNCHWc) &&
+          !isConstant(n->operand(0)) && g.hasUses(n->result()))
+        addStat("transforms-live");
     return changed;
   }
 
@@ -128,10 +133,14 @@ private:
   Graph *g_ = nullptr;
   int64_t block_ = 16;
 
+  /// A node before `before` (its result named `<name>_blk` when `name` is given).
   Expected<Value *> make(OpKind k, std::vector<Value *> ops, AttrMap attrs, Node *before,
-                         const char *stat = nullptr) {
-    NNC_ASSIGN_OR_RETURN(Node * n, g_->createInferred(k, std::move(ops), std::move(attrs), "",
-                                                      -1, {}, before));
+                         const char *stat = nullptr, const std::string &name = "") {
+    std::vector<std::string> names;
+    if (!name.empty())
+      names.push_back(name + "_blk");
+    NNC_ASSIGN_OR_RETURN(Node * n, g_->createInferred(k, std::move(ops), std::move(attrs),
+                                                      before->name(), -1, names, before));
     if (stat)
       addStat(stat);
     return n->result();
@@ -193,7 +202,8 @@ private:
       NNC_ASSIGN_OR_RETURN(Value * bb, toBlocked(bias, 0, conv));
       ops.push_back(bb);
     }
-    Expected<Value *> y = make(OpKind::ConvNCHWc, ops, attrs, conv);
+    Expected<Value *> y =
+        make(OpKind::ConvNCHWc, ops, attrs, conv, nullptr, conv->result()->name());
     if (!y)
       return y.takeError().withContext("layout-nchwc: conv " + conv->name());
     addStat("convs-converted");
@@ -297,7 +307,7 @@ private:
     } else {
       return nullptr;
     }
-    Expected<Value *> y = make(u->kind(), ops, attrs, u);
+    Expected<Value *> y = make(u->kind(), ops, attrs, u, nullptr, u->result()->name());
     if (!y) // a shape rule refused the blocked form: leave u as it is
       return nullptr;
     addStat("nodes-moved");

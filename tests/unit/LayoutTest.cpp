@@ -101,7 +101,9 @@ Counts checkLayout(const std::string &text, int b) {
   for (const std::vector<Tensor> *res : {&*viaInterp, &*got})
     for (size_t k = 0; k < want->size(); ++k) {
       const Tensor &w = (*want)[k], &r = (*res)[k];
-      ASSERT_EQ(w.extents(), r.extents());
+      EXPECT_EQ(w.extents(), r.extents());
+      if (w.extents() != r.extents())
+        continue;
       int bad = 0;
       for (int64_t i = 0; i < w.numElements(); ++i) {
         double a = w.elementAsDouble(i), v = r.elementAsDouble(i);
