@@ -1,13 +1,16 @@
 // Blocked channel layout for 2-D f32 convs: conv runs as conv_nchwc on [N, C/b, H, W, b]
-// activations (b = the f32 lanes of the host's vector registers, option `block`), weights are
-// packed once at compile time, and the transforms between layouts sit only at the boundaries.
+// activations, weights are packed once at compile time, and the transforms between layouts
+// sit only at the boundaries. Options: `block` (default: the f32 lanes of the host's vector
+// registers) and `min-fill` (percent, default 75: the least share of real output channels
+// among the padded lanes for a conv to be converted).
 //
 // Invariant: the padding lanes of a blocked activation (channels >= C) hold finite values
 // (zero where a conv or to_nchwc wrote them); a conv reads them only against zero weights.
 //
 // Algorithm:
-//  1. Each eligible conv, in graph order, (2-D, f32, constant weight and bias, group 1, depthwise, or groups
-//     whose channel counts are multiples of b) becomes
+//  1. Each eligible conv, in graph order (2-D, f32, constant weight and bias, group 1,
+//     depthwise, or groups whose channel counts are multiples of b; enough real output
+//     channels per padded block), becomes
 //       from_nchwc(conv_nchwc(to_nchwc(x), pack_conv_weight(w), to_nchwc(bias)))
 //     where a plain input with fewer than b channels is read as it is (no to_nchwc); the
 //     transforms of constants are folded by constant-fold. Step 2 runs after each conv.
@@ -81,18 +84,8 @@ public:
   std::string_view name() const override { return "layout-nchwc"; }
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
-    block_ = hostBlock();
-    auto it = ctx.passOptions.find("block");
-    if (it != ctx.passOptions.end()) {
-      try {
-        block_ = std::stoll(it->second);
-      } catch (const std::exception &) {
-        block_ = 0;
-      }
-      if (block_ < 1)
-        return makeError("layout-nchwc: option block={} must be a positive integer",
-                         it->second);
-    }
+    NNC_ASSIGN_OR_RETURN(block_, option(ctx, "block", hostBlock(), 1));
+    NNC_ASSIGN_OR_RETURN(minFill_, option(ctx, "min-fill", 75, 0));
     g_ = &g;
     bool changed = false;
     // Convs in graph order, each followed by the propagation of its result, so that a conv
@@ -132,6 +125,28 @@ public:
 private:
   Graph *g_ = nullptr;
   int64_t block_ = 16;
+  /// The least share (percent) of real output channels among the padded ones for a conv to
+  /// be converted: padding 6 channels to 16 lanes costs more than the layout gains.
+  int64_t minFill_ = 75;
+
+  static Expected<int64_t> option(const PassContext &ctx, const char *name, int64_t dflt,
+                                  int64_t least) {
+    auto it = ctx.passOptions.find(name);
+    if (it == ctx.passOptions.end())
+      return dflt;
+    int64_t v = least - 1;
+    try {
+      size_t used = 0;
+      v = std::stoll(it->second, &used);
+      if (used != it->second.size())
+        v = least - 1;
+    } catch (const std::exception &) {
+    }
+    if (v < least)
+      return makeError("layout-nchwc: option {}={} must be an integer >= {}", name, it->second,
+                       least);
+    return v;
+  }
 
   /// A node before `before` (its result named `<name>_blk` when `name` is given).
   Expected<Value *> make(OpKind k, std::vector<Value *> ops, AttrMap attrs, Node *before,
@@ -183,6 +198,10 @@ private:
     bool fromBlocked = x->producer() && x->producer()->kind() == OpKind::FromNCHWc;
     bool plainInput = group == 1 && c < b && !fromBlocked;
     int64_t mb = (m + b - 1) / b;
+    if (m * 100 < minFill_ * mb * b) {
+      addStat("convs-too-narrow");
+      return nullptr;
+    }
     AttrMap attrs;
     for (const char *a : {"strides", "pads", "dilations", "auto_pad"})
       if (conv->hasAttr(a))

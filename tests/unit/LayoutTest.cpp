@@ -25,7 +25,7 @@ PassPipeline pipelineWithBlock(int b) {
   std::string p = PassPipeline::defaultPipeline().str();
   size_t at = p.find("layout-nchwc");
   EXPECT_NE(at, std::string::npos) << p;
-  p.insert(at + std::string("layout-nchwc").size(), fmt::format("{{block={}}}", b));
+  p.insert(at + std::string("layout-nchwc").size(), fmt::format("{{block={},min-fill=0}}", b));
   Expected<PassPipeline> pp = PassPipeline::parse(p);
   EXPECT_TRUE(pp) << pp.error().message();
   return *pp;
