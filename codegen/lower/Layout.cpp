@@ -8,7 +8,8 @@
 // step loads the b contiguous packed weights w[ob, icb, kh, kw, ci, 0..b) once and one input
 // value per position, and does R x b multiply-adds. Positions whose taps all lie inside the
 // input form the interior (full tiles of R and one smaller tile, no guards); the few edge
-// positions of the padding get one-position tiles that skip the taps outside. Depthwise
+// positions of the padding get one-position tiles whose loads of the padding read 0 (a row
+// narrow enough for one tile, 7 or 14 wide, is one such tile). Depthwise
 // convs (in_block 1, group = channels) multiply lane j of the input by lane j of the weight;
 // a plain [N, C, H, W] input (in_block 1, group 1) is read directly.
 #include <algorithm>
@@ -177,15 +178,17 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
                                 i64(aw.padBegin)),
                        kir::mul(kw, i64(aw.dilation)));
     // Input element (position r, lane) and packed weight element (lane j).
+    // With `guard`, a position outside the input reads 0 (from a clamped, valid address).
     auto xIndex = [&](int64_t r, Expr lane) {
+      Expr col = guard ? kir::min(kir::max(iw[r], i64(0)), i64(W - 1)) : iw[r];
       if (plain)
         return kir::add(
             kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cx)), kc), i64(H)), ih), i64(W)),
-            iw[r]);
+            col);
       Expr blk = depthwise ? o : kir::add(icb0, kc);
       Expr pos = kir::add(
           kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cx)), blk), i64(H)), ih), i64(W)),
-          iw[r]);
+          col);
       return kir::add(kir::mul(pos, i64(b)), lane);
     };
     Expr wRow = kir::add(
@@ -195,6 +198,12 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
                           kw),
                  i64(bi)),
         ci);
+    auto xLoad = [&](int64_t r, Expr lane) {
+      Expr v = kir::cast(kb.load(xb, xIndex(r, std::move(lane))), acc);
+      bool always = !guard || (iw[r]->kind == kir::ExprKind::IntImm && iw[r]->intValue >= 0 &&
+                               iw[r]->intValue < W);
+      return always ? v : kir::select(inRange(iw[r], 0, W), v, fc(0, acc));
+    };
     std::vector<Stmt> step;
     std::vector<std::string> wN(b), aN(R);
     for (int64_t j = 0; j < b; ++j) {
@@ -208,12 +217,11 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
           step.push_back(kir::assign(
               accN[r][j],
               kir::add(kir::var(accN[r][j], acc),
-                       kir::mul(kir::cast(kb.load(xb, xIndex(r, i64(j))), acc),
-                                kir::var(wN[j], acc)))));
+                       kir::mul(xLoad(r, i64(j)), kir::var(wN[j], acc)))));
     } else {
       for (int64_t r = 0; r < R; ++r) {
         aN[r] = kb.freshName("a");
-        step.push_back(kir::decl(aN[r], acc, kir::cast(kb.load(xb, xIndex(r, ci)), acc)));
+        step.push_back(kir::decl(aN[r], acc, xLoad(r, ci)));
       }
       for (int64_t r = 0; r < R; ++r)
         for (int64_t j = 0; j < b; ++j)
@@ -221,10 +229,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
               accN[r][j], kir::add(kir::var(accN[r][j], acc),
                                    kir::mul(kir::var(aN[r], acc), kir::var(wN[j], acc)))));
     }
-    Stmt inner = ciN.wrap(kir::block(step));
-    if (guard) // one position: skip the columns outside the input
-      inner = kir::ifThen(inRange(iw[0], 0, W), inner);
-    inner = kwN.wrap(inner);
+    Stmt inner = kwN.wrap(ciN.wrap(kir::block(step)));
     if (!hAlways)
       inner = kir::ifThen(inRange(ih, 0, H), inner);
     s.push_back(red.wrap(inner));
@@ -255,11 +260,18 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
         v, i64(count), tile(kir::add(i64(first), kir::mul(kir::var(v), i64(step))), rows, guard)));
   };
   int64_t interior = g.hi - g.lo, full = interior / R, rem = interior % R;
-  loopOver(0, g.lo, 1, 1, true);
-  loopOver(g.lo, full, R, R, false);
-  if (rem > 0)
-    loopOver(g.lo + full * R, 1, rem, rem, false);
-  loopOver(g.hi, OW - g.hi, 1, 1, true);
+  int64_t rowTile = depthwise ? 4 : b >= 16 ? 14 : 8; // the most positions a tile can hold
+  if (OW <= rowTile && interior < OW) {
+    // A narrow row: one tile whose loads of the padding read 0 (not one-position edge
+    // tiles, which would reload the weights for every multiply-add).
+    loopOver(0, 1, OW, OW, true);
+  } else {
+    loopOver(0, g.lo, 1, 1, true);
+    loopOver(g.lo, full, R, R, false);
+    if (rem > 0)
+      loopOver(g.lo + full * R, 1, rem, rem, false);
+    loopOver(g.hi, OW - g.hi, 1, 1, true);
+  }
   int64_t work = N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW;
   return Kernels{kb.finish(outer.wrap(kir::block(row)), parallelOuter(outer, work))};
 }
