@@ -84,6 +84,9 @@ public:
   std::string_view name() const override { return "layout-nchwc"; }
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
+    for (const auto &[key, value] : ctx.passOptions)
+      if (key != "block" && key != "min-fill")
+        return makeError("layout-nchwc: unknown option '{}' (options: block, min-fill)", key);
     NNC_ASSIGN_OR_RETURN(block_, option(ctx, "block", hostBlock(), 1));
     NNC_ASSIGN_OR_RETURN(minFill_, option(ctx, "min-fill", 75, 0));
     g_ = &g;
