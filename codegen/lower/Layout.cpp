@@ -27,10 +27,6 @@ using kir::Expr;
 using kir::Stmt;
 using Kernels = std::vector<kir::Kernel>;
 
-Expr inRange(const Expr &e, int64_t lo, int64_t hi) {
-  return kir::land(kir::ge(e, i64(lo)), kir::lt(e, i64(hi)));
-}
-
 /// A copy kernel over the result's extents reading `src(idx)` (null: 0 when `valid(idx)` is
 /// false).
 Kernels copyKernel(const Node &node, const std::string &prefix,
