@@ -2,7 +2,8 @@
 """What the graph-optimization passes change on the six shared models, measured in one run.
 
 For each model, `nnc bench --json` runs with the default pipeline, with the default pipeline
-minus the fusion/recognition passes (`--passes` below), and with no pass at all, alternating
+minus the blocked layout (layout-nchwc: its own effect), with the default pipeline minus the
+fusion/recognition/layout passes (`--passes` below), and with no pass at all, alternating
 in rounds (the order rotates every round); the reported latency is the median over rounds of
 each run's median, with the executable's kernel count. Prints a Markdown table (and the load
 average before and after, since the figures are only comparable on a quiet machine).
@@ -27,7 +28,13 @@ MODELS = ["mlp_b1", "mlp_b32", "lenet_b1", "lenet_b32", "resnet18_b1", "bert_lay
 # The default pipeline without recognize-layer-norm, recognize-rms-norm, fold-batch-norm,
 # fuse-elementwise and fuse-epilogue.
 NO_FUSION = "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,dce"
-VARIANTS = [("fused", None), ("no fusion", NO_FUSION), ("no passes", "none")]
+# The default pipeline (passes/PassRegistry.cpp) without layout-nchwc and the constant-fold,dce
+# that follow it.
+NO_LAYOUT = ("shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,dce,"
+             "recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
+             "fuse-elementwise,fuse-epilogue,fuse-attention")
+VARIANTS = [("fused", None), ("no layout", NO_LAYOUT), ("no fusion", NO_FUSION),
+            ("no passes", "none")]
 
 
 def bench(nnc, model, passes, threads, iterations):

@@ -14,7 +14,9 @@ bool isFusibleElementwise(const Node &n) {
 }
 
 bool isEpilogueAnchor(const Node &n) {
-  return (n.kind() == OpKind::MatMul || n.kind() == OpKind::Conv) && n.numResults() == 1;
+  return (n.kind() == OpKind::MatMul || n.kind() == OpKind::Conv ||
+          n.kind() == OpKind::ConvNCHWc) &&
+         n.numResults() == 1;
 }
 
 int64_t fusionGroupOf(const Node &n) {

@@ -9,26 +9,59 @@
 
 namespace nnc {
 
+namespace {
+
+std::string trimmed(std::string_view s) {
+  size_t b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
+  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+}
+
+/// "name{key=value,key=value}" -> name and options.
+Expected<std::pair<std::string, std::map<std::string, std::string>>>
+splitOptions(const std::string &entry) {
+  size_t brace = entry.find('{');
+  std::map<std::string, std::string> options;
+  if (brace == std::string::npos)
+    return std::make_pair(entry, options);
+  if (entry.back() != '}')
+    return makeError("pass '{}': options must end with '}}'", entry);
+  std::string body = entry.substr(brace + 1, entry.size() - brace - 2);
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t comma = body.find(',', pos);
+    if (comma == std::string::npos)
+      comma = body.size();
+    std::string kv = trimmed(std::string_view(body).substr(pos, comma - pos));
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return makeError("pass '{}': option '{}' is not key=value", entry, kv);
+    options[trimmed(kv.substr(0, eq))] = trimmed(kv.substr(eq + 1));
+    pos = comma + 1;
+  }
+  return std::make_pair(trimmed(entry.substr(0, brace)), options);
+}
+
+} // namespace
+
 Expected<PassPipeline> PassPipeline::parse(std::string_view text) {
   PassPipeline p;
   size_t pos = 0;
   while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string_view::npos)
-      comma = text.size();
-    std::string name(text.substr(pos, comma - pos));
-    while (!name.empty() && name.back() == ' ')
-      name.pop_back();
-    while (!name.empty() && name.front() == ' ')
-      name.erase(name.begin());
-    if (!name.empty()) {
-      if (!findPass(name)) {
+    // A comma inside an option list {..} does not end the entry.
+    size_t comma = pos;
+    int depth = 0;
+    for (; comma < text.size() && (text[comma] != ',' || depth > 0); ++comma)
+      depth += text[comma] == '{' ? 1 : text[comma] == '}' ? -1 : 0;
+    std::string entry = trimmed(text.substr(pos, comma - pos));
+    if (!entry.empty()) {
+      NNC_ASSIGN_OR_RETURN(auto split, splitOptions(entry));
+      if (!findPass(split.first)) {
         std::string known;
         for (const PassInfo &i : passRegistry())
           known += (known.empty() ? "" : ", ") + i.name;
-        return makeError("unknown pass '{}' (known passes: {})", name, known);
+        return makeError("unknown pass '{}' (known passes: {})", split.first, known);
       }
-      p.names_.push_back(name);
+      p.names_.push_back(entry);
     }
     pos = comma + 1;
   }
@@ -45,8 +78,11 @@ std::string PassPipeline::str() const {
 Error PassPipeline::run(Graph &g, PassContext &ctx) const {
   std::ostream &printOs = ctx.printStream ? *ctx.printStream : std::cout;
   std::ostream &statsOs = ctx.statsStream ? *ctx.statsStream : std::cerr;
-  for (const std::string &name : names_) {
+  for (const std::string &entry : names_) {
+    // parse() has checked every entry.
+    auto [name, options] = *splitOptions(entry);
     std::unique_ptr<Pass> pass = findPass(name)->create();
+    ctx.passOptions = options;
     auto start = std::chrono::steady_clock::now();
     Expected<bool> changed = pass->run(g, ctx);
     if (!changed)

@@ -28,6 +28,8 @@ const std::vector<PassInfo> &passRegistry() {
        createFuseAttentionPass},
       {"pack-gemm-weights", "Pack constant matmul weights into the GEMM microkernels' panels",
        createPackGemmWeightsPass},
+      {"layout-nchwc", "Run 2-D convs in the blocked channel layout with pre-packed weights",
+       createLayoutNCHWcPass},
   };
   return passes;
 }
@@ -43,6 +45,7 @@ PassPipeline PassPipeline::defaultPipeline() {
   Expected<PassPipeline> p = parse(
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
       "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
+      "layout-nchwc,constant-fold,dce,"
       "fuse-elementwise,fuse-epilogue,fuse-attention,pack-gemm-weights,dce");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;

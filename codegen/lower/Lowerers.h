@@ -27,6 +27,7 @@ void registerDataMovementLowerers(LowererTable &t);
 bool isCopyOp(OpKind k);
 void registerReductionAndNNLowerers(LowererTable &t);
 void registerCompositeLowerers(LowererTable &t);
+void registerLayoutLowerers(LowererTable &t); // blocked channel layout (Layout.cpp)
 void registerTunableLowerers(TunableLowererTable &t); // matmul, conv (NN.cpp)
 
 } // namespace nnc::lower

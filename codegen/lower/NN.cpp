@@ -29,11 +29,6 @@ Expr sumOf(const std::vector<Expr> &terms) {
   return s;
 }
 
-/// lo <= e < hi as a bool expression (folds when constant).
-Expr inRange(const Expr &e, int64_t lo, int64_t hi) {
-  return kir::land(kir::ge(e, i64(lo)), kir::lt(e, i64(hi)));
-}
-
 Expr andAll(const std::vector<Expr> &conds) {
   Expr c = kir::intImm(1, DType::Bool);
   for (const Expr &e : conds)

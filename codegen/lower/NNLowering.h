@@ -63,6 +63,11 @@ inline kir::Expr lessNaN(const kir::Expr &a, const kir::Expr &b) {
   return bor(kir::land(isNaN(a), bnot(isNaN(b))), kir::lt(a, b));
 }
 
+/// lo <= e < hi as a bool expression (folds when constant).
+inline kir::Expr inRange(const kir::Expr &e, int64_t lo, int64_t hi) {
+  return kir::land(kir::ge(e, i64(lo)), kir::lt(e, i64(hi)));
+}
+
 /// The smallest / largest value of an integer dtype (as IntImm bits) or -inf / +inf.
 kir::Expr lowestOf(DType t);
 kir::Expr highestOf(DType t);

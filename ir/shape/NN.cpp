@@ -393,4 +393,107 @@ Types inferResize(const Node &node) {
   return std::vector<TensorType>{TensorType(x->dtype(), out)};
 }
 
+// ---- blocked channel layout ---------------------------------------------------------------------
+
+namespace {
+
+/// ceil(d / b) for a static dim, a fresh dim otherwise.
+Dim blocksOf(const Node &node, const Dim &d, int64_t b) {
+  return d.isStatic() ? Dim((d.value() + b - 1) / b) : node.graph()->freshDim();
+}
+
+Expected<int64_t> positiveAttr(const Node &node, const char *name) {
+  int64_t v = node.getInt(name, 0);
+  if (v < 1)
+    return node.error("{} {} must be >= 1", name, v);
+  return v;
+}
+
+} // namespace
+
+Types inferToNCHWc(const Node &node) {
+  NNC_TRY(requireOperands(node, 1));
+  const Value *x = node.operand(0);
+  NNC_ASSIGN_OR_RETURN(int64_t b, positiveAttr(node, "block"));
+  int64_t axis = node.getInt("axis", 1);
+  if (axis < 0 || axis >= x->rank())
+    return node.error("axis {} is out of range for {}", axis, x->type().str());
+  Shape out = x->shape();
+  out[axis] = blocksOf(node, out[axis], b);
+  out.push_back(Dim(b));
+  return std::vector<TensorType>{TensorType(x->dtype(), out)};
+}
+
+Types inferFromNCHWc(const Node &node) {
+  NNC_TRY(requireOperands(node, 1));
+  const Value *x = node.operand(0);
+  NNC_ASSIGN_OR_RETURN(int64_t c, positiveAttr(node, "channels"));
+  int64_t axis = node.getInt("axis", 1);
+  if (x->rank() < 2 || axis < 0 || axis >= x->rank() - 1)
+    return node.error("axis {} is out of range for the blocked {}", axis, x->type().str());
+  const Dim &lanes = x->shape().back(), &blocks = x->shape()[axis];
+  if (!lanes.isStatic())
+    return node.error("the lane axis of {} must be static", x->type().str());
+  if (blocks.isStatic() && (blocks.value() * lanes.value() < c ||
+                            (blocks.value() - 1) * lanes.value() >= c))
+    return node.error("{} blocks of {} lanes do not hold {} channels", blocks.value(),
+                      lanes.value(), c);
+  Shape out(x->shape().begin(), x->shape().end() - 1);
+  out[axis] = Dim(c);
+  return std::vector<TensorType>{TensorType(x->dtype(), out)};
+}
+
+Types inferPackConvWeight(const Node &node) {
+  NNC_TRY(requireOperands(node, 1));
+  const Value *w = node.operand(0);
+  NNC_ASSIGN_OR_RETURN(int64_t bi, positiveAttr(node, "in_block"));
+  NNC_ASSIGN_OR_RETURN(int64_t bo, positiveAttr(node, "out_block"));
+  if (w->rank() < 3)
+    return node.error("weight must have rank >= 3 (M, C/group, kernel...), got {}",
+                      w->type().str());
+  Shape out = w->shape();
+  out[0] = blocksOf(node, out[0], bo);
+  out[1] = blocksOf(node, out[1], bi);
+  out.push_back(Dim(bi));
+  out.push_back(Dim(bo));
+  return std::vector<TensorType>{TensorType(w->dtype(), out)};
+}
+
+Types inferConvNCHWc(const Node &node) {
+  NNC_TRY(requireOperands(node, 2));
+  const Value *x = node.operand(0), *w = node.operand(1), *bias = node.operand(2);
+  NNC_TRY(requireFloat(node, x));
+  NNC_TRY(requireSameDType(node, x, w, "weight"));
+  if (w->rank() != 6 || !w->shape()[4].isStatic() || !w->shape()[5].isStatic())
+    return node.error("weight must be a packed [Mb, Kc, kh, kw, bi, b] with static blocks, got {}",
+                      w->type().str());
+  const Shape &ws = w->shape(), &xs = x->shape();
+  int64_t bi = ws[4].value(), b = ws[5].value();
+  int64_t group = node.getInt("group", 1);
+  if (group < 1)
+    return node.error("group {} must be >= 1", group);
+  bool plain = x->rank() == 4;
+  if (plain ? (bi != 1 || group != 1) : (x->rank() != 5 || xs[4] != Dim(b)))
+    return node.error("input {} does not match the packed weight {} (group {})", x->type().str(),
+                      w->type().str(), group);
+  // The channels the input holds (padded) and the channels the weight reads.
+  if (xs[1].isStatic() && ws[1].isStatic() && ws[0].isStatic()) {
+    int64_t c = plain ? xs[1].value() : xs[1].value() * b, m = ws[0].value() * b;
+    if (c % group != 0 || m % group != 0 || ws[1].value() * bi != c / group)
+      return node.error("input {} and weight {} do not match group {}", x->type().str(),
+                        w->type().str(), group);
+  }
+  if (bias) {
+    NNC_TRY(requireSameDType(node, x, bias, "bias"));
+    if (bias->rank() != 2 || bias->shape()[0] != ws[0] || bias->shape()[1] != Dim(b))
+      return node.error("bias {} must be [{}, {}]", bias->type().str(), ws[0].str(), b);
+  }
+  NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, 2));
+  NNC_ASSIGN_OR_RETURN(Shape spatial,
+                       windowDims(node, a, Shape(xs.begin(), xs.begin() + 4),
+                                  Shape(ws.begin() + 2, ws.begin() + 4), false));
+  Shape out{xs[0], ws[0], spatial[0], spatial[1], Dim(b)};
+  return std::vector<TensorType>{TensorType(x->dtype(), out)};
+}
+
 } // namespace nnc::shape

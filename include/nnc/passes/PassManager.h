@@ -31,6 +31,8 @@ struct PassContext {
   /// Collect and print per-pass statistics (`--stats`) to `statsStream`.
   bool stats = false;
   std::ostream *statsStream = nullptr;
+  /// The options of the running pass, from its pipeline entry `name{key=value,...}`.
+  std::map<std::string, std::string> passOptions;
 };
 
 /// One transformation of a graph.
@@ -61,7 +63,7 @@ struct PassInfo {
 const std::vector<PassInfo> &passRegistry();
 const PassInfo *findPass(std::string_view name);
 
-/// An ordered list of passes.
+/// An ordered list of passes; an entry may carry options: `layout-nchwc{block=8}`.
 class PassPipeline {
 public:
   /// Parses "a,b,c"; error naming an unknown pass (and listing the known ones).

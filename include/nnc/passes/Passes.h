@@ -42,5 +42,9 @@ std::unique_ptr<Pass> createFuseEpiloguePass();
 /// run row by row without storing the score matrix whole.
 std::unique_ptr<Pass> createFuseAttentionPass();
 std::unique_ptr<Pass> createPackGemmWeightsPass();
+/// Runs 2-D f32 convs in the blocked channel layout [N, C/b, H, W, b] (conv_nchwc with
+/// weights packed at compile time), moves layout-agnostic ops between them into that layout
+/// and cancels the transforms that meet. Option `block` (default: the host's f32 lanes).
+std::unique_ptr<Pass> createLayoutNCHWcPass();
 
 } // namespace nnc

@@ -1,0 +1,113 @@
+// Interpreter kernels of the blocked channel layout (to_nchwc, from_nchwc, pack_conv_weight)
+// and of conv_nchwc, which is defined as conv over the unblocked (padded) tensors.
+#include <cstring>
+
+#include "interp/Kernels.h"
+
+namespace nnc::interp {
+
+namespace {
+
+/// Copies element `from` of `src` to element `to` of `dst` (same dtype; every element takes
+/// dtypeSize() bytes in memory).
+void copyElement(const Tensor &src, int64_t from, Tensor &dst, int64_t to) {
+  size_t s = dtypeSize(src.dtype());
+  std::memcpy(static_cast<char *>(dst.rawData()) + to * s,
+              static_cast<const char *>(src.rawData()) + from * s, s);
+}
+
+/// Elements before, at and after `axis` of `e`.
+struct AxisSplit {
+  int64_t outer = 1, channels = 1, inner = 1;
+};
+
+AxisSplit splitAt(const Extents &e, int64_t axis, int64_t lastExclusive) {
+  AxisSplit s;
+  for (int64_t d = 0; d < axis; ++d)
+    s.outer *= e[d];
+  s.channels = e[axis];
+  for (int64_t d = axis + 1; d < lastExclusive; ++d)
+    s.inner *= e[d];
+  return s;
+}
+
+/// x [.., C, ..] -> [.., ceil(C/b), .., b], padding lanes 0.
+Tensor toBlocked(const Tensor &x, int64_t axis, int64_t b) {
+  AxisSplit s = splitAt(x.extents(), axis, x.rank());
+  int64_t cb = (s.channels + b - 1) / b;
+  Extents out = x.extents();
+  out[axis] = cb;
+  out.push_back(b);
+  Tensor y = Tensor::zeros(x.dtype(), out);
+  for (int64_t p = 0; p < s.outer; ++p)
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t q = 0; q < s.inner; ++q)
+        copyElement(x, (p * s.channels + c) * s.inner + q, y,
+                    ((p * cb + c / b) * s.inner + q) * b + c % b);
+  return y;
+}
+
+/// x [.., Cb, .., b] -> [.., channels, ..].
+Tensor fromBlocked(const Tensor &x, int64_t axis, int64_t channels) {
+  int64_t b = x.extents().back();
+  AxisSplit s = splitAt(x.extents(), axis, x.rank() - 1);
+  Extents out(x.extents().begin(), x.extents().end() - 1);
+  out[axis] = channels;
+  Tensor y = Tensor::zeros(x.dtype(), out);
+  for (int64_t p = 0; p < s.outer; ++p)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t q = 0; q < s.inner; ++q)
+        copyElement(x, ((p * s.channels + c / b) * s.inner + q) * b + c % b, y,
+                    (p * channels + c) * s.inner + q);
+  return y;
+}
+
+} // namespace
+
+Results evalToNCHWc(const Node &node, const Operands &ops) {
+  return std::vector<Tensor>{toBlocked(ops[0], node.getInt("axis", 1), node.getInt("block", 1))};
+}
+
+Results evalFromNCHWc(const Node &node, const Operands &ops) {
+  return std::vector<Tensor>{
+      fromBlocked(ops[0], node.getInt("axis", 1), node.getInt("channels", 1))};
+}
+
+Results evalPackConvWeight(const Node &node, const Operands &ops) {
+  const Tensor &w = ops[0];
+  int64_t bi = node.getInt("in_block", 1), bo = node.getInt("out_block", 1);
+  int64_t m = w.dim(0), cg = w.dim(1), k = w.numElements() / std::max<int64_t>(m * cg, 1);
+  int64_t mb = (m + bo - 1) / bo, kc = (cg + bi - 1) / bi;
+  Extents out = w.extents();
+  out[0] = mb;
+  out[1] = kc;
+  out.push_back(bi);
+  out.push_back(bo);
+  Tensor y = Tensor::zeros(w.dtype(), out);
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t t = 0; t < k; ++t)
+        copyElement(w, (o * cg + c) * k + t, y,
+                    ((((o / bo) * kc + c / bi) * k + t) * bi + c % bi) * bo + o % bo);
+  return std::vector<Tensor>{y};
+}
+
+Results evalConvNCHWc(const Node &node, const Operands &ops) {
+  const Tensor &x = ops[0], &w = ops[1];
+  int64_t b = w.dim(5), bi = w.dim(4), kc = w.dim(1), mb = w.dim(0);
+  int64_t kernel = w.dim(2) * w.dim(3);
+  // Unpack the weight to [Mb*b, Kc*bi, kh, kw].
+  Tensor wp = Tensor::zeros(w.dtype(), {mb * b, kc * bi, w.dim(2), w.dim(3)});
+  for (int64_t o = 0; o < mb * b; ++o)
+    for (int64_t c = 0; c < kc * bi; ++c)
+      for (int64_t t = 0; t < kernel; ++t)
+        copyElement(w, ((((o / b) * kc + c / bi) * kernel + t) * bi + c % bi) * b + o % b, wp,
+                    (o * kc * bi + c) * kernel + t);
+  Operands plain{x.rank() == 4 ? x : fromBlocked(x, 1, x.dim(1) * b), wp};
+  if (ops.size() > 2 && !ops[2].isNull())
+    plain.push_back(ops[2].reshaped({mb * b}));
+  NNC_ASSIGN_OR_RETURN(std::vector<Tensor> y, evalConv(node, plain));
+  return std::vector<Tensor>{toBlocked(y[0], 1, b)};
+}
+
+} // namespace nnc::interp

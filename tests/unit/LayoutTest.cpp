@@ -1,0 +1,219 @@
+// The blocked channel layout (layout-nchwc): conv_nchwc and the layout transforms against the
+// interpreter on the untransformed graph, over many conv configurations (strides, pads,
+// dilations, auto_pad, groups, depthwise, odd channel counts, batch > 1), through the
+// default pipeline (fusion included) and the CPU executable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "nnc/ir/Parser.h"
+#include "nnc/passes/PassManager.h"
+#include "nnc/runtime/Executable.h"
+#include "nnc/runtime/Interpreter.h"
+
+using namespace nnc;
+
+namespace {
+
+PassContext::Evaluator interp() {
+  return [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
+}
+
+/// The default pipeline with layout-nchwc at block `b`.
+PassPipeline pipelineWithBlock(int b) {
+  std::string p = PassPipeline::defaultPipeline().str();
+  size_t at = p.find("layout-nchwc");
+  EXPECT_NE(at, std::string::npos) << p;
+  p.insert(at + std::string("layout-nchwc").size(), fmt::format("{{block={},min-fill=0}}", b));
+  Expected<PassPipeline> pp = PassPipeline::parse(p);
+  EXPECT_TRUE(pp) << pp.error().message();
+  return *pp;
+}
+
+std::string denseRandom(const std::vector<int64_t> &e, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  int64_t n = 1;
+  std::string dims;
+  for (int64_t d : e) {
+    n *= d;
+    dims += (dims.empty() ? "" : ",") + std::to_string(d);
+  }
+  std::string vals;
+  for (int64_t i = 0; i < n; ++i)
+    vals += (i ? ", " : "") + fmt::format("{:.6f}", u(rng));
+  return fmt::format("constant {{value = dense<f32[{0}]>[{1}]}} : f32[{0}]", dims, vals);
+}
+
+Tensor randomInput(const Value &v, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  Tensor t = Tensor::zeros(v.dtype(), *staticExtents(v.shape()));
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<float>()[i] = u(rng);
+  return t;
+}
+
+int countKind(const Graph &g, OpKind k) {
+  int n = 0;
+  for (const Node *node : g.nodes())
+    n += node->kind() == k;
+  return n;
+}
+
+struct Counts {
+  int convs = 0, blockedConvs = 0, toBlocked = 0, fromBlocked = 0;
+};
+
+/// Runs the pipeline (layout at block `b`) on `text`'s graph; checks the interpreter on the
+/// transformed graph and the CPU executable against the interpreter on the original.
+Counts checkLayout(const std::string &text, int b) {
+  SCOPED_TRACE(text);
+  Expected<std::unique_ptr<Graph>> ref = parseGraph(text);
+  EXPECT_TRUE(ref) << ref.error().message();
+  if (!ref)
+    return {};
+  std::unique_ptr<Graph> opt = (*ref)->clone();
+  PassContext ctx;
+  ctx.evaluate = interp();
+  Error e = pipelineWithBlock(b).run(*opt, ctx);
+  EXPECT_FALSE(e) << e.message();
+  Counts c{countKind(*opt, OpKind::Conv), countKind(*opt, OpKind::ConvNCHWc),
+           countKind(*opt, OpKind::ToNCHWc), countKind(*opt, OpKind::FromNCHWc)};
+  // Weights are packed at compile time.
+  EXPECT_EQ(countKind(*opt, OpKind::PackConvWeight), 0);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < (*ref)->inputs().size(); ++i)
+    inputs.push_back(randomInput(*(*ref)->inputs()[i], 11 + static_cast<unsigned>(i)));
+  Expected<std::vector<Tensor>> want = interpret(**ref, inputs);
+  EXPECT_TRUE(want) << want.error().message();
+  Expected<std::vector<Tensor>> viaInterp = interpret(*opt, inputs);
+  EXPECT_TRUE(viaInterp) << viaInterp.error().message();
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, CpuOptions{});
+  EXPECT_TRUE(exe) << exe.error().message();
+  if (!want || !viaInterp || !exe)
+    return c;
+  Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
+  EXPECT_TRUE(got) << got.error().message();
+  if (!got)
+    return c;
+  for (const std::vector<Tensor> *res : {&*viaInterp, &*got})
+    for (size_t k = 0; k < want->size(); ++k) {
+      const Tensor &w = (*want)[k], &r = (*res)[k];
+      EXPECT_EQ(w.extents(), r.extents());
+      if (w.extents() != r.extents())
+        continue;
+      int bad = 0;
+      for (int64_t i = 0; i < w.numElements(); ++i) {
+        double a = w.elementAsDouble(i), v = r.elementAsDouble(i);
+        if (!(std::fabs(a - v) <= 1e-4 + 1e-3 * std::fabs(a)) && bad++ < 3)
+          ADD_FAILURE() << (res == &*got ? "cpu" : "interp") << " output " << k << " element "
+                        << i << ": " << v << " but expected " << a;
+      }
+    }
+  return c;
+}
+
+struct ConvCase {
+  int64_t n, c, h, w, m, kh, kw;
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t group;
+  bool bias;
+  std::string autoPad; ///< empty: none
+};
+
+std::string convGraph(const ConvCase &k, int64_t oh, int64_t ow) {
+  std::string attrs = fmt::format("dilations = [{}], group = {}, pads = [{}], strides = [{}]",
+                                  fmt::join(k.dilations, ", "), k.group, fmt::join(k.pads, ", "),
+                                  fmt::join(k.strides, ", "));
+  if (!k.autoPad.empty())
+    attrs = fmt::format("auto_pad = \"{}\", ", k.autoPad) + attrs;
+  return fmt::format(R"(
+graph @conv(%x: f32[{0},{1},{2},{3}]) -> (f32[{0},{4},{5},{6}]) {{
+  %w = {7}
+  %b = {8}
+  %zero = constant {{value = dense<f32[]>[0]}} : f32[]
+  %y = conv(%x, %w{9}) {{{10}}} : f32[{0},{4},{5},{6}]
+  %r = max(%y, %zero) : f32[{0},{4},{5},{6}]
+  return %r
+}})",
+                     k.n, k.c, k.h, k.w, k.m, oh, ow,
+                     denseRandom({k.m, k.c / k.group, k.kh, k.kw}, 3), denseRandom({k.m}, 5),
+                     k.bias ? ", %b" : "", attrs);
+}
+
+int64_t outSize(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d) {
+  return (in + p0 + p1 - (k - 1) * d - 1) / s + 1;
+}
+
+TEST(LayoutTest, ConvConfigurationsMatchInterpreter) {
+  const ConvCase cases[] = {
+      // plain input (3 < block channels), 3x3 pad 1, bias
+      {1, 3, 9, 11, 10, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+      // blocked, stride 2, batch 2, channels a multiple of the block
+      {2, 16, 9, 10, 24, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+      // odd channel counts on both sides (padded lanes), 1x1, no bias
+      {1, 13, 5, 7, 7, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, false, ""},
+      // dilation 2, asymmetric pads, rectangular kernel
+      {1, 10, 8, 9, 9, 3, 2, {1, 2}, {0, 1, 2, 0}, {2, 2}, 1, true, ""},
+      // depthwise, stride 2
+      {2, 12, 7, 9, 12, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 12, true, ""},
+      // grouped, per-group channels multiples of the block
+      {1, 16, 6, 6, 32, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2, true, ""},
+      // a kernel wider than the input (no interior columns)
+      {1, 9, 3, 2, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+      // 7x7 stride 2 pad 3 on a plain input (a ResNet stem)
+      {1, 3, 16, 16, 8, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}, 1, true, ""},
+  };
+  for (const ConvCase &k : cases) {
+    int64_t oh = outSize(k.h, k.kh, k.strides[0], k.pads[0], k.pads[2], k.dilations[0]);
+    int64_t ow = outSize(k.w, k.kw, k.strides[1], k.pads[1], k.pads[3], k.dilations[1]);
+    Counts c = checkLayout(convGraph(k, oh, ow), 8);
+    EXPECT_EQ(c.blockedConvs, 1);
+    EXPECT_EQ(c.convs, 0);
+    EXPECT_EQ(c.fromBlocked, 1);
+    EXPECT_EQ(c.toBlocked, k.c < 8 && k.group == 1 ? 0 : 1);
+  }
+  // auto_pad SAME_UPPER, 5x5 on 6x9 (block 16 too)
+  ConvCase same{1, 20, 6, 9, 17, 5, 5, {1, 1}, {}, {1, 1}, 1, true, "SAME_UPPER"};
+  for (int b : {8, 16}) {
+    Counts c = checkLayout(convGraph(same, 6, 9), b);
+    EXPECT_EQ(c.blockedConvs, 1);
+  }
+}
+
+TEST(LayoutTest, GroupedConvWithUnalignedGroupsStays) {
+  ConvCase k{1, 9, 5, 5, 6, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, true, ""};
+  Counts c = checkLayout(convGraph(k, 5, 5), 8);
+  EXPECT_EQ(c.blockedConvs, 0);
+  EXPECT_EQ(c.convs, 1);
+}
+
+TEST(LayoutTest, ResidualBlockStaysBlocked) {
+  // conv, relu, conv, per-channel scale, residual add, max_pool, global mean: one transform
+  // in (odd channels: 12 on block 8) and one out; the transforms between the convs cancel.
+  std::string text = fmt::format(R"(
+graph @block(%x: f32[2,12,8,8]) -> (f32[2,12,1,1]) {{
+  %w1 = {}
+  %w2 = {}
+  %s = {}
+  %zero = constant {{value = dense<f32[]>[0]}} : f32[]
+  %a = conv(%x, %w1) {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : f32[2,12,8,8]
+  %r = max(%a, %zero) : f32[2,12,8,8]
+  %b = conv(%r, %w2) {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : f32[2,12,8,8]
+  %m = mul(%b, %s) : f32[2,12,8,8]
+  %t = add(%m, %r) : f32[2,12,8,8]
+  %p = max_pool(%t) {{ceil_mode = 0, dilations = [1, 1], kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]}} : f32[2,12,4,4]
+  %g = reduce_mean(%p) {{axes = [2, 3], keepdims = 1}} : f32[2,12,1,1]
+  return %g
+}})",
+                                 denseRandom({12, 12, 3, 3}, 1), denseRandom({12, 12, 3, 3}, 2),
+                                 denseRandom({12, 1, 1}, 4));
+  Counts c = checkLayout(text, 8);
+  EXPECT_EQ(c.blockedConvs, 2);
+  EXPECT_EQ(c.toBlocked, 1);
+  EXPECT_EQ(c.fromBlocked, 1);
+}
+
+} // namespace
