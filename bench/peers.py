@@ -82,6 +82,46 @@ def matmul_graph(n):
             "  return %%c\n}\n" % (t, t, t, t))
 
 
+def plot(stem, models, threads, rows, peers, date):
+    """stem.png: per thread count, each model's latency per peer relative to nnc's."""
+    try:
+        import matplotlib
+    except ImportError:
+        # The pyenv/venv python may lack it while Debian's has it (python3-matplotlib).
+        if sys.executable != TORCH_PYTHON and os.access(TORCH_PYTHON, os.X_OK):
+            rc = subprocess.run([TORCH_PYTHON, os.path.abspath(__file__), "--plot-only",
+                                 stem + ".json"]).returncode
+            if rc == 0:
+                return
+        print("plot skipped: matplotlib is not installed (scripts/setup-bench.sh)")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4.5),
+                             squeeze=False)
+    names = [m for m in models]
+    allp = ["nnc"] + peers
+    width = 0.8 / max(1, len(allp))
+    for ax, t in zip(axes[0], threads):
+        for j, p in enumerate(allp):
+            ys = []
+            for name in names:
+                r = next((r for r in rows if r["model"] == name and r["threads"] == t), None)
+                m = r["median_ms"] if r else {}
+                ys.append(m[p] / m["nnc"] if p in m and "nnc" in m else 0)
+            ax.bar([i + j * width for i in range(len(names))], ys, width, label=p)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks([i + width * (len(allp) - 1) / 2 for i in range(len(names))])
+        ax.set_xticklabels(names, rotation=30, ha="right")
+        ax.set_ylabel("latency / nnc's (above 1: nnc faster)")
+        ax.set_title("%d thread%s" % (t, "" if t == 1 else "s"))
+        ax.legend(fontsize=8)
+    fig.suptitle("nnc vs peers, median latency (%s)" % date)
+    fig.tight_layout()
+    fig.savefig(stem + ".png", dpi=100)
+    print("wrote %s.png" % stem)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nnc", default=os.path.join(ROOT, "build", "tools", "nnc", "nnc"))
@@ -94,7 +134,17 @@ def main():
     ap.add_argument("--no-sgemm", action="store_true")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the iteration counts")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--plot-only", default=None, help="redraw the .png of a results .json")
     args = ap.parse_args()
+    if args.plot_only:
+        d = json.load(open(args.plot_only))
+        rows = d["models"]
+        models = list(dict.fromkeys(r["model"] for r in rows))
+        threads = sorted({r["threads"] for r in rows})
+        peers = sorted({k for r in rows for k in r["median_ms"]} - {"nnc"})
+        plot(os.path.splitext(args.plot_only)[0], models, threads, rows, peers,
+             d["meta"]["date"])
+        return
     if not os.access(args.nnc, os.X_OK):
         sys.exit("not built: %s" % args.nnc)
     models = args.only.split(",") if args.only else MODELS
@@ -266,36 +316,7 @@ def main():
             for who, c in cmds.items():
                 f.write("    [%s %s] %s\n" % (key, who, " ".join(c)))
 
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plot skipped: matplotlib is not installed (scripts/setup-bench.sh)")
-    else:
-        fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4.5),
-                                 squeeze=False)
-        names = [m for m in models]
-        allp = ["nnc"] + peers
-        width = 0.8 / max(1, len(allp))
-        for ax, t in zip(axes[0], threads):
-            for j, p in enumerate(allp):
-                ys = []
-                for name in names:
-                    r = next((r for r in rows if r["model"] == name and r["threads"] == t), None)
-                    m = r["median_ms"] if r else {}
-                    ys.append(m[p] / m["nnc"] if p in m and "nnc" in m else 0)
-                ax.bar([i + j * width for i in range(len(names))], ys, width, label=p)
-            ax.axhline(1.0, color="black", linewidth=0.8)
-            ax.set_xticks([i + width * (len(allp) - 1) / 2 for i in range(len(names))])
-            ax.set_xticklabels(names, rotation=30, ha="right")
-            ax.set_ylabel("latency / nnc's (above 1: nnc faster)")
-            ax.set_title("%d thread%s" % (t, "" if t == 1 else "s"))
-            ax.legend(fontsize=8)
-        fig.suptitle("nnc vs peers, median latency (%s)" % date)
-        fig.tight_layout()
-        fig.savefig(stem + ".png", dpi=100)
-        print("wrote %s.png" % stem)
+    plot(stem, models, threads, rows, peers, date)
     print("wrote %s and %s.json" % (out_md, stem))
 
 

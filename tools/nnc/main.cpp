@@ -607,15 +607,15 @@ int benchCommand(const BenchOptions &o) {
     std::cout << fmt::format(
         "{{\"model\": \"{}\", \"target\": \"{}\", \"threads\": {}, \"iterations\": {}, "
         "\"warmup\": {}, \"compile_ms\": {:.3f}, \"kernel_compile_ms\": {:.3f}, "
-        "\"compile_cache\": \"{}\", \"median_ms\": {:.4f}, \"p90_ms\": {:.4f}, "
-        "\"min_ms\": {:.4f}, \"mean_ms\": {:.4f}, \"tuned_kernels\": {}, "
+        "\"compile_cache\": \"{}\", \"median_ms\": {:.6f}, \"p90_ms\": {:.6f}, "
+        "\"min_ms\": {:.6f}, \"mean_ms\": {:.6f}, \"tuned_kernels\": {}, "
         "\"tunable_kernels\": {}{}{}}}\n",
         esc, driver::targetName(*target), threads, o.iterations, o.warmup, compileMs,
         kernelCompileMs, cache, median, p90, sorted.front(), mean, tuningUse.tuned,
         tuningUse.tunable,
         kernels >= 0 ? fmt::format(", \"kernels\": {}", kernels) : std::string(),
         ort ? fmt::format(", \"peer\": \"ort\", \"ort_version\": \"{}\", \"ort_median_ms\": "
-                          "{:.4f}, \"ort_min_ms\": {:.4f}, \"ratio\": {:.4f}, "
+                          "{:.6f}, \"ort_min_ms\": {:.6f}, \"ratio\": {:.4f}, "
                           "\"ort_max_abs_diff\": {:.3g}",
                           ort->version(), medianOf(ortTimes),
                           *std::min_element(ortTimes.begin(), ortTimes.end()),
