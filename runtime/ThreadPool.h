@@ -38,7 +38,7 @@ public:
   void parallelFor(ParallelBodyFn body, void *ctx, int64_t n);
 
   static constexpr int kSamples = 3;
-  static constexpr std::chrono::nanoseconds kSerialBelow{2000};
+  static constexpr std::chrono::nanoseconds kSerialBelow{5000};
 
   /// The process-wide pool with this many threads (0: all cores), created on first use.
   static ThreadPool *shared(int threads);
