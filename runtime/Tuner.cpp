@@ -139,12 +139,10 @@ public:
       fns_[i](args_[i].data());
   }
 
-  /// Median ms over repeats (at least 5 and about `targetMs` of runs, at most 100), after
-  /// warm-up runs.
+  /// Median ms over repeats (at least 5 and about `targetMs` of runs, at most 100).
   double time(double targetMs) {
-    // Warm-up: also the thread pool's timed serial runs of each parallel loop (its grain).
-    for (int i = 0; i < std::max(2, ThreadPool::kSamples); ++i)
-      runOnce();
+    runOnce();
+    runOnce();
     std::vector<double> ms;
     double total = 0;
     while (ms.size() < 5 || (total < targetMs && ms.size() < 100)) {
