@@ -127,33 +127,6 @@ void ThreadPool::parallelFor(ParallelBodyFn body, void *ctx, int64_t n) {
     body(ctx, 0, n);
     return;
   }
-  {
-    std::unique_lock<std::mutex> lock(grainMutex_);
-    if (grains_.size() > kMaxGrains)
-      grains_.clear();
-    Grain &g = grains_[{body, n}];
-    if (g.samples >= kSamples && g.fastest < kSerialBelow) {
-      lock.unlock();
-      DepthGuard depth;
-      body(ctx, 0, n);
-      return;
-    }
-    if (g.samples < kSamples) {
-      lock.unlock();
-      auto t0 = std::chrono::steady_clock::now();
-      {
-        DepthGuard depth;
-        body(ctx, 0, n);
-      }
-      auto took = std::chrono::steady_clock::now() - t0;
-      lock.lock();
-      Grain &again = grains_[{body, n}]; // the map may have been cleared meanwhile
-      again.fastest = std::min<std::chrono::nanoseconds>(
-          again.fastest, std::chrono::duration_cast<std::chrono::nanoseconds>(took));
-      ++again.samples;
-      return;
-    }
-  }
   Job job;
   job.body = body;
   job.ctx = ctx;

@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -32,13 +31,7 @@ public:
 
   /// Runs body over [0, n) split into about 4 chunks per thread, the caller taking part, and
   /// returns when every chunk is done. A call made from inside a chunk runs serially.
-  /// Grain: the first kSamples calls of a (body, n) run serially and are timed; when the
-  /// fastest took less than kSerialBelow, splitting it costs more than it saves (waking and
-  /// joining the workers is microseconds) and later calls run serially too.
   void parallelFor(ParallelBodyFn body, void *ctx, int64_t n);
-
-  static constexpr int kSamples = 3;
-  static constexpr std::chrono::nanoseconds kSerialBelow{5000};
 
   /// The process-wide pool with this many threads (0: all cores), created on first use.
   static ThreadPool *shared(int threads);
@@ -74,17 +67,6 @@ private:
   /// the last one. Returns the chunk index.
   int64_t takeChunk(Job *job);
   static void runChunk(const Job &job, int64_t chunk);
-
-  /// What the timed serial runs of one (body, n) found.
-  struct Grain {
-    int samples = 0;
-    std::chrono::nanoseconds fastest = std::chrono::nanoseconds::max();
-  };
-  /// The grain of (body, n); the map is cleared when it grows past kMaxGrains (generated
-  /// code comes and goes, and a stale entry only costs a few timed runs).
-  static constexpr size_t kMaxGrains = 4096;
-  std::mutex grainMutex_;
-  std::map<std::pair<ParallelBodyFn, int64_t>, Grain> grains_;
 
   int threads_;
   std::vector<std::thread> workers_;

@@ -2,9 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
-#include <mutex>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -23,34 +20,6 @@ void countBody(void *ctx, int64_t begin, int64_t end) {
   auto *c = static_cast<Counts *>(ctx);
   for (int64_t i = begin; i < end; ++i)
     c->hits[i]++;
-}
-
-/// countBody with about a microsecond of work per index: enough that the pool's grain
-/// measurement keeps splitting these loops (cheap loops end up serial after kSamples calls).
-void slowCountBody(void *ctx, int64_t begin, int64_t end) {
-  auto *c = static_cast<Counts *>(ctx);
-  for (int64_t i = begin; i < end; ++i) {
-    volatile int spin = 0;
-    for (int k = 0; k < 300; ++k)
-      spin = spin + k;
-    c->hits[i]++;
-  }
-}
-
-/// Records which threads ran chunks (ctx: ThreadSet); `sleepUs` of work per index.
-struct ThreadSet {
-  std::mutex m;
-  std::set<std::thread::id> ids;
-  int sleepUs = 0;
-};
-
-void recordBody(void *ctx, int64_t begin, int64_t end) {
-  auto *t = static_cast<ThreadSet *>(ctx);
-  for (int64_t i = begin; i < end; ++i)
-    if (t->sleepUs)
-      std::this_thread::sleep_for(std::chrono::microseconds(t->sleepUs));
-  std::lock_guard<std::mutex> lock(t->m);
-  t->ids.insert(std::this_thread::get_id());
 }
 
 struct Nested {
@@ -72,13 +41,10 @@ TEST(ThreadPool, EveryIndexExactlyOnce) {
   for (int threads : {1, 2, 3, 8}) {
     ThreadPool pool(threads);
     for (int64_t n : {0, 1, 2, 7, 64, 1001}) {
-      // The first kSamples calls are timed serial runs; the later ones split.
-      for (int rep = 0; rep < ThreadPool::kSamples + 2; ++rep) {
-        Counts c(n);
-        pool.parallelFor(n < 64 ? countBody : slowCountBody, &c, n);
-        for (int64_t i = 0; i < n; ++i)
-          ASSERT_EQ(c.hits[i].load(), 1) << "threads " << threads << " n " << n << " i " << i;
-      }
+      Counts c(n);
+      pool.parallelFor(countBody, &c, n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(c.hits[i].load(), 1) << "threads " << threads << " n " << n << " i " << i;
     }
   }
 }
@@ -103,7 +69,7 @@ TEST(ThreadPool, ConcurrentCallers) {
       ThreadPool::Scope scope(pool);
       for (int rep = 0; rep < 200; ++rep) {
         Counts c(257);
-        nnc_parallel_for(slowCountBody, &c, 257);
+        nnc_parallel_for(countBody, &c, 257);
         for (auto &h : c.hits)
           if (h.load() != 1)
             bad++;
@@ -122,19 +88,4 @@ TEST(ThreadPool, NoPoolMeansSerial) {
     EXPECT_EQ(h.load(), 1);
   EXPECT_EQ(ThreadPool::shared(2), ThreadPool::shared(2));
   EXPECT_GE(ThreadPool::hardwareThreads(), 1);
-}
-
-TEST(ThreadPool, CheapLoopsRunSeriallyAfterTheirTimedRuns) {
-  ThreadPool pool(2);
-  ThreadSet cheap;
-  for (int rep = 0; rep < ThreadPool::kSamples + 5; ++rep)
-    pool.parallelFor(recordBody, &cheap, 64);
-  // 64 empty iterations take far less than kSerialBelow: only the caller ever ran them.
-  EXPECT_EQ(cheap.ids, std::set<std::thread::id>{std::this_thread::get_id()});
-
-  ThreadSet heavy;
-  heavy.sleepUs = 200; // 8 x 200 us serially: well above kSerialBelow, so it stays split
-  for (int rep = 0; rep < ThreadPool::kSamples + 5; ++rep)
-    pool.parallelFor(recordBody, &heavy, 8);
-  EXPECT_EQ(heavy.ids.size(), 2u);
 }
