@@ -1,6 +1,7 @@
 // Tensor storage.
 #include "nnc/ir/Tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "nnc/support/Float16.h"
@@ -20,9 +21,49 @@ int64_t maxTensorBytes() {
   return limit;
 }
 
-Tensor::Buffer::~Buffer() { std::free(data); }
+Tensor::Buffer::~Buffer() {
+  if (pool)
+    pool->give(data, allocated);
+  else
+    std::free(data);
+}
 
-Expected<Tensor> Tensor::create(DType dtype, const Extents &extents) {
+TensorPool::~TensorPool() {
+  for (auto &[bytes, data] : free_)
+    std::free(data);
+}
+
+void *TensorPool::take(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t i = free_.size(); i-- > 0;)
+    if (free_[i].first == bytes) {
+      void *d = free_[i].second;
+      free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+      return d;
+    }
+  return nullptr;
+}
+
+void TensorPool::give(void *data, size_t bytes) {
+  void *evicted = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.emplace_back(bytes, data);
+    if (free_.size() > maxBuffers_) {
+      evicted = free_.front().second;
+      free_.erase(free_.begin());
+    }
+  }
+  std::free(evicted);
+}
+
+size_t TensorPool::kept() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return free_.size();
+}
+
+Expected<Tensor> Tensor::createUninitialized(DType dtype, const Extents &extents,
+                                             const std::shared_ptr<TensorPool> &pool) {
   std::optional<int64_t> n = checkedNumElements(extents);
   NNC_USER_CHECK(n.has_value(), "tensor of shape {} has a negative or overflowing element count",
                  extentsStr(extents));
@@ -37,14 +78,21 @@ Expected<Tensor> Tensor::create(DType dtype, const Extents &extents) {
   t.numElements_ = *n;
   t.buffer_ = std::make_shared<Buffer>();
   size_t bytes = static_cast<size_t>(*n) * esize;
-  size_t alloc = ((bytes + 63) / 64) * 64;
-  if (alloc == 0)
-    alloc = 64;
-  t.buffer_->data = std::aligned_alloc(64, alloc);
+  size_t alloc = std::max<size_t>(64, ((bytes + 63) / 64) * 64);
+  t.buffer_->data = pool ? pool->take(alloc) : nullptr;
+  if (!t.buffer_->data)
+    t.buffer_->data = std::aligned_alloc(64, alloc);
   NNC_USER_CHECK(t.buffer_->data != nullptr, "out of memory allocating {} bytes for tensor {}{}",
                  alloc, dtypeName(dtype), extentsStr(extents));
-  std::memset(t.buffer_->data, 0, alloc);
   t.buffer_->size = bytes;
+  t.buffer_->allocated = alloc;
+  t.buffer_->pool = pool;
+  return t;
+}
+
+Expected<Tensor> Tensor::create(DType dtype, const Extents &extents) {
+  NNC_ASSIGN_OR_RETURN(Tensor t, createUninitialized(dtype, extents));
+  std::memset(t.buffer_->data, 0, t.buffer_->allocated);
   return t;
 }
 

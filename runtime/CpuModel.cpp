@@ -69,10 +69,21 @@ private:
   Expected<std::shared_ptr<Program>> get(const std::vector<Extents> &shapes,
                                          const std::vector<Tensor> *inputs) {
     std::lock_guard<std::mutex> lock(mutex_);
+    // Repeated runs on the shapes of the last one skip building the key.
+    if (last_ && shapes == lastShapes_)
+      return last_;
     std::string shapeKey;
     for (const Extents &e : shapes)
       shapeKey += extentsStr(e) + ";";
     std::set<int> &byValue = valueInputs_[shapeKey];
+    // Remembered for the next call when no input value picks the program.
+    auto remember = [&](const std::shared_ptr<Program> &prog) {
+      if (byValue.empty()) {
+        last_ = prog;
+        lastShapes_ = shapes;
+      }
+      return prog;
+    };
     for (int attempt = 0; attempt < 8; ++attempt) {
       std::map<int, Tensor> values;
       std::string key = shapeKey;
@@ -91,7 +102,7 @@ private:
       auto it = index_.find(key);
       if (it != index_.end()) {
         lru_.splice(lru_.begin(), lru_, it->second);
-        return it->second->second;
+        return remember(it->second->second);
       }
       std::set<int> wanted;
       NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g,
@@ -112,7 +123,7 @@ private:
         index_.erase(lru_.back().first);
         lru_.pop_back();
       }
-      return lru_.front().second;
+      return remember(lru_.front().second);
     }
     return makeError("graph '{}': shapes still unknown after specializing on input values",
                      graph_->name());
@@ -177,6 +188,9 @@ private:
   std::map<std::string, std::list<Entry>::iterator> index_;
   /// Per input-shape signature: the inputs whose values the shapes depend on.
   std::map<std::string, std::set<int>> valueInputs_;
+  /// The last program returned for shapes alone (no input values), and those shapes.
+  std::shared_ptr<Program> last_;
+  std::vector<Extents> lastShapes_;
 };
 
 } // namespace

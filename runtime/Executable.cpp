@@ -58,6 +58,8 @@ private:
   bool fromCache_ = false;
   std::mutex arenaMutex_;
   std::vector<void *> freeArenas_;
+  /// The memory of released outputs, for the next run's (two runs' worth kept).
+  std::shared_ptr<TensorPool> outputPool_;
   /// NNC_DEBUG=profile: time every kernel; the totals are printed when the executable dies.
   bool profile_ = false;
   std::mutex profileMutex_;
@@ -104,6 +106,7 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
     }
   }
   pool_ = opts.threads == 1 ? nullptr : ThreadPool::shared(opts.threads);
+  outputPool_ = std::make_shared<TensorPool>(2 * std::max<size_t>(1, p_.outputs.size()));
   profile_ = debugEnabled("profile");
   kernelMs_.assign(p_.kernels.size(), 0.0);
   compileMs_ =
@@ -130,7 +133,7 @@ void CpuExecutable::giveArena(void *a) {
 
 Expected<std::vector<Tensor>> CpuExecutable::run(const std::vector<Tensor> &inputs) {
   NNC_TRY(checkRunInputs(p_, inputs));
-  NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, allocateFreshOutputs(p_));
+  NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, allocateFreshOutputs(p_, outputPool_));
   void *arena = takeArena();
   NNC_USER_CHECK(arena, "cannot allocate an arena of {} bytes", p_.arenaBytes);
   std::vector<void *> ptrs(p_.args.size());

@@ -365,18 +365,31 @@ Error checkRunInputs(const LaunchPlan &p, const std::vector<Tensor> &inputs) {
   NNC_USER_CHECK(inputs.size() == p.inputTypes.size(), "the model takes {} inputs, got {}",
                  p.inputTypes.size(), inputs.size());
   std::map<std::string, int64_t> symbols;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    NNC_TRY(checkAgainstType(inputs[i], p.inputTypes[i], symbols,
-                             fmt::format("input '{}'", p.inputNames[i])));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    // The common case, checked without building the error's context: dtype and every
+    // (static) extent as declared.
+    const Tensor &t = inputs[i];
+    const TensorType &type = p.inputTypes[i];
+    bool same = !t.isNull() && t.dtype() == type.dtype && t.rank() == type.rank();
+    for (int64_t d = 0; same && d < t.rank(); ++d)
+      same = type.shape[d].isStatic() && type.shape[d].value() == t.dim(d);
+    if (same)
+      continue;
+    NNC_TRY(checkAgainstType(t, type, symbols, fmt::format("input '{}'", p.inputNames[i])));
+  }
   return Error::success();
 }
 
-Expected<std::vector<Tensor>> allocateFreshOutputs(const LaunchPlan &p) {
+Expected<std::vector<Tensor>> allocateFreshOutputs(const LaunchPlan &p,
+                                                   const std::shared_ptr<TensorPool> &pool) {
   std::vector<Tensor> outputs(p.outputs.size());
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     if (p.outputs[i].kind != OutputSpec::Fresh)
       continue;
-    NNC_ASSIGN_OR_RETURN(outputs[i], Tensor::create(p.outputs[i].dtype, p.outputs[i].extents));
+    NNC_ASSIGN_OR_RETURN(outputs[i],
+                         pool ? Tensor::createUninitialized(p.outputs[i].dtype,
+                                                            p.outputs[i].extents, pool)
+                              : Tensor::create(p.outputs[i].dtype, p.outputs[i].extents));
   }
   return outputs;
 }

@@ -68,8 +68,10 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
 
 /// Checks a run's inputs against the plan's input types.
 Error checkRunInputs(const LaunchPlan &p, const std::vector<Tensor> &inputs);
-/// Allocates the outputs a run's kernels write (OutputSpec::Fresh); others stay null.
-Expected<std::vector<Tensor>> allocateFreshOutputs(const LaunchPlan &p);
+/// Allocates the outputs a run's kernels write (OutputSpec::Fresh); others stay null. With a
+/// pool they are uninitialized memory from it (the kernels write every element), else zeroed.
+Expected<std::vector<Tensor>> allocateFreshOutputs(const LaunchPlan &p,
+                                                   const std::shared_ptr<TensorPool> &pool = {});
 /// The (uninitialized) tensor of a Dynamic output whose data-dependent extent the run found
 /// to be `extent`; its bytes are then read from the arena at o.dataOffset.
 Expected<Tensor> dynamicOutputTensor(const OutputSpec &o, int64_t extent);

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages only the benchmarks use (never CI): the SGEMM peers of
-# bench/sgemm (oneDNN, OpenBLAS; Eigen comes with scripts/setup.sh) and the Python plotting
-# and PyTorch peers. Idempotent.
+# Installs the benchmark-only peers for bench/ (never for CI: scripts/setup.sh has what builds
+# and tests need). Idempotent. ONNX Runtime comes from npm (bench/ort), not Debian.
+#   libdnnl-dev, libopenblas-dev, libeigen3-dev: the SGEMM peers (bench/sgemm)
+#   python3-torch:                the PyTorch peer (bench/peers_torch.py)
+#   python3-matplotlib:           bench/peers.py's plot
+#   nodejs, npm:                  onnxruntime-node, whose libonnxruntime.so `nnc bench
+#                                 --compare ort` loads (NNC_ORT_LIBRARY or bench/ort/node_modules)
 set -euo pipefail
 
 PKGS=(
@@ -9,7 +13,10 @@ PKGS=(
   libopenblas-dev  # OpenBLAS: cblas_sgemm (bench/sgemm; run with OPENBLAS_CORETYPE=SkylakeX)
   libeigen3-dev    # Eigen: the third SGEMM peer (also in setup.sh)
   python3-torch python3-matplotlib
+  nodejs
 )
+# npm: Debian's package, unless an npm is already on the path (some images ship it with node).
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -19,12 +26,17 @@ for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "setup-bench: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
   echo "setup-bench: all ${#PKGS[@]} packages already installed"
-  exit 0
 fi
 
-echo "setup-bench: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ ! -d "$ROOT/bench/ort/node_modules/onnxruntime-node" ]; then
+  echo "setup-bench: npm install --ignore-scripts in bench/ort (onnxruntime-node)"
+  (cd "$ROOT/bench/ort" && npm install --ignore-scripts)
+fi

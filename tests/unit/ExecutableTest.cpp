@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "nnc/ir/Parser.h"
@@ -385,4 +387,96 @@ TEST(Executable, MovesStorageOnlyValues) {
   Expected<std::vector<Tensor>> want = interpret(*g, {x});
   ASSERT_TRUE(want) << want.error().message();
   EXPECT_TRUE((*got)[0].bitwiseEqual((*want)[0]));
+}
+
+TEST(TensorPool, TakesOnlyExactSizesAndStaysBounded) {
+  auto pool = std::make_shared<TensorPool>(2);
+  EXPECT_EQ(pool->take(256), nullptr);
+  void *a = std::aligned_alloc(64, 256), *b = std::aligned_alloc(64, 512),
+       *c = std::aligned_alloc(64, 256);
+  pool->give(a, 256);
+  pool->give(b, 512);
+  pool->give(c, 256); // beyond 2 buffers: the oldest (a) is freed
+  EXPECT_EQ(pool->kept(), 2u);
+  EXPECT_EQ(pool->take(128), nullptr);
+  EXPECT_EQ(pool->take(256), c);
+  EXPECT_EQ(pool->take(256), nullptr);
+  EXPECT_EQ(pool->take(512), b);
+  std::free(b);
+  std::free(c);
+  // A tensor gives its memory back when its last copy dies, not before.
+  Expected<Tensor> t = Tensor::createUninitialized(DType::F32, {10, 10}, pool);
+  ASSERT_TRUE(t) << t.error().message();
+  void *data = t->rawData();
+  {
+    Tensor copy = *t;
+    *t = Tensor();
+    EXPECT_EQ(pool->kept(), 0u);
+  }
+  EXPECT_EQ(pool->kept(), 1u);
+  Expected<Tensor> again = Tensor::createUninitialized(DType::I32, {4, 25}, pool);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->rawData(), data); // 400 bytes again: the same (448-byte) allocation
+}
+
+TEST(Executable, OutputMemoryIsReusedOnlyAfterTheCallerDropsIt) {
+  auto g = parse(R"(
+graph @two(%x: f32[1000]) -> (f32[1000], f32[1000]) {
+  %n = neg(%x) : f32[1000]
+  %e = exp(%n) : f32[1000]
+  return %n, %e
+}
+)");
+  ASSERT_TRUE(g);
+  for (int threads : {1, 2}) {
+    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, testOptions(threads));
+    ASSERT_TRUE(exe) << exe.error().message();
+    Tensor x1 = randomF32({1000}, 1), x2 = randomF32({1000}, 2);
+    Expected<std::vector<Tensor>> want1 = interpret(*g, {x1}), want2 = interpret(*g, {x2});
+    ASSERT_TRUE(want1 && want2);
+    std::set<const void *> seen;
+    {
+      Expected<std::vector<Tensor>> r1 = (*exe)->run({x1});
+      ASSERT_TRUE(r1) << r1.error().message();
+      Expected<std::vector<Tensor>> r2 = (*exe)->run({x2}); // r1 is still held
+      ASSERT_TRUE(r2) << r2.error().message();
+      for (size_t i = 0; i < 2; ++i) {
+        expectClose((*want1)[i], (*r1)[i], "held output " + std::to_string(i));
+        expectClose((*want2)[i], (*r2)[i], "second run's output " + std::to_string(i));
+        seen.insert((*r1)[i].rawData());
+        seen.insert((*r2)[i].rawData());
+      }
+      EXPECT_EQ(seen.size(), 4u); // no two live outputs share memory
+    }
+    // Both runs' outputs are gone: the next runs take their memory, and are right.
+    for (unsigned seed = 3; seed < 6; ++seed) {
+      Tensor x = randomF32({1000}, seed);
+      Expected<std::vector<Tensor>> want = interpret(*g, {x});
+      Expected<std::vector<Tensor>> got = (*exe)->run({x});
+      ASSERT_TRUE(want && got);
+      for (size_t i = 0; i < 2; ++i) {
+        expectClose((*want)[i], (*got)[i], "reused output " + std::to_string(i));
+        EXPECT_TRUE(seen.count((*got)[i].rawData())) << "output " << i << " was not reused";
+      }
+    }
+  }
+}
+
+TEST(CpuModel, RepeatedAndAlternatingShapes) {
+  auto g = parse(kDynamic);
+  ASSERT_TRUE(g);
+  std::unique_ptr<Graph> reference = g->clone();
+  Expected<std::unique_ptr<CpuModel>> m =
+      CpuModel::create(std::move(g), testOptions(), specializer());
+  ASSERT_TRUE(m) << m.error().message();
+  unsigned seed = 0;
+  for (int64_t n : {2, 2, 2, 5, 5, 2, 5, 2, 2}) {
+    Tensor x = randomF32({n, 2, 3}, ++seed);
+    Expected<std::vector<Tensor>> want = interpret(*reference, {x});
+    ASSERT_TRUE(want) << want.error().message();
+    Expected<std::vector<Tensor>> got = (*m)->run({x});
+    ASSERT_TRUE(got) << got.error().message();
+    expectClose((*want)[0], (*got)[0], "batch " + std::to_string(n));
+  }
+  EXPECT_FALSE((*m)->run({randomF32({2, 6}, 0)})); // a shape the graph does not accept
 }

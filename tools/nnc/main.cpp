@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "Inspect.h"
+#include "OrtPeer.h"
 #include "Tune.h"
 #include "driver/Driver.h"
 #include "nnc/frontend/OnnxImporter.h"
@@ -383,6 +384,8 @@ struct BenchOptions {
   std::string passes; ///< Empty: the default pipeline.
   std::string tuningCache;
   bool requireTuned = false;
+  std::string compare; ///< "ort": ONNX Runtime beside nnc, alternating.
+  bool ortSpin = false;
 };
 
 /// `nnc bench --profile` on OpenCL: device time per kernel (profiling events), transfers per
@@ -420,6 +423,27 @@ void printOpenCLProfile(const OpenCLExecutable &exe, double medianMs) {
                            "{:.3f} ms)\n",
                            std::max(0.0, medianMs - kernelMs / double(runs) - transferMs), medianMs,
                            kernelMs / double(runs) + transferMs);
+}
+
+double medianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/// The largest |a - b| over every element of every output (as doubles); infinity when the
+/// outputs differ in number or shape.
+double maxAbsDifference(const std::vector<Tensor> &a, const std::vector<Tensor> &b) {
+  if (a.size() != b.size())
+    return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].extents() != b[i].extents())
+      return INFINITY;
+    for (int64_t k = 0; k < a[i].numElements(); ++k)
+      m = std::max(m, std::fabs(a[i].elementAsDouble(k) - b[i].elementAsDouble(k)));
+  }
+  return m;
 }
 
 int benchCommand(const BenchOptions &o) {
@@ -469,6 +493,31 @@ int benchCommand(const BenchOptions &o) {
   }
   if (o.profile && *target != driver::Target::OpenCL)
     return fail("--profile goes with --target opencl (on the CPU, use NNC_DEBUG=profile)");
+  // The peer: the same model file, inputs and thread count, timed alternately with nnc.
+  std::unique_ptr<tools::OrtPeer> ort;
+  std::vector<Tensor> ortInputs;
+  if (!o.compare.empty()) {
+    if (o.compare != "ort")
+      return fail(fmt::format("--compare: unknown peer '{}' (known: ort)", o.compare));
+    if (!isOnnx(o.model))
+      return fail("--compare ort needs an .onnx model (ONNX Runtime reads the same file)");
+    int ortThreads = *target == driver::Target::Cpu ? effectiveThreads(o.threads) : 1;
+    Expected<std::unique_ptr<tools::OrtPeer>> peer =
+        tools::OrtPeer::open(o.model, ortThreads, o.ortSpin);
+    if (!peer)
+      return fail(peer.takeError());
+    ort = std::move(*peer);
+    for (const std::string &name : ort->inputNames()) {
+      const std::vector<Value *> &ins = (*g)->inputs();
+      auto it = std::find_if(ins.begin(), ins.end(),
+                             [&](const Value *v) { return v->name() == name; });
+      if (it == ins.end())
+        return fail(fmt::format("--compare ort: ONNX Runtime's input '{}' is not an input of "
+                                "nnc's graph",
+                                name));
+      ortInputs.push_back(inputs[static_cast<size_t>(it - ins.begin())]);
+    }
+  }
   driver::ExecOptions eo;
   eo.threads = o.threads;
   eo.profile = o.profile;
@@ -503,6 +552,20 @@ int benchCommand(const BenchOptions &o) {
     if (!outs)
       return fail(outs.takeError());
   }
+  // The peer's warmup, and how far its outputs are from nnc's (same inputs).
+  double ortMaxDiff = 0;
+  if (ort) {
+    Expected<std::vector<Tensor>> mine = (*runner)->run(inputs);
+    if (!mine)
+      return fail(mine.takeError());
+    for (int i = 0; i < std::max(o.warmup, 1); ++i) {
+      Expected<std::vector<Tensor>> theirs = ort->run(ortInputs);
+      if (!theirs)
+        return fail(theirs.takeError());
+      if (i == 0)
+        ortMaxDiff = maxAbsDifference(*mine, *theirs);
+    }
+  }
   OpenCLExecutable *profiled = nullptr;
   if (o.profile) {
     std::vector<Extents> shapes;
@@ -515,18 +578,22 @@ int benchCommand(const BenchOptions &o) {
     if (profiled)
       profiled->resetRunCounters(); // the timed runs only
   }
-  std::vector<double> times;
+  std::vector<double> times, ortTimes;
   for (int i = 0; i < o.iterations; ++i) {
-    auto t = Clock::now();
-    Expected<std::vector<Tensor>> outs = (*runner)->run(inputs);
-    if (!outs)
-      return fail(outs.takeError());
-    times.push_back(msSince(t));
+    // With a peer, the order flips every iteration so neither always runs on a warm cache.
+    for (int turn = 0; turn < (ort ? 2 : 1); ++turn) {
+      bool peerTurn = ort && (turn == 0) == (i % 2 == 1);
+      auto t = Clock::now();
+      Expected<std::vector<Tensor>> outs = peerTurn ? ort->run(ortInputs) : (*runner)->run(inputs);
+      if (!outs)
+        return fail(outs.takeError());
+      (peerTurn ? ortTimes : times).push_back(msSince(t));
+    }
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   size_t n = sorted.size();
-  double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  double median = medianOf(times);
   double p90 = sorted[std::min(n - 1, static_cast<size_t>(std::ceil(0.9 * double(n))) - 1)];
   double mean = 0;
   for (double t : times)
@@ -540,13 +607,20 @@ int benchCommand(const BenchOptions &o) {
     std::cout << fmt::format(
         "{{\"model\": \"{}\", \"target\": \"{}\", \"threads\": {}, \"iterations\": {}, "
         "\"warmup\": {}, \"compile_ms\": {:.3f}, \"kernel_compile_ms\": {:.3f}, "
-        "\"compile_cache\": \"{}\", \"median_ms\": {:.4f}, \"p90_ms\": {:.4f}, "
-        "\"min_ms\": {:.4f}, \"mean_ms\": {:.4f}, \"tuned_kernels\": {}, "
-        "\"tunable_kernels\": {}{}}}\n",
+        "\"compile_cache\": \"{}\", \"median_ms\": {:.6f}, \"p90_ms\": {:.6f}, "
+        "\"min_ms\": {:.6f}, \"mean_ms\": {:.6f}, \"tuned_kernels\": {}, "
+        "\"tunable_kernels\": {}{}{}}}\n",
         esc, driver::targetName(*target), threads, o.iterations, o.warmup, compileMs,
         kernelCompileMs, cache, median, p90, sorted.front(), mean, tuningUse.tuned,
         tuningUse.tunable,
-        kernels >= 0 ? fmt::format(", \"kernels\": {}", kernels) : std::string());
+        kernels >= 0 ? fmt::format(", \"kernels\": {}", kernels) : std::string(),
+        ort ? fmt::format(", \"peer\": \"ort\", \"ort_version\": \"{}\", \"ort_median_ms\": "
+                          "{:.6f}, \"ort_min_ms\": {:.6f}, \"ratio\": {:.4f}, "
+                          "\"ort_max_abs_diff\": {:.3g}",
+                          ort->version(), medianOf(ortTimes),
+                          *std::min_element(ortTimes.begin(), ortTimes.end()),
+                          median / medianOf(ortTimes), ortMaxDiff)
+            : std::string());
   } else {
     std::cout << fmt::format("{}: target {}, {} thread(s)\n", o.model,
                              driver::targetName(*target), threads);
@@ -555,6 +629,12 @@ int benchCommand(const BenchOptions &o) {
     std::cout << fmt::format("{} iterations ({} warmup): median {:.3f} ms, p90 {:.3f} ms, min "
                              "{:.3f} ms\n",
                              o.iterations, o.warmup, median, p90, sorted.front());
+    if (ort)
+      std::cout << fmt::format("onnxruntime {} ({}), alternating: median {:.3f} ms, min {:.3f} "
+                               "ms; nnc/ort {:.3f}; max |nnc - ort| {:.3g}\n",
+                               ort->version(), ort->libraryPath(), medianOf(ortTimes),
+                               *std::min_element(ortTimes.begin(), ortTimes.end()),
+                               median / medianOf(ortTimes), ortMaxDiff);
   }
   if (profiled)
     printOpenCLProfile(*profiled, median);
@@ -846,6 +926,12 @@ int main(int argc, char **argv) {
                                                      "$NNC_TUNING_CACHE or ~/.cache/nnc/tuning.db)");
   benchCmd->add_flag("--require-tuned", bench.requireTuned,
                      "cpu: fail when a tunable kernel has no tuned config");
+  benchCmd->add_option("--compare", bench.compare,
+                       "ort: time ONNX Runtime (libonnxruntime.so via dlopen; NNC_ORT_LIBRARY "
+                       "or bench/ort/node_modules) alternately on the same inputs and threads");
+  benchCmd->add_flag("--ort-spin", bench.ortSpin,
+                     "With --compare ort: let ORT's idle pool threads spin (its default; off "
+                     "here, as nnc's workers sleep after a bounded spin)");
   tools::TuneCommands tuneCommands(app);
 
   std::string checkModel, checkTarget = "cpu";

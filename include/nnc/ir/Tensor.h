@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -39,6 +40,8 @@ NNC_STORAGE(Bool, bool)
 /// Largest tensor nnc allocates (bytes). Anything larger is refused with an error instead of
 /// an attempt to allocate; overridable with NNC_MAX_TENSOR_BYTES.
 int64_t maxTensorBytes();
+
+class TensorPool;
 
 /// A dense row-major tensor. Copies share the buffer (like a shared_ptr); use clone() for a
 /// deep copy. A default-constructed Tensor is "null" (no dtype, no buffer).
@@ -98,16 +101,44 @@ public:
   /// True when dtype, extents and bytes are identical.
   bool bitwiseEqual(const Tensor &o) const;
 
+  /// Uninitialized memory for a tensor whose every element the caller writes (results of
+  /// generated code). With a pool, the memory comes from it and goes back to it when the last
+  /// tensor sharing it dies (repeated runs then neither page-fault nor zero their outputs).
+  static Expected<Tensor> createUninitialized(DType dtype, const Extents &extents,
+                                              const std::shared_ptr<TensorPool> &pool = {});
+
 private:
   struct Buffer {
     void *data = nullptr;
     size_t size = 0;
+    size_t allocated = 0;
+    std::shared_ptr<TensorPool> pool; ///< Where data goes back to (null: freed).
     ~Buffer();
   };
   DType dtype_ = DType::F32;
   Extents extents_;
   int64_t numElements_ = 0;
   std::shared_ptr<Buffer> buffer_;
+};
+
+/// Released tensor memory kept for the next tensor of the same allocation size, up to a
+/// number of buffers (the oldest kept buffer is freed first beyond it). Thread-safe.
+class TensorPool {
+public:
+  explicit TensorPool(size_t maxBuffers) : maxBuffers_(maxBuffers) {}
+  ~TensorPool();
+  TensorPool(const TensorPool &) = delete;
+  TensorPool &operator=(const TensorPool &) = delete;
+  /// A kept buffer of exactly `bytes` (64-byte aligned), or null.
+  void *take(size_t bytes);
+  /// Keeps `data` (of `bytes`) for a later take(), or frees it when the pool is full.
+  void give(void *data, size_t bytes);
+  size_t kept() const;
+
+private:
+  size_t maxBuffers_;
+  mutable std::mutex mutex_;
+  std::vector<std::pair<size_t, void *>> free_; ///< Oldest first.
 };
 
 } // namespace nnc
