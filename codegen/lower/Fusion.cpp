@@ -415,7 +415,7 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
 }
 
 /// 3. An attention group, per batch entry b and block of up to kAttnRows query rows:
-///    scores[r, :] = Q[b, i0 + r, :]·K^T[b] (a register-blocked GEMM into scratch, in the
+///    scores[r, :] = Q[b, i0 + r, :]·K^T[b] (the GEMM nest, microkernels for f32, into scratch, in the
 ///    matmul's accumulator type), then per row the epilogue (scale, mask, ...), its maximum,
 ///    exp(x - max) and the division by the sum (as the softmax lowering computes it), then
 ///    out[b, i0 + r, :] = P·V[b] (a second GEMM). Only a block of score rows per batch entry
@@ -488,6 +488,9 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
       return kir::add(kir::mul(kir::add(kir::mul(b, i64(D)), d), i64(T)), jj);
     };
     g1.cIndex = blockAt;
+    g1.strided = lower::GemmOperands::Strided{kir::mul(qRowOf(i64(0)), i64(D)),
+                                              kir::mul(b, i64(D * T)),
+                                              kir::mul(b, i64(rows * T)), D, 1, T, T};
     tuning::Config c1 = tuning::chooseConfig(
         lower::gemmProblem(acc1, 1, m, D, T, "attention scores"), nullptr);
     c1["par"] = 0;
@@ -557,6 +560,8 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
       return kir::add(kir::mul(kir::add(kir::mul(b, i64(T)), jj), i64(E)), e);
     };
     g2.cIndex = [&](Expr r2, Expr e) { return kir::add(kir::mul(qRowOf(r2), i64(E)), e); };
+    g2.strided = lower::GemmOperands::Strided{kir::mul(b, i64(rows * T)), kir::mul(b, i64(T * E)),
+                                              kir::mul(qRowOf(i64(0)), i64(E)), T, 1, E, E};
     tuning::Config c2 = tuning::chooseConfig(
         lower::gemmProblem(acc2, 1, m, T, E, "attention values"), nullptr);
     c2["par"] = 0;
