@@ -7,7 +7,9 @@
 #include "llvm/Emitter.h"
 #include "nnc/support/FloatFormats.h"
 
+#include <functional>
 #include <map>
+#include <set>
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/IRBuilder.h>
@@ -1053,15 +1055,35 @@ void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
   buffersArg_ = b_.CreateLoad(ptr, b_.CreateStructGEP(ctxTy, ctxArg, 0), "buffers");
   loadBuffers(buffersArg_);
   scope_.clear();
+  // Locals the body assigns stay shared through their address; the others (read-only here,
+  // e.g. a scalar operand loaded once before the loop) are copied into a private local, so
+  // LLVM sees them as loop-invariant values instead of loads that any store may change.
+  std::set<std::string> assigned;
+  std::function<void(const kir::Stmt &)> visit = [&](const kir::Stmt &st) {
+    if (!st)
+      return;
+    if (st->kind == kir::StmtKind::Assign)
+      assigned.insert(st->name);
+    for (const kir::Stmt &c : st->body)
+      visit(c);
+  };
+  for (const kir::Stmt &c : s.body)
+    visit(c);
   for (size_t i = 0; i < captured.size(); ++i) {
     Binding bd = captured[i].second;
     Value *v = b_.CreateLoad(bd.slot ? ptr : i64, b_.CreateStructGEP(ctxTy, ctxArg, i + 1),
                              captured[i].first);
     // A local lives in the caller's frame and is reached through its address.
-    if (bd.slot)
+    if (bd.slot && !assigned.count(captured[i].first)) {
+      Type *t = computeType(bd.type);
+      llvm::AllocaInst *copy = entryAlloca(t, captured[i].first);
+      b_.CreateStore(b_.CreateLoad(t, v), copy);
+      bd.slot = copy;
+    } else if (bd.slot) {
       bd.slot = v;
-    else
+    } else {
       bd.value = v;
+    }
     scope_[captured[i].first] = bd;
   }
   emitLoop(s.name, bodyFn->getArg(1), bodyFn->getArg(2), kir::LoopKind::Serial, s.extent,
