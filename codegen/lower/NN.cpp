@@ -659,6 +659,14 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
     return Kernels{emptyKernel(node, prefix)};
   size_t D = geo.axes.size();
   std::vector<int64_t> inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial);
+  // Lanes: an innermost axis of at most 16 the window does not pool (kernel 1, stride 1, no
+  // pad; the channel lanes of the blocked NCHWc layout). Each output row of lanes then walks
+  // the window once with one accumulator per lane, which vectorizes (ResNet-18's blocked
+  // max_pool at 1 thread: 2.4 -> 0.11 ms); a window loop per element stays scalar.
+  const WindowAxis &la = geo.axes.back();
+  bool lanes = D >= 2 && la.kernel == 1 && la.stride == 1 && la.padBegin == 0 &&
+               la.padEnd == 0 && la.out == la.in && la.in >= 4 && la.in <= 16 &&
+               (isMax ? node.numResults() == 1 : accType(t, /*wide=*/false) == t);
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), yb = kb.result(0);
   Nest outer, taps;
@@ -666,7 +674,8 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
   std::vector<Expr> o(D), pos(D), inCount(D), padCount(D);
   std::vector<Expr> outTerms{kir::mul(p, i64(geo.outSize))};
   for (size_t d = 0; d < D; ++d) {
-    o[d] = outer.add(kb, geo.outSpatial[d], "o");
+    // The lane axis contributes its own loop variable below (here 0).
+    o[d] = lanes && d + 1 == D ? i64(0) : outer.add(kb, geo.outSpatial[d], "o");
     outTerms.push_back(kir::mul(o[d], i64(outStride[d])));
   }
   // Only the taps inside the input are visited (like the interpreter, so a huge kernel or pad
@@ -701,6 +710,46 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
   Expr xIdx = sumOf(inTerms);
   Expr yIdx = sumOf(outTerms);
   int64_t work = outN * geo.kernelSize;
+
+  if (lanes) {
+    // One accumulator local per lane, updated lane by lane in each tap: LLVM packs the
+    // lanes' loads and selects into vectors (SLP), and nothing goes through memory.
+    int64_t L = la.in;
+    bool dynamicTaps = false;
+    Expr count = i64(1);
+    for (size_t d = 0; d < D; ++d) {
+      dynamicTaps |= inCount[d]->kind != kir::ExprKind::IntImm;
+      count = kir::mul(count, (isMax || node.getInt("count_include_pad", 0) == 0) ? inCount[d]
+                                                                               : padCount[d]);
+    }
+    DType ct = isMax ? computeType(t) : t;
+    bool fl = isFloat(ct);
+    std::vector<std::string> acc(L);
+    std::vector<Stmt> body, step;
+    // Max: best = NaN, then best = v when v > best or best is NaN, so NaNs are skipped unless
+    // every tap is NaN (as the element-wise form's any/nan flags do); no tap gives -inf.
+    Expr init = isMax ? (fl ? fc(std::numeric_limits<double>::quiet_NaN(), ct) : lowestOf(ct))
+                      : fc(0, ct);
+    for (int64_t l = 0; l < L; ++l) {
+      acc[l] = kb.freshName("acc");
+      Expr a = kir::var(acc[l], ct);
+      body.push_back(kir::decl(acc[l], ct, init));
+      Expr v = kir::cast(kb.load(xb, kir::add(xIdx, i64(l))), ct);
+      Expr next = !isMax ? kir::add(a, v)
+                         : kir::select(fl ? bor(gt(v, a), isNaN(a)) : gt(v, a), v, a);
+      step.push_back(kir::assign(acc[l], next));
+    }
+    body.push_back(taps.wrap(kir::block(step)));
+    for (int64_t l = 0; l < L; ++l) {
+      Expr a = kir::var(acc[l], ct), r = a;
+      if (isMax && fl && dynamicTaps)
+        r = kir::select(kir::lt(count, i64(1)), lowestOf(ct), a);
+      if (!isMax)
+        r = kir::op(OpKind::Div, {a, kir::cast(count, ct)});
+      body.push_back(kb.store(yb, kir::add(yIdx, i64(l)), kir::cast(r, t)));
+    }
+    return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, work))};
+  }
 
   if (isMax) {
     bool withIndices = node.numResults() > 1;

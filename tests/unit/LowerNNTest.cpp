@@ -314,6 +314,10 @@ TEST(LowerNN, Pooling) {
       {{1, 2, 7, 6}, {3, 2}, {2, 2}, {}, {}, 0, "SAME_LOWER"},
       {{1, 2, 7, 6}, {3, 3}, {1, 2}, {}, {}, 0, "VALID"},
       {{1, 1, 5, 5}, {5, 5}, {1, 1}, {0, 0, 0, 0}, {}, 0},
+      // An innermost axis of lanes the window does not pool (the blocked NCHWc layout):
+      // one accumulator per lane.
+      {{2, 3, 7, 6, 8}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0, 1, 1, 0}, {}, 0},
+      {{1, 2, 9, 9, 16}, {3, 2, 1}, {2, 2, 1}, {2, 0, 0, 2, 1, 0}, {2, 1, 1}, 1},
   };
   for (const Case &c : cases) {
     AttrMap base{{"kernel_shape", c.kernel},   {"strides", c.strides},
