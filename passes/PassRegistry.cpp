@@ -45,7 +45,7 @@ PassPipeline PassPipeline::defaultPipeline() {
   Expected<PassPipeline> p = parse(
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
       "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
-      "layout-nchwc,constant-fold,dce,"
+      "layout-nchwc,constant-fold,cse,dce,"
       "fuse-elementwise,fuse-epilogue,fuse-attention,pack-gemm-weights,dce");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;
