@@ -47,6 +47,16 @@ TORCH_PYTHON = "/usr/bin/python3"
 PEER_ENV = {"OPENBLAS_CORETYPE": "SkylakeX"}
 
 
+def peer_env(threads):
+    """The peers' environment for a thread count: BLAS and OpenMP pools sized like torch's
+    own (torch.set_num_threads does not bound OpenBLAS's pool: torch.matmul ran at 336
+    GFLOP/s, 1.6 cores' peak, when asked for 1 thread)."""
+    e = dict(PEER_ENV)
+    for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        e[v] = str(threads)
+    return e
+
+
 def run(cmd, env=None, timeout=1800):
     e = dict(os.environ)
     e.update(env or {})
@@ -208,7 +218,7 @@ def main():
                 if r % 2:
                     order.reverse()
                 for who in order:
-                    rc, out, err = run(cmds[who], PEER_ENV if who != "nnc" else env)
+                    rc, out, err = run(cmds[who], peer_env(t) if who != "nnc" else env)
                     res = json_lines(out)
                     if rc != 0 or not res:
                         notes.append("%s %s/%d failed: %s" % (who, name, t,
@@ -251,11 +261,16 @@ def main():
             for r in range(args.rounds):
                 order = list(cmds) if r % 2 == 0 else list(reversed(list(cmds)))
                 for who in order:
-                    rc, out, err = run(cmds[who], PEER_ENV if who != "nnc" else env)
+                    rc, out, err = run(cmds[who], peer_env(t) if who != "nnc" else env)
                     if rc != 0:
                         notes.append("sgemm %s/%d failed: %s" % (who, t, err.strip()[-300:]))
                         continue
                     for res in json_lines(out):
+                        # bench/sgemm/nnc-sgemm-bench: one line with "<peer>_gflops" fields.
+                        for field, value in res.items():
+                            if field.endswith("_gflops") and isinstance(value, (int, float)):
+                                rates.setdefault("%s (%s)" % (field[:-len("_gflops")], who),
+                                                 []).append(value)
                         key = who if who in ("nnc", "torch") else res.get("peer", who)
                         gf = res.get("gflops")
                         if gf is None and "median_ms" in res:
