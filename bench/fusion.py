@@ -2,8 +2,8 @@
 """What the graph-optimization passes change on the six shared models, measured in one run.
 
 For each model, `nnc bench --json` runs with the default pipeline, with the default pipeline
-minus the blocked layout (layout-nchwc: its own effect), with the default pipeline minus the
-fusion/recognition/layout passes (`--passes` below), and with no pass at all, alternating
+minus the blocked layout (layout-nchwc), minus the weight packing (pack-gemm-weights), minus
+the recognition and fusion passes (`--passes` below), and with no pass at all, alternating
 in rounds (the order rotates every round); the reported latency is the median over rounds of
 each run's median, with the executable's kernel count. Prints a Markdown table (and the load
 average before and after, since the figures are only comparable on a quiet machine).
@@ -25,16 +25,37 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 MODELS = ["mlp_b1", "mlp_b32", "lenet_b1", "lenet_b32", "resnet18_b1", "bert_layer_b1"]
-# The default pipeline without recognize-layer-norm, recognize-rms-norm, fold-batch-norm,
-# fuse-elementwise and fuse-epilogue.
-NO_FUSION = "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,dce"
-# The default pipeline (passes/PassRegistry.cpp) without layout-nchwc and the constant-fold,dce
-# that follow it.
-NO_LAYOUT = ("shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,dce,"
-             "recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
-             "fuse-elementwise,fuse-epilogue,fuse-attention")
-VARIANTS = [("fused", None), ("no layout", NO_LAYOUT), ("no fusion", NO_FUSION),
-            ("no passes", "none")]
+# The default pipeline (passes/PassRegistry.cpp); the variants drop passes from it.
+DEFAULT = ["shape-inference", "constant-fold", "canonicalize", "cse", "shape-inference",
+           "constant-fold", "dce", "recognize-layer-norm", "recognize-rms-norm",
+           "recognize-softmax", "fold-batch-norm", "dce", "layout-nchwc", "constant-fold", "cse",
+           "dce", "fuse-elementwise", "fuse-epilogue", "fuse-attention", "pack-gemm-weights",
+           "dce"]
+
+
+def without(*names):
+    """The default pipeline without the passes `names` (layout-nchwc takes the
+    constant-fold,cse,dce that follow it along)."""
+    out, skip = [], 0
+    for p in DEFAULT:
+        if skip:
+            skip -= 1
+            continue
+        if p in names:
+            skip = 3 if p == "layout-nchwc" else 0
+            continue
+        out.append(p)
+    return ",".join(out)
+
+
+# Each variant removes one mechanism: the blocked layout, the compile-time weight packing, the
+# recognition and fusion passes; "no passes" runs none.
+NO_LAYOUT = without("layout-nchwc")
+NO_PACKING = without("pack-gemm-weights")
+NO_FUSION = without("recognize-layer-norm", "recognize-rms-norm", "recognize-softmax",
+                    "fold-batch-norm", "fuse-elementwise", "fuse-epilogue", "fuse-attention")
+VARIANTS = [("default", None), ("no layout", NO_LAYOUT), ("no packing", NO_PACKING),
+            ("no fusion", NO_FUSION), ("no passes", "none")]
 
 
 def bench(nnc, model, passes, threads, iterations):
