@@ -399,42 +399,11 @@ TEST(LLVMCodegen, F16RoundTrip) {
 }
 
 TEST(LLVMCodegen, ReductionWithAccumulator) {
-  // out[r] = sum_c x[r, c], the accumulator a Decl updated by Assign.
-  int rows = 6, cols = 37;
-  Kernel k;
-  k.name = "row_sum";
-  k.buffers = {buf("x", DType::F32, rows * cols, BufferRole::Operand, 0, false),
-               buf("out", DType::F32, rows, BufferRole::Result, 0, true)};
-  Expr r = var("r"), c = var("c");
-  k.body = forLoop(
-      "r", intImm(rows),
-      block({decl("acc", DType::F32, floatImm(0)),
-             forLoop("c", intImm(cols),
-                     assign("acc", op(OpKind::Add, {var("acc", DType::F32),
-                                                    load(0, DType::F32,
-                                                         add(mul(r, intImm(cols)), c))}))),
-             store(1, r, var("acc", DType::F32))}));
-  auto m = compileOrDie({k});
-  ASSERT_TRUE(m);
-  std::vector<float> x(rows * cols), out(rows);
-  for (int j = 0; j < rows * cols; ++j)
-    x[j] = static_cast<float>(j % 11) - 3.0f;
-  void *bufs[] = {x.data(), out.data()};
-  m->lookup("row_sum")(bufs);
-  for (int rr = 0; rr < rows; ++rr) {
-    float s = 0;
-    for (int cc = 0; cc < cols; ++cc)
-      s += x[rr * cols + cc];
-    EXPECT_EQ(out[rr], s);
-  }
-}
-
-TEST(LLVMCodegen, ReassociatedAccumulationVectorizes) {
-  // The same row sum over 1024 columns: a plain Assign keeps the additions in order (scalar
-  // adds), an accumulate() lets LLVM keep partial sums in vector lanes. Small integers keep
-  // every order exact.
-  int rows = 3, cols = 1024;
-  for (bool reassoc : {false, true}) {
+  // out[r] = sum_c x[r, c], the accumulator a Decl updated by Assign. A plain Assign keeps
+  // the additions in order (scalar adds); accumulate() lets LLVM keep partial sums in vector
+  // lanes (checked on the 1024-column rows). Small integers keep every order exact.
+  for (auto [rows, cols, reassoc] : {std::tuple<int, int, bool>{6, 37, false},
+                                     {6, 37, true}, {3, 1024, false}, {3, 1024, true}}) {
     Kernel k;
     k.name = "row_sum";
     k.buffers = {buf("x", DType::F32, rows * cols, BufferRole::Operand, 0, false),
@@ -455,7 +424,8 @@ TEST(LLVMCodegen, ReassociatedAccumulationVectorizes) {
     for (std::string line; std::getline(lines, line);)
       vectorAdd |= line.find("fadd") != std::string::npos &&
                    line.find(" x float>") != std::string::npos;
-    EXPECT_EQ(vectorAdd, reassoc) << *ir;
+    if (cols >= 1024)
+      EXPECT_EQ(vectorAdd, reassoc) << *ir;
     auto m = compileOrDie({k});
     ASSERT_TRUE(m);
     std::vector<float> x(rows * cols), out(rows);
