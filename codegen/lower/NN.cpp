@@ -718,18 +718,23 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
   Expr xIdx = sumOf(inTerms);
   Expr yIdx = sumOf(outTerms);
   int64_t work = outN * geo.kernelSize;
+  // Taps of a window: those inside the input, or (includePad) inside the padded input too.
+  bool dynamicTaps = false;
+  for (size_t d = 0; d < D; ++d)
+    dynamicTaps |= inCount[d]->kind != kir::ExprKind::IntImm;
+  auto windowCount = [&](bool includePad) {
+    Expr count = i64(1);
+    for (size_t d = 0; d < D; ++d)
+      count = kir::mul(count, includePad ? padCount[d] : inCount[d]);
+    return count;
+  };
+  bool includePad = !isMax && node.getInt("count_include_pad", 0) != 0;
 
   if (lanes) {
     // One accumulator local per lane, updated lane by lane in each tap: LLVM packs the
     // lanes' loads and selects into vectors (SLP), and nothing goes through memory.
     int64_t L = la.in;
-    bool dynamicTaps = false;
-    Expr count = i64(1);
-    for (size_t d = 0; d < D; ++d) {
-      dynamicTaps |= inCount[d]->kind != kir::ExprKind::IntImm;
-      count = kir::mul(count, (isMax || node.getInt("count_include_pad", 0) == 0) ? inCount[d]
-                                                                               : padCount[d]);
-    }
+    Expr count = windowCount(includePad);
     DType ct = isMax ? computeType(t) : t;
     bool fl = isFloat(ct);
     std::vector<std::string> acc(L);
@@ -780,12 +785,7 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
       // Branch-free (maxPoolStep), so the loop over outputs vectorizes (LeNet-b32's 2x2 pool:
       // 0.16 -> 0.03 ms); a window with no tap gives the lowest value. With indices, the
       // flags below also track where the maximum is.
-      bool dynamicTaps = false;
-      Expr count = i64(1);
-      for (size_t d = 0; d < D; ++d) {
-        dynamicTaps |= inCount[d]->kind != kir::ExprKind::IntImm;
-        count = kir::mul(count, inCount[d]);
-      }
+      Expr count = windowCount(false);
       Stmt tapS = taps.wrap(kir::block({kir::decl(v, ct, kir::cast(kb.load(xb, xIdx), ct)),
                                         kir::assign(best, maxPoolStep(vE, bestE, fl))}));
       Expr result = bestE;
@@ -822,13 +822,10 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
     return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, work))};
   }
 
-  bool includePad = node.getInt("count_include_pad", 0) != 0;
   DType acc = accType(t, /*wide=*/false);
   std::string sum = kb.freshName("sum");
   Expr sumE = kir::var(sum, acc);
-  Expr count = i64(1);
-  for (size_t d = 0; d < D; ++d)
-    count = kir::mul(count, includePad ? padCount[d] : inCount[d]);
+  Expr count = windowCount(includePad);
   Stmt body = kir::block(
       {kir::decl(sum, acc, fc(0, acc)),
        taps.wrap(kir::assign(sum, kir::add(sumE, kir::cast(kb.load(xb, xIdx), acc)))),
