@@ -559,7 +559,7 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
                               kir::op(OpKind::Exp, {kir::sub(ld(pb, blockAt(rr, j2)),
                                                              mx)})),
                     kb.store(pb, blockAt(rr, j2), kir::var(exv, t)),
-                    kir::assign(sumv, kir::add(sum, kir::var(exv, t)))})));
+                    kir::accumulate(sumv, kir::add(sum, kir::var(exv, t)))})));
     Expr j3 = kir::var(j3v);
     row.push_back(kir::forLoop(
         j3v, i64(T),
