@@ -18,24 +18,9 @@ PKGS=(
 # npm: Debian's package, unless an npm is already on the path (some images ship it with node).
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-
-if [ ${#missing[@]} -ne 0 ]; then
-  echo "setup-bench: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -q
-  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-else
-  echo "setup-bench: all ${#PKGS[@]} packages already installed"
-fi
-
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$ROOT/scripts/apt-install.sh" setup-bench "${PKGS[@]}"
+
 if [ ! -d "$ROOT/bench/ort/node_modules/onnxruntime-node" ]; then
   echo "setup-bench: npm install --ignore-scripts in bench/ort (onnxruntime-node)"
   (cd "$ROOT/bench/ort" && npm install --ignore-scripts)

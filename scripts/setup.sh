@@ -13,20 +13,4 @@ PKGS=(
   libsqlite3-dev libcli11-dev
 )
 
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#PKGS[@]} packages already installed"
-  exit 0
-fi
-
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+exec bash "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" setup "${PKGS[@]}"

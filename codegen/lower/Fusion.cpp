@@ -131,6 +131,21 @@ Expr modIndex(const Expr &e, int64_t m, const LoopExtents &env) {
   return kir::mod(rest, i64c(m));
 }
 
+/// The index of a leaf of extents `le` (broadcast to `ext`) at flat result index `at`: `at`
+/// itself when nothing broadcasts, else the leaf's coordinates recovered from `at` (simplified
+/// with the loop extents in `env`).
+Expr leafIndexAt(const Expr &at, const Extents &le, const Extents &ext, const LoopExtents &env) {
+  if (le == ext)
+    return at;
+  std::vector<int64_t> strides = lower::stridesOf(ext);
+  std::vector<Expr> idx(ext.size());
+  for (size_t d = 0; d < ext.size(); ++d)
+    idx[d] = le[d] == 1 ? i64c(0)
+                        : (d == 0 ? divIndex(at, strides[d], env)
+                                  : modIndex(divIndex(at, strides[d], env), ext[d], env));
+  return lower::broadcastIndex(idx, le);
+}
+
 // ---- Composition --------------------------------------------------------------------------------
 
 /// The value the elementwise members compute: the root's, or an attention group's scores
@@ -310,7 +325,6 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
   DType anchorType = lower::movedType(anchor.result()->dtype());
   int64_t count = lower::numElementsOf(lower::extentsOf(res));
   const Extents &ext = gi.space.out;
-  std::vector<int64_t> strides = lower::stridesOf(ext);
   int nextScratch = 0;
   for (const kir::Kernel &k : ks)
     for (const kir::BufferDecl &b : k.buffers)
@@ -380,17 +394,7 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
               hoisted.push_back(kir::decl(name, lt, kir::load(b, lt, i64c(0))));
               return kir::var(name, lt);
             }
-            Expr index = at;
-            if (le != ext) {
-              std::vector<Expr> idx(ext.size());
-              for (size_t d = 0; d < ext.size(); ++d)
-                idx[d] = le[d] == 1 ? i64c(0)
-                                    : (d == 0 ? divIndex(at, strides[d], env)
-                                              : modIndex(divIndex(at, strides[d], env),
-                                                         ext[d], env));
-              index = lower::broadcastIndex(idx, le);
-            }
-            return kir::load(b, k.buffers[b].dtype, index);
+            return kir::load(b, k.buffers[b].dtype, leafIndexAt(at, le, ext, env));
           },
           kir::var(t + "a", v->type));
       Expr value = c.valueOf(res);
@@ -524,18 +528,8 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
     Composer c(
         u, gi, kb.freshName("ep") + "_",
         [&](size_t in) {
-          const Extents &le = gi.space.in[gi.leafSlot[in]];
           Expr at = kir::add(kir::mul(kir::add(kir::mul(b, i64(S)), kir::var(iv)), i64(T)), j);
-          const Extents &ext = gi.space.out;
-          std::vector<int64_t> strides = lower::stridesOf(ext);
-          std::vector<Expr> idx(ext.size());
-          for (size_t dd = 0; dd < ext.size(); ++dd)
-            idx[dd] = le[dd] == 1 ? i64(0)
-                                  : (dd == 0 ? divIndex(at, strides[dd], env)
-                                             : modIndex(divIndex(at, strides[dd], env),
-                                                        ext[dd], env));
-          Expr index = le == ext ? at : lower::broadcastIndex(idx, le);
-          return ld(bufOf[in], index);
+          return ld(bufOf[in], leafIndexAt(at, gi.space.in[gi.leafSlot[in]], gi.space.out, env));
         },
         kir::var(sv, t));
     Expr ev = c.valueOf(scores);
