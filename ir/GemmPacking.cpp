@@ -1,6 +1,7 @@
 // Packing of GEMM weights into column panels and back (include/nnc/ir/GemmPacking.h).
 #include "nnc/ir/GemmPacking.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "nnc/support/Error.h"
@@ -19,29 +20,38 @@ template <typename Copy> void forEachElement(int64_t k, int64_t n, int64_t nr, C
 } // namespace
 
 Tensor packGemmPanels(const Tensor &b, int64_t nr) {
-  NNC_ASSERT(b.rank() == 2 && nr >= 1, "packGemmPanels: expected a matrix and nr >= 1");
-  int64_t k = b.extents()[0], n = b.extents()[1], panels = (n + nr - 1) / nr;
-  Tensor out = Tensor::zeros(b.dtype(), {panels, k, nr});
+  NNC_ASSERT(b.rank() >= 2 && nr >= 1, "packGemmPanels: expected a matrix and nr >= 1");
+  int64_t r = b.rank(), k = b.extents()[r - 2], n = b.extents()[r - 1];
+  int64_t panels = (n + nr - 1) / nr, batch = b.numElements() / std::max<int64_t>(k * n, 1);
+  Extents shape(b.extents().begin(), b.extents().end() - 2);
+  shape.insert(shape.end(), {panels, k, nr});
+  Tensor out = Tensor::zeros(b.dtype(), shape);
   size_t es = dtypeSize(b.dtype());
   const char *src = static_cast<const char *>(b.rawData());
   char *dst = static_cast<char *>(out.rawData());
-  forEachElement(k, n, nr, [&](int64_t flat, int64_t packed) {
-    std::memcpy(dst + packed * es, src + flat * es, es);
-  });
+  for (int64_t q = 0; q < batch; ++q)
+    forEachElement(k, n, nr, [&](int64_t flat, int64_t packed) {
+      std::memcpy(dst + (q * panels * k * nr + packed) * es, src + (q * k * n + flat) * es, es);
+    });
   return out;
 }
 
 Tensor unpackGemmPanels(const Tensor &p, int64_t n) {
-  NNC_ASSERT(p.rank() == 3 && p.extents()[0] * p.extents()[2] >= n,
-             "unpackGemmPanels: expected [P, K, nr] panels covering {} columns", n);
-  int64_t k = p.extents()[1], nr = p.extents()[2];
-  Tensor out = Tensor::zeros(p.dtype(), {k, n});
+  int64_t r = p.rank();
+  NNC_ASSERT(r >= 3 && p.extents()[r - 3] * p.extents()[r - 1] >= n,
+             "unpackGemmPanels: expected [..., P, K, nr] panels covering {} columns", n);
+  int64_t panels = p.extents()[r - 3], k = p.extents()[r - 2], nr = p.extents()[r - 1];
+  int64_t batch = p.numElements() / std::max<int64_t>(panels * k * nr, 1);
+  Extents shape(p.extents().begin(), p.extents().end() - 3);
+  shape.insert(shape.end(), {k, n});
+  Tensor out = Tensor::zeros(p.dtype(), shape);
   size_t es = dtypeSize(p.dtype());
   const char *src = static_cast<const char *>(p.rawData());
   char *dst = static_cast<char *>(out.rawData());
-  forEachElement(k, n, nr, [&](int64_t flat, int64_t packed) {
-    std::memcpy(dst + flat * es, src + packed * es, es);
-  });
+  for (int64_t q = 0; q < batch; ++q)
+    forEachElement(k, n, nr, [&](int64_t flat, int64_t packed) {
+      std::memcpy(dst + (q * k * n + flat) * es, src + (q * panels * k * nr + packed) * es, es);
+    });
   return out;
 }
 

@@ -84,11 +84,9 @@ public:
   std::string_view name() const override { return "layout-nchwc"; }
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
-    for (const auto &[key, value] : ctx.passOptions)
-      if (key != "block" && key != "min-fill")
-        return makeError("layout-nchwc: unknown option '{}' (options: block, min-fill)", key);
-    NNC_ASSIGN_OR_RETURN(block_, option(ctx, "block", hostBlock(), 1));
-    NNC_ASSIGN_OR_RETURN(minFill_, option(ctx, "min-fill", 75, 0));
+    NNC_TRY(ctx.checkOptionNames(name(), {"block", "min-fill"}));
+    NNC_ASSIGN_OR_RETURN(block_, ctx.intOption(name(), "block", hostBlock(), 1));
+    NNC_ASSIGN_OR_RETURN(minFill_, ctx.intOption(name(), "min-fill", 75, 0));
     g_ = &g;
     bool changed = false;
     // Convs in graph order, each followed by the propagation of its result, so that a conv
@@ -131,25 +129,6 @@ private:
   /// The least share (percent) of real output channels among the padded ones for a conv to
   /// be converted: padding 6 channels to 16 lanes costs more than the layout gains.
   int64_t minFill_ = 75;
-
-  static Expected<int64_t> option(const PassContext &ctx, const char *name, int64_t dflt,
-                                  int64_t least) {
-    auto it = ctx.passOptions.find(name);
-    if (it == ctx.passOptions.end())
-      return dflt;
-    int64_t v = least - 1;
-    try {
-      size_t used = 0;
-      v = std::stoll(it->second, &used);
-      if (used != it->second.size())
-        v = least - 1;
-    } catch (const std::exception &) {
-    }
-    if (v < least)
-      return makeError("layout-nchwc: option {}={} must be an integer >= {}", name, it->second,
-                       least);
-    return v;
-  }
 
   /// A node before `before` (its result named `<name>_blk` when `name` is given).
   Expected<Value *> make(OpKind k, std::vector<Value *> ops, AttrMap attrs, Node *before,

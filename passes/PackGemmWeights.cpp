@@ -1,9 +1,10 @@
 // Packs constant GEMM weights at compile time: matmul(a, W) with W a constant f32 [K, N]
-// matrix becomes matmul(a, W') {packed_n = N}, W' the constant [ceil(N/nr), K, nr] column
-// panels of W (ir/GemmPacking.h) that the GEMM microkernels stream without a run-time copy.
+// matrix (or a batch of them, [B..., K, N], as the winograd pass makes) becomes
+// matmul(a, W') {packed_n = N}, W' the constant [B..., ceil(N/nr), K, nr] column panels of W
+// (ir/GemmPacking.h) that the GEMM microkernels stream without a run-time copy.
 //
 // Algorithm: for each matmul without packed_n whose operand 0 has rank >= 2 and static
-// extents and whose operand 1 is a Constant node's f32 [K, N] result: compute the panels
+// extents and whose operand 1 is a Constant node's f32 [..., K, N] result: compute the panels
 // (nr: two vectors of the host's widest f32 registers, 32 with AVX-512 and 16 otherwise,
 // the microkernel's default width), insert them as a constant before the matmul and point
 // the matmul at it. The old constant stays for its other users (dce removes it otherwise).
@@ -40,11 +41,11 @@ public:
       if (a->producer() && a->producer()->kind() == OpKind::Softmax)
         continue;
       Node *c = b->producer();
-      if (!c || c->kind() != OpKind::Constant || b->dtype() != DType::F32 || b->rank() != 2)
+      if (!c || c->kind() != OpKind::Constant || b->dtype() != DType::F32 || b->rank() < 2)
         continue;
       const Tensor &w = c->getTensor("value");
-      int64_t n = w.extents()[1];
-      if (n < 1 || w.extents()[0] < 1)
+      int64_t n = w.extents().back();
+      if (n < 1 || w.numElements() == 0)
         continue;
       Tensor packed = packGemmPanels(w, nr);
       Node *pc = g.createNode(OpKind::Constant, {},

@@ -1,8 +1,11 @@
 // Pipelines: parsing, printing and running passes with verification and IR dumps.
 #include "nnc/passes/PassManager.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
+
+#include <fmt/ranges.h>
 
 #include "nnc/ir/Printer.h"
 #include "nnc/ir/Verifier.h"
@@ -42,6 +45,33 @@ splitOptions(const std::string &entry) {
 }
 
 } // namespace
+
+Error PassContext::checkOptionNames(std::string_view pass,
+                                    const std::vector<std::string> &known) const {
+  for (const auto &[key, value] : passOptions)
+    if (std::find(known.begin(), known.end(), key) == known.end())
+      return makeError("{}: unknown option '{}' (options: {})", pass, key,
+                       fmt::join(known, ", "));
+  return Error::success();
+}
+
+Expected<int64_t> PassContext::intOption(std::string_view pass, const std::string &name,
+                                         int64_t dflt, int64_t least) const {
+  auto it = passOptions.find(name);
+  if (it == passOptions.end())
+    return dflt;
+  int64_t v = least - 1;
+  try {
+    size_t used = 0;
+    v = std::stoll(it->second, &used);
+    if (used != it->second.size())
+      v = least - 1;
+  } catch (const std::exception &) {
+  }
+  if (v < least)
+    return makeError("{}: option {}={} must be an integer >= {}", pass, name, it->second, least);
+  return v;
+}
 
 Expected<PassPipeline> PassPipeline::parse(std::string_view text) {
   PassPipeline p;

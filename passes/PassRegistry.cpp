@@ -30,6 +30,8 @@ const std::vector<PassInfo> &passRegistry() {
        createPackGemmWeightsPass},
       {"layout-nchwc", "Run 2-D convs in the blocked channel layout with pre-packed weights",
        createLayoutNCHWcPass},
+      {"winograd", "Run 3x3 stride-1 blocked convs as Winograd F(m x m, 3x3) with a batched GEMM",
+       createWinogradPass},
   };
   return passes;
 }
@@ -45,7 +47,7 @@ PassPipeline PassPipeline::defaultPipeline() {
   Expected<PassPipeline> p = parse(
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
       "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
-      "layout-nchwc,constant-fold,cse,dce,"
+      "layout-nchwc,constant-fold,cse,dce,winograd,"
       "fuse-elementwise,fuse-epilogue,fuse-attention,pack-gemm-weights,dce");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;

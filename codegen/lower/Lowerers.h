@@ -28,6 +28,7 @@ bool isCopyOp(OpKind k);
 void registerReductionAndNNLowerers(LowererTable &t);
 void registerCompositeLowerers(LowererTable &t);
 void registerLayoutLowerers(LowererTable &t); // blocked channel layout (Layout.cpp)
+void registerWinogradLowerers(LowererTable &t); // winograd_input/output (Winograd.cpp)
 void registerTunableLowerers(TunableLowererTable &t); // matmul, conv (NN.cpp)
 
 } // namespace nnc::lower

@@ -13,6 +13,7 @@ const lower::LowererTable &table() {
     lower::registerReductionAndNNLowerers(t);
     lower::registerCompositeLowerers(t);
     lower::registerLayoutLowerers(t);
+    lower::registerWinogradLowerers(t);
     return t;
   }();
   return t;

@@ -52,14 +52,20 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   Extents as = extentsOf(av), bs = extentsOf(bv);
   if (as.empty() || bs.empty())
     return node.error("operands must have rank >= 1");
-  // A weight packed into column panels (ir/GemmPacking.h): [P, K, nr] holding [K, packed_n].
-  int64_t packedNr = 0;
+  // A weight packed into column panels (ir/GemmPacking.h): [..., P, K, nr] holding
+  // [..., K, packed_n]; one matrix of panels takes P * K * nr elements.
+  int64_t packedNr = 0, packedSize = 0;
   if (node.hasAttr("packed_n")) {
-    if (bs.size() != 3 || as.size() < 2 || bs[0] * bs[2] < node.getInt("packed_n"))
+    size_t r = bs.size();
+    if (r < 3 || as.size() < 2 || bs[r - 3] * bs[r - 1] < node.getInt("packed_n"))
       return node.error("packed operand 1 {} does not hold {} columns", extentsStr(bs),
                         node.getInt("packed_n"));
-    packedNr = bs[2];
-    bs = {bs[1], node.getInt("packed_n")};
+    packedNr = bs[r - 1];
+    packedSize = bs[r - 3] * bs[r - 2] * bs[r - 1];
+    Extents unpacked(bs.begin(), bs.end() - 3);
+    unpacked.push_back(bs[r - 2]);
+    unpacked.push_back(node.getInt("packed_n"));
+    bs = unpacked;
   }
   if (as.size() == 1)
     as.insert(as.begin(), 1);
@@ -89,7 +95,8 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
     }
     return s;
   };
-  std::vector<int64_t> sa = batchStrides(batchA, m * k), sb = batchStrides(batchB, k * n),
+  std::vector<int64_t> sa = batchStrides(batchA, m * k),
+                       sb = batchStrides(batchB, packedNr > 0 ? packedSize : k * n),
                        so = batchStrides(*batch, m * n);
 
   KernelBuilder kb(node, prefix);
@@ -111,9 +118,11 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   g.aIndex = [&](Expr i, Expr p) { return kir::add(aOff, kir::add(kir::mul(i, i64(k)), p)); };
   g.bIndex = [&](Expr p, Expr j) {
     if (packedNr > 0)
-      return kir::add(kir::mul(kir::add(kir::mul(kir::div(j, i64(packedNr)), i64(k)), p),
-                               i64(packedNr)),
-                      kir::mod(j, i64(packedNr)));
+      return kir::add(bOff, kir::add(kir::mul(kir::add(kir::mul(kir::div(j, i64(packedNr)),
+                                                                 i64(k)),
+                                                        p),
+                                               i64(packedNr)),
+                                      kir::mod(j, i64(packedNr))));
     return kir::add(bOff, kir::add(kir::mul(p, i64(n)), j));
   };
   g.cIndex = [&](Expr i, Expr j) { return kir::add(oOff, kir::add(kir::mul(i, i64(n)), j)); };

@@ -2,12 +2,14 @@
 // conv_transpose, pools, lrn and resize.
 #include "ShapeRules.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
 
 #include "nnc/ir/NNGeometry.h"
 #include "nnc/ir/ShapeUtils.h"
+#include "nnc/ir/Winograd.h"
 
 namespace nnc::shape {
 
@@ -76,19 +78,19 @@ Types inferMatMul(const Node &node) {
                       b->type().str());
   Shape as = a->shape(), bs = b->shape();
   if (node.hasAttr("packed_n")) {
-    // Operand 1 holds [K, N] as [P, K, nr] column panels (ir/GemmPacking.h).
-    int64_t n = node.getInt("packed_n");
-    if (as.size() < 2 || bs.size() != 3 || !bs[0].isStatic() || !bs[2].isStatic() || n < 1 ||
-        bs[0].value() * bs[2].value() < n || (bs[0].value() - 1) * bs[2].value() >= n)
+    // Operand 1 holds [..., K, N] as [..., P, K, nr] column panels (ir/GemmPacking.h); the
+    // rest is plain matmul on the unpacked shape.
+    int64_t n = node.getInt("packed_n"), r = static_cast<int64_t>(bs.size());
+    if (as.size() < 2 || r < 3 || !bs[r - 3].isStatic() || !bs[r - 1].isStatic() || n < 1 ||
+        bs[r - 3].value() * bs[r - 1].value() < n ||
+        (bs[r - 3].value() - 1) * bs[r - 1].value() >= n)
       return node.error("packed_n = {} needs operand 0 of rank >= 2 and operand 1 as "
-                        "[ceil(N/nr), K, nr] panels, got {} and {}",
+                        "[..., ceil(N/nr), K, nr] panels, got {} and {}",
                         n, a->type().str(), b->type().str());
-    const Dim &ka = as.back(), &kb = bs[1];
-    if (ka.isStatic() && kb.isStatic() && ka.value() != kb.value())
-      return node.error("inner dims differ: {} and packed {}", a->type().str(), b->type().str());
-    Shape out(as.begin(), as.end() - 1);
-    out.push_back(Dim(n));
-    return std::vector<TensorType>{TensorType(a->dtype(), out)};
+    Shape unpacked(bs.begin(), bs.end() - 3);
+    unpacked.push_back(bs[r - 2]);
+    unpacked.push_back(Dim(n));
+    bs = unpacked;
   }
   bool aVec = as.size() == 1, bVec = bs.size() == 1;
   if (aVec)
@@ -494,6 +496,66 @@ Types inferConvNCHWc(const Node &node) {
                                   Shape(ws.begin() + 2, ws.begin() + 4), false));
   Shape out{xs[0], ws[0], spatial[0], spatial[1], Dim(b)};
   return std::vector<TensorType>{TensorType(x->dtype(), out)};
+}
+
+Types inferWinogradInput(const Node &node) {
+  NNC_TRY(requireOperands(node, 1));
+  const Value *x = node.operand(0);
+  if (x->dtype() != DType::F32)
+    return node.error("expects f32, got {}", dtypeName(x->dtype()));
+  int64_t m = node.getInt("tile", 0);
+  if (!winogradTileSupported(m))
+    return node.error("tile {} is not supported (2 or 4)", m);
+  std::vector<int64_t> pads = node.getInts("pads", {});
+  if (pads.size() != 4 || *std::min_element(pads.begin(), pads.end()) < 0)
+    return node.error("pads must be 4 non-negative values [top, left, bottom, right]");
+  const Shape &xs = x->shape();
+  if (x->rank() != 5 || !xs[4].isStatic())
+    return node.error("input must be a blocked [N, Cb, H, W, b], got {}", x->type().str());
+  int64_t a = m + 2;
+  Dim p = node.graph()->freshDim();
+  if (xs[0].isStatic() && xs[2].isStatic() && xs[3].isStatic()) {
+    int64_t oh = xs[2].value() + pads[0] + pads[2] - 2, ow = xs[3].value() + pads[1] + pads[3] - 2;
+    if (oh < 1 || ow < 1)
+      return node.error("input {} with pads gives no output of a 3x3 window", x->type().str());
+    p = Dim(xs[0].value() * ((oh + m - 1) / m) * ((ow + m - 1) / m));
+  }
+  Dim c = xs[1].isStatic() ? Dim(xs[1].value() * xs[4].value()) : node.graph()->freshDim();
+  return std::vector<TensorType>{TensorType(x->dtype(), Shape{Dim(a * a), p, c})};
+}
+
+Types inferWinogradOutput(const Node &node) {
+  NNC_TRY(requireOperands(node, 1));
+  const Value *mv = node.operand(0), *bias = node.operand(1);
+  if (mv->dtype() != DType::F32)
+    return node.error("expects f32, got {}", dtypeName(mv->dtype()));
+  int64_t m = node.getInt("tile", 0), h = node.getInt("height", 0), w = node.getInt("width", 0),
+          b = node.getInt("block", 0);
+  if (!winogradTileSupported(m))
+    return node.error("tile {} is not supported (2 or 4)", m);
+  if (h < 1 || w < 1 || b < 1)
+    return node.error("height {}, width {} and block {} must be >= 1", h, w, b);
+  const Shape &ms = mv->shape();
+  int64_t a = m + 2, tiles = ((h + m - 1) / m) * ((w + m - 1) / m);
+  if (mv->rank() != 3 || ms[0] != Dim(a * a))
+    return node.error("operand must be [{}, P, K], got {}", a * a, mv->type().str());
+  Dim n = node.graph()->freshDim(), kb = node.graph()->freshDim();
+  if (ms[1].isStatic()) {
+    if (ms[1].value() % tiles != 0)
+      return node.error("{} tiles are not a whole number of {}x{} images", ms[1].value(), h, w);
+    n = Dim(ms[1].value() / tiles);
+  }
+  if (ms[2].isStatic()) {
+    if (ms[2].value() % b != 0)
+      return node.error("{} channels are not whole blocks of {}", ms[2].value(), b);
+    kb = Dim(ms[2].value() / b);
+  }
+  if (bias) {
+    NNC_TRY(requireSameDType(node, mv, bias, "bias"));
+    if (bias->rank() != 2 || bias->shape()[0] != kb || bias->shape()[1] != Dim(b))
+      return node.error("bias {} must be [{}, {}]", bias->type().str(), kb.str(), b);
+  }
+  return std::vector<TensorType>{TensorType(mv->dtype(), Shape{n, kb, Dim(h), Dim(w), Dim(b)})};
 }
 
 } // namespace nnc::shape

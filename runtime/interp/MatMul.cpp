@@ -75,7 +75,8 @@ Results evalMatMul(const Node &node, const Operands &ops) {
   // A packed weight (ir/GemmPacking.h) is unpacked to its [K, N] matrix first.
   std::optional<Tensor> unpacked;
   if (node.hasAttr("packed_n")) {
-    if (ops[1].rank() != 3 || ops[1].extents()[0] * ops[1].extents()[2] < node.getInt("packed_n"))
+    int64_t r = ops[1].rank();
+    if (r < 3 || ops[1].extents()[r - 3] * ops[1].extents()[r - 1] < node.getInt("packed_n"))
       return node.error("packed operand 1 {} does not hold {} columns",
                         extentsStr(ops[1].extents()), node.getInt("packed_n"));
     unpacked = unpackGemmPanels(ops[1], node.getInt("packed_n"));

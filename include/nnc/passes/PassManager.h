@@ -33,6 +33,13 @@ struct PassContext {
   std::ostream *statsStream = nullptr;
   /// The options of the running pass, from its pipeline entry `name{key=value,...}`.
   std::map<std::string, std::string> passOptions;
+
+  /// An error naming `pass` when passOptions holds a key not in `known`.
+  Error checkOptionNames(std::string_view pass, const std::vector<std::string> &known) const;
+  /// Integer option `name` of `pass` (`dflt` when absent); an error unless it is an integer
+  /// >= `least`.
+  Expected<int64_t> intOption(std::string_view pass, const std::string &name, int64_t dflt,
+                              int64_t least) const;
 };
 
 /// One transformation of a graph.

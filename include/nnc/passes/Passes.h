@@ -46,5 +46,6 @@ std::unique_ptr<Pass> createPackGemmWeightsPass();
 /// weights packed at compile time), moves layout-agnostic ops between them into that layout
 /// and cancels the transforms that meet. Option `block` (default: the host's f32 lanes).
 std::unique_ptr<Pass> createLayoutNCHWcPass();
+std::unique_ptr<Pass> createWinogradPass();
 
 } // namespace nnc

@@ -1,0 +1,203 @@
+// Lowerers of the Winograd conv transforms (winograd_input, winograd_output; the matrices and
+// layouts are in include/nnc/ir/Winograd.h). The matmul between them is the GEMM of Gemm.h.
+//
+// Algorithm (both ops): one loop nest over images, channel blocks and tiles, whose innermost
+// loop runs over the b contiguous channel lanes and is vectorized. Per lane the body is
+// straight-line code: load the alpha x alpha patch (input) or the alpha^2 products (output),
+// multiply by the transform matrices from both sides with their coefficients as constants
+// (zero coefficients dropped, +-1 as adds and subtractions), then store. Input positions
+// outside x (the padding) read 0 from a clamped address. The output's edge tiles (OH or OW
+// not a multiple of m) are separate loop nests that store only their valid rows and columns,
+// so no store carries a guard.
+#include <cmath>
+
+#include "Lowerers.h"
+#include "NNLowering.h"
+#include "nnc/ir/Winograd.h"
+
+namespace nnc::lower {
+
+namespace {
+
+using namespace nnl;
+using kir::Expr;
+using kir::Stmt;
+using Kernels = std::vector<kir::Kernel>;
+
+/// sum_s coef[s] * term(s) with constant coefficients (zeros dropped, +-1 without a multiply).
+Expr linearCombination(const std::vector<double> &coef, const std::function<Expr(size_t)> &term) {
+  Expr sum;
+  for (size_t s = 0; s < coef.size(); ++s) {
+    double c = coef[s];
+    if (c == 0)
+      continue;
+    Expr t = term(s);
+    bool neg = c < 0;
+    if (std::fabs(c) != 1)
+      t = kir::mul(t, fc(std::fabs(c), DType::F32));
+    if (!sum)
+      sum = neg ? kir::op(OpKind::Neg, {t}) : t;
+    else
+      sum = neg ? kir::sub(sum, t) : kir::add(sum, t);
+  }
+  return sum ? sum : fc(0, DType::F32);
+}
+
+/// Row `r` of the row-major matrix `mat` with `cols` columns.
+std::vector<double> rowOf(const std::vector<double> &mat, int64_t r, int64_t cols) {
+  return std::vector<double>(mat.begin() + r * cols, mat.begin() + (r + 1) * cols);
+}
+
+/// Declares locals r[i][j] = sum_s L[i][s] * x[s][j] (L: rows x q) and returns their names.
+std::vector<std::string> leftProduct(KernelBuilder &kb, const std::vector<double> &l, int64_t rows,
+                                     int64_t q, int64_t cols,
+                                     const std::vector<std::string> &x, std::vector<Stmt> &out) {
+  std::vector<std::string> r(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      r[i * cols + j] = kb.freshName("t");
+      out.push_back(kir::decl(r[i * cols + j], DType::F32,
+                              linearCombination(rowOf(l, i, q), [&](size_t s) {
+                                return kir::var(x[s * cols + j], DType::F32);
+                              })));
+    }
+  return r;
+}
+
+Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix) {
+  Extents xs = extentsOf(node.operand(0));
+  const WinogradMatrices &t = winogradMatrices(node.getInt("tile", 0));
+  std::vector<int64_t> pads = node.getInts("pads", {});
+  int64_t N = xs[0], Cb = xs[1], H = xs[2], W = xs[3], b = xs[4];
+  int64_t m = t.m, a = t.alpha;
+  int64_t tilesH = (H + pads[0] + pads[2] - 2 + m - 1) / m;
+  int64_t tilesW = (W + pads[1] + pads[3] - 2 + m - 1) / m;
+  int64_t P = N * tilesH * tilesW, C = Cb * b;
+  KernelBuilder kb(node, prefix);
+  int xb = kb.operand(0), vb = kb.result(0);
+  if (P == 0 || C == 0)
+    return Kernels{emptyKernel(node, prefix)};
+  Nest outer;
+  Expr cb = outer.add(kb, Cb, "cb"), n = outer.add(kb, N, "n"), th = outer.add(kb, tilesH, "th"),
+       tw = outer.add(kb, tilesW, "tw");
+  std::string laneV = kb.freshName("l");
+  Expr lane = kir::var(laneV);
+  std::vector<Stmt> body;
+  // The patch d[u][w] (0 outside the input).
+  std::vector<std::string> d(a * a);
+  for (int64_t u = 0; u < a; ++u)
+    for (int64_t w = 0; w < a; ++w) {
+      Expr ih = kir::add(kir::mul(th, i64(m)), i64(u - pads[0]));
+      Expr iw = kir::add(kir::mul(tw, i64(m)), i64(w - pads[1]));
+      Expr ch = kir::min(kir::max(ih, i64(0)), i64(H - 1));
+      Expr cw = kir::min(kir::max(iw, i64(0)), i64(W - 1));
+      Expr at = kir::add(
+          kir::mul(kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cb)), cb), i64(H)),
+                                              ch),
+                                     i64(W)),
+                            cw),
+                   i64(b)),
+          lane);
+      Expr v = kb.load(xb, at);
+      d[u * a + w] = kb.freshName("d");
+      body.push_back(kir::decl(d[u * a + w], DType::F32,
+                               kir::select(kir::land(inRange(ih, 0, H), inRange(iw, 0, W)), v,
+                                           fc(0, DType::F32))));
+    }
+  // t = B^T d, then V = t B: V[i][j] = sum_s t[i][s] * BT[j][s].
+  std::vector<std::string> tt = leftProduct(kb, t.bt, a, a, a, d, body);
+  Expr p = kir::add(kir::mul(kir::add(kir::mul(n, i64(tilesH)), th), i64(tilesW)), tw);
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < a; ++j) {
+      Expr v = linearCombination(rowOf(t.bt, j, a), [&](size_t s) {
+        return kir::var(tt[i * a + s], DType::F32);
+      });
+      Expr at = kir::add(kir::mul(kir::add(i64((i * a + j) * P), p), i64(C)),
+                         kir::add(kir::mul(cb, i64(b)), lane));
+      body.push_back(kb.store(vb, at, v));
+    }
+  Stmt laneLoop = kir::forLoop(laneV, i64(b), kir::block(body));
+  kir::Schedule s = parallelOuter(outer, P * C * a * a * 8);
+  s.steps.push_back({kir::ScheduleStep::Vectorize, laneV, 0, {}});
+  return Kernels{kb.finish(outer.wrap(laneLoop), s)};
+}
+
+Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefix) {
+  Extents ms = extentsOf(node.operand(0)), os = extentsOf(node.result());
+  const WinogradMatrices &t = winogradMatrices(node.getInt("tile", 0));
+  int64_t N = os[0], Kb = os[1], H = os[2], W = os[3], b = os[4];
+  int64_t m = t.m, a = t.alpha, P = ms[1], K = ms[2];
+  int64_t tilesH = (H + m - 1) / m, tilesW = (W + m - 1) / m;
+  KernelBuilder kb(node, prefix);
+  int mb = kb.operand(0), bb = node.operand(1) ? kb.operand(1) : -1, yb = kb.result(0);
+  if (numElementsOf(os) == 0)
+    return Kernels{emptyKernel(node, prefix)};
+  Nest outer;
+  Expr kblk = outer.add(kb, Kb, "kb"), n = outer.add(kb, N, "n");
+  std::vector<std::string> lanes;
+  // One region of tiles: `rows` x `cols` valid outputs per tile, tile rows th0 + [0, nth),
+  // tile columns tw0 + [0, ntw).
+  auto region = [&](int64_t th0, int64_t nth, int64_t rows, int64_t tw0, int64_t ntw,
+                    int64_t cols) -> Stmt {
+    if (nth == 0 || ntw == 0)
+      return nullptr;
+    Nest tiles;
+    Expr th = kir::add(i64(th0), tiles.add(kb, nth, "th"));
+    Expr tw = kir::add(i64(tw0), tiles.add(kb, ntw, "tw"));
+    std::string laneV = kb.freshName("l");
+    lanes.push_back(laneV);
+    Expr lane = kir::var(laneV);
+    Expr k = kir::add(kir::mul(kblk, i64(b)), lane);
+    Expr p = kir::add(kir::mul(kir::add(kir::mul(n, i64(tilesH)), th), i64(tilesW)), tw);
+    std::vector<Stmt> body;
+    std::vector<std::string> mm(a * a);
+    for (int64_t e = 0; e < a * a; ++e) {
+      mm[e] = kb.freshName("m");
+      body.push_back(kir::decl(
+          mm[e], DType::F32, kb.load(mb, kir::add(kir::mul(kir::add(i64(e * P), p), i64(K)), k))));
+    }
+    Expr bias = bb >= 0 ? kb.load(bb, k) : nullptr;
+    // t = A^T M (only the `rows` valid rows), then Y = t A.
+    std::vector<double> atRows(t.at.begin(), t.at.begin() + rows * a);
+    std::vector<std::string> tt = leftProduct(kb, atRows, rows, a, a, mm, body);
+    for (int64_t u = 0; u < rows; ++u)
+      for (int64_t w = 0; w < cols; ++w) {
+        Expr v = linearCombination(rowOf(t.at, w, a), [&](size_t s) {
+          return kir::var(tt[u * a + s], DType::F32);
+        });
+        if (bias)
+          v = kir::add(v, bias);
+        Expr oh = kir::add(kir::mul(th, i64(m)), i64(u)), ow = kir::add(kir::mul(tw, i64(m)), i64(w));
+        Expr at = kir::add(
+            kir::mul(kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Kb)), kblk),
+                                                         i64(H)),
+                                                oh),
+                                       i64(W)),
+                              ow),
+                     i64(b)),
+            lane);
+        body.push_back(kb.store(yb, at, v));
+      }
+    return tiles.wrap(kir::forLoop(laneV, i64(b), kir::block(body)));
+  };
+  int64_t fullH = H / m, fullW = W / m, remH = H % m, remW = W % m;
+  std::vector<Stmt> regions;
+  for (Stmt s : {region(0, fullH, m, 0, fullW, m), region(0, fullH, m, fullW, remW ? 1 : 0, remW),
+                 region(fullH, remH ? 1 : 0, remH, 0, fullW, m),
+                 region(fullH, remH ? 1 : 0, remH, fullW, remW ? 1 : 0, remW)})
+    if (s)
+      regions.push_back(s);
+  kir::Schedule s = parallelOuter(outer, P * K * a * a * 8);
+  for (const std::string &l : lanes)
+    s.steps.push_back({kir::ScheduleStep::Vectorize, l, 0, {}});
+  return Kernels{kb.finish(outer.wrap(kir::block(regions)), s)};
+}
+
+} // namespace
+
+void registerWinogradLowerers(LowererTable &t) {
+  t[OpKind::WinogradInput] = lowerWinogradInput;
+  t[OpKind::WinogradOutput] = lowerWinogradOutput;
+}
+
+} // namespace nnc::lower

@@ -1,0 +1,161 @@
+// Winograd convolution (the winograd pass, winograd_input / winograd_output): convs through
+// the default pipeline with the pass forced on (min-tiles=1) against the interpreter on the
+// untransformed graph, over F(2x2) and F(4x4), outputs not divisible by the tile, pads 0 and
+// 1, channel counts that are not a multiple of the block, bias, and a fused relu and residual
+// add; and the transforms on their own against the direct conv in the interpreter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "LowerTestUtil.h"
+#include "nnc/ir/Parser.h"
+#include "nnc/ir/Winograd.h"
+#include "nnc/passes/PassManager.h"
+#include "nnc/runtime/Executable.h"
+#include "nnc/runtime/Interpreter.h"
+#include "nnc/runtime/OpenCL.h"
+
+using namespace nnc;
+
+namespace {
+
+struct Case {
+  int64_t n, c, h, w, k, pad;
+  bool bias, residual;
+};
+
+std::string dense(const Extents &e, std::mt19937 &rng) {
+  Tensor t = lowertest::randomTensor(DType::F32, e, rng, -1, 1);
+  std::vector<std::string> vals;
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    vals.push_back(fmt::format("{:.6f}", t.data<float>()[i]));
+  std::string dims = fmt::format("{}", fmt::join(e, ","));
+  return fmt::format("constant {{value = dense<f32[{0}]>[{1}]}} : f32[{0}]", dims,
+                     fmt::join(vals, ", "));
+}
+
+/// relu(conv(x, w, b?) (+ x)).
+std::string convGraph(const Case &k) {
+  std::mt19937 rng(7);
+  int64_t oh = k.h + 2 * k.pad - 2, ow = k.w + 2 * k.pad - 2;
+  std::string out = fmt::format("f32[{},{},{},{}]", k.n, k.k, oh, ow);
+  std::string sum = k.residual ? fmt::format("  %s = add(%y, %x) : {}\n", out) : "";
+  return fmt::format(R"(
+graph @conv(%x: f32[{0},{1},{2},{3}]) -> ({4}) {{
+  %w = {5}
+  %b = {6}
+  %zero = constant {{value = dense<f32[]>[0]}} : f32[]
+  %y = conv(%x, %w{7}) {{dilations = [1, 1], group = 1, pads = [{8}, {8}, {8}, {8}], strides = [1, 1]}} : {4}
+{9}  %r = max(%{10}, %zero) : {4}
+  return %r
+}})",
+                     k.n, k.c, k.h, k.w, out, dense({k.k, k.c, 3, 3}, rng), dense({k.k}, rng),
+                     k.bias ? ", %b" : "", k.pad, sum, k.residual ? "s" : "y");
+}
+
+int countKind(const Graph &g, OpKind kind) {
+  int n = 0;
+  for (const Node *node : g.nodes())
+    n += node->kind() == kind;
+  return n;
+}
+
+/// The default pipeline with layout-nchwc at block 8 and winograd at `tile`, forced on.
+PassPipeline pipeline(int tile) {
+  std::string p = PassPipeline::defaultPipeline().str();
+  for (auto [pass, opts] : {std::pair<std::string, std::string>{"layout-nchwc", "{block=8,min-fill=0}"},
+                            {"winograd", fmt::format("{{tile={},min-tiles=1}}", tile)}}) {
+    size_t at = p.find(pass);
+    EXPECT_NE(at, std::string::npos) << p;
+    p.insert(at + pass.size(), opts);
+  }
+  Expected<PassPipeline> pp = PassPipeline::parse(p);
+  EXPECT_TRUE(pp) << pp.error().message();
+  return *pp;
+}
+
+void expectNear(const Tensor &got, const Tensor &want, const std::string &what) {
+  ASSERT_EQ(extentsStr(got.extents()), extentsStr(want.extents())) << what;
+  int bad = 0;
+  for (int64_t i = 0; i < want.numElements() && bad < 3; ++i) {
+    double g = got.elementAsDouble(i), w = want.elementAsDouble(i);
+    if (!(std::fabs(g - w) <= 1e-4 + 1e-3 * std::fabs(w))) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g << ", expected " << w;
+      ++bad;
+    }
+  }
+}
+
+TEST(WinogradTest, ConvsMatchInterpreter) {
+  const Case cases[] = {
+      {1, 12, 7, 9, 12, 1, true, true},   // odd output (7x9), 12 channels on 8 lanes, residual
+      {2, 16, 8, 8, 16, 0, true, false},  // pad 0 (6x6 output), batch 2
+      {1, 16, 10, 6, 20, 1, false, false}, // no bias, K not a multiple of the block
+  };
+  for (const Case &k : cases)
+    for (int tile : {2, 4}) {
+      std::string text = convGraph(k);
+      SCOPED_TRACE(fmt::format("tile {}: {}", tile, text.substr(0, 80)));
+      Expected<std::unique_ptr<Graph>> ref = parseGraph(text);
+      ASSERT_TRUE(ref) << ref.error().message();
+      std::unique_ptr<Graph> opt = (*ref)->clone();
+      PassContext ctx;
+      ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) {
+        return evaluateNode(n, ops);
+      };
+      Error e = pipeline(tile).run(*opt, ctx);
+      ASSERT_FALSE(e) << e.message();
+      EXPECT_EQ(countKind(*opt, OpKind::WinogradInput), 1);
+      EXPECT_EQ(countKind(*opt, OpKind::WinogradOutput), 1);
+      EXPECT_EQ(countKind(*opt, OpKind::ConvNCHWc), 0);
+      std::mt19937 rng(11);
+      std::vector<Tensor> inputs{
+          lowertest::randomTensor(DType::F32, {k.n, k.c, k.h, k.w}, rng, -2, 2)};
+      Expected<std::vector<Tensor>> want = interpret(**ref, inputs);
+      ASSERT_TRUE(want) << want.error().message();
+      Expected<std::vector<Tensor>> viaInterp = interpret(*opt, inputs);
+      ASSERT_TRUE(viaInterp) << viaInterp.error().message();
+      expectNear((*viaInterp)[0], (*want)[0], "interpreter");
+      Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, CpuOptions{});
+      ASSERT_TRUE(exe) << exe.error().message();
+      Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
+      ASSERT_TRUE(got) << got.error().message();
+      expectNear((*got)[0], (*want)[0], "cpu");
+      // The OpenCL C printer takes the same kernels (once: a PoCL build takes seconds).
+      if (&k != &cases[0] || tile != 4)
+        continue;
+      Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+      if (!devices)
+        continue;
+      OpenCLOptions opts;
+      opts.cacheDir = "";
+      opts.optimize = false;
+      Expected<std::unique_ptr<OpenCLExecutable>> cl = OpenCLExecutable::compile(*opt, opts);
+      ASSERT_TRUE(cl) << cl.error().message();
+      Expected<std::vector<Tensor>> clGot = (*cl)->run(inputs);
+      ASSERT_TRUE(clGot) << clGot.error().message();
+      expectNear((*clGot)[0], (*want)[0], "opencl");
+    }
+}
+
+TEST(WinogradTest, WeightTransformOfADeltaFilter) {
+  // The centre tap alone makes the conv the identity: U = G g G^T is then the outer product
+  // of G's middle column, for both tile sizes.
+  for (int64_t m : {2, 4}) {
+    Tensor w = Tensor::zeros(DType::F32, {1, 1, 3, 3});
+    w.data<float>()[4] = 1;
+    const WinogradMatrices &t = winogradMatrices(m);
+    Tensor u = winogradWeight(w, m, 2, 3);
+    ASSERT_EQ(u.extents(), (Extents{t.alpha * t.alpha, 2, 3}));
+    for (int64_t i = 0; i < t.alpha; ++i)
+      for (int64_t j = 0; j < t.alpha; ++j) {
+        int64_t e = i * t.alpha + j;
+        EXPECT_NEAR(u.data<float>()[e * 6], t.g[i * 3 + 1] * t.g[j * 3 + 1], 1e-7);
+        for (int64_t q = 1; q < 6; ++q) // padding channels stay zero
+          EXPECT_EQ(u.data<float>()[e * 6 + q], 0.0f);
+      }
+  }
+}
+
+} // namespace
