@@ -29,7 +29,7 @@ MODELS = ["mlp_b1", "mlp_b32", "lenet_b1", "lenet_b32", "resnet18_b1", "bert_lay
 DEFAULT = ["shape-inference", "constant-fold", "canonicalize", "cse", "shape-inference",
            "constant-fold", "dce", "recognize-layer-norm", "recognize-rms-norm",
            "recognize-softmax", "fold-batch-norm", "dce", "layout-nchwc", "constant-fold", "cse",
-           "dce", "fuse-elementwise", "fuse-epilogue", "fuse-attention", "pack-gemm-weights",
+           "dce", "winograd", "fuse-elementwise", "fuse-epilogue", "fuse-attention", "pack-gemm-weights",
            "dce"]
 
 

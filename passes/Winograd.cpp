@@ -4,17 +4,23 @@
 //   V = winograd_input(x)      [alpha^2, P, C]   (B^T d B per tile and channel)
 //   M = matmul(V, U)           [alpha^2, P, K]   (U = G g G^T, computed here at compile time)
 //   y = winograd_output(M, b)  [N, Kb, OH, OW, b] (A^T M A per tile, plus the bias)
-// Options: `tile` (m: 4, the default, or 2) and `min-tiles` (default 8): the least number of
-// tiles P for a conv to be rewritten.
+// Options: `tile` (the largest m tried: 4, the default, or 2) and `min-tiles` (default 8):
+// the least number of tiles P for a conv to run with a tile size.
 //
-// Why a tile count: F(4x4) does 4x fewer multiplies than the direct conv but its U is
-// alpha^2/9 = 4x the conv weight, and the matmul reads all of U once per P rows. With few
-// tiles (deep layers at batch 1: a 7x7 output is 4 tiles) the matmul streams megabytes of U
-// for little work and loses to the direct conv; with many it is compute bound.
+// Why a tile count: F(m x m) does (m+2)^2 / (9 m^2) of the direct conv's multiplies (1/4 for
+// F(4x4), 4/9 for F(2x2)) but its U is (m+2)^2 / 9 times the conv weight (4x, 1.8x), and the
+// matmul reads all of U once per P rows (2P flops per element of U). With few tiles (deep
+// layers at batch 1: a 7x7 output is 4 tiles of F(4x4)) it streams megabytes of U for little
+// work and loses to the direct conv; with many it is compute bound. The smaller tile has 4x
+// the tiles, so a conv too small for F(4x4) may still take F(2x2). Measured on ResNet-18's
+// convs (1 thread, AVX-512; bench/winograd.py): F(4x4) is 2.4x faster than the direct conv
+// at 56x56x64 (196 tiles), 4x at 28x28x128 (49) and 2.4x at 14x14x256 (16 tiles); at
+// 7x7x512 F(4x4) (4 tiles) is no faster and F(2x2) (16 tiles) is faster by 10-30%.
 //
 // Algorithm: for each conv_nchwc, in graph order, with a blocked input [N, Cb, H, W, b], a
-// constant packed weight [Mb, Kc, 3, 3, b, b], group 1, strides and dilations 1, explicit pads,
-// static shapes and at least min-tiles tiles:
+// constant packed weight [Mb, Kc, 3, 3, b, b], group 1, strides and dilations 1, explicit pads
+// and static shapes, take the largest tile m <= `tile` with at least min-tiles tiles (none:
+// the conv stays):
 //  1. Unpack the weight to [Mb*b, Kc*b, 3, 3] (zero padding lanes stay zero) and transform it
 //     to the constant U [alpha^2, Kc*b, Mb*b].
 //  2. Insert winograd_input, matmul and winograd_output before the conv, replace the conv's
@@ -80,9 +86,12 @@ private:
       return false;
     std::vector<int64_t> pads = intsOr(*conv, "pads", 4, 0);
     const Shape &ys = conv->result()->shape();
-    int64_t N = ys[0].value(), oh = ys[2].value(), ow = ys[3].value(), m = tile_;
-    int64_t tiles = N * ((oh + m - 1) / m) * ((ow + m - 1) / m);
-    if (tiles < minTiles_) {
+    int64_t N = ys[0].value(), oh = ys[2].value(), ow = ys[3].value(), m = 0;
+    for (int64_t cand = tile_; cand >= 2 && m == 0; --cand)
+      if (winogradTileSupported(cand) &&
+          N * ((oh + cand - 1) / cand) * ((ow + cand - 1) / cand) >= minTiles_)
+        m = cand;
+    if (m == 0) {
       addStat("convs-too-few-tiles");
       return false;
     }
@@ -126,7 +135,7 @@ private:
     g.replaceAllUsesWith(conv->result(), y);
     g.eraseNode(conv);
     g.renameValue(y, name);
-    addStat("convs-rewritten");
+    addStat(fmt::format("convs-rewritten-f{}", m));
     return true;
   }
 };
