@@ -1,4 +1,5 @@
-// Buffer planning: liveness groups, greedy-by-size placement, and the plan's text and JSON.
+// Buffer planning: liveness groups, greedy-by-size placement improved by a bounded search
+// under a peak limit, and the plan's text and JSON.
 #include "BufferPlan.h"
 
 #include <algorithm>
@@ -35,6 +36,81 @@ std::string jsonString(const std::string &s) {
     }
   }
   return out + "\"";
+}
+
+/// Offsets of `groups` under `limit` bytes, or empty when the search finds none within
+/// `budget` placements. Groups go in order of first use (then size, descending); each tries,
+/// in order, the lowest aligned offset of every gap between the groups it overlaps in time
+/// that holds it, the highest such offset of that gap, and the offsets just above all of them
+/// and just under the limit; a group with no candidate backtracks to the previous one. Putting
+/// a buffer at the top of the free space keeps the bottom contiguous for the next one: the
+/// transformed input and product of a Winograd conv, each twice an activation, alternate
+/// between the halves of the arena that greedy-by-size fills one way only.
+std::vector<int64_t> searchPlacement(const std::vector<Group> &groups, int64_t limit,
+                                     int64_t budget) {
+  const size_t n = groups.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Group &x = groups[a], &y = groups[b];
+    if (x.first != y.first)
+      return x.first < y.first;
+    if (x.bytes != y.bytes)
+      return x.bytes > y.bytes;
+    return a < b;
+  });
+  std::vector<int64_t> offset(n, -1);
+  auto candidates = [&](size_t k) {
+    const Group &g = groups[order[k]];
+    std::vector<int64_t> out;
+    if (g.bytes == 0)
+      return std::vector<int64_t>{0};
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t j = 0; j < k; ++j) {
+      const Group &p = groups[order[j]];
+      if (p.first <= g.last && g.first <= p.last && p.bytes > 0)
+        busy.push_back({offset[order[j]], offset[order[j]] + p.bytes});
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    auto gap = [&](int64_t end) {
+      if (at + g.bytes > end)
+        return;
+      out.push_back(at);
+      int64_t top = (end - g.bytes) / kArenaAlignment * kArenaAlignment;
+      if (top > at)
+        out.push_back(top);
+    };
+    for (const auto &[lo, hi] : busy) {
+      gap(lo);
+      at = std::max(at, alignUp(hi, kArenaAlignment));
+    }
+    gap(limit);
+    return out;
+  };
+  std::vector<std::vector<int64_t>> cands(n);
+  std::vector<size_t> next(n, 0);
+  size_t k = 0;
+  int64_t steps = 0;
+  if (n > 0)
+    cands[0] = candidates(0);
+  while (k < n) {
+    if (++steps > budget)
+      return {};
+    if (next[k] < cands[k].size()) {
+      offset[order[k]] = cands[k][next[k]++];
+      if (++k < n) {
+        cands[k] = candidates(k);
+        next[k] = 0;
+      }
+    } else { // no place left for group k: move the previous one
+      offset[order[k]] = -1;
+      if (k == 0)
+        return {};
+      --k;
+    }
+  }
+  return offset;
 }
 
 } // namespace
@@ -103,7 +179,6 @@ BufferPlan planBuffers(const std::vector<BufferRequest> &requests) {
   }
 
   BufferPlan plan;
-  plan.peakBytes = peak;
   // Lower bound: the largest total of groups live at one launch step.
   int lastStep = -1;
   for (const Group &g : groups)
@@ -120,6 +195,28 @@ BufferPlan planBuffers(const std::vector<BufferRequest> &requests) {
       plan.lowerBoundBytes = std::max(plan.lowerBoundBytes, live);
     }
   }
+
+  // 4. A search under limits from the lower bound up, in steps of 2%, while they are below
+  //    the greedy peak; the first placement found replaces the greedy one. The budget keeps
+  //    planning linear-ish in the group count.
+  const int64_t budget = 64 * static_cast<int64_t>(groups.size()) + 1024;
+  for (int step = 0; step <= 10; ++step) {
+    int64_t limit = alignUp(plan.lowerBoundBytes + plan.lowerBoundBytes * step / 50,
+                            kArenaAlignment);
+    if (limit >= peak)
+      break;
+    std::vector<int64_t> offsets = searchPlacement(groups, limit, budget);
+    if (offsets.empty())
+      continue;
+    int64_t found = 0;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      groups[i].offset = offsets[i];
+      found = std::max(found, offsets[i] + groups[i].bytes);
+    }
+    peak = found;
+    break;
+  }
+  plan.peakBytes = peak;
   for (int i = 0; i < n; ++i) {
     const BufferRequest &q = requests[i];
     plan.unplannedBytes += q.bytes;
