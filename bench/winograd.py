@@ -4,7 +4,7 @@
 Writes one graph per layer shape (conv 3x3 pad 1 with bias, residual add, relu; random
 weights; 56x56x64, 28x28x128, 14x14x256, 7x7x512 at batch 1) and runs each with
 `nnc bench --passes`: the default pipeline without the winograd pass (direct conv_nchwc),
-with F(4x4) and F(2x2) forced on (min-tiles=1), and the default (the pass's own choice),
+with F(4x4) and F(2x2) forced on (balance=0, min-gain=0), and the default (the pass's own choice),
 alternating in rounds; reports the median over rounds of each run's median (ms) and the load
 average before and after, since the figures are only comparable on a quiet machine.
 
@@ -35,8 +35,8 @@ def pipeline(winograd):
     return ",".join(winograd if p == "winograd" else p for p in DEFAULT if p != "winograd" or winograd)
 
 
-VARIANTS = [("direct", pipeline(None)), ("F(4x4)", pipeline("winograd{tile=4,min-tiles=1}")),
-            ("F(2x2)", pipeline("winograd{tile=2,min-tiles=1}")), ("default", None)]
+VARIANTS = [("direct", pipeline(None)), ("F(4x4)", pipeline("winograd{tile=4,balance=0,min-gain=0}")),
+            ("F(2x2)", pipeline("winograd{tile=2,balance=0,min-gain=0}")), ("default", None)]
 
 
 def layer_graph(name, c, h):

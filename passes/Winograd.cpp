@@ -4,27 +4,34 @@
 //   V = winograd_input(x)      [alpha^2, P, C]   (B^T d B per tile and channel)
 //   M = matmul(V, U)           [alpha^2, P, K]   (U = G g G^T, computed here at compile time)
 //   y = winograd_output(M, b)  [N, Kb, OH, OW, b] (A^T M A per tile, plus the bias)
-// Options: `tile` (the largest m tried: 4, the default, or 2) and `min-tiles` (default 8):
-// the least number of tiles P for a conv to run with a tile size.
+// Options: `tile` (the largest m tried: 4, the default, or 2), `balance` (default 16) and
+// `min-gain` (percent, default 25), the terms of the cost rule below.
 //
-// Why a tile count: F(m x m) does (m+2)^2 / (9 m^2) of the direct conv's multiplies (1/4 for
-// F(4x4), 4/9 for F(2x2)) but its U is (m+2)^2 / 9 times the conv weight (4x, 1.8x), and the
-// matmul reads all of U once per P rows (2P flops per element of U). With few tiles (deep
-// layers at batch 1: a 7x7 output is 4 tiles of F(4x4)) it streams megabytes of U for little
-// work and loses to the direct conv; with many it is compute bound. The smaller tile has 4x
-// the tiles, so a conv too small for F(4x4) may still take F(2x2). Measured on ResNet-18's
-// convs (1 thread, AVX-512; bench/winograd.py): F(4x4) is 2.4x faster than the direct conv
-// at 56x56x64 (196 tiles), 4x at 28x28x128 (49) and 2.4x at 14x14x256 (16 tiles); at
-// 7x7x512 F(4x4) (4 tiles) is no faster and F(2x2) (16 tiles) is faster by 10-30%.
+// Cost rule (per conv and tile size; C and K cancel out). F(m x m) does a^2 / (9 m^2) of the
+// direct conv's multiplies (a = m + 2: 1/4 for F(4x4), 4/9 for F(2x2)) in a GEMM that reads
+// all of U, a^2 C K floats (4x, 1.8x the conv weight), once per P tile rows: 2P flops per
+// float of U. Inside a whole network the weights stream from memory on every run, so the GEMM
+// takes about max(flops, balance * 4 * bytes of U) flop-times, `balance` being the flops a
+// core does per byte it streams (measured here: ~200 GFLOP/s against ~12 GB/s), while the
+// direct conv takes its flops. A tile is worth it when direct / Winograd >= 1 + min-gain/100
+// (the margin pays for the two transforms, about a fifth of the GEMM's time); the tile with
+// the best ratio wins. ResNet-18 at batch 1 (measured at 1 thread on AVX-512 with
+// bench/winograd.py per layer and `nnc bench` on the model): 56x56 and 28x28 take F(4x4)
+// (196 and 49 tiles, ratio 4; 2.4x and 4x faster than the direct conv); 14x14 takes F(2x2)
+// (49 tiles, ratio 2.25, against 1.5 for F(4x4)'s 16 tiles and 9.4 MB U; the model ran
+// as fast or faster that way); 7x7 stays direct (F(2x2): 16 tiles, ratio 0.86; its 16.8 MB
+// U per conv, streamed from memory, made the model no faster).
 //
 // Algorithm: for each conv_nchwc, in graph order, with a blocked input [N, Cb, H, W, b], a
 // constant packed weight [Mb, Kc, 3, 3, b, b], group 1, strides and dilations 1, explicit pads
-// and static shapes, take the largest tile m <= `tile` with at least min-tiles tiles (none:
+// and static shapes, take the tile m <= `tile` with the best ratio if it clears min-gain (none:
 // the conv stays):
 //  1. Unpack the weight to [Mb*b, Kc*b, 3, 3] (zero padding lanes stay zero) and transform it
 //     to the constant U [alpha^2, Kc*b, Mb*b].
 //  2. Insert winograd_input, matmul and winograd_output before the conv, replace the conv's
 //     result by the output's and erase the conv. pack-gemm-weights later packs U into panels.
+#include <algorithm>
+
 #include "nnc/ir/Winograd.h"
 #include "nnc/passes/Passes.h"
 
@@ -51,11 +58,12 @@ public:
   std::string_view name() const override { return "winograd"; }
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
-    NNC_TRY(ctx.checkOptionNames(name(), {"tile", "min-tiles"}));
+    NNC_TRY(ctx.checkOptionNames(name(), {"tile", "balance", "min-gain"}));
     NNC_ASSIGN_OR_RETURN(tile_, ctx.intOption(name(), "tile", 4, 2));
     if (!winogradTileSupported(tile_))
       return makeError("winograd: option tile={} must be 2 or 4", tile_);
-    NNC_ASSIGN_OR_RETURN(minTiles_, ctx.intOption(name(), "min-tiles", 8, 1));
+    NNC_ASSIGN_OR_RETURN(balance_, ctx.intOption(name(), "balance", 16, 0));
+    NNC_ASSIGN_OR_RETURN(minGain_, ctx.intOption(name(), "min-gain", 25, 0));
     bool changed = false;
     for (Node *n : g.nodes()) {
       if (n->kind() != OpKind::ConvNCHWc)
@@ -67,7 +75,17 @@ public:
   }
 
 private:
-  int64_t tile_ = 4, minTiles_ = 8;
+  int64_t tile_ = 4, balance_ = 16, minGain_ = 25;
+
+  /// direct / Winograd time of F(m x m) on N images of oh x ow outputs (the cost rule).
+  double gain(int64_t m, int64_t N, int64_t oh, int64_t ow) const {
+    double a2 = double(m + 2) * double(m + 2);
+    double tiles = double(N) * double((oh + m - 1) / m) * double((ow + m - 1) / m);
+    // Per unit of C K: direct 2*9*N*oh*ow flops; GEMM 2*a2*P flops or a2*4 bytes of U.
+    double direct = 18.0 * double(N) * double(oh) * double(ow);
+    double wino = std::max(2.0 * a2 * tiles, double(balance_) * 4.0 * a2);
+    return direct / wino;
+  }
 
   Expected<bool> rewrite(Graph &g, Node *conv) {
     Value *x = conv->operand(0), *w = conv->operand(1), *bias = conv->operand(2);
@@ -87,12 +105,14 @@ private:
     std::vector<int64_t> pads = intsOr(*conv, "pads", 4, 0);
     const Shape &ys = conv->result()->shape();
     int64_t N = ys[0].value(), oh = ys[2].value(), ow = ys[3].value(), m = 0;
-    for (int64_t cand = tile_; cand >= 2 && m == 0; --cand)
-      if (winogradTileSupported(cand) &&
-          N * ((oh + cand - 1) / cand) * ((ow + cand - 1) / cand) >= minTiles_)
+    double best = 1.0 + double(minGain_) / 100.0;
+    for (int64_t cand = 2; cand <= tile_; ++cand)
+      if (winogradTileSupported(cand) && gain(cand, N, oh, ow) >= best) {
+        best = gain(cand, N, oh, ow);
         m = cand;
+      }
     if (m == 0) {
-      addStat("convs-too-few-tiles");
+      addStat("convs-not-worth-it");
       return false;
     }
     // 1. The plain weight [Mb*b, Kc*b, 3, 3], then U.

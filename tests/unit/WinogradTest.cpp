@@ -1,5 +1,5 @@
 // Winograd convolution (the winograd pass, winograd_input / winograd_output): convs through
-// the default pipeline with the pass forced on (min-tiles=1) against the interpreter on the
+// the default pipeline with the pass forced on (balance=0, min-gain=0) against the interpreter on the
 // untransformed graph, over F(2x2) and F(4x4), outputs not divisible by the tile, pads 0 and
 // 1, channel counts that are not a multiple of the block, bias, and a fused relu and residual
 // add; and the transforms on their own against the direct conv in the interpreter.
@@ -61,11 +61,11 @@ int countKind(const Graph &g, OpKind kind) {
   return n;
 }
 
-/// The default pipeline with layout-nchwc at block 8 and winograd at `tile`, forced on.
+/// The default pipeline with layout-nchwc at block 8 and winograd up to `tile`, forced on.
 PassPipeline pipeline(int tile) {
   std::string p = PassPipeline::defaultPipeline().str();
   for (auto [pass, opts] : {std::pair<std::string, std::string>{"layout-nchwc", "{block=8,min-fill=0}"},
-                            {"winograd", fmt::format("{{tile={},min-tiles=1}}", tile)}}) {
+                            {"winograd", fmt::format("{{tile={},balance=0,min-gain=0}}", tile)}}) {
     size_t at = p.find(pass);
     EXPECT_NE(at, std::string::npos) << p;
     p.insert(at + pass.size(), opts);
