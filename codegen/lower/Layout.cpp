@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <functional>
 
+#include <unistd.h>
+
 #include "Lowerers.h"
 #include "NNLowering.h"
 #include "nnc/ir/NNGeometry.h"
@@ -115,6 +117,15 @@ struct RowGeometry {
   int64_t lo = 0, hi = 0; ///< Interior output columns [lo, hi): every tap inside the input.
 };
 
+/// The host's per-core L2 cache (1 MiB when the system does not say).
+int64_t hostL2Bytes() {
+  static const int64_t bytes = [] {
+    long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? int64_t(v) : int64_t(1) << 20;
+  }();
+  return bytes;
+}
+
 /// The register tile of a conv_nchwc: `blocks` output channel blocks x up to `positions`
 /// output columns, in `tiles` tiles per row.
 struct ConvTile {
@@ -125,7 +136,8 @@ struct ConvTile {
 /// one multiply-add step (one input lane): R*M vector FMAs at two per cycle, M weight vector
 /// loads plus R broadcasts at two per cycle, and at least the FMA latency (4 cycles) per
 /// accumulator chain. `regs` accumulators fit in registers; `canBlock(m)` says m blocks may
-/// share a tile (same group). Ties go to fewer blocks, whose weights stay in L2 longer.
+/// share a tile (same group); the weights of a tile's blocks, reread for every row, must stay
+/// in L2. Ties go to fewer blocks.
 ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
                         int64_t weightBytesPerBlock,
                         const std::function<bool(int64_t)> &canBlock) {
@@ -134,7 +146,7 @@ ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositio
   for (int64_t m : {int64_t(1), int64_t(2), int64_t(4)}) {
     if (mb % m != 0 || !canBlock(m) || regs / m < 1)
       continue;
-    if (m > 1 && m * weightBytesPerBlock > (int64_t(512) << 10))
+    if (m > 1 && m * weightBytesPerBlock > hostL2Bytes() * 3 / 4)
       continue;
     int64_t rmax = std::min(regs / m, maxPositions);
     int64_t tiles = (ow + rmax - 1) / rmax;
