@@ -161,7 +161,44 @@ ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositio
   return best;
 }
 
-Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
+/// Accumulator vectors a conv tile may hold: the host has 32 vector registers with 16-lane
+/// blocks (AVX-512), 16 otherwise; a few stay free for the weights and a broadcast.
+int64_t convTileRegisters(int64_t b) { return b >= 16 ? 28 : 12; }
+
+// The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
+// blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
+// bytes of one output block}.
+enum ConvDim { kMb, kOW, kBlock, kGroupBlocks, kDepthwise, kWeightBytes, kConvDims };
+
+/// Candidate tile widths: every count of columns the registers can hold.
+std::vector<int64_t> convTileWidths() {
+  std::vector<int64_t> v;
+  for (int64_t r = 1; r <= 28; ++r)
+    v.push_back(r);
+  return v;
+}
+
+bool convTileValid(const tuning::Config &c, const tuning::Problem &p) {
+  const tuning::Space &self = convNchwcCpuSpace();
+  if (c.size() != self.knobs.size())
+    return false;
+  for (const tuning::Knob &kn : self.knobs) {
+    auto it = c.find(kn.name);
+    if (it == c.end() || std::find(kn.values.begin(), kn.values.end(), it->second) ==
+                             kn.values.end())
+      return false;
+  }
+  if (p.dims.size() != kConvDims)
+    return false;
+  int64_t m = c.at("m"), r = c.at("r");
+  if (p.dims[kDepthwise] != 0)
+    return m == 1 && r <= std::max<int64_t>(p.dims[kOW], 1);
+  return p.dims[kMb] % m == 0 && p.dims[kGroupBlocks] % m == 0 &&
+         m * r <= convTileRegisters(p.dims[kBlock]) && r <= std::max<int64_t>(p.dims[kOW], 1);
+}
+
+Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
+                                 const tuning::LowerOptions *opts) {
   const Value *xv = node.operand(0), *wv = node.operand(1), *biasV = node.operand(2);
   Extents xs = extentsOf(xv), ws = extentsOf(wv), os = extentsOf(node.result());
   DType t = xv->dtype();
@@ -188,16 +225,20 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
 
   // Output channels per group; the blocks of one tile must share their group's input.
   int64_t mg = Mb * b / group;
+  tuning::Problem prob;
+  prob.kind = "conv_nchwc_cpu";
+  prob.signature = fmt::format(
+      "conv_nchwc_cpu {} n{} {}{}x{}x{} k{}x{} s{}x{} d{}x{} p{}x{} o{}x{}x{} g{}{}", dtypeName(t),
+      N, plain ? "c" : "cb", Cx, H, W, KH, KW, ah.stride, aw.stride, ah.dilation, aw.dilation,
+      ah.padBegin, aw.padBegin, Mb, b, Kc * bi, group, depthwise ? " depthwise" : "");
+  prob.dims = {Mb, OW, b, group == 1 ? Mb : mg % b == 0 ? mg / b : 1, depthwise ? 1 : 0,
+               Kc * KH * KW * bi * b * int64_t(dtypeSize(t))};
+  prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
+  tuning::Config cfg = tuning::chooseConfig(prob, opts);
   ConvTile ct;
-  if (depthwise) {
-    int64_t r = std::min<int64_t>(4, OW);
-    ct = {1, r, (OW + r - 1) / r};
-  } else {
-    int64_t regs = b >= 16 ? 28 : 12;
-    int64_t blockBytes = Kc * KH * KW * bi * b * int64_t(dtypeSize(t));
-    ct = chooseConvTile(OW, Mb, regs, b >= 16 ? 14 : 6, blockBytes,
-                        [&](int64_t m) { return group == 1 || mg % (m * b) == 0; });
-  }
+  ct.blocks = cfg.at("m");
+  ct.positions = std::min(cfg.at("r"), OW);
+  ct.tiles = (OW + ct.positions - 1) / ct.positions;
   const int64_t M = ct.blocks, G = Mb / M;
 
   KernelBuilder kb(node, prefix);
@@ -353,10 +394,42 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
 
 } // namespace
 
+const tuning::Space &convNchwcCpuSpace() {
+  static const tuning::Space space = [] {
+    tuning::Space s;
+    s.kind = "conv_nchwc_cpu";
+    s.version = 1;
+    s.knobs = {
+        {"m", {1, 2, 4}, "output channel blocks of a register tile"},
+        {"r", convTileWidths(),
+         "output columns of a register tile (the last tile of a row may be narrower)"},
+    };
+    s.valid = convTileValid;
+    s.defaults = [](const tuning::Problem &p) {
+      int64_t mb = p.dims[kMb], ow = p.dims[kOW], b = p.dims[kBlock];
+      if (p.dims[kDepthwise] != 0)
+        return tuning::Config{{"m", 1}, {"r", std::min<int64_t>(4, std::max<int64_t>(ow, 1))}};
+      ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b), b >= 16 ? 14 : 6,
+                                   p.dims[kWeightBytes], [&](int64_t m) {
+                                     return p.dims[kGroupBlocks] % m == 0;
+                                   });
+      return tuning::Config{{"m", ct.blocks}, {"r", ct.positions}};
+    };
+    return s;
+  }();
+  return space;
+}
+
 void registerLayoutLowerers(LowererTable &t) {
   t[OpKind::ToNCHWc] = lowerToNCHWc;
   t[OpKind::FromNCHWc] = lowerFromNCHWc;
   t[OpKind::PackConvWeight] = lowerPackConvWeight;
+  t[OpKind::ConvNCHWc] = [](const Node &node, const std::string &prefix) {
+    return lowerConvNCHWc(node, prefix, nullptr);
+  };
+}
+
+void registerTunableLayoutLowerers(TunableLowererTable &t) {
   t[OpKind::ConvNCHWc] = lowerConvNCHWc;
 }
 
