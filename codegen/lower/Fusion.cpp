@@ -315,8 +315,12 @@ Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
 }
 
 /// Anchors whose kernels store each result element once, its final value, from straight-line
-/// register tiles (no loop vectorizer involved): their epilogue can rewrite those stores.
-bool storesEachResultOnce(OpKind k) { return k == OpKind::ConvNCHWc; }
+/// register tiles: their epilogue can rewrite those stores. (winograd_output's tiles are the
+/// body of a loop over the lanes that the loop vectorizer takes; with the epilogue in its
+/// stores ResNet-18 ran 13.06 -> 12.53 ms at 1 thread, medians of 5 alternating runs.)
+bool storesEachResultOnce(OpKind k) {
+  return k == OpKind::ConvNCHWc || k == OpKind::WinogradOutput;
+}
 
 /// 2. A group with an anchor: the anchor's kernels with the epilogue in their result stores.
 Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, const GroupInfo &gi,
