@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <set>
 
+#include "PatternUtil.h"
 #include "nnc/passes/Passes.h"
 
 namespace nnc {
@@ -70,13 +71,6 @@ bool keepsLanesFinite(OpKind k) {
   case OpKind::Erf: return true;
   default: return false;
   }
-}
-
-std::vector<int64_t> intsOr(const Node &n, const char *name, size_t count, int64_t dflt) {
-  std::vector<int64_t> v = n.getInts(name, {});
-  if (v.empty())
-    v.assign(count, dflt);
-  return v;
 }
 
 class LayoutNCHWcPass : public Pass {
@@ -285,8 +279,8 @@ private:
       std::vector<int64_t> k = u->getInts("kernel_shape", {});
       if (k.size() != 2)
         return nullptr;
-      std::vector<int64_t> s = intsOr(*u, "strides", 2, 1), d = intsOr(*u, "dilations", 2, 1),
-                           p = intsOr(*u, "pads", 4, 0);
+      std::vector<int64_t> s = pattern::intsOr(*u, "strides", 2, 1), d = pattern::intsOr(*u, "dilations", 2, 1),
+                           p = pattern::intsOr(*u, "pads", 4, 0);
       attrs["kernel_shape"] = std::vector<int64_t>{k[0], k[1], 1};
       attrs["strides"] = std::vector<int64_t>{s[0], s[1], 1};
       attrs["dilations"] = std::vector<int64_t>{d[0], d[1], 1};

@@ -7,6 +7,13 @@
 
 namespace nnc::pattern {
 
+std::vector<int64_t> intsOr(const Node &n, const char *name, size_t count, int64_t dflt) {
+  std::vector<int64_t> v = n.getInts(name, {});
+  if (v.empty())
+    v.assign(count, dflt);
+  return v;
+}
+
 Node *onlyUser(const Graph &g, const Value *v) {
   if (g.isOutput(v))
     return nullptr;

@@ -1,5 +1,6 @@
 // Helpers of the passes that match multi-node patterns (recognize-layer-norm,
-// recognize-rms-norm): single users, scalar constants, trailing reductions.
+// recognize-rms-norm, layout-nchwc, winograd): single users, scalar constants, trailing
+// reductions, window attributes.
 #pragma once
 
 #include <functional>
@@ -9,6 +10,10 @@
 #include "nnc/ir/Graph.h"
 
 namespace nnc::pattern {
+
+/// Ints attribute `name` of `n`, or `count` copies of `dflt` when it is absent or empty (the
+/// strides, dilations and pads of a window op).
+std::vector<int64_t> intsOr(const Node &n, const char *name, size_t count, int64_t dflt);
 
 /// The single node that uses `v`, or null (no user, several users, or a graph output). A node
 /// that uses v twice (mul(d, d)) counts once.

@@ -32,19 +32,13 @@
 //     result by the output's and erase the conv. pack-gemm-weights later packs U into panels.
 #include <algorithm>
 
+#include "PatternUtil.h"
 #include "nnc/ir/Winograd.h"
 #include "nnc/passes/Passes.h"
 
 namespace nnc {
 
 namespace {
-
-std::vector<int64_t> intsOr(const Node &n, const char *name, size_t count, int64_t dflt) {
-  std::vector<int64_t> v = n.getInts(name, {});
-  if (v.empty())
-    v.assign(count, dflt);
-  return v;
-}
 
 bool allOnes(const std::vector<int64_t> &v) {
   for (int64_t x : v)
@@ -99,10 +93,10 @@ private:
     int64_t mb = wp.dim(0), kc = wp.dim(1);
     if (wp.dim(2) != 3 || wp.dim(3) != 3 || wp.dim(4) != b || wp.dim(5) != b ||
         conv->getInt("group", 1) != 1 || kc != x->shape()[1].value() ||
-        !allOnes(intsOr(*conv, "strides", 2, 1)) || !allOnes(intsOr(*conv, "dilations", 2, 1)) ||
+        !allOnes(pattern::intsOr(*conv, "strides", 2, 1)) || !allOnes(pattern::intsOr(*conv, "dilations", 2, 1)) ||
         conv->getString("auto_pad", "NOTSET") != "NOTSET")
       return false;
-    std::vector<int64_t> pads = intsOr(*conv, "pads", 4, 0);
+    std::vector<int64_t> pads = pattern::intsOr(*conv, "pads", 4, 0);
     const Shape &ys = conv->result()->shape();
     int64_t N = ys[0].value(), oh = ys[2].value(), ow = ys[3].value(), m = 0;
     double best = 1.0 + double(minGain_) / 100.0;
