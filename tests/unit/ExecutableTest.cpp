@@ -12,6 +12,7 @@
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/runtime/Executable.h"
+#include "nnc/passes/PassManager.h"
 #include "nnc/passes/Specialize.h"
 #include "nnc/runtime/Interpreter.h"
 
@@ -117,6 +118,43 @@ TEST(Executable, MatchesInterpreter) {
     for (unsigned seed = 0; seed < 3; ++seed)
       expectMatchesInterpreter(*g, **exe, {randomF32({3, 6}, seed), randomF32({4}, seed + 10)});
   }
+}
+
+TEST(Executable, BatchedConstantWeightsArePackedMatrixByMatrix) {
+  // A constant [2, 4, 40] weight (the winograd pass makes such batches): pack-gemm-weights
+  // packs each matrix into [2, 40/32 -> 2, 4, 32] panels (40 columns: an edge panel); the
+  // GEMM reads panel batch b for output batch b, with operand 0 batched or broadcast.
+  auto g = parse(R"(
+graph @bmm(%x: f32[5,4], %x2: f32[2,5,4]) -> (f32[2,5,40], f32[2,5,40]) {
+  %w = constant {value = dense<f32[2,4,40]>[-1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25, 0.5, -0.5, 1.25, 0.25, -0.75, 1.0, 0.0, -1.0, 0.75, -0.25, -1.25]} : f32[2,4,40]
+  %y = matmul(%x, %w) : f32[2,5,40]
+  %y2 = matmul(%x2, %w) : f32[2,5,40]
+  return %y, %y2
+}
+)");
+  ASSERT_TRUE(g);
+  std::unique_ptr<Graph> packed = g->clone();
+  PassContext ctx;
+  ctx.evaluate = interp();
+  Expected<PassPipeline> pp = PassPipeline::parse("pack-gemm-weights,dce");
+  ASSERT_TRUE(pp) << pp.error().message();
+  Error e = pp->run(*packed, ctx);
+  ASSERT_FALSE(e) << e.message();
+  int packedMatmuls = 0;
+  for (const Node *n : packed->nodes())
+    packedMatmuls += n->kind() == OpKind::MatMul && n->getInt("packed_n", 0) == 40 &&
+                     n->operand(1)->rank() == 4;
+  EXPECT_EQ(packedMatmuls, 2);
+  std::vector<Tensor> in{randomF32({5, 4}, 1), randomF32({2, 5, 4}, 2)};
+  Expected<std::vector<Tensor>> viaInterp = interpret(*packed, in);
+  ASSERT_TRUE(viaInterp) << viaInterp.error().message();
+  Expected<std::vector<Tensor>> want = interpret(*g, in);
+  ASSERT_TRUE(want) << want.error().message();
+  for (size_t i = 0; i < want->size(); ++i)
+    expectClose((*want)[i], (*viaInterp)[i], "interpreter output " + std::to_string(i));
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*packed, testOptions(1));
+  ASSERT_TRUE(exe) << exe.error().message();
+  expectMatchesInterpreter(*g, **exe, in);
 }
 
 TEST(Executable, LaunchListHoldsOnlyGeneratedKernels) {
