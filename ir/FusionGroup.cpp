@@ -14,8 +14,8 @@ bool isFusibleElementwise(const Node &n) {
 }
 
 bool isEpilogueAnchor(const Node &n) {
-  return (n.kind() == OpKind::MatMul || n.kind() == OpKind::Conv ||
-          n.kind() == OpKind::ConvNCHWc || n.kind() == OpKind::WinogradOutput) &&
+  return (n.kind() == OpKind::MatMul || n.kind() == OpKind::Conv || n.kind() == OpKind::ConvNCHWc ||
+          n.kind() == OpKind::WinogradOutput) &&
          n.numResults() == 1;
 }
 

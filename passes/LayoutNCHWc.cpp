@@ -279,7 +279,8 @@ private:
       std::vector<int64_t> k = u->getInts("kernel_shape", {});
       if (k.size() != 2)
         return nullptr;
-      std::vector<int64_t> s = pattern::intsOr(*u, "strides", 2, 1), d = pattern::intsOr(*u, "dilations", 2, 1),
+      std::vector<int64_t> s = pattern::intsOr(*u, "strides", 2, 1),
+                           d = pattern::intsOr(*u, "dilations", 2, 1),
                            p = pattern::intsOr(*u, "pads", 4, 0);
       attrs["kernel_shape"] = std::vector<int64_t>{k[0], k[1], 1};
       attrs["strides"] = std::vector<int64_t>{s[0], s[1], 1};

@@ -50,8 +50,7 @@ Error PassContext::checkOptionNames(std::string_view pass,
                                     const std::vector<std::string> &known) const {
   for (const auto &[key, value] : passOptions)
     if (std::find(known.begin(), known.end(), key) == known.end())
-      return makeError("{}: unknown option '{}' (options: {})", pass, key,
-                       fmt::join(known, ", "));
+      return makeError("{}: unknown option '{}' (options: {})", pass, key, fmt::join(known, ", "));
   return Error::success();
 }
 

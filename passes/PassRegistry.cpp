@@ -5,8 +5,7 @@ namespace nnc {
 
 const std::vector<PassInfo> &passRegistry() {
   static const std::vector<PassInfo> passes = {
-      {"shape-inference", "Re-run shape rules and refine result types",
-       createShapeInferencePass},
+      {"shape-inference", "Re-run shape rules and refine result types", createShapeInferencePass},
       {"constant-fold", "Evaluate nodes whose operands are constants", createConstantFoldPass},
       {"dce", "Remove nodes whose results are unused", createDeadCodeEliminationPass},
       {"cse", "Merge identical nodes", createCommonSubexpressionEliminationPass},
@@ -44,11 +43,11 @@ const PassInfo *findPass(std::string_view name) {
 }
 
 PassPipeline PassPipeline::defaultPipeline() {
-  Expected<PassPipeline> p = parse(
-      "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
-      "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
-      "layout-nchwc,constant-fold,cse,dce,winograd,"
-      "fuse-elementwise,fuse-epilogue,fuse-attention,pack-gemm-weights,dce");
+  Expected<PassPipeline> p =
+      parse("shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
+            "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
+            "layout-nchwc,constant-fold,cse,dce,winograd,"
+            "fuse-elementwise,fuse-epilogue,fuse-attention,pack-gemm-weights,dce");
   NNC_ASSERT(p, "{}", p.error().message());
   return *p;
 }

@@ -93,7 +93,8 @@ private:
     int64_t mb = wp.dim(0), kc = wp.dim(1);
     if (wp.dim(2) != 3 || wp.dim(3) != 3 || wp.dim(4) != b || wp.dim(5) != b ||
         conv->getInt("group", 1) != 1 || kc != x->shape()[1].value() ||
-        !allOnes(pattern::intsOr(*conv, "strides", 2, 1)) || !allOnes(pattern::intsOr(*conv, "dilations", 2, 1)) ||
+        !allOnes(pattern::intsOr(*conv, "strides", 2, 1)) ||
+        !allOnes(pattern::intsOr(*conv, "dilations", 2, 1)) ||
         conv->getString("auto_pad", "NOTSET") != "NOTSET")
       return false;
     std::vector<int64_t> pads = pattern::intsOr(*conv, "pads", 4, 0);
@@ -117,19 +118,20 @@ private:
     for (int64_t o = 0; o < kPad; ++o)
       for (int64_t c = 0; c < cPad; ++c)
         for (int64_t t = 0; t < 9; ++t)
-          dst[(o * cPad + c) * 9 + t] = src[((((o / b) * kc + c / b) * 9 + t) * b + c % b) * b + o % b];
+          dst[(o * cPad + c) * 9 + t] =
+              src[((((o / b) * kc + c / b) * 9 + t) * b + c % b) * b + o % b];
     Tensor u = winogradWeight(plain, m, cPad, kPad);
     // 2. The three steps.
     std::string name = conv->result()->name();
     auto fail = [&](Error e) { return e.withContext("winograd: conv " + conv->name()); };
-    Expected<Node *> in = g.createInferred(OpKind::WinogradInput, {x},
-                                           {{"tile", m}, {"pads", pads}}, conv->name(), -1,
-                                           {name + "_wino_in"}, conv);
+    Expected<Node *> in =
+        g.createInferred(OpKind::WinogradInput, {x}, {{"tile", m}, {"pads", pads}}, conv->name(),
+                         -1, {name + "_wino_in"}, conv);
     if (!in)
       return fail(in.takeError());
-    Node *uc = g.createNode(OpKind::Constant, {},
-                            {TensorType(DType::F32, shapeFromExtents(u.extents()))},
-                            {{"value", Attribute(u)}}, "", {w->name() + "_winograd"}, conv);
+    Node *uc =
+        g.createNode(OpKind::Constant, {}, {TensorType(DType::F32, shapeFromExtents(u.extents()))},
+                     {{"value", Attribute(u)}}, "", {w->name() + "_winograd"}, conv);
     Expected<Node *> mm = g.createInferred(OpKind::MatMul, {(*in)->result(), uc->result()}, {},
                                            conv->name(), -1, {name + "_wino_mm"}, conv);
     if (!mm)
@@ -138,8 +140,8 @@ private:
     if (bias)
       ops.push_back(bias);
     Expected<Node *> out = g.createInferred(
-        OpKind::WinogradOutput, ops,
-        {{"tile", m}, {"height", oh}, {"width", ow}, {"block", b}}, conv->name(), -1, {}, conv);
+        OpKind::WinogradOutput, ops, {{"tile", m}, {"height", oh}, {"width", ow}, {"block", b}},
+        conv->name(), -1, {}, conv);
     if (!out)
       return fail(out.takeError());
     Value *y = (*out)->result();
@@ -156,6 +158,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Pass> createWinogradPass() { return std::make_unique<WinogradPass>(); }
+std::unique_ptr<Pass> createWinogradPass() {
+  return std::make_unique<WinogradPass>();
+}
 
 } // namespace nnc

@@ -201,8 +201,8 @@ BufferPlan planBuffers(const std::vector<BufferRequest> &requests) {
   //    planning linear-ish in the group count.
   const int64_t budget = 64 * static_cast<int64_t>(groups.size()) + 1024;
   for (int step = 0; step <= 10; ++step) {
-    int64_t limit = alignUp(plan.lowerBoundBytes + plan.lowerBoundBytes * step / 50,
-                            kArenaAlignment);
+    int64_t limit =
+        alignUp(plan.lowerBoundBytes + plan.lowerBoundBytes * step / 50, kArenaAlignment);
     if (limit >= peak)
       break;
     std::vector<int64_t> offsets = searchPlacement(groups, limit, budget);

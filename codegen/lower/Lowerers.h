@@ -28,7 +28,7 @@ bool isCopyOp(OpKind k);
 void registerReductionAndNNLowerers(LowererTable &t);
 void registerCompositeLowerers(LowererTable &t);
 void registerLayoutLowerers(LowererTable &t); // blocked channel layout (Layout.cpp)
-void registerWinogradLowerers(LowererTable &t); // winograd_input/output (Winograd.cpp)
+void registerWinogradLowerers(LowererTable &t);             // winograd_input/output (Winograd.cpp)
 void registerTunableLayoutLowerers(TunableLowererTable &t); // conv_nchwc (Layout.cpp)
 /// The tuning space of conv_nchwc's register tiles (Layout.cpp).
 const tuning::Space &convNchwcCpuSpace();

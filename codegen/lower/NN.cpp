@@ -118,11 +118,10 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   g.aIndex = [&](Expr i, Expr p) { return kir::add(aOff, kir::add(kir::mul(i, i64(k)), p)); };
   g.bIndex = [&](Expr p, Expr j) {
     if (packedNr > 0)
-      return kir::add(bOff, kir::add(kir::mul(kir::add(kir::mul(kir::div(j, i64(packedNr)),
-                                                                 i64(k)),
-                                                        p),
-                                               i64(packedNr)),
-                                      kir::mod(j, i64(packedNr))));
+      return kir::add(bOff,
+                      kir::add(kir::mul(kir::add(kir::mul(kir::div(j, i64(packedNr)), i64(k)), p),
+                                        i64(packedNr)),
+                               kir::mod(j, i64(packedNr))));
     return kir::add(bOff, kir::add(kir::mul(p, i64(n)), j));
   };
   g.cIndex = [&](Expr i, Expr j) { return kir::add(oOff, kir::add(kir::mul(i, i64(n)), j)); };

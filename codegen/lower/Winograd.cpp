@@ -50,16 +50,16 @@ std::vector<double> rowOf(const std::vector<double> &mat, int64_t r, int64_t col
 
 /// Declares locals r[i][j] = sum_s L[i][s] * x[s][j] (L: rows x q) and returns their names.
 std::vector<std::string> leftProduct(KernelBuilder &kb, const std::vector<double> &l, int64_t rows,
-                                     int64_t q, int64_t cols,
-                                     const std::vector<std::string> &x, std::vector<Stmt> &out) {
+                                     int64_t q, int64_t cols, const std::vector<std::string> &x,
+                                     std::vector<Stmt> &out) {
   std::vector<std::string> r(rows * cols);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
       r[i * cols + j] = kb.freshName("t");
-      out.push_back(kir::decl(r[i * cols + j], DType::F32,
-                              linearCombination(rowOf(l, i, q), [&](size_t s) {
-                                return kir::var(x[s * cols + j], DType::F32);
-                              })));
+      out.push_back(
+          kir::decl(r[i * cols + j], DType::F32, linearCombination(rowOf(l, i, q), [&](size_t s) {
+                      return kir::var(x[s * cols + j], DType::F32);
+                    })));
     }
   return r;
 }
@@ -92,26 +92,25 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
       Expr ch = kir::min(kir::max(ih, i64(0)), i64(H - 1));
       Expr cw = kir::min(kir::max(iw, i64(0)), i64(W - 1));
       Expr at = kir::add(
-          kir::mul(kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cb)), cb), i64(H)),
-                                              ch),
-                                     i64(W)),
-                            cw),
-                   i64(b)),
+          kir::mul(
+              kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cb)), cb), i64(H)), ch),
+                                i64(W)),
+                       cw),
+              i64(b)),
           lane);
       Expr v = kb.load(xb, at);
       d[u * a + w] = kb.freshName("d");
-      body.push_back(kir::decl(d[u * a + w], DType::F32,
-                               kir::select(kir::land(inRange(ih, 0, H), inRange(iw, 0, W)), v,
-                                           fc(0, DType::F32))));
+      body.push_back(kir::decl(
+          d[u * a + w], DType::F32,
+          kir::select(kir::land(inRange(ih, 0, H), inRange(iw, 0, W)), v, fc(0, DType::F32))));
     }
   // t = B^T d, then V = t B: V[i][j] = sum_s t[i][s] * BT[j][s].
   std::vector<std::string> tt = leftProduct(kb, t.bt, a, a, a, d, body);
   Expr p = kir::add(kir::mul(kir::add(kir::mul(n, i64(tilesH)), th), i64(tilesW)), tw);
   for (int64_t i = 0; i < a; ++i)
     for (int64_t j = 0; j < a; ++j) {
-      Expr v = linearCombination(rowOf(t.bt, j, a), [&](size_t s) {
-        return kir::var(tt[i * a + s], DType::F32);
-      });
+      Expr v = linearCombination(rowOf(t.bt, j, a),
+                                 [&](size_t s) { return kir::var(tt[i * a + s], DType::F32); });
       Expr at = kir::add(kir::mul(kir::add(i64((i * a + j) * P), p), i64(C)),
                          kir::add(kir::mul(cb, i64(b)), lane));
       body.push_back(kb.store(vb, at, v));
@@ -162,19 +161,19 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
     std::vector<std::string> tt = leftProduct(kb, atRows, rows, a, a, mm, body);
     for (int64_t u = 0; u < rows; ++u)
       for (int64_t w = 0; w < cols; ++w) {
-        Expr v = linearCombination(rowOf(t.at, w, a), [&](size_t s) {
-          return kir::var(tt[u * a + s], DType::F32);
-        });
+        Expr v = linearCombination(rowOf(t.at, w, a),
+                                   [&](size_t s) { return kir::var(tt[u * a + s], DType::F32); });
         if (bias)
           v = kir::add(v, bias);
-        Expr oh = kir::add(kir::mul(th, i64(m)), i64(u)), ow = kir::add(kir::mul(tw, i64(m)), i64(w));
+        Expr oh = kir::add(kir::mul(th, i64(m)), i64(u)),
+             ow = kir::add(kir::mul(tw, i64(m)), i64(w));
         Expr at = kir::add(
-            kir::mul(kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Kb)), kblk),
-                                                         i64(H)),
-                                                oh),
-                                       i64(W)),
-                              ow),
-                     i64(b)),
+            kir::mul(
+                kir::add(
+                    kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Kb)), kblk), i64(H)), oh),
+                             i64(W)),
+                    ow),
+                i64(b)),
             lane);
         body.push_back(kb.store(yb, at, v));
       }

@@ -1,7 +1,7 @@
 // Interpreter kernels of the Winograd conv transforms (winograd_input, winograd_output):
 // straight products with the matrices of include/nnc/ir/Winograd.h, in double.
-#include "interp/Kernels.h"
 #include "nnc/ir/Winograd.h"
+#include "interp/Kernels.h"
 
 namespace nnc::interp {
 
@@ -30,7 +30,8 @@ Results evalWinogradInput(const Node &node, const Operands &ops) {
   std::vector<int64_t> pads = node.getInts("pads", {});
   int64_t N = x.dim(0), Cb = x.dim(1), H = x.dim(2), W = x.dim(3), b = x.dim(4);
   int64_t m = t.m, a = t.alpha;
-  int64_t th = (H + pads[0] + pads[2] - 2 + m - 1) / m, tw = (W + pads[1] + pads[3] - 2 + m - 1) / m;
+  int64_t th = (H + pads[0] + pads[2] - 2 + m - 1) / m,
+          tw = (W + pads[1] + pads[3] - 2 + m - 1) / m;
   int64_t P = N * th * tw, C = Cb * b;
   Tensor v = Tensor::zeros(DType::F32, {a * a, P, C});
   const float *src = x.data<float>();
@@ -44,8 +45,7 @@ Results evalWinogradInput(const Node &node, const Operands &ops) {
             for (int64_t w = 0; w < a; ++w) {
               int64_t ih = i * m + u - pads[0], iw = j * m + w - pads[1];
               bool in = ih >= 0 && ih < H && iw >= 0 && iw < W;
-              d[u * a + w] =
-                  in ? src[(((n * Cb + c / b) * H + ih) * W + iw) * b + c % b] : 0.0;
+              d[u * a + w] = in ? src[(((n * Cb + c / b) * H + ih) * W + iw) * b + c % b] : 0.0;
             }
           sandwich(t.bt, d, a, a, r);
           int64_t p = (n * th + i) * tw + j;

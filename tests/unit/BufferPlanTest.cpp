@@ -138,10 +138,9 @@ TEST(BufferPlan, AlternatingLargeTemporariesReachTheLowerBound) {
   // the activations between them (1.36x the lower bound); the search alternates them.
   BufferPlan p = planBuffers(
       {req("s", 4096, 0, 1), req("p", 1024, 1, 9), req("v1", 2304, 2, 3), req("m1", 2304, 3, 4),
-       req("r1", 1024, 4, 5), req("v2", 2304, 5, 6), req("m2", 2304, 6, 7),
-       req("c2", 1024, 7, 10), req("add", 1024, 8, 15), req("v3", 2304, 10, 11),
-       req("m3", 2304, 11, 12), req("r3", 1024, 12, 13), req("v4", 2304, 13, 14),
-       req("m4", 2304, 14, 15)});
+       req("r1", 1024, 4, 5), req("v2", 2304, 5, 6), req("m2", 2304, 6, 7), req("c2", 1024, 7, 10),
+       req("add", 1024, 8, 15), req("v3", 2304, 10, 11), req("m3", 2304, 11, 12),
+       req("r3", 1024, 12, 13), req("v4", 2304, 13, 14), req("m4", 2304, 14, 15)});
   expectNoConflicts(p);
   EXPECT_EQ(p.lowerBoundBytes, 5632);
   EXPECT_EQ(p.peakBytes, p.lowerBoundBytes);

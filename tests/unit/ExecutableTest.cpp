@@ -11,9 +11,9 @@
 #include "codegen/llvm/Emitter.h"
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/ir/Parser.h"
-#include "nnc/runtime/Executable.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/passes/Specialize.h"
+#include "nnc/runtime/Executable.h"
 #include "nnc/runtime/Interpreter.h"
 
 using namespace nnc;
@@ -142,8 +142,8 @@ graph @bmm(%x: f32[5,4], %x2: f32[2,5,4]) -> (f32[2,5,40], f32[2,5,40]) {
   ASSERT_FALSE(e) << e.message();
   int packedMatmuls = 0;
   for (const Node *n : packed->nodes())
-    packedMatmuls += n->kind() == OpKind::MatMul && n->getInt("packed_n", 0) == 40 &&
-                     n->operand(1)->rank() == 4;
+    packedMatmuls +=
+        n->kind() == OpKind::MatMul && n->getInt("packed_n", 0) == 40 && n->operand(1)->rank() == 4;
   EXPECT_EQ(packedMatmuls, 2);
   std::vector<Tensor> in{randomF32({5, 4}, 1), randomF32({2, 5, 4}, 2)};
   Expected<std::vector<Tensor>> viaInterp = interpret(*packed, in);

@@ -365,7 +365,7 @@ TEST(FusionTest, SharedModelKernelCounts) {
   // ten 3x3 stride-1 convs of layer1-3 run as Winograd (56x56, 28x28: F(4x4); 14x14: F(2x2);
   // 7x7 stays direct): winograd_input, the batched GEMM and winograd_output (with the
   // epilogue), +2 each.
-  const ModelKernels expected[] = {{"mlp_b1", 3},   {"mlp_b32", 3},      {"lenet_b1", 9},
+  const ModelKernels expected[] = {{"mlp_b1", 3},    {"mlp_b32", 3},      {"lenet_b1", 9},
                                    {"lenet_b32", 9}, {"resnet18_b1", 44}, {"bert_layer_b1", 13}};
   for (const ModelKernels &m : expected) {
     std::unique_ptr<Executable> exe = compileModel(m.name);

@@ -1,8 +1,8 @@
 // Winograd convolution (the winograd pass, winograd_input / winograd_output): convs through
-// the default pipeline with the pass forced on (balance=0, min-gain=0) against the interpreter on the
-// untransformed graph, over F(2x2) and F(4x4), outputs not divisible by the tile, pads 0 and
-// 1, channel counts that are not a multiple of the block, bias, and a fused relu and residual
-// add; and the transforms on their own against the direct conv in the interpreter.
+// the default pipeline with the pass forced on (balance=0, min-gain=0) against the interpreter on
+// the untransformed graph, over F(2x2) and F(4x4), outputs not divisible by the tile, pads 0 and 1,
+// channel counts that are not a multiple of the block, bias, and a fused relu and residual add; and
+// the transforms on their own against the direct conv in the interpreter.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,8 +64,9 @@ int countKind(const Graph &g, OpKind kind) {
 /// The default pipeline with layout-nchwc at block 8 and winograd up to `tile`, forced on.
 PassPipeline pipeline(int tile) {
   std::string p = PassPipeline::defaultPipeline().str();
-  for (auto [pass, opts] : {std::pair<std::string, std::string>{"layout-nchwc", "{block=8,min-fill=0}"},
-                            {"winograd", fmt::format("{{tile={},balance=0,min-gain=0}}", tile)}}) {
+  for (auto [pass, opts] :
+       {std::pair<std::string, std::string>{"layout-nchwc", "{block=8,min-fill=0}"},
+        {"winograd", fmt::format("{{tile={},balance=0,min-gain=0}}", tile)}}) {
     size_t at = p.find(pass);
     EXPECT_NE(at, std::string::npos) << p;
     p.insert(at + pass.size(), opts);
@@ -89,8 +90,8 @@ void expectNear(const Tensor &got, const Tensor &want, const std::string &what) 
 
 TEST(WinogradTest, ConvsMatchInterpreter) {
   const Case cases[] = {
-      {1, 12, 7, 9, 12, 1, true, true},   // odd output (7x9), 12 channels on 8 lanes, residual
-      {2, 16, 8, 8, 16, 0, true, false},  // pad 0 (6x6 output), batch 2
+      {1, 12, 7, 9, 12, 1, true, true},    // odd output (7x9), 12 channels on 8 lanes, residual
+      {2, 16, 8, 8, 16, 0, true, false},   // pad 0 (6x6 output), batch 2
       {1, 16, 10, 6, 20, 1, false, false}, // no bias, K not a multiple of the block
   };
   for (const Case &k : cases)
