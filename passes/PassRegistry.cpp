@@ -5,7 +5,8 @@ namespace nnc {
 
 const std::vector<PassInfo> &passRegistry() {
   static const std::vector<PassInfo> passes = {
-      {"shape-inference", "Re-run shape rules and refine result types", createShapeInferencePass},
+      {"shape-inference", "Re-run shape rules and refine result types",
+       createShapeInferencePass},
       {"constant-fold", "Evaluate nodes whose operands are constants", createConstantFoldPass},
       {"dce", "Remove nodes whose results are unused", createDeadCodeEliminationPass},
       {"cse", "Merge identical nodes", createCommonSubexpressionEliminationPass},
