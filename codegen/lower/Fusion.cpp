@@ -13,7 +13,9 @@
 //     with the matmul/conv lowerers). Each such store `out[I] = v` becomes
 //     `t = v; out[I] = E(t, leaves at I)`, the leaves' indices derived from I. A kernel that
 //     reads its result buffer (it accumulates there) keeps accumulating in a scratch buffer
-//     instead, and a loop appended to it applies E to every element.
+//     instead, and a loop appended to it applies E to every element. A matmul anchor whose
+//     result keeps its dtype instead applies E in place inside its GEMM, per cache block
+//     (lowerMatMulFinished), so the result is not read back from memory in a second pass.
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -314,11 +316,100 @@ Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
   return std::vector<kir::Kernel>{std::move(k)};
 }
 
-/// 2. A group with an anchor: the anchor's kernels with the epilogue in their result stores.
+/// 2a. A matmul anchor whose result keeps its dtype: the epilogue finishes each element in
+/// place inside the GEMM (lowerMatMulFinished: per cache block, while the block is in cache),
+/// instead of a pass over the whole result after it.
+Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &u,
+                                                            const GroupInfo &gi,
+                                                            const std::string &prefix,
+                                                            const tuning::LowerOptions &opts) {
+  const Node &anchor = *u.anchor;
+  DType t = lower::movedType(anchor.result()->dtype());
+  const Extents &ext = gi.space.out;
+  int64_t count = lower::numElementsOf(lower::extentsOf(u.node->result()));
+  int64_t cols = std::max<int64_t>(lower::extentsOf(anchor.result()).back(), 1);
+  int64_t rows = count / cols;
+  int64_t anchorOperands = static_cast<int64_t>(anchor.numOperands());
+  std::map<size_t, int> bufOf; // group input -> kernel buffer
+  int local = 0;
+  auto makeFinish = [&](lower::KernelBuilder &kb) -> lower::ElementFinish {
+    bufOf.clear();
+    return [&, kbp = &kb](Expr row, Expr col, std::vector<Stmt> &hoisted) -> Stmt {
+      lower::KernelBuilder &kb = *kbp;
+      // A group input is the anchor's own operand buffer, or one declared here with index
+      // anchorOperands + input (renumbered below, clear of the anchor's operand indices).
+      auto bufferOfInput = [&](size_t in) {
+        auto it = bufOf.find(in);
+        if (it != bufOf.end())
+          return it->second;
+        int b = -1;
+        for (int64_t d = 0; d < anchorOperands && b < 0; ++d)
+          if (anchor.operand(d) == u.operands[in])
+            b = kb.operand(d);
+        if (b < 0) {
+          kir::BufferDecl decl = inputBuffer(u, in);
+          decl.index = static_cast<int>(anchorOperands + static_cast<int64_t>(in));
+          b = kb.declare(decl);
+        }
+        bufOf[in] = b;
+        return b;
+      };
+      std::string p = "fz" + std::to_string(local++) + "_";
+      std::vector<Stmt> stmts{kir::decl(p + "r", DType::I64, row),
+                              kir::decl(p + "c", DType::I64, col)};
+      LoopExtents env{{p + "r", rows}, {p + "c", cols}};
+      Expr at = kir::add(kir::mul(kir::var(p + "r"), i64c(cols)), kir::var(p + "c"));
+      int rb = kb.result(0);
+      stmts.push_back(kir::decl(p + "a", t, kb.load(rb, at)));
+      Composer c(
+          u, gi, p,
+          [&](size_t in) {
+            int b = bufferOfInput(in);
+            const Extents &le = gi.space.in[gi.leafSlot[in]];
+            DType lt = kb.bufferType(b);
+            if (lower::numElementsOf(le) == 1) { // read once, before the loop (see 2b)
+              std::string name = p + "s" + std::to_string(in);
+              hoisted.push_back(kir::decl(name, lt, kb.load(b, i64c(0))));
+              return kir::var(name, lt);
+            }
+            return kb.load(b, leafIndexAt(at, le, ext, env));
+          },
+          kir::var(p + "a", t));
+      Expr value = c.valueOf(u.node->result());
+      for (const Stmt &s : c.decls())
+        stmts.push_back(s);
+      stmts.push_back(kb.store(rb, at, value));
+      return kir::block(stmts);
+    };
+  };
+  NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks,
+                       lower::lowerMatMulFinished(anchor, prefix, &opts, makeFinish));
+  for (kir::Kernel &k : ks)
+    for (kir::BufferDecl &d : k.buffers)
+      if (d.role == kir::BufferRole::Operand) {
+        d.index = d.index >= anchorOperands
+                      ? static_cast<int>(d.index - anchorOperands)
+                      : static_cast<int>(std::find(u.operands.begin(), u.operands.end(),
+                                                   anchor.operand(d.index)) -
+                                         u.operands.begin());
+        d.name = "in" + std::to_string(d.index);
+      }
+  return ks;
+}
+
+/// 2b. A group with an anchor: the anchor's kernels with the epilogue in their result stores.
 Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, const GroupInfo &gi,
                                                       const std::string &prefix,
                                                       const tuning::LowerOptions &opts) {
   const Node &anchor = *u.anchor;
+  if (anchor.kind() == OpKind::MatMul && anchor.numOperands() == 2 && anchor.operand(1) &&
+      anchor.operand(1)->rank() >= 2 && !lower::extentsOf(anchor.result()).empty() &&
+      lower::movedType(u.node->result()->dtype()) ==
+          lower::movedType(anchor.result()->dtype()) &&
+      !isStorageOnly(anchor.result()->dtype()) &&
+      lower::numElementsOf(lower::extentsOf(anchor.result())) ==
+          lower::numElementsOf(lower::extentsOf(u.node->result())))
+    return lowerFinishedMatMulGroup(u, gi, prefix, opts);
   NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(anchor, prefix, opts));
   const Value *res = u.node->result();
   DType resType = lower::movedType(res->dtype());

@@ -42,6 +42,12 @@ struct GemmOperands {
   /// says; a compile-time packed weight, or conv's im2col written in panels); the microkernel
   /// path then uses nr = packedNr and reads the panels directly.
   int64_t packedNr = 0;
+  /// Optional: the statement that finishes C element (i, j) once its sum is complete (a
+  /// fused epilogue reading C there and writing the final value). Locals it needs declared
+  /// once before a loop of such statements go to `hoisted`. The microkernel path runs it
+  /// per cache block right after the block's last k block, while the block is in cache; the
+  /// scalar path after the whole nest (per batch entry).
+  std::function<kir::Stmt(kir::Expr i, kir::Expr j, std::vector<kir::Stmt> &hoisted)> finish;
 };
 
 /// The tunable problem of an M x K x N GEMM run `batch` times; `layout` names how operands
