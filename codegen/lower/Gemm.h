@@ -59,7 +59,8 @@ tuning::Problem gemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_
 /// microkernel path): cache blocks of mc rows x nc columns x kc depth, each a loop of
 /// kir::GemmTile microkernels (f32_gemm_<mr>x<nr>_<isa>) over packed B panels (knob pb: B
 /// copied at run time into scratch `ops.packScratch` as panels of nr columns, contiguous
-/// over k), blocks run in parallel (knob par). Otherwise:
+/// over k), blocks run in parallel (knob par), a block's first row tile prefetches the next
+/// B panel (knob pf), and `ops.finish` runs per block once the block is complete. Otherwise:
 /// The GEMM as register tiles of `mr` rows x `nr` columns whose accumulators are locals
 /// (kept in vector registers), each C element stored once with its final value at its flat
 /// index. Edge rows and columns get tiles of their own size. `batchLoops` (outermost first,
