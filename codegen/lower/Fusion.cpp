@@ -616,11 +616,22 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
                 exv = kb.freshName("ex");
     Expr rr = kir::var(rv), j = kir::var(jv), mx = kir::var(mxv, t), sum = kir::var(sumv, t);
     LoopExtents env{{"b", B}, {iv, S}, {jv, T}};
+    std::vector<Stmt> row{kir::decl(iv, DType::I64, kir::add(i0, rr))};
+    std::string epPrefix = kb.freshName("ep") + "_";
     Composer c(
-        u, gi, kb.freshName("ep") + "_",
-        [&](size_t in) {
+        u, gi, epPrefix,
+        [&](size_t in) -> Expr {
+          const Extents &le = gi.space.in[gi.leafSlot[in]];
+          if (lower::numElementsOf(le) == 1) {
+            // Read once per row, before the loop: loaded in it, LLVM cannot prove that the
+            // stores to p leave it unchanged, and the loop stayed scalar.
+            std::string name = epPrefix + "s" + std::to_string(in);
+            DType lt = kb.bufferType(bufOf[in]);
+            row.push_back(kir::decl(name, lt, ld(bufOf[in], i64(0))));
+            return kir::var(name, lt);
+          }
           Expr at = kir::add(kir::mul(kir::add(kir::mul(b, i64(S)), kir::var(iv)), i64(T)), j);
-          return ld(bufOf[in], leafIndexAt(at, gi.space.in[gi.leafSlot[in]], gi.space.out, env));
+          return ld(bufOf[in], leafIndexAt(at, le, gi.space.out, env));
         },
         kir::var(sv, t));
     Expr ev = c.valueOf(scores);
@@ -629,13 +640,33 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
       epi.push_back(s);
     epi.push_back(kir::decl(evn, t, ev));
     epi.push_back(kb.store(pb, blockAt(rr, j), kir::var(evn, t)));
-    epi.push_back(
-        kir::assign(mxv, kir::op(OpKind::Max, {mx, kir::var(evn, t)})));
-    std::vector<Stmt> row;
-    row.push_back(kir::decl(iv, DType::I64, kir::add(i0, rr)));
-    row.push_back(
-        kir::decl(mxv, t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
     row.push_back(kir::forLoop(jv, i64(T), kir::block(epi)));
+    // The row's maximum in `lanes` independent partial maxima (lane l takes the columns
+    // l mod lanes), combined at the end: a NaN-propagating max gives the same value in any
+    // order, and independent chains vectorize where one chain through every column did not.
+    int64_t lanes = std::min<int64_t>(16, T);
+    std::vector<std::string> part(lanes);
+    for (int64_t l = 0; l < lanes; ++l) {
+      part[l] = kb.freshName("mxl");
+      row.push_back(
+          kir::decl(part[l], t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
+    }
+    auto maxInto = [&](const std::string &acc, Expr col) {
+      return kir::assign(acc, kir::op(OpKind::Max, {kir::var(acc, t), ld(pb, blockAt(rr, col))}));
+    };
+    std::string jov = kb.freshName("jo"), jrv = kb.freshName("jr");
+    std::vector<Stmt> laneSteps;
+    for (int64_t l = 0; l < lanes; ++l)
+      laneSteps.push_back(maxInto(part[l], kir::add(kir::mul(kir::var(jov), i64(lanes)), i64(l))));
+    row.push_back(kir::forLoop(jov, i64(T / lanes), kir::block(laneSteps)));
+    if (T % lanes != 0)
+      row.push_back(kir::forLoop(
+          jrv, i64(T % lanes), maxInto(part[0], kir::add(i64(T / lanes * lanes), kir::var(jrv)))));
+    for (int64_t w = 1; w < lanes; w *= 2)
+      for (int64_t l = 0; l + w < lanes; l += 2 * w)
+        row.push_back(kir::assign(
+            part[l], kir::op(OpKind::Max, {kir::var(part[l], t), kir::var(part[l + w], t)})));
+    row.push_back(kir::decl(mxv, t, kir::var(part[0], t)));
     row.push_back(kir::decl(sumv, t, kir::constant(0, t)));
     Expr j2 = kir::var(j2v);
     row.push_back(kir::forLoop(
