@@ -411,6 +411,9 @@ Stmt gemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_t k, 
     Stmt elem = ops.finish(kir::var(iV), kir::var(jV), fin);
     fin.push_back(kir::forLoop(iV, i64c(m), kir::forLoop(jV, i64c(n), elem)));
     schedule.steps.push_back({kir::ScheduleStep::Vectorize, jV, 0, {}});
+    // Outside the parallel tile loop (no batch loop to carry it): parallel rows of its own.
+    if (knob(cfg, "par", 0) == 1 && batchLoops.empty() && m > 1)
+      schedule.steps.push_back({kir::ScheduleStep::Parallel, iV, 0, {}});
     regions.push_back(kir::block(fin));
   }
   Stmt body = regions.size() == 1 ? regions[0] : kir::block(regions);
