@@ -311,10 +311,11 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
       return kb.gemmTile(sh, ops.c, aOff, bOff, cOff, kCur);
     };
     Stmt tile = makeTile(shape);
-    if (prefetch) {
+    if (prefetch && rbT > 1) {
       // The block's first row tile also prefetches the same k rows of the next panel (the
       // next column tile: k * w further in panels, nrR columns further in place), which the
-      // block's other row tiles leave time to arrive.
+      // block's other row tiles leave time to arrive (with one row tile there is no such
+      // time, and a whole panel ahead overshoots L1).
       kir::GemmTileShape pf = shape;
       pf.prefetchB = (pack || ops.packedNr > 0) ? k * shape.ldb : nrR;
       tile = kir::ifThen(kir::lt(it, i64c(1)), makeTile(pf), tile);
@@ -520,8 +521,9 @@ const tuning::Space &gemmCpuSpace() {
         // than the contiguous panels gained on 1024^3 (measured 0.72 vs 0.82-0.94 of oneDNN).
         int64_t pa = 0;
         // Prefetching the next B panel hides a cold B (a weight last touched a whole model
-        // run ago: BERT's FFN GEMMs 3.4 -> 2.9 ms at 1 thread).
-        int64_t pf = 1;
+        // run ago: BERT's FFN GEMMs 3.4 -> 2.9 ms at 1 thread); a B within L2 (1 MiB and
+        // less) stays warm, where the prefetches only took load slots (MLP, LeNet ~3%).
+        int64_t pf = k * n * 4 > (int64_t(1) << 20) ? 1 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0},
                       {"kc", kc}, {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa},
                       {"par", par}, {"pf", pf}};
