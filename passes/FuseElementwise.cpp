@@ -9,10 +9,11 @@
 //     same iteration space: a value that is broadcast, or one a consumer reads with another
 //     shape, stays in memory), and
 //       a. every user of p's result is already a member (p runs inside the group), or
-//       b. p's result has users elsewhere, is not a graph output, and p is cheap (the cost
-//          rule: one add/sub/mul/neg/min/max/abs/cast of at most two operands): a copy of p
-//          is recomputed inside the group, and p stays for its other users (dce removes it
-//          once every user has its own copy).
+//       b. p's result has users elsewhere, all of them elementwise, is not a graph output,
+//          and p is cheap (the cost rule: one add/sub/mul/neg/min/max/abs/cast of at most two
+//          operands): a copy of p is recomputed inside the group, and p stays for its other
+//          users (dce removes it once every user has its own copy). A result that a conv,
+//          matmul or reduction reads is stored anyway, so the group reads it instead.
 //     Otherwise p's result is materialized: it is an input of the group.
 //  3. A group of two or more nodes gets a fresh id in the `fusion_group` attribute of its members.
 #include <map>
@@ -50,6 +51,16 @@ bool cheapToRecompute(const Node &n) {
   case OpKind::Cast: return n.numOperands() <= 2;
   default: return false;
   }
+}
+
+/// v is stored for a user that is not elementwise (a conv, a matmul, a reduction): a group
+/// reads it from memory for less than recomputing it from its own operands, which would have
+/// to be stored too (and would keep p's producer from taking p as its epilogue).
+bool materializedAnyway(const Graph &g, const Value *v) {
+  for (const Node *u : g.users(v))
+    if (!isFusibleElementwise(*u))
+      return true;
+  return false;
 }
 
 class FuseElementwisePass : public Pass {
@@ -108,7 +119,7 @@ public:
           continue;
         for (Value *v : pending) {
           Node *p = v->producer();
-          if (in.count(p) || g.isOutput(v) || !cheapToRecompute(*p))
+          if (in.count(p) || g.isOutput(v) || !cheapToRecompute(*p) || materializedAnyway(g, v))
             continue;
           bool usedInside = false;
           for (Node *u : members)

@@ -145,6 +145,10 @@ Expected<std::vector<Tensor>> CpuExecutable::run(const std::vector<Tensor> &inpu
     case SlotKind::Weight: ptrs[a] = p_.weights[s.index].rawData(); break;
     case SlotKind::Arena: ptrs[a] = static_cast<char *>(arena) + s.index; break;
     }
+    // Generated code assumes the buffers it writes are aligned (llvmcg::kBufferAlignment).
+    NNC_ASSERT(s.kind == SlotKind::Input || s.kind == SlotKind::Weight ||
+                   reinterpret_cast<uintptr_t>(ptrs[a]) % kArenaAlignment == 0,
+               "buffer {} of the launch plan is not {}-byte aligned", a, kArenaAlignment);
   }
   {
     ThreadPool::Scope scope(pool_);

@@ -77,16 +77,18 @@ ThreadPool *ThreadPool::current() { return tlsCurrentPool; }
 ThreadPool::Scope::Scope(ThreadPool *pool) : saved_(tlsCurrentPool) { tlsCurrentPool = pool; }
 ThreadPool::Scope::~Scope() { tlsCurrentPool = saved_; }
 
-void ThreadPool::runChunk(const Job &job, int64_t chunk) {
-  int64_t begin = chunk * job.chunkSize;
-  int64_t end = std::min(job.n, begin + job.chunkSize);
+void ThreadPool::runChunk(const Job &job, std::pair<int64_t, int64_t> chunk) {
   DepthGuard depth;
-  job.body(job.ctx, begin, end);
+  job.body(job.ctx, chunk.first, chunk.second);
 }
 
-int64_t ThreadPool::takeChunk(Job *job) {
-  int64_t c = job->nextChunk++;
-  if (job->nextChunk == job->numChunks) {
+std::pair<int64_t, int64_t> ThreadPool::takeChunk(Job *job) {
+  int64_t remaining = job->n - job->next;
+  int64_t size = std::min(remaining, std::max(job->minChunk, (remaining + 2 * threads_ - 1) /
+                                                                 (2 * threads_)));
+  std::pair<int64_t, int64_t> c{job->next, job->next + size};
+  job->next += size;
+  if (job->next == job->n) {
     jobs_.erase(std::find(jobs_.begin(), jobs_.end(), job));
     queued_.store(jobs_.size(), std::memory_order_release);
   }
@@ -108,13 +110,14 @@ void ThreadPool::workerLoop() {
     if (stop_ && jobs_.empty())
       return;
     Job *job = jobs_.front();
-    int64_t c = takeChunk(job);
-    int64_t numChunks = job->numChunks;
+    std::pair<int64_t, int64_t> c = takeChunk(job);
+    int64_t n = job->n;
     lock.unlock();
     runChunk(*job, c);
     lock.lock();
     // After this increment the caller may return and destroy the job: do not touch it again.
-    if (job->doneChunks.fetch_add(1, std::memory_order_acq_rel) + 1 == numChunks)
+    int64_t count = c.second - c.first;
+    if (job->done.fetch_add(count, std::memory_order_acq_rel) + count == n)
       doneCv_.notify_all();
   }
 }
@@ -131,25 +134,23 @@ void ThreadPool::parallelFor(ParallelBodyFn body, void *ctx, int64_t n) {
   job.body = body;
   job.ctx = ctx;
   job.n = n;
-  int64_t chunks = std::min<int64_t>(n, int64_t(4) * threads_);
-  job.chunkSize = (n + chunks - 1) / chunks;
-  job.numChunks = (n + job.chunkSize - 1) / job.chunkSize;
+  job.minChunk = std::max<int64_t>(1, n / (int64_t(16) * threads_));
   std::unique_lock<std::mutex> lock(mutex_);
   jobs_.push_back(&job);
   queued_.store(jobs_.size(), std::memory_order_release);
-  if (job.numChunks > 2)
+  if (threads_ > 2)
     workCv_.notify_all();
   else
     workCv_.notify_one();
-  while (job.nextChunk < job.numChunks) {
-    int64_t c = takeChunk(&job);
+  while (job.next < job.n) {
+    std::pair<int64_t, int64_t> c = takeChunk(&job);
     lock.unlock();
     runChunk(job, c);
     lock.lock();
-    job.doneChunks.fetch_add(1, std::memory_order_acq_rel);
+    job.done.fetch_add(c.second - c.first, std::memory_order_acq_rel);
   }
   lock.unlock();
-  auto done = [&] { return job.doneChunks.load(std::memory_order_acquire) == job.numChunks; };
+  auto done = [&] { return job.done.load(std::memory_order_acquire) == job.n; };
   if (spinFor(kSpin, done))
     return;
   lock.lock();

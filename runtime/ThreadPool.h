@@ -29,8 +29,10 @@ public:
 
   int threads() const { return threads_; }
 
-  /// Runs body over [0, n) split into about 4 chunks per thread, the caller taking part, and
-  /// returns when every chunk is done. A call made from inside a chunk runs serially.
+  /// Runs body over [0, n) in chunks, the caller taking part, and returns when every chunk is
+  /// done. Chunks shrink as the loop drains (guided: half the remaining share of each thread,
+  /// at least 1/16 of a thread's share), so threads finish together with few chunk takes. A
+  /// call made from inside a chunk runs serially.
   void parallelFor(ParallelBodyFn body, void *ctx, int64_t n);
 
   /// The process-wide pool with this many threads (0: all cores), created on first use.
@@ -56,17 +58,17 @@ private:
   struct Job {
     ParallelBodyFn body;
     void *ctx;
-    int64_t n, chunkSize, numChunks;
-    int64_t nextChunk = 0; // guarded by mutex_
-    std::atomic<int64_t> doneChunks{0};
+    int64_t n, minChunk;
+    int64_t next = 0; // the first iteration not taken yet; guarded by mutex_
+    std::atomic<int64_t> done{0}; // iterations finished
   };
   /// How long a worker polls for work, and a caller for its last chunks, before sleeping.
   static constexpr std::chrono::microseconds kSpin{50};
   void workerLoop();
-  /// Takes the next chunk of `job` (mutex_ held); removes the job from the queue when it was
-  /// the last one. Returns the chunk index.
-  int64_t takeChunk(Job *job);
-  static void runChunk(const Job &job, int64_t chunk);
+  /// Takes the next chunk [begin, end) of `job` (mutex_ held); removes the job from the
+  /// queue when it was the last one.
+  std::pair<int64_t, int64_t> takeChunk(Job *job);
+  static void runChunk(const Job &job, std::pair<int64_t, int64_t> chunk);
 
   int threads_;
   std::vector<std::thread> workers_;

@@ -7,11 +7,18 @@
 #include "llvm/Emitter.h"
 #include "nnc/support/FloatFormats.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 
+#include <unistd.h>
+
+#include <llvm/ADT/Triple.h>
+#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
@@ -208,9 +215,20 @@ private:
   void loadBuffers(Value *buffersArg) {
     bufs_.clear();
     Type *ptr = b_.getPtrTy();
+    const llvm::DataLayout &dl = m_.getDataLayout();
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      const kir::BufferDecl &d = k_.buffers[i];
       Value *slot = b_.CreateConstInBoundsGEP1_64(ptr, buffersArg, i);
-      bufs_.push_back(b_.CreateLoad(ptr, slot, k_.buffers[i].name));
+      llvm::LoadInst *p = b_.CreateLoad(ptr, slot, d.name);
+      bufs_.push_back(p);
+      if (!d.written || d.role != kir::BufferRole::Result ||
+          d.numElements * int64_t(dtypeSize(d.dtype)) < streamingStoreBytes())
+        continue;
+      // A streaming result: the runtime binds it at a kBufferAlignment boundary (arena
+      // offsets, tensor storage), so the optimizer may align its vector stores, which
+      // markStreamingStores then makes non-temporal.
+      b_.CreateAlignmentAssumption(dl, p, kBufferAlignment);
+      p->setMetadata(kStreamingMetadata, llvm::MDNode::get(c_, {}));
     }
   }
   Value *bufferElement(int buffer, const kir::Expr &index, DType &dtype) {
@@ -1146,6 +1164,64 @@ void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
 }
 
 } // namespace
+
+int64_t streamingStoreBytes() {
+  static const int64_t bytes = [] {
+    // The last-level cache as the kernel reports it (sysconf's figure is the whole package's
+    // on some virtual machines), then sysconf, then a common size.
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index3/size");
+    std::string text;
+    if (f >> text && !text.empty()) {
+      char unit = text.back();
+      int64_t scale = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
+      int64_t v = std::atoll(text.c_str()) * scale;
+      if (v > 0)
+        return v;
+    }
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return v > 0 ? int64_t(v) : int64_t(32) << 20;
+  }();
+  return bytes;
+}
+
+int markStreamingStores(llvm::Module &m) {
+  llvm::Triple triple(m.getTargetTriple());
+  if (!triple.isX86())
+    return 0;
+  int marked = 0;
+  for (llvm::Function &f : m) {
+    bool any = false;
+    for (llvm::BasicBlock &bb : f)
+      for (llvm::Instruction &i : bb) {
+        auto *st = llvm::dyn_cast<llvm::StoreInst>(&i);
+        if (!st || st->isVolatile() || !st->getValueOperand()->getType()->isVectorTy())
+          continue;
+        uint64_t bytes = m.getDataLayout().getTypeStoreSize(st->getValueOperand()->getType());
+        // Whole aligned vectors only: x86's non-temporal stores need both.
+        if (bytes < 16 || !llvm::isPowerOf2_64(bytes) || st->getAlign().value() < bytes)
+          continue;
+        auto *base = llvm::dyn_cast<llvm::LoadInst>(
+            llvm::getUnderlyingObject(st->getPointerOperand(), /*MaxLookup=*/0));
+        if (!base || !base->getMetadata(kStreamingMetadata))
+          continue;
+        st->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                        llvm::MDNode::get(m.getContext(), llvm::ConstantAsMetadata::get(
+                                                              llvm::ConstantInt::get(
+                                                                  llvm::Type::getInt32Ty(m.getContext()), 1))));
+        any = true;
+        ++marked;
+      }
+    if (!any)
+      continue;
+    // Non-temporal stores are weakly ordered: drain them before the function returns (the
+    // runtime then publishes the results to other threads or the caller).
+    llvm::Function *sfence = llvm::Intrinsic::getDeclaration(&m, llvm::Intrinsic::x86_sse_sfence);
+    for (llvm::BasicBlock &bb : f)
+      if (auto *ret = llvm::dyn_cast<llvm::ReturnInst>(bb.getTerminator()))
+        llvm::CallInst::Create(sfence, {}, "", ret);
+  }
+  return marked;
+}
 
 Expected<std::unique_ptr<llvm::Module>> emitModule(llvm::LLVMContext &ctx,
                                                    const std::vector<kir::Kernel> &kernels,

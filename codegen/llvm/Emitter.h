@@ -39,6 +39,22 @@ inline constexpr const char *kParallelFor = "nnc_parallel_for";
 std::string storageEncodeHelper(DType t);
 std::string storageDecodeHelper(DType t);
 
+/// The alignment (bytes) of every buffer a kernel writes, which the runtime guarantees (arena
+/// offsets and tensor storage are 64-byte aligned); the emitter tells the optimizer so for
+/// streaming results (small buffers of tests and tools may be less aligned).
+inline constexpr uint64_t kBufferAlignment = 64;
+
+/// Results of at least this many bytes (the host's last-level cache) are written with
+/// non-temporal stores: they cannot stay in the cache for their reader anyway, and streaming
+/// them skips reading each line before writing it. The emitter tags such a result's pointer
+/// with kStreamingMetadata.
+int64_t streamingStoreBytes();
+inline constexpr const char *kStreamingMetadata = "nnc.streaming";
+
+/// After optimization: makes the whole, aligned vector stores through tagged pointers
+/// non-temporal and fences them before each return (x86 only). Returns how many.
+int markStreamingStores(llvm::Module &m);
+
 /// The object-cache key (hex SHA-1) of a module's unoptimized IR text compiled for `cpu`
 /// (hostCpuDescription() in use) at `optLevel` by this nnc and LLVM version.
 std::string objectCacheKey(const std::string &irText, const std::string &cpu, int optLevel);

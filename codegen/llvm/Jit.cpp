@@ -233,6 +233,8 @@ void optimize(llvm::Module &m, llvm::TargetMachine &tm, int optLevel) {
                                     ? pb.buildO0DefaultPipeline(level)
                                     : pb.buildPerModuleDefaultPipeline(level);
   mpm.run(m, mam);
+  if (optLevel >= 2)
+    markStreamingStores(m);
 }
 
 Error emitFile(llvm::Module &m, llvm::TargetMachine &tm, llvm::CodeGenFileType type,

@@ -1,18 +1,21 @@
 // Lowerers of the blocked channel layout: to_nchwc, from_nchwc, pack_conv_weight (index
 // copies) and conv_nchwc, a register-blocked direct conv over [N, Cb, H, W, b] activations.
 //
-// Algorithm (conv_nchwc): for each image n, output channel block ob and output row oh, the
-// output row is cut into register tiles of R positions x b lanes (the accumulators, which
-// LLVM keeps in vector registers). A tile loops over the input channel blocks of its group,
+// Algorithm (conv_nchwc): one flat parallel loop runs over (image, group of M output channel
+// blocks, output row). The row is cut into register tiles of R columns x M blocks x b lanes of
+// accumulators (LLVM keeps them in vector registers; M and R come from a cost model of one
+// multiply-add step, chooseConvTile). A tile loops over the input channel blocks of its group,
 // the kernel rows (skipped when outside the input) and columns and the b input lanes; each
-// step loads the b contiguous packed weights w[ob, icb, kh, kw, ci, 0..b) once and one input
-// value per position, and does R x b multiply-adds. Positions whose taps all lie inside the
-// input form the interior (full tiles of R and one smaller tile, no guards); the few edge
-// positions of the padding get one-position tiles whose loads of the padding read 0 (a row
-// narrow enough for one tile, 7 or 14 wide, is one such tile). Depthwise
+// step loads M vectors of b packed weights w[ob, icb, kh, kw, ci, 0..b) and one input value
+// per column, and does R x M x b multiply-adds. Tiles whose taps all lie inside the input run
+// in a loop without guards; the edge tiles have constant first columns, and only their
+// columns that reach into the padding read through a guard (0 outside the input). Depthwise
 // convs (in_block 1, group = channels) multiply lane j of the input by lane j of the weight;
 // a plain [N, C, H, W] input (in_block 1, group 1) is read directly.
 #include <algorithm>
+#include <functional>
+
+#include <unistd.h>
 
 #include "Lowerers.h"
 #include "NNLowering.h"
@@ -114,7 +117,88 @@ struct RowGeometry {
   int64_t lo = 0, hi = 0; ///< Interior output columns [lo, hi): every tap inside the input.
 };
 
-Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
+/// The host's per-core L2 cache (1 MiB when the system does not say).
+int64_t hostL2Bytes() {
+  static const int64_t bytes = [] {
+    long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? int64_t(v) : int64_t(1) << 20;
+  }();
+  return bytes;
+}
+
+/// The register tile of a conv_nchwc: `blocks` output channel blocks x up to `positions`
+/// output columns, in `tiles` tiles per row.
+struct ConvTile {
+  int64_t blocks = 1, positions = 1, tiles = 1;
+};
+
+/// Chooses the register tile of a row of `ow` columns and `mb` output blocks from a model of
+/// one multiply-add step (one input lane): R*M vector FMAs at two per cycle, M weight vector
+/// loads plus R broadcasts at two per cycle, and at least the FMA latency (4 cycles) per
+/// accumulator chain. `regs` accumulators fit in registers; `canBlock(m)` says m blocks may
+/// share a tile (same group); the weights of a tile's blocks, reread for every row, must stay
+/// in L2. Ties go to fewer blocks.
+ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
+                        int64_t weightBytesPerBlock,
+                        const std::function<bool(int64_t)> &canBlock) {
+  ConvTile best;
+  double bestCost = -1;
+  for (int64_t m : {int64_t(1), int64_t(2), int64_t(4)}) {
+    if (mb % m != 0 || !canBlock(m) || regs / m < 1)
+      continue;
+    if (m > 1 && m * weightBytesPerBlock > hostL2Bytes() * 3 / 4)
+      continue;
+    int64_t rmax = std::min(regs / m, maxPositions);
+    int64_t tiles = (ow + rmax - 1) / rmax;
+    int64_t r = (ow + tiles - 1) / tiles;
+    double step = std::max({double(r * m) / 2, double(m + r) / 2, 4.0});
+    double cost = double(mb / m) * double(tiles) * step;
+    if (bestCost < 0 || cost < bestCost - 1e-9) {
+      bestCost = cost;
+      best = {m, r, tiles};
+    }
+  }
+  return best;
+}
+
+/// Accumulator vectors a conv tile may hold: the host has 32 vector registers with 16-lane
+/// blocks (AVX-512), 16 otherwise; a few stay free for the weights and a broadcast.
+int64_t convTileRegisters(int64_t b) { return b >= 16 ? 28 : 12; }
+
+// The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
+// blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
+// bytes of one output block}.
+enum ConvDim { kMb, kOW, kBlock, kGroupBlocks, kDepthwise, kWeightBytes, kConvDims };
+
+/// Candidate tile widths: every count of columns the registers can hold.
+std::vector<int64_t> convTileWidths() {
+  std::vector<int64_t> v;
+  for (int64_t r = 1; r <= 28; ++r)
+    v.push_back(r);
+  return v;
+}
+
+bool convTileValid(const tuning::Config &c, const tuning::Problem &p) {
+  const tuning::Space &self = convNchwcCpuSpace();
+  if (c.size() != self.knobs.size())
+    return false;
+  for (const tuning::Knob &kn : self.knobs) {
+    auto it = c.find(kn.name);
+    if (it == c.end() || std::find(kn.values.begin(), kn.values.end(), it->second) ==
+                             kn.values.end())
+      return false;
+  }
+  if (p.dims.size() != kConvDims)
+    return false;
+  int64_t m = c.at("m"), r = c.at("r");
+  if (p.dims[kDepthwise] != 0)
+    return m == 1 && r <= std::max<int64_t>(p.dims[kOW], 1);
+  return p.dims[kMb] % m == 0 && p.dims[kGroupBlocks] % m == 0 &&
+         m * r <= convTileRegisters(p.dims[kBlock]) && r <= std::max<int64_t>(p.dims[kOW], 1);
+}
+
+Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
+                                 const tuning::LowerOptions *opts) {
   const Value *xv = node.operand(0), *wv = node.operand(1), *biasV = node.operand(2);
   Extents xs = extentsOf(xv), ws = extentsOf(wv), os = extentsOf(node.result());
   DType t = xv->dtype();
@@ -139,26 +223,61 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
   if (g.hi < g.lo)
     g.hi = g.lo;
 
+  // Output channels per group; the blocks of one tile must share their group's input.
+  int64_t mg = Mb * b / group;
+  tuning::Problem prob;
+  prob.kind = "conv_nchwc_cpu";
+  prob.signature = fmt::format(
+      "conv_nchwc_cpu {} n{} {}{}x{}x{} k{}x{} s{}x{} d{}x{} p{}x{} o{}x{}x{} g{}{}", dtypeName(t),
+      N, plain ? "c" : "cb", Cx, H, W, KH, KW, ah.stride, aw.stride, ah.dilation, aw.dilation,
+      ah.padBegin, aw.padBegin, Mb, b, Kc * bi, group, depthwise ? " depthwise" : "");
+  prob.dims = {Mb, OW, b, group == 1 ? Mb : mg % b == 0 ? mg / b : 1, depthwise ? 1 : 0,
+               Kc * KH * KW * bi * b * int64_t(dtypeSize(t))};
+  prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
+  tuning::Config cfg = tuning::chooseConfig(prob, opts);
+  ConvTile ct;
+  ct.blocks = cfg.at("m");
+  ct.positions = std::min(cfg.at("r"), OW);
+  ct.tiles = (OW + ct.positions - 1) / ct.positions;
+  const int64_t M = ct.blocks, G = Mb / M;
+
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), wb = kb.operand(1), bb = biasV ? kb.operand(2) : -1,
       ob = kb.result(0);
+  // One flat parallel loop over (image, group of M output blocks, output row).
   Nest outer;
-  Expr n = outer.add(kb, N, "n"), o = outer.add(kb, Mb, "ob"), oh = outer.add(kb, OH, "oh");
-  // The first input block of this output block's group (blocked, not depthwise).
-  int64_t mg = Mb * b / group;
-  Expr icb0 = depthwise || plain ? i64(0) : kir::mul(kir::div(kir::mul(o, i64(b)), i64(mg)), i64(Kc));
+  Expr q = outer.add(kb, N * G * OH, "q");
+  Expr n = kir::div(q, i64(G * OH));
+  Expr o = kir::mod(kir::div(q, i64(OH)), i64(G));
+  Expr oh = kir::mod(q, i64(OH));
+  // Output block m of the tile, and the first input block of its group (blocked, not
+  // depthwise).
+  auto blockOf = [&](int64_t m) { return kir::add(kir::mul(o, i64(M)), i64(m)); };
+  Expr icb0 = depthwise || plain
+                  ? i64(0)
+                  : kir::mul(kir::div(kir::mul(blockOf(0), i64(b)), i64(mg)), i64(Kc));
   bool hAlways = ah.padBegin == 0 && (OH - 1) * ah.stride + (KH - 1) * ah.dilation < H;
-  // One tile: output columns [ow0, ow0 + R) of row oh; `guard` skips taps outside the input.
-  auto tile = [&](Expr ow0, int64_t R, bool guard) -> Stmt {
+  // One tile: output columns [ow0, ow0 + R) of row oh x the M blocks. `first` is ow0 when it
+  // is a constant (-1 inside a loop of interior tiles); then the columns outside the interior
+  // read their taps through a guard that gives 0 outside the input.
+  auto tile = [&](Expr ow0, int64_t first, int64_t R) -> Stmt {
     std::vector<Stmt> s;
-    std::vector<std::vector<std::string>> accN(R, std::vector<std::string>(b));
+    std::vector<bool> guarded(R, false);
     for (int64_t r = 0; r < R; ++r)
-      for (int64_t j = 0; j < b; ++j) {
-        accN[r][j] = kb.freshName("c");
-        Expr init = bb >= 0 ? kir::cast(kb.load(bb, kir::add(kir::mul(o, i64(b)), i64(j))), acc)
-                            : fc(0, acc);
-        s.push_back(kir::decl(accN[r][j], acc, init));
-      }
+      guarded[r] = first >= 0 && (first + r < g.lo || first + r >= g.hi);
+    // accN[m][r][j]: block m, column r, lane j.
+    std::vector<std::vector<std::vector<std::string>>> accN(
+        M, std::vector<std::vector<std::string>>(R, std::vector<std::string>(b)));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j = 0; j < b; ++j) {
+          accN[m][r][j] = kb.freshName("c");
+          Expr init =
+              bb >= 0
+                  ? kir::cast(kb.load(bb, kir::add(kir::mul(blockOf(m), i64(b)), i64(j))), acc)
+                  : fc(0, acc);
+          s.push_back(kir::decl(accN[m][r][j], acc, init));
+        }
     Nest red;
     Expr kc = red.add(kb, depthwise ? 1 : Kc, "kc");
     Expr kh = red.add(kb, KH, "kh");
@@ -173,10 +292,10 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
       iw[r] = kir::add(kir::sub(kir::mul(kir::add(ow0, i64(r)), i64(aw.stride)),
                                 i64(aw.padBegin)),
                        kir::mul(kw, i64(aw.dilation)));
-    // Input element (position r, lane) and packed weight element (lane j).
-    // With `guard`, a position outside the input reads 0 (from a clamped, valid address).
+    // Input element (column r, lane). A guarded column outside the input reads 0 (from a
+    // clamped, valid address).
     auto xIndex = [&](int64_t r, Expr lane) {
-      Expr col = guard ? kir::min(kir::max(iw[r], i64(0)), i64(W - 1)) : iw[r];
+      Expr col = guarded[r] ? kir::min(kir::max(iw[r], i64(0)), i64(W - 1)) : iw[r];
       if (plain)
         return kir::add(
             kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cx)), kc), i64(H)), ih), i64(W)),
@@ -187,86 +306,87 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
           col);
       return kir::add(kir::mul(pos, i64(b)), lane);
     };
-    Expr wRow = kir::add(
-        kir::mul(kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(o, i64(Kc)), kc), i64(KH)),
-                                            kh),
-                                   i64(KW)),
-                          kw),
-                 i64(bi)),
-        ci);
     auto xLoad = [&](int64_t r, Expr lane) {
       Expr v = kir::cast(kb.load(xb, xIndex(r, std::move(lane))), acc);
-      bool always = !guard || (iw[r]->kind == kir::ExprKind::IntImm && iw[r]->intValue >= 0 &&
-                               iw[r]->intValue < W);
-      return always ? v : kir::select(inRange(iw[r], 0, W), v, fc(0, acc));
+      return guarded[r] ? kir::select(inRange(iw[r], 0, W), v, fc(0, acc)) : v;
+    };
+    // Packed weights of block m: w[blk, kc, kh, kw, ci, 0..b).
+    auto wRow = [&](int64_t m) {
+      return kir::add(
+          kir::mul(
+              kir::add(
+                  kir::mul(kir::add(kir::mul(kir::add(kir::mul(blockOf(m), i64(Kc)), kc), i64(KH)),
+                                    kh),
+                           i64(KW)),
+                  kw),
+              i64(bi)),
+          ci);
     };
     std::vector<Stmt> step;
-    std::vector<std::string> wN(b), aN(R);
-    for (int64_t j = 0; j < b; ++j) {
-      wN[j] = kb.freshName("w");
-      step.push_back(kir::decl(
-          wN[j], acc, kir::cast(kb.load(wb, kir::add(kir::mul(wRow, i64(b)), i64(j))), acc)));
+    std::vector<std::vector<std::string>> wN(M, std::vector<std::string>(b));
+    for (int64_t m = 0; m < M; ++m) {
+      Expr row = wRow(m);
+      for (int64_t j = 0; j < b; ++j) {
+        wN[m][j] = kb.freshName("w");
+        step.push_back(kir::decl(
+            wN[m][j], acc, kir::cast(kb.load(wb, kir::add(kir::mul(row, i64(b)), i64(j))), acc)));
+      }
     }
+    auto fma = [&](const std::string &c, Expr x, const std::string &w) {
+      return kir::assign(c, kir::add(kir::var(c, acc), kir::mul(std::move(x), kir::var(w, acc))));
+    };
     if (depthwise) {
       for (int64_t r = 0; r < R; ++r)
         for (int64_t j = 0; j < b; ++j)
-          step.push_back(kir::assign(
-              accN[r][j],
-              kir::add(kir::var(accN[r][j], acc),
-                       kir::mul(xLoad(r, i64(j)), kir::var(wN[j], acc)))));
+          step.push_back(fma(accN[0][r][j], xLoad(r, i64(j)), wN[0][j]));
     } else {
+      // Column by column, so one broadcast is live at a time beside the accumulators.
       for (int64_t r = 0; r < R; ++r) {
-        aN[r] = kb.freshName("a");
-        step.push_back(kir::decl(aN[r], acc, xLoad(r, ci)));
+        std::string aN = kb.freshName("a");
+        step.push_back(kir::decl(aN, acc, xLoad(r, ci)));
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t j = 0; j < b; ++j)
+            step.push_back(fma(accN[m][r][j], kir::var(aN, acc), wN[m][j]));
       }
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t j = 0; j < b; ++j)
-          step.push_back(kir::assign(
-              accN[r][j], kir::add(kir::var(accN[r][j], acc),
-                                   kir::mul(kir::var(aN[r], acc), kir::var(wN[j], acc)))));
     }
     Stmt inner = kwN.wrap(ciN.wrap(kir::block(step)));
     if (!hAlways)
       inner = kir::ifThen(inRange(ih, 0, H), inner);
     s.push_back(red.wrap(inner));
-    Expr row = kir::add(kir::mul(kir::add(kir::mul(n, i64(Mb)), o), i64(OH)), oh);
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t j = 0; j < b; ++j) {
-        Expr at = kir::add(kir::mul(kir::add(kir::mul(row, i64(OW)), kir::add(ow0, i64(r))),
-                                    i64(b)),
-                           i64(j));
-        s.push_back(kb.store(ob, at, kir::cast(kir::var(accN[r][j], acc), t)));
-      }
+    for (int64_t m = 0; m < M; ++m) {
+      Expr row = kir::add(kir::mul(kir::add(kir::mul(n, i64(Mb)), blockOf(m)), i64(OH)), oh);
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j = 0; j < b; ++j) {
+          Expr at = kir::add(
+              kir::mul(kir::add(kir::mul(row, i64(OW)), kir::add(ow0, i64(r))), i64(b)), i64(j));
+          s.push_back(kb.store(ob, at, kir::cast(kir::var(accN[m][r][j], acc), t)));
+        }
+    }
     return kir::block(s);
   };
-  // Register tile: R positions x b lanes of accumulators, plus the b weights and a broadcast.
-  int64_t R = std::max<int64_t>(1, std::min<int64_t>(b >= 16 ? 12 : 6, g.hi - g.lo));
-  if (depthwise)
-    R = std::max<int64_t>(1, std::min<int64_t>(4, g.hi - g.lo));
+  // The row's tiles: ct.tiles tiles of ct.positions columns, the last one possibly narrower.
+  // Runs of equal, interior tiles become one loop; the others (the edges) are emitted with
+  // their constant first column and guards on the columns that reach into the padding.
+  int64_t R = ct.positions;
   std::vector<Stmt> row;
-  auto loopOver = [&](int64_t first, int64_t count, int64_t step, int64_t rows, bool guard) {
-    if (count <= 0)
-      return;
-    if (count == 1) {
-      row.push_back(tile(i64(first), rows, guard));
-      return;
+  for (int64_t i = 0; i < ct.tiles;) {
+    int64_t first = i * R, width = std::min(R, OW - first);
+    auto interior = [&](int64_t k) {
+      int64_t f = k * R;
+      return f >= g.lo && f + R <= g.hi && f + R <= OW;
+    };
+    int64_t j = i;
+    while (j < ct.tiles && interior(j))
+      ++j;
+    if (j - i >= 2) {
+      std::string v = kb.freshName("t");
+      row.push_back(kir::forLoop(
+          v, i64(j - i), tile(kir::add(i64(first), kir::mul(kir::var(v), i64(R))), -1, R)));
+      i = j;
+      continue;
     }
-    std::string v = kb.freshName("t");
-    row.push_back(kir::forLoop(
-        v, i64(count), tile(kir::add(i64(first), kir::mul(kir::var(v), i64(step))), rows, guard)));
-  };
-  int64_t interior = g.hi - g.lo, full = interior / R, rem = interior % R;
-  int64_t rowTile = depthwise ? 4 : b >= 16 ? 14 : 8; // the most positions a tile can hold
-  if (OW <= rowTile && interior < OW) {
-    // A narrow row: one tile whose loads of the padding read 0 (not one-position edge
-    // tiles, which would reload the weights for every multiply-add).
-    loopOver(0, 1, OW, OW, true);
-  } else {
-    loopOver(0, g.lo, 1, 1, true);
-    loopOver(g.lo, full, R, R, false);
-    if (rem > 0)
-      loopOver(g.lo + full * R, 1, rem, rem, false);
-    loopOver(g.hi, OW - g.hi, 1, 1, true);
+    row.push_back(tile(i64(first), first, width));
+    ++i;
   }
   int64_t work = N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW;
   return Kernels{kb.finish(outer.wrap(kir::block(row)), parallelOuter(outer, work))};
@@ -274,10 +394,42 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix) {
 
 } // namespace
 
+const tuning::Space &convNchwcCpuSpace() {
+  static const tuning::Space space = [] {
+    tuning::Space s;
+    s.kind = "conv_nchwc_cpu";
+    s.version = 1;
+    s.knobs = {
+        {"m", {1, 2, 4}, "output channel blocks of a register tile"},
+        {"r", convTileWidths(),
+         "output columns of a register tile (the last tile of a row may be narrower)"},
+    };
+    s.valid = convTileValid;
+    s.defaults = [](const tuning::Problem &p) {
+      int64_t mb = p.dims[kMb], ow = p.dims[kOW], b = p.dims[kBlock];
+      if (p.dims[kDepthwise] != 0)
+        return tuning::Config{{"m", 1}, {"r", std::min<int64_t>(4, std::max<int64_t>(ow, 1))}};
+      ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b), b >= 16 ? 14 : 6,
+                                   p.dims[kWeightBytes], [&](int64_t m) {
+                                     return p.dims[kGroupBlocks] % m == 0;
+                                   });
+      return tuning::Config{{"m", ct.blocks}, {"r", ct.positions}};
+    };
+    return s;
+  }();
+  return space;
+}
+
 void registerLayoutLowerers(LowererTable &t) {
   t[OpKind::ToNCHWc] = lowerToNCHWc;
   t[OpKind::FromNCHWc] = lowerFromNCHWc;
   t[OpKind::PackConvWeight] = lowerPackConvWeight;
+  t[OpKind::ConvNCHWc] = [](const Node &node, const std::string &prefix) {
+    return lowerConvNCHWc(node, prefix, nullptr);
+  };
+}
+
+void registerTunableLayoutLowerers(TunableLowererTable &t) {
   t[OpKind::ConvNCHWc] = lowerConvNCHWc;
 }
 

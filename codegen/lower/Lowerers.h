@@ -28,6 +28,9 @@ bool isCopyOp(OpKind k);
 void registerReductionAndNNLowerers(LowererTable &t);
 void registerCompositeLowerers(LowererTable &t);
 void registerLayoutLowerers(LowererTable &t); // blocked channel layout (Layout.cpp)
+void registerTunableLayoutLowerers(TunableLowererTable &t); // conv_nchwc (Layout.cpp)
+/// The tuning space of conv_nchwc's register tiles (Layout.cpp).
+const tuning::Space &convNchwcCpuSpace();
 void registerTunableLowerers(TunableLowererTable &t); // matmul, conv (NN.cpp)
 
 } // namespace nnc::lower

@@ -21,6 +21,7 @@ const lower::TunableLowererTable &tunableTable() {
   static const lower::TunableLowererTable t = [] {
     lower::TunableLowererTable t;
     lower::registerTunableLowerers(t);
+    lower::registerTunableLayoutLowerers(t);
     return t;
   }();
   return t;

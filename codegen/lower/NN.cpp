@@ -461,6 +461,128 @@ Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
   return kernels;
 }
 
+/// Convs with few taps per output (cg * KH * KW <= kRowConvTaps: the first layer of a small
+/// CNN, a conv with one or three input channels) run directly, vectorized along the output
+/// row, with no im2col copy and no GEMM of a handful of rows.
+constexpr int64_t kRowConvTaps = 80;
+
+bool rowConvApplies(const ConvGeometry &geo, int64_t cg, DType t) {
+  if (geo.axes.size() != 2 || cg * geo.kernelSize > kRowConvTaps || !isFloat(t))
+    return false;
+  const WindowAxis &w = geo.axes[1];
+  // Contiguous vector loads need stride 1 along the row, and a row long enough to fill them.
+  return w.stride == 1 && w.out >= 16 && geo.axes[0].out >= 1;
+}
+
+/// The row-vectorized direct conv. A first kernel copies the input into scratch with its
+/// padding made explicit (zeros), so that every tap of every output column lies inside it
+/// (the input of such a conv has few channels: the copy is small next to the output).
+/// The second runs, for each image n, block of up to 8 output channels of a group and output
+/// row oh, the row in vectors of 16 columns (the last one shifted back to end at the row's
+/// end, recomputing a few columns) with one accumulator per channel of the block: each tap
+/// loads 16 consecutive padded inputs and multiplies them by the tap's weight.
+Kernels lowerConvRows(const Node &node, const std::string &prefix, const ConvGeometry &geo,
+                      int64_t N, int64_t C, int64_t M, int64_t cg, int64_t mg, DType t,
+                      bool hasBias) {
+  const WindowAxis &ah = geo.axes[0], &aw = geo.axes[1];
+  int64_t H = ah.in, W = aw.in, OH = ah.out, OW = aw.out, KH = ah.kernel, KW = aw.kernel;
+  // The padded input: every tap of every output inside it.
+  int64_t HP = std::max(H + ah.padBegin, (OH - 1) * ah.stride + (KH - 1) * ah.dilation + 1),
+          WP = std::max(W + aw.padBegin, (OW - 1) * aw.stride + (KW - 1) * aw.dilation + 1);
+  DType acc = accType(t, /*wide=*/false);
+  Kernels kernels;
+  {
+    // Zeros everywhere, then the input's rows at their padded place (both loops vectorize).
+    KernelBuilder kb(node, prefix + "_pad");
+    int xb = kb.operand(0), pb = kb.scratch(0, t, N * C * HP * WP);
+    std::vector<std::string> zl, cl;
+    Stmt zero = kb.loopNest(
+        {N * C * HP * WP},
+        [&](const std::vector<Expr> &idx) { return kb.store(pb, idx[0], kir::constant(0, t)); },
+        &zl);
+    Stmt copy = kb.loopNest(
+        {N * C, H, W},
+        [&](const std::vector<Expr> &idx) {
+          Expr from = kir::add(kir::mul(kir::add(kir::mul(idx[0], i64(H)), idx[1]), i64(W)),
+                               idx[2]);
+          Expr to = kir::add(
+              kir::mul(kir::add(kir::mul(idx[0], i64(HP)), kir::add(idx[1], i64(ah.padBegin))),
+                       i64(WP)),
+              kir::add(idx[2], i64(aw.padBegin)));
+          return kb.store(pb, to, kb.load(xb, from));
+        },
+        &cl);
+    kir::Schedule sched = defaultSchedule(zl, {N * C * HP * WP});
+    for (const kir::ScheduleStep &step : defaultSchedule(cl, {N * C, H, W}).steps)
+      sched.steps.push_back(step);
+    kernels.push_back(kb.finish(kir::block({zero, copy}), sched));
+  }
+  int64_t mt = 1; // channels of a block: the largest divisor of mg up to 8
+  for (int64_t d = std::min<int64_t>(8, mg); d >= 1; --d)
+    if (mg % d == 0) {
+      mt = d;
+      break;
+    }
+  int64_t blocks = M / mt, taps = cg * KH * KW;
+  KernelBuilder kb(node, prefix);
+  int pb = kb.scratch(0, t, N * C * HP * WP), wb = kb.operand(1),
+      bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
+  Nest outer;
+  Expr q = outer.add(kb, N * blocks * OH, "q");
+  Expr n = kir::div(q, i64(blocks * OH)), blk = kir::mod(kir::div(q, i64(OH)), i64(blocks)),
+       oh = kir::mod(q, i64(OH));
+  Expr m0 = kir::mul(blk, i64(mt));
+  Expr c0 = kir::mul(kir::div(m0, i64(mg)), i64(cg)); // the group's first input channel
+  std::vector<Stmt> row;
+  // A tap's weight, uniform across the vectorized loop (a broadcast operand of the FMA).
+  auto weight = [&](int64_t j, int64_t tap) {
+    return kir::cast(kb.load(wb, kir::add(kir::mul(kir::add(m0, i64(j)), i64(taps)), i64(tap))),
+                     acc);
+  };
+  // Vectors of 16 columns; the last starts at OW - 16.
+  int64_t vectors = (OW + 15) / 16;
+  std::string vN = kb.freshName("v"), lN = kb.freshName("l");
+  Expr ow0 = kir::min(kir::mul(kir::var(vN), i64(16)), i64(OW - 16));
+  Expr ow = kir::add(ow0, kir::var(lN));
+  std::vector<Stmt> st;
+  std::vector<std::string> aN(mt);
+  for (int64_t j = 0; j < mt; ++j) {
+    aN[j] = kb.freshName("acc");
+    Expr init = bb >= 0 ? kir::cast(kb.load(bb, kir::add(m0, i64(j))), acc) : fc(0, acc);
+    st.push_back(kir::decl(aN[j], acc, init));
+  }
+  for (int64_t ci = 0; ci < cg; ++ci)
+    for (int64_t kh = 0; kh < KH; ++kh)
+      for (int64_t kw = 0; kw < KW; ++kw) {
+        Expr ih = kir::add(kir::mul(oh, i64(ah.stride)), i64(kh * ah.dilation));
+        Expr at = kir::add(
+            kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), kir::add(c0, i64(ci))),
+                                       i64(HP)),
+                              ih),
+                     i64(WP)),
+            kir::add(ow, i64(kw * aw.dilation)));
+        std::string xN = kb.freshName("x");
+        st.push_back(kir::decl(xN, acc, kir::cast(kb.load(pb, at), acc)));
+        int64_t tap = (ci * KH + kh) * KW + kw;
+        for (int64_t j = 0; j < mt; ++j)
+          st.push_back(kir::assign(
+              aN[j], kir::add(kir::var(aN[j], acc), kir::mul(kir::var(xN, acc), weight(j, tap)))));
+      }
+  for (int64_t j = 0; j < mt; ++j) {
+    Expr at = kir::add(
+        kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), kir::add(m0, i64(j))), i64(OH)),
+                          oh),
+                 i64(OW)),
+        ow);
+    st.push_back(kb.store(ob, at, kir::cast(kir::var(aN[j], acc), t)));
+  }
+  row.push_back(kir::forLoop(vN, i64(vectors), kir::forLoop(lN, i64(16), kir::block(st))));
+  kir::Schedule sched = parallelOuter(outer, N * M * OH * OW * taps);
+  sched.steps.push_back({kir::ScheduleStep::Vectorize, lN, 0, {}});
+  kernels.push_back(kb.finish(outer.wrap(kir::block(row)), sched));
+  return kernels;
+}
+
 Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, bool transpose,
                                 const tuning::LowerOptions *opts = nullptr) {
   const Value *xv = node.operand(0), *wv = node.operand(1);
@@ -499,6 +621,8 @@ Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, boo
   // NNC_CONV_ALGO=direct forces the direct loops (for tests of that path).
   const char *algo = std::getenv("NNC_CONV_ALGO");
   bool forceDirect = algo && std::string(algo) == "direct";
+  if (!transpose && !forceDirect && rowConvApplies(geo, cg, t))
+    return lowerConvRows(node, prefix, geo, N, C, M, cg, mg, t, biasV != nullptr);
   if (!transpose && !forceDirect &&
       N * C * geo.kernelSize * geo.outSize * int64_t(dtypeSize(t)) <= (int64_t(1) << 28))
     return lowerConvIm2col(node, prefix, geo, N, C, M, cg, mg, t, biasV != nullptr, opts);

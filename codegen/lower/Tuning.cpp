@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "Gemm.h"
+#include "Lowerers.h"
 
 namespace nnc::tuning {
 
@@ -36,7 +37,9 @@ std::optional<Config> parseConfig(const std::string &s) {
   return c;
 }
 
-std::vector<const Space *> allSpaces() { return {&lower::gemmCpuSpace()}; }
+std::vector<const Space *> allSpaces() {
+  return {&lower::gemmCpuSpace(), &lower::convNchwcCpuSpace()};
+}
 
 const Space *findSpace(const std::string &kind) {
   for (const Space *s : allSpaces())

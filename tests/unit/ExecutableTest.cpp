@@ -8,6 +8,8 @@
 #include <set>
 #include <thread>
 
+#include "codegen/llvm/Emitter.h"
+#include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/runtime/Executable.h"
 #include "nnc/passes/Specialize.h"
@@ -183,6 +185,51 @@ graph @chain(%x: f32[64,33]) -> (f32[64,33]) {
   EXPECT_LE(p.lowerBoundBytes, p.peakBytes);
   EXPECT_EQ(p.unplannedBytes, 4 * 64 * 33 * 4);
   expectMatchesInterpreter(*g, **exe, {randomF32({64, 33}, 3)});
+}
+
+TEST(Executable, LargeResultsUseStreamingStores) {
+  // A result larger than the last-level cache is written around it (non-temporal stores on
+  // x86): the values must not change, on one and on two threads, with a tail that is not a
+  // whole vector.
+  int64_t n = llvmcg::streamingStoreBytes() / 4 + 37;
+  auto g = parse(fmt::format(R"(
+graph @chain(%x: f32[{0}]) -> (f32[{0}]) {{
+  %s = constant {{value = dense<f32[]>[1.5]}} : f32[]
+  %h = constant {{value = dense<f32[]>[0.25]}} : f32[]
+  %a = mul(%x, %s) : f32[{0}]
+  %b = add(%a, %h) : f32[{0}]
+  %y = max(%b, %h) : f32[{0}]
+  return %y
+}})",
+                             n));
+  ASSERT_TRUE(g);
+  Tensor x = Tensor::zeros(DType::F32, {n});
+  for (int64_t i = 0; i < n; ++i)
+    x.data<float>()[i] = float(i % 1000) * 0.01f - 5.0f;
+  for (int threads : {1, 2}) {
+    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, testOptions(threads));
+    ASSERT_TRUE(exe) << exe.error().message();
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) {
+      Expected<std::string> as = emitAssembly((*exe)->kernels());
+      ASSERT_TRUE(as) << as.error().message();
+      EXPECT_NE(as->find("vmovntps"), std::string::npos);
+      EXPECT_NE(as->find("sfence"), std::string::npos);
+    }
+#endif
+    Expected<std::vector<Tensor>> y = (*exe)->run({x});
+    ASSERT_TRUE(y) << y.error().message();
+    const float *got = (*y)[0].data<float>();
+    int bad = 0;
+    for (int64_t i = 0; i < n && bad < 3; ++i) {
+      float want = std::max(x.data<float>()[i] * 1.5f + 0.25f, 0.25f);
+      if (std::fabs(got[i] - want) > 1e-6f * (1 + std::fabs(want))) {
+        ADD_FAILURE() << "threads " << threads << " element " << i << ": " << got[i]
+                      << " but expected " << want;
+        ++bad;
+      }
+    }
+  }
 }
 
 TEST(Executable, ReshapesReadTheirOperandsStorage) {

@@ -165,6 +165,12 @@ TEST(LayoutTest, ConvConfigurationsMatchInterpreter) {
       {1, 9, 3, 2, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
       // 7x7 stride 2 pad 3 on a plain input (a ResNet stem)
       {1, 3, 16, 16, 8, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}, 1, true, ""},
+      // a wide row: edge tiles, a loop of interior tiles, several output blocks per tile
+      {1, 16, 4, 40, 32, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+      // dilation 2 with pads 2: two guarded columns on each side, a narrower last tile
+      {1, 8, 5, 23, 64, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}, 1, false, ""},
+      // 4 groups of 16 output channels: tiles may pair blocks of one group, never two groups
+      {1, 32, 3, 17, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4, true, ""},
   };
   for (const ConvCase &k : cases) {
     int64_t oh = outSize(k.h, k.kh, k.strides[0], k.pads[0], k.pads[2], k.dilations[0]);
@@ -179,6 +185,12 @@ TEST(LayoutTest, ConvConfigurationsMatchInterpreter) {
   ConvCase same{1, 20, 6, 9, 17, 5, 5, {1, 1}, {}, {1, 1}, 1, true, "SAME_UPPER"};
   for (int b : {8, 16}) {
     Counts c = checkLayout(convGraph(same, 6, 9), b);
+    EXPECT_EQ(c.blockedConvs, 1);
+  }
+  // Block 16 (the AVX-512 register tiles): a wide row with two and four blocks per tile.
+  for (ConvCase wide : {ConvCase{1, 16, 3, 61, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+                        ConvCase{1, 32, 5, 7, 128, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""}}) {
+    Counts c = checkLayout(convGraph(wide, wide.h, wide.w), 16);
     EXPECT_EQ(c.blockedConvs, 1);
   }
 }

@@ -230,8 +230,15 @@ TEST(LowerNN, Conv) {
       {{1, 3, 7, 6}, {2, 3, 3, 3}, {1, 2}, {}, {1, 1}, 1, true, "VALID"},
       {{1, 1, 3, 3}, {1, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1, false},
       {{1, 2, 6, 5}, {2, 2, 3, 3}, {4, 4}, {3, 3, 3, 3}, {3, 2}, 1, false},
+      // Few taps and rows of 16+ columns: the row-vectorized direct conv (a LeNet conv1;
+      // vertical stride and dilation with asymmetric pads; groups with a 17-column row, whose
+      // last vector overlaps the one before).
+      {{2, 1, 20, 24}, {6, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1, true},
+      {{1, 3, 9, 21}, {4, 3, 3, 3}, {2, 1}, {1, 0, 2, 1}, {2, 2}, 1, false},
+      {{1, 4, 6, 17}, {6, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2, true},
   };
-  // Both algorithms: im2col + GEMM (the default) and direct loops (for huge im2col matrices).
+  // Both algorithms: the default (im2col + GEMM, or rows for few taps) and direct loops (for
+  // huge im2col matrices).
   for (const char *algo : {"im2col", "direct"})
   for (DType t : {DType::F32, DType::F16})
     for (const ConvCase &c : cases) {
