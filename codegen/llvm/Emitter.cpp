@@ -170,6 +170,29 @@ private:
     std::string name = dbl ? fname : std::string(fname) + "f";
     return callHelper(name.c_str(), a->getType(), {a});
   }
+  /// erf of an f32 value inline: a rational approximation on [-4, 4] (beyond it erf is +-1 in
+  /// f32), at most 4e-7 from erf, pure arithmetic so loops of it vectorize (libmvec's erff
+  /// took most of BERT's GELU epilogue). NaN stays NaN (the clamp compares, never minnum).
+  Value *erfF32(Value *a) {
+    Type *ty = a->getType();
+    Value *hi = fpConst(ty, 4), *lo = fpConst(ty, -4);
+    Value *x = b_.CreateSelect(b_.CreateFCmpOGT(a, hi), hi, a);
+    x = b_.CreateSelect(b_.CreateFCmpOLT(x, lo), lo, x);
+    Value *x2 = b_.CreateFMul(x, x);
+    auto horner = [&](std::initializer_list<double> c) {
+      auto it = c.begin();
+      Value *acc = fpConst(ty, *it++);
+      for (; it != c.end(); ++it)
+        acc = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {ty}, {x2, acc, fpConst(ty, *it)});
+      return acc;
+    };
+    Value *p = horner({-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+                       -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+                       -1.60960333262415e-02});
+    Value *q = horner({-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+                       -7.37332916720468e-03, -1.42647390514189e-02});
+    return b_.CreateFDiv(b_.CreateFMul(x, p), q);
+  }
   Value *unaryIntrinsic(llvm::Intrinsic::ID id, Value *a) {
     return b_.CreateUnaryIntrinsic(id, a);
   }
@@ -179,7 +202,7 @@ private:
   void emitFor(const kir::StmtNode &s);
   void emitParallelFor(const kir::StmtNode &s, Value *extent);
   void emitGemmTile(const kir::StmtNode &s);
-  llvm::Function *gemmMicrokernel(int64_t mr, int64_t nr);
+  llvm::Function *gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch);
   /// A counted loop over [begin, end) of `var`; `kind` selects the loop metadata.
   void emitLoop(const std::string &var, Value *begin, Value *end, kir::LoopKind kind,
                 const kir::Expr &extentExpr, const std::vector<kir::Stmt> &body);
@@ -557,7 +580,10 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
   case OpKind::Asinh: if (need(1)) r = libm("asinh", a[0]); break;
   case OpKind::Acosh: if (need(1)) r = libm("acosh", a[0]); break;
   case OpKind::Atanh: if (need(1)) r = libm("atanh", a[0]); break;
-  case OpKind::Erf: if (need(1)) r = libm("erf", a[0]); break;
+  case OpKind::Erf:
+    if (need(1))
+      r = ty->getScalarType()->isFloatTy() ? erfF32(a[0]) : libm("erf", a[0]);
+    break;
   case OpKind::Sigmoid: {
     if (!need(1)) break;
     // t = e^-|a| is exp(-a) for a >= 0 and exp(a) otherwise: the interpreter's two branches.
@@ -898,39 +924,42 @@ void KernelEmitter::emitGemmTile(const kir::StmtNode &s) {
   Value *pa = b_.CreateInBoundsGEP(f32, bufs_[t.a], v[0]);
   Value *pb = b_.CreateInBoundsGEP(f32, bufs_[t.b], v[1]);
   Value *pc = b_.CreateInBoundsGEP(f32, bufs_[s.buffer], v[2]);
-  b_.CreateCall(gemmMicrokernel(t.mr, t.nr),
+  b_.CreateCall(gemmMicrokernel(t.mr, t.nr, t.prefetchB != 0),
                 {pa, pb, pc, v[3], b_.getInt64(t.lda), b_.getInt64(t.ak), b_.getInt64(t.ldb),
-                 b_.getInt64(t.ldc), b_.getInt1(t.accumulate)});
+                 b_.getInt64(t.ldc), b_.getInt1(t.accumulate), b_.getInt64(t.prefetchB)});
 }
 
 /// `void f32_gemm_<mr>x<nr>_<isa>(ptr a, ptr b, ptr c, i64 kc, i64 lda, i64 ak, i64 ldb,
-/// i64 ldc, i1 accumulate)`: the GemmTile microkernel with mr x ceil(nr / W) accumulators of
+/// i64 ldc, i1 accumulate, i64 pfb)`: the GemmTile microkernel with mr x ceil(nr / W) accumulators of
 /// <W x float> (W: the target's f32 lanes) held in SSA values across the k loop; per k step
 /// it loads ceil(nr / W) vectors of B's row, broadcasts one A value per row and multiply-adds
 /// (llvm.fmuladd: an FMA where the target has one). A partial last vector uses masked loads
-/// and stores. One definition per module and tile shape.
-llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr) {
+/// and stores. The `_pfb` variant also prefetches, per k step, the B row at element offset
+/// pfb from the step's row (GemmTileShape::prefetchB). One definition per module and variant.
+llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch) {
   std::string features = tm_.getTargetFeatureString().str();
   bool avx512 = features.find("+avx512f") != std::string::npos;
   bool avx2 = features.find("+avx2") != std::string::npos;
   bool avx = features.find("+avx") != std::string::npos;
   unsigned w = avx512 ? 16 : avx ? 8 : 4;
   const char *isa = avx512 ? "avx512" : avx2 ? "avx2" : avx ? "avx" : "vec4";
-  std::string name = fmt::format("f32_gemm_{}x{}_{}", mr, nr, isa);
+  std::string name = fmt::format("f32_gemm_{}x{}_{}{}", mr, nr, isa, prefetch ? "_pfb" : "");
   if (llvm::Function *f = m_.getFunction(name))
     return f;
   Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty(), *f32 = b_.getFloatTy();
   auto *fty = llvm::FunctionType::get(b_.getVoidTy(),
-                                      {ptr, ptr, ptr, i64, i64, i64, i64, i64, b_.getInt1Ty()},
+                                      {ptr, ptr, ptr, i64, i64, i64, i64, i64, b_.getInt1Ty(),
+                                       i64},
                                       false);
   llvm::Function *f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
   setTargetAttributes(f, tm_);
-  const char *argNames[] = {"a", "b", "c", "kc", "lda", "ak", "ldb", "ldc", "accumulate"};
-  for (unsigned i = 0; i < 9; ++i)
+  const char *argNames[] = {"a",   "b",   "c",          "kc", "lda",
+                            "ak",  "ldb", "ldc", "accumulate", "pfb"};
+  for (unsigned i = 0; i < 10; ++i)
     f->getArg(i)->setName(argNames[i]);
   Value *a = f->getArg(0), *bp = f->getArg(1), *c = f->getArg(2), *kc = f->getArg(3),
         *lda = f->getArg(4), *ak = f->getArg(5), *ldb = f->getArg(6), *ldc = f->getArg(7),
-        *accumulate = f->getArg(8);
+        *accumulate = f->getArg(8), *pfb = f->getArg(9);
   for (unsigned i = 0; i < 3; ++i)
     f->addParamAttr(i, llvm::Attribute::NoAlias);
 
@@ -979,6 +1008,14 @@ llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr) {
   std::vector<Value *> bv;
   for (int64_t v = 0; v < nv; ++v)
     bv.push_back(loadVec(b.CreateInBoundsGEP(f32, brow, b.getInt64(v * w)), v));
+  if (prefetch) {
+    // One prefetch per 64-byte line of the row (a hint: never faults, so no bounds).
+    Value *prow = b.CreateGEP(f32, brow, pfb);
+    for (int64_t l = 0; l * 16 < nr; ++l)
+      b.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr},
+                        {b.CreateGEP(f32, prow, b.getInt64(l * 16)), b.getInt32(0),
+                         b.getInt32(3), b.getInt32(1)});
+  }
   Value *acol = b.CreateInBoundsGEP(f32, a, b.CreateMul(kv, ak));
   std::vector<Value *> next(init.size());
   for (int64_t r = 0; r < mr; ++r) {

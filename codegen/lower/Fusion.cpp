@@ -13,7 +13,9 @@
 //     with the matmul/conv lowerers). Each such store `out[I] = v` becomes
 //     `t = v; out[I] = E(t, leaves at I)`, the leaves' indices derived from I. A kernel that
 //     reads its result buffer (it accumulates there) keeps accumulating in a scratch buffer
-//     instead, and a loop appended to it applies E to every element.
+//     instead, and a loop appended to it applies E to every element. A matmul anchor whose
+//     result keeps its dtype instead applies E in place inside its GEMM, per cache block
+//     (lowerMatMulFinished), so the result is not read back from memory in a second pass.
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -314,6 +316,87 @@ Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
   return std::vector<kir::Kernel>{std::move(k)};
 }
 
+/// 2a. A matmul anchor whose result keeps its dtype: the epilogue finishes each element in
+/// place inside the GEMM (lowerMatMulFinished: per cache block, while the block is in cache),
+/// instead of a pass over the whole result after it.
+Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &u,
+                                                            const GroupInfo &gi,
+                                                            const std::string &prefix,
+                                                            const tuning::LowerOptions &opts) {
+  const Node &anchor = *u.anchor;
+  DType t = lower::movedType(anchor.result()->dtype());
+  const Extents &ext = gi.space.out;
+  int64_t count = lower::numElementsOf(lower::extentsOf(u.node->result()));
+  int64_t cols = std::max<int64_t>(lower::extentsOf(anchor.result()).back(), 1);
+  int64_t rows = count / cols;
+  int64_t anchorOperands = static_cast<int64_t>(anchor.numOperands());
+  std::map<size_t, int> bufOf; // group input -> kernel buffer
+  int local = 0;
+  auto makeFinish = [&](lower::KernelBuilder &kb) -> lower::ElementFinish {
+    bufOf.clear();
+    return [&, kbp = &kb](Expr row, Expr col, std::vector<Stmt> &hoisted) -> Stmt {
+      lower::KernelBuilder &kb = *kbp;
+      // A group input is the anchor's own operand buffer, or one declared here with index
+      // anchorOperands + input (renumbered below, clear of the anchor's operand indices).
+      auto bufferOfInput = [&](size_t in) {
+        auto it = bufOf.find(in);
+        if (it != bufOf.end())
+          return it->second;
+        int b = -1;
+        for (int64_t d = 0; d < anchorOperands && b < 0; ++d)
+          if (anchor.operand(d) == u.operands[in])
+            b = kb.operand(d);
+        if (b < 0) {
+          kir::BufferDecl decl = inputBuffer(u, in);
+          decl.index = static_cast<int>(anchorOperands + static_cast<int64_t>(in));
+          b = kb.declare(decl);
+        }
+        bufOf[in] = b;
+        return b;
+      };
+      std::string p = "fz" + std::to_string(local++) + "_";
+      std::vector<Stmt> stmts{kir::decl(p + "r", DType::I64, row),
+                              kir::decl(p + "c", DType::I64, col)};
+      LoopExtents env{{p + "r", rows}, {p + "c", cols}};
+      Expr at = kir::add(kir::mul(kir::var(p + "r"), i64c(cols)), kir::var(p + "c"));
+      int rb = kb.result(0);
+      stmts.push_back(kir::decl(p + "a", t, kb.load(rb, at)));
+      Composer c(
+          u, gi, p,
+          [&](size_t in) {
+            int b = bufferOfInput(in);
+            const Extents &le = gi.space.in[gi.leafSlot[in]];
+            DType lt = kb.bufferType(b);
+            if (lower::numElementsOf(le) == 1) { // read once, before the loop (see 2b)
+              std::string name = p + "s" + std::to_string(in);
+              hoisted.push_back(kir::decl(name, lt, kb.load(b, i64c(0))));
+              return kir::var(name, lt);
+            }
+            return kb.load(b, leafIndexAt(at, le, ext, env));
+          },
+          kir::var(p + "a", t));
+      Expr value = c.valueOf(u.node->result());
+      for (const Stmt &s : c.decls())
+        stmts.push_back(s);
+      stmts.push_back(kb.store(rb, at, value));
+      return kir::block(stmts);
+    };
+  };
+  NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks,
+                       lower::lowerMatMulFinished(anchor, prefix, &opts, makeFinish));
+  for (kir::Kernel &k : ks)
+    for (kir::BufferDecl &d : k.buffers)
+      if (d.role == kir::BufferRole::Operand) {
+        d.index = d.index >= anchorOperands
+                      ? static_cast<int>(d.index - anchorOperands)
+                      : static_cast<int>(std::find(u.operands.begin(), u.operands.end(),
+                                                   anchor.operand(d.index)) -
+                                         u.operands.begin());
+        d.name = "in" + std::to_string(d.index);
+      }
+  return ks;
+}
+
 /// Anchors whose kernels store each result element once, its final value, from straight-line
 /// register tiles: their epilogue can rewrite those stores. (winograd_output's tiles are the
 /// body of a loop over the lanes that the loop vectorizer takes; with the epilogue in its
@@ -322,11 +405,19 @@ bool storesEachResultOnce(OpKind k) {
   return k == OpKind::ConvNCHWc || k == OpKind::WinogradOutput;
 }
 
-/// 2. A group with an anchor: the anchor's kernels with the epilogue in their result stores.
+/// 2b. A group with an anchor: the anchor's kernels with the epilogue in their result stores.
 Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, const GroupInfo &gi,
                                                       const std::string &prefix,
                                                       const tuning::LowerOptions &opts) {
   const Node &anchor = *u.anchor;
+  if (anchor.kind() == OpKind::MatMul && anchor.numOperands() == 2 && anchor.operand(1) &&
+      anchor.operand(1)->rank() >= 2 && !lower::extentsOf(anchor.result()).empty() &&
+      lower::movedType(u.node->result()->dtype()) ==
+          lower::movedType(anchor.result()->dtype()) &&
+      !isStorageOnly(anchor.result()->dtype()) &&
+      lower::numElementsOf(lower::extentsOf(anchor.result())) ==
+          lower::numElementsOf(lower::extentsOf(u.node->result())))
+    return lowerFinishedMatMulGroup(u, gi, prefix, opts);
   NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(anchor, prefix, opts));
   const Value *res = u.node->result();
   DType resType = lower::movedType(res->dtype());
@@ -577,11 +668,22 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
                 exv = kb.freshName("ex");
     Expr rr = kir::var(rv), j = kir::var(jv), mx = kir::var(mxv, t), sum = kir::var(sumv, t);
     LoopExtents env{{"b", B}, {iv, S}, {jv, T}};
+    std::vector<Stmt> row{kir::decl(iv, DType::I64, kir::add(i0, rr))};
+    std::string epPrefix = kb.freshName("ep") + "_";
     Composer c(
-        u, gi, kb.freshName("ep") + "_",
-        [&](size_t in) {
+        u, gi, epPrefix,
+        [&](size_t in) -> Expr {
+          const Extents &le = gi.space.in[gi.leafSlot[in]];
+          if (lower::numElementsOf(le) == 1) {
+            // Read once per row, before the loop: loaded in it, LLVM cannot prove that the
+            // stores to p leave it unchanged, and the loop stayed scalar.
+            std::string name = epPrefix + "s" + std::to_string(in);
+            DType lt = kb.bufferType(bufOf[in]);
+            row.push_back(kir::decl(name, lt, ld(bufOf[in], i64(0))));
+            return kir::var(name, lt);
+          }
           Expr at = kir::add(kir::mul(kir::add(kir::mul(b, i64(S)), kir::var(iv)), i64(T)), j);
-          return ld(bufOf[in], leafIndexAt(at, gi.space.in[gi.leafSlot[in]], gi.space.out, env));
+          return ld(bufOf[in], leafIndexAt(at, le, gi.space.out, env));
         },
         kir::var(sv, t));
     Expr ev = c.valueOf(scores);
@@ -590,13 +692,33 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
       epi.push_back(s);
     epi.push_back(kir::decl(evn, t, ev));
     epi.push_back(kb.store(pb, blockAt(rr, j), kir::var(evn, t)));
-    epi.push_back(
-        kir::assign(mxv, kir::op(OpKind::Max, {mx, kir::var(evn, t)})));
-    std::vector<Stmt> row;
-    row.push_back(kir::decl(iv, DType::I64, kir::add(i0, rr)));
-    row.push_back(
-        kir::decl(mxv, t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
     row.push_back(kir::forLoop(jv, i64(T), kir::block(epi)));
+    // The row's maximum in `lanes` independent partial maxima (lane l takes the columns
+    // l mod lanes), combined at the end: a NaN-propagating max gives the same value in any
+    // order, and independent chains vectorize where one chain through every column did not.
+    int64_t lanes = std::min<int64_t>(16, T);
+    std::vector<std::string> part(lanes);
+    for (int64_t l = 0; l < lanes; ++l) {
+      part[l] = kb.freshName("mxl");
+      row.push_back(
+          kir::decl(part[l], t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
+    }
+    auto maxInto = [&](const std::string &acc, Expr col) {
+      return kir::assign(acc, kir::op(OpKind::Max, {kir::var(acc, t), ld(pb, blockAt(rr, col))}));
+    };
+    std::string jov = kb.freshName("jo"), jrv = kb.freshName("jr");
+    std::vector<Stmt> laneSteps;
+    for (int64_t l = 0; l < lanes; ++l)
+      laneSteps.push_back(maxInto(part[l], kir::add(kir::mul(kir::var(jov), i64(lanes)), i64(l))));
+    row.push_back(kir::forLoop(jov, i64(T / lanes), kir::block(laneSteps)));
+    if (T % lanes != 0)
+      row.push_back(kir::forLoop(
+          jrv, i64(T % lanes), maxInto(part[0], kir::add(i64(T / lanes * lanes), kir::var(jrv)))));
+    for (int64_t w = 1; w < lanes; w *= 2)
+      for (int64_t l = 0; l + w < lanes; l += 2 * w)
+        row.push_back(kir::assign(
+            part[l], kir::op(OpKind::Max, {kir::var(part[l], t), kir::var(part[l + w], t)})));
+    row.push_back(kir::decl(mxv, t, kir::var(part[0], t)));
     row.push_back(kir::decl(sumv, t, kir::constant(0, t)));
     Expr j2 = kir::var(j2v);
     row.push_back(kir::forLoop(

@@ -42,6 +42,12 @@ struct GemmOperands {
   /// says; a compile-time packed weight, or conv's im2col written in panels); the microkernel
   /// path then uses nr = packedNr and reads the panels directly.
   int64_t packedNr = 0;
+  /// Optional: the statement that finishes C element (i, j) once its sum is complete (a
+  /// fused epilogue reading C there and writing the final value). Locals it needs declared
+  /// once before a loop of such statements go to `hoisted`. The microkernel path runs it
+  /// per cache block right after the block's last k block, while the block is in cache; the
+  /// scalar path after the whole nest (per batch entry).
+  std::function<kir::Stmt(kir::Expr i, kir::Expr j, std::vector<kir::Stmt> &hoisted)> finish;
 };
 
 /// The tunable problem of an M x K x N GEMM run `batch` times; `layout` names how operands
@@ -53,7 +59,8 @@ tuning::Problem gemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_
 /// microkernel path): cache blocks of mc rows x nc columns x kc depth, each a loop of
 /// kir::GemmTile microkernels (f32_gemm_<mr>x<nr>_<isa>) over packed B panels (knob pb: B
 /// copied at run time into scratch `ops.packScratch` as panels of nr columns, contiguous
-/// over k), blocks run in parallel (knob par). Otherwise:
+/// over k), blocks run in parallel (knob par), a block's first row tile prefetches the next
+/// B panel (knob pf), and `ops.finish` runs per block once the block is complete. Otherwise:
 /// The GEMM as register tiles of `mr` rows x `nr` columns whose accumulators are locals
 /// (kept in vector registers), each C element stored once with its final value at its flat
 /// index. Edge rows and columns get tiles of their own size. `batchLoops` (outermost first,

@@ -43,7 +43,8 @@ Stmt guarded(const Expr &cond, Stmt s) { return isTrue(cond) ? s : kir::ifThen(c
 // ---- matmul ------------------------------------------------------------------------------------
 
 Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
-                              const tuning::LowerOptions *opts) {
+                              const tuning::LowerOptions *opts,
+                              const MakeElementFinish &makeFinish = nullptr) {
   const Value *av = node.operand(0), *bv = node.operand(1);
   DType t = av->dtype();
   if (t != bv->dtype() || !isNumeric(t))
@@ -102,12 +103,13 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   KernelBuilder kb(node, prefix);
   int ab = kb.operand(0), bb = kb.operand(1), ob = kb.result(0);
   Nest outer;
-  Expr aOff = i64(0), bOff = i64(0), oOff = i64(0);
+  Expr aOff = i64(0), bOff = i64(0), oOff = i64(0), rowOff = i64(0);
   for (size_t d = 0; d < nb; ++d) {
     Expr v = outer.add(kb, (*batch)[d], "b");
     aOff = kir::add(aOff, kir::mul(v, i64(sa[d])));
     bOff = kir::add(bOff, kir::mul(v, i64(sb[d])));
     oOff = kir::add(oOff, kir::mul(v, i64(so[d])));
+    rowOff = kir::add(rowOff, kir::mul(v, i64(so[d] / n))); // so[d] is a multiple of m * n
   }
   // A register-blocked GEMM per batch entry; f32 accumulates in f32 (f16/bf16 in f32).
   GemmOperands g;
@@ -128,6 +130,12 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   g.strided = GemmOperands::Strided{aOff, bOff, oOff, k, 1, n, n};
   g.packScratch = 0;
   g.packedNr = packedNr;
+  if (makeFinish) {
+    ElementFinish finish = makeFinish(kb);
+    g.finish = [&, finish](Expr i, Expr j, std::vector<Stmt> &hoisted) {
+      return finish(kir::add(rowOff, i), j, hoisted);
+    };
+  }
   int64_t batchCount = outN / (m * n);
   tuning::Problem prob = gemmProblem(
       t, batchCount, m, k, n,
@@ -1013,8 +1021,16 @@ Expected<Kernels> lowerLRN(const Node &node, const std::string &prefix) {
 
 } // namespace
 
+Expected<Kernels> lowerMatMulFinished(const Node &node, const std::string &prefix,
+                                      const tuning::LowerOptions *opts,
+                                      const MakeElementFinish &makeFinish) {
+  return lowerMatMul(node, prefix, opts, makeFinish);
+}
+
 void registerTunableLowerers(TunableLowererTable &t) {
-  t[OpKind::MatMul] = lowerMatMul;
+  t[OpKind::MatMul] = [](const Node &n, const std::string &p, const tuning::LowerOptions *o) {
+    return lowerMatMul(n, p, o);
+  };
   t[OpKind::Conv] = [](const Node &n, const std::string &p, const tuning::LowerOptions *o) {
     return lowerConvLike(n, p, false, o);
   };

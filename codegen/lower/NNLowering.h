@@ -2,6 +2,7 @@
 // Resize.cpp): accumulator types, NaN-aware comparisons and loop nests that skip unit loops.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,21 @@ namespace nnc::lower {
 /// by registerReductionAndNNLowerers().
 void registerNNLowerers(LowererTable &t);
 void registerResizeLowerer(LowererTable &t);
+
+/// Finishes result element (row, col) of a node viewed as a [rows, N] matrix (N its last
+/// extent) once the element's value is complete; locals to declare once before a loop of
+/// them go to `hoisted` (GemmOperands::finish).
+using ElementFinish =
+    std::function<kir::Stmt(kir::Expr row, kir::Expr col, std::vector<kir::Stmt> &hoisted)>;
+/// Makes the finish of a kernel being built (it may declare buffers with `kb`).
+using MakeElementFinish = std::function<ElementFinish(KernelBuilder &kb)>;
+
+/// Matmul's lowering with `makeFinish`'s statement applied to every result element inside
+/// the GEMM (per cache block on the microkernel path): a fused epilogue
+/// (codegen/lower/Fusion.cpp) without a separate pass over the result.
+Expected<std::vector<kir::Kernel>> lowerMatMulFinished(const Node &node, const std::string &prefix,
+                                                       const tuning::LowerOptions *opts,
+                                                       const MakeElementFinish &makeFinish);
 
 namespace nnl {
 

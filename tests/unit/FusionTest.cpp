@@ -148,6 +148,27 @@ graph @g(%x: f32[2,7,8], %w: f32[8,33], %t: f32[7,1], %z: f32[33]) -> (f64[2,7,3
   EXPECT_EQ(kernels, 1u);
 }
 
+TEST(FusionTest, MatMulEpilogueInsideGemmBlocks) {
+  // The epilogue runs per GEMM cache block: 200 rows (three uneven row blocks, edge tiles)
+  // x 40 columns (an edge column tile); a batched B whose epilogue leaf is the matmul's own
+  // operand; an f64 matmul (the scalar GEMM path finishes after its nest, in parallel rows).
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[200,24], %w: f32[24,40], %b: f32[40], %s: f32[2,5,24], %v: f32[2,24,24],
+         %dx: f64[70,32], %dw: f64[32,60], %db: f64[70,1]) -> (f32[200,40], f32[2,5,24], f64[70,60]) {
+  %m1 = matmul(%x, %w) : f32[200,40]
+  %h1 = add(%m1, %b) : f32[200,40]
+  %y1 = tanh(%h1) : f32[200,40]
+  %m2 = matmul(%s, %v) : f32[2,5,24]
+  %y2 = add(%m2, %s) : f32[2,5,24]
+  %m3 = matmul(%dx, %dw) : f64[70,60]
+  %h3 = sub(%m3, %db) : f64[70,60]
+  %y3 = mul(%h3, %m3) : f64[70,60]
+  return %y1, %y2, %y3
+})",
+                                            3);
+  EXPECT_EQ(kernels, 3u);
+}
+
 TEST(FusionTest, ConvBatchNormResidualRelu) {
   // batch_norm folds into the conv; the residual add and relu run after its accumulation.
   checkFusedMatchesUnfused(R"(

@@ -636,12 +636,13 @@ TEST(LLVMCodegen, ScheduledElementwise) {
 TEST(LLVMCodegen, GemmTileMatchesEvaluator) {
   // Tiles with a partial last vector (masked), a k loop of odd length, A read transposed
   // (lda 1, ak mr) and row-major, accumulating onto C and overwriting it; C's padding
-  // columns (ldc > nr) must stay untouched.
-  for (auto [mr, nr, kc, transposedA, accumulate] :
-       {std::tuple<int64_t, int64_t, int64_t, bool, bool>{5, 21, 13, false, true},
-        {3, 32, 7, true, false},
-        {1, 5, 1, false, true},
-        {4, 16, 0, false, true}}) {
+  // columns (ldc > nr) must stay untouched. A prefetch hint (even one past B's end: it never
+  // faults) changes nothing.
+  for (auto [mr, nr, kc, transposedA, accumulate, prefetch] :
+       {std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t>{5, 21, 13, false, true, 0},
+        {3, 32, 7, true, false, 1 << 20},
+        {1, 5, 1, false, true, 0},
+        {4, 16, 0, false, true, 16}}) {
     int64_t ldc = nr + 3, ldb = nr + 2;
     Kernel k;
     k.name = "tile";
@@ -659,6 +660,7 @@ TEST(LLVMCodegen, GemmTileMatchesEvaluator) {
     s.ldb = ldb;
     s.ldc = ldc;
     s.accumulate = accumulate;
+    s.prefetchB = prefetch;
     k.body = gemmTile(s, 2, intImm(0), intImm(0), intImm(0), intImm(kc));
     ASSERT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
     EXPECT_NE(printKernel(k).find("gemm_tile"), std::string::npos) << printKernel(k);

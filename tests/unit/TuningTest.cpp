@@ -89,7 +89,7 @@ TEST(Tuning, EveryGemmConfigComputesTheSameNumbers) {
     if (c["mk"] == 1)
       c["ku"] = 1, c["order"] = 0;
     else
-      c["kc"] = 0, c["mc"] = 0, c["pb"] = 0, c["pa"] = 0;
+      c["kc"] = 0, c["mc"] = 0, c["pb"] = 0, c["pa"] = 0, c["pf"] = 0;
     // Each problem applies the config only where valid for it; the big one decides here.
     tuning::Problem big{"gemm_cpu", "", {1, 37, 53, 70}, 0};
     if (!space->valid(c, big))
@@ -148,7 +148,7 @@ TEST(Tuning, RecordsOfAnotherDeviceOrSpaceVersionAreIgnored) {
     EXPECT_TRUE(exe) << exe.error().message();
     return exe ? (*exe)->tuningUse().tuned : -1;
   };
-  std::string cfg = "kc=0,ku=1,mc=0,mk=0,mr=1,nc=0,nr=8,order=1,pa=0,par=0,pb=0";
+  std::string cfg = "kc=0,ku=1,mc=0,mk=0,mr=1,nc=0,nr=8,order=1,pa=0,par=0,pb=0,pf=0";
   for (const tuning::Problem &p : problems) {
     ASSERT_FALSE(cache->put({p.kind, p.signature, "cpu other | +sse2 | threads=1", space.version,
                              cfg, 1.0, 2.0, 1, ""}));
@@ -161,7 +161,7 @@ TEST(Tuning, RecordsOfAnotherDeviceOrSpaceVersionAreIgnored) {
   EXPECT_EQ(compileTuned(here), 1);
   // A faster record replaces a slower one; a slower one does not.
   ASSERT_FALSE(cache->put({problems[0].kind, problems[0].signature, here, space.version,
-                           "kc=0,ku=1,mc=0,mk=0,mr=2,nc=0,nr=8,order=0,pa=0,par=0,pb=0", 5.0, 2.0, 1, ""}));
+                           "kc=0,ku=1,mc=0,mk=0,mr=2,nc=0,nr=8,order=0,pa=0,par=0,pb=0,pf=0", 5.0, 2.0, 1, ""}));
   Expected<std::optional<TuningRecord>> r =
       cache->find(problems[0].kind, problems[0].signature, here, space.version);
   ASSERT_TRUE(r && *r);

@@ -111,6 +111,10 @@ struct GemmTileShape {
   int64_t ldb = 0;         ///< B: k stride (columns are contiguous).
   int64_t ldc = 0;         ///< C: row stride (columns are contiguous).
   bool accumulate = false; ///< Add to C's values instead of overwriting them.
+  /// A hint, no effect on the result: when nonzero, the k step p also prefetches the B row
+  /// at element offset p * ldb + prefetchB from the tile's B (e.g. the same row of the next
+  /// panel), so a cold B streams in while this tile computes.
+  int64_t prefetchB = 0;
 };
 
 struct StmtNode;
