@@ -451,15 +451,8 @@ const tuning::Space &gemmCpuSpace() {
         {"pf", {0, 1}, "mk=1: 1: a block's first row tile prefetches the next B panel"},
     };
     s.valid = [](const Config &c, const tuning::Problem &p) {
-      const tuning::Space &self = gemmCpuSpace();
-      if (c.size() != self.knobs.size())
+      if (!tuning::namesEveryKnob(gemmCpuSpace(), c))
         return false;
-      for (const tuning::Knob &kn : self.knobs) {
-        auto it = c.find(kn.name);
-        if (it == c.end() ||
-            std::find(kn.values.begin(), kn.values.end(), it->second) == kn.values.end())
-          return false;
-      }
       int64_t m = p.dims.size() == 4 ? p.dims[1] : 1, k = p.dims.size() == 4 ? p.dims[2] : 1,
               n = p.dims.size() == 4 ? p.dims[3] : 1;
       auto [vw, regs] = hostVectorShape();

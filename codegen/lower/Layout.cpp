@@ -179,16 +179,7 @@ std::vector<int64_t> convTileWidths() {
 }
 
 bool convTileValid(const tuning::Config &c, const tuning::Problem &p) {
-  const tuning::Space &self = convNchwcCpuSpace();
-  if (c.size() != self.knobs.size())
-    return false;
-  for (const tuning::Knob &kn : self.knobs) {
-    auto it = c.find(kn.name);
-    if (it == c.end() || std::find(kn.values.begin(), kn.values.end(), it->second) ==
-                             kn.values.end())
-      return false;
-  }
-  if (p.dims.size() != kConvDims)
+  if (!tuning::namesEveryKnob(convNchwcCpuSpace(), c) || p.dims.size() != kConvDims)
     return false;
   int64_t m = c.at("m"), r = c.at("r");
   if (p.dims[kDepthwise] != 0)

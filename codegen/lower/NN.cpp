@@ -479,7 +479,7 @@ bool rowConvApplies(const ConvGeometry &geo, int64_t cg, DType t) {
     return false;
   const WindowAxis &w = geo.axes[1];
   // Contiguous vector loads need stride 1 along the row, and a row long enough to fill them.
-  return w.stride == 1 && w.out >= 16 && geo.axes[0].out >= 1;
+  return w.stride == 1 && w.out >= 16;
 }
 
 /// The row-vectorized direct conv. A first kernel copies the input into scratch with its

@@ -1,6 +1,7 @@
 // The registry of tuning spaces and the config choice lowering makes (include/nnc/codegen/Tuning.h).
 #include "nnc/codegen/Tuning.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "Gemm.h"
@@ -35,6 +36,18 @@ std::optional<Config> parseConfig(const std::string &s) {
     pos = end + 1;
   }
   return c;
+}
+
+bool namesEveryKnob(const Space &s, const Config &c) {
+  if (c.size() != s.knobs.size())
+    return false;
+  for (const Knob &kn : s.knobs) {
+    auto it = c.find(kn.name);
+    if (it == c.end() ||
+        std::find(kn.values.begin(), kn.values.end(), it->second) == kn.values.end())
+      return false;
+  }
+  return true;
 }
 
 std::vector<const Space *> allSpaces() {

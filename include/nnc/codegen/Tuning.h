@@ -51,6 +51,10 @@ struct Space {
   std::function<Config(const Problem &p)> defaults;
 };
 
+/// True when `c` gives every knob of `s`, and only those, one of the knob's values (the part
+/// of a Space::valid that does not depend on the problem).
+bool namesEveryKnob(const Space &s, const Config &c);
+
 /// The space of a kind, or null.
 const Space *findSpace(const std::string &kind);
 /// Every space (for `nnc cache` and docs).
