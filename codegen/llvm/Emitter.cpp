@@ -857,6 +857,9 @@ llvm::MDNode *KernelEmitter::loopMetadata(kir::LoopKind kind, const kir::Expr &e
     }
     if (w >= 2)
       flag("llvm.loop.vectorize.width", i32(static_cast<int>(w)));
+    // The vectorizer, not the full unroller that runs before it, takes the loop: unrolled
+    // into 16 scalar copies (a cheap body of a 16-wide split), it was left scalar.
+    ops.push_back(llvm::MDNode::get(c_, {llvm::MDString::get(c_, "llvm.loop.unroll.disable")}));
     break;
   }
   case kir::LoopKind::Unrolled:

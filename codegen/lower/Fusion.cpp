@@ -298,11 +298,20 @@ Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
     loops.push_back("i" + std::to_string(d));
     idx.push_back(kir::var(loops.back()));
   }
+  // Single-element leaves (scalar constants) are read once before the loops: read in them,
+  // LLVM cannot prove the result's stores leave them unchanged and reloads them every vector.
+  std::vector<Stmt> hoisted;
   Composer c(
       u, gi, "v",
       [&](size_t in) {
-        return kir::load(bufOf[in], k.buffers[bufOf[in]].dtype,
-                         lower::broadcastIndex(idx, gi.space.in[gi.leafSlot[in]]));
+        DType lt = k.buffers[bufOf[in]].dtype;
+        const Extents &le = gi.space.in[gi.leafSlot[in]];
+        if (lower::numElementsOf(le) == 1) {
+          std::string name = "vs" + std::to_string(in);
+          hoisted.push_back(kir::decl(name, lt, kir::load(bufOf[in], lt, i64c(0))));
+          return kir::var(name, lt);
+        }
+        return kir::load(bufOf[in], lt, lower::broadcastIndex(idx, le));
       },
       nullptr);
   Expr value = c.valueOf(res);
@@ -311,6 +320,10 @@ Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
   Stmt s = body.size() == 1 ? body[0] : kir::block(body);
   for (size_t d = ext.size(); d-- > 0;)
     s = kir::forLoop(loops[d], kir::intImm(ext[d]), s);
+  if (!hoisted.empty()) {
+    hoisted.push_back(s);
+    s = kir::block(hoisted);
+  }
   k.body = s;
   k.schedule = lower::defaultSchedule(loops, ext);
   return std::vector<kir::Kernel>{std::move(k)};
