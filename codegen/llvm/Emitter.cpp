@@ -7,13 +7,9 @@
 #include "llvm/Emitter.h"
 #include "nnc/support/FloatFormats.h"
 
-#include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
-
-#include <unistd.h>
 
 #include <llvm/ADT/Triple.h>
 #include <llvm/Analysis/ValueTracking.h>
@@ -1169,22 +1165,7 @@ void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
 } // namespace
 
 int64_t streamingStoreBytes() {
-  static const int64_t bytes = [] {
-    // The last-level cache as the kernel reports it (sysconf's figure is the whole package's
-    // on some virtual machines), then sysconf, then a common size.
-    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index3/size");
-    std::string text;
-    if (f >> text && !text.empty()) {
-      char unit = text.back();
-      int64_t scale = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
-      int64_t v = std::atoll(text.c_str()) * scale;
-      if (v > 0)
-        return v;
-    }
-    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return v > 0 ? int64_t(v) : int64_t(32) << 20;
-  }();
-  return bytes;
+  return hostCacheBytes(3, int64_t(32) << 20);
 }
 
 int markStreamingStores(llvm::Module &m) {
@@ -1192,6 +1173,9 @@ int markStreamingStores(llvm::Module &m) {
   if (!triple.isX86())
     return 0;
   int marked = 0;
+  llvm::LLVMContext &ctx = m.getContext();
+  llvm::MDNode *nontemporal = llvm::MDNode::get(
+      ctx, llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), 1)));
   for (llvm::Function &f : m) {
     bool any = false;
     for (llvm::BasicBlock &bb : f)
@@ -1207,10 +1191,7 @@ int markStreamingStores(llvm::Module &m) {
             llvm::getUnderlyingObject(st->getPointerOperand(), /*MaxLookup=*/0));
         if (!base || !base->getMetadata(kStreamingMetadata))
           continue;
-        st->setMetadata(llvm::LLVMContext::MD_nontemporal,
-                        llvm::MDNode::get(m.getContext(), llvm::ConstantAsMetadata::get(
-                                                              llvm::ConstantInt::get(
-                                                                  llvm::Type::getInt32Ty(m.getContext()), 1))));
+        st->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
         any = true;
         ++marked;
       }

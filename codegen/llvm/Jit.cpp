@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <mutex>
 
 #include <unistd.h>
@@ -83,6 +84,44 @@ std::string llvmcg::objectCacheKey(const std::string &irText, const std::string 
 std::string hostCpuDescription() {
   auto [cpu, features] = llvmcg::hostCpuAndFeatures();
   return cpu + " " + features;
+}
+
+namespace {
+
+/// The cache of `level` from /sys/devices/system/cpu/cpu0/cache/index*/ (0: not found).
+int64_t sysfsCacheBytes(int level) {
+  for (int i = 0;; ++i) {
+    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream lv(dir + "level"), ty(dir + "type"), sz(dir + "size");
+    int l = 0;
+    std::string type, size;
+    if (!(lv >> l))
+      return 0;
+    if (l != level || !(ty >> type) || type == "Instruction" || !(sz >> size) || size.empty())
+      continue;
+    char unit = size.back();
+    int64_t scale = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
+    return std::atoll(size.c_str()) * scale;
+  }
+}
+
+} // namespace
+
+int64_t hostCacheBytes(int level, int64_t fallback) {
+  static std::mutex m;
+  static std::map<int, int64_t> known;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = known.find(level);
+  if (it != known.end())
+    return it->second;
+  int64_t v = sysfsCacheBytes(level);
+  if (v <= 0) {
+    long sc = level == 1   ? sysconf(_SC_LEVEL1_DCACHE_SIZE)
+              : level == 2 ? sysconf(_SC_LEVEL2_CACHE_SIZE)
+                           : sysconf(_SC_LEVEL3_CACHE_SIZE);
+    v = sc > 0 ? int64_t(sc) : fallback;
+  }
+  return known[level] = v;
 }
 
 namespace {

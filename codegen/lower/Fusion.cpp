@@ -166,6 +166,27 @@ struct GroupInfo {
   std::vector<int> leafSlot;
 };
 
+/// The value of group input `in` for a Composer. A single-element leaf (a scalar constant:
+/// GELU's sqrt(2), a relu's 0) is read once, into a local declared in `hoisted`, which the
+/// caller places before its loop: loaded in the loop, LLVM cannot prove that the kernel's
+/// stores leave it unchanged, and the loop stays scalar (BERT's GELU epilogue: 6.2 -> 3.6 ms).
+/// `scalars` keeps the locals already declared, by input. Any other leaf is loaded at
+/// `indexOf(its extents)`.
+Expr leafValue(const GroupInfo &gi, size_t in, const std::string &local,
+               std::map<size_t, Expr> &scalars, std::vector<Stmt> &hoisted,
+               const std::function<Expr(Expr index)> &loadAt,
+               const std::function<Expr(const Extents &le)> &indexOf) {
+  const Extents &le = gi.space.in[gi.leafSlot[in]];
+  if (lower::numElementsOf(le) != 1)
+    return loadAt(indexOf(le));
+  auto it = scalars.find(in);
+  if (it != scalars.end())
+    return it->second;
+  Expr v = loadAt(i64c(0));
+  hoisted.push_back(kir::decl(local, v->type, v));
+  return scalars[in] = kir::var(local, v->type);
+}
+
 Expected<GroupInfo> analyze(const LoweringUnit &u) {
   GroupInfo gi;
   gi.members.insert(u.members.begin(), u.members.end());
@@ -298,20 +319,16 @@ Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
     loops.push_back("i" + std::to_string(d));
     idx.push_back(kir::var(loops.back()));
   }
-  // Single-element leaves (scalar constants) are read once before the loops: read in them,
-  // LLVM cannot prove the result's stores leave them unchanged and reloads them every vector.
   std::vector<Stmt> hoisted;
+  std::map<size_t, Expr> scalars;
   Composer c(
       u, gi, "v",
       [&](size_t in) {
-        DType lt = k.buffers[bufOf[in]].dtype;
-        const Extents &le = gi.space.in[gi.leafSlot[in]];
-        if (lower::numElementsOf(le) == 1) {
-          std::string name = "vs" + std::to_string(in);
-          hoisted.push_back(kir::decl(name, lt, kir::load(bufOf[in], lt, i64c(0))));
-          return kir::var(name, lt);
-        }
-        return kir::load(bufOf[in], lt, lower::broadcastIndex(idx, le));
+        int b = bufOf[in];
+        return leafValue(
+            gi, in, "vs" + std::to_string(in), scalars, hoisted,
+            [&](Expr at) { return kir::load(b, k.buffers[b].dtype, at); },
+            [&](const Extents &le) { return lower::broadcastIndex(idx, le); });
       },
       nullptr);
   Expr value = c.valueOf(res);
@@ -374,18 +391,15 @@ Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &
       Expr at = kir::add(kir::mul(kir::var(p + "r"), i64c(cols)), kir::var(p + "c"));
       int rb = kb.result(0);
       stmts.push_back(kir::decl(p + "a", t, kb.load(rb, at)));
+      std::map<size_t, Expr> scalars; // `hoisted` belongs to this call's place in the GEMM
       Composer c(
           u, gi, p,
           [&](size_t in) {
             int b = bufferOfInput(in);
-            const Extents &le = gi.space.in[gi.leafSlot[in]];
-            DType lt = kb.bufferType(b);
-            if (lower::numElementsOf(le) == 1) { // read once, before the loop (see 2b)
-              std::string name = p + "s" + std::to_string(in);
-              hoisted.push_back(kir::decl(name, lt, kb.load(b, i64c(0))));
-              return kir::var(name, lt);
-            }
-            return kb.load(b, leafIndexAt(at, le, ext, env));
+            return leafValue(
+                gi, in, p + "s" + std::to_string(in), scalars, hoisted,
+                [&](Expr i) { return kb.load(b, i); },
+                [&](const Extents &le) { return leafIndexAt(at, le, ext, env); });
           },
           kir::var(p + "a", t));
       Expr value = c.valueOf(u.node->result());
@@ -486,12 +500,9 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
       bufOf[in] = b;
       return b;
     };
-    // The epilogue of the element at flat index `at` whose anchor value is `v`.
-    // Single-element leaves (scalar constants such as GELU's sqrt(2), 1 and 0.5) are read
-    // once into locals before the pass: loaded in the loop, LLVM cannot prove that the stores
-    // to the result leave them unchanged, and the pass (with erf) stayed scalar (BERT's
-    // intermediate matmul: 6.2 -> 3.6 ms).
-    std::map<size_t, std::string> scalarLeaf;
+    // The epilogue of the element at flat index `at` whose anchor value is `v`; its scalar
+    // leaves are read once per kernel (however many stores the epilogue rewrites).
+    std::map<size_t, Expr> scalars;
     auto epilogue = [&](const Expr &at, const Expr &v, const LoopExtents &env,
                         std::vector<Stmt> &stmts, std::vector<Stmt> &hoisted) {
       std::string t = "fz" + std::to_string(local++) + "_";
@@ -500,16 +511,10 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
           u, gi, t,
           [&](size_t in) {
             int b = bufferOfInput(in);
-            const Extents &le = gi.space.in[gi.leafSlot[in]];
-            if (lower::numElementsOf(le) == 1) {
-              // One local per leaf, however many stores the epilogue rewrites.
-              DType lt = k.buffers[b].dtype;
-              auto [it, fresh] = scalarLeaf.try_emplace(in, t + "s" + std::to_string(in));
-              if (fresh)
-                hoisted.push_back(kir::decl(it->second, lt, kir::load(b, lt, i64c(0))));
-              return kir::var(it->second, lt);
-            }
-            return kir::load(b, k.buffers[b].dtype, leafIndexAt(at, le, ext, env));
+            return leafValue(
+                gi, in, t + "s" + std::to_string(in), scalars, hoisted,
+                [&](Expr i) { return kir::load(b, k.buffers[b].dtype, i); },
+                [&](const Extents &le) { return leafIndexAt(at, le, ext, env); });
           },
           kir::var(t + "a", v->type));
       Expr value = c.valueOf(res);
@@ -683,20 +688,18 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
     LoopExtents env{{"b", B}, {iv, S}, {jv, T}};
     std::vector<Stmt> row{kir::decl(iv, DType::I64, kir::add(i0, rr))};
     std::string epPrefix = kb.freshName("ep") + "_";
+    std::map<size_t, Expr> scalars;
     Composer c(
         u, gi, epPrefix,
-        [&](size_t in) -> Expr {
-          const Extents &le = gi.space.in[gi.leafSlot[in]];
-          if (lower::numElementsOf(le) == 1) {
-            // Read once per row, before the loop: loaded in it, LLVM cannot prove that the
-            // stores to p leave it unchanged, and the loop stayed scalar.
-            std::string name = epPrefix + "s" + std::to_string(in);
-            DType lt = kb.bufferType(bufOf[in]);
-            row.push_back(kir::decl(name, lt, ld(bufOf[in], i64(0))));
-            return kir::var(name, lt);
-          }
-          Expr at = kir::add(kir::mul(kir::add(kir::mul(b, i64(S)), kir::var(iv)), i64(T)), j);
-          return ld(bufOf[in], leafIndexAt(at, le, gi.space.out, env));
+        [&](size_t in) -> Expr { // scalar leaves: once per row, before its loop
+          return leafValue(
+              gi, in, epPrefix + "s" + std::to_string(in), scalars, row,
+              [&](Expr i) { return ld(bufOf[in], i); },
+              [&](const Extents &le) {
+                Expr at =
+                    kir::add(kir::mul(kir::add(kir::mul(b, i64(S)), kir::var(iv)), i64(T)), j);
+                return leafIndexAt(at, le, gi.space.out, env);
+              });
         },
         kir::var(sv, t));
     Expr ev = c.valueOf(scores);

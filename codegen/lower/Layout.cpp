@@ -15,10 +15,9 @@
 #include <algorithm>
 #include <functional>
 
-#include <unistd.h>
-
 #include "Lowerers.h"
 #include "NNLowering.h"
+#include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/ir/NNGeometry.h"
 
 namespace nnc::lower {
@@ -117,15 +116,6 @@ struct RowGeometry {
   int64_t lo = 0, hi = 0; ///< Interior output columns [lo, hi): every tap inside the input.
 };
 
-/// The host's per-core L2 cache (1 MiB when the system does not say).
-int64_t hostL2Bytes() {
-  static const int64_t bytes = [] {
-    long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return v > 0 ? int64_t(v) : int64_t(1) << 20;
-  }();
-  return bytes;
-}
-
 /// The register tile of a conv_nchwc: `blocks` output channel blocks x up to `positions`
 /// output columns, in `tiles` tiles per row.
 struct ConvTile {
@@ -146,7 +136,7 @@ ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositio
   for (int64_t m : {int64_t(1), int64_t(2), int64_t(4)}) {
     if (mb % m != 0 || !canBlock(m) || regs / m < 1)
       continue;
-    if (m > 1 && m * weightBytesPerBlock > hostL2Bytes() * 3 / 4)
+    if (m > 1 && m * weightBytesPerBlock > hostCacheBytes(2, int64_t(1) << 20) * 3 / 4)
       continue;
     int64_t rmax = std::min(regs / m, maxPositions);
     int64_t tiles = (ow + rmax - 1) / rmax;

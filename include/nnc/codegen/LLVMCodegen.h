@@ -46,6 +46,11 @@ public:
 /// "+avx512f,..."). Part of the object-cache key.
 std::string hostCpuDescription();
 
+/// The size in bytes of the host's data (or unified) cache of `level` (1, 2 or 3) as the
+/// kernel reports it for CPU 0 (sysconf's L3 is the whole package's on some virtual
+/// machines), else sysconf's, else `fallback`. Read once per level.
+int64_t hostCacheBytes(int level, int64_t fallback);
+
 /// Compiles kernels (with their schedules applied) for the host CPU.
 Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::Kernel> &kernels,
                                                          const CodegenOptions &opts = {});
