@@ -1,0 +1,323 @@
+// `nnc bench MODEL`: compile time and run latency, optionally beside ONNX Runtime, and the
+// OpenCL profile.
+#include "Command.h"
+#include "CommandUtil.h"
+#include "OrtPeer.h"
+#include "nnc/passes/PassManager.h"
+#include "nnc/runtime/OpenCL.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+namespace nnc::tools {
+
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  std::string target = "cpu";
+  std::string inputsDir;
+  std::vector<std::string> inputs; // NAME=FILE
+  std::vector<std::string> shapes; // NAME=D0xD1
+  int threads = 0;
+  int iterations = 20;
+  int warmup = 3;
+  bool json = false;
+  bool profile = false;
+  std::string passes; ///< Empty: the default pipeline.
+  std::string tuningCache;
+  bool requireTuned = false;
+  std::string compare; ///< "ort": ONNX Runtime beside nnc, alternating.
+  bool ortSpin = false;
+};
+
+/// `nnc bench --profile` on OpenCL: device time per kernel (profiling events), transfers per
+/// run, and the host overhead (wall time per run not spent in device commands).
+void printOpenCLProfile(const OpenCLExecutable &exe, double medianMs) {
+  int64_t runs = std::max<int64_t>(exe.runs(), 1);
+  std::vector<KernelTime> times = exe.kernelTimes();
+  double kernelMs = 0;
+  for (const KernelTime &k : times)
+    kernelMs += k.deviceMs;
+  std::vector<size_t> order(times.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return times[a].deviceMs > times[b].deviceMs; });
+  const OpenCLDeviceInfo &d = exe.device();
+  std::cout << fmt::format("profile on opencl:{}.{} ({}), {} runs: {} kernels, device time "
+                           "{:.3f} ms per run\n",
+                           d.platform, d.device, d.deviceName, runs, times.size(),
+                           kernelMs / double(runs));
+  for (size_t i = 0; i < order.size() && i < 25; ++i)
+    std::cout << fmt::format(
+        "  {:10.3f} ms {:5.1f}%  {}\n", times[order[i]].deviceMs / double(runs),
+        kernelMs > 0 ? 100 * times[order[i]].deviceMs / kernelMs : 0.0, times[order[i]].name);
+  if (order.size() > 25)
+    std::cout << fmt::format("  ... {} more kernels\n", order.size() - 25);
+  TransferStats t = exe.runTransfers(), w = exe.loadTransfers();
+  double transferMs = exe.transferDeviceMs() / double(runs);
+  std::cout << fmt::format("transfers per run: {} up ({} bytes), {} down ({} bytes), {:.3f} ms "
+                           "device time; at load: {} up ({} bytes of weights)\n",
+                           double(t.uploads) / double(runs), t.uploadBytes / runs,
+                           double(t.downloads) / double(runs), t.downloadBytes / runs, transferMs,
+                           w.uploads, w.uploadBytes);
+  std::cout << fmt::format("host overhead: {:.3f} ms per run (median wall {:.3f} ms - device "
+                           "{:.3f} ms)\n",
+                           std::max(0.0, medianMs - kernelMs / double(runs) - transferMs), medianMs,
+                           kernelMs / double(runs) + transferMs);
+}
+
+/// The largest |a - b| over every element of every output (as doubles); infinity when the
+/// outputs differ in number or shape.
+double maxAbsDifference(const std::vector<Tensor> &a, const std::vector<Tensor> &b) {
+  if (a.size() != b.size())
+    return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].extents() != b[i].extents())
+      return INFINITY;
+    for (int64_t k = 0; k < a[i].numElements(); ++k)
+      m = std::max(m, std::fabs(a[i].elementAsDouble(k) - b[i].elementAsDouble(k)));
+  }
+  return m;
+}
+
+int benchCommand(const BenchOptions &o) {
+  Expected<driver::Target> target = parseTargetOption(o.target);
+  if (!target)
+    return fail(target.takeError());
+  if (o.iterations < 1 || o.warmup < 0 || o.threads < 0)
+    return fail("--iterations must be at least 1, --warmup and --threads at least 0");
+  Expected<std::vector<std::string>> names = driver::modelInputNames(o.model);
+  if (!names)
+    return fail(names.takeError());
+  Expected<std::map<std::string, Tensor>> byName = readInputs(*names, o.inputsDir, o.inputs);
+  if (!byName)
+    return fail(byName.takeError());
+  Expected<std::map<std::string, Extents>> shapeSpecs = parseShapeSpecs(o.shapes);
+  if (!shapeSpecs)
+    return fail(shapeSpecs.takeError());
+
+  auto t0 = Clock::now();
+  Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model, *byName);
+  if (!g)
+    return fail(g.takeError());
+  if (o.passes.empty()) {
+    if (Error e = driver::optimize(**g))
+      return fail(e);
+  } else {
+    Expected<PassPipeline> pipeline = PassPipeline::parse(o.passes == "none" ? "" : o.passes);
+    if (!pipeline)
+      return fail(pipeline.takeError());
+    PassContext ctx;
+    ctx.evaluate = driver::interpreterEvaluator();
+    if (Error e = pipeline->run(**g, ctx))
+      return fail(e);
+  }
+  // Inputs not given are random, of the declared (or --shape) extents.
+  std::vector<Tensor> inputs;
+  std::mt19937 rng(42);
+  for (const Value *v : (*g)->inputs()) {
+    auto it = byName->find(v->name());
+    if (it != byName->end()) {
+      inputs.push_back(it->second);
+      continue;
+    }
+    auto sit = shapeSpecs->find(v->name());
+    Extents e = sit != shapeSpecs->end() ? sit->second : defaultExtents(*v);
+    inputs.push_back(randomTensor(v->dtype(), e, rng));
+  }
+  if (o.profile && *target != driver::Target::OpenCL)
+    return fail("--profile goes with --target opencl (on the CPU, use NNC_DEBUG=profile)");
+  // The peer: the same model file, inputs and thread count, timed alternately with nnc.
+  std::unique_ptr<tools::OrtPeer> ort;
+  std::vector<Tensor> ortInputs;
+  if (!o.compare.empty()) {
+    if (o.compare != "ort")
+      return fail(fmt::format("--compare: unknown peer '{}' (known: ort)", o.compare));
+    if (!isOnnx(o.model))
+      return fail("--compare ort needs an .onnx model (ONNX Runtime reads the same file)");
+    int ortThreads = *target == driver::Target::Cpu ? effectiveThreads(o.threads) : 1;
+    Expected<std::unique_ptr<tools::OrtPeer>> peer =
+        tools::OrtPeer::open(o.model, ortThreads, o.ortSpin);
+    if (!peer)
+      return fail(peer.takeError());
+    ort = std::move(*peer);
+    for (const std::string &name : ort->inputNames()) {
+      const std::vector<Value *> &ins = (*g)->inputs();
+      auto it =
+          std::find_if(ins.begin(), ins.end(), [&](const Value *v) { return v->name() == name; });
+      if (it == ins.end())
+        return fail(fmt::format("--compare ort: ONNX Runtime's input '{}' is not an input of "
+                                "nnc's graph",
+                                name));
+      ortInputs.push_back(inputs[static_cast<size_t>(it - ins.begin())]);
+    }
+  }
+  driver::ExecOptions eo;
+  eo.threads = o.threads;
+  eo.profile = o.profile;
+  eo.tuningCache = o.tuningCache;
+  Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
+  if (!runner)
+    return fail(runner.takeError());
+  std::string cache = "none";
+  TuningUse tuningUse;
+  double kernelCompileMs = 0;
+  int64_t kernels = -1;
+  if (CpuModel *cpu = (*runner)->cpuModel()) {
+    std::vector<Extents> shapes;
+    for (const Tensor &t : inputs)
+      shapes.push_back(t.extents());
+    Expected<Executable *> exe = cpu->executableFor(shapes);
+    if (exe) {
+      cache = (*exe)->fromCache() ? "hit" : "miss";
+      kernelCompileMs = (*exe)->compileMs();
+      kernels = static_cast<int64_t>((*exe)->kernels().size());
+      tuningUse = (*exe)->tuningUse();
+      if (int rc = reportTuning(**exe, o.requireTuned))
+        return rc;
+    } else if (Expected<std::vector<Tensor>> first = (*runner)->run(inputs); !first) {
+      return fail(first.takeError()); // shapes that depend on input values compile here
+    }
+  }
+  double compileMs = msSince(t0);
+
+  for (int i = 0; i < o.warmup; ++i) {
+    Expected<std::vector<Tensor>> outs = (*runner)->run(inputs);
+    if (!outs)
+      return fail(outs.takeError());
+  }
+  // The peer's warmup, and how far its outputs are from nnc's (same inputs).
+  double ortMaxDiff = 0;
+  if (ort) {
+    Expected<std::vector<Tensor>> mine = (*runner)->run(inputs);
+    if (!mine)
+      return fail(mine.takeError());
+    for (int i = 0; i < std::max(o.warmup, 1); ++i) {
+      Expected<std::vector<Tensor>> theirs = ort->run(ortInputs);
+      if (!theirs)
+        return fail(theirs.takeError());
+      if (i == 0)
+        ortMaxDiff = maxAbsDifference(*mine, *theirs);
+    }
+  }
+  OpenCLExecutable *profiled = nullptr;
+  if (o.profile) {
+    std::vector<Extents> shapes;
+    for (const Tensor &t : inputs)
+      shapes.push_back(t.extents());
+    Expected<Executable *> exe = (*runner)->cpuModel()->executableFor(shapes);
+    if (!exe)
+      return fail(exe.takeError());
+    profiled = dynamic_cast<OpenCLExecutable *>(*exe);
+    if (profiled)
+      profiled->resetRunCounters(); // the timed runs only
+  }
+  std::vector<double> times, ortTimes;
+  for (int i = 0; i < o.iterations; ++i) {
+    // With a peer, the order flips every iteration so neither always runs on a warm cache.
+    for (int turn = 0; turn < (ort ? 2 : 1); ++turn) {
+      bool peerTurn = ort && (turn == 0) == (i % 2 == 1);
+      auto t = Clock::now();
+      Expected<std::vector<Tensor>> outs = peerTurn ? ort->run(ortInputs) : (*runner)->run(inputs);
+      if (!outs)
+        return fail(outs.takeError());
+      (peerTurn ? ortTimes : times).push_back(msSince(t));
+    }
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  double median = medianOf(times);
+  double p90 = sorted[std::min(n - 1, static_cast<size_t>(std::ceil(0.9 * double(n))) - 1)];
+  double mean = 0;
+  for (double t : times)
+    mean += t / double(n);
+  int threads = *target == driver::Target::Cpu ? effectiveThreads(o.threads) : 1;
+  if (o.json) {
+    std::string model = o.model;
+    std::string esc;
+    for (char c : model)
+      esc += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    std::cout << fmt::format(
+        "{{\"model\": \"{}\", \"target\": \"{}\", \"threads\": {}, \"iterations\": {}, "
+        "\"warmup\": {}, \"compile_ms\": {:.3f}, \"kernel_compile_ms\": {:.3f}, "
+        "\"compile_cache\": \"{}\", \"median_ms\": {:.6f}, \"p90_ms\": {:.6f}, "
+        "\"min_ms\": {:.6f}, \"mean_ms\": {:.6f}, \"tuned_kernels\": {}, "
+        "\"tunable_kernels\": {}{}{}}}\n",
+        esc, driver::targetName(*target), threads, o.iterations, o.warmup, compileMs,
+        kernelCompileMs, cache, median, p90, sorted.front(), mean, tuningUse.tuned,
+        tuningUse.tunable, kernels >= 0 ? fmt::format(", \"kernels\": {}", kernels) : std::string(),
+        ort ? fmt::format(", \"peer\": \"ort\", \"ort_version\": \"{}\", \"ort_median_ms\": "
+                          "{:.6f}, \"ort_min_ms\": {:.6f}, \"ratio\": {:.4f}, "
+                          "\"ort_max_abs_diff\": {:.3g}",
+                          ort->version(), medianOf(ortTimes),
+                          *std::min_element(ortTimes.begin(), ortTimes.end()),
+                          median / medianOf(ortTimes), ortMaxDiff)
+            : std::string());
+  } else {
+    std::cout << fmt::format("{}: target {}, {} thread(s)\n", o.model, driver::targetName(*target),
+                             threads);
+    std::cout << fmt::format("compile {:.2f} ms{}\n", compileMs,
+                             cache == "none" ? "" : ", compile cache: " + cache);
+    std::cout << fmt::format("{} iterations ({} warmup): median {:.3f} ms, p90 {:.3f} ms, min "
+                             "{:.3f} ms\n",
+                             o.iterations, o.warmup, median, p90, sorted.front());
+    if (ort)
+      std::cout << fmt::format("onnxruntime {} ({}), alternating: median {:.3f} ms, min {:.3f} "
+                               "ms; nnc/ort {:.3f}; max |nnc - ort| {:.3g}\n",
+                               ort->version(), ort->libraryPath(), medianOf(ortTimes),
+                               *std::min_element(ortTimes.begin(), ortTimes.end()),
+                               median / medianOf(ortTimes), ortMaxDiff);
+  }
+  if (profiled)
+    printOpenCLProfile(*profiled, median);
+  return 0;
+}
+
+class BenchCommand : public Command {
+public:
+  explicit BenchCommand(CLI::App &app) {
+    cmd_ = app.add_subcommand("bench", "Measure compile time and run latency");
+    cmd_->add_option("model", o_.model, "Model file (.onnx or .nir)")->required();
+    cmd_->add_option("--target", o_.target, "cpu (default), interp, opencl[:P.D] or auto");
+    cmd_->add_flag("--profile", o_.profile,
+                   "opencl: device time per kernel, transfers and host overhead");
+    cmd_->add_option("--threads", o_.threads, "cpu: threads (default: all cores)")
+        ->check(CLI::NonNegativeNumber);
+    cmd_->add_option("--iterations", o_.iterations, "Timed runs (default 20)");
+    cmd_->add_option("--warmup", o_.warmup, "Untimed runs first (default 3)");
+    cmd_->add_option("--passes", o_.passes,
+                     "Pipeline to run instead of the standard one (`none`: no pass)");
+    cmd_->add_option("--inputs-dir", o_.inputsDir, "Inputs (default: random)");
+    cmd_->add_option("--input", o_.inputs, "NAME=FILE (.pb or .npy); repeatable");
+    cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic random input");
+    cmd_->add_flag("--json", o_.json, "Print one JSON object");
+    cmd_->add_option("--cache", o_.tuningCache,
+                     "cpu: the tuning cache (default "
+                     "$NNC_TUNING_CACHE or ~/.cache/nnc/tuning.db)");
+    cmd_->add_flag("--require-tuned", o_.requireTuned,
+                   "cpu: fail when a tunable kernel has no tuned config");
+    cmd_->add_option("--compare", o_.compare,
+                     "ort: time ONNX Runtime (libonnxruntime.so via dlopen; NNC_ORT_LIBRARY "
+                     "or bench/ort/node_modules) alternately on the same inputs and threads");
+    cmd_->add_flag("--ort-spin", o_.ortSpin,
+                   "With --compare ort: let ORT's idle pool threads spin (its default; off "
+                   "here, as nnc's workers sleep after a bounded spin)");
+  }
+  int run() override { return benchCommand(o_); }
+
+private:
+  BenchOptions o_;
+};
+
+} // namespace
+
+std::unique_ptr<Command> addBenchCommand(CLI::App &app) {
+  return std::make_unique<BenchCommand>(app);
+}
+
+} // namespace nnc::tools

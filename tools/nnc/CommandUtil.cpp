@@ -1,0 +1,223 @@
+// What the `nnc` subcommands share (CommandUtil.h).
+#include "CommandUtil.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "nnc/codegen/Lowering.h"
+#include "nnc/passes/Specialize.h"
+
+namespace fs = std::filesystem;
+
+namespace nnc::tools {
+
+int fail(const std::string &msg) {
+  std::cerr << "nnc: error: " << msg << "\n";
+  return 1;
+}
+
+int fail(const Error &e) {
+  return fail(e.message());
+}
+
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+double medianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+bool reportUnsupported(const std::string &model, const std::vector<OnnxIssue> &issues) {
+  if (issues.empty())
+    return false;
+  std::cerr << "nnc: error: " << model << ": " << issues.size()
+            << " unsupported operator(s) or attribute(s):\n";
+  for (const OnnxIssue &i : issues)
+    std::cerr << "  node '" << i.node << "' (" << i.opType << "): " << i.message << "\n";
+  return true;
+}
+
+bool isOnnx(const std::string &path) {
+  return fs::path(path).extension() == ".onnx";
+}
+
+std::string tunedKernelsLine(const TuningUse &u) {
+  std::string line = fmt::format("tuned kernels: {}/{}", u.tuned, u.tunable);
+  if (!u.missing.empty()) {
+    line += " (missing: ";
+    for (size_t i = 0; i < u.missing.size() && i < 3; ++i)
+      line += (i ? "; " : "") + u.missing[i];
+    if (u.missing.size() > 3)
+      line += fmt::format("; {} more", u.missing.size() - 3);
+    line += ")";
+  }
+  return line;
+}
+
+int reportTuning(const Executable &exe, bool requireTuned) {
+  const TuningUse &u = exe.tuningUse();
+  if (u.tunable == 0)
+    return 0;
+  std::cerr << "nnc: " << tools::tunedKernelsLine(u) << "\n";
+  if (requireTuned && u.tuned < u.tunable)
+    return fail(fmt::format("--require-tuned: {} of {} tunable kernels have no tuned config "
+                            "for this device (run `nnc tune`)",
+                            u.tunable - u.tuned, u.tunable));
+  return 0;
+}
+
+int effectiveThreads(int requested) {
+  if (requested > 0)
+    return requested;
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+Expected<std::map<std::string, Tensor>> readInputs(const std::vector<std::string> &names,
+                                                   const std::string &inputsDir,
+                                                   const std::vector<std::string> &specs) {
+  std::map<std::string, Tensor> byName;
+  if (!inputsDir.empty()) {
+    if (!fs::is_directory(inputsDir))
+      return makeError("--inputs-dir {}: no such directory", inputsDir);
+    for (size_t k = 0; k < names.size(); ++k) {
+      fs::path p = fs::path(inputsDir) / fmt::format("input_{}.pb", k);
+      if (!fs::exists(p))
+        continue;
+      NNC_ASSIGN_OR_RETURN(byName[names[k]], driver::readTensorFile(p.string()));
+    }
+  }
+  for (const std::string &spec : specs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos)
+      return makeError("--input '{}': expected NAME=FILE", spec);
+    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      return makeError("--input '{}': the model has no input named '{}'", spec, name);
+    NNC_ASSIGN_OR_RETURN(byName[name], driver::readTensorFile(file));
+  }
+  return byName;
+}
+
+Expected<std::map<std::string, Extents>> parseShapeSpecs(const std::vector<std::string> &specs) {
+  std::map<std::string, Extents> shapes;
+  for (const std::string &spec : specs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos)
+      return makeError("--shape '{}': expected NAME=D0xD1x... (e.g. x=1x3x224x224)", spec);
+    Extents e;
+    std::string dims = spec.substr(eq + 1);
+    size_t pos = 0;
+    while (pos < dims.size()) {
+      size_t x = dims.find('x', pos);
+      std::string d = dims.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+      char *end = nullptr;
+      long long v = std::strtoll(d.c_str(), &end, 10);
+      if (d.empty() || *end != '\0' || v < 0)
+        return makeError("--shape '{}': '{}' is not a dimension", spec, d);
+      e.push_back(v);
+      if (x == std::string::npos)
+        break;
+      pos = x + 1;
+    }
+    shapes[spec.substr(0, eq)] = e;
+  }
+  return shapes;
+}
+
+Extents defaultExtents(const Value &v) {
+  Extents e;
+  for (const Dim &d : v.shape())
+    e.push_back(d.isStatic() ? d.value() : 1);
+  if (!isStatic(v.shape()))
+    std::cerr << fmt::format("nnc: note: input '{}' is {}; using {} (set it with --shape "
+                             "{}=D0xD1x...)\n",
+                             v.name(), v.type().str(), extentsStr(e), v.name());
+  return e;
+}
+
+namespace {
+
+/// The concrete extents of each graph input: from `given`, else its declared type.
+Expected<std::vector<Extents>> inputExtents(const Graph &g,
+                                            const std::map<std::string, Extents> &given) {
+  std::vector<Extents> out;
+  for (const Value *v : g.inputs()) {
+    auto it = given.find(v->name());
+    if (it != given.end()) {
+      out.push_back(it->second);
+      continue;
+    }
+    out.push_back(defaultExtents(*v));
+  }
+  for (const auto &[name, e] : given) {
+    bool found = false;
+    for (const Value *v : g.inputs())
+      found |= v->name() == name;
+    if (!found)
+      return makeError("--shape {}: the model has no input named '{}'", name, name);
+  }
+  return out;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
+                                            const std::vector<std::string> &shapeSpecs) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(model));
+  NNC_TRY(driver::optimize(*g));
+  NNC_ASSIGN_OR_RETURN(auto given, parseShapeSpecs(shapeSpecs));
+  NNC_ASSIGN_OR_RETURN(std::vector<Extents> shapes, inputExtents(*g, given));
+  Expected<std::unique_ptr<Graph>> s = specializeShapes(*g, shapes, driver::interpreterEvaluator());
+  if (!s)
+    return makeError("{}; `nnc run` and `nnc bench` compile such a graph in stages as the data "
+                     "arrives, but inspect and compile need every shape ahead of time",
+                     s.error().message());
+  return s;
+}
+
+Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g) {
+  std::vector<kir::Kernel> kernels;
+  std::vector<Node *> nodes = g.nodes();
+  NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
+  for (const LoweringUnit &u : units) {
+    size_t i = std::find(nodes.begin(), nodes.end(), u.node) - nodes.begin();
+    std::string op((u.anchor ? u.anchor : u.node)->opName());
+    std::replace_if(
+        op.begin(), op.end(), [](char c) { return !std::isalnum(c); }, '_');
+    NNC_ASSIGN_OR_RETURN(
+        std::vector<kir::Kernel> ks,
+        lowerUnit(u, fmt::format("n{}_{}{}", i, op, u.members.empty() ? "" : "_fused")));
+    for (kir::Kernel &k : ks)
+      kernels.push_back(std::move(k));
+  }
+  return kernels;
+}
+
+Tensor randomTensor(DType dtype, const Extents &extents, std::mt19937 &rng) {
+  Tensor t = Tensor::zeros(dtype, extents);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  if (dtype == DType::F32) {
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.data<float>()[i] = u(rng);
+  } else if (dtype == DType::F64) {
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.data<double>()[i] = u(rng);
+  }
+  return t;
+}
+
+Expected<driver::Target> parseTargetOption(const std::string &name) {
+  std::string note;
+  Expected<driver::Target> t = driver::parseTarget(name, &note);
+  if (t && !note.empty())
+    std::cerr << note << "\n";
+  return t;
+}
+
+} // namespace nnc::tools

@@ -1,0 +1,61 @@
+// What the `nnc` subcommands share: error reporting, reading inputs, shape options, loading a
+// model for inspect/compile, lowering a whole graph, and the tuned-kernel line.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "driver/Driver.h"
+#include "nnc/frontend/OnnxImporter.h"
+#include "nnc/ir/Graph.h"
+#include "nnc/ir/Kernel.h"
+#include "nnc/runtime/Executable.h"
+
+namespace nnc::tools {
+
+/// Prints "nnc: error: MSG" on stderr and returns 1.
+int fail(const std::string &msg);
+int fail(const Error &e);
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t);
+double medianOf(std::vector<double> v);
+
+/// Prints every unsupported operator and attribute; returns true when there were any.
+bool reportUnsupported(const std::string &model, const std::vector<OnnxIssue> &issues);
+bool isOnnx(const std::string &path);
+
+/// "tuned kernels: 37/41 (missing: ...)".
+std::string tunedKernelsLine(const TuningUse &u);
+/// Prints the tuned-kernel line on stderr; fails under --require-tuned when one is missing.
+int reportTuning(const Executable &exe, bool requireTuned);
+
+/// The threads a pool of `requested` threads has (0: all cores).
+int effectiveThreads(int requested);
+
+/// Reads the inputs named by --inputs-dir (input_K.pb by position) and --input NAME=FILE, by
+/// input name.
+Expected<std::map<std::string, Tensor>> readInputs(const std::vector<std::string> &names,
+                                                   const std::string &inputsDir,
+                                                   const std::vector<std::string> &specs);
+/// Parses --shape NAME=2x3x4 (NAME= for a scalar) into extents by input name.
+Expected<std::map<std::string, Extents>> parseShapeSpecs(const std::vector<std::string> &specs);
+/// The extents of an input's declared type, each symbolic dim taken as 1 (with a note on
+/// stderr; --shape gives other sizes).
+Extents defaultExtents(const Value &v);
+/// Loads and optimizes a model, then specializes its input shapes (for inspect and compile).
+Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
+                                            const std::vector<std::string> &shapeSpecs);
+/// Every non-constant node lowered to kernels, in order (as Executable::compile does).
+Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g);
+/// A random tensor of `type` with `extents`: floats uniform in [-1, 1), integers and bools
+/// zero (they are usually indices or shapes).
+Tensor randomTensor(DType dtype, const Extents &extents, std::mt19937 &rng);
+/// Parses --target; `auto` says on stderr which target it picked.
+Expected<driver::Target> parseTargetOption(const std::string &name);
+
+} // namespace nnc::tools

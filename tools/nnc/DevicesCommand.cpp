@@ -1,0 +1,57 @@
+// `nnc devices`: the CPU and every OpenCL platform and device.
+#include "Command.h"
+#include "CommandUtil.h"
+#include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/runtime/OpenCL.h"
+
+#include <iostream>
+
+namespace nnc::tools {
+
+namespace {
+
+int devicesCommand() {
+  std::string cpu = hostCpuDescription(), features;
+  for (const char *f : {"avx512f", "avx2", "fma", "neon", "sve"})
+    if (cpu.find(std::string("+") + f + ",") != std::string::npos ||
+        cpu.find(std::string("+") + f + " ") != std::string::npos)
+      features += std::string(" ") + f;
+  std::cout << fmt::format("cpu: {}, {} threads, features:{}\n", cpu.substr(0, cpu.find(' ')),
+                           effectiveThreads(0), features.empty() ? " -" : features);
+  Expected<std::vector<OpenCLDeviceInfo>> devs = listOpenCLDevices();
+  if (!devs) {
+    std::cout << "opencl: none (" << devs.error().message() << ")\n";
+    return 0;
+  }
+  for (const OpenCLDeviceInfo &d : *devs)
+    std::cout << fmt::format("opencl:{}.{}: {} [{}] on {} ({}): {} compute units, {} MHz, {} MiB "
+                             "global, {} KiB local, work-group <= {}, fp64 {}, fp16 {}; {}, "
+                             "driver {}\n",
+                             d.platform, d.device, d.deviceName, d.type, d.platformName, d.vendor,
+                             d.computeUnits, d.maxClockMHz, d.globalMemBytes >> 20,
+                             d.localMemBytes >> 10, d.maxWorkGroupSize, d.fp64 ? "yes" : "no",
+                             d.fp16 ? "yes" : "no", d.version, d.driverVersion);
+  Expected<OpenCLDeviceInfo> best = pickOpenCLDevice();
+  if (best)
+    std::cout << fmt::format("--target auto: {}\n",
+                             best->type == "gpu"
+                                 ? fmt::format("opencl:{}.{}", best->platform, best->device)
+                                 : std::string("cpu (no OpenCL GPU)"));
+  return 0;
+}
+
+class DevicesCommand : public Command {
+public:
+  explicit DevicesCommand(CLI::App &app) {
+    cmd_ = app.add_subcommand("devices", "List the CPU and every OpenCL device");
+  }
+  int run() override { return devicesCommand(); }
+};
+
+} // namespace
+
+std::unique_ptr<Command> addDevicesCommand(CLI::App &app) {
+  return std::make_unique<DevicesCommand>(app);
+}
+
+} // namespace nnc::tools

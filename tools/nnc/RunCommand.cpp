@@ -1,0 +1,190 @@
+// `nnc run MODEL`: run a model on inputs (ONNX test-data layout), write and check its outputs.
+#include "Command.h"
+#include "CommandUtil.h"
+
+#include <filesystem>
+#include <iostream>
+
+namespace fs = std::filesystem;
+
+namespace nnc::tools {
+
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string inputsDir;
+  std::string outputDir;
+  std::string expectedDir;
+  std::vector<std::string> inputs; // NAME=FILE
+  std::string target = "cpu";
+  std::string outputFormat = "pb";
+  int threads = 0;
+  bool optimize = true;
+  bool quiet = false;
+  std::string tuningCache;
+  bool requireTuned = false;
+};
+
+std::string previewTensor(const Tensor &t) {
+  std::string s;
+  int64_t n = std::min<int64_t>(t.numElements(), 8);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i)
+      s += ", ";
+    if (isFloat(t.dtype()))
+      s += fmt::format("{:.6g}", t.elementAsDouble(i));
+    else if (isStorageOnly(t.dtype()))
+      s += fmt::format("0x{:02x}", static_cast<const uint8_t *>(t.rawData())[i]);
+    else
+      s += std::to_string(t.elementAsInt(i));
+  }
+  if (t.numElements() > n)
+    s += ", ...";
+  return "[" + s + "]";
+}
+
+int runCommand(const RunOptions &o) {
+  Expected<driver::Target> target = parseTargetOption(o.target);
+  if (!target)
+    return fail(target.takeError());
+  if (o.outputFormat != "pb" && o.outputFormat != "npy")
+    return fail(fmt::format("--output-format must be pb or npy, not '{}'", o.outputFormat));
+  if (isOnnx(o.model)) {
+    Expected<std::vector<OnnxIssue>> issues = checkOnnxFile(o.model);
+    if (!issues)
+      return fail(issues.takeError());
+    if (reportUnsupported(o.model, *issues))
+      return 1;
+  }
+  Expected<std::vector<std::string>> names = driver::modelInputNames(o.model);
+  if (!names)
+    return fail(names.takeError());
+
+  // Inputs: DIR/input_K.pb by position, then NAME=FILE overrides.
+  Expected<std::map<std::string, Tensor>> read = readInputs(*names, o.inputsDir, o.inputs);
+  if (!read)
+    return fail(read.takeError());
+  std::map<std::string, Tensor> &byName = *read;
+  std::vector<Tensor> inputs;
+  for (const std::string &n : *names) {
+    auto it = byName.find(n);
+    if (it == byName.end())
+      return fail(fmt::format("no value for model input '{}' (give --inputs-dir or --input "
+                              "{}=FILE)",
+                              n, n));
+    inputs.push_back(it->second);
+  }
+
+  auto t0 = Clock::now();
+  Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model, byName);
+  if (!g)
+    return fail(g.takeError());
+  if (o.optimize)
+    if (Error e = driver::optimize(**g))
+      return fail(e);
+  driver::ExecOptions eo;
+  eo.threads = o.threads;
+  eo.tuningCache = o.tuningCache;
+  Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
+  if (!runner)
+    return fail(runner.takeError());
+  std::string cacheNote;
+  if (CpuModel *cpu = (*runner)->cpuModel()) {
+    std::vector<Extents> shapes;
+    for (const Tensor &t : inputs)
+      shapes.push_back(t.extents());
+    // Compile before the timed run. Where shapes depend on input values, run() compiles
+    // (and reports any error) instead.
+    Expected<Executable *> exe = cpu->executableFor(shapes);
+    if (exe) {
+      cacheNote = fmt::format(", {} kernels, compile cache: {}", (*exe)->kernels().size(),
+                              (*exe)->fromCache() ? "hit" : "miss");
+      if (!o.quiet || o.requireTuned)
+        if (int rc = reportTuning(**exe, o.requireTuned))
+          return rc;
+    }
+  }
+  double compileMs = msSince(t0);
+  auto t1 = Clock::now();
+  Expected<std::vector<Tensor>> outs = (*runner)->run(inputs);
+  if (!outs)
+    return fail(outs.takeError());
+  double runMs = msSince(t1);
+
+  if (!o.outputDir.empty()) {
+    std::error_code ec;
+    fs::create_directories(o.outputDir, ec);
+    if (ec)
+      return fail(fmt::format("--output-dir {}: {}", o.outputDir, ec.message()));
+    for (size_t k = 0; k < outs->size(); ++k) {
+      fs::path p = fs::path(o.outputDir) / fmt::format("output_{}.{}", k, o.outputFormat);
+      if (Error e = driver::writeTensorFile(p.string(), (*outs)[k], (*g)->outputs()[k]->name()))
+        return fail(e);
+    }
+  }
+  if (!o.quiet) {
+    for (size_t k = 0; k < outs->size(); ++k) {
+      const Tensor &t = (*outs)[k];
+      std::cout << fmt::format("output {} '{}': {}{} {}\n", k, (*g)->outputs()[k]->name(),
+                               dtypeName(t.dtype()), extentsStr(t.extents()), previewTensor(t));
+    }
+    std::cout << fmt::format("target {}: compile {:.2f} ms{}, run {:.3f} ms\n",
+                             driver::targetName(*target), compileMs, cacheNote, runMs);
+  }
+  if (!o.expectedDir.empty()) {
+    int bad = 0;
+    for (size_t k = 0; k < outs->size(); ++k) {
+      fs::path p = fs::path(o.expectedDir) / fmt::format("output_{}.pb", k);
+      Expected<Tensor> want = driver::readTensorFile(p.string());
+      if (!want)
+        return fail(want.takeError());
+      std::string diff = driver::compareTensors(*want, (*outs)[k]);
+      if (!diff.empty()) {
+        std::cerr << fmt::format("nnc: output {} differs from {}: {}\n", k, p.string(), diff);
+        ++bad;
+      }
+    }
+    if (bad)
+      return 1;
+    std::cout << fmt::format("all {} outputs match {} (rtol 1e-3, atol 1e-7)\n", outs->size(),
+                             o.expectedDir);
+  }
+  return 0;
+}
+
+class RunCommand : public Command {
+public:
+  explicit RunCommand(CLI::App &app) {
+    cmd_ = app.add_subcommand("run", "Run a model on inputs and write its outputs");
+    cmd_->add_option("model", o_.model, "Model file (.onnx or .nir)")->required();
+    cmd_->add_option("--inputs-dir", o_.inputsDir, "Folder with input_K.pb (ONNX test layout)");
+    cmd_->add_option("--input", o_.inputs, "NAME=FILE (.pb or .npy); repeatable");
+    cmd_->add_option("--output-dir", o_.outputDir, "Write output_K.pb (or .npy) here");
+    cmd_->add_option("--output-format", o_.outputFormat, "pb or npy");
+    cmd_->add_option("--expected-dir", o_.expectedDir,
+                     "Compare outputs with output_K.pb here (exit 1 when they differ)");
+    cmd_->add_option("--target", o_.target, "cpu (default), interp, opencl[:P.D] or auto");
+    cmd_->add_option("--threads", o_.threads, "cpu: threads (default: all cores; 1: serial)")
+        ->check(CLI::NonNegativeNumber);
+    cmd_->add_flag("!--no-optimize", o_.optimize, "Skip the graph optimization pipeline");
+    cmd_->add_flag("-q,--quiet", o_.quiet, "Print nothing on success");
+    cmd_->add_option("--cache", o_.tuningCache,
+                     "cpu: the tuning cache (default "
+                     "$NNC_TUNING_CACHE or ~/.cache/nnc/tuning.db)");
+    cmd_->add_flag("--require-tuned", o_.requireTuned,
+                   "cpu: fail when a tunable kernel has no tuned config");
+  }
+  int run() override { return runCommand(o_); }
+
+private:
+  RunOptions o_;
+};
+
+} // namespace
+
+std::unique_ptr<Command> addRunCommand(CLI::App &app) {
+  return std::make_unique<RunCommand>(app);
+}
+
+} // namespace nnc::tools

@@ -1,0 +1,100 @@
+// `nnc tune MODEL`: measure the best configs of a model's tunable kernels and keep them in the
+// tuning cache.
+#include "Command.h"
+#include "CommandUtil.h"
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include "nnc/runtime/TuningCache.h"
+
+namespace nnc::tools {
+
+namespace {
+
+std::atomic<bool> interrupted{false};
+extern "C" void onInterrupt(int) {
+  interrupted.store(true);
+}
+
+class TuneCommand : public Command {
+public:
+  explicit TuneCommand(CLI::App &app) {
+    cmd_ = app.add_subcommand("tune", "Measure the best schedules of a model's tunable kernels "
+                                      "and keep them in the tuning cache");
+    cmd_->add_option("model", model_, "Model file (.onnx or .nir)")->required();
+    cmd_->add_option("--target", target_, "cpu (the only tunable target so far)");
+    cmd_->add_option("--threads", threads_, "Threads the kernels run on (default 1)")
+        ->check(CLI::NonNegativeNumber);
+    cmd_->add_option("--budget", budget_, "Seconds to spend (default 60)")
+        ->check(CLI::PositiveNumber);
+    cmd_->add_option("--trials", trials_, "At most this many candidates per kernel")
+        ->check(CLI::NonNegativeNumber);
+    cmd_->add_option("--cache", cachePath_,
+                     "Tuning cache (default $NNC_TUNING_CACHE or "
+                     "~/.cache/nnc/tuning.db)");
+    cmd_->add_flag("-q,--quiet", quiet_, "No progress bar");
+  }
+  int run() override;
+
+private:
+  std::string model_, cachePath_, target_ = "cpu";
+  int threads_ = 1, trials_ = 0;
+  double budget_ = 60;
+  bool quiet_ = false;
+};
+
+int TuneCommand::run() {
+  if (target_ != "cpu")
+    return fail(fmt::format("--target {}: only cpu kernels are tunable so far", target_));
+  Expected<std::unique_ptr<Graph>> g = driver::loadModel(model_);
+  if (!g)
+    return fail(g.takeError().message());
+  if (Error e = driver::optimize(**g))
+    return fail(e.message());
+  for (const Node *n : (*g)->nodes())
+    for (const Value *v : n->results())
+      if (!isStatic(v->shape()))
+        return fail(fmt::format("{}: value %{} has the symbolic type {}; nnc tune needs "
+                                "static shapes",
+                                model_, v->name(), v->type().str()));
+  std::string path = cachePath_.empty() ? TuningCache::defaultPath() : cachePath_;
+  Expected<std::unique_ptr<TuningCache>> cache = TuningCache::open(path);
+  if (!cache)
+    return fail(cache.takeError().message());
+  TuneOptions opts;
+  opts.threads = threads_;
+  opts.budgetSeconds = budget_;
+  opts.maxTrials = trials_;
+  opts.progress = !quiet_;
+  opts.stop = &interrupted;
+  auto previous = std::signal(SIGINT, onInterrupt);
+  Expected<TuneSummary> s = tuneGraph(**g, **cache, opts);
+  std::signal(SIGINT, previous);
+  if (!s)
+    return fail(s.takeError().message());
+  double defTotal = 0, bestTotal = 0;
+  for (const TuneSummary::Kernel &k : s->kernels) {
+    defTotal += k.defaultMs * k.uses;
+    bestTotal += k.bestMs * k.uses;
+    std::cout << fmt::format("{:9.4f} ms -> {:9.4f} ms ({:.2f}x) x{} {} trials, {} rejected  "
+                             "{}  [{}]\n",
+                             k.defaultMs, k.bestMs, k.bestMs > 0 ? k.defaultMs / k.bestMs : 1.0,
+                             k.uses, k.measured, k.rejected, k.problem.signature, k.bestConfig);
+  }
+  std::cout << fmt::format("{} tunable kernels, {:.1f} s{}; their time {:.3f} ms -> {:.3f} ms; "
+                           "cache {}\n",
+                           s->kernels.size(), s->seconds,
+                           s->interrupted ? " (interrupted: what was measured is kept)" : "",
+                           defTotal, bestTotal, path);
+  return s->interrupted ? 130 : 0;
+}
+
+} // namespace
+
+std::unique_ptr<Command> addTuneCommand(CLI::App &app) {
+  return std::make_unique<TuneCommand>(app);
+}
+
+} // namespace nnc::tools
