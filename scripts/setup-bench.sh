@@ -3,6 +3,7 @@
 # and tests need). Idempotent. ONNX Runtime comes from npm (bench/ort), not Debian.
 #   libdnnl-dev, libopenblas-dev, libeigen3-dev: the SGEMM peers (bench/sgemm)
 #   python3-torch:                the PyTorch peer (bench/peers_torch.py)
+#   python3-torchvision:          the exported CNNs and ViTs of bench/torch_models.py
 #   python3-matplotlib:           bench/peers.py's plot
 #   nodejs, npm:                  onnxruntime-node, whose libonnxruntime.so `nnc bench
 #                                 --compare ort` loads (NNC_ORT_LIBRARY or bench/ort/node_modules)
@@ -12,7 +13,7 @@ PKGS=(
   libdnnl-dev      # oneDNN: dnnl_sgemm, the bar of the GEMM work (bench/sgemm)
   libopenblas-dev  # OpenBLAS: cblas_sgemm (bench/sgemm; run with OPENBLAS_CORETYPE=SkylakeX)
   libeigen3-dev    # Eigen: the third SGEMM peer (also in setup.sh)
-  python3-torch python3-matplotlib
+  python3-torch python3-torchvision python3-matplotlib
   nodejs
 )
 # npm: Debian's package, unless an npm is already on the path (some images ship it with node).
