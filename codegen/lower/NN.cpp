@@ -99,6 +99,25 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   std::vector<int64_t> sa = batchStrides(batchA, m * k),
                        sb = batchStrides(batchB, packedNr > 0 ? packedSize : k * n),
                        so = batchStrides(*batch, m * n);
+  // Trailing batch dims over which B stays put (a weight shared by those entries) while A
+  // moves fold into the rows: A's and the output's entries there are consecutive m-row
+  // matrices, so they are one matrix of m * fold rows, and one GEMM streams B once instead of
+  // a batch loop of m-row GEMMs that each stream all of it (a sequence-first [L, 1, E] input
+  // projected by [E, N] was L GEMMs of one row).
+  size_t folded = nb;
+  while (folded > 0 && sb[folded - 1] == 0 && (sa[folded - 1] != 0 || (*batch)[folded - 1] == 1))
+    --folded;
+  int64_t fold = 1;
+  for (size_t d = folded; d < nb; ++d)
+    fold *= (*batch)[d];
+  if (fold > 1) {
+    m *= fold;
+    nb = folded;
+    batch->resize(nb);
+    sa.resize(nb);
+    sb.resize(nb);
+    so.resize(nb);
+  }
 
   KernelBuilder kb(node, prefix);
   int ab = kb.operand(0), bb = kb.operand(1), ob = kb.result(0);

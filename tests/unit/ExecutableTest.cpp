@@ -157,6 +157,46 @@ graph @bmm(%x: f32[5,4], %x2: f32[2,5,4]) -> (f32[2,5,40], f32[2,5,40]) {
   expectMatchesInterpreter(*g, **exe, in);
 }
 
+TEST(Executable, SharedWeightBatchesFoldIntoRows) {
+  // Sequence-first projections: [L, 1, E] and [2, 3, 4, E] by one (packed) [E, N] weight, with
+  // a bias + relu epilogue; and a weight shared only over the inner batch dim. The batch dims
+  // over which the weight stays put fold into the GEMM's rows (tests/lit/tools/matmul-fold.nir
+  // pins the kernels); here the JIT's results must equal the interpreter's.
+  auto values = [](int64_t n, double scale) {
+    std::string s;
+    for (int64_t i = 0; i < n; ++i)
+      s += fmt::format("{}{}", i ? ", " : "", scale * double((i * 7) % 11 - 5));
+    return s;
+  };
+  auto g = parse(fmt::format(R"(
+graph @fold(%x: f32[37,1,24], %x4: f32[2,3,4,24], %w3: f32[2,1,24,40]) -> (f32[37,1,40], f32[2,3,4,40], f32[2,3,4,40]) {{
+  %w = constant {{value = dense<f32[24,40]>[{}]}} : f32[24,40]
+  %b = constant {{value = dense<f32[40]>[{}]}} : f32[40]
+  %zero = constant {{value = dense<f32[]>[0]}} : f32[]
+  %y = matmul(%x, %w) : f32[37,1,40]
+  %yb = add(%y, %b) : f32[37,1,40]
+  %yr = max(%yb, %zero) : f32[37,1,40]
+  %y4 = matmul(%x4, %w) : f32[2,3,4,40]
+  %z = matmul(%x4, %w3) : f32[2,3,4,40]
+  return %yr, %y4, %z
+}}
+)",
+                             values(24 * 40, 0.125), values(40, 0.25)));
+  ASSERT_TRUE(g);
+  PassContext ctx;
+  ctx.evaluate = interp();
+  std::unique_ptr<Graph> opt = g->clone();
+  Error e = PassPipeline::defaultPipeline().run(*opt, ctx);
+  ASSERT_FALSE(e) << e.message();
+  std::vector<Tensor> in{randomF32({37, 1, 24}, 3), randomF32({2, 3, 4, 24}, 4),
+                         randomF32({2, 1, 24, 40}, 5)};
+  for (int threads : {1, 2}) {
+    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, testOptions(threads));
+    ASSERT_TRUE(exe) << exe.error().message();
+    expectMatchesInterpreter(*g, **exe, in);
+  }
+}
+
 TEST(Executable, LaunchListHoldsOnlyGeneratedKernels) {
   auto g = parse(kMlp);
   ASSERT_TRUE(g);

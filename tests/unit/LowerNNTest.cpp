@@ -163,7 +163,10 @@ TEST(LowerNN, MatMul) {
       {{3, 4}, {4, 5}},       {{2, 1, 3, 4}, {5, 4, 6}}, {{4}, {4, 5}},    {{3, 4}, {4}},
       {{4}, {4}},             {{7, 13}, {13, 9}},        {{1, 5}, {5, 1}}, {{2, 3, 0}, {0, 4}},
       {{5, 2, 3}, {1, 3, 2}}, {{33, 17}, {17, 40}},      {{3}, {2, 3, 4}},
-      {{2, 5, 100}, {100, 7}}, {{130}, {3, 130, 2}}}; // k >= 64: f32 sums in f64
+      {{2, 5, 100}, {100, 7}}, {{130}, {3, 130, 2}}, // k >= 64: f32 sums in f64
+      // B shared over trailing batch dims: they fold into the rows (all, or under an outer
+      // batch loop where B moves).
+      {{6, 1, 5}, {5, 7}},    {{2, 3, 4, 5}, {2, 1, 5, 6}}, {{4, 2, 3, 70}, {70, 33}}};
   for (DType t : {DType::F32, DType::F16, DType::F64, DType::I32, DType::I8, DType::U8})
     for (const auto &[as, bs] : shapes) {
       Tensor a = isFloat(t) ? randomTensor(t, as, rng) : randomTensor(t, as, rng, 0, 100);
