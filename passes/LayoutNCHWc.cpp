@@ -17,7 +17,8 @@
 //  2. Layout-agnostic users of a from_nchwc result move into the blocked layout, their result
 //     converted back by a new from_nchwc (worklist until nothing moves): elementwise ops that
 //     keep finite padding lanes finite (add, sub, mul, min, max, neg, abs, sigmoid, tanh, erf;
-//     relu and clip are max/min), whose other operands are blocked values of the same layout,
+//     relu and clip are max/min), whose other operands are blocked values of the same layout
+//     (equal, or broadcast over batch and spatial dims, as a squeeze-excitation scale),
 //     single-element constants or per-channel / channel-broadcast constants (unsqueezed to
 //     rank 4 and blocked); max_pool (one result) and avg_pool, as 3-D windows with a 1-wide
 //     lane axis; reduce_mean/reduce_max/reduce_sum over spatial axes with keepdims.
@@ -211,10 +212,17 @@ private:
   /// shape is `shape` (of `c` channels), or null when there is none.
   Expected<Value *> blockedOperand(Value *v, const Shape &shape, int64_t c, Node *before) {
     if (Node *p = v->producer(); p && p->kind() == OpKind::FromNCHWc) {
+      // The same layout, its batch and spatial dims equal or broadcast (1): a squeeze-
+      // excitation scale [N, C/b, 1, 1, b] against its [N, C/b, H, W, b] activation.
       Value *in = p->operand(0);
-      if (in->shape() == shape && p->getInt("channels", 0) == c)
-        return in;
-      return nullptr;
+      if (p->getInt("channels", 0) != c || in->rank() != 5)
+        return nullptr;
+      for (size_t d = 0; d < 5; ++d) {
+        bool broadcast = (d == 0 || d == 2 || d == 3) && in->shape()[d] == Dim(1);
+        if (in->shape()[d] != shape[d] && !broadcast)
+          return nullptr;
+      }
+      return in;
     }
     if (!isConstant(v) || v->rank() > 4 || !staticShape(v))
       return nullptr;
@@ -247,13 +255,14 @@ private:
   Expected<Node *> moveIntoBlocked(Node *u) {
     if (u->numResults() != 1 || u->result()->rank() != 4 || !staticShape(u->result()))
       return nullptr;
-    // The blocked layout of the (first) blocked operand.
+    // The blocked layout of the first blocked operand of the result's shape (an elementwise
+    // op's others may broadcast against it), else of the first blocked operand.
     const Node *from = nullptr;
     for (Value *v : u->operands())
-      if (v && v->producer() && v->producer()->kind() == OpKind::FromNCHWc) {
+      if (v && v->producer() && v->producer()->kind() == OpKind::FromNCHWc &&
+          (!from || (from->result()->shape() != u->result()->shape() &&
+                     v->shape() == u->result()->shape())))
         from = v->producer();
-        break;
-      }
     if (!from)
       return nullptr;
     Value *blockedIn = from->operand(0);

@@ -233,4 +233,36 @@ graph @block(%x: f32[2,12,8,8]) -> (f32[2,12,1,1]) {{
   EXPECT_EQ(c.fromBlocked, 1);
 }
 
+TEST(LayoutTest, SqueezeExcitationStaysBlocked) {
+  // An MBConv's squeeze-excitation on a batch of 2: conv + SiLU, global mean, two 1x1 convs,
+  // sigmoid, and the scale [2, 12, 1, 1] broadcast over the activation [2, 12, 6, 6], then a
+  // projection conv. The broadcast multiply runs blocked, so the only transforms left are the
+  // input's and the output's.
+  std::string text = fmt::format(R"(
+graph @se(%x: f32[2,12,6,6]) -> (f32[2,12,6,6]) {{
+  %w1 = {}
+  %wr = {}
+  %we = {}
+  %w2 = {}
+  %a = conv(%x, %w1) {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : f32[2,12,6,6]
+  %sa = sigmoid(%a) : f32[2,12,6,6]
+  %y = mul(%a, %sa) : f32[2,12,6,6]
+  %g = reduce_mean(%y) {{axes = [2, 3], keepdims = 1}} : f32[2,12,1,1]
+  %r = conv(%g, %wr) {{dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [1, 1]}} : f32[2,3,1,1]
+  %e = conv(%r, %we) {{dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [1, 1]}} : f32[2,12,1,1]
+  %s = sigmoid(%e) : f32[2,12,1,1]
+  %z = mul(%s, %y) : f32[2,12,6,6]
+  %o = conv(%z, %w2) {{dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [1, 1]}} : f32[2,12,6,6]
+  return %o
+}})",
+                                 denseRandom({12, 12, 3, 3}, 5), denseRandom({3, 12, 1, 1}, 6),
+                                 denseRandom({12, 3, 1, 1}, 7), denseRandom({12, 12, 1, 1}, 8));
+  Counts c = checkLayout(text, 8);
+  EXPECT_EQ(c.blockedConvs, 4);
+  EXPECT_EQ(c.convs, 0);
+  // Before the broadcast multiply ran blocked, z went out and back in (one more of each).
+  EXPECT_EQ(c.toBlocked, 1);
+  EXPECT_EQ(c.fromBlocked, 1);
+}
+
 } // namespace
