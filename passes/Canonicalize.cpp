@@ -67,7 +67,7 @@ bool foldNoopCast(Graph &g, Node *n) {
          forward(g, n, n->operand(0));
 }
 
-/// Shape-only ops whose result has exactly the operand's static type.
+/// Shape-only ops (and zero pads) whose result has exactly the operand's static type.
 bool foldNoopReshape(Graph &g, Node *n) {
   switch (n->kind()) {
   case OpKind::Reshape:
@@ -75,6 +75,9 @@ bool foldNoopReshape(Graph &g, Node *n) {
   case OpKind::Squeeze:
   case OpKind::Unsqueeze:
   case OpKind::Expand: return forward(g, n, n->operand(0));
+  // PyTorch exports a Pad of zeros before some pools (DenseNet's transitions). Only zero
+  // pads: a crop and a pad of the same size keep the type but shift the data.
+  case OpKind::Pad: return isSplat(*n, 1, 0) && forward(g, n, n->operand(0));
   case OpKind::Transpose: {
     const std::vector<int64_t> &perm = n->getInts("perm");
     for (size_t i = 0; i < perm.size(); ++i)

@@ -3,10 +3,18 @@
 // conv(x, w, b) followed by batch_norm is conv(x, w', b') with
 //   w'[m, ...] = w[m, ...] * s[m],   b'[m] = (b[m] - mean[m]) * s[m] + bias[m]   (b = 0 if absent).
 //
-// Algorithm: for each batch_norm whose operand is the result of a conv used only there, and
-// whose weights, conv bias and batch_norm parameters are all f32/f64 constants with one value
-// per output channel: compute w' and b' in double, insert them as constants and a conv with
-// the same attributes, and point the batch_norm's uses at it (dce removes the rest).
+// A batch_norm that follows no such conv (DenseNet's pre-activations after a concat, a norm
+// after a pool) becomes the per-channel multiply-add x * s + t, t = bias - mean * s, which the
+// elementwise passes fuse with its neighbours and the layout pass runs blocked.
+//
+// Algorithm:
+//  1. For each batch_norm whose operand is the result of a conv used only there, and whose
+//     weights, conv bias and batch_norm parameters are all f32/f64 constants with one value
+//     per output channel: compute w' and b' in double, insert them as constants and a conv
+//     with the same attributes, and point the batch_norm's uses at it (dce removes the rest).
+//  2. For each remaining f32/f64 batch_norm whose parameters are constants with one value per
+//     channel: s and t in double, as constants of shape [C, 1, ...] (broadcasting along dim
+//     1), and add(mul(x, s), t) in its place.
 #include <cmath>
 
 #include "nnc/passes/Passes.h"
@@ -85,7 +93,50 @@ public:
       addStat("batch-norms-folded");
       changed = true;
     }
+    for (Node *bn : g.nodes())
+      if (bn->kind() == OpKind::BatchNorm && toMultiplyAdd(g, bn))
+        changed = true;
     return changed;
+  }
+
+private:
+  /// Step 2.
+  bool toMultiplyAdd(Graph &g, Node *bn) {
+    Value *x = bn->operand(0);
+    DType t = x ? x->dtype() : DType::F32;
+    if (!x || (t != DType::F32 && t != DType::F64) || x->rank() < 2 || !x->shape()[1].isStatic())
+      return false;
+    int64_t c = x->shape()[1].value();
+    const Tensor *p[4];
+    for (int i = 0; i < 4; ++i) {
+      p[i] = constantOf(bn->operand(i + 1));
+      if (!p[i] || p[i]->numElements() != c || !isFloat(p[i]->dtype()))
+        return false;
+    }
+    Extents e(static_cast<size_t>(x->rank() - 1), 1);
+    e[0] = c;
+    Tensor scale = Tensor::zeros(t, e), shift = Tensor::zeros(t, e);
+    double eps = bn->getFloat("epsilon");
+    for (int64_t k = 0; k < c; ++k) {
+      double sk = p[0]->elementAsDouble(k) / std::sqrt(p[3]->elementAsDouble(k) + eps);
+      setElement(scale, k, sk);
+      setElement(shift, k, p[1]->elementAsDouble(k) - p[2]->elementAsDouble(k) * sk);
+    }
+    std::string name = bn->result()->name();
+    TensorType constType(t, shapeFromExtents(e));
+    Node *sc = g.createNode(OpKind::Constant, {}, {constType}, {{"value", Attribute(scale)}}, "",
+                            {name + "_scale"}, bn);
+    Node *tc = g.createNode(OpKind::Constant, {}, {constType}, {{"value", Attribute(shift)}}, "",
+                            {name + "_shift"}, bn);
+    Node *mul = g.createNode(OpKind::Mul, {x, sc->result()}, {bn->result()->type()}, {},
+                             bn->name(), {}, bn);
+    Node *add = g.createNode(OpKind::Add, {mul->result(), tc->result()}, {bn->result()->type()},
+                             {}, bn->name(), {}, bn);
+    g.replaceAllUsesWith(bn->result(), add->result());
+    g.eraseNode(bn);
+    g.renameValue(add->result(), name);
+    addStat("batch-norms-to-multiply-add");
+    return true;
   }
 };
 

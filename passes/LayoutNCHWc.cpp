@@ -21,7 +21,8 @@
 //     (equal, or broadcast over batch and spatial dims, as a squeeze-excitation scale),
 //     single-element constants or per-channel / channel-broadcast constants (unsqueezed to
 //     rank 4 and blocked); max_pool (one result) and avg_pool, as 3-D windows with a 1-wide
-//     lane axis; reduce_mean/reduce_max/reduce_sum over spatial axes with keepdims.
+//     lane axis; reduce_mean/reduce_max/reduce_sum over spatial axes with keepdims; concat
+//     along the channels of blocked values, each but the last a whole number of blocks.
 //  3. to_nchwc(from_nchwc(v)) with the same block and channel count is v (the transforms
 //     cancel); dce removes the from_nchwc nodes left without users.
 #include <algorithm>
@@ -297,6 +298,27 @@ private:
       if (u->hasAttr("pads"))
         attrs["pads"] = std::vector<int64_t>{p[0], p[1], 0, p[2], p[3], 0};
       ops.push_back(blockedIn);
+    } else if (u->kind() == OpKind::Concat) {
+      // Along the channels, of blocked operands only, each but the last a whole number of
+      // blocks (so the padding lanes stay at the end): a concat of the blocks.
+      int64_t axis = u->getInt("axis", 0);
+      if ((axis < 0 ? axis + 4 : axis) != 1)
+        return nullptr;
+      c = 0;
+      for (size_t i = 0; i < u->numOperands(); ++i) {
+        Value *v = u->operand(i);
+        Node *p = v ? v->producer() : nullptr;
+        if (!p || p->kind() != OpKind::FromNCHWc || p->getInt("axis", 1) != 1)
+          return nullptr;
+        Value *in = p->operand(0);
+        int64_t ci = p->getInt("channels", 0);
+        if (in->rank() != 5 || in->shape().back() != Dim(block_) ||
+            (i + 1 < u->numOperands() && ci % block_ != 0))
+          return nullptr;
+        c += ci;
+        ops.push_back(in);
+      }
+      attrs["axis"] = int64_t{1};
     } else if (u->kind() == OpKind::ReduceMean || u->kind() == OpKind::ReduceMax ||
                u->kind() == OpKind::ReduceSum) {
       std::vector<int64_t> axes = u->getInts("axes", {});

@@ -18,7 +18,9 @@ const std::vector<PassInfo> &passRegistry() {
        createRecognizeRMSNormPass},
       {"recognize-softmax", "Replace decomposed softmax and log-softmax chains with one op",
        createRecognizeSoftmaxPass},
-      {"fold-batch-norm", "Fold batch_norm with constant parameters into the conv before it",
+      {"fold-batch-norm",
+       "Fold batch_norm with constant parameters into the conv before it, else into a "
+       "per-channel multiply-add",
        createFoldBatchNormPass},
       {"fuse-elementwise", "Group elementwise chains and trees into one kernel each",
        createFuseElementwisePass},
