@@ -131,6 +131,12 @@ def export(name, work):
     try:
         model, shape = MODELS[name][1]()
         model.eval()
+        # Layers initialized to zeros (ViT's classification head) would make every output
+        # equal and the accuracy check vacuous: random weights there too.
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() >= 2 and not p.any():
+                    p.normal_(0.0, 0.02)
         x = torch.randn(*shape)
         with torch.no_grad():
             y = model(x)
