@@ -72,6 +72,17 @@ class _SharedWeightMatMul:
         return make
 
 
+def _activation(fn, shape):
+    def make():
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return fn(x)
+        return M(), shape
+    return make
+
+
 # name -> (family, constructor, iterations at 1 thread)
 MODELS = {
     "resnet50": ("cnn", _tv("resnet50"), 10),
@@ -89,6 +100,9 @@ MODELS = {
     "encoder_seq_first": ("encoder", _encoder(False), 20),
     "matmul_197x1x768_w768x2304": ("op", _SharedWeightMatMul.make(197, 1), 30),
     "matmul_1x197x768_w768x2304": ("op", _SharedWeightMatMul.make(1, 197), 30),
+    "silu_1x96x112x112": ("op", _activation(lambda x: x * x.sigmoid(), (1, 96, 112, 112)), 50),
+    "gelu_128x3072": ("op", _activation(
+        lambda x: __import__("torch").nn.functional.gelu(x), (128, 3072)), 100),
 }
 
 
