@@ -53,10 +53,18 @@ Expected<std::vector<Tensor>> CpuLaunchList::run(const std::vector<Tensor> &inpu
   for (size_t a = 0; a < p_.args.size(); ++a) {
     const Slot &s = p_.args[a];
     switch (s.kind) {
-    case SlotKind::Input: ptrs[a] = const_cast<void *>(inputs[s.index].rawData()); break;
-    case SlotKind::Output: ptrs[a] = outputs[s.index].rawData(); break;
-    case SlotKind::Weight: ptrs[a] = const_cast<void *>(p_.weights[s.index].rawData()); break;
-    case SlotKind::Arena: ptrs[a] = static_cast<char *>(arena) + s.index; break;
+    case SlotKind::Input:
+      ptrs[a] = const_cast<void *>(inputs[s.index].rawData());
+      break;
+    case SlotKind::Output:
+      ptrs[a] = outputs[s.index].rawData();
+      break;
+    case SlotKind::Weight:
+      ptrs[a] = const_cast<void *>(p_.weights[s.index].rawData());
+      break;
+    case SlotKind::Arena:
+      ptrs[a] = static_cast<char *>(arena) + s.index;
+      break;
     }
     // Generated code assumes the buffers it writes are aligned (llvmcg::kBufferAlignment).
     NNC_ASSERT(s.kind == SlotKind::Input || s.kind == SlotKind::Weight ||
@@ -75,8 +83,7 @@ Expected<std::vector<Tensor>> CpuLaunchList::run(const std::vector<Tensor> &inpu
         auto t = std::chrono::steady_clock::now();
         launches_[i].fn(ptrs.data() + launches_[i].firstArg);
         (*kernelMs)[i] +=
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t)
-                .count();
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
       }
     }
   }

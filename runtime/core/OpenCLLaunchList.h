@@ -32,9 +32,10 @@ public:
   /// Builds `source` for the device (or loads its binary from the cache), uploads the plan's
   /// weights and sets every kernel argument: kernel k of `plan` is launches[k] of the program.
   /// `plan` must outlive the list.
-  static Expected<std::unique_ptr<OpenCLLaunchList>>
-  create(const RunPlan &plan, const std::string &source, std::vector<OpenCLLaunch> launches,
-         const OpenCLLaunchOptions &opts);
+  static Expected<std::unique_ptr<OpenCLLaunchList>> create(const RunPlan &plan,
+                                                            const std::string &source,
+                                                            std::vector<OpenCLLaunch> launches,
+                                                            const OpenCLLaunchOptions &opts);
 
   /// Checks the inputs against the plan, runs every kernel and returns the outputs.
   virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) = 0;

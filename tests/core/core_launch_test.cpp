@@ -24,7 +24,7 @@ int failures = 0;
 #define CHECK(cond, ...)                                                                           \
   do {                                                                                             \
     if (!(cond)) {                                                                                 \
-      std::fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
+      std::fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                \
       std::fprintf(stderr, __VA_ARGS__);                                                           \
       std::fputc('\n', stderr);                                                                    \
       ++failures;                                                                                  \
@@ -189,8 +189,7 @@ void testOpenCL() {
   nnc::OpenCLLaunchOptions opts;
   opts.optimize = false;
   opts.profile = true;
-  auto list = nnc::OpenCLLaunchList::create(p, kSource, {{"mul", kN, 0}, {"add_one", kN, 0}},
-                                            opts);
+  auto list = nnc::OpenCLLaunchList::create(p, kSource, {{"mul", kN, 0}, {"add_one", kN, 0}}, opts);
   CHECK(bool(list), "%s", list ? "" : list.error().message().c_str());
   if (!list)
     return;
@@ -198,8 +197,7 @@ void testOpenCL() {
   checkOutput("opencl", (*list)->run({x}), p, x);
   CHECK((*list)->runs() == 1, "runs() = %lld", (long long)(*list)->runs());
   nnc::TransferStats t = (*list)->runTransfers();
-  CHECK(t.uploads == 1 && t.uploadBytes == kN * 4 && t.downloads == 1 &&
-            t.downloadBytes == kN * 4,
+  CHECK(t.uploads == 1 && t.uploadBytes == kN * 4 && t.downloads == 1 && t.downloadBytes == kN * 4,
         "run transfers %lld/%lld up, %lld/%lld down", (long long)t.uploads,
         (long long)t.uploadBytes, (long long)t.downloads, (long long)t.downloadBytes);
   CHECK((*list)->kernelTimes().size() == 2, "%zu kernel times", (*list)->kernelTimes().size());

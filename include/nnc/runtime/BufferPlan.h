@@ -12,11 +12,11 @@ namespace nnc {
 /// Deterministic: the same graph gives the same plan.
 struct BufferPlan {
   struct Entry {
-    std::string name;  ///< The value (or "node/scratchK") the buffer holds.
+    std::string name; ///< The value (or "node/scratchK") the buffer holds.
     int64_t bytes;
-    int64_t offset;    ///< In the arena, 64-byte aligned.
-    int firstUse;      ///< Launch index that writes it first.
-    int lastUse;       ///< Launch index that reads it last.
+    int64_t offset;     ///< In the arena, 64-byte aligned.
+    int firstUse;       ///< Launch index that writes it first.
+    int lastUse;        ///< Launch index that reads it last.
     std::string reuses; ///< Name of the buffer it shares storage with in place, or "".
   };
   std::vector<Entry> entries;

@@ -29,8 +29,8 @@ int main() {
   p.arenaBytes = nnc::kArenaAlignment;
   nnc::ThreadPool pool(2);
   nnc::CpuLaunchList list(p, {&twice}, &pool);
-  auto out = list.run({nnc::Tensor::fromVector<float>(nnc::DType::F32, {8},
-                                                      {0, 1, 2, 3, 4, 5, 6, 7})});
+  auto out =
+      list.run({nnc::Tensor::fromVector<float>(nnc::DType::F32, {8}, {0, 1, 2, 3, 4, 5, 6, 7})});
   if (!out) {
     std::fprintf(stderr, "core run failed: %s\n", out.error().message().c_str());
     return 1;
