@@ -1,21 +1,27 @@
 // Runs launch lists with nothing but the runtime core linked (nnc_runtime_core: no LLVM, no
 // libclang, no protobuf; tests/core/check_layering.sh checks this binary's ldd). The kernels
 // are plain C++ functions with the generated kernels' ABI (KernelFn: void(void **)), and an
-// OpenCL program is given as source, as a deployed artifact would give them.
+// OpenCL program is given as source, as a deployed artifact would give them; tensors go
+// through .npy files.
 //
 // The plan: y = (x * w) + 1 on the CPU, through an arena buffer t placed by planBuffers(), the
 // multiply's loop parallel through nnc_parallel_for; the same plan on an OpenCL device when
 // there is one. Exit 0 when every check holds.
 #include <atomic>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "BufferPlan.h"
 #include "CpuLaunchList.h"
 #include "OpenCLLaunchList.h"
 #include "ThreadPool.h"
+#include "nnc/runtime/NpyFile.h"
 
 namespace {
 
@@ -208,11 +214,35 @@ void testOpenCL() {
   std::printf("OpenCL part ran on %s\n", (*list)->device().deviceName.c_str());
 }
 
+// Tensor I/O without the frontend: a run's output through a .npy file and back.
+void testNpy() {
+  nnc::RunPlan p = makePlan();
+  nnc::CpuLaunchList list(p, {&mulKernel, &addOneKernel}, nullptr);
+  nnc::Tensor x = makeInput();
+  auto out = list.run({x});
+  CHECK(bool(out), "%s", out ? "" : out.error().message().c_str());
+  if (!out)
+    return;
+  std::string path = std::filesystem::temp_directory_path() /
+                     ("nnc_core_test_" + std::to_string(::getpid()) + ".npy");
+  nnc::Error e = nnc::writeNpyFile(path, (*out)[0]);
+  CHECK(!e, "%s", e.message().c_str());
+  auto back = nnc::readNpyFile(path);
+  std::filesystem::remove(path);
+  CHECK(back && back->dtype() == nnc::DType::F32 && back->extents() == nnc::Extents{kN} &&
+            std::memcmp(back->rawData(), (*out)[0].rawData(), kN * 4) == 0,
+        "the .npy round trip differs: %s", back ? "" : back.error().message().c_str());
+  auto missing = nnc::readNpyFile(path);
+  CHECK(!missing && missing.error().message().find(path) != std::string::npos,
+        "reading a missing file gave: %s", missing ? "success" : missing.error().message().c_str());
+}
+
 } // namespace
 
 int main() {
   testCpu();
   testOpenCL();
+  testNpy();
   if (failures) {
     std::fprintf(stderr, "%d checks failed\n", failures);
     return 1;
