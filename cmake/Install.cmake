@@ -3,12 +3,16 @@ include(CMakePackageConfigHelpers)
 
 set(NNC_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/nnc)
 
-install(TARGETS nnc_ir nnc_passes nnc_codegen nnc_runtime nnc_frontend nnc_onnx_proto
+install(TARGETS nnc_ir nnc_passes nnc_codegen nnc_interp nnc_runtime_core nnc_runtime nnc_frontend
+                nnc_onnx_proto
         EXPORT nncTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/nnc DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The runtime core's headers: what a deployed model's runner includes.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/core/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nnc/runtime/core
+        FILES_MATCHING PATTERN "*.h")
 install(EXPORT nncTargets NAMESPACE nnc:: DESTINATION ${NNC_INSTALL_CMAKEDIR})
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/nncConfig.cmake.in

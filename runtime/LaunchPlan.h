@@ -1,6 +1,6 @@
-// The device-independent part of an executable, shared by the CPU and OpenCL runtimes: every
-// node lowered to kernels (the launch list), each kernel parameter bound to a slot (a run's
-// input or output, a weight, or an offset in the one planned arena), and the buffer plan.
+// The device-independent part of compiling an executable, shared by the CPU and OpenCL
+// runtimes: every node lowered to kernels (the launch list), each kernel parameter bound to a
+// slot, and the buffer plan. What a run needs of it (RunPlan) is in the runtime core.
 #pragma once
 
 #include <cstdint>
@@ -11,44 +11,14 @@
 #include "nnc/ir/Kernel.h"
 #include "nnc/ir/Tensor.h"
 #include "nnc/runtime/Executable.h"
+#include "RunPlan.h"
 
 namespace nnc {
 
-enum class SlotKind : uint8_t { Input, Output, Weight, Arena };
-
-/// Where a kernel parameter points: inputs[index], outputs[index], weights[index], or (Arena)
-/// the arena at byte offset `index`.
-struct Slot {
-  SlotKind kind;
-  int64_t index;
-};
-
-/// How output p of a run is produced.
-struct OutputSpec {
-  /// Dynamic: a result whose last dim depends on data (NonZero). Its kernel writes it packed
-  /// into an arena buffer sized for the largest extent and writes the extent beside it; the
-  /// run copies it out once the extent is known.
-  enum Kind : uint8_t { Fresh, FromInput, FromWeight, CopyOfOutput, Dynamic } kind;
-  int index = 0; ///< Input, weight or earlier output position.
-  DType dtype = DType::F32;
-  Extents extents; ///< Dynamic: the last extent is unknown (-1).
-  int64_t dataOffset = -1, extentOffset = -1; ///< Dynamic: in the arena.
-  int64_t dataBytes = 0;                      ///< Dynamic: the data buffer's capacity.
-};
-
-struct LaunchPlan {
-  std::vector<std::string> inputNames;
-  std::vector<TensorType> inputTypes;
-  std::vector<OutputSpec> outputs;
-  std::vector<Tensor> weights;
+/// A launch plan: the run plan and the kernels (kernel-level IR) it launches.
+struct LaunchPlan : RunPlan {
   /// Every kernel in launch order.
   std::vector<kir::Kernel> kernels;
-  /// The slots of kernel i's parameters are args[firstArg[i] ...] (one per buffer).
-  std::vector<Slot> args;
-  std::vector<size_t> firstArg;
-  BufferPlan plan;
-  /// The arena's size: the plan's peak rounded up to kArenaAlignment (at least that).
-  int64_t arenaBytes = 0;
   /// How many distinct tunable kernels took a tuned config.
   TuningUse tuningUse;
 };
@@ -65,21 +35,5 @@ struct LaunchPlan {
 /// Tunable kernels take their configs from `tuning` (null: heuristic defaults).
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
                                      const tuning::ConfigSource *tuning = nullptr);
-
-/// Checks a run's inputs against the plan's input types.
-Error checkRunInputs(const LaunchPlan &p, const std::vector<Tensor> &inputs);
-/// Allocates the outputs a run's kernels write (OutputSpec::Fresh); others stay null. With a
-/// pool they are uninitialized memory from it (the kernels write every element), else zeroed.
-Expected<std::vector<Tensor>> allocateFreshOutputs(const LaunchPlan &p,
-                                                   const std::shared_ptr<TensorPool> &pool = {});
-/// The (uninitialized) tensor of a Dynamic output whose data-dependent extent the run found
-/// to be `extent`; its bytes are then read from the arena at o.dataOffset.
-Expected<Tensor> dynamicOutputTensor(const OutputSpec &o, int64_t extent);
-/// Fills the outputs that are copies of inputs, weights or earlier outputs.
-void finishOutputs(const LaunchPlan &p, const std::vector<Tensor> &inputs,
-                   std::vector<Tensor> &outputs);
-
-/// True when NNC_DEBUG names `what` (comma-separated) or is "all".
-bool debugEnabled(const char *what);
 
 } // namespace nnc

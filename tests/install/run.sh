@@ -10,3 +10,8 @@ cmake --install "$BUILD_DIR" --prefix "$WORK/prefix" >/dev/null
 cmake -S "$SRC_DIR" -B "$WORK/build" -G Ninja -DCMAKE_PREFIX_PATH="$WORK/prefix" >/dev/null
 ninja -C "$WORK/build" >/dev/null
 "$WORK/build/consumer"
+"$WORK/build/core_consumer"
+if ldd "$WORK/build/core_consumer" | grep -E 'libLLVM|libclang|libprotobuf'; then
+  echo "core_consumer links the compiler's libraries" >&2
+  exit 1
+fi

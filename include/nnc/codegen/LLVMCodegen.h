@@ -9,18 +9,9 @@
 #include <vector>
 
 #include "nnc/ir/Kernel.h"
+#include "nnc/support/KernelAbi.h"
 
 namespace nnc {
-
-/// Every generated kernel has this C ABI: `buffers[i]` is the data of parameter i.
-using KernelFn = void (*)(void **buffers);
-
-/// The body of a parallel loop, outlined: runs iterations [begin, end) with `ctx` holding the
-/// enclosing kernel's buffers and loop variables.
-using ParallelBodyFn = void (*)(void *ctx, int64_t begin, int64_t end);
-/// Runs body over [0, n) (on a thread pool) and returns when done. The runtime provides one
-/// (runtime/ThreadPool.h); generated code calls it through the JIT symbol `nnc_parallel_for`.
-using ParallelForFn = void (*)(ParallelBodyFn body, void *ctx, int64_t n);
 
 struct CodegenOptions {
   /// Folder of the object cache ("" disables it). Default: $NNC_CACHE_DIR or

@@ -7,20 +7,11 @@
 #include <vector>
 
 #include "nnc/ir/Kernel.h"
+#include "nnc/support/KernelAbi.h"
 
 namespace nnc {
 
-/// How one emitted kernel is launched.
-struct OpenCLLaunch {
-  std::string name;
-  /// Work-items (a multiple of localSize when localSize > 0).
-  int64_t globalSize = 1;
-  /// Work-group size; 0 lets the OpenCL runtime choose.
-  int64_t localSize = 0;
-};
-
-/// An OpenCL C program holding every kernel. Each kernel parameter i of kir::Kernel k is two
-/// OpenCL arguments: a `__global uchar *` base and a `ulong` byte offset into it.
+/// An OpenCL C program holding every kernel (launched as OpenCLLaunch says, KernelAbi.h).
 struct OpenCLProgram {
   std::string source;
   std::vector<OpenCLLaunch> launches; ///< In the order of the kernels given.

@@ -9,6 +9,9 @@
 
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Tensor.h"
+// .npy files are the runtime core's (nnc_runtime_core); callers that read tensor files beside
+// models get both kinds here.
+#include "nnc/runtime/NpyFile.h"
 
 namespace nnc {
 
@@ -51,9 +54,5 @@ Expected<std::vector<OnnxIssue>> checkOnnxFile(const std::string &path);
 Expected<Tensor> readTensorProtoFile(const std::string &path, std::string *name = nullptr);
 /// Writes a serialized onnx.TensorProto.
 Error writeTensorProtoFile(const std::string &path, const Tensor &t, const std::string &name);
-/// Reads a NumPy .npy file (little-endian, C order).
-Expected<Tensor> readNpyFile(const std::string &path);
-/// Writes a NumPy .npy file.
-Error writeNpyFile(const std::string &path, const Tensor &t);
 
 } // namespace nnc

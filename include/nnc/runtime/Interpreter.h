@@ -8,18 +8,13 @@
 
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Tensor.h"
+#include "nnc/ir/TensorCheck.h"
 
 namespace nnc {
 
 /// Evaluates one node on concrete operands (a null Tensor for an absent optional operand).
 /// Result dtypes and extents follow the node's semantics, not its declared types.
 Expected<std::vector<Tensor>> evaluateNode(const Node &node, const std::vector<Tensor> &operands);
-
-/// Checks that `t` fits a value declared as `type`: same dtype and rank, static dims equal,
-/// and each symbol bound to one extent throughout (`symbols` collects the bindings).
-/// `place` names the value in the error ("input 'x'").
-Error checkAgainstType(const Tensor &t, const TensorType &type,
-                       std::map<std::string, int64_t> &symbols, const std::string &place);
 
 /// Runs `g` on `inputs` (graph-input order) and returns its outputs. Inputs are checked with
 /// checkAgainstType; each node's results are checked against their declared types too, so a

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/support/KernelAbi.h"
 
 namespace nnc {
 

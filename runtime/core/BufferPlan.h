@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "nnc/runtime/Executable.h"
+#include "nnc/runtime/BufferPlan.h"
+#include "nnc/support/Error.h"
 
 namespace nnc {
 

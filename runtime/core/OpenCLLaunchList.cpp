@@ -1,0 +1,591 @@
+// The OpenCL launch list: device discovery, one context per device, the program-binary cache,
+// device memory and the launches of a given program.
+//
+// Algorithm (create):
+//  1. The program's binary comes from the on-disk cache when the key (source hash, build
+//     options, platform, device, driver version) matches, else it is built and stored.
+//  2. Device memory: one weights buffer (uploaded once, here) and one arena holding the
+//     planned intermediates, then every input and every output the kernels write. Every kernel
+//     parameter is a (buffer, byte offset) pair, so all kernel arguments are set once, here.
+// A run writes the inputs into the arena, enqueues every kernel on an in-order queue and
+// reads the outputs back: nothing else crosses.
+#include "OpenCLLaunchList.h"
+
+#include <CL/cl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "BufferPlan.h"
+
+namespace nnc {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char *clErrorName(cl_int e) {
+  switch (e) {
+  case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+  case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+  case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+  case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+  case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+  case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+  case CL_INVALID_BINARY: return "CL_INVALID_BINARY";
+  case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+  case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+  case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+  case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
+  case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+  default: return "an OpenCL error";
+  }
+}
+
+Error clError(cl_int e, const std::string &what) {
+  return makeError("OpenCL: {} failed: {} ({})", what, clErrorName(e), e);
+}
+
+#define NNC_CL(call, what)                                                                         \
+  do {                                                                                             \
+    cl_int err_ = (call);                                                                          \
+    if (err_ != CL_SUCCESS)                                                                        \
+      return clError(err_, what);                                                                  \
+  } while (0)
+
+std::string deviceString(cl_device_id d, cl_device_info what) {
+  size_t n = 0;
+  clGetDeviceInfo(d, what, 0, nullptr, &n);
+  std::string s(n, '\0');
+  clGetDeviceInfo(d, what, n, s.data(), nullptr);
+  while (!s.empty() && (s.back() == '\0' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+template <typename T> T deviceValue(cl_device_id d, cl_device_info what) {
+  T v{};
+  clGetDeviceInfo(d, what, sizeof v, &v, nullptr);
+  return v;
+}
+
+std::string platformString(cl_platform_id p, cl_platform_info what) {
+  size_t n = 0;
+  clGetPlatformInfo(p, what, 0, nullptr, &n);
+  std::string s(n, '\0');
+  clGetPlatformInfo(p, what, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0')
+    s.pop_back();
+  return s;
+}
+
+struct ClDevice {
+  OpenCLDeviceInfo info;
+  cl_platform_id platform = nullptr;
+  cl_device_id id = nullptr;
+};
+
+Expected<std::vector<ClDevice>> enumerate() {
+  cl_uint np = 0;
+  cl_int e = clGetPlatformIDs(0, nullptr, &np);
+  if (e == -1001 /*CL_PLATFORM_NOT_FOUND_KHR*/ || (e == CL_SUCCESS && np == 0))
+    return makeError("no OpenCL platform found: the OpenCL ICD loader lists no driver (install "
+                     "one, e.g. pocl-opencl-icd for the CPU or the GPU vendor's, so that "
+                     "/etc/OpenCL/vendors names it)");
+  NNC_CL(e, "clGetPlatformIDs");
+  std::vector<cl_platform_id> ps(np);
+  NNC_CL(clGetPlatformIDs(np, ps.data(), nullptr), "clGetPlatformIDs");
+  std::vector<ClDevice> out;
+  for (cl_uint p = 0; p < np; ++p) {
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS || nd == 0)
+      continue;
+    std::vector<cl_device_id> ds(nd);
+    NNC_CL(clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, nd, ds.data(), nullptr), "clGetDeviceIDs");
+    for (cl_uint d = 0; d < nd; ++d) {
+      ClDevice c;
+      c.platform = ps[p];
+      c.id = ds[d];
+      OpenCLDeviceInfo &i = c.info;
+      i.platform = static_cast<int>(p);
+      i.device = static_cast<int>(d);
+      i.platformName = platformString(ps[p], CL_PLATFORM_NAME);
+      i.deviceName = deviceString(ds[d], CL_DEVICE_NAME);
+      i.vendor = deviceString(ds[d], CL_DEVICE_VENDOR);
+      cl_device_type t = deviceValue<cl_device_type>(ds[d], CL_DEVICE_TYPE);
+      i.type = (t & CL_DEVICE_TYPE_GPU)           ? "gpu"
+               : (t & CL_DEVICE_TYPE_CPU)         ? "cpu"
+               : (t & CL_DEVICE_TYPE_ACCELERATOR) ? "accelerator"
+                                                  : "other";
+      i.version = deviceString(ds[d], CL_DEVICE_VERSION);
+      i.driverVersion = deviceString(ds[d], CL_DRIVER_VERSION);
+      i.computeUnits = static_cast<int>(deviceValue<cl_uint>(ds[d], CL_DEVICE_MAX_COMPUTE_UNITS));
+      i.globalMemBytes = static_cast<int64_t>(deviceValue<cl_ulong>(ds[d], CL_DEVICE_GLOBAL_MEM_SIZE));
+      i.localMemBytes = static_cast<int64_t>(deviceValue<cl_ulong>(ds[d], CL_DEVICE_LOCAL_MEM_SIZE));
+      i.maxWorkGroupSize =
+          static_cast<int64_t>(deviceValue<size_t>(ds[d], CL_DEVICE_MAX_WORK_GROUP_SIZE));
+      i.maxClockMHz = static_cast<int>(deviceValue<cl_uint>(ds[d], CL_DEVICE_MAX_CLOCK_FREQUENCY));
+      std::string ext = deviceString(ds[d], CL_DEVICE_EXTENSIONS);
+      i.fp64 = ext.find("cl_khr_fp64") != std::string::npos;
+      i.fp16 = ext.find("cl_khr_fp16") != std::string::npos;
+      out.push_back(std::move(c));
+    }
+  }
+  if (out.empty())
+    return makeError("no OpenCL device found: {} OpenCL platform(s), none with a device", np);
+  return out;
+}
+
+Expected<ClDevice> pick(int platform, int device) {
+  NNC_ASSIGN_OR_RETURN(std::vector<ClDevice> all, enumerate());
+  if (platform >= 0 || device >= 0) {
+    for (const ClDevice &d : all)
+      if (d.info.platform == std::max(platform, 0) && d.info.device == std::max(device, 0))
+        return d;
+    std::string have;
+    for (const ClDevice &d : all)
+      have += fmt::format(" {}.{}", d.info.platform, d.info.device);
+    return makeError("no OpenCL device {}.{} (there are:{}; see `nnc devices`)",
+                     std::max(platform, 0), std::max(device, 0), have);
+  }
+  const ClDevice *best = &all[0];
+  auto score = [](const ClDevice &d) {
+    return (d.info.type == "gpu" ? 1e12 : 0.0) +
+           double(d.info.computeUnits) * double(std::max(d.info.maxClockMHz, 1));
+  };
+  for (const ClDevice &d : all)
+    if (score(d) > score(*best))
+      best = &d;
+  return *best;
+}
+
+/// One context per device for the whole process (PoCL's context creation is not free).
+Expected<cl_context> sharedContext(const ClDevice &d) {
+  static std::mutex m;
+  static std::map<cl_device_id, cl_context> contexts;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = contexts.find(d.id);
+  if (it != contexts.end())
+    return it->second;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
+                                   reinterpret_cast<cl_context_properties>(d.platform), 0};
+  cl_int e = CL_SUCCESS;
+  cl_context c = clCreateContext(props, 1, &d.id, nullptr, nullptr, &e);
+  NNC_CL(e, "clCreateContext");
+  contexts[d.id] = c;
+  return c;
+}
+
+uint64_t fnv1a(const std::string &s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string buildOptions(bool optimize) {
+  return optimize ? "-cl-std=CL1.2" : "-cl-std=CL1.2 -cl-opt-disable";
+}
+
+/// The program-binary cache: one file per key, holding the key text (checked on load, so a
+/// hash collision is a miss) and the binary; written to a temporary name, then renamed.
+class ProgramCache {
+public:
+  ProgramCache(std::string dir, const ClDevice &d, const std::string &options,
+               const std::string &source)
+      : dir_(std::move(dir)) {
+    key_ = fmt::format("nnc-opencl-1\n{}\n{}\n{}\n{}\n{}\n{:016x}{:016x}\n", options,
+                       d.info.platformName, d.info.deviceName, d.info.version,
+                       d.info.driverVersion, fnv1a(source), fnv1a(source + "\x01"));
+    path_ = dir_.empty() ? "" : fmt::format("{}/{:016x}.bin", dir_, fnv1a(key_));
+  }
+  std::optional<std::string> load() const {
+    if (path_.empty())
+      return std::nullopt;
+    std::ifstream in(path_, std::ios::binary);
+    if (!in)
+      return std::nullopt;
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (all.size() <= key_.size() || all.compare(0, key_.size(), key_) != 0)
+      return std::nullopt;
+    return all.substr(key_.size());
+  }
+  void store(const std::string &binary) const {
+    if (path_.empty() || binary.empty())
+      return;
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    std::string tmp = fmt::format("{}.{}.tmp", path_, static_cast<long>(getpid()));
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      if (!out)
+        return;
+      out << key_ << binary;
+      if (!out)
+        return;
+    }
+    fs::rename(tmp, path_, ec);
+    if (ec)
+      fs::remove(tmp, ec);
+  }
+
+private:
+  std::string dir_, key_, path_;
+};
+
+class ClLaunchList : public OpenCLLaunchList {
+public:
+  ~ClLaunchList() override {
+    for (cl_kernel k : kernels_)
+      if (k)
+        clReleaseKernel(k);
+    if (program_)
+      clReleaseProgram(program_);
+    if (arena_)
+      clReleaseMemObject(arena_);
+    if (weights_)
+      clReleaseMemObject(weights_);
+    if (queue_)
+      clReleaseCommandQueue(queue_);
+  }
+
+  explicit ClLaunchList(const RunPlan &p) : p_(p) {}
+  Error build(const std::string &source, std::vector<OpenCLLaunch> launches,
+              const OpenCLLaunchOptions &opts);
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) override;
+
+  bool fromCache() const override { return fromCache_; }
+  const OpenCLDeviceInfo &device() const override { return dev_.info; }
+  TransferStats loadTransfers() const override { return load_; }
+  TransferStats runTransfers() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return runStats_;
+  }
+  int64_t runs() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return runs_;
+  }
+  std::vector<KernelTime> kernelTimes() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return times_;
+  }
+  double transferDeviceMs() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return transferMs_;
+  }
+  void resetRunCounters() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    runStats_ = {};
+    runs_ = 0;
+    transferMs_ = 0;
+    for (KernelTime &t : times_)
+      t.deviceMs = 0;
+  }
+
+private:
+  Error buildProgram(cl_context ctx, const std::string &source, const std::string &cacheDir,
+                     const std::string &options);
+  Error runLocked(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+
+  const RunPlan &p_;
+  std::vector<OpenCLLaunch> launches_;
+  ClDevice dev_;
+  cl_command_queue queue_ = nullptr;
+  cl_program program_ = nullptr;
+  std::vector<cl_kernel> kernels_;
+  cl_mem arena_ = nullptr, weights_ = nullptr;
+  std::vector<int64_t> inputOffset_, outputOffset_;
+  bool profile_ = false;
+  bool fromCache_ = false;
+  TransferStats load_;
+  mutable std::mutex mutex_;
+  TransferStats runStats_;
+  int64_t runs_ = 0;
+  std::vector<KernelTime> times_;
+  double transferMs_ = 0;
+};
+
+int64_t alignUp(int64_t v) { return (v + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+Error ClLaunchList::buildProgram(cl_context ctx, const std::string &source,
+                                const std::string &cacheDir, const std::string &options) {
+  ProgramCache cache(cacheDir, dev_, options, source);
+  cl_int e = CL_SUCCESS;
+  if (std::optional<std::string> bin = cache.load()) {
+    const unsigned char *data = reinterpret_cast<const unsigned char *>(bin->data());
+    size_t size = bin->size();
+    cl_int status = CL_SUCCESS;
+    program_ = clCreateProgramWithBinary(ctx, 1, &dev_.id, &size, &data, &status, &e);
+    if (e == CL_SUCCESS && status == CL_SUCCESS &&
+        clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr) == CL_SUCCESS) {
+      fromCache_ = true;
+      return Error::success();
+    }
+    if (program_)
+      clReleaseProgram(program_);
+    program_ = nullptr; // a stale or foreign binary: build from source
+  }
+  const char *src = source.c_str();
+  size_t len = source.size();
+  program_ = clCreateProgramWithSource(ctx, 1, &src, &len, &e);
+  NNC_CL(e, "clCreateProgramWithSource");
+  e = clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr);
+  if (e != CL_SUCCESS) {
+    size_t n = 0;
+    clGetProgramBuildInfo(program_, dev_.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    clGetProgramBuildInfo(program_, dev_.id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    if (log.size() > 4000)
+      log = log.substr(0, 4000) + "\n...";
+    return makeError("OpenCL: building the program for {} failed ({}):\n{}", dev_.info.deviceName,
+                     clErrorName(e), log);
+  }
+  size_t binSize = 0;
+  if (clGetProgramInfo(program_, CL_PROGRAM_BINARY_SIZES, sizeof binSize, &binSize, nullptr) ==
+          CL_SUCCESS &&
+      binSize > 0) {
+    std::string bin(binSize, '\0');
+    unsigned char *ptr = reinterpret_cast<unsigned char *>(bin.data());
+    if (clGetProgramInfo(program_, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS)
+      cache.store(bin);
+  }
+  return Error::success();
+}
+
+Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> launches,
+                         const OpenCLLaunchOptions &opts) {
+  NNC_USER_CHECK(launches.size() == p_.numKernels(),
+                 "OpenCL: the program has {} launches for a plan of {} kernels", launches.size(),
+                 p_.numKernels());
+  launches_ = std::move(launches);
+  NNC_ASSIGN_OR_RETURN(dev_, pick(opts.platform, opts.device));
+  NNC_ASSIGN_OR_RETURN(cl_context ctx, sharedContext(dev_));
+  profile_ = opts.profile;
+  cl_int e = CL_SUCCESS;
+  queue_ = clCreateCommandQueue(ctx, dev_.id, profile_ ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
+  NNC_CL(e, "clCreateCommandQueue");
+  if (!launches_.empty()) {
+    NNC_TRY(buildProgram(ctx, source, opts.cacheDir, buildOptions(opts.optimize)));
+    for (const OpenCLLaunch &l : launches_) {
+      kernels_.push_back(clCreateKernel(program_, l.name.c_str(), &e));
+      NNC_CL(e, "clCreateKernel " + l.name);
+    }
+  }
+
+  // Device memory: the arena (plan, inputs, outputs) and the weights.
+  int64_t arenaBytes = alignUp(p_.plan.peakBytes);
+  for (const TensorType &t : p_.inputTypes) {
+    inputOffset_.push_back(arenaBytes);
+    std::optional<Extents> ext = staticExtents(t.shape);
+    int64_t n = ext ? checkedNumElements(*ext).value_or(0) : 0;
+    arenaBytes += alignUp(n * static_cast<int64_t>(dtypeSize(t.dtype)));
+  }
+  for (const OutputSpec &o : p_.outputs) {
+    outputOffset_.push_back(arenaBytes);
+    if (o.kind == OutputSpec::Fresh)
+      arenaBytes += alignUp(checkedNumElements(o.extents).value_or(0) *
+                            static_cast<int64_t>(dtypeSize(o.dtype)));
+  }
+  std::vector<int64_t> weightOffset;
+  int64_t weightBytes = 0;
+  for (const Tensor &w : p_.weights) {
+    weightOffset.push_back(weightBytes);
+    weightBytes += alignUp(static_cast<int64_t>(w.byteSize()));
+  }
+  arena_ = clCreateBuffer(ctx, CL_MEM_READ_WRITE, static_cast<size_t>(std::max<int64_t>(arenaBytes, 64)),
+                          nullptr, &e);
+  NNC_CL(e, fmt::format("allocating a device arena of {} bytes", arenaBytes));
+  weights_ = clCreateBuffer(ctx, CL_MEM_READ_ONLY,
+                            static_cast<size_t>(std::max<int64_t>(weightBytes, 64)), nullptr, &e);
+  NNC_CL(e, fmt::format("allocating {} bytes of weights", weightBytes));
+  for (size_t i = 0; i < p_.weights.size(); ++i) {
+    size_t bytes = static_cast<size_t>(p_.weights[i].byteSize());
+    if (bytes == 0)
+      continue;
+    NNC_CL(clEnqueueWriteBuffer(queue_, weights_, CL_FALSE, static_cast<size_t>(weightOffset[i]),
+                                bytes, p_.weights[i].rawData(), 0, nullptr, nullptr),
+           "uploading weights");
+    ++load_.uploads;
+    load_.uploadBytes += static_cast<int64_t>(bytes);
+  }
+  NNC_CL(clFinish(queue_), "uploading weights");
+
+  // Kernel arguments, once: (base, byte offset) per parameter.
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    for (size_t b = 0; b < p_.numArgs(k); ++b) {
+      const Slot &s = p_.args[p_.firstArg[k] + b];
+      cl_mem base = s.kind == SlotKind::Weight ? weights_ : arena_;
+      cl_ulong off = 0;
+      switch (s.kind) {
+      case SlotKind::Input: off = static_cast<cl_ulong>(inputOffset_[s.index]); break;
+      case SlotKind::Output: off = static_cast<cl_ulong>(outputOffset_[s.index]); break;
+      case SlotKind::Weight: off = static_cast<cl_ulong>(weightOffset[s.index]); break;
+      case SlotKind::Arena: off = static_cast<cl_ulong>(s.index); break;
+      }
+      cl_uint arg = static_cast<cl_uint>(2 * b);
+      NNC_CL(clSetKernelArg(kernels_[k], arg, sizeof base, &base), "clSetKernelArg");
+      NNC_CL(clSetKernelArg(kernels_[k], arg + 1, sizeof off, &off), "clSetKernelArg");
+    }
+    int64_t &local = launches_[k].localSize;
+    if (local > dev_.info.maxWorkGroupSize)
+      local = 0;
+  }
+  for (const OpenCLLaunch &l : launches_)
+    times_.push_back({l.name, 0.0});
+  return Error::success();
+}
+
+double eventMs(cl_event ev) {
+  cl_ulong a = 0, b = 0;
+  clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof a, &a, nullptr);
+  clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof b, &b, nullptr);
+  return b > a ? double(b - a) * 1e-6 : 0.0;
+}
+
+Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
+  std::vector<cl_event> transferEvents, kernelEvents;
+  auto ev = [&](std::vector<cl_event> &v) -> cl_event * {
+    if (!profile_)
+      return nullptr;
+    v.push_back(nullptr);
+    return &v.back();
+  };
+  auto release = [&]() {
+    for (cl_event e : transferEvents)
+      if (e)
+        clReleaseEvent(e);
+    for (cl_event e : kernelEvents)
+      if (e)
+        clReleaseEvent(e);
+  };
+  TransferStats t;
+  Error err = [&]() -> Error {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      size_t bytes = static_cast<size_t>(inputs[i].byteSize());
+      if (bytes == 0)
+        continue;
+      NNC_CL(clEnqueueWriteBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(inputOffset_[i]),
+                                  bytes, inputs[i].rawData(), 0, nullptr, ev(transferEvents)),
+             fmt::format("uploading input '{}'", p_.inputNames[i]));
+      ++t.uploads;
+      t.uploadBytes += static_cast<int64_t>(bytes);
+    }
+    kernelEvents.reserve(kernels_.size());
+    for (size_t k = 0; k < kernels_.size(); ++k) {
+      const OpenCLLaunch &l = launches_[k];
+      size_t global = static_cast<size_t>(l.globalSize), local = static_cast<size_t>(l.localSize);
+      NNC_CL(clEnqueueNDRangeKernel(queue_, kernels_[k], 1, nullptr, &global,
+                                    local ? &local : nullptr, 0, nullptr, ev(kernelEvents)),
+             "launching kernel " + l.name);
+    }
+    for (size_t o = 0; o < p_.outputs.size(); ++o) {
+      if (p_.outputs[o].kind != OutputSpec::Fresh)
+        continue;
+      size_t bytes = static_cast<size_t>(outputs[o].byteSize());
+      if (bytes == 0)
+        continue;
+      NNC_CL(clEnqueueReadBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(outputOffset_[o]),
+                                 bytes, outputs[o].rawData(), 0, nullptr, ev(transferEvents)),
+             "downloading output " + std::to_string(o));
+      ++t.downloads;
+      t.downloadBytes += static_cast<int64_t>(bytes);
+    }
+    // Data-dependent outputs: their extents first, then as many bytes as they say. (Reads
+    // are never blocking: PoCL's pthread device does not finish a blocking read in a forked
+    // child, as the conformance runner's are; clFinish does.)
+    std::vector<int64_t> extents(p_.outputs.size(), 0);
+    bool dynamic = false;
+    for (const OutputSpec &o : p_.outputs) {
+      if (o.kind != OutputSpec::Dynamic)
+        continue;
+      dynamic = true;
+      NNC_CL(clEnqueueReadBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(o.extentOffset),
+                                 sizeof(int64_t), &extents[o.index], 0, nullptr,
+                                 ev(transferEvents)),
+             "downloading the extent of output " + std::to_string(o.index));
+      ++t.downloads;
+      t.downloadBytes += sizeof(int64_t);
+    }
+    if (dynamic)
+      NNC_CL(clFinish(queue_), "running the kernels");
+    for (const OutputSpec &o : p_.outputs) {
+      if (o.kind != OutputSpec::Dynamic)
+        continue;
+      NNC_ASSIGN_OR_RETURN(outputs[o.index], dynamicOutputTensor(o, extents[o.index]));
+      size_t bytes = outputs[o.index].byteSize();
+      if (bytes == 0)
+        continue;
+      NNC_CL(clEnqueueReadBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(o.dataOffset),
+                                 bytes, outputs[o.index].rawData(), 0, nullptr,
+                                 ev(transferEvents)),
+             "downloading output " + std::to_string(o.index));
+      ++t.downloads;
+      t.downloadBytes += static_cast<int64_t>(bytes);
+    }
+    NNC_CL(clFinish(queue_), "running the kernels");
+    return Error::success();
+  }();
+  if (!err) {
+    runStats_.uploads += t.uploads;
+    runStats_.uploadBytes += t.uploadBytes;
+    runStats_.downloads += t.downloads;
+    runStats_.downloadBytes += t.downloadBytes;
+    ++runs_;
+    if (profile_) {
+      for (size_t k = 0; k < kernelEvents.size(); ++k)
+        times_[k].deviceMs += eventMs(kernelEvents[k]);
+      for (cl_event e : transferEvents)
+        transferMs_ += eventMs(e);
+    }
+  }
+  release();
+  return err;
+}
+
+Expected<std::vector<Tensor>> ClLaunchList::run(const std::vector<Tensor> &inputs) {
+  NNC_TRY(checkRunInputs(p_, inputs));
+  NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, allocateFreshOutputs(p_));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    NNC_TRY(runLocked(inputs, outputs));
+  }
+  finishOutputs(p_, inputs, outputs);
+  return outputs;
+}
+
+} // namespace
+
+Expected<std::vector<OpenCLDeviceInfo>> listOpenCLDevices() {
+  NNC_ASSIGN_OR_RETURN(std::vector<ClDevice> all, enumerate());
+  std::vector<OpenCLDeviceInfo> out;
+  for (const ClDevice &d : all)
+    out.push_back(d.info);
+  return out;
+}
+
+Expected<OpenCLDeviceInfo> pickOpenCLDevice(int platform, int device) {
+  NNC_ASSIGN_OR_RETURN(ClDevice d, pick(platform, device));
+  return d.info;
+}
+
+Expected<std::unique_ptr<OpenCLLaunchList>>
+OpenCLLaunchList::create(const RunPlan &plan, const std::string &source,
+                         std::vector<OpenCLLaunch> launches, const OpenCLLaunchOptions &opts) {
+  auto list = std::make_unique<ClLaunchList>(plan);
+  if (Error e = list->build(source, std::move(launches), opts))
+    return e;
+  return std::unique_ptr<OpenCLLaunchList>(std::move(list));
+}
+
+} // namespace nnc

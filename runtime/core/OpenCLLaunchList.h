@@ -1,0 +1,57 @@
+// A launch list on an OpenCL device: a program given as OpenCL C source (its binary cached on
+// disk), built for one device, with the whole model resident there (weights uploaded once, one
+// device arena, inputs in and outputs out once per run). What a compiled OpenCL model needs at
+// run time; generating the source is the compiler's business.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "RunPlan.h"
+#include "nnc/runtime/OpenCLDevice.h"
+#include "nnc/support/KernelAbi.h"
+
+namespace nnc {
+
+struct OpenCLLaunchOptions {
+  int platform = -1; ///< -1: pickOpenCLDevice's choice.
+  int device = -1;
+  /// Folder of the program-binary cache ("" disables it).
+  std::string cacheDir;
+  /// Time every kernel with OpenCL profiling events.
+  bool profile = false;
+  /// False builds with -cl-opt-disable.
+  bool optimize = true;
+};
+
+/// run() calls are serialized (one arena per device).
+class OpenCLLaunchList {
+public:
+  virtual ~OpenCLLaunchList() = default;
+  /// Builds `source` for the device (or loads its binary from the cache), uploads the plan's
+  /// weights and sets every kernel argument: kernel k of `plan` is launches[k] of the program.
+  /// `plan` must outlive the list.
+  static Expected<std::unique_ptr<OpenCLLaunchList>> create(const RunPlan &plan,
+                                                            const std::string &source,
+                                                            std::vector<OpenCLLaunch> launches,
+                                                            const OpenCLLaunchOptions &opts);
+
+  /// Checks the inputs against the plan, runs every kernel and returns the outputs.
+  virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) = 0;
+  virtual const OpenCLDeviceInfo &device() const = 0;
+  /// True when the program binary came from the cache.
+  virtual bool fromCache() const = 0;
+  /// Transfers at load (weights) and over all runs since load.
+  virtual TransferStats loadTransfers() const = 0;
+  virtual TransferStats runTransfers() const = 0;
+  virtual int64_t runs() const = 0;
+  /// Per kernel in launch order (empty unless profiling), and the device time of the runs'
+  /// transfers.
+  virtual std::vector<KernelTime> kernelTimes() const = 0;
+  virtual double transferDeviceMs() const = 0;
+  /// Zeroes the run counters and kernel times.
+  virtual void resetRunCounters() = 0;
+};
+
+} // namespace nnc

@@ -1,0 +1,75 @@
+// The run-time half of a launch plan, shared by the CPU and OpenCL launch lists: where each
+// kernel parameter points (a run's input or output, a weight, or an offset in the one planned
+// arena), how each output is produced, and the checks and allocations around a run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nnc/ir/Shape.h"
+#include "nnc/ir/Tensor.h"
+#include "nnc/runtime/BufferPlan.h"
+
+namespace nnc {
+
+enum class SlotKind : uint8_t { Input, Output, Weight, Arena };
+
+/// Where a kernel parameter points: inputs[index], outputs[index], weights[index], or (Arena)
+/// the arena at byte offset `index`.
+struct Slot {
+  SlotKind kind;
+  int64_t index;
+};
+
+/// How output p of a run is produced.
+struct OutputSpec {
+  /// Dynamic: a result whose last dim depends on data (NonZero). Its kernel writes it packed
+  /// into an arena buffer sized for the largest extent and writes the extent beside it; the
+  /// run copies it out once the extent is known.
+  enum Kind : uint8_t { Fresh, FromInput, FromWeight, CopyOfOutput, Dynamic } kind;
+  int index = 0; ///< Input, weight or earlier output position.
+  DType dtype = DType::F32;
+  Extents extents; ///< Dynamic: the last extent is unknown (-1).
+  int64_t dataOffset = -1, extentOffset = -1; ///< Dynamic: in the arena.
+  int64_t dataBytes = 0;                      ///< Dynamic: the data buffer's capacity.
+};
+
+/// What a launch list needs to run: kernel k's parameters are bound to
+/// args[firstArg[k] ...] (one slot per buffer, up to firstArg[k + 1] or the end).
+struct RunPlan {
+  std::vector<std::string> inputNames;
+  std::vector<TensorType> inputTypes;
+  std::vector<OutputSpec> outputs;
+  std::vector<Tensor> weights;
+  std::vector<Slot> args;
+  std::vector<size_t> firstArg;
+  BufferPlan plan;
+  /// The arena's size: the plan's peak rounded up to kArenaAlignment (at least that).
+  int64_t arenaBytes = 0;
+
+  size_t numKernels() const { return firstArg.size(); }
+  /// How many buffers kernel k takes.
+  size_t numArgs(size_t k) const {
+    return (k + 1 < firstArg.size() ? firstArg[k + 1] : args.size()) - firstArg[k];
+  }
+};
+
+/// Checks a run's inputs against the plan's input types.
+Error checkRunInputs(const RunPlan &p, const std::vector<Tensor> &inputs);
+/// Allocates the outputs a run's kernels write (OutputSpec::Fresh); others stay null. With a
+/// pool they are uninitialized memory from it (the kernels write every element), else zeroed.
+Expected<std::vector<Tensor>> allocateFreshOutputs(const RunPlan &p,
+                                                   const std::shared_ptr<TensorPool> &pool = {});
+/// The (uninitialized) tensor of a Dynamic output whose data-dependent extent the run found
+/// to be `extent`; its bytes are then read from the arena at o.dataOffset.
+Expected<Tensor> dynamicOutputTensor(const OutputSpec &o, int64_t extent);
+/// Fills the outputs that are copies of inputs, weights or earlier outputs.
+void finishOutputs(const RunPlan &p, const std::vector<Tensor> &inputs,
+                   std::vector<Tensor> &outputs);
+
+/// True when NNC_DEBUG names `what` (comma-separated) or is "all".
+bool debugEnabled(const char *what);
+
+} // namespace nnc
