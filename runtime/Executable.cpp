@@ -5,6 +5,7 @@
 //  1-3. buildLaunchPlan(): slots, the launch list, liveness and the buffer plan.
 //  4. compileKernels() the machine code; its entry points make the CpuLaunchList.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,9 +33,23 @@ public:
   double compileMs() const override { return compileMs_; }
   bool fromCache() const override { return fromCache_; }
   const TuningUse &tuningUse() const override { return p_.tuningUse; }
+  bool setProfiling(bool on) override {
+    std::lock_guard<std::mutex> lock(profileMutex_);
+    profile_ = on;
+    if (on) {
+      kernelMs_.assign(p_.kernels.size(), 0.0);
+      profiledRuns_ = 0;
+    }
+    return true;
+  }
+  std::vector<KernelProfile> kernelProfile() const override;
+  int64_t profiledRuns() const override {
+    std::lock_guard<std::mutex> lock(profileMutex_);
+    return profiledRuns_;
+  }
 
   ~CpuExecutable() override {
-    if (profile_)
+    if (printProfile_)
       printProfile();
   }
 
@@ -47,9 +62,11 @@ private:
   std::unique_ptr<CpuLaunchList> launches_;
   double compileMs_ = 0;
   bool fromCache_ = false;
-  /// NNC_DEBUG=profile: time every kernel; the totals are printed when the executable dies.
-  bool profile_ = false;
-  std::mutex profileMutex_;
+  /// setProfiling(), or NNC_DEBUG=profile: time every kernel (with NNC_DEBUG, the totals are
+  /// printed when the executable dies).
+  std::atomic<bool> profile_{false};
+  bool printProfile_ = false;
+  mutable std::mutex profileMutex_;
   std::vector<double> kernelMs_;
   int64_t profiledRuns_ = 0;
 };
@@ -68,10 +85,27 @@ void CpuExecutable::printProfile() const {
   std::string out = fmt::format("nnc: profile: {} kernels, {} runs, {:.3f} ms per run\n",
                                 kernelMs_.size(), profiledRuns_, total / double(profiledRuns_));
   for (size_t i = 0; i < order.size() && i < 25; ++i)
-    out += fmt::format("  {:10.3f} ms {:5.1f}%  {}\n", kernelMs_[order[i]] / double(profiledRuns_),
+    out += fmt::format("  {:10.3f} ms {:5.1f}%  {}  [{}]\n",
+                       kernelMs_[order[i]] / double(profiledRuns_),
                        total > 0 ? 100 * kernelMs_[order[i]] / total : 0.0,
-                       p_.kernels[order[i]].name);
+                       p_.kernels[order[i]].name, fmt::join(p_.kernelSources[order[i]], ", "));
   std::fputs(out.c_str(), stderr);
+}
+
+std::vector<KernelProfile> CpuExecutable::kernelProfile() const {
+  std::lock_guard<std::mutex> lock(profileMutex_);
+  std::vector<KernelProfile> out;
+  for (size_t i = 0; i < p_.kernels.size(); ++i) {
+    KernelProfile k;
+    k.name = p_.kernels[i].name;
+    k.sources = p_.kernelSources[i];
+    k.ms = profiledRuns_ > 0 ? kernelMs_[i] / double(profiledRuns_) : 0.0;
+    k.flops = p_.kernelFlops[i];
+    for (const kir::BufferDecl &b : p_.kernels[i].buffers)
+      k.bytes += b.numElements * static_cast<int64_t>(dtypeSize(b.dtype));
+    out.push_back(std::move(k));
+  }
+  return out;
 }
 
 Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
@@ -93,7 +127,8 @@ Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
   }
   launches_ = std::make_unique<CpuLaunchList>(
       p_, std::move(fns), opts.threads == 1 ? nullptr : ThreadPool::shared(opts.threads));
-  profile_ = debugEnabled("profile");
+  printProfile_ = debugEnabled("profile");
+  profile_ = printProfile_;
   kernelMs_.assign(p_.kernels.size(), 0.0);
   compileMs_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -79,6 +79,18 @@ std::string sanitize(std::string_view s) {
   return out;
 }
 
+/// True when `s` (a statement tree) runs a GEMM microkernel tile.
+bool containsGemmTile(const kir::Stmt &s) {
+  if (!s)
+    return false;
+  if (s->kind == kir::StmtKind::GemmTile)
+    return true;
+  for (const kir::Stmt &b : s->body)
+    if (containsGemmTile(b))
+      return true;
+  return false;
+}
+
 } // namespace
 
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
@@ -154,8 +166,10 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
   std::map<std::string, bool> tunedBySignature;
   tuning::LowerOptions lowerOpts;
   lowerOpts.configs = tuning;
+  double unitFlops = 0; // the work of the tunable GEMMs met while lowering the current unit
   lowerOpts.onTunable = [&](const tuning::Problem &tp, bool tuned) {
     tunedBySignature[tp.signature] = tuned;
+    unitFlops += tp.flops;
   };
   NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
   std::unordered_map<const Node *, size_t> position;
@@ -194,7 +208,20 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     std::string prefix = fmt::format("n{}_{}{}", position[n],
                                      sanitize((unit.anchor ? unit.anchor : n)->opName()),
                                      unit.members.empty() ? "" : "_fused");
+    unitFlops = 0;
     NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix, lowerOpts));
+    std::vector<std::string> sources;
+    for (const Node *m : unit.members.empty() ? std::vector<const Node *>{n} : unit.members)
+      sources.push_back(!m->name().empty() ? m->name()
+                                           : fmt::format("{} %{}", m->opName(),
+                                                         m->numResults() ? m->result()->name()
+                                                                         : std::string()));
+    // The GEMM work goes to the kernel that runs the GEMM tiles (the last one when several
+    // do, or none: a unit's packing and im2col kernels come before its GEMM).
+    size_t flopsKernel = ks.empty() ? 0 : ks.size() - 1;
+    for (size_t i = 0; i < ks.size(); ++i)
+      if (containsGemmTile(ks[i].body))
+        flopsKernel = i;
     if (ks.empty()) {
       for (Value *r : n->results()) {
         std::optional<int64_t> count = checkedNumElements(*staticExtents(r->shape()));
@@ -276,6 +303,8 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
         p.args.push_back(slot);
       }
       launchIdx.push_back(launch);
+      p.kernelSources.push_back(sources);
+      p.kernelFlops.push_back(launchIdx.size() - 1 == flopsKernel ? unitFlops : 0.0);
       p.kernels.push_back(std::move(k));
     }
     nodeKernels.push_back(launchIdx);

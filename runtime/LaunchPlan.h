@@ -21,6 +21,10 @@ struct LaunchPlan : RunPlan {
   std::vector<kir::Kernel> kernels;
   /// How many distinct tunable kernels took a tuned config.
   TuningUse tuningUse;
+  /// Per kernel: the graph nodes it computes (their names, or op and result where a node has
+  /// none), and its arithmetic work where lowering knows it (matmul and conv GEMMs; else 0).
+  std::vector<std::vector<std::string>> kernelSources;
+  std::vector<double> kernelFlops;
 };
 
 /// Builds the launch plan of `g`, whose shapes must all be static; `target` names the target

@@ -2,12 +2,15 @@
 // OpenCL profile.
 #include "Command.h"
 #include "CommandUtil.h"
+#include "CpuProfile.h"
 #include "OrtPeer.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/runtime/OpenCL.h"
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <optional>
 #include <iostream>
 
 namespace nnc::tools {
@@ -25,6 +28,7 @@ struct BenchOptions {
   int warmup = 3;
   bool json = false;
   bool profile = false;
+  std::string trace; ///< cpu: a Chrome trace of the profiled kernels.
   std::string passes; ///< Empty: the default pipeline.
   std::string tuningCache;
   bool requireTuned = false;
@@ -129,8 +133,11 @@ int benchCommand(const BenchOptions &o) {
     Extents e = sit != shapeSpecs->end() ? sit->second : defaultExtents(*v);
     inputs.push_back(randomTensor(v->dtype(), e, rng));
   }
-  if (o.profile && *target != driver::Target::OpenCL)
-    return fail("--profile goes with --target opencl (on the CPU, use NNC_DEBUG=profile)");
+  bool profile = o.profile || !o.trace.empty();
+  if (profile && *target == driver::Target::Interp)
+    return fail("--profile and --trace go with --target cpu or opencl");
+  if (!o.trace.empty() && *target != driver::Target::Cpu)
+    return fail("--trace goes with --target cpu (on OpenCL, --profile gives device times)");
   // The peer: the same model file, inputs and thread count, timed alternately with nnc.
   std::unique_ptr<tools::OrtPeer> ort;
   std::vector<Tensor> ortInputs;
@@ -205,7 +212,8 @@ int benchCommand(const BenchOptions &o) {
     }
   }
   OpenCLExecutable *profiled = nullptr;
-  if (o.profile) {
+  Executable *cpuProfiled = nullptr;
+  if (profile) {
     std::vector<Extents> shapes;
     for (const Tensor &t : inputs)
       shapes.push_back(t.extents());
@@ -215,6 +223,8 @@ int benchCommand(const BenchOptions &o) {
     profiled = dynamic_cast<OpenCLExecutable *>(*exe);
     if (profiled)
       profiled->resetRunCounters(); // the timed runs only
+    else if ((*exe)->setProfiling(true))
+      cpuProfiled = *exe;
   }
   std::vector<double> times, ortTimes;
   for (int i = 0; i < o.iterations; ++i) {
@@ -237,6 +247,22 @@ int benchCommand(const BenchOptions &o) {
   for (double t : times)
     mean += t / double(n);
   int threads = *target == driver::Target::Cpu ? effectiveThreads(o.threads) : 1;
+  std::optional<ProfileReport> report;
+  if (cpuProfiled) {
+    cpuProfiled->setProfiling(false);
+    // After the timed runs: measuring the peak the first time takes about a second.
+    Expected<MachinePeak> peak = machinePeak(o.threads);
+    if (!peak)
+      return fail(peak.takeError());
+    report = makeProfileReport(*cpuProfiled, median, *peak);
+    if (!o.trace.empty()) {
+      std::ofstream f(o.trace, std::ios::binary);
+      f << profileTrace(*report, *cpuProfiled);
+      f.close();
+      if (!f)
+        return fail(fmt::format("--trace {}: cannot write", o.trace));
+    }
+  }
   if (o.json) {
     std::string model = o.model;
     std::string esc;
@@ -247,7 +273,7 @@ int benchCommand(const BenchOptions &o) {
         "\"warmup\": {}, \"compile_ms\": {:.3f}, \"kernel_compile_ms\": {:.3f}, "
         "\"compile_cache\": \"{}\", \"median_ms\": {:.6f}, \"p90_ms\": {:.6f}, "
         "\"min_ms\": {:.6f}, \"mean_ms\": {:.6f}, \"tuned_kernels\": {}, "
-        "\"tunable_kernels\": {}{}{}}}\n",
+        "\"tunable_kernels\": {}{}{}{}}}\n",
         esc, driver::targetName(*target), threads, o.iterations, o.warmup, compileMs,
         kernelCompileMs, cache, median, p90, sorted.front(), mean, tuningUse.tuned,
         tuningUse.tunable, kernels >= 0 ? fmt::format(", \"kernels\": {}", kernels) : std::string(),
@@ -257,7 +283,8 @@ int benchCommand(const BenchOptions &o) {
                           ort->version(), medianOf(ortTimes),
                           *std::min_element(ortTimes.begin(), ortTimes.end()),
                           median / medianOf(ortTimes), ortMaxDiff)
-            : std::string());
+            : std::string(),
+        report ? ", \"profile\": " + profileJson(*report) : std::string());
   } else {
     std::cout << fmt::format("{}: target {}, {} thread(s)\n", o.model, driver::targetName(*target),
                              threads);
@@ -275,6 +302,8 @@ int benchCommand(const BenchOptions &o) {
   }
   if (profiled)
     printOpenCLProfile(*profiled, median);
+  if (report && !o.json)
+    std::cout << profileTable(*report);
   return 0;
 }
 
@@ -285,7 +314,12 @@ public:
     cmd_->add_option("model", o_.model, "Model file (.onnx or .nir)")->required();
     cmd_->add_option("--target", o_.target, "cpu (default), interp, opencl[:P.D] or auto");
     cmd_->add_flag("--profile", o_.profile,
-                   "opencl: device time per kernel, transfers and host overhead");
+                   "cpu: each kernel's time, graph nodes and rate against this machine's "
+                   "peak, worst first; opencl: device time per kernel, transfers and host "
+                   "overhead");
+    cmd_->add_option("--trace", o_.trace,
+                     "cpu: write the profiled kernels as a Chrome trace (Perfetto); implies "
+                     "--profile");
     cmd_->add_option("--threads", o_.threads, "cpu: threads (default: all cores)")
         ->check(CLI::NonNegativeNumber);
     cmd_->add_option("--iterations", o_.iterations, "Timed runs (default 20)");

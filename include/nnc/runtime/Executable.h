@@ -20,6 +20,15 @@ namespace nnc {
 
 class Executable;
 
+/// One kernel over the profiled runs of an executable (Executable::setProfiling).
+struct KernelProfile {
+  std::string name;
+  std::vector<std::string> sources; ///< The graph nodes it computes (ONNX node names).
+  double ms = 0;                    ///< Mean wall time per profiled run.
+  double flops = 0;                 ///< Arithmetic work per run where known (GEMMs), else 0.
+  int64_t bytes = 0; ///< Bytes of its parameters: what it reads or writes at least once.
+};
+
 struct CpuOptions {
   int threads = 0; ///< 0: all cores.
   CodegenOptions codegen;
@@ -53,6 +62,13 @@ public:
   /// True when the machine code came from the object cache.
   virtual bool fromCache() const = 0;
   virtual const TuningUse &tuningUse() const = 0;
+  /// Starts timing each kernel of the runs that follow (on: what was timed is zeroed) or stops
+  /// (off: what was timed is kept). False where this executable cannot time its kernels that
+  /// way (OpenCL times them with profiling events: OpenCLOptions::profile).
+  virtual bool setProfiling(bool on) { return false; }
+  /// Per kernel in launch order, over the runs since profiling started.
+  virtual std::vector<KernelProfile> kernelProfile() const { return {}; }
+  virtual int64_t profiledRuns() const { return 0; }
 };
 
 /// Turns a graph with symbolic dims into one with the given concrete input extents (and the

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""`nnc bench --profile` on the CPU.
+
+On a small conv + matmul model (text IR, with node names): the JSON profile has one entry per
+kernel of the executable, each naming the graph nodes it computes (every node of the graph
+is named by some kernel), the kernel times are positive and their sum is at most the run's
+median plus what profiling adds (they are timed inside the runs); the GEMMs report GFLOP/s and
+the others GB/s; the peak figures are positive and kept in the cache folder for the next run;
+`--trace` writes a Chrome trace with one complete event per kernel in launch order. Bad use
+(`--trace` on interp, an unwritable trace path) fails with one message.
+
+Usage: cpu_profile_test.py NNC_BINARY
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+NNC = sys.argv[1]
+
+
+def dense(n, scale):
+    return ", ".join(str(scale * ((i * 7) % 11 - 5)) for i in range(n))
+
+
+MODEL = """graph @m(%%x: f32[1,8,10,10]) -> (f32[1,16,10]) {
+  %%w = constant {value = dense<f32[16,8,3,3]>[%s]} : f32[16,8,3,3]
+  %%b = constant {value = dense<f32[16]>[%s]} : f32[16]
+  %%m = constant {value = dense<f32[10,10]>[%s]} : f32[10,10]
+  %%zero = constant {value = dense<f32[]>[0]} : f32[]
+  %%c = conv(%%x, %%w, %%b) {dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]} : f32[1,16,10,10] @"block/conv"
+  %%r = max(%%c, %%zero) : f32[1,16,10,10] @"block/relu"
+  %%p = reduce_max(%%r) {axes = [3], keepdims = 0} : f32[1,16,10] @"block/pool"
+  %%y = matmul(%%p, %%m) : f32[1,16,10] @"head/matmul"
+  return %%y
+}
+""" % (dense(16 * 8 * 9, 0.05), dense(16, 0.1), dense(100, 0.1))
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def nnc(args, env):
+    return subprocess.run([NNC] + args, capture_output=True, text=True, env=env, timeout=600)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    model = os.path.join(tmp, "m.nir")
+    with open(model, "w") as f:
+        f.write(MODEL)
+    env = dict(os.environ)
+    env["NNC_CACHE_DIR"] = os.path.join(tmp, "cache", "objects")
+    trace = os.path.join(tmp, "trace.json")
+    r = nnc(["bench", model, "--threads", "1", "--iterations", "20", "--warmup", "2",
+             "--profile", "--json", "--trace", trace], env)
+    check(r.returncode == 0, "bench --profile --json exits 0: " + r.stderr)
+    if r.returncode == 0:
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        prof = out.get("profile", {})
+        kernels = prof.get("kernels", [])
+        check(len(kernels) == out["kernels"] and kernels,
+              "one profile entry per kernel (%d vs %d)" % (len(kernels), out["kernels"]))
+        check(prof.get("runs") == 20, "the 20 timed runs are profiled: %s" % prof.get("runs"))
+        named = set()
+        for k in kernels:
+            check(k["sources"], "kernel %s names its nodes" % k["name"])
+            named.update(k["sources"])
+            check(k["ms"] > 0, "kernel %s has a time" % k["name"])
+            check(("gflops" in k) != ("gbps" in k), "kernel %s has one rate" % k["name"])
+        for node in ("block/conv", "block/relu", "block/pool", "head/matmul"):
+            check(node in named, "node %s is named by a kernel (%s)" % (node, sorted(named)))
+        check(any("gflops" in k for k in kernels), "the GEMMs report GFLOP/s")
+        total = sum(k["ms"] for k in kernels)
+        check(abs(total - prof["kernel_sum_ms"]) <= 1e-3 * max(total, 1e-3),
+              "kernel_sum_ms is the sum of the kernels' times")
+        check(prof["kernel_sum_ms"] <= out["median_ms"] * 1.5 + 0.01,
+              "the kernels' times (%.4f ms) are inside the runs (median %.4f ms)" %
+              (prof["kernel_sum_ms"], out["median_ms"]))
+        check(prof["peak_gflops"] > 0 and prof["peak_gbps"] > 0, "the peaks are measured")
+        check(os.path.exists(os.path.join(tmp, "cache", "machine-peak.txt")),
+              "the peaks are kept beside the object cache")
+        with open(trace) as f:
+            t = json.load(f)
+        events = t.get("traceEvents", [])
+        check(len(events) == len(kernels), "one trace event per kernel")
+        check(all(e["ph"] == "X" and e["dur"] >= 0 for e in events), "complete events")
+        check(all(events[i]["ts"] <= events[i + 1]["ts"] for i in range(len(events) - 1)),
+              "events in launch order")
+    # The table, with the peaks now from the cache.
+    r = nnc(["bench", model, "--threads", "1", "--iterations", "5", "--profile"], env)
+    check(r.returncode == 0 and "profile on cpu, 5 runs" in r.stdout and "[block/conv" in r.stdout,
+          "the table names the runs and the nodes: " + r.stdout + r.stderr)
+    r = nnc(["bench", model, "--target", "interp", "--trace", trace], env)
+    check(r.returncode != 0 and "--trace" in r.stderr, "--trace on interp is refused: " + r.stderr)
+    r = nnc(["bench", model, "--iterations", "2", "--trace", os.path.join(tmp, "no", "dir", "t.json")],
+            env)
+    check(r.returncode != 0 and "cannot write" in r.stderr, "an unwritable trace fails: " + r.stderr)
+
+print("%d passed, %d failed" % (0 if failures else 1, len(failures)))
+sys.exit(1 if failures else 0)

@@ -1,0 +1,227 @@
+// `nnc bench --profile` on the CPU (CpuProfile.h).
+#include "CpuProfile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "CommandUtil.h"
+#include "driver/Driver.h"
+#include "nnc/frontend/GraphBuilder.h"
+#include "nnc/runtime/TuningCache.h"
+
+namespace fs = std::filesystem;
+
+namespace nnc::tools {
+
+namespace {
+
+/// The best wall time of `iterations` runs of `exe` on `inputs`, after `warmup` runs.
+Expected<double> bestMs(Executable &exe, const std::vector<Tensor> &inputs, int warmup,
+                        int iterations) {
+  double best = -1;
+  for (int i = 0; i < warmup + iterations; ++i) {
+    auto t = Clock::now();
+    NNC_TRY(exe.run(inputs).takeError());
+    double ms = msSince(t);
+    if (i >= warmup && (best < 0 || ms < best))
+      best = ms;
+  }
+  return best;
+}
+
+Expected<std::unique_ptr<Executable>> compileBuilt(GraphBuilder &b, int threads) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, b.build());
+  NNC_TRY(driver::optimize(*g));
+  CpuOptions opts;
+  opts.threads = threads;
+  return Executable::compile(*g, opts);
+}
+
+Expected<MachinePeak> measurePeak(int threads) {
+  MachinePeak peak;
+  // GEMM: [512, 512] x a constant [512, 512], so the weight is packed once at compile time.
+  const int64_t n = 512;
+  Tensor w = Tensor::zeros(DType::F32, {n, n}), a = Tensor::zeros(DType::F32, {n, n});
+  uint32_t state = 12345;
+  for (int64_t i = 0; i < n * n; ++i) {
+    state = state * 1664525u + 1013904223u;
+    w.data<float>()[i] = float(int(state >> 9) % 2001 - 1000) * 1e-3f;
+    a.data<float>()[i] = float(int(state >> 13) % 2001 - 1000) * 1e-3f;
+  }
+  {
+    GraphBuilder b("peak_gemm");
+    Var x = b.input("x", DType::F32, {n, n});
+    b.output(matmul(x, b.constant(w)));
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileBuilt(b, threads));
+    NNC_ASSIGN_OR_RETURN(double ms, bestMs(*exe, {a}, 3, 20));
+    peak.gflops = 2.0 * double(n * n * n) / (ms * 1e6);
+  }
+  // Memory: y = x * 1.5 + 0.25 over 16M floats, one fused kernel.
+  {
+    const int64_t count = int64_t(1) << 24;
+    GraphBuilder b("peak_bandwidth");
+    Var x = b.input("x", DType::F32, {count});
+    b.output(x * 1.5 + 0.25);
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileBuilt(b, threads));
+    NNC_ASSIGN_OR_RETURN(double ms, bestMs(*exe, {Tensor::zeros(DType::F32, {count})}, 2, 10));
+    peak.gbps = 2.0 * double(count) * sizeof(float) / (ms * 1e6);
+  }
+  return peak;
+}
+
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      out += fmt::format("\\u{:04x}", int(c));
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+std::string jsonStrings(const std::vector<std::string> &v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    out += (i ? ", " : "") + jsonString(v[i]);
+  return out + "]";
+}
+
+/// GFLOP/s where the work is known, else GB/s of the parameters, and the fraction of the
+/// matching peak.
+struct Rate {
+  double value = 0, fraction = 0;
+  bool flops = false;
+};
+
+Rate rateOf(const KernelProfile &k, const MachinePeak &p) {
+  Rate r;
+  if (k.ms <= 0)
+    return r;
+  r.flops = k.flops > 0;
+  r.value = r.flops ? k.flops / (k.ms * 1e6) : double(k.bytes) / (k.ms * 1e6);
+  double peak = r.flops ? p.gflops : p.gbps;
+  r.fraction = peak > 0 ? r.value / peak : 0;
+  return r;
+}
+
+std::string rateText(const Rate &r) {
+  return fmt::format("{:8.1f} {}", r.value, r.flops ? "GFLOP/s" : "GB/s   ");
+}
+
+} // namespace
+
+Expected<MachinePeak> machinePeak(int threads) {
+  threads = effectiveThreads(threads);
+  std::string fingerprint = cpuDeviceFingerprint(threads);
+  std::string objects = CodegenOptions::defaultObjectCacheDir();
+  std::string file =
+      objects.empty() ? "" : (fs::path(objects).parent_path() / "machine-peak.txt").string();
+  // One line per fingerprint: "GFLOPS GBPS<tab>FINGERPRINT".
+  if (!file.empty()) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      size_t tab = line.find('\t');
+      if (tab == std::string::npos || line.substr(tab + 1) != fingerprint)
+        continue;
+      std::istringstream fields(line.substr(0, tab));
+      MachinePeak p;
+      if (fields >> p.gflops >> p.gbps && p.gflops > 0 && p.gbps > 0) {
+        p.cacheFile = file;
+        p.fromCache = true;
+        return p;
+      }
+    }
+  }
+  NNC_ASSIGN_OR_RETURN(MachinePeak p, measurePeak(threads));
+  if (!file.empty()) {
+    std::error_code ec;
+    fs::create_directories(fs::path(file).parent_path(), ec);
+    std::ofstream out(file, std::ios::app);
+    out << fmt::format("{:.3f} {:.3f}\t{}\n", p.gflops, p.gbps, fingerprint);
+    if (out)
+      p.cacheFile = file;
+  }
+  return p;
+}
+
+ProfileReport makeProfileReport(const Executable &exe, double medianMs, const MachinePeak &peak) {
+  ProfileReport r;
+  r.kernels = exe.kernelProfile();
+  r.runs = exe.profiledRuns();
+  r.medianMs = medianMs;
+  r.peak = peak;
+  for (const KernelProfile &k : r.kernels)
+    r.kernelSumMs += k.ms;
+  std::stable_sort(r.kernels.begin(), r.kernels.end(),
+                   [](const KernelProfile &a, const KernelProfile &b) { return a.ms > b.ms; });
+  return r;
+}
+
+std::string profileTable(const ProfileReport &r, size_t limit) {
+  std::string out = fmt::format(
+      "profile on cpu, {} runs: {} kernels take {:.3f} ms per run, {:.1f}% of the median "
+      "{:.3f} ms\n",
+      r.runs, r.kernels.size(), r.kernelSumMs, r.medianMs > 0 ? 100 * r.kernelSumMs / r.medianMs : 0.0,
+      r.medianMs);
+  out += fmt::format("peak of this machine (nnc's own kernels{}): GEMM {:.1f} GFLOP/s, memory "
+                     "{:.1f} GB/s\n",
+                     r.peak.cacheFile.empty() ? "" : ", kept in " + r.peak.cacheFile,
+                     r.peak.gflops, r.peak.gbps);
+  out += "        ms  share             rate  of peak  kernel  [nodes]\n";
+  size_t n = limit == 0 ? r.kernels.size() : std::min(limit, r.kernels.size());
+  for (size_t i = 0; i < n; ++i) {
+    const KernelProfile &k = r.kernels[i];
+    Rate rate = rateOf(k, r.peak);
+    out += fmt::format("  {:8.3f} {:5.1f}%  {}  {:6.1f}%  {}  [{}]\n", k.ms,
+                       r.kernelSumMs > 0 ? 100 * k.ms / r.kernelSumMs : 0.0, rateText(rate),
+                       100 * rate.fraction, k.name, fmt::join(k.sources, ", "));
+  }
+  if (n < r.kernels.size())
+    out += fmt::format("  ... {} more kernels (--json lists every one)\n", r.kernels.size() - n);
+  return out;
+}
+
+std::string profileJson(const ProfileReport &r) {
+  std::string ks;
+  for (size_t i = 0; i < r.kernels.size(); ++i) {
+    const KernelProfile &k = r.kernels[i];
+    Rate rate = rateOf(k, r.peak);
+    ks += fmt::format("{}{{\"name\": {}, \"sources\": {}, \"ms\": {:.6f}, \"share\": {:.5f}, "
+                      "\"flops\": {:.0f}, \"bytes\": {}, \"{}\": {:.3f}, \"peak_fraction\": "
+                      "{:.4f}}}",
+                      i ? ", " : "", jsonString(k.name), jsonStrings(k.sources), k.ms,
+                      r.kernelSumMs > 0 ? k.ms / r.kernelSumMs : 0.0, k.flops, k.bytes,
+                      rate.flops ? "gflops" : "gbps", rate.value, rate.fraction);
+  }
+  return fmt::format("{{\"runs\": {}, \"kernel_sum_ms\": {:.6f}, \"median_ms\": {:.6f}, "
+                     "\"peak_gflops\": {:.3f}, \"peak_gbps\": {:.3f}, \"kernels\": [{}]}}",
+                     r.runs, r.kernelSumMs, r.medianMs, r.peak.gflops, r.peak.gbps, ks);
+}
+
+std::string profileTrace(const ProfileReport &r, const Executable &exe) {
+  std::string events;
+  double ts = 0; // microseconds
+  for (const KernelProfile &k : exe.kernelProfile()) {
+    Rate rate = rateOf(k, r.peak);
+    events += fmt::format("{}{{\"name\": {}, \"cat\": \"kernel\", \"ph\": \"X\", \"ts\": {:.3f}, "
+                          "\"dur\": {:.3f}, \"pid\": 1, \"tid\": 1, \"args\": {{\"nodes\": {}, "
+                          "\"{}\": {:.3f}, \"peak_fraction\": {:.4f}}}}}",
+                          events.empty() ? "" : ",\n  ", jsonString(k.name), ts, k.ms * 1e3,
+                          jsonStrings(k.sources), rate.flops ? "gflops" : "gbps", rate.value,
+                          rate.fraction);
+    ts += k.ms * 1e3;
+  }
+  return fmt::format("{{\"displayTimeUnit\": \"ms\", \"otherData\": {{\"what\": \"nnc: each "
+                     "kernel's mean over {} profiled runs, in launch order\"}},\n"
+                     "\"traceEvents\": [\n  {}\n]}}\n",
+                     r.runs, events);
+}
+
+} // namespace nnc::tools

@@ -1,0 +1,44 @@
+// `nnc bench --profile` on the CPU: each kernel's share of the run with the graph nodes it
+// computes and the rate it reached against this machine's peak (measured by nnc once per
+// device fingerprint and cached), as a table, as JSON, and as a Chrome trace.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nnc/runtime/Executable.h"
+
+namespace nnc::tools {
+
+/// What this machine reaches at `threads` threads, measured with nnc's own kernels: the
+/// GFLOP/s of a 512 x 512 x 512 f32 matmul by a constant weight, and the GB/s of a fused
+/// elementwise kernel over 16M floats (64 MiB read, 64 MiB written). `cacheFile` is where the
+/// figures were kept.
+struct MachinePeak {
+  double gflops = 0, gbps = 0;
+  std::string cacheFile;
+  bool fromCache = false;
+};
+
+/// The peak of this device fingerprint and thread count: read from the cache, else measured
+/// (about a second) and stored.
+Expected<MachinePeak> machinePeak(int threads);
+
+/// The profiled kernels, worst first, with shares of `medianMs` and rates.
+struct ProfileReport {
+  std::vector<KernelProfile> kernels; ///< Worst first.
+  int64_t runs = 0;
+  double kernelSumMs = 0, medianMs = 0;
+  MachinePeak peak;
+};
+
+ProfileReport makeProfileReport(const Executable &exe, double medianMs, const MachinePeak &peak);
+/// A table for the terminal (the `limit` worst kernels; 0: all).
+std::string profileTable(const ProfileReport &r, size_t limit = 30);
+/// A JSON object: runs, sums, peaks and every kernel.
+std::string profileJson(const ProfileReport &r);
+/// A Chrome trace (chrome://tracing, Perfetto): the kernels of one mean run, end to end in
+/// launch order, each with its sources and rate.
+std::string profileTrace(const ProfileReport &r, const Executable &exe);
+
+} // namespace nnc::tools
