@@ -9,8 +9,9 @@
 //
 // Algorithm:
 //  1. Each eligible conv, in graph order (2-D, f32, constant weight and bias, group 1,
-//     depthwise, or groups whose channel counts are multiples of b; enough real output
-//     channels per padded block), becomes
+//     depthwise, or groups whose channel counts are multiples of b, or groups of b/2 channels
+//     that read the channels they write, regrouped per block with a block-diagonal weight;
+//     enough real output channels per padded block), becomes
 //       from_nchwc(conv_nchwc(to_nchwc(x), pack_conv_weight(w), to_nchwc(bias)))
 //     where a plain input with fewer than b channels is read as it is (no to_nchwc); the
 //     transforms of constants are folded by constant-fold. Step 2 runs after each conv.
@@ -26,6 +27,7 @@
 //  3. to_nchwc(from_nchwc(v)) with the same block and channel count is v (the transforms
 //     cancel); dce removes the from_nchwc nodes left without users.
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "PatternUtil.h"
@@ -167,6 +169,17 @@ private:
     int64_t group = conv->getInt("group", 1), b = block_;
     if (group < 1 || c % group != 0 || m % group != 0 || cg * group != c || c == 0 || m == 0)
       return nullptr;
+    // Groups narrower than a block that read the channels they write (RegNet's groups of 8
+    // channels on 16 lanes) are regrouped into one group per block with a block-diagonal
+    // weight (zeros across the old groups), so the conv runs blocked; at most half of its
+    // multiply-adds are against those zeros.
+    if (group > 1 && cg > 1 && cg < b && b % cg == 0 && b / cg <= 2 && m == c &&
+        m / group == cg && c % b == 0) {
+      w = blockDiagonal(conv, w, group, b);
+      group = c / b;
+      cg = b;
+      addStat("groups-regrouped");
+    }
     bool depthwise = group > 1 && cg == 1 && m == c;
     bool grouped = group > 1 && cg % b == 0 && (m / group) % b == 0;
     if (group > 1 && !depthwise && !grouped)
@@ -207,6 +220,27 @@ private:
     if (depthwise)
       addStat("depthwise-convs");
     return replaceWithFrom(conv, *y, m);
+  }
+
+  /// The weight of `conv` (group `group`, c == m channels, groups of cg channels) regrouped
+  /// into groups of `b` channels: w'[o, i] = w[o, i - start(o)] for the input channels i of
+  /// o's old group, whose first channel is start(o) within o's block, and 0 elsewhere.
+  Value *blockDiagonal(Node *conv, Value *w, int64_t group, int64_t b) {
+    const Tensor &t = w->producer()->getTensor("value");
+    Extents e = t.extents();
+    int64_t m = e[0], cg = e[1], taps = e[2] * e[3], perGroup = m / group;
+    Tensor out = Tensor::zeros(t.dtype(), {m, b, e[2], e[3]});
+    for (int64_t o = 0; o < m; ++o) {
+      int64_t offset = (o / perGroup) * cg - (o / b) * b;
+      for (int64_t j = 0; j < cg; ++j)
+        std::memcpy(static_cast<char *>(out.rawData()) +
+                        ((o * b + offset + j) * taps) * dtypeSize(t.dtype()),
+                    static_cast<const char *>(t.rawData()) + ((o * cg + j) * taps) * dtypeSize(t.dtype()),
+                    taps * dtypeSize(t.dtype()));
+    }
+    Node *n = g_->createNode(OpKind::Constant, {}, {TensorType(t.dtype(), shapeFromExtents(out.extents()))},
+                             {{"value", Attribute(out)}}, "", {w->name() + "_regrouped"}, conv);
+    return n->result();
   }
 
   /// The blocked form of operand `v` of a node moving into the blocked layout whose blocked

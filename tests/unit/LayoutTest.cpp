@@ -176,6 +176,9 @@ TEST(LayoutTest, ConvConfigurationsMatchInterpreter) {
       {1, 8, 5, 23, 64, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}, 1, false, ""},
       // 4 groups of 16 output channels: tiles may pair blocks of one group, never two groups
       {1, 32, 3, 17, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4, true, ""},
+      // groups of 4 channels (half a block of 8), reading the channels they write: regrouped
+      // into one group per block, stride 2
+      {1, 24, 7, 9, 24, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6, true, ""},
   };
   for (const ConvCase &k : cases) {
     int64_t oh = outSize(k.h, k.kh, k.strides[0], k.pads[0], k.pads[2], k.dilations[0]);
