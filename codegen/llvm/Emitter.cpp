@@ -845,10 +845,13 @@ llvm::MDNode *KernelEmitter::loopMetadata(kir::LoopKind kind, const kir::Expr &e
   switch (kind) {
   case kir::LoopKind::Vectorized: {
     flag("llvm.loop.vectorize.enable", i1(true));
+    // At most 16 lanes: the vector math functions (libmvec) come 16 f32 lanes wide at the
+    // most, and a loop forced wider calls the scalar function once per lane (a softmax row of
+    // 49 took 32-wide vectors and 32 expf calls each); the vectorizer interleaves for more.
     int64_t w = 16;
     if (constExtent && n > 0) {
       w = 1;
-      while (w * 2 <= n && w < 64)
+      while (w * 2 <= n && w < 16)
         w *= 2;
     }
     if (w >= 2)

@@ -226,6 +226,7 @@ Expected<std::vector<kir::Kernel>> lowerAlongAxis(const Node &node, const std::s
   };
 
   std::vector<Stmt> row;
+  bool expOnce = false;
   if (op == AxisOp::Hardmax) {
     // The first maximum; a NaN counts as the maximum (numpy's argmax).
     std::string best = kb.freshName("best"), bv = kb.freshName("bv");
@@ -247,9 +248,23 @@ Expected<std::vector<kir::Kernel>> lowerAlongAxis(const Node &node, const std::s
     row.push_back(kir::decl(m, ct, fimm(-kInf, ct)));
     row.push_back(kir::forLoop(k1, i64(n), kir::assign(m, fop(OpKind::Max, mv, x(k1)))));
     row.push_back(kir::decl(s, ct, fimm(0, ct)));
-    row.push_back(kir::forLoop(
-        k2, i64(n), kir::accumulate(s, kir::add(sv, fop(OpKind::Exp, kir::sub(x(k2), mv))))));
-    if (op == AxisOp::Softmax) {
+    // Softmax into a result of the compute type over contiguous rows: each exp once, kept in
+    // the result while it is summed, then divided there (same values as exp(x - max) / sum).
+    expOnce = op == AxisOp::Softmax && inner == 1 && kb.bufferType(out) == ct;
+    if (expOnce) {
+      std::string e = kb.freshName("e");
+      Expr ev = kir::var(e, ct);
+      row.push_back(kir::forLoop(
+          k2, i64(n),
+          kir::block({kir::decl(e, ct, fop(OpKind::Exp, kir::sub(x(k2), mv))), put(k2, ev),
+                      kir::accumulate(s, kir::add(sv, ev))})));
+    } else {
+      row.push_back(kir::forLoop(
+          k2, i64(n), kir::accumulate(s, kir::add(sv, fop(OpKind::Exp, kir::sub(x(k2), mv))))));
+    }
+    if (expOnce) {
+      row.push_back(kir::forLoop(k3, i64(n), put(k3, kir::div(kb.load(out, at(k3)), sv))));
+    } else if (op == AxisOp::Softmax) {
       row.push_back(
           kir::forLoop(k3, i64(n), put(k3, kir::div(fop(OpKind::Exp, kir::sub(x(k3), mv)), sv))));
     } else {
@@ -264,8 +279,11 @@ Expected<std::vector<kir::Kernel>> lowerAlongAxis(const Node &node, const std::s
   Stmt body = kir::forLoop(r, i64(rows), kir::block(row));
   if (worthParallel(rows, rows * n))
     sc.parallel(r);
-  if (inner == 1)
+  if (inner == 1) {
+    if (expOnce)
+      sc.vectorize(k2, n);
     sc.vectorize(op == AxisOp::Hardmax ? k2 : k3, n);
+  }
   return std::vector<kir::Kernel>{kb.finish(body, sc.s)};
 }
 
