@@ -37,18 +37,6 @@ namespace nnc {
 
 namespace {
 
-/// The f32 lanes of the host's widest vector registers.
-int64_t hostBlock() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f"))
-    return 16;
-  if (__builtin_cpu_supports("avx2") || __builtin_cpu_supports("avx"))
-    return 8;
-#endif
-  return 4;
-}
-
 bool isConstant(const Value *v) {
   return v && v->producer() && v->producer()->kind() == OpKind::Constant;
 }
@@ -72,8 +60,10 @@ bool keepsLanesFinite(OpKind k) {
   case OpKind::Abs:
   case OpKind::Sigmoid:
   case OpKind::Tanh:
-  case OpKind::Erf: return true;
-  default: return false;
+  case OpKind::Erf:
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -83,7 +73,7 @@ public:
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
     NNC_TRY(ctx.checkOptionNames(name(), {"block", "min-fill"}));
-    NNC_ASSIGN_OR_RETURN(block_, ctx.intOption(name(), "block", hostBlock(), 1));
+    NNC_ASSIGN_OR_RETURN(block_, ctx.intOption(name(), "block", ctx.cpu.f32Lanes(), 1));
     NNC_ASSIGN_OR_RETURN(minFill_, ctx.intOption(name(), "min-fill", 75, 0));
     g_ = &g;
     bool changed = false;
@@ -149,9 +139,9 @@ private:
 
   /// from_nchwc of `blocked` (channels `c`) replacing every use of `old`; returns the node.
   Expected<Node *> replaceWithFrom(Node *old, Value *blocked, int64_t c) {
-    NNC_ASSIGN_OR_RETURN(Value * back, make(OpKind::FromNCHWc, {blocked},
-                                            {{"axis", int64_t{1}}, {"channels", c}}, old,
-                                            "transforms-inserted"));
+    NNC_ASSIGN_OR_RETURN(Value * back,
+                         make(OpKind::FromNCHWc, {blocked}, {{"axis", int64_t{1}}, {"channels", c}},
+                              old, "transforms-inserted"));
     std::string name = old->result()->name();
     g_->replaceAllUsesWith(old->result(), back);
     g_->eraseNode(old);
@@ -162,8 +152,8 @@ private:
   /// Step 1. Returns the from_nchwc after the new conv, or null when `conv` stays.
   Expected<Node *> convertConv(Node *conv) {
     Value *x = conv->operand(0), *w = conv->operand(1), *bias = conv->operand(2);
-    if (conv->numResults() != 1 || x->rank() != 4 || x->dtype() != DType::F32 ||
-        !staticShape(x) || !isConstant(w) || !staticShape(w) || (bias && !isConstant(bias)))
+    if (conv->numResults() != 1 || x->rank() != 4 || x->dtype() != DType::F32 || !staticShape(x) ||
+        !isConstant(w) || !staticShape(w) || (bias && !isConstant(bias)))
       return nullptr;
     int64_t c = x->shape()[1].value(), m = w->shape()[0].value(), cg = w->shape()[1].value();
     int64_t group = conv->getInt("group", 1), b = block_;
@@ -173,8 +163,8 @@ private:
     // channels on 16 lanes) are regrouped into one group per block with a block-diagonal
     // weight (zeros across the old groups), so the conv runs blocked; at most half of its
     // multiply-adds are against those zeros.
-    if (group > 1 && cg > 1 && cg < b && b % cg == 0 && b / cg <= 2 && m == c &&
-        m / group == cg && c % b == 0) {
+    if (group > 1 && cg > 1 && cg < b && b % cg == 0 && b / cg <= 2 && m == c && m / group == cg &&
+        c % b == 0) {
       w = blockDiagonal(conv, w, group, b);
       group = c / b;
       cg = b;
@@ -204,9 +194,9 @@ private:
       NNC_ASSIGN_OR_RETURN(xb, toBlocked(x, 1, conv));
     }
     int64_t inBlock = plainInput || depthwise ? 1 : b;
-    NNC_ASSIGN_OR_RETURN(Value * wp, make(OpKind::PackConvWeight, {w},
-                                          {{"in_block", inBlock}, {"out_block", b}}, conv,
-                                          "weights-packed"));
+    NNC_ASSIGN_OR_RETURN(Value * wp,
+                         make(OpKind::PackConvWeight, {w},
+                              {{"in_block", inBlock}, {"out_block", b}}, conv, "weights-packed"));
     std::vector<Value *> ops{xb, wp};
     if (bias) {
       NNC_ASSIGN_OR_RETURN(Value * bb, toBlocked(bias, 0, conv));
@@ -235,10 +225,12 @@ private:
       for (int64_t j = 0; j < cg; ++j)
         std::memcpy(static_cast<char *>(out.rawData()) +
                         ((o * b + offset + j) * taps) * dtypeSize(t.dtype()),
-                    static_cast<const char *>(t.rawData()) + ((o * cg + j) * taps) * dtypeSize(t.dtype()),
+                    static_cast<const char *>(t.rawData()) +
+                        ((o * cg + j) * taps) * dtypeSize(t.dtype()),
                     taps * dtypeSize(t.dtype()));
     }
-    Node *n = g_->createNode(OpKind::Constant, {}, {TensorType(t.dtype(), shapeFromExtents(out.extents()))},
+    Node *n = g_->createNode(OpKind::Constant, {},
+                             {TensorType(t.dtype(), shapeFromExtents(out.extents()))},
                              {{"value", Attribute(out)}}, "", {w->name() + "_regrouped"}, conv);
     return n->result();
   }
@@ -295,8 +287,8 @@ private:
     const Node *from = nullptr;
     for (Value *v : u->operands())
       if (v && v->producer() && v->producer()->kind() == OpKind::FromNCHWc &&
-          (!from || (from->result()->shape() != u->result()->shape() &&
-                     v->shape() == u->result()->shape())))
+          (!from ||
+           (from->result()->shape() != u->result()->shape() && v->shape() == u->result()->shape())))
         from = v->producer();
     if (!from)
       return nullptr;
@@ -394,6 +386,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Pass> createLayoutNCHWcPass() { return std::make_unique<LayoutNCHWcPass>(); }
+std::unique_ptr<Pass> createLayoutNCHWcPass() {
+  return std::make_unique<LayoutNCHWcPass>();
+}
 
 } // namespace nnc

@@ -9,6 +9,8 @@
 // the microkernel's default width), insert them as a constant before the matmul and point
 // the matmul at it. The old constant stays for its other users (dce removes it otherwise).
 // The matmul of an attention group (a softmax feeding operand 0) is left alone.
+#include <algorithm>
+
 #include "nnc/ir/GemmPacking.h"
 #include "nnc/passes/Passes.h"
 
@@ -16,22 +18,18 @@ namespace nnc {
 
 namespace {
 
-/// Columns of a panel: two vectors of the host's f32 registers.
-int64_t hostPanelWidth() {
-#if defined(__x86_64__) || defined(__i386__)
-  if (__builtin_cpu_supports("avx512f"))
-    return 32;
-#endif
-  return 16;
+/// Columns of a panel: two vectors of the target's f32 registers (at least 16).
+int64_t panelWidth(const CpuTarget &cpu) {
+  return std::max<int64_t>(16, 2 * cpu.f32Lanes());
 }
 
 class PackGemmWeightsPass : public Pass {
 public:
   std::string_view name() const override { return "pack-gemm-weights"; }
 
-  Expected<bool> run(Graph &g, PassContext &) override {
+  Expected<bool> run(Graph &g, PassContext &ctx) override {
     bool changed = false;
-    int64_t nr = hostPanelWidth();
+    int64_t nr = panelWidth(ctx.cpu);
     for (Node *mm : g.nodes()) {
       if (mm->kind() != OpKind::MatMul || mm->hasAttr("packed_n"))
         continue;

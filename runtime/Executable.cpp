@@ -110,7 +110,7 @@ std::vector<KernelProfile> CpuExecutable::kernelProfile() const {
 
 Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
   auto start = std::chrono::steady_clock::now();
-  NNC_ASSIGN_OR_RETURN(p_, buildLaunchPlan(g, "CPU", opts.tuning.get()));
+  NNC_ASSIGN_OR_RETURN(p_, buildLaunchPlan(g, "CPU", opts.tuning.get(), opts.codegen.cpu));
   std::vector<KernelFn> fns(p_.kernels.size(), nullptr);
 
   // 4. Machine code.
@@ -149,8 +149,7 @@ Expected<std::vector<Tensor>> CpuExecutable::run(const std::vector<Tensor> &inpu
 
 } // namespace
 
-Expected<std::unique_ptr<Executable>> Executable::compile(const Graph &g,
-                                                          const CpuOptions &opts) {
+Expected<std::unique_ptr<Executable>> Executable::compile(const Graph &g, const CpuOptions &opts) {
   auto exe = std::make_unique<CpuExecutable>();
   if (Error e = exe->build(g, opts))
     return e;

@@ -94,7 +94,7 @@ bool containsGemmTile(const kir::Stmt &s) {
 } // namespace
 
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
-                                     const tuning::ConfigSource *tuning) {
+                                     const tuning::ConfigSource *tuning, const CpuTarget &cpu) {
   LaunchPlan p;
   auto staticOf = [target](const Value *v) -> Expected<Extents> {
     std::optional<Extents> e = staticExtents(v->shape());
@@ -147,10 +147,17 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     auto it = slots.find(v);
     if (it != slots.end()) {
       switch (it->second.kind) {
-      case SlotKind::Input: spec.kind = OutputSpec::FromInput; break;
-      case SlotKind::Weight: spec.kind = OutputSpec::FromWeight; break;
-      case SlotKind::Output: spec.kind = OutputSpec::CopyOfOutput; break;
-      case SlotKind::Arena: NNC_ASSERT(false);
+      case SlotKind::Input:
+        spec.kind = OutputSpec::FromInput;
+        break;
+      case SlotKind::Weight:
+        spec.kind = OutputSpec::FromWeight;
+        break;
+      case SlotKind::Output:
+        spec.kind = OutputSpec::CopyOfOutput;
+        break;
+      case SlotKind::Arena:
+        NNC_ASSERT(false);
       }
       spec.index = static_cast<int>(it->second.index);
     } else {
@@ -166,6 +173,7 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
   std::map<std::string, bool> tunedBySignature;
   tuning::LowerOptions lowerOpts;
   lowerOpts.configs = tuning;
+  lowerOpts.cpu = cpu;
   double unitFlops = 0; // the work of the tunable GEMMs met while lowering the current unit
   lowerOpts.onTunable = [&](const tuning::Problem &tp, bool tuned) {
     tunedBySignature[tp.signature] = tuned;
@@ -205,17 +213,17 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
         continue;
       }
     }
-    std::string prefix = fmt::format("n{}_{}{}", position[n],
-                                     sanitize((unit.anchor ? unit.anchor : n)->opName()),
-                                     unit.members.empty() ? "" : "_fused");
+    std::string prefix =
+        fmt::format("n{}_{}{}", position[n], sanitize((unit.anchor ? unit.anchor : n)->opName()),
+                    unit.members.empty() ? "" : "_fused");
     unitFlops = 0;
     NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix, lowerOpts));
     std::vector<std::string> sources;
     for (const Node *m : unit.members.empty() ? std::vector<const Node *>{n} : unit.members)
-      sources.push_back(!m->name().empty() ? m->name()
-                                           : fmt::format("{} %{}", m->opName(),
-                                                         m->numResults() ? m->result()->name()
-                                                                         : std::string()));
+      sources.push_back(!m->name().empty()
+                            ? m->name()
+                            : fmt::format("{} %{}", m->opName(),
+                                          m->numResults() ? m->result()->name() : std::string()));
     // The GEMM work goes to the kernel that runs the GEMM tiles (the last one when several
     // do, or none: a unit's packing and im2col kernels come before its GEMM).
     size_t flopsKernel = ks.empty() ? 0 : ks.size() - 1;
@@ -239,8 +247,8 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
         int64_t bytes = b.numElements * static_cast<int64_t>(dtypeSize(b.dtype));
         Slot slot{SlotKind::Arena, -1};
         if (b.role == kir::BufferRole::Extent) {
-          const Value *r = b.index < static_cast<int>(n->numResults()) ? n->result(b.index)
-                                                                        : nullptr;
+          const Value *r =
+              b.index < static_cast<int>(n->numResults()) ? n->result(b.index) : nullptr;
           if (!r || !dynamicOutput.count(r) || b.dtype != DType::I64 || b.numElements != 1)
             return n->error("kernel '{}': parameter '{}' holds the extent of result {}, "
                             "which is not a data-dependent graph output",
@@ -254,19 +262,19 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
         } else if (b.role == kir::BufferRole::Scratch) {
           auto [it, inserted] = scratchRequest.emplace(b.index, static_cast<int>(requests.size()));
           if (inserted)
-            requests.push_back({fmt::format("{}/scratch{}", prefix, b.index), bytes, launch,
-                                launch});
+            requests.push_back(
+                {fmt::format("{}/scratch{}", prefix, b.index), bytes, launch, launch});
           BufferRequest &q = requests[it->second];
           q.bytes = std::max(q.bytes, bytes);
           q.lastUse = launch;
           slot.index = it->second;
         } else {
           bool isOperand = b.role == kir::BufferRole::Operand;
-          Value *v = isOperand ? (b.index < static_cast<int>(unit.operands.size())
-                                      ? unit.operands[b.index]
-                                      : nullptr)
-                               : (b.index < static_cast<int>(n->numResults()) ? n->result(b.index)
-                                                                            : nullptr);
+          Value *v =
+              isOperand
+                  ? (b.index < static_cast<int>(unit.operands.size()) ? unit.operands[b.index]
+                                                                      : nullptr)
+                  : (b.index < static_cast<int>(n->numResults()) ? n->result(b.index) : nullptr);
           if (!v)
             return n->error("kernel '{}': parameter '{}' is bound to {} {}, which the node "
                             "does not have",
@@ -278,18 +286,16 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
                                              ? std::optional<int64_t>(b.numElements)
                                              : checkedNumElements(*staticExtents(v->shape()));
           // Kernels that only move storage-only values (f8, i4, ...) see them as u8 bytes.
-          bool sameType = b.dtype == v->dtype() ||
-                          (isStorageOnly(v->dtype()) && b.dtype == DType::U8);
+          bool sameType =
+              b.dtype == v->dtype() || (isStorageOnly(v->dtype()) && b.dtype == DType::U8);
           if (!sameType || !count || b.numElements != *count)
-            return n->error("kernel '{}': parameter '{}' is {} x {} but %{} is {}", k.name,
-                            b.name, dtypeName(b.dtype), b.numElements, v->name(),
-                            v->type().str());
+            return n->error("kernel '{}': parameter '{}' is {} x {} but %{} is {}", k.name, b.name,
+                            dtypeName(b.dtype), b.numElements, v->name(), v->type().str());
           auto it = slots.find(v);
           if (it != slots.end() && it->second.kind != SlotKind::Arena) {
             slot = it->second;
           } else {
-            auto [rit, inserted] =
-                requestOfValue.emplace(v, static_cast<int>(requests.size()));
+            auto [rit, inserted] = requestOfValue.emplace(v, static_cast<int>(requests.size()));
             if (inserted) {
               requests.push_back({v->name(), bytes, launch, launch});
               slots[v] = {SlotKind::Arena, rit->second};
@@ -371,9 +377,8 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     p.outputs[o].dataBytes = data.bytes;
     p.outputs[o].extentOffset = p.plan.entries[extentRequestOfValue.at(v)].offset;
   }
-  p.arenaBytes = std::max<int64_t>(kArenaAlignment,
-                                  (p.plan.peakBytes + kArenaAlignment - 1) / kArenaAlignment *
-                                      kArenaAlignment);
+  p.arenaBytes = std::max<int64_t>(kArenaAlignment, (p.plan.peakBytes + kArenaAlignment - 1) /
+                                                        kArenaAlignment * kArenaAlignment);
   // Arena slots point at plan offsets from here on.
   for (Slot &s : p.args)
     if (s.kind == SlotKind::Arena)

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "RunPlan.h"
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Kernel.h"
 #include "nnc/ir/Tensor.h"
 #include "nnc/runtime/Executable.h"
-#include "RunPlan.h"
 
 namespace nnc {
 
@@ -36,8 +36,10 @@ struct LaunchPlan : RunPlan {
 ///  3. Liveness of arena buffers over the launch order (first and last kernel that touches
 ///     them); an elementwise kernel may write its result over an operand that dies there.
 ///  4. planBuffers() gives the offsets; arena slots hold them from then on.
-/// Tunable kernels take their configs from `tuning` (null: heuristic defaults).
+/// Tunable kernels take their configs from `tuning` (null: heuristic defaults); CPU kernels
+/// are lowered for `cpu`.
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
-                                     const tuning::ConfigSource *tuning = nullptr);
+                                     const tuning::ConfigSource *tuning = nullptr,
+                                     const CpuTarget &cpu = CpuTarget::host());
 
 } // namespace nnc

@@ -99,8 +99,10 @@ public:
     FixedConfig src(p.signature, cfg);
     tuning::LowerOptions lo;
     lo.configs = &src;
+    lo.cpu = p.cpu;
     NNC_ASSIGN_OR_RETURN(kernels_, lowerNode(node_, "tune", lo));
     CodegenOptions co;
+    co.cpu = p.cpu;
     co.cacheDir = ""; // candidates are not worth keeping in the object cache
     co.parallelFor = &nnc_parallel_for;
     NNC_ASSIGN_OR_RETURN(module_, compileKernels(kernels_, co));
@@ -229,18 +231,18 @@ class Progress {
 public:
   Progress(bool on, double budget) : on_(on), tty_(isatty(2)), budget_(budget) {}
   /// Redraws the line on a terminal; elsewhere prints it only when `final` (a kernel done).
-  void update(double elapsed, size_t kernel, size_t kernels, const std::string &what,
-              double best, double dflt, int trial, bool final = false) {
+  void update(double elapsed, size_t kernel, size_t kernels, const std::string &what, double best,
+              double dflt, int trial, bool final = false) {
     if (!on_ || (!tty_ && !final))
       return;
     double frac = std::min(1.0, budget_ > 0 ? elapsed / budget_ : 1.0);
     int filled = static_cast<int>(frac * 24);
     std::string bar = std::string(filled, '#') + std::string(24 - filled, '.');
-    std::string line = fmt::format(
-        "[{}] {:3.0f}% {:.0f}/{:.0f}s ETA {:.0f}s | kernel {}/{} {} | best {:.3f} ms "
-        "(default {:.3f}, {:.2f}x) trial {}",
-        bar, frac * 100, elapsed, budget_, std::max(0.0, budget_ - elapsed), kernel, kernels,
-        what, best, dflt, best > 0 ? dflt / best : 1.0, trial);
+    std::string line =
+        fmt::format("[{}] {:3.0f}% {:.0f}/{:.0f}s ETA {:.0f}s | kernel {}/{} {} | best {:.3f} ms "
+                    "(default {:.3f}, {:.2f}x) trial {}",
+                    bar, frac * 100, elapsed, budget_, std::max(0.0, budget_ - elapsed), kernel,
+                    kernels, what, best, dflt, best > 0 ? dflt / best : 1.0, trial);
     if (tty_)
       std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
     else
@@ -289,7 +291,7 @@ tuning::Config mutate(const tuning::Space &space, const tuning::Config &parent,
 Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOptions &opts) {
   auto start = Clock::now();
   TuneSummary summary;
-  std::string device = cpuDeviceFingerprint(opts.threads);
+  std::string device = cpuDeviceFingerprint(opts.threads, opts.cpu);
   ThreadPool *pool = opts.threads == 1 ? nullptr : ThreadPool::shared(opts.threads);
   ThreadPool::Scope scope(pool);
   auto stopped = [&] { return opts.stop && opts.stop->load(); };
@@ -302,6 +304,7 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
       continue;
     std::vector<tuning::Problem> found;
     tuning::LowerOptions lo;
+    lo.cpu = opts.cpu;
     lo.onTunable = [&](const tuning::Problem &p, bool) { found.push_back(p); };
     NNC_TRY(lowerNode(*n, "probe", lo).takeError());
     for (const tuning::Problem &p : found) {
@@ -334,8 +337,8 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
     k.bestConfig = tuning::configStr(defaults[i]);
     refs[i] = benches[i]->results();
     usable[i] = true;
-    progress.update(secondsSince(start), i + 1, total, "default " + k.problem.signature,
-                    k.bestMs, k.defaultMs, 0);
+    progress.update(secondsSince(start), i + 1, total, "default " + k.problem.signature, k.bestMs,
+                    k.defaultMs, 0);
   }
 
   // 3. Budget by time share, largest first.
@@ -418,8 +421,8 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
         std::sort(population.begin(), population.end(),
                   [](const auto &a, const auto &b) { return a.first < b.first; });
       }
-      progress.update(secondsSince(start), oi + 1, total, k.problem.signature,
-                      population[0].first, k.defaultMs, measured);
+      progress.update(secondsSince(start), oi + 1, total, k.problem.signature, population[0].first,
+                      k.defaultMs, measured);
     }
     k.measured = measured;
 
@@ -443,8 +446,15 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
     k.bestConfig = tuning::configStr(best);
     progress.update(secondsSince(start), oi + 1, total, k.problem.signature, bestMs, k.defaultMs,
                     measured, /*final=*/true);
-    TuningRecord rec{k.problem.kind, k.problem.signature, device, space.version,
-                     k.bestConfig,   bestMs,              k.defaultMs, measured, ""};
+    TuningRecord rec{k.problem.kind,
+                     k.problem.signature,
+                     device,
+                     space.version,
+                     k.bestConfig,
+                     bestMs,
+                     k.defaultMs,
+                     measured,
+                     ""};
     NNC_TRY(cache.put(rec));
     carry = share - secondsSince(kernelStart);
     if (stopped())

@@ -14,8 +14,6 @@
 
 namespace nnc {
 
-namespace {
-
 std::string cpuModelName() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -27,6 +25,8 @@ std::string cpuModelName() {
     }
   return "unknown cpu";
 }
+
+namespace {
 
 std::string utcNow() {
   std::time_t t = std::time(nullptr);
@@ -87,10 +87,11 @@ constexpr const char *kColumns =
 
 } // namespace
 
-std::string cpuDeviceFingerprint(int threads) {
+std::string cpuDeviceFingerprint(int threads, const CpuTarget &cpu) {
   if (threads <= 0)
     threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return fmt::format("cpu {} | {} | threads={}", cpuModelName(), hostCpuDescription(), threads);
+  return fmt::format("cpu {} | {} | {} | threads={}", cpuModelName(), cpu.str(),
+                     hostCpuDescription(), threads);
 }
 
 std::string TuningCache::defaultPath() {
@@ -127,8 +128,7 @@ Expected<std::unique_ptr<TuningCache>> TuningCache::open(const std::string &path
     return makeError("tuning cache {} does not exist", path);
   }
   int flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  if (sqlite3_open_v2(path.c_str(), &c->db_, flags | SQLITE_OPEN_FULLMUTEX, nullptr) !=
-      SQLITE_OK)
+  if (sqlite3_open_v2(path.c_str(), &c->db_, flags | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK)
     return makeError("cannot open the tuning cache {}: {}", path,
                      c->db_ ? sqlite3_errmsg(c->db_) : "out of memory");
   // Writers wait for each other instead of failing; WAL lets readers run beside a writer and
@@ -136,16 +136,16 @@ Expected<std::unique_ptr<TuningCache>> TuningCache::open(const std::string &path
   sqlite3_busy_timeout(c->db_, 30000);
   if (!readOnly) {
     NNC_TRY(c->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
-    NNC_TRY(c->exec(
-        "CREATE TABLE IF NOT EXISTS tuning("
-        " kind TEXT NOT NULL, signature TEXT NOT NULL, device TEXT NOT NULL,"
-        " space_version INTEGER NOT NULL, config TEXT NOT NULL, median_ms REAL NOT NULL,"
-        " default_ms REAL NOT NULL, trials INTEGER NOT NULL, updated TEXT NOT NULL,"
-        " PRIMARY KEY(signature, device, space_version));"
-        "CREATE TABLE IF NOT EXISTS trials("
-        " signature TEXT NOT NULL, device TEXT NOT NULL, space_version INTEGER NOT NULL,"
-        " config TEXT NOT NULL, ms REAL NOT NULL,"
-        " PRIMARY KEY(signature, device, space_version, config));"));
+    NNC_TRY(
+        c->exec("CREATE TABLE IF NOT EXISTS tuning("
+                " kind TEXT NOT NULL, signature TEXT NOT NULL, device TEXT NOT NULL,"
+                " space_version INTEGER NOT NULL, config TEXT NOT NULL, median_ms REAL NOT NULL,"
+                " default_ms REAL NOT NULL, trials INTEGER NOT NULL, updated TEXT NOT NULL,"
+                " PRIMARY KEY(signature, device, space_version));"
+                "CREATE TABLE IF NOT EXISTS trials("
+                " signature TEXT NOT NULL, device TEXT NOT NULL, space_version INTEGER NOT NULL,"
+                " config TEXT NOT NULL, ms REAL NOT NULL,"
+                " PRIMARY KEY(signature, device, space_version, config));"));
   }
   return c;
 }
@@ -196,8 +196,8 @@ Error TuningCache::put(const TuningRecord &r) {
 }
 
 Expected<std::vector<TuningRecord>> TuningCache::all() {
-  Stmt s(db_, fmt::format("SELECT {} FROM tuning ORDER BY kind, signature, device", kColumns)
-                  .c_str());
+  Stmt s(db_,
+         fmt::format("SELECT {} FROM tuning ORDER BY kind, signature, device", kColumns).c_str());
   if (!s.ok())
     return makeError("tuning cache {}: {}", path_, sqlite3_errmsg(db_));
   std::vector<TuningRecord> out;

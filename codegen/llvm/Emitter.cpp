@@ -14,9 +14,9 @@
 #include <llvm/ADT/Triple.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/Constants.h>
-#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Metadata.h>
 #include <llvm/IR/Module.h>
@@ -31,7 +31,9 @@ using llvm::IRBuilder;
 using llvm::Type;
 using llvm::Value;
 
-bool isSigned(DType t) { return isSignedInteger(t); }
+bool isSigned(DType t) {
+  return isSignedInteger(t);
+}
 
 /// A name in scope: a loop variable (an i64 value) or a local (an alloca of its compute type).
 struct Binding {
@@ -43,8 +45,9 @@ using Scope = std::map<std::string, Binding>;
 
 class KernelEmitter {
 public:
-  KernelEmitter(llvm::Module &m, const kir::Kernel &k, llvm::TargetMachine &tm)
-      : m_(m), c_(m.getContext()), b_(c_), k_(k), tm_(tm) {
+  KernelEmitter(llvm::Module &m, const kir::Kernel &k, llvm::TargetMachine &tm,
+                const CpuTarget &cpu)
+      : m_(m), c_(m.getContext()), b_(c_), k_(k), tm_(tm), cpu_(cpu) {
     // A multiply feeding an add may become one FMA (matmul/conv accumulators): a rounding
     // difference within float reassociation, which every schedule is allowed.
     llvm::FastMathFlags fmf;
@@ -60,18 +63,26 @@ private:
     switch (t) {
     case DType::F32:
     case DType::F16:
-    case DType::BF16: return b_.getFloatTy();
-    case DType::F64: return b_.getDoubleTy();
+    case DType::BF16:
+      return b_.getFloatTy();
+    case DType::F64:
+      return b_.getDoubleTy();
     case DType::I8:
-    case DType::U8: return b_.getInt8Ty();
+    case DType::U8:
+      return b_.getInt8Ty();
     case DType::I16:
-    case DType::U16: return b_.getInt16Ty();
+    case DType::U16:
+      return b_.getInt16Ty();
     case DType::I32:
-    case DType::U32: return b_.getInt32Ty();
+    case DType::U32:
+      return b_.getInt32Ty();
     case DType::I64:
-    case DType::U64: return b_.getInt64Ty();
-    case DType::Bool: return b_.getInt1Ty();
-    default: return b_.getInt8Ty(); // storage-only formats: raw bytes, moved but not computed
+    case DType::U64:
+      return b_.getInt64Ty();
+    case DType::Bool:
+      return b_.getInt1Ty();
+    default:
+      return b_.getInt8Ty(); // storage-only formats: raw bytes, moved but not computed
     }
   }
   Type *storageType(DType t) {
@@ -140,8 +151,10 @@ private:
     case DType::BF16:
       return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(stored, b_.getInt32Ty()), 16),
                               b_.getFloatTy());
-    case DType::Bool: return b_.CreateICmpNE(stored, intConst(b_.getInt8Ty(), 0));
-    default: return stored;
+    case DType::Bool:
+      return b_.CreateICmpNE(stored, intConst(b_.getInt8Ty(), 0));
+    default:
+      return stored;
     }
   }
   Value *storeValue(DType t, Value *v) {
@@ -151,8 +164,10 @@ private:
     case DType::BF16:
       return b_.CreateTrunc(b_.CreateLShr(b_.CreateBitCast(roundBf16(v), b_.getInt32Ty()), 16),
                             b_.getInt16Ty());
-    case DType::Bool: return b_.CreateZExt(v, b_.getInt8Ty());
-    default: return v;
+    case DType::Bool:
+      return b_.CreateZExt(v, b_.getInt8Ty());
+    default:
+      return v;
     }
   }
 
@@ -189,9 +204,7 @@ private:
                        -7.37332916720468e-03, -1.42647390514189e-02});
     return b_.CreateFDiv(b_.CreateFMul(x, p), q);
   }
-  Value *unaryIntrinsic(llvm::Intrinsic::ID id, Value *a) {
-    return b_.CreateUnaryIntrinsic(id, a);
-  }
+  Value *unaryIntrinsic(llvm::Intrinsic::ID id, Value *a) { return b_.CreateUnaryIntrinsic(id, a); }
 
   // ---- Statements ----
   void emitStmt(const kir::Stmt &s);
@@ -217,8 +230,8 @@ private:
       Value *slot = b_.CreateConstInBoundsGEP1_64(ptr, buffersArg, i);
       llvm::LoadInst *p = b_.CreateLoad(ptr, slot, d.name);
       bufs_.push_back(p);
-      if (!d.written || d.role != kir::BufferRole::Result ||
-          d.numElements * int64_t(dtypeSize(d.dtype)) < streamingStoreBytes())
+      if (!d.written || d.role != kir::BufferRole::Result || cpu_.streamingStoreBytes <= 0 ||
+          d.numElements * int64_t(dtypeSize(d.dtype)) < cpu_.streamingStoreBytes)
         continue;
       // A streaming result: the runtime binds it at a kBufferAlignment boundary (arena
       // offsets, tensor storage), so the optimizer may align its vector stores, which
@@ -249,6 +262,7 @@ private:
   IRBuilder<> b_;
   const kir::Kernel &k_;
   llvm::TargetMachine &tm_;
+  const CpuTarget &cpu_;
   llvm::Function *fn_ = nullptr;
   Value *buffersArg_ = nullptr; ///< The current function's `void** buffers`.
   std::vector<Value *> bufs_;
@@ -258,9 +272,17 @@ private:
   std::optional<std::string> error_;
 };
 
-void setTargetAttributes(llvm::Function *f, llvm::TargetMachine &tm) {
+/// The ISA (the target machine's level and features) and, stated by nnc rather than inherited
+/// from LLVM's tuning for a CPU model name, the vector width: the loop vectorizer and the code
+/// generator use `cpu`'s full width (LLVM 15 tunes AVX-512 Intel models to prefer 256-bit
+/// vectors, which halved the width of every kernel there). Scheduling is LLVM's generic model.
+void setTargetAttributes(llvm::Function *f, llvm::TargetMachine &tm, const CpuTarget &cpu) {
   f->addFnAttr("target-cpu", tm.getTargetCPU());
   f->addFnAttr("target-features", tm.getTargetFeatureString());
+  f->addFnAttr("tune-cpu", "generic");
+  std::string width = std::to_string(cpu.vectorBits);
+  f->addFnAttr("prefer-vector-width", width);
+  f->addFnAttr("min-legal-vector-width", width);
   f->addFnAttr(llvm::Attribute::NoUnwind);
 }
 
@@ -270,7 +292,7 @@ Error KernelEmitter::emit(const kir::Stmt &body) {
   if (m_.getFunction(k_.name))
     return makeError("kernel {}: duplicate kernel name", k_.name);
   fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, k_.name, m_);
-  setTargetAttributes(fn_, tm_);
+  setTargetAttributes(fn_, tm_, cpu_);
   buffersArg_ = fn_->getArg(0);
   buffersArg_->setName("buffers");
   llvm::BasicBlock *entry = llvm::BasicBlock::Create(c_, "entry", fn_);
@@ -329,7 +351,8 @@ Value *KernelEmitter::emitExpr(const kir::Expr &ep) {
       return poison(e.type);
     return loadValue(dt, b_.CreateLoad(storageType(dt), p));
   }
-  case kir::ExprKind::Op: return emitOp(e);
+  case kir::ExprKind::Op:
+    return emitOp(e);
   case kir::ExprKind::Cast: {
     if (e.args.size() != 1) {
       fail("cast needs one operand");
@@ -344,7 +367,6 @@ Value *KernelEmitter::emitExpr(const kir::Expr &ep) {
   fail("unknown expression kind");
   return poison(e.type);
 }
-
 
 /// A cast with a storage-only side (a byte holding the format's bits): decode to the
 /// canonical arithmetic type, cast, encode (FloatFormats.h helpers of MathLib.cpp for the
@@ -377,9 +399,9 @@ Value *KernelEmitter::emitStorageCast(Value *v, DType from, const kir::ExprNode 
     fail("cast to {} with round mode '{}'", dtypeName(to), e.roundMode);
     return poison(to);
   }
-  Value *bits = callHelper(storageEncodeHelper(to).c_str(), i32,
-                           {c, intConst(i32, e.saturate ? 1 : 0),
-                            intConst(i32, static_cast<uint32_t>(mode))});
+  Value *bits = callHelper(
+      storageEncodeHelper(to).c_str(), i32,
+      {c, intConst(i32, e.saturate ? 1 : 0), intConst(i32, static_cast<uint32_t>(mode))});
   return b_.CreateTrunc(bits, i8);
 }
 
@@ -404,15 +426,16 @@ Value *KernelEmitter::emitCast(Value *v, DType from, DType to) {
       if (to == DType::F32 || to == DType::F64)
         return b_.CreateFPCast(v, tt);
       if (v->getType()->isDoubleTy())
-        return callHelper(to == DType::F16 ? kRoundF64ToF16 : kRoundF64ToBF16,
-                          b_.getFloatTy(), {v});
+        return callHelper(to == DType::F16 ? kRoundF64ToF16 : kRoundF64ToBF16, b_.getFloatTy(),
+                          {v});
       return roundTo(to, v);
     }
     bool s = isSigned(from);
     if (to == DType::F32 || to == DType::F64)
       return s ? b_.CreateSIToFP(v, tt) : b_.CreateUIToFP(v, tt);
     if (to == DType::F16) // every integer beyond 2^24 overflows f16, so one float rounding is exact
-      return roundF16(s ? b_.CreateSIToFP(v, b_.getFloatTy()) : b_.CreateUIToFP(v, b_.getFloatTy()));
+      return roundF16(s ? b_.CreateSIToFP(v, b_.getFloatTy())
+                        : b_.CreateUIToFP(v, b_.getFloatTy()));
     Value *d = s ? b_.CreateSIToFP(v, b_.getDoubleTy()) : b_.CreateUIToFP(v, b_.getDoubleTy());
     return callHelper(kRoundF64ToBF16, b_.getFloatTy(), {d});
   }
@@ -444,7 +467,7 @@ Value *KernelEmitter::intPow(Value *a, Value *b, DType t) {
   if (!f) {
     auto *fty = llvm::FunctionType::get(it, {it, it}, false);
     f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
-    setTargetAttributes(f, tm_);
+    setTargetAttributes(f, tm_, cpu_);
     f->addFnAttr(llvm::Attribute::ReadNone);
     f->addFnAttr(llvm::Attribute::WillReturn);
     IRBuilder<> fb(c_);
@@ -530,11 +553,13 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
   switch (e.op) {
   // ---- Unary ----
   case OpKind::Neg:
-    if (!need(1)) break;
+    if (!need(1))
+      break;
     r = f ? b_.CreateFNeg(a[0]) : b_.CreateSub(zero, a[0]);
     break;
   case OpKind::Abs:
-    if (!need(1)) break;
+    if (!need(1))
+      break;
     if (f)
       r = unaryIntrinsic(I::fabs, a[0]);
     else if (s)
@@ -543,7 +568,8 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
       r = a[0];
     break;
   case OpKind::Sign: {
-    if (!need(1)) break;
+    if (!need(1))
+      break;
     Value *mone = f ? fpConst(ty, -1) : llvm::ConstantInt::getSigned(ty, -1);
     if (f) {
       Value *v = b_.CreateSelect(b_.CreateFCmpOGT(a[0], zero), one,
@@ -557,31 +583,89 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     }
     break;
   }
-  case OpKind::Exp: if (need(1)) r = unaryIntrinsic(I::exp, a[0]); break;
-  case OpKind::Log: if (need(1)) r = unaryIntrinsic(I::log, a[0]); break;
-  case OpKind::Sqrt: if (need(1)) r = unaryIntrinsic(I::sqrt, a[0]); break;
-  case OpKind::Sin: if (need(1)) r = unaryIntrinsic(I::sin, a[0]); break;
-  case OpKind::Cos: if (need(1)) r = unaryIntrinsic(I::cos, a[0]); break;
-  case OpKind::Floor: if (need(1)) r = unaryIntrinsic(I::floor, a[0]); break;
-  case OpKind::Ceil: if (need(1)) r = unaryIntrinsic(I::ceil, a[0]); break;
-  case OpKind::Round: if (need(1)) r = unaryIntrinsic(I::roundeven, a[0]); break;
-  case OpKind::Reciprocal: if (need(1)) r = b_.CreateFDiv(one, a[0]); break;
-  case OpKind::Tan: if (need(1)) r = libm("tan", a[0]); break;
-  case OpKind::Asin: if (need(1)) r = libm("asin", a[0]); break;
-  case OpKind::Acos: if (need(1)) r = libm("acos", a[0]); break;
-  case OpKind::Atan: if (need(1)) r = libm("atan", a[0]); break;
-  case OpKind::Sinh: if (need(1)) r = libm("sinh", a[0]); break;
-  case OpKind::Cosh: if (need(1)) r = libm("cosh", a[0]); break;
-  case OpKind::Tanh: if (need(1)) r = libm("tanh", a[0]); break;
-  case OpKind::Asinh: if (need(1)) r = libm("asinh", a[0]); break;
-  case OpKind::Acosh: if (need(1)) r = libm("acosh", a[0]); break;
-  case OpKind::Atanh: if (need(1)) r = libm("atanh", a[0]); break;
+  case OpKind::Exp:
+    if (need(1))
+      r = unaryIntrinsic(I::exp, a[0]);
+    break;
+  case OpKind::Log:
+    if (need(1))
+      r = unaryIntrinsic(I::log, a[0]);
+    break;
+  case OpKind::Sqrt:
+    if (need(1))
+      r = unaryIntrinsic(I::sqrt, a[0]);
+    break;
+  case OpKind::Sin:
+    if (need(1))
+      r = unaryIntrinsic(I::sin, a[0]);
+    break;
+  case OpKind::Cos:
+    if (need(1))
+      r = unaryIntrinsic(I::cos, a[0]);
+    break;
+  case OpKind::Floor:
+    if (need(1))
+      r = unaryIntrinsic(I::floor, a[0]);
+    break;
+  case OpKind::Ceil:
+    if (need(1))
+      r = unaryIntrinsic(I::ceil, a[0]);
+    break;
+  case OpKind::Round:
+    if (need(1))
+      r = unaryIntrinsic(I::roundeven, a[0]);
+    break;
+  case OpKind::Reciprocal:
+    if (need(1))
+      r = b_.CreateFDiv(one, a[0]);
+    break;
+  case OpKind::Tan:
+    if (need(1))
+      r = libm("tan", a[0]);
+    break;
+  case OpKind::Asin:
+    if (need(1))
+      r = libm("asin", a[0]);
+    break;
+  case OpKind::Acos:
+    if (need(1))
+      r = libm("acos", a[0]);
+    break;
+  case OpKind::Atan:
+    if (need(1))
+      r = libm("atan", a[0]);
+    break;
+  case OpKind::Sinh:
+    if (need(1))
+      r = libm("sinh", a[0]);
+    break;
+  case OpKind::Cosh:
+    if (need(1))
+      r = libm("cosh", a[0]);
+    break;
+  case OpKind::Tanh:
+    if (need(1))
+      r = libm("tanh", a[0]);
+    break;
+  case OpKind::Asinh:
+    if (need(1))
+      r = libm("asinh", a[0]);
+    break;
+  case OpKind::Acosh:
+    if (need(1))
+      r = libm("acosh", a[0]);
+    break;
+  case OpKind::Atanh:
+    if (need(1))
+      r = libm("atanh", a[0]);
+    break;
   case OpKind::Erf:
     if (need(1))
       r = ty->getScalarType()->isFloatTy() ? erfF32(a[0]) : libm("erf", a[0]);
     break;
   case OpKind::Sigmoid: {
-    if (!need(1)) break;
+    if (!need(1))
+      break;
     // t = e^-|a| is exp(-a) for a >= 0 and exp(a) otherwise: the interpreter's two branches.
     Value *t = unaryIntrinsic(I::exp, b_.CreateFNeg(unaryIntrinsic(I::fabs, a[0])));
     Value *den = b_.CreateFAdd(one, t);
@@ -589,23 +673,41 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
                         b_.CreateFDiv(t, den));
     break;
   }
-  case OpKind::IsNaN: if (need(1)) r = b_.CreateFCmpUNO(a[0], a[0]); break;
+  case OpKind::IsNaN:
+    if (need(1))
+      r = b_.CreateFCmpUNO(a[0], a[0]);
+    break;
   case OpKind::IsInf:
     if (need(1))
-      r = b_.CreateFCmpOEQ(unaryIntrinsic(I::fabs, a[0]),
-                           llvm::ConstantFP::getInfinity(ty));
+      r = b_.CreateFCmpOEQ(unaryIntrinsic(I::fabs, a[0]), llvm::ConstantFP::getInfinity(ty));
     break;
-  case OpKind::Not: if (need(1)) r = b_.CreateNot(a[0]); break;
-  case OpKind::BitNot: if (need(1)) r = b_.CreateNot(a[0]); break;
+  case OpKind::Not:
+    if (need(1))
+      r = b_.CreateNot(a[0]);
+    break;
+  case OpKind::BitNot:
+    if (need(1))
+      r = b_.CreateNot(a[0]);
+    break;
 
   // ---- Binary ----
-  case OpKind::Add: if (need(2)) r = f ? b_.CreateFAdd(a[0], a[1]) : b_.CreateAdd(a[0], a[1]); break;
-  case OpKind::Sub: if (need(2)) r = f ? b_.CreateFSub(a[0], a[1]) : b_.CreateSub(a[0], a[1]); break;
-  case OpKind::Mul: if (need(2)) r = f ? b_.CreateFMul(a[0], a[1]) : b_.CreateMul(a[0], a[1]); break;
+  case OpKind::Add:
+    if (need(2))
+      r = f ? b_.CreateFAdd(a[0], a[1]) : b_.CreateAdd(a[0], a[1]);
+    break;
+  case OpKind::Sub:
+    if (need(2))
+      r = f ? b_.CreateFSub(a[0], a[1]) : b_.CreateSub(a[0], a[1]);
+    break;
+  case OpKind::Mul:
+    if (need(2))
+      r = f ? b_.CreateFMul(a[0], a[1]) : b_.CreateMul(a[0], a[1]);
+    break;
   case OpKind::Div:
   case OpKind::Mod:
   case OpKind::FMod: {
-    if (!need(2)) break;
+    if (!need(2))
+      break;
     Value *x = a[0], *y = a[1];
     if (f) {
       if (e.op == OpKind::Div) {
@@ -614,9 +716,9 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
         r = b_.CreateFRem(x, y);
         if (e.op == OpKind::Mod) {
           // Python's %: move a non-zero remainder to the divisor's sign; a zero one takes it.
-          Value *fix = b_.CreateAnd(b_.CreateFCmpUNE(r, zero),
-                                    b_.CreateXor(b_.CreateFCmpOLT(r, zero),
-                                                 b_.CreateFCmpOLT(y, zero)));
+          Value *fix =
+              b_.CreateAnd(b_.CreateFCmpUNE(r, zero),
+                           b_.CreateXor(b_.CreateFCmpOLT(r, zero), b_.CreateFCmpOLT(y, zero)));
           Value *signedZero = b_.CreateBinaryIntrinsic(I::copysign, zero, y);
           r = b_.CreateSelect(fix, b_.CreateFAdd(r, y),
                               b_.CreateSelect(b_.CreateFCmpOEQ(r, zero), signedZero, r));
@@ -640,9 +742,9 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     }
     Value *rem = s ? b_.CreateSRem(x, safeY) : b_.CreateURem(x, safeY);
     if (e.op == OpKind::Mod && s) {
-      Value *fix = b_.CreateAnd(b_.CreateICmpNE(rem, zero),
-                                b_.CreateXor(b_.CreateICmpSLT(rem, zero),
-                                             b_.CreateICmpSLT(y, zero)));
+      Value *fix =
+          b_.CreateAnd(b_.CreateICmpNE(rem, zero),
+                       b_.CreateXor(b_.CreateICmpSLT(rem, zero), b_.CreateICmpSLT(y, zero)));
       rem = b_.CreateSelect(fix, b_.CreateAdd(rem, y), rem);
     }
     if (!safeConst)
@@ -651,12 +753,14 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     break;
   }
   case OpKind::Pow:
-    if (!need(2)) break;
+    if (!need(2))
+      break;
     r = f ? b_.CreateBinaryIntrinsic(I::pow, a[0], a[1]) : intPow(a[0], a[1], t);
     break;
   case OpKind::Min:
   case OpKind::Max: {
-    if (!need(2)) break;
+    if (!need(2))
+      break;
     Value *x = a[0], *y = a[1];
     bool isMin = e.op == OpKind::Min;
     if (f) {
@@ -672,24 +776,35 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     break;
   }
   case OpKind::And:
-  case OpKind::BitAnd: if (need(2)) r = b_.CreateAnd(a[0], a[1]); break;
+  case OpKind::BitAnd:
+    if (need(2))
+      r = b_.CreateAnd(a[0], a[1]);
+    break;
   case OpKind::Or:
-  case OpKind::BitOr: if (need(2)) r = b_.CreateOr(a[0], a[1]); break;
+  case OpKind::BitOr:
+    if (need(2))
+      r = b_.CreateOr(a[0], a[1]);
+    break;
   case OpKind::Xor:
-  case OpKind::BitXor: if (need(2)) r = b_.CreateXor(a[0], a[1]); break;
+  case OpKind::BitXor:
+    if (need(2))
+      r = b_.CreateXor(a[0], a[1]);
+    break;
   case OpKind::ShiftLeft:
   case OpKind::ShiftRight: {
-    if (!need(2)) break;
+    if (!need(2))
+      break;
     unsigned bits = ty->getIntegerBitWidth();
     Value *tooBig = b_.CreateICmpUGE(a[1], llvm::ConstantInt::get(ty, bits));
     Value *amount = b_.CreateSelect(tooBig, zero, a[1]);
-    Value *sh = e.op == OpKind::ShiftLeft ? b_.CreateShl(a[0], amount)
-                                          : b_.CreateLShr(a[0], amount);
+    Value *sh =
+        e.op == OpKind::ShiftLeft ? b_.CreateShl(a[0], amount) : b_.CreateLShr(a[0], amount);
     r = b_.CreateSelect(tooBig, zero, sh);
     break;
   }
   case OpKind::Equal:
-    if (need(2)) r = f ? b_.CreateFCmpOEQ(a[0], a[1]) : b_.CreateICmpEQ(a[0], a[1]);
+    if (need(2))
+      r = f ? b_.CreateFCmpOEQ(a[0], a[1]) : b_.CreateICmpEQ(a[0], a[1]);
     break;
   case OpKind::Less:
     if (need(2))
@@ -712,7 +827,8 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
             : (s ? b_.CreateICmpSGE(a[0], a[1]) : b_.CreateICmpUGE(a[0], a[1]));
     break;
   case OpKind::Select:
-    if (need(3)) r = b_.CreateSelect(a[0], a[1], a[2]);
+    if (need(3))
+      r = b_.CreateSelect(a[0], a[1], a[2]);
     break;
   default:
     fail("op {} is not an elementwise op the LLVM backend supports", opInfo(e.op).name);
@@ -739,8 +855,12 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
     scope_ = std::move(saved);
     return;
   }
-  case kir::StmtKind::For: emitFor(s); return;
-  case kir::StmtKind::GemmTile: emitGemmTile(s); return;
+  case kir::StmtKind::For:
+    emitFor(s);
+    return;
+  case kir::StmtKind::GemmTile:
+    emitGemmTile(s);
+    return;
   case kir::StmtKind::Store: {
     DType dt;
     Value *p = bufferElement(s.buffer, s.index, dt);
@@ -790,8 +910,7 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
     if (error_)
       return;
     if (v->getType() != computeType(it->second.type)) {
-      fail("local '{}' of {} assigned {}", s.name, dtypeName(it->second.type),
-           printExpr(s.value));
+      fail("local '{}' of {} assigned {}", s.name, dtypeName(it->second.type), printExpr(s.value));
       return;
     }
     b_.CreateStore(v, it->second.slot);
@@ -806,8 +925,8 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
       return;
     }
     auto *thenB = llvm::BasicBlock::Create(c_, "then", fn_);
-    auto *elseB = s.body.size() > 1 && s.body[1] ? llvm::BasicBlock::Create(c_, "else", fn_)
-                                                 : nullptr;
+    auto *elseB =
+        s.body.size() > 1 && s.body[1] ? llvm::BasicBlock::Create(c_, "else", fn_) : nullptr;
     auto *join = llvm::BasicBlock::Create(c_, "endif", fn_);
     b_.CreateCondBr(cond, thenB, elseB ? elseB : join);
     b_.SetInsertPoint(thenB);
@@ -867,16 +986,16 @@ llvm::MDNode *KernelEmitter::loopMetadata(kir::LoopKind kind, const kir::Expr &e
     else
       ops.push_back(llvm::MDNode::get(c_, {llvm::MDString::get(c_, "llvm.loop.unroll.enable")}));
     break;
-  default: return nullptr;
+  default:
+    return nullptr;
   }
   llvm::MDNode *md = llvm::MDNode::getDistinct(c_, ops);
   md->replaceOperandWith(0, md);
   return md;
 }
 
-void KernelEmitter::emitLoop(const std::string &var, Value *begin, Value *end,
-                             kir::LoopKind kind, const kir::Expr &extentExpr,
-                             const std::vector<kir::Stmt> &body) {
+void KernelEmitter::emitLoop(const std::string &var, Value *begin, Value *end, kir::LoopKind kind,
+                             const kir::Expr &extentExpr, const std::vector<kir::Stmt> &body) {
   llvm::BasicBlock *pre = b_.GetInsertBlock();
   auto *header = llvm::BasicBlock::Create(c_, var + ".header", fn_);
   auto *bodyB = llvm::BasicBlock::Create(c_, var + ".body", fn_);
@@ -932,31 +1051,26 @@ void KernelEmitter::emitGemmTile(const kir::StmtNode &s) {
 }
 
 /// `void f32_gemm_<mr>x<nr>_<isa>(ptr a, ptr b, ptr c, i64 kc, i64 lda, i64 ak, i64 ldb,
-/// i64 ldc, i1 accumulate, i64 pfb)`: the GemmTile microkernel with mr x ceil(nr / W) accumulators of
-/// <W x float> (W: the target's f32 lanes) held in SSA values across the k loop; per k step
-/// it loads ceil(nr / W) vectors of B's row, broadcasts one A value per row and multiply-adds
+/// i64 ldc, i1 accumulate, i64 pfb)`: the GemmTile microkernel with mr x ceil(nr / W) accumulators
+/// of <W x float> (W: the target's f32 lanes) held in SSA values across the k loop; per k step it
+/// loads ceil(nr / W) vectors of B's row, broadcasts one A value per row and multiply-adds
 /// (llvm.fmuladd: an FMA where the target has one). A partial last vector uses masked loads
 /// and stores. The `_pfb` variant also prefetches, per k step, the B row at element offset
 /// pfb from the step's row (GemmTileShape::prefetchB). One definition per module and variant.
 llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch) {
-  std::string features = tm_.getTargetFeatureString().str();
-  bool avx512 = features.find("+avx512f") != std::string::npos;
-  bool avx2 = features.find("+avx2") != std::string::npos;
-  bool avx = features.find("+avx") != std::string::npos;
-  unsigned w = avx512 ? 16 : avx ? 8 : 4;
-  const char *isa = avx512 ? "avx512" : avx2 ? "avx2" : avx ? "avx" : "vec4";
+  unsigned w = static_cast<unsigned>(cpu_.f32Lanes());
+  const char *isa = cpu_.level == CpuTarget::Level::V4   ? "avx512"
+                    : cpu_.level == CpuTarget::Level::V3 ? "avx2"
+                                                         : "vec4";
   std::string name = fmt::format("f32_gemm_{}x{}_{}{}", mr, nr, isa, prefetch ? "_pfb" : "");
   if (llvm::Function *f = m_.getFunction(name))
     return f;
   Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty(), *f32 = b_.getFloatTy();
-  auto *fty = llvm::FunctionType::get(b_.getVoidTy(),
-                                      {ptr, ptr, ptr, i64, i64, i64, i64, i64, b_.getInt1Ty(),
-                                       i64},
-                                      false);
+  auto *fty = llvm::FunctionType::get(
+      b_.getVoidTy(), {ptr, ptr, ptr, i64, i64, i64, i64, i64, b_.getInt1Ty(), i64}, false);
   llvm::Function *f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
-  setTargetAttributes(f, tm_);
-  const char *argNames[] = {"a",   "b",   "c",          "kc", "lda",
-                            "ak",  "ldb", "ldc", "accumulate", "pfb"};
+  setTargetAttributes(f, tm_, cpu_);
+  const char *argNames[] = {"a", "b", "c", "kc", "lda", "ak", "ldb", "ldc", "accumulate", "pfb"};
   for (unsigned i = 0; i < 10; ++i)
     f->getArg(i)->setName(argNames[i]);
   Value *a = f->getArg(0), *bp = f->getArg(1), *c = f->getArg(2), *kc = f->getArg(3),
@@ -1015,8 +1129,8 @@ llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr, bool pref
     Value *prow = b.CreateGEP(f32, brow, pfb);
     for (int64_t l = 0; l * 16 < nr; ++l)
       b.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr},
-                        {b.CreateGEP(f32, prow, b.getInt64(l * 16)), b.getInt32(0),
-                         b.getInt32(3), b.getInt32(1)});
+                        {b.CreateGEP(f32, prow, b.getInt64(l * 16)), b.getInt32(0), b.getInt32(3),
+                         b.getInt32(1)});
   }
   Value *acol = b.CreateInBoundsGEP(f32, a, b.CreateMul(kv, ak));
   std::vector<Value *> next(init.size());
@@ -1096,7 +1210,7 @@ void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
   auto *bodyTy = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
   auto *bodyFn = llvm::Function::Create(bodyTy, llvm::Function::InternalLinkage,
                                         fmt::format("{}.par{}", k_.name, outlined_++), m_);
-  setTargetAttributes(bodyFn, tm_);
+  setTargetAttributes(bodyFn, tm_, cpu_);
 
   // Emit the body function with fresh state, then come back.
   llvm::Function *savedFn = fn_;
@@ -1143,8 +1257,7 @@ void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
     }
     scope_[captured[i].first] = bd;
   }
-  emitLoop(s.name, bodyFn->getArg(1), bodyFn->getArg(2), kir::LoopKind::Serial, s.extent,
-           s.body);
+  emitLoop(s.name, bodyFn->getArg(1), bodyFn->getArg(2), kir::LoopKind::Serial, s.extent, s.body);
   b_.CreateRetVoid();
 
   fn_ = savedFn;
@@ -1166,10 +1279,6 @@ void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
 }
 
 } // namespace
-
-int64_t streamingStoreBytes() {
-  return hostCacheBytes(3, int64_t(32) << 20);
-}
 
 int markStreamingStores(llvm::Module &m) {
   llvm::Triple triple(m.getTargetTriple());
@@ -1212,7 +1321,7 @@ int markStreamingStores(llvm::Module &m) {
 
 Expected<std::unique_ptr<llvm::Module>> emitModule(llvm::LLVMContext &ctx,
                                                    const std::vector<kir::Kernel> &kernels,
-                                                   llvm::TargetMachine &tm) {
+                                                   llvm::TargetMachine &tm, const CpuTarget &cpu) {
   auto m = std::make_unique<llvm::Module>("nnc", ctx);
   m->setDataLayout(tm.createDataLayout());
   m->setTargetTriple(tm.getTargetTriple().str());
@@ -1220,7 +1329,7 @@ Expected<std::unique_ptr<llvm::Module>> emitModule(llvm::LLVMContext &ctx,
     Expected<kir::Stmt> body = kir::applySchedule(k);
     if (!body)
       return body.takeError().withContext("kernel " + k.name);
-    KernelEmitter em(*m, k, tm);
+    KernelEmitter em(*m, k, tm, cpu);
     NNC_TRY(em.emit(*body));
   }
   std::string msg;

@@ -18,10 +18,11 @@ class TargetMachine;
 namespace nnc::llvmcg {
 
 /// Emits one function `void name(void** buffers)` per kernel (schedules applied) into a new
-/// module whose data layout and triple are `tm`'s. Unsupported dtypes fail naming the kernel.
+/// module whose data layout and triple are `tm`'s (made for `cpu`), with `cpu`'s vector width
+/// stated on every function. Unsupported dtypes fail naming the kernel.
 Expected<std::unique_ptr<llvm::Module>> emitModule(llvm::LLVMContext &ctx,
                                                    const std::vector<kir::Kernel> &kernels,
-                                                   llvm::TargetMachine &tm);
+                                                   llvm::TargetMachine &tm, const CpuTarget &cpu);
 
 /// Functions of this process that generated code may call, with their addresses: the
 /// parallel-for given in CodegenOptions (bound as nnc_parallel_for) and the conversion
@@ -44,11 +45,10 @@ std::string storageDecodeHelper(DType t);
 /// streaming results (small buffers of tests and tools may be less aligned).
 inline constexpr uint64_t kBufferAlignment = 64;
 
-/// Results of at least this many bytes (the host's last-level cache) are written with
-/// non-temporal stores: they cannot stay in the cache for their reader anyway, and streaming
-/// them skips reading each line before writing it. The emitter tags such a result's pointer
-/// with kStreamingMetadata.
-int64_t streamingStoreBytes();
+/// Results of at least CpuTarget::streamingStoreBytes (about the last-level cache) are
+/// written with non-temporal stores: they cannot stay in the cache for their reader anyway,
+/// and streaming them skips reading each line before writing it. The emitter tags such a
+/// result's pointer with kStreamingMetadata.
 inline constexpr const char *kStreamingMetadata = "nnc.streaming";
 
 /// After optimization: makes the whole, aligned vector stores through tagged pointers

@@ -4,6 +4,7 @@
 // Compilation is ours (new pass manager at O<optLevel>, then the target machine's object
 // emitter), so a cache hit skips both the optimizer and code generation: the cached object is
 // handed to LLJIT as is.
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -14,10 +15,10 @@
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringMap.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -86,42 +87,10 @@ std::string hostCpuDescription() {
   return cpu + " " + features;
 }
 
-namespace {
-
-/// The cache of `level` from /sys/devices/system/cpu/cpu0/cache/index*/ (0: not found).
-int64_t sysfsCacheBytes(int level) {
-  for (int i = 0;; ++i) {
-    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream lv(dir + "level"), ty(dir + "type"), sz(dir + "size");
-    int l = 0;
-    std::string type, size;
-    if (!(lv >> l))
-      return 0;
-    if (l != level || !(ty >> type) || type == "Instruction" || !(sz >> size) || size.empty())
-      continue;
-    char unit = size.back();
-    int64_t scale = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
-    return std::atoll(size.c_str()) * scale;
-  }
-}
-
-} // namespace
-
-int64_t hostCacheBytes(int level, int64_t fallback) {
-  static std::mutex m;
-  static std::map<int, int64_t> known;
-  std::lock_guard<std::mutex> lock(m);
-  auto it = known.find(level);
-  if (it != known.end())
-    return it->second;
-  int64_t v = sysfsCacheBytes(level);
-  if (v <= 0) {
-    long sc = level == 1   ? sysconf(_SC_LEVEL1_DCACHE_SIZE)
-              : level == 2 ? sysconf(_SC_LEVEL2_CACHE_SIZE)
-                           : sysconf(_SC_LEVEL3_CACHE_SIZE);
-    v = sc > 0 ? int64_t(sc) : fallback;
-  }
-  return known[level] = v;
+std::pair<std::string, std::string> llvmCpuAndFeatures(const CpuTarget &cpu) {
+  // The level's name fixes the ISA; a native target adds (and, with "-", removes) what LLVM
+  // detects on the host. The CPU model name LLVM detects is never used.
+  return {cpu.levelName(), cpu.native ? llvmcg::hostCpuAndFeatures().second : std::string()};
 }
 
 namespace {
@@ -146,25 +115,30 @@ std::string errorText(llvm::Error e) {
 
 llvm::CodeGenOpt::Level codegenLevel(int optLevel) {
   switch (optLevel) {
-  case 0: return llvm::CodeGenOpt::None;
-  case 1: return llvm::CodeGenOpt::Less;
-  case 2: return llvm::CodeGenOpt::Default;
-  default: return llvm::CodeGenOpt::Aggressive;
+  case 0:
+    return llvm::CodeGenOpt::None;
+  case 1:
+    return llvm::CodeGenOpt::Less;
+  case 2:
+    return llvm::CodeGenOpt::Default;
+  default:
+    return llvm::CodeGenOpt::Aggressive;
   }
 }
 
-Expected<std::unique_ptr<llvm::TargetMachine>> hostTargetMachine(int optLevel) {
+Expected<std::unique_ptr<llvm::TargetMachine>> targetMachine(const CpuTarget &cpuTarget,
+                                                             int optLevel) {
   initializeLLVM();
   std::string triple = llvm::sys::getProcessTriple();
   std::string err;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target)
     return makeError("LLVM has no target for {}: {}", triple, err);
-  auto [cpu, features] = hostCpuAndFeatures();
+  auto [cpu, features] = llvmCpuAndFeatures(cpuTarget);
   llvm::TargetOptions to; // no fast-math: results must match the interpreter
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, cpu, features, to, llvm::Reloc::PIC_, llvm::CodeModel::Small,
-      codegenLevel(optLevel)));
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple, cpu, features, to, llvm::Reloc::PIC_,
+                                  llvm::CodeModel::Small, codegenLevel(optLevel)));
   if (!tm)
     return makeError("cannot create an LLVM target machine for {} ({})", triple, cpu);
   return tm;
@@ -189,22 +163,20 @@ bool useLibmvec() {
 constexpr const char *kVecLibVersion = "libmvec-2";
 
 /// The libmvec variants (glibc >= 2.35) of the math functions the emitter calls (libm names
-/// and llvm.* intrinsics), for the vector ISAs the host has: SSE4 (b), AVX2 (d), AVX-512 (e).
-/// LLVM 15's own LIBMVEC_X86 table has only exp/log/sin/cos/pow without AVX-512, so loops of
-/// tanh or erf stayed scalar and width-16 loops of exp called expf 16 times.
-const std::vector<llvm::VecDesc> &libmvecFunctions() {
+/// and llvm.* intrinsics), for the vector ISAs of the target's level: SSE4 (b), AVX2 (d),
+/// AVX-512 (e). LLVM 15's own LIBMVEC_X86 table has only exp/log/sin/cos/pow without AVX-512,
+/// so loops of tanh or erf stayed scalar and width-16 loops of exp called expf 16 times.
+const std::vector<llvm::VecDesc> &libmvecFunctions(CpuTarget::Level level) {
   struct Variant {
     std::string scalar, vector;
     unsigned factor;
   };
-  static const std::vector<Variant> variants = [] {
-    auto [cpu, features] = hostCpuAndFeatures();
-    (void)cpu;
-    bool avx2 = features.find("+avx2") != std::string::npos;
-    bool avx512 = features.find("+avx512f") != std::string::npos;
-    const char *unary[] = {"exp",  "log",   "sin",   "cos",   "tan",   "asin",  "acos", "atan",
-                           "sinh", "cosh",  "tanh",  "asinh", "acosh", "atanh", "erf",  "exp2",
-                           "log2", "log10", "expm1", "log1p", "cbrt"};
+  auto makeVariants = [](CpuTarget::Level level) {
+    bool avx2 = level >= CpuTarget::Level::V3;
+    bool avx512 = level >= CpuTarget::Level::V4;
+    const char *unary[] = {"exp",  "log",  "sin",  "cos",   "tan",   "asin",  "acos",
+                           "atan", "sinh", "cosh", "tanh",  "asinh", "acosh", "atanh",
+                           "erf",  "exp2", "log2", "log10", "expm1", "log1p", "cbrt"};
     const char *intrinsic[] = {"exp", "log", "sin", "cos", "exp2", "log2", "log10"};
     std::vector<Variant> out;
     auto add = [&](const std::string &scalar, const std::string &base, bool f32,
@@ -231,27 +203,32 @@ const std::vector<llvm::VecDesc> &libmvecFunctions() {
     add("llvm.pow.f32", "pow", true, "vv");
     add("llvm.pow.f64", "pow", false, "vv");
     return out;
+  };
+  // VecDesc refers to its names: the variants stay alive with the descriptions.
+  static const std::vector<Variant> variants[] = {makeVariants(CpuTarget::Level::X86_64),
+                                                  makeVariants(CpuTarget::Level::V3),
+                                                  makeVariants(CpuTarget::Level::V4)};
+  static const std::array<std::vector<llvm::VecDesc>, 3> byLevel = [] {
+    std::array<std::vector<llvm::VecDesc>, 3> all;
+    for (int l = 0; l < 3; ++l)
+      for (const Variant &v : variants[l])
+        all[l].push_back({v.scalar, v.vector, llvm::ElementCount::getFixed(v.factor)});
+    return all;
   }();
-  static const std::vector<llvm::VecDesc> descs = [] {
-    std::vector<llvm::VecDesc> d;
-    for (const Variant &v : variants)
-      d.push_back({v.scalar, v.vector, llvm::ElementCount::getFixed(v.factor)});
-    return d;
-  }();
-  return descs;
+  return byLevel[static_cast<int>(level)];
 }
 
-llvm::TargetLibraryInfoImpl libraryInfo(const llvm::Module &m) {
+llvm::TargetLibraryInfoImpl libraryInfo(const llvm::Module &m, const CpuTarget &cpu) {
   llvm::TargetLibraryInfoImpl tlii{llvm::Triple(m.getTargetTriple())};
   if (useLibmvec())
-    tlii.addVectorizableFunctions(libmvecFunctions());
+    tlii.addVectorizableFunctions(libmvecFunctions(cpu.level));
   return tlii;
 }
 
-void optimize(llvm::Module &m, llvm::TargetMachine &tm, int optLevel) {
+void optimize(llvm::Module &m, llvm::TargetMachine &tm, const CpuTarget &cpu, int optLevel) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
-  llvm::TargetLibraryInfoImpl tlii = libraryInfo(m);
+  llvm::TargetLibraryInfoImpl tlii = libraryInfo(m, cpu);
   fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
@@ -276,11 +253,11 @@ void optimize(llvm::Module &m, llvm::TargetMachine &tm, int optLevel) {
     markStreamingStores(m);
 }
 
-Error emitFile(llvm::Module &m, llvm::TargetMachine &tm, llvm::CodeGenFileType type,
-               llvm::SmallVectorImpl<char> &out) {
+Error emitFile(llvm::Module &m, llvm::TargetMachine &tm, const CpuTarget &cpu,
+               llvm::CodeGenFileType type, llvm::SmallVectorImpl<char> &out) {
   llvm::raw_svector_ostream os(out);
   llvm::legacy::PassManager pm;
-  pm.add(new llvm::TargetLibraryInfoWrapperPass(libraryInfo(m)));
+  pm.add(new llvm::TargetLibraryInfoWrapperPass(libraryInfo(m, cpu)));
   if (tm.addPassesToEmitFile(pm, os, nullptr, type))
     return makeError("the LLVM target cannot emit this file type");
   pm.run(m);
@@ -294,13 +271,13 @@ std::string moduleText(const llvm::Module &m) {
   return os.str();
 }
 
-/// Compiles `kernels` into an optimized module for the host.
+/// Emits `kernels` into a module for `cpu`.
 struct Built {
   std::unique_ptr<llvm::LLVMContext> ctx;
   std::unique_ptr<llvm::TargetMachine> tm;
   std::unique_ptr<llvm::Module> module;
 };
-Expected<Built> build(const std::vector<kir::Kernel> &kernels, int optLevel) {
+Expected<Built> build(const std::vector<kir::Kernel> &kernels, const CpuTarget &cpu, int optLevel) {
   Built b;
   b.ctx = std::make_unique<llvm::LLVMContext>();
   // Missed-optimization remarks ("loop not vectorized" when a vectorize hint cannot be
@@ -316,8 +293,8 @@ Expected<Built> build(const std::vector<kir::Kernel> &kernels, int optLevel) {
         }
       },
       nullptr);
-  NNC_ASSIGN_OR_RETURN(b.tm, hostTargetMachine(optLevel));
-  NNC_ASSIGN_OR_RETURN(b.module, emitModule(*b.ctx, kernels, *b.tm));
+  NNC_ASSIGN_OR_RETURN(b.tm, targetMachine(cpu, optLevel));
+  NNC_ASSIGN_OR_RETURN(b.module, emitModule(*b.ctx, kernels, *b.tm, cpu));
   return b;
 }
 
@@ -370,9 +347,10 @@ public:
   /// Loads `object` into a fresh LLJIT and resolves every kernel.
   static Expected<std::unique_ptr<JitModule>> load(std::unique_ptr<llvm::MemoryBuffer> object,
                                                    const std::vector<kir::Kernel> &kernels,
-                                                   bool fromCache, ParallelForFn parallelFor) {
+                                                   bool fromCache, ParallelForFn parallelFor,
+                                                   const CpuTarget &target) {
     initializeLLVM();
-    auto [cpu, features] = hostCpuAndFeatures();
+    auto [cpu, features] = llvmCpuAndFeatures(target);
     llvm::orc::JITTargetMachineBuilder jtmb((llvm::Triple(llvm::sys::getProcessTriple())));
     jtmb.setCPU(cpu);
     llvm::SubtargetFeatures sf(features);
@@ -388,9 +366,9 @@ public:
     llvm::orc::JITDylib &jd = j.getMainJITDylib();
     llvm::orc::SymbolMap syms;
     for (auto &[name, addr] : processSymbols(parallelFor))
-      syms[j.mangleAndIntern(name)] = llvm::JITEvaluatedSymbol(
-          llvm::pointerToJITTargetAddress(addr),
-          llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+      syms[j.mangleAndIntern(name)] =
+          llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(addr),
+                                   llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
     if (llvm::Error e = jd.define(llvm::orc::absoluteSymbols(std::move(syms))))
       return makeError("cannot define JIT symbols: {}", errorText(std::move(e)));
     // libm (tanhf, erff, fmodf, ...) and memset/memcpy come from the process.
@@ -420,7 +398,7 @@ private:
 
 Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::Kernel> &kernels,
                                                          const CodegenOptions &opts) {
-  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, opts.optLevel));
+  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, opts.cpu, opts.optLevel));
   if (llvm::Function *pf = b.module->getFunction(kParallelFor); pf && !pf->use_empty()) {
     if (!opts.parallelFor)
       return makeError("kernels with parallel loops need a parallel-for "
@@ -428,51 +406,55 @@ Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::
   }
   std::string key, path;
   if (!opts.cacheDir.empty()) {
+    auto [cpu, features] = llvmCpuAndFeatures(opts.cpu);
     key = objectCacheKey(moduleText(*b.module),
-                         hostCpuDescription() + (useLibmvec() ? std::string(" ") + kVecLibVersion : ""),
+                         cpu + " " + features + " " + opts.cpu.str() +
+                             (useLibmvec() ? std::string(" ") + kVecLibVersion : ""),
                          opts.optLevel);
     path = opts.cacheDir + "/" + key + ".o";
     if (auto cached = readCached(path)) {
-      auto m = JitModule::load(std::move(cached), kernels, /*fromCache=*/true,
-                               opts.parallelFor);
+      auto m = JitModule::load(std::move(cached), kernels, /*fromCache=*/true, opts.parallelFor,
+                               opts.cpu);
       if (m)
         return std::unique_ptr<CompiledModule>(std::move(*m));
       // An unusable cache entry: compile afresh and overwrite it below.
     }
   }
-  optimize(*b.module, *b.tm, opts.optLevel);
+  optimize(*b.module, *b.tm, opts.cpu, opts.optLevel);
   llvm::SmallVector<char, 0> obj;
-  NNC_TRY(emitFile(*b.module, *b.tm, llvm::CGFT_ObjectFile, obj));
+  NNC_TRY(emitFile(*b.module, *b.tm, opts.cpu, llvm::CGFT_ObjectFile, obj));
   llvm::StringRef data(obj.data(), obj.size());
   if (!path.empty())
     writeCached(opts.cacheDir, path, data);
   auto m = JitModule::load(llvm::MemoryBuffer::getMemBufferCopy(data, "nnc-kernels"), kernels,
-                           /*fromCache=*/false, opts.parallelFor);
+                           /*fromCache=*/false, opts.parallelFor, opts.cpu);
   if (!m)
     return m.takeError();
   return std::unique_ptr<CompiledModule>(std::move(*m));
 }
 
-Expected<std::string> emitLLVMIR(const std::vector<kir::Kernel> &kernels, bool optimized) {
-  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, 3));
+Expected<std::string> emitLLVMIR(const std::vector<kir::Kernel> &kernels, bool optimized,
+                                 const CpuTarget &cpu) {
+  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, cpu, 3));
   if (optimized)
-    optimize(*b.module, *b.tm, 3);
+    optimize(*b.module, *b.tm, cpu, 3);
   return moduleText(*b.module);
 }
 
-Expected<std::string> emitAssembly(const std::vector<kir::Kernel> &kernels) {
-  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, 3));
-  optimize(*b.module, *b.tm, 3);
+Expected<std::string> emitAssembly(const std::vector<kir::Kernel> &kernels, const CpuTarget &cpu) {
+  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, cpu, 3));
+  optimize(*b.module, *b.tm, cpu, 3);
   llvm::SmallVector<char, 0> out;
-  NNC_TRY(emitFile(*b.module, *b.tm, llvm::CGFT_AssemblyFile, out));
+  NNC_TRY(emitFile(*b.module, *b.tm, cpu, llvm::CGFT_AssemblyFile, out));
   return std::string(out.data(), out.size());
 }
 
-Error emitObjectFile(const std::vector<kir::Kernel> &kernels, const std::string &path) {
-  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, 3));
-  optimize(*b.module, *b.tm, 3);
+Error emitObjectFile(const std::vector<kir::Kernel> &kernels, const std::string &path,
+                     const CpuTarget &cpu) {
+  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, cpu, 3));
+  optimize(*b.module, *b.tm, cpu, 3);
   llvm::SmallVector<char, 0> out;
-  NNC_TRY(emitFile(*b.module, *b.tm, llvm::CGFT_ObjectFile, out));
+  NNC_TRY(emitFile(*b.module, *b.tm, cpu, llvm::CGFT_ObjectFile, out));
   std::ofstream f(path, std::ios::binary);
   if (!f)
     return makeError("cannot write {}", path);

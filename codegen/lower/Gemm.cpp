@@ -41,19 +41,13 @@ using tuning::Config;
 
 namespace {
 
-Expr i64c(int64_t v) { return kir::intImm(v); }
+Expr i64c(int64_t v) {
+  return kir::intImm(v);
+}
 
-/// Vector width in f32 lanes and vector register count of the host.
-std::pair<int64_t, int64_t> hostVectorShape() {
-  static const std::pair<int64_t, int64_t> shape = [] {
-    std::string d = hostCpuDescription();
-    if (d.find("+avx512f") != std::string::npos)
-      return std::pair<int64_t, int64_t>{16, 32};
-    if (d.find("+avx") != std::string::npos)
-      return std::pair<int64_t, int64_t>{8, 16};
-    return std::pair<int64_t, int64_t>{4, 16};
-  }();
-  return shape;
+/// Vector width in f32 lanes and vector register count of the problem's target.
+std::pair<int64_t, int64_t> vectorShape(const tuning::Problem &p) {
+  return {p.cpu.f32Lanes(), p.cpu.vectorRegisters};
 }
 
 int64_t knob(const Config &c, const char *name, int64_t dflt) {
@@ -111,15 +105,15 @@ Stmt tileRegion(KernelBuilder &kb, const GemmOperands &ops, int64_t r0, int64_t 
   std::vector<std::string> aName(mr), bName(nr);
   for (int64_t r = 0; r < mr; ++r) {
     aName[r] = kb.freshName("a");
-    step.push_back(kir::decl(
-        aName[r], ops.acc,
-        kir::cast(kb.load(ops.a, ops.aIndex(kir::add(i0, i64c(r)), kk)), ops.acc)));
+    step.push_back(
+        kir::decl(aName[r], ops.acc,
+                  kir::cast(kb.load(ops.a, ops.aIndex(kir::add(i0, i64c(r)), kk)), ops.acc)));
   }
   for (int64_t v = 0; v < nr; ++v) {
     bName[v] = kb.freshName("b");
-    step.push_back(kir::decl(
-        bName[v], ops.acc,
-        kir::cast(kb.load(ops.b, ops.bIndex(kk, kir::add(j0, i64c(v)))), ops.acc)));
+    step.push_back(
+        kir::decl(bName[v], ops.acc,
+                  kir::cast(kb.load(ops.b, ops.bIndex(kk, kir::add(j0, i64c(v)))), ops.acc)));
   }
   for (int64_t r = 0; r < mr; ++r)
     for (int64_t v = 0; v < nr; ++v) {
@@ -173,9 +167,8 @@ Stmt tileRegion(KernelBuilder &kb, const GemmOperands &ops, int64_t r0, int64_t 
 /// over cache blocks (mc rows x nc columns, in tiles) whose body runs the k blocks (kc)
 /// and, per k block, the GemmTile microkernels of the block's tiles (column tiles outside,
 /// so one B panel of kc x nr stays in L1 while the block's row tiles stream past it).
-Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_t k,
-                     int64_t n, const Config &cfg,
-                     const std::vector<std::pair<std::string, Expr>> &batchLoops,
+Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_t k, int64_t n,
+                     const Config &cfg, const std::vector<std::pair<std::string, Expr>> &batchLoops,
                      kir::Schedule &schedule) {
   const GemmOperands::Strided &st = *ops.strided;
   int64_t mr = std::min(knob(cfg, "mr", 6), m);
@@ -188,9 +181,9 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
   int64_t ncT = nc > 0 ? std::max<int64_t>(nc / nr, 1) : std::numeric_limits<int64_t>::max();
   int64_t batchCount = 1;
   for (const auto &bl : batchLoops)
-    batchCount *= kir::isIntImm(bl.second, 0) ? 0 : (bl.second->kind == kir::ExprKind::IntImm
-                                                         ? bl.second->intValue
-                                                         : 2);
+    batchCount *= kir::isIntImm(bl.second, 0)
+                      ? 0
+                      : (bl.second->kind == kir::ExprKind::IntImm ? bl.second->intValue : 2);
   bool par = knob(cfg, "par", 0) == 1;
   bool parBatch = par && !batchLoops.empty() && batchCount >= 4;
   bool parBlocks = par && !parBatch;
@@ -265,8 +258,8 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     Expr J = kir::add(colT0, jt);
     Expr col0 = kir::add(i64c(c0), kir::mul(J, i64c(nrR)));
     Expr kOff = kir::mul(pc, i64c(kc));
-    Expr kCur = k % std::max<int64_t>(kc, 1) == 0 ? i64c(kc)
-                                                  : kir::min(i64c(kc), kir::sub(i64c(k), kOff));
+    Expr kCur =
+        k % std::max<int64_t>(kc, 1) == 0 ? i64c(kc) : kir::min(i64c(kc), kir::sub(i64c(k), kOff));
     kir::GemmTileShape shape;
     shape.a = asrc;
     shape.b = bsrc;
@@ -323,8 +316,8 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     // Tiles in this block (the last block may hold fewer).
     Expr itExt = rt % rbT == 0 ? i64c(rbT) : kir::min(i64c(rbT), kir::sub(i64c(rt), rowT0));
     Expr jtExt = ct % cbT == 0 ? i64c(cbT) : kir::min(i64c(cbT), kir::sub(i64c(ct), colT0));
-    Stmt body = kir::forLoop(pcV, i64c(kBlocks),
-                             kir::forLoop(jtV, jtExt, kir::forLoop(itV, itExt, tile)));
+    Stmt body =
+        kir::forLoop(pcV, i64c(kBlocks), kir::forLoop(jtV, jtExt, kir::forLoop(itV, itExt, tile)));
     if (ops.init) {
       // C = init(row) over the block first; every k block then accumulates onto it.
       std::string iV = kb.freshName("ii"), jV = kb.freshName("jj");
@@ -353,10 +346,10 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     return kir::forLoop(blkV, i64c(nIb * nJb), body);
   };
   std::vector<Stmt> regions;
-  for (Stmt s : {region(0, rowTiles, mr, 0, colTiles, nr),
-                 region(0, rowTiles, mr, colTiles * nr, 1, nRem),
-                 region(rowTiles * mr, 1, mRem, 0, colTiles, nr),
-                 region(rowTiles * mr, 1, mRem, colTiles * nr, 1, nRem)})
+  for (Stmt s :
+       {region(0, rowTiles, mr, 0, colTiles, nr), region(0, rowTiles, mr, colTiles * nr, 1, nRem),
+        region(rowTiles * mr, 1, mRem, 0, colTiles, nr),
+        region(rowTiles * mr, 1, mRem, colTiles * nr, 1, nRem)})
     if (s)
       regions.push_back(s);
   Stmt body = regions.size() == 1 ? regions[0] : kir::block(regions);
@@ -397,13 +390,12 @@ Stmt gemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_t k, 
   std::vector<std::string> mainLoops;
   Stmt main = tileRegion(kb, ops, 0, rowTiles, mr, 0, colTiles, nr, k, cfg, mainLoops, schedule);
   std::vector<std::string> ignored;
-  for (Stmt s : {main,
-                 tileRegion(kb, ops, 0, rowTiles, mr, colTiles * nr, 1, nRem, k, cfg, ignored,
-                            schedule),
-                 tileRegion(kb, ops, rowTiles * mr, 1, mRem, 0, colTiles, nr, k, cfg, ignored,
-                            schedule),
-                 tileRegion(kb, ops, rowTiles * mr, 1, mRem, colTiles * nr, 1, nRem, k, cfg,
-                            ignored, schedule)})
+  for (Stmt s :
+       {main,
+        tileRegion(kb, ops, 0, rowTiles, mr, colTiles * nr, 1, nRem, k, cfg, ignored, schedule),
+        tileRegion(kb, ops, rowTiles * mr, 1, mRem, 0, colTiles, nr, k, cfg, ignored, schedule),
+        tileRegion(kb, ops, rowTiles * mr, 1, mRem, colTiles * nr, 1, nRem, k, cfg, ignored,
+                   schedule)})
     if (s)
       regions.push_back(s);
   if (ops.finish && m > 0 && n > 0) {
@@ -422,7 +414,7 @@ Stmt gemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_t k, 
     body = kir::forLoop(batchLoops[d].first, batchLoops[d].second, body);
   if (knob(cfg, "par", 0) == 1) {
     // The batch loop when there is one, else the main region's outermost tile loop.
-    std::string outer = !batchLoops.empty() ? batchLoops[0].first
+    std::string outer = !batchLoops.empty()  ? batchLoops[0].first
                         : !mainLoops.empty() ? mainLoops[0]
                                              : std::string();
     if (!outer.empty())
@@ -455,7 +447,7 @@ const tuning::Space &gemmCpuSpace() {
         return false;
       int64_t m = p.dims.size() == 4 ? p.dims[1] : 1, k = p.dims.size() == 4 ? p.dims[2] : 1,
               n = p.dims.size() == 4 ? p.dims[3] : 1;
-      auto [vw, regs] = hostVectorShape();
+      auto [vw, regs] = vectorShape(p);
       int64_t mr = c.at("mr"), nr = c.at("nr"), nc = c.at("nc");
       bool mk = c.at("mk") == 1;
       if (mr > std::max<int64_t>(m, 1) && mr != 1)
@@ -474,7 +466,7 @@ const tuning::Space &gemmCpuSpace() {
     };
     s.defaults = [](const tuning::Problem &p) {
       int64_t batch = p.dims[0], m = p.dims[1], k = p.dims[2], n = p.dims[3];
-      auto [vw, regs] = hostVectorShape();
+      auto [vw, regs] = vectorShape(p);
       double work = double(batch) * double(m) * double(k) * double(n);
       int64_t par = work >= double(1 << 17) ? 1 : 0;
       // The microkernel path needs f32 operands (the problem's dtype) and vector registers.
@@ -517,9 +509,8 @@ const tuning::Space &gemmCpuSpace() {
         // run ago: BERT's FFN GEMMs 3.4 -> 2.9 ms at 1 thread); a B within L2 (1 MiB and
         // less) stays warm, where the prefetches only took load slots (MLP, LeNet ~3%).
         int64_t pf = k * n * 4 > (int64_t(1) << 20) ? 1 : 0;
-        return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0},
-                      {"kc", kc}, {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa},
-                      {"par", par}, {"pf", pf}};
+        return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
+                      {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
       }
       // Wide tiles for few rows (matrix-vector like), 6 x 2 vectors otherwise.
       int64_t nr = m <= 2 ? 4 * vw : 2 * vw;
@@ -541,8 +532,8 @@ const tuning::Space &gemmCpuSpace() {
           mr = cand;
           break;
         }
-      return Config{{"mk", 0}, {"mr", mr}, {"nr", nr}, {"ku", 1},    {"order", 0}, {"kc", 0},
-                    {"mc", 0}, {"nc", 0},   {"pb", 0},  {"pa", 0}, {"par", par},  {"pf", 0}};
+      return Config{{"mk", 0}, {"mr", mr}, {"nr", nr}, {"ku", 1}, {"order", 0}, {"kc", 0},
+                    {"mc", 0}, {"nc", 0},  {"pb", 0},  {"pa", 0}, {"par", par}, {"pf", 0}};
     };
     return s;
   }();

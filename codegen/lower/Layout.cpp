@@ -129,14 +129,14 @@ struct ConvTile {
 /// share a tile (same group); the weights of a tile's blocks, reread for every row, must stay
 /// in L2. Ties go to fewer blocks.
 ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
-                        int64_t weightBytesPerBlock,
+                        int64_t weightBytesPerBlock, int64_t l2Bytes,
                         const std::function<bool(int64_t)> &canBlock) {
   ConvTile best;
   double bestCost = -1;
   for (int64_t m : {int64_t(1), int64_t(2), int64_t(4)}) {
     if (mb % m != 0 || !canBlock(m) || regs / m < 1)
       continue;
-    if (m > 1 && m * weightBytesPerBlock > hostCacheBytes(2, int64_t(1) << 20) * 3 / 4)
+    if (m > 1 && m * weightBytesPerBlock > l2Bytes * 3 / 4)
       continue;
     int64_t rmax = std::min(regs / m, maxPositions);
     int64_t tiles = (ow + rmax - 1) / rmax;
@@ -153,7 +153,10 @@ ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositio
 
 /// Accumulator vectors a conv tile may hold: the host has 32 vector registers with 16-lane
 /// blocks (AVX-512), 16 otherwise; a few stay free for the weights and a broadcast.
-int64_t convTileRegisters(int64_t b) { return b >= 16 ? 28 : 12; }
+int64_t convTileRegisters(int64_t b, const CpuTarget &cpu) {
+  int64_t perAccumulator = std::max<int64_t>(1, (b + cpu.f32Lanes() - 1) / cpu.f32Lanes());
+  return std::max<int64_t>(1, (cpu.vectorRegisters - 4) / perAccumulator);
+}
 
 // The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
@@ -175,7 +178,8 @@ bool convTileValid(const tuning::Config &c, const tuning::Problem &p) {
   if (p.dims[kDepthwise] != 0)
     return m == 1 && r <= std::max<int64_t>(p.dims[kOW], 1);
   return p.dims[kMb] % m == 0 && p.dims[kGroupBlocks] % m == 0 &&
-         m * r <= convTileRegisters(p.dims[kBlock]) && r <= std::max<int64_t>(p.dims[kOW], 1);
+         m * r <= convTileRegisters(p.dims[kBlock], p.cpu) &&
+         r <= std::max<int64_t>(p.dims[kOW], 1);
 }
 
 Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
@@ -212,7 +216,13 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
       "conv_nchwc_cpu {} n{} {}{}x{}x{} k{}x{} s{}x{} d{}x{} p{}x{} o{}x{}x{} g{}{}", dtypeName(t),
       N, plain ? "c" : "cb", Cx, H, W, KH, KW, ah.stride, aw.stride, ah.dilation, aw.dilation,
       ah.padBegin, aw.padBegin, Mb, b, Kc * bi, group, depthwise ? " depthwise" : "");
-  prob.dims = {Mb, OW, b, group == 1 ? Mb : mg % b == 0 ? mg / b : 1, depthwise ? 1 : 0,
+  prob.dims = {Mb,
+               OW,
+               b,
+               group == 1    ? Mb
+               : mg % b == 0 ? mg / b
+                             : 1,
+               depthwise ? 1 : 0,
                Kc * KH * KW * bi * b * int64_t(dtypeSize(t))};
   prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
@@ -223,8 +233,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   const int64_t M = ct.blocks, G = Mb / M;
 
   KernelBuilder kb(node, prefix);
-  int xb = kb.operand(0), wb = kb.operand(1), bb = biasV ? kb.operand(2) : -1,
-      ob = kb.result(0);
+  int xb = kb.operand(0), wb = kb.operand(1), bb = biasV ? kb.operand(2) : -1, ob = kb.result(0);
   // One flat parallel loop over (image, group of M output blocks, output row).
   Nest outer;
   Expr q = outer.add(kb, N * G * OH, "q");
@@ -254,9 +263,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
         for (int64_t j = 0; j < b; ++j) {
           accN[m][r][j] = kb.freshName("c");
           Expr init =
-              bb >= 0
-                  ? kir::cast(kb.load(bb, kir::add(kir::mul(blockOf(m), i64(b)), i64(j))), acc)
-                  : fc(0, acc);
+              bb >= 0 ? kir::cast(kb.load(bb, kir::add(kir::mul(blockOf(m), i64(b)), i64(j))), acc)
+                      : fc(0, acc);
           s.push_back(kir::decl(accN[m][r][j], acc, init));
         }
     Nest red;
@@ -270,8 +278,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     Expr ci = ciN.add(kb, depthwise ? 1 : bi, "ci");
     std::vector<Expr> iw(R);
     for (int64_t r = 0; r < R; ++r)
-      iw[r] = kir::add(kir::sub(kir::mul(kir::add(ow0, i64(r)), i64(aw.stride)),
-                                i64(aw.padBegin)),
+      iw[r] = kir::add(kir::sub(kir::mul(kir::add(ow0, i64(r)), i64(aw.stride)), i64(aw.padBegin)),
                        kir::mul(kw, i64(aw.dilation)));
     // Input element (column r, lane). A guarded column outside the input reads 0 (from a
     // clamped, valid address).
@@ -294,13 +301,12 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     // Packed weights of block m: w[blk, kc, kh, kw, ci, 0..b).
     auto wRow = [&](int64_t m) {
       return kir::add(
-          kir::mul(
-              kir::add(
-                  kir::mul(kir::add(kir::mul(kir::add(kir::mul(blockOf(m), i64(Kc)), kc), i64(KH)),
-                                    kh),
-                           i64(KW)),
-                  kw),
-              i64(bi)),
+          kir::mul(kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(blockOf(m), i64(Kc)), kc),
+                                                       i64(KH)),
+                                              kh),
+                                     i64(KW)),
+                            kw),
+                   i64(bi)),
           ci);
     };
     std::vector<Stmt> step;
@@ -361,8 +367,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
       ++j;
     if (j - i >= 2) {
       std::string v = kb.freshName("t");
-      row.push_back(kir::forLoop(
-          v, i64(j - i), tile(kir::add(i64(first), kir::mul(kir::var(v), i64(R))), -1, R)));
+      row.push_back(kir::forLoop(v, i64(j - i),
+                                 tile(kir::add(i64(first), kir::mul(kir::var(v), i64(R))), -1, R)));
       i = j;
       continue;
     }
@@ -390,10 +396,9 @@ const tuning::Space &convNchwcCpuSpace() {
       int64_t mb = p.dims[kMb], ow = p.dims[kOW], b = p.dims[kBlock];
       if (p.dims[kDepthwise] != 0)
         return tuning::Config{{"m", 1}, {"r", std::min<int64_t>(4, std::max<int64_t>(ow, 1))}};
-      ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b), b >= 16 ? 14 : 6,
-                                   p.dims[kWeightBytes], [&](int64_t m) {
-                                     return p.dims[kGroupBlocks] % m == 0;
-                                   });
+      ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), b >= 16 ? 14 : 6,
+                                   p.dims[kWeightBytes], p.cpu.l2Bytes,
+                                   [&](int64_t m) { return p.dims[kGroupBlocks] % m == 0; });
       return tuning::Config{{"m", ct.blocks}, {"r", ct.positions}};
     };
     return s;

@@ -1,4 +1,5 @@
-// The registry of tuning spaces and the config choice lowering makes (include/nnc/codegen/Tuning.h).
+// The registry of tuning spaces and the config choice lowering makes
+// (include/nnc/codegen/Tuning.h).
 #include "nnc/codegen/Tuning.h"
 
 #include <algorithm>
@@ -61,7 +62,8 @@ const Space *findSpace(const std::string &kind) {
   return nullptr;
 }
 
-Config chooseConfig(const Problem &p, const LowerOptions *opts) {
+Config chooseConfig(Problem p, const LowerOptions *opts) {
+  p.cpu = cpuOf(opts);
   const Space *space = findSpace(p.kind);
   NNC_ASSERT(space, "no tuning space for kind {}", p.kind);
   std::optional<Config> c;

@@ -33,6 +33,7 @@ struct Options {
   std::string list;
   std::string xfail;
   std::string target = "interp";
+  std::string cpu;
   std::string filter;
   std::string suite = "node"; // node: ONNX node tests; models: shared/models
   std::string check = "run";  // run: compare outputs; roundtrip: print/parse/print
@@ -83,7 +84,7 @@ std::string roundTripTest(const fs::path &dir) {
   std::string r = roundTrip(**g, "imported");
   if (!r.empty())
     return r;
-  if (Error e = driver::optimize(**g))
+  if (Error e = driver::optimize(**g, CpuTarget::host()))
     return "optimize: " + e.message();
   return roundTrip(**g, "optimized");
 }
@@ -120,7 +121,7 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
     if (!g)
       return g.error().message();
     if (optimize)
-      if (Error e = driver::optimize(**g))
+      if (Error e = driver::optimize(**g, target.cpu))
         return "optimize: " + e.message();
     driver::ExecOptions eo;
     eo.openclOptimize = opts.openclOptimize;
@@ -183,8 +184,7 @@ std::string runIsolated(const fs::path &dir, driver::Target target, const Option
   int status = 0;
   std::string msg = inChild(
       [&] {
-        std::string r =
-            opts.check == "roundtrip" ? roundTripTest(dir) : runTest(dir, target, opts);
+        std::string r = opts.check == "roundtrip" ? roundTripTest(dir) : runTest(dir, target, opts);
         return r.empty() ? std::string("OK") : r;
       },
       static_cast<unsigned>(opts.timeoutSeconds), &status);
@@ -210,6 +210,8 @@ int main(int argc, char **argv) {
   app.add_option("--xfail", opts.xfail,
                  "Tests expected to fail on this target, one per line ('#' comments)");
   app.add_option("--target", opts.target, "Target to run on");
+  app.add_option("--cpu", opts.cpu,
+                 "CPU code: native, x86-64-v4 or x86-64-v3 (default: $NNC_CPU, else native)");
   app.add_option("--filter", opts.filter, "Only tests whose name matches this regex");
   app.add_option("--suite", opts.suite, "node (ONNX node tests) or models (shared/models)")
       ->check(CLI::IsMember({"node", "models"}));
@@ -229,6 +231,19 @@ int main(int argc, char **argv) {
     std::cerr << "nnc-conformance: " << target.error().message() << "\n";
     return 2;
   }
+  Expected<CpuTarget> cpu =
+      opts.cpu.empty() ? CpuTarget::fromEnvironment() : CpuTarget::parse(opts.cpu);
+  if (!cpu) {
+    bool known = opts.cpu.empty() ? bool(CpuTarget::fromEnvironment(/*runsHere=*/false))
+                                  : bool(CpuTarget::parse(opts.cpu, /*runsHere=*/false));
+    if (known) { // a level this host cannot run
+      std::cout << "SKIPPED: " << cpu.error().message() << "\n";
+      return 77;
+    }
+    std::cerr << "nnc-conformance: --cpu: " << cpu.error().message() << "\n";
+    return 2;
+  }
+  target->cpu = *cpu;
   if (*target == driver::Target::OpenCL) {
     // Probed in a child: the OpenCL driver must not start in this process, whose forked
     // children would inherit it without its threads (PoCL's pthread device then never runs a
@@ -241,8 +256,8 @@ int main(int argc, char **argv) {
                          d->platformName);
     });
     if (probe.empty() || probe[0] == '!') {
-      std::cout << "SKIPPED: no OpenCL device to run --target " << opts.target << " on: "
-                << (probe.empty() ? "the probe crashed" : probe.substr(1)) << "\n";
+      std::cout << "SKIPPED: no OpenCL device to run --target " << opts.target
+                << " on: " << (probe.empty() ? "the probe crashed" : probe.substr(1)) << "\n";
       return 77;
     }
     std::cout << probe << "\n";
@@ -318,10 +333,11 @@ int main(int argc, char **argv) {
     }
     std::cout.flush();
   }
-  double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << fmt::format("{} suite, {} check, target {}: {} tests in {:.1f} s\n", opts.suite,
-                           opts.check, opts.target, passed + failed + xfailed + xpassed, secs);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << fmt::format("{} suite, {} check, target {}{}: {} tests in {:.1f} s\n", opts.suite,
+                           opts.check, opts.target,
+                           *target == driver::Target::Interp ? "" : " (cpu " + cpu->str() + ")",
+                           passed + failed + xfailed + xpassed, secs);
   std::cout << passed << " passed, " << failed << " failed";
   if (!opts.xfail.empty())
     std::cout << ", " << xfailed << " expected failures (XFAIL), " << xpassed

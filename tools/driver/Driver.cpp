@@ -73,8 +73,10 @@ Expected<Target> parseTarget(const std::string &name, std::string *note) {
 
 std::string targetName(Target t) {
   switch (t.kind) {
-  case Target::Interp: return "interp";
-  case Target::Cpu: return "cpu";
+  case Target::Interp:
+    return "interp";
+  case Target::Cpu:
+    return "cpu";
   case Target::OpenCL:
     return t.platform < 0 ? "opencl" : fmt::format("opencl:{}.{}", t.platform, t.device);
   }
@@ -134,15 +136,16 @@ PassContext::Evaluator interpreterEvaluator() {
 }
 
 Specializer shapeSpecializer() {
-  return [](const Graph &g, const std::vector<Extents> &shapes,
-            const std::map<int, Tensor> &values, std::set<int> *wanted) {
+  return [](const Graph &g, const std::vector<Extents> &shapes, const std::map<int, Tensor> &values,
+            std::set<int> *wanted) {
     return specializeShapes(g, shapes, interpreterEvaluator(), values, wanted,
                             /*allowDataDependent=*/true);
   };
 }
 
-Error optimize(Graph &g, bool verifyEach) {
+Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach) {
   PassContext ctx;
+  ctx.cpu = cpu;
   ctx.evaluate = interpreterEvaluator();
   ctx.verifyEach = verifyEach;
   NNC_TRY(PassPipeline::defaultPipeline().run(g, ctx));
@@ -150,13 +153,14 @@ Error optimize(Graph &g, bool verifyEach) {
 }
 
 Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
-                                                  const ExecOptions &opts) {
+                                                 const ExecOptions &opts) {
   std::unique_ptr<Runner> r(new Runner());
   r->target_ = target;
   r->graph_ = &g;
   if (target == Target::Cpu || target == Target::OpenCL) {
     CpuOptions cpu;
     cpu.threads = opts.threads;
+    cpu.codegen.cpu = target.cpu;
     if (target == Target::OpenCL) {
       OpenCLOptions cl;
       cl.platform = target.platform;
@@ -176,8 +180,9 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
       std::string path = opts.tuningCache.empty() ? TuningCache::defaultPath() : opts.tuningCache;
       if (!opts.tuningCache.empty() || std::filesystem::exists(path)) {
         NNC_ASSIGN_OR_RETURN(std::unique_ptr<TuningCache> cache, TuningCache::open(path));
-        cpu.tuning = std::make_shared<CachedConfigs>(std::shared_ptr<TuningCache>(std::move(cache)),
-                                                     cpuDeviceFingerprint(opts.threads));
+        cpu.tuning =
+            std::make_shared<CachedConfigs>(std::shared_ptr<TuningCache>(std::move(cache)),
+                                            cpuDeviceFingerprint(opts.threads, target.cpu));
       }
     }
     NNC_ASSIGN_OR_RETURN(r->cpu_, CpuModel::create(g.clone(), cpu, shapeSpecializer()));
@@ -187,9 +192,11 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
 
 Expected<std::vector<Tensor>> Runner::run(const std::vector<Tensor> &inputs) {
   switch (target_.kind) {
-  case Target::Interp: return interpret(*graph_, inputs);
+  case Target::Interp:
+    return interpret(*graph_, inputs);
   case Target::Cpu:
-  case Target::OpenCL: return cpu_->run(inputs);
+  case Target::OpenCL:
+    return cpu_->run(inputs);
   }
   return makeError("unknown target");
 }
@@ -200,8 +207,7 @@ Expected<std::vector<Tensor>> execute(const Graph &g, const std::vector<Tensor> 
   return r->run(inputs);
 }
 
-std::string compareTensors(const Tensor &expected, const Tensor &actual, double rtol,
-                           double atol) {
+std::string compareTensors(const Tensor &expected, const Tensor &actual, double rtol, double atol) {
   if (expected.dtype() != actual.dtype())
     return fmt::format("dtype {} but expected {}", dtypeName(actual.dtype()),
                        dtypeName(expected.dtype()));

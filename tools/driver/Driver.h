@@ -21,6 +21,8 @@ struct Target {
   enum Kind { Interp, Cpu, OpenCL } kind = Interp;
   int platform = -1;
   int device = -1;
+  /// The CPU code is generated for (cpu; the graph passes of every target read it too).
+  CpuTarget cpu = CpuTarget::host();
   Target(Kind k = Interp) : kind(k) {}
   bool operator==(Kind k) const { return kind == k; }
   bool operator!=(Kind k) const { return kind != k; }
@@ -54,12 +56,12 @@ Specializer shapeSpecializer();
 
 /// Runs the optimization pipeline that precedes execution (shape inference, folding, ...),
 /// with the verifier after every pass unless `verifyEach` is false.
-Error optimize(Graph &g, bool verifyEach = true);
+Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach = true);
 
 /// How a target runs a graph.
 struct ExecOptions {
-  int threads = 0; ///< cpu: threads of the pool (0: all cores, 1: serial).
-  bool profile = false; ///< opencl: time every kernel with profiling events.
+  int threads = 0;            ///< cpu: threads of the pool (0: all cores, 1: serial).
+  bool profile = false;       ///< opencl: time every kernel with profiling events.
   bool openclOptimize = true; ///< opencl: false builds with -cl-opt-disable (OpenCLOptions).
   /// cpu: the tuning cache to take tuned configs from ("": TuningCache::defaultPath(), used
   /// only when it exists; a path given here is created when missing).

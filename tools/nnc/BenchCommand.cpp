@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <optional>
 #include <iostream>
+#include <optional>
 
 namespace nnc::tools {
 
@@ -20,6 +20,7 @@ namespace {
 struct BenchOptions {
   std::string model;
   std::string target = "cpu";
+  std::string cpu; // --cpu
   std::string inputsDir;
   std::vector<std::string> inputs; // NAME=FILE
   std::vector<std::string> shapes; // NAME=D0xD1
@@ -28,7 +29,7 @@ struct BenchOptions {
   int warmup = 3;
   bool json = false;
   bool profile = false;
-  std::string trace; ///< cpu: a Chrome trace of the profiled kernels.
+  std::string trace;  ///< cpu: a Chrome trace of the profiled kernels.
   std::string passes; ///< Empty: the default pipeline.
   std::string tuningCache;
   bool requireTuned = false;
@@ -89,7 +90,7 @@ double maxAbsDifference(const std::vector<Tensor> &a, const std::vector<Tensor> 
 }
 
 int benchCommand(const BenchOptions &o) {
-  Expected<driver::Target> target = parseTargetOption(o.target);
+  Expected<driver::Target> target = parseTargetOption(o.target, o.cpu);
   if (!target)
     return fail(target.takeError());
   if (o.iterations < 1 || o.warmup < 0 || o.threads < 0)
@@ -109,13 +110,14 @@ int benchCommand(const BenchOptions &o) {
   if (!g)
     return fail(g.takeError());
   if (o.passes.empty()) {
-    if (Error e = driver::optimize(**g))
+    if (Error e = driver::optimize(**g, target->cpu))
       return fail(e);
   } else {
     Expected<PassPipeline> pipeline = PassPipeline::parse(o.passes == "none" ? "" : o.passes);
     if (!pipeline)
       return fail(pipeline.takeError());
     PassContext ctx;
+    ctx.cpu = target->cpu;
     ctx.evaluate = driver::interpreterEvaluator();
     if (Error e = pipeline->run(**g, ctx))
       return fail(e);
@@ -251,7 +253,7 @@ int benchCommand(const BenchOptions &o) {
   if (cpuProfiled) {
     cpuProfiled->setProfiling(false);
     // After the timed runs: measuring the peak the first time takes about a second.
-    Expected<MachinePeak> peak = machinePeak(o.threads);
+    Expected<MachinePeak> peak = machinePeak(o.threads, target->cpu);
     if (!peak)
       return fail(peak.takeError());
     report = makeProfileReport(*cpuProfiled, median, *peak);
@@ -313,6 +315,7 @@ public:
     cmd_ = app.add_subcommand("bench", "Measure compile time and run latency");
     cmd_->add_option("model", o_.model, "Model file (.onnx or .nir)")->required();
     cmd_->add_option("--target", o_.target, "cpu (default), interp, opencl[:P.D] or auto");
+    cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
     cmd_->add_flag("--profile", o_.profile,
                    "cpu: each kernel's time, graph nodes and rate against this machine's "
                    "peak, worst first; opencl: device time per kernel, transfers and host "

@@ -28,9 +28,11 @@ std::string recordJson(const TuningRecord &r) {
                      r.spaceVersion, r.config, r.medianMs, r.defaultMs, r.trials, r.updated);
 }
 
-/// The fingerprint of this CPU without the thread count (records of every thread count).
+/// The fingerprint of this CPU (for $NNC_CPU's target) without the thread count (records of
+/// every thread count).
 std::string devicePrefix() {
-  std::string fp = cpuDeviceFingerprint(1);
+  Expected<CpuTarget> cpu = CpuTarget::fromEnvironment();
+  std::string fp = cpuDeviceFingerprint(1, cpu ? *cpu : CpuTarget::host());
   return fp.substr(0, fp.rfind("threads="));
 }
 

@@ -10,7 +10,7 @@ namespace nnc::tools {
 namespace {
 
 int checkCommand(const std::string &model, const std::string &targetName) {
-  Expected<driver::Target> target = parseTargetOption(targetName);
+  Expected<driver::Target> target = parseTargetOption(targetName, "");
   if (!target)
     return fail(target.takeError());
   if (*target == driver::Target::OpenCL) {

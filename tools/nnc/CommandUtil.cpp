@@ -168,9 +168,10 @@ Expected<std::vector<Extents>> inputExtents(const Graph &g,
 } // namespace
 
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
-                                            const std::vector<std::string> &shapeSpecs) {
+                                            const std::vector<std::string> &shapeSpecs,
+                                            const CpuTarget &cpu) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(model));
-  NNC_TRY(driver::optimize(*g));
+  NNC_TRY(driver::optimize(*g, cpu));
   NNC_ASSIGN_OR_RETURN(auto given, parseShapeSpecs(shapeSpecs));
   NNC_ASSIGN_OR_RETURN(std::vector<Extents> shapes, inputExtents(*g, given));
   Expected<std::unique_ptr<Graph>> s = specializeShapes(*g, shapes, driver::interpreterEvaluator());
@@ -181,8 +182,10 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
   return s;
 }
 
-Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g) {
+Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g, const CpuTarget &cpu) {
   std::vector<kir::Kernel> kernels;
+  tuning::LowerOptions lo;
+  lo.cpu = cpu;
   std::vector<Node *> nodes = g.nodes();
   NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
   for (const LoweringUnit &u : units) {
@@ -192,7 +195,7 @@ Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g) {
         op.begin(), op.end(), [](char c) { return !std::isalnum(c); }, '_');
     NNC_ASSIGN_OR_RETURN(
         std::vector<kir::Kernel> ks,
-        lowerUnit(u, fmt::format("n{}_{}{}", i, op, u.members.empty() ? "" : "_fused")));
+        lowerUnit(u, fmt::format("n{}_{}{}", i, op, u.members.empty() ? "" : "_fused"), lo));
     for (kir::Kernel &k : ks)
       kernels.push_back(std::move(k));
   }
@@ -212,11 +215,24 @@ Tensor randomTensor(DType dtype, const Extents &extents, std::mt19937 &rng) {
   return t;
 }
 
-Expected<driver::Target> parseTargetOption(const std::string &name) {
+Expected<CpuTarget> parseCpuOption(const std::string &name, bool runsHere) {
+  if (name.empty())
+    return CpuTarget::fromEnvironment(runsHere);
+  Expected<CpuTarget> c = CpuTarget::parse(name, runsHere);
+  if (!c)
+    return c.error().withContext("--cpu");
+  return c;
+}
+
+Expected<driver::Target> parseTargetOption(const std::string &name, const std::string &cpuName,
+                                           bool runsHere) {
+  NNC_ASSIGN_OR_RETURN(CpuTarget cpu, parseCpuOption(cpuName, runsHere));
   std::string note;
   Expected<driver::Target> t = driver::parseTarget(name, &note);
   if (t && !note.empty())
     std::cerr << note << "\n";
+  if (t)
+    t->cpu = cpu;
   return t;
 }
 

@@ -47,15 +47,28 @@ Expected<std::map<std::string, Extents>> parseShapeSpecs(const std::vector<std::
 /// The extents of an input's declared type, each symbolic dim taken as 1 (with a note on
 /// stderr; --shape gives other sizes).
 Extents defaultExtents(const Value &v);
-/// Loads and optimizes a model, then specializes its input shapes (for inspect and compile).
+/// Loads and optimizes a model for `cpu`, then specializes its input shapes (for inspect and
+/// compile).
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
-                                            const std::vector<std::string> &shapeSpecs);
-/// Every non-constant node lowered to kernels, in order (as Executable::compile does).
-Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g);
+                                            const std::vector<std::string> &shapeSpecs,
+                                            const CpuTarget &cpu);
+/// Every non-constant node lowered to kernels for `cpu`, in order (as Executable::compile
+/// does).
+Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g, const CpuTarget &cpu);
 /// A random tensor of `type` with `extents`: floats uniform in [-1, 1), integers and bools
 /// zero (they are usually indices or shapes).
 Tensor randomTensor(DType dtype, const Extents &extents, std::mt19937 &rng);
-/// Parses --target; `auto` says on stderr which target it picked.
-Expected<driver::Target> parseTargetOption(const std::string &name);
+/// Parses --target; `auto` says on stderr which target it picked. The target's CPU is --cpu
+/// (`cpuName`), else $NNC_CPU, else the host.
+Expected<driver::Target> parseTargetOption(const std::string &name, const std::string &cpuName,
+                                           bool runsHere = true);
+/// --cpu NAME (native, x86-64-v4, x86-64-v3, x86-64); empty: $NNC_CPU, else the host. Code
+/// that only is written out (`runsHere` false: compile, inspect) may be for a level the host
+/// lacks.
+Expected<CpuTarget> parseCpuOption(const std::string &name, bool runsHere = true);
+/// The help of --cpu.
+inline constexpr const char *kCpuOptionHelp =
+    "CPU code: native (default), x86-64-v4 (AVX-512) or x86-64-v3 (AVX2); $NNC_CPU sets the "
+    "default";
 
 } // namespace nnc::tools

@@ -18,12 +18,13 @@ struct CompileOptions {
   std::string output;
   std::string emit;
   std::string target = "cpu";
+  std::string cpu; // --cpu
   std::vector<std::string> shapes;
 };
 
 int compileCommand(const CompileOptions &opts) {
   CompileOptions o = opts;
-  Expected<driver::Target> target = driver::parseTarget(o.target);
+  Expected<driver::Target> target = parseTargetOption(o.target, o.cpu, /*runsHere=*/false);
   if (!target)
     return fail(target.takeError());
   bool opencl = *target == driver::Target::OpenCL;
@@ -34,7 +35,7 @@ int compileCommand(const CompileOptions &opts) {
     return fail(fmt::format("--emit must be nir, kernels, ll, asm, obj or cl, not '{}'", o.emit));
   if (opencl != (o.emit == "cl") && o.emit != "nir" && o.emit != "kernels")
     return fail(fmt::format("--emit {} does not go with --target {}", o.emit, o.target));
-  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes);
+  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, target->cpu);
   if (!g)
     return fail(g.takeError());
   auto writeText = [&](const std::string &text) -> int {
@@ -49,7 +50,7 @@ int compileCommand(const CompileOptions &opts) {
   };
   if (o.emit == "nir")
     return writeText(printGraph(**g));
-  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g);
+  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, target->cpu);
   if (!kernels)
     return fail(kernels.takeError());
   if (o.emit == "kernels") {
@@ -70,11 +71,12 @@ int compileCommand(const CompileOptions &opts) {
     return 0;
   }
   if (o.emit == "obj") {
-    if (Error e = emitObjectFile(*kernels, o.output))
+    if (Error e = emitObjectFile(*kernels, o.output, target->cpu))
       return fail(e);
     return 0;
   }
-  Expected<std::string> text = o.emit == "ll" ? emitLLVMIR(*kernels) : emitAssembly(*kernels);
+  Expected<std::string> text = o.emit == "ll" ? emitLLVMIR(*kernels, true, target->cpu)
+                                              : emitAssembly(*kernels, target->cpu);
   if (!text)
     return fail(text.takeError());
   return writeText(*text);
@@ -90,6 +92,7 @@ public:
                      "nir, kernels, ll, asm, obj (default for cpu) or cl (OpenCL C, checked "
                      "with libclang; default for opencl)");
     cmd_->add_option("--target", o_.target, "cpu (default) or opencl");
+    cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");
   }
   int run() override { return compileCommand(o_); }

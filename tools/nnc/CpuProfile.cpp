@@ -32,15 +32,17 @@ Expected<double> bestMs(Executable &exe, const std::vector<Tensor> &inputs, int 
   return best;
 }
 
-Expected<std::unique_ptr<Executable>> compileBuilt(GraphBuilder &b, int threads) {
+Expected<std::unique_ptr<Executable>> compileBuilt(GraphBuilder &b, int threads,
+                                                   const CpuTarget &cpu) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, b.build());
-  NNC_TRY(driver::optimize(*g));
+  NNC_TRY(driver::optimize(*g, cpu));
   CpuOptions opts;
   opts.threads = threads;
+  opts.codegen.cpu = cpu;
   return Executable::compile(*g, opts);
 }
 
-Expected<MachinePeak> measurePeak(int threads) {
+Expected<MachinePeak> measurePeak(int threads, const CpuTarget &cpu) {
   MachinePeak peak;
   // GEMM: [512, 512] x a constant [512, 512], so the weight is packed once at compile time.
   const int64_t n = 512;
@@ -55,7 +57,7 @@ Expected<MachinePeak> measurePeak(int threads) {
     GraphBuilder b("peak_gemm");
     Var x = b.input("x", DType::F32, {n, n});
     b.output(matmul(x, b.constant(w)));
-    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileBuilt(b, threads));
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileBuilt(b, threads, cpu));
     NNC_ASSIGN_OR_RETURN(double ms, bestMs(*exe, {a}, 3, 20));
     peak.gflops = 2.0 * double(n * n * n) / (ms * 1e6);
   }
@@ -65,7 +67,7 @@ Expected<MachinePeak> measurePeak(int threads) {
     GraphBuilder b("peak_bandwidth");
     Var x = b.input("x", DType::F32, {count});
     b.output(x * 1.5 + 0.25);
-    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileBuilt(b, threads));
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileBuilt(b, threads, cpu));
     NNC_ASSIGN_OR_RETURN(double ms, bestMs(*exe, {Tensor::zeros(DType::F32, {count})}, 2, 10));
     peak.gbps = 2.0 * double(count) * sizeof(float) / (ms * 1e6);
   }
@@ -116,9 +118,9 @@ std::string rateText(const Rate &r) {
 
 } // namespace
 
-Expected<MachinePeak> machinePeak(int threads) {
+Expected<MachinePeak> machinePeak(int threads, const CpuTarget &cpu) {
   threads = effectiveThreads(threads);
-  std::string fingerprint = cpuDeviceFingerprint(threads);
+  std::string fingerprint = cpuDeviceFingerprint(threads, cpu);
   std::string objects = CodegenOptions::defaultObjectCacheDir();
   std::string file =
       objects.empty() ? "" : (fs::path(objects).parent_path() / "machine-peak.txt").string();
@@ -139,7 +141,7 @@ Expected<MachinePeak> machinePeak(int threads) {
       }
     }
   }
-  NNC_ASSIGN_OR_RETURN(MachinePeak p, measurePeak(threads));
+  NNC_ASSIGN_OR_RETURN(MachinePeak p, measurePeak(threads, cpu));
   if (!file.empty()) {
     std::error_code ec;
     fs::create_directories(fs::path(file).parent_path(), ec);
@@ -168,12 +170,12 @@ std::string profileTable(const ProfileReport &r, size_t limit) {
   std::string out = fmt::format(
       "profile on cpu, {} runs: {} kernels take {:.3f} ms per run, {:.1f}% of the median "
       "{:.3f} ms\n",
-      r.runs, r.kernels.size(), r.kernelSumMs, r.medianMs > 0 ? 100 * r.kernelSumMs / r.medianMs : 0.0,
-      r.medianMs);
+      r.runs, r.kernels.size(), r.kernelSumMs,
+      r.medianMs > 0 ? 100 * r.kernelSumMs / r.medianMs : 0.0, r.medianMs);
   out += fmt::format("peak of this machine (nnc's own kernels{}): GEMM {:.1f} GFLOP/s, memory "
                      "{:.1f} GB/s\n",
-                     r.peak.cacheFile.empty() ? "" : ", kept in " + r.peak.cacheFile,
-                     r.peak.gflops, r.peak.gbps);
+                     r.peak.cacheFile.empty() ? "" : ", kept in " + r.peak.cacheFile, r.peak.gflops,
+                     r.peak.gbps);
   out += "        ms  share             rate  of peak  kernel  [nodes]\n";
   size_t n = limit == 0 ? r.kernels.size() : std::min(limit, r.kernels.size());
   for (size_t i = 0; i < n; ++i) {

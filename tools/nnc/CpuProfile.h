@@ -22,7 +22,7 @@ struct MachinePeak {
 
 /// The peak of this device fingerprint and thread count: read from the cache, else measured
 /// (about a second) and stored.
-Expected<MachinePeak> machinePeak(int threads);
+Expected<MachinePeak> machinePeak(int threads, const CpuTarget &cpu);
 
 /// The profiled kernels, worst first, with shares of `medianMs` and rates.
 struct ProfileReport {

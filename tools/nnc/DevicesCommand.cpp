@@ -3,6 +3,7 @@
 #include "CommandUtil.h"
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/runtime/OpenCL.h"
+#include "nnc/runtime/TuningCache.h"
 
 #include <iostream>
 
@@ -11,13 +12,18 @@ namespace nnc::tools {
 namespace {
 
 int devicesCommand() {
-  std::string cpu = hostCpuDescription(), features;
-  for (const char *f : {"avx512f", "avx2", "fma", "neon", "sve"})
-    if (cpu.find(std::string("+") + f + ",") != std::string::npos ||
-        cpu.find(std::string("+") + f + " ") != std::string::npos)
-      features += std::string(" ") + f;
-  std::cout << fmt::format("cpu: {}, {} threads, features:{}\n", cpu.substr(0, cpu.find(' ')),
-                           effectiveThreads(0), features.empty() ? " -" : features);
+  std::string llvmView = hostCpuDescription();
+  Expected<CpuTarget> chosen = CpuTarget::fromEnvironment();
+  std::cout << fmt::format("cpu: {}, {} threads; code for {}\n", cpuModelName(),
+                           effectiveThreads(0), CpuTarget::host().str());
+  if (!chosen)
+    std::cout << fmt::format("  {} (so every command fails until it is fixed)\n",
+                             chosen.error().message());
+  else if (!(*chosen == CpuTarget::host()))
+    std::cout << fmt::format("  NNC_CPU: code for {}\n", chosen->str());
+  std::cout << fmt::format("  LLVM names this CPU '{}' (not used: nnc decides from features; "
+                           "--cpu x86-64-v3|x86-64-v4 or NNC_CPU chooses a lower level)\n",
+                           llvmView.substr(0, llvmView.find(' ')));
   Expected<std::vector<OpenCLDeviceInfo>> devs = listOpenCLDevices();
   if (!devs) {
     std::cout << "opencl: none (" << devs.error().message() << ")\n";

@@ -27,15 +27,20 @@ struct InspectOptions {
   bool assembly = false;
   std::vector<std::string> shapes; // NAME=D0xD1
   int threads = 0;
+  std::string cpu; // --cpu
 };
 
 /// `nnc inspect --plan`: the buffer plan of the compiled model.
 int inspectPlan(const InspectOptions &o) {
-  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes);
+  Expected<CpuTarget> cpu = parseCpuOption(o.cpu, /*runsHere=*/false);
+  if (!cpu)
+    return fail(cpu.takeError());
+  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *cpu);
   if (!g)
     return fail(g.takeError());
   CpuOptions opts;
   opts.threads = o.threads;
+  opts.codegen.cpu = *cpu;
   Expected<std::unique_ptr<Executable>> exe = Executable::compile(**g, opts);
   if (!exe)
     return fail(exe.takeError());
@@ -45,14 +50,18 @@ int inspectPlan(const InspectOptions &o) {
 
 /// `nnc inspect --kernels [--llvm|--asm]`: the generated kernels, their LLVM IR or assembly.
 int inspectKernels(const InspectOptions &o) {
-  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes);
+  Expected<CpuTarget> cpu = parseCpuOption(o.cpu, /*runsHere=*/false);
+  if (!cpu)
+    return fail(cpu.takeError());
+  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *cpu);
   if (!g)
     return fail(g.takeError());
-  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g);
+  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, *cpu);
   if (!kernels)
     return fail(kernels.takeError());
   if (o.llvm || o.assembly) {
-    Expected<std::string> text = o.llvm ? emitLLVMIR(*kernels) : emitAssembly(*kernels);
+    Expected<std::string> text =
+        o.llvm ? emitLLVMIR(*kernels, true, *cpu) : emitAssembly(*kernels, *cpu);
     if (!text)
       return fail(text.takeError());
     std::cout << *text;
@@ -76,6 +85,9 @@ int inspectCommand(const InspectOptions &o) {
     return fail("--json goes with --plan (for the graph, use --format=json)");
   if (o.format != "text" && o.format != "dot" && o.format != "json")
     return fail(fmt::format("--format must be text, dot or json, not '{}'", o.format));
+  Expected<CpuTarget> cpu = parseCpuOption(o.cpu, /*runsHere=*/false);
+  if (!cpu)
+    return fail(cpu.takeError());
   Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model);
   if (!g)
     return fail(g.takeError());
@@ -100,6 +112,7 @@ int inspectCommand(const InspectOptions &o) {
     pipeline = *PassPipeline::parse(prefix);
   }
   PassContext ctx;
+  ctx.cpu = *cpu;
   ctx.evaluate = driver::interpreterEvaluator();
   ctx.printAfterAll = o.printAfterAll;
   ctx.stats = o.stats;
@@ -132,6 +145,7 @@ public:
     cmd_->add_flag("--asm", o_.assembly, "With --kernels: their host assembly");
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");
     cmd_->add_option("--threads", o_.threads, "Threads of the executable (--plan)");
+    cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
   }
   int run() override { return inspectCommand(o_); }
 

@@ -18,6 +18,7 @@ struct RunOptions {
   std::string expectedDir;
   std::vector<std::string> inputs; // NAME=FILE
   std::string target = "cpu";
+  std::string cpu; // --cpu
   std::string outputFormat = "pb";
   int threads = 0;
   bool optimize = true;
@@ -45,7 +46,7 @@ std::string previewTensor(const Tensor &t) {
 }
 
 int runCommand(const RunOptions &o) {
-  Expected<driver::Target> target = parseTargetOption(o.target);
+  Expected<driver::Target> target = parseTargetOption(o.target, o.cpu);
   if (!target)
     return fail(target.takeError());
   if (o.outputFormat != "pb" && o.outputFormat != "npy")
@@ -81,7 +82,7 @@ int runCommand(const RunOptions &o) {
   if (!g)
     return fail(g.takeError());
   if (o.optimize)
-    if (Error e = driver::optimize(**g))
+    if (Error e = driver::optimize(**g, target->cpu))
       return fail(e);
   driver::ExecOptions eo;
   eo.threads = o.threads;
@@ -100,7 +101,10 @@ int runCommand(const RunOptions &o) {
     if (exe) {
       cacheNote = fmt::format(", {} kernels, compile cache: {}", (*exe)->kernels().size(),
                               (*exe)->fromCache() ? "hit" : "miss");
-      if (!o.quiet || o.requireTuned)
+      // The tuned-kernel line only where tuning is in play: a tuning cache named with --cache,
+      // --require-tuned, or configs found in the default cache (someone ran `nnc tune`).
+      bool asked = !o.tuningCache.empty() || o.requireTuned || (*exe)->tuningUse().tuned > 0;
+      if ((!o.quiet && asked) || o.requireTuned)
         if (int rc = reportTuning(**exe, o.requireTuned))
           return rc;
     }
@@ -165,6 +169,7 @@ public:
     cmd_->add_option("--expected-dir", o_.expectedDir,
                      "Compare outputs with output_K.pb here (exit 1 when they differ)");
     cmd_->add_option("--target", o_.target, "cpu (default), interp, opencl[:P.D] or auto");
+    cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
     cmd_->add_option("--threads", o_.threads, "cpu: threads (default: all cores; 1: serial)")
         ->check(CLI::NonNegativeNumber);
     cmd_->add_flag("!--no-optimize", o_.optimize, "Skip the graph optimization pipeline");

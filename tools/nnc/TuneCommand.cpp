@@ -25,6 +25,7 @@ public:
                                       "and keep them in the tuning cache");
     cmd_->add_option("model", model_, "Model file (.onnx or .nir)")->required();
     cmd_->add_option("--target", target_, "cpu (the only tunable target so far)");
+    cmd_->add_option("--cpu", cpu_, kCpuOptionHelp);
     cmd_->add_option("--threads", threads_, "Threads the kernels run on (default 1)")
         ->check(CLI::NonNegativeNumber);
     cmd_->add_option("--budget", budget_, "Seconds to spend (default 60)")
@@ -39,7 +40,7 @@ public:
   int run() override;
 
 private:
-  std::string model_, cachePath_, target_ = "cpu";
+  std::string model_, cachePath_, target_ = "cpu", cpu_;
   int threads_ = 1, trials_ = 0;
   double budget_ = 60;
   bool quiet_ = false;
@@ -48,10 +49,13 @@ private:
 int TuneCommand::run() {
   if (target_ != "cpu")
     return fail(fmt::format("--target {}: only cpu kernels are tunable so far", target_));
+  Expected<CpuTarget> cpu = parseCpuOption(cpu_);
+  if (!cpu)
+    return fail(cpu.takeError());
   Expected<std::unique_ptr<Graph>> g = driver::loadModel(model_);
   if (!g)
     return fail(g.takeError().message());
-  if (Error e = driver::optimize(**g))
+  if (Error e = driver::optimize(**g, *cpu))
     return fail(e.message());
   for (const Node *n : (*g)->nodes())
     for (const Value *v : n->results())
@@ -65,6 +69,7 @@ int TuneCommand::run() {
     return fail(cache.takeError().message());
   TuneOptions opts;
   opts.threads = threads_;
+  opts.cpu = *cpu;
   opts.budgetSeconds = budget_;
   opts.maxTrials = trials_;
   opts.progress = !quiet_;

@@ -6,8 +6,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "nnc/ir/CpuTarget.h"
 #include "nnc/ir/Kernel.h"
 #include "nnc/support/KernelAbi.h"
 
@@ -20,6 +22,8 @@ struct CodegenOptions {
   int optLevel = 3;
   /// What parallel loops call; kernels with a parallel loop fail to compile without it.
   ParallelForFn parallelFor = nullptr;
+  /// The CPU the code is for (its level, vector width, streaming-store threshold).
+  CpuTarget cpu = CpuTarget::host();
   static std::string defaultObjectCacheDir();
 };
 
@@ -33,24 +37,27 @@ public:
   virtual bool fromCache() const = 0;
 };
 
-/// The host CPU: name and the features LLVM generates code for (e.g. "skylake-avx512",
-/// "+avx512f,..."). Part of the object-cache key.
+/// The host CPU as LLVM sees it: its model name (for information only: nothing is decided
+/// from it) and the features it detects ("+avx2,+avx512f,...", the ones a native CpuTarget
+/// generates code with).
 std::string hostCpuDescription();
 
-/// The size in bytes of the host's data (or unified) cache of `level` (1, 2 or 3) as the
-/// kernel reports it for CPU 0 (sysconf's L3 is the whole package's on some virtual
-/// machines), else sysconf's, else `fallback`. Read once per level.
-int64_t hostCacheBytes(int level, int64_t fallback);
+/// What LLVM generates code for under `cpu`: the target machine's CPU (the level's name) and
+/// feature string (the host's features when native, else the level's alone).
+std::pair<std::string, std::string> llvmCpuAndFeatures(const CpuTarget &cpu);
 
-/// Compiles kernels (with their schedules applied) for the host CPU.
+/// Compiles kernels (with their schedules applied) for opts.cpu.
 Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::Kernel> &kernels,
                                                          const CodegenOptions &opts = {});
 
 /// The optimized LLVM IR, or the host assembly, of the kernels (for `nnc inspect`,
 /// `nnc compile --emit`).
-Expected<std::string> emitLLVMIR(const std::vector<kir::Kernel> &kernels, bool optimized = true);
-Expected<std::string> emitAssembly(const std::vector<kir::Kernel> &kernels);
+Expected<std::string> emitLLVMIR(const std::vector<kir::Kernel> &kernels, bool optimized = true,
+                                 const CpuTarget &cpu = CpuTarget::host());
+Expected<std::string> emitAssembly(const std::vector<kir::Kernel> &kernels,
+                                   const CpuTarget &cpu = CpuTarget::host());
 /// Writes a relocatable object file of the kernels.
-Error emitObjectFile(const std::vector<kir::Kernel> &kernels, const std::string &path);
+Error emitObjectFile(const std::vector<kir::Kernel> &kernels, const std::string &path,
+                     const CpuTarget &cpu = CpuTarget::host());
 
 } // namespace nnc

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "nnc/ir/CpuTarget.h"
+
 namespace nnc::tuning {
 
 /// Knob name -> value.
@@ -27,10 +29,14 @@ std::optional<Config> parseConfig(const std::string &s);
 
 /// One kernel instance that can be tuned: what the cache keys and the tuner measures.
 struct Problem {
-  std::string kind;      ///< The space's kind, e.g. "gemm_cpu".
-  std::string signature; ///< Kind, dtypes, shapes and layout, e.g. "gemm_cpu f32 b1 m64 k576 n3136 ...".
+  std::string kind; ///< The space's kind, e.g. "gemm_cpu".
+  std::string
+      signature; ///< Kind, dtypes, shapes and layout, e.g. "gemm_cpu f32 b1 m64 k576 n3136 ...".
   std::vector<int64_t> dims; ///< Kind-specific sizes the space's rules read (gemm: batch, m, k, n).
-  double flops = 0;      ///< Work of one run (for the tuner's budget split).
+  double flops = 0;          ///< Work of one run (for the tuner's budget split).
+  /// The CPU the kernel is for (its vector width and registers bound the tiles); chooseConfig
+  /// sets it from LowerOptions::cpu.
+  CpuTarget cpu = CpuTarget::host();
 };
 
 struct Knob {
@@ -73,10 +79,17 @@ public:
 struct LowerOptions {
   const ConfigSource *configs = nullptr;
   std::function<void(const Problem &p, bool tuned)> onTunable;
+  /// The CPU the kernels are generated for.
+  CpuTarget cpu = CpuTarget::host();
 };
 
-/// The config lowering uses for `p` under `opts`: a valid looked-up one, else the default.
-/// Reports `p` through opts.onTunable.
-Config chooseConfig(const Problem &p, const LowerOptions *opts);
+/// The target of `opts` (the host's when null).
+inline const CpuTarget &cpuOf(const LowerOptions *opts) {
+  return opts ? opts->cpu : CpuTarget::host();
+}
+
+/// The config lowering uses for `p` (for the target of `opts`) under `opts`: a valid
+/// looked-up one, else the default. Reports `p` through opts.onTunable.
+Config chooseConfig(Problem p, const LowerOptions *opts);
 
 } // namespace nnc::tuning

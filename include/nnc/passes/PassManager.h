@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nnc/ir/CpuTarget.h"
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Tensor.h"
 
@@ -18,6 +19,8 @@ namespace nnc {
 /// What passes may use besides the graph. The evaluator comes from the runtime (the
 /// reference interpreter); passes/ does not depend on runtime/.
 struct PassContext {
+  /// The CPU that code is generated for (vector width, caches): the driver's, else the host.
+  CpuTarget cpu = CpuTarget::host();
   using Evaluator =
       std::function<Expected<std::vector<Tensor>>(const Node &, const std::vector<Tensor> &)>;
   /// Evaluates a node on constant operands; constant folding does nothing without it.

@@ -17,19 +17,24 @@ struct sqlite3;
 
 namespace nnc {
 
-/// What the device a config was measured on is: CPU model, the ISA features code is generated
-/// for, and the thread count. A record is applied only on an identical fingerprint.
-std::string cpuDeviceFingerprint(int threads);
+/// The CPU's model name from /proc/cpuinfo (for people and fingerprints; nothing is decided
+/// from it).
+std::string cpuModelName();
+
+/// What the device a config was measured on is: CPU model, the target code is generated for
+/// (its level and extensions), LLVM's view of the host's features, and the thread count. A
+/// record is applied only on an identical fingerprint.
+std::string cpuDeviceFingerprint(int threads, const CpuTarget &cpu = CpuTarget::host());
 
 /// One tuned kernel.
 struct TuningRecord {
   std::string kind, signature, device;
   int spaceVersion = 0;
-  std::string config;     ///< tuning::configStr.
-  double medianMs = 0;    ///< The config's median time.
-  double defaultMs = 0;   ///< The default config's median, measured in the same run.
-  int64_t trials = 0;     ///< Candidates measured for this kernel (all runs together).
-  std::string updated;    ///< UTC time of the last change.
+  std::string config;   ///< tuning::configStr.
+  double medianMs = 0;  ///< The config's median time.
+  double defaultMs = 0; ///< The default config's median, measured in the same run.
+  int64_t trials = 0;   ///< Candidates measured for this kernel (all runs together).
+  std::string updated;  ///< UTC time of the last change.
 };
 
 /// A SQLite database (WAL journal, busy timeout, one transaction per write), safe to share
@@ -55,9 +60,8 @@ public:
   /// not the current one of their kind ("" removes every record); returns the count.
   Expected<int64_t> prune(const std::string &keepDevice);
   /// Candidates already measured for a kernel (config -> median ms, or < 0 when rejected).
-  Expected<std::vector<std::pair<std::string, double>>> trials(const std::string &signature,
-                                                               const std::string &device,
-                                                               int spaceVersion);
+  Expected<std::vector<std::pair<std::string, double>>>
+  trials(const std::string &signature, const std::string &device, int spaceVersion);
   Error addTrial(const std::string &signature, const std::string &device, int spaceVersion,
                  const std::string &config, double ms);
   /// SQLite's integrity check ("ok" when sound).
@@ -84,9 +88,10 @@ private:
 
 struct TuneOptions {
   int threads = 1;
+  CpuTarget cpu = CpuTarget::host(); ///< What the kernels are generated for.
   double budgetSeconds = 60;
-  int maxTrials = 0;        ///< Per kernel (0: as the budget allows).
-  bool progress = true;     ///< Progress bar on stderr.
+  int maxTrials = 0;                       ///< Per kernel (0: as the budget allows).
+  bool progress = true;                    ///< Progress bar on stderr.
   const std::atomic<bool> *stop = nullptr; ///< Set (e.g. by SIGINT) to stop cleanly.
   /// Test hook: called on every non-default candidate's result buffers before the check.
   std::function<void(std::vector<float *> &results, std::vector<int64_t> &sizes)> corrupt;

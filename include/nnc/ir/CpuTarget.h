@@ -1,0 +1,63 @@
+// The CPU that code is generated for: its ISA level, vector width and register budget, the
+// extensions later work may use, and the cache sizes the cost models read.
+//
+// Made once (CpuTarget::fromEnvironment() in the driver: $NNC_CPU or the host's features) and
+// handed down: PassContext::cpu to the passes, LowerOptions::cpu to lowering and the tuning
+// spaces, CodegenOptions::cpu to the LLVM emitter and JIT. Nothing below the driver asks the
+// host. Every choice comes from features, never from a CPU model name: LLVM's tuning for a
+// model name (e.g. "prefer 256-bit vectors" on AVX-512 Intel parts) is overridden by the
+// vector width stated here on every emitted function.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "nnc/support/Error.h"
+
+namespace nnc {
+
+struct CpuTarget {
+  /// x86-64 micro-architecture levels (the psABI's): SSE2; AVX2 + FMA + BMI2 (x86-64-v3);
+  /// AVX-512 F/BW/DQ/VL/CD (x86-64-v4).
+  enum class Level { X86_64, V3, V4 };
+
+  Level level = Level::X86_64;
+  /// True for the host itself: the generated code may use every feature the host has beyond
+  /// the level (LLVM's host feature list), not only the level's.
+  bool native = false;
+  int vectorBits = 128;     ///< The widest vector registers used.
+  int vectorRegisters = 16; ///< Architectural vector registers at that width.
+  /// Extensions noted for later work (int8 and bf16 dot products, tile matrix units).
+  bool avx512vnni = false, avx512bf16 = false, amx = false;
+  /// Per-core data cache sizes (L1d, L2) and the last-level cache as thresholds use it, each
+  /// kept within sane bounds whatever sysfs says (a VM may report a socket's or an invented
+  /// cache).
+  int64_t l1dBytes = 32 << 10, l2Bytes = 1 << 20, l3Bytes = 8 << 20;
+  /// Results of at least this many bytes are written with non-temporal stores (0: never).
+  int64_t streamingStoreBytes = 8 << 20;
+
+  /// f32 lanes of one vector register.
+  int64_t f32Lanes() const { return vectorBits / 32; }
+  /// "x86-64", "x86-64-v3", "x86-64-v4".
+  std::string levelName() const;
+  /// One line for `nnc devices`, cache keys and notes: "x86-64-v4 native (512-bit vectors,
+  /// 32 registers; avx512-vnni) L1d 48K L2 1M L3 32M".
+  std::string str() const;
+
+  /// A target at `level` with the host's cache sizes (for any host: cross-compiling and tests).
+  static CpuTarget forLevel(Level level);
+  /// The host: its highest level and extensions, detected once (cpuid and the OS's saved
+  /// register state), with its caches.
+  static const CpuTarget &host();
+  /// "native", "x86-64-v3" or "x86-64-v4" ("x86-64" for the SSE2 baseline). An error names
+  /// the choices, or, when the code is to run here (`runsHere`), the features this host lacks
+  /// for the level asked; code that is only written out (nnc compile, inspect) may be for any
+  /// level.
+  static Expected<CpuTarget> parse(const std::string &name, bool runsHere = true);
+  /// parse($NNC_CPU) when set, else host().
+  static Expected<CpuTarget> fromEnvironment(bool runsHere = true);
+
+  bool operator==(const CpuTarget &o) const;
+};
+
+} // namespace nnc
