@@ -158,6 +158,30 @@ std::string CpuTarget::levelName() const {
   return "?";
 }
 
+std::string CpuTarget::llvmFeatures() const {
+  std::string f;
+  if (avx512vnni)
+    f += "+avx512vnni";
+  if (avx512bf16)
+    f += std::string(f.empty() ? "" : ",") + "+avx512bf16";
+  return f;
+}
+
+std::string CpuTarget::hostModelName() {
+  static const std::string name = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("model name", 0) == 0) {
+        size_t colon = line.find(':');
+        if (colon != std::string::npos && colon + 1 < line.size())
+          return line.substr(std::min(line.find_first_not_of(' ', colon + 1), line.size()));
+      }
+    return std::string("unknown cpu");
+  }();
+  return name;
+}
+
 std::string CpuTarget::str() const {
   std::string ext;
   for (auto [on, name] : {std::pair{avx512vnni, "avx512-vnni"},

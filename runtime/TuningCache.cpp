@@ -14,17 +14,6 @@
 
 namespace nnc {
 
-std::string cpuModelName() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos)
-        return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  return "unknown cpu";
-}
 
 namespace {
 
@@ -90,8 +79,7 @@ constexpr const char *kColumns =
 std::string cpuDeviceFingerprint(int threads, const CpuTarget &cpu) {
   if (threads <= 0)
     threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return fmt::format("cpu {} | {} | {} | threads={}", cpuModelName(), cpu.str(),
-                     hostCpuDescription(), threads);
+  return fmt::format("cpu {} | {} | threads={}", CpuTarget::hostModelName(), cpu.str(), threads);
 }
 
 std::string TuningCache::defaultPath() {

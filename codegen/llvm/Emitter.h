@@ -55,11 +55,8 @@ inline constexpr const char *kStreamingMetadata = "nnc.streaming";
 /// non-temporal and fences them before each return (x86 only). Returns how many.
 int markStreamingStores(llvm::Module &m);
 
-/// The object-cache key (hex SHA-1) of a module's unoptimized IR text compiled for `cpu`
-/// (hostCpuDescription() in use) at `optLevel` by this nnc and LLVM version.
+/// The object-cache key (hex SHA-1) of a module's unoptimized IR text compiled for `cpu` (the
+/// target's description) at `optLevel` by this nnc and LLVM version.
 std::string objectCacheKey(const std::string &irText, const std::string &cpu, int optLevel);
-
-/// The host CPU name and its features ("+avx2,+avx512f,...", sorted).
-std::pair<std::string, std::string> hostCpuAndFeatures();
 
 } // namespace nnc::llvmcg

@@ -50,26 +50,6 @@ std::string CodegenOptions::defaultObjectCacheDir() {
   return "";
 }
 
-namespace llvmcg {
-
-std::pair<std::string, std::string> hostCpuAndFeatures() {
-  static const std::pair<std::string, std::string> host = [] {
-    std::string cpu = llvm::sys::getHostCPUName().str();
-    llvm::StringMap<bool> feats;
-    std::vector<std::string> list;
-    if (llvm::sys::getHostCPUFeatures(feats))
-      for (const auto &f : feats)
-        list.push_back((f.getValue() ? "+" : "-") + f.getKey().str());
-    std::sort(list.begin(), list.end());
-    std::string joined;
-    for (const std::string &f : list)
-      joined += (joined.empty() ? "" : ",") + f;
-    return std::make_pair(cpu, joined);
-  }();
-  return host;
-}
-
-} // namespace llvmcg
 
 std::string llvmcg::objectCacheKey(const std::string &irText, const std::string &cpu,
                                    int optLevel) {
@@ -82,15 +62,10 @@ std::string llvmcg::objectCacheKey(const std::string &irText, const std::string 
   return llvm::toHex(llvm::ArrayRef<uint8_t>(h.data(), h.size()), /*LowerCase=*/true);
 }
 
-std::string hostCpuDescription() {
-  auto [cpu, features] = llvmcg::hostCpuAndFeatures();
-  return cpu + " " + features;
-}
-
 std::pair<std::string, std::string> llvmCpuAndFeatures(const CpuTarget &cpu) {
-  // The level's name fixes the ISA; a native target adds (and, with "-", removes) what LLVM
-  // detects on the host. The CPU model name LLVM detects is never used.
-  return {cpu.levelName(), cpu.native ? llvmcg::hostCpuAndFeatures().second : std::string()};
+  // The level's name fixes the ISA; a native target adds the extensions nnc detected. LLVM's
+  // own host detection (its CPU model name and tuning) is never used.
+  return {cpu.levelName(), cpu.llvmFeatures()};
 }
 
 namespace {

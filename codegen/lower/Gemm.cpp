@@ -506,9 +506,9 @@ const tuning::Space &gemmCpuSpace() {
         // than the contiguous panels gained on 1024^3 (measured 0.72 vs 0.82-0.94 of oneDNN).
         int64_t pa = 0;
         // Prefetching the next B panel hides a cold B (a weight last touched a whole model
-        // run ago: BERT's FFN GEMMs 3.4 -> 2.9 ms at 1 thread); a B within L2 (1 MiB and
-        // less) stays warm, where the prefetches only took load slots (MLP, LeNet ~3%).
-        int64_t pf = k * n * 4 > (int64_t(1) << 20) ? 1 : 0;
+        // run ago: BERT's FFN GEMMs 3.4 -> 2.9 ms at 1 thread); a B within the target's L2
+        // stays warm, where the prefetches only took load slots (MLP, LeNet ~3%).
+        int64_t pf = k * n * 4 > p.cpu.l2Bytes ? 1 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
       }

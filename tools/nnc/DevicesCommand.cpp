@@ -12,18 +12,16 @@ namespace nnc::tools {
 namespace {
 
 int devicesCommand() {
-  std::string llvmView = hostCpuDescription();
   Expected<CpuTarget> chosen = CpuTarget::fromEnvironment();
-  std::cout << fmt::format("cpu: {}, {} threads; code for {}\n", cpuModelName(),
+  std::cout << fmt::format("cpu: {}, {} threads; code for {}\n", CpuTarget::hostModelName(),
                            effectiveThreads(0), CpuTarget::host().str());
   if (!chosen)
     std::cout << fmt::format("  {} (so every command fails until it is fixed)\n",
                              chosen.error().message());
   else if (!(*chosen == CpuTarget::host()))
     std::cout << fmt::format("  NNC_CPU: code for {}\n", chosen->str());
-  std::cout << fmt::format("  LLVM names this CPU '{}' (not used: nnc decides from features; "
-                           "--cpu x86-64-v3|x86-64-v4 or NNC_CPU chooses a lower level)\n",
-                           llvmView.substr(0, llvmView.find(' ')));
+  std::cout << "  (decided from the CPU's features, never its model name; --cpu "
+               "x86-64-v3|x86-64-v4 or NNC_CPU chooses a lower level)\n";
   Expected<std::vector<OpenCLDeviceInfo>> devs = listOpenCLDevices();
   if (!devs) {
     std::cout << "opencl: none (" << devs.error().message() << ")\n";

@@ -37,13 +37,8 @@ public:
   virtual bool fromCache() const = 0;
 };
 
-/// The host CPU as LLVM sees it: its model name (for information only: nothing is decided
-/// from it) and the features it detects ("+avx2,+avx512f,...", the ones a native CpuTarget
-/// generates code with).
-std::string hostCpuDescription();
-
 /// What LLVM generates code for under `cpu`: the target machine's CPU (the level's name) and
-/// feature string (the host's features when native, else the level's alone).
+/// feature string (the extensions a native target has beyond the level).
 std::pair<std::string, std::string> llvmCpuAndFeatures(const CpuTarget &cpu);
 
 /// Compiles kernels (with their schedules applied) for opts.cpu.

@@ -36,6 +36,9 @@ struct CpuTarget {
   /// Results of at least this many bytes are written with non-temporal stores (0: never).
   int64_t streamingStoreBytes = 8 << 20;
 
+  /// The LLVM target features beyond the level's own (LLVM's CPU is levelName()): the noted
+  /// extensions a native target has ("+avx512vnni,+avx512bf16"), else "".
+  std::string llvmFeatures() const;
   /// f32 lanes of one vector register.
   int64_t f32Lanes() const { return vectorBits / 32; }
   /// "x86-64", "x86-64-v3", "x86-64-v4".
@@ -56,6 +59,9 @@ struct CpuTarget {
   static Expected<CpuTarget> parse(const std::string &name, bool runsHere = true);
   /// parse($NNC_CPU) when set, else host().
   static Expected<CpuTarget> fromEnvironment(bool runsHere = true);
+  /// The host's model name as the OS reports it ("AMD EPYC 9654"), for people and tuning
+  /// fingerprints: nothing is decided from it.
+  static std::string hostModelName();
 
   bool operator==(const CpuTarget &o) const;
 };

@@ -17,13 +17,9 @@ struct sqlite3;
 
 namespace nnc {
 
-/// The CPU's model name from /proc/cpuinfo (for people and fingerprints; nothing is decided
-/// from it).
-std::string cpuModelName();
-
 /// What the device a config was measured on is: CPU model, the target code is generated for
-/// (its level and extensions), LLVM's view of the host's features, and the thread count. A
-/// record is applied only on an identical fingerprint.
+/// (its level, extensions and caches), and the thread count. A record is applied only on an
+/// identical fingerprint.
 std::string cpuDeviceFingerprint(int threads, const CpuTarget &cpu = CpuTarget::host());
 
 /// One tuned kernel.
