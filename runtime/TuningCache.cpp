@@ -14,7 +14,6 @@
 
 namespace nnc {
 
-
 namespace {
 
 std::string utcNow() {

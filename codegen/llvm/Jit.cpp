@@ -50,7 +50,6 @@ std::string CodegenOptions::defaultObjectCacheDir() {
   return "";
 }
 
-
 std::string llvmcg::objectCacheKey(const std::string &irText, const std::string &cpu,
                                    int optLevel) {
   llvm::SHA1 sha;
