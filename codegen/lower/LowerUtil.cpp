@@ -79,7 +79,9 @@ Collapsed collapse(const Extents &out, const std::vector<Extents> &ins) {
   return c;
 }
 
-DType movedType(DType t) { return isStorageOnly(t) ? DType::U8 : t; }
+DType movedType(DType t) {
+  return isStorageOnly(t) ? DType::U8 : t;
+}
 
 KernelBuilder::KernelBuilder(const Node &node, std::string kernelName)
     : node_(node), name_(std::move(kernelName)) {}
@@ -97,9 +99,8 @@ int KernelBuilder::operand(size_t i) {
     return b;
   const Value *v = node_.operand(i);
   NNC_ASSERT(v != nullptr, "operand {} of {} is absent", i, node_.describe());
-  buffers_.push_back({"in" + std::to_string(i), movedType(v->dtype()),
-                      numElementsOf(extentsOf(v)), kir::BufferRole::Operand,
-                      static_cast<int>(i), /*written=*/false});
+  buffers_.push_back({"in" + std::to_string(i), movedType(v->dtype()), numElementsOf(extentsOf(v)),
+                      kir::BufferRole::Operand, static_cast<int>(i), /*written=*/false});
   return static_cast<int>(buffers_.size()) - 1;
 }
 
@@ -108,8 +109,8 @@ int KernelBuilder::result(size_t i) {
   if (b >= 0)
     return b;
   const Value *v = node_.result(i);
-  buffers_.push_back({"out" + std::to_string(i), movedType(v->dtype()),
-                      numElementsOf(extentsOf(v)), kir::BufferRole::Result, static_cast<int>(i),
+  buffers_.push_back({"out" + std::to_string(i), movedType(v->dtype()), numElementsOf(extentsOf(v)),
+                      kir::BufferRole::Result, static_cast<int>(i),
                       /*written=*/true});
   return static_cast<int>(buffers_.size()) - 1;
 }
@@ -161,8 +162,7 @@ kir::Stmt KernelBuilder::store(int b, kir::Expr index, kir::Expr value) {
 kir::Stmt KernelBuilder::gemmTile(const kir::GemmTileShape &shape, int c, kir::Expr aOff,
                                   kir::Expr bOff, kir::Expr cOff, kir::Expr kc) {
   buffers_[c].written = true;
-  return kir::gemmTile(shape, c, std::move(aOff), std::move(bOff), std::move(cOff),
-                       std::move(kc));
+  return kir::gemmTile(shape, c, std::move(aOff), std::move(bOff), std::move(cOff), std::move(kc));
 }
 
 std::string KernelBuilder::freshName(const std::string &prefix) {
@@ -214,6 +214,10 @@ kir::Schedule defaultSchedule(const std::vector<std::string> &loops, const Exten
   if (vec) {
     s.steps.push_back({Step::Split, inner, 16, {}});
     s.steps.push_back({Step::Vectorize, inner + ".i", 0, {}});
+  } else if (vectorize && extents.back() >= 4) {
+    // A short contiguous row (a channel block of 8 lanes under a broadcast operand) is one
+    // vector as it is.
+    s.steps.push_back({Step::Vectorize, inner, 0, {}});
   }
   if (extents.front() >= 2)
     s.steps.push_back({Step::Parallel, loops.front(), 0, {}});

@@ -18,8 +18,7 @@ kir::Expr lowestOf(DType t) {
   if (isUnsignedInteger(t))
     return kir::intImm(0, t);
   int bits = static_cast<int>(dtypeSize(t)) * 8;
-  return kir::intImm(static_cast<int64_t>(uint64_t(1) << (bits - 1)) * (bits == 64 ? 1 : -1),
-                     t);
+  return kir::intImm(static_cast<int64_t>(uint64_t(1) << (bits - 1)) * (bits == 64 ? 1 : -1), t);
 }
 
 kir::Expr highestOf(DType t) {
@@ -101,18 +100,30 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
   Expr init;
   switch (kind) {
   case ReduceKind::Sum:
-  case ReduceKind::Mean: init = fc(0, acc); break;
-  case ReduceKind::Prod: init = fc(1, acc); break;
-  case ReduceKind::Max: init = lowestOf(isFloat(acc) ? acc : t); break;
-  case ReduceKind::Min: init = highestOf(isFloat(acc) ? acc : t); break;
+  case ReduceKind::Mean:
+    init = fc(0, acc);
+    break;
+  case ReduceKind::Prod:
+    init = fc(1, acc);
+    break;
+  case ReduceKind::Max:
+    init = lowestOf(isFloat(acc) ? acc : t);
+    break;
+  case ReduceKind::Min:
+    init = highestOf(isFloat(acc) ? acc : t);
+    break;
   }
   auto combine = [&](Expr a, Expr v) -> Expr {
     switch (kind) {
     case ReduceKind::Sum:
-    case ReduceKind::Mean: return kir::add(a, v);
-    case ReduceKind::Prod: return kir::mul(a, v);
-    case ReduceKind::Max: return isBool ? bor(a, v) : kir::max(a, v);
-    case ReduceKind::Min: return isBool ? kir::land(a, v) : kir::min(a, v);
+    case ReduceKind::Mean:
+      return kir::add(a, v);
+    case ReduceKind::Prod:
+      return kir::mul(a, v);
+    case ReduceKind::Max:
+      return isBool ? bor(a, v) : kir::max(a, v);
+    case ReduceKind::Min:
+      return isBool ? kir::land(a, v) : kir::min(a, v);
     }
     return a;
   };
@@ -136,6 +147,40 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
   for (const DimGroup &g : groups)
     anyReduced = anyReduced || g.reduced;
   int64_t work = numElementsOf(in);
+
+  // A short kept row under a reduced dim ([kept..., reduced, kept K <= 16]: a global pool of
+  // channel blocks [C/b, H*W, b], or a reduction over rows of a narrow matrix): one named
+  // accumulator per element of the row, so the K running sums live in registers across the
+  // reduced loop (through a scratch row they were a chain of store-to-load forwards, one
+  // scalar add per element).
+  size_t G = groups.size();
+  bool registerRow = innerKept && G >= 2 && groups[G - 2].reduced && groups[G - 1].extent <= 16;
+  for (size_t d = 0; registerRow && d + 2 < G; ++d)
+    registerRow = !groups[d].reduced;
+  if (registerRow) {
+    Nest outer;
+    Expr iBase = i64(0), oBase = i64(0);
+    for (size_t d = 0; d + 2 < G; ++d) {
+      Expr v = outer.add(kb, groups[d].extent);
+      iBase = kir::add(iBase, kir::mul(v, i64(groups[d].inStride)));
+      oBase = kir::add(oBase, kir::mul(v, i64(groups[d].outStride)));
+    }
+    const DimGroup &red = groups[G - 2], &row = groups[G - 1];
+    std::vector<Stmt> body, adds, stores;
+    Nest walk;
+    Expr r = walk.add(kb, red.extent);
+    for (int64_t j = 0; j < row.extent; ++j) {
+      std::string a = kb.freshName("acc");
+      Expr av = kir::var(a, acc);
+      body.push_back(kir::decl(a, acc, init));
+      Expr at = kir::add(kir::add(iBase, kir::mul(r, i64(red.inStride))), i64(j * row.inStride));
+      adds.push_back(kir::accumulate(a, combine(av, kir::cast(kb.load(xb, at), acc))));
+      stores.push_back(kb.store(ob, kir::add(oBase, i64(j * row.outStride)), finalize(av)));
+    }
+    body.push_back(walk.wrap(kir::block(adds)));
+    body.insert(body.end(), stores.begin(), stores.end());
+    return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, work))};
+  }
 
   if (innerKept && anyReduced) {
     // The innermost dim is kept: accumulate whole output rows in a scratch buffer while
@@ -180,10 +225,10 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
       iIdx = kir::add(iIdx, kir::mul(inner.add(kb, g.extent), i64(g.inStride)));
   std::string a = kb.freshName("acc");
   Expr av = kir::var(a, acc);
-  Stmt body = kir::block(
-      {kir::decl(a, acc, init),
-       inner.wrap(kir::accumulate(a, combine(av, kir::cast(kb.load(xb, iIdx), acc)))),
-       kb.store(ob, oIdx, finalize(av))});
+  Stmt body =
+      kir::block({kir::decl(a, acc, init),
+                  inner.wrap(kir::accumulate(a, combine(av, kir::cast(kb.load(xb, iIdx), acc)))),
+                  kb.store(ob, oIdx, finalize(av))});
   return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
 }
 
@@ -245,10 +290,9 @@ Expected<Kernels> lowerArg(const Node &node, const std::string &prefix, bool isM
       return kir::forLoop(b, i64(sp.inner), body(kir::var(b)));
     };
     auto xAt = [&](const Expr &k, const Expr &b) {
-      return kir::cast(kb.load(xb, kir::add(kir::mul(kir::add(kir::mul(a, i64(sp.size)), k),
-                                                     i64(sp.inner)),
-                                            b)),
-                       ct);
+      return kir::cast(
+          kb.load(xb, kir::add(kir::mul(kir::add(kir::mul(a, i64(sp.size)), k), i64(sp.inner)), b)),
+          ct);
     };
     auto oAt = [&](const Expr &b) { return kir::add(kir::mul(a, i64(sp.inner)), b); };
     Stmt init = lanes([&](const Expr &b) {
@@ -258,17 +302,18 @@ Expected<Kernels> lowerArg(const Node &node, const std::string &prefix, bool isM
     if (sp.size > 1) {
       std::string k = kb.freshName("k");
       Expr kv = kir::add(kir::var(k), i64(1));
-      Stmt scan = kir::forLoop(k, i64(sp.size - 1), lanes([&](const Expr &b) {
-        std::string v = kb.freshName("v"), c = kb.freshName("c");
-        Expr vE = kir::var(v, ct), bv = kb.load(bvb, oAt(b)), cE = kir::var(c, DType::Bool);
-        return kir::block({kir::decl(v, ct, xAt(kv, b)), kir::decl(c, DType::Bool, replaces(vE, bv)),
-                           kb.store(bvb, oAt(b), sel(cE, vE, bv)),
-                           kb.store(ob, oAt(b), sel(cE, kv, kb.load(ob, oAt(b))))});
-      }));
+      Stmt scan = kir::forLoop(
+          k, i64(sp.size - 1), lanes([&](const Expr &b) {
+            std::string v = kb.freshName("v"), c = kb.freshName("c");
+            Expr vE = kir::var(v, ct), bv = kb.load(bvb, oAt(b)), cE = kir::var(c, DType::Bool);
+            return kir::block({kir::decl(v, ct, xAt(kv, b)),
+                               kir::decl(c, DType::Bool, replaces(vE, bv)),
+                               kb.store(bvb, oAt(b), sel(cE, vE, bv)),
+                               kb.store(ob, oAt(b), sel(cE, kv, kb.load(ob, oAt(b))))});
+          }));
       body.push_back(scan);
     }
-    return Kernels{kb.finish(outer.wrap(kir::block(body)),
-                             parallelOuter(outer, outN * sp.size))};
+    return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, outN * sp.size))};
   }
 
   constexpr int64_t kLanes = 8;
@@ -295,14 +340,15 @@ Expected<Kernels> lowerArg(const Node &node, const std::string &prefix, bool isM
     std::string q = kb.freshName("q");
     std::vector<Stmt> step;
     for (int64_t l = 0; l < lanes; ++l)
-      step.push_back(update(
-          l, kir::add(kir::mul(kir::add(kir::var(q), i64(1)), i64(lanes)), i64(l))));
+      step.push_back(
+          update(l, kir::add(kir::mul(kir::add(kir::var(q), i64(1)), i64(lanes)), i64(l))));
     body.push_back(kir::forLoop(q, i64(rounds - 1), kir::block(step)));
   }
   if (int64_t tail = sp.size - rounds * lanes; tail > 0) {
     // The tail's indices exceed every lane's, so lane 0 can take them in order.
     std::string r = kb.freshName("r");
-    body.push_back(kir::forLoop(r, i64(tail), update(0, kir::add(kir::var(r), i64(rounds * lanes)))));
+    body.push_back(
+        kir::forLoop(r, i64(tail), update(0, kir::add(kir::var(r), i64(rounds * lanes)))));
   }
   // Merge: a lane's best wins by value; equal values (or two NaNs) by index.
   for (int64_t l = 1; l < lanes; ++l) {
@@ -394,8 +440,7 @@ Expected<Kernels> lowerTopK(const Node &node, const std::string &prefix) {
   auto valAt = [&](const Expr &j) { return kir::cast(kb.load(vb, oi(j)), ct); };
   auto idxAt = [&](const Expr &j) { return kb.load(ib, oi(j)); };
   std::string cnt = kb.freshName("count"), p = kb.freshName("p"), v = kb.freshName("v"),
-              slot = kb.freshName("slot"), placed = kb.freshName("placed"),
-              s = kb.freshName("s");
+              slot = kb.freshName("slot"), placed = kb.freshName("placed"), s = kb.freshName("s");
   Expr cntE = kir::var(cnt), pE = kir::var(p), vE = kir::var(v, ct), slotE = kir::var(slot),
        placedE = kir::var(placed, DType::Bool);
   Expr j = kir::sub(i64(k - 1), kir::var(s));
