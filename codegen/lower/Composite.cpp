@@ -1,146 +1,22 @@
-// Lowerers of the composite ops: softmax, log_softmax, hardmax, the normalizations, attention
-// and rotary embedding. Each computes what its interpreter kernel (runtime/interp/
+// Lowerers of the composite ops: softmax, log_softmax, hardmax, the normalizations and rotary
+// embedding (attention: Attention.cpp). Each computes what its interpreter kernel (runtime/interp/
 // Normalization.cpp, Attention.cpp) computes, with the interpreter's intermediate roundings to
 // the stash / input dtype; the arithmetic type is chosen by computeType().
 //
 // Row-wise ops are one kernel: a loop over rows (parallel when there is enough work) whose
 // body declares per-row accumulators (max, sum, mean, ...) and makes passes over the row.
 // Softmax along a non-innermost axis keeps its per-row statistics in scratch buffers instead,
-// so that its inner loops run over contiguous elements. Attention is two kernels: present
-// key/value (past ++ new), then per query row the scores, softmax and product with V, through
-// scratch buffers that hold one row per (batch, head) pair (the pairs run in parallel), so the
-// score matrix is not stored whole.
+// so that its inner loops run over contiguous elements.
 #include <cmath>
 #include <limits>
 #include <optional>
 
-#include "LowerUtil.h"
-#include "Lowerers.h"
-#include "nnc/ir/ShapeUtils.h"
+#include "CompositeUtil.h"
 
 namespace nnc::lower {
 namespace {
 
-using kir::Expr;
-using kir::Stmt;
-using Step = kir::ScheduleStep;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-/// Below this many elements of work a kernel runs serially.
-constexpr int64_t kParallelWork = 32768;
-
-int64_t product(const Extents &e, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end && i < e.size(); ++i)
-    p *= e[i];
-  return p;
-}
-
-/// The arithmetic type of a kernel whose values have these dtypes. The interpreter computes
-/// in double, and results are compared with it at rtol 1e-3 / atol 1e-7:
-///  - `accurate` ops (normalizations, attention, rotary embedding) compute in f64: their
-///    statistics over long rows and their sums of products of O(1) values that cancel to near
-///    zero (y = n * scale + bias, Σ p v, c x1 - s x2) are off by more than 1e-7 in f32;
-///  - the others (softmax family, lp_norm: positive sums and quotients) compute in f32 (f16
-///    via f32), except for f64 and bf16, whose 8-bit mantissa makes one f32 rounding flip in
-///    the last place a 0.4% error.
-DType computeType(std::initializer_list<DType> ts, bool accurate) {
-  if (accurate)
-    return DType::F64;
-  for (DType t : ts)
-    if (t == DType::F64 || t == DType::BF16)
-      return DType::F64;
-  return DType::F32;
-}
-
-Expr fimm(double v, DType ct) {
-  return kir::floatImm(v, ct);
-}
-Expr i64(int64_t v) {
-  return kir::intImm(v);
-}
-Expr fop(OpKind k, Expr a) {
-  return kir::op(k, {std::move(a)});
-}
-Expr fop(OpKind k, Expr a, Expr b) {
-  return kir::op(k, {std::move(a), std::move(b)});
-}
-
-/// `e` converted to dtype `t` for a store. f64 goes to f16/bf16 through f32, as the
-/// interpreter's fromDoubles()/roundTo() do (the two roundings differ from one in rare ties).
-Expr narrow(Expr e, DType t) {
-  if (e->type == DType::F64 && (t == DType::F16 || t == DType::BF16))
-    e = kir::cast(std::move(e), DType::F32);
-  return kir::cast(std::move(e), t);
-}
-
-/// `e` (of compute type ct) rounded to the precision of float dtype `t`, like the
-/// interpreter's roundTo(): identity when t is ct or wider.
-Expr roundTo(Expr e, DType t, DType ct) {
-  if (t == ct || t == DType::F64 || !isFloat(t))
-    return e;
-  return kir::cast(narrow(std::move(e), t), ct);
-}
-
-/// Schedule steps built up per kernel.
-struct Sched {
-  kir::Schedule s;
-  void parallel(const std::string &loop) { s.steps.push_back({Step::Parallel, loop, 0, {}}); }
-  /// Vectorizes a loop of independent iterations over contiguous elements, by 8 when its
-  /// extent is a multiple of 8 (no tail guard).
-  void vectorize(const std::string &loop, int64_t extent) {
-    if (extent < 16 || extent % 8 != 0)
-      return;
-    s.steps.push_back({Step::Split, loop, 8, {}});
-    s.steps.push_back({Step::Vectorize, loop + ".i", 0, {}});
-  }
-};
-
-/// The loop over rows runs in parallel when there are two rows or more and enough work.
-bool worthParallel(int64_t rows, int64_t work) {
-  return rows >= 2 && work >= kParallelWork;
-}
-
-Error checkFloat(const Node &node, size_t i, const char *what) {
-  const Value *v = node.operand(i);
-  if (!v)
-    return node.error("{} (operand {}) is missing", what, i);
-  if (!isFloat(v->dtype()))
-    return node.error("{} must have a float dtype, got {}", what, dtypeName(v->dtype()));
-  return Error::success();
-}
-
-/// A kernel that does nothing (a node with an empty result).
-std::vector<kir::Kernel> emptyKernel(const Node &node, const std::string &prefix) {
-  KernelBuilder kb(node, prefix);
-  kb.result(0);
-  return {kb.finish(kir::block({}))};
-}
-
-/// The flat index into an operand of extents `in` that broadcasts (numpy, one way) to `x`,
-/// at flat position `flat` of x, where flat = row * cols + col. Common layouts fold: an
-/// operand equal to x is `flat`, one equal to x's dims from `axis` on is `col`.
-Expr broadcastFlat(const Extents &in, const Extents &x, size_t axis, const Expr &row,
-                   const Expr &col, int64_t cols) {
-  size_t off = x.size() - in.size();
-  // onlyCols: `in` covers all of x's dims from `axis` on, and is 1 on those before.
-  bool sameAsX = in == x, onlyCols = off <= axis;
-  for (size_t d = 0; d < in.size(); ++d)
-    if (off + d < axis ? in[d] != 1 : in[d] != x[off + d])
-      onlyCols = false;
-  Expr flat = kir::add(kir::mul(row, i64(cols)), col);
-  if (sameAsX)
-    return flat;
-  if (onlyCols)
-    return col;
-  std::vector<int64_t> xs = stridesOf(x);
-  std::vector<Expr> idx(x.size());
-  for (size_t d = 0; d < x.size(); ++d) {
-    Expr q = kir::div(flat, i64(xs[d]));
-    idx[d] = d == 0 ? q : kir::mod(q, i64(x[d]));
-  }
-  return broadcastIndex(idx, in);
-}
+using namespace composite;
 
 // ---- softmax, log_softmax, hardmax ----------------------------------------------------------
 
@@ -254,10 +130,10 @@ Expected<std::vector<kir::Kernel>> lowerAlongAxis(const Node &node, const std::s
     if (expOnce) {
       std::string e = kb.freshName("e");
       Expr ev = kir::var(e, ct);
-      row.push_back(kir::forLoop(
-          k2, i64(n),
-          kir::block({kir::decl(e, ct, fop(OpKind::Exp, kir::sub(x(k2), mv))), put(k2, ev),
-                      kir::accumulate(s, kir::add(sv, ev))})));
+      row.push_back(
+          kir::forLoop(k2, i64(n),
+                       kir::block({kir::decl(e, ct, fop(OpKind::Exp, kir::sub(x(k2), mv))),
+                                   put(k2, ev), kir::accumulate(s, kir::add(sv, ev))})));
     } else {
       row.push_back(kir::forLoop(
           k2, i64(n), kir::accumulate(s, kir::add(sv, fop(OpKind::Exp, kir::sub(x(k2), mv))))));
@@ -325,13 +201,14 @@ Expected<std::vector<kir::Kernel>> lowerLayerNorm(const Node &node, const std::s
 
   std::vector<Stmt> row;
   row.push_back(kir::decl(sum, ct, fimm(0, ct)));
-  row.push_back(kir::forLoop(c1, i64(cols), kir::accumulate(sum, kir::add(kir::var(sum, ct), xs(c1)))));
+  row.push_back(
+      kir::forLoop(c1, i64(cols), kir::accumulate(sum, kir::add(kir::var(sum, ct), xs(c1)))));
   row.push_back(kir::decl(mean, ct, roundTo(kir::div(kir::var(sum, ct), n), stash, ct)));
   row.push_back(kir::decl(sq, ct, fimm(0, ct)));
   {
     Expr d = kir::sub(xs(c2), meanV);
-    row.push_back(
-        kir::forLoop(c2, i64(cols), kir::accumulate(sq, kir::add(kir::var(sq, ct), kir::mul(d, d)))));
+    row.push_back(kir::forLoop(c2, i64(cols),
+                               kir::accumulate(sq, kir::add(kir::var(sq, ct), kir::mul(d, d)))));
   }
   row.push_back(kir::decl(
       inv, ct,
@@ -391,8 +268,8 @@ Expected<std::vector<kir::Kernel>> lowerRMSNorm(const Node &node, const std::str
   row.push_back(kir::decl(sq, ct, fimm(0, ct)));
   {
     Expr v = xs(c1);
-    row.push_back(
-        kir::forLoop(c1, i64(cols), kir::accumulate(sq, kir::add(kir::var(sq, ct), kir::mul(v, v)))));
+    row.push_back(kir::forLoop(c1, i64(cols),
+                               kir::accumulate(sq, kir::add(kir::var(sq, ct), kir::mul(v, v)))));
   }
   row.push_back(kir::decl(
       rms, ct,
@@ -602,356 +479,6 @@ Expected<std::vector<kir::Kernel>> lowerBatchNorm(const Node &node, const std::s
   return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), row), sc.s)};
 }
 
-// ---- attention -------------------------------------------------------------------------------
-
-/// A [batch, heads, seq, head] view of a 4-D tensor or of a 3-D [batch, seq, heads*head] one.
-struct HeadView {
-  int64_t batch = 0, heads = 0, seq = 0, head = 0;
-  bool packed = false;
-  Expr at(Expr b, Expr h, Expr s, Expr d) const {
-    using namespace kir;
-    if (packed)
-      return add(mul(add(mul(add(mul(b, i64(seq)), s), i64(heads)), h), i64(head)), d);
-    return add(mul(add(mul(add(mul(b, i64(heads)), h), i64(seq)), s), i64(head)), d);
-  }
-};
-
-Expected<HeadView> headView(const Node &node, const Extents &e, int64_t heads, const char *what) {
-  if (e.size() == 4)
-    return HeadView{e[0], e[1], e[2], e[3], false};
-  if (heads <= 0 || e[2] % heads != 0)
-    return node.error("{} hidden size {} is not divisible by {} heads", what, e[2], heads);
-  return HeadView{e[0], heads, e[1], e[2] / heads, true};
-}
-
-Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::string &prefix) {
-  for (size_t i = 0; i < 3; ++i)
-    NNC_TRY(checkFloat(node, i, i == 0 ? "Q" : i == 1 ? "K" : "V"));
-  const Value *qVal = node.operand(0), *kVal = node.operand(1), *vVal = node.operand(2);
-  const Value *maskVal = node.operand(3), *pastKVal = node.operand(4), *pastVVal = node.operand(5),
-              *nonpadVal = node.operand(6);
-  Extents qe = extentsOf(qVal), ke = extentsOf(kVal), ve = extentsOf(vVal);
-  size_t rank = qe.size();
-  if ((rank != 3 && rank != 4) || ke.size() != rank || ve.size() != rank)
-    return node.error("Q, K and V must all have rank 3 or all rank 4, got {}, {} and {}",
-                      extentsStr(qe), extentsStr(ke), extentsStr(ve));
-  int64_t qHeadsAttr = node.getInt("q_num_heads", 0), kvHeadsAttr = node.getInt("kv_num_heads", 0);
-  NNC_ASSIGN_OR_RETURN(HeadView qv, headView(node, qe, qHeadsAttr, "Q"));
-  NNC_ASSIGN_OR_RETURN(HeadView kv, headView(node, ke, kvHeadsAttr, "K"));
-  NNC_ASSIGN_OR_RETURN(HeadView vv, headView(node, ve, kvHeadsAttr, "V"));
-  int64_t batch = qv.batch, qHeads = qv.heads, kvHeads = kv.heads, qLen = qv.seq, newLen = kv.seq,
-          headSize = qv.head, vHeadSize = vv.head;
-  if (kv.batch != batch || vv.batch != batch || vv.heads != kvHeads || vv.seq != newLen ||
-      kv.head != headSize)
-    return node.error("Q, K and V extents do not agree: {}, {} and {}", extentsStr(qe),
-                      extentsStr(ke), extentsStr(ve));
-  if (kvHeads == 0 || qHeads % kvHeads != 0)
-    return node.error("Q head count {} is not a multiple of the K/V head count {}", qHeads,
-                      kvHeads);
-  int64_t group = qHeads / kvHeads;
-  if ((pastKVal == nullptr) != (pastVVal == nullptr))
-    return node.error("past_key and past_value must be given together");
-  int64_t pastLen = 0;
-  if (pastKVal) {
-    NNC_TRY(checkFloat(node, 4, "past_key"));
-    NNC_TRY(checkFloat(node, 5, "past_value"));
-    Extents pk = extentsOf(pastKVal), pv = extentsOf(pastVVal);
-    if (pk.size() != 4 || pv.size() != 4 || pk[0] != batch || pk[1] != kvHeads ||
-        pk[3] != headSize || pv[0] != batch || pv[1] != kvHeads || pv[2] != pk[2] ||
-        pv[3] != vHeadSize)
-      return node.error("past_key {} / past_value {} do not match K/V", extentsStr(pk),
-                        extentsStr(pv));
-    pastLen = pk[2];
-  }
-  int64_t total = pastLen + newLen;
-
-  // The mask, broadcast over [batch, q_heads, q_len, _]; a short last dim is padded with -inf.
-  int64_t maskLen = 0, maskStride[3] = {0, 0, 0};
-  if (maskVal) {
-    Extents me = extentsOf(maskVal);
-    if (me.empty() || me.size() > 4)
-      return node.error("attn_mask must have rank 1 to 4, got extents {}", extentsStr(me));
-    if (maskVal->dtype() != DType::Bool && !isFloat(maskVal->dtype()))
-      return node.error("attn_mask must be bool or float, got {}", dtypeName(maskVal->dtype()));
-    maskLen = me.back();
-    if (maskLen > total)
-      return node.error("attn_mask length {} exceeds the total sequence length {}", maskLen, total);
-    int64_t lead[3] = {batch, qHeads, qLen};
-    int64_t stride = maskLen;
-    for (size_t i = me.size() - 1; i-- > 0;) {
-      size_t slot = 3 - (me.size() - 1) + i;
-      if (me[i] != 1 && me[i] != lead[slot])
-        return node.error("attn_mask extents {} do not broadcast to [{}, {}, {}, {}]",
-                          extentsStr(me), batch, qHeads, qLen, total);
-      maskStride[slot] = me[i] == 1 ? 0 : stride;
-      stride *= me[i];
-    }
-  }
-  if (nonpadVal) {
-    Extents ne = extentsOf(nonpadVal);
-    if (!isInteger(nonpadVal->dtype()) || ne.size() != 1 || ne[0] != batch)
-      return node.error("nonpad_kv_seqlen must be an integer vector of length {}, got {}", batch,
-                        extentsStr(ne));
-  }
-
-  double scale = node.hasAttr("scale") ? node.getFloat("scale")
-                                       : 1.0 / std::sqrt(static_cast<double>(headSize));
-  double softcap = node.getFloat("softcap", 0.0);
-  bool causal = node.getInt("is_causal", 0) != 0;
-  int64_t mode = node.getInt("qk_matmul_output_mode", 0);
-  bool hasPrecision = node.hasAttr("softmax_precision");
-  DType precision = hasPrecision ? node.getDType("softmax_precision") : qVal->dtype();
-  DType qType = qVal->dtype();
-  DType ct = computeType({qType, kVal->dtype(), vVal->dtype(),
-                          maskVal && isFloat(maskVal->dtype()) ? maskVal->dtype() : qType},
-                         /*accurate=*/true);
-  std::vector<kir::Kernel> kernels;
-
-  // Kernel 1: present key/value (past ++ new, [batch, kv_heads, total, head]) when a result
-  // asks for them or past values exist (the scores then read them from there).
-  bool wantPresent = pastKVal || node.numResults() > 1;
-  int64_t bhKv = batch * kvHeads;
-  if (wantPresent && bhKv > 0 && total > 0) {
-    KernelBuilder kb(node, prefix + "_present");
-    std::string bh = kb.freshName("bh");
-    Expr bhV = kir::var(bh);
-    Expr b = kir::div(bhV, i64(kvHeads)), h = kir::mod(bhV, i64(kvHeads));
-    std::vector<Stmt> body;
-    for (int which = 0; which < 2; ++which) {
-      int64_t size = which == 0 ? headSize : vHeadSize;
-      const HeadView &view = which == 0 ? kv : vv;
-      int dst = node.numResults() > static_cast<size_t>(1 + which)
-                    ? kb.result(1 + which)
-                    : kb.scratch(1 + which, movedType((which == 0 ? kVal : vVal)->dtype()),
-                                 bhKv * total * size);
-      DType dt = kb.bufferType(dst);
-      if (pastLen > 0) {
-        int src = kb.operand(4 + which);
-        std::string t = kb.freshName("t"), d = kb.freshName("d");
-        Expr idx = kir::add(kir::mul(kir::add(kir::mul(bhV, i64(total)), kir::var(t)), i64(size)),
-                            kir::var(d));
-        Expr from = kir::add(
-            kir::mul(kir::add(kir::mul(bhV, i64(pastLen)), kir::var(t)), i64(size)), kir::var(d));
-        body.push_back(kir::forLoop(
-            t, i64(pastLen),
-            kir::forLoop(d, i64(size), kb.store(dst, idx, kir::cast(kb.load(src, from), dt)))));
-      }
-      int src = kb.operand(1 + which);
-      std::string t = kb.freshName("t"), d = kb.freshName("d");
-      Expr idx = kir::add(
-          kir::mul(kir::add(kir::mul(bhV, i64(total)), kir::add(kir::var(t), i64(pastLen))),
-                   i64(size)),
-          kir::var(d));
-      Expr from = view.at(b, h, kir::var(t), kir::var(d));
-      body.push_back(kir::forLoop(
-          t, i64(newLen),
-          kir::forLoop(d, i64(size), kb.store(dst, idx, kir::cast(kb.load(src, from), dt)))));
-    }
-    Sched sc;
-    if (worthParallel(bhKv, bhKv * total * (headSize + vHeadSize)))
-      sc.parallel(bh);
-    kernels.push_back(kb.finish(kir::forLoop(bh, i64(bhKv), kir::block(body)), sc.s));
-  }
-
-  // Kernel 2: per query row r = (b, h, i): scores, softmax, and the product with V.
-  int64_t rows = batch * qHeads * qLen;
-  if (rows == 0)
-    return kernels.empty() ? emptyKernel(node, prefix) : kernels;
-  KernelBuilder kb(node, prefix + "_attn");
-  int qB = kb.operand(0), y = kb.result(0);
-  int kB = pastLen > 0 ? (node.numResults() > 1
-                              ? kb.result(1)
-                              : kb.scratch(1, movedType(kVal->dtype()), bhKv * total * headSize))
-                       : kb.operand(1);
-  int vB = pastLen > 0 ? (node.numResults() > 2
-                              ? kb.result(2)
-                              : kb.scratch(2, movedType(vVal->dtype()), bhKv * total * vHeadSize))
-                       : kb.operand(2);
-  // With several (batch, head) pairs, they run in parallel and the query rows of one pair in
-  // order, so the score and accumulator scratch hold one row per pair: the [.., S, T] score
-  // matrix is never stored whole. A single pair runs its rows in parallel, a row each.
-  int64_t pairs = batch * qHeads;
-  bool perPair = pairs >= 2;
-  int64_t scratchRows = perPair ? pairs : rows;
-  int scores = kb.scratch(0, ct, scratchRows * total);
-  int acc = kb.scratch(3, ct, scratchRows * vHeadSize);
-  int qk = node.numResults() > 3 ? kb.result(3) : -1;
-  int maskB = maskVal ? kb.operand(3) : -1;
-  int nonpadB = nonpadVal ? kb.operand(6) : -1;
-
-  std::string r = kb.freshName("r"), j1 = kb.freshName("j"), d1 = kb.freshName("d"),
-              j2 = kb.freshName("j"), j3 = kb.freshName("j"), j4 = kb.freshName("j"),
-              d2 = kb.freshName("d"), j5 = kb.freshName("j"), d3 = kb.freshName("d"),
-              d4 = kb.freshName("d");
-  std::string bN = kb.freshName("b"), hN = kb.freshName("h"), iN = kb.freshName("iq"),
-              kvhN = kb.freshName("kvh"), offN = kb.freshName("off"), vlN = kb.freshName("vlen");
-  std::string dot = kb.freshName("dot"), raw = kb.freshName("raw"), cap = kb.freshName("cap"),
-              biased = kb.freshName("biased"), m = kb.freshName("max"), sum = kb.freshName("sum"),
-              p = kb.freshName("p");
-  Expr rv = kir::var(r), b = kir::var(bN), h = kir::var(hN), iq = kir::var(iN),
-       kvh = kir::var(kvhN);
-  auto keyAt = [&](Expr j, Expr d) {
-    if (pastLen > 0)
-      return kir::add(
-          kir::mul(kir::add(kir::mul(kir::add(kir::mul(b, i64(kvHeads)), kvh), i64(total)), j),
-                   i64(headSize)),
-          d);
-    return kv.at(b, kvh, j, d);
-  };
-  auto valueAt = [&](Expr j, Expr d) {
-    if (pastLen > 0)
-      return kir::add(
-          kir::mul(kir::add(kir::mul(kir::add(kir::mul(b, i64(kvHeads)), kvh), i64(total)), j),
-                   i64(vHeadSize)),
-          d);
-    return vv.at(b, kvh, j, d);
-  };
-  auto rq = [&](Expr e) { return roundTo(std::move(e), qType, ct); };
-  std::string pairN = kb.freshName("bh"), rowN = kb.freshName("iq");
-  Expr scratchRow = perPair ? kir::var(pairN) : rv;
-  Expr rowScores = kir::mul(scratchRow, i64(total)), qkRow = kir::mul(rv, i64(total));
-
-  std::vector<Stmt> row;
-  row.push_back(kir::decl(bN, DType::I64, kir::div(rv, i64(qHeads * qLen))));
-  row.push_back(kir::decl(hN, DType::I64, kir::mod(kir::div(rv, i64(qLen)), i64(qHeads))));
-  row.push_back(kir::decl(iN, DType::I64, kir::mod(rv, i64(qLen))));
-  row.push_back(kir::decl(kvhN, DType::I64, kir::div(h, i64(group))));
-  Expr validLen;
-  if (nonpadVal) {
-    row.push_back(kir::decl(vlN, DType::I64, kir::cast(kb.load(nonpadB, b), DType::I64)));
-    validLen = kir::var(vlN);
-  }
-  // Causal masking is bottom-right aligned: query i sees keys j <= i + offset.
-  if (causal) {
-    Expr off = pastKVal ? i64(pastLen) : nonpadVal ? kir::sub(validLen, i64(qLen)) : i64(0);
-    row.push_back(kir::decl(offN, DType::I64, off));
-  }
-
-  // Pass 1: the scores row (raw, softcapped, biased by masks), written to scratch.
-  {
-    Expr j = kir::var(j1);
-    std::vector<Stmt> perKey;
-    perKey.push_back(kir::decl(dot, ct, fimm(0, ct)));
-    Expr prod = kir::mul(kir::cast(kb.load(qB, qv.at(b, h, iq, kir::var(d1))), ct),
-                         kir::cast(kb.load(kB, keyAt(j, kir::var(d1))), ct));
-    perKey.push_back(
-        kir::forLoop(d1, i64(headSize), kir::accumulate(dot, kir::add(kir::var(dot, ct), prod))));
-    perKey.push_back(kir::decl(raw, ct, rq(kir::mul(kir::var(dot, ct), fimm(scale, ct)))));
-    Expr rawV = kir::var(raw, ct);
-    Expr capE =
-        softcap != 0
-            ? rq(kir::mul(fimm(softcap, ct), fop(OpKind::Tanh, kir::div(rawV, fimm(softcap, ct)))))
-            : rawV;
-    perKey.push_back(kir::decl(cap, ct, capE));
-    Expr capV = kir::var(cap, ct);
-    Expr bias;
-    auto addBias = [&](Expr term) { bias = bias ? kir::add(bias, term) : term; };
-    if (maskVal) {
-      Expr jm = maskLen < total ? kir::min(j, i64(std::max<int64_t>(maskLen - 1, 0))) : j;
-      Expr midx = kir::add(
-          kir::add(kir::add(kir::mul(b, i64(maskStride[0])), kir::mul(h, i64(maskStride[1]))),
-                   kir::mul(iq, i64(maskStride[2]))),
-          jm);
-      Expr mv;
-      if (maskLen == 0) {
-        mv = fimm(-kInf, ct);
-      } else {
-        Expr ld = kb.load(maskB, midx);
-        mv = maskVal->dtype() == DType::Bool ? kir::select(ld, fimm(0, ct), fimm(-kInf, ct))
-                                             : kir::cast(ld, ct);
-        if (maskLen < total)
-          mv = kir::select(kir::lt(j, i64(maskLen)), mv, fimm(-kInf, ct));
-      }
-      addBias(mv);
-    }
-    if (causal)
-      addBias(kir::select(fop(OpKind::Greater, j, kir::add(iq, kir::var(offN))), fimm(-kInf, ct),
-                          fimm(0, ct)));
-    if (nonpadVal)
-      addBias(kir::select(kir::ge(j, validLen), fimm(-kInf, ct), fimm(0, ct)));
-    perKey.push_back(kir::decl(biased, ct, bias ? rq(kir::add(capV, bias)) : capV));
-    Expr biasedV = kir::var(biased, ct);
-    perKey.push_back(kb.store(scores, kir::add(rowScores, j), biasedV));
-    if (qk >= 0 && mode >= 0 && mode <= 2) {
-      Expr chosen = mode == 0 ? rawV : mode == 1 ? capV : biasedV;
-      perKey.push_back(kb.store(qk, kir::add(qkRow, j), narrow(chosen, kb.bufferType(qk))));
-    }
-    row.push_back(kir::forLoop(j1, i64(total), kir::block(perKey)));
-  }
-  // Pass 2: softmax in the softmax precision; a fully masked row gives NaN like the reference.
-  auto score = [&](const std::string &j) {
-    Expr s = kb.load(scores, kir::add(rowScores, kir::var(j)));
-    return hasPrecision ? roundTo(s, precision, ct) : s;
-  };
-  Expr mV = kir::var(m, ct), sumV = kir::var(sum, ct);
-  row.push_back(kir::decl(m, ct, fimm(-kInf, ct)));
-  row.push_back(kir::forLoop(j2, i64(total), kir::assign(m, fop(OpKind::Max, mV, score(j2)))));
-  row.push_back(kir::decl(sum, ct, fimm(0, ct)));
-  {
-    std::string e = kb.freshName("e");
-    Expr idx = kir::add(rowScores, kir::var(j3));
-    row.push_back(
-        kir::forLoop(j3, i64(total),
-                     kir::block({kir::decl(e, ct, fop(OpKind::Exp, kir::sub(score(j3), mV))),
-                                 kb.store(scores, idx, kir::var(e, ct)),
-                                 kir::accumulate(sum, kir::add(sumV, kir::var(e, ct)))})));
-  }
-  {
-    Expr idx = kir::add(rowScores, kir::var(j4));
-    Expr prob = rq(kir::div(kb.load(scores, idx), sumV));
-    std::vector<Stmt> st{kb.store(scores, idx, prob)};
-    if (qk >= 0 && (mode < 0 || mode > 2))
-      st.push_back(kb.store(qk, kir::add(qkRow, kir::var(j4)),
-                            narrow(kb.load(scores, idx), kb.bufferType(qk))));
-    row.push_back(kir::forLoop(j4, i64(total), kir::block(st)));
-  }
-  // Pass 3: y = probabilities x V, accumulated over keys into a scratch row.
-  Expr accRow = kir::mul(scratchRow, i64(vHeadSize));
-  row.push_back(
-      kir::forLoop(d2, i64(vHeadSize), kb.store(acc, kir::add(accRow, kir::var(d2)), fimm(0, ct))));
-  {
-    Expr aidx = kir::add(accRow, kir::var(d3));
-    Stmt update = kb.store(
-        acc, aidx,
-        kir::add(kb.load(acc, aidx),
-                 kir::mul(kir::var(p, ct),
-                          kir::cast(kb.load(vB, valueAt(kir::var(j5), kir::var(d3))), ct))));
-    row.push_back(kir::forLoop(
-        j5, i64(total),
-        kir::block({kir::decl(p, ct, kb.load(scores, kir::add(rowScores, kir::var(j5)))),
-                    kir::forLoop(d3, i64(vHeadSize), update)})));
-  }
-  {
-    Expr yidx =
-        rank == 4
-            ? kir::add(kir::mul(rv, i64(vHeadSize)), kir::var(d4))
-            : kir::add(
-                  kir::mul(kir::add(kir::mul(kir::add(kir::mul(b, i64(qLen)), iq), i64(qHeads)), h),
-                           i64(vHeadSize)),
-                  kir::var(d4));
-    row.push_back(kir::forLoop(
-        d4, i64(vHeadSize),
-        kb.store(y, yidx, narrow(kb.load(acc, kir::add(accRow, kir::var(d4))), kb.bufferType(y)))));
-  }
-  Sched sc;
-  Stmt body;
-  if (perPair) {
-    row.insert(row.begin(),
-               kir::decl(r, DType::I64, kir::add(kir::mul(kir::var(pairN), i64(qLen)),
-                                                 kir::var(rowN))));
-    body = kir::forLoop(pairN, i64(pairs), kir::forLoop(rowN, i64(qLen), kir::block(row)));
-    if (worthParallel(pairs, rows * total * (headSize + vHeadSize)))
-      sc.parallel(pairN);
-  } else {
-    body = kir::forLoop(r, i64(rows), kir::block(row));
-    if (worthParallel(rows, rows * total * (headSize + vHeadSize)))
-      sc.parallel(r);
-  }
-  sc.vectorize(d3, vHeadSize);
-  kernels.push_back(kb.finish(body, sc.s));
-  return kernels;
-}
-
 // ---- rotary_embedding ------------------------------------------------------------------------
 
 Expected<std::vector<kir::Kernel>> lowerRotaryEmbedding(const Node &node,
@@ -1065,7 +592,6 @@ void registerCompositeLowerers(LowererTable &t) {
   t[OpKind::InstanceNorm] = lowerInstanceNorm;
   t[OpKind::BatchNorm] = lowerBatchNorm;
   t[OpKind::LpNorm] = lowerLpNorm;
-  t[OpKind::Attention] = lowerAttention;
   t[OpKind::RotaryEmbedding] = lowerRotaryEmbedding;
 }
 

@@ -27,6 +27,7 @@ void registerDataMovementLowerers(LowererTable &t);
 bool isCopyOp(OpKind k);
 void registerReductionAndNNLowerers(LowererTable &t);
 void registerCompositeLowerers(LowererTable &t);
+void registerAttentionLowerers(LowererTable &t); // the Attention op (Attention.cpp)
 void registerLayoutLowerers(LowererTable &t); // blocked channel layout (Layout.cpp)
 void registerWinogradLowerers(LowererTable &t);             // winograd_input/output (Winograd.cpp)
 void registerTunableLayoutLowerers(TunableLowererTable &t); // conv_nchwc (Layout.cpp)

@@ -12,6 +12,7 @@ const lower::LowererTable &table() {
     lower::registerDataMovementLowerers(t);
     lower::registerReductionAndNNLowerers(t);
     lower::registerCompositeLowerers(t);
+    lower::registerAttentionLowerers(t);
     lower::registerLayoutLowerers(t);
     lower::registerWinogradLowerers(t);
     return t;
