@@ -12,15 +12,12 @@
 // all of U, a^2 C K floats (4x, 1.8x the conv weight), once per P tile rows: 2P flops per
 // float of U. Inside a whole network the weights stream from memory on every run, so the GEMM
 // takes about max(flops, balance * 4 * bytes of U) flop-times, `balance` being the flops a
-// core does per byte it streams (measured here: ~200 GFLOP/s against ~12 GB/s), while the
+// core does per byte it streams, while the
 // direct conv takes its flops. A tile is worth it when direct / Winograd >= 1 + min-gain/100
 // (the margin pays for the two transforms, about a fifth of the GEMM's time); the tile with
-// the best ratio wins. ResNet-18 at batch 1 (measured at 1 thread on AVX-512 with
-// bench/winograd.py per layer and `nnc bench` on the model): 56x56 and 28x28 take F(4x4)
-// (196 and 49 tiles, ratio 4; 2.4x and 4x faster than the direct conv); 14x14 takes F(2x2)
-// (49 tiles, ratio 2.25, against 1.5 for F(4x4)'s 16 tiles and 9.4 MB U; the model ran
-// as fast or faster that way); 7x7 stays direct (F(2x2): 16 tiles, ratio 0.86; its 16.8 MB
-// U per conv, streamed from memory, made the model no faster).
+// the best ratio wins. ResNet-18 at batch 1: 56x56 and 28x28 take F(4x4) (196 and 49 tiles,
+// ratio 4); 14x14 takes F(2x2) (49 tiles, ratio 2.25, against 1.5 for F(4x4)'s 16 tiles and
+// 9.4 MB U); 7x7 stays direct (F(2x2): 16 tiles, ratio 0.86, 16.8 MB U per conv).
 //
 // Algorithm: for each conv_nchwc, in graph order, with a blocked input [N, Cb, H, W, b], a
 // constant packed weight [Mb, Kc, 3, 3, b, b], group 1, strides and dilations 1, explicit pads

@@ -169,7 +169,7 @@ struct GroupInfo {
 /// The value of group input `in` for a Composer. A single-element leaf (a scalar constant:
 /// GELU's sqrt(2), a relu's 0) is read once, into a local declared in `hoisted`, which the
 /// caller places before its loop: loaded in the loop, LLVM cannot prove that the kernel's
-/// stores leave it unchanged, and the loop stays scalar (BERT's GELU epilogue: 6.2 -> 3.6 ms).
+/// stores leave it unchanged, and the loop stays scalar.
 /// `scalars` keeps the locals already declared, by input. Any other leaf is loaded at
 /// `indexOf(its extents)`.
 Expr leafValue(const GroupInfo &gi, size_t in, const std::string &local,
@@ -426,8 +426,8 @@ Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &
 
 /// Anchors whose kernels store each result element once, its final value, from straight-line
 /// register tiles: their epilogue can rewrite those stores. (winograd_output's tiles are the
-/// body of a loop over the lanes that the loop vectorizer takes; with the epilogue in its
-/// stores ResNet-18 ran 13.06 -> 12.53 ms at 1 thread, medians of 5 alternating runs.)
+/// body of a loop over the lanes that the loop vectorizer takes, which the epilogue in its
+/// stores keeps.)
 bool storesEachResultOnce(OpKind k) {
   return k == OpKind::ConvNCHWc || k == OpKind::WinogradOutput;
 }
@@ -525,8 +525,7 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
     if (storesEachResultOnce(anchor.kind()) && k.buffers[rb].dtype == resType) {
       // Each element is stored once, from a register of a straight-line tile: the epilogue
       // runs on the value before its store, while the tile's residual and output lines are
-      // in L1 (a pass afterwards rereads the whole result: ResNet's stem + relu took 2.0 ms
-      // instead of 1.1).
+      // in L1 (a pass afterwards rereads the whole result).
       // A run of consecutive stores (a tile) computes every epilogue value first, then
       // stores them all: loads of the group's inputs never follow a store that might alias
       // them, so the SLP vectorizer can still turn the run into vector code.
@@ -566,7 +565,7 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
     // The epilogue runs as one pass over the finished result, after the anchor's loops: in
     // the result buffer itself when the types agree, else from a scratch accumulator.
     // (Rewriting each store of a register-blocked GEMM tile instead keeps LLVM from
-    // vectorizing the tile: mlp_b32 ran 8x slower that way.)
+    // vectorizing the tile.)
     int src = rb, ob = rb;
     if (k.buffers[rb].dtype != resType) {
       kir::BufferDecl &acc = k.buffers[rb];

@@ -484,11 +484,10 @@ const tuning::Space &gemmCpuSpace() {
           }
         // k blocks: all of k up to 1024, else 512. A B panel of kc x nr floats (up to 128 KiB)
         // then lives in L2 rather than L1, which the L2's bandwidth covers (2 vectors per k
-        // step), while fewer k blocks re-read C less (BERT layer at 1 thread 9.2 -> 8.9 ms
-        // against kc 256; ResNet-18 unchanged; SGEMM 1024^3 within noise).
+        // step), while fewer k blocks re-read C less.
         int64_t kc = k <= 1024 ? 0 : 512;
         // All rows in one block up to 192 (A's 192 x kc block is 192 KiB): a cold B is then
-        // streamed once (BERT's m=128 GEMMs, measured ~5% faster than two blocks).
+        // streamed once.
         int64_t mc = m > 192 ? 96 : 0;
         if (mc != 0 && mc < mr)
           mc = 0;
@@ -502,12 +501,12 @@ const tuning::Space &gemmCpuSpace() {
             }
         // Packing B pays when many rows reuse it.
         int64_t pb = m >= 16 ? 1 : 0;
-        // A stays in place by default: its run-time copy (a scalar strided gather) cost more
-        // than the contiguous panels gained on 1024^3 (measured 0.72 vs 0.82-0.94 of oneDNN).
+        // A stays in place by default: its run-time copy (a scalar strided gather) costs more
+        // than the contiguous panels gain.
         int64_t pa = 0;
         // Prefetching the next B panel hides a cold B (a weight last touched a whole model
-        // run ago: BERT's FFN GEMMs 3.4 -> 2.9 ms at 1 thread); a B within the target's L2
-        // stays warm, where the prefetches only took load slots (MLP, LeNet ~3%).
+        // run ago); a B within the target's L2 stays warm, where the prefetches only take load
+        // slots.
         int64_t pf = k * n * 4 > p.cpu.l2Bytes ? 1 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
@@ -518,8 +517,8 @@ const tuning::Space &gemmCpuSpace() {
         nr /= 2;
       nr = std::max<int64_t>(nr, 8);
       // LLVM fully unrolls a column-tile loop of two trips and its SLP vectorizer then leaves
-      // the accumulators scalar (measured 10x slower on [128,128]x[128,64]): avoid exactly
-      // two column tiles. The tuner still measures such points.
+      // the accumulators scalar: avoid exactly two column tiles. The tuner still measures such
+      // points.
       if (n / nr == 2 && n % nr == 0) {
         if (fitsRegisters(std::min<int64_t>(m, 6), 2 * nr, vw, regs))
           nr *= 2;

@@ -329,8 +329,8 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
                               pointwise ? "pointwise" : "im2col"));
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   // The col matrix of image n and group g is R x P, row-major: im2col's stores run along p
-  // (writing it directly in the GEMM's column panels instead made LeNet's 5x5 conv1 im2col
-  // 5x slower, 0.13 -> 0.67 ms: its panel index needs a div and mod per element).
+  // (writing it directly in the GEMM's column panels instead needs a div and mod per element
+  // for the panel index, which cost more than the panels saved).
   int64_t colN = N * C * K * P;
   auto colIndex = [&](Expr mat, Expr r, Expr p) {
     return kir::add(kir::mul(mat, i64(R * P)), kir::add(kir::mul(r, i64(P)), p));
@@ -828,8 +828,8 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
   std::vector<int64_t> inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial);
   // Lanes: an innermost axis of at most 16 the window does not pool (kernel 1, stride 1, no
   // pad; the channel lanes of the blocked NCHWc layout). Each output row of lanes then walks
-  // the window once with one accumulator per lane, which vectorizes (ResNet-18's blocked
-  // max_pool at 1 thread: 2.4 -> 0.11 ms); a window loop per element stays scalar.
+  // the window once with one accumulator per lane, which vectorizes; a window loop per
+  // element stays scalar.
   const WindowAxis &la = geo.axes.back();
   bool lanes = D >= 2 && la.kernel == 1 && la.stride == 1 && la.padBegin == 0 &&
                la.padEnd == 0 && la.out == la.in && la.in >= 4 && la.in <= 16 &&
@@ -941,8 +941,8 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
       idx = sumOf(terms);
     }
     if (!withIndices) {
-      // Branch-free (maxPoolStep), so the loop over outputs vectorizes (LeNet-b32's 2x2 pool:
-      // 0.16 -> 0.03 ms); a window with no tap gives the lowest value. With indices, the
+      // Branch-free (maxPoolStep), so the loop over outputs vectorizes; a window with no tap
+      // gives the lowest value. With indices, the
       // flags below also track where the maximum is.
       Expr count = windowCount(false);
       Stmt tapS = taps.wrap(kir::block({kir::decl(v, ct, kir::cast(kb.load(xb, xIdx), ct)),
