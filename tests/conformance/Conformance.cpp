@@ -336,7 +336,7 @@ int main(int argc, char **argv) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << fmt::format("{} suite, {} check, target {}{}: {} tests in {:.1f} s\n", opts.suite,
                            opts.check, opts.target,
-                           *target == driver::Target::Interp ? "" : " (cpu " + cpu->str() + ")",
+                           *target == driver::Target::Cpu ? " (" + cpu->str() + ")" : "",
                            passed + failed + xfailed + xpassed, secs);
   std::cout << passed << " passed, " << failed << " failed";
   if (!opts.xfail.empty())
