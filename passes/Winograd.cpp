@@ -4,20 +4,24 @@
 //   V = winograd_input(x)      [alpha^2, P, C]   (B^T d B per tile and channel)
 //   M = matmul(V, U)           [alpha^2, P, K]   (U = G g G^T, computed here at compile time)
 //   y = winograd_output(M, b)  [N, Kb, OH, OW, b] (A^T M A per tile, plus the bias)
-// Options: `tile` (the largest m tried: 4, the default, or 2), `balance` (default 16) and
-// `min-gain` (percent, default 25), the terms of the cost rule below.
+// Options: `tile` (the largest m tried: 4, the default, or 2), `balance` (default: the
+// target's f32 lanes, 16 for AVX-512, 8 for AVX2) and `min-gain` (percent, default 25), the
+// terms of the cost rule below.
 //
 // Cost rule (per conv and tile size; C and K cancel out). F(m x m) does a^2 / (9 m^2) of the
 // direct conv's multiplies (a = m + 2: 1/4 for F(4x4), 4/9 for F(2x2)) in a GEMM that reads
 // all of U, a^2 C K floats (4x, 1.8x the conv weight), once per P tile rows: 2P flops per
 // float of U. Inside a whole network the weights stream from memory on every run, so the GEMM
 // takes about max(flops, balance * 4 * bytes of U) flop-times, `balance` being the flops a
-// core does per byte it streams, while the
-// direct conv takes its flops. A tile is worth it when direct / Winograd >= 1 + min-gain/100
+// core does per byte it streams: two FMAs of L lanes a cycle (4L flops) against about 4 bytes
+// a cycle of one core's share of memory bandwidth, so L, the target's f32 lanes (a core with
+// half the vector width streams the same bytes in twice the flop-times). The direct conv
+// takes its flops. A tile is worth it when direct / Winograd >= 1 + min-gain/100
 // (the margin pays for the two transforms, about a fifth of the GEMM's time); the tile with
-// the best ratio wins. ResNet-18 at batch 1: 56x56 and 28x28 take F(4x4) (196 and 49 tiles,
-// ratio 4); 14x14 takes F(2x2) (49 tiles, ratio 2.25, against 1.5 for F(4x4)'s 16 tiles and
-// 9.4 MB U); 7x7 stays direct (F(2x2): 16 tiles, ratio 0.86, 16.8 MB U per conv).
+// the best ratio wins. ResNet-18 at batch 1 with balance 16: 56x56 and 28x28 take F(4x4)
+// (196 and 49 tiles, ratio 4); 14x14 takes F(2x2) (49 tiles, ratio 2.25, against 1.5 for
+// F(4x4)'s 16 tiles and 9.4 MB U); 7x7 stays direct (F(2x2): 16 tiles, ratio 0.86, 16.8 MB U
+// per conv). With balance 8 the 7x7 convs take F(4x4) as well.
 //
 // Algorithm: for each conv_nchwc, in graph order, with a blocked input [N, Cb, H, W, b], a
 // constant packed weight [Mb, Kc, 3, 3, b, b], group 1, strides and dilations 1, explicit pads
@@ -53,7 +57,7 @@ public:
     NNC_ASSIGN_OR_RETURN(tile_, ctx.intOption(name(), "tile", 4, 2));
     if (!winogradTileSupported(tile_))
       return makeError("winograd: option tile={} must be 2 or 4", tile_);
-    NNC_ASSIGN_OR_RETURN(balance_, ctx.intOption(name(), "balance", 16, 0));
+    NNC_ASSIGN_OR_RETURN(balance_, ctx.intOption(name(), "balance", ctx.cpu.f32Lanes(), 0));
     NNC_ASSIGN_OR_RETURN(minGain_, ctx.intOption(name(), "min-gain", 25, 0));
     bool changed = false;
     for (Node *n : g.nodes()) {

@@ -38,6 +38,7 @@ int main(int argc, char **argv) {
   std::string input = "-";
   std::string output;
   std::string passes;
+  std::string cpu;
   std::vector<std::string> printAfter;
   bool printAfterAll = false;
   bool verifyEach = true;
@@ -48,6 +49,10 @@ int main(int argc, char **argv) {
   app.add_option("input", input, "Input .nir file ('-' reads stdin)");
   app.add_option("-o,--output", output, "Write the IR here instead of stdout");
   app.add_option("--passes", passes, "Comma-separated pass pipeline, e.g. a,b,c");
+  app.add_option("--cpu", cpu,
+                 "The CPU the passes shape the graph for (channel block, panel width, "
+                 "Winograd balance): native (default), x86-64-v4, x86-64-v3, x86-64; $NNC_CPU "
+                 "sets the default");
   app.add_option("--print-ir-after", printAfter, "Print the IR (to stderr) after this pass")
       ->delimiter(',');
   app.add_flag("--print-ir-after-all", printAfterAll, "Print the IR (to stderr) after every pass");
@@ -90,7 +95,13 @@ int main(int argc, char **argv) {
     nnc::Expected<nnc::PassPipeline> pipeline = nnc::PassPipeline::parse(passes);
     if (!pipeline)
       return fail(pipeline.error().message());
+    nnc::Expected<nnc::CpuTarget> target = cpu.empty()
+                                               ? nnc::CpuTarget::fromEnvironment(false)
+                                               : nnc::CpuTarget::parse(cpu, /*runsHere=*/false);
+    if (!target)
+      return fail((cpu.empty() ? "" : "--cpu: ") + target.error().message());
     nnc::PassContext ctx;
+    ctx.cpu = *target;
     ctx.evaluate = [](const nnc::Node &n, const std::vector<nnc::Tensor> &operands) {
       return nnc::evaluateNode(n, operands);
     };
