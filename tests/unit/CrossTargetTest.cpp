@@ -1,0 +1,280 @@
+// The same numbers on every target: pow, mod and fmod, sign, reciprocal, round, is_nan, is_inf
+// and casts between the numeric dtypes, on edge values (zeros of both signs, subnormals,
+// infinities, NaN, halfway ties, values beyond every integer range), run by the interpreter
+// (the reference), the CPU JIT and OpenCL (where a device exists: PoCL in CI). Exact ops must
+// agree bit for bit (any NaN matches any NaN); pow, whose libraries round differently, within
+// 2 ulp of the interpreter's result.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "nnc/ir/Parser.h"
+#include "nnc/runtime/Executable.h"
+#include "nnc/runtime/Interpreter.h"
+#include "nnc/runtime/OpenCL.h"
+
+namespace nnc {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+const std::vector<float> &floatEdges() {
+  static const std::vector<float> v = {
+      0.0f,          -0.0f,         1.0f,           -1.0f,
+      0.5f,          -0.5f,         1.5f,           2.5f,
+      -2.5f,         3.7f,          -3.7f,          0.1f,
+      1e-40f,        -1e-40f,       1e-45f,         1.17549435e-38f,
+      127.5f,        128.0f,        -128.5f,        -129.0f,
+      255.5f,        256.0f,        65504.0f,       65520.0f,
+      70000.f,       1e20f,         -1e20f,         3e38f,
+      -3e38f,        kInf,          -kInf,          kNaN,
+      -kNaN,         2.14748365e9f, -2.14748365e9f, 4.2949673e9f,
+      9.2233720e18f, 1.8446744e19f, 33.0f,          -7.25f,
+      1024.0f,       16777217.0f};
+  return v;
+}
+
+Tensor f32Tensor(const std::vector<float> &v) {
+  Tensor t = Tensor::zeros(DType::F32, {static_cast<int64_t>(v.size())});
+  std::memcpy(t.rawData(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+Tensor i64Tensor(const std::vector<int64_t> &v) {
+  Tensor t = Tensor::zeros(DType::I64, {static_cast<int64_t>(v.size())});
+  std::memcpy(t.rawData(), v.data(), v.size() * sizeof(int64_t));
+  return t;
+}
+
+/// Element i of `t` as a double (floats) or its bits (integers), for messages.
+std::string show(const Tensor &t, int64_t i) {
+  if (isFloat(t.dtype()))
+    return fmt::format("{}", t.elementAsDouble(i));
+  return fmt::format("{}", t.elementAsInt(i));
+}
+
+/// Whether element i of `a` and `b` agree: the same bits, both NaN, or (ulps > 0, floats)
+/// within `ulps` units in the last place of a's dtype.
+bool agree(const Tensor &a, const Tensor &b, int64_t i, int ulps) {
+  size_t n = dtypeSize(a.dtype());
+  const auto *pa = static_cast<const uint8_t *>(a.rawData()) + i * n;
+  const auto *pb = static_cast<const uint8_t *>(b.rawData()) + i * n;
+  if (std::memcmp(pa, pb, n) == 0)
+    return true;
+  if (!isFloat(a.dtype()))
+    return false;
+  double x = a.elementAsDouble(i), y = b.elementAsDouble(i);
+  if (std::isnan(x) || std::isnan(y))
+    return std::isnan(x) && std::isnan(y);
+  if (ulps == 0 || std::isinf(x) || std::isinf(y) || a.dtype() != DType::F32)
+    return false;
+  float fx = static_cast<float>(x), fy = static_cast<float>(y);
+  int32_t ix = 0, iy = 0;
+  std::memcpy(&ix, &fx, sizeof ix);
+  std::memcpy(&iy, &fy, sizeof iy);
+  if ((ix < 0) != (iy < 0))
+    return fx == fy; // +0 and -0
+  return std::abs(int64_t(ix) - int64_t(iy)) <= ulps;
+}
+
+/// Runs `text` on the interpreter, the CPU and OpenCL (when there is a device) and compares
+/// every output element with the interpreter's.
+void expectSameOnEveryTarget(const std::string &text, const std::vector<Tensor> &inputs,
+                             int ulps = 0) {
+  SCOPED_TRACE(text);
+  Expected<std::unique_ptr<Graph>> g = parseGraph(text);
+  ASSERT_TRUE(g) << g.error().message();
+  Expected<std::vector<Tensor>> want = interpret(**g, inputs);
+  ASSERT_TRUE(want) << want.error().message();
+  std::vector<std::pair<std::string, std::unique_ptr<Executable>>> targets;
+  CpuOptions cpu;
+  cpu.codegen.cacheDir = "";
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(**g, cpu);
+  ASSERT_TRUE(exe) << exe.error().message();
+  targets.emplace_back("cpu", std::move(*exe));
+  if (listOpenCLDevices()) {
+    OpenCLOptions cl;
+    cl.cacheDir = "";
+    cl.optimize = false;
+    Expected<std::unique_ptr<OpenCLExecutable>> clExe = OpenCLExecutable::compile(**g, cl);
+    ASSERT_TRUE(clExe) << clExe.error().message();
+    targets.emplace_back("opencl", std::move(*clExe));
+  }
+  for (auto &[name, e] : targets) {
+    Expected<std::vector<Tensor>> got = e->run(inputs);
+    ASSERT_TRUE(got) << name << ": " << got.error().message();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t o = 0; o < want->size(); ++o) {
+      const Tensor &w = (*want)[o], &r = (*got)[o];
+      ASSERT_EQ(w.dtype(), r.dtype());
+      int bad = 0;
+      for (int64_t i = 0; i < w.numElements() && bad < 4; ++i)
+        if (!agree(w, r, i, ulps)) {
+          ADD_FAILURE() << name << " output " << o << " (" << dtypeName(w.dtype()) << ") element "
+                        << i << ": " << show(r, i) << " but the interpreter " << show(w, i);
+          ++bad;
+        }
+    }
+  }
+}
+
+const DType kNumeric[] = {DType::F64, DType::F16, DType::BF16, DType::I8,  DType::I16, DType::I32,
+                          DType::I64, DType::U8,  DType::U16,  DType::U32, DType::U64, DType::Bool};
+
+TEST(CrossTarget, CastsFromF32) {
+  const std::vector<float> &v = floatEdges();
+  for (DType to : kNumeric) {
+    // Float to integer conversions of values beyond the range (and NaN) are undefined in
+    // ONNX; the targets still agree with the interpreter's rule.
+    expectSameOnEveryTarget(fmt::format(R"(
+graph @c(%x: f32[{0}]) -> ({1}[{0}]) {{
+  %y = cast(%x) {{to = {1}}} : {1}[{0}]
+  return %y
+}})",
+                                        v.size(), dtypeName(to)),
+                            {f32Tensor(v)});
+  }
+}
+
+TEST(CrossTarget, CastsFromI64) {
+  const std::vector<int64_t> v = {0,
+                                  1,
+                                  -1,
+                                  127,
+                                  128,
+                                  -129,
+                                  255,
+                                  256,
+                                  32767,
+                                  -32769,
+                                  65536,
+                                  2147483647,
+                                  2147483648LL,
+                                  -2147483649LL,
+                                  4294967296LL,
+                                  (int64_t(1) << 53) + 1,
+                                  (int64_t(1) << 24) + 1,
+                                  std::numeric_limits<int64_t>::max(),
+                                  std::numeric_limits<int64_t>::min()};
+  for (DType to : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8, DType::I16,
+                   DType::I32, DType::U8, DType::U16, DType::U32, DType::U64, DType::Bool})
+    expectSameOnEveryTarget(fmt::format(R"(
+graph @c(%x: i64[{0}]) -> ({1}[{0}]) {{
+  %y = cast(%x) {{to = {1}}} : {1}[{0}]
+  return %y
+}})",
+                                        v.size(), dtypeName(to)),
+                            {i64Tensor(v)});
+}
+
+TEST(CrossTarget, CastsBetweenNarrowFloats) {
+  // f32 -> f16 / bf16 (round to nearest even, overflow to inf), then on to every dtype.
+  const std::vector<float> &v = floatEdges();
+  for (DType mid : {DType::F16, DType::BF16})
+    for (DType to : kNumeric) {
+      if (to == mid)
+        continue;
+      expectSameOnEveryTarget(fmt::format(R"(
+graph @c(%x: f32[{0}]) -> ({2}[{0}]) {{
+  %h = cast(%x) {{to = {1}}} : {1}[{0}]
+  %y = cast(%h) {{to = {2}}} : {2}[{0}]
+  return %y
+}})",
+                                          v.size(), dtypeName(mid), dtypeName(to)),
+                              {f32Tensor(v)});
+    }
+}
+
+TEST(CrossTarget, ExactUnaryOps) {
+  const std::vector<float> &v = floatEdges();
+  for (const char *op : {"sign", "reciprocal", "round", "neg", "abs", "floor", "ceil"})
+    expectSameOnEveryTarget(fmt::format(R"(
+graph @u(%x: f32[{0}]) -> (f32[{0}]) {{
+  %y = {1}(%x) : f32[{0}]
+  return %y
+}})",
+                                        v.size(), op),
+                            {f32Tensor(v)});
+  for (const char *op : {"is_nan", "is_inf"})
+    expectSameOnEveryTarget(fmt::format(R"(
+graph @u(%x: f32[{0}]) -> (bool[{0}]) {{
+  %y = {1}(%x) : bool[{0}]
+  return %y
+}})",
+                                        v.size(), op),
+                            {f32Tensor(v)});
+}
+
+TEST(CrossTarget, ModAndFmod) {
+  // Every pair of signs, exact multiples, zero divisors (floats: NaN), infinities.
+  std::vector<float> a, b;
+  const float as[] = {7.5f, -7.5f, 6.0f, -6.0f, 0.0f, -0.0f, 1e-40f, 3e38f, kInf, kNaN, 5.25f};
+  const float bs[] = {2.0f, -2.0f, 3.0f, -3.0f, 0.0f, kInf, -kInf, 1e-40f, 0.75f};
+  for (float x : as)
+    for (float y : bs) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  for (const char *op : {"mod", "fmod"})
+    expectSameOnEveryTarget(fmt::format(R"(
+graph @m(%a: f32[{0}], %b: f32[{0}]) -> (f32[{0}]) {{
+  %y = {1}(%a, %b) : f32[{0}]
+  return %y
+}})",
+                                        a.size(), op),
+                            {f32Tensor(a), f32Tensor(b)});
+  std::vector<int64_t> ia, ib;
+  for (int64_t x : {int64_t(7), int64_t(-7), int64_t(6), int64_t(-6), int64_t(0), int64_t(1),
+                    int64_t(-1), std::numeric_limits<int64_t>::max()})
+    for (int64_t y : {2, -2, 3, -3, 1, -1, 7}) {
+      ia.push_back(x);
+      ib.push_back(y);
+    }
+  for (const char *op : {"mod", "fmod"})
+    expectSameOnEveryTarget(fmt::format(R"(
+graph @m(%a: i64[{0}], %b: i64[{0}]) -> (i64[{0}]) {{
+  %y = {1}(%a, %b) : i64[{0}]
+  return %y
+}})",
+                                        ia.size(), op),
+                            {i64Tensor(ia), i64Tensor(ib)});
+}
+
+TEST(CrossTarget, Pow) {
+  std::vector<float> a, b;
+  const float as[] = {0.0f, -0.0f, 1.0f,   -1.0f, 2.0f, -2.0f, 0.5f,
+                      3.7f, -3.0f, 1e-40f, 1e20f, kInf, -kInf, kNaN};
+  const float bs[] = {0.0f,  -0.0f, 1.0f, 2.0f,  3.0f, 0.5f,  -0.5f,
+                      -1.0f, -2.0f, 1.5f, 10.0f, kInf, -kInf, kNaN};
+  for (float x : as)
+    for (float y : bs) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  expectSameOnEveryTarget(fmt::format(R"(
+graph @p(%a: f32[{0}], %b: f32[{0}]) -> (f32[{0}]) {{
+  %y = pow(%a, %b) : f32[{0}]
+  return %y
+}})",
+                                      a.size()),
+                          {f32Tensor(a), f32Tensor(b)}, /*ulps=*/2);
+  std::vector<int64_t> ia, ib;
+  for (int64_t x : {-3, -2, -1, 0, 1, 2, 3, 10})
+    for (int64_t y : {0, 1, 2, 3, 5, 15}) {
+      ia.push_back(x);
+      ib.push_back(y);
+    }
+  expectSameOnEveryTarget(fmt::format(R"(
+graph @p(%a: i64[{0}], %b: i64[{0}]) -> (i64[{0}]) {{
+  %y = pow(%a, %b) : i64[{0}]
+  return %y
+}})",
+                                      ia.size()),
+                          {i64Tensor(ia), i64Tensor(ib)});
+}
+
+} // namespace
+} // namespace nnc
