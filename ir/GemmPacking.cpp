@@ -13,8 +13,32 @@ namespace {
 /// Copies element (k, j) between the [K, N] matrix `flat` and the panels `panels`.
 template <typename Copy> void forEachElement(int64_t k, int64_t n, int64_t nr, Copy copy) {
   for (int64_t p = 0; p < k; ++p)
-    for (int64_t j = 0; j < n; ++j)
-      copy(p * n + j, ((j / nr) * k + p) * nr + j % nr);
+    for (int64_t j0 = 0, panel = 0; j0 < n; j0 += nr, ++panel) {
+      int64_t width = std::min(nr, n - j0), to = (panel * k + p) * nr;
+      for (int64_t j = 0; j < width; ++j)
+        copy(p * n + j0 + j, to + j);
+    }
+}
+
+/// Copies one element of `es` bytes; the common sizes compile to one load and store.
+inline void copyElement(char *dst, const char *src, size_t es) {
+  switch (es) {
+  case 4:
+    std::memcpy(dst, src, 4);
+    break;
+  case 2:
+    std::memcpy(dst, src, 2);
+    break;
+  case 8:
+    std::memcpy(dst, src, 8);
+    break;
+  case 1:
+    *dst = *src;
+    break;
+  default:
+    std::memcpy(dst, src, es);
+    break;
+  }
 }
 
 } // namespace
@@ -31,7 +55,7 @@ Tensor packGemmPanels(const Tensor &b, int64_t nr) {
   char *dst = static_cast<char *>(out.rawData());
   for (int64_t q = 0; q < batch; ++q)
     forEachElement(k, n, nr, [&](int64_t flat, int64_t packed) {
-      std::memcpy(dst + (q * panels * k * nr + packed) * es, src + (q * k * n + flat) * es, es);
+      copyElement(dst + (q * panels * k * nr + packed) * es, src + (q * k * n + flat) * es, es);
     });
   return out;
 }
@@ -50,7 +74,7 @@ Tensor unpackGemmPanels(const Tensor &p, int64_t n) {
   char *dst = static_cast<char *>(out.rawData());
   for (int64_t q = 0; q < batch; ++q)
     forEachElement(k, n, nr, [&](int64_t flat, int64_t packed) {
-      std::memcpy(dst + (q * k * n + flat) * es, src + (q * panels * k * nr + packed) * es, es);
+      copyElement(dst + (q * k * n + flat) * es, src + (q * panels * k * nr + packed) * es, es);
     });
   return out;
 }

@@ -103,10 +103,14 @@ Tensor Tensor::zeros(DType dtype, const Extents &extents) {
 }
 
 Tensor Tensor::fromBytes(DType dtype, const Extents &extents, const void *bytes) {
-  Tensor t = zeros(dtype, extents);
-  if (t.byteSize())
-    std::memcpy(t.rawData(), bytes, t.byteSize());
-  return t;
+  Expected<Tensor> t = createUninitialized(dtype, extents);
+  NNC_ASSERT(t, "{}", t.error().message());
+  // Written once: the bytes, then zeros in the alignment padding.
+  Buffer &b = *t->buffer_;
+  if (b.size)
+    std::memcpy(b.data, bytes, b.size);
+  std::memset(static_cast<char *>(b.data) + b.size, 0, b.allocated - b.size);
+  return std::move(*t);
 }
 
 Tensor Tensor::reshaped(const Extents &extents) const {

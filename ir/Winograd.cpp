@@ -56,8 +56,9 @@ Tensor winogradWeight(const Tensor &w, int64_t m, int64_t cPad, int64_t kPad) {
   const float *src = w.data<float>();
   float *dst = u.data<float>();
   std::vector<double> gg(a * 3);
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c) {
+  // c outer, k inner: the alpha * alpha rows of U are each written in order.
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t k = 0; k < K; ++k) {
       const float *g = src + (k * C + c) * 9;
       // gg = G g (alpha x 3), then U = gg G^T (alpha x alpha), in double.
       for (int64_t i = 0; i < a; ++i)

@@ -117,10 +117,11 @@ private:
     const float *src = wp.data<float>();
     float *dst = plain.data<float>();
     for (int64_t o = 0; o < kPad; ++o)
-      for (int64_t c = 0; c < cPad; ++c)
+      for (int64_t c = 0; c < cPad; ++c) {
+        const float *from = src + (((o / b) * kc + c / b) * 9 * b + c % b) * b + o % b;
         for (int64_t t = 0; t < 9; ++t)
-          dst[(o * cPad + c) * 9 + t] =
-              src[((((o / b) * kc + c / b) * 9 + t) * b + c % b) * b + o % b];
+          dst[(o * cPad + c) * 9 + t] = from[t * b * b];
+      }
     Tensor u = winogradWeight(plain, m, cPad, kPad);
     // 2. The three steps.
     std::string name = conv->result()->name();

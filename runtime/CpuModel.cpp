@@ -11,6 +11,7 @@
 #include "nnc/codegen/Lowering.h"
 #include "nnc/ir/GraphSplit.h"
 #include "nnc/runtime/Executable.h"
+#include "nnc/support/Debug.h"
 
 namespace nnc {
 
@@ -105,8 +106,10 @@ private:
         return remember(it->second->second);
       }
       std::set<int> wanted;
+      PhaseTimer specializeTime("specialize shapes");
       NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g,
                            specialize_(*graph_, shapes, values, &wanted));
+      specializeTime.stop();
       Expected<std::shared_ptr<Program>> prog = compile(std::move(g), wanted, values);
       if (!prog)
         return prog.takeError();

@@ -125,7 +125,7 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
       return n->error("value is {}{} but the result is declared {}", dtypeName(t.dtype()),
                       extentsStr(t.extents()), n->result()->type().str());
     slots[n->result()] = {SlotKind::Weight, static_cast<int>(p.weights.size())};
-    p.weights.push_back(t.clone());
+    p.weights.push_back(t); // shares the graph's buffer: kernels only read weights
   }
   // Results whose last dim depends on data: allowed only as graph outputs (a graph that
   // consumes one is compiled in stages by CpuModel); arena requests of their data and extent.

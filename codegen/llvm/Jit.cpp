@@ -4,18 +4,28 @@
 // Compilation is ours (new pass manager at O<optLevel>, then the target machine's object
 // emitter), so a cache hit skips both the optimizer and code generation: the cached object is
 // handed to LLJIT as is.
+//
+// compileKernels:
+//  1. Kernels identical apart from their names (and their buffers' names and slots) are
+//     compiled once, under the first one's name, and found under every name.
+//  2. Each distinct kernel is a part: its own LLVMContext, module and TargetMachine, so the
+//     parts compile on all cores at once (costliest first), and the object cache holds one
+//     object per kernel (a kernel shared by two models is compiled once for both).
+//  3. One LLJIT loads every part's object.
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <unistd.h>
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -36,6 +46,7 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 
+#include "nnc/support/Debug.h"
 #include "llvm/Emitter.h"
 
 namespace nnc {
@@ -318,11 +329,12 @@ public:
   }
   bool fromCache() const override { return fromCache_; }
 
-  /// Loads `object` into a fresh LLJIT and resolves every kernel.
-  static Expected<std::unique_ptr<JitModule>> load(std::unique_ptr<llvm::MemoryBuffer> object,
-                                                   const std::vector<kir::Kernel> &kernels,
-                                                   bool fromCache, ParallelForFn parallelFor,
-                                                   const CpuTarget &target) {
+  /// Loads `objects` into a fresh LLJIT and resolves every kernel: kernel i under the name of
+  /// kernel compiledAs[i] (itself, or the identical kernel compiled in its place).
+  static Expected<std::unique_ptr<JitModule>>
+  load(std::vector<std::unique_ptr<llvm::MemoryBuffer>> objects,
+       const std::vector<kir::Kernel> &kernels, const std::vector<size_t> &compiledAs,
+       bool fromCache, ParallelForFn parallelFor, const CpuTarget &target) {
     initializeLLVM();
     auto [cpu, features] = llvmCpuAndFeatures(target);
     llvm::orc::JITTargetMachineBuilder jtmb((llvm::Triple(llvm::sys::getProcessTriple())));
@@ -351,13 +363,15 @@ public:
     if (!gen)
       return makeError("cannot search the process for symbols: {}", errorText(gen.takeError()));
     jd.addGenerator(std::move(*gen));
-    if (llvm::Error e = j.addObjectFile(jd, std::move(object)))
-      return makeError("cannot load the kernels' object code: {}", errorText(std::move(e)));
-    for (const kir::Kernel &k : kernels) {
-      auto addr = j.lookup(k.name);
+    for (std::unique_ptr<llvm::MemoryBuffer> &object : objects)
+      if (llvm::Error e = j.addObjectFile(jd, std::move(object)))
+        return makeError("cannot load the kernels' object code: {}", errorText(std::move(e)));
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const std::string &name = kernels[compiledAs[i]].name;
+      auto addr = j.lookup(name);
       if (!addr)
-        return makeError("kernel {}: JIT lookup failed: {}", k.name, errorText(addr.takeError()));
-      m->fns_[k.name] = addr->toPtr<KernelFn>();
+        return makeError("kernel {}: JIT lookup failed: {}", name, errorText(addr.takeError()));
+      m->fns_[kernels[i].name] = addr->toPtr<KernelFn>();
     }
     return m;
   }
@@ -368,30 +382,67 @@ private:
   bool fromCache_ = false;
 };
 
-} // namespace
+// ---- Parts -----------------------------------------------------------------------------------
 
-Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::Kernel> &kernels,
-                                                         const CodegenOptions &opts) {
-  NNC_ASSIGN_OR_RETURN(Built b, build(kernels, opts.cpu, opts.optLevel));
+/// What makes two kernels the same code: their text without the kernel's and the buffers'
+/// names and the buffers' slot indices (which only say where the runtime finds the data).
+std::string dedupKey(const kir::Kernel &k) {
+  kir::Kernel anon = k;
+  anon.name = "_";
+  for (kir::BufferDecl &b : anon.buffers) {
+    b.name.clear();
+    b.index = 0;
+  }
+  return anon.signature();
+}
+
+/// A rough compile cost of a kernel: the size of its loop nest.
+int64_t compileCost(const kir::Stmt &s) {
+  if (!s)
+    return 0;
+  int64_t n = 1;
+  for (const kir::Stmt &c : s->body)
+    n += compileCost(c);
+  return n;
+}
+
+/// The hash input of a module: its bitcode (much cheaper to write than the IR text).
+std::string moduleBitcode(const llvm::Module &m) {
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::WriteBitcodeToFile(m, os);
+  return std::string(buf.data(), buf.size());
+}
+
+/// One unit of parallel compilation: kernels compiled into their own LLVM context, module
+/// and target machine, into one object (from the object cache when it holds it).
+struct Part {
+  std::vector<kir::Kernel> kernels;
+  int64_t cost = 0;
+  std::unique_ptr<llvm::MemoryBuffer> object;
+  bool fromCache = false;
+};
+
+Error compilePart(Part &part, const CodegenOptions &opts) {
+  PhaseTimer time(fmt::format("codegen: part {} (cost {})", part.kernels.front().name, part.cost));
+  NNC_ASSIGN_OR_RETURN(Built b, build(part.kernels, opts.cpu, opts.optLevel));
   if (llvm::Function *pf = b.module->getFunction(kParallelFor); pf && !pf->use_empty()) {
     if (!opts.parallelFor)
       return makeError("kernels with parallel loops need a parallel-for "
                        "(CodegenOptions::parallelFor; the runtime's thread pool provides it)");
   }
-  std::string key, path;
+  std::string path;
   if (!opts.cacheDir.empty()) {
     auto [cpu, features] = llvmCpuAndFeatures(opts.cpu);
-    key = objectCacheKey(moduleText(*b.module),
-                         cpu + " " + features + " " + opts.cpu.str() +
-                             (useLibmvec() ? std::string(" ") + kVecLibVersion : ""),
-                         opts.optLevel);
+    std::string key = objectCacheKey(moduleBitcode(*b.module),
+                                     cpu + " " + features + " " + opts.cpu.str() +
+                                         (useLibmvec() ? std::string(" ") + kVecLibVersion : ""),
+                                     opts.optLevel);
     path = opts.cacheDir + "/" + key + ".o";
     if (auto cached = readCached(path)) {
-      auto m = JitModule::load(std::move(cached), kernels, /*fromCache=*/true, opts.parallelFor,
-                               opts.cpu);
-      if (m)
-        return std::unique_ptr<CompiledModule>(std::move(*m));
-      // An unusable cache entry: compile afresh and overwrite it below.
+      part.object = std::move(cached);
+      part.fromCache = true;
+      return Error::success();
     }
   }
   optimize(*b.module, *b.tm, opts.cpu, opts.optLevel);
@@ -400,11 +451,78 @@ Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::
   llvm::StringRef data(obj.data(), obj.size());
   if (!path.empty())
     writeCached(opts.cacheDir, path, data);
-  auto m = JitModule::load(llvm::MemoryBuffer::getMemBufferCopy(data, "nnc-kernels"), kernels,
-                           /*fromCache=*/false, opts.parallelFor, opts.cpu);
-  if (!m)
-    return m.takeError();
-  return std::unique_ptr<CompiledModule>(std::move(*m));
+  part.object = llvm::MemoryBuffer::getMemBufferCopy(data, "nnc-kernels");
+  return Error::success();
+}
+
+/// Runs fn(0 .. n-1) on up to `threads` threads (this one included), in index order per thread.
+void runParallel(size_t n, unsigned threads, const std::function<void(size_t)> &fn) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;)
+      fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads && t < n; ++t)
+    pool.emplace_back(worker);
+  worker();
+  for (std::thread &t : pool)
+    t.join();
+}
+
+} // namespace
+
+Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::Kernel> &kernels,
+                                                         const CodegenOptions &opts) {
+  initializeLLVM();
+  // 1. Identical kernels (apart from names) are compiled once, under the first one's name.
+  PhaseTimer partTime("codegen: split into parts");
+  std::vector<size_t> compiledAs(kernels.size());
+  std::vector<Part> parts;
+  {
+    std::map<std::string, size_t> firstOf;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      auto [it, fresh] = firstOf.emplace(dedupKey(kernels[i]), i);
+      compiledAs[i] = it->second;
+      if (!fresh)
+        continue;
+      // 2. One part per distinct kernel: the cache then holds each kernel's object alone.
+      Part p;
+      p.kernels.push_back(kernels[i]);
+      p.cost = compileCost(kernels[i].body);
+      parts.push_back(std::move(p));
+    }
+  }
+  partTime.stop();
+  // 3. Compile the parts on the available cores, costliest first.
+  PhaseTimer compileTime(
+      fmt::format("codegen: {} parts of {} kernels", parts.size(), kernels.size()));
+  std::vector<size_t> order(parts.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return parts[a].cost > parts[b].cost; });
+  unsigned threads = opts.compileThreads > 0 ? static_cast<unsigned>(opts.compileThreads)
+                                             : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<Error> errors(parts.size(), Error::success());
+  runParallel(parts.size(), threads,
+              [&](size_t i) { errors[order[i]] = compilePart(parts[order[i]], opts); });
+  for (Error &e : errors)
+    if (e)
+      return std::move(e);
+  compileTime.stop();
+  // 4. One JIT holds every part's object.
+  PhaseTimer loadTime("codegen: JIT load");
+  std::vector<std::unique_ptr<llvm::MemoryBuffer>> objects;
+  bool fromCache = true;
+  for (Part &p : parts) {
+    fromCache = fromCache && p.fromCache;
+    objects.push_back(std::move(p.object));
+  }
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<JitModule> m,
+                       JitModule::load(std::move(objects), kernels, compiledAs, fromCache,
+                                       opts.parallelFor, opts.cpu));
+  return std::unique_ptr<CompiledModule>(std::move(m));
 }
 
 Expected<std::string> emitLLVMIR(const std::vector<kir::Kernel> &kernels, bool optimized,

@@ -1,9 +1,13 @@
-// importOnnxFile and checkOnnxFile: reads an ONNX model and lowers its graph to nnc IR.
+// OnnxModel (importOnnxFile, checkOnnxFile): reads an ONNX model and lowers its graph to nnc IR.
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/ir/Verifier.h"
@@ -14,27 +18,37 @@ namespace nnc {
 using namespace onnxfe;
 namespace fs = std::filesystem;
 
-namespace {
-
 /// The model, its folder and opsets, read and checked.
-struct LoadedModel {
+struct OnnxModel::Loaded {
   onnx::ModelProto model;
+  std::string path;
   std::string baseDir;
   std::map<std::string, int64_t> opsets;
   std::set<std::string> functions; ///< "domain:name" of model-local functions.
 };
 
+namespace {
+
+using LoadedModel = OnnxModel::Loaded;
+
 std::string normDomain(const std::string &d) { return d == "ai.onnx" ? std::string() : d; }
 
 Expected<std::unique_ptr<LoadedModel>> loadModel(const std::string &path) {
-  NNC_ASSIGN_OR_RETURN(std::string bytes, readWholeFile(path));
-  NNC_USER_CHECK(!bytes.empty(), "{}: file is empty (expected an ONNX model)", path);
+  std::error_code ec;
+  NNC_USER_CHECK(fs::exists(path, ec), "{}: no such file", path);
+  NNC_USER_CHECK(!fs::is_directory(path, ec), "{}: is a directory, not a file", path);
+  uintmax_t size = fs::file_size(path, ec);
+  NNC_USER_CHECK(!ec, "{}: cannot read: {}", path, ec.message());
+  NNC_USER_CHECK(size > 0, "{}: file is empty (expected an ONNX model)", path);
+  std::ifstream file(path, std::ios::binary);
+  NNC_USER_CHECK(file.good(), "{}: cannot open: {}", path, std::strerror(errno));
   auto lm = std::make_unique<LoadedModel>();
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(bytes.data()),
-                                            static_cast<int>(std::min<size_t>(bytes.size(), INT_MAX)));
+  // Parsed from the file in blocks: the whole file is never held beside the parsed model.
+  google::protobuf::io::IstreamInputStream blocks(&file, 1 << 20);
+  google::protobuf::io::CodedInputStream in(&blocks);
   in.SetTotalBytesLimit(INT_MAX);
-  NNC_USER_CHECK(bytes.size() < static_cast<size_t>(INT_MAX) &&
-                     lm->model.ParseFromCodedStream(&in) && in.ConsumedEntireMessage(),
+  NNC_USER_CHECK(size < static_cast<uintmax_t>(INT_MAX) && lm->model.ParseFromCodedStream(&in) &&
+                     in.ConsumedEntireMessage(),
                  "{}: not a valid ONNX model (the protobuf cannot be parsed: the file is "
                  "truncated, corrupt or not an ONNX file)",
                  path);
@@ -57,6 +71,7 @@ Expected<std::unique_ptr<LoadedModel>> loadModel(const std::string &path) {
     lm->functions.insert(normDomain(f.domain()) + ":" + f.name());
   std::string dir = fs::path(path).parent_path().string();
   lm->baseDir = dir.empty() ? "." : dir;
+  lm->path = path;
   return lm;
 }
 
@@ -143,10 +158,24 @@ Expected<TensorType> inputType(const onnx::ValueInfoProto &vi, Graph &g,
 
 } // namespace
 
+OnnxModel::OnnxModel(std::unique_ptr<Loaded> m) : m_(std::move(m)) {}
+OnnxModel::~OnnxModel() = default;
+
+Expected<std::unique_ptr<OnnxModel>> OnnxModel::load(const std::string &path) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Loaded> lm, loadModel(path));
+  return std::unique_ptr<OnnxModel>(new OnnxModel(std::move(lm)));
+}
+
 Expected<std::unique_ptr<Graph>> importOnnxFile(const std::string &path,
                                                 const ImportOptions &options) {
-  NNC_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> lm, loadModel(path));
-  const onnx::GraphProto &gp = lm->model.graph();
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<OnnxModel> m, OnnxModel::load(path));
+  return m->import(options);
+}
+
+Expected<std::unique_ptr<Graph>> OnnxModel::import(const ImportOptions &options) {
+  LoadedModel *lm = m_.get();
+  const std::string &path = lm->path;
+  onnx::GraphProto &gp = *lm->model.mutable_graph();
   auto graph = std::make_unique<Graph>(gp.name().empty() ? "main" : gp.name());
   Graph &g = *graph;
 
@@ -181,10 +210,12 @@ Expected<std::unique_ptr<Graph>> importOnnxFile(const std::string &path,
     NNC_ASSIGN_OR_RETURN(TensorType type, inputType(vi, g, path));
     st.values[vi.name()] = g.addInput(vi.name(), type);
   }
-  for (const auto &t : gp.initializer()) {
+  for (onnx::TensorProto &t : *gp.mutable_initializer()) {
     NNC_ASSIGN_OR_RETURN(Tensor v,
                          tensorFromProto(t, lm->baseDir,
                                          fmt::format("{}: initializer '{}'", path, t.name())));
+    // The tensor holds its own copy: drop the file's, so the weights are not held twice.
+    std::string().swap(*t.mutable_raw_data());
     Node *n = g.createNode(OpKind::Constant, {}, {v.type()}, {{"value", Attribute(v)}}, "",
                            {t.name()});
     st.values[t.name()] = n->result();
@@ -246,7 +277,24 @@ Expected<std::unique_ptr<Graph>> importOnnxFile(const std::string &path,
 }
 
 Expected<std::vector<OnnxIssue>> checkOnnxFile(const std::string &path) {
-  NNC_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> lm, loadModel(path));
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<OnnxModel> m, OnnxModel::load(path));
+  return m->check();
+}
+
+std::vector<std::string> OnnxModel::inputNames() const {
+  const onnx::GraphProto &gp = m_->model.graph();
+  std::set<std::string> inits;
+  for (const auto &t : gp.initializer())
+    inits.insert(t.name());
+  std::vector<std::string> names;
+  for (const auto &i : gp.input())
+    if (!inits.count(i.name()))
+      names.push_back(i.name());
+  return names;
+}
+
+std::vector<OnnxIssue> OnnxModel::check() const {
+  const LoadedModel *lm = m_.get();
   const onnx::GraphProto &gp = lm->model.graph();
   std::vector<OnnxIssue> issues;
   for (int i = 0; i < gp.node_size(); ++i) {

@@ -305,6 +305,15 @@ Expected<std::string> readWholeFile(const std::string &path) {
   NNC_USER_CHECK(!fs::is_directory(path, ec), "{}: is a directory, not a file", path);
   std::ifstream in(path, std::ios::binary);
   NNC_USER_CHECK(in.good(), "{}: cannot open: {}", path, std::strerror(errno));
+  // Read at once into a buffer of the file's size (a stringstream grows and copies it).
+  uintmax_t size = fs::file_size(path, ec);
+  if (!ec) {
+    std::string bytes(static_cast<size_t>(size), '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(size));
+    NNC_USER_CHECK(!in.bad() && in.gcount() == static_cast<std::streamsize>(size), "{}: read error",
+                   path);
+    return bytes;
+  }
   std::ostringstream ss;
   ss << in.rdbuf();
   NNC_USER_CHECK(!in.bad(), "{}: read error", path);

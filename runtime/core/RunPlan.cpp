@@ -8,14 +8,6 @@
 
 namespace nnc {
 
-bool debugEnabled(const char *what) {
-  const char *env = std::getenv("NNC_DEBUG");
-  if (!env)
-    return false;
-  std::string s = std::string(",") + env + ",";
-  return s.find(std::string(",") + what + ",") != std::string::npos || s == ",all,";
-}
-
 Error checkRunInputs(const RunPlan &p, const std::vector<Tensor> &inputs) {
   NNC_USER_CHECK(inputs.size() == p.inputTypes.size(), "the model takes {} inputs, got {}",
                  p.inputTypes.size(), inputs.size());

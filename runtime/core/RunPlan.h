@@ -11,6 +11,7 @@
 #include "nnc/ir/Shape.h"
 #include "nnc/ir/Tensor.h"
 #include "nnc/runtime/BufferPlan.h"
+#include "nnc/support/Debug.h"
 
 namespace nnc {
 
@@ -68,8 +69,5 @@ Expected<Tensor> dynamicOutputTensor(const OutputSpec &o, int64_t extent);
 /// Fills the outputs that are copies of inputs, weights or earlier outputs.
 void finishOutputs(const RunPlan &p, const std::vector<Tensor> &inputs,
                    std::vector<Tensor> &outputs);
-
-/// True when NNC_DEBUG names `what` (comma-separated) or is "all".
-bool debugEnabled(const char *what);
 
 } // namespace nnc

@@ -8,13 +8,40 @@ namespace nnc::interp {
 
 namespace {
 
-/// Copies element `from` of `src` to element `to` of `dst` (same dtype; every element takes
-/// dtypeSize() bytes in memory).
-void copyElement(const Tensor &src, int64_t from, Tensor &dst, int64_t to) {
-  size_t s = dtypeSize(src.dtype());
-  std::memcpy(static_cast<char *>(dst.rawData()) + to * s,
-              static_cast<const char *>(src.rawData()) + from * s, s);
-}
+/// Copies elements of `src` to `dst` (same dtype; every element takes dtypeSize() bytes in
+/// memory), with the size looked up once: weight packing copies millions of elements at
+/// compile time.
+class ElementCopy {
+public:
+  ElementCopy(const Tensor &src, Tensor &dst)
+      : src_(static_cast<const char *>(src.rawData())), dst_(static_cast<char *>(dst.rawData())),
+        size_(dtypeSize(src.dtype())) {}
+  /// Element `from` of src to element `to` of dst.
+  void operator()(int64_t from, int64_t to) const {
+    switch (size_) {
+    case 4:
+      std::memcpy(dst_ + to * 4, src_ + from * 4, 4);
+      break;
+    case 2:
+      std::memcpy(dst_ + to * 2, src_ + from * 2, 2);
+      break;
+    case 8:
+      std::memcpy(dst_ + to * 8, src_ + from * 8, 8);
+      break;
+    case 1:
+      dst_[to] = src_[from];
+      break;
+    default:
+      std::memcpy(dst_ + to * size_, src_ + from * size_, size_);
+      break;
+    }
+  }
+
+private:
+  const char *src_;
+  char *dst_;
+  size_t size_;
+};
 
 /// Elements before, at and after `axis` of `e`.
 struct AxisSplit {
@@ -39,11 +66,11 @@ Tensor toBlocked(const Tensor &x, int64_t axis, int64_t b) {
   out[axis] = cb;
   out.push_back(b);
   Tensor y = Tensor::zeros(x.dtype(), out);
+  ElementCopy copy(x, y);
   for (int64_t p = 0; p < s.outer; ++p)
     for (int64_t c = 0; c < s.channels; ++c)
       for (int64_t q = 0; q < s.inner; ++q)
-        copyElement(x, (p * s.channels + c) * s.inner + q, y,
-                    ((p * cb + c / b) * s.inner + q) * b + c % b);
+        copy((p * s.channels + c) * s.inner + q, ((p * cb + c / b) * s.inner + q) * b + c % b);
   return y;
 }
 
@@ -54,11 +81,12 @@ Tensor fromBlocked(const Tensor &x, int64_t axis, int64_t channels) {
   Extents out(x.extents().begin(), x.extents().end() - 1);
   out[axis] = channels;
   Tensor y = Tensor::zeros(x.dtype(), out);
+  ElementCopy copy(x, y);
   for (int64_t p = 0; p < s.outer; ++p)
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t q = 0; q < s.inner; ++q)
-        copyElement(x, ((p * s.channels + c / b) * s.inner + q) * b + c % b, y,
-                    (p * channels + c) * s.inner + q);
+        copy(((p * s.channels + c / b) * s.inner + q) * b + c % b,
+             (p * channels + c) * s.inner + q);
   return y;
 }
 
@@ -84,11 +112,15 @@ Results evalPackConvWeight(const Node &node, const Operands &ops) {
   out.push_back(bi);
   out.push_back(bo);
   Tensor y = Tensor::zeros(w.dtype(), out);
+  ElementCopy copy(w, y);
   for (int64_t o = 0; o < m; ++o)
-    for (int64_t c = 0; c < cg; ++c)
+    for (int64_t c = 0; c < cg; ++c) {
+      // Element t of w[o, c] goes to y[o / bo, c / bi, t, c % bi, o % bo].
+      int64_t from = (o * cg + c) * k;
+      int64_t to = ((o / bo) * kc + c / bi) * k * bi * bo + (c % bi) * bo + o % bo;
       for (int64_t t = 0; t < k; ++t)
-        copyElement(w, (o * cg + c) * k + t, y,
-                    ((((o / bo) * kc + c / bi) * k + t) * bi + c % bi) * bo + o % bo);
+        copy(from + t, to + t * bi * bo);
+    }
   return std::vector<Tensor>{y};
 }
 
@@ -98,11 +130,12 @@ Results evalConvNCHWc(const Node &node, const Operands &ops) {
   int64_t kernel = w.dim(2) * w.dim(3);
   // Unpack the weight to [Mb*b, Kc*bi, kh, kw].
   Tensor wp = Tensor::zeros(w.dtype(), {mb * b, kc * bi, w.dim(2), w.dim(3)});
+  ElementCopy copy(w, wp);
   for (int64_t o = 0; o < mb * b; ++o)
     for (int64_t c = 0; c < kc * bi; ++c)
       for (int64_t t = 0; t < kernel; ++t)
-        copyElement(w, ((((o / b) * kc + c / bi) * kernel + t) * bi + c % bi) * b + o % b, wp,
-                    (o * kc * bi + c) * kernel + t);
+        copy(((((o / b) * kc + c / bi) * kernel + t) * bi + c % bi) * b + o % b,
+             (o * kc * bi + c) * kernel + t);
   Operands plain{x.rank() == 4 ? x : fromBlocked(x, 1, x.dim(1) * b), wp};
   if (ops.size() > 2 && !ops[2].isNull())
     plain.push_back(ops[2].reshaped({mb * b}));

@@ -578,6 +578,90 @@ TEST(LLVMCodegen, ObjectCache) {
   EXPECT_FALSE(m5->fromCache());
 }
 
+TEST(LLVMCodegen, DuplicateKernelsCompiledOnce) {
+  namespace fs = std::filesystem;
+  fs::path dir =
+      fs::temp_directory_path() / fmt::format("nnc-objcache-dedup-{}", std::random_device()());
+  fs::remove_all(dir);
+  CodegenOptions o = noCache();
+  o.cacheDir = dir.string();
+  // scale_b is scale_a under other kernel and buffer names and slots; scale_c differs.
+  Kernel b = scaleKernel("scale_b", 3.0);
+  b.buffers[0].name = "in";
+  b.buffers[0].index = 4;
+  b.buffers[1].name = "out";
+  b.buffers[1].index = 2;
+  std::vector<Kernel> ks{scaleKernel("scale_a", 3.0), b, scaleKernel("scale_c", 5.0)};
+  auto m = compileOrDie(ks, o);
+  ASSERT_TRUE(m);
+  int objects = 0;
+  for (auto &e : fs::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().extension(), ".o") << e.path();
+    ++objects;
+  }
+  EXPECT_EQ(objects, 2); // scale_a (also serving scale_b) and scale_c
+  EXPECT_EQ(m->lookup("scale_a"), m->lookup("scale_b"));
+  EXPECT_EQ(m->lookup("no_such_kernel"), nullptr);
+  const std::pair<const char *, float> expect[] = {
+      {"scale_a", 6.0f}, {"scale_b", 6.0f}, {"scale_c", 10.0f}};
+  for (auto [name, want] : expect) {
+    KernelFn f = m->lookup(name);
+    ASSERT_NE(f, nullptr) << name;
+    std::vector<float> x(16, 2.0f), y(16, 0);
+    void *bufs[] = {x.data(), y.data()};
+    f(bufs);
+    EXPECT_EQ(y[7], want) << name;
+  }
+  // From the cache, every name still resolves.
+  auto again = compileOrDie(ks, o);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->fromCache());
+  for (auto [name, want] : expect)
+    EXPECT_NE(again->lookup(name), nullptr) << name;
+  fs::remove_all(dir);
+}
+
+TEST(LLVMCodegen, ParallelCompileMatchesSerial) {
+  // Kernels of several kinds (elementwise, parallel loop, scheduled) compiled on one thread
+  // and on several give the same results.
+  std::vector<Kernel> ks;
+  for (int i = 0; i < 6; ++i)
+    ks.push_back(scaleKernel(fmt::format("scale{}", i), 1.5 + i));
+  Kernel par;
+  par.name = "par_add";
+  par.buffers = {buf("x", DType::F32, 64, BufferRole::Operand, 0, false),
+                 buf("y", DType::F32, 64, BufferRole::Result, 0, true)};
+  par.body =
+      forLoop("i", intImm(64),
+              store(1, var("i"), op(OpKind::Add, {load(0, DType::F32, var("i")), floatImm(0.25)})),
+              LoopKind::Parallel);
+  ks.push_back(par);
+  Kernel sched = scaleKernel("scale_sched", 7.0);
+  sched.schedule.steps = {{ScheduleStep::Split, "i", 8, {}}};
+  ks.push_back(sched);
+  CodegenOptions serial = noCache();
+  serial.compileThreads = 1;
+  CodegenOptions parallel = noCache();
+  parallel.compileThreads = 4;
+  auto ms = compileOrDie(ks, serial);
+  auto mp = compileOrDie(ks, parallel);
+  ASSERT_TRUE(ms && mp);
+  for (const Kernel &k : ks) {
+    int64_t n = k.buffers[0].numElements;
+    std::vector<float> x(n), ys(n, 0), yp(n, 0);
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = 0.5f * float(i) - 3.0f;
+    void *bs[] = {x.data(), ys.data()};
+    void *bp[] = {x.data(), yp.data()};
+    ASSERT_NE(ms->lookup(k.name), nullptr) << k.name;
+    ASSERT_NE(mp->lookup(k.name), nullptr) << k.name;
+    ms->lookup(k.name)(bs);
+    mp->lookup(k.name)(bp);
+    EXPECT_EQ(ys, yp) << k.name;
+    EXPECT_NE(ys[1], 0.0f) << k.name;
+  }
+}
+
 TEST(LLVMCodegen, EmitTextAndObjects) {
   std::vector<Kernel> ks{scaleKernel("my_scale_kernel", 2.0)};
   auto ir = emitLLVMIR(ks, /*optimized=*/false);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "nnc/frontend/OnnxImporter.h"
+#include "nnc/ir/Printer.h"
 #include "nnc/runtime/Interpreter.h"
 #include "nnc/support/Float16.h"
 #include "onnx.pb.h"
@@ -212,6 +213,43 @@ TEST(OnnxImporter, CheckListsEveryIssue) {
   EXPECT_EQ((*issues)[0].opType, "FancyOp");
   EXPECT_TRUE(contains((*issues)[1].message, "weird"));
   EXPECT_EQ((*issues)[2].node, "#2");
+}
+
+TEST(OnnxImporter, ModelParsedOnceChecksListsAndImports) {
+  TempDir dir;
+  onnx::ModelProto m = tinyModel();
+  // A raw_data initializer that old-style models also list as a graph input.
+  auto *w = m.mutable_graph()->add_initializer();
+  w->set_name("scale");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  const float scale[] = {0.5f, -1.0f, 4.0f};
+  w->set_raw_data(std::string(reinterpret_cast<const char *>(scale), sizeof(scale)));
+  addInput(m, "scale", onnx::TensorProto::FLOAT, {3});
+  addNode(m, "Mul", "mul1", {"y", "scale"}, {"z"});
+  m.mutable_graph()->mutable_output(0)->set_name("z");
+  std::string path = save(dir, m);
+
+  Expected<std::unique_ptr<OnnxModel>> model = OnnxModel::load(path);
+  ASSERT_TRUE(model) << model.error().message();
+  EXPECT_TRUE((*model)->check().empty());
+  EXPECT_EQ((*model)->inputNames(), std::vector<std::string>{"x"});
+  Expected<std::vector<std::string>> names = onnxGraphInputNames(path);
+  ASSERT_TRUE(names);
+  EXPECT_EQ(*names, (*model)->inputNames());
+  Expected<std::unique_ptr<Graph>> once = (*model)->import();
+  ASSERT_TRUE(once) << once.error().message();
+  Expected<std::unique_ptr<Graph>> fresh = importOnnxFile(path);
+  ASSERT_TRUE(fresh) << fresh.error().message();
+  EXPECT_EQ(printGraph(**once), printGraph(**fresh));
+  Tensor x = Tensor::fromVector<float>(DType::F32, {1, 3}, {-1, 2, 3});
+  Expected<std::vector<Tensor>> out = interpret(**once, {x});
+  ASSERT_TRUE(out) << out.error().message();
+  EXPECT_EQ((*out)[0].data<float>()[0], 0.5f);  // (relu(-1) + 1) * 0.5
+  EXPECT_EQ((*out)[0].data<float>()[1], -4.0f); // (2 + 2) * -1
+  EXPECT_EQ((*out)[0].data<float>()[2], 24.0f); // (3 + 3) * 4
+
+  EXPECT_FALSE(OnnxModel::load(dir.file("missing.onnx")));
 }
 
 // ---- Tensor files ----------------------------------------------------------------------------

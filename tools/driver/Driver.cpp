@@ -11,6 +11,7 @@
 #include "nnc/passes/Specialize.h"
 #include "nnc/runtime/Interpreter.h"
 #include "nnc/runtime/TuningCache.h"
+#include "nnc/support/Debug.h"
 
 namespace nnc::driver {
 
@@ -107,6 +108,38 @@ Expected<std::unique_ptr<Graph>> loadModel(const std::string &path,
   return importOnnxFile(path, opts);
 }
 
+Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::string &path) {
+  NNC_TRY(checkModelPath(path));
+  std::unique_ptr<ModelFile> f(new ModelFile());
+  if (hasExtension(path, ".nir")) {
+    NNC_ASSIGN_OR_RETURN(f->nir_, parseGraphFile(path));
+    if (Error e = verify(*f->nir_))
+      return e.withContext(path);
+    for (Value *v : f->nir_->inputs())
+      f->names_.push_back(v->name());
+    return f;
+  }
+  NNC_ASSIGN_OR_RETURN(f->onnx_, OnnxModel::load(path));
+  f->names_ = f->onnx_->inputNames();
+  return f;
+}
+
+std::vector<OnnxIssue> ModelFile::check() const {
+  return onnx_ ? onnx_->check() : std::vector<OnnxIssue>();
+}
+
+Expected<std::unique_ptr<Graph>> ModelFile::load(const std::map<std::string, Tensor> &knownInputs) {
+  if (nir_)
+    return std::move(nir_);
+  NNC_USER_CHECK(onnx_ != nullptr, "the model was loaded already");
+  ImportOptions opts;
+  opts.knownInputs = knownInputs;
+  opts.evaluate = interpreterEvaluator();
+  Expected<std::unique_ptr<Graph>> g = onnx_->import(opts);
+  onnx_.reset(); // the parsed file is no longer needed
+  return g;
+}
+
 Expected<std::vector<std::string>> modelInputNames(const std::string &path) {
   NNC_TRY(checkModelPath(path));
   if (hasExtension(path, ".nir")) {
@@ -148,6 +181,7 @@ Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach) {
   ctx.cpu = cpu;
   ctx.evaluate = interpreterEvaluator();
   ctx.verifyEach = verifyEach;
+  ctx.stats = debugEnabled("time");
   NNC_TRY(PassPipeline::defaultPipeline().run(g, ctx));
   return verify(g);
 }
@@ -185,6 +219,7 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
                                             cpuDeviceFingerprint(opts.threads, target.cpu));
       }
     }
+    PhaseTimer t("runner: clone graph");
     NNC_ASSIGN_OR_RETURN(r->cpu_, CpuModel::create(g.clone(), cpu, shapeSpecializer()));
   }
   return r;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "nnc/frontend/OnnxImporter.h"
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Tensor.h"
 #include "nnc/passes/PassManager.h"
@@ -40,6 +41,23 @@ std::string targetName(Target t);
 Expected<std::unique_ptr<Graph>> loadModel(const std::string &path,
                                            const std::map<std::string, Tensor> &knownInputs = {});
 
+/// A model file read once, for callers that check it, list its inputs and load it (the free
+/// functions around it read the file anew each).
+class ModelFile {
+public:
+  static Expected<std::unique_ptr<ModelFile>> open(const std::string &path);
+  /// As modelInputNames.
+  const std::vector<std::string> &inputNames() const { return names_; }
+  /// ONNX: the unsupported operators and attributes (checkOnnxFile); .nir: none.
+  std::vector<OnnxIssue> check() const;
+  /// As loadModel. Moves the model's data into the graph: call it once.
+  Expected<std::unique_ptr<Graph>> load(const std::map<std::string, Tensor> &knownInputs = {});
+
+private:
+  std::unique_ptr<OnnxModel> onnx_;
+  std::unique_ptr<Graph> nir_;
+  std::vector<std::string> names_;
+};
 /// Names of the model's inputs in order (ONNX: non-initializer graph inputs).
 Expected<std::vector<std::string>> modelInputNames(const std::string &path);
 

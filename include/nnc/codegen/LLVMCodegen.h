@@ -22,12 +22,15 @@ struct CodegenOptions {
   int optLevel = 3;
   /// What parallel loops call; kernels with a parallel loop fail to compile without it.
   ParallelForFn parallelFor = nullptr;
+  /// Threads compiling the kernels in parallel (0: as many as the machine has cores). The
+  /// machine code does not depend on it.
+  int compileThreads = 0;
   /// The CPU the code is for (its level, vector width, streaming-store threshold).
   CpuTarget cpu = CpuTarget::host();
   static std::string defaultObjectCacheDir();
 };
 
-/// A set of kernels compiled into one JIT module and kept alive with it.
+/// A set of kernels compiled into one JIT and kept alive with it.
 class CompiledModule {
 public:
   virtual ~CompiledModule() = default;

@@ -49,6 +49,28 @@ struct OnnxIssue {
 /// file cannot be read or parsed as a model.
 Expected<std::vector<OnnxIssue>> checkOnnxFile(const std::string &path);
 
+/// An ONNX file read and parsed once, for callers that check it, list its inputs and import
+/// it (each of importOnnxFile, checkOnnxFile and onnxGraphInputNames parses the file anew).
+class OnnxModel {
+public:
+  /// Reads and parses `path` (the checks of importOnnxFile on the model as a whole).
+  static Expected<std::unique_ptr<OnnxModel>> load(const std::string &path);
+  ~OnnxModel();
+  /// As checkOnnxFile.
+  std::vector<OnnxIssue> check() const;
+  /// As onnxGraphInputNames.
+  std::vector<std::string> inputNames() const;
+  /// As importOnnxFile. Moves the initializers' data into the graph: call it once.
+  Expected<std::unique_ptr<Graph>> import(const ImportOptions &options = {});
+
+  /// The parsed file (the importer's own).
+  struct Loaded;
+
+private:
+  explicit OnnxModel(std::unique_ptr<Loaded> m);
+  std::unique_ptr<Loaded> m_;
+};
+
 /// Reads a serialized onnx.TensorProto (the ONNX test-data .pb files). `name` receives the
 /// tensor's name when not null.
 Expected<Tensor> readTensorProtoFile(const std::string &path, std::string *name = nullptr);
