@@ -1,0 +1,162 @@
+// Accuracy of the f32 exp, sigmoid, tanh and erf (ir/FastMath.h) over the whole float range:
+// every 97th bit pattern and the special values, through the CPU JIT and through the scalar
+// formulas of the interpreter and kernel evaluator, against double-precision references, with
+// the ulp bounds FastMath.h states. The JIT and the interpreter must agree bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ThreadPool.h"
+#include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/ir/CpuTarget.h"
+#include "nnc/ir/Kernel.h"
+#include "nnc/ir/ScalarOps.h"
+
+using namespace nnc;
+using namespace nnc::kir;
+
+namespace {
+
+float fromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint32_t toBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+/// |got - ref| in units of the spacing of f32 values at ref (2^-149 among the denormals);
+/// 0 when got is ref rounded to f32, infinite for a wrong NaN, infinity or sign of zero.
+double ulpError(float got, double ref) {
+  if (std::isnan(ref) || std::isnan(got))
+    return std::isnan(ref) && std::isnan(got) ? 0 : INFINITY;
+  float rounded = static_cast<float>(ref);
+  if (toBits(got) == toBits(rounded))
+    return 0;
+  if (std::isinf(got) || std::isinf(rounded) || got == rounded) // got == rounded: -0 vs +0
+    return INFINITY;
+  int e;
+  std::frexp(ref, &e); // |ref| = m * 2^e with m in [0.5, 1)
+  int exponent = std::max(e - 1, -126);
+  return std::fabs(static_cast<double>(got) - ref) / std::ldexp(1.0, exponent - 23);
+}
+
+/// Every 97th f32 bit pattern, then the values at the edges of the range.
+std::vector<float> sweepInputs() {
+  std::vector<float> xs;
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 97)
+    xs.push_back(fromBits(static_cast<uint32_t>(u)));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f,   1e-45f,        1e-40f,    1.1754942e-38f, 1.17549435e-38f,
+                  1e-30f, 1e-8f,         0.5f,      0.625f,         1.0f,
+                  3.92f,  4.0f,          9.0f,      10.0f,          15.0f,
+                  87.3f,  88.0f,         88.72283f, 88.7228394f,    88.72284f,
+                  89.0f,  100.0f,        103.9f,    103.97208f,     104.0f,
+                  1e10f,  3.4028235e38f, inf}) {
+    xs.push_back(v);
+    xs.push_back(-v);
+  }
+  xs.push_back(std::numeric_limits<float>::quiet_NaN());
+  xs.push_back(-std::numeric_limits<float>::quiet_NaN());
+  return xs;
+}
+
+double sigmoidRef(double x) {
+  return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+}
+
+struct Function {
+  OpKind op;
+  double (*ref)(double);
+  float (*interp)(float);
+  double maxUlp; ///< The bound FastMath.h states.
+};
+
+const Function kFunctions[] = {
+    {OpKind::Exp, [](double x) { return std::exp(x); },
+     [](float x) { return scalar::FnExp::apply(x, x, x); }, 1},
+    {OpKind::Sigmoid, sigmoidRef, [](float x) { return scalar::FnSigmoid::apply(x, x, x); }, 3},
+    {OpKind::Tanh, [](double x) { return std::tanh(x); },
+     [](float x) { return scalar::FnTanh::apply(x, x, x); }, 2},
+    {OpKind::Erf, [](double x) { return std::erf(x); },
+     [](float x) { return scalar::FnErf::apply(x, x, x); }, 2},
+};
+
+/// out[i] = op(in[i]) over n f32 values, the loop vectorized.
+Kernel unaryKernel(OpKind op, int64_t n) {
+  Kernel k;
+  k.name = fmt::format("fastmath_{}", opInfo(op).name);
+  k.buffers = {BufferDecl{"in", DType::F32, n, BufferRole::Operand, 0, false},
+               BufferDecl{"out", DType::F32, n, BufferRole::Result, 0, true}};
+  Expr i = var("i");
+  k.body = forLoop("i", intImm(n), store(1, i, kir::op(op, {load(0, DType::F32, i)})),
+                   LoopKind::Vectorized);
+  return k;
+}
+
+TEST(FastMath, WholeRangeJitAndInterpreterWithinStatedUlps) {
+  std::vector<float> xs = sweepInputs();
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<Kernel> ks;
+  for (const Function &f : kFunctions)
+    ks.push_back(unaryKernel(f.op, n));
+  CodegenOptions o;
+  o.cacheDir = "";
+  o.parallelFor = &nnc_parallel_for;
+  o.cpu.streamingStoreBytes = 0; // plain std::vector buffers, not aligned for streaming stores
+  auto m = compileKernels(ks, o);
+  ASSERT_TRUE(m) << m.takeError().message();
+  std::vector<float> out(n);
+  for (size_t fi = 0; fi < ks.size(); ++fi) {
+    const Function &f = kFunctions[fi];
+    std::string name(opInfo(f.op).name);
+    KernelFn fn = (*m)->lookup(ks[fi].name);
+    ASSERT_NE(fn, nullptr);
+    void *bufs[2] = {xs.data(), out.data()};
+    fn(bufs);
+    double worstJit = 0, worstInterp = 0;
+    float worstAt = 0;
+    int mismatches = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double ref = f.ref(static_cast<double>(xs[i]));
+      float interp = f.interp(xs[i]);
+      double ej = ulpError(out[i], ref), ei = ulpError(interp, ref);
+      if (ej > worstJit)
+        worstJit = ej, worstAt = xs[i];
+      worstInterp = std::max(worstInterp, ei);
+      bool same = toBits(out[i]) == toBits(interp) || (std::isnan(out[i]) && std::isnan(interp));
+      if (!same && mismatches++ < 5)
+        ADD_FAILURE() << name << "(" << xs[i] << "): JIT " << out[i] << ", interpreter " << interp;
+    }
+    EXPECT_LE(worstJit, f.maxUlp) << name << " worst at " << worstAt;
+    EXPECT_LE(worstInterp, f.maxUlp) << name;
+    std::printf("%s: max error %.3f ulp (JIT), %.3f ulp (interpreter) over %lld values\n",
+                name.c_str(), worstJit, worstInterp, static_cast<long long>(n));
+  }
+}
+
+TEST(FastMath, VectorizedWithoutCalls) {
+  // At x86-64-v3 (AVX2) the loops take 8 f32 lanes, and no libm or libmvec function is called.
+  CpuTarget v3 = CpuTarget::forLevel(CpuTarget::Level::V3);
+  std::vector<Kernel> ks;
+  for (const Function &f : kFunctions) {
+    Kernel k = unaryKernel(f.op, 1024);
+    k.body->loopKind = LoopKind::Serial;
+    k.schedule.steps = {ScheduleStep{ScheduleStep::Split, "i", v3.f32Lanes(), {}},
+                        ScheduleStep{ScheduleStep::Vectorize, "i.i", 0, {}}};
+    ks.push_back(k);
+  }
+  auto ir = emitLLVMIR(ks, /*optimized=*/true, v3);
+  ASSERT_TRUE(ir) << ir.takeError().message();
+  EXPECT_NE(ir->find("<8 x float>"), std::string::npos);
+  for (const char *fn : {"expf", "tanhf", "erff", "_ZGV", "llvm.exp."})
+    EXPECT_EQ(ir->find(fn), std::string::npos) << fn;
+}
+
+} // namespace
