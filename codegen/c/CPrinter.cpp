@@ -577,7 +577,6 @@ std::string CPrinter::fastMathHelper(OpKind op) {
     I iadd(I a, I b) { return let(ut, a + " + " + b); }
     I isub(I a, I b) { return let(ut, a + " - " + b); }
     I shl(I a, int s) { return let(ut, fmt::format("{} << {}", a, s)); }
-    I shr(I a, int s) { return let(ut, fmt::format("{} >> {}", a, s)); }
   };
   Builder b{*this, computeType(DType::F32), computeType(DType::U32), "", 0};
   std::string r, name;

@@ -68,7 +68,6 @@ struct IrMathBuilder {
   I iadd(I x, I y) { return b.CreateAdd(x, y); }
   I isub(I x, I y) { return b.CreateSub(x, y); }
   I shl(I x, int n) { return b.CreateShl(x, llvm::ConstantInt::get(ity, n)); }
-  I shr(I x, int n) { return b.CreateLShr(x, llvm::ConstantInt::get(ity, n)); }
 };
 
 class KernelEmitter {

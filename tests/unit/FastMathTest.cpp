@@ -13,7 +13,9 @@
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/ir/CpuTarget.h"
 #include "nnc/ir/Kernel.h"
+#include "nnc/ir/Parser.h"
 #include "nnc/ir/ScalarOps.h"
+#include "nnc/runtime/OpenCL.h"
 
 using namespace nnc;
 using namespace nnc::kir;
@@ -47,10 +49,10 @@ double ulpError(float got, double ref) {
   return std::fabs(static_cast<double>(got) - ref) / std::ldexp(1.0, exponent - 23);
 }
 
-/// Every 97th f32 bit pattern, then the values at the edges of the range.
-std::vector<float> sweepInputs() {
+/// Every `stride`-th f32 bit pattern, then the values at the edges of the range.
+std::vector<float> sweepInputs(uint64_t stride = 97) {
   std::vector<float> xs;
-  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 97)
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += stride)
     xs.push_back(fromBits(static_cast<uint32_t>(u)));
   const float inf = std::numeric_limits<float>::infinity();
   for (float v : {0.0f,   1e-45f,        1e-40f,    1.1754942e-38f, 1.17549435e-38f,
@@ -157,6 +159,50 @@ TEST(FastMath, VectorizedWithoutCalls) {
   EXPECT_NE(ir->find("<8 x float>"), std::string::npos);
   for (const char *fn : {"expf", "tanhf", "erff", "_ZGV", "llvm.exp."})
     EXPECT_EQ(ir->find(fn), std::string::npos) << fn;
+}
+
+TEST(FastMath, OpenCLWithinStatedUlpsAndAsTheInterpreter) {
+  // The same sweep (every 997th pattern, to keep PoCL's run short) through OpenCL C, whose
+  // helpers come from the same FastMath.h templates.
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (!devices)
+    GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();
+  std::vector<float> xs = sweepInputs(997);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Expected<std::unique_ptr<Graph>> g = parseGraph(
+      fmt::format("graph @fastmath(%x: f32[{0}]) -> (f32[{0}], f32[{0}], f32[{0}], f32[{0}]) {{\n"
+                  "  %e = exp(%x) : f32[{0}]\n  %s = sigmoid(%x) : f32[{0}]\n"
+                  "  %t = tanh(%x) : f32[{0}]\n  %r = erf(%x) : f32[{0}]\n"
+                  "  return %e, %s, %t, %r\n}}\n",
+                  n));
+  ASSERT_TRUE(g) << g.error().message();
+  OpenCLOptions opts;
+  opts.cacheDir = "";
+  Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);
+  ASSERT_TRUE(exe) << exe.error().message();
+  Tensor in = Tensor::zeros(DType::F32, {n});
+  std::memcpy(in.data<float>(), xs.data(), n * sizeof(float));
+  Expected<std::vector<Tensor>> got = (*exe)->run({in});
+  ASSERT_TRUE(got) << got.error().message();
+  ASSERT_EQ(got->size(), 4u);
+  for (size_t fi = 0; fi < 4; ++fi) {
+    const Function &f = kFunctions[fi];
+    std::string name(opInfo(f.op).name);
+    const float *out = (*got)[fi].data<float>();
+    double worst = 0;
+    int mismatches = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      worst = std::max(worst, ulpError(out[i], f.ref(static_cast<double>(xs[i]))));
+      float interp = f.interp(xs[i]);
+      bool same = toBits(out[i]) == toBits(interp) || (std::isnan(out[i]) && std::isnan(interp));
+      if (!same && mismatches++ < 5)
+        ADD_FAILURE() << name << "(" << xs[i] << "): OpenCL " << out[i] << ", interpreter "
+                      << interp;
+    }
+    EXPECT_LE(worst, f.maxUlp) << name;
+    std::printf("%s: max error %.3f ulp (OpenCL) over %lld values\n", name.c_str(), worst,
+                static_cast<long long>(n));
+  }
 }
 
 } // namespace

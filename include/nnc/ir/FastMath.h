@@ -19,7 +19,7 @@
 //   F select(M, F, F)
 //   I bits(F), F fromBits(I)        the f32 bit pattern and back
 //   I iadd, isub (I, I)             wrapping u32 arithmetic
-//   I shl(I, int), shr(I, int)      logical shifts
+//   I shl(I, int)                   shift left
 #pragma once
 
 #include <cmath>
@@ -45,9 +45,9 @@ template <class B> typename B::F horner(B &b, typename B::F x, std::initializer_
 ///     no float->int conversion, which LLVM leaves undefined for NaN), r = x - n*ln2 with ln2
 ///     in two parts (Cody-Waite): exact high product, |r| <= ln2/2.
 ///  3. e^r = 1 + r + r^2 * p(r), p a degree-5 minimax polynomial (SLEEF's expf).
-///  4. Scale by 2^n as 2^h * 2^(n-h), h = floor(n/2), each factor built in the exponent bits:
-///     both stay normal for n in [-150, 128], so the one rounding happens in the last multiply
-///     and denormal results are correctly formed.
+///  4. Scale by 2^n as 2^h * 2^(n-h), h = round(x / (2 ln2)), each factor built in the
+///     exponent bits: both stay normal for n in [-150, 128], so the one rounding happens in the
+///     last multiply and denormal results are correctly formed.
 template <class B> typename B::F exp(B &b, typename B::F x) {
   using F = typename B::F;
   using I = typename B::I;
@@ -63,11 +63,12 @@ template <class B> typename B::F exp(B &b, typename B::F x) {
                 0.00833336077630519866943359, 0.0416664853692054748535156,
                 0.166666671633720397949219, 0.5});
   F er = b.add(b.f(1.0), b.fma(b.mul(r, r), p, r));
-  // n as an integer (two's complement in u32), then h = floor(n/2) on non-negative values.
-  I ni = b.isub(b.bits(k), b.u(0x4B400000u));
-  I h = b.isub(b.shr(b.iadd(ni, b.u(256)), 1), b.u(128));
-  F s1 = b.fromBits(b.shl(b.iadd(h, b.u(127)), 23));
-  F s2 = b.fromBits(b.shl(b.iadd(b.isub(ni, h), b.u(127)), 23));
+  // 2^h and 2^(n-h) with h = round(n/2) from a second shifter: the bits of k and kh are
+  // those of the shifter plus n and h, so (bits + 127) << 23 is the power of two (the
+  // shifter's bits are a multiple of 2^22 and shift out) and bits(k) - bits(kh) is n - h.
+  I kh = b.bits(b.fma(x, b.f(0.721347520444481703), b.f(shifter)));
+  F s1 = b.fromBits(b.shl(b.iadd(kh, b.u(127)), 23));
+  F s2 = b.fromBits(b.shl(b.iadd(b.isub(b.bits(k), kh), b.u(127)), 23));
   return b.mul(b.mul(er, s1), s2);
 }
 
@@ -150,7 +151,6 @@ struct ScalarBuilder {
   I iadd(I a, I b) const { return a + b; }
   I isub(I a, I b) const { return a - b; }
   I shl(I a, int s) const { return a << s; }
-  I shr(I a, int s) const { return a >> s; }
 };
 
 inline float expF32(float x) {
