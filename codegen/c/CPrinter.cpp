@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "nnc/ir/FastMath.h"
 #include "nnc/support/Float16.h"
 #include "nnc/support/FloatFormats.h"
 
@@ -348,7 +349,16 @@ std::string CPrinter::opExpr(const kir::ExprNode &e) {
     else
       r = fmt::format("(({})({} != 0))", ct, a[0]);
     break;
-  case OpKind::Exp: if (arity(1)) r = fn1("exp"); break;
+  case OpKind::Exp:
+  case OpKind::Tanh:
+  case OpKind::Erf:
+    if (!arity(1))
+      break;
+    if (t != DType::F64)
+      r = fastMathHelper(e.op) + paren(a[0]);
+    else
+      r = fn1(e.op == OpKind::Exp ? "exp" : e.op == OpKind::Tanh ? "tanh" : "erf");
+    break;
   case OpKind::Log: if (arity(1)) r = fn1("log"); break;
   case OpKind::Sqrt: if (arity(1)) r = fn1("sqrt"); break;
   case OpKind::Sin: if (arity(1)) r = fn1("sin"); break;
@@ -359,11 +369,9 @@ std::string CPrinter::opExpr(const kir::ExprNode &e) {
   case OpKind::Atan: if (arity(1)) r = fn1("atan"); break;
   case OpKind::Sinh: if (arity(1)) r = fn1("sinh"); break;
   case OpKind::Cosh: if (arity(1)) r = fn1("cosh"); break;
-  case OpKind::Tanh: if (arity(1)) r = fn1("tanh"); break;
   case OpKind::Asinh: if (arity(1)) r = fn1("asinh"); break;
   case OpKind::Acosh: if (arity(1)) r = fn1("acosh"); break;
   case OpKind::Atanh: if (arity(1)) r = fn1("atanh"); break;
-  case OpKind::Erf: if (arity(1)) r = fn1("erf"); break;
   case OpKind::Floor: if (arity(1)) r = fn1("floor"); break;
   case OpKind::Ceil: if (arity(1)) r = fn1("ceil"); break;
   case OpKind::Round: if (arity(1)) r = fn1("rint"); break; // ties to even
@@ -371,6 +379,11 @@ std::string CPrinter::opExpr(const kir::ExprNode &e) {
     if (arity(1)) r = fmt::format("({} / {})", literal(1, t == DType::F64 ? t : DType::F32), a[0]);
     break;
   case OpKind::Sigmoid:
+    if (t != DType::F64 && arity(1)) {
+      r = fastMathHelper(e.op) + paren(a[0]);
+      break;
+    }
+    [[fallthrough]];
   case OpKind::Pow:
   case OpKind::Min:
   case OpKind::Max:
@@ -528,6 +541,63 @@ std::string CPrinter::floatOrIntHelper(OpKind op, DType t) {
   bool unary = op == OpKind::Sign || op == OpKind::Sigmoid;
   need(name, fmt::format("static inline {0} {1}({0} a{2}) {{ {3} }}", ct, name,
                          unary ? "" : ", " + ct + " b", body));
+  return name;
+}
+
+std::string CPrinter::fastMathHelper(OpKind op) {
+  // FastMath.h's builder writing C: each value becomes a local of the helper's body.
+  struct Builder {
+    using F = std::string;
+    using I = std::string;
+    using M = std::string;
+    CPrinter &p;
+    std::string ft, ut, body;
+    int n = 0;
+    std::string let(const std::string &type, const std::string &value) {
+      std::string name = fmt::format("v{}", n++);
+      body += fmt::format("{} {} = {}; ", type, name, value);
+      return name;
+    }
+    F f(double v) { return p.literal(v, DType::F32); }
+    I u(uint32_t v) { return fmt::format("{}u", v); }
+    F add(F a, F b) { return let(ft, a + " + " + b); }
+    F sub(F a, F b) { return let(ft, a + " - " + b); }
+    F mul(F a, F b) { return let(ft, a + " * " + b); }
+    F div(F a, F b) { return let(ft, a + " / " + b); }
+    F neg(F a) { return let(ft, "-" + a); }
+    F abs(F a) { return let(ft, p.mathFn("fabs", DType::F32) + "(" + a + ")"); }
+    F fma(F a, F b, F c) {
+      return let(ft, fmt::format("{}({}, {}, {})", p.mathFn("fma", DType::F32), a, b, c));
+    }
+    M lt(F a, F b) { return "(" + a + " < " + b + ")"; }
+    M gt(F a, F b) { return "(" + a + " > " + b + ")"; }
+    F select(M m, F a, F b) { return let(ft, m + " ? " + a + " : " + b); }
+    I bits(F a) { return let(ut, p.floatAsUint() + "(" + a + ")"); }
+    F fromBits(I a) { return let(ft, p.uintAsFloat() + "(" + a + ")"); }
+    I iadd(I a, I b) { return let(ut, a + " + " + b); }
+    I isub(I a, I b) { return let(ut, a + " - " + b); }
+    I shl(I a, int s) { return let(ut, fmt::format("{} << {}", a, s)); }
+  };
+  Builder b{*this, computeType(DType::F32), computeType(DType::U32), "", 0};
+  std::string r, name;
+  switch (op) {
+  case OpKind::Exp:
+    name = "nnc_exp_f32", r = fastmath::exp(b, std::string("a"));
+    break;
+  case OpKind::Sigmoid:
+    name = "nnc_sigmoid_f32", r = fastmath::sigmoid(b, std::string("a"));
+    break;
+  case OpKind::Tanh:
+    name = "nnc_tanh_f32", r = fastmath::tanh(b, std::string("a"));
+    break;
+  case OpKind::Erf:
+    name = "nnc_erf_f32", r = fastmath::erf(b, std::string("a"));
+    break;
+  default:
+    return fail(fmt::format("no fast-math helper for op {}", opInfo(op).name));
+  }
+  need(name,
+       fmt::format("static inline {0} {1}({0} a) {{ {2}return {3}; }}", b.ft, name, b.body, r));
   return name;
 }
 

@@ -74,6 +74,8 @@ private:
 
   // Helpers, generated on first use; each returns its name.
   std::string floatOrIntHelper(OpKind op, DType t);
+  /// FastMath.h's f32 exp, sigmoid, tanh or erf as a helper function.
+  std::string fastMathHelper(OpKind op);
   std::string roundBf16Helper();
   std::string roundF64Helper(DType to);
   std::string storageHelper(bool encode, DType t);

@@ -5,6 +5,7 @@
 // convert from and to the storage type. An op whose result is f16/bf16 is rounded to that
 // format right away, so a fused chain gives the numbers of the node-by-node interpreter.
 #include "llvm/Emitter.h"
+#include "nnc/ir/FastMath.h"
 #include "nnc/support/FloatFormats.h"
 
 #include <functional>
@@ -42,6 +43,32 @@ struct Binding {
   DType type = DType::I64;
 };
 using Scope = std::map<std::string, Binding>;
+
+/// FastMath.h's builder over LLVM IR: F is an f32 scalar or vector, I the i32 of its shape.
+struct IrMathBuilder {
+  using F = Value *;
+  using I = Value *;
+  using M = Value *;
+  IRBuilder<> &b;
+  Type *fty, *ity;
+  F f(double v) { return llvm::ConstantFP::get(fty, v); }
+  I u(uint32_t v) { return llvm::ConstantInt::get(ity, v); }
+  F add(F x, F y) { return b.CreateFAdd(x, y); }
+  F sub(F x, F y) { return b.CreateFSub(x, y); }
+  F mul(F x, F y) { return b.CreateFMul(x, y); }
+  F div(F x, F y) { return b.CreateFDiv(x, y); }
+  F neg(F x) { return b.CreateFNeg(x); }
+  F abs(F x) { return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x); }
+  F fma(F x, F y, F z) { return b.CreateIntrinsic(llvm::Intrinsic::fma, {fty}, {x, y, z}); }
+  M lt(F x, F y) { return b.CreateFCmpOLT(x, y); }
+  M gt(F x, F y) { return b.CreateFCmpOGT(x, y); }
+  F select(M m, F x, F y) { return b.CreateSelect(m, x, y); }
+  I bits(F x) { return b.CreateBitCast(x, ity); }
+  F fromBits(I x) { return b.CreateBitCast(x, fty); }
+  I iadd(I x, I y) { return b.CreateAdd(x, y); }
+  I isub(I x, I y) { return b.CreateSub(x, y); }
+  I shl(I x, int n) { return b.CreateShl(x, llvm::ConstantInt::get(ity, n)); }
+};
 
 class KernelEmitter {
 public:
@@ -181,28 +208,16 @@ private:
     std::string name = dbl ? fname : std::string(fname) + "f";
     return callHelper(name.c_str(), a->getType(), {a});
   }
-  /// erf of an f32 value inline: a rational approximation on [-4, 4] (beyond it erf is +-1 in
-  /// f32), at most 4e-7 from erf, pure arithmetic so loops of it vectorize (libmvec's erff
-  /// took most of BERT's GELU epilogue). NaN stays NaN (the clamp compares, never minnum).
-  Value *erfF32(Value *a) {
-    Type *ty = a->getType();
-    Value *hi = fpConst(ty, 4), *lo = fpConst(ty, -4);
-    Value *x = b_.CreateSelect(b_.CreateFCmpOGT(a, hi), hi, a);
-    x = b_.CreateSelect(b_.CreateFCmpOLT(x, lo), lo, x);
-    Value *x2 = b_.CreateFMul(x, x);
-    auto horner = [&](std::initializer_list<double> c) {
-      auto it = c.begin();
-      Value *acc = fpConst(ty, *it++);
-      for (; it != c.end(); ++it)
-        acc = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {ty}, {x2, acc, fpConst(ty, *it)});
-      return acc;
-    };
-    Value *p = horner({-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
-                       -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
-                       -1.60960333262415e-02});
-    Value *q = horner({-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
-                       -7.37332916720468e-03, -1.42647390514189e-02});
-    return b_.CreateFDiv(b_.CreateFMul(x, p), q);
+  /// FastMath.h's expansion `fn` of an f32 value, built as plain instructions (no calls, so
+  /// loops of it vectorize at the target's width) without fast-math flags: FMAs only where
+  /// the algorithm asks, so the numbers are the interpreter's.
+  template <typename Fn> Value *fastMath(Fn fn, Value *a) {
+    llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+    b_.setFastMathFlags(llvm::FastMathFlags());
+    IrMathBuilder mb{b_, a->getType(), b_.getInt32Ty()};
+    if (auto *vt = llvm::dyn_cast<llvm::VectorType>(a->getType()))
+      mb.ity = llvm::VectorType::get(b_.getInt32Ty(), vt->getElementCount());
+    return fn(mb, a);
   }
   Value *unaryIntrinsic(llvm::Intrinsic::ID id, Value *a) { return b_.CreateUnaryIntrinsic(id, a); }
 
@@ -538,6 +553,8 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
   }
   bool f = isFloat(t), s = isSigned(t);
   Type *ty = a[typeArg]->getType();
+  // f32, and f16/bf16 computed in f32, take FastMath.h's expansions.
+  bool f32 = ty->getScalarType()->isFloatTy();
   auto need = [&](size_t n) {
     if (a.size() != n) {
       fail("op {} expects {} operands, got {}", opInfo(e.op).name, n, a.size());
@@ -585,7 +602,7 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
   }
   case OpKind::Exp:
     if (need(1))
-      r = unaryIntrinsic(I::exp, a[0]);
+      r = f32 ? fastMath(fastmath::exp<IrMathBuilder>, a[0]) : unaryIntrinsic(I::exp, a[0]);
     break;
   case OpKind::Log:
     if (need(1))
@@ -645,7 +662,7 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     break;
   case OpKind::Tanh:
     if (need(1))
-      r = libm("tanh", a[0]);
+      r = f32 ? fastMath(fastmath::tanh<IrMathBuilder>, a[0]) : libm("tanh", a[0]);
     break;
   case OpKind::Asinh:
     if (need(1))
@@ -661,11 +678,15 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     break;
   case OpKind::Erf:
     if (need(1))
-      r = ty->getScalarType()->isFloatTy() ? erfF32(a[0]) : libm("erf", a[0]);
+      r = f32 ? fastMath(fastmath::erf<IrMathBuilder>, a[0]) : libm("erf", a[0]);
     break;
   case OpKind::Sigmoid: {
     if (!need(1))
       break;
+    if (f32) {
+      r = fastMath(fastmath::sigmoid<IrMathBuilder>, a[0]);
+      break;
+    }
     // t = e^-|a| is exp(-a) for a >= 0 and exp(a) otherwise: the interpreter's two branches.
     Value *t = unaryIntrinsic(I::exp, b_.CreateFNeg(unaryIntrinsic(I::fabs, a[0])));
     Value *den = b_.CreateFAdd(one, t);

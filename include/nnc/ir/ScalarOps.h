@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "nnc/ir/DType.h"
+#include "nnc/ir/FastMath.h"
 #include "nnc/ir/Op.h"
 
 namespace nnc::scalar {
@@ -41,12 +42,39 @@ template <typename T> T sign(T a) {
   }
 }
 
+// exp, sigmoid, tanh and erf: f32 (and f16/bf16, computed in f32) take FastMath.h's
+// expansions, the numbers every backend computes; f64 takes libm.
+template <typename T> T exp(T a) {
+  if constexpr (std::is_same_v<T, float>)
+    return fastmath::expF32(a);
+  else
+    return std::exp(a);
+}
+
 /// 1/(1+e^-a) without overflow for large |a|.
 template <typename T> T sigmoid(T a) {
-  if (a >= 0)
-    return T(1) / (T(1) + std::exp(-a));
-  T e = std::exp(a);
-  return e / (T(1) + e);
+  if constexpr (std::is_same_v<T, float>) {
+    return fastmath::sigmoidF32(a);
+  } else {
+    if (a >= 0)
+      return T(1) / (T(1) + std::exp(-a));
+    T e = std::exp(a);
+    return e / (T(1) + e);
+  }
+}
+
+template <typename T> T tanh(T a) {
+  if constexpr (std::is_same_v<T, float>)
+    return fastmath::tanhF32(a);
+  else
+    return std::tanh(a);
+}
+
+template <typename T> T erf(T a) {
+  if constexpr (std::is_same_v<T, float>)
+    return fastmath::erfF32(a);
+  else
+    return std::erf(a);
 }
 
 template <typename T> T add(T a, T b) {

@@ -1,0 +1,208 @@
+// Accuracy of the f32 exp, sigmoid, tanh and erf (ir/FastMath.h) over the whole float range:
+// every 97th bit pattern and the special values, through the CPU JIT and through the scalar
+// formulas of the interpreter and kernel evaluator, against double-precision references, with
+// the ulp bounds FastMath.h states. The JIT and the interpreter must agree bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ThreadPool.h"
+#include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/ir/CpuTarget.h"
+#include "nnc/ir/Kernel.h"
+#include "nnc/ir/Parser.h"
+#include "nnc/ir/ScalarOps.h"
+#include "nnc/runtime/OpenCL.h"
+
+using namespace nnc;
+using namespace nnc::kir;
+
+namespace {
+
+float fromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint32_t toBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+/// |got - ref| in units of the spacing of f32 values at ref (2^-149 among the denormals);
+/// 0 when got is ref rounded to f32, infinite for a wrong NaN, infinity or sign of zero.
+double ulpError(float got, double ref) {
+  if (std::isnan(ref) || std::isnan(got))
+    return std::isnan(ref) && std::isnan(got) ? 0 : INFINITY;
+  float rounded = static_cast<float>(ref);
+  if (toBits(got) == toBits(rounded))
+    return 0;
+  if (std::isinf(got) || std::isinf(rounded) || got == rounded) // got == rounded: -0 vs +0
+    return INFINITY;
+  int e;
+  std::frexp(ref, &e); // |ref| = m * 2^e with m in [0.5, 1)
+  int exponent = std::max(e - 1, -126);
+  return std::fabs(static_cast<double>(got) - ref) / std::ldexp(1.0, exponent - 23);
+}
+
+/// Every `stride`-th f32 bit pattern, then the values at the edges of the range.
+std::vector<float> sweepInputs(uint64_t stride = 97) {
+  std::vector<float> xs;
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += stride)
+    xs.push_back(fromBits(static_cast<uint32_t>(u)));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f,   1e-45f,        1e-40f,    1.1754942e-38f, 1.17549435e-38f,
+                  1e-30f, 1e-8f,         0.5f,      0.625f,         1.0f,
+                  3.92f,  4.0f,          9.0f,      10.0f,          15.0f,
+                  87.3f,  88.0f,         88.72283f, 88.7228394f,    88.72284f,
+                  89.0f,  100.0f,        103.9f,    103.97208f,     104.0f,
+                  1e10f,  3.4028235e38f, inf}) {
+    xs.push_back(v);
+    xs.push_back(-v);
+  }
+  xs.push_back(std::numeric_limits<float>::quiet_NaN());
+  xs.push_back(-std::numeric_limits<float>::quiet_NaN());
+  return xs;
+}
+
+double sigmoidRef(double x) {
+  return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+}
+
+struct Function {
+  OpKind op;
+  double (*ref)(double);
+  float (*interp)(float);
+  double maxUlp; ///< The bound FastMath.h states.
+};
+
+const Function kFunctions[] = {
+    {OpKind::Exp, [](double x) { return std::exp(x); },
+     [](float x) { return scalar::FnExp::apply(x, x, x); }, 1},
+    {OpKind::Sigmoid, sigmoidRef, [](float x) { return scalar::FnSigmoid::apply(x, x, x); }, 3},
+    {OpKind::Tanh, [](double x) { return std::tanh(x); },
+     [](float x) { return scalar::FnTanh::apply(x, x, x); }, 2},
+    {OpKind::Erf, [](double x) { return std::erf(x); },
+     [](float x) { return scalar::FnErf::apply(x, x, x); }, 2},
+};
+
+/// out[i] = op(in[i]) over n f32 values, the loop vectorized.
+Kernel unaryKernel(OpKind op, int64_t n) {
+  Kernel k;
+  k.name = fmt::format("fastmath_{}", opInfo(op).name);
+  k.buffers = {BufferDecl{"in", DType::F32, n, BufferRole::Operand, 0, false},
+               BufferDecl{"out", DType::F32, n, BufferRole::Result, 0, true}};
+  Expr i = var("i");
+  k.body = forLoop("i", intImm(n), store(1, i, kir::op(op, {load(0, DType::F32, i)})),
+                   LoopKind::Vectorized);
+  return k;
+}
+
+TEST(FastMath, WholeRangeJitAndInterpreterWithinStatedUlps) {
+  std::vector<float> xs = sweepInputs();
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<Kernel> ks;
+  for (const Function &f : kFunctions)
+    ks.push_back(unaryKernel(f.op, n));
+  CodegenOptions o;
+  o.cacheDir = "";
+  o.parallelFor = &nnc_parallel_for;
+  o.cpu.streamingStoreBytes = 0; // plain std::vector buffers, not aligned for streaming stores
+  auto m = compileKernels(ks, o);
+  ASSERT_TRUE(m) << m.takeError().message();
+  std::vector<float> out(n);
+  for (size_t fi = 0; fi < ks.size(); ++fi) {
+    const Function &f = kFunctions[fi];
+    std::string name(opInfo(f.op).name);
+    KernelFn fn = (*m)->lookup(ks[fi].name);
+    ASSERT_NE(fn, nullptr);
+    void *bufs[2] = {xs.data(), out.data()};
+    fn(bufs);
+    double worstJit = 0, worstInterp = 0;
+    float worstAt = 0;
+    int mismatches = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double ref = f.ref(static_cast<double>(xs[i]));
+      float interp = f.interp(xs[i]);
+      double ej = ulpError(out[i], ref), ei = ulpError(interp, ref);
+      if (ej > worstJit)
+        worstJit = ej, worstAt = xs[i];
+      worstInterp = std::max(worstInterp, ei);
+      bool same = toBits(out[i]) == toBits(interp) || (std::isnan(out[i]) && std::isnan(interp));
+      if (!same && mismatches++ < 5)
+        ADD_FAILURE() << name << "(" << xs[i] << "): JIT " << out[i] << ", interpreter " << interp;
+    }
+    EXPECT_LE(worstJit, f.maxUlp) << name << " worst at " << worstAt;
+    EXPECT_LE(worstInterp, f.maxUlp) << name;
+    std::printf("%s: max error %.3f ulp (JIT), %.3f ulp (interpreter) over %lld values\n",
+                name.c_str(), worstJit, worstInterp, static_cast<long long>(n));
+  }
+}
+
+TEST(FastMath, VectorizedWithoutCalls) {
+  // At x86-64-v3 (AVX2) the loops take 8 f32 lanes, and no libm or libmvec function is called.
+  CpuTarget v3 = CpuTarget::forLevel(CpuTarget::Level::V3);
+  std::vector<Kernel> ks;
+  for (const Function &f : kFunctions) {
+    Kernel k = unaryKernel(f.op, 1024);
+    k.body->loopKind = LoopKind::Serial;
+    k.schedule.steps = {ScheduleStep{ScheduleStep::Split, "i", v3.f32Lanes(), {}},
+                        ScheduleStep{ScheduleStep::Vectorize, "i.i", 0, {}}};
+    ks.push_back(k);
+  }
+  auto ir = emitLLVMIR(ks, /*optimized=*/true, v3);
+  ASSERT_TRUE(ir) << ir.takeError().message();
+  EXPECT_NE(ir->find("<8 x float>"), std::string::npos);
+  for (const char *fn : {"expf", "tanhf", "erff", "_ZGV", "llvm.exp."})
+    EXPECT_EQ(ir->find(fn), std::string::npos) << fn;
+}
+
+TEST(FastMath, OpenCLWithinStatedUlpsAndAsTheInterpreter) {
+  // The same sweep (every 997th pattern, to keep PoCL's run short) through OpenCL C, whose
+  // helpers come from the same FastMath.h templates.
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (!devices)
+    GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();
+  std::vector<float> xs = sweepInputs(997);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Expected<std::unique_ptr<Graph>> g = parseGraph(
+      fmt::format("graph @fastmath(%x: f32[{0}]) -> (f32[{0}], f32[{0}], f32[{0}], f32[{0}]) {{\n"
+                  "  %e = exp(%x) : f32[{0}]\n  %s = sigmoid(%x) : f32[{0}]\n"
+                  "  %t = tanh(%x) : f32[{0}]\n  %r = erf(%x) : f32[{0}]\n"
+                  "  return %e, %s, %t, %r\n}}\n",
+                  n));
+  ASSERT_TRUE(g) << g.error().message();
+  OpenCLOptions opts;
+  opts.cacheDir = "";
+  Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);
+  ASSERT_TRUE(exe) << exe.error().message();
+  Tensor in = Tensor::zeros(DType::F32, {n});
+  std::memcpy(in.data<float>(), xs.data(), n * sizeof(float));
+  Expected<std::vector<Tensor>> got = (*exe)->run({in});
+  ASSERT_TRUE(got) << got.error().message();
+  ASSERT_EQ(got->size(), 4u);
+  for (size_t fi = 0; fi < 4; ++fi) {
+    const Function &f = kFunctions[fi];
+    std::string name(opInfo(f.op).name);
+    const float *out = (*got)[fi].data<float>();
+    double worst = 0;
+    int mismatches = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      worst = std::max(worst, ulpError(out[i], f.ref(static_cast<double>(xs[i]))));
+      float interp = f.interp(xs[i]);
+      bool same = toBits(out[i]) == toBits(interp) || (std::isnan(out[i]) && std::isnan(interp));
+      if (!same && mismatches++ < 5)
+        ADD_FAILURE() << name << "(" << xs[i] << "): OpenCL " << out[i] << ", interpreter "
+                      << interp;
+    }
+    EXPECT_LE(worst, f.maxUlp) << name;
+    std::printf("%s: max error %.3f ulp (OpenCL) over %lld values\n", name.c_str(), worst,
+                static_cast<long long>(n));
+  }
+}
+
+} // namespace
