@@ -113,6 +113,7 @@ private:
     size_t size = 0;
     size_t allocated = 0;
     std::shared_ptr<TensorPool> pool; ///< Where data goes back to (null: freed).
+    bool mapped = false;              ///< Its own memory mapping (large, pool-less buffers).
     ~Buffer();
   };
   DType dtype_ = DType::F32;
