@@ -21,7 +21,9 @@ deps() { # the resolved dependencies of a binary; ldd failing or listing nothing
 }
 check_absent() { # binary pattern what
   local hits
-  hits=$(deps "$1" | grep -E "$2" || true)
+  local out
+  out=$(deps "$1")
+  hits=$(grep -E "$2" <<<"$out" || true)
   if [[ -n $hits ]]; then
     echo "FAIL: $3 links:"$'\n'"$hits"
     fail=1
@@ -30,7 +32,11 @@ check_absent() { # binary pattern what
   fi
 }
 check_present() { # binary pattern what
-  if deps "$1" | grep -qE "$2"; then
+  # The list is captured first: `deps | grep -q` under pipefail failed now and then, when grep
+  # quit at its first match and the writer died of SIGPIPE.
+  local out
+  out=$(deps "$1")
+  if grep -qE "$2" <<<"$out"; then
     echo "ok: $3 links $2"
   else
     echo "FAIL: $3 does not link $2"
