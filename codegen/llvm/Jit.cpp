@@ -74,7 +74,10 @@ std::string llvmcg::objectCacheKey(const std::string &irText, const std::string 
 
 std::pair<std::string, std::string> llvmCpuAndFeatures(const CpuTarget &cpu) {
   // The level's name fixes the ISA; a native target adds the extensions nnc detected. LLVM's
-  // own host detection (its CPU model name and tuning) is never used.
+  // own host detection (its CPU model name and tuning) is never used. The levels are x86-64's:
+  // elsewhere LLVM's generic CPU for the process's architecture.
+  if (!llvm::Triple(llvm::sys::getProcessTriple()).isX86())
+    return {"generic", std::string()};
   return {cpu.levelName(), cpu.llvmFeatures()};
 }
 
