@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+
+#include <fmt/ranges.h>
 #include <vector>
 
 #include <unistd.h>
@@ -159,12 +161,12 @@ std::string CpuTarget::levelName() const {
 }
 
 std::string CpuTarget::llvmFeatures() const {
-  std::string f;
+  std::vector<const char *> f;
   if (avx512vnni)
-    f += "+avx512vnni";
+    f.push_back("+avx512vnni");
   if (avx512bf16)
-    f += std::string(f.empty() ? "" : ",") + "+avx512bf16";
-  return f;
+    f.push_back("+avx512bf16");
+  return fmt::format("{}", fmt::join(f, ","));
 }
 
 std::string CpuTarget::hostModelName() {
@@ -238,18 +240,14 @@ Expected<CpuTarget> CpuTarget::parse(const std::string &name, bool runsHere) {
   if (!runsHere)
     return forLevel(level);
   const HostFeatures &h = hostFeatures();
-  auto lacking = [](const std::vector<std::string> &missing) {
-    std::string s;
-    for (const std::string &m : missing)
-      s += (s.empty() ? "" : ", ") + m;
-    return s;
-  };
-  if (level >= Level::V3 && !h.v3)
+  std::vector<std::string> missing;
+  if (level >= Level::V3)
+    missing = h.missingV3;
+  if (level == Level::V4)
+    missing.insert(missing.end(), h.missingV4.begin(), h.missingV4.end());
+  if (!missing.empty())
     return makeError("CPU target {}: this host lacks {} (its code would not run here)", name,
-                     lacking(h.missingV3));
-  if (level == Level::V4 && !h.v4)
-    return makeError("CPU target {}: this host lacks {} (its code would not run here)", name,
-                     lacking(h.missingV4));
+                     fmt::join(missing, ", "));
   return forLevel(level);
 }
 

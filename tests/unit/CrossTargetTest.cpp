@@ -121,6 +121,36 @@ void expectSameOnEveryTarget(const std::string &text, const std::vector<Tensor> 
   }
 }
 
+/// A graph of one node: `%y = op(%a, %b, ...) {attrs} : out[n]` over inputs of dtypes `ins`.
+std::string oneNodeGraph(const std::string &op, const std::vector<DType> &ins, DType out, size_t n,
+                         const std::string &attrs = "") {
+  std::string params, args;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    params += fmt::format("{}%x{}: {}[{}]", i ? ", " : "", i, dtypeName(ins[i]), n);
+    args += fmt::format("{}%x{}", i ? ", " : "", i);
+  }
+  return fmt::format("graph @g({0}) -> ({1}[{2}]) {{\n  %y = {3}({4}){5} : {1}[{2}]\n  return "
+                     "%y\n}}",
+                     params, dtypeName(out), n, op, args, attrs.empty() ? "" : " {" + attrs + "}");
+}
+
+std::string castGraph(DType from, DType to, size_t n) {
+  return oneNodeGraph("cast", {from}, to, n, fmt::format("to = {}", dtypeName(to)));
+}
+
+/// Every (a, b) of as x bs, as two operand lists.
+template <typename T>
+std::pair<std::vector<T>, std::vector<T>> allPairs(const std::vector<T> &as,
+                                                   const std::vector<T> &bs) {
+  std::pair<std::vector<T>, std::vector<T>> p;
+  for (const T &x : as)
+    for (const T &y : bs) {
+      p.first.push_back(x);
+      p.second.push_back(y);
+    }
+  return p;
+}
+
 const DType kNumeric[] = {DType::F64, DType::F16, DType::BF16, DType::I8,  DType::I16, DType::I32,
                           DType::I64, DType::U8,  DType::U16,  DType::U32, DType::U64, DType::Bool};
 
@@ -129,13 +159,7 @@ TEST(CrossTarget, CastsFromF32) {
   for (DType to : kNumeric) {
     // Float to integer conversions of values beyond the range (and NaN) are undefined in
     // ONNX; the targets still agree with the interpreter's rule.
-    expectSameOnEveryTarget(fmt::format(R"(
-graph @c(%x: f32[{0}]) -> ({1}[{0}]) {{
-  %y = cast(%x) {{to = {1}}} : {1}[{0}]
-  return %y
-}})",
-                                        v.size(), dtypeName(to)),
-                            {f32Tensor(v)});
+    expectSameOnEveryTarget(castGraph(DType::F32, to, v.size()), {f32Tensor(v)});
   }
 }
 
@@ -161,13 +185,7 @@ TEST(CrossTarget, CastsFromI64) {
                                   std::numeric_limits<int64_t>::min()};
   for (DType to : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8, DType::I16,
                    DType::I32, DType::U8, DType::U16, DType::U32, DType::U64, DType::Bool})
-    expectSameOnEveryTarget(fmt::format(R"(
-graph @c(%x: i64[{0}]) -> ({1}[{0}]) {{
-  %y = cast(%x) {{to = {1}}} : {1}[{0}]
-  return %y
-}})",
-                                        v.size(), dtypeName(to)),
-                            {i64Tensor(v)});
+    expectSameOnEveryTarget(castGraph(DType::I64, to, v.size()), {i64Tensor(v)});
 }
 
 TEST(CrossTarget, CastsBetweenNarrowFloats) {
@@ -191,88 +209,34 @@ graph @c(%x: f32[{0}]) -> ({2}[{0}]) {{
 TEST(CrossTarget, ExactUnaryOps) {
   const std::vector<float> &v = floatEdges();
   for (const char *op : {"sign", "reciprocal", "round", "neg", "abs", "floor", "ceil"})
-    expectSameOnEveryTarget(fmt::format(R"(
-graph @u(%x: f32[{0}]) -> (f32[{0}]) {{
-  %y = {1}(%x) : f32[{0}]
-  return %y
-}})",
-                                        v.size(), op),
-                            {f32Tensor(v)});
+    expectSameOnEveryTarget(oneNodeGraph(op, {DType::F32}, DType::F32, v.size()), {f32Tensor(v)});
   for (const char *op : {"is_nan", "is_inf"})
-    expectSameOnEveryTarget(fmt::format(R"(
-graph @u(%x: f32[{0}]) -> (bool[{0}]) {{
-  %y = {1}(%x) : bool[{0}]
-  return %y
-}})",
-                                        v.size(), op),
-                            {f32Tensor(v)});
+    expectSameOnEveryTarget(oneNodeGraph(op, {DType::F32}, DType::Bool, v.size()), {f32Tensor(v)});
 }
 
 TEST(CrossTarget, ModAndFmod) {
   // Every pair of signs, exact multiples, zero divisors (floats: NaN), infinities.
-  std::vector<float> a, b;
-  const float as[] = {7.5f, -7.5f, 6.0f, -6.0f, 0.0f, -0.0f, 1e-40f, 3e38f, kInf, kNaN, 5.25f};
-  const float bs[] = {2.0f, -2.0f, 3.0f, -3.0f, 0.0f, kInf, -kInf, 1e-40f, 0.75f};
-  for (float x : as)
-    for (float y : bs) {
-      a.push_back(x);
-      b.push_back(y);
-    }
-  for (const char *op : {"mod", "fmod"})
-    expectSameOnEveryTarget(fmt::format(R"(
-graph @m(%a: f32[{0}], %b: f32[{0}]) -> (f32[{0}]) {{
-  %y = {1}(%a, %b) : f32[{0}]
-  return %y
-}})",
-                                        a.size(), op),
+  auto [a, b] =
+      allPairs<float>({7.5f, -7.5f, 6.0f, -6.0f, 0.0f, -0.0f, 1e-40f, 3e38f, kInf, kNaN, 5.25f},
+                      {2.0f, -2.0f, 3.0f, -3.0f, 0.0f, kInf, -kInf, 1e-40f, 0.75f});
+  auto [ia, ib] = allPairs<int64_t>({7, -7, 6, -6, 0, 1, -1, std::numeric_limits<int64_t>::max()},
+                                    {2, -2, 3, -3, 1, -1, 7});
+  for (const char *op : {"mod", "fmod"}) {
+    expectSameOnEveryTarget(oneNodeGraph(op, {DType::F32, DType::F32}, DType::F32, a.size()),
                             {f32Tensor(a), f32Tensor(b)});
-  std::vector<int64_t> ia, ib;
-  for (int64_t x : {int64_t(7), int64_t(-7), int64_t(6), int64_t(-6), int64_t(0), int64_t(1),
-                    int64_t(-1), std::numeric_limits<int64_t>::max()})
-    for (int64_t y : {2, -2, 3, -3, 1, -1, 7}) {
-      ia.push_back(x);
-      ib.push_back(y);
-    }
-  for (const char *op : {"mod", "fmod"})
-    expectSameOnEveryTarget(fmt::format(R"(
-graph @m(%a: i64[{0}], %b: i64[{0}]) -> (i64[{0}]) {{
-  %y = {1}(%a, %b) : i64[{0}]
-  return %y
-}})",
-                                        ia.size(), op),
+    expectSameOnEveryTarget(oneNodeGraph(op, {DType::I64, DType::I64}, DType::I64, ia.size()),
                             {i64Tensor(ia), i64Tensor(ib)});
+  }
 }
 
 TEST(CrossTarget, Pow) {
-  std::vector<float> a, b;
-  const float as[] = {0.0f, -0.0f, 1.0f,   -1.0f, 2.0f, -2.0f, 0.5f,
-                      3.7f, -3.0f, 1e-40f, 1e20f, kInf, -kInf, kNaN};
-  const float bs[] = {0.0f,  -0.0f, 1.0f, 2.0f,  3.0f, 0.5f,  -0.5f,
-                      -1.0f, -2.0f, 1.5f, 10.0f, kInf, -kInf, kNaN};
-  for (float x : as)
-    for (float y : bs) {
-      a.push_back(x);
-      b.push_back(y);
-    }
-  expectSameOnEveryTarget(fmt::format(R"(
-graph @p(%a: f32[{0}], %b: f32[{0}]) -> (f32[{0}]) {{
-  %y = pow(%a, %b) : f32[{0}]
-  return %y
-}})",
-                                      a.size()),
+  auto [a, b] = allPairs<float>(
+      {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 0.5f, 3.7f, -3.0f, 1e-40f, 1e20f, kInf, -kInf, kNaN},
+      {0.0f, -0.0f, 1.0f, 2.0f, 3.0f, 0.5f, -0.5f, -1.0f, -2.0f, 1.5f, 10.0f, kInf, -kInf, kNaN});
+  expectSameOnEveryTarget(oneNodeGraph("pow", {DType::F32, DType::F32}, DType::F32, a.size()),
                           {f32Tensor(a), f32Tensor(b)}, /*ulps=*/2);
-  std::vector<int64_t> ia, ib;
-  for (int64_t x : {-3, -2, -1, 0, 1, 2, 3, 10})
-    for (int64_t y : {0, 1, 2, 3, 5, 15}) {
-      ia.push_back(x);
-      ib.push_back(y);
-    }
-  expectSameOnEveryTarget(fmt::format(R"(
-graph @p(%a: i64[{0}], %b: i64[{0}]) -> (i64[{0}]) {{
-  %y = pow(%a, %b) : i64[{0}]
-  return %y
-}})",
-                                      ia.size()),
+  auto [ia, ib] = allPairs<int64_t>({-3, -2, -1, 0, 1, 2, 3, 10}, {0, 1, 2, 3, 5, 15});
+  expectSameOnEveryTarget(oneNodeGraph("pow", {DType::I64, DType::I64}, DType::I64, ia.size()),
                           {i64Tensor(ia), i64Tensor(ib)});
 }
 
