@@ -1,0 +1,199 @@
+// The kernel-level IR's text form (printKernel, printStmt, printExpr) and kernel signatures.
+#include "nnc/ir/Kernel.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace nnc::kir {
+
+namespace {
+
+struct Printer {
+  const Kernel *kernel = nullptr;
+  bool anonymous = false; ///< Buffers as b0, b1, ... (signatures).
+
+  std::string bufferName(int b) const {
+    if (anonymous || !kernel || b < 0 || b >= static_cast<int>(kernel->buffers.size()))
+      return fmt::format("b{}", b);
+    return kernel->buffers[b].name;
+  }
+
+  static const char *infix(OpKind k) {
+    switch (k) {
+    case OpKind::Add: return "+";
+    case OpKind::Sub: return "-";
+    case OpKind::Mul: return "*";
+    case OpKind::Div: return "/";
+    case OpKind::Mod: return "%";
+    case OpKind::Less: return "<";
+    case OpKind::LessEqual: return "<=";
+    case OpKind::Greater: return ">";
+    case OpKind::GreaterEqual: return ">=";
+    case OpKind::Equal: return "==";
+    case OpKind::And: return "&&";
+    case OpKind::Or: return "||";
+    default: return nullptr;
+    }
+  }
+
+  static std::string floatText(double v, DType t) {
+    std::string s;
+    if (std::isnan(v))
+      s = "nan";
+    else if (std::isinf(v))
+      s = v < 0 ? "-inf" : "inf";
+    else {
+      s = t == DType::F64 ? fmt::format("{}", v) : fmt::format("{}", static_cast<float>(v));
+      if (s.find_first_of(".e") == std::string::npos)
+        s += ".0";
+    }
+    return s + std::string(dtypeName(t));
+  }
+
+  std::string expr(const Expr &e, bool nested = false) const {
+    if (!e)
+      return "<null>";
+    switch (e->kind) {
+    case ExprKind::IntImm:
+      if (e->type == DType::Bool)
+        return e->intValue ? "true" : "false";
+      if (e->type == DType::I64)
+        return fmt::format("{}", e->intValue);
+      if (e->type == DType::U64)
+        return fmt::format("{}u64", static_cast<uint64_t>(e->intValue));
+      return fmt::format("{}{}", e->intValue, dtypeName(e->type));
+    case ExprKind::FloatImm: return floatText(e->floatValue, e->type);
+    case ExprKind::Var: return e->name;
+    case ExprKind::Load:
+      return fmt::format("{}[{}]", bufferName(e->buffer), e->args.empty() ? "?" : expr(e->args[0]));
+    case ExprKind::Cast: {
+      std::string opts;
+      if (!e->saturate)
+        opts += ", saturate=0";
+      if (!e->roundMode.empty() && e->roundMode != "up")
+        opts += ", round_mode=" + e->roundMode;
+      return fmt::format("cast<{}{}>({})", dtypeName(e->type), opts,
+                         e->args.empty() ? "?" : expr(e->args[0]));
+    }
+    case ExprKind::Op: {
+      const char *in = infix(e->op);
+      if (in && e->args.size() == 2) {
+        std::string s = expr(e->args[0], true) + " " + in + " " + expr(e->args[1], true);
+        return nested ? "(" + s + ")" : s;
+      }
+      std::string s(opInfo(e->op).name);
+      s += "(";
+      for (size_t k = 0; k < e->args.size(); ++k)
+        s += (k ? ", " : "") + expr(e->args[k]);
+      return s + ")";
+    }
+    }
+    return "?";
+  }
+
+  void stmt(const Stmt &s, int indent, std::string &out) const {
+    std::string pad(indent * 2, ' ');
+    if (!s) {
+      out += pad + "<null>\n";
+      return;
+    }
+    switch (s->kind) {
+    case StmtKind::For:
+      out += fmt::format("{}for {} in 0..{}{}{} {{\n", pad, s->name, expr(s->extent),
+                         s->loopKind == LoopKind::Serial ? "" : " ",
+                         s->loopKind == LoopKind::Serial ? "" : loopKindName(s->loopKind));
+      for (const Stmt &b : s->body)
+        stmt(b, indent + 1, out);
+      out += pad + "}\n";
+      return;
+    case StmtKind::Store:
+      out += fmt::format("{}{}[{}] = {}\n", pad, bufferName(s->buffer), expr(s->index),
+                         expr(s->value));
+      return;
+    case StmtKind::Decl:
+      out += fmt::format("{}var {}: {} = {}\n", pad, s->name, dtypeName(s->type), expr(s->value));
+      return;
+    case StmtKind::Assign:
+      out += fmt::format("{}{} {} {}\n", pad, s->name, s->reassociate ? "=reassoc" : "=",
+                         expr(s->value));
+      return;
+    case StmtKind::If:
+      out += fmt::format("{}if {} {{\n", pad, expr(s->value));
+      if (!s->body.empty())
+        stmt(s->body[0], indent + 1, out);
+      if (s->body.size() > 1 && s->body[1]) {
+        out += pad + "} else {\n";
+        stmt(s->body[1], indent + 1, out);
+      }
+      out += pad + "}\n";
+      return;
+    case StmtKind::Block:
+      for (const Stmt &b : s->body)
+        stmt(b, indent, out);
+      return;
+    case StmtKind::GemmTile: {
+      const GemmTileShape &t = s->tile;
+      out += fmt::format("{}gemm_tile {}x{} {}[{}; ldc {}] {}= {}[{}; lda {}, ak {}] * "
+                         "{}[{}; ldb {}{}] over k < {}\n",
+                         pad, t.mr, t.nr, bufferName(s->buffer), expr(s->args[2]), t.ldc,
+                         t.accumulate ? "+" : "", bufferName(t.a), expr(s->args[0]), t.lda, t.ak,
+                         bufferName(t.b), expr(s->args[1]), t.ldb,
+                         t.prefetchB ? fmt::format(", prefetch +{}", t.prefetchB) : "",
+                         expr(s->args[3]));
+      return;
+    }
+    }
+  }
+
+  static const char *roleName(BufferRole r) {
+    switch (r) {
+    case BufferRole::Operand: return "operand";
+    case BufferRole::Result: return "result";
+    case BufferRole::Scratch: return "scratch";
+    case BufferRole::Extent: return "extent";
+    }
+    return "?";
+  }
+
+  std::string kernelText(const Kernel &k) const {
+    std::string out = fmt::format("kernel {}(", anonymous ? std::string("_") : k.name);
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      const BufferDecl &d = k.buffers[b];
+      out += fmt::format("{}{}: {}[{}] {} {}{}", b ? ", " : "", bufferName(static_cast<int>(b)),
+                         dtypeName(d.dtype), d.numElements, roleName(d.role), d.index,
+                         d.written ? " written" : "");
+    }
+    out += ") {\n";
+    stmt(k.body, 1, out);
+    out += "}\n";
+    if (!k.schedule.steps.empty())
+      out += "schedule: " + k.schedule.str() + "\n";
+    return out;
+  }
+};
+
+} // namespace
+
+std::string printExpr(const Expr &e) { return Printer().expr(e); }
+
+std::string printStmt(const Stmt &s, int indent) {
+  std::string out;
+  Printer().stmt(s, indent, out);
+  return out;
+}
+
+std::string printKernel(const Kernel &k) {
+  Printer p;
+  p.kernel = &k;
+  return p.kernelText(k);
+}
+
+std::string Kernel::signature() const {
+  Printer p;
+  p.kernel = this;
+  p.anonymous = true;
+  return p.kernelText(*this);
+}
+
+} // namespace nnc::kir

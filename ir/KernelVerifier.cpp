@@ -1,0 +1,279 @@
+// The kernel-level IR's verifier: buffers, scopes, operand types and constant-index bounds,
+// before and after the schedule.
+#include "nnc/ir/Kernel.h"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "KernelCheck.h"
+
+namespace nnc::kir {
+
+namespace {
+
+struct Verifier {
+  const Kernel &k;
+  struct Local {
+    std::string name;
+    DType type;
+    bool mutableLocal; ///< A Decl (assignable); loop variables are not.
+  };
+  std::vector<Local> scope;
+  std::set<std::string> loopNames;
+  int parallelDepth = 0;
+
+  explicit Verifier(const Kernel &kernel) : k(kernel) {}
+
+  Error fail(const std::string &msg) const {
+    return makeError("kernel {}: {}", k.name, msg);
+  }
+
+  const Local *lookup(const std::string &n) const {
+    for (size_t i = scope.size(); i-- > 0;)
+      if (scope[i].name == n)
+        return &scope[i];
+    return nullptr;
+  }
+
+  Error checkBuffer(int b, const char *what) const {
+    if (b < 0 || b >= static_cast<int>(k.buffers.size()))
+      return fail(fmt::format("{} of buffer {} which does not exist ({} buffers)", what, b,
+                              k.buffers.size()));
+    return Error::success();
+  }
+
+  Error checkIndex(int b, const Expr &index, const char *what) {
+    NNC_TRY(expr(index));
+    if (index->type != DType::I64)
+      return fail(fmt::format("{} index into '{}' must be i64, got {}", what,
+                              k.buffers[b].name, dtypeName(index->type)));
+    if (index->kind == ExprKind::IntImm &&
+        (index->intValue < 0 || index->intValue >= k.buffers[b].numElements))
+      return fail(fmt::format("{} at index {} is out of bounds of '{}' ({} elements)", what,
+                              index->intValue, k.buffers[b].name, k.buffers[b].numElements));
+    return Error::success();
+  }
+
+  Error expr(const Expr &e) {
+    if (!e)
+      return fail("null expression");
+    switch (e->kind) {
+    case ExprKind::IntImm:
+      if (!isInteger(e->type) && e->type != DType::Bool)
+        return fail(fmt::format("integer immediate of type {}", dtypeName(e->type)));
+      return Error::success();
+    case ExprKind::FloatImm:
+      if (!isFloat(e->type))
+        return fail(fmt::format("float immediate of type {}", dtypeName(e->type)));
+      return Error::success();
+    case ExprKind::Var: {
+      const Local *l = lookup(e->name);
+      if (!l)
+        return fail(fmt::format("variable '{}' is not in scope", e->name));
+      if (l->type != e->type)
+        return fail(fmt::format("variable '{}' is {} but used as {}", e->name,
+                                dtypeName(l->type), dtypeName(e->type)));
+      return Error::success();
+    }
+    case ExprKind::Load: {
+      NNC_TRY(checkBuffer(e->buffer, "load"));
+      if (e->args.size() != 1)
+        return fail("load without exactly one index");
+      const BufferDecl &d = k.buffers[e->buffer];
+      if (e->type != d.dtype)
+        return fail(fmt::format("load of {} from '{}' which holds {}", dtypeName(e->type),
+                                d.name, dtypeName(d.dtype)));
+      return checkIndex(e->buffer, e->args[0], "load");
+    }
+    case ExprKind::Op: {
+      for (const Expr &a : e->args)
+        NNC_TRY(expr(a));
+      DType result = DType::I64;
+      std::string problem = checkOp(e->op, e->args, result);
+      if (!problem.empty())
+        return fail(problem);
+      if (result != e->type)
+        return fail(fmt::format("'{}' gives {} but is typed {}", opInfo(e->op).name,
+                                dtypeName(result), dtypeName(e->type)));
+      return Error::success();
+    }
+    case ExprKind::Cast:
+      if (e->args.size() != 1)
+        return fail("cast without exactly one operand");
+      NNC_TRY(expr(e->args[0]));
+      // Storage-only values are only loaded, stored and cast (no ops take them), so any
+      // cast between dtypes is fine; its options must be valid.
+      if (!e->roundMode.empty() && e->roundMode != "up" && e->roundMode != "down" &&
+          e->roundMode != "nearest")
+        return fail(fmt::format("cast to {} with round mode '{}' (up, down or nearest)",
+                                dtypeName(e->type), e->roundMode));
+      return Error::success();
+    }
+    return fail("unknown expression kind");
+  }
+
+  Error stmt(const Stmt &s) {
+    if (!s)
+      return fail("null statement");
+    switch (s->kind) {
+    case StmtKind::For: {
+      NNC_TRY(expr(s->extent));
+      if (s->extent->type != DType::I64)
+        return fail(fmt::format("loop '{}' extent must be i64, got {}", s->name,
+                                dtypeName(s->extent->type)));
+      if (s->name.empty())
+        return fail("loop without a variable name");
+      if (!loopNames.insert(s->name).second)
+        return fail(fmt::format("loop variable '{}' is used by more than one loop", s->name));
+      if (lookup(s->name))
+        return fail(fmt::format("loop variable '{}' shadows a local", s->name));
+      if (s->body.size() != 1)
+        return fail(fmt::format("loop '{}' must have exactly one body statement", s->name));
+      bool par = s->loopKind == LoopKind::Parallel;
+      if (par && parallelDepth > 0)
+        return fail(fmt::format("parallel loop '{}' is nested in another parallel loop",
+                                s->name));
+      parallelDepth += par;
+      scope.push_back({s->name, DType::I64, false});
+      Error err = stmt(s->body[0]);
+      scope.pop_back();
+      parallelDepth -= par;
+      return err;
+    }
+    case StmtKind::Store: {
+      NNC_TRY(checkBuffer(s->buffer, "store"));
+      const BufferDecl &d = k.buffers[s->buffer];
+      if (!d.written)
+        return fail(fmt::format("store to '{}' which is not marked written", d.name));
+      NNC_TRY(expr(s->value));
+      if (s->value->type != d.dtype)
+        return fail(fmt::format("store of {} to '{}' which holds {}", dtypeName(s->value->type),
+                                d.name, dtypeName(d.dtype)));
+      return checkIndex(s->buffer, s->index, "store");
+    }
+    case StmtKind::Decl:
+      NNC_TRY(expr(s->value));
+      if (s->value->type != s->type)
+        return fail(fmt::format("local '{}' of {} initialized with {}", s->name,
+                                dtypeName(s->type), dtypeName(s->value->type)));
+      if (lookup(s->name))
+        return fail(fmt::format("local '{}' is declared twice in one scope chain", s->name));
+      scope.push_back({s->name, s->type, true});
+      return Error::success();
+    case StmtKind::Assign: {
+      NNC_TRY(expr(s->value));
+      const Local *l = lookup(s->name);
+      if (!l)
+        return fail(fmt::format("assignment to undeclared local '{}'", s->name));
+      if (!l->mutableLocal)
+        return fail(fmt::format("assignment to loop variable '{}'", s->name));
+      if (l->type != s->value->type)
+        return fail(fmt::format("assignment of {} to local '{}' of {}",
+                                dtypeName(s->value->type), s->name, dtypeName(l->type)));
+      return Error::success();
+    }
+    case StmtKind::If: {
+      NNC_TRY(expr(s->value));
+      if (s->value->type != DType::Bool)
+        return fail(fmt::format("if condition must be bool, got {}", dtypeName(s->value->type)));
+      if (s->body.empty() || !s->body[0])
+        return fail("if without a then-branch");
+      for (size_t b = 0; b < s->body.size() && b < 2; ++b) {
+        if (!s->body[b])
+          continue;
+        size_t mark = scope.size();
+        Error err = stmt(s->body[b]);
+        scope.resize(mark);
+        NNC_TRY(err);
+      }
+      return Error::success();
+    }
+    case StmtKind::Block: {
+      size_t mark = scope.size();
+      for (const Stmt &b : s->body) {
+        Error err = stmt(b);
+        if (err) {
+          scope.resize(mark);
+          return err;
+        }
+      }
+      scope.resize(mark);
+      return Error::success();
+    }
+    case StmtKind::GemmTile: return gemmTile(*s);
+    }
+    return fail("unknown statement kind");
+  }
+
+  Error gemmTile(const StmtNode &s) {
+    const GemmTileShape &t = s.tile;
+    if (s.args.size() != 4)
+      return fail("gemm_tile without A, B, C offsets and a k extent");
+    for (const Expr &e : s.args) {
+      NNC_TRY(expr(e));
+      if (e->type != DType::I64)
+        return fail("gemm_tile offset or k extent is not i64");
+    }
+    for (int b : {t.a, t.b, s.buffer}) {
+      NNC_TRY(checkBuffer(b, "gemm_tile"));
+      if (k.buffers[b].dtype != DType::F32)
+        return fail(fmt::format("gemm_tile on '{}' of {} (f32 only)", k.buffers[b].name,
+                                dtypeName(k.buffers[b].dtype)));
+    }
+    if (!k.buffers[s.buffer].written)
+      return fail(fmt::format("gemm_tile writes '{}' which is not marked written",
+                              k.buffers[s.buffer].name));
+    if (t.mr <= 0 || t.nr <= 0 || t.lda < 0 || t.ak < 0 || t.ldb < 0 || t.ldc < 0)
+      return fail(fmt::format("gemm_tile {}x{} with a negative stride", t.mr, t.nr));
+    // With constant offsets and k extent, the last element each operand touches must lie
+    // in its buffer.
+    auto imm = [](const Expr &e) { return e->kind == ExprKind::IntImm; };
+    if (imm(s.args[3]) && s.args[3]->intValue > 0) {
+      int64_t kc = s.args[3]->intValue;
+      struct Reach {
+        int buffer;
+        const Expr &off;
+        int64_t last;
+      } reach[] = {{t.a, s.args[0], (t.mr - 1) * t.lda + (kc - 1) * t.ak},
+                   {t.b, s.args[1], (kc - 1) * t.ldb + t.nr - 1},
+                   {s.buffer, s.args[2], (t.mr - 1) * t.ldc + t.nr - 1}};
+      for (const Reach &r : reach)
+        if (imm(r.off) && (r.off->intValue < 0 ||
+                           r.off->intValue + r.last >= k.buffers[r.buffer].numElements))
+          return fail(fmt::format("gemm_tile reaches element {} of '{}' ({} elements)",
+                                  r.off->intValue + r.last, k.buffers[r.buffer].name,
+                                  k.buffers[r.buffer].numElements));
+    }
+    return Error::success();
+  }
+};
+
+} // namespace
+
+Error verifyKernel(const Kernel &k) {
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    const BufferDecl &d = k.buffers[b];
+    if (d.numElements < 0)
+      return makeError("kernel {}: buffer '{}' has {} elements", k.name, d.name, d.numElements);
+  }
+  {
+    Verifier v(k);
+    NNC_TRY(v.stmt(k.body));
+  }
+  if (!k.schedule.steps.empty()) {
+    Expected<Stmt> scheduled = applySchedule(k);
+    if (!scheduled)
+      return scheduled.takeError();
+    Kernel copy;
+    copy.name = k.name;
+    copy.buffers = k.buffers;
+    copy.body = *scheduled;
+    Verifier v(copy);
+    if (Error e = v.stmt(copy.body))
+      return e.withContext("after schedule '" + k.schedule.str() + "'");
+  }
+  return Error::success();
+}
+
+} // namespace nnc::kir
