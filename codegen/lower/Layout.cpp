@@ -120,42 +120,84 @@ struct RowGeometry {
 /// output columns, in `tiles` tiles per row.
 struct ConvTile {
   int64_t blocks = 1, positions = 1, tiles = 1;
+  double cost = 0; ///< The model's cycles for one input lane of the row.
 };
+
+int64_t convTileMaxColumns(int64_t m, int64_t regs);
 
 /// Chooses the register tile of a row of `ow` columns and `mb` output blocks from a model of
 /// one multiply-add step (one input lane): R*M vector FMAs at two per cycle, M weight vector
 /// loads plus R broadcasts at two per cycle, and at least the FMA latency (4 cycles) per
-/// accumulator chain. `regs` accumulators fit in registers; `canBlock(m)` says m blocks may
-/// share a tile (same group); the weights of a tile's blocks, reread for every row, must stay
-/// in L2. Ties go to fewer blocks.
+/// accumulator chain. `regs` block-wide vector registers hold the accumulators, a step's
+/// weights and the broadcast (convTileMaxColumns); `canBlock(m)` says m blocks may share a
+/// tile (same group); the weights of a tile's blocks, reread for every row, must stay in L2.
+/// Ties go to fewer blocks.
 ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
                         int64_t weightBytesPerBlock, int64_t l2Bytes,
                         const std::function<bool(int64_t)> &canBlock) {
   ConvTile best;
   double bestCost = -1;
   for (int64_t m : {int64_t(1), int64_t(2), int64_t(4)}) {
-    if (mb % m != 0 || !canBlock(m) || regs / m < 1)
+    int64_t rmax = std::min(convTileMaxColumns(m, regs), maxPositions);
+    if (mb % m != 0 || !canBlock(m) || rmax < 1)
       continue;
     if (m > 1 && m * weightBytesPerBlock > l2Bytes * 3 / 4)
       continue;
-    int64_t rmax = std::min(regs / m, maxPositions);
     int64_t tiles = (ow + rmax - 1) / rmax;
     int64_t r = (ow + tiles - 1) / tiles;
     double step = std::max({double(r * m) / 2, double(m + r) / 2, 4.0});
     double cost = double(mb / m) * double(tiles) * step;
     if (bestCost < 0 || cost < bestCost - 1e-9) {
       bestCost = cost;
-      best = {m, r, tiles};
+      best = {m, r, tiles, cost};
     }
   }
   return best;
 }
 
-/// Accumulator vectors a conv tile may hold: the host has 32 vector registers with 16-lane
-/// blocks (AVX-512), 16 otherwise; a few stay free for the weights and a broadcast.
+/// The target's vector registers counted in block-wide values (a block of b lanes takes
+/// ceil(b / f32 lanes) registers).
 int64_t convTileRegisters(int64_t b, const CpuTarget &cpu) {
-  int64_t perAccumulator = std::max<int64_t>(1, (b + cpu.f32Lanes() - 1) / cpu.f32Lanes());
-  return std::max<int64_t>(1, (cpu.vectorRegisters - 4) / perAccumulator);
+  int64_t perBlock = std::max<int64_t>(1, (b + cpu.f32Lanes() - 1) / cpu.f32Lanes());
+  return std::max<int64_t>(1, cpu.vectorRegisters / perBlock);
+}
+
+/// The most columns a tile of m blocks may have with `regs` block-wide registers: its m x r
+/// accumulators, the m weight vectors of a step and one broadcast input must all stay in
+/// registers (one more and LLVM spills accumulators inside the k loop: on AVX2, m 4 x r 3
+/// is 17 registers and ran at half the speed of m 4 x r 2).
+int64_t convTileMaxColumns(int64_t m, int64_t regs) {
+  return (regs - m - 1) / m;
+}
+
+/// The widest register tile a row may use: 14 columns with 16-lane blocks (AVX-512's 32
+/// registers), 6 with 8-lane blocks.
+int64_t convTileMaxPositions(int64_t b) {
+  return b >= 16 ? 14 : 6;
+}
+
+/// How many consecutive rows of a pointwise conv run as one row (a divisor of oh): the one
+/// whose register tiles cost least per output column by chooseConvTile's model, keeping at
+/// least 8 items (rows x tiles' channel groups) for the parallel loop. Ties go to fewer rows.
+int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int64_t regs,
+                        int64_t maxPositions, int64_t weightBytesPerBlock, int64_t l2Bytes,
+                        const std::function<bool(int64_t)> &canBlock) {
+  int64_t best = 1;
+  double bestCost = -1;
+  for (int64_t k = 1; k <= oh; ++k) {
+    if (oh % k != 0)
+      continue;
+    ConvTile t =
+        chooseConvTile(ow * k, mb, regs, maxPositions, weightBytesPerBlock, l2Bytes, canBlock);
+    if (k > 1 && images * (mb / t.blocks) * (oh / k) < 8)
+      break;
+    double cost = t.cost / double(k);
+    if (bestCost < 0 || cost < bestCost - 1e-9) {
+      bestCost = cost;
+      best = k;
+    }
+  }
+  return best;
 }
 
 // The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
@@ -178,7 +220,7 @@ bool convTileValid(const tuning::Config &c, const tuning::Problem &p) {
   if (p.dims[kDepthwise] != 0)
     return m == 1 && r <= std::max<int64_t>(p.dims[kOW], 1);
   return p.dims[kMb] % m == 0 && p.dims[kGroupBlocks] % m == 0 &&
-         m * r <= convTileRegisters(p.dims[kBlock], p.cpu) &&
+         r <= convTileMaxColumns(m, convTileRegisters(p.dims[kBlock], p.cpu)) &&
          r <= std::max<int64_t>(p.dims[kOW], 1);
 }
 
@@ -208,22 +250,40 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   if (g.hi < g.lo)
     g.hi = g.lo;
 
+  // A pointwise conv (1x1, stride 1, no padding) reads the same flat positions it writes, so
+  // k consecutive rows can run as one row of k*OW columns: a 7x7 map then tiles as 49 columns
+  // in tiles of 6 instead of 7 in tiles of 4 and 3 (too few accumulators to hide the loads;
+  // RegNet's 7x7 stage). k is the divisor of OH that the tile cost model likes best, keeping
+  // enough rows for the parallel loop.
   // Output channels per group; the blocks of one tile must share their group's input.
   int64_t mg = Mb * b / group;
+  int64_t groupBlocks = group == 1 ? Mb : mg % b == 0 ? mg / b : 1;
+  int64_t mergedRows = 1;
+  bool pointwise = KH == 1 && KW == 1 && ah.stride == 1 && aw.stride == 1 && ah.padBegin == 0 &&
+                   aw.padBegin == 0 && OH == H && OW == W;
+  if (pointwise && !depthwise)
+    mergedRows =
+        convRowsToMerge(OH, OW, N, Mb, convTileRegisters(b, cpuOf(opts)), convTileMaxPositions(b),
+                        Kc * bi * b * int64_t(dtypeSize(t)), cpuOf(opts).l2Bytes,
+                        [&](int64_t m) { return groupBlocks % m == 0; });
+  if (mergedRows > 1) {
+    OH /= mergedRows;
+    H = OH;
+    OW *= mergedRows;
+    W = OW;
+    g.lo = 0;
+    g.hi = OW;
+  }
   tuning::Problem prob;
   prob.kind = "conv_nchwc_cpu";
   prob.signature = fmt::format(
       "conv_nchwc_cpu {} n{} {}{}x{}x{} k{}x{} s{}x{} d{}x{} p{}x{} o{}x{}x{} g{}{}", dtypeName(t),
       N, plain ? "c" : "cb", Cx, H, W, KH, KW, ah.stride, aw.stride, ah.dilation, aw.dilation,
       ah.padBegin, aw.padBegin, Mb, b, Kc * bi, group, depthwise ? " depthwise" : "");
-  prob.dims = {Mb,
-               OW,
-               b,
-               group == 1    ? Mb
-               : mg % b == 0 ? mg / b
-                             : 1,
-               depthwise ? 1 : 0,
-               Kc * KH * KW * bi * b * int64_t(dtypeSize(t))};
+  if (mergedRows > 1)
+    prob.signature += fmt::format(" rows{}", mergedRows);
+  prob.dims = {
+      Mb, OW, b, groupBlocks, depthwise ? 1 : 0, Kc * KH * KW * bi * b * int64_t(dtypeSize(t))};
   prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   ConvTile ct;
@@ -385,7 +445,7 @@ const tuning::Space &convNchwcCpuSpace() {
   static const tuning::Space space = [] {
     tuning::Space s;
     s.kind = "conv_nchwc_cpu";
-    s.version = 1;
+    s.version = 2; // 2: pointwise convs merge rows (their r counts merged columns)
     s.knobs = {
         {"m", {1, 2, 4}, "output channel blocks of a register tile"},
         {"r", convTileWidths(),
@@ -396,7 +456,7 @@ const tuning::Space &convNchwcCpuSpace() {
       int64_t mb = p.dims[kMb], ow = p.dims[kOW], b = p.dims[kBlock];
       if (p.dims[kDepthwise] != 0)
         return tuning::Config{{"m", 1}, {"r", std::min<int64_t>(4, std::max<int64_t>(ow, 1))}};
-      ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), b >= 16 ? 14 : 6,
+      ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
                                    p.dims[kWeightBytes], p.cpu.l2Bytes,
                                    [&](int64_t m) { return p.dims[kGroupBlocks] % m == 0; });
       return tuning::Config{{"m", ct.blocks}, {"r", ct.positions}};
