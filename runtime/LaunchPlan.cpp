@@ -94,7 +94,8 @@ bool containsGemmTile(const kir::Stmt &s) {
 } // namespace
 
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
-                                     const tuning::ConfigSource *tuning, const CpuTarget &cpu) {
+                                     const tuning::ConfigSource *tuning, const CpuTarget &cpu,
+                                     const GpuTarget *gpu) {
   LaunchPlan p;
   auto staticOf = [target](const Value *v) -> Expected<Extents> {
     std::optional<Extents> e = staticExtents(v->shape());
@@ -174,6 +175,8 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
   tuning::LowerOptions lowerOpts;
   lowerOpts.configs = tuning;
   lowerOpts.cpu = cpu;
+  if (gpu)
+    lowerOpts.gpu = *gpu;
   double unitFlops = 0; // the work of the tunable GEMMs met while lowering the current unit
   lowerOpts.onTunable = [&](const tuning::Problem &tp, bool tuned) {
     tunedBySignature[tp.signature] = tuned;

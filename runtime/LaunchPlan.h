@@ -37,9 +37,10 @@ struct LaunchPlan : RunPlan {
 ///     them); an elementwise kernel may write its result over an operand that dies there.
 ///  4. planBuffers() gives the offsets; arena slots hold them from then on.
 /// Tunable kernels take their configs from `tuning` (null: heuristic defaults); CPU kernels
-/// are lowered for `cpu`.
+/// are lowered for `cpu`, OpenCL kernels for `gpu` (set exactly when the plan is OpenCL's).
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
                                      const tuning::ConfigSource *tuning = nullptr,
-                                     const CpuTarget &cpu = CpuTarget::host());
+                                     const CpuTarget &cpu = CpuTarget::host(),
+                                     const GpuTarget *gpu = nullptr);
 
 } // namespace nnc

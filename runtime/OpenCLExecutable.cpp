@@ -2,6 +2,7 @@
 // on one device by the runtime core's OpenCLLaunchList.
 //
 // Algorithm (compile):
+//  0. pickOpenCLDevice(): the device, whose GpuTarget the next steps generate code for.
 //  1. buildLaunchPlan(): kernels, slots, the buffer plan.
 //  2. emitOpenCL(): one program and how each of its kernels is launched.
 //  3. OpenCLLaunchList::create(): the program built for the device (or its cached binary),
@@ -49,12 +50,15 @@ private:
 
 Error ClExecutable::build(const Graph &g, const OpenCLOptions &opts) {
   auto start = std::chrono::steady_clock::now();
-  NNC_ASSIGN_OR_RETURN(p_, buildLaunchPlan(g, "OpenCL"));
-  NNC_ASSIGN_OR_RETURN(OpenCLProgram prog, emitOpenCL(p_.kernels));
+  // The device first: the kernels are lowered and printed for it.
+  NNC_ASSIGN_OR_RETURN(OpenCLDeviceInfo device, pickOpenCLDevice(opts.platform, opts.device));
+  GpuTarget gpu = device.target();
+  NNC_ASSIGN_OR_RETURN(p_, buildLaunchPlan(g, "OpenCL", nullptr, CpuTarget::host(), &gpu));
+  NNC_ASSIGN_OR_RETURN(OpenCLProgram prog, emitOpenCL(p_.kernels, gpu));
   source_ = std::move(prog.source);
   OpenCLLaunchOptions lo;
-  lo.platform = opts.platform;
-  lo.device = opts.device;
+  lo.platform = device.platform;
+  lo.device = device.device;
   lo.cacheDir = opts.cacheDir;
   lo.profile = opts.profile;
   lo.optimize = opts.optimize;

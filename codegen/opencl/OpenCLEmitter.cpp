@@ -57,7 +57,8 @@ protected:
 
 public:
   /// One `__kernel` function.
-  Expected<std::string> kernel(const kir::Kernel &k, const kir::Stmt &body, OpenCLLaunch &l) {
+  Expected<std::string> kernel(const kir::Kernel &k, const kir::Stmt &body, const GpuTarget &device,
+                               OpenCLLaunch &l) {
     k_ = &k;
     std::string out = fmt::format("__kernel void {}(", k.name);
     std::string ptrs;
@@ -76,8 +77,11 @@ public:
     if (s && s->kind == kir::StmtKind::For && s->loopKind == kir::LoopKind::Parallel &&
         s->extent && s->extent->kind == kir::ExprKind::IntImm) {
       int64_t n = s->extent->intValue;
-      l.localSize = n >= 64 ? 64 : 0;
-      l.globalSize = l.localSize ? (n + 63) / 64 * 64 : std::max<int64_t>(n, 1);
+      // Work-groups of 64 work-items (two NVIDIA warps, one AMD wavefront) where the device
+      // allows it; a grid smaller than its group runs as one group of the grid's size.
+      int64_t wg = device.workGroupSize1D(n, 64);
+      l.localSize = n >= wg ? wg : 0;
+      l.globalSize = l.localSize ? (n + wg - 1) / wg * wg : std::max<int64_t>(n, 1);
       std::string v = varName(s->name);
       out += fmt::format("  long {} = (long)get_global_id(0);\n  if ({} >= {}L) return;\n", v, v, n);
       for (const kir::Stmt &c : s->body) {
@@ -96,7 +100,8 @@ public:
 
 } // namespace
 
-Expected<OpenCLProgram> emitOpenCL(const std::vector<kir::Kernel> &kernels) {
+Expected<OpenCLProgram> emitOpenCL(const std::vector<kir::Kernel> &kernels,
+                                   const GpuTarget &device) {
   OpenCLPrinter p;
   OpenCLProgram prog;
   std::string text;
@@ -105,7 +110,7 @@ Expected<OpenCLProgram> emitOpenCL(const std::vector<kir::Kernel> &kernels) {
     if (!body)
       return body.takeError().withContext("kernel " + k.name);
     OpenCLLaunch l;
-    NNC_ASSIGN_OR_RETURN(std::string kt, p.kernel(k, *body, l));
+    NNC_ASSIGN_OR_RETURN(std::string kt, p.kernel(k, *body, device, l));
     text += kt + "\n";
     prog.launches.push_back(l);
   }

@@ -133,6 +133,13 @@ Expected<std::vector<ClDevice>> enumerate() {
       i.localMemBytes = static_cast<int64_t>(deviceValue<cl_ulong>(ds[d], CL_DEVICE_LOCAL_MEM_SIZE));
       i.maxWorkGroupSize =
           static_cast<int64_t>(deviceValue<size_t>(ds[d], CL_DEVICE_MAX_WORK_GROUP_SIZE));
+      size_t items[3] = {0, 0, 0};
+      if (deviceValue<cl_uint>(ds[d], CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS) >= 3)
+        clGetDeviceInfo(ds[d], CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, nullptr);
+      for (int k = 0; k < 3; ++k)
+        i.maxWorkItemSizes[k] = static_cast<int64_t>(items[k]);
+      i.preferredFloatVector =
+          static_cast<int>(deviceValue<cl_uint>(ds[d], CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT));
       i.maxClockMHz = static_cast<int>(deviceValue<cl_uint>(ds[d], CL_DEVICE_MAX_CLOCK_FREQUENCY));
       std::string ext = deviceString(ds[d], CL_DEVICE_EXTENSIONS);
       i.fp64 = ext.find("cl_khr_fp64") != std::string::npos;
@@ -572,6 +579,21 @@ Expected<std::vector<OpenCLDeviceInfo>> listOpenCLDevices() {
   for (const ClDevice &d : all)
     out.push_back(d.info);
   return out;
+}
+
+GpuTarget OpenCLDeviceInfo::target() const {
+  GpuTarget t;
+  t.name = deviceName;
+  t.vendor = vendor;
+  t.type = type;
+  t.computeUnits = std::max(computeUnits, 1);
+  t.localMemBytes = localMemBytes;
+  t.maxWorkGroupSize = std::max<int64_t>(maxWorkGroupSize, 1);
+  t.maxWorkItemSizes = maxWorkItemSizes;
+  t.preferredFloatVector = std::max(preferredFloatVector, 1);
+  t.fp64 = fp64;
+  t.fp16 = fp16;
+  return t;
 }
 
 Expected<OpenCLDeviceInfo> pickOpenCLDevice(int platform, int device) {

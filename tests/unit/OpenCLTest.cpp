@@ -67,7 +67,7 @@ TEST(OpenCLEmitter, EveryElementwiseOpAndCastParsesAsOpenCLC) {
             fmt::format("cast_{}_{}", dtypeName(from), dtypeName(to)), {from},
             [&](std::vector<kir::Expr> a) { return kir::cast(a[0], to); }, false));
   ASSERT_GT(kernels.size(), 500u);
-  Expected<OpenCLProgram> prog = emitOpenCL(kernels);
+  Expected<OpenCLProgram> prog = emitOpenCL(kernels, GpuTarget::generic());
   ASSERT_TRUE(prog) << prog.error().message();
   ASSERT_EQ(prog->launches.size(), kernels.size());
   // Parallel kernels run one iteration per work-item, the others as one work-item.
@@ -75,6 +75,36 @@ TEST(OpenCLEmitter, EveryElementwiseOpAndCastParsesAsOpenCLC) {
   EXPECT_EQ(prog->launches.back().globalSize, 1);
   Error e = checkOpenCLSource(prog->source);
   EXPECT_FALSE(e) << e.message();
+}
+
+TEST(OpenCLEmitter, WorkGroupsStayWithinTheDevicesLimits) {
+  // A 1000-item grid: groups of 64 on a device that allows them, of 32 on one whose
+  // work-groups (or first work-item dimension) stop at 32, one group of 8 for an 8-item grid.
+  auto launchOf = [](const GpuTarget &device, int64_t items) {
+    kir::Kernel k;
+    k.name = "k";
+    k.buffers.push_back({"out", DType::F32, items, kir::BufferRole::Result, 0, true});
+    k.body =
+        kir::forLoop("i", kir::intImm(items), kir::store(0, kir::var("i"), kir::floatImm(1.0)));
+    k.schedule.steps.push_back({kir::ScheduleStep::Parallel, "i", 0, {}});
+    Expected<OpenCLProgram> prog = emitOpenCL({k}, device);
+    EXPECT_TRUE(prog) << prog.error().message();
+    return prog ? prog->launches.at(0) : OpenCLLaunch{};
+  };
+  OpenCLLaunch l = launchOf(GpuTarget::generic(), 1000);
+  EXPECT_EQ(l.localSize, 64);
+  EXPECT_EQ(l.globalSize, 1024);
+  GpuTarget small = GpuTarget::generic();
+  small.maxWorkGroupSize = 32;
+  l = launchOf(small, 1000);
+  EXPECT_EQ(l.localSize, 32);
+  EXPECT_EQ(l.globalSize, 1024);
+  small = GpuTarget::generic();
+  small.maxWorkItemSizes[0] = 16;
+  EXPECT_EQ(launchOf(small, 1000).localSize, 16);
+  l = launchOf(GpuTarget::generic(), 8);
+  EXPECT_EQ(l.localSize, 8);
+  EXPECT_EQ(l.globalSize, 8);
 }
 
 TEST(OpenCLEmitter, SourceErrorsNameTheLine) {

@@ -182,10 +182,13 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
   return s;
 }
 
-Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g, const CpuTarget &cpu) {
+Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g, const CpuTarget &cpu,
+                                              const GpuTarget *gpu) {
   std::vector<kir::Kernel> kernels;
   tuning::LowerOptions lo;
   lo.cpu = cpu;
+  if (gpu)
+    lo.gpu = *gpu;
   std::vector<Node *> nodes = g.nodes();
   NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
   for (const LoweringUnit &u : units) {

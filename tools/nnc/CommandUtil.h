@@ -11,6 +11,7 @@
 
 #include "driver/Driver.h"
 #include "nnc/frontend/OnnxImporter.h"
+#include "nnc/ir/GpuTarget.h"
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Kernel.h"
 #include "nnc/runtime/Executable.h"
@@ -52,9 +53,10 @@ Extents defaultExtents(const Value &v);
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                                             const std::vector<std::string> &shapeSpecs,
                                             const CpuTarget &cpu);
-/// Every non-constant node lowered to kernels for `cpu`, in order (as Executable::compile
-/// does).
-Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g, const CpuTarget &cpu);
+/// Every non-constant node lowered to kernels for `cpu` (or, when `gpu` is given, for that
+/// OpenCL device), in order (as the executables do).
+Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g, const CpuTarget &cpu,
+                                              const GpuTarget *gpu = nullptr);
 /// A random tensor of `type` with `extents`: floats uniform in [-1, 1), integers and bools
 /// zero (they are usually indices or shapes).
 Tensor randomTensor(DType dtype, const Extents &extents, std::mt19937 &rng);

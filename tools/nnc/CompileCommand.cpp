@@ -5,9 +5,11 @@
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/codegen/OpenCLCodegen.h"
 #include "nnc/ir/Printer.h"
+#include "nnc/runtime/OpenCLDevice.h"
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 
 namespace nnc::tools {
 
@@ -50,7 +52,17 @@ int compileCommand(const CompileOptions &opts) {
   };
   if (o.emit == "nir")
     return writeText(printGraph(**g));
-  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, target->cpu);
+  // OpenCL C is written for the device it will run on when there is one here (its limits
+  // bound the work-groups), else for GpuTarget::generic().
+  std::optional<GpuTarget> gpu;
+  if (opencl) {
+    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->platform, target->device);
+    gpu = d ? d->target() : GpuTarget::generic();
+    if (!d)
+      fmt::print(stderr, "nnc: no OpenCL device ({}); writing OpenCL C for {}\n",
+                 d.error().message(), gpu->str());
+  }
+  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, target->cpu, gpu ? &*gpu : nullptr);
   if (!kernels)
     return fail(kernels.takeError());
   if (o.emit == "kernels") {
@@ -61,7 +73,7 @@ int compileCommand(const CompileOptions &opts) {
   }
   if (o.emit == "cl") {
     // Checked with libclang, so kernel errors come with line numbers without an OpenCL runtime.
-    Expected<OpenCLProgram> prog = emitOpenCL(*kernels);
+    Expected<OpenCLProgram> prog = emitOpenCL(*kernels, *gpu);
     if (!prog)
       return fail(prog.takeError());
     if (int rc = writeText(prog->source))

@@ -28,13 +28,14 @@ int devicesCommand() {
     return 0;
   }
   for (const OpenCLDeviceInfo &d : *devs)
-    std::cout << fmt::format("opencl:{}.{}: {} [{}] on {} ({}): {} compute units, {} MHz, {} MiB "
-                             "global, {} KiB local, work-group <= {}, fp64 {}, fp16 {}; {}, "
-                             "driver {}\n",
-                             d.platform, d.device, d.deviceName, d.type, d.platformName, d.vendor,
-                             d.computeUnits, d.maxClockMHz, d.globalMemBytes >> 20,
-                             d.localMemBytes >> 10, d.maxWorkGroupSize, d.fp64 ? "yes" : "no",
-                             d.fp16 ? "yes" : "no", d.version, d.driverVersion);
+    std::cout << fmt::format(
+        "opencl:{}.{}: {} [{}] on {} ({}): {} compute units, {} MHz, {} MiB "
+        "global, {} KiB local, work-group <= {} ({}x{}x{}), float "
+        "vectors {}, fp64 {}, fp16 {}; {}, driver {}\n",
+        d.platform, d.device, d.deviceName, d.type, d.platformName, d.vendor, d.computeUnits,
+        d.maxClockMHz, d.globalMemBytes >> 20, d.localMemBytes >> 10, d.maxWorkGroupSize,
+        d.maxWorkItemSizes[0], d.maxWorkItemSizes[1], d.maxWorkItemSizes[2], d.preferredFloatVector,
+        d.fp64 ? "yes" : "no", d.fp16 ? "yes" : "no", d.version, d.driverVersion);
   Expected<OpenCLDeviceInfo> best = pickOpenCLDevice();
   if (best)
     std::cout << fmt::format("--target auto: {}\n",

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "nnc/ir/GpuTarget.h"
 #include "nnc/ir/Kernel.h"
 #include "nnc/support/KernelAbi.h"
 
@@ -17,10 +18,12 @@ struct OpenCLProgram {
   std::vector<OpenCLLaunch> launches; ///< In the order of the kernels given.
 };
 
-/// Emits the kernels (schedules applied): the outermost loop marked parallel, when it is the
-/// whole body, runs over the NDRange (one iteration per work-item); other kernels run as one
+/// Emits the kernels (schedules applied) for `device`: the outermost loop marked parallel,
+/// when it is the whole body, runs over the NDRange (one iteration per work-item, in
+/// work-groups of up to 64 that the device's limits allow); other kernels run as one
 /// work-item. Fails naming the kernel for what OpenCL C cannot express.
-Expected<OpenCLProgram> emitOpenCL(const std::vector<kir::Kernel> &kernels);
+Expected<OpenCLProgram> emitOpenCL(const std::vector<kir::Kernel> &kernels,
+                                   const GpuTarget &device);
 
 /// Parses `source` as OpenCL C 1.2 with libclang; the error lists each problem as
 /// `what:LINE:COL: message` with the offending line.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "nnc/ir/CpuTarget.h"
+#include "nnc/ir/GpuTarget.h"
 
 namespace nnc::tuning {
 
@@ -81,6 +82,9 @@ struct LowerOptions {
   std::function<void(const Problem &p, bool tuned)> onTunable;
   /// The CPU the kernels are generated for.
   CpuTarget cpu = CpuTarget::host();
+  /// Set when the kernels are for this OpenCL device (its limits bound work-groups and
+  /// local memory); unset for the CPU.
+  std::optional<GpuTarget> gpu;
 };
 
 /// The target of `opts` (the host's when null).

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "nnc/ir/GpuTarget.h"
 #include "nnc/support/Error.h"
 
 namespace nnc {
@@ -24,9 +25,14 @@ struct OpenCLDeviceInfo {
   int64_t globalMemBytes = 0;
   int64_t localMemBytes = 0;
   int64_t maxWorkGroupSize = 0;
+  std::array<int64_t, 3> maxWorkItemSizes{0, 0, 0};
+  int preferredFloatVector = 1;
   int maxClockMHz = 0;
   bool fp64 = false;
   bool fp16 = false;
+
+  /// The device as code generation sees it (handed to lowering and the OpenCL printer).
+  GpuTarget target() const;
 };
 
 /// Every device of every OpenCL platform. Fails, saying what is missing, when there is no

@@ -1,0 +1,40 @@
+// The OpenCL device that code is generated for, as lowering and the OpenCL printer see it:
+// what bounds work-groups, local memory and vector types.
+//
+// Made once by the runtime from the device the program will run on (gpuTargetOf() in
+// nnc/runtime/OpenCLDevice.h) before anything is lowered, and handed down: LowerOptions::gpu
+// to lowering and the tuning spaces, emitOpenCL() to the printer. Like CpuTarget, nothing
+// below asks the device itself; every limit comes from here.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace nnc {
+
+struct GpuTarget {
+  std::string name;   ///< CL_DEVICE_NAME (fingerprints and notes, never a decision).
+  std::string vendor; ///< CL_DEVICE_VENDOR (idem).
+  std::string type = "gpu"; ///< "gpu", "cpu", "accelerator", "other".
+  int computeUnits = 1;
+  int64_t localMemBytes = 16 << 10;  ///< CL_DEVICE_LOCAL_MEM_SIZE (OpenCL 1.2's minimum).
+  int64_t maxWorkGroupSize = 1;      ///< CL_DEVICE_MAX_WORK_GROUP_SIZE.
+  std::array<int64_t, 3> maxWorkItemSizes{1, 1, 1}; ///< CL_DEVICE_MAX_WORK_ITEM_SIZES.
+  int preferredFloatVector = 1;      ///< CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT.
+  bool fp64 = false, fp16 = false;
+
+  /// The 1-D work-group size for a grid of `items` work-items: `wanted` bounded by the device's
+  /// limits (work-group size and first work-item dimension) and by `items` rounded up to a
+  /// power of two; at least 1.
+  int64_t workGroupSize1D(int64_t items, int64_t wanted) const;
+  /// A device description for OpenCL C written without a device at hand (`nnc compile
+  /// --target opencl` where no OpenCL device is found): the limits of OpenCL 1.2's full
+  /// profile that every GPU driver we know exceeds (32K local memory, work-groups of 256).
+  static GpuTarget generic();
+  /// One line for `nnc devices` and cache keys: "gpu 'NAME' (VENDOR): 132 CUs, 48K local,
+  /// work-groups <= 1024 (1024x1024x64), float vectors 1".
+  std::string str() const;
+};
+
+} // namespace nnc
