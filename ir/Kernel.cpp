@@ -319,6 +319,10 @@ const char *loopKindName(LoopKind k) {
   case LoopKind::Parallel: return "parallel";
   case LoopKind::Vectorized: return "vectorized";
   case LoopKind::Unrolled: return "unrolled";
+  case LoopKind::GpuBlock:
+    return "gpu_block";
+  case LoopKind::GpuThread:
+    return "gpu_thread";
   }
   return "?";
 }

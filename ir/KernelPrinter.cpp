@@ -100,9 +100,12 @@ struct Printer {
     }
     switch (s->kind) {
     case StmtKind::For:
-      out += fmt::format("{}for {} in 0..{}{}{} {{\n", pad, s->name, expr(s->extent),
+      out += fmt::format("{}for {} in 0..{}{}{}{} {{\n", pad, s->name, expr(s->extent),
                          s->loopKind == LoopKind::Serial ? "" : " ",
-                         s->loopKind == LoopKind::Serial ? "" : loopKindName(s->loopKind));
+                         s->loopKind == LoopKind::Serial ? "" : loopKindName(s->loopKind),
+                         s->loopKind == LoopKind::GpuBlock || s->loopKind == LoopKind::GpuThread
+                             ? fmt::format("({})", s->gpuAxis)
+                             : "");
       for (const Stmt &b : s->body)
         stmt(b, indent + 1, out);
       out += pad + "}\n";

@@ -23,6 +23,10 @@ std::string stepStr(const ScheduleStep &s) {
   case ScheduleStep::Vectorize: return fmt::format("vectorize({})", s.loop);
   case ScheduleStep::Unroll: return fmt::format("unroll({})", s.loop);
   case ScheduleStep::Parallel: return fmt::format("parallel({})", s.loop);
+  case ScheduleStep::GpuBlocks:
+    return fmt::format("gpu_blocks({}, {})", s.loop, s.factor);
+  case ScheduleStep::GpuThreads:
+    return fmt::format("gpu_threads({}, {})", s.loop, s.factor);
   }
   return "?";
 }
@@ -270,6 +274,11 @@ struct Scheduler {
       if (containsParallel(loop->body[0]))
         return fail(step, fmt::format("loop '{}' contains a parallel loop", step.loop));
     }
+    if (kind == LoopKind::GpuBlock || kind == LoopKind::GpuThread) {
+      if (step.factor < 0 || step.factor > 2)
+        return fail(step, fmt::format("NDRange dimension {} is not 0, 1 or 2", step.factor));
+      loop->gpuAxis = static_cast<int>(step.factor);
+    }
     loop->loopKind = kind;
     return Error::success();
   }
@@ -281,6 +290,10 @@ struct Scheduler {
     case ScheduleStep::Vectorize: return mark(step, LoopKind::Vectorized);
     case ScheduleStep::Unroll: return mark(step, LoopKind::Unrolled);
     case ScheduleStep::Parallel: return mark(step, LoopKind::Parallel);
+    case ScheduleStep::GpuBlocks:
+      return mark(step, LoopKind::GpuBlock);
+    case ScheduleStep::GpuThreads:
+      return mark(step, LoopKind::GpuThread);
     }
     return fail(step, "unknown step");
   }

@@ -23,7 +23,33 @@ struct Verifier {
   std::set<std::string> loopNames;
   int parallelDepth = 0;
 
+  /// GPU-bound loops seen so far on the kernel's outermost nest, by kind and axis, and
+  /// whether that nest is still open (only GPU loops, each the single statement of its parent).
+  bool gpuBlockAxis[3] = {false, false, false}, gpuThreadAxis[3] = {false, false, false};
+  bool gpuNestOpen = true, gpuThreadSeen = false;
+
   explicit Verifier(const Kernel &kernel) : k(kernel) {}
+
+  Error checkGpuLoop(const StmtNode &s) {
+    bool block = s.loopKind == LoopKind::GpuBlock;
+    if (!gpuNestOpen)
+      return fail(fmt::format("{} loop '{}' is not on the kernel's outermost loop nest",
+                              loopKindName(s.loopKind), s.name));
+    if (s.gpuAxis < 0 || s.gpuAxis > 2)
+      return fail(fmt::format("loop '{}' is bound to NDRange dimension {}", s.name, s.gpuAxis));
+    if (block && gpuThreadSeen)
+      return fail(fmt::format("gpu_block loop '{}' is inside a gpu_thread loop", s.name));
+    bool &seen = (block ? gpuBlockAxis : gpuThreadAxis)[s.gpuAxis];
+    if (seen)
+      return fail(fmt::format("two {} loops on dimension {} ('{}')", loopKindName(s.loopKind),
+                              s.gpuAxis, s.name));
+    seen = true;
+    gpuThreadSeen |= !block;
+    if (s.extent->kind != ExprKind::IntImm || s.extent->intValue < 1)
+      return fail(fmt::format("{} loop '{}' needs a constant extent of at least 1",
+                              loopKindName(s.loopKind), s.name));
+    return Error::success();
+  }
 
   Error fail(const std::string &msg) const {
     return makeError("kernel {}: {}", k.name, msg);
@@ -116,6 +142,10 @@ struct Verifier {
   Error stmt(const Stmt &s) {
     if (!s)
       return fail("null statement");
+    bool gpuLoop = s->kind == StmtKind::For &&
+                   (s->loopKind == LoopKind::GpuBlock || s->loopKind == LoopKind::GpuThread);
+    if (!gpuLoop && !(s->kind == StmtKind::Block && s->body.size() == 1))
+      gpuNestOpen = false;
     switch (s->kind) {
     case StmtKind::For: {
       NNC_TRY(expr(s->extent));
@@ -130,6 +160,8 @@ struct Verifier {
         return fail(fmt::format("loop variable '{}' shadows a local", s->name));
       if (s->body.size() != 1)
         return fail(fmt::format("loop '{}' must have exactly one body statement", s->name));
+      if (gpuLoop)
+        NNC_TRY(checkGpuLoop(*s));
       bool par = s->loopKind == LoopKind::Parallel;
       if (par && parallelDepth > 0)
         return fail(fmt::format("parallel loop '{}' is nested in another parallel loop",

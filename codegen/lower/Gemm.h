@@ -71,6 +71,23 @@ kir::Stmt gemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_
                                                   &batchLoops,
                    kir::Schedule &schedule);
 
+/// The tile of the OpenCL GEMM (GpuGemm.cpp): each work-item keeps rm x rn accumulators,
+/// a work-group is wm x wn work-items.
+struct GpuGemmTile {
+  int64_t rm = 1, rn = 1, wm = 1, wn = 1;
+};
+/// The tile for an m x n GEMM on `gpu`: 4 x 4 accumulators per work-item where the problem
+/// is large enough, work-groups of up to 16 x 16 within the device's limits.
+GpuGemmTile chooseGpuGemmTile(int64_t m, int64_t n, const GpuTarget &gpu);
+/// The GEMM as an NDRange for an OpenCL device: work-groups of t.wm x t.wn work-items over
+/// tiles of C (dimension 0: columns, 1: rows, 2: the `batch` entries, whose loop variables
+/// `batchLoops` the operand lambdas use), each work-item an rm x rn register tile over all
+/// of k. `ops.init` and `ops.finish` apply as on the CPU; `ops.strided` is not needed.
+kir::Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int64_t m,
+                      int64_t k, int64_t n,
+                      const std::vector<std::pair<std::string, kir::Expr>> &batchLoops,
+                      const GpuGemmTile &t);
+
 /// The "gemm_cpu" space (listed by the registry in Tuning.cpp).
 const tuning::Space &gemmCpuSpace();
 

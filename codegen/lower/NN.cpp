@@ -156,6 +156,12 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
     };
   }
   int64_t batchCount = outN / (m * n);
+  if (opts && opts->gpu && g.acc == DType::F32) {
+    // On an OpenCL device: the NDRange GEMM (GpuGemm.cpp), its batch loops on dimension 2.
+    GpuGemmTile tile = chooseGpuGemmTile(m, n, *opts->gpu);
+    Stmt body = gpuGemmNest(kb, g, batchCount, m, k, n, outer.loops, tile);
+    return Kernels{kb.finish(body, {})};
+  }
   tuning::Problem prob = gemmProblem(
       t, batchCount, m, k, n,
       fmt::format("matmul batch{} sa{} sb{}{}", extentsStr(*batch), extentsStr(sa),

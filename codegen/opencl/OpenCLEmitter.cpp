@@ -55,6 +55,47 @@ protected:
   std::string uintAsFloat() override { return "as_float"; }
   std::string mathFn(const char *name, DType) override { return name; }
 
+private:
+  /// A kernel whose outermost loops are bound to the NDRange (gpu_block / gpu_thread loops,
+  /// checked by the verifier): each becomes get_group_id / get_local_id of its dimension, the
+  /// work-group is the thread loops' extents, and the body below them runs per work-item.
+  Expected<std::string> gpuNest(const kir::Kernel &k, kir::Stmt s, const GpuTarget &device,
+                                std::string &out, OpenCLLaunch &l) {
+    std::array<int64_t, 3> blocks{1, 1, 1}, threads{1, 1, 1};
+    int dims = 1;
+    while (s && ((s->kind == kir::StmtKind::Block && s->body.size() == 1) ||
+                 (s->kind == kir::StmtKind::For && (s->loopKind == kir::LoopKind::GpuBlock ||
+                                                    s->loopKind == kir::LoopKind::GpuThread)))) {
+      if (s->kind == kir::StmtKind::For) {
+        bool block = s->loopKind == kir::LoopKind::GpuBlock;
+        int a = s->gpuAxis;
+        if (a < 0 || a > 2 || !s->extent || s->extent->kind != kir::ExprKind::IntImm)
+          return makeError("kernel {}: loop '{}' is not a constant-extent NDRange loop", k.name,
+                           s->name);
+        (block ? blocks : threads)[a] = s->extent->intValue;
+        dims = std::max(dims, a + 1);
+        out += fmt::format("  long {} = (long)get_{}_id({});\n", varName(s->name),
+                           block ? "group" : "local", a);
+      }
+      s = s->body[0];
+    }
+    int64_t group = threads[0] * threads[1] * threads[2];
+    for (int a = 0; a < 3; ++a)
+      if (threads[a] > device.maxWorkItemSizes[a])
+        return makeError("kernel {}: {} work-items in dimension {}, more than {} allows ({})",
+                         k.name, threads[a], a, device.name, device.maxWorkItemSizes[a]);
+    if (group > device.maxWorkGroupSize)
+      return makeError("kernel {}: work-groups of {} work-items, more than {} allows ({})", k.name,
+                       group, device.name, device.maxWorkGroupSize);
+    l.dims = dims;
+    for (int a = 0; a < 3; ++a) {
+      l.globalSize[a] = blocks[a] * threads[a];
+      l.localSize[a] = threads[a];
+    }
+    NNC_ASSIGN_OR_RETURN(std::string text, printBody(k, s, 2));
+    return out + text + "}\n";
+  }
+
 public:
   /// One `__kernel` function.
   Expected<std::string> kernel(const kir::Kernel &k, const kir::Stmt &body, const GpuTarget &device,
@@ -69,19 +110,22 @@ public:
       ptrs += fmt::format("  __global {0} *{1} = (__global {0} *)({1}_base + {1}_off);\n", st, b);
     }
     out += ") {\n" + ptrs;
-    // The grid loop: the body is one parallel loop with a constant extent.
     kir::Stmt s = body;
     while (s && s->kind == kir::StmtKind::Block && s->body.size() == 1)
       s = s->body[0];
     l.name = k.name;
+    if (s && s->kind == kir::StmtKind::For &&
+        (s->loopKind == kir::LoopKind::GpuBlock || s->loopKind == kir::LoopKind::GpuThread))
+      return gpuNest(k, s, device, out, l);
+    // The grid loop: the body is one parallel loop with a constant extent.
     if (s && s->kind == kir::StmtKind::For && s->loopKind == kir::LoopKind::Parallel &&
         s->extent && s->extent->kind == kir::ExprKind::IntImm) {
       int64_t n = s->extent->intValue;
       // Work-groups of 64 work-items (two NVIDIA warps, one AMD wavefront) where the device
       // allows it; a grid smaller than its group runs as one group of the grid's size.
       int64_t wg = device.workGroupSize1D(n, 64);
-      l.localSize = n >= wg ? wg : 0;
-      l.globalSize = l.localSize ? (n + wg - 1) / wg * wg : std::max<int64_t>(n, 1);
+      l.localSize[0] = n >= wg ? wg : 0;
+      l.globalSize[0] = l.localSize[0] ? (n + wg - 1) / wg * wg : std::max<int64_t>(n, 1);
       std::string v = varName(s->name);
       out += fmt::format("  long {} = (long)get_global_id(0);\n  if ({} >= {}L) return;\n", v, v, n);
       for (const kir::Stmt &c : s->body) {
@@ -89,8 +133,8 @@ public:
         out += text;
       }
     } else {
-      l.globalSize = 1;
-      l.localSize = 0;
+      l.globalSize[0] = 1;
+      l.localSize[0] = 0;
       NNC_ASSIGN_OR_RETURN(std::string text, printBody(k, body, 2));
       out += text;
     }

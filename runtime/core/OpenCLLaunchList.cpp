@@ -444,9 +444,13 @@ Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> l
       NNC_CL(clSetKernelArg(kernels_[k], arg, sizeof base, &base), "clSetKernelArg");
       NNC_CL(clSetKernelArg(kernels_[k], arg + 1, sizeof off, &off), "clSetKernelArg");
     }
-    int64_t &local = launches_[k].localSize;
-    if (local > dev_.info.maxWorkGroupSize)
-      local = 0;
+    // Code generation bounded the work-groups by this device's limits (GpuTarget); a group
+    // beyond them here means the program was written for another device.
+    const OpenCLLaunch &l = launches_[k];
+    int64_t group = l.localSize[0] * l.localSize[1] * l.localSize[2];
+    if (l.localSize[0] > 0 && group > dev_.info.maxWorkGroupSize)
+      return makeError("OpenCL kernel {}: work-groups of {} work-items, more than {} allows ({})",
+                       l.name, group, dev_.info.deviceName, dev_.info.maxWorkGroupSize);
   }
   for (const OpenCLLaunch &l : launches_)
     times_.push_back({l.name, 0.0});
@@ -491,9 +495,14 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
     kernelEvents.reserve(kernels_.size());
     for (size_t k = 0; k < kernels_.size(); ++k) {
       const OpenCLLaunch &l = launches_[k];
-      size_t global = static_cast<size_t>(l.globalSize), local = static_cast<size_t>(l.localSize);
-      NNC_CL(clEnqueueNDRangeKernel(queue_, kernels_[k], 1, nullptr, &global,
-                                    local ? &local : nullptr, 0, nullptr, ev(kernelEvents)),
+      size_t global[3], local[3];
+      for (int d = 0; d < 3; ++d) {
+        global[d] = static_cast<size_t>(l.globalSize[d]);
+        local[d] = static_cast<size_t>(l.localSize[d]);
+      }
+      NNC_CL(clEnqueueNDRangeKernel(queue_, kernels_[k], static_cast<cl_uint>(l.dims), nullptr,
+                                    global, local[0] ? local : nullptr, 0, nullptr,
+                                    ev(kernelEvents)),
              "launching kernel " + l.name);
     }
     for (size_t o = 0; o < p_.outputs.size(); ++o) {

@@ -195,7 +195,8 @@ void testOpenCL() {
   nnc::OpenCLLaunchOptions opts;
   opts.optimize = false;
   opts.profile = true;
-  auto list = nnc::OpenCLLaunchList::create(p, kSource, {{"mul", kN, 0}, {"add_one", kN, 0}}, opts);
+  auto list = nnc::OpenCLLaunchList::create(
+      p, kSource, {{"mul", 1, {kN, 1, 1}, {0, 0, 0}}, {"add_one", 1, {kN, 1, 1}, {0, 0, 0}}}, opts);
   CHECK(bool(list), "%s", list ? "" : list.error().message().c_str());
   if (!list)
     return;
@@ -208,7 +209,7 @@ void testOpenCL() {
         (long long)t.uploadBytes, (long long)t.downloads, (long long)t.downloadBytes);
   CHECK((*list)->kernelTimes().size() == 2, "%zu kernel times", (*list)->kernelTimes().size());
 
-  auto wrong = nnc::OpenCLLaunchList::create(p, kSource, {{"mul", kN, 0}}, opts);
+  auto wrong = nnc::OpenCLLaunchList::create(p, kSource, {{"mul", 1, {kN, 1, 1}, {0, 0, 0}}}, opts);
   CHECK(!wrong && wrong.error().message().find("1 launches for a plan of 2") != std::string::npos,
         "a launch count mismatch gave: %s", wrong ? "success" : wrong.error().message().c_str());
   std::printf("OpenCL part ran on %s\n", (*list)->device().deviceName.c_str());

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "nnc/codegen/OpenCLCodegen.h"
+#include "nnc/ir/Kernel.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/runtime/Interpreter.h"
 #include "nnc/runtime/OpenCL.h"
@@ -71,8 +72,8 @@ TEST(OpenCLEmitter, EveryElementwiseOpAndCastParsesAsOpenCLC) {
   ASSERT_TRUE(prog) << prog.error().message();
   ASSERT_EQ(prog->launches.size(), kernels.size());
   // Parallel kernels run one iteration per work-item, the others as one work-item.
-  EXPECT_EQ(prog->launches[0].globalSize, 8);
-  EXPECT_EQ(prog->launches.back().globalSize, 1);
+  EXPECT_EQ(prog->launches[0].globalSize[0], 8);
+  EXPECT_EQ(prog->launches.back().globalSize[0], 1);
   Error e = checkOpenCLSource(prog->source);
   EXPECT_FALSE(e) << e.message();
 }
@@ -92,19 +93,19 @@ TEST(OpenCLEmitter, WorkGroupsStayWithinTheDevicesLimits) {
     return prog ? prog->launches.at(0) : OpenCLLaunch{};
   };
   OpenCLLaunch l = launchOf(GpuTarget::generic(), 1000);
-  EXPECT_EQ(l.localSize, 64);
-  EXPECT_EQ(l.globalSize, 1024);
+  EXPECT_EQ(l.localSize[0], 64);
+  EXPECT_EQ(l.globalSize[0], 1024);
   GpuTarget small = GpuTarget::generic();
   small.maxWorkGroupSize = 32;
   l = launchOf(small, 1000);
-  EXPECT_EQ(l.localSize, 32);
-  EXPECT_EQ(l.globalSize, 1024);
+  EXPECT_EQ(l.localSize[0], 32);
+  EXPECT_EQ(l.globalSize[0], 1024);
   small = GpuTarget::generic();
   small.maxWorkItemSizes[0] = 16;
-  EXPECT_EQ(launchOf(small, 1000).localSize, 16);
+  EXPECT_EQ(launchOf(small, 1000).localSize[0], 16);
   l = launchOf(GpuTarget::generic(), 8);
-  EXPECT_EQ(l.localSize, 8);
-  EXPECT_EQ(l.globalSize, 8);
+  EXPECT_EQ(l.localSize[0], 8);
+  EXPECT_EQ(l.globalSize[0], 8);
 }
 
 TEST(OpenCLEmitter, SourceErrorsNameTheLine) {
@@ -169,6 +170,96 @@ TEST(OpenCLExecutable, OneRunMovesExactlyTheInputsInAndTheOutputsOut) {
     EXPECT_EQ(t.downloadBytes, run * 2 * 12 * 4);
   }
   EXPECT_EQ((*exe)->loadTransfers().uploads, 1);
+}
+
+TEST(KernelIr, GpuLoopsFormTheOutermostNest) {
+  // gpu_block / gpu_thread loops: outermost, blocks outside threads, one per kind and axis.
+  auto kernelWith = [](std::vector<std::pair<kir::LoopKind, int>> loops, bool serialFirst) {
+    kir::Kernel k;
+    k.name = "k";
+    k.buffers.push_back({"out", DType::F32, 64, kir::BufferRole::Result, 0, true});
+    kir::Expr at = kir::intImm(0);
+    for (size_t d = 0; d < loops.size(); ++d)
+      at = kir::add(kir::mul(at, kir::intImm(4)), kir::var(fmt::format("v{}", d)));
+    kir::Stmt s = kir::store(0, at, kir::floatImm(1.0));
+    for (size_t d = loops.size(); d-- > 0;) {
+      s = kir::forLoop(fmt::format("v{}", d), kir::intImm(4), s, loops[d].first);
+      s->gpuAxis = loops[d].second;
+    }
+    if (serialFirst)
+      s = kir::forLoop("s", kir::intImm(1), s);
+    k.body = s;
+    return k;
+  };
+  using L = kir::LoopKind;
+  EXPECT_FALSE(kir::verifyKernel(
+      kernelWith({{L::GpuBlock, 1}, {L::GpuBlock, 0}, {L::GpuThread, 0}}, false)));
+  Error e = kir::verifyKernel(kernelWith({{L::GpuBlock, 0}, {L::GpuThread, 0}}, true));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e.message().find("not on the kernel's outermost loop nest"), std::string::npos)
+      << e.message();
+  e = kir::verifyKernel(kernelWith({{L::GpuThread, 0}, {L::GpuBlock, 0}}, false));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e.message().find("inside a gpu_thread loop"), std::string::npos) << e.message();
+  e = kir::verifyKernel(kernelWith({{L::GpuBlock, 0}, {L::GpuBlock, 0}}, false));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e.message().find("two gpu_block loops on dimension 0"), std::string::npos)
+      << e.message();
+  e = kir::verifyKernel(kernelWith({{L::GpuBlock, 3}}, false));
+  ASSERT_TRUE(e);
+  // The NDRange of a valid nest: dimension 0 = 4 groups of 4, dimension 1 = 4 groups of 1.
+  Expected<OpenCLProgram> prog =
+      emitOpenCL({kernelWith({{L::GpuBlock, 1}, {L::GpuBlock, 0}, {L::GpuThread, 0}}, false)},
+                 GpuTarget::generic());
+  ASSERT_TRUE(prog) << prog.error().message();
+  const OpenCLLaunch &l = prog->launches.at(0);
+  EXPECT_EQ(l.dims, 2);
+  EXPECT_EQ(l.globalSize[0], 16);
+  EXPECT_EQ(l.localSize[0], 4);
+  EXPECT_EQ(l.globalSize[1], 4);
+  EXPECT_EQ(l.localSize[1], 1);
+  EXPECT_NE(prog->source.find("get_local_id(0)"), std::string::npos);
+  Error parsed = checkOpenCLSource(prog->source);
+  EXPECT_FALSE(parsed) << parsed.message();
+  // A work-group beyond the device's limit is an error naming the kernel.
+  GpuTarget small = GpuTarget::generic();
+  small.maxWorkGroupSize = 2;
+  Expected<OpenCLProgram> big =
+      emitOpenCL({kernelWith({{L::GpuBlock, 0}, {L::GpuThread, 0}}, false)}, small);
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message().find("kernel k: work-groups of 4 work-items"), std::string::npos)
+      << big.error().message();
+}
+
+TEST(OpenCLExecutable, MatMulRunsAsAnNDRangeOfRegisterTiles) {
+  // Batched, broadcast and with edges in both dims: [3, 37, 29] x [29, 45] on the device
+  // against the interpreter; its kernel is a 3-D NDRange (columns, rows, batch).
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (!devices)
+    GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();
+  Expected<std::unique_ptr<Graph>> g = parseGraph(R"(
+graph @mm(%a: f32[3,37,29], %b: f32[29,45]) -> (f32[3,37,45]) {
+  %y = matmul(%a, %b) : f32[3,37,45]
+  return %y
+}
+)");
+  ASSERT_TRUE(g) << g.error().message();
+  OpenCLOptions opts;
+  opts.cacheDir = "";
+  opts.optimize = false;
+  Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);
+  ASSERT_TRUE(exe) << exe.error().message();
+  EXPECT_NE((*exe)->source().find("get_group_id(2)"), std::string::npos);
+  EXPECT_NE((*exe)->source().find("get_local_id(1)"), std::string::npos);
+  std::vector<Tensor> inputs = {ramp({3, 37, 29}, 0.25f), ramp({29, 45}, -0.5f)};
+  Expected<std::vector<Tensor>> want = interpret(**g, inputs);
+  ASSERT_TRUE(want) << want.error().message();
+  Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
+  ASSERT_TRUE(got) << got.error().message();
+  for (int64_t i = 0; i < 3 * 37 * 45; ++i)
+    ASSERT_NEAR((*got)[0].data<float>()[i], (*want)[0].data<float>()[i],
+                1e-4 + 1e-5 * std::fabs((*want)[0].data<float>()[i]))
+        << "element " << i;
 }
 
 TEST(OpenCLExecutable, MissingDeviceIsAClearError) {

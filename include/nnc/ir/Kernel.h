@@ -84,7 +84,12 @@ bool isIntImm(const Expr &e, int64_t v);
 
 // ---- Statements ------------------------------------------------------------------------------
 
-enum class LoopKind : uint8_t { Serial, Parallel, Vectorized, Unrolled };
+/// GpuBlock and GpuThread loops run their iterations on an OpenCL NDRange: one work-group
+/// (block) or one work-item of a group (thread) per iteration, in dimension `gpuAxis`. They
+/// form the outermost nest of a kernel (blocks outside threads, each axis at most once per
+/// kind, constant extents); their iterations must be independent, as a parallel loop's. The
+/// CPU backends and the evaluator run them as serial loops.
+enum class LoopKind : uint8_t { Serial, Parallel, Vectorized, Unrolled, GpuBlock, GpuThread };
 const char *loopKindName(LoopKind k);
 
 enum class StmtKind : uint8_t {
@@ -127,6 +132,7 @@ struct StmtNode {
   DType type = DType::I64; ///< Decl.
   Expr extent;      ///< For (an i64 expression; usually an IntImm).
   LoopKind loopKind = LoopKind::Serial;
+  int gpuAxis = 0;  ///< For, GpuBlock/GpuThread: the NDRange dimension (0, 1 or 2).
   int buffer = -1;  ///< Store.
   Expr index;       ///< Store.
   Expr value;       ///< Store, Decl, Assign; If: the condition.
@@ -156,12 +162,14 @@ Stmt gemmTile(const GemmTileShape &shape, int c, Expr aOff, Expr bOff, Expr cOff
 /// One scheduling directive, applied in order. Loops are named by their variables.
 struct ScheduleStep {
   enum Kind : uint8_t {
-    Split,       ///< loop -> loop.o (extent ceil(n/factor)) and loop.i (factor); a guard
-                 ///< keeps the tail correct when factor does not divide n.
-    Reorder,     ///< Make `loops` (perfectly nested) appear in the given order.
-    Vectorize,   ///< Mark `loop` vectorized (its extent is the vector width).
-    Unroll,      ///< Mark `loop` unrolled.
-    Parallel,    ///< Mark `loop` parallel (run on the thread pool).
+    Split,      ///< loop -> loop.o (extent ceil(n/factor)) and loop.i (factor); a guard
+                ///< keeps the tail correct when factor does not divide n.
+    Reorder,    ///< Make `loops` (perfectly nested) appear in the given order.
+    Vectorize,  ///< Mark `loop` vectorized (its extent is the vector width).
+    Unroll,     ///< Mark `loop` unrolled.
+    Parallel,   ///< Mark `loop` parallel (run on the thread pool).
+    GpuBlocks,  ///< Bind `loop` to work-groups of NDRange dimension `factor` (0..2).
+    GpuThreads, ///< Bind `loop` to the work-items of a group in dimension `factor`.
   } kind;
   std::string loop;
   int64_t factor = 0;

@@ -3,6 +3,7 @@
 // to it and the runtime core calls through it, so neither needs the other's headers.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -22,10 +23,12 @@ using ParallelForFn = void (*)(ParallelBodyFn body, void *ctx, int64_t n);
 /// a `__global uchar *` base and a `ulong` byte offset into it.
 struct OpenCLLaunch {
   std::string name;
-  /// Work-items (a multiple of localSize when localSize > 0).
-  int64_t globalSize = 1;
-  /// Work-group size; 0 lets the OpenCL runtime choose.
-  int64_t localSize = 0;
+  /// NDRange dimensions (1 to 3).
+  int dims = 1;
+  /// Work-items per dimension (a multiple of localSize when localSize[0] > 0).
+  std::array<int64_t, 3> globalSize{1, 1, 1};
+  /// Work-group size per dimension; localSize[0] == 0 lets the OpenCL runtime choose.
+  std::array<int64_t, 3> localSize{0, 0, 0};
 };
 
 } // namespace nnc
