@@ -75,9 +75,15 @@ kir::Stmt gemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_
 /// a work-group is wm x wn work-items.
 struct GpuGemmTile {
   int64_t rm = 1, rn = 1, wm = 1, wn = 1;
+  /// A work-item's rn columns are adjacent (colBase + tx*rn + c: one vector of the device's
+  /// preferred width) instead of wn apart (colBase + c*wn + tx: neighbouring work-items on
+  /// neighbouring columns, which a GPU coalesces).
+  bool contiguousColumns = false;
 };
 /// The tile for an m x n GEMM on `gpu`: 4 x 4 accumulators per work-item where the problem
-/// is large enough, work-groups of up to 16 x 16 within the device's limits.
+/// is large enough (4 rows x one vector of adjacent columns on a device that prefers float
+/// vectors, such as an OpenCL CPU device), work-groups of up to 16 x 16 within the device's
+/// limits.
 GpuGemmTile chooseGpuGemmTile(int64_t m, int64_t n, const GpuTarget &gpu);
 /// The GEMM as an NDRange for an OpenCL device: work-groups of t.wm x t.wn work-items over
 /// tiles of C (dimension 0: columns, 1: rows, 2: the `batch` entries, whose loop variables

@@ -5,7 +5,9 @@
 // entry; its wm x wn work-items each keep an rm x rn register tile of accumulators. Work-item
 // (ty, tx) owns rows rowBase + r*wm + ty and columns colBase + c*wn + tx, so neighbouring
 // work-items read neighbouring columns of B and write neighbouring columns of C (coalesced),
-// and all of a row of work-items read the same A element (a broadcast). The k loop loads rm
+// and all of a row of work-items read the same A element (a broadcast). On a device that
+// prefers float vectors (an OpenCL CPU device) a work-item's columns are adjacent instead,
+// colBase + tx*rn + c, so its row of rn accumulators is one vector. The k loop loads rm
 // values of A and rn of B per step and does rm*rn multiply-adds. NDRange dimension 0 runs over
 // column tiles, 1 over row tiles, 2 over batch entries. Edge tiles clamp their loads to valid
 // rows and columns and guard their stores.
@@ -38,7 +40,12 @@ int64_t pow2AtLeast(int64_t v) {
 GpuGemmTile chooseGpuGemmTile(int64_t m, int64_t n, const GpuTarget &gpu) {
   GpuGemmTile t;
   int64_t group = std::max<int64_t>(1, std::min<int64_t>(gpu.maxWorkGroupSize, 256));
-  t.rn = n >= 64 ? 4 : 1;
+  // A device that prefers float vectors (CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT > 1: PoCL's
+  // CPU device says 8 with AVX2) vectorizes within a work-item: a row of adjacent columns
+  // becomes one vector. GPUs say 1 and vectorize across work-items instead.
+  int64_t vec = gpu.preferredFloatVector;
+  t.contiguousColumns = vec > 1 && n >= vec;
+  t.rn = t.contiguousColumns ? vec : n >= 64 ? 4 : 1;
   t.rm = m >= 64 ? 4 : m >= 8 ? 2 : 1;
   t.wn = std::min({int64_t(16), pow2AtLeast((n + t.rn - 1) / t.rn), gpu.maxWorkItemSizes[0],
                    group});
@@ -72,7 +79,8 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
   }
   for (int64_t c = 0; c < t.rn; ++c) {
     cols[c] = kir::add(kir::mul(kir::var(bx), i64(TN)),
-                       kir::add(i64(c * t.wn), kir::var(tx)));
+                       t.contiguousColumns ? kir::add(kir::mul(kir::var(tx), i64(t.rn)), i64(c))
+                                           : kir::add(i64(c * t.wn), kir::var(tx)));
     colsIn[c] = n % TN == 0 ? cols[c] : kir::min(cols[c], i64(n - 1));
   }
   std::vector<std::vector<std::string>> acc(t.rm, std::vector<std::string>(t.rn));

@@ -21,7 +21,8 @@ int64_t I(int64_t v) { return v; }
 /// Builds a one-node graph whose graph inputs are `inputs` (followed by `constants` as
 /// constant operands, a null Tensor for an absent operand) and checks the lowered node.
 void check(OpKind kind, const std::vector<Tensor> &inputs, AttrMap attrs, const std::string &what,
-           int numResults = -1, const std::vector<Tensor> &constants = {}) {
+           int numResults = -1, const std::vector<Tensor> &constants = {},
+           const tuning::LowerOptions *opts = nullptr) {
   Graph g;
   std::vector<Value *> ops;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -31,7 +32,7 @@ void check(OpKind kind, const std::vector<Tensor> &inputs, AttrMap attrs, const 
   Expected<Node *> n = g.createInferred(kind, ops, std::move(attrs), "n", numResults);
   ASSERT_TRUE(n) << what << ": " << n.error().message();
   g.setOutputs((*n)->results());
-  checkNode(**n, inputs, what);
+  checkNode(**n, inputs, what, opts);
 }
 
 /// Random floats that are small integers, so that ties are common.
@@ -174,6 +175,38 @@ TEST(LowerNN, MatMul) {
       check(OpKind::MatMul, {a, b}, {},
             fmt::format("matmul {} {} x {}", dtypeName(t), str(as), str(bs)));
     }
+}
+
+TEST(LowerNN, MatMulForOpenCLDevices) {
+  // The NDRange GEMM (GpuGemm.cpp), its gpu loops run serially by the evaluator: for a GPU
+  // (columns wn apart across work-items) and for a device that prefers float vectors
+  // (adjacent columns per work-item), on batches, broadcasts, folds and ragged edges.
+  std::mt19937 rng(7);
+  const std::pair<Extents, Extents> shapes[] = {{{3, 4}, {4, 5}},
+                                                {{2, 1, 3, 4}, {5, 4, 6}},
+                                                {{4}, {4, 5}},
+                                                {{3, 4}, {4}},
+                                                {{4}, {4}},
+                                                {{7, 13}, {13, 9}},
+                                                {{5, 2, 3}, {1, 3, 2}},
+                                                {{33, 17}, {17, 40}},
+                                                {{2, 5, 100}, {100, 7}},
+                                                {{70, 9}, {9, 130}},
+                                                {{6, 1, 5}, {5, 7}},
+                                                {{4, 2, 3, 70}, {70, 33}}};
+  for (int vec : {1, 8}) {
+    tuning::LowerOptions opts;
+    opts.gpu = GpuTarget::generic();
+    opts.gpu->preferredFloatVector = vec;
+    for (DType t : {DType::F32, DType::F16})
+      for (const auto &[as, bs] : shapes) {
+        Tensor a = randomTensor(t, as, rng), b = randomTensor(t, bs, rng);
+        check(OpKind::MatMul, {a, b}, {},
+              fmt::format("opencl matmul (float vectors {}) {} {} x {}", vec, dtypeName(t), str(as),
+                          str(bs)),
+              -1, {}, &opts);
+      }
+  }
 }
 
 TEST(LowerNN, Einsum) {

@@ -108,11 +108,12 @@ inline std::vector<Tensor> bindOperands(const Node &node, const std::vector<Tens
   return ops;
 }
 
-/// Runs the node's kernels on `ops` (one tensor per operand) and returns its results.
-/// `scheduled` applies each kernel's schedule first.
+/// Runs the node's kernels (lowered with `opts` when given) on `ops` (one tensor per operand)
+/// and returns its results. `scheduled` applies each kernel's schedule first.
 inline Expected<std::vector<Tensor>> runLowered(const Node &node, const std::vector<Tensor> &ops,
-                                                bool scheduled) {
-  Expected<std::vector<kir::Kernel>> ks = lowerNode(node, "k");
+                                                bool scheduled,
+                                                const tuning::LowerOptions *opts = nullptr) {
+  Expected<std::vector<kir::Kernel>> ks = opts ? lowerNode(node, "k", *opts) : lowerNode(node, "k");
   if (!ks)
     return ks.takeError();
   std::vector<Tensor> results;
@@ -200,14 +201,15 @@ inline bool jitEnabled() {
 
 /// Lowers `node`, evaluates its kernels (unscheduled and scheduled) on `inputs` (the values
 /// of the graph's inputs, in order) and compares with the interpreter.
-inline void checkNode(const Node &node, const std::vector<Tensor> &inputs,
-                      const std::string &what) {
+inline void checkNode(const Node &node, const std::vector<Tensor> &inputs, const std::string &what,
+                      const tuning::LowerOptions *opts = nullptr) {
   std::vector<Tensor> ops = bindOperands(node, inputs);
   Expected<std::vector<Tensor>> want = evaluateNode(node, ops);
   ASSERT_TRUE(want) << what << ": interpreter: " << want.error().message();
-  for (int mode = 0; mode < (jitEnabled() ? 3 : 2); ++mode) {
+  for (int mode = 0; mode < (jitEnabled() && !opts ? 3 : 2); ++mode) {
     const char *how = mode == 0 ? "" : mode == 1 ? " (scheduled)" : " (jit)";
-    Expected<std::vector<Tensor>> got = mode == 2 ? runJit(node, ops) : runLowered(node, ops, mode == 1);
+    Expected<std::vector<Tensor>> got =
+        mode == 2 ? runJit(node, ops) : runLowered(node, ops, mode == 1, opts);
     ASSERT_TRUE(got) << what << how << ": " << got.error().message();
     ASSERT_EQ(got->size(), want->size());
     for (size_t r = 0; r < want->size(); ++r)
