@@ -123,13 +123,6 @@ int inspectCommand(const InspectOptions &o) {
   if (!standard)
     return fail(standard.takeError());
   PassPipeline pipeline = *standard;
-  if (o.printPipeline && o.passes.empty()) {
-    std::cout << pipeline.str() << "\n";
-    return 0;
-  }
-  Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model);
-  if (!g)
-    return fail(g.takeError());
   if (!o.passes.empty()) {
     Expected<PassPipeline> p = PassPipeline::parse(o.passes);
     if (!p)
@@ -149,6 +142,13 @@ int inspectCommand(const InspectOptions &o) {
       prefix += (prefix.empty() ? "" : ",") + *p;
     pipeline = *PassPipeline::parse(prefix);
   }
+  if (o.printPipeline) {
+    std::cout << pipeline.str() << "\n";
+    return 0;
+  }
+  Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model);
+  if (!g)
+    return fail(g.takeError());
   PassContext ctx;
   ctx.cpu = target->cpu;
   ctx.evaluate = driver::interpreterEvaluator();
@@ -182,7 +182,8 @@ public:
     cmd_->add_flag("--templates", o_.templates,
                    "The kernel template (or generic lowerer) and configs of each node or group");
     cmd_->add_flag("--print-pipeline", o_.printPipeline,
-                   "Print the target's graph pipeline (the text --passes takes) and stop");
+                   "Print the pipeline that would run (the target's, or --passes, up to "
+                   "--after) as the text --passes takes, and stop");
     cmd_->add_option("--target", o_.target,
                      "cpu or opencl: whose pipeline and kernel templates (default cpu)");
     cmd_->add_flag("--llvm", o_.llvm, "With --kernels: their optimized LLVM IR");
