@@ -2,10 +2,12 @@
 // roundings). Two kernels: present key/value (past ++ new), then per query row the scores,
 // softmax and product with V, through scratch buffers that hold one row per (batch, head)
 // pair (the pairs run in parallel), so the score matrix is not stored whole. A fused
-// softmax(Q K^T) V group of plain ops is lowered in Fusion.cpp (lowerAttentionGroup).
+// softmax(Q K^T) V group of plain ops is lowered in Fusion.cpp (lowerAttentionGroup). Both are
+// kernel templates (attention.rows, attention.fused_group; Templates.cpp).
 #include <optional>
 
 #include "CompositeUtil.h"
+#include "Templates.h"
 
 namespace nnc::lower {
 namespace {
@@ -15,7 +17,9 @@ using kir::Expr;
 using kir::Stmt;
 using Step = kir::ScheduleStep;
 
-Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::string &prefix) {
+} // namespace
+
+Expected<std::vector<kir::Kernel>> lowerAttentionRows(const Node &node, const std::string &prefix) {
   for (size_t i = 0; i < 3; ++i)
     NNC_TRY(checkFloat(node, i, i == 0 ? "Q" : i == 1 ? "K" : "V"));
   const Value *qVal = node.operand(0), *kVal = node.operand(1), *vVal = node.operand(2);
@@ -341,12 +345,6 @@ Expected<std::vector<kir::Kernel>> lowerAttention(const Node &node, const std::s
   sc.vectorize(d3, vHeadSize);
   kernels.push_back(kb.finish(body, sc.s));
   return kernels;
-}
-
-} // namespace
-
-void registerAttentionLowerers(LowererTable &t) {
-  t[OpKind::Attention] = lowerAttention;
 }
 
 } // namespace nnc::lower

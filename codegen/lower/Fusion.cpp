@@ -26,6 +26,7 @@
 #include "LowerUtil.h"
 #include "Lowerers.h"
 #include "NNLowering.h"
+#include "Templates.h"
 
 namespace nnc {
 
@@ -437,14 +438,6 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
                                                       const std::string &prefix,
                                                       const tuning::LowerOptions &opts) {
   const Node &anchor = *u.anchor;
-  if (anchor.kind() == OpKind::MatMul && anchor.numOperands() == 2 && anchor.operand(1) &&
-      anchor.operand(1)->rank() >= 2 && !lower::extentsOf(anchor.result()).empty() &&
-      lower::movedType(u.node->result()->dtype()) ==
-          lower::movedType(anchor.result()->dtype()) &&
-      !isStorageOnly(anchor.result()->dtype()) &&
-      lower::numElementsOf(lower::extentsOf(anchor.result())) ==
-          lower::numElementsOf(lower::extentsOf(u.node->result())))
-    return lowerFinishedMatMulGroup(u, gi, prefix, opts);
   NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(anchor, prefix, opts));
   const Value *res = u.node->result();
   DType resType = lower::movedType(res->dtype());
@@ -818,6 +811,35 @@ Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g) {
   return units;
 }
 
+namespace lower {
+
+Expected<Kernels> lowerAttentionGroupUnit(const LoweringUnit &u, const std::string &prefix,
+                                          const tuning::LowerOptions &) {
+  NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
+  return lowerAttentionGroup(u, gi, prefix);
+}
+
+bool finishesInGemm(const LoweringUnit &u) {
+  if (!u.anchor || u.softmax)
+    return false;
+  const Node &anchor = *u.anchor;
+  return anchor.kind() == OpKind::MatMul && anchor.numOperands() == 2 && anchor.operand(1) &&
+         anchor.operand(1)->rank() >= 2 && !lower::extentsOf(anchor.result()).empty() &&
+         lower::movedType(u.node->result()->dtype()) ==
+             lower::movedType(anchor.result()->dtype()) &&
+         !isStorageOnly(anchor.result()->dtype()) &&
+         lower::numElementsOf(lower::extentsOf(anchor.result())) ==
+             lower::numElementsOf(lower::extentsOf(u.node->result()));
+}
+
+Expected<Kernels> lowerFinishedMatMulUnit(const LoweringUnit &u, const std::string &prefix,
+                                          const tuning::LowerOptions &opts) {
+  NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
+  return lowerFinishedMatMulGroup(u, gi, prefix, opts);
+}
+
+} // namespace lower
+
 Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::string &namePrefix,
                                              const tuning::LowerOptions &opts) {
   if (u.members.empty())
@@ -826,12 +848,16 @@ Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::s
     if (!isStatic(v->shape()))
       return u.node->error("operand %{} has a symbolic shape {}; specialize shapes first",
                            v->name(), v->type().str());
-  NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
-  if (u.softmax)
-    return lowerAttentionGroup(u, gi, namePrefix);
-  if (u.anchor)
-    return lowerEpilogueGroup(u, gi, namePrefix, opts);
-  return lowerPointwiseGroup(u, gi, namePrefix);
+  // A group template (attention.fused_group, epilogue.gemm_finish), else the anchor's kernels
+  // with the epilogue in their stores, or one loop nest.
+  return lower::lowerWithTemplate(
+      lower::chooseTemplate(u, opts), u, namePrefix, opts,
+      [&](const tuning::LowerOptions &o) -> Expected<std::vector<kir::Kernel>> {
+        NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
+        if (u.anchor)
+          return lowerEpilogueGroup(u, gi, namePrefix, o);
+        return lowerPointwiseGroup(u, gi, namePrefix);
+      });
 }
 
 } // namespace nnc

@@ -17,6 +17,7 @@
 
 #include "Lowerers.h"
 #include "NNLowering.h"
+#include "Templates.h"
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/ir/NNGeometry.h"
 
@@ -224,6 +225,16 @@ bool convTileValid(const tuning::Config &c, const tuning::Problem &p) {
          r <= std::max<int64_t>(p.dims[kOW], 1);
 }
 
+} // namespace
+
+bool isDepthwiseConvNCHWc(const Node &node) {
+  const Value *xv = node.operand(0), *wv = node.operand(1);
+  if (!xv || !wv || xv->rank() != 5 || wv->rank() != 6)
+    return false;
+  Extents ws = extentsOf(wv);
+  return ws[4] == 1 && ws[1] == 1 && node.getInt("group", 1) == ws[0] * ws[5];
+}
+
 Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                                  const tuning::LowerOptions *opts) {
   const Value *xv = node.operand(0), *wv = node.operand(1), *biasV = node.operand(2);
@@ -240,7 +251,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   int64_t group = node.getInt("group", 1);
   bool plain = xs.size() == 4;
   int64_t Cx = xs[1]; // channels (plain) or channel blocks (blocked) of the input
-  bool depthwise = !plain && bi == 1 && Kc == 1 && group == Mb * b;
+  bool depthwise = isDepthwiseConvNCHWc(node);
   if (numElementsOf(os) == 0)
     return Kernels{emptyKernel(node, prefix)};
   // Interior columns: ow*s - p >= 0 and ow*s - p + (KW-1)*d < W.
@@ -439,8 +450,6 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   return Kernels{kb.finish(outer.wrap(kir::block(row)), parallelOuter(outer, work))};
 }
 
-} // namespace
-
 const tuning::Space &convNchwcCpuSpace() {
   static const tuning::Space space = [] {
     tuning::Space s;
@@ -470,13 +479,6 @@ void registerLayoutLowerers(LowererTable &t) {
   t[OpKind::ToNCHWc] = lowerToNCHWc;
   t[OpKind::FromNCHWc] = lowerFromNCHWc;
   t[OpKind::PackConvWeight] = lowerPackConvWeight;
-  t[OpKind::ConvNCHWc] = [](const Node &node, const std::string &prefix) {
-    return lowerConvNCHWc(node, prefix, nullptr);
-  };
-}
-
-void registerTunableLayoutLowerers(TunableLowererTable &t) {
-  t[OpKind::ConvNCHWc] = lowerConvNCHWc;
 }
 
 } // namespace nnc::lower

@@ -1,6 +1,6 @@
-// The per-op lowering table behind lowerNode(). Each family of ops registers its lowerers
-// from its own file (Elementwise.cpp, DataMovement.cpp, Reductions.cpp, NN.cpp,
-// Composite.cpp).
+// The per-op table of generic lowerers behind lowerNode(), used when no kernel template
+// (Templates.h) applies. Each family of ops registers its lowerers from its own file
+// (Elementwise.cpp, DataMovement.cpp, Reductions.cpp, NN.cpp, Composite.cpp, Layout.cpp).
 #pragma once
 
 #include <functional>
@@ -15,10 +15,6 @@ namespace nnc::lower {
 using Lowerer =
     std::function<Expected<std::vector<kir::Kernel>>(const Node &node, const std::string &prefix)>;
 using LowererTable = std::map<OpKind, Lowerer>;
-/// A lowerer with tunable kernels: takes the tuning options (null: defaults).
-using TunableLowerer = std::function<Expected<std::vector<kir::Kernel>>(
-    const Node &node, const std::string &prefix, const tuning::LowerOptions *opts)>;
-using TunableLowererTable = std::map<OpKind, TunableLowerer>;
 
 void registerElementwiseLowerers(LowererTable &t); // every elementwise op, cast
 void registerDataMovementLowerers(LowererTable &t);
@@ -27,12 +23,9 @@ void registerDataMovementLowerers(LowererTable &t);
 bool isCopyOp(OpKind k);
 void registerReductionAndNNLowerers(LowererTable &t);
 void registerCompositeLowerers(LowererTable &t);
-void registerAttentionLowerers(LowererTable &t); // the Attention op (Attention.cpp)
-void registerLayoutLowerers(LowererTable &t); // blocked channel layout (Layout.cpp)
-void registerWinogradLowerers(LowererTable &t);             // winograd_input/output (Winograd.cpp)
-void registerTunableLayoutLowerers(TunableLowererTable &t); // conv_nchwc (Layout.cpp)
+/// The blocked channel layout's copies (Layout.cpp; conv_nchwc is a template).
+void registerLayoutLowerers(LowererTable &t);
 /// The tuning space of conv_nchwc's register tiles (Layout.cpp).
 const tuning::Space &convNchwcCpuSpace();
-void registerTunableLowerers(TunableLowererTable &t); // matmul, conv (NN.cpp)
 
 } // namespace nnc::lower

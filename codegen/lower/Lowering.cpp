@@ -1,6 +1,8 @@
-// lowerNode(): dispatch through the lowering table.
+// lowerNode(): the first applicable kernel template (Templates.cpp), else the op's generic
+// lowerer from the lowering table.
 #include "LowerUtil.h"
 #include "Lowerers.h"
+#include "Templates.h"
 
 namespace nnc {
 
@@ -12,21 +14,18 @@ const lower::LowererTable &table() {
     lower::registerDataMovementLowerers(t);
     lower::registerReductionAndNNLowerers(t);
     lower::registerCompositeLowerers(t);
-    lower::registerAttentionLowerers(t);
     lower::registerLayoutLowerers(t);
-    lower::registerWinogradLowerers(t);
     return t;
   }();
   return t;
 }
-const lower::TunableLowererTable &tunableTable() {
-  static const lower::TunableLowererTable t = [] {
-    lower::TunableLowererTable t;
-    lower::registerTunableLowerers(t);
-    lower::registerTunableLayoutLowerers(t);
-    return t;
-  }();
-  return t;
+
+/// True when some template of the CPU's registry lowers nodes of kind `k`.
+bool hasTemplateFor(OpKind k) {
+  for (const lower::KernelTemplate &t : lower::templateRegistry(tuning::CodeTarget::Cpu))
+    if (std::find(t.ops.begin(), t.ops.end(), k) != t.ops.end())
+      return true;
+  return false;
 }
 } // namespace
 
@@ -44,7 +43,9 @@ bool isStorageView(const Node &node) {
                                                       lower::numElementsOf(*oe);
 }
 
-bool canLowerNode(const Node &node) { return table().count(node.kind()) != 0; }
+bool canLowerNode(const Node &node) {
+  return table().count(node.kind()) != 0 || hasTemplateFor(node.kind());
+}
 
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix) {
   return lowerNode(node, namePrefix, tuning::LowerOptions{});
@@ -53,16 +54,22 @@ Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix,
                                              const tuning::LowerOptions &opts) {
   auto it = table().find(node.kind());
-  if (it == table().end())
+  if (it == table().end() && !hasTemplateFor(node.kind()))
     return node.error("no CPU code generation for op '{}' yet", node.opName());
   for (Value *v : node.operands())
     if (v && !isStatic(v->shape()))
       return node.error("operand %{} has a symbolic shape {}; specialize shapes first",
                         v->name(), v->type().str());
-  auto tunable = tunableTable().find(node.kind());
-  if (tunable != tunableTable().end())
-    return tunable->second(node, namePrefix, &opts);
-  return it->second(node, namePrefix);
+  LoweringUnit u;
+  u.node = &node;
+  u.operands = node.operands();
+  const lower::KernelTemplate *t = lower::chooseTemplate(u, opts);
+  if (!t && it == table().end())
+    return node.error("no kernel template applies and op '{}' has no generic lowering",
+                      node.opName());
+  return lower::lowerWithTemplate(t, u, namePrefix, opts, [&](const tuning::LowerOptions &) {
+    return it->second(node, namePrefix);
+  });
 }
 
 } // namespace nnc

@@ -1,7 +1,8 @@
 // Lowerers of the linear-algebra and window ops: matmul, einsum, conv, conv_transpose,
 // max_pool, avg_pool and lrn. Matmul and conv (im2col) run the tunable register-blocked GEMM
-// of Gemm.h; the others are direct loop nests. Semantics follow runtime/interp/MatMul.cpp,
-// Conv.cpp and LocalWindow.cpp.
+// of Gemm.h; the others are direct loop nests. The matmul, conv and conv_transpose fast paths
+// are kernel templates (Templates.cpp chooses among them); the direct conv loops are conv's
+// generic lowering. Semantics follow runtime/interp/MatMul.cpp, Conv.cpp and LocalWindow.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "Gemm.h"
 #include "NNLowering.h"
+#include "Templates.h"
 #include "nnc/ir/NNGeometry.h"
 #include "nnc/ir/ShapeUtils.h"
 
@@ -616,8 +618,15 @@ Kernels lowerConvRows(const Node &node, const std::string &prefix, const ConvGeo
   return kernels;
 }
 
-Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, bool transpose,
-                                const tuning::LowerOptions *opts = nullptr) {
+/// What conv's lowerings share: the checked operands and the geometry.
+struct ConvSetup {
+  ConvGeometry geo;
+  int64_t N = 0, C = 0, M = 0, cg = 0, mg = 0, group = 1, outN = 0;
+  DType t;
+  bool hasBias = false;
+};
+
+Expected<ConvSetup> convSetup(const Node &node, bool transpose) {
   const Value *xv = node.operand(0), *wv = node.operand(1);
   const Value *biasV = node.operand(2);
   DType t = xv->dtype();
@@ -645,24 +654,22 @@ Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, boo
   if (biasV && numElementsOf(extentsOf(biasV)) != M)
     return node.error("bias has {} values for {} output channels",
                       numElementsOf(extentsOf(biasV)), M);
-  int64_t outN = N * M * geo.outSize;
+  ConvSetup s{geo, N, C, M, cg, mg, group, N * M * geo.outSize, t, biasV != nullptr};
+  return s;
+}
+
+/// Conv and conv_transpose as direct loops: the generic lowering, for any size (the
+/// templates of Templates.cpp take the convs their faster paths fit).
+Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, bool transpose) {
+  NNC_ASSIGN_OR_RETURN(ConvSetup s, convSetup(node, transpose));
+  const ConvGeometry &geo = s.geo;
+  const Value *biasV = node.operand(2);
+  DType t = s.t;
+  int64_t N = s.N, C = s.C, M = s.M, cg = s.cg, mg = s.mg, outN = s.outN;
   if (outN == 0)
     return Kernels{emptyKernel(node, prefix)};
   size_t D = geo.axes.size(), L = D - 1;
   DType acc = accType(t, /*wide=*/false);
-  // im2col + GEMM unless the column matrix would be huge (then direct loops, below).
-  // NNC_CONV_ALGO=direct forces the direct loops (for tests of that path).
-  const char *algo = std::getenv("NNC_CONV_ALGO");
-  bool forceDirect = algo && std::string(algo) == "direct";
-  if (!transpose && !forceDirect && rowConvApplies(geo, cg, t))
-    return lowerConvRows(node, prefix, geo, N, C, M, cg, mg, t, biasV != nullptr);
-  if (!transpose && !forceDirect &&
-      N * C * geo.kernelSize * geo.outSize * int64_t(dtypeSize(t)) <= (int64_t(1) << 28))
-    return lowerConvIm2col(node, prefix, geo, N, C, M, cg, mg, t, biasV != nullptr, opts);
-  if (transpose && !forceDirect &&
-      N * M * geo.kernelSize * geo.inSize * int64_t(dtypeSize(acc)) <= (int64_t(1) << 28))
-    return lowerConvTransposeGemm(node, prefix, geo, N, C, M, cg, mg, group, t,
-                                  biasV != nullptr);
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), wb = kb.operand(1), bb = biasV ? kb.operand(2) : -1, ob = kb.result(0);
   int accb = acc != t ? kb.scratch(0, acc, outN) : ob;
@@ -1046,25 +1053,51 @@ Expected<Kernels> lowerLRN(const Node &node, const std::string &prefix) {
 
 } // namespace
 
+Expected<Kernels> lowerMatMulGemm(const Node &node, const std::string &prefix,
+                                  const tuning::LowerOptions *opts) {
+  return lowerMatMul(node, prefix, opts);
+}
+
+std::optional<ConvFacts> convFacts(const Node &node, bool transpose) {
+  Expected<ConvSetup> s = convSetup(node, transpose);
+  if (!s)
+    return std::nullopt; // the generic lowerer reports the error
+  ConvFacts f;
+  f.outElements = s->outN;
+  f.rowsFit = !transpose && rowConvApplies(s->geo, s->cg, s->t);
+  f.colBytes = transpose
+                   ? s->N * s->M * s->geo.kernelSize * s->geo.inSize *
+                         int64_t(dtypeSize(accType(s->t, /*wide=*/false)))
+                   : s->N * s->C * s->geo.kernelSize * s->geo.outSize * int64_t(dtypeSize(s->t));
+  const char *algo = std::getenv("NNC_CONV_ALGO");
+  f.forceDirect = algo && std::string(algo) == "direct";
+  return f;
+}
+
+Expected<Kernels> lowerConvRowsDirect(const Node &node, const std::string &prefix) {
+  NNC_ASSIGN_OR_RETURN(ConvSetup s, convSetup(node, false));
+  return lowerConvRows(node, prefix, s.geo, s.N, s.C, s.M, s.cg, s.mg, s.t, s.hasBias);
+}
+
+Expected<Kernels> lowerConvIm2colGemm(const Node &node, const std::string &prefix,
+                                      const tuning::LowerOptions *opts) {
+  NNC_ASSIGN_OR_RETURN(ConvSetup s, convSetup(node, false));
+  return lowerConvIm2col(node, prefix, s.geo, s.N, s.C, s.M, s.cg, s.mg, s.t, s.hasBias, opts);
+}
+
+Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::string &prefix) {
+  NNC_ASSIGN_OR_RETURN(ConvSetup s, convSetup(node, true));
+  return lowerConvTransposeGemm(node, prefix, s.geo, s.N, s.C, s.M, s.cg, s.mg, s.group, s.t,
+                                s.hasBias);
+}
+
 Expected<Kernels> lowerMatMulFinished(const Node &node, const std::string &prefix,
                                       const tuning::LowerOptions *opts,
                                       const MakeElementFinish &makeFinish) {
   return lowerMatMul(node, prefix, opts, makeFinish);
 }
 
-void registerTunableLowerers(TunableLowererTable &t) {
-  t[OpKind::MatMul] = [](const Node &n, const std::string &p, const tuning::LowerOptions *o) {
-    return lowerMatMul(n, p, o);
-  };
-  t[OpKind::Conv] = [](const Node &n, const std::string &p, const tuning::LowerOptions *o) {
-    return lowerConvLike(n, p, false, o);
-  };
-}
-
 void registerNNLowerers(LowererTable &t) {
-  t[OpKind::MatMul] = [](const Node &n, const std::string &p) {
-    return lowerMatMul(n, p, nullptr);
-  };
   t[OpKind::Einsum] = lowerEinsum;
   t[OpKind::Conv] = [](const Node &n, const std::string &p) { return lowerConvLike(n, p, false); };
   t[OpKind::ConvTranspose] = [](const Node &n, const std::string &p) {

@@ -1,12 +1,11 @@
-// The registry of tuning spaces and the config choice lowering makes
-// (include/nnc/codegen/Tuning.h).
+// Tuning spaces (found through the kernel-template registry, Templates.cpp) and the config
+// choice lowering makes (include/nnc/codegen/Tuning.h).
 #include "nnc/codegen/Tuning.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "Gemm.h"
-#include "Lowerers.h"
+#include "Templates.h"
 
 namespace nnc::tuning {
 
@@ -52,7 +51,11 @@ bool namesEveryKnob(const Space &s, const Config &c) {
 }
 
 std::vector<const Space *> allSpaces() {
-  return {&lower::gemmCpuSpace(), &lower::convNchwcCpuSpace()};
+  std::vector<const Space *> spaces;
+  for (const lower::KernelTemplate &t : lower::templateRegistry(CodeTarget::Cpu))
+    if (t.space && std::find(spaces.begin(), spaces.end(), t.space) == spaces.end())
+      spaces.push_back(t.space);
+  return spaces;
 }
 
 const Space *findSpace(const std::string &kind) {
@@ -72,7 +75,10 @@ Config chooseConfig(Problem p, const LowerOptions *opts) {
   bool tuned = c && space->valid(*c, p);
   if (opts && opts->onTunable)
     opts->onTunable(p, tuned);
-  return tuned ? *c : space->defaults(p);
+  Config chosen = tuned ? *c : space->defaults(p);
+  if (opts && opts->onConfig)
+    opts->onConfig(p, chosen);
+  return chosen;
 }
 
 } // namespace nnc::tuning

@@ -1,5 +1,6 @@
 // Lowerers of the Winograd conv transforms (winograd_input, winograd_output; the matrices and
-// layouts are in include/nnc/ir/Winograd.h). The matmul between them is the GEMM of Gemm.h.
+// layouts are in include/nnc/ir/Winograd.h), the templates winograd.input_transform and
+// winograd.output_transform (Templates.cpp). The matmul between them is the GEMM of Gemm.h.
 //
 // Algorithm (both ops): one loop nest over images, channel blocks and tiles, whose innermost
 // loop runs over the b contiguous channel lanes and is vectorized. Per lane the body is
@@ -13,6 +14,7 @@
 
 #include "Lowerers.h"
 #include "NNLowering.h"
+#include "Templates.h"
 #include "nnc/ir/Winograd.h"
 
 namespace nnc::lower {
@@ -63,6 +65,8 @@ std::vector<std::string> leftProduct(KernelBuilder &kb, const std::vector<double
     }
   return r;
 }
+
+} // namespace
 
 Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix) {
   Extents xs = extentsOf(node.operand(0));
@@ -190,13 +194,6 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
   for (const std::string &l : lanes)
     s.steps.push_back({kir::ScheduleStep::Vectorize, l, 0, {}});
   return Kernels{kb.finish(outer.wrap(kir::block(regions)), s)};
-}
-
-} // namespace
-
-void registerWinogradLowerers(LowererTable &t) {
-  t[OpKind::WinogradInput] = lowerWinogradInput;
-  t[OpKind::WinogradOutput] = lowerWinogradOutput;
 }
 
 } // namespace nnc::lower

@@ -121,7 +121,7 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
     if (!g)
       return g.error().message();
     if (optimize)
-      if (Error e = driver::optimize(**g, target.cpu))
+      if (Error e = driver::optimize(**g, target))
         return "optimize: " + e.message();
     driver::ExecOptions eo;
     eo.openclOptimize = opts.openclOptimize;

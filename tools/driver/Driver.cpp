@@ -176,14 +176,26 @@ Specializer shapeSpecializer() {
   };
 }
 
-Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach) {
+std::string pipelineTarget(const Target &t) {
+  // The interpreter runs what the CPU would: its graph is the CPU's.
+  return t == Target::OpenCL ? "opencl" : "cpu";
+}
+
+Error optimize(Graph &g, const Target &target, bool verifyEach) {
+  NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, PassPipeline::forTarget(pipelineTarget(target)));
   PassContext ctx;
-  ctx.cpu = cpu;
+  ctx.cpu = target.cpu;
   ctx.evaluate = interpreterEvaluator();
   ctx.verifyEach = verifyEach;
   ctx.stats = debugEnabled("time");
-  NNC_TRY(PassPipeline::defaultPipeline().run(g, ctx));
+  NNC_TRY(pipeline.run(g, ctx));
   return verify(g);
+}
+
+Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach) {
+  Target t(Target::Cpu);
+  t.cpu = cpu;
+  return optimize(g, t, verifyEach);
 }
 
 Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,

@@ -72,8 +72,14 @@ PassContext::Evaluator interpreterEvaluator();
 /// nnc::specializeShapes with the interpreter as evaluator, for CpuModel.
 Specializer shapeSpecializer();
 
-/// Runs the optimization pipeline that precedes execution (shape inference, folding, ...),
-/// with the verifier after every pass unless `verifyEach` is false.
+/// The name of the graph pipeline a target runs (PassPipeline::forTarget): "cpu" (also for
+/// interp) or "opencl".
+std::string pipelineTarget(const Target &t);
+
+/// Runs the target's optimization pipeline that precedes execution (shape inference,
+/// folding, ...), with the verifier after every pass unless `verifyEach` is false.
+Error optimize(Graph &g, const Target &target, bool verifyEach = true);
+/// optimize() for the CPU target generating code for `cpu`.
 Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach = true);
 
 /// How a target runs a graph.

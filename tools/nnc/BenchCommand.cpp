@@ -112,7 +112,7 @@ int benchCommand(const BenchOptions &o) {
   if (!g)
     return fail(g.takeError());
   if (o.passes.empty()) {
-    if (Error e = driver::optimize(**g, target->cpu))
+    if (Error e = driver::optimize(**g, *target))
       return fail(e);
   } else {
     Expected<PassPipeline> pipeline = PassPipeline::parse(o.passes == "none" ? "" : o.passes);

@@ -169,9 +169,9 @@ Expected<std::vector<Extents>> inputExtents(const Graph &g,
 
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                                             const std::vector<std::string> &shapeSpecs,
-                                            const CpuTarget &cpu) {
+                                            const driver::Target &target) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(model));
-  NNC_TRY(driver::optimize(*g, cpu));
+  NNC_TRY(driver::optimize(*g, target));
   NNC_ASSIGN_OR_RETURN(auto given, parseShapeSpecs(shapeSpecs));
   NNC_ASSIGN_OR_RETURN(std::vector<Extents> shapes, inputExtents(*g, given));
   Expected<std::unique_ptr<Graph>> s = specializeShapes(*g, shapes, driver::interpreterEvaluator());
@@ -182,13 +182,15 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
   return s;
 }
 
-Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g, const CpuTarget &cpu,
-                                              const GpuTarget *gpu) {
+Expected<std::vector<kir::Kernel>>
+lowerGraph(const Graph &g, const CpuTarget &cpu, const GpuTarget *gpu,
+           const std::function<void(const tuning::TemplateChoice &)> &onTemplate) {
   std::vector<kir::Kernel> kernels;
   tuning::LowerOptions lo;
   lo.cpu = cpu;
   if (gpu)
     lo.gpu = *gpu;
+  lo.onTemplate = onTemplate;
   std::vector<Node *> nodes = g.nodes();
   NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
   for (const LoweringUnit &u : units) {

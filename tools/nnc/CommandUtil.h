@@ -48,15 +48,17 @@ Expected<std::map<std::string, Extents>> parseShapeSpecs(const std::vector<std::
 /// The extents of an input's declared type, each symbolic dim taken as 1 (with a note on
 /// stderr; --shape gives other sizes).
 Extents defaultExtents(const Value &v);
-/// Loads and optimizes a model for `cpu`, then specializes its input shapes (for inspect and
-/// compile).
+/// Loads and optimizes a model with `target`'s pipeline, then specializes its input shapes
+/// (for inspect and compile).
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                                             const std::vector<std::string> &shapeSpecs,
-                                            const CpuTarget &cpu);
+                                            const driver::Target &target);
 /// Every non-constant node lowered to kernels for `cpu` (or, when `gpu` is given, for that
-/// OpenCL device), in order (as the executables do).
-Expected<std::vector<kir::Kernel>> lowerGraph(const Graph &g, const CpuTarget &cpu,
-                                              const GpuTarget *gpu = nullptr);
+/// OpenCL device, with OpenCL's template registry), in order (as the executables do);
+/// `onTemplate` hears each template choice.
+Expected<std::vector<kir::Kernel>>
+lowerGraph(const Graph &g, const CpuTarget &cpu, const GpuTarget *gpu = nullptr,
+           const std::function<void(const tuning::TemplateChoice &)> &onTemplate = nullptr);
 /// A random tensor of `type` with `extents`: floats uniform in [-1, 1), integers and bools
 /// zero (they are usually indices or shapes).
 Tensor randomTensor(DType dtype, const Extents &extents, std::mt19937 &rng);

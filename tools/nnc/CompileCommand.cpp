@@ -37,7 +37,7 @@ int compileCommand(const CompileOptions &opts) {
     return fail(fmt::format("--emit must be nir, kernels, ll, asm, obj or cl, not '{}'", o.emit));
   if (opencl != (o.emit == "cl") && o.emit != "nir" && o.emit != "kernels")
     return fail(fmt::format("--emit {} does not go with --target {}", o.emit, o.target));
-  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, target->cpu);
+  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *target);
   if (!g)
     return fail(g.takeError());
   auto writeText = [&](const std::string &text) -> int {

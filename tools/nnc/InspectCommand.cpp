@@ -23,6 +23,9 @@ struct InspectOptions {
   bool plan = false;
   bool json = false;
   bool kernels = false;
+  bool templates = false;
+  bool printPipeline = false;
+  std::string target = "cpu"; // --target: whose pipeline and templates
   bool llvm = false;
   bool assembly = false;
   std::vector<std::string> shapes; // NAME=D0xD1
@@ -35,7 +38,9 @@ int inspectPlan(const InspectOptions &o) {
   Expected<CpuTarget> cpu = parseCpuOption(o.cpu, /*runsHere=*/false);
   if (!cpu)
     return fail(cpu.takeError());
-  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *cpu);
+  driver::Target target(driver::Target::Cpu);
+  target.cpu = *cpu;
+  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, target);
   if (!g)
     return fail(g.takeError());
   CpuOptions opts;
@@ -48,17 +53,39 @@ int inspectPlan(const InspectOptions &o) {
   return 0;
 }
 
-/// `nnc inspect --kernels [--llvm|--asm]`: the generated kernels, their LLVM IR or assembly.
+/// One line per template choice: kernel prefix, template (or "generic"), op, configs.
+std::string templateLine(const tuning::TemplateChoice &c) {
+  std::string line = fmt::format("{} {} {}", c.prefix, c.name.empty() ? "generic" : c.name, c.op);
+  for (const auto &[p, cfg] : c.configs)
+    line += fmt::format(" [{} {}]", p.kind, tuning::configStr(cfg));
+  return line;
+}
+
+/// `nnc inspect --kernels [--llvm|--asm]`: the generated kernels, their LLVM IR or assembly;
+/// `--templates`: the kernel template each node or group was lowered with.
 int inspectKernels(const InspectOptions &o) {
-  Expected<CpuTarget> cpu = parseCpuOption(o.cpu, /*runsHere=*/false);
-  if (!cpu)
-    return fail(cpu.takeError());
-  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *cpu);
+  Expected<driver::Target> target = parseTargetOption(o.target, o.cpu, /*runsHere=*/false);
+  if (!target)
+    return fail(target.takeError());
+  const CpuTarget *cpu = &target->cpu;
+  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *target);
   if (!g)
     return fail(g.takeError());
-  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, *cpu);
+  // OpenCL: the kernels as written for any device (GpuTarget::generic(); inspect probes none).
+  std::optional<GpuTarget> gpu;
+  if (*target == driver::Target::OpenCL)
+    gpu = GpuTarget::generic();
+  std::vector<std::string> choices;
+  Expected<std::vector<kir::Kernel>> kernels =
+      lowerGraph(**g, *cpu, gpu ? &*gpu : nullptr,
+                 [&](const tuning::TemplateChoice &c) { choices.push_back(templateLine(c)); });
   if (!kernels)
     return fail(kernels.takeError());
+  if (o.templates) {
+    for (const std::string &line : choices)
+      std::cout << line << "\n";
+    return 0;
+  }
   if (o.llvm || o.assembly) {
     Expected<std::string> text =
         o.llvm ? emitLLVMIR(*kernels, true, *cpu) : emitAssembly(*kernels, *cpu);
@@ -77,21 +104,25 @@ int inspectCommand(const InspectOptions &o) {
     return fail("--llvm and --asm go with --kernels");
   if (o.llvm && o.assembly)
     return fail("give one of --llvm and --asm");
+  if (o.templates && (o.kernels || o.plan))
+    return fail("--templates lists the template choices alone (without --kernels or --plan)");
+  if (o.target != "cpu" && o.target != "opencl" && o.target.rfind("opencl:", 0) != 0)
+    return fail(fmt::format("--target must be cpu or opencl, not '{}'", o.target));
   if (o.plan)
     return inspectPlan(o);
-  if (o.kernels)
+  if (o.kernels || o.templates)
     return inspectKernels(o);
   if (o.json)
     return fail("--json goes with --plan (for the graph, use --format=json)");
   if (o.format != "text" && o.format != "dot" && o.format != "json")
     return fail(fmt::format("--format must be text, dot or json, not '{}'", o.format));
-  Expected<CpuTarget> cpu = parseCpuOption(o.cpu, /*runsHere=*/false);
-  if (!cpu)
-    return fail(cpu.takeError());
-  Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model);
-  if (!g)
-    return fail(g.takeError());
-  PassPipeline pipeline = PassPipeline::defaultPipeline();
+  Expected<driver::Target> target = parseTargetOption(o.target, o.cpu, /*runsHere=*/false);
+  if (!target)
+    return fail(target.takeError());
+  Expected<PassPipeline> standard = PassPipeline::forTarget(driver::pipelineTarget(*target));
+  if (!standard)
+    return fail(standard.takeError());
+  PassPipeline pipeline = *standard;
   if (!o.passes.empty()) {
     Expected<PassPipeline> p = PassPipeline::parse(o.passes);
     if (!p)
@@ -111,8 +142,15 @@ int inspectCommand(const InspectOptions &o) {
       prefix += (prefix.empty() ? "" : ",") + *p;
     pipeline = *PassPipeline::parse(prefix);
   }
+  if (o.printPipeline) {
+    std::cout << pipeline.str() << "\n";
+    return 0;
+  }
+  Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model);
+  if (!g)
+    return fail(g.takeError());
   PassContext ctx;
-  ctx.cpu = *cpu;
+  ctx.cpu = target->cpu;
   ctx.evaluate = driver::interpreterEvaluator();
   ctx.printAfterAll = o.printAfterAll;
   ctx.stats = o.stats;
@@ -141,6 +179,13 @@ public:
     cmd_->add_flag("--plan", o_.plan, "The CPU buffer plan (sizes, offsets, live ranges)");
     cmd_->add_flag("--json", o_.json, "With --plan: as JSON");
     cmd_->add_flag("--kernels", o_.kernels, "The generated CPU kernels and schedules");
+    cmd_->add_flag("--templates", o_.templates,
+                   "The kernel template (or generic lowerer) and configs of each node or group");
+    cmd_->add_flag("--print-pipeline", o_.printPipeline,
+                   "Print the pipeline that would run (the target's, or --passes, up to "
+                   "--after) as the text --passes takes, and stop");
+    cmd_->add_option("--target", o_.target,
+                     "cpu or opencl: whose pipeline and kernel templates (default cpu)");
     cmd_->add_flag("--llvm", o_.llvm, "With --kernels: their optimized LLVM IR");
     cmd_->add_flag("--asm", o_.assembly, "With --kernels: their host assembly");
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");

@@ -87,7 +87,7 @@ int runCommand(const RunOptions &o) {
   importTime.stop();
   PhaseTimer optimizeTime("graph passes");
   if (o.optimize)
-    if (Error e = driver::optimize(**g, target->cpu))
+    if (Error e = driver::optimize(**g, *target))
       return fail(e);
   optimizeTime.stop();
   PhaseTimer compileTime("compile executable");

@@ -11,11 +11,12 @@
 namespace nnc {
 
 /// Lowers one node, all of whose operand and result shapes are static, to one or more
-/// kernels that run in order. Each kernel's buffers are bound to the node's operands,
-/// results and scratch buffers (BufferDecl::role/index); an absent optional operand has no
-/// buffer. Kernel names start with `namePrefix` and are unique within the node. Each kernel
-/// gets a default Schedule chosen from its shape (the tuner may replace it).
-/// Fails (naming the node) when the op or a dtype is not supported by code generation.
+/// kernels that run in order: with the first template of the target's registry that applies
+/// (docs/fast-paths.md), else the op's generic lowerer. Each kernel's buffers are bound to the
+/// node's operands, results and scratch buffers (BufferDecl::role/index); an absent optional
+/// operand has no buffer. Kernel names start with `namePrefix` and are unique within the node. Each
+/// kernel gets a default Schedule chosen from its shape (the tuner may replace it). Fails (naming
+/// the node) when the op or a dtype is not supported by code generation.
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix);
 /// lowerNode with tuning: tunable kernels (matmul, conv) take their configs from
 /// `opts.configs` (else heuristic defaults) and report themselves through `opts.onTunable`.
@@ -33,6 +34,17 @@ bool isStorageView(const Node &node);
 
 /// True when lowerNode supports this node (for `nnc check --target cpu` and statistics).
 bool canLowerNode(const Node &node);
+
+/// A kernel template of a code target's registry (codegen/lower/Templates.h), for listings.
+struct TemplateInfo {
+  std::string name;             ///< "conv.im2col_gemm".
+  std::vector<std::string> ops; ///< The op names it lowers (empty for a group template).
+  bool group = false;           ///< It lowers a fusion group.
+  std::string summary;
+  std::string space; ///< Its tuning space's kind, or "".
+};
+/// The templates of `target`'s registry, in the order lowering tries them.
+std::vector<TemplateInfo> kernelTemplates(tuning::CodeTarget target);
 
 /// One unit of code generation: a node, or a fusion group (ir/FusionGroup.h) that runs as
 /// one kernel (or, with an anchor, as the anchor's kernels with the group's elementwise work

@@ -64,7 +64,8 @@ bool namesEveryKnob(const Space &s, const Config &c);
 
 /// The space of a kind, or null.
 const Space *findSpace(const std::string &kind);
-/// Every space (for `nnc cache` and docs).
+/// Every space: those of the CPU's kernel templates, in registry order, each once (for the
+/// tuner, `nnc cache` and docs).
 std::vector<const Space *> allSpaces();
 
 /// Chooses configs while lowering: the tuning cache during compiles, a candidate while tuning.
@@ -75,17 +76,40 @@ public:
   virtual std::optional<Config> lookup(const Problem &p) const = 0;
 };
 
+/// The code generator kernels are lowered for; each has its own kernel-template registry
+/// (codegen/lower/Templates.cpp).
+enum class CodeTarget { Cpu, OpenCL };
+
+/// The kernel template lowering chose for one node or fusion group (docs/fast-paths.md), with
+/// the configs chosen for the tunable problems it met.
+struct TemplateChoice {
+  std::string name;   ///< The template's name; empty for the op's generic lowerer.
+  std::string prefix; ///< The name prefix of the kernels it made.
+  std::string op;     ///< The node's op (a group: its anchor's or root's).
+  std::vector<std::pair<Problem, Config>> configs;
+};
+
 /// What lowering does about tuning: where configs come from, and where the tunable problems
 /// it met are reported (with whether a looked-up config was applied).
 struct LowerOptions {
   const ConfigSource *configs = nullptr;
   std::function<void(const Problem &p, bool tuned)> onTunable;
+  /// Called with each config chooseConfig settles on.
+  std::function<void(const Problem &p, const Config &c)> onConfig;
+  /// Called once per template choice (after the template's kernels are made).
+  std::function<void(const TemplateChoice &c)> onTemplate;
   /// The CPU the kernels are generated for.
   CpuTarget cpu = CpuTarget::host();
   /// Set when the kernels are for this OpenCL device (its limits bound work-groups and
   /// local memory); unset for the CPU.
   std::optional<GpuTarget> gpu;
 };
+
+/// The template registry lowering for `opts` takes from: OpenCL's when the kernels are for a
+/// GPU target, else the CPU's.
+inline CodeTarget codeTargetOf(const LowerOptions &opts) {
+  return opts.gpu ? CodeTarget::OpenCL : CodeTarget::Cpu;
+}
 
 /// The target of `opts` (the host's when null).
 inline const CpuTarget &cpuOf(const LowerOptions *opts) {

@@ -73,12 +73,22 @@ struct PassInfo {
 const std::vector<PassInfo> &passRegistry();
 const PassInfo *findPass(std::string_view name);
 
+/// The graph pipeline of one code target, as data: its text (passes/PassRegistry.cpp).
+struct TargetPipeline {
+  std::string target;   ///< "cpu", "opencl".
+  std::string pipeline; ///< "shape-inference,constant-fold,...".
+};
+/// Every target's pipeline.
+const std::vector<TargetPipeline> &targetPipelines();
+
 /// An ordered list of passes; an entry may carry options: `layout-nchwc{block=8}`.
 class PassPipeline {
 public:
   /// Parses "a,b,c"; error naming an unknown pass (and listing the known ones).
   static Expected<PassPipeline> parse(std::string_view text);
-  /// The default graph pipeline.
+  /// The pipeline of a code target ("cpu", "opencl"); an error names the targets there are.
+  static Expected<PassPipeline> forTarget(std::string_view target);
+  /// The CPU's pipeline.
   static PassPipeline defaultPipeline();
   /// "a,b,c".
   std::string str() const;

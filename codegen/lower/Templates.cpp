@@ -1,0 +1,206 @@
+// The kernel-template registry per code target, and the dispatch that picks from it
+// (Templates.h; docs/fast-paths.md says how to add a template).
+#include "Templates.h"
+
+#include <algorithm>
+
+#include "Gemm.h"
+#include "Lowerers.h"
+
+namespace nnc::lower {
+
+namespace {
+
+/// The largest column matrix (bytes) conv's GEMM templates write; past it the direct loops
+/// run instead (they need no scratch).
+constexpr int64_t kMaxColBytes = int64_t(1) << 28;
+
+bool always(const LoweringUnit &, const CpuTarget &) {
+  return true;
+}
+
+/// A node template whose lowering takes the tuning options.
+template <typename F> auto tunable(F f) {
+  return [f](const LoweringUnit &u, const std::string &prefix, const tuning::LowerOptions &o) {
+    return f(*u.node, prefix, &o);
+  };
+}
+/// A node template without knobs.
+template <typename F> auto plain(F f) {
+  return [f](const LoweringUnit &u, const std::string &prefix, const tuning::LowerOptions &) {
+    return f(*u.node, prefix);
+  };
+}
+
+/// Conv's templates apply to well-formed, non-empty convs unless NNC_CONV_ALGO=direct.
+template <typename P> auto whenConv(bool transpose, P p) {
+  return [transpose, p](const LoweringUnit &u, const CpuTarget &) {
+    std::optional<ConvFacts> f = convFacts(*u.node, transpose);
+    return f && f->outElements > 0 && !f->forceDirect && p(*f);
+  };
+}
+
+/// The CPU's templates, in the order they are tried: a specific template before a general one
+/// of the same op.
+std::vector<KernelTemplate> cpuTemplates() {
+  const tuning::Space *gemm = &gemmCpuSpace(), *convNchwc = &convNchwcCpuSpace();
+  return {
+      {"matmul.gemm_packed_b",
+       {OpKind::MatMul},
+       false,
+       "GEMM reading B as column panels packed at compile time (pack-gemm-weights)",
+       gemm,
+       [](const LoweringUnit &u, const CpuTarget &) { return u.node->hasAttr("packed_n"); },
+       tunable(lowerMatMulGemm)},
+      {"matmul.gemm",
+       {OpKind::MatMul},
+       false,
+       "register-blocked GEMM: GemmTile microkernels over B packed at run time (mk=1), or "
+       "scalar register tiles",
+       gemm,
+       always,
+       tunable(lowerMatMulGemm)},
+      {"conv.rows_direct",
+       {OpKind::Conv},
+       false,
+       "direct conv vectorized along output rows, for few taps per output (first layers)",
+       nullptr,
+       whenConv(false, [](const ConvFacts &f) { return f.rowsFit; }),
+       plain(lowerConvRowsDirect)},
+      {"conv.im2col_gemm",
+       {OpKind::Conv},
+       false,
+       "im2col copy + GEMM (a pointwise conv reads its input in place)",
+       gemm,
+       whenConv(false, [](const ConvFacts &f) { return f.colBytes <= kMaxColBytes; }),
+       tunable(lowerConvIm2colGemm)},
+      {"conv_transpose.gemm_col2im",
+       {OpKind::ConvTranspose},
+       false,
+       "GEMM into a column matrix, then col2im sums the taps",
+       nullptr,
+       whenConv(true, [](const ConvFacts &f) { return f.colBytes <= kMaxColBytes; }),
+       plain(lowerConvTransposeGemmCol2im)},
+      {"conv_nchwc.depthwise",
+       {OpKind::ConvNCHWc},
+       false,
+       "depthwise conv over blocked channels, lane j of the input by lane j of the weight",
+       convNchwc,
+       [](const LoweringUnit &u, const CpuTarget &) { return isDepthwiseConvNCHWc(*u.node); },
+       tunable(lowerConvNCHWc)},
+      {"conv_nchwc.direct",
+       {OpKind::ConvNCHWc},
+       false,
+       "register-blocked direct conv over blocked channels (layout-nchwc)",
+       convNchwc,
+       always,
+       tunable(lowerConvNCHWc)},
+      {"winograd.input_transform",
+       {OpKind::WinogradInput},
+       false,
+       "Winograd F(m x m, 3 x 3) input tiles V = B^T d B (the winograd pass chose the algorithm)",
+       nullptr,
+       always,
+       plain(lowerWinogradInput)},
+      {"winograd.output_transform",
+       {OpKind::WinogradOutput},
+       false,
+       "Winograd output tiles Y = A^T M A",
+       nullptr,
+       always,
+       plain(lowerWinogradOutput)},
+      {"attention.rows",
+       {OpKind::Attention},
+       false,
+       "ONNX Attention: per query row scores, softmax and product with V",
+       nullptr,
+       always,
+       plain(lowerAttentionRows)},
+      {"attention.fused_group",
+       {},
+       true,
+       "fused softmax(Q K^T) V group (fuse-attention): two GEMMs per block of query rows",
+       nullptr,
+       [](const LoweringUnit &u, const CpuTarget &) { return u.softmax != nullptr; },
+       lowerAttentionGroupUnit},
+      {"epilogue.gemm_finish",
+       {},
+       true,
+       "matmul anchor whose elementwise epilogue runs inside the GEMM, per cache block",
+       gemm,
+       [](const LoweringUnit &u, const CpuTarget &) { return finishesInGemm(u); },
+       lowerFinishedMatMulUnit},
+  };
+}
+
+} // namespace
+
+const std::vector<KernelTemplate> &templateRegistry(tuning::CodeTarget target) {
+  static const std::vector<KernelTemplate> cpu = cpuTemplates();
+  switch (target) {
+  case tuning::CodeTarget::Cpu:
+    return cpu;
+  case tuning::CodeTarget::OpenCL:
+    // The OpenCL printer translates the same kernel IR, and the generic conv path (im2col +
+    // a naive GEMM) is far slower there: OpenCL keeps the CPU's templates until it has
+    // templates of its own (work-group tiles, local memory).
+    return cpu;
+  }
+  return cpu;
+}
+
+const KernelTemplate *chooseTemplate(const LoweringUnit &u, const tuning::LowerOptions &opts) {
+  bool group = !u.members.empty();
+  for (const KernelTemplate &t : templateRegistry(tuning::codeTargetOf(opts))) {
+    if (t.group != group)
+      continue;
+    if (!group && std::find(t.ops.begin(), t.ops.end(), u.node->kind()) == t.ops.end())
+      continue;
+    if (t.applies(u, opts.cpu))
+      return &t;
+  }
+  return nullptr;
+}
+
+Expected<Kernels>
+lowerWithTemplate(const KernelTemplate *t, const LoweringUnit &u, const std::string &prefix,
+                  const tuning::LowerOptions &opts,
+                  const std::function<Expected<Kernels>(const tuning::LowerOptions &)> &generic) {
+  // A group lowered generically around an anchor is named by the anchor's own choice.
+  if (!opts.onTemplate || (!t && u.anchor && !u.members.empty()))
+    return t ? t->lower(u, prefix, opts) : generic(opts);
+  tuning::TemplateChoice choice;
+  choice.name = t ? t->name : "";
+  choice.prefix = prefix;
+  choice.op = std::string((u.anchor ? u.anchor : u.node)->opName());
+  tuning::LowerOptions o = opts;
+  o.onConfig = [&](const tuning::Problem &p, const tuning::Config &c) {
+    choice.configs.push_back({p, c});
+    if (opts.onConfig)
+      opts.onConfig(p, c);
+  };
+  Expected<Kernels> ks = t ? t->lower(u, prefix, o) : generic(o);
+  opts.onTemplate(choice);
+  return ks;
+}
+
+} // namespace nnc::lower
+
+namespace nnc {
+
+std::vector<TemplateInfo> kernelTemplates(tuning::CodeTarget target) {
+  std::vector<TemplateInfo> out;
+  for (const lower::KernelTemplate &t : lower::templateRegistry(target)) {
+    TemplateInfo i;
+    i.name = t.name;
+    for (OpKind k : t.ops)
+      i.ops.push_back(std::string(opInfo(k).name));
+    i.group = t.group;
+    i.summary = t.summary;
+    i.space = t.space ? t.space->kind : "";
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+} // namespace nnc

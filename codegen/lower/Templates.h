@@ -1,0 +1,96 @@
+// The kernel-template registry: the fast paths of lowering (GEMM, conv, Winograd, attention),
+// each a named template with the ops it implements, when it applies, its knob space and its
+// lowering, declared per code target in Templates.cpp (docs/fast-paths.md).
+//
+// lowerNode() and lowerUnit() take the first template of the target's registry that applies
+// to a node (or fusion group), else the op's generic lowerer (Lowerers.h). The lowering
+// functions stay in the files of their families; the registry names them and owns the choice.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nnc/codegen/Lowering.h"
+#include "nnc/codegen/Tuning.h"
+
+namespace nnc::lower {
+
+using Kernels = std::vector<kir::Kernel>;
+
+/// One fast path.
+struct KernelTemplate {
+  /// Stable name, "<op family>.<algorithm>" ("matmul.gemm", "conv.im2col_gemm").
+  std::string name;
+  /// The node kinds it lowers (empty for a group template).
+  std::vector<OpKind> ops;
+  /// True: it lowers a fusion group (LoweringUnit with members), not a node.
+  bool group = false;
+  /// One line for docs and listings.
+  std::string summary;
+  /// The knob space its kernels read through tuning::chooseConfig (null: no knobs).
+  const tuning::Space *space = nullptr;
+  /// True when it can lower the unit (a node: u.node, u.members empty) for `cpu`. Called only
+  /// for units of its ops (node templates) or groups (group templates), all of static shape.
+  std::function<bool(const LoweringUnit &u, const CpuTarget &cpu)> applies;
+  std::function<Expected<Kernels>(const LoweringUnit &u, const std::string &prefix,
+                                  const tuning::LowerOptions &opts)>
+      lower;
+};
+
+/// The templates of a code target, in the order they are tried.
+const std::vector<KernelTemplate> &templateRegistry(tuning::CodeTarget target);
+
+/// The first template of opts.target's registry that applies to `u`, or null.
+const KernelTemplate *chooseTemplate(const LoweringUnit &u, const tuning::LowerOptions &opts);
+
+/// Lowers `u` with `t` (null: `generic`), reporting the choice through opts.onTemplate.
+Expected<Kernels>
+lowerWithTemplate(const KernelTemplate *t, const LoweringUnit &u, const std::string &prefix,
+                  const tuning::LowerOptions &opts,
+                  const std::function<Expected<Kernels>(const tuning::LowerOptions &)> &generic);
+
+// ---- What the templates are made of (defined in the files of their families) ---------------
+
+/// matmul (NN.cpp): the register-blocked GEMM of Gemm.h, B packed or not.
+Expected<Kernels> lowerMatMulGemm(const Node &node, const std::string &prefix,
+                                  const tuning::LowerOptions *opts);
+
+/// The facts about a conv (or conv_transpose) node that its templates' predicates read
+/// (NN.cpp); nullopt when the node is malformed (its generic lowerer reports why).
+struct ConvFacts {
+  int64_t outElements = 0;  ///< Result elements (0: the generic lowerer's empty kernel).
+  bool rowsFit = false;     ///< Few taps per output and long rows: conv.rows_direct fits.
+  int64_t colBytes = 0;     ///< Bytes of the GEMM's column matrix (im2col, or col2im's).
+  bool forceDirect = false; ///< NNC_CONV_ALGO=direct: tests of the direct loops.
+};
+std::optional<ConvFacts> convFacts(const Node &node, bool transpose);
+/// conv's fast paths (NN.cpp): the row-vectorized direct conv, im2col + GEMM (a pointwise conv
+/// reads its input in place), and conv_transpose as GEMM + col2im.
+Expected<Kernels> lowerConvRowsDirect(const Node &node, const std::string &prefix);
+Expected<Kernels> lowerConvIm2colGemm(const Node &node, const std::string &prefix,
+                                      const tuning::LowerOptions *opts);
+Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::string &prefix);
+
+/// conv_nchwc (Layout.cpp): the register-blocked direct conv over blocked channels.
+Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
+                                 const tuning::LowerOptions *opts);
+/// True for a depthwise conv_nchwc (in_block 1, one input block per group of b channels).
+bool isDepthwiseConvNCHWc(const Node &node);
+
+/// winograd_input / winograd_output (Winograd.cpp).
+Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix);
+Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefix);
+
+/// The ONNX Attention op (Attention.cpp).
+Expected<Kernels> lowerAttentionRows(const Node &node, const std::string &prefix);
+
+/// Group templates (Fusion.cpp): a fused softmax(Q K^T) V group, and a matmul anchor whose
+/// epilogue the GEMM applies per cache block (finishesInGemm says when it can).
+Expected<Kernels> lowerAttentionGroupUnit(const LoweringUnit &u, const std::string &prefix,
+                                          const tuning::LowerOptions &opts);
+bool finishesInGemm(const LoweringUnit &u);
+Expected<Kernels> lowerFinishedMatMulUnit(const LoweringUnit &u, const std::string &prefix,
+                                          const tuning::LowerOptions &opts);
+
+} // namespace nnc::lower
