@@ -353,7 +353,8 @@ Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
 Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &u,
                                                             const GroupInfo &gi,
                                                             const std::string &prefix,
-                                                            const tuning::LowerOptions &opts) {
+                                                            const tuning::LowerOptions &opts,
+                                                            lower::MatMulPath path) {
   const Node &anchor = *u.anchor;
   DType t = lower::movedType(anchor.result()->dtype());
   const Extents &ext = gi.space.out;
@@ -411,7 +412,7 @@ Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &
     };
   };
   NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks,
-                       lower::lowerMatMulFinished(anchor, prefix, &opts, makeFinish));
+                       lower::lowerMatMulFinished(anchor, prefix, &opts, makeFinish, path));
   for (kir::Kernel &k : ks)
     for (kir::BufferDecl &d : k.buffers)
       if (d.role == kir::BufferRole::Operand) {
@@ -835,7 +836,13 @@ bool finishesInGemm(const LoweringUnit &u) {
 Expected<Kernels> lowerFinishedMatMulUnit(const LoweringUnit &u, const std::string &prefix,
                                           const tuning::LowerOptions &opts) {
   NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
-  return lowerFinishedMatMulGroup(u, gi, prefix, opts);
+  return lowerFinishedMatMulGroup(u, gi, prefix, opts, MatMulPath::Tiles);
+}
+
+Expected<Kernels> lowerFinishedMatMulUnitNDRange(const LoweringUnit &u, const std::string &prefix,
+                                                 const tuning::LowerOptions &opts) {
+  NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
+  return lowerFinishedMatMulGroup(u, gi, prefix, opts, MatMulPath::NDRange);
 }
 
 } // namespace lower

@@ -46,7 +46,8 @@ Stmt guarded(const Expr &cond, Stmt s) { return isTrue(cond) ? s : kir::ifThen(c
 
 Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
                               const tuning::LowerOptions *opts,
-                              const MakeElementFinish &makeFinish = nullptr) {
+                              const MakeElementFinish &makeFinish = nullptr,
+                              MatMulPath path = MatMulPath::Tiles) {
   const Value *av = node.operand(0), *bv = node.operand(1);
   DType t = av->dtype();
   if (t != bv->dtype() || !isNumeric(t))
@@ -158,8 +159,10 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
     };
   }
   int64_t batchCount = outN / (m * n);
-  if (opts && opts->gpu && g.acc == DType::F32) {
-    // On an OpenCL device: the NDRange GEMM (GpuGemm.cpp), its batch loops on dimension 2.
+  if (path == MatMulPath::NDRange) {
+    // For an OpenCL device: the NDRange GEMM (GpuGemm.cpp), its batch loops on dimension 2.
+    if (!opts || !opts->gpu || g.acc != DType::F32)
+      return node.error("the NDRange GEMM needs an OpenCL device and f32 accumulation");
     GpuGemmTile tile = chooseGpuGemmTile(m, n, *opts->gpu);
     Stmt body = gpuGemmNest(kb, g, batchCount, m, k, n, outer.loops, tile);
     return Kernels{kb.finish(body, {})};
@@ -1058,6 +1061,11 @@ Expected<Kernels> lowerMatMulGemm(const Node &node, const std::string &prefix,
   return lowerMatMul(node, prefix, opts);
 }
 
+Expected<Kernels> lowerMatMulNDRange(const Node &node, const std::string &prefix,
+                                     const tuning::LowerOptions *opts) {
+  return lowerMatMul(node, prefix, opts, nullptr, MatMulPath::NDRange);
+}
+
 std::optional<ConvFacts> convFacts(const Node &node, bool transpose) {
   Expected<ConvSetup> s = convSetup(node, transpose);
   if (!s)
@@ -1093,8 +1101,8 @@ Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::stri
 
 Expected<Kernels> lowerMatMulFinished(const Node &node, const std::string &prefix,
                                       const tuning::LowerOptions *opts,
-                                      const MakeElementFinish &makeFinish) {
-  return lowerMatMul(node, prefix, opts, makeFinish);
+                                      const MakeElementFinish &makeFinish, MatMulPath path) {
+  return lowerMatMul(node, prefix, opts, makeFinish, path);
 }
 
 void registerNNLowerers(LowererTable &t) {

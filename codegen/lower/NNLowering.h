@@ -25,12 +25,17 @@ using ElementFinish =
 /// Makes the finish of a kernel being built (it may declare buffers with `kb`).
 using MakeElementFinish = std::function<ElementFinish(KernelBuilder &kb)>;
 
+/// How a matmul's GEMM runs: the CPU's register-blocked loop nest (Gemm.h gemmNest), or an
+/// NDRange of register tiles for the OpenCL device in LowerOptions::gpu (gpuGemmNest).
+enum class MatMulPath { Tiles, NDRange };
+
 /// Matmul's lowering with `makeFinish`'s statement applied to every result element inside
 /// the GEMM (per cache block on the microkernel path): a fused epilogue
 /// (codegen/lower/Fusion.cpp) without a separate pass over the result.
 Expected<std::vector<kir::Kernel>> lowerMatMulFinished(const Node &node, const std::string &prefix,
                                                        const tuning::LowerOptions *opts,
-                                                       const MakeElementFinish &makeFinish);
+                                                       const MakeElementFinish &makeFinish,
+                                                       MatMulPath path = MatMulPath::Tiles);
 
 namespace nnl {
 

@@ -6,6 +6,7 @@
 
 #include "Gemm.h"
 #include "Lowerers.h"
+#include "NNLowering.h"
 
 namespace nnc::lower {
 
@@ -133,18 +134,51 @@ std::vector<KernelTemplate> cpuTemplates() {
   };
 }
 
+/// A matmul whose operands accumulate in f32 (f32, f16, bf16): what the NDRange GEMM takes.
+bool f32Accumulating(const Node &matmul) {
+  DType t = matmul.operand(0) ? matmul.operand(0)->dtype() : DType::Bool;
+  return matmul.numOperands() == 2 && matmul.operand(1) &&
+         matmul.operand(1)->dtype() == t && isFloat(t) && !isStorageOnly(t) &&
+         nnl::accType(t, /*wide=*/false) == DType::F32;
+}
+
+/// An OpenCL device's templates: its own first (GPU-shaped kernels), then the CPU's, whose
+/// kernels the OpenCL printer translates too (the generic conv path, im2col + a loop GEMM, is
+/// far slower there than the blocked-layout direct conv; GPU-shaped conv templates are next).
+std::vector<KernelTemplate> openclTemplates() {
+  std::vector<KernelTemplate> t = {
+      {"matmul.ndrange_tiles",
+       {OpKind::MatMul},
+       false,
+       "NDRange GEMM: work-groups of up to 16x16 work-items, each an rm x rn register tile "
+       "(GpuGemm.cpp), B packed or not",
+       nullptr,
+       [](const LoweringUnit &u, const CpuTarget &) { return f32Accumulating(*u.node); },
+       tunable(lowerMatMulNDRange)},
+      {"epilogue.ndrange_gemm_finish",
+       {},
+       true,
+       "matmul anchor whose elementwise epilogue each work-item of the NDRange GEMM applies",
+       nullptr,
+       [](const LoweringUnit &u, const CpuTarget &) {
+         return finishesInGemm(u) && f32Accumulating(*u.anchor);
+       },
+       lowerFinishedMatMulUnitNDRange},
+  };
+  for (KernelTemplate &c : cpuTemplates())
+    t.push_back(std::move(c));
+  return t;
+}
+
 } // namespace
 
 const std::vector<KernelTemplate> &templateRegistry(tuning::CodeTarget target) {
-  static const std::vector<KernelTemplate> cpu = cpuTemplates();
+  static const std::vector<KernelTemplate> cpu = cpuTemplates(), opencl = openclTemplates();
   switch (target) {
   case tuning::CodeTarget::Cpu:
     return cpu;
   case tuning::CodeTarget::OpenCL:
-    // The OpenCL printer translates the same kernel IR, and the generic conv path (im2col +
-    // a naive GEMM) is far slower there: OpenCL keeps the CPU's templates until it has
-    // templates of its own (work-group tiles, local memory).
-    return cpu;
+    return opencl;
   }
   return cpu;
 }

@@ -55,6 +55,10 @@ lowerWithTemplate(const KernelTemplate *t, const LoweringUnit &u, const std::str
 /// matmul (NN.cpp): the register-blocked GEMM of Gemm.h, B packed or not.
 Expected<Kernels> lowerMatMulGemm(const Node &node, const std::string &prefix,
                                   const tuning::LowerOptions *opts);
+/// matmul for the OpenCL device in opts->gpu (NN.cpp, GpuGemm.cpp): an NDRange of
+/// work-groups of register tiles, B packed or not; f32 accumulation (f32, f16, bf16).
+Expected<Kernels> lowerMatMulNDRange(const Node &node, const std::string &prefix,
+                                     const tuning::LowerOptions *opts);
 
 /// The facts about a conv (or conv_transpose) node that its templates' predicates read
 /// (NN.cpp); nullopt when the node is malformed (its generic lowerer reports why).
@@ -92,5 +96,8 @@ Expected<Kernels> lowerAttentionGroupUnit(const LoweringUnit &u, const std::stri
 bool finishesInGemm(const LoweringUnit &u);
 Expected<Kernels> lowerFinishedMatMulUnit(const LoweringUnit &u, const std::string &prefix,
                                           const tuning::LowerOptions &opts);
+/// The same group on the OpenCL device's NDRange GEMM (each work-item finishes its elements).
+Expected<Kernels> lowerFinishedMatMulUnitNDRange(const LoweringUnit &u, const std::string &prefix,
+                                                 const tuning::LowerOptions &opts);
 
 } // namespace nnc::lower

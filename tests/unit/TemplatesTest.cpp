@@ -36,8 +36,10 @@ std::string dense(const Extents &e) {
 }
 
 /// "op template" for every template choice of `text`'s graph after `pipeline` (the standard
-/// CPU pipeline when null), lowered for x86-64-v3.
-std::vector<std::string> choices(const std::string &text, const char *pipeline = nullptr) {
+/// CPU pipeline when null), lowered for x86-64-v3 (or, with `opencl`, for a generic OpenCL
+/// GPU after the OpenCL pipeline).
+std::vector<std::string> choices(const std::string &text, const char *pipeline = nullptr,
+                                 bool opencl = false) {
   Expected<std::unique_ptr<Graph>> g = parseGraph(text);
   EXPECT_TRUE(g) << g.error().message();
   if (!g)
@@ -47,13 +49,15 @@ std::vector<std::string> choices(const std::string &text, const char *pipeline =
   ctx.cpu = cpu;
   ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
   Expected<PassPipeline> p =
-      pipeline ? PassPipeline::parse(pipeline) : PassPipeline::forTarget("cpu");
+      pipeline ? PassPipeline::parse(pipeline) : PassPipeline::forTarget(opencl ? "opencl" : "cpu");
   EXPECT_TRUE(p) << p.error().message();
   Error e = p->run(**g, ctx);
   EXPECT_FALSE(e) << e.message();
   std::vector<std::string> out;
   tuning::LowerOptions lo;
   lo.cpu = cpu;
+  if (opencl)
+    lo.gpu = GpuTarget::generic();
   lo.onTemplate = [&](const tuning::TemplateChoice &c) {
     out.push_back(c.op + " " + (c.name.empty() ? "generic" : c.name));
   };
@@ -100,11 +104,50 @@ TEST(Templates, RegistryNamesAndSpaces) {
   for (const tuning::Space *s : tuning::allSpaces())
     spaces.push_back(s->kind);
   EXPECT_EQ(fmt::format("{}", fmt::join(spaces, ",")), "gemm_cpu,conv_nchwc_cpu");
-  // OpenCL keeps the CPU's templates for now (Templates.cpp says why).
+  // OpenCL: its NDRange templates first, then the CPU's (Templates.cpp says why).
   std::vector<TemplateInfo> cl = kernelTemplates(tuning::CodeTarget::OpenCL);
-  ASSERT_EQ(cl.size(), cpu.size());
-  for (size_t i = 0; i < cl.size(); ++i)
-    EXPECT_EQ(cl[i].name, cpu[i].name);
+  ASSERT_EQ(cl.size(), cpu.size() + 2);
+  EXPECT_EQ(cl[0].name, "matmul.ndrange_tiles");
+  EXPECT_EQ(cl[1].name, "epilogue.ndrange_gemm_finish");
+  for (size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_EQ(cl[i + 2].name, cpu[i].name);
+}
+
+TEST(Templates, MatMulOnOpenCL) {
+  // f32 (and f16) matmuls take the NDRange GEMM, with or without an epilogue and whether
+  // the OpenCL pipeline packed the weight; an integer matmul keeps the CPU's loop GEMM.
+  std::string weight = fmt::format(R"(
+graph @g(%x: f32[8,64]) -> (f32[8,48]) {{
+  %w = {}
+  %y = matmul(%x, %w) : f32[8,48]
+  return %y
+}})",
+                                   dense({64, 48}));
+  EXPECT_TRUE(has(choices(weight, nullptr, true), "matmul matmul.ndrange_tiles"));
+  EXPECT_TRUE(has(choices(R"(
+graph @g(%x: f32[8,64], %w: f32[64,48], %b: f32[48]) -> (f32[8,48]) {
+  %zero = constant {value = dense<f32[]>[0]} : f32[]
+  %m = matmul(%x, %w) : f32[8,48]
+  %h = add(%m, %b) : f32[8,48]
+  %r = max(%h, %zero) : f32[8,48]
+  return %r
+})",
+                          nullptr, true),
+                  "matmul epilogue.ndrange_gemm_finish"));
+  EXPECT_TRUE(has(choices(R"(
+graph @g(%x: f16[8,64], %w: f16[64,48]) -> (f16[8,48]) {
+  %y = matmul(%x, %w) : f16[8,48]
+  return %y
+})",
+                          nullptr, true),
+                  "matmul matmul.ndrange_tiles"));
+  EXPECT_TRUE(has(choices(R"(
+graph @g(%x: i32[8,64], %w: i32[64,48]) -> (i32[8,48]) {
+  %y = matmul(%x, %w) : i32[8,48]
+  return %y
+})",
+                          nullptr, true),
+                  "matmul matmul.gemm"));
 }
 
 TEST(Templates, MatMul) {
