@@ -6,9 +6,9 @@
 //     operand stays shared): f16/bf16 operands are cast to f32 and the result cast back (the
 //     value every backend computed before: f32 arithmetic, one rounding at the end); f32 exp,
 //     sigmoid, tanh and erf are FastMath.h's templates instantiated with a builder that makes
-//     kernel IR; f64 ones (and float pow) are Calls of the math library; the others are a few
-//     compares, selects, bit operations and a Rem. Integer pow by a non-constant exponent adds
-//     statements (a loop over the exponent's bits) before the statement.
+//     kernel IR, and so is f32 pow; f64 exp, tanh, erf and pow are Calls of the math library; the
+//     others are a few compares, selects, bit operations and a Rem. Integer pow by a non-constant
+//     exponent adds statements (a loop over the exponent's bits) before the statement.
 //  2. Bind every non-trivial node that the statement's expressions (and the added statements)
 //     reach more than once to a Decl placed right before the first statement that uses it,
 //     in dependency order. Expressions are DAGs but the backends walk trees; without this a
@@ -119,6 +119,14 @@ struct ExprMathBuilder {
   I iadd(I a, I b) { return op(OpKind::Add, {a, b}); }
   I isub(I a, I b) { return op(OpKind::Sub, {a, b}); }
   I shl(I a, int n) { return op(OpKind::ShiftLeft, {a, intImm(n, DType::U32)}); }
+  M eq(F a, F b) { return kir::op(OpKind::Equal, {a, b}); }
+  M mand(M a, M b) { return kir::op(OpKind::And, {a, b}); }
+  M mor(M a, M b) { return kir::op(OpKind::Or, {a, b}); }
+  M mnot(M a) { return kir::op(OpKind::Not, {a}); }
+  F floor(F a) { return kir::op(OpKind::Floor, {a}); }
+  I shr(I a, int n) { return op(OpKind::ShiftRight, {a, intImm(n, DType::U32)}); }
+  I iand(I a, I b) { return op(OpKind::BitAnd, {a, b}); }
+  I ior(I a, I b) { return op(OpKind::BitOr, {a, b}); }
 };
 
 class Expander {
@@ -293,6 +301,8 @@ private:
     case OpKind::Round:
       return roundEven(x);
     case OpKind::Pow:
+      if (f32)
+        return fastmath::pow(b, x, a[1]);
       return f ? call("pow", {x, a[1]}) : intPow(x, a[1]);
     case OpKind::Mod:
     case OpKind::FMod:

@@ -46,8 +46,8 @@ enum class ExprKind : uint8_t {
            ///< built-in of the same name in OpenCL.
 };
 
-/// The math functions a Call may name, with their arity: what f64 (and f32 pow) still take
-/// from the platform's math library.
+/// The math functions a Call may name, with their arity: what f64 still takes from the
+/// platform's math library.
 struct MathFunction {
   const char *name;
   int arity;
