@@ -24,6 +24,11 @@
 namespace nnc::kir {
 
 // ---- Expressions -----------------------------------------------------------------------------
+//
+// Lowering builds Ops of any elementwise kind. Backends see the primitive set only (see
+// codegenBody): immediates, Var, Load, Cast, Op of a kind that is not composite (arithmetic,
+// comparisons, logic and bit operations, select, min/max, div, abs, floor/ceil, sqrt, log and
+// the trigonometric and hyperbolic functions but tanh), BitCast, Fma, Rem and Call.
 
 enum class ExprKind : uint8_t {
   IntImm,   ///< An integer constant of `type` (i64 for index math).
