@@ -307,6 +307,59 @@ Expr lt(Expr a, Expr b) { return op(OpKind::Less, {std::move(a), std::move(b)});
 Expr ge(Expr a, Expr b) { return op(OpKind::GreaterEqual, {std::move(a), std::move(b)}); }
 Expr land(Expr a, Expr b) { return op(OpKind::And, {std::move(a), std::move(b)}); }
 
+Expr bitCast(Expr e, DType to) {
+  NNC_ASSERT(
+      e && dtypeSize(e->type) == dtypeSize(to) && (isFloat(e->type) != isFloat(to)) &&
+          (e->type == DType::F32 || e->type == DType::F64 || to == DType::F32 || to == DType::F64),
+      "bitCast between {} and {}", e ? dtypeName(e->type) : "null", dtypeName(to));
+  ExprNode n;
+  n.kind = ExprKind::BitCast;
+  n.type = to;
+  n.args = {std::move(e)};
+  return makeExpr(std::move(n));
+}
+
+Expr fma(Expr a, Expr b, Expr c) {
+  NNC_ASSERT(a && b && c && (a->type == DType::F32 || a->type == DType::F64) &&
+                 b->type == a->type && c->type == a->type,
+             "fma operands must share f32 or f64");
+  ExprNode n;
+  n.kind = ExprKind::Fma;
+  n.type = a->type;
+  n.args = {std::move(a), std::move(b), std::move(c)};
+  return makeExpr(std::move(n));
+}
+
+Expr rem(Expr a, Expr b) {
+  NNC_ASSERT(a && b && a->type == b->type && (isFloat(a->type) || isInteger(a->type)),
+             "rem operands must share a numeric dtype");
+  ExprNode n;
+  n.kind = ExprKind::Rem;
+  n.type = a->type;
+  n.args = {std::move(a), std::move(b)};
+  return makeExpr(std::move(n));
+}
+
+Expr call(const std::string &name, std::vector<Expr> args) {
+  NNC_ASSERT(!args.empty() && args[0] &&
+                 (args[0]->type == DType::F32 || args[0]->type == DType::F64),
+             "call {}: operands must be f32 or f64", name);
+  ExprNode n;
+  n.kind = ExprKind::Call;
+  n.type = args[0]->type;
+  n.name = name;
+  n.args = std::move(args);
+  return makeExpr(std::move(n));
+}
+
+Expr strict(Expr e) {
+  if (!e || (e->kind != ExprKind::Op && e->kind != ExprKind::Fma) || e->strict)
+    return e;
+  auto n = std::make_shared<ExprNode>(*e);
+  n->strict = true;
+  return n;
+}
+
 bool isIntImm(const Expr &e, int64_t v) {
   return e && e->kind == ExprKind::IntImm && e->intValue == v;
 }

@@ -1,5 +1,6 @@
-// A slow tree-walking evaluator of kernels (schedule applied), used by tests to check
-// lowering and schedules independently of code generation.
+// A slow tree-walking evaluator of kernels (schedule applied and composites expanded, as the
+// backends see them), used by tests to check lowering and schedules independently of code
+// generation.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -235,6 +236,66 @@ Value castExpr(const Value &v, const ExprNode &e) {
                        e.roundMode);
 }
 
+/// The bits of an f32/f64 as a same-width integer, or back.
+Value bitCastValue(const Value &v, DType to) {
+  Value out;
+  out.type = to;
+  if (v.type == DType::F32) {
+    float f = static_cast<float>(v.f);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    out.i = to == DType::I32 ? int64_t(int32_t(u)) : int64_t(u);
+  } else if (v.type == DType::F64) {
+    std::memcpy(&out.i, &v.f, 8);
+  } else if (to == DType::F32) {
+    uint32_t u = static_cast<uint32_t>(v.i);
+    float f;
+    std::memcpy(&f, &u, 4);
+    out.f = f;
+  } else {
+    std::memcpy(&out.f, &v.i, 8);
+  }
+  return out;
+}
+
+/// The truncating remainder; an integer divisor of 0 (or -1, signed) gives 0, where the
+/// backends' instructions are undefined (the expansion of mod and fmod never lets them see it).
+Value remValue(const Value &a, const Value &b) {
+  Value out;
+  out.type = a.type;
+  if (a.type == DType::F32)
+    out.f = std::fmod(static_cast<float>(a.f), static_cast<float>(b.f));
+  else if (isFloat(a.type))
+    out.f = std::fmod(a.f, b.f);
+  else if (b.i == 0 || (isSignedInteger(a.type) && b.i == -1))
+    out.i = 0;
+  else if (isSignedInteger(a.type))
+    out.i = a.i % b.i;
+  else
+    out.i = static_cast<int64_t>(a.u() % b.u());
+  return out;
+}
+
+/// A Call of one of kMathFunctions, in the precision of `t`.
+Value callValue(const std::string &name, DType t, const std::vector<Value> &args) {
+  auto apply = [&](auto x, auto y) -> double {
+    if (name == "exp")
+      return std::exp(x);
+    if (name == "tanh")
+      return std::tanh(x);
+    if (name == "erf")
+      return std::erf(x);
+    NNC_ASSERT(name == "pow", "evaluator: unknown math function '{}'", name);
+    return std::pow(x, y);
+  };
+  Value out;
+  out.type = t;
+  double y = args.size() > 1 ? args[1].f : 0.0;
+  out.f = t == DType::F32 ? apply(static_cast<float>(args[0].f), static_cast<float>(y))
+                          : apply(args[0].f, y);
+  return out;
+}
+
 struct Evaluator {
   const Kernel &k;
   const std::vector<void *> &buffers;
@@ -347,6 +408,24 @@ struct Evaluator {
         args[2] = args[1];
       return evalOp(e->op, e->type, args);
     }
+    case ExprKind::BitCast:
+      return bitCastValue(expr(e->args[0]), e->type);
+    case ExprKind::Fma: {
+      Value a = expr(e->args[0]), b = expr(e->args[1]), c = expr(e->args[2]);
+      Value out;
+      out.type = e->type;
+      out.f = e->type == DType::F32 ? double(std::fma(float(a.f), float(b.f), float(c.f)))
+                                    : std::fma(a.f, b.f, c.f);
+      return out;
+    }
+    case ExprKind::Rem:
+      return remValue(expr(e->args[0]), expr(e->args[1]));
+    case ExprKind::Call: {
+      std::vector<Value> args;
+      for (const Expr &a : e->args)
+        args.push_back(expr(a));
+      return callValue(e->name, e->type, args);
+    }
     }
     return Value();
   }
@@ -446,7 +525,7 @@ Error evaluateKernel(const Kernel &k, const std::vector<void *> &buffers) {
       return makeError("kernel {}: buffer '{}' is null", k.name, k.buffers[b].name);
   // Invalid kernels get the verifier's message instead of undefined results.
   NNC_TRY(verifyKernel(k));
-  NNC_ASSIGN_OR_RETURN(Stmt body, applySchedule(k));
+  NNC_ASSIGN_OR_RETURN(Stmt body, codegenBody(k));
   Evaluator ev{k, buffers, {}, {}};
   ev.stmt(body);
   if (!ev.failure.empty())

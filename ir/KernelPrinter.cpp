@@ -51,6 +51,13 @@ struct Printer {
     return s + std::string(dtypeName(t));
   }
 
+  std::string call(const std::string &name, const std::vector<Expr> &args) const {
+    std::string s = name + "(";
+    for (size_t k = 0; k < args.size(); ++k)
+      s += (k ? ", " : "") + expr(args[k]);
+    return s + ")";
+  }
+
   std::string expr(const Expr &e, bool nested = false) const {
     if (!e)
       return "<null>";
@@ -78,16 +85,21 @@ struct Printer {
     }
     case ExprKind::Op: {
       const char *in = infix(e->op);
-      if (in && e->args.size() == 2) {
+      if (in && e->args.size() == 2 && !e->strict) {
         std::string s = expr(e->args[0], true) + " " + in + " " + expr(e->args[1], true);
         return nested ? "(" + s + ")" : s;
       }
-      std::string s(opInfo(e->op).name);
-      s += "(";
-      for (size_t k = 0; k < e->args.size(); ++k)
-        s += (k ? ", " : "") + expr(e->args[k]);
-      return s + ")";
+      return call(std::string(opInfo(e->op).name) + (e->strict ? ".strict" : ""), e->args);
     }
+    case ExprKind::BitCast:
+      return fmt::format("bitcast<{}>({})", dtypeName(e->type),
+                         e->args.empty() ? "?" : expr(e->args[0]));
+    case ExprKind::Fma:
+      return call("fma", e->args);
+    case ExprKind::Rem:
+      return call("rem", e->args);
+    case ExprKind::Call:
+      return call("libm." + e->name, e->args);
     }
     return "?";
   }

@@ -50,7 +50,11 @@ Expr substitute(const Expr &e, const std::string &name, const Expr &with) {
   case ExprKind::Var: return e->name == name ? with : e;
   case ExprKind::Load:
   case ExprKind::Op:
-  case ExprKind::Cast: {
+  case ExprKind::Cast:
+  case ExprKind::BitCast:
+  case ExprKind::Fma:
+  case ExprKind::Rem:
+  case ExprKind::Call: {
     std::vector<Expr> args;
     bool changed = false;
     for (const Expr &a : e->args) {
@@ -61,7 +65,7 @@ Expr substitute(const Expr &e, const std::string &name, const Expr &with) {
       return e;
     if (e->kind == ExprKind::Load)
       return load(e->buffer, e->type, args[0]);
-    if (e->kind == ExprKind::Op)
+    if (e->kind == ExprKind::Op && !e->strict)
       return op(e->op, std::move(args)); // refolds index arithmetic
     auto n = std::make_shared<ExprNode>(*e);
     n->args = std::move(args);

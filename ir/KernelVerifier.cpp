@@ -135,6 +135,48 @@ struct Verifier {
         return fail(fmt::format("cast to {} with round mode '{}' (up, down or nearest)",
                                 dtypeName(e->type), e->roundMode));
       return Error::success();
+    case ExprKind::BitCast: {
+      if (e->args.size() != 1)
+        return fail("bitcast without exactly one operand");
+      NNC_TRY(expr(e->args[0]));
+      DType from = e->args[0]->type, to = e->type;
+      bool ok = (from == DType::F32 && (to == DType::I32 || to == DType::U32)) ||
+                (to == DType::F32 && (from == DType::I32 || from == DType::U32)) ||
+                (from == DType::F64 && (to == DType::I64 || to == DType::U64)) ||
+                (to == DType::F64 && (from == DType::I64 || from == DType::U64));
+      if (!ok)
+        return fail(fmt::format("bitcast from {} to {}", dtypeName(from), dtypeName(to)));
+      return Error::success();
+    }
+    case ExprKind::Fma:
+    case ExprKind::Rem:
+    case ExprKind::Call: {
+      const char *what = e->kind == ExprKind::Fma   ? "fma"
+                         : e->kind == ExprKind::Rem ? "rem"
+                                                    : "call";
+      size_t arity = e->kind == ExprKind::Fma ? 3 : 2;
+      if (e->kind == ExprKind::Call) {
+        arity = 0;
+        for (const MathFunction &m : kMathFunctions)
+          if (e->name == m.name)
+            arity = static_cast<size_t>(m.arity);
+        if (!arity)
+          return fail(fmt::format("call of unknown math function '{}'", e->name));
+      }
+      if (e->args.size() != arity)
+        return fail(fmt::format("{} takes {} operands, got {}", what, arity, e->args.size()));
+      for (const Expr &a : e->args) {
+        NNC_TRY(expr(a));
+        if (a->type != e->type)
+          return fail(fmt::format("{} of {} has an operand of {}", what, dtypeName(e->type),
+                                  dtypeName(a->type)));
+      }
+      bool floatOnly = e->kind != ExprKind::Rem;
+      if (floatOnly ? (e->type != DType::F32 && e->type != DType::F64)
+                    : !(isFloat(e->type) || isInteger(e->type)))
+        return fail(fmt::format("{} on {}", what, dtypeName(e->type)));
+      return Error::success();
+    }
     }
     return fail("unknown expression kind");
   }

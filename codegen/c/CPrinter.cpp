@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "nnc/ir/FastMath.h"
 #include "nnc/support/Float16.h"
 #include "nnc/support/FloatFormats.h"
 
@@ -221,6 +220,28 @@ std::string CPrinter::expr(const kir::Expr &ep) {
     return loadElement(k_->buffers[e.buffer].dtype, bufferName(e.buffer), expr(e.args[0]));
   }
   case kir::ExprKind::Op: return opExpr(e);
+  case kir::ExprKind::BitCast:
+    if (e.args.size() != 1)
+      return fail("bitcast needs one operand");
+    return bitCast(expr(e.args[0]), e.type);
+  case kir::ExprKind::Fma:
+  case kir::ExprKind::Rem:
+  case kir::ExprKind::Call: {
+    std::vector<std::string> a;
+    for (const kir::Expr &x : e.args)
+      a.push_back(expr(x));
+    std::string args = fmt::format("({})", fmt::join(a, ", "));
+    if (e.kind == kir::ExprKind::Call)
+      return mathFn(e.name.c_str(), e.type) + args;
+    if (e.kind == kir::ExprKind::Fma)
+      return mathFn("fma", e.type) + args;
+    if (a.size() != 2)
+      return fail("rem needs two operands");
+    if (isFloat(e.type))
+      return roundTo(e.type, mathFn("fmod", e.type) + args);
+    // The expansion of mod/fmod keeps the divisor away from 0 and -1.
+    return fmt::format("(({})({} % {}))", computeType(e.type), a[0], a[1]);
+  }
   case kir::ExprKind::Cast: {
     if (e.args.size() != 1)
       return fail("cast needs one operand");
@@ -342,23 +363,6 @@ std::string CPrinter::opExpr(const kir::ExprNode &e) {
     else
       r = a[0];
     break;
-  case OpKind::Sign:
-    if (!arity(1)) break;
-    if (f || s)
-      r = floatOrIntHelper(e.op, t) + paren(a[0]);
-    else
-      r = fmt::format("(({})({} != 0))", ct, a[0]);
-    break;
-  case OpKind::Exp:
-  case OpKind::Tanh:
-  case OpKind::Erf:
-    if (!arity(1))
-      break;
-    if (t != DType::F64)
-      r = fastMathHelper(e.op) + paren(a[0]);
-    else
-      r = fn1(e.op == OpKind::Exp ? "exp" : e.op == OpKind::Tanh ? "tanh" : "erf");
-    break;
   case OpKind::Log: if (arity(1)) r = fn1("log"); break;
   case OpKind::Sqrt: if (arity(1)) r = fn1("sqrt"); break;
   case OpKind::Sin: if (arity(1)) r = fn1("sin"); break;
@@ -374,49 +378,23 @@ std::string CPrinter::opExpr(const kir::ExprNode &e) {
   case OpKind::Atanh: if (arity(1)) r = fn1("atanh"); break;
   case OpKind::Floor: if (arity(1)) r = fn1("floor"); break;
   case OpKind::Ceil: if (arity(1)) r = fn1("ceil"); break;
-  case OpKind::Round: if (arity(1)) r = fn1("rint"); break; // ties to even
-  case OpKind::Reciprocal:
-    if (arity(1)) r = fmt::format("({} / {})", literal(1, t == DType::F64 ? t : DType::F32), a[0]);
-    break;
-  case OpKind::Sigmoid:
-    if (t != DType::F64 && arity(1)) {
-      r = fastMathHelper(e.op) + paren(a[0]);
-      break;
-    }
-    [[fallthrough]];
-  case OpKind::Pow:
   case OpKind::Min:
   case OpKind::Max:
   case OpKind::Div:
-  case OpKind::Mod:
-  case OpKind::FMod:
   case OpKind::ShiftLeft:
   case OpKind::ShiftRight: {
-    size_t n = e.op == OpKind::Sigmoid ? 1 : 2;
-    if (!arity(n)) break;
+    if (!arity(2))
+      break;
     if (f && e.op == OpKind::Div) {
       r = bin("/");
-    } else if (f && e.op == OpKind::FMod) {
-      r = mathFn("fmod", t) + fmt::format("({}, {})", a[0], a[1]);
-    } else if (f && e.op == OpKind::Pow) {
-      r = mathFn("pow", t) + fmt::format("({}, {})", a[0], a[1]);
     } else if (!f && (e.op == OpKind::Min || e.op == OpKind::Max)) {
       r = e.op == OpKind::Min ? fmt::format("({1} < {0} ? {1} : {0})", a[0], a[1])
                               : fmt::format("({0} < {1} ? {1} : {0})", a[0], a[1]);
     } else {
-      std::string h = floatOrIntHelper(e.op, t);
-      r = n == 1 ? h + paren(a[0]) : fmt::format("{}({}, {})", h, a[0], a[1]);
+      r = fmt::format("{}({}, {})", floatOrIntHelper(e.op, t), a[0], a[1]);
     }
     break;
   }
-  case OpKind::IsNaN:
-    if (arity(1)) r = fmt::format("({0} != {0})", a[0]);
-    isBoolResult = true;
-    break;
-  case OpKind::IsInf:
-    if (arity(1)) r = fmt::format("({} == {})", fn1("fabs"), literal(INFINITY, t == DType::F64 ? t : DType::F32));
-    isBoolResult = true;
-    break;
   case OpKind::Not: if (arity(1)) r = paren("!" + a[0]); break;
   case OpKind::BitNot: if (arity(1)) r = fmt::format("(({})~{})", ct, a[0]); break;
   case OpKind::Add:
@@ -474,19 +452,6 @@ std::string CPrinter::floatOrIntHelper(OpKind op, DType t) {
   std::string zero = f ? literal(0, t == DType::F64 ? t : DType::F32) : "0";
   std::string name, body;
   switch (op) {
-  case OpKind::Sign:
-    name = "nnc_sign_" + tn;
-    if (f)
-      body = fmt::format("if (a != a) return a; return a > 0 ? {} : (a < 0 ? -{} : {});", one,
-                         one, zero);
-    else
-      body = fmt::format("return a > 0 ? ({0})1 : (a < 0 ? ({0})-1 : ({0})0);", ct);
-    break;
-  case OpKind::Sigmoid:
-    name = "nnc_sigmoid_" + tn;
-    body = fmt::format("{0} e = {1}(-{2}(a)); {0} d = {3} + e; return a >= 0 ? {3} / d : e / d;",
-                       ct, mathFn("exp", t), mathFn("fabs", t), one);
-    break;
   case OpKind::Min:
   case OpKind::Max:
     name = std::string(op == OpKind::Min ? "nnc_min_" : "nnc_max_") + tn;
@@ -494,41 +459,11 @@ std::string CPrinter::floatOrIntHelper(OpKind op, DType t) {
                        literal(NAN, t == DType::F64 ? t : DType::F32),
                        op == OpKind::Min ? "b < a ? b : a" : "a < b ? b : a");
     break;
-  case OpKind::Mod:
-    if (f) {
-      name = "nnc_pymod_" + tn;
-      body = fmt::format("{0} r = {1}(a, b); if (r != 0 && ((r < 0) != (b < 0))) return r + b; "
-                         "return r == 0 ? {2}({3}, b) : r;",
-                         ct, mathFn("fmod", t), mathFn("copysign", t), zero);
-      break;
-    }
-    [[fallthrough]];
-  case OpKind::FMod:
   case OpKind::Div:
-    name = std::string(op == OpKind::Div ? "nnc_div_" : op == OpKind::Mod ? "nnc_mod_" : "nnc_rem_") + tn;
-    if (op == OpKind::Div) {
-      body = fmt::format("if (b == 0) return 0; {}return ({})(a / b);",
-                         s ? fmt::format("if (b == -1) return ({})(({})0 - ({})a); ", ct, ut, ut)
-                           : "",
-                         ct);
-    } else {
-      body = fmt::format("if (b == 0{}) return 0; {} r = ({})(a % b); ", s ? " || b == -1" : "", ct,
-                         ct);
-      if (op == OpKind::Mod && s)
-        body += fmt::format("if (r != 0 && ((r < 0) != (b < 0))) r = ({})(r + b); ", ct);
-      body += "return r;";
-    }
-    break;
-  case OpKind::Pow:
-    name = "nnc_ipow_" + tn;
-    body.clear();
-    if (s)
-      body += fmt::format("if (b < 0) return a == 1 ? ({0})1 : (a == -1 ? ((b & 1) ? ({0})-1 : "
-                          "({0})1) : ({0})0); ",
-                          ct);
-    body += fmt::format("{0} r = 1; {0} x = ({0})a; {0} e = ({0})b; while (e != 0) {{ if (e & 1) r = ({0})(r "
-                        "* x); x = ({0})(x * x); e >>= 1; }} return ({1})r;",
-                        ut, ct);
+    name = "nnc_div_" + tn;
+    body = fmt::format(
+        "if (b == 0) return 0; {}return ({})(a / b);",
+        s ? fmt::format("if (b == -1) return ({})(({})0 - ({})a); ", ct, ut, ut) : "", ct);
     break;
   case OpKind::ShiftLeft:
   case OpKind::ShiftRight:
@@ -538,66 +473,7 @@ std::string CPrinter::floatOrIntHelper(OpKind op, DType t) {
     break;
   default: return fail(fmt::format("no helper for op {}", opInfo(op).name));
   }
-  bool unary = op == OpKind::Sign || op == OpKind::Sigmoid;
-  need(name, fmt::format("static inline {0} {1}({0} a{2}) {{ {3} }}", ct, name,
-                         unary ? "" : ", " + ct + " b", body));
-  return name;
-}
-
-std::string CPrinter::fastMathHelper(OpKind op) {
-  // FastMath.h's builder writing C: each value becomes a local of the helper's body.
-  struct Builder {
-    using F = std::string;
-    using I = std::string;
-    using M = std::string;
-    CPrinter &p;
-    std::string ft, ut, body;
-    int n = 0;
-    std::string let(const std::string &type, const std::string &value) {
-      std::string name = fmt::format("v{}", n++);
-      body += fmt::format("{} {} = {}; ", type, name, value);
-      return name;
-    }
-    F f(double v) { return p.literal(v, DType::F32); }
-    I u(uint32_t v) { return fmt::format("{}u", v); }
-    F add(F a, F b) { return let(ft, a + " + " + b); }
-    F sub(F a, F b) { return let(ft, a + " - " + b); }
-    F mul(F a, F b) { return let(ft, a + " * " + b); }
-    F div(F a, F b) { return let(ft, a + " / " + b); }
-    F neg(F a) { return let(ft, "-" + a); }
-    F abs(F a) { return let(ft, p.mathFn("fabs", DType::F32) + "(" + a + ")"); }
-    F fma(F a, F b, F c) {
-      return let(ft, fmt::format("{}({}, {}, {})", p.mathFn("fma", DType::F32), a, b, c));
-    }
-    M lt(F a, F b) { return "(" + a + " < " + b + ")"; }
-    M gt(F a, F b) { return "(" + a + " > " + b + ")"; }
-    F select(M m, F a, F b) { return let(ft, m + " ? " + a + " : " + b); }
-    I bits(F a) { return let(ut, p.floatAsUint() + "(" + a + ")"); }
-    F fromBits(I a) { return let(ft, p.uintAsFloat() + "(" + a + ")"); }
-    I iadd(I a, I b) { return let(ut, a + " + " + b); }
-    I isub(I a, I b) { return let(ut, a + " - " + b); }
-    I shl(I a, int s) { return let(ut, fmt::format("{} << {}", a, s)); }
-  };
-  Builder b{*this, computeType(DType::F32), computeType(DType::U32), "", 0};
-  std::string r, name;
-  switch (op) {
-  case OpKind::Exp:
-    name = "nnc_exp_f32", r = fastmath::exp(b, std::string("a"));
-    break;
-  case OpKind::Sigmoid:
-    name = "nnc_sigmoid_f32", r = fastmath::sigmoid(b, std::string("a"));
-    break;
-  case OpKind::Tanh:
-    name = "nnc_tanh_f32", r = fastmath::tanh(b, std::string("a"));
-    break;
-  case OpKind::Erf:
-    name = "nnc_erf_f32", r = fastmath::erf(b, std::string("a"));
-    break;
-  default:
-    return fail(fmt::format("no fast-math helper for op {}", opInfo(op).name));
-  }
-  need(name,
-       fmt::format("static inline {0} {1}({0} a) {{ {2}return {3}; }}", b.ft, name, b.body, r));
+  need(name, fmt::format("static inline {0} {1}({0} a, {0} b) {{ {2} }}", ct, name, body));
   return name;
 }
 

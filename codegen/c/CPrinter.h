@@ -48,6 +48,8 @@ protected:
   /// The bits of a float as an unsigned 32-bit value and back (function names).
   virtual std::string floatAsUint() = 0;
   virtual std::string uintAsFloat() = 0;
+  /// The bits of `v` as `to` (a same-width float or integer type: Kernel.h's BitCast).
+  virtual std::string bitCast(const std::string &v, DType to) = 0;
   /// The name of math function `name` ("exp") for values of `t` (C: expf for float).
   virtual std::string mathFn(const char *name, DType t);
   /// Defines a helper named `name` (once) with the given code.
@@ -74,8 +76,6 @@ private:
 
   // Helpers, generated on first use; each returns its name.
   std::string floatOrIntHelper(OpKind op, DType t);
-  /// FastMath.h's f32 exp, sigmoid, tanh or erf as a helper function.
-  std::string fastMathHelper(OpKind op);
   std::string roundBf16Helper();
   std::string roundF64Helper(DType to);
   std::string storageHelper(bool encode, DType t);

@@ -5,7 +5,6 @@
 // convert from and to the storage type. An op whose result is f16/bf16 is rounded to that
 // format right away, so a fused chain gives the numbers of the node-by-node interpreter.
 #include "llvm/Emitter.h"
-#include "nnc/ir/FastMath.h"
 #include "nnc/support/FloatFormats.h"
 
 #include <functional>
@@ -43,32 +42,6 @@ struct Binding {
   DType type = DType::I64;
 };
 using Scope = std::map<std::string, Binding>;
-
-/// FastMath.h's builder over LLVM IR: F is an f32 scalar or vector, I the i32 of its shape.
-struct IrMathBuilder {
-  using F = Value *;
-  using I = Value *;
-  using M = Value *;
-  IRBuilder<> &b;
-  Type *fty, *ity;
-  F f(double v) { return llvm::ConstantFP::get(fty, v); }
-  I u(uint32_t v) { return llvm::ConstantInt::get(ity, v); }
-  F add(F x, F y) { return b.CreateFAdd(x, y); }
-  F sub(F x, F y) { return b.CreateFSub(x, y); }
-  F mul(F x, F y) { return b.CreateFMul(x, y); }
-  F div(F x, F y) { return b.CreateFDiv(x, y); }
-  F neg(F x) { return b.CreateFNeg(x); }
-  F abs(F x) { return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x); }
-  F fma(F x, F y, F z) { return b.CreateIntrinsic(llvm::Intrinsic::fma, {fty}, {x, y, z}); }
-  M lt(F x, F y) { return b.CreateFCmpOLT(x, y); }
-  M gt(F x, F y) { return b.CreateFCmpOGT(x, y); }
-  F select(M m, F x, F y) { return b.CreateSelect(m, x, y); }
-  I bits(F x) { return b.CreateBitCast(x, ity); }
-  F fromBits(I x) { return b.CreateBitCast(x, fty); }
-  I iadd(I x, I y) { return b.CreateAdd(x, y); }
-  I isub(I x, I y) { return b.CreateSub(x, y); }
-  I shl(I x, int n) { return b.CreateShl(x, llvm::ConstantInt::get(ity, n)); }
-};
 
 class KernelEmitter {
 public:
@@ -201,23 +174,12 @@ private:
   Value *emitCast(Value *v, DType from, DType to);
   Value *emitStorageCast(Value *v, DType from, const kir::ExprNode &e);
   Value *emitOp(const kir::ExprNode &e);
+  Value *emitPrimitive(const kir::ExprNode &e);
   Value *emitExpr(const kir::Expr &e);
-  Value *intPow(Value *a, Value *b, DType t);
   Value *libm(const char *fname, Value *a) {
     bool dbl = a->getType()->isDoubleTy();
     std::string name = dbl ? fname : std::string(fname) + "f";
     return callHelper(name.c_str(), a->getType(), {a});
-  }
-  /// FastMath.h's expansion `fn` of an f32 value, built as plain instructions (no calls, so
-  /// loops of it vectorize at the target's width) without fast-math flags: FMAs only where
-  /// the algorithm asks, so the numbers are the interpreter's.
-  template <typename Fn> Value *fastMath(Fn fn, Value *a) {
-    llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
-    b_.setFastMathFlags(llvm::FastMathFlags());
-    IrMathBuilder mb{b_, a->getType(), b_.getInt32Ty()};
-    if (auto *vt = llvm::dyn_cast<llvm::VectorType>(a->getType()))
-      mb.ity = llvm::VectorType::get(b_.getInt32Ty(), vt->getElementCount());
-    return fn(mb, a);
   }
   Value *unaryIntrinsic(llvm::Intrinsic::ID id, Value *a) { return b_.CreateUnaryIntrinsic(id, a); }
 
@@ -378,6 +340,12 @@ Value *KernelEmitter::emitExpr(const kir::Expr &ep) {
       return emitStorageCast(emitExpr(e.args[0]), from, e);
     return emitCast(emitExpr(e.args[0]), from, e.type);
   }
+  case kir::ExprKind::BitCast:
+    return b_.CreateBitCast(emitExpr(e.args.at(0)), computeType(e.type));
+  case kir::ExprKind::Fma:
+  case kir::ExprKind::Rem:
+  case kir::ExprKind::Call:
+    return emitPrimitive(e);
   }
   fail("unknown expression kind");
   return poison(e.type);
@@ -473,67 +441,6 @@ Value *KernelEmitter::emitCast(Value *v, DType from, DType to) {
   return b_.CreateTrunc(bits, tt);
 }
 
-Value *KernelEmitter::intPow(Value *a, Value *b, DType t) {
-  // pow by squaring in the operand width (the low bits of the u64 loop of Scalar.h), as an
-  // internal helper function so the loop stays out of the caller's loop nest.
-  Type *it = a->getType();
-  std::string name = fmt::format("nnc.ipow.{}", dtypeName(t));
-  llvm::Function *f = m_.getFunction(name);
-  if (!f) {
-    auto *fty = llvm::FunctionType::get(it, {it, it}, false);
-    f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
-    setTargetAttributes(f, tm_, cpu_);
-    f->addFnAttr(llvm::Attribute::ReadNone);
-    f->addFnAttr(llvm::Attribute::WillReturn);
-    IRBuilder<> fb(c_);
-    auto *entry = llvm::BasicBlock::Create(c_, "entry", f);
-    auto *loop = llvm::BasicBlock::Create(c_, "loop", f);
-    auto *done = llvm::BasicBlock::Create(c_, "done", f);
-    Value *base0 = f->getArg(0), *e0 = f->getArg(1);
-    fb.SetInsertPoint(entry);
-    Value *one = llvm::ConstantInt::get(it, 1), *zero = llvm::ConstantInt::get(it, 0);
-    llvm::BasicBlock *negBlock = nullptr;
-    Value *negResult = nullptr;
-    if (isSigned(t)) {
-      // Negative exponent: 1 for a == 1, ±1 for a == -1, else 0 (truncated real result).
-      negBlock = llvm::BasicBlock::Create(c_, "neg", f);
-      auto *pos = llvm::BasicBlock::Create(c_, "pos", f);
-      fb.CreateCondBr(fb.CreateICmpSLT(e0, zero), negBlock, pos);
-      fb.SetInsertPoint(negBlock);
-      Value *isOne = fb.CreateICmpEQ(base0, one);
-      Value *isMinusOne = fb.CreateICmpEQ(base0, llvm::ConstantInt::getSigned(it, -1));
-      Value *even = fb.CreateICmpEQ(fb.CreateAnd(e0, one), zero);
-      Value *m1 = fb.CreateSelect(even, one, llvm::ConstantInt::getSigned(it, -1));
-      negResult = fb.CreateSelect(isOne, one, fb.CreateSelect(isMinusOne, m1, zero));
-      fb.CreateBr(done);
-      fb.SetInsertPoint(pos);
-    }
-    llvm::BasicBlock *pre = fb.GetInsertBlock();
-    fb.CreateCondBr(fb.CreateICmpEQ(e0, zero), done, loop);
-    fb.SetInsertPoint(loop);
-    llvm::PHINode *r = fb.CreatePHI(it, 2), *base = fb.CreatePHI(it, 2), *e = fb.CreatePHI(it, 2);
-    r->addIncoming(one, pre);
-    base->addIncoming(base0, pre);
-    e->addIncoming(e0, pre);
-    Value *odd = fb.CreateICmpNE(fb.CreateAnd(e, one), zero);
-    Value *r2 = fb.CreateSelect(odd, fb.CreateMul(r, base), r);
-    Value *base2 = fb.CreateMul(base, base);
-    Value *e2 = fb.CreateLShr(e, one);
-    r->addIncoming(r2, loop);
-    base->addIncoming(base2, loop);
-    e->addIncoming(e2, loop);
-    fb.CreateCondBr(fb.CreateICmpEQ(e2, zero), done, loop);
-    fb.SetInsertPoint(done);
-    llvm::PHINode *res = fb.CreatePHI(it, 3);
-    res->addIncoming(one, pre);
-    res->addIncoming(r2, loop);
-    if (negBlock)
-      res->addIncoming(negResult, negBlock);
-    fb.CreateRet(res);
-  }
-  return b_.CreateCall(f, {a, b});
-}
-
 Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
   std::vector<Value *> a;
   for (const kir::Expr &x : e.args)
@@ -553,8 +460,10 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
   }
   bool f = isFloat(t), s = isSigned(t);
   Type *ty = a[typeArg]->getType();
-  // f32, and f16/bf16 computed in f32, take FastMath.h's expansions.
-  bool f32 = ty->getScalarType()->isFloatTy();
+  // Arithmetic of an expansion rounds as written (Kernel.h, ExprNode::strict).
+  llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+  if (e.strict)
+    b_.setFastMathFlags(llvm::FastMathFlags());
   auto need = [&](size_t n) {
     if (a.size() != n) {
       fail("op {} expects {} operands, got {}", opInfo(e.op).name, n, a.size());
@@ -584,26 +493,6 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     else
       r = a[0];
     break;
-  case OpKind::Sign: {
-    if (!need(1))
-      break;
-    Value *mone = f ? fpConst(ty, -1) : llvm::ConstantInt::getSigned(ty, -1);
-    if (f) {
-      Value *v = b_.CreateSelect(b_.CreateFCmpOGT(a[0], zero), one,
-                                 b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero), mone, zero));
-      r = b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[0]), a[0], v);
-    } else if (s) {
-      r = b_.CreateSelect(b_.CreateICmpSGT(a[0], zero), one,
-                          b_.CreateSelect(b_.CreateICmpSLT(a[0], zero), mone, zero));
-    } else {
-      r = b_.CreateZExt(b_.CreateICmpNE(a[0], zero), ty);
-    }
-    break;
-  }
-  case OpKind::Exp:
-    if (need(1))
-      r = f32 ? fastMath(fastmath::exp<IrMathBuilder>, a[0]) : unaryIntrinsic(I::exp, a[0]);
-    break;
   case OpKind::Log:
     if (need(1))
       r = unaryIntrinsic(I::log, a[0]);
@@ -627,14 +516,6 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
   case OpKind::Ceil:
     if (need(1))
       r = unaryIntrinsic(I::ceil, a[0]);
-    break;
-  case OpKind::Round:
-    if (need(1))
-      r = unaryIntrinsic(I::roundeven, a[0]);
-    break;
-  case OpKind::Reciprocal:
-    if (need(1))
-      r = b_.CreateFDiv(one, a[0]);
     break;
   case OpKind::Tan:
     if (need(1))
@@ -660,10 +541,6 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     if (need(1))
       r = libm("cosh", a[0]);
     break;
-  case OpKind::Tanh:
-    if (need(1))
-      r = f32 ? fastMath(fastmath::tanh<IrMathBuilder>, a[0]) : libm("tanh", a[0]);
-    break;
   case OpKind::Asinh:
     if (need(1))
       r = libm("asinh", a[0]);
@@ -675,32 +552,6 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
   case OpKind::Atanh:
     if (need(1))
       r = libm("atanh", a[0]);
-    break;
-  case OpKind::Erf:
-    if (need(1))
-      r = f32 ? fastMath(fastmath::erf<IrMathBuilder>, a[0]) : libm("erf", a[0]);
-    break;
-  case OpKind::Sigmoid: {
-    if (!need(1))
-      break;
-    if (f32) {
-      r = fastMath(fastmath::sigmoid<IrMathBuilder>, a[0]);
-      break;
-    }
-    // t = e^-|a| is exp(-a) for a >= 0 and exp(a) otherwise: the interpreter's two branches.
-    Value *t = unaryIntrinsic(I::exp, b_.CreateFNeg(unaryIntrinsic(I::fabs, a[0])));
-    Value *den = b_.CreateFAdd(one, t);
-    r = b_.CreateSelect(b_.CreateFCmpOGE(a[0], zero), b_.CreateFDiv(one, den),
-                        b_.CreateFDiv(t, den));
-    break;
-  }
-  case OpKind::IsNaN:
-    if (need(1))
-      r = b_.CreateFCmpUNO(a[0], a[0]);
-    break;
-  case OpKind::IsInf:
-    if (need(1))
-      r = b_.CreateFCmpOEQ(unaryIntrinsic(I::fabs, a[0]), llvm::ConstantFP::getInfinity(ty));
     break;
   case OpKind::Not:
     if (need(1))
@@ -724,27 +575,12 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     if (need(2))
       r = f ? b_.CreateFMul(a[0], a[1]) : b_.CreateMul(a[0], a[1]);
     break;
-  case OpKind::Div:
-  case OpKind::Mod:
-  case OpKind::FMod: {
+  case OpKind::Div: {
     if (!need(2))
       break;
     Value *x = a[0], *y = a[1];
     if (f) {
-      if (e.op == OpKind::Div) {
-        r = b_.CreateFDiv(x, y);
-      } else {
-        r = b_.CreateFRem(x, y);
-        if (e.op == OpKind::Mod) {
-          // Python's %: move a non-zero remainder to the divisor's sign; a zero one takes it.
-          Value *fix =
-              b_.CreateAnd(b_.CreateFCmpUNE(r, zero),
-                           b_.CreateXor(b_.CreateFCmpOLT(r, zero), b_.CreateFCmpOLT(y, zero)));
-          Value *signedZero = b_.CreateBinaryIntrinsic(I::copysign, zero, y);
-          r = b_.CreateSelect(fix, b_.CreateFAdd(r, y),
-                              b_.CreateSelect(b_.CreateFCmpOEQ(r, zero), signedZero, r));
-        }
-      }
+      r = b_.CreateFDiv(x, y);
       break;
     }
     // Integers: division by zero gives 0; for signed types b == -1 is handled apart
@@ -754,30 +590,12 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     Value *isZero = b_.CreateICmpEQ(y, zero);
     Value *isM1 = s ? b_.CreateICmpEQ(y, llvm::ConstantInt::getSigned(ty, -1)) : b_.getFalse();
     Value *safeY = safeConst ? y : b_.CreateSelect(b_.CreateOr(isZero, isM1), one, y);
-    if (e.op == OpKind::Div) {
-      Value *q = s ? b_.CreateSDiv(x, safeY) : b_.CreateUDiv(x, safeY);
-      if (!safeConst)
-        q = b_.CreateSelect(isZero, zero, s ? b_.CreateSelect(isM1, b_.CreateSub(zero, x), q) : q);
-      r = q;
-      break;
-    }
-    Value *rem = s ? b_.CreateSRem(x, safeY) : b_.CreateURem(x, safeY);
-    if (e.op == OpKind::Mod && s) {
-      Value *fix =
-          b_.CreateAnd(b_.CreateICmpNE(rem, zero),
-                       b_.CreateXor(b_.CreateICmpSLT(rem, zero), b_.CreateICmpSLT(y, zero)));
-      rem = b_.CreateSelect(fix, b_.CreateAdd(rem, y), rem);
-    }
+    Value *q = s ? b_.CreateSDiv(x, safeY) : b_.CreateUDiv(x, safeY);
     if (!safeConst)
-      rem = b_.CreateSelect(b_.CreateOr(isZero, isM1), zero, rem);
-    r = rem;
+      q = b_.CreateSelect(isZero, zero, s ? b_.CreateSelect(isM1, b_.CreateSub(zero, x), q) : q);
+    r = q;
     break;
   }
-  case OpKind::Pow:
-    if (!need(2))
-      break;
-    r = f ? b_.CreateBinaryIntrinsic(I::pow, a[0], a[1]) : intPow(a[0], a[1], t);
-    break;
   case OpKind::Min:
   case OpKind::Max: {
     if (!need(2))
@@ -860,6 +678,44 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
   if (r->getType()->isIntegerTy(1) || e.op == OpKind::Select)
     return r;
   return roundTo(e.type, r);
+}
+
+/// Fma, Rem and Call: the primitives beside the elementwise ops (Kernel.h).
+Value *KernelEmitter::emitPrimitive(const kir::ExprNode &e) {
+  std::vector<Value *> a;
+  for (const kir::Expr &x : e.args)
+    a.push_back(emitExpr(x));
+  if (error_)
+    return poison(e.type);
+  // Only the expansions build these: no contraction or reassociation around them.
+  llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+  b_.setFastMathFlags(llvm::FastMathFlags());
+  namespace I = llvm::Intrinsic;
+  switch (e.kind) {
+  case kir::ExprKind::Fma:
+    if (a.size() == 3)
+      return b_.CreateIntrinsic(I::fma, {a[0]->getType()}, a);
+    break;
+  case kir::ExprKind::Rem:
+    if (a.size() != 2)
+      break;
+    if (isFloat(e.type))
+      return roundTo(e.type, b_.CreateFRem(a[0], a[1]));
+    return isSigned(e.type) ? b_.CreateSRem(a[0], a[1]) : b_.CreateURem(a[0], a[1]);
+  case kir::ExprKind::Call:
+    if (e.name == "exp" && a.size() == 1)
+      return unaryIntrinsic(I::exp, a[0]);
+    if (e.name == "pow" && a.size() == 2)
+      return b_.CreateBinaryIntrinsic(I::pow, a[0], a[1]);
+    if ((e.name == "tanh" || e.name == "erf") && a.size() == 1)
+      return libm(e.name.c_str(), a[0]);
+    fail("call of math function '{}' with {} operands", e.name, a.size());
+    return poison(e.type);
+  default:
+    break;
+  }
+  fail("{} with {} operands", printExpr(std::make_shared<kir::ExprNode>(e)), a.size());
+  return poison(e.type);
 }
 
 // ---- Statements ------------------------------------------------------------------------------
@@ -1347,7 +1203,7 @@ Expected<std::unique_ptr<llvm::Module>> emitModule(llvm::LLVMContext &ctx,
   m->setDataLayout(tm.createDataLayout());
   m->setTargetTriple(tm.getTargetTriple().str());
   for (const kir::Kernel &k : kernels) {
-    Expected<kir::Stmt> body = kir::applySchedule(k);
+    Expected<kir::Stmt> body = kir::codegenBody(k);
     if (!body)
       return body.takeError().withContext("kernel " + k.name);
     KernelEmitter em(*m, k, tm, cpu);

@@ -53,6 +53,9 @@ protected:
   }
   std::string floatAsUint() override { return "as_uint"; }
   std::string uintAsFloat() override { return "as_float"; }
+  std::string bitCast(const std::string &v, DType to) override {
+    return fmt::format("as_{}({})", computeType(to), v);
+  }
   std::string mathFn(const char *name, DType) override { return name; }
 
 private:
@@ -150,7 +153,7 @@ Expected<OpenCLProgram> emitOpenCL(const std::vector<kir::Kernel> &kernels,
   OpenCLProgram prog;
   std::string text;
   for (const kir::Kernel &k : kernels) {
-    Expected<kir::Stmt> body = kir::applySchedule(k);
+    Expected<kir::Stmt> body = kir::codegenBody(k);
     if (!body)
       return body.takeError().withContext("kernel " + k.name);
     OpenCLLaunch l;

@@ -1,12 +1,14 @@
 // Accuracy of the f32 exp, sigmoid, tanh and erf (ir/FastMath.h) over the whole float range:
-// every 97th bit pattern and the special values, through the CPU JIT and through the scalar
-// formulas of the interpreter and kernel evaluator, against double-precision references, with
-// the ulp bounds FastMath.h states. The JIT and the interpreter must agree bit for bit.
+// every 97th bit pattern and the special values (pow: a grid and random pairs), through the CPU JIT
+// and through the scalar formulas of the interpreter and kernel evaluator, against double-precision
+// references, with the ulp bounds FastMath.h states. The JIT and the interpreter must agree bit for
+// bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "ThreadPool.h"
@@ -203,6 +205,116 @@ TEST(FastMath, OpenCLWithinStatedUlpsAndAsTheInterpreter) {
     std::printf("%s: max error %.3f ulp (OpenCL) over %lld values\n", name.c_str(), worst,
                 static_cast<long long>(n));
   }
+}
+
+/// (x, y) pairs for pow: every special value against every other and against a few ordinary
+/// ones, then random pairs: x over all finite floats with y in [-4, 4], x in [0.5, 2] with
+/// |y| up to 300 (results near the f32 range, where log|x|'s error is multiplied most), and
+/// negative x with integer y.
+std::pair<std::vector<float>, std::vector<float>> powInputs(int randomPairs) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  std::vector<float> special = {0.0f,  -0.0f,  1.0f,     -1.0f,   2.0f,   -2.0f,   0.5f,
+                                -0.5f, 3.0f,   -3.0f,    0.25f,   1e-45f, -1e-45f, 1e-40f,
+                                3e38f, -3e38f, inf,      -inf,    nan,    1.5f,    -1.5f,
+                                1e10f, 1e-10f, 1.00001f, 0.99999f};
+  std::pair<std::vector<float>, std::vector<float>> p;
+  for (float x : special)
+    for (float y : special) {
+      p.first.push_back(x);
+      p.second.push_back(y);
+    }
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> small(-4.0f, 4.0f), big(-300.0f, 300.0f), near1(0.5f, 2.0f);
+  std::uniform_int_distribution<uint32_t> pattern(0, 0x7f7fffffu), expo(-40, 40);
+  for (int i = 0; i < randomPairs; ++i) {
+    switch (i % 3) {
+    case 0:
+      p.first.push_back(fromBits(pattern(rng))), p.second.push_back(small(rng));
+      break;
+    case 1:
+      p.first.push_back(near1(rng)), p.second.push_back(big(rng));
+      break;
+    default:
+      p.first.push_back(-near1(rng) * 4),
+          p.second.push_back(static_cast<float>(static_cast<int>(expo(rng))));
+      break;
+    }
+  }
+  return p;
+}
+
+/// Checks pow's results against std::pow in double and against the interpreter's formula.
+void checkPow(const std::vector<float> &xs, const std::vector<float> &ys, const float *out,
+              const char *what, double maxUlp) {
+  double worst = 0;
+  float worstX = 0, worstY = 0;
+  int mismatches = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double ref = std::pow(static_cast<double>(xs[i]), static_cast<double>(ys[i]));
+    double err = ulpError(out[i], ref);
+    if (err > worst)
+      worst = err, worstX = xs[i], worstY = ys[i];
+    float interp = scalar::FnPow::apply(xs[i], ys[i], ys[i]);
+    bool same = toBits(out[i]) == toBits(interp) || (std::isnan(out[i]) && std::isnan(interp));
+    if (!same && mismatches++ < 5)
+      ADD_FAILURE() << "pow(" << xs[i] << ", " << ys[i] << "): " << what << " " << out[i]
+                    << ", interpreter " << interp;
+  }
+  EXPECT_LE(worst, maxUlp) << "pow worst at (" << worstX << ", " << worstY << ")";
+  std::printf("pow: max error %.3f ulp (%s) over %zu pairs, worst at (%g, %g)\n", worst, what,
+              xs.size(), worstX, worstY);
+}
+
+constexpr double kPowMaxUlp = 2; ///< The bound FastMath.h states.
+
+TEST(FastMath, PowPairsJitAndInterpreterWithinStatedUlps) {
+  auto [xs, ys] = powInputs(600000);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Kernel k;
+  k.name = "fastmath_pow";
+  k.buffers = {BufferDecl{"x", DType::F32, n, BufferRole::Operand, 0, false},
+               BufferDecl{"y", DType::F32, n, BufferRole::Operand, 1, false},
+               BufferDecl{"out", DType::F32, n, BufferRole::Result, 0, true}};
+  Expr i = var("i");
+  k.body =
+      forLoop("i", intImm(n),
+              store(2, i, kir::op(OpKind::Pow, {load(0, DType::F32, i), load(1, DType::F32, i)})),
+              LoopKind::Vectorized);
+  CodegenOptions o;
+  o.cacheDir = "";
+  o.parallelFor = &nnc_parallel_for;
+  o.cpu.streamingStoreBytes = 0;
+  auto m = compileKernels({k}, o);
+  ASSERT_TRUE(m) << m.takeError().message();
+  std::vector<float> out(n);
+  KernelFn fn = (*m)->lookup(k.name);
+  ASSERT_NE(fn, nullptr);
+  void *bufs[3] = {xs.data(), ys.data(), out.data()};
+  fn(bufs);
+  checkPow(xs, ys, out.data(), "JIT", kPowMaxUlp);
+}
+
+TEST(FastMath, PowPairsOpenCLAsTheInterpreter) {
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (!devices)
+    GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();
+  auto [xs, ys] = powInputs(30000);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Expected<std::unique_ptr<Graph>> g = parseGraph(fmt::format(
+      "graph @pow(%x: f32[{0}], %y: f32[{0}]) -> (f32[{0}]) {{\n  %p = pow(%x, %y) : f32[{0}]\n"
+      "  return %p\n}}\n",
+      n));
+  ASSERT_TRUE(g) << g.error().message();
+  OpenCLOptions opts;
+  opts.cacheDir = "";
+  Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);
+  ASSERT_TRUE(exe) << exe.error().message();
+  Tensor tx = Tensor::zeros(DType::F32, {n}), ty = Tensor::zeros(DType::F32, {n});
+  std::memcpy(tx.data<float>(), xs.data(), n * sizeof(float));
+  std::memcpy(ty.data<float>(), ys.data(), n * sizeof(float));
+  Expected<std::vector<Tensor>> got = (*exe)->run({tx, ty});
+  ASSERT_TRUE(got) << got.error().message();
+  checkPow(xs, ys, (*got)[0].data<float>(), "OpenCL", kPowMaxUlp);
 }
 
 } // namespace

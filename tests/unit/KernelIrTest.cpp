@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "nnc/ir/Kernel.h"
+#include "nnc/ir/ScalarOps.h"
 #include "nnc/support/Float16.h"
 
 using namespace nnc;
@@ -653,3 +656,131 @@ TEST(KernelIr, EvaluatesOpsLikeTheInterpreter) {
                 [](Expr e) { return select(e, floatImm(2), floatImm(3)); })),
             2.0f);
 }
+
+namespace nnc::kir {
+namespace {
+
+/// Calls `fn` on every expression node under `s` (shared nodes once per path).
+void walkExprs(const Stmt &s, const std::function<void(const Expr &)> &fn) {
+  if (!s)
+    return;
+  std::function<void(const Expr &)> rec = [&](const Expr &e) {
+    if (!e)
+      return;
+    fn(e);
+    for (const Expr &a : e->args)
+      rec(a);
+  };
+  for (const Expr &e : {s->extent, s->index, s->value})
+    rec(e);
+  for (const Expr &e : s->args)
+    rec(e);
+  for (const Stmt &c : s->body)
+    walkExprs(c, fn);
+}
+
+/// A kernel storing op(a[i], b[i]...) over n elements of `t` into a buffer of `out`.
+Kernel opKernel(OpKind kind, DType t, DType out, int64_t n) {
+  Kernel k;
+  k.name = "op";
+  k.buffers = {buf("a", t, n, BufferRole::Operand, 0, false),
+               buf("b", t, n, BufferRole::Operand, 1, false),
+               buf("y", out, n, BufferRole::Result, 0, true)};
+  std::vector<Expr> args = {load(0, t, var("i"))};
+  if (opInfo(kind).arity == 2)
+    args.push_back(load(1, t, var("i")));
+  k.body = forLoop("i", intImm(n), store(2, var("i"), op(kind, args)), LoopKind::Vectorized);
+  return k;
+}
+
+} // namespace
+
+TEST(KernelExpand, LeavesOnlyPrimitivesAndVerifies) {
+  const OpKind composites[] = {OpKind::Sigmoid,    OpKind::Erf,   OpKind::Exp,   OpKind::Tanh,
+                               OpKind::Pow,        OpKind::Mod,   OpKind::FMod,  OpKind::Sign,
+                               OpKind::Reciprocal, OpKind::IsNaN, OpKind::IsInf, OpKind::Round};
+  const DType types[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8,
+                         DType::I32, DType::I64, DType::U8,  DType::U64};
+  int expanded = 0;
+  for (OpKind kind : composites)
+    for (DType t : types) {
+      const OpInfo &info = opInfo(kind);
+      if (!typeClassAccepts(info.operandTypes, t))
+        continue;
+      DType out = info.resultClass == ResultClass::BoolResult ? DType::Bool : t;
+      Kernel k = opKernel(kind, t, out, 16);
+      ASSERT_FALSE(verifyKernel(k));
+      Kernel e = k;
+      e.body = expandComposites(k.body);
+      SCOPED_TRACE(printStmt(e.body));
+      walkExprs(e.body, [&](const Expr &x) {
+        EXPECT_FALSE(x->kind == ExprKind::Op && isCompositeOp(x->op)) << printExpr(x);
+      });
+      Error v = verifyKernel(e);
+      EXPECT_FALSE(v) << v.message();
+      ++expanded;
+    }
+  EXPECT_GT(expanded, 60);
+}
+
+TEST(KernelExpand, BindsSharedValuesSoNestingStaysLinear) {
+  // erf(sigmoid(...(x))) nested 10 deep: each expansion uses its operand several times, so
+  // without locals the printed tree would double per level.
+  auto nested = [](int depth) {
+    Kernel k = opKernel(OpKind::Erf, DType::F32, DType::F32, 4);
+    Expr x = load(0, DType::F32, var("i"));
+    for (int d = 0; d < depth; ++d)
+      x = op(d % 2 ? OpKind::Erf : OpKind::Sigmoid, {x});
+    k.body = forLoop("i", intImm(4), store(2, var("i"), x));
+    return printStmt(expandComposites(k.body)).size();
+  };
+  size_t one = nested(2), ten = nested(20);
+  EXPECT_LT(ten, 12 * one) << one << " characters for 2 levels, " << ten << " for 20";
+}
+
+TEST(KernelExpand, EvaluatorAgreesWithTheScalarFormulas) {
+  // The evaluator runs the expanded form; the interpreter's formulas (ScalarOps.h) are the
+  // reference, for operands in buffers (not constants: the guards stay).
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> as = {7, -7, 0, 1, -1, 3, kMin, std::numeric_limits<int64_t>::max()};
+  std::vector<int64_t> bs = {2, -2, 0, 1, -1, 3, 64, -3, kMin};
+  for (OpKind kind : {OpKind::Mod, OpKind::FMod, OpKind::Pow}) {
+    std::vector<int64_t> a, b, want;
+    for (int64_t x : as)
+      for (int64_t y : bs) {
+        a.push_back(x);
+        b.push_back(y);
+        want.push_back(kind == OpKind::Mod    ? scalar::mod(x, y)
+                       : kind == OpKind::FMod ? scalar::fmod(x, y)
+                                              : scalar::pow(x, y));
+      }
+    Kernel k = opKernel(kind, DType::I64, DType::I64, static_cast<int64_t>(a.size()));
+    std::vector<int64_t> got(a.size());
+    Error e = evaluateKernel(k, {a.data(), b.data(), got.data()});
+    ASSERT_FALSE(e) << e.message();
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << opInfo(kind).name << "(" << a[i] << ", " << b[i] << ")";
+  }
+  std::vector<float> fv = {0.0f,  -0.0f,      0.5f,  -0.5f,     1.5f, 2.5f,
+                           -2.5f, 8388607.5f, 1e30f, -INFINITY, NAN,  1e-40f};
+  for (OpKind kind : {OpKind::Round, OpKind::Sign, OpKind::Sigmoid, OpKind::Erf}) {
+    Kernel k = opKernel(kind, DType::F32, DType::F32, static_cast<int64_t>(fv.size()));
+    std::vector<float> got(fv.size());
+    Error e = evaluateKernel(k, {fv.data(), fv.data(), got.data()});
+    ASSERT_FALSE(e) << e.message();
+    for (size_t i = 0; i < fv.size(); ++i) {
+      float x = fv[i];
+      float want = kind == OpKind::Round     ? std::nearbyint(x)
+                   : kind == OpKind::Sign    ? scalar::sign(x)
+                   : kind == OpKind::Sigmoid ? scalar::sigmoid(x)
+                                             : scalar::erf(x);
+      uint32_t gb, wb;
+      std::memcpy(&gb, &got[i], 4);
+      std::memcpy(&wb, &want, 4);
+      EXPECT_TRUE(gb == wb || (std::isnan(got[i]) && std::isnan(want)))
+          << opInfo(kind).name << "(" << x << ") = " << got[i] << ", want " << want;
+    }
+  }
+}
+
+} // namespace nnc::kir

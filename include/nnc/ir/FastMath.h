@@ -1,8 +1,9 @@
-// The f32 transcendental functions (exp, sigmoid, tanh, erf) as branch-free arithmetic, written
-// once over a builder so that every backend computes the same numbers: the interpreter and the
-// kernel evaluator run it on floats (ScalarBuilder below, behind Ops.def's formulas), the LLVM
-// emitter builds IR from it (straight-line code the loop vectorizer widens to the target's
-// width: no libm or libmvec call), and the C printer writes it as OpenCL helper functions.
+// The f32 transcendental functions (exp, sigmoid, tanh, erf, pow) as branch-free arithmetic,
+// written once over a builder so that every backend computes the same numbers: the interpreter
+// and the kernel evaluator's formulas run it on floats (ScalarBuilder below, behind Ops.def's
+// formulas), and the expansion of composite ops (ir/KernelExpand.cpp) builds kernel IR from it,
+// which the LLVM emitter and the OpenCL printer translate like any other primitives
+// (straight-line code the loop vectorizer widens to the target's width: no libm call).
 //
 // Accuracy over the whole f32 range (tests/unit/FastMathTest.cpp sweeps it against double
 // references: every 97th bit pattern plus the special values):
@@ -10,6 +11,9 @@
 //   sigmoid  <= 2 ulp, stable for both signs (1/(1+e^-|x|), mirrored for x < 0)
 //   tanh     <= 2 ulp; an odd polynomial for |x| < 0.625, (1-e^-2|x|)/(1+e^-2|x|) beyond
 //   erf      <= 2 ulp; an odd polynomial for |x| < 1, 1 - e^q(|x|) beyond (1 from |x| >= 4)
+//   pow      <= 2 ulp (1.14 the most seen over 40M random pairs); e^(y log|x|) with log|x| and
+//            the product in double-float (two f32s), and every IEEE/C99 special case
+//            (FastMathTest: every special value against every other, random pairs)
 //
 // A builder B has value types F (f32), I (u32) and M (a mask) and these members:
 //   F f(double)                     an f32 constant          I u(uint32_t)   a u32 constant
@@ -20,6 +24,12 @@
 //   I bits(F), F fromBits(I)        the f32 bit pattern and back
 //   I iadd, isub (I, I)             wrapping u32 arithmetic
 //   I shl(I, int)                   shift left
+// and, for pow only:
+//   M eq(F, F)                      ordered equality
+//   M mand, mor (M, M), mnot(M)     mask logic
+//   F floor(F)                      round toward -inf
+//   I shr(I, int)                   logical shift right
+//   I iand, ior (I, I)              bitwise and, or
 #pragma once
 
 #include <cmath>
@@ -48,7 +58,7 @@ template <class B> typename B::F horner(B &b, typename B::F x, std::initializer_
 ///  4. Scale by 2^n as 2^h * 2^(n-h), h = round(x / (2 ln2)), each factor built in the
 ///     exponent bits: both stay normal for n in [-150, 128], so the one rounding happens in the
 ///     last multiply and denormal results are correctly formed.
-template <class B> typename B::F exp(B &b, typename B::F x) {
+template <class B> typename B::F expCore(B &b, typename B::F x, const typename B::F *lo) {
   using F = typename B::F;
   using I = typename B::I;
   x = b.select(b.gt(x, b.f(89.0)), b.f(89.0), x);
@@ -58,6 +68,8 @@ template <class B> typename B::F exp(B &b, typename B::F x) {
   F n = b.sub(k, b.f(shifter));
   F r = b.fma(n, b.f(-0.693145751953125), x);
   r = b.fma(n, b.f(-1.428606765330187045e-06), r);
+  if (lo) // the low part of a double-float argument (pow)
+    r = b.add(r, *lo);
   F p = horner(b, r,
                {0.000198527617612853646278381, 0.00139304355252534151077271,
                 0.00833336077630519866943359, 0.0416664853692054748535156,
@@ -70,6 +82,10 @@ template <class B> typename B::F exp(B &b, typename B::F x) {
   F s1 = b.fromBits(b.shl(b.iadd(kh, b.u(127)), 23));
   F s2 = b.fromBits(b.shl(b.iadd(b.isub(b.bits(k), kh), b.u(127)), 23));
   return b.mul(b.mul(er, s1), s2);
+}
+
+template <class B> typename B::F exp(B &b, typename B::F x) {
+  return expCore(b, x, nullptr);
 }
 
 /// 1/(1+e^-x): with t = e^-|x| in (0, 1], q = 1/(1+t) is the result for x >= 0 and t*q for
@@ -121,6 +137,90 @@ template <class B> typename B::F erf(B &b, typename B::F x) {
   return b.select(b.lt(a, b.f(1.0)), small, big);
 }
 
+/// x^y. Steps:
+///  1. |x| = m * 2^e with m in [sqrt(1/2), sqrt(2)) (denormals scaled by 2^23 first; e comes
+///     out as a float through the 1.5*2^23 shifter, no int->float conversion).
+///  2. log|x| = e ln2 + 2 atanh(s), s = (m-1)/(m+1), |s| <= 0.1716, as a double-float: e*ln2
+///     (ln2 in two parts, the high product exact), 2s and (2/3) s^3 (itself a double-float)
+///     summed exactly, the series' rest s^5 (2/5 + ... + 2/13 s^8) in f32 (under 2e-4 of it).
+///  3. y log|x| as a double-float (the FMA gives the product's error), then e^hi * e^lo with
+///     expCore's reduction taking the low part (0 when hi is beyond the f32 range).
+///  4. Special cases, in C99's order: a negative x takes the sign of an odd integer y (NaN for
+///     a non-integer y); y = +-inf gives 1 for |x| = 1, else +inf or +0 by |x| < 1 and y's sign;
+///     x = +-0 or +-inf gives +0 or +inf (by the signs of y and of log|x|), signed for odd y;
+///     NaN in either operand gives NaN; except that x^0 = 1 and 1^y = 1 for every x and y.
+template <class B> typename B::F pow(B &b, typename B::F x, typename B::F y) {
+  using F = typename B::F;
+  using I = typename B::I;
+  using M = typename B::M;
+  const double shifter = 12582912.0; // 1.5 * 2^23
+  F a = b.abs(x);
+  M denormal = b.lt(a, b.f(0x1p-126));
+  F as = b.select(denormal, b.mul(a, b.f(0x1p23)), a);
+  I bits = b.bits(as);
+  F biased = b.sub(b.fromBits(b.iadd(b.shr(bits, 23), b.bits(b.f(shifter)))), b.f(shifter + 127));
+  F e = b.sub(biased, b.select(denormal, b.f(23.0), b.f(0.0)));
+  F m = b.fromBits(b.ior(b.iand(bits, b.u(0x7fffff)), b.u(0x3f800000)));
+  M high = b.gt(m, b.f(1.41421356237309505));
+  m = b.select(high, b.mul(m, b.f(0.5)), m);
+  e = b.select(high, b.add(e, b.f(1.0)), e);
+  // s = (m - 1) / (m + 1) as sh + sl: m - 1 is exact, m + 1 = dh + dl (two-sum).
+  F num = b.sub(m, b.f(1.0));
+  F dh = b.add(m, b.f(1.0));
+  F dl = b.sub(m, b.sub(dh, b.f(1.0)));
+  F sh = b.div(num, dh);
+  F sl = b.div(b.sub(b.fma(b.neg(sh), dh, num), b.mul(sh, dl)), dh);
+  // The series' leading tail term (2/3) s^3 (up to 1% of log|x|, where its error would be
+  // multiplied by y) in double-float: s^3 to first order in sl, times 2/3 in two parts.
+  F zh = b.mul(sh, sh);
+  F zl = b.fma(sh, sh, b.neg(zh));
+  F ch = b.mul(sh, zh);
+  F cl = b.add(b.fma(sh, zh, b.neg(ch)), b.fma(sh, zl, b.mul(b.mul(zh, sl), b.f(3.0))));
+  const double twoThirds = 2.0 / 3, twoThirdsHi = static_cast<float>(twoThirds);
+  F th = b.mul(ch, b.f(twoThirdsHi));
+  F tl = b.fma(ch, b.f(twoThirds - twoThirdsHi),
+               b.fma(cl, b.f(twoThirdsHi), b.fma(ch, b.f(twoThirdsHi), b.neg(th))));
+  // The rest, s^5 (2/5 + 2/7 s^2 + ... + 2/13 s^8), is under 2e-4 of the sum: f32.
+  F rest = b.mul(b.mul(ch, zh), horner(b, zh, {2.0 / 13, 2.0 / 11, 2.0 / 9, 2.0 / 7, 2.0 / 5}));
+  // e ln2 + 2 sh + th exactly as hh + he (two two-sums), then everything else into the low part.
+  F eh = b.mul(e, b.f(0.693145751953125));
+  F twoS = b.add(sh, sh);
+  F h1 = b.add(eh, twoS);
+  F b1 = b.sub(h1, eh);
+  F e1 = b.add(b.sub(eh, b.sub(h1, b1)), b.sub(twoS, b1));
+  F hh = b.add(h1, th);
+  F b2 = b.sub(hh, h1);
+  F e2 = b.add(b.sub(h1, b.sub(hh, b2)), b.sub(th, b2));
+  F lo = b.add(b.add(b.add(e1, e2), b.add(tl, rest)),
+               b.fma(e, b.f(1.428606765330187045e-06), b.add(sl, sl)));
+  F lh = b.add(hh, lo);
+  F ll = b.sub(lo, b.sub(lh, hh));
+  // y log|x| = ph + pl.
+  F ph = b.mul(y, lh);
+  F pl = b.fma(y, ll, b.fma(y, lh, b.neg(ph)));
+  pl = b.select(b.lt(b.abs(ph), b.f(104.0)), pl, b.f(0.0));
+  F r = expCore(b, ph, &pl);
+  // 4. Special cases.
+  F half = b.mul(y, b.f(0.5));
+  M yInt = b.eq(b.floor(y), y);
+  M yOdd = b.mand(b.mand(yInt, b.lt(b.abs(y), b.f(0x1p24))), b.mnot(b.eq(b.floor(half), half)));
+  F inf = b.f(INFINITY), nan = b.f(NAN), zero = b.f(0.0), one = b.f(1.0);
+  M xNeg = b.lt(x, zero);
+  r = b.select(xNeg, b.select(yInt, b.select(yOdd, b.neg(r), r), nan), r);
+  M yInf = b.eq(b.abs(y), inf);
+  M below = b.lt(a, one), yNeg = b.lt(y, zero);
+  M same = b.mor(b.mand(below, yNeg), b.mand(b.mnot(below), b.mnot(yNeg)));
+  r = b.select(yInf, b.select(b.eq(a, one), one, b.select(same, inf, zero)), r);
+  M xZero = b.eq(a, zero);
+  // x = +-0 or +-inf: +inf for (0, y < 0) and (inf, y > 0), else +0; x's sign for an odd y.
+  F mag = b.select(b.mor(b.mand(xZero, yNeg), b.mand(b.mnot(xZero), b.gt(y, zero))), inf, zero);
+  F signedMag = b.fromBits(b.ior(b.bits(mag), b.iand(b.bits(x), b.u(0x80000000u))));
+  r = b.select(b.mor(xZero, b.eq(a, inf)), b.select(yOdd, signedMag, mag), r);
+  M anyNaN = b.mor(b.mnot(b.eq(x, x)), b.mnot(b.eq(y, y)));
+  r = b.select(anyNaN, nan, r);
+  return b.select(b.mor(b.eq(y, zero), b.eq(x, one)), one, r);
+}
+
 /// The builder on plain floats: the scalar semantics of the interpreter and evaluator.
 struct ScalarBuilder {
   using F = float;
@@ -151,6 +251,14 @@ struct ScalarBuilder {
   I iadd(I a, I b) const { return a + b; }
   I isub(I a, I b) const { return a - b; }
   I shl(I a, int s) const { return a << s; }
+  M eq(F a, F b) const { return a == b; }
+  M mand(M a, M b) const { return a && b; }
+  M mor(M a, M b) const { return a || b; }
+  M mnot(M a) const { return !a; }
+  F floor(F a) const { return std::floor(a); }
+  I shr(I a, int s) const { return a >> s; }
+  I iand(I a, I b) const { return a & b; }
+  I ior(I a, I b) const { return a | b; }
 };
 
 inline float expF32(float x) {
@@ -168,6 +276,10 @@ inline float tanhF32(float x) {
 inline float erfF32(float x) {
   ScalarBuilder b;
   return erf(b, x);
+}
+inline float powF32(float x, float y) {
+  ScalarBuilder b;
+  return pow(b, x, y);
 }
 
 } // namespace nnc::fastmath

@@ -24,6 +24,11 @@
 namespace nnc::kir {
 
 // ---- Expressions -----------------------------------------------------------------------------
+//
+// Lowering builds Ops of any elementwise kind. Backends see the primitive set only (see
+// codegenBody): immediates, Var, Load, Cast, Op of a kind that is not composite (arithmetic,
+// comparisons, logic and bit operations, select, min/max, div, abs, floor/ceil, sqrt, log and
+// the trigonometric and hyperbolic functions but tanh), BitCast, Fma, Rem and Call.
 
 enum class ExprKind : uint8_t {
   IntImm,   ///< An integer constant of `type` (i64 for index math).
@@ -34,7 +39,25 @@ enum class ExprKind : uint8_t {
   Cast,     ///< args[0] converted to `type` (ONNX Cast rules). One side may be a storage-only
             ///< dtype (f8*, f4e2m1, i4, u4, i2, u2: a byte holding the format's bits), with
             ///< `saturate` and `roundMode` as the cast op's attributes.
+  // The primitives below exist for expandComposites() (KernelExpand.cpp); lowering does not
+  // build them.
+  BitCast, ///< The bits of args[0] as `type`: f32 <-> i32/u32, f64 <-> i64/u64.
+  Fma,     ///< args[0] * args[1] + args[2] with one rounding (f32, f64).
+  Rem,     ///< The truncating remainder of args[0] by args[1] (one dtype): C fmod for floats,
+           ///< C % for integers, where the divisor must be neither 0 nor (signed) -1: the
+           ///< expansion of mod/fmod guards it (the evaluator gives 0 there).
+  Call,    ///< The C99 <math.h> function `name` (one of kMathFunctions) of args, of `type`
+           ///< (f32 or f64, the args' dtype): libm or an LLVM intrinsic on the CPU, the
+           ///< built-in of the same name in OpenCL.
 };
+
+/// The math functions a Call may name, with their arity: what f64 still takes from the
+/// platform's math library.
+struct MathFunction {
+  const char *name;
+  int arity;
+};
+inline constexpr MathFunction kMathFunctions[] = {{"exp", 1}, {"tanh", 1}, {"erf", 1}, {"pow", 2}};
 
 struct ExprNode;
 /// Expressions are immutable and shared.
@@ -53,6 +76,11 @@ struct ExprNode {
   bool saturate = true;
   /// Cast to f8e8m0: "up" (the default when empty), "down" or "nearest".
   std::string roundMode;
+  /// Op (float add, sub, mul, div, neg) and Fma: rounds exactly as written. Backends may
+  /// otherwise contract a multiply feeding an add into an FMA (and reassociate an
+  /// accumulation); the expansions of composite ops set it so that every backend computes
+  /// the evaluator's numbers.
+  bool strict = false;
 };
 
 Expr intImm(int64_t v, DType t = DType::I64);
@@ -79,6 +107,13 @@ Expr select(Expr cond, Expr a, Expr b);
 Expr lt(Expr a, Expr b);
 Expr ge(Expr a, Expr b);
 Expr land(Expr a, Expr b);
+/// Primitive builders (see ExprKind).
+Expr bitCast(Expr e, DType to);
+Expr fma(Expr a, Expr b, Expr c);
+Expr rem(Expr a, Expr b);
+Expr call(const std::string &name, std::vector<Expr> args);
+/// `e` (an Op or Fma) with `strict` set.
+Expr strict(Expr e);
 /// True when `e` is an IntImm equal to v.
 bool isIntImm(const Expr &e, int64_t v);
 
@@ -227,6 +262,21 @@ std::string printExpr(const Expr &e);
 /// Checks that loads and stores name existing buffers with matching dtypes, variables are in
 /// scope, types of op operands agree, and (for constant indices) accesses are in bounds.
 Error verifyKernel(const Kernel &k);
+
+/// Composite scalar ops: those expandComposites() rewrites into primitives, so that no backend
+/// implements them (sigmoid, erf, exp, tanh, pow, mod, fmod, sign, reciprocal, is_nan, is_inf,
+/// round).
+bool isCompositeOp(OpKind k);
+
+/// `body` with every composite op rewritten into primitives (Ops without the composites,
+/// Cast, BitCast, Fma, Rem, Call; see KernelExpand.cpp). An operand or intermediate value that
+/// an expansion uses more than once is bound to a Decl before the statement, so the tree-walking
+/// backends emit it once; integer pow adds a loop over the exponent's bits.
+Stmt expandComposites(const Stmt &body);
+
+/// What the backends translate: `k`'s loop nest with its schedule applied, then composites
+/// expanded. Every backend (LLVM, OpenCL) and the kernel evaluator go through it.
+Expected<Stmt> codegenBody(const Kernel &k);
 
 /// Runs a kernel directly on buffers (a slow tree-walking evaluator, used in tests to check
 /// lowering independently of code generation). `buffers[i]` points to buffer i's data.

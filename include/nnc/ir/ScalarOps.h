@@ -131,6 +131,8 @@ template <typename T> T pow(T a, T b) {
       e >>= 1;
     }
     return wrap<T>(result);
+  } else if constexpr (std::is_same_v<T, float>) {
+    return fastmath::powF32(a, b); // f16/bf16 too (computed in f32), as every backend
   } else {
     return std::pow(a, b);
   }
