@@ -163,6 +163,21 @@ TEST(FastMath, VectorizedWithoutCalls) {
     EXPECT_EQ(ir->find(fn), std::string::npos) << fn;
 }
 
+/// `inputs` (f32 vectors) run through `text`'s graph on the OpenCL device (PoCL in CI).
+Expected<std::vector<Tensor>> runOnOpenCL(const std::string &text,
+                                          const std::vector<std::vector<float>> &inputs) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, parseGraph(text));
+  OpenCLOptions opts;
+  opts.cacheDir = "";
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<OpenCLExecutable> exe, OpenCLExecutable::compile(*g, opts));
+  std::vector<Tensor> in;
+  for (const std::vector<float> &v : inputs) {
+    in.push_back(Tensor::zeros(DType::F32, {static_cast<int64_t>(v.size())}));
+    std::memcpy(in.back().data<float>(), v.data(), v.size() * sizeof(float));
+  }
+  return exe->run(in);
+}
+
 TEST(FastMath, OpenCLWithinStatedUlpsAndAsTheInterpreter) {
   // The same sweep (every 997th pattern, to keep PoCL's run short) through OpenCL C, whose
   // helpers come from the same FastMath.h templates.
@@ -171,20 +186,13 @@ TEST(FastMath, OpenCLWithinStatedUlpsAndAsTheInterpreter) {
     GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();
   std::vector<float> xs = sweepInputs(997);
   const int64_t n = static_cast<int64_t>(xs.size());
-  Expected<std::unique_ptr<Graph>> g = parseGraph(
+  Expected<std::vector<Tensor>> got = runOnOpenCL(
       fmt::format("graph @fastmath(%x: f32[{0}]) -> (f32[{0}], f32[{0}], f32[{0}], f32[{0}]) {{\n"
                   "  %e = exp(%x) : f32[{0}]\n  %s = sigmoid(%x) : f32[{0}]\n"
                   "  %t = tanh(%x) : f32[{0}]\n  %r = erf(%x) : f32[{0}]\n"
                   "  return %e, %s, %t, %r\n}}\n",
-                  n));
-  ASSERT_TRUE(g) << g.error().message();
-  OpenCLOptions opts;
-  opts.cacheDir = "";
-  Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);
-  ASSERT_TRUE(exe) << exe.error().message();
-  Tensor in = Tensor::zeros(DType::F32, {n});
-  std::memcpy(in.data<float>(), xs.data(), n * sizeof(float));
-  Expected<std::vector<Tensor>> got = (*exe)->run({in});
+                  n),
+      {xs});
   ASSERT_TRUE(got) << got.error().message();
   ASSERT_EQ(got->size(), 4u);
   for (size_t fi = 0; fi < 4; ++fi) {
@@ -300,19 +308,11 @@ TEST(FastMath, PowPairsOpenCLAsTheInterpreter) {
     GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();
   auto [xs, ys] = powInputs(30000);
   const int64_t n = static_cast<int64_t>(xs.size());
-  Expected<std::unique_ptr<Graph>> g = parseGraph(fmt::format(
-      "graph @pow(%x: f32[{0}], %y: f32[{0}]) -> (f32[{0}]) {{\n  %p = pow(%x, %y) : f32[{0}]\n"
-      "  return %p\n}}\n",
-      n));
-  ASSERT_TRUE(g) << g.error().message();
-  OpenCLOptions opts;
-  opts.cacheDir = "";
-  Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);
-  ASSERT_TRUE(exe) << exe.error().message();
-  Tensor tx = Tensor::zeros(DType::F32, {n}), ty = Tensor::zeros(DType::F32, {n});
-  std::memcpy(tx.data<float>(), xs.data(), n * sizeof(float));
-  std::memcpy(ty.data<float>(), ys.data(), n * sizeof(float));
-  Expected<std::vector<Tensor>> got = (*exe)->run({tx, ty});
+  Expected<std::vector<Tensor>> got =
+      runOnOpenCL(fmt::format("graph @pow(%x: f32[{0}], %y: f32[{0}]) -> (f32[{0}]) {{\n"
+                              "  %p = pow(%x, %y) : f32[{0}]\n  return %p\n}}\n",
+                              n),
+                  {xs, ys});
   ASSERT_TRUE(got) << got.error().message();
   checkPow(xs, ys, (*got)[0].data<float>(), "OpenCL", kPowMaxUlp);
 }

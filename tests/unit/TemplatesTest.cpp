@@ -134,20 +134,16 @@ graph @g(%x: f32[8,64], %w: f32[64,48], %b: f32[48]) -> (f32[8,48]) {
 })",
                           nullptr, true),
                   "matmul epilogue.ndrange_gemm_finish"));
-  EXPECT_TRUE(has(choices(R"(
-graph @g(%x: f16[8,64], %w: f16[64,48]) -> (f16[8,48]) {
-  %y = matmul(%x, %w) : f16[8,48]
+  auto inputs = [](const char *t) {
+    return fmt::format(R"(
+graph @g(%x: {0}[8,64], %w: {0}[64,48]) -> ({0}[8,48]) {{
+  %y = matmul(%x, %w) : {0}[8,48]
   return %y
-})",
-                          nullptr, true),
-                  "matmul matmul.ndrange_tiles"));
-  EXPECT_TRUE(has(choices(R"(
-graph @g(%x: i32[8,64], %w: i32[64,48]) -> (i32[8,48]) {
-  %y = matmul(%x, %w) : i32[8,48]
-  return %y
-})",
-                          nullptr, true),
-                  "matmul matmul.gemm"));
+}})",
+                       t);
+  };
+  EXPECT_TRUE(has(choices(inputs("f16"), nullptr, true), "matmul matmul.ndrange_tiles"));
+  EXPECT_TRUE(has(choices(inputs("i32"), nullptr, true), "matmul matmul.gemm"));
 }
 
 TEST(Templates, MatMul) {
