@@ -2,6 +2,8 @@
 // (include/nnc/ir/Winograd.h).
 #include "nnc/ir/Winograd.h"
 
+#include <algorithm>
+
 #include "nnc/support/Error.h"
 
 namespace nnc {
@@ -55,25 +57,30 @@ Tensor winogradWeight(const Tensor &w, int64_t m, int64_t cPad, int64_t kPad) {
   Tensor u = Tensor::zeros(DType::F32, {a * a, cPad, kPad});
   const float *src = w.data<float>();
   float *dst = u.data<float>();
-  std::vector<double> gg(a * 3);
-  // c outer, k inner: the alpha * alpha rows of U are each written in order.
+  // Blocks of kB output channels (k innermost, so the compiler vectorizes each step over the
+  // block): gather the block's 3 x 3 filters of input channel c, gg = G g (alpha x 3), then
+  // U = gg G^T (alpha x alpha), in double, each U row written as kB contiguous floats.
+  constexpr int64_t kB = 16;
+  double g[9][kB], gg[6][3][kB], out[kB];
   for (int64_t c = 0; c < C; ++c)
-    for (int64_t k = 0; k < K; ++k) {
-      const float *g = src + (k * C + c) * 9;
-      // gg = G g (alpha x 3), then U = gg G^T (alpha x alpha), in double.
+    for (int64_t k0 = 0; k0 < K; k0 += kB) {
+      int64_t nk = std::min<int64_t>(kB, K - k0);
+      for (int64_t q = 0; q < 9; ++q)
+        for (int64_t kk = 0; kk < kB; ++kk)
+          g[q][kk] = kk < nk ? src[((k0 + kk) * C + c) * 9 + q] : 0.0;
       for (int64_t i = 0; i < a; ++i)
-        for (int64_t j = 0; j < 3; ++j) {
-          double s = 0;
-          for (int64_t q = 0; q < 3; ++q)
-            s += t.g[i * 3 + q] * g[q * 3 + j];
-          gg[i * 3 + j] = s;
-        }
+        for (int64_t j = 0; j < 3; ++j)
+          for (int64_t kk = 0; kk < kB; ++kk)
+            gg[i][j][kk] = t.g[i * 3] * g[j][kk] + t.g[i * 3 + 1] * g[3 + j][kk] +
+                           t.g[i * 3 + 2] * g[6 + j][kk];
       for (int64_t i = 0; i < a; ++i)
         for (int64_t j = 0; j < a; ++j) {
-          double s = 0;
-          for (int64_t q = 0; q < 3; ++q)
-            s += gg[i * 3 + q] * t.g[j * 3 + q];
-          dst[((i * a + j) * cPad + c) * kPad + k] = static_cast<float>(s);
+          for (int64_t kk = 0; kk < kB; ++kk)
+            out[kk] = gg[i][0][kk] * t.g[j * 3] + gg[i][1][kk] * t.g[j * 3 + 1] +
+                      gg[i][2][kk] * t.g[j * 3 + 2];
+          float *row = dst + ((i * a + j) * cPad + c) * kPad + k0;
+          for (int64_t kk = 0; kk < nk; ++kk)
+            row[kk] = static_cast<float>(out[kk]);
         }
     }
   return u;
