@@ -63,12 +63,12 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
   const int64_t rowTiles = (m + TM - 1) / TM, colTiles = (n + TN - 1) / TN;
   std::string bx = kb.freshName("gx"), by = kb.freshName("gy"), bz = kb.freshName("gz");
   std::string tx = kb.freshName("tx"), ty = kb.freshName("ty");
-  std::vector<Stmt> body;
+  std::vector<Stmt> batchVars, body;
   // The batch loops' variables, from the flat batch index of NDRange dimension 2.
   int64_t inner = batch;
   for (const auto &[name, extent] : batchLoops) {
     inner /= extent->intValue;
-    body.push_back(kir::decl(
+    batchVars.push_back(kir::decl(
         name, DType::I64, kir::mod(kir::div(kir::var(bz), i64(inner)), i64(extent->intValue))));
   }
   std::vector<Expr> rows(t.rm), cols(t.rn), rowsIn(t.rm), colsIn(t.rn);
@@ -125,7 +125,10 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
         ok = ok ? kir::land(ok, kir::lt(cols[c], i64(n))) : kir::lt(cols[c], i64(n));
       stores.push_back(ok ? kir::ifThen(ok, elem) : elem);
     }
-  std::vector<Stmt> all = std::move(hoisted);
+  // The epilogue's hoisted locals may read the batch variables.
+  std::vector<Stmt> all = std::move(batchVars);
+  for (Stmt &s : hoisted)
+    all.push_back(std::move(s));
   for (Stmt &s : body)
     all.push_back(std::move(s));
   for (Stmt &s : stores)
