@@ -43,8 +43,30 @@ ITERATIONS = {"mlp_b1": 300, "mlp_b32": 200, "lenet_b1": 300, "lenet_b32": 100,
 WARMUP = {"mlp_b1": 30, "mlp_b32": 20, "lenet_b1": 30, "lenet_b32": 10,
           "resnet18_b1": 3, "bert_layer_b1": 3}
 TORCH_PYTHON = "/usr/bin/python3"
-# OpenBLAS 0.3.21 (under Debian's torch) misdetects these CPUs without it (issue 7).
-PEER_ENV = {"OPENBLAS_CORETYPE": "SkylakeX"}
+
+
+def openblas_coretype():
+    """OpenBLAS 0.3.21 (under Debian's torch) misdetects newer CPUs it does not know (issue 7),
+    so name its kernel family from the CPU's features, never its model: SkylakeX with
+    AVX-512, Haswell with AVX2 + FMA, else OpenBLAS's own detection. (A fixed SkylakeX killed
+    every torch peer with SIGILL on an AVX2-only host.)"""
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        return {"OPENBLAS_CORETYPE": "SkylakeX"}
+    if {"avx2", "fma"} <= flags:
+        return {"OPENBLAS_CORETYPE": "Haswell"}
+    return {}
+
+
+PEER_ENV = openblas_coretype()
 
 
 def peer_env(threads):

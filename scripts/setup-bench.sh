@@ -11,7 +11,7 @@ set -euo pipefail
 
 PKGS=(
   libdnnl-dev      # oneDNN: dnnl_sgemm, the bar of the GEMM work (bench/sgemm)
-  libopenblas-dev  # OpenBLAS: cblas_sgemm (bench/sgemm; run with OPENBLAS_CORETYPE=SkylakeX)
+  libopenblas-dev  # OpenBLAS: cblas_sgemm (bench/sgemm; OPENBLAS_CORETYPE=SkylakeX on AVX-512 hosts)
   libeigen3-dev    # Eigen: the third SGEMM peer (also in setup.sh)
   python3-torch python3-torchvision python3-matplotlib
   nodejs
