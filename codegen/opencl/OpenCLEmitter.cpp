@@ -125,10 +125,11 @@ public:
         s->extent && s->extent->kind == kir::ExprKind::IntImm) {
       int64_t n = s->extent->intValue;
       // Work-groups of 64 work-items (two NVIDIA warps, one AMD wavefront) where the device
-      // allows it; a grid smaller than its group runs as one group of the grid's size.
+      // allows it; a smaller grid runs as one group of its size rounded up to a power of two.
+      // The work-items past n return at once.
       int64_t wg = device.workGroupSize1D(n, 64);
-      l.localSize[0] = n >= wg ? wg : 0;
-      l.globalSize[0] = l.localSize[0] ? (n + wg - 1) / wg * wg : std::max<int64_t>(n, 1);
+      l.localSize[0] = wg;
+      l.globalSize[0] = (n + wg - 1) / wg * wg;
       std::string v = varName(s->name);
       out += fmt::format("  long {} = (long)get_global_id(0);\n  if ({} >= {}L) return;\n", v, v, n);
       for (const kir::Stmt &c : s->body) {

@@ -80,7 +80,8 @@ TEST(OpenCLEmitter, EveryElementwiseOpAndCastParsesAsOpenCLC) {
 
 TEST(OpenCLEmitter, WorkGroupsStayWithinTheDevicesLimits) {
   // A 1000-item grid: groups of 64 on a device that allows them, of 32 on one whose
-  // work-groups (or first work-item dimension) stop at 32, one group of 8 for an 8-item grid.
+  // work-groups (or first work-item dimension) stop at 32; small grids as one group (8 items:
+  // 8, 40 items: 64).
   auto launchOf = [](const GpuTarget &device, int64_t items) {
     kir::Kernel k;
     k.name = "k";
@@ -106,6 +107,9 @@ TEST(OpenCLEmitter, WorkGroupsStayWithinTheDevicesLimits) {
   l = launchOf(GpuTarget::generic(), 8);
   EXPECT_EQ(l.localSize[0], 8);
   EXPECT_EQ(l.globalSize[0], 8);
+  l = launchOf(GpuTarget::generic(), 40);
+  EXPECT_EQ(l.localSize[0], 64);
+  EXPECT_EQ(l.globalSize[0], 64);
 }
 
 TEST(OpenCLEmitter, SourceErrorsNameTheLine) {

@@ -24,9 +24,9 @@ struct GpuTarget {
   int preferredFloatVector = 1;      ///< CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT.
   bool fp64 = false, fp16 = false;
 
-  /// The 1-D work-group size for a grid of `items` work-items: `wanted` bounded by the device's
-  /// limits (work-group size and first work-item dimension) and by `items` rounded up to a
-  /// power of two; at least 1.
+  /// The 1-D work-group size for a grid of `items` work-items: the smaller of `wanted` and
+  /// `items` rounded up to a power of two, within the device's limits (work-group size and
+  /// first work-item dimension); at least 1.
   int64_t workGroupSize1D(int64_t items, int64_t wanted) const;
   /// A device description for OpenCL C written without a device at hand (`nnc compile
   /// --target opencl` where no OpenCL device is found): the limits of OpenCL 1.2's full
