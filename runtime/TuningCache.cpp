@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -122,17 +123,23 @@ Expected<std::unique_ptr<TuningCache>> TuningCache::open(const std::string &path
   // keeps the file valid when a process dies mid-transaction.
   sqlite3_busy_timeout(c->db_, 30000);
   if (!readOnly) {
-    NNC_TRY(c->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
-    NNC_TRY(
-        c->exec("CREATE TABLE IF NOT EXISTS tuning("
-                " kind TEXT NOT NULL, signature TEXT NOT NULL, device TEXT NOT NULL,"
-                " space_version INTEGER NOT NULL, config TEXT NOT NULL, median_ms REAL NOT NULL,"
-                " default_ms REAL NOT NULL, trials INTEGER NOT NULL, updated TEXT NOT NULL,"
-                " PRIMARY KEY(signature, device, space_version));"
-                "CREATE TABLE IF NOT EXISTS trials("
-                " signature TEXT NOT NULL, device TEXT NOT NULL, space_version INTEGER NOT NULL,"
-                " config TEXT NOT NULL, ms REAL NOT NULL,"
-                " PRIMARY KEY(signature, device, space_version, config));"));
+    // Two processes opening a new cache at once race to switch it to WAL, and SQLite answers
+    // the loser SQLITE_BUSY at once, without the busy handler: retry that for as long as the
+    // busy timeout. The tables are created under a write lock taken up front (BEGIN
+    // IMMEDIATE waits through the busy handler; a read lock upgraded later would not).
+    NNC_TRY(c->execRetryingBusy("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+    NNC_TRY(c->execRetryingBusy(
+        "BEGIN IMMEDIATE;"
+        "CREATE TABLE IF NOT EXISTS tuning("
+        " kind TEXT NOT NULL, signature TEXT NOT NULL, device TEXT NOT NULL,"
+        " space_version INTEGER NOT NULL, config TEXT NOT NULL, median_ms REAL NOT NULL,"
+        " default_ms REAL NOT NULL, trials INTEGER NOT NULL, updated TEXT NOT NULL,"
+        " PRIMARY KEY(signature, device, space_version));"
+        "CREATE TABLE IF NOT EXISTS trials("
+        " signature TEXT NOT NULL, device TEXT NOT NULL, space_version INTEGER NOT NULL,"
+        " config TEXT NOT NULL, ms REAL NOT NULL,"
+        " PRIMARY KEY(signature, device, space_version, config));"
+        "COMMIT;"));
   }
   return c;
 }
@@ -154,6 +161,24 @@ Expected<std::optional<TuningRecord>> TuningCache::find(const std::string &kind,
   if (rc != SQLITE_DONE)
     return makeError("tuning cache {}: {}", path_, sqlite3_errmsg(db_));
   return std::optional<TuningRecord>();
+}
+
+Error TuningCache::execRetryingBusy(const std::string &sql) {
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    char *msg = nullptr;
+    int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &msg);
+    if (rc == SQLITE_OK)
+      return Error::success();
+    std::string m = msg ? msg : sqlite3_errmsg(db_);
+    sqlite3_free(msg);
+    if (!sqlite3_get_autocommit(db_))
+      (void)exec("ROLLBACK");
+    bool busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+    if (!busy || std::chrono::steady_clock::now() - start > std::chrono::seconds(30))
+      return makeError("tuning cache {}: {}", path_, m);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 Error TuningCache::put(const TuningRecord &r) {

@@ -8,6 +8,7 @@
 
 #include "nnc/codegen/Lowering.h"
 #include "nnc/passes/Specialize.h"
+#include "nnc/runtime/OpenCLDevice.h"
 
 namespace fs = std::filesystem;
 
@@ -180,6 +181,16 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                      "arrives, but inspect and compile need every shape ahead of time",
                      s.error().message());
   return s;
+}
+
+GpuTarget openclCodeTarget(const driver::Target &target) {
+  Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target.platform, target.device);
+  if (d)
+    return d->target();
+  GpuTarget g = GpuTarget::generic();
+  fmt::print(stderr, "nnc: no OpenCL device ({}); writing OpenCL kernels for {}\n",
+             d.error().message(), g.str());
+  return g;
 }
 
 Expected<std::vector<kir::Kernel>>

@@ -53,6 +53,10 @@ Extents defaultExtents(const Value &v);
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                                             const std::vector<std::string> &shapeSpecs,
                                             const driver::Target &target);
+/// The OpenCL device code is written for by inspect and compile: target's device when one is
+/// found here, else GpuTarget::generic() (with a note on stderr saying so).
+GpuTarget openclCodeTarget(const driver::Target &target);
+
 /// Every non-constant node lowered to kernels for `cpu` (or, when `gpu` is given, for that
 /// OpenCL device, with OpenCL's template registry), in order (as the executables do);
 /// `onTemplate` hears each template choice.

@@ -55,13 +55,8 @@ int compileCommand(const CompileOptions &opts) {
   // OpenCL C is written for the device it will run on when there is one here (its limits
   // bound the work-groups), else for GpuTarget::generic().
   std::optional<GpuTarget> gpu;
-  if (opencl) {
-    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->platform, target->device);
-    gpu = d ? d->target() : GpuTarget::generic();
-    if (!d)
-      fmt::print(stderr, "nnc: no OpenCL device ({}); writing OpenCL C for {}\n",
-                 d.error().message(), gpu->str());
-  }
+  if (opencl)
+    gpu = openclCodeTarget(*target);
   Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, target->cpu, gpu ? &*gpu : nullptr);
   if (!kernels)
     return fail(kernels.takeError());

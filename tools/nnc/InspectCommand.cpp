@@ -71,10 +71,10 @@ int inspectKernels(const InspectOptions &o) {
   Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *target);
   if (!g)
     return fail(g.takeError());
-  // OpenCL: the kernels as written for any device (GpuTarget::generic(); inspect probes none).
+  // OpenCL: the kernels as `run` writes them for the device (GpuTarget::generic() without one).
   std::optional<GpuTarget> gpu;
   if (*target == driver::Target::OpenCL)
-    gpu = GpuTarget::generic();
+    gpu = openclCodeTarget(*target);
   std::vector<std::string> choices;
   Expected<std::vector<kir::Kernel>> kernels =
       lowerGraph(**g, *cpu, gpu ? &*gpu : nullptr,

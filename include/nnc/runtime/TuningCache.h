@@ -66,6 +66,9 @@ public:
 private:
   TuningCache() = default;
   Error exec(const std::string &sql);
+  /// exec(), retried for up to 30 s while SQLite answers SQLITE_BUSY or SQLITE_LOCKED without
+  /// waiting (an open transaction is rolled back before each retry).
+  Error execRetryingBusy(const std::string &sql);
   sqlite3 *db_ = nullptr;
   std::string path_;
 };
