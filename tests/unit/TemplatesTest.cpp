@@ -86,6 +86,16 @@ graph @conv(%x: f32[1,{0},{2},{2}]) -> (f32[1,{1},{3},{3}]) {{
                      c, k, hw, out, dense({k, c / group, kernel, kernel}), group, pad, stride);
 }
 
+/// A matmul with a bias and relu (an epilogue the GEMM finishes).
+const char *const kMatMulBiasRelu = R"(
+graph @g(%x: f32[8,64], %w: f32[64,48], %b: f32[48]) -> (f32[8,48]) {
+  %zero = constant {value = dense<f32[]>[0]} : f32[]
+  %m = matmul(%x, %w) : f32[8,48]
+  %h = add(%m, %b) : f32[8,48]
+  %r = max(%h, %zero) : f32[8,48]
+  return %r
+})";
+
 } // namespace
 
 TEST(Templates, RegistryNamesAndSpaces) {
@@ -124,16 +134,7 @@ graph @g(%x: f32[8,64]) -> (f32[8,48]) {{
 }})",
                                    dense({64, 48}));
   EXPECT_TRUE(has(choices(weight, nullptr, true), "matmul matmul.ndrange_tiles"));
-  EXPECT_TRUE(has(choices(R"(
-graph @g(%x: f32[8,64], %w: f32[64,48], %b: f32[48]) -> (f32[8,48]) {
-  %zero = constant {value = dense<f32[]>[0]} : f32[]
-  %m = matmul(%x, %w) : f32[8,48]
-  %h = add(%m, %b) : f32[8,48]
-  %r = max(%h, %zero) : f32[8,48]
-  return %r
-})",
-                          nullptr, true),
-                  "matmul epilogue.ndrange_gemm_finish"));
+  EXPECT_TRUE(has(choices(kMatMulBiasRelu, nullptr, true), "matmul epilogue.ndrange_gemm_finish"));
   auto inputs = [](const char *t) {
     return fmt::format(R"(
 graph @g(%x: {0}[8,64], %w: {0}[64,48]) -> ({0}[8,48]) {{
@@ -197,14 +198,7 @@ TEST(Templates, PlainConv) {
 
 TEST(Templates, Groups) {
   // A matmul with a bias and relu finishes its elementwise epilogue inside the GEMM.
-  std::vector<std::string> ep = choices(R"(
-graph @g(%x: f32[8,64], %w: f32[64,48], %b: f32[48]) -> (f32[8,48]) {
-  %zero = constant {value = dense<f32[]>[0]} : f32[]
-  %m = matmul(%x, %w) : f32[8,48]
-  %h = add(%m, %b) : f32[8,48]
-  %r = max(%h, %zero) : f32[8,48]
-  return %r
-})");
+  std::vector<std::string> ep = choices(kMatMulBiasRelu);
   EXPECT_EQ(ep, std::vector<std::string>{"matmul epilogue.gemm_finish"});
   // softmax(Q K^T) V is one fused attention group.
   std::vector<std::string> at = choices(R"(
