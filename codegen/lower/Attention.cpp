@@ -8,6 +8,7 @@
 
 #include "CompositeUtil.h"
 #include "Templates.h"
+#include "nnc/ir/NNGeometry.h"
 
 namespace nnc::lower {
 namespace {
@@ -61,27 +62,12 @@ Expected<std::vector<kir::Kernel>> lowerAttentionRows(const Node &node, const st
   int64_t total = pastLen + newLen;
 
   // The mask, broadcast over [batch, q_heads, q_len, _]; a short last dim is padded with -inf.
-  int64_t maskLen = 0, maskStride[3] = {0, 0, 0};
+  AttentionMaskLayout mask;
   if (maskVal) {
-    Extents me = extentsOf(maskVal);
-    if (me.empty() || me.size() > 4)
-      return node.error("attn_mask must have rank 1 to 4, got extents {}", extentsStr(me));
-    if (maskVal->dtype() != DType::Bool && !isFloat(maskVal->dtype()))
-      return node.error("attn_mask must be bool or float, got {}", dtypeName(maskVal->dtype()));
-    maskLen = me.back();
-    if (maskLen > total)
-      return node.error("attn_mask length {} exceeds the total sequence length {}", maskLen, total);
-    int64_t lead[3] = {batch, qHeads, qLen};
-    int64_t stride = maskLen;
-    for (size_t i = me.size() - 1; i-- > 0;) {
-      size_t slot = 3 - (me.size() - 1) + i;
-      if (me[i] != 1 && me[i] != lead[slot])
-        return node.error("attn_mask extents {} do not broadcast to [{}, {}, {}, {}]",
-                          extentsStr(me), batch, qHeads, qLen, total);
-      maskStride[slot] = me[i] == 1 ? 0 : stride;
-      stride *= me[i];
-    }
+    NNC_ASSIGN_OR_RETURN(mask, attentionMaskLayout(node, extentsOf(maskVal), maskVal->dtype(),
+                                                   batch, qHeads, qLen, total));
   }
+  const int64_t maskLen = mask.length, *maskStride = mask.strides;
   if (nonpadVal) {
     Extents ne = extentsOf(nonpadVal);
     if (!isInteger(nonpadVal->dtype()) || ne.size() != 1 || ne[0] != batch)

@@ -351,4 +351,28 @@ Expected<ResizePlan> planResize(const Node &node, const Extents &in, const Tenso
   return p;
 }
 
+Expected<AttentionMaskLayout> attentionMaskLayout(const Node &node, const Extents &me, DType t,
+                                                  int64_t batch, int64_t qHeads, int64_t qLen,
+                                                  int64_t total) {
+  if (me.empty() || me.size() > 4)
+    return node.error("attn_mask must have rank 1 to 4, got extents {}", extentsStr(me));
+  if (t != DType::Bool && !isFloat(t))
+    return node.error("attn_mask must be bool or float, got {}", dtypeName(t));
+  AttentionMaskLayout l;
+  l.length = me.back();
+  if (l.length > total)
+    return node.error("attn_mask length {} exceeds the total sequence length {}", l.length, total);
+  int64_t lead[3] = {batch, qHeads, qLen};
+  int64_t stride = l.length;
+  for (size_t i = me.size() - 1; i-- > 0;) {
+    size_t slot = 3 - (me.size() - 1) + i;
+    if (me[i] != 1 && me[i] != lead[slot])
+      return node.error("attn_mask extents {} do not broadcast to [{}, {}, {}, {}]", extentsStr(me),
+                        batch, qHeads, qLen, total);
+    l.strides[slot] = me[i] == 1 ? 0 : stride;
+    stride *= me[i];
+  }
+  return l;
+}
+
 } // namespace nnc

@@ -5,6 +5,7 @@
 
 #include "interp/CompositeSupport.h"
 #include "interp/Kernels.h"
+#include "nnc/ir/NNGeometry.h"
 
 namespace nnc::interp {
 namespace {
@@ -108,32 +109,16 @@ Results evalAttention(const Node &node, const Operands &ops) {
   // The mask: broadcast over [batch, q_heads, q_len, _]; its last dim may be shorter than
   // `total`, the rest counting as masked out (-inf).
   std::vector<double> maskValues;
-  int64_t maskLen = 0;
-  int64_t maskStride[3] = {0, 0, 0};
+  AttentionMaskLayout maskLayout;
   if (mask) {
-    const Extents &me = mask->extents();
-    if (me.empty() || me.size() > 4)
-      return node.error("attn_mask must have rank 1 to 4, got extents {}", extentsStr(me));
-    maskLen = me.back();
-    if (maskLen > total)
-      return node.error("attn_mask length {} exceeds the total sequence length {}", maskLen, total);
-    int64_t lead[3] = {batch, qHeads, qLen};
-    int64_t stride = maskLen;
-    for (size_t i = me.size() - 1; i-- > 0;) {
-      size_t slot = 3 - (me.size() - 1) + i;
-      if (me[i] != 1 && me[i] != lead[slot])
-        return node.error("attn_mask extents {} do not broadcast to [{}, {}, {}, {}]",
-                          extentsStr(me), batch, qHeads, qLen, total);
-      maskStride[slot] = me[i] == 1 ? 0 : stride;
-      stride *= me[i];
-    }
+    NNC_ASSIGN_OR_RETURN(maskLayout, attentionMaskLayout(node, mask->extents(), mask->dtype(),
+                                                         batch, qHeads, qLen, total));
     maskValues = toDoubles(*mask);
     if (mask->dtype() == DType::Bool)
       for (double &m : maskValues)
         m = m != 0 ? 0.0 : kNegInf;
-    else if (!isFloat(mask->dtype()))
-      return node.error("attn_mask must be bool or float, got {}", dtypeName(mask->dtype()));
   }
+  const int64_t maskLen = maskLayout.length, *maskStride = maskLayout.strides;
   std::vector<int64_t> validLen;
   if (nonpad) {
     if (!isInteger(nonpad->dtype()) || nonpad->rank() != 1 || nonpad->dim(0) != batch)

@@ -66,4 +66,15 @@ struct ResizePlan {
 Expected<ResizePlan> planResize(const Node &node, const Extents &in, const Tensor *roi,
                                 const Tensor *scales, const Tensor *sizes);
 
+/// How an attention node's attn_mask of extents `me` and dtype `t` broadcasts over
+/// [batch, qHeads, qLen, total]: its last dim's length (at most `total`; the rest counts as
+/// masked out) and the element strides of the three leading dims (0 where broadcast).
+struct AttentionMaskLayout {
+  int64_t length = 0;
+  int64_t strides[3] = {0, 0, 0};
+};
+Expected<AttentionMaskLayout> attentionMaskLayout(const Node &node, const Extents &me, DType t,
+                                                  int64_t batch, int64_t qHeads, int64_t qLen,
+                                                  int64_t total);
+
 } // namespace nnc
