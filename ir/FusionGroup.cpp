@@ -13,6 +13,69 @@ bool isFusibleElementwise(const Node &n) {
   return n.info().elementwise || n.kind() == OpKind::Cast;
 }
 
+bool isReshapeView(const Node &n) {
+  switch (n.kind()) {
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze: return n.numResults() == 1 && n.numOperands() >= 1 && n.operand(0);
+  default: return false;
+  }
+}
+
+bool isFusibleView(const Node &n) {
+  if (n.numResults() != 1 || n.numOperands() == 0 || !n.operand(0))
+    return false;
+  switch (n.kind()) {
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze:
+  case OpKind::Transpose:
+  case OpKind::ToNCHWc:
+  case OpKind::FromNCHWc: return true;
+  case OpKind::Concat: {
+    for (const Value *o : n.operands())
+      if (!o)
+        return false;
+    return true;
+  }
+  case OpKind::Slice:
+    // starts (1) and the optional axes (3) and steps (4) must be constants; ends only bound
+    // the result's extents, which are static.
+    for (size_t i : {size_t(1), size_t(3), size_t(4)})
+      if (i < n.numOperands() && n.operand(i) && !n.constantOperand(i))
+        return false;
+    return n.operand(1) != nullptr;
+  case OpKind::Gather: {
+    // A constant scalar index in range (a gather that would read out of range stands alone
+    // and reads zeros, as its kernel does).
+    const Tensor *idx = n.numOperands() == 2 ? n.constantOperand(1) : nullptr;
+    if (!idx || idx->rank() != 0 || (idx->dtype() != DType::I64 && idx->dtype() != DType::I32))
+      return false;
+    const Shape &xs = n.operand(0)->shape();
+    int64_t axis = n.getInt("axis", 0), r = static_cast<int64_t>(xs.size());
+    if (axis < 0)
+      axis += r;
+    if (axis < 0 || axis >= r || !xs[axis].isStatic())
+      return false;
+    int64_t i = idx->elementAsInt(0), dim = xs[axis].value();
+    return i >= -dim && i < dim;
+  }
+  default: return false;
+  }
+}
+
+std::vector<size_t> viewDataOperands(const Node &n) {
+  if (n.kind() == OpKind::Concat) {
+    std::vector<size_t> all(n.numOperands());
+    for (size_t i = 0; i < all.size(); ++i)
+      all[i] = i;
+    return all;
+  }
+  return {0};
+}
+
 bool isEpilogueAnchor(const Node &n) {
   return (n.kind() == OpKind::MatMul || n.kind() == OpKind::Conv || n.kind() == OpKind::ConvNCHWc ||
           n.kind() == OpKind::WinogradOutput) &&
@@ -87,6 +150,8 @@ Expected<std::vector<FusionGroup>> fusionGroups(const Graph &g) {
           return m->error("fusion group {} has two anchors ({} and this one)", id,
                           fg.anchor->describe());
         fg.anchor = m;
+      } else if (isFusibleView(*m) && !isFusibleElementwise(*m)) {
+        fg.hasViews = true;
       } else if (!isFusibleElementwise(*m) && fg.members.size() > 1) {
         return m->error("op '{}' cannot be a member of fusion group {}", m->opName(), id);
       }
@@ -100,6 +165,10 @@ Expected<std::vector<FusionGroup>> fusionGroups(const Graph &g) {
           return m->error("result %{} of fusion group {} is used outside the group by {}",
                           m->result()->name(), id, u->describe());
     }
+    if (fg.hasViews && (fg.anchor || fg.softmax))
+      return fg.root->error("fusion group {} holds views and an anchor; views fuse only into "
+                            "groups without one",
+                            id);
     if (fg.softmax && (!fg.anchor || fg.anchor->kind() != OpKind::MatMul))
       return fg.root->error("attention fusion group {} needs a matmul as its anchor", id);
     if (fg.anchor) {

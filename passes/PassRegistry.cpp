@@ -28,6 +28,10 @@ const std::vector<PassInfo> &passRegistry() {
        createFuseEpiloguePass},
       {"fuse-attention", "Run matmul, scale/mask, softmax and matmul row by row as one kernel",
        createFuseAttentionPass},
+      {"fuse-views",
+       "Run transposes, reshapes, slices, concats and layout conversions inside the kernel of "
+       "their consumer",
+       createFuseViewsPass},
       {"pack-gemm-weights", "Pack constant matmul weights into the GEMM microkernels' panels",
        createPackGemmWeightsPass},
       {"layout-nchwc", "Run 2-D convs in the blocked channel layout with pre-packed weights",
@@ -54,7 +58,7 @@ const std::vector<TargetPipeline> &targetPipelines() {
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
       "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
       "layout-nchwc,constant-fold,cse,dce,winograd,"
-      "fuse-elementwise,fuse-epilogue,fuse-attention,pack-gemm-weights,dce";
+      "fuse-elementwise,fuse-epilogue,fuse-attention,fuse-views,pack-gemm-weights,dce";
   static const std::vector<TargetPipeline> pipelines = {
       {"cpu", standard},
       {"opencl", standard},

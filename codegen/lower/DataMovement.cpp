@@ -92,40 +92,6 @@ Kernels lowerCopy(const Node &node, const std::string &prefix) {
   return std::vector<kir::Kernel>{b.finish(body, defaultSchedule(loops, n))};
 }
 
-/// The schedule of a permutation's loop nest (output order, `inStrides` the input strides of
-/// its loops). When the input's contiguous dim q is not the output's last dim l, q and l are
-/// split into tiles of kTile and the two tile loops move innermost: a kTile x kTile block is
-/// read along the input's lines and written along the output's, instead of one of the two
-/// striding through memory for a whole row (tiles of 16 rows 4 KiB apart thrash L1 sets).
-kir::Schedule permuteSchedule(const std::vector<std::string> &loops, const Extents &mid,
-                              const std::vector<int64_t> &inStrides) {
-  constexpr int64_t kTile = 8;
-  size_t r = mid.size(), q = r;
-  for (size_t i = 0; i < r; ++i)
-    if (inStrides[i] == 1 && mid[i] > 1)
-      q = i;
-  if (r < 2 || q >= r - 1 || mid[q] < kTile / 2 || mid[r - 1] < kTile / 2)
-    return defaultSchedule(loops, mid);
-  using Step = kir::ScheduleStep;
-  kir::Schedule s;
-  const std::string &lq = loops[q], &ll = loops[r - 1];
-  s.steps.push_back({Step::Split, lq, kTile, {}});
-  s.steps.push_back({Step::Split, ll, kTile, {}});
-  std::vector<std::string> order{lq + ".o"};
-  for (size_t i = q + 1; i + 1 < r; ++i)
-    order.push_back(loops[i]);
-  for (const std::string &t : {ll + ".o", lq + ".i", ll + ".i"})
-    order.push_back(t);
-  s.steps.push_back({Step::Reorder, "", 0, order});
-  if (numElementsOf(mid) >= 65536) {
-    size_t p = 0;
-    while (p < q && mid[p] < 2)
-      ++p;
-    s.steps.push_back({Step::Parallel, p < q ? loops[p] : lq + ".o", 0, {}});
-  }
-  return s;
-}
-
 /// The result is operand 0 seen with extents `view`, transposed by `perm` (out dim i is view
 /// dim perm[i]) and read back in row-major order.
 Kernels permuteKernel(const Node &node, const std::string &prefix, const Extents &view,

@@ -37,102 +37,9 @@ using kir::Stmt;
 
 Expr i64c(int64_t v) { return kir::intImm(v); }
 
-// ---- Index simplification with loop extents ---------------------------------------------------
-
-/// Loop variables in scope with their (constant) extents.
-using LoopExtents = std::map<std::string, int64_t>;
-
-void terms(const Expr &e, std::vector<Expr> &out) {
-  if (e->kind == kir::ExprKind::Op && e->op == OpKind::Add && e->type == DType::I64) {
-    terms(e->args[0], out);
-    terms(e->args[1], out);
-    return;
-  }
-  out.push_back(e);
-}
-
-/// An exclusive upper bound of a non-negative index expression, or -1 when unknown.
-int64_t bound(const Expr &e, const LoopExtents &env) {
-  switch (e->kind) {
-  case kir::ExprKind::IntImm: return e->intValue >= 0 ? e->intValue + 1 : -1;
-  case kir::ExprKind::Var: {
-    auto it = env.find(e->name);
-    return it == env.end() ? -1 : it->second;
-  }
-  case kir::ExprKind::Op: {
-    if (e->type != DType::I64)
-      return -1;
-    if (e->op == OpKind::Add) {
-      int64_t a = bound(e->args[0], env), b = bound(e->args[1], env);
-      return a < 0 || b < 0 ? -1 : a + b - 1;
-    }
-    if (e->op == OpKind::Mul) {
-      int64_t a = bound(e->args[0], env), b = bound(e->args[1], env);
-      return a < 0 || b < 0 ? -1 : (a - 1) * (b - 1) + 1;
-    }
-    if (e->op == OpKind::Mod && e->args[1]->kind == kir::ExprKind::IntImm)
-      return e->args[1]->intValue;
-    return -1;
-  }
-  default: return -1;
-  }
-}
-
-/// The factor `k` when `e` is `x * k` or the constant k (so e is a multiple of k).
-int64_t constFactor(const Expr &e) {
-  if (e->kind == kir::ExprKind::IntImm)
-    return e->intValue;
-  if (e->kind == kir::ExprKind::Op && e->op == OpKind::Mul) {
-    if (e->args[1]->kind == kir::ExprKind::IntImm)
-      return e->args[1]->intValue;
-    if (e->args[0]->kind == kir::ExprKind::IntImm)
-      return e->args[0]->intValue;
-  }
-  return 1;
-}
-
-/// e / m for a non-negative index e (terms that are multiples of m divide exactly; the rest,
-/// when smaller than m, contributes nothing).
-Expr divIndex(const Expr &e, int64_t m, const LoopExtents &env) {
-  if (m == 1)
-    return e;
-  std::vector<Expr> ts;
-  terms(e, ts);
-  Expr q = i64c(0), rest = i64c(0);
-  for (const Expr &t : ts) {
-    int64_t k = constFactor(t);
-    if (k != 0 && k % m == 0) {
-      Expr x = t->kind == kir::ExprKind::IntImm
-                   ? i64c(0)
-                   : (t->args[1]->kind == kir::ExprKind::IntImm ? t->args[0] : t->args[1]);
-      q = kir::add(q, t->kind == kir::ExprKind::IntImm ? i64c(k / m) : kir::mul(x, i64c(k / m)));
-    } else {
-      rest = kir::add(rest, t);
-    }
-  }
-  int64_t b = bound(rest, env);
-  if (b >= 0 && b <= m)
-    return q;
-  return kir::add(q, kir::div(rest, i64c(m)));
-}
-
-/// e % m for a non-negative index e.
-Expr modIndex(const Expr &e, int64_t m, const LoopExtents &env) {
-  if (m == 1)
-    return i64c(0);
-  std::vector<Expr> ts;
-  terms(e, ts);
-  Expr rest = i64c(0);
-  for (const Expr &t : ts) {
-    int64_t k = constFactor(t);
-    if (!(k != 0 && k % m == 0))
-      rest = kir::add(rest, t);
-  }
-  int64_t b = bound(rest, env);
-  if (b >= 0 && b <= m)
-    return rest;
-  return kir::mod(rest, i64c(m));
-}
+using lower::divIndex;
+using lower::LoopExtents;
+using lower::modIndex;
 
 /// The index of a leaf of extents `le` (broadcast to `ext`) at flat result index `at`: `at`
 /// itself when nothing broadcasts, else the leaf's coordinates recovered from `at` (simplified
@@ -805,7 +712,8 @@ Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g) {
       u.members.assign(fg.members.begin(), fg.members.end());
       u.anchor = fg.anchor;
       u.softmax = fg.softmax;
-      u.pointwise = fg.anchor == nullptr;
+      // A view reads its operands at other indices than it writes.
+      u.pointwise = fg.anchor == nullptr && !fg.hasViews;
     }
     units.push_back(std::move(u));
   }
@@ -855,6 +763,8 @@ Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::s
     if (!isStatic(v->shape()))
       return u.node->error("operand %{} has a symbolic shape {}; specialize shapes first",
                            v->name(), v->type().str());
+  if (lower::isViewGroup(u))
+    return lower::lowerViewGroup(u, namePrefix);
   // A group template (attention.fused_group, epilogue.gemm_finish), else the anchor's kernels
   // with the epilogue in their stores, or one loop nest.
   return lower::lowerWithTemplate(

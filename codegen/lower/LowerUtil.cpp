@@ -228,4 +228,138 @@ kir::Schedule defaultSchedule(const std::vector<std::string> &loops, const Exten
   return s;
 }
 
+/// The schedule of a permutation's loop nest (output order, `inStrides` the input strides of
+/// its loops). When the input's contiguous dim q is not the output's last dim l, q and l are
+/// split into tiles of kTile and the two tile loops move innermost: a kTile x kTile block is
+/// read along the input's lines and written along the output's, instead of one of the two
+/// striding through memory for a whole row (tiles of 16 rows 4 KiB apart thrash L1 sets).
+kir::Schedule permuteSchedule(const std::vector<std::string> &loops, const Extents &mid,
+                              const std::vector<int64_t> &inStrides) {
+  constexpr int64_t kTile = 8;
+  size_t r = mid.size(), q = r;
+  for (size_t i = 0; i < r; ++i)
+    if (inStrides[i] == 1 && mid[i] > 1)
+      q = i;
+  if (r < 2 || q >= r - 1 || mid[q] < kTile / 2 || mid[r - 1] < kTile / 2)
+    return defaultSchedule(loops, mid);
+  using Step = kir::ScheduleStep;
+  kir::Schedule s;
+  const std::string &lq = loops[q], &ll = loops[r - 1];
+  s.steps.push_back({Step::Split, lq, kTile, {}});
+  s.steps.push_back({Step::Split, ll, kTile, {}});
+  std::vector<std::string> order{lq + ".o"};
+  for (size_t i = q + 1; i + 1 < r; ++i)
+    order.push_back(loops[i]);
+  for (const std::string &t : {ll + ".o", lq + ".i", ll + ".i"})
+    order.push_back(t);
+  s.steps.push_back({Step::Reorder, "", 0, order});
+  if (numElementsOf(mid) >= 65536) {
+    size_t p = 0;
+    while (p < q && mid[p] < 2)
+      ++p;
+    s.steps.push_back({Step::Parallel, p < q ? loops[p] : lq + ".o", 0, {}});
+  }
+  return s;
+}
+
+// ---- Index simplification with loop extents ---------------------------------------------
+
+using kir::Expr;
+
+namespace {
+
+void terms(const Expr &e, std::vector<Expr> &out) {
+  if (e->kind == kir::ExprKind::Op && e->op == OpKind::Add && e->type == DType::I64) {
+    terms(e->args[0], out);
+    terms(e->args[1], out);
+    return;
+  }
+  out.push_back(e);
+}
+
+/// An exclusive upper bound of a non-negative index expression, or -1 when unknown.
+int64_t boundOf(const Expr &e, const LoopExtents &env) {
+  switch (e->kind) {
+  case kir::ExprKind::IntImm: return e->intValue >= 0 ? e->intValue + 1 : -1;
+  case kir::ExprKind::Var: {
+    auto it = env.find(e->name);
+    return it == env.end() ? -1 : it->second;
+  }
+  case kir::ExprKind::Op: {
+    if (e->type != DType::I64)
+      return -1;
+    if (e->op == OpKind::Add) {
+      int64_t a = boundOf(e->args[0], env), b = boundOf(e->args[1], env);
+      return a < 0 || b < 0 ? -1 : a + b - 1;
+    }
+    if (e->op == OpKind::Mul) {
+      int64_t a = boundOf(e->args[0], env), b = boundOf(e->args[1], env);
+      return a < 0 || b < 0 ? -1 : (a - 1) * (b - 1) + 1;
+    }
+    if (e->op == OpKind::Mod && e->args[1]->kind == kir::ExprKind::IntImm)
+      return e->args[1]->intValue;
+    return -1;
+  }
+  default: return -1;
+  }
+}
+
+/// The factor `k` when `e` is `x * k` or the constant k (so e is a multiple of k).
+int64_t constFactor(const Expr &e) {
+  if (e->kind == kir::ExprKind::IntImm)
+    return e->intValue;
+  if (e->kind == kir::ExprKind::Op && e->op == OpKind::Mul) {
+    if (e->args[1]->kind == kir::ExprKind::IntImm)
+      return e->args[1]->intValue;
+    if (e->args[0]->kind == kir::ExprKind::IntImm)
+      return e->args[0]->intValue;
+  }
+  return 1;
+}
+
+} // namespace
+
+/// e / m for a non-negative index e (terms that are multiples of m divide exactly; the rest,
+/// when smaller than m, contributes nothing).
+Expr divIndex(const Expr &e, int64_t m, const LoopExtents &env) {
+  if (m == 1)
+    return e;
+  std::vector<Expr> ts;
+  terms(e, ts);
+  Expr q = kir::intImm(0), rest = kir::intImm(0);
+  for (const Expr &t : ts) {
+    int64_t k = constFactor(t);
+    if (k != 0 && k % m == 0) {
+      Expr x = t->kind == kir::ExprKind::IntImm
+                   ? kir::intImm(0)
+                   : (t->args[1]->kind == kir::ExprKind::IntImm ? t->args[0] : t->args[1]);
+      q = kir::add(q, t->kind == kir::ExprKind::IntImm ? kir::intImm(k / m) : kir::mul(x, kir::intImm(k / m)));
+    } else {
+      rest = kir::add(rest, t);
+    }
+  }
+  int64_t b = boundOf(rest, env);
+  if (b >= 0 && b <= m)
+    return q;
+  return kir::add(q, kir::div(rest, kir::intImm(m)));
+}
+
+/// e % m for a non-negative index e.
+Expr modIndex(const Expr &e, int64_t m, const LoopExtents &env) {
+  if (m == 1)
+    return kir::intImm(0);
+  std::vector<Expr> ts;
+  terms(e, ts);
+  Expr rest = kir::intImm(0);
+  for (const Expr &t : ts) {
+    int64_t k = constFactor(t);
+    if (!(k != 0 && k % m == 0))
+      rest = kir::add(rest, t);
+  }
+  int64_t b = boundOf(rest, env);
+  if (b >= 0 && b <= m)
+    return rest;
+  return kir::mod(rest, kir::intImm(m));
+}
+
 } // namespace nnc::lower

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,15 @@ kir::Expr flatIndex(const std::vector<kir::Expr> &idx, const std::vector<int64_t
 /// The flat index into an operand of extents `in`, numpy-broadcast (right-aligned) to the
 /// output position `outIdx`: stride 0 on the operand's size-1 dims.
 kir::Expr broadcastIndex(const std::vector<kir::Expr> &outIdx, const Extents &in);
+
+/// Loop variables in scope with their (constant) extents.
+using LoopExtents = std::map<std::string, int64_t>;
+/// e / m for a non-negative index e whose terms (the operands of its additions) are each
+/// non-negative: terms that are multiples of m divide exactly; the rest, when the loop
+/// extents bound it below m, contributes nothing.
+kir::Expr divIndex(const kir::Expr &e, int64_t m, const LoopExtents &env);
+/// e % m under the same conditions.
+kir::Expr modIndex(const kir::Expr &e, int64_t m, const LoopExtents &env);
 
 /// The output extents and each operand's extents (same rank, 1 on broadcast dims) after
 /// dropping size-1 output dims and merging neighbouring dims that every operand either has
@@ -86,6 +96,12 @@ private:
   int nextName_ = 0;
   int find(kir::BufferRole role, int index) const;
 };
+
+/// The schedule of a permutation's loop nest over `mid` (output order; `inStrides` the input
+/// strides of its loops): when the input's contiguous loop is not the last, both are split
+/// into tiles that move innermost, so reads and writes both go along lines.
+kir::Schedule permuteSchedule(const std::vector<std::string> &loops, const Extents &mid,
+                              const std::vector<int64_t> &inStrides);
 
 /// The default schedule of a loop nest that writes each output element once (its
 /// iterations are independent): nothing below 65536 elements; above, the outermost loop

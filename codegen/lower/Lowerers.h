@@ -25,6 +25,11 @@ void registerReductionAndNNLowerers(LowererTable &t);
 void registerCompositeLowerers(LowererTable &t);
 /// The blocked channel layout's copies (Layout.cpp; conv_nchwc is a template).
 void registerLayoutLowerers(LowererTable &t);
+/// True for a fusion group that holds views (passes/FuseViews.cpp): lowerViewGroup runs it.
+bool isViewGroup(const LoweringUnit &u);
+/// One kernel for a group with views (ViewFusion.cpp): the views' index maps composed into
+/// the loads of the group's inputs.
+Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u, const std::string &prefix);
 /// The tuning space of conv_nchwc's register tiles (Layout.cpp).
 const tuning::Space &convNchwcCpuSpace();
 

@@ -110,6 +110,74 @@ graph @g(%x: f32[3,5,17], %b: f32[17], %c: f32[5,1]) -> (f32[3,5,17], f32[3,5,17
   EXPECT_EQ(kernels, 2u);
 }
 
+TEST(FusionTest, ChannelShuffleIsTwoKernels) {
+  // ShuffleNet's unit tail: from_nchwc, concat, reshape, transpose, reshape, two slices (one
+  // through relu into to_nchwc with padding lanes). Views fuse into their consumers: one
+  // kernel writes the shuffled tensor, one the relu'd blocked half; the other slice reads
+  // the shuffled tensor alone (its operand has two users).
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x1: f32[1,6,4,5], %b: f32[1,1,4,5,8]) -> (f32[1,6,4,5], f32[1,1,4,5,8]) {
+  %f = from_nchwc(%b) {axis = 1, channels = 6} : f32[1,6,4,5]
+  %c = concat(%x1, %f) {axis = 1} : f32[1,12,4,5]
+  %s0 = constant {value = dense<i64[5]>[1,2,6,4,5]} : i64[5]
+  %r = reshape(%c, %s0) : f32[1,2,6,4,5]
+  %t = transpose(%r) {perm = [0,2,1,3,4]} : f32[1,6,2,4,5]
+  %s1 = constant {value = dense<i64[4]>[1,12,4,5]} : i64[4]
+  %r2 = reshape(%t, %s1) : f32[1,12,4,5]
+  %st0 = constant {value = dense<i64[1]>[0]} : i64[1]
+  %en0 = constant {value = dense<i64[1]>[6]} : i64[1]
+  %st1 = constant {value = dense<i64[1]>[6]} : i64[1]
+  %en1 = constant {value = dense<i64[1]>[12]} : i64[1]
+  %ax = constant {value = dense<i64[1]>[1]} : i64[1]
+  %a = slice(%r2, %st0, %en0, %ax) : f32[1,6,4,5]
+  %bb = slice(%r2, %st1, %en1, %ax) : f32[1,6,4,5]
+  %z = constant {value = dense<f32[]>[0]} : f32[]
+  %rl = max(%bb, %z) : f32[1,6,4,5]
+  %n = to_nchwc(%rl) {block = 8, axis = 1} : f32[1,1,4,5,8]
+  return %a, %n
+})",
+                                            2);
+  EXPECT_EQ(kernels, 3u);
+}
+
+TEST(FusionTest, ViewsWithElementwiseWork) {
+  // A window partition with a residual add (reshape, transpose, reshape into an add), a
+  // constant-index gather of a head (Swin's qkv[1]), a negative-step slice under a reshape,
+  // and a root concat of transposed and elementwise parts.
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[1,4,6,3], %res: f32[4,2,3,3], %qkv: f32[3,2,5,7], %y: f32[2,12], %u: f32[3,2], %v: f32[2,5]) -> (f32[4,2,3,3], f32[2,5,7], f32[3,8], f32[2,10]) {
+  %s0 = constant {value = dense<i64[6]>[1,2,2,3,2,3]} : i64[6]
+  %w = reshape(%x, %s0) : f32[1,2,2,3,2,3]
+  %wt = transpose(%w) {perm = [0,1,3,2,4,5]} : f32[1,2,3,2,2,3]
+  %s1 = constant {value = dense<i64[4]>[4,2,3,3]} : i64[4]
+  %wr = reshape(%wt, %s1) : f32[4,2,3,3]
+  %o0 = add(%wr, %res) : f32[4,2,3,3]
+  %i1 = constant {value = dense<i64[]>[-2]} : i64[]
+  %k = gather(%qkv, %i1) {axis = 0} : f32[2,5,7]
+  %e = exp(%k) : f32[2,5,7]
+  %st = constant {value = dense<i64[1]>[-1]} : i64[1]
+  %en = constant {value = dense<i64[1]>[-100]} : i64[1]
+  %ax = constant {value = dense<i64[1]>[1]} : i64[1]
+  %sp = constant {value = dense<i64[1]>[-1]} : i64[1]
+  %rev = slice(%y, %st, %en, %ax, %sp) : f32[2,12]
+  %s2 = constant {value = dense<i64[2]>[3,8]} : i64[2]
+  %rr = reshape(%rev, %s2) : f32[3,8]
+  %two = constant {value = dense<f32[]>[2]} : f32[]
+  %o2 = mul(%rr, %two) : f32[3,8]
+  %ut = transpose(%u) {perm = [1,0]} : f32[2,3]
+  %vn = neg(%v) : f32[2,5]
+  %vt = tanh(%vn) : f32[2,5]
+  %cat = concat(%ut, %vt, %ut) {axis = 1} : f32[2,11]
+  %s3 = constant {value = dense<i64[1]>[0]} : i64[1]
+  %e3 = constant {value = dense<i64[1]>[10]} : i64[1]
+  %one = constant {value = dense<i64[1]>[1]} : i64[1]
+  %o3 = slice(%cat, %s3, %e3, %one) : f32[2,10]
+  return %o0, %e, %o2, %o3
+})",
+                                            4);
+  EXPECT_EQ(kernels, 4u);
+}
+
 TEST(FusionTest, MatMulEpilogueWithGelu) {
   // k = 80 accumulates in f64 scratch, k = 8 in f32 scratch: both end in the epilogue store.
   for (int k : {8, 80}) {

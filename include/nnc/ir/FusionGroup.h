@@ -7,6 +7,13 @@
 // anchor, a matmul or conv that produces a value of the root's shape: the elementwise members
 // then run in the anchor's output loop (an epilogue) instead of in a loop of their own.
 //
+// A group without an anchor may also hold views: data-movement ops whose every result element
+// is one operand element at static index math (transpose, the reshapes, slice and gather with
+// constant indices, concat, the blocked-layout conversions). Code generation composes their
+// index maps into the loads of the group's inputs, so a chain like from_nchwc -> concat ->
+// reshape -> transpose -> slice -> to_nchwc (a channel shuffle) is one pass over the data.
+// In such a group members may have shapes other than the root's.
+//
 // An attention group ends with softmax (over the last axis) of the epilogue's result and a
 // matmul of that softmax (its operand 0) as the root: matmul, scale/mask, softmax, matmul run
 // row by row, so the score matrix is never materialized in full.
@@ -31,10 +38,25 @@ struct FusionGroup {
   /// The values members read that the group does not compute, in first-use order (graph
   /// inputs, constants and other nodes' results; the anchor's operands included).
   std::vector<Value *> inputs;
+  bool hasViews = false; ///< A member is a view (isFusibleView).
 };
 
 /// True for the nodes a group may hold besides its anchor: elementwise ops and cast.
 bool isFusibleElementwise(const Node &n);
+/// True for the views a group without an anchor may hold: transpose, reshape, flatten,
+/// squeeze, unsqueeze, to_nchwc, from_nchwc, concat, and slice or gather whose index operands
+/// are constants (a gather's a scalar in range).
+bool isFusibleView(const Node &n);
+/// A concat inside a group (not its root) reads every operand at each element (a select picks
+/// one), so it joins only with few operands; a root concat writes each operand's part in a
+/// loop of its own.
+inline constexpr size_t kMaxFusedConcatOperands = 4;
+/// The operands of a view that carry data (the others are its constant index operands).
+std::vector<size_t> viewDataOperands(const Node &n);
+/// True for the views that only reinterpret their operand's extents (the runtime aliases
+/// them when they stand alone): reshape, flatten, squeeze, unsqueeze.
+bool isReshapeView(const Node &n);
+
 /// True for the ops that may anchor a group (their lowerings write each output element once).
 bool isEpilogueAnchor(const Node &n);
 

@@ -41,6 +41,9 @@ std::unique_ptr<Pass> createFuseEpiloguePass();
 /// Groups matmul, its epilogue, softmax over the last axis and the matmul of the softmax,
 /// run row by row without storing the score matrix whole.
 std::unique_ptr<Pass> createFuseAttentionPass();
+/// Puts data-movement ops (transpose, reshapes, slice, constant-index gather, concat, layout
+/// conversions) into the group of their consumer, composing their index maps into its loads.
+std::unique_ptr<Pass> createFuseViewsPass();
 std::unique_ptr<Pass> createPackGemmWeightsPass();
 /// Runs 2-D f32 convs in the blocked channel layout [N, C/b, H, W, b] (conv_nchwc with
 /// weights packed at compile time), moves layout-agnostic ops between them into that layout

@@ -1,0 +1,462 @@
+// Code generation of fusion groups that hold views (passes/FuseViews.cpp; isFusibleView in
+// ir/FusionGroup.h): one kernel that reads the group's inputs and writes its root's result,
+// with nothing in between stored.
+//
+// Algorithm (lowerViewGroup):
+//  1. The root's value at output coordinates c is composed recursively (ViewComposer):
+//     - a view maps c to coordinates of its operand (viewSources: one case per view op, the
+//       index math of its standalone lowering in DataMovement.cpp); a concat or to_nchwc has
+//       several sources or padding, chosen by a select on c (each source's coordinates are
+//       clamped into its operand, so no load leaves its buffer);
+//     - an elementwise member broadcasts c to each operand (numpy rules) and applies its op;
+//       a member value used twice at the same coordinates is bound to a local once;
+//     - a group input is loaded at its coordinates (a one-element input once, before the
+//       loops).
+//  2. One loop nest over the root's extents stores the value; a root concat instead gets one
+//     nest per operand over that operand's extents (no select).
+//  3. Schedule: when the largest input is read along a loop other than the innermost (a
+//     transpose-like group), permuteSchedule tiles the two loops; else defaultSchedule.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "LowerUtil.h"
+#include "Lowerers.h"
+#include "nnc/ir/FusionGroup.h"
+#include "nnc/ir/ShapeUtils.h"
+
+namespace nnc::lower {
+
+namespace {
+
+using kir::Expr;
+using kir::Stmt;
+using Coords = std::vector<Expr>;
+
+Expr imm(int64_t v) { return kir::intImm(v); }
+
+/// c clamped into [0, hi].
+Expr clampCoord(const Expr &c, int64_t hi) { return kir::min(kir::max(c, imm(0)), imm(hi)); }
+
+/// Where a view reads one result element: its operand `operand` at `coords`, when `valid`
+/// holds (null: always); where no source is valid the element is 0 (to_nchwc's padding).
+struct Source {
+  size_t operand = 0;
+  Coords coords;
+  Expr valid;
+};
+
+/// Coordinates in `in` of the element at coordinates `c` of `out` (same element count, both
+/// row-major): dims are matched in groups of equal products, and within a group the linear
+/// position is split over the operand's dims.
+Expected<Coords> reshapeCoords(const Node &n, const Coords &c, const Extents &out,
+                               const Extents &in, const LoopExtents &env) {
+  Coords r(in.size());
+  size_t i = 0, j = 0;
+  while (i < out.size() || j < in.size()) {
+    size_t i0 = i, j0 = j;
+    int64_t po = 1, pi = 1;
+    if (i < out.size())
+      po *= out[i++];
+    if (j < in.size())
+      pi *= in[j++];
+    while (po != pi) {
+      if (po < pi && i < out.size())
+        po *= out[i++];
+      else if (pi < po && j < in.size())
+        pi *= in[j++];
+      else
+        return n.error("result {} and operand {} differ in size", extentsStr(out),
+                       extentsStr(in));
+    }
+    Expr lin = imm(0);
+    int64_t stride = 1;
+    for (size_t d = i; d-- > i0;) {
+      lin = kir::add(kir::mul(c[d], imm(stride)), lin);
+      stride *= out[d];
+    }
+    stride = 1;
+    for (size_t d = j; d-- > j0;) {
+      Expr q = divIndex(lin, stride, env);
+      r[d] = d == j0 ? q : modIndex(q, in[d], env);
+      stride *= in[d];
+    }
+  }
+  return r;
+}
+
+/// The static, normalized starts and steps of a slice per operand dim.
+Expected<std::pair<std::vector<int64_t>, std::vector<int64_t>>> sliceStarts(const Node &n,
+                                                                            const Extents &xe) {
+  int64_t r = static_cast<int64_t>(xe.size());
+  std::vector<int64_t> starts = n.constantOperand(1)->toInt64Vector(), axes, steps;
+  int64_t k = static_cast<int64_t>(starts.size());
+  if (n.numOperands() > 3 && n.operand(3))
+    axes = n.constantOperand(3)->toInt64Vector();
+  else
+    for (int64_t i = 0; i < k; ++i)
+      axes.push_back(i);
+  if (n.numOperands() > 4 && n.operand(4))
+    steps = n.constantOperand(4)->toInt64Vector();
+  else
+    steps.assign(k, 1);
+  if (static_cast<int64_t>(axes.size()) != k || static_cast<int64_t>(steps.size()) != k)
+    return n.error("starts, axes and steps have different lengths");
+  NNC_ASSIGN_OR_RETURN(axes, normalizeAxes(axes, r, n));
+  std::vector<int64_t> first(r, 0), step(r, 1);
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t ax = axes[i], dim = xe[ax], st = starts[i], sp = steps[i];
+    if (sp == 0)
+      return n.error("steps must not be 0");
+    if (st < 0)
+      st += dim;
+    st = sp > 0 ? std::clamp<int64_t>(st, 0, dim)
+                : std::clamp<int64_t>(st, 0, std::max<int64_t>(dim - 1, 0));
+    first[ax] = st;
+    step[ax] = sp;
+  }
+  return std::make_pair(first, step);
+}
+
+Expected<std::vector<Source>> viewSources(const Node &n, const Coords &c,
+                                          const LoopExtents &env) {
+  Extents in = extentsOf(n.operand(0)), out = extentsOf(n.result());
+  int64_t r = static_cast<int64_t>(in.size());
+  switch (n.kind()) {
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze: {
+    NNC_ASSIGN_OR_RETURN(Coords rc, reshapeCoords(n, c, out, in, env));
+    return std::vector<Source>{{0, rc, nullptr}};
+  }
+  case OpKind::Transpose: {
+    std::vector<int64_t> perm = n.getInts("perm", {});
+    if (perm.empty())
+      for (int64_t i = r - 1; i >= 0; --i)
+        perm.push_back(i);
+    if (static_cast<int64_t>(perm.size()) != r)
+      return n.error("perm does not match rank {}", r);
+    Coords rc(r);
+    for (int64_t i = 0; i < r; ++i) {
+      if (perm[i] < 0 || perm[i] >= r || rc[perm[i]])
+        return n.error("perm is not a permutation");
+      rc[perm[i]] = c[i];
+    }
+    return std::vector<Source>{{0, rc, nullptr}};
+  }
+  case OpKind::Slice: {
+    NNC_ASSIGN_OR_RETURN(auto fs, sliceStarts(n, in));
+    Coords rc(r);
+    for (int64_t d = 0; d < r; ++d) {
+      int64_t f = fs.first[d], s = fs.second[d];
+      // A negative step stays one subtraction: the index helpers split sums into terms that
+      // must each be non-negative.
+      rc[d] = s > 0 ? kir::add(imm(f), kir::mul(c[d], imm(s)))
+                    : kir::sub(imm(f), kir::mul(c[d], imm(-s)));
+    }
+    return std::vector<Source>{{0, rc, nullptr}};
+  }
+  case OpKind::Gather: {
+    NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(n.getInt("axis"), r, n));
+    int64_t i = n.constantOperand(1)->elementAsInt(0);
+    if (i < 0)
+      i += in[axis];
+    if (i < 0 || i >= in[axis])
+      return n.error("index {} is out of range for axis {} of extent {}", i, axis, in[axis]);
+    Coords rc(c.begin(), c.begin() + axis);
+    rc.push_back(imm(i));
+    rc.insert(rc.end(), c.begin() + axis, c.end());
+    return std::vector<Source>{{0, rc, nullptr}};
+  }
+  case OpKind::ToNCHWc: {
+    int64_t block = n.getInt("block");
+    NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(n.getInt("axis"), r, n));
+    Coords rc(c.begin(), c.end() - 1);
+    Expr ch = kir::add(kir::mul(c[axis], imm(block)), c.back());
+    int64_t channels = in[axis];
+    if (channels % block == 0) {
+      rc[axis] = ch;
+      return std::vector<Source>{{0, rc, nullptr}};
+    }
+    rc[axis] = kir::min(ch, imm(channels - 1));
+    return std::vector<Source>{{0, rc, kir::lt(ch, imm(channels))}};
+  }
+  case OpKind::FromNCHWc: {
+    NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(n.getInt("axis"), r - 1, n));
+    int64_t block = in.back();
+    Coords rc = c;
+    rc[axis] = divIndex(c[axis], block, env);
+    rc.push_back(modIndex(c[axis], block, env));
+    return std::vector<Source>{{0, rc, nullptr}};
+  }
+  case OpKind::Concat: {
+    NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(n.getInt("axis"), r, n));
+    std::vector<Source> out;
+    int64_t lo = 0;
+    for (size_t k = 0; k < n.numOperands(); ++k) {
+      int64_t size = extentsOf(n.operand(k))[axis];
+      if (size > 0) {
+        Coords rc = c;
+        rc[axis] = clampCoord(kir::sub(c[axis], imm(lo)), size - 1);
+        out.push_back({k, rc, kir::lt(c[axis], imm(lo + size))});
+      }
+      lo += size;
+    }
+    if (!out.empty())
+      out.back().valid = nullptr; // the last part covers the rest
+    return out;
+  }
+  default: return n.error("op '{}' is not a view", n.opName());
+  }
+}
+
+/// `c` broadcast (numpy rules, right-aligned) to an operand of extents `e`.
+Coords broadcastCoords(const Coords &c, const Extents &e) {
+  Coords r(e.size());
+  size_t off = c.size() - e.size();
+  for (size_t d = 0; d < e.size(); ++d)
+    r[d] = e[d] == 1 ? imm(0) : c[off + d];
+  return r;
+}
+
+/// The value of a group's values at coordinates, built from the members.
+class ViewComposer {
+public:
+  ViewComposer(const LoweringUnit &u, const std::map<const Value *, int> &uses,
+               std::string localPrefix, std::function<Expr(size_t input, const Coords &)> leaf,
+               const LoopExtents &env)
+      : u_(u), uses_(uses), prefix_(std::move(localPrefix)), leaf_(std::move(leaf)), env_(env) {
+    members_.insert(u.members.begin(), u.members.end());
+  }
+
+  Expected<Expr> valueAt(const Value *v, const Coords &c) {
+    std::string key = std::to_string(reinterpret_cast<uintptr_t>(v));
+    for (const Expr &x : c)
+      key += "|" + kir::printExpr(x);
+    auto it = memo_.find(key);
+    if (it != memo_.end())
+      return it->second;
+    Expr e;
+    const Node *p = v->producer();
+    if (p && members_.count(p) && isFusibleView(*p) && !isFusibleElementwise(*p)) {
+      NNC_ASSIGN_OR_RETURN(std::vector<Source> srcs, viewSources(*p, c, env_));
+      if (srcs.empty())
+        return p->error("a view with no elements to read");
+      for (size_t k = srcs.size(); k-- > 0;) {
+        NNC_ASSIGN_OR_RETURN(Expr x, valueAt(p->operand(srcs[k].operand), srcs[k].coords));
+        if (!srcs[k].valid)
+          e = x;
+        else
+          e = kir::select(srcs[k].valid, x, e ? e : kir::constant(0, x->type));
+      }
+    } else if (p && members_.count(p)) {
+      std::vector<Expr> args;
+      for (const Value *o : p->operands()) {
+        NNC_ASSIGN_OR_RETURN(Expr a, valueAt(o, broadcastCoords(c, extentsOf(o))));
+        args.push_back(a);
+      }
+      if (p->kind() == OpKind::Cast)
+        e = kir::cast(args[0], p->result()->dtype(), p->getInt("saturate", 1) != 0,
+                      p->getString("round_mode", "up"));
+      else
+        e = kir::op(p->kind(), args);
+      auto uit = uses_.find(v);
+      if (uit != uses_.end() && uit->second > 1) {
+        std::string name = prefix_ + std::to_string(decls_.size());
+        decls_.push_back(kir::decl(name, e->type, e));
+        e = kir::var(name, e->type);
+      }
+    } else {
+      size_t idx = std::find(u_.operands.begin(), u_.operands.end(), v) - u_.operands.begin();
+      if (idx >= u_.operands.size())
+        return u_.node->error("group input %{} is not listed", v->name());
+      e = leaf_(idx, c);
+    }
+    memo_[key] = e;
+    return e;
+  }
+
+  const std::vector<Stmt> &decls() const { return decls_; }
+
+private:
+  const LoweringUnit &u_;
+  const std::map<const Value *, int> &uses_;
+  std::set<const Node *> members_;
+  std::string prefix_;
+  std::function<Expr(size_t, const Coords &)> leaf_;
+  const LoopExtents &env_;
+  std::map<std::string, Expr> memo_;
+  std::vector<Stmt> decls_;
+};
+
+/// The coefficient of loop variable `var` in index `e` (div and mod taken as scaling), or
+/// NaN when `e` is not of that form.
+double coefficientOf(const Expr &e, const std::string &var) {
+  switch (e->kind) {
+  case kir::ExprKind::IntImm: return 0;
+  case kir::ExprKind::Var: return e->name == var ? 1 : 0;
+  case kir::ExprKind::Op: {
+    const Expr &a = e->args[0];
+    const Expr &b = e->args.size() > 1 ? e->args[1] : e->args[0];
+    switch (e->op) {
+    case OpKind::Add: return coefficientOf(a, var) + coefficientOf(b, var);
+    case OpKind::Sub: return coefficientOf(a, var) - coefficientOf(b, var);
+    case OpKind::Mul:
+      if (b->kind == kir::ExprKind::IntImm)
+        return coefficientOf(a, var) * static_cast<double>(b->intValue);
+      if (a->kind == kir::ExprKind::IntImm)
+        return coefficientOf(b, var) * static_cast<double>(a->intValue);
+      return NAN;
+    case OpKind::Div:
+      return b->kind == kir::ExprKind::IntImm ? coefficientOf(a, var) / b->intValue : NAN;
+    case OpKind::Mod: return coefficientOf(a, var);
+    case OpKind::Min:
+    case OpKind::Max:
+      return a->kind == kir::ExprKind::IntImm ? coefficientOf(b, var) : coefficientOf(a, var);
+    default: return NAN;
+    }
+  }
+  default: return NAN;
+  }
+}
+
+/// The index of the load of buffer `b` in `e` (the first found), or null.
+Expr loadIndexOf(const Expr &e, int b) {
+  if (e->kind == kir::ExprKind::Load && e->buffer == b)
+    return e->args[0];
+  for (const Expr &a : e->args)
+    if (Expr x = loadIndexOf(a, b))
+      return x;
+  return nullptr;
+}
+
+} // namespace
+
+bool isViewGroup(const LoweringUnit &u) {
+  for (const Node *m : u.members)
+    if (isFusibleView(*m) && !isFusibleElementwise(*m))
+      return !u.anchor && !u.softmax;
+  return false;
+}
+
+Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
+                                                  const std::string &prefix) {
+  const Value *res = u.node->result();
+  Extents oe = extentsOf(res);
+  kir::Kernel k;
+  k.name = prefix;
+  std::vector<Extents> inExt;
+  for (size_t i = 0; i < u.operands.size(); ++i) {
+    const Value *v = u.operands[i];
+    inExt.push_back(extentsOf(v));
+    k.buffers.push_back({"in" + std::to_string(i), movedType(v->dtype()),
+                         numElementsOf(inExt.back()), kir::BufferRole::Operand,
+                         static_cast<int>(i), /*written=*/false});
+  }
+  int ob = static_cast<int>(k.buffers.size());
+  k.buffers.push_back({"out0", movedType(res->dtype()), numElementsOf(oe),
+                       kir::BufferRole::Result, 0, /*written=*/true});
+  if (numElementsOf(oe) == 0)
+    return std::vector<kir::Kernel>{};
+  // Uses of each member's result inside the group (a value read twice gets a local).
+  std::set<const Node *> members(u.members.begin(), u.members.end());
+  std::map<const Value *, int> uses;
+  for (const Node *m : u.members)
+    for (const Value *o : m->operands())
+      if (o && o->producer() && members.count(o->producer()))
+        ++uses[o];
+  // One-element inputs are read once, before the loops.
+  std::vector<Stmt> hoisted;
+  std::map<size_t, Expr> scalars;
+  // The largest input: its loads choose the schedule.
+  int64_t biggest = -1, biggestSize = 0;
+  for (size_t i = 0; i < u.operands.size(); ++i)
+    if (numElementsOf(inExt[i]) > biggestSize) {
+      biggestSize = numElementsOf(inExt[i]);
+      biggest = static_cast<int64_t>(i);
+    }
+  auto leaf = [&](size_t in, const Coords &c) -> Expr {
+    const kir::BufferDecl &bd = k.buffers[in];
+    if (numElementsOf(inExt[in]) == 1) {
+      auto it = scalars.find(in);
+      if (it != scalars.end())
+        return it->second;
+      std::string name = "vs" + std::to_string(in);
+      hoisted.push_back(kir::decl(name, bd.dtype, kir::load(int(in), bd.dtype, imm(0))));
+      return scalars[in] = kir::var(name, bd.dtype);
+    }
+    return kir::load(static_cast<int>(in), bd.dtype, flatIndex(c, stridesOf(inExt[in])));
+  };
+
+  // One nest per piece: the root's extents, or each operand of a root concat.
+  struct Piece {
+    const Value *value;
+    Extents ext;
+    int64_t axis = -1, offset = 0;
+  };
+  std::vector<Piece> pieces;
+  if (u.node->kind() == OpKind::Concat) {
+    NNC_ASSIGN_OR_RETURN(int64_t axis,
+                         normalizeAxis(u.node->getInt("axis"), int64_t(oe.size()), *u.node));
+    int64_t at = 0;
+    for (const Value *o : u.node->operands()) {
+      Extents e = extentsOf(o);
+      if (numElementsOf(e) > 0)
+        pieces.push_back({o, e, axis, at});
+      at += e[axis];
+    }
+  } else {
+    pieces.push_back({res, oe});
+  }
+  std::vector<Stmt> nests;
+  for (size_t pi = 0; pi < pieces.size(); ++pi) {
+    const Piece &p = pieces[pi];
+    std::vector<std::string> loops;
+    Coords c;
+    LoopExtents env;
+    for (size_t d = 0; d < p.ext.size(); ++d) {
+      loops.push_back("p" + std::to_string(pi) + "_i" + std::to_string(d));
+      c.push_back(kir::var(loops.back()));
+      env[loops.back()] = p.ext[d];
+    }
+    ViewComposer comp(u, uses, "v" + std::to_string(pi) + "_", leaf, env);
+    NNC_ASSIGN_OR_RETURN(Expr value, comp.valueAt(p.value, c));
+    Coords dst = c;
+    if (p.axis >= 0)
+      dst[p.axis] = kir::add(c[p.axis], imm(p.offset));
+    std::vector<Stmt> body = comp.decls();
+    body.push_back(kir::store(ob, flatIndex(dst, stridesOf(oe)), value));
+    Stmt s = body.size() == 1 ? body[0] : kir::block(body);
+    for (size_t d = p.ext.size(); d-- > 0;)
+      s = kir::forLoop(loops[d], imm(p.ext[d]), s);
+    nests.push_back(s);
+    // Read along the loop that walks the largest input contiguously.
+    kir::Schedule sched = defaultSchedule(loops, p.ext);
+    Expr idx = biggest >= 0 ? loadIndexOf(value, static_cast<int>(biggest)) : nullptr;
+    if (idx && p.ext.size() >= 2) {
+      std::vector<int64_t> strides;
+      bool known = true;
+      for (const std::string &l : loops) {
+        double s = coefficientOf(idx, l);
+        known = known && std::isfinite(s);
+        strides.push_back(known ? static_cast<int64_t>(std::llround(std::fabs(s))) : 0);
+      }
+      if (known && strides.back() != 1)
+        sched = permuteSchedule(loops, p.ext, strides);
+    }
+    for (const kir::ScheduleStep &st : sched.steps)
+      k.schedule.steps.push_back(st);
+  }
+  Stmt body = nests.size() == 1 ? nests[0] : kir::block(nests);
+  if (!hoisted.empty()) {
+    hoisted.push_back(body);
+    body = kir::block(hoisted);
+  }
+  k.body = body;
+  return std::vector<kir::Kernel>{std::move(k)};
+}
+
+} // namespace nnc::lower
