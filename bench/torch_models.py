@@ -3,7 +3,8 @@
 
 Exports models with Debian's PyTorch and torchvision (random weights from a fixed seed,
 nothing downloaded; opset 13, as `torch.onnx.export` writes them by default for 1.13):
-CNN families, vision transformers and transformer encoders, sequence-first and batch-first.
+CNN families, vision transformers and transformer encoders, sequence-first and batch-first,
+and recurrent models (LSTM, GRU; batch-first, 2 layers, bidirectional; sequence 64, batch 1).
 For each model:
   1. PyTorch computes the reference output on a seeded random input;
   2. `nnc run` computes it too (npy in and out) and the largest error is reported relative
@@ -83,6 +84,25 @@ def _activation(fn, shape):
     return make
 
 
+def _rnn(kind, inputs, hidden, layers=1, bidirectional=False, batch_first=False, seq=64,
+         batch=1):
+    """torch.nn.LSTM/GRU (exported as ONNX LSTM/GRU); the model's output is Y alone."""
+    def make():
+        import torch
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = getattr(torch.nn, kind)(inputs, hidden, num_layers=layers,
+                                                   bidirectional=bidirectional,
+                                                   batch_first=batch_first)
+
+            def forward(self, x):
+                return self.rnn(x)[0]
+        return M(), ((batch, seq, inputs) if batch_first else (seq, batch, inputs))
+    return make
+
+
 # name -> (family, constructor, iterations at 1 thread)
 MODELS = {
     "resnet50": ("cnn", _tv("resnet50"), 10),
@@ -103,6 +123,10 @@ MODELS = {
     "silu_1x96x112x112": ("op", _activation(lambda x: x * x.sigmoid(), (1, 96, 112, 112)), 50),
     "gelu_128x3072": ("op", _activation(
         lambda x: __import__("torch").nn.functional.gelu(x), (128, 3072)), 100),
+    "lstm_2x256_batch_first": ("rnn", _rnn("LSTM", 64, 256, layers=2, batch_first=True), 30),
+    "gru_256": ("rnn", _rnn("GRU", 64, 256), 30),
+    "lstm_256_bidirectional": ("rnn", _rnn("LSTM", 64, 256, bidirectional=True,
+                                            batch_first=True), 30),
 }
 
 

@@ -132,6 +132,15 @@ public:
       return kindError(*a, "a list of ints");
     return std::vector<int64_t>(a->ints().begin(), a->ints().end());
   }
+  Expected<std::vector<std::string>>
+  stringsAttr(const std::string &name, const std::vector<std::string> &dflt) const override {
+    const onnx::AttributeProto *a = find(name);
+    if (!a)
+      return dflt;
+    if (attrType(*a) != onnx::AttributeProto::STRINGS)
+      return kindError(*a, "a list of strings");
+    return std::vector<std::string>(a->strings().begin(), a->strings().end());
+  }
   Expected<std::vector<double>> floatsAttr(const std::string &name,
                                            const std::vector<double> &dflt) const override {
     const onnx::AttributeProto *a = find(name);
@@ -392,6 +401,8 @@ const LoweringTable &loweringTable() {
     registerTensorLowerings(t);
     registerReductionLowerings(t);
     registerNNLowerings(t);
+    registerLossLowerings(t);
+    registerRecurrentLowerings(t);
     t["Constant"] = OpLowering{{"value", "value_float", "value_floats", "value_int", "value_ints"},
                                lowerConstant};
     return t;

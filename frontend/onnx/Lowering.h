@@ -47,6 +47,8 @@ public:
                                                   const std::vector<int64_t> &dflt) const = 0;
   virtual Expected<std::vector<double>> floatsAttr(const std::string &name,
                                                    const std::vector<double> &dflt) const = 0;
+  virtual Expected<std::vector<std::string>>
+  stringsAttr(const std::string &name, const std::vector<std::string> &dflt) const = 0;
   /// A tensor attribute; error when absent.
   virtual Expected<Tensor> tensorAttr(const std::string &name) const = 0;
 
@@ -115,5 +117,7 @@ void registerElementwiseLowerings(LoweringTable &t);
 void registerTensorLowerings(LoweringTable &t);
 void registerReductionLowerings(LoweringTable &t);
 void registerNNLowerings(LoweringTable &t);
+void registerLossLowerings(LoweringTable &t);
+void registerRecurrentLowerings(LoweringTable &t);
 
 } // namespace nnc::onnxfe

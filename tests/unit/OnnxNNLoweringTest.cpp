@@ -1,8 +1,10 @@
 // Tests of the ONNX NN lowerings in the opset forms the ONNX node tests do not cover (legacy
-// Softmax coercion, Upsample, Resize-10, GroupNormalization-18, Gemm-6, integer matmul).
+// Softmax coercion, Upsample, Resize-10, GroupNormalization-18, Gemm-6, integer matmul), the
+// loss ops' bad labels and LSTM's attributes.
 // Models are written with a minimal protobuf encoder, imported and run on the interpreter.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -237,6 +239,196 @@ TEST(OnnxNNLowering, ConvKernelShapeMismatchIsAnError) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find("kernel_shape"), std::string::npos) << r.error().message();
   EXPECT_NE(r.error().message().find("Conv"), std::string::npos) << r.error().message();
+}
+
+TEST(OnnxNNLowering, NllLossOutOfRangeLabelsAreNaNNotOutOfBounds) {
+  // log-probs [N=4, C=3]; labels 5 and -3 are out of range, -1 is ignore_index.
+  std::vector<float> lp = {-1, -2, -3, -4, -5, -6, -7, -8, -9, -0.5f, -1.5f, -2.5f};
+  Tensor labels = Tensor::fromVector<int64_t>(DType::I64, {4}, {2, 5, -1, -3});
+  auto r = runModel(13,
+                    node("NegativeLogLikelihoodLoss", {"x", "t"}, {"y"},
+                         {attrString("reduction", "none"), attrInt("ignore_index", -1)}),
+                    {{"x", f32({4, 3}, lp)}, {"t", labels}}, {"y"});
+  ASSERT_TRUE(r) << r.error().message();
+  const float *y = (*r)[0].data<float>();
+  EXPECT_FLOAT_EQ(y[0], 3.0f);
+  EXPECT_TRUE(std::isnan(y[1]));
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_TRUE(std::isnan(y[3]));
+  // The mean flags the bad label as NaN too.
+  auto m = runModel(13, node("NegativeLogLikelihoodLoss", {"x", "t"}, {"y"}),
+                    {{"x", f32({4, 3}, lp)}, {"t", labels}}, {"y"});
+  ASSERT_TRUE(m) << m.error().message();
+  EXPECT_TRUE(std::isnan((*m)[0].data<float>()[0]));
+}
+
+TEST(OnnxNNLowering, SoftmaxCrossEntropyWeightedMeanSkipsIgnored) {
+  // mean = sum(w[l] * -log_softmax[l]) / sum(w[l]) over the labels that are not ignored.
+  std::vector<float> x = ramp(6); // [N=2, C=3]
+  Tensor labels = Tensor::fromVector<int64_t>(DType::I64, {2}, {1, 0});
+  std::vector<float> w = {0.5f, 2.0f, 1.0f};
+  auto r = runModel(
+      13, node("SoftmaxCrossEntropyLoss", {"x", "t", "w"}, {"y"}, {attrInt("ignore_index", 0)}),
+      {{"x", f32({2, 3}, x)}, {"t", labels}, {"w", f32({3}, w)}}, {"y"});
+  ASSERT_TRUE(r) << r.error().message();
+  double lse = std::log(std::exp(x[0]) + std::exp(x[1]) + std::exp(x[2]));
+  expectNear((*r)[0], {static_cast<float>(lse - x[1])}, 1e-5f);
+}
+
+TEST(OnnxNNLowering, LossLabelRankMismatchIsAnError) {
+  auto r = runModel(
+      13, node("SoftmaxCrossEntropyLoss", {"x", "t"}, {"y"}),
+      {{"x", f32({2, 3}, ramp(6))}, {"t", Tensor::fromVector<int64_t>(DType::I64, {2, 1}, {0, 1})}},
+      {"y"});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("SoftmaxCrossEntropyLoss"), std::string::npos)
+      << r.error().message();
+}
+
+Pb attrStrings(const std::string &name, const std::vector<std::string> &v) {
+  Pb a = Pb().s(1, name).i(20, 8);
+  for (const std::string &x : v)
+    a.s(9, x);
+  return a;
+}
+
+/// The ONNX LSTM equations written out plainly, in layout 0 ([T, N, I], states [D, N, H]),
+/// with f = HardSigmoid(alpha, beta), g = tanh, h = softsign as in the test below.
+struct LstmRef {
+  int64_t T, N, I, H, D;
+  double clip, alpha, beta;
+  bool inputForget;
+  std::vector<float> x, w, r, b, p, h0, c0;
+  std::vector<int64_t> lens;
+  std::vector<float> y, yh, yc; // [T, D, N, H], [D, N, H], [D, N, H]
+
+  void run() {
+    y.assign(T * D * N * H, 0.0f);
+    yh.assign(D * N * H, 0.0f);
+    yc.assign(D * N * H, 0.0f);
+    auto cl = [&](double v) { return std::max(-clip, std::min(clip, v)); };
+    auto f = [&](double v) { return std::max(0.0, std::min(1.0, alpha * cl(v) + beta)); };
+    auto soft = [](double v) { return v / (1 + std::abs(v)); };
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t n = 0; n < N; ++n) {
+        std::vector<double> h(H), c(H);
+        for (int64_t j = 0; j < H; ++j) {
+          h[j] = h0[(d * N + n) * H + j];
+          c[j] = c0[(d * N + n) * H + j];
+        }
+        for (int64_t k = 0; k < lens[n]; ++k) {
+          int64_t t = d == 1 ? lens[n] - 1 - k : k;
+          std::vector<double> pre(4 * H);
+          for (int64_t gj = 0; gj < 4 * H; ++gj) {
+            double v = b[d * 8 * H + gj] + b[d * 8 * H + 4 * H + gj];
+            for (int64_t i = 0; i < I; ++i)
+              v += x[(t * N + n) * I + i] * w[(d * 4 * H + gj) * I + i];
+            for (int64_t i = 0; i < H; ++i)
+              v += h[i] * r[(d * 4 * H + gj) * H + i];
+            pre[gj] = v;
+          }
+          std::vector<double> hn(H), cn(H);
+          for (int64_t j = 0; j < H; ++j) {
+            const float *pp = &p[d * 3 * H];
+            double ig = f(pre[j] + pp[j] * c[j]);
+            double fg = inputForget ? 1 - ig : f(pre[2 * H + j] + pp[2 * H + j] * c[j]);
+            double cc = std::tanh(cl(pre[3 * H + j]));
+            cn[j] = fg * c[j] + ig * cc;
+            double og = f(pre[H + j] + pp[H + j] * cn[j]);
+            hn[j] = og * soft(cn[j]);
+          }
+          h = hn;
+          c = cn;
+          for (int64_t j = 0; j < H; ++j)
+            y[((t * D + d) * N + n) * H + j] = static_cast<float>(h[j]);
+        }
+        for (int64_t j = 0; j < H; ++j) {
+          yh[(d * N + n) * H + j] = static_cast<float>(h[j]);
+          yc[(d * N + n) * H + j] = static_cast<float>(c[j]);
+        }
+      }
+  }
+};
+
+/// [a, b, rest] -> [b, a, rest].
+std::vector<float> swap01(const std::vector<float> &v, int64_t a, int64_t b, int64_t rest) {
+  std::vector<float> o(v.size());
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t k = 0; k < rest; ++k)
+        o[(j * a + i) * rest + k] = v[(i * b + j) * rest + k];
+  return o;
+}
+
+TEST(OnnxNNLowering, LstmEveryAttributeAgainstReference) {
+  // Bidirectional, layout 1, clip, input_forget, peepholes, sequence_lens, initial states and
+  // activations with alpha/beta: what the ONNX node tests leave out.
+  for (int64_t layout : {0, 1}) {
+    LstmRef ref{4, 3, 2, 3, 2, 0.9, 0.3, 0.45, true};
+    auto fill = [](size_t n, float scale, float phase) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i)
+        v[i] = std::sin(static_cast<float>(i) * 1.3f + phase) * scale;
+      return v;
+    };
+    const int64_t T = ref.T, N = ref.N, I = ref.I, H = ref.H, D = ref.D;
+    ref.x = fill(T * N * I, 1.0f, 0.1f);
+    ref.w = fill(D * 4 * H * I, 0.8f, 0.2f);
+    ref.r = fill(D * 4 * H * H, 0.6f, 0.3f);
+    ref.b = fill(D * 8 * H, 0.3f, 0.4f);
+    ref.p = fill(D * 3 * H, 0.5f, 0.5f);
+    ref.h0 = fill(D * N * H, 0.4f, 0.6f);
+    ref.c0 = fill(D * N * H, 0.7f, 0.7f);
+    ref.lens = {4, 2, 3};
+    ref.run();
+    std::vector<float> x = ref.x, h0 = ref.h0, c0 = ref.c0;
+    Extents xs = {T, N, I}, ss = {D, N, H};
+    if (layout == 1) {
+      x = swap01(x, T, N, I);
+      h0 = swap01(h0, D, N, H);
+      c0 = swap01(c0, D, N, H);
+      xs = {N, T, I};
+      ss = {N, D, H};
+    }
+    std::vector<Pb> attrs = {attrString("direction", "bidirectional"),
+                             attrInt("hidden_size", H),
+                             attrInt("layout", layout),
+                             attrInt("input_forget", 1),
+                             attrFloat("clip", 0.9f),
+                             attrStrings("activations", {"HardSigmoid", "Tanh", "Softsign",
+                                                         "HardSigmoid", "Tanh", "Softsign"}),
+                             attrFloats("activation_alpha", {0.3f, 0.3f}),
+                             attrFloats("activation_beta", {0.45f, 0.45f})};
+    auto r = runModel(
+        14, node("LSTM", {"x", "w", "r", "b", "lens", "h0", "c0", "p"}, {"y", "yh", "yc"}, attrs),
+        {{"x", f32(xs, x)},
+         {"w", f32({D, 4 * H, I}, ref.w)},
+         {"r", f32({D, 4 * H, H}, ref.r)},
+         {"b", f32({D, 8 * H}, ref.b)},
+         {"lens", Tensor::fromVector<int32_t>(DType::I32, {N}, {4, 2, 3})},
+         {"h0", f32(ss, h0)},
+         {"c0", f32(ss, c0)},
+         {"p", f32({D, 3 * H}, ref.p)}},
+        {"y", "yh", "yc"});
+    ASSERT_TRUE(r) << r.error().message();
+    ASSERT_EQ(r->size(), 3u);
+    std::vector<float> y = ref.y, yh = ref.yh, yc = ref.yc;
+    if (layout == 1) { // Y [N, T, D, H]; states [N, D, H].
+      std::vector<float> yy(y.size());
+      for (int64_t t = 0; t < T; ++t) // [T, D, N, H] -> [N, T, D, H]
+        for (int64_t d = 0; d < D; ++d)
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t j = 0; j < H; ++j)
+              yy[((n * T + t) * D + d) * H + j] = ref.y[((t * D + d) * N + n) * H + j];
+      y = yy;
+      yh = swap01(yh, D, N, H);
+      yc = swap01(yc, D, N, H);
+    }
+    SCOPED_TRACE("layout " + std::to_string(layout));
+    expectNear((*r)[0], y, 1e-5f);
+    expectNear((*r)[1], yh, 1e-5f);
+    expectNear((*r)[2], yc, 1e-5f);
+  }
 }
 
 } // namespace

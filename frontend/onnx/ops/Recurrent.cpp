@@ -1,0 +1,591 @@
+// ONNX lowerings of the recurrent operators (RNN, GRU, LSTM) as an unrolled graph of existing
+// nnc ops: one matmul per gate projects the inputs of all time steps up front, then each step is
+// a matmul per gate of the hidden state and the gate math as elementwise ops, which the fusion
+// passes join into the matmul epilogues and one kernel per step.
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
+#include "onnx/Lowering.h"
+
+namespace nnc::onnxfe {
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+enum class CellKind { Rnn, Gru, Lstm };
+
+/// One activation function of the spec's list, with its alpha and beta.
+struct Activation {
+  std::string name; // Lower case.
+  double alpha = 0;
+  double beta = 0;
+};
+
+std::string lowerCase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+/// Emits the unrolled recurrence of one RNN/GRU/LSTM node.
+class RecurrentLowering {
+public:
+  RecurrentLowering(LoweringContext &ctx, CellKind kind) : ctx_(ctx), kind_(kind) {}
+
+  Error run();
+
+private:
+  // ---- Small emitters ----
+  Expected<Value *> op(OpKind k, std::vector<Value *> ops, AttrMap a = {}) {
+    return ctx_.emit(k, std::move(ops), std::move(a));
+  }
+  Value *scalar(double v) { return ctx_.scalar(dtype_, v); }
+  /// x[start:end] along `axis`.
+  Expected<Value *> slice(Value *x, int64_t axis, int64_t start, int64_t end) {
+    return op(OpKind::Slice,
+              {x, ctx_.i64Vector({start}), ctx_.i64Vector({end}), ctx_.i64Vector({axis})});
+  }
+  /// Direction d of a [D, ...] tensor, without the D axis.
+  Expected<Value *> direction(Value *x, int64_t d) {
+    NNC_ASSIGN_OR_RETURN(Value * s, slice(x, 0, d, d + 1));
+    return op(OpKind::Squeeze, {s}, {{"axes", Ints{0}}});
+  }
+  Expected<Value *> applyActivation(const Activation &a, Value *x);
+  Expected<Value *> clip(Value *x) {
+    if (!clip_)
+      return x;
+    NNC_ASSIGN_OR_RETURN(Value * lo, op(OpKind::Max, {x, scalar(-*clip_)}));
+    return op(OpKind::Min, {lo, scalar(*clip_)});
+  }
+
+  Error parseAttributes();
+  /// The recurrence of direction d (reverse: time runs from T-1 down to 0). Fills ys (one
+  /// [N, H] per step, in time order), hLast and cLast.
+  Error runDirection(int64_t d, bool reverse, std::vector<Value *> &ys, Value *&hLast,
+                     Value *&cLast);
+
+  LoweringContext &ctx_;
+  CellKind kind_;
+  DType dtype_ = DType::F32;
+  int64_t numGates_ = 1;
+  int64_t hidden_ = 0;
+  int64_t steps_ = 0;
+  int64_t layout_ = 0;
+  int64_t numDirections_ = 1;
+  std::string directionName_;
+  std::vector<Activation> activations_; // numActivations per direction, directions in order.
+  std::optional<double> clip_;
+  bool inputForget_ = false;
+  bool linearBeforeReset_ = false;
+
+  Value *x_ = nullptr;         // [T, N, I] (layout 0 form).
+  Value *w_ = nullptr;         // [D, G*H, I]
+  Value *r_ = nullptr;         // [D, G*H, H]
+  Value *b_ = nullptr;         // [D, 2*G*H] or null
+  Value *lens_ = nullptr;      // [N, 1] i64 or null (no masking needed)
+  Value *h0_ = nullptr;        // [D, N, H] or null (zeros)
+  Value *c0_ = nullptr;        // [D, N, H] or null (zeros)
+  Value *p_ = nullptr;         // [D, 3*H] or null
+  Value *zeroState_ = nullptr; // [N, H] zeros
+};
+
+Expected<Value *> RecurrentLowering::applyActivation(const Activation &a, Value *x) {
+  const std::string &n = a.name;
+  if (n == "sigmoid")
+    return op(OpKind::Sigmoid, {x});
+  if (n == "tanh")
+    return op(OpKind::Tanh, {x});
+  if (n == "relu")
+    return op(OpKind::Max, {x, scalar(0)});
+  if (n == "affine") {
+    NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::Mul, {x, scalar(a.alpha)}));
+    return op(OpKind::Add, {m, scalar(a.beta)});
+  }
+  if (n == "leakyrelu") {
+    NNC_ASSIGN_OR_RETURN(Value * neg, op(OpKind::Less, {x, scalar(0)}));
+    NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::Mul, {x, scalar(a.alpha)}));
+    return op(OpKind::Select, {neg, m, x});
+  }
+  if (n == "thresholdedrelu") {
+    NNC_ASSIGN_OR_RETURN(Value * gt, op(OpKind::Greater, {x, scalar(a.alpha)}));
+    return op(OpKind::Select, {gt, x, scalar(0)});
+  }
+  if (n == "scaledtanh") {
+    NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::Mul, {x, scalar(a.beta)}));
+    NNC_ASSIGN_OR_RETURN(Value * t, op(OpKind::Tanh, {m}));
+    return op(OpKind::Mul, {t, scalar(a.alpha)});
+  }
+  if (n == "hardsigmoid") {
+    NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::Mul, {x, scalar(a.alpha)}));
+    NNC_ASSIGN_OR_RETURN(Value * s, op(OpKind::Add, {m, scalar(a.beta)}));
+    NNC_ASSIGN_OR_RETURN(Value * lo, op(OpKind::Max, {s, scalar(0)}));
+    return op(OpKind::Min, {lo, scalar(1)});
+  }
+  if (n == "elu") {
+    NNC_ASSIGN_OR_RETURN(Value * pos, op(OpKind::Greater, {x, scalar(0)}));
+    NNC_ASSIGN_OR_RETURN(Value * e, op(OpKind::Exp, {x}));
+    NNC_ASSIGN_OR_RETURN(Value * em1, op(OpKind::Sub, {e, scalar(1)}));
+    NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::Mul, {em1, scalar(a.alpha)}));
+    return op(OpKind::Select, {pos, x, m});
+  }
+  if (n == "softsign") {
+    NNC_ASSIGN_OR_RETURN(Value * ab, op(OpKind::Abs, {x}));
+    NNC_ASSIGN_OR_RETURN(Value * d, op(OpKind::Add, {ab, scalar(1)}));
+    return op(OpKind::Div, {x, d});
+  }
+  if (n == "softplus") { // max(x, 0) + log(1 + e^-|x|), without overflow.
+    NNC_ASSIGN_OR_RETURN(Value * ab, op(OpKind::Abs, {x}));
+    NNC_ASSIGN_OR_RETURN(Value * na, op(OpKind::Neg, {ab}));
+    NNC_ASSIGN_OR_RETURN(Value * e, op(OpKind::Exp, {na}));
+    NNC_ASSIGN_OR_RETURN(Value * e1, op(OpKind::Add, {e, scalar(1)}));
+    NNC_ASSIGN_OR_RETURN(Value * l, op(OpKind::Log, {e1}));
+    NNC_ASSIGN_OR_RETURN(Value * p, op(OpKind::Max, {x, scalar(0)}));
+    return op(OpKind::Add, {p, l});
+  }
+  return ctx_.error("unsupported activation '{}'", a.name);
+}
+
+Error RecurrentLowering::parseAttributes() {
+  numGates_ = kind_ == CellKind::Rnn ? 1 : kind_ == CellKind::Gru ? 3 : 4;
+  NNC_ASSIGN_OR_RETURN(directionName_, ctx_.stringAttr("direction", "forward"));
+  if (directionName_ != "forward" && directionName_ != "reverse" &&
+      directionName_ != "bidirectional")
+    return ctx_.error("attribute 'direction' = '{}' is not forward, reverse or bidirectional",
+                      directionName_);
+  numDirections_ = directionName_ == "bidirectional" ? 2 : 1;
+  NNC_ASSIGN_OR_RETURN(layout_, ctx_.intAttr("layout", 0));
+  if (layout_ != 0 && layout_ != 1)
+    return ctx_.error("attribute 'layout' = {} is not 0 or 1", layout_);
+  if (ctx_.hasAttr("clip")) {
+    NNC_ASSIGN_OR_RETURN(double c, ctx_.floatAttr("clip", 0));
+    if (!(c > 0))
+      return ctx_.error("attribute 'clip' = {} must be positive", c);
+    clip_ = c;
+  }
+  if (kind_ == CellKind::Lstm) {
+    NNC_ASSIGN_OR_RETURN(int64_t f, ctx_.intAttr("input_forget", 0));
+    inputForget_ = f != 0;
+  }
+  if (kind_ == CellKind::Gru) {
+    NNC_ASSIGN_OR_RETURN(int64_t l, ctx_.intAttr("linear_before_reset", 0));
+    linearBeforeReset_ = l != 0;
+  }
+
+  // Activations: f (RNN); f, g (GRU); f, g, h (LSTM); per direction. alpha and beta are
+  // consumed in list order by the functions that take them (as ONNX Runtime does).
+  size_t per = kind_ == CellKind::Rnn ? 1 : kind_ == CellKind::Gru ? 2 : 3;
+  std::vector<std::string> dflt = kind_ == CellKind::Rnn ? std::vector<std::string>{"Tanh"}
+                                  : kind_ == CellKind::Gru
+                                      ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                      : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+  std::vector<std::string> names;
+  if (ctx_.hasAttr("activations")) {
+    NNC_ASSIGN_OR_RETURN(names, ctx_.stringsAttr("activations", {}));
+  } else {
+    for (int64_t d = 0; d < numDirections_; ++d)
+      names.insert(names.end(), dflt.begin(), dflt.end());
+  }
+  NNC_ASSIGN_OR_RETURN(std::vector<double> alphas, ctx_.floatsAttr("activation_alpha", {}));
+  NNC_ASSIGN_OR_RETURN(std::vector<double> betas, ctx_.floatsAttr("activation_beta", {}));
+  size_t ai = 0, bi = 0;
+  for (const std::string &raw : names) {
+    Activation a{lowerCase(raw)};
+    const std::string &n = a.name;
+    bool needsAlpha = n == "affine" || n == "leakyrelu" || n == "thresholdedrelu" ||
+                      n == "scaledtanh" || n == "hardsigmoid" || n == "elu";
+    bool needsBeta = n == "affine" || n == "scaledtanh" || n == "hardsigmoid";
+    a.alpha = n == "leakyrelu" ? 0.01 : n == "hardsigmoid" ? 0.2 : 1.0;
+    a.beta = n == "hardsigmoid" ? 0.5 : n == "scaledtanh" ? 1.0 : 0.0;
+    if (needsAlpha && ai < alphas.size())
+      a.alpha = alphas[ai++];
+    if (needsBeta && bi < betas.size())
+      a.beta = betas[bi++];
+    static const char *const known[] = {
+        "sigmoid",    "tanh",        "relu", "affine",   "leakyrelu", "thresholdedrelu",
+        "scaledtanh", "hardsigmoid", "elu",  "softsign", "softplus"};
+    if (std::find_if(std::begin(known), std::end(known), [&](const char *k) { return n == k; }) ==
+        std::end(known))
+      return ctx_.error("attribute 'activations': unsupported activation '{}'", raw);
+    activations_.push_back(a);
+  }
+  if (activations_.size() == per && numDirections_ == 2) {
+    std::vector<Activation> twice = activations_;
+    activations_.insert(activations_.end(), twice.begin(), twice.end());
+  }
+  if (activations_.size() != per * static_cast<size_t>(numDirections_))
+    return ctx_.error("attribute 'activations' has {} entries; {} direction(s) need {}",
+                      activations_.size(), numDirections_, per * numDirections_);
+  return Error::success();
+}
+
+Error RecurrentLowering::runDirection(int64_t d, bool reverse, std::vector<Value *> &ys,
+                                      Value *&hLast, Value *&cLast) {
+  const int64_t G = numGates_, H = hidden_;
+  const size_t per = kind_ == CellKind::Rnn ? 1 : kind_ == CellKind::Gru ? 2 : 3;
+  const Activation &f = activations_[d * per];
+  const Activation *g = per > 1 ? &activations_[d * per + 1] : nullptr;
+  const Activation *h = per > 2 ? &activations_[d * per + 2] : nullptr;
+
+  NNC_ASSIGN_OR_RETURN(Value * w, direction(w_, d)); // [G*H, I]
+  NNC_ASSIGN_OR_RETURN(Value * r, direction(r_, d)); // [G*H, H]
+  Value *b = nullptr;
+  if (b_) {
+    NNC_ASSIGN_OR_RETURN(b, direction(b_, d)); // [2*G*H]
+  }
+  NNC_ASSIGN_OR_RETURN(Value * xFlat,
+                       op(OpKind::Reshape, {x_, ctx_.i64Vector({-1, x_->shape()[2].value()})}));
+
+  // The input projection of all steps and gates as one matmul [T*N, I] x [I, G*H] plus the
+  // biases (GRU's recurrent hidden bias kept apart under linear_before_reset), split by step.
+  NNC_ASSIGN_OR_RETURN(Value * wT, op(OpKind::Transpose, {w}, {{"perm", Ints{1, 0}}}));
+  NNC_ASSIGN_OR_RETURN(Value * proj, op(OpKind::MatMul, {xFlat, wT})); // [T*N, G*H]
+  Value *rbHidden = nullptr;
+  if (b) {
+    std::vector<Value *> biases;
+    for (int64_t gi = 0; gi < G; ++gi) {
+      NNC_ASSIGN_OR_RETURN(Value * wb, slice(b, 0, gi * H, (gi + 1) * H));
+      NNC_ASSIGN_OR_RETURN(Value * rb, slice(b, 0, (G + gi) * H, (G + gi + 1) * H));
+      if (kind_ == CellKind::Gru && gi == 2 && linearBeforeReset_) {
+        rbHidden = rb;
+        biases.push_back(wb);
+      } else {
+        NNC_ASSIGN_OR_RETURN(Value * sum, op(OpKind::Add, {wb, rb}));
+        biases.push_back(sum);
+      }
+    }
+    NNC_ASSIGN_OR_RETURN(Value * bias, op(OpKind::Concat, biases, {{"axis", int64_t{0}}}));
+    NNC_ASSIGN_OR_RETURN(proj, op(OpKind::Add, {proj, bias}));
+  }
+  NNC_ASSIGN_OR_RETURN(Value * proj3,
+                       op(OpKind::Reshape, {proj, ctx_.i64Vector({steps_, -1, G * H})}));
+  std::vector<Value *> parts = {proj3};
+  if (steps_ > 1) {
+    NNC_ASSIGN_OR_RETURN(parts, ctx_.emitMulti(OpKind::Split, {proj3},
+                                               {{"axis", int64_t{0}}, {"sizes", Ints(steps_, 1)}},
+                                               static_cast<int>(steps_)));
+  }
+  std::vector<Value *> xSteps; // [t] -> [N, G*H]
+  for (Value *part : parts) {
+    NNC_ASSIGN_OR_RETURN(Value * sq, op(OpKind::Squeeze, {part}, {{"axes", Ints{0}}}));
+    xSteps.push_back(sq);
+  }
+  // The recurrent weights of the gates whose pre-activation is x + H R^T, as one [H, K*H]
+  // matrix (one matmul per step); GRU's hidden gate, which multiplies by r first without
+  // linear_before_reset, has its own.
+  const int64_t fusedGates = kind_ == CellKind::Gru && !linearBeforeReset_ ? 2 : G;
+  NNC_ASSIGN_OR_RETURN(Value * rk, slice(r, 0, 0, fusedGates * H));
+  NNC_ASSIGN_OR_RETURN(Value * rTFused, op(OpKind::Transpose, {rk}, {{"perm", Ints{1, 0}}}));
+  Value *rTHidden = nullptr;
+  if (kind_ == CellKind::Gru) {
+    NNC_ASSIGN_OR_RETURN(Value * rh, slice(r, 0, 2 * H, 3 * H));
+    NNC_ASSIGN_OR_RETURN(rTHidden, op(OpKind::Transpose, {rh}, {{"perm", Ints{1, 0}}}));
+  }
+  // Peepholes i, o, f.
+  Value *pI = nullptr, *pO = nullptr, *pF = nullptr;
+  if (p_) {
+    NNC_ASSIGN_OR_RETURN(Value * p, direction(p_, d));
+    NNC_ASSIGN_OR_RETURN(pI, slice(p, 0, 0, H));
+    NNC_ASSIGN_OR_RETURN(pO, slice(p, 0, H, 2 * H));
+    NNC_ASSIGN_OR_RETURN(pF, slice(p, 0, 2 * H, 3 * H));
+  }
+
+  Value *hState = zeroState_, *cState = zeroState_;
+  bool hZero = true, cZero = true;
+  if (h0_) {
+    NNC_ASSIGN_OR_RETURN(hState, direction(h0_, d));
+    hZero = false;
+  }
+  if (c0_) {
+    NNC_ASSIGN_OR_RETURN(cState, direction(c0_, d));
+    cZero = false;
+  }
+  /// (H R^T)_g, with H R^T computed once per step; x_g(t) + (H R^T)_g (just x_g(t) while H
+  /// is known to be zero).
+  Value *hrStep = nullptr;
+  auto hrGate = [&](int64_t gi) -> Expected<Value *> {
+    if (!hrStep) {
+      NNC_ASSIGN_OR_RETURN(hrStep, op(OpKind::MatMul, {hState, rTFused}));
+    }
+    return slice(hrStep, 1, gi * H, (gi + 1) * H);
+  };
+  auto gatePre = [&](int64_t gi, int64_t t) -> Expected<Value *> {
+    NNC_ASSIGN_OR_RETURN(Value * xg, slice(xSteps[t], 1, gi * H, (gi + 1) * H));
+    if (hZero)
+      return xg;
+    NNC_ASSIGN_OR_RETURN(Value * hg, hrGate(gi));
+    return op(OpKind::Add, {xg, hg});
+  };
+  auto activate = [&](const Activation &a, Value *v) -> Expected<Value *> {
+    NNC_ASSIGN_OR_RETURN(Value * c, clip(v));
+    return applyActivation(a, c);
+  };
+
+  ys.assign(steps_, nullptr);
+  for (int64_t k = 0; k < steps_; ++k) {
+    const int64_t t = reverse ? steps_ - 1 - k : k;
+    hrStep = nullptr;
+    Value *hNew = nullptr, *cNew = nullptr;
+    if (kind_ == CellKind::Rnn) {
+      NNC_ASSIGN_OR_RETURN(Value * pre, gatePre(0, t));
+      NNC_ASSIGN_OR_RETURN(hNew, activate(f, pre));
+    } else if (kind_ == CellKind::Gru) { // Gates z, r, h.
+      NNC_ASSIGN_OR_RETURN(Value * zPre, gatePre(0, t));
+      NNC_ASSIGN_OR_RETURN(Value * z, activate(f, zPre));
+      NNC_ASSIGN_OR_RETURN(Value * rPre, gatePre(1, t));
+      NNC_ASSIGN_OR_RETURN(Value * rg, activate(f, rPre));
+      NNC_ASSIGN_OR_RETURN(Value * hPre, slice(xSteps[t], 1, 2 * H, 3 * H));
+      if (linearBeforeReset_) { // r * (H Rh^T + Rbh)
+        Value *lin = rbHidden;
+        if (!hZero) {
+          NNC_ASSIGN_OR_RETURN(lin, hrGate(2));
+          if (rbHidden) {
+            NNC_ASSIGN_OR_RETURN(lin, op(OpKind::Add, {lin, rbHidden}));
+          }
+        }
+        if (lin) {
+          NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::Mul, {rg, lin}));
+          NNC_ASSIGN_OR_RETURN(hPre, op(OpKind::Add, {hPre, m}));
+        }
+      } else if (!hZero) { // (r * H) Rh^T
+        NNC_ASSIGN_OR_RETURN(Value * rh, op(OpKind::Mul, {rg, hState}));
+        NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::MatMul, {rh, rTHidden}));
+        NNC_ASSIGN_OR_RETURN(hPre, op(OpKind::Add, {hPre, m}));
+      }
+      NNC_ASSIGN_OR_RETURN(Value * hc, activate(*g, hPre));
+      // H' = (1 - z) * hc + z * H = hc + z * (H - hc)
+      NNC_ASSIGN_OR_RETURN(Value * diff, op(OpKind::Sub, {hState, hc}));
+      NNC_ASSIGN_OR_RETURN(Value * zd, op(OpKind::Mul, {z, diff}));
+      NNC_ASSIGN_OR_RETURN(hNew, op(OpKind::Add, {hc, zd}));
+    } else { // LSTM, gates i, o, f, c.
+      NNC_ASSIGN_OR_RETURN(Value * iPre, gatePre(0, t));
+      if (pI && !cZero) {
+        NNC_ASSIGN_OR_RETURN(Value * pc, op(OpKind::Mul, {pI, cState}));
+        NNC_ASSIGN_OR_RETURN(iPre, op(OpKind::Add, {iPre, pc}));
+      }
+      NNC_ASSIGN_OR_RETURN(Value * ig, activate(f, iPre));
+      Value *fg = nullptr;
+      if (inputForget_) {
+        NNC_ASSIGN_OR_RETURN(fg, op(OpKind::Sub, {scalar(1), ig}));
+      } else {
+        NNC_ASSIGN_OR_RETURN(Value * fPre, gatePre(2, t));
+        if (pF && !cZero) {
+          NNC_ASSIGN_OR_RETURN(Value * pc, op(OpKind::Mul, {pF, cState}));
+          NNC_ASSIGN_OR_RETURN(fPre, op(OpKind::Add, {fPre, pc}));
+        }
+        NNC_ASSIGN_OR_RETURN(fg, activate(f, fPre));
+      }
+      NNC_ASSIGN_OR_RETURN(Value * cPre, gatePre(3, t));
+      NNC_ASSIGN_OR_RETURN(Value * cc, activate(*g, cPre));
+      NNC_ASSIGN_OR_RETURN(cNew, op(OpKind::Mul, {ig, cc}));
+      if (!cZero) {
+        NNC_ASSIGN_OR_RETURN(Value * fc, op(OpKind::Mul, {fg, cState}));
+        NNC_ASSIGN_OR_RETURN(cNew, op(OpKind::Add, {cNew, fc}));
+      }
+      NNC_ASSIGN_OR_RETURN(Value * oPre, gatePre(1, t));
+      if (pO) {
+        NNC_ASSIGN_OR_RETURN(Value * pc, op(OpKind::Mul, {pO, cNew}));
+        NNC_ASSIGN_OR_RETURN(oPre, op(OpKind::Add, {oPre, pc}));
+      }
+      NNC_ASSIGN_OR_RETURN(Value * og, activate(f, oPre));
+      NNC_ASSIGN_OR_RETURN(Value * hc, applyActivation(*h, cNew));
+      NNC_ASSIGN_OR_RETURN(hNew, op(OpKind::Mul, {og, hc}));
+    }
+    // sequence_lens: steps at or past a batch entry's length keep the state and give Y = 0.
+    if (lens_) {
+      NNC_ASSIGN_OR_RETURN(
+          Value * live, op(OpKind::Less, {ctx_.scalar(DType::I64, static_cast<double>(t)), lens_}));
+      NNC_ASSIGN_OR_RETURN(ys[t], op(OpKind::Select, {live, hNew, scalar(0)}));
+      NNC_ASSIGN_OR_RETURN(hNew, op(OpKind::Select, {live, hNew, hState}));
+      if (cNew) {
+        NNC_ASSIGN_OR_RETURN(cNew, op(OpKind::Select, {live, cNew, cState}));
+      }
+    } else {
+      ys[t] = hNew;
+    }
+    hState = hNew;
+    hZero = false;
+    if (cNew) {
+      cState = cNew;
+      cZero = false;
+    }
+  }
+  hLast = hState;
+  cLast = cState;
+  return Error::success();
+}
+
+Error RecurrentLowering::run() {
+  NNC_TRY(parseAttributes());
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx_.requiredInput(0, "X"));
+  NNC_ASSIGN_OR_RETURN(w_, ctx_.requiredInput(1, "W"));
+  NNC_ASSIGN_OR_RETURN(r_, ctx_.requiredInput(2, "R"));
+  b_ = ctx_.input(3);
+  Value *seqLens = ctx_.input(4);
+  h0_ = ctx_.input(5);
+  if (kind_ == CellKind::Lstm) {
+    c0_ = ctx_.input(6);
+    p_ = ctx_.input(7);
+  }
+  dtype_ = x->dtype();
+  NNC_USER_CHECK(isFloat(dtype_), "{}: X must be a float tensor, not {}", ctx_.place(),
+                 dtypeName(dtype_));
+  NNC_USER_CHECK(x->rank() == 3, "{}: X must have rank 3, not {}", ctx_.place(), x->rank());
+  auto checkTensor = [&](Value *v, const char *name, std::vector<int64_t> dims) -> Error {
+    if (!v)
+      return Error::success();
+    NNC_USER_CHECK(v->dtype() == dtype_, "{}: {} must be {} like X, not {}", ctx_.place(), name,
+                   dtypeName(dtype_), dtypeName(v->dtype()));
+    NNC_USER_CHECK(v->rank() == static_cast<int64_t>(dims.size()),
+                   "{}: {} must have rank {}, not {}", ctx_.place(), name, dims.size(), v->rank());
+    for (size_t i = 0; i < dims.size(); ++i) {
+      const Dim &dim = v->shape()[i];
+      // A symbolic dim (a state built from the batch size at run time) is checked by the
+      // ops that use it.
+      if (dims[i] >= 0 && dim.isStatic())
+        NNC_USER_CHECK(dim.value() == dims[i], "{}: {} dim {} is {}, expected {}", ctx_.place(),
+                       name, i, dim.str(), dims[i]);
+    }
+    return Error::success();
+  };
+  NNC_USER_CHECK(r_->rank() == 3 && r_->shape()[2].isStatic(),
+                 "{}: R must be [num_directions, {}*hidden_size, hidden_size] with static dims",
+                 ctx_.place(), numGates_);
+  hidden_ = r_->shape()[2].value();
+  if (ctx_.hasAttr("hidden_size")) {
+    NNC_ASSIGN_OR_RETURN(int64_t hs, ctx_.intAttr("hidden_size", 0));
+    NNC_USER_CHECK(hs == hidden_, "{}: attribute 'hidden_size' = {} but R's last dim is {}",
+                   ctx_.place(), hs, hidden_);
+  }
+  NNC_USER_CHECK(x->shape()[2].isStatic(), "{}: X's input_size dim must be static", ctx_.place());
+  const int64_t inputSize = x->shape()[2].value();
+  const int64_t D = numDirections_, G = numGates_, H = hidden_;
+  NNC_TRY(checkTensor(w_, "W", {D, G * H, inputSize}));
+  NNC_TRY(checkTensor(r_, "R", {D, G * H, H}));
+  NNC_TRY(checkTensor(b_, "B", {D, 2 * G * H}));
+  NNC_TRY(checkTensor(p_, "P", {D, 3 * H}));
+
+  // To layout 0: X [T, N, I], states [D, N, H].
+  if (layout_ == 1) {
+    NNC_ASSIGN_OR_RETURN(x, op(OpKind::Transpose, {x}, {{"perm", Ints{1, 0, 2}}}));
+    for (Value **s : {&h0_, &c0_}) {
+      if (*s) {
+        NNC_ASSIGN_OR_RETURN(*s, op(OpKind::Transpose, {*s}, {{"perm", Ints{1, 0, 2}}}));
+      }
+    }
+  }
+  x_ = x;
+  NNC_USER_CHECK(x->shape()[0].isStatic(),
+                 "{}: the sequence length (X dim {}) must be static; it is '{}'", ctx_.place(),
+                 layout_ == 1 ? 1 : 0, x->shape()[0].str());
+  steps_ = x->shape()[0].value();
+  NNC_USER_CHECK(steps_ >= 1, "{}: the sequence length is 0", ctx_.place());
+  const Dim &batch = x->shape()[1];
+  NNC_TRY(checkTensor(h0_, "initial_h", {D, -1, H}));
+  NNC_TRY(checkTensor(c0_, "initial_c", {D, -1, H}));
+  for (Value *s : {h0_, c0_}) {
+    if (s && s->shape()[1].isStatic() && batch.isStatic())
+      NNC_USER_CHECK(s->shape()[1].value() == batch.value(),
+                     "{}: initial state batch {} differs from X's {}", ctx_.place(),
+                     s->shape()[1].value(), batch.value());
+  }
+
+  // sequence_lens as [N, 1] i64; dropped when a constant says every sequence is full.
+  if (seqLens) {
+    NNC_USER_CHECK(seqLens->rank() == 1 && isInteger(seqLens->dtype()),
+                   "{}: sequence_lens must be a 1-D integer tensor", ctx_.place());
+    bool full = false;
+    if (const Tensor *c = ctx_.tryConstantInput(4)) {
+      full = true;
+      for (int64_t i = 0; i < c->numElements(); ++i) {
+        int64_t l = static_cast<int64_t>(c->elementAsDouble(i));
+        NNC_USER_CHECK(l >= 0 && l <= steps_, "{}: sequence_lens[{}] = {} is outside [0, {}]",
+                       ctx_.place(), i, l, steps_);
+        full = full && l == steps_;
+      }
+    }
+    if (!full) {
+      Value *l = seqLens;
+      if (l->dtype() != DType::I64) {
+        NNC_ASSIGN_OR_RETURN(l, op(OpKind::Cast, {l}, {{"to", DType::I64}}));
+      }
+      NNC_ASSIGN_OR_RETURN(lens_, op(OpKind::Unsqueeze, {l}, {{"axes", Ints{1}}}));
+    }
+  }
+  // Zeros [N, H] for absent initial states (N may be symbolic).
+  NNC_ASSIGN_OR_RETURN(Value * nDim,
+                       op(OpKind::ShapeOf, {x}, {{"start", int64_t{1}}, {"end", int64_t{2}}}));
+  NNC_ASSIGN_OR_RETURN(Value * stateShape,
+                       op(OpKind::Concat, {nDim, ctx_.i64Vector({H})}, {{"axis", int64_t{0}}}));
+  NNC_ASSIGN_OR_RETURN(zeroState_, op(OpKind::Expand, {scalar(0), stateShape}));
+
+  std::vector<Value *> yDirs, hDirs, cDirs;
+  for (int64_t d = 0; d < D; ++d) {
+    bool reverse = directionName_ == "reverse" || d == 1;
+    std::vector<Value *> ys;
+    Value *hLast = nullptr, *cLast = nullptr;
+    NNC_TRY(runDirection(d, reverse, ys, hLast, cLast));
+    if (ctx_.hasOutput(0)) {
+      std::vector<Value *> ys3;
+      for (Value *y : ys) {
+        NNC_ASSIGN_OR_RETURN(Value * y3, op(OpKind::Unsqueeze, {y}, {{"axes", Ints{0, 1}}}));
+        ys3.push_back(y3);
+      }
+      NNC_ASSIGN_OR_RETURN(Value * yd, op(OpKind::Concat, ys3, {{"axis", int64_t{0}}}));
+      yDirs.push_back(yd); // [T, 1, N, H]
+    }
+    NNC_ASSIGN_OR_RETURN(Value * h3, op(OpKind::Unsqueeze, {hLast}, {{"axes", Ints{0}}}));
+    hDirs.push_back(h3);
+    NNC_ASSIGN_OR_RETURN(Value * c3, op(OpKind::Unsqueeze, {cLast}, {{"axes", Ints{0}}}));
+    cDirs.push_back(c3);
+  }
+  auto joinStates = [&](std::vector<Value *> &parts) -> Expected<Value *> {
+    Value *s = parts[0];
+    if (parts.size() > 1) {
+      NNC_ASSIGN_OR_RETURN(s, op(OpKind::Concat, parts, {{"axis", int64_t{0}}}));
+    }
+    if (layout_ == 1)
+      return op(OpKind::Transpose, {s}, {{"perm", Ints{1, 0, 2}}});
+    return s;
+  };
+  if (ctx_.hasOutput(0)) {
+    Value *y = yDirs[0];
+    if (yDirs.size() > 1) {
+      NNC_ASSIGN_OR_RETURN(y, op(OpKind::Concat, yDirs, {{"axis", int64_t{1}}}));
+    }
+    if (layout_ == 1) {
+      NNC_ASSIGN_OR_RETURN(y, op(OpKind::Transpose, {y}, {{"perm", Ints{2, 0, 1, 3}}}));
+    }
+    NNC_TRY(ctx_.setOutput(0, y));
+  }
+  if (ctx_.hasOutput(1)) {
+    NNC_ASSIGN_OR_RETURN(Value * yh, joinStates(hDirs));
+    NNC_TRY(ctx_.setOutput(1, yh));
+  }
+  if (kind_ == CellKind::Lstm && ctx_.hasOutput(2)) {
+    NNC_ASSIGN_OR_RETURN(Value * yc, joinStates(cDirs));
+    NNC_TRY(ctx_.setOutput(2, yc));
+  }
+  return Error::success();
+}
+
+} // namespace
+
+void registerRecurrentLowerings(LoweringTable &t) {
+  const std::vector<std::string> common = {
+      "activation_alpha", "activation_beta", "activations", "clip",
+      "direction",        "hidden_size",     "layout"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    return extra;
+  };
+  t["RNN"] = {common,
+              [](LoweringContext &ctx) { return RecurrentLowering(ctx, CellKind::Rnn).run(); }};
+  t["GRU"] = {with({"linear_before_reset"}),
+              [](LoweringContext &ctx) { return RecurrentLowering(ctx, CellKind::Gru).run(); }};
+  t["LSTM"] = {with({"input_forget"}),
+               [](LoweringContext &ctx) { return RecurrentLowering(ctx, CellKind::Lstm).run(); }};
+}
+
+} // namespace nnc::onnxfe
