@@ -323,6 +323,37 @@ double coefficientOf(const Expr &e, const std::string &var) {
   }
 }
 
+/// Adds to `out` the loop variables that the index math of `e` (a value expression) uses in a
+/// way a loop cannot stride through: under a div, mod, min, max or comparison (a concat's or
+/// to_nchwc's select, a reshape's split) or a product of two variables.
+void nonAffineVars(const Expr &e, bool inside, std::set<std::string> &out) {
+  switch (e->kind) {
+  case kir::ExprKind::Var:
+    if (inside)
+      out.insert(e->name);
+    return;
+  case kir::ExprKind::Load: nonAffineVars(e->args[0], false, out); return;
+  case kir::ExprKind::Op: {
+    if (e->op == OpKind::Select) {
+      nonAffineVars(e->args[0], true, out);
+      nonAffineVars(e->args[1], inside, out);
+      nonAffineVars(e->args[2], inside, out);
+      return;
+    }
+    bool index = e->type == DType::I64 || e->type == DType::Bool;
+    bool affine = !index || e->op == OpKind::Add || e->op == OpKind::Sub ||
+                  (e->op == OpKind::Mul && (e->args[0]->kind == kir::ExprKind::IntImm ||
+                                            e->args[1]->kind == kir::ExprKind::IntImm));
+    for (const Expr &a : e->args)
+      nonAffineVars(a, inside || !affine, out);
+    return;
+  }
+  default:
+    for (const Expr &a : e->args)
+      nonAffineVars(a, inside, out);
+  }
+}
+
 /// The index of the load of buffer `b` in `e` (the first found), or null.
 Expr loadIndexOf(const Expr &e, int b) {
   if (e->kind == kir::ExprKind::Load && e->buffer == b)
@@ -433,10 +464,31 @@ Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
     for (size_t d = p.ext.size(); d-- > 0;)
       s = kir::forLoop(loops[d], imm(p.ext[d]), s);
     nests.push_back(s);
-    // Read along the loop that walks the largest input contiguously.
+    // Loops whose variables feed selects, divisions or clamps go outside the others, so the
+    // index math of each of their iterations is computed once (LLVM hoists it) and the inner
+    // loops only stride; else read along the loop that walks the largest input contiguously.
     kir::Schedule sched = defaultSchedule(loops, p.ext);
+    std::set<std::string> outer;
+    nonAffineVars(value, false, outer);
+    std::vector<std::string> order;
+    for (const std::string &l : loops)
+      if (outer.count(l))
+        order.push_back(l);
+    size_t numOuter = order.size();
+    for (const std::string &l : loops)
+      if (!outer.count(l))
+        order.push_back(l);
     Expr idx = biggest >= 0 ? loadIndexOf(value, static_cast<int>(biggest)) : nullptr;
-    if (idx && p.ext.size() >= 2) {
+    if (numOuter > 0 && numOuter < loops.size() && order != loops) {
+      sched = kir::Schedule{};
+      sched.steps.push_back({kir::ScheduleStep::Reorder, "", 0, order});
+      if (numElementsOf(p.ext) >= 65536)
+        for (const std::string &l : order)
+          if (env[l] >= 2) {
+            sched.steps.push_back({kir::ScheduleStep::Parallel, l, 0, {}});
+            break;
+          }
+    } else if (idx && p.ext.size() >= 2) {
       std::vector<int64_t> strides;
       bool known = true;
       for (const std::string &l : loops) {
