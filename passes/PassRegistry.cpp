@@ -22,6 +22,10 @@ const std::vector<PassInfo> &passRegistry() {
        "Fold batch_norm with constant parameters into the conv before it, else into a "
        "per-channel multiply-add",
        createFoldBatchNormPass},
+      {"fold-channel-scale",
+       "Move a per-channel scale of a blocked conv's input (a squeeze-excitation gate) into "
+       "its weight when the weight is smaller than the input",
+       createFoldChannelScalePass},
       {"fuse-elementwise", "Group elementwise chains and trees into one kernel each",
        createFuseElementwisePass},
       {"fuse-epilogue", "Run elementwise consumers in the output loop of a matmul or conv",
@@ -57,7 +61,7 @@ const std::vector<TargetPipeline> &targetPipelines() {
   static const std::string standard =
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
       "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,"
-      "layout-nchwc,constant-fold,cse,dce,winograd,"
+      "layout-nchwc,constant-fold,cse,dce,winograd,fold-channel-scale,"
       "fuse-elementwise,fuse-epilogue,fuse-attention,fuse-views,pack-gemm-weights,dce";
   static const std::vector<TargetPipeline> pipelines = {
       {"cpu", standard},

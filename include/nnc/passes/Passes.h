@@ -50,5 +50,8 @@ std::unique_ptr<Pass> createPackGemmWeightsPass();
 /// and cancels the transforms that meet. Option `block` (default: the host's f32 lanes).
 std::unique_ptr<Pass> createLayoutNCHWcPass();
 std::unique_ptr<Pass> createWinogradPass();
+/// Moves a per-input-channel scale of a single image (a squeeze-excitation gate) from a
+/// blocked conv's input into its constant weight when the weight is the smaller tensor.
+std::unique_ptr<Pass> createFoldChannelScalePass();
 
 } // namespace nnc
