@@ -5,8 +5,8 @@
 //
 // Algorithm: for each matmul without packed_n whose operand 0 has rank >= 2 and static
 // extents and whose operand 1 is a Constant node's f32 [..., K, N] result: compute the panels
-// (nr: two vectors of the host's widest f32 registers, 32 with AVX-512 and 16 otherwise,
-// the microkernel's default width), insert them as a constant before the matmul and point
+// (nr: panelWidth, two vectors of the target's f32 registers, four for at most two rows),
+// insert them as a constant before the matmul and point
 // the matmul at it. The old constant stays for its other users (dce removes it otherwise).
 // The matmul of an attention group (a softmax feeding operand 0) is left alone.
 #include <algorithm>
@@ -18,9 +18,14 @@ namespace nnc {
 
 namespace {
 
-/// Columns of a panel: two vectors of the target's f32 registers (at least 16).
-int64_t panelWidth(const CpuTarget &cpu) {
-  return std::max<int64_t>(16, 2 * cpu.f32Lanes());
+/// Columns of a panel: two vectors of the target's f32 registers (at least 16), the
+/// microkernel's width for a tile of several rows; four vectors for a matrix-vector product
+/// (at most two rows: a recurrent step, a batch-1 linear layer), whose one-row tile then
+/// keeps four independent accumulators in flight instead of two (the FMA latency, not the
+/// weight stream, bounded the two).
+int64_t panelWidth(const CpuTarget &cpu, int64_t rows) {
+  int64_t lanes = std::max<int64_t>(8, cpu.f32Lanes());
+  return rows <= 2 ? 4 * lanes : 2 * lanes;
 }
 
 class PackGemmWeightsPass : public Pass {
@@ -29,7 +34,6 @@ public:
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
     bool changed = false;
-    int64_t nr = panelWidth(ctx.cpu);
     for (Node *mm : g.nodes()) {
       if (mm->kind() != OpKind::MatMul || mm->hasAttr("packed_n"))
         continue;
@@ -45,7 +49,14 @@ public:
       int64_t n = w.extents().back();
       if (n < 1 || w.numElements() == 0)
         continue;
-      Tensor packed = packGemmPanels(w, nr);
+      // Rows of one product: operand 0's second-to-last dim (its batch dims multiply B's
+      // batches, or fold into the rows when B is shared; either way a tile sees this many).
+      Extents ae = *staticExtents(a->shape());
+      int64_t rows = ae[ae.size() - 2];
+      if (w.rank() == 2)
+        for (size_t d = 0; d + 2 < ae.size(); ++d)
+          rows *= ae[d];
+      Tensor packed = packGemmPanels(w, panelWidth(ctx.cpu, rows));
       Node *pc = g.createNode(OpKind::Constant, {},
                               {TensorType(DType::F32, shapeFromExtents(packed.extents()))},
                               {{"value", Attribute(packed)}}, "", {b->name() + "_panels"}, mm);
