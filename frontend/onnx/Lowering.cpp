@@ -392,6 +392,7 @@ const LoweringTable &loweringTable() {
     registerTensorLowerings(t);
     registerReductionLowerings(t);
     registerNNLowerings(t);
+    registerTrainingLowerings(t);
     t["Constant"] = OpLowering{{"value", "value_float", "value_floats", "value_int", "value_ints"},
                                lowerConstant};
     return t;

@@ -115,5 +115,6 @@ void registerElementwiseLowerings(LoweringTable &t);
 void registerTensorLowerings(LoweringTable &t);
 void registerReductionLowerings(LoweringTable &t);
 void registerNNLowerings(LoweringTable &t);
+void registerTrainingLowerings(LoweringTable &t);
 
 } // namespace nnc::onnxfe
