@@ -47,5 +47,7 @@ std::unique_ptr<Pass> createPackGemmWeightsPass();
 /// and cancels the transforms that meet. Option `block` (default: the host's f32 lanes).
 std::unique_ptr<Pass> createLayoutNCHWcPass();
 std::unique_ptr<Pass> createWinogradPass();
+/// Appends d loss / d input for every float graph input as outputs (passes/Autodiff.cpp).
+std::unique_ptr<Pass> createAutodiffPass();
 
 } // namespace nnc
