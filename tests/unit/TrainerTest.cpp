@@ -5,6 +5,7 @@
 #include <random>
 
 #include "nnc/frontend/GraphBuilder.h"
+#include "nnc/runtime/OpenCLDevice.h"
 #include "nnc/train/Trainer.h"
 
 using namespace nnc;
@@ -87,6 +88,19 @@ TEST(Trainer, CpuStepMatchesInterpreterForEveryOptimizer) {
       // Memorizing one batch: the loss falls.
       EXPECT_LT(cpu.back(), 0.9 * cpu.front()) << ::testing::PrintToString(cpu);
     }
+}
+
+TEST(Trainer, OpenCLStepMatchesInterpreter) {
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (!devices || devices->empty())
+    GTEST_SKIP() << "no OpenCL device";
+  driver::Target cl(driver::Target::OpenCL);
+  std::vector<double> interp = train(OptimizerKind::Adam, LossKind::SoftmaxCrossEntropy,
+                                     driver::Target(driver::Target::Interp), 10);
+  std::vector<double> gpu = train(OptimizerKind::Adam, LossKind::SoftmaxCrossEntropy, cl, 10);
+  ASSERT_EQ(gpu.size(), interp.size());
+  for (size_t i = 0; i < gpu.size(); ++i)
+    EXPECT_NEAR(gpu[i], interp[i], 1e-4 * std::abs(interp[i]) + 1e-6) << "step " << i;
 }
 
 TEST(Trainer, Errors) {
