@@ -79,8 +79,11 @@ Expected<std::vector<Value *>> gradients(Graph &g, Value *loss, const std::vecto
     GradientRule rule = gradientRule(n.kind());
     if (!rule)
       return n.error("no gradient rule for op {}", n.opName());
-    if (!dy[0])
-      return n.error("no gradient through a later result of {} alone", n.opName());
+    // A float result that does not reach the loss has gradient zero (rules then see a
+    // gradient for every float result).
+    for (size_t i = 0; i < dy.size(); ++i)
+      if (!dy[i] && isFloat(n.result(i)->dtype()))
+        dy[i] = e.zerosLike(n.result(i));
     std::vector<Value *> dx = rule(e, n, dy);
     if (!e.ok())
       return e.error();

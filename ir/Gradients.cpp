@@ -268,6 +268,102 @@ std::vector<Value *> avgPoolGrad(GradEmitter &e, const Node &n, Value *g) {
                 {"output_padding", *opad}})};
 }
 
+/// Slice with step 1 (constant starts, ends, axes): the gradient pads g with zeros back to
+/// x's extents.
+std::vector<Value *> sliceGrad(GradEmitter &e, const Node &n, Value *g) {
+  Value *x = n.operand(0);
+  std::vector<Value *> none(n.numOperands(), nullptr);
+  std::optional<Extents> xe = needStatic(e, n, x);
+  const Tensor *starts = n.constantOperand(1), *ends = n.constantOperand(2);
+  const Tensor *axesT = n.numOperands() > 3 && n.operand(3) ? n.constantOperand(3) : nullptr;
+  const Tensor *stepsT = n.numOperands() > 4 && n.operand(4) ? n.constantOperand(4) : nullptr;
+  if (!xe)
+    return none;
+  if (!starts || !ends || (n.operand(3) && !axesT) ||
+      (n.numOperands() > 4 && n.operand(4) && !stepsT)) {
+    e.fail(n.error("the gradient of slice needs constant starts, ends, axes and steps"));
+    return none;
+  }
+  Ints st = starts->toInt64Vector(), en = ends->toInt64Vector();
+  Ints axes = axesT ? axesT->toInt64Vector() : Ints();
+  if (!axesT)
+    for (size_t i = 0; i < st.size(); ++i)
+      axes.push_back(static_cast<int64_t>(i));
+  int64_t r = x->rank();
+  Ints pads(static_cast<size_t>(2 * r), 0);
+  for (size_t i = 0; i < st.size(); ++i) {
+    if (stepsT && stepsT->toInt64Vector()[i] != 1) {
+      e.fail(n.error("the gradient of slice is implemented for step 1"));
+      return none;
+    }
+    int64_t ax = normAxis(axes[i], r), dim = (*xe)[static_cast<size_t>(ax)];
+    int64_t a = st[i] < 0 ? st[i] + dim : st[i], b = en[i] < 0 ? en[i] + dim : en[i];
+    a = std::clamp<int64_t>(a, 0, dim);
+    b = std::clamp<int64_t>(b, a, dim);
+    pads[static_cast<size_t>(ax)] = a;
+    pads[static_cast<size_t>(ax + r)] = dim - b;
+  }
+  none[0] = e.op(OpKind::Pad, {g, e.i64s(pads)}, {{"mode", std::string("constant")}});
+  return none;
+}
+
+/// Constant-mode pad with pads >= 0: the gradient is the slice of g where x was.
+std::vector<Value *> padGrad(GradEmitter &e, const Node &n, Value *g) {
+  Value *x = n.operand(0);
+  std::vector<Value *> none(n.numOperands(), nullptr);
+  std::optional<Extents> xe = needStatic(e, n, x);
+  const Tensor *padsT = n.constantOperand(1);
+  if (!xe)
+    return none;
+  Ints pads = padsT ? padsT->toInt64Vector() : Ints();
+  if (n.getString("mode") != "constant" || !padsT ||
+      std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p < 0; })) {
+    e.fail(n.error("the gradient of pad is implemented for constant mode with constant pads "
+                   ">= 0"));
+    return none;
+  }
+  size_t r = xe->size();
+  Ints begins(pads.begin(), pads.begin() + static_cast<long>(r)), ends(r);
+  for (size_t i = 0; i < r; ++i)
+    ends[i] = begins[i] + (*xe)[i];
+  none[0] = e.op(OpKind::Slice, {g, e.i64s(begins), e.i64s(ends)});
+  return none;
+}
+
+/// Split: the pieces' gradients joined back (zeros for a piece that does not reach the loss).
+std::vector<Value *> splitGrad(GradEmitter &e, const Node &n, const std::vector<Value *> &dy) {
+  std::vector<Value *> parts;
+  for (size_t i = 0; i < dy.size(); ++i)
+    parts.push_back(dy[i] ? dy[i] : e.zerosLike(n.result(i)));
+  return {e.op(OpKind::Concat, parts, {{"axis", n.getInt("axis")}})};
+}
+
+/// Layer norm over dims [axis, rank): with xhat = (x - mean) rstd and gh = g scale,
+/// dx = rstd (gh - mean(gh) - xhat mean(gh xhat)), dscale = sum(g xhat), dbias = sum(g), the
+/// sums over the dims that broadcast scale and bias. The statistics are recomputed.
+std::vector<Value *> layerNormGrad(GradEmitter &e, const Node &n, Value *g) {
+  Value *x = n.operand(0), *scale = n.operand(1), *bias = n.operand(2);
+  int64_t r = x->rank(), axis = normAxis(n.getInt("axis"), r);
+  Ints axes;
+  for (int64_t a = axis; a < r; ++a)
+    axes.push_back(a);
+  AttrMap keep = {{"axes", axes}, {"keepdims", int64_t(1)}};
+  Value *mean = e.op(OpKind::ReduceMean, {x}, keep);
+  Value *xc = e.sub(x, mean);
+  Value *var = e.op(OpKind::ReduceMean, {e.mul(xc, xc)}, keep);
+  Value *eps = e.scalar(n.getFloat("epsilon"), x->dtype());
+  Value *rstd = e.op(OpKind::Reciprocal, {e.op(OpKind::Sqrt, {e.add(var, eps)})});
+  Value *xhat = e.mul(xc, rstd);
+  Value *gh = e.mul(g, scale);
+  Value *m1 = e.op(OpKind::ReduceMean, {gh}, keep);
+  Value *m2 = e.op(OpKind::ReduceMean, {e.mul(gh, xhat)}, keep);
+  Value *gx = e.mul(rstd, e.sub(e.sub(gh, m1), e.mul(xhat, m2)));
+  std::vector<Value *> out = {gx, e.sumTo(e.mul(g, xhat), scale)};
+  if (n.numOperands() > 2)
+    out.push_back(bias ? e.sumTo(g, bias) : nullptr);
+  return out;
+}
+
 #define X(i) n.operand(i)
 #define Y(i) n.result(i)
 #define G dy[0]

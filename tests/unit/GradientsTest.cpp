@@ -194,6 +194,30 @@ TEST(Gradients, DataMovement) {
   });
 }
 
+TEST(Gradients, SliceSplitPad) {
+  checkGradients({{4, 5}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Slice, {x[0], b.i64s({1, -4}), b.i64s({3, 100}), b.i64s({0, 1})});
+  });
+  checkGradients({{2, 6}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    std::vector<Var> parts =
+        b.opMulti(OpKind::Split, {x[0]}, {{"axis", int64_t(1)}, {"sizes", Ints{2, 3, 1}}}, 3);
+    return parts[0] * parts[2] + exp(parts[0]); // the middle piece does not reach the loss
+  });
+  checkGradients({{2, 3}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Pad, {x[0], b.i64s({1, 0, 0, 2})}, {{"mode", std::string("constant")}});
+  });
+}
+
+TEST(Gradients, LayerNorm) {
+  for (int64_t axis : {-1, 1})
+    checkGradients({{2, 3, 4}, {4}, {3, 4}}, [axis](GraphBuilder &b, const std::vector<Var> &x) {
+      // Statistics in f64 (GraphBuilder's layerNorm keeps them in f32, too coarse for the
+      // finite differences).
+      return b.op(OpKind::LayerNorm, {x[0], x[1], x[2]},
+                  {{"axis", axis}, {"epsilon", 1e-5}, {"stash_type", DType::F64}});
+    });
+}
+
 TEST(Gradients, MatMul) {
   const std::vector<std::vector<Extents>> shapes = {
       {{3, 4}, {4, 5}}, {{2, 3, 4}, {4, 5}}, {{3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {3, 4, 2}},
