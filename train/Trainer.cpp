@@ -178,6 +178,7 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
   tr->state_.insert(tr->state_.end(), stateInit.begin(), stateInit.end());
 
   // 4. The target's passes and one compile.
+  tr->unoptimized_ = sg->clone();
   NNC_TRY(driver::optimize(*sg, o.target));
   NNC_USER_CHECK(sg->inputs().size() == 4 + tr->state_.size(),
                  "internal error: the train step has {} inputs after optimization, expected {}",

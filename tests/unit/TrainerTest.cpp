@@ -90,6 +90,50 @@ TEST(Trainer, CpuStepMatchesInterpreterForEveryOptimizer) {
     }
 }
 
+/// A small CNN: strided and unit-stride convs (both input-gradient forms), max pooling.
+TEST(Trainer, CnnCpuStepMatchesInterpreter) {
+  std::mt19937 rng(5);
+  GraphBuilder b("cnn");
+  Var x = b.input("x", DType::F32, {Dim::symbol("N"), 2, 12, 12});
+  std::vector<Var> ps = {
+      b.constant(randomTensor({4, 2, 3, 3}, rng, 0.4f)), b.constant(randomTensor({4}, rng, 0.1f)),
+      b.constant(randomTensor({4, 4, 3, 3}, rng, 0.3f)), b.constant(randomTensor({4}, rng, 0.1f)),
+      b.constant(randomTensor({6, 4, 3, 3}, rng, 0.3f)), b.constant(randomTensor({6}, rng, 0.1f)),
+      b.constant(randomTensor({24, 3}, rng, 0.3f)),      b.constant(randomTensor({3}, rng, 0.1f))};
+  Var h = relu(conv2d(x, ps[0], ps[1], /*stride=*/2, /*pad=*/1));
+  h = maxPool2d(relu(conv2d(h, ps[2], ps[3], 1, 1)), 2, 2);
+  h = relu(conv2d(h, ps[4], ps[5], 2, 1));
+  b.output(matmul(reshape(h, {-1, 24}), ps[6]) + ps[7]);
+  std::vector<std::string> params;
+  for (const Var &p : ps)
+    params.push_back(p.value()->name());
+  Expected<std::unique_ptr<Graph>> g = b.build();
+  ASSERT_TRUE(g) << g.error().message();
+  Tensor xs = randomTensor({8, 2, 12, 12}, rng, 1);
+  Tensor ys = Tensor::zeros(DType::I64, {8});
+  for (int64_t i = 0; i < 8; ++i)
+    ys.data<int64_t>()[i] = i % 3;
+  std::vector<std::vector<double>> losses;
+  for (auto kind : {driver::Target::Interp, driver::Target::Cpu}) {
+    TrainOptions o;
+    o.batch = 8;
+    o.lr = 0.01;
+    o.target = driver::Target(kind);
+    o.exec.threads = 1;
+    Expected<std::unique_ptr<Trainer>> tr = Trainer::create(**g, params, o);
+    ASSERT_TRUE(tr) << tr.error().message();
+    losses.emplace_back();
+    for (int s = 0; s < 10; ++s) {
+      Expected<double> l = (*tr)->step(xs, ys);
+      ASSERT_TRUE(l) << l.error().message();
+      losses.back().push_back(*l);
+    }
+  }
+  for (size_t i = 0; i < losses[0].size(); ++i)
+    EXPECT_NEAR(losses[1][i], losses[0][i], 1e-4 * std::abs(losses[0][i])) << "step " << i;
+  EXPECT_LT(losses[1].back(), 0.9 * losses[1].front()) << ::testing::PrintToString(losses[1]);
+}
+
 TEST(Trainer, OpenCLStepMatchesInterpreter) {
   Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
   if (!devices || devices->empty())

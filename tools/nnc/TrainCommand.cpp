@@ -1,6 +1,7 @@
 // `nnc train MODEL`: train a model's initializers on .npy data and write the trained model.
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <random>
@@ -9,6 +10,7 @@
 #include "CommandUtil.h"
 #include "nnc/frontend/OnnxExport.h"
 #include "nnc/frontend/OnnxImporter.h"
+#include "nnc/ir/Printer.h"
 #include "nnc/train/Trainer.h"
 
 namespace nnc::tools {
@@ -27,6 +29,7 @@ struct TrainCliOptions {
   int threads = 0;
   bool json = false;
   double clipNorm = 0;
+  std::string saveStep;
 };
 
 /// Rows `idx[first .. first+count)` of `t` (its first dim) as one tensor.
@@ -92,6 +95,12 @@ int trainCommand(const TrainCliOptions &o) {
   if (!tr)
     return fail(tr.takeError().withContext(o.model));
   Trainer &trainer = **tr;
+  if (!o.saveStep.empty()) {
+    std::ofstream f(o.saveStep);
+    printGraph(trainer.unoptimizedStepGraph(), f);
+    if (!f.good())
+      return fail(fmt::format("{}: cannot write the train step", o.saveStep));
+  }
   const TensorType &lt = trainer.labelType();
   if (y->dtype() != lt.dtype || y->rank() != lt.rank())
     return fail(fmt::format("{}: labels are {}{}; the {} loss takes {} per batch", o.labels,
@@ -169,6 +178,9 @@ public:
     cmd_->add_option("--seed", o_.seed, "Seed of the shuffle (default 0)");
     cmd_->add_flag("--no-shuffle", o_.noShuffle, "Batches in file order");
     cmd_->add_option("--clip-norm", o_.clipNorm, "Clip gradients to this global L2 norm");
+    cmd_->add_option("--save-step", o_.saveStep,
+                     "Write the train-step graph (before optimization) as text IR here, for "
+                     "nnc inspect, bench and run");
     cmd_->add_option("--target", o_.target, "cpu (default), interp or opencl[:P.D]");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
     cmd_->add_option("--threads", o_.threads, "cpu: threads (default: all cores; 1: serial)")

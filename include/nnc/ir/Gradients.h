@@ -42,6 +42,9 @@ public:
   /// a * s for a double s (a constant of a's dtype).
   Value *mulScalar(Value *a, double s);
   Value *reshapeLike(Value *v, Value *like);
+  /// transpose(v, perm), or a reshape where the permutation only moves extent-1 dims (a
+  /// reshape costs nothing; a transpose copies).
+  Value *transpose(Value *v, const std::vector<int64_t> &perm);
   /// Sums `g` over the axes that numpy broadcasting added or stretched to turn `target`'s
   /// shape into g's: the gradient of a broadcast operand.
   Value *sumTo(Value *g, Value *target);

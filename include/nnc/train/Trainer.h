@@ -62,6 +62,10 @@ public:
   int64_t steps() const { return steps_; }
   /// The train-step graph as compiled (after the target's passes).
   const Graph &stepGraph() const { return *graph_; }
+  /// The train-step graph before the target's passes: inputs (batch, parameters, labels, lr,
+  /// step, optimizer state), outputs (loss, new parameters, new state). `nnc train
+  /// --save-step` writes it as text IR for nnc inspect / bench / run.
+  const Graph &unoptimizedStepGraph() const { return *unoptimized_; }
   /// The labels' type a step expects.
   const TensorType &labelType() const { return labelType_; }
   const TensorType &inputType() const { return inputType_; }
@@ -69,7 +73,7 @@ public:
 private:
   Trainer() = default;
   TrainOptions options_;
-  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<Graph> graph_, unoptimized_;
   std::unique_ptr<driver::Runner> runner_;
   std::vector<std::string> paramNames_;
   std::vector<Tensor> state_; ///< Parameters, then optimizer state, in graph-input order.
