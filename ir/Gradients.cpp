@@ -118,7 +118,17 @@ std::vector<Value *> matMulGrad(GradEmitter &e, const Node &n, Value *g) {
   Value *bt = e.op(OpKind::Transpose, {b2}, {{"perm", swapLastTwo(b2->rank())}});
   Value *at = e.op(OpKind::Transpose, {a2}, {{"perm", swapLastTwo(a2->rank())}});
   Value *ga = e.sumTo(e.op(OpKind::MatMul, {g2, bt}), a2);
-  Value *gb = e.sumTo(e.op(OpKind::MatMul, {at, g2}), b2);
+  Value *gb = nullptr;
+  Node *bp = b->producer();
+  if (b2 == b && b->rank() == 2 && a2->rank() == 2 && bp && bp->kind() == OpKind::Transpose) {
+    // b = transpose(W) (Gemm with transB, PyTorch's Linear layout): give a^T g as
+    // (g^T a)^T, so that the transpose rule's transpose of it cancels this one and W's
+    // gradient is g^T a, without transposing a nor the weight-sized result.
+    Value *gt = e.op(OpKind::Transpose, {g2}, {{"perm", Ints{1, 0}}});
+    gb = e.op(OpKind::Transpose, {e.op(OpKind::MatMul, {gt, a2})}, {{"perm", Ints{1, 0}}});
+  } else {
+    gb = e.sumTo(e.op(OpKind::MatMul, {at, g2}), b2);
+  }
   return {a2 == a ? ga : e.reshapeLike(ga, a), b2 == b ? gb : e.reshapeLike(gb, b)};
 }
 
