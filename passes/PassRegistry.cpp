@@ -42,6 +42,8 @@ const std::vector<PassInfo> &passRegistry() {
        createLayoutNCHWcPass},
       {"winograd", "Run 3x3 stride-1 blocked convs as Winograd F(m x m, 3x3) with a batched GEMM",
        createWinogradPass},
+      {"autodiff", "Append the gradients of the loss output w.r.t. the float inputs as outputs",
+       createAutodiffPass},
   };
   return passes;
 }

@@ -14,6 +14,7 @@ PKGS=(
   libopenblas-dev  # OpenBLAS: cblas_sgemm (bench/sgemm; OPENBLAS_CORETYPE=SkylakeX on AVX-512 hosts)
   libeigen3-dev    # Eigen: the third SGEMM peer (also in setup.sh)
   python3-torch python3-torchvision python3-matplotlib
+  python3-sklearn  # the digits data of `nnc train`'s end-to-end test and bench/train_peer.py
   nodejs
 )
 # npm: Debian's package, unless an npm is already on the path (some images ship it with node).

@@ -403,6 +403,7 @@ const LoweringTable &loweringTable() {
     registerNNLowerings(t);
     registerLossLowerings(t);
     registerRecurrentLowerings(t);
+    registerTrainingLowerings(t);
     t["Constant"] = OpLowering{{"value", "value_float", "value_floats", "value_int", "value_ints"},
                                lowerConstant};
     return t;

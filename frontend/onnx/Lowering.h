@@ -119,5 +119,6 @@ void registerReductionLowerings(LoweringTable &t);
 void registerNNLowerings(LoweringTable &t);
 void registerLossLowerings(LoweringTable &t);
 void registerRecurrentLowerings(LoweringTable &t);
+void registerTrainingLowerings(LoweringTable &t);
 
 } // namespace nnc::onnxfe

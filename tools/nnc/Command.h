@@ -29,5 +29,6 @@ std::unique_ptr<Command> addCheckCommand(CLI::App &app);   // CheckCommand.cpp
 std::unique_ptr<Command> addDevicesCommand(CLI::App &app); // DevicesCommand.cpp
 std::unique_ptr<Command> addInspectCommand(CLI::App &app); // InspectCommand.cpp
 std::unique_ptr<Command> addCompileCommand(CLI::App &app); // CompileCommand.cpp
+std::unique_ptr<Command> addTrainCommand(CLI::App &app);   // TrainCommand.cpp
 
 } // namespace nnc::tools

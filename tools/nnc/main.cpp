@@ -8,7 +8,7 @@
 
 int main(int argc, char **argv) {
   CLI::App app{"nnc: a tensor compiler for neural networks.\n"
-               "Commands: run, bench, tune, cache, check, inspect, compile, devices, help. `nnc "
+               "Commands: run, bench, tune, cache, check, inspect, compile, train, devices, help. `nnc "
                "COMMAND --help` for details."};
   app.set_version_flag("--version", std::string("nnc ") + NNC_VERSION);
   app.require_subcommand(0, 1);
@@ -17,6 +17,7 @@ int main(int argc, char **argv) {
   std::unique_ptr<Command> commands[] = {
       addRunCommand(app),   addBenchCommand(app),   addTuneCommand(app),    addCacheCommand(app),
       addCheckCommand(app), addDevicesCommand(app), addInspectCommand(app), addCompileCommand(app),
+      addTrainCommand(app),
   };
   CLI::App *helpCmd = app.add_subcommand("help", "Show help");
 

@@ -53,5 +53,7 @@ std::unique_ptr<Pass> createWinogradPass();
 /// Moves a per-input-channel scale of a single image (a squeeze-excitation gate) from a
 /// blocked conv's input into its constant weight when the weight is the smaller tensor.
 std::unique_ptr<Pass> createFoldChannelScalePass();
+/// Appends d loss / d input for every float graph input as outputs (passes/Autodiff.cpp).
+std::unique_ptr<Pass> createAutodiffPass();
 
 } // namespace nnc

@@ -1,0 +1,67 @@
+// Losses and optimizer updates as graph ops: functions that append the math (elementwise ops
+// and reductions, so fusion makes each update one kernel) to a graph. The ONNX importer's
+// ai.onnx.preview.training ops and nnc::Trainer both build their updates here.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "nnc/ir/Gradients.h"
+
+namespace nnc {
+
+/// Mean over the batch of -log softmax(logits)[label]: logits [N, C] float, labels [N] i64
+/// class indices (each in [0, C)). Returns the f32/f64 scalar loss.
+Value *softmaxCrossEntropyLoss(GradEmitter &e, Value *logits, Value *labels);
+/// mean((pred - target)^2) over every element; target has pred's shape.
+Value *meanSquaredErrorLoss(GradEmitter &e, Value *pred, Value *target);
+
+/// Plain SGD: x - r g. `r` is a scalar value (the learning rate, an input of the graph).
+Value *sgdUpdate(GradEmitter &e, Value *r, Value *x, Value *g);
+
+/// ONNX Momentum (ai.onnx.preview.training): with g' = normCoefficient x + g and
+/// beta' = (t > 0 ? beta : 1): v' = alpha v + beta' g'; standard: x' = x - r v';
+/// nesterov: x' = x - r (g' + alpha v'). PyTorch's SGD with momentum m and dampening d is
+/// alpha = m, beta = 1 - d (from its second step on: PyTorch's first step takes v' = g).
+struct MomentumOptions {
+  double alpha = 0.9;
+  double beta = 1.0;
+  double normCoefficient = 0;
+  bool nesterov = false;
+};
+/// Returns {x', v'}. `t` is the i64 scalar step count.
+std::array<Value *, 2> momentumUpdate(GradEmitter &e, Value *r, Value *t, Value *x, Value *g,
+                                      Value *v, const MomentumOptions &o);
+
+/// ONNX Adagrad: r' = r / (1 + t decayFactor), g' = normCoefficient x + g, h' = h + g'^2,
+/// x' = x - r' g' / (sqrt(h') + epsilon).
+struct AdagradOptions {
+  double decayFactor = 0;
+  double epsilon = 1e-6;
+  double normCoefficient = 0;
+};
+/// Returns {x', h'}.
+std::array<Value *, 2> adagradUpdate(GradEmitter &e, Value *r, Value *t, Value *x, Value *g,
+                                     Value *h, const AdagradOptions &o);
+
+/// ONNX Adam: g' = normCoefficient x + g, v' = alpha v + (1 - alpha) g',
+/// h' = beta h + (1 - beta) g'^2, r' = (t > 0 ? r sqrt(1 - beta^t) / (1 - alpha^t) : r),
+/// x' = (1 - normCoefficientPost) (x - r' v' / (sqrt(h') + epsilon)). AdamW's decoupled weight
+/// decay wd is normCoefficientPost = lr * wd (applied after the step instead of before, a
+/// second-order difference).
+struct AdamOptions {
+  double alpha = 0.9;
+  double beta = 0.999;
+  double epsilon = 1e-6;
+  double normCoefficient = 0;
+  double normCoefficientPost = 0;
+};
+/// Returns {x', v', h'}.
+std::array<Value *, 3> adamUpdate(GradEmitter &e, Value *r, Value *t, Value *x, Value *g, Value *v,
+                                  Value *h, const AdamOptions &o);
+
+/// Scales every gradient by min(1, maxNorm / ||grads||) (the global L2 norm over all of them).
+std::vector<Value *> clipByGlobalNorm(GradEmitter &e, const std::vector<Value *> &grads,
+                                      double maxNorm);
+
+} // namespace nnc

@@ -1,0 +1,85 @@
+// nnc::Trainer: one compiled train step (forward + backward + optimizer update) over a model
+// whose float initializers are the parameters.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/Driver.h"
+#include "nnc/ir/Training.h"
+
+namespace nnc {
+
+enum class LossKind { SoftmaxCrossEntropy, MeanSquaredError };
+enum class OptimizerKind { Sgd, Momentum, Nesterov, Adam, AdamW, Adagrad };
+
+/// "softmax_cross_entropy" or "mse"; the error lists them.
+Expected<LossKind> parseLoss(const std::string &name);
+/// "sgd", "momentum", "nesterov", "adam", "adamw" or "adagrad"; the error lists them.
+Expected<OptimizerKind> parseOptimizer(const std::string &name);
+
+struct TrainOptions {
+  LossKind loss = LossKind::SoftmaxCrossEntropy;
+  OptimizerKind optimizer = OptimizerKind::Adam;
+  double lr = 1e-3;
+  int64_t batch = 32;
+  /// Adam / AdamW. PyTorch's defaults (epsilon 1e-8), not ONNX's 1e-6.
+  AdamOptions adam = {0.9, 0.999, 1e-8, 0, 0};
+  double weightDecay = 0.01; ///< AdamW only.
+  double momentum = 0.9;     ///< Momentum and Nesterov.
+  AdagradOptions adagrad = {0, 1e-10, 0};
+  double clipNorm = 0; ///< > 0: gradients clipped to this global L2 norm.
+  driver::Target target = driver::Target(driver::Target::Cpu);
+  driver::ExecOptions exec;
+};
+
+/// Trains the parameters of a model. Its first graph input takes a batch, its first output
+/// is the prediction (logits for softmax cross-entropy); the parameters are the model's float
+/// constants named in `params` (an ONNX model's initializers).
+///
+/// The whole step is one graph: inputs (batch, labels, lr, step count, parameters,
+/// optimizer state), outputs (loss, new parameters, new state), compiled once for the
+/// target. Parameters and state stay resident by ping-pong: each step's outputs are the next
+/// step's inputs, and the CPU launch list binds graph inputs and outputs to their tensors'
+/// memory by pointer (runtime/core/CpuLaunchList.cpp), so nothing is copied between steps;
+/// a step moves only the batch in and the loss out. (Aliasing an output onto its input
+/// inside one arena would save the second buffer but needs the planner to prove no kernel
+/// reads a parameter after its update is written; ping-pong needs nothing of it.) On OpenCL
+/// the launch list writes inputs into its device arena each run, so there the state still
+/// crosses to the device per step.
+class Trainer {
+public:
+  static Expected<std::unique_ptr<Trainer>>
+  create(const Graph &model, const std::vector<std::string> &params, const TrainOptions &options);
+  /// One step on a batch ([batch, ...] like the model's first input) and its labels (i64
+  /// [batch] class indices for softmax cross-entropy; the prediction's shape for MSE).
+  /// Returns the batch's loss before the update.
+  Expected<double> step(const Tensor &inputs, const Tensor &labels);
+  /// The parameters now, by name.
+  std::map<std::string, Tensor> parameters() const;
+  int64_t steps() const { return steps_; }
+  /// The train-step graph as compiled (after the target's passes).
+  const Graph &stepGraph() const { return *graph_; }
+  /// The train-step graph before the target's passes: inputs (batch, parameters, labels, lr,
+  /// step, optimizer state), outputs (loss, new parameters, new state). `nnc train
+  /// --save-step` writes it as text IR for nnc inspect / bench / run.
+  const Graph &unoptimizedStepGraph() const { return *unoptimized_; }
+  /// The labels' type a step expects.
+  const TensorType &labelType() const { return labelType_; }
+  const TensorType &inputType() const { return inputType_; }
+
+private:
+  Trainer() = default;
+  TrainOptions options_;
+  std::unique_ptr<Graph> graph_, unoptimized_;
+  std::unique_ptr<driver::Runner> runner_;
+  std::vector<std::string> paramNames_;
+  std::vector<Tensor> state_; ///< Parameters, then optimizer state, in graph-input order.
+  TensorType inputType_, labelType_;
+  DType dtype_ = DType::F32;
+  int64_t steps_ = 0;
+};
+
+} // namespace nnc

@@ -1,0 +1,135 @@
+// Losses and optimizer updates built from existing ops (see include/nnc/ir/Training.h).
+#include "nnc/ir/Training.h"
+
+namespace nnc {
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+Value *meanAll(GradEmitter &e, Value *v) {
+  return e.op(OpKind::ReduceMean, {v}, {{"axes", Ints{}}, {"keepdims", int64_t(0)}});
+}
+
+/// `t` (i64 scalar) as the dtype of `like`.
+Value *stepAs(GradEmitter &e, Value *t, Value *like) {
+  if (!t || !like)
+    return nullptr;
+  return e.op(OpKind::Cast, {t}, {{"to", like->dtype()}});
+}
+
+/// norm * x + g, or g when norm is 0.
+Value *regularized(GradEmitter &e, Value *x, Value *g, double norm) {
+  return norm == 0 ? g : e.add(e.mulScalar(x, norm), g);
+}
+
+/// A scalar of `like`'s dtype.
+Value *sc(GradEmitter &e, double v, Value *like) {
+  return like ? e.scalar(v, like->dtype()) : nullptr;
+}
+
+} // namespace
+
+Value *softmaxCrossEntropyLoss(GradEmitter &e, Value *logits, Value *labels) {
+  if (!logits || !labels)
+    return nullptr;
+  if (logits->rank() != 2 || labels->rank() != 1 || !isInteger(labels->dtype()))
+    return e.fail(makeError("softmax cross-entropy needs logits [N, C] and integer labels [N], "
+                            "got {} and {}",
+                            logits->type().str(), labels->type().str()));
+  const Dim &classes = logits->shape()[1];
+  if (!classes.isStatic())
+    return e.fail(makeError("softmax cross-entropy needs a static class count, got {}",
+                            logits->type().str()));
+  // one_hot(labels) * log_softmax(logits), summed over classes: all elementwise and
+  // reductions, so the loss and its gradient fuse.
+  Value *logp = e.op(OpKind::LogSoftmax, {logits}, {{"axis", int64_t(1)}});
+  Tensor offOn = Tensor::zeros(logits->dtype(), {2});
+  if (logits->dtype() == DType::F64)
+    offOn.data<double>()[1] = 1;
+  else if (logits->dtype() == DType::F32)
+    offOn.data<float>()[1] = 1;
+  else
+    return e.fail(makeError("softmax cross-entropy: logits must be f32 or f64"));
+  Value *depth = e.constant(Tensor::scalar<int64_t>(DType::I64, classes.value()));
+  Value *oneHot = e.op(OpKind::OneHot, {labels, depth, e.constant(offOn)}, {{"axis", int64_t(1)}});
+  Value *picked =
+      e.op(OpKind::ReduceSum, {e.mul(oneHot, logp)}, {{"axes", Ints{1}}, {"keepdims", int64_t(0)}});
+  return e.neg(meanAll(e, picked));
+}
+
+Value *meanSquaredErrorLoss(GradEmitter &e, Value *pred, Value *target) {
+  if (!pred || !target)
+    return nullptr;
+  if (pred->type() != target->type())
+    return e.fail(makeError("mean squared error: target {} does not match the prediction {}",
+                            target->type().str(), pred->type().str()));
+  Value *d = e.sub(pred, target);
+  return meanAll(e, e.mul(d, d));
+}
+
+Value *sgdUpdate(GradEmitter &e, Value *r, Value *x, Value *g) {
+  return e.sub(x, e.mul(r, g));
+}
+
+std::array<Value *, 2> momentumUpdate(GradEmitter &e, Value *r, Value *t, Value *x, Value *g,
+                                      Value *v, const MomentumOptions &o) {
+  Value *gr = regularized(e, x, g, o.normCoefficient);
+  Value *first = e.op(OpKind::Greater, {t, e.scalar(0, DType::I64)});
+  Value *beta = e.op(OpKind::Select, {first, sc(e, o.beta, x), sc(e, 1, x)});
+  Value *vNew = e.add(e.mulScalar(v, o.alpha), e.mul(beta, gr));
+  Value *step = o.nesterov ? e.add(gr, e.mulScalar(vNew, o.alpha)) : vNew;
+  return {e.sub(x, e.mul(r, step)), vNew};
+}
+
+std::array<Value *, 2> adagradUpdate(GradEmitter &e, Value *r, Value *t, Value *x, Value *g,
+                                     Value *h, const AdagradOptions &o) {
+  Value *rate = r;
+  if (o.decayFactor != 0)
+    rate = e.div(r, e.add(sc(e, 1, x), e.mulScalar(stepAs(e, t, x), o.decayFactor)));
+  Value *gr = regularized(e, x, g, o.normCoefficient);
+  Value *hNew = e.add(h, e.mul(gr, gr));
+  Value *denom = e.add(e.op(OpKind::Sqrt, {hNew}), sc(e, o.epsilon, x));
+  return {e.sub(x, e.mul(rate, e.div(gr, denom))), hNew};
+}
+
+std::array<Value *, 3> adamUpdate(GradEmitter &e, Value *r, Value *t, Value *x, Value *g, Value *v,
+                                  Value *h, const AdamOptions &o) {
+  Value *gr = regularized(e, x, g, o.normCoefficient);
+  Value *vNew = e.add(e.mulScalar(v, o.alpha), e.mulScalar(gr, 1 - o.alpha));
+  Value *hNew = e.add(e.mulScalar(h, o.beta), e.mulScalar(e.mul(gr, gr), 1 - o.beta));
+  Value *denom = e.add(e.op(OpKind::Sqrt, {hNew}), sc(e, o.epsilon, x));
+  // The bias correction is scalar math on the step count, computed once per step.
+  Value *tf = stepAs(e, t, x);
+  Value *one = sc(e, 1, x);
+  Value *c1 = e.sub(one, e.op(OpKind::Pow, {sc(e, o.alpha, x), tf}));
+  Value *c2 = e.sub(one, e.op(OpKind::Pow, {sc(e, o.beta, x), tf}));
+  Value *corrected = e.div(e.mul(r, e.op(OpKind::Sqrt, {c2})), c1);
+  Value *first = e.op(OpKind::Greater, {t, e.scalar(0, DType::I64)});
+  Value *rate = e.op(OpKind::Select, {first, corrected, r});
+  Value *xNew = e.sub(x, e.mul(rate, e.div(vNew, denom)));
+  if (o.normCoefficientPost != 0)
+    xNew = e.mulScalar(xNew, 1 - o.normCoefficientPost);
+  return {xNew, vNew, hNew};
+}
+
+std::vector<Value *> clipByGlobalNorm(GradEmitter &e, const std::vector<Value *> &grads,
+                                      double maxNorm) {
+  if (grads.empty())
+    return {};
+  Value *sumSq = nullptr;
+  for (Value *g : grads) {
+    Value *s = e.op(OpKind::ReduceSum, {e.mul(g, g)}, {{"axes", Ints{}}, {"keepdims", int64_t(0)}});
+    sumSq = sumSq ? e.add(sumSq, s) : s;
+  }
+  Value *norm = e.op(OpKind::Sqrt, {sumSq});
+  // min(1, maxNorm / (norm + tiny)): tiny keeps a zero gradient finite.
+  Value *scale = e.op(
+      OpKind::Min, {sc(e, 1, norm), e.div(sc(e, maxNorm, norm), e.add(norm, sc(e, 1e-12, norm)))});
+  std::vector<Value *> out;
+  for (Value *g : grads)
+    out.push_back(e.mul(g, scale));
+  return out;
+}
+
+} // namespace nnc

@@ -1,0 +1,319 @@
+// Finite-difference checks of every gradient rule (Gradients.def) and of the losses, in f64
+// on the reference interpreter, with shapes that broadcast.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include "nnc/frontend/GraphBuilder.h"
+#include "nnc/ir/Gradients.h"
+#include "nnc/ir/Training.h"
+#include "nnc/runtime/Interpreter.h"
+
+using namespace nnc;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+using Fn = std::function<Var(GraphBuilder &, const std::vector<Var> &)>;
+
+Tensor randomF64(const Extents &e, std::mt19937 &rng, double lo, double hi) {
+  Tensor t = Tensor::zeros(DType::F64, e);
+  std::uniform_real_distribution<double> d(lo, hi);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<double>()[i] = d(rng);
+  return t;
+}
+
+/// Appends loss = sum(y * R) for a random R and the gradients of every graph input, then
+/// compares each with central differences. f64 throughout: eps 1e-6 leaves truncation
+/// (~eps^2) and rounding (~1e-16 / eps) errors far below the tolerance 1e-7 + 1e-6 |g|.
+void checkGraph(Graph &graph, Value *y, const std::vector<Extents> &shapes, double lo, double hi,
+                uint32_t seed) {
+  std::mt19937 rng(seed);
+  ASSERT_TRUE(y);
+  std::optional<Extents> ye = staticExtents(y->shape());
+  ASSERT_TRUE(ye);
+  GradEmitter e(graph);
+  Value *loss = e.op(OpKind::ReduceSum, {e.mul(y, e.constant(randomF64(*ye, rng, -1, 1)))},
+                     {{"axes", Ints{}}, {"keepdims", int64_t(0)}});
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  Expected<std::vector<Value *>> grads = gradients(graph, loss, graph.inputs());
+  ASSERT_TRUE(grads) << grads.error().message();
+  std::vector<Value *> outs = {loss};
+  outs.insert(outs.end(), grads->begin(), grads->end());
+  graph.setOutputs(outs);
+
+  std::vector<Tensor> inputs;
+  for (const Extents &s : shapes)
+    inputs.push_back(randomF64(s, rng, lo, hi));
+  Expected<std::vector<Tensor>> res = interpret(graph, inputs);
+  ASSERT_TRUE(res) << res.error().message();
+  const double eps = 1e-6;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor &analytic = (*res)[i + 1];
+    ASSERT_EQ(analytic.extents(), inputs[i].extents()) << "input " << i;
+    for (int64_t k = 0; k < inputs[i].numElements(); ++k) {
+      std::vector<Tensor> plus = inputs, minus = inputs;
+      plus[i] = inputs[i].clone();
+      minus[i] = inputs[i].clone();
+      plus[i].data<double>()[k] += eps;
+      minus[i].data<double>()[k] -= eps;
+      Expected<std::vector<Tensor>> fp = interpret(graph, plus), fm = interpret(graph, minus);
+      ASSERT_TRUE(fp && fm);
+      double fd = ((*fp)[0].data<double>()[0] - (*fm)[0].data<double>()[0]) / (2 * eps);
+      double a = analytic.data<double>()[k];
+      ASSERT_NEAR(a, fd, 1e-7 + 1e-6 * std::abs(fd)) << "input " << i << " element " << k;
+    }
+  }
+}
+
+/// checkGraph over y = f(inputs), built with GraphBuilder.
+void checkGradients(const std::vector<Extents> &shapes, const Fn &f, double lo = -1, double hi = 1,
+                    uint32_t seed = 1) {
+  GraphBuilder b("grad");
+  std::vector<Var> xs;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    xs.push_back(b.input("x" + std::to_string(i), DType::F64, shapeFromExtents(shapes[i])));
+  b.output(f(b, xs));
+  Expected<std::unique_ptr<Graph>> g = b.build();
+  ASSERT_TRUE(g) << g.error().message();
+  checkGraph(**g, (*g)->outputs()[0], shapes, lo, hi, seed);
+}
+
+/// checkGraph over y = f(inputs), built with GradEmitter (the losses and optimizers).
+void checkEmitted(const std::vector<Extents> &shapes,
+                  const std::function<Value *(GradEmitter &, const std::vector<Value *> &)> &f) {
+  Graph g("grad");
+  std::vector<Value *> xs;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    xs.push_back(
+        g.addInput("x" + std::to_string(i), TensorType(DType::F64, shapeFromExtents(shapes[i]))));
+  GradEmitter e(g);
+  Value *y = f(e, xs);
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  checkGraph(g, y, shapes, -1, 1, 1);
+}
+
+Var un(OpKind k, const Var &x) {
+  return x.builder()->op(k, {x});
+}
+Var bin(OpKind k, const Var &a, const Var &b) {
+  return a.builder()->op(k, {a, b});
+}
+
+TEST(Gradients, UnaryElementwise) {
+  for (OpKind k : {OpKind::Neg, OpKind::Exp, OpKind::Tanh, OpKind::Sigmoid, OpKind::Erf,
+                   OpKind::Sin, OpKind::Cos, OpKind::Abs}) {
+    SCOPED_TRACE(std::string(opInfo(k).name));
+    checkGradients({{3, 4}},
+                   [k](GraphBuilder &, const std::vector<Var> &x) { return un(k, x[0]); });
+  }
+  for (OpKind k : {OpKind::Log, OpKind::Sqrt, OpKind::Reciprocal}) {
+    SCOPED_TRACE(std::string(opInfo(k).name));
+    checkGradients(
+        {{3, 4}}, [k](GraphBuilder &, const std::vector<Var> &x) { return un(k, x[0]); }, 0.5, 2);
+  }
+}
+
+TEST(Gradients, BinaryElementwiseBroadcasting) {
+  const std::vector<std::vector<Extents>> shapes = {{{2, 3, 4}, {2, 3, 4}},
+                                                    {{2, 3, 4}, {3, 1}},
+                                                    {{4}, {2, 3, 4}},
+                                                    {{2, 1, 4}, {1, 3, 1}},
+                                                    {{2, 3}, {}}};
+  for (OpKind k :
+       {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Max, OpKind::Min, OpKind::Pow})
+    for (const auto &s : shapes) {
+      SCOPED_TRACE(std::string(opInfo(k).name) + " " + extentsStr(s[0]) + " " + extentsStr(s[1]));
+      bool positive = k == OpKind::Div || k == OpKind::Pow;
+      checkGradients(
+          s, [k](GraphBuilder &, const std::vector<Var> &x) { return bin(k, x[0], x[1]); },
+          positive ? 0.5 : -1, positive ? 2 : 1);
+    }
+}
+
+TEST(Gradients, ReluAndSelect) {
+  checkGradients({{5, 6}}, [](GraphBuilder &, const std::vector<Var> &x) { return relu(x[0]); });
+  checkGradients({{3, 4}, {4}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    Var cond = b.op(OpKind::Greater, {x[0], b.scalar(0, DType::F64)});
+    return b.op(OpKind::Select, {cond, x[0], x[1]});
+  });
+}
+
+TEST(Gradients, SoftmaxAndLogSoftmax) {
+  for (int64_t axis : {0, 1, -1}) {
+    checkGradients({{3, 5}}, [axis](GraphBuilder &, const std::vector<Var> &x) {
+      return softmax(x[0], axis);
+    });
+    checkGradients({{2, 3, 4}}, [axis](GraphBuilder &b, const std::vector<Var> &x) {
+      return b.op(OpKind::LogSoftmax, {x[0]}, {{"axis", axis}});
+    });
+  }
+}
+
+TEST(Gradients, Reductions) {
+  for (bool keep : {false, true})
+    for (const Ints &axes : {Ints{}, Ints{1}, Ints{0, 2}, Ints{-1}}) {
+      checkGradients({{2, 3, 4}}, [&](GraphBuilder &, const std::vector<Var> &x) {
+        return reduceSum(x[0], axes, keep);
+      });
+      checkGradients({{2, 3, 4}}, [&](GraphBuilder &, const std::vector<Var> &x) {
+        return reduceMean(x[0], axes, keep);
+      });
+    }
+}
+
+TEST(Gradients, DataMovement) {
+  checkGradients({{2, 3, 4}}, [](GraphBuilder &, const std::vector<Var> &x) {
+    return reshape(x[0], {4, -1});
+  });
+  checkGradients({{2, 3, 4}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Flatten, {x[0]}, {{"axis", int64_t(1)}});
+  });
+  checkGradients({{2, 3, 4}}, [](GraphBuilder &, const std::vector<Var> &x) {
+    return transpose(x[0], {2, 0, 1});
+  });
+  checkGradients({{2, 1, 4}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    Var s = b.op(OpKind::Squeeze, {x[0]}, {{"axes", Ints{1}}});
+    return b.op(OpKind::Unsqueeze, {s}, {{"axes", Ints{0}}});
+  });
+  checkGradients({{3, 1}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Expand, {x[0], b.i64s({2, 3, 4})});
+  });
+  checkGradients({{2, 3}, {2, 2}}, [](GraphBuilder &, const std::vector<Var> &x) {
+    return concat({x[0], x[1], x[0]}, 1);
+  });
+  checkGradients({{5, 3}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    Tensor idx = Tensor::fromVector<int64_t>(DType::I64, {2, 2}, {4, 0, 4, 2});
+    return b.op(OpKind::Gather, {x[0], b.constant(idx)}, {{"axis", int64_t(0)}});
+  });
+  checkGradients({{3, 4}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    Tensor idx = Tensor::fromVector<int64_t>(DType::I64, {3, 2}, {0, 3, 1, 1, 2, 0});
+    return b.op(OpKind::GatherElements, {x[0], b.constant(idx)}, {{"axis", int64_t(1)}});
+  });
+}
+
+TEST(Gradients, SliceSplitPad) {
+  checkGradients({{4, 5}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Slice, {x[0], b.i64s({1, -4}), b.i64s({3, 100}), b.i64s({0, 1})});
+  });
+  checkGradients({{2, 6}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    std::vector<Var> parts =
+        b.opMulti(OpKind::Split, {x[0]}, {{"axis", int64_t(1)}, {"sizes", Ints{2, 3, 1}}}, 3);
+    return parts[0] * parts[2] + exp(parts[0]); // the middle piece does not reach the loss
+  });
+  checkGradients({{2, 3}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Pad, {x[0], b.i64s({1, 0, 0, 2})}, {{"mode", std::string("constant")}});
+  });
+}
+
+TEST(Gradients, LayerNorm) {
+  for (int64_t axis : {-1, 1})
+    checkGradients({{2, 3, 4}, {4}, {3, 4}}, [axis](GraphBuilder &b, const std::vector<Var> &x) {
+      // Statistics in f64 (GraphBuilder's layerNorm keeps them in f32, too coarse for the
+      // finite differences).
+      return b.op(OpKind::LayerNorm, {x[0], x[1], x[2]},
+                  {{"axis", axis}, {"epsilon", 1e-5}, {"stash_type", DType::F64}});
+    });
+}
+
+TEST(Gradients, MatMul) {
+  const std::vector<std::vector<Extents>> shapes = {
+      {{3, 4}, {4, 5}}, {{2, 3, 4}, {4, 5}}, {{3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {3, 4, 2}},
+      {{4}, {4, 5}},    {{3, 4}, {4}},       {{4}, {4}}};
+  for (const auto &s : shapes) {
+    SCOPED_TRACE(extentsStr(s[0]) + " @ " + extentsStr(s[1]));
+    checkGradients(s, [](GraphBuilder &, const std::vector<Var> &x) { return matmul(x[0], x[1]); });
+  }
+}
+
+Var convOp(const Var &x, const Var &w, const Var *bias, Ints strides, Ints pads, Ints dil,
+           int64_t group) {
+  std::vector<Var> ops = {x, w};
+  if (bias)
+    ops.push_back(*bias);
+  return x.builder()->op(
+      OpKind::Conv, ops,
+      {{"strides", strides}, {"pads", pads}, {"dilations", dil}, {"group", group}});
+}
+
+TEST(Gradients, Conv) {
+  // x, w, bias; stride, pads, dilation, group.
+  checkGradients({{2, 3, 5, 5}, {4, 3, 3, 3}, {4}}, [](GraphBuilder &, const std::vector<Var> &x) {
+    return convOp(x[0], x[1], &x[2], {1, 1}, {1, 1, 1, 1}, {1, 1}, 1);
+  });
+  checkGradients({{1, 2, 6, 7}, {3, 2, 3, 2}}, [](GraphBuilder &, const std::vector<Var> &x) {
+    return convOp(x[0], x[1], nullptr, {2, 2}, {1, 0, 0, 1}, {1, 1}, 1);
+  });
+  checkGradients({{2, 4, 6, 6}, {6, 2, 2, 2}}, [](GraphBuilder &, const std::vector<Var> &x) {
+    return convOp(x[0], x[1], nullptr, {1, 2}, {0, 0, 0, 0}, {2, 1}, 2);
+  });
+  checkGradients({{1, 3, 7}, {3, 1, 3}, {3}}, [](GraphBuilder &, const std::vector<Var> &x) {
+    return convOp(x[0], x[1], &x[2], {2}, {1, 1}, {1}, 3); // 1-D depthwise
+  });
+}
+
+TEST(Gradients, Pooling) {
+  checkGradients({{2, 3, 6, 6}},
+                 [](GraphBuilder &, const std::vector<Var> &x) { return maxPool2d(x[0], 2, 2); });
+  checkGradients({{1, 2, 5, 5}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::MaxPool, {x[0]},
+                {{"kernel_shape", Ints{3, 3}},
+                 {"strides", Ints{2, 2}},
+                 {"pads", Ints{1, 1, 1, 1}},
+                 {"dilations", Ints{1, 1}},
+                 {"ceil_mode", int64_t(0)}});
+  });
+  for (int64_t cip : {0, 1})
+    checkGradients({{2, 3, 6, 5}}, [cip](GraphBuilder &b, const std::vector<Var> &x) {
+      return b.op(OpKind::AvgPool, {x[0]},
+                  {{"kernel_shape", Ints{2, 3}},
+                   {"strides", Ints{2, 1}},
+                   {"pads", cip ? Ints{1, 1, 1, 1} : Ints{0, 0, 0, 0}},
+                   {"dilations", Ints{1, 1}},
+                   {"ceil_mode", int64_t(0)},
+                   {"count_include_pad", cip}});
+    });
+}
+
+TEST(Gradients, Losses) {
+  checkEmitted({{4, 5}}, [](GradEmitter &e, const std::vector<Value *> &x) {
+    Value *labels = e.constant(Tensor::fromVector<int64_t>(DType::I64, {4}, {3, 0, 4, 4}));
+    return softmaxCrossEntropyLoss(e, x[0], labels);
+  });
+  checkEmitted({{3, 4}, {3, 4}}, [](GradEmitter &e, const std::vector<Value *> &x) {
+    return meanSquaredErrorLoss(e, x[0], x[1]);
+  });
+  checkEmitted({{3, 4}, {4}}, [](GradEmitter &e, const std::vector<Value *> &x) {
+    std::vector<Value *> c = clipByGlobalNorm(e, {x[0], x[1]}, 0.5);
+    return e.add(c[0], c[1]);
+  });
+}
+
+TEST(Gradients, MlpEndToEnd) {
+  // Gemm-like MLP with relu and the cross-entropy loss: gradients of both layers.
+  checkGradients({{4, 6}, {6, 5}, {5}, {5, 3}}, [](GraphBuilder &, const std::vector<Var> &x) {
+    Var h = relu(matmul(x[0], x[1]) + x[2]);
+    return tanh(matmul(h, x[3]));
+  });
+}
+
+TEST(Gradients, Errors) {
+  GraphBuilder b("g");
+  Var x = b.input("x", DType::F64, {2, 3});
+  Var y = b.op(OpKind::CumSum, {x},
+               {{"exclusive", int64_t(0)}, {"reverse", int64_t(0)}, {"axis", int64_t(1)}});
+  b.output(reduceSum(y, {}, false));
+  Expected<std::unique_ptr<Graph>> g = b.build();
+  ASSERT_TRUE(g) << g.error().message();
+  Expected<std::vector<Value *>> r = gradients(**g, (*g)->outputs()[0], (*g)->inputs());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("no gradient rule for op cumsum"), std::string::npos)
+      << r.error().message();
+  Expected<std::vector<Value *>> r2 = gradients(**g, (*g)->inputs()[0], (*g)->inputs());
+  ASSERT_FALSE(r2);
+  EXPECT_NE(r2.error().message().find("one element"), std::string::npos);
+}
+
+} // namespace

@@ -1,0 +1,172 @@
+// nnc::Trainer over a GraphBuilder model: the compiled CPU train step against the reference
+// interpreter step by step, for every optimizer, and the errors of Trainer::create.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "nnc/frontend/GraphBuilder.h"
+#include "nnc/runtime/OpenCLDevice.h"
+#include "nnc/train/Trainer.h"
+
+using namespace nnc;
+
+namespace {
+
+Tensor randomTensor(const Extents &e, std::mt19937 &rng, float scale) {
+  Tensor t = Tensor::zeros(DType::F32, e);
+  std::uniform_real_distribution<float> d(-scale, scale);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<float>()[i] = d(rng);
+  return t;
+}
+
+/// An MLP 8-16-4 with a symbolic batch; its parameters' value names go to `params`.
+std::unique_ptr<Graph> mlp(std::vector<std::string> &params) {
+  std::mt19937 rng(3);
+  GraphBuilder b("mlp");
+  Var x = b.input("x", DType::F32, {Dim::symbol("N"), 8});
+  Var w0 = b.constant(randomTensor({8, 16}, rng, 0.35f));
+  Var b0 = b.constant(randomTensor({16}, rng, 0.35f));
+  Var w1 = b.constant(randomTensor({16, 4}, rng, 0.25f));
+  Var b1 = b.constant(randomTensor({4}, rng, 0.25f));
+  b.output(matmul(relu(matmul(x, w0) + b0), w1) + b1);
+  params = {w0.value()->name(), b0.value()->name(), w1.value()->name(), b1.value()->name()};
+  Expected<std::unique_ptr<Graph>> g = b.build();
+  EXPECT_TRUE(g) << g.error().message();
+  return g ? std::move(*g) : nullptr;
+}
+
+std::vector<double> train(OptimizerKind opt, LossKind loss, driver::Target target, int steps,
+                          std::map<std::string, Tensor> *finalParams = nullptr) {
+  std::vector<std::string> params;
+  std::unique_ptr<Graph> g = mlp(params);
+  TrainOptions o;
+  o.optimizer = opt;
+  o.loss = loss;
+  o.lr = opt == OptimizerKind::Sgd                                   ? 0.3
+         : opt == OptimizerKind::Adagrad                             ? 0.1
+         : opt == OptimizerKind::Adam || opt == OptimizerKind::AdamW ? 0.01
+                                                                     : 0.05;
+  o.batch = 16;
+  o.target = target;
+  o.exec.threads = 1;
+  o.clipNorm = opt == OptimizerKind::Nesterov ? 1.0 : 0;
+  Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, params, o);
+  EXPECT_TRUE(tr) << tr.error().message();
+  if (!tr)
+    return {};
+  std::mt19937 rng(7);
+  Tensor x = randomTensor({16, 8}, rng, 1);
+  Tensor y = loss == LossKind::SoftmaxCrossEntropy ? Tensor::zeros(DType::I64, {16})
+                                                   : randomTensor({16, 4}, rng, 1);
+  for (int64_t i = 0; loss == LossKind::SoftmaxCrossEntropy && i < 16; ++i)
+    y.data<int64_t>()[i] = (i * 7) % 4;
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    Expected<double> l = (*tr)->step(x, y);
+    EXPECT_TRUE(l) << l.error().message();
+    if (!l)
+      return losses;
+    losses.push_back(*l);
+  }
+  if (finalParams)
+    *finalParams = (*tr)->parameters();
+  return losses;
+}
+
+TEST(Trainer, CpuStepMatchesInterpreterForEveryOptimizer) {
+  for (OptimizerKind opt : {OptimizerKind::Sgd, OptimizerKind::Momentum, OptimizerKind::Nesterov,
+                            OptimizerKind::Adam, OptimizerKind::AdamW, OptimizerKind::Adagrad})
+    for (LossKind loss : {LossKind::SoftmaxCrossEntropy, LossKind::MeanSquaredError}) {
+      SCOPED_TRACE(static_cast<int>(opt) * 10 + static_cast<int>(loss));
+      std::vector<double> interp = train(opt, loss, driver::Target(driver::Target::Interp), 30);
+      std::vector<double> cpu = train(opt, loss, driver::Target(driver::Target::Cpu), 30);
+      ASSERT_EQ(interp.size(), 30u);
+      ASSERT_EQ(cpu.size(), 30u);
+      for (size_t i = 0; i < cpu.size(); ++i)
+        EXPECT_NEAR(cpu[i], interp[i], 1e-4 * std::abs(interp[i]) + 1e-6) << "step " << i;
+      // Memorizing one batch: the loss falls.
+      EXPECT_LT(cpu.back(), 0.9 * cpu.front()) << ::testing::PrintToString(cpu);
+    }
+}
+
+/// A small CNN: strided and unit-stride convs (both input-gradient forms), max pooling.
+TEST(Trainer, CnnCpuStepMatchesInterpreter) {
+  std::mt19937 rng(5);
+  GraphBuilder b("cnn");
+  Var x = b.input("x", DType::F32, {Dim::symbol("N"), 2, 12, 12});
+  std::vector<Var> ps = {
+      b.constant(randomTensor({4, 2, 3, 3}, rng, 0.4f)), b.constant(randomTensor({4}, rng, 0.1f)),
+      b.constant(randomTensor({4, 4, 3, 3}, rng, 0.3f)), b.constant(randomTensor({4}, rng, 0.1f)),
+      b.constant(randomTensor({6, 4, 3, 3}, rng, 0.3f)), b.constant(randomTensor({6}, rng, 0.1f)),
+      b.constant(randomTensor({24, 3}, rng, 0.3f)),      b.constant(randomTensor({3}, rng, 0.1f))};
+  Var h = relu(conv2d(x, ps[0], ps[1], /*stride=*/2, /*pad=*/1));
+  h = maxPool2d(relu(conv2d(h, ps[2], ps[3], 1, 1)), 2, 2);
+  h = relu(conv2d(h, ps[4], ps[5], 2, 1));
+  b.output(matmul(reshape(h, {-1, 24}), ps[6]) + ps[7]);
+  std::vector<std::string> params;
+  for (const Var &p : ps)
+    params.push_back(p.value()->name());
+  Expected<std::unique_ptr<Graph>> g = b.build();
+  ASSERT_TRUE(g) << g.error().message();
+  Tensor xs = randomTensor({8, 2, 12, 12}, rng, 1);
+  Tensor ys = Tensor::zeros(DType::I64, {8});
+  for (int64_t i = 0; i < 8; ++i)
+    ys.data<int64_t>()[i] = i % 3;
+  std::vector<std::vector<double>> losses;
+  for (auto kind : {driver::Target::Interp, driver::Target::Cpu}) {
+    TrainOptions o;
+    o.batch = 8;
+    o.lr = 0.01;
+    o.target = driver::Target(kind);
+    o.exec.threads = 1;
+    Expected<std::unique_ptr<Trainer>> tr = Trainer::create(**g, params, o);
+    ASSERT_TRUE(tr) << tr.error().message();
+    losses.emplace_back();
+    for (int s = 0; s < 10; ++s) {
+      Expected<double> l = (*tr)->step(xs, ys);
+      ASSERT_TRUE(l) << l.error().message();
+      losses.back().push_back(*l);
+    }
+  }
+  for (size_t i = 0; i < losses[0].size(); ++i)
+    EXPECT_NEAR(losses[1][i], losses[0][i], 1e-4 * std::abs(losses[0][i])) << "step " << i;
+  EXPECT_LT(losses[1].back(), 0.9 * losses[1].front()) << ::testing::PrintToString(losses[1]);
+}
+
+TEST(Trainer, OpenCLStepMatchesInterpreter) {
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (!devices || devices->empty())
+    GTEST_SKIP() << "no OpenCL device";
+  driver::Target cl(driver::Target::OpenCL);
+  std::vector<double> interp = train(OptimizerKind::Adam, LossKind::SoftmaxCrossEntropy,
+                                     driver::Target(driver::Target::Interp), 10);
+  std::vector<double> gpu = train(OptimizerKind::Adam, LossKind::SoftmaxCrossEntropy, cl, 10);
+  ASSERT_EQ(gpu.size(), interp.size());
+  for (size_t i = 0; i < gpu.size(); ++i)
+    EXPECT_NEAR(gpu[i], interp[i], 1e-4 * std::abs(interp[i]) + 1e-6) << "step " << i;
+}
+
+TEST(Trainer, Errors) {
+  std::vector<std::string> params;
+  std::unique_ptr<Graph> g = mlp(params);
+  TrainOptions o;
+  o.batch = 4;
+  Expected<std::unique_ptr<Trainer>> none = Trainer::create(*g, {}, o);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message().find("no float initializers"), std::string::npos);
+  Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, params, o);
+  ASSERT_TRUE(tr) << tr.error().message();
+  Tensor x = Tensor::zeros(DType::F32, {4, 8});
+  Expected<double> bad = (*tr)->step(x, Tensor::zeros(DType::F32, {4}));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("the labels are f32[4]"), std::string::npos)
+      << bad.error().message();
+  Expected<double> badX =
+      (*tr)->step(Tensor::zeros(DType::F32, {5, 8}), Tensor::zeros(DType::I64, {4}));
+  ASSERT_FALSE(badX);
+  EXPECT_FALSE(parseLoss("hinge"));
+  EXPECT_FALSE(parseOptimizer("lamb"));
+}
+
+} // namespace

@@ -1,0 +1,231 @@
+// nnc::Trainer: builds the train-step graph (loss, gradients, optimizer update) and runs it.
+#include "nnc/train/Trainer.h"
+
+#include "nnc/passes/Specialize.h"
+
+namespace nnc {
+
+Expected<LossKind> parseLoss(const std::string &name) {
+  if (name == "softmax_cross_entropy")
+    return LossKind::SoftmaxCrossEntropy;
+  if (name == "mse")
+    return LossKind::MeanSquaredError;
+  return makeError("unknown loss '{}' (softmax_cross_entropy or mse)", name);
+}
+
+Expected<OptimizerKind> parseOptimizer(const std::string &name) {
+  static const std::map<std::string, OptimizerKind> kinds = {
+      {"sgd", OptimizerKind::Sgd},           {"momentum", OptimizerKind::Momentum},
+      {"nesterov", OptimizerKind::Nesterov}, {"adam", OptimizerKind::Adam},
+      {"adamw", OptimizerKind::AdamW},       {"adagrad", OptimizerKind::Adagrad}};
+  auto it = kinds.find(name);
+  if (it == kinds.end())
+    return makeError("unknown optimizer '{}' (sgd, momentum, nesterov, adam, adamw or adagrad)",
+                     name);
+  return it->second;
+}
+
+namespace {
+
+/// How many state tensors per parameter an optimizer keeps.
+int stateCount(OptimizerKind k) {
+  switch (k) {
+  case OptimizerKind::Sgd:
+    return 0;
+  case OptimizerKind::Momentum:
+  case OptimizerKind::Nesterov:
+  case OptimizerKind::Adagrad:
+    return 1;
+  case OptimizerKind::Adam:
+  case OptimizerKind::AdamW:
+    return 2;
+  }
+  return 0;
+}
+
+/// Appends the update of one parameter; returns {x', state'...}.
+std::vector<Value *> update(GradEmitter &e, const TrainOptions &o, Value *lr, Value *t, Value *x,
+                            Value *g, const std::vector<Value *> &state) {
+  switch (o.optimizer) {
+  case OptimizerKind::Sgd:
+    return {sgdUpdate(e, lr, x, g)};
+  case OptimizerKind::Momentum:
+  case OptimizerKind::Nesterov: {
+    MomentumOptions m{o.momentum, 1.0, 0, o.optimizer == OptimizerKind::Nesterov};
+    auto r = momentumUpdate(e, lr, t, x, g, state[0], m);
+    return {r[0], r[1]};
+  }
+  case OptimizerKind::Adagrad: {
+    auto r = adagradUpdate(e, lr, t, x, g, state[0], o.adagrad);
+    return {r[0], r[1]};
+  }
+  case OptimizerKind::Adam:
+  case OptimizerKind::AdamW: {
+    AdamOptions a = o.adam;
+    if (o.optimizer == OptimizerKind::AdamW)
+      a.normCoefficientPost = o.lr * o.weightDecay;
+    auto r = adamUpdate(e, lr, t, x, g, state[0], state[1], a);
+    return {r[0], r[1], r[2]};
+  }
+  }
+  return {};
+}
+
+Tensor scalarTensor(DType t, double v) {
+  Tensor s = Tensor::zeros(t, {});
+  if (t == DType::F64)
+    *s.data<double>() = v;
+  else if (t == DType::F32)
+    *s.data<float>() = static_cast<float>(v);
+  else if (t == DType::I64)
+    *s.data<int64_t>() = static_cast<int64_t>(v);
+  return s;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Trainer>>
+Trainer::create(const Graph &model, const std::vector<std::string> &params, const TrainOptions &o) {
+  std::unique_ptr<Trainer> tr(new Trainer());
+  tr->options_ = o;
+  NNC_USER_CHECK(o.batch > 0, "the batch size must be positive, got {}", o.batch);
+  NNC_USER_CHECK(!model.outputs().empty(), "the model has no output");
+  std::unique_ptr<Graph> g = model.clone();
+  NNC_USER_CHECK(g->inputs().size() == 1,
+                 "the model must have one input (the batch), it has {} (initializers aside)",
+                 g->inputs().size());
+
+  // 1. The parameters become graph inputs (before any folding could fold them away).
+  std::vector<Tensor> initial;
+  for (const std::string &name : params) {
+    Value *v = g->findValue(name);
+    Node *p = v ? v->producer() : nullptr;
+    if (!p || p->kind() != OpKind::Constant || !isFloat(v->dtype()))
+      continue; // integer initializers (shapes, indices) are not trained
+    NNC_USER_CHECK(v->dtype() == DType::F32 || v->dtype() == DType::F64,
+                   "parameter '{}' is {}: training supports f32 and f64", name, v->type().str());
+    initial.push_back(p->getTensor("value"));
+    g->renameValue(v, name + ".initial");
+    Value *in = g->addInput(name, v->type());
+    g->replaceAllUsesWith(v, in);
+    g->eraseNode(p);
+    tr->paramNames_.push_back(in->name());
+  }
+  NNC_USER_CHECK(!initial.empty(), "the model has no float initializers to train");
+  tr->dtype_ = initial[0].dtype();
+
+  // 2. Static shapes for this batch size.
+  const TensorType &xt = g->inputs()[0]->type();
+  NNC_USER_CHECK(xt.rank() >= 1, "the model's input {} has no batch dimension", xt.str());
+  Extents xe = {o.batch};
+  for (int64_t i = 1; i < xt.rank(); ++i) {
+    const Dim &d = xt.shape[static_cast<size_t>(i)];
+    NNC_USER_CHECK(d.isStatic(), "the model's input {} must be static but for its batch dim",
+                   xt.str());
+    xe.push_back(d.value());
+  }
+  NNC_USER_CHECK(xt.shape[0].isSymbolic() || xt.shape[0].value() == o.batch,
+                 "the model's input {} has a fixed batch of {}, not {}", xt.str(),
+                 xt.shape[0].value(), o.batch);
+  std::vector<Extents> shapes = {xe};
+  for (const Tensor &t : initial)
+    shapes.push_back(t.extents());
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> sg,
+                       specializeShapes(*g, shapes, driver::interpreterEvaluator()));
+  tr->inputType_ = TensorType(xt.dtype, shapeFromExtents(xe));
+
+  // 3. Loss, gradients and updates, appended to the forward graph.
+  Value *x = sg->inputs()[0];
+  std::vector<Value *> paramValues(sg->inputs().begin() + 1, sg->inputs().end());
+  Value *pred = sg->outputs()[0];
+  NNC_USER_CHECK(pred->dtype() == tr->dtype_, "the model's output is {}, its parameters {}",
+                 pred->type().str(), dtypeName(tr->dtype_));
+  tr->labelType_ = o.loss == LossKind::SoftmaxCrossEntropy ? TensorType(DType::I64, {Dim(o.batch)})
+                                                           : pred->type();
+  Value *labels = sg->addInput("labels", tr->labelType_);
+  Value *lr = sg->addInput("lr", TensorType(tr->dtype_, {}));
+  Value *step = sg->addInput("step", TensorType(DType::I64, {}));
+  GradEmitter e(*sg);
+  Value *loss = o.loss == LossKind::SoftmaxCrossEntropy ? softmaxCrossEntropyLoss(e, pred, labels)
+                                                        : meanSquaredErrorLoss(e, pred, labels);
+  if (!e.ok())
+    return e.error();
+  NNC_ASSIGN_OR_RETURN(std::vector<Value *> grads, gradients(*sg, loss, paramValues));
+  if (o.clipNorm > 0)
+    grads = clipByGlobalNorm(e, grads, o.clipNorm);
+  int ns = stateCount(o.optimizer);
+  std::vector<Value *> outputs = {loss}, newParams, newState;
+  std::vector<Tensor> stateInit;
+  for (size_t i = 0; i < paramValues.size(); ++i) {
+    std::vector<Value *> st;
+    for (int k = 0; k < ns; ++k) {
+      st.push_back(sg->addInput(fmt::format("{}.state{}", paramValues[i]->name(), k),
+                                paramValues[i]->type()));
+      stateInit.push_back(Tensor::zeros(tr->dtype_, initial[i].extents()));
+    }
+    std::vector<Value *> r = update(e, o, lr, step, paramValues[i], grads[i], st);
+    if (!e.ok())
+      return e.error();
+    newParams.push_back(r[0]);
+    newState.insert(newState.end(), r.begin() + 1, r.end());
+  }
+  outputs.insert(outputs.end(), newParams.begin(), newParams.end());
+  outputs.insert(outputs.end(), newState.begin(), newState.end());
+  sg->setOutputs(outputs);
+  // Resident tensors in graph-input order after x: parameters, labels/lr/step (fed per step),
+  // then the optimizer state.
+  tr->state_ = std::move(initial);
+  tr->state_.insert(tr->state_.end(), stateInit.begin(), stateInit.end());
+
+  // 4. The target's passes and one compile.
+  tr->unoptimized_ = sg->clone();
+  NNC_TRY(driver::optimize(*sg, o.target));
+  NNC_USER_CHECK(sg->inputs().size() == 4 + tr->state_.size(),
+                 "internal error: the train step has {} inputs after optimization, expected {}",
+                 sg->inputs().size(), 4 + tr->state_.size());
+  tr->graph_ = std::move(sg);
+  NNC_ASSIGN_OR_RETURN(tr->runner_, driver::Runner::create(*tr->graph_, o.target, o.exec));
+  // Compile now rather than in the first step (every input shape is static here).
+  if (CpuModel *m = tr->runner_->cpuModel()) {
+    std::vector<Extents> inputShapes;
+    for (Value *in : tr->graph_->inputs()) {
+      std::optional<Extents> e = staticExtents(in->shape());
+      NNC_ASSERT(e, "train-step input {} is not static", in->type().str());
+      inputShapes.push_back(*e);
+    }
+    NNC_TRY(m->executableFor(inputShapes).takeError());
+  }
+  return tr;
+}
+
+Expected<double> Trainer::step(const Tensor &inputs, const Tensor &labels) {
+  NNC_USER_CHECK(inputs.type() == inputType_, "the batch is {}, the train step takes {}",
+                 inputs.type().str(), inputType_.str());
+  NNC_USER_CHECK(labels.type() == labelType_, "the labels are {}, the train step takes {}",
+                 labels.type().str(), labelType_.str());
+  size_t np = paramNames_.size();
+  std::vector<Tensor> in;
+  in.reserve(4 + state_.size());
+  in.push_back(inputs);
+  in.insert(in.end(), state_.begin(), state_.begin() + static_cast<long>(np));
+  in.push_back(labels);
+  in.push_back(scalarTensor(dtype_, options_.lr));
+  in.push_back(scalarTensor(DType::I64, static_cast<double>(steps_ + 1)));
+  in.insert(in.end(), state_.begin() + static_cast<long>(np), state_.end());
+  NNC_ASSIGN_OR_RETURN(std::vector<Tensor> out, runner_->run(in));
+  NNC_ASSERT(out.size() == 1 + state_.size(), "{} outputs of the train step", out.size());
+  in.clear(); // drop the old state before the new one takes its place
+  for (size_t i = 0; i < state_.size(); ++i)
+    state_[i] = std::move(out[i + 1]);
+  ++steps_;
+  return out[0].elementAsDouble(0);
+}
+
+std::map<std::string, Tensor> Trainer::parameters() const {
+  std::map<std::string, Tensor> m;
+  for (size_t i = 0; i < paramNames_.size(); ++i)
+    m[paramNames_[i]] = state_[i];
+  return m;
+}
+
+} // namespace nnc
