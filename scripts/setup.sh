@@ -11,6 +11,9 @@ PKGS=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libcli11-dev
+  # The 1,797 digits images (sklearn/datasets/data/digits.csv.gz) that `nnc train`'s end-to-end
+  # test trains on (tests/cli/train_test.py reads the file; no sklearn import).
+  python3-sklearn
 )
 
 exec bash "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" setup "${PKGS[@]}"
