@@ -409,13 +409,15 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   return kernels;
 }
 
-/// conv_transpose as GEMM + col2im (the interpreter's method): a first kernel computes
-/// col[n, g, (mi, k), i] = sum_ci w[g*cg + ci, mi, k] * x[n, g*cg + ci, i] with the innermost
-/// loop over the contiguous input positions i; the second scatter-adds each (channel, tap)
-/// row of col into the output plane (only the taps that land inside it).
+/// conv_transpose as GEMM + col2im (the interpreter's method): a first kernel computes, per
+/// image n and group g, col[n, g] (R x I, R = mg * taps) = W_g^T (R x cg) * x[n, g] (cg x I),
+/// w[g*cg + ci, r] being A(r, ci) (strided: rows 1 apart, columns R apart), as the tunable
+/// register-blocked GEMM (Gemm.h: microkernels for f32); the second scatter-adds each
+/// (channel, tap) row of col into the output plane (only the taps that land inside it).
 Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
                                const ConvGeometry &geo, int64_t N, int64_t C, int64_t M,
-                               int64_t cg, int64_t mg, int64_t group, DType t, bool hasBias) {
+                               int64_t cg, int64_t mg, int64_t group, DType t, bool hasBias,
+                               const tuning::LowerOptions *opts) {
   size_t D = geo.axes.size(), L = D - 1;
   int64_t K = geo.kernelSize, I = geo.inSize, P = geo.outSize, R = mg * K;
   DType acc = accType(t, /*wide=*/false);
@@ -424,29 +426,29 @@ Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
   {
     KernelBuilder ka(node, prefix + "_gemm");
     int xb = ka.operand(0), wb = ka.operand(1), cb = ka.scratch(0, acc, colN);
-    Nest outer, initN, red, cols;
-    Expr n = outer.add(ka, N, "n"), g = outer.add(ka, group, "g"), r = outer.add(ka, R, "r");
-    Expr row = kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(group)), g), i64(R)), r), i64(I));
-    Expr i0 = initN.add(ka, I, "i");
-    Stmt initS = initN.wrap(ka.store(cb, kir::add(row, i0), fc(0, acc)));
-    Expr ci = red.add(ka, cg, "c");
-    Expr c = kir::add(kir::mul(g, i64(cg)), ci);
-    Expr i = cols.add(ka, I, "i");
-    std::string wname = ka.freshName("w");
-    Expr at = kir::add(row, i);
-    Stmt upd = ka.store(
-        cb, at,
-        kir::add(ka.load(cb, at),
-                 kir::mul(kir::var(wname, acc),
-                          kir::cast(ka.load(xb, kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), c),
-                                                                  i64(I)),
-                                                         i)),
-                                    acc))));
-    Stmt redS = red.wrap(kir::block(
-        {kir::decl(wname, acc, kir::cast(ka.load(wb, kir::add(kir::mul(c, i64(R)), r)), acc)),
-         cols.wrap(upd)}));
-    kernels.push_back(
-        ka.finish(outer.wrap(kir::block({initS, redS})), parallelOuter(outer, colN * cg)));
+    Nest outer;
+    Expr n = outer.add(ka, N, "n"), g = outer.add(ka, group, "g");
+    Expr w0 = kir::mul(g, i64(cg * R));
+    Expr x0 = kir::mul(kir::add(kir::mul(n, i64(C)), kir::mul(g, i64(cg))), i64(I));
+    Expr c0 = kir::mul(kir::add(kir::mul(n, i64(group)), g), i64(R * I));
+    GemmOperands go;
+    go.a = wb;
+    go.b = xb;
+    go.c = cb;
+    go.acc = acc;
+    go.aIndex = [&](Expr r, Expr ci) { return kir::add(w0, kir::add(kir::mul(ci, i64(R)), r)); };
+    go.bIndex = [&](Expr ci, Expr i) { return kir::add(x0, kir::add(kir::mul(ci, i64(I)), i)); };
+    go.cIndex = [&](Expr r, Expr i) { return kir::add(c0, kir::add(kir::mul(r, i64(I)), i)); };
+    go.strided = GemmOperands::Strided{w0, x0, c0, 1, R, I, I};
+    // Scratch 0 is col and 1 the f16/bf16 accumulator of the second kernel: the GEMM may pack
+    // into 2 and 3.
+    go.packScratch = 2;
+    tuning::Problem prob =
+        gemmProblem(t, N * group, R, cg, I, fmt::format("conv_transpose n{} group{}", N, group));
+    tuning::Config cfg = tuning::chooseConfig(prob, opts);
+    kir::Schedule sched;
+    Stmt body = gemmNest(ka, go, R, cg, I, cfg, outer.loops, sched);
+    kernels.push_back(ka.finish(body, sched));
   }
   KernelBuilder kb(node, prefix);
   int cb = kb.scratch(0, acc, colN);
@@ -1093,10 +1095,11 @@ Expected<Kernels> lowerConvIm2colGemm(const Node &node, const std::string &prefi
   return lowerConvIm2col(node, prefix, s.geo, s.N, s.C, s.M, s.cg, s.mg, s.t, s.hasBias, opts);
 }
 
-Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::string &prefix) {
+Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::string &prefix,
+                                               const tuning::LowerOptions *opts) {
   NNC_ASSIGN_OR_RETURN(ConvSetup s, convSetup(node, true));
   return lowerConvTransposeGemm(node, prefix, s.geo, s.N, s.C, s.M, s.cg, s.mg, s.group, s.t,
-                                s.hasBias);
+                                s.hasBias, opts);
 }
 
 Expected<Kernels> lowerMatMulFinished(const Node &node, const std::string &prefix,

@@ -74,7 +74,8 @@ std::optional<ConvFacts> convFacts(const Node &node, bool transpose);
 Expected<Kernels> lowerConvRowsDirect(const Node &node, const std::string &prefix);
 Expected<Kernels> lowerConvIm2colGemm(const Node &node, const std::string &prefix,
                                       const tuning::LowerOptions *opts);
-Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::string &prefix);
+Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::string &prefix,
+                                               const tuning::LowerOptions *opts);
 
 /// conv_nchwc (Layout.cpp): the register-blocked direct conv over blocked channels.
 Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
