@@ -974,14 +974,22 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
            tapS, kb.store(yb, yIdx, kir::cast(result, t))});
       return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
     }
-    std::vector<Stmt> take{kir::assign(any, kir::intImm(1, DType::Bool)), kir::assign(best, vE)};
-    if (withIndices)
-      take.push_back(kir::assign(bi, idx));
-    Stmt update = kir::ifThen(bor(bnot(anyE), gt(vE, bestE)), kir::block(take));
+    // Branch-free, so the loop over outputs vectorizes: a tap is taken when it is the first
+    // non-NaN one or larger than the best so far (the first of equal maxima keeps its index);
+    // NaNs are only noted (an all-NaN window gives NaN).
+    std::string take = kb.freshName("take");
+    Expr takeE = kir::var(take, DType::Bool);
+    Expr takeV = bor(bnot(anyE), gt(vE, bestE));
     if (fl)
-      update = kir::ifThen(isNaN(vE), kir::assign(nan, kir::intImm(1, DType::Bool)), update);
-    Stmt tapS =
-        taps.wrap(kir::block({kir::decl(v, ct, kir::cast(kb.load(xb, xIdx), ct)), update}));
+      takeV = kir::land(bnot(isNaN(vE)), takeV);
+    std::vector<Stmt> update{kir::decl(v, ct, kir::cast(kb.load(xb, xIdx), ct)),
+                             kir::decl(take, DType::Bool, takeV),
+                             kir::assign(best, kir::select(takeE, vE, bestE)),
+                             kir::assign(bi, kir::select(takeE, idx, kir::var(bi))),
+                             kir::assign(any, bor(anyE, takeE))};
+    if (fl)
+      update.push_back(kir::assign(nan, bor(nanE, isNaN(vE))));
+    Stmt tapS = taps.wrap(kir::block(update));
     std::vector<Stmt> body{kir::decl(best, ct, lowestOf(ct)),
                            kir::decl(any, DType::Bool, kir::intImm(0, DType::Bool))};
     if (withIndices)
@@ -996,7 +1004,12 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
     body.push_back(kb.store(yb, yIdx, kir::cast(result, t)));
     if (withIndices)
       body.push_back(kb.store(kb.result(1), yIdx, kir::var(bi)));
-    return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, work))};
+    // Vectorized across output positions: scalar, LLVM turns the selects back into branches,
+    // which random data mispredicts (18x slower than the max alone on LeNet's 2x2 pools).
+    kir::Schedule sched = parallelOuter(outer, work);
+    if (!dynamicTaps && !outer.empty() && outer.extent(outer.loops.size() - 1) >= 4)
+      sched.steps.push_back({kir::ScheduleStep::Vectorize, outer.loops.back().first, 0, {}});
+    return Kernels{kb.finish(outer.wrap(kir::block(body)), sched)};
   }
 
   DType acc = accType(t, /*wide=*/false);
