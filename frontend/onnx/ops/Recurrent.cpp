@@ -1,7 +1,8 @@
 // ONNX lowerings of the recurrent operators (RNN, GRU, LSTM) as an unrolled graph of existing
-// nnc ops: one matmul per gate projects the inputs of all time steps up front, then each step is
-// a matmul per gate of the hidden state and the gate math as elementwise ops, which the fusion
-// passes join into the matmul epilogues and one kernel per step.
+// nnc ops: one matmul projects the inputs of all time steps and gates up front, then each step
+// is one matmul of the hidden state by all gates' recurrent weights (GRU without
+// linear_before_reset: a second one for its hidden gate, after the reset gate) and the gate
+// math as elementwise ops, which the fusion passes group (the gate slices are views).
 #include <algorithm>
 #include <cctype>
 #include <optional>
