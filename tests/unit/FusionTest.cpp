@@ -16,6 +16,7 @@
 #include "nnc/passes/Specialize.h"
 #include "nnc/runtime/Executable.h"
 #include "nnc/runtime/Interpreter.h"
+#include "nnc/runtime/OpenCL.h"
 
 using namespace nnc;
 namespace fs = std::filesystem;
@@ -47,10 +48,11 @@ Tensor random(const Value &v, unsigned seed) {
 
 /// Runs the default pipeline on a copy of `text`'s graph, checks it made at least
 /// `minGroups` fusion groups, and compares the fused graph's CPU executable with the
-/// interpreter on the unfused graph. Returns the executable's kernel count; adds the number
-/// of multi-member groups and of anchored ones to `stats` (if given).
+/// interpreter on the unfused graph (and, with `onOpenCL` and a device, the fused graph's
+/// OpenCL executable too). Returns the CPU executable's kernel count; adds the number of
+/// multi-member groups and of anchored ones to `stats` (if given).
 size_t checkFusedMatchesUnfused(const std::string &text, size_t minGroups,
-                                std::pair<int, int> *stats = nullptr) {
+                                std::pair<int, int> *stats = nullptr, bool onOpenCL = false) {
   std::unique_ptr<Graph> ref = parse(text);
   if (!ref)
     return 0;
@@ -79,17 +81,30 @@ size_t checkFusedMatchesUnfused(const std::string &text, size_t minGroups,
   EXPECT_TRUE(exe) << exe.error().message();
   if (!want || !exe)
     return 0;
-  Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
-  EXPECT_TRUE(got) << got.error().message();
-  if (!got)
-    return 0;
-  for (size_t k = 0; k < want->size(); ++k) {
-    const Tensor &w = (*want)[k], &g = (*got)[k];
-    EXPECT_EQ(w.extents(), g.extents());
-    for (int64_t i = 0; i < w.numElements() && i < g.numElements(); ++i) {
-      double a = w.elementAsDouble(i), b = g.elementAsDouble(i);
-      EXPECT_LE(std::fabs(a - b), 1e-5 + 1e-3 * std::fabs(a)) << "output " << k << " element " << i;
+  auto compare = [&](Executable &e, const char *target) {
+    Expected<std::vector<Tensor>> got = e.run(inputs);
+    EXPECT_TRUE(got) << target << ": " << got.error().message();
+    if (!got)
+      return;
+    for (size_t k = 0; k < want->size(); ++k) {
+      const Tensor &w = (*want)[k], &g = (*got)[k];
+      EXPECT_EQ(w.extents(), g.extents());
+      for (int64_t i = 0; i < w.numElements() && i < g.numElements(); ++i) {
+        double a = w.elementAsDouble(i), b = g.elementAsDouble(i);
+        EXPECT_LE(std::fabs(a - b), 1e-5 + 1e-3 * std::fabs(a))
+            << target << " output " << k << " element " << i;
+      }
     }
+  };
+  compare(**exe, "cpu");
+  if (onOpenCL && listOpenCLDevices()) {
+    OpenCLOptions cl;
+    cl.cacheDir = "";
+    cl.optimize = false;
+    Expected<std::unique_ptr<OpenCLExecutable>> clExe = OpenCLExecutable::compile(*fused, cl);
+    EXPECT_TRUE(clExe) << clExe.error().message();
+    if (clExe)
+      compare(**clExe, "opencl");
   }
   return (*exe)->kernels().size();
 }
@@ -137,7 +152,7 @@ graph @g(%x1: f32[1,6,4,5], %b: f32[1,1,4,5,8]) -> (f32[1,6,4,5], f32[1,1,4,5,8]
   %n = to_nchwc(%rl) {block = 8, axis = 1} : f32[1,1,4,5,8]
   return %a, %n
 })",
-                                            2);
+                                            2, nullptr, /*onOpenCL=*/true);
   EXPECT_EQ(kernels, 3u);
 }
 
@@ -175,7 +190,7 @@ graph @g(%x: f32[1,4,6,3], %res: f32[4,2,3,3], %qkv: f32[3,2,5,7], %y: f32[2,12]
   %o3 = slice(%cat, %s3, %e3, %one) : f32[2,10]
   return %o0, %e, %o2, %o3
 })",
-                                            4);
+                                            4, nullptr, /*onOpenCL=*/true);
   EXPECT_EQ(kernels, 4u);
 }
 
