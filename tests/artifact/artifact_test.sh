@@ -58,6 +58,21 @@ exec_models)
     "$check" --compare "$work/$part/out_$m" "$models/$m/test_data_set_0" || fail "$m outputs"
   done
   ;;
+exec_opencl)
+  # The OpenCL program in an artifact, run by nnc-exec (no LLVM linked; PoCL in CI).
+  need_models lenet_b1
+  if ! "$nnc" devices 2>/dev/null | grep -q '^opencl:'; then
+    echo "SKIP: no OpenCL device (nnc devices lists none)"
+    exit 77
+  fi
+  out=$work/$part/lenet_b1
+  rm -rf "$out"
+  "$nnc" compile "$models/lenet_b1/model.onnx" -o "$out" --emit=lib --target opencl ||
+    fail "nnc compile lenet_b1 --emit=lib --target opencl"
+  "$exec" "$out/liblenet_b1.so" --inputs-dir "$models/lenet_b1/test_data_set_0" \
+    --output-dir "$out/out" || fail "nnc-exec on the OpenCL artifact"
+  "$check" --compare "$out/out" "$models/lenet_b1/test_data_set_0" || fail "OpenCL outputs"
+  ;;
 bad_input)
   # expect_error DESCRIPTION PATTERN CMD...: non-zero exit, one line naming the problem.
   expect_error() {
