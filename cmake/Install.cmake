@@ -4,7 +4,7 @@ include(CMakePackageConfigHelpers)
 set(NNC_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/nnc)
 
 install(TARGETS nnc_ir nnc_passes nnc_codegen nnc_interp nnc_runtime_core nnc_runtime nnc_frontend
-                nnc_onnx_proto
+                nnc_onnx_proto nnc_runtime_c
         EXPORT nncTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -1,13 +1,18 @@
 // `nnc compile MODEL -o OUT`: write what the compiler produces (text IR, kernels, LLVM IR,
-// assembly, an object file, or OpenCL C).
+// assembly, an object file, OpenCL C, or an ahead-of-time artifact: a shared library and its
+// C header for libnnc_runtime).
 #include "Command.h"
 #include "CommandUtil.h"
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/codegen/OpenCLCodegen.h"
 #include "nnc/ir/Printer.h"
+#include "nnc/runtime/Artifact.h"
 #include "nnc/runtime/OpenCLDevice.h"
+#include "nnc/runtime/TuningCache.h"
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -22,7 +27,48 @@ struct CompileOptions {
   std::string target = "cpu";
   std::string cpu; // --cpu
   std::vector<std::string> shapes;
+  std::string name;        // --name (lib)
+  std::string tuningCache; // --tuning-cache (lib)
+  int tuneThreads = 1;     // --tune-threads (lib)
 };
+
+/// --emit=lib: lib<name>.so and <name>.h in the folder -o names.
+int emitLib(const CompileOptions &o, const Graph &g, const driver::Target &target,
+            const GpuTarget *gpu) {
+  ArtifactOptions a;
+  a.dir = o.output;
+  a.name = o.name;
+  if (a.name.empty()) {
+    // model.onnx in a folder of its own (the shared models' layout) is named after the folder.
+    std::filesystem::path p = std::filesystem::absolute(o.model).lexically_normal();
+    a.name = p.stem() == "model" && p.has_parent_path() ? p.parent_path().filename().string()
+                                                        : p.stem().string();
+    for (char &c : a.name)
+      if (!std::isalnum(static_cast<unsigned char>(c)))
+        c = '_';
+  }
+  a.cpu = target.cpu;
+  a.gpu = gpu;
+  a.source = "model " + o.model;
+  // Tuned configs are measured on this CPU for a thread count: the cpu target only.
+  std::shared_ptr<tuning::ConfigSource> tuned;
+  if (!gpu) {
+    std::string path = o.tuningCache.empty() ? TuningCache::defaultPath() : o.tuningCache;
+    if (!o.tuningCache.empty() || std::filesystem::exists(path)) {
+      Expected<std::unique_ptr<TuningCache>> cache = TuningCache::open(path);
+      if (!cache)
+        return fail(cache.takeError());
+      tuned = std::make_shared<CachedConfigs>(std::shared_ptr<TuningCache>(std::move(*cache)),
+                                              cpuDeviceFingerprint(o.tuneThreads, target.cpu));
+    }
+  }
+  a.tuning = tuned.get();
+  Expected<ArtifactInfo> info = writeArtifact(g, a);
+  if (!info)
+    return fail(info.takeError());
+  fmt::print("nnc: wrote {} and {} ({})\n", info->library, info->header, info->notes);
+  return 0;
+}
 
 int compileCommand(const CompileOptions &opts) {
   CompileOptions o = opts;
@@ -32,10 +78,11 @@ int compileCommand(const CompileOptions &opts) {
   bool opencl = *target == driver::Target::OpenCL;
   if (o.emit.empty())
     o.emit = opencl ? "cl" : "obj";
-  static const char *kinds[] = {"nir", "kernels", "ll", "asm", "obj", "cl"};
+  static const char *kinds[] = {"nir", "kernels", "ll", "asm", "obj", "cl", "lib"};
   if (std::find(std::begin(kinds), std::end(kinds), o.emit) == std::end(kinds))
-    return fail(fmt::format("--emit must be nir, kernels, ll, asm, obj or cl, not '{}'", o.emit));
-  if (opencl != (o.emit == "cl") && o.emit != "nir" && o.emit != "kernels")
+    return fail(
+        fmt::format("--emit must be nir, kernels, ll, asm, obj, cl or lib, not '{}'", o.emit));
+  if (opencl != (o.emit == "cl") && o.emit != "nir" && o.emit != "kernels" && o.emit != "lib")
     return fail(fmt::format("--emit {} does not go with --target {}", o.emit, o.target));
   Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *target);
   if (!g)
@@ -57,6 +104,8 @@ int compileCommand(const CompileOptions &opts) {
   std::optional<GpuTarget> gpu;
   if (opencl)
     gpu = openclCodeTarget(*target);
+  if (o.emit == "lib")
+    return emitLib(o, **g, *target, gpu ? &*gpu : nullptr);
   Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, target->cpu, gpu ? &*gpu : nullptr);
   if (!kernels)
     return fail(kernels.takeError());
@@ -94,10 +143,18 @@ public:
   explicit CompileCommand(CLI::App &app) {
     cmd_ = app.add_subcommand("compile", "Write what the compiler produces");
     cmd_->add_option("model", o_.model, "Model file (.onnx or .nir)")->required();
-    cmd_->add_option("-o,--output", o_.output, "Output file")->required();
+    cmd_->add_option("-o,--output", o_.output, "Output file (--emit=lib: folder)")->required();
     cmd_->add_option("--emit", o_.emit,
-                     "nir, kernels, ll, asm, obj (default for cpu) or cl (OpenCL C, checked "
-                     "with libclang; default for opencl)");
+                     "nir, kernels, ll, asm, obj (default for cpu), cl (OpenCL C, checked "
+                     "with libclang; default for opencl) or lib (lib<name>.so + <name>.h for "
+                     "libnnc_runtime)");
+    cmd_->add_option("--name", o_.name,
+                     "lib: the artifact's name (default: the model file's, or its folder's for "
+                     "model.onnx)");
+    cmd_->add_option("--tuning-cache", o_.tuningCache,
+                     "lib: tuning cache to take tuned configs from (default: nnc's, if present)");
+    cmd_->add_option("--tune-threads", o_.tuneThreads,
+                     "lib: the thread count whose tuned configs to use (default 1)");
     cmd_->add_option("--target", o_.target, "cpu (default) or opencl");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");

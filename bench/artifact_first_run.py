@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""An ahead-of-time artifact run by nnc-exec against ONNX Runtime: first result, peak RSS, latency.
+
+For each model (default: the shared ResNet-18), the artifact is compiled once
+(`nnc compile --emit=lib`), then in alternating rounds:
+  - nnc-exec: `nnc-exec lib<name>.so --inputs-dir test_data_set_0 --iterations 1 --threads T`,
+    its whole-process wall time (process start to first result) and peak RSS;
+  - ORT: bench/ort/ort_bench.js with one iteration and no warm-up, as bench/first_run.py runs
+    it: its session creation plus that one run (node's own start excluded), and peak RSS.
+Then latency: `nnc-exec --iterations K` (median) against `nnc bench --iterations K` (median)
+on the same model, threads and machine. Reports medians and ratios, and the load average: the
+figures are only comparable on a quiet machine.
+
+    python3 bench/artifact_first_run.py [--nnc build/tools/nnc/nnc]
+        [--exec build/tools/nnc-exec/nnc-exec] [--threads 1] [--rounds 3] [--iterations 50]
+
+Benchmarks are not tests: nothing here is registered in ctest.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from first_run import HERE, ROOT, SHARED, timed  # noqa: E402
+
+
+def ort_first(model, threads):
+    inputs = os.path.join(os.path.dirname(model), "test_data_set_0")
+    out, wall, rss = timed(["node", os.path.join(HERE, "ort", "ort_bench.js"), model, "--threads",
+                            str(threads), "--iterations", "1", "--warmup", "0", "--inputs-dir",
+                            inputs])
+    r = json.loads(out.strip().splitlines()[-1])
+    return r["compile_ms"] + r["median_ms"], wall * 1e3, rss
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nnc", default=os.path.join(ROOT, "build", "tools", "nnc", "nnc"))
+    ap.add_argument("--exec", dest="exe",
+                    default=os.path.join(ROOT, "build", "tools", "nnc-exec", "nnc-exec"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=50)
+    ap.add_argument("--models", nargs="*", default=[
+        os.path.join(SHARED, "models", "resnet18_b1", "model.onnx")])
+    a = ap.parse_args()
+    print(f"load average before: {os.getloadavg()}")
+    med = statistics.median
+    for model in a.models:
+        name = os.path.basename(os.path.dirname(model))
+        inputs = os.path.join(os.path.dirname(model), "test_data_set_0")
+        with tempfile.TemporaryDirectory(prefix="nnc-artifact-") as d:
+            subprocess.run([a.nnc, "compile", model, "-o", d, "--emit=lib"], check=True,
+                           stdout=subprocess.DEVNULL)
+            lib = os.path.join(d, f"lib{name}.so")
+            exe, ort = [], []
+            for _ in range(a.rounds):
+                _, wall, rss = timed([a.exe, lib, "--inputs-dir", inputs, "--iterations", "1",
+                                      "--threads", str(a.threads)])
+                exe.append((wall * 1e3, rss))
+                ort.append(ort_first(model, a.threads))
+            out, _, _ = timed([a.exe, lib, "--inputs-dir", inputs, "--iterations",
+                               str(a.iterations), "--threads", str(a.threads)])
+            exec_ms = float(re.search(r"median ([0-9.]+) ms", out).group(1))
+            out, _, _ = timed([a.nnc, "bench", model, "--threads", str(a.threads), "--iterations",
+                               str(a.iterations), "--json"])
+            bench_ms = json.loads(out.strip().splitlines()[-1])["median_ms"]
+        e_wall, e_rss = med(r[0] for r in exe), med(r[1] for r in exe)
+        o_first, o_wall, o_rss = (med(r[i] for r in ort) for i in range(3))
+        print(f"{name}: nnc-exec process to first result {e_wall:.0f} ms, ORT session + one run "
+              f"{o_first:.0f} ms (node process {o_wall:.0f} ms): ratio {e_wall / o_first:.2f}")
+        print(f"  peak RSS: nnc-exec {e_rss:.0f} MB, ORT {o_rss:.0f} MB: ratio "
+              f"{e_rss / o_rss:.2f}")
+        print(f"  latency (median of {a.iterations}): nnc-exec {exec_ms:.2f} ms, nnc bench "
+              f"{bench_ms:.2f} ms: ratio {exec_ms / bench_ms:.3f}")
+    print(f"load average after: {os.getloadavg()}; threads {a.threads}, {a.rounds} rounds")
+
+
+if __name__ == "__main__":
+    main()

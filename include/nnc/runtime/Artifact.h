@@ -1,0 +1,48 @@
+// Ahead-of-time artifacts: a compiled model written as a shared library (lib<name>.so) with a
+// C header (<name>.h), run by libnnc_runtime (include/nnc/runtime/nnc_runtime.h) without the
+// compiler.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nnc/codegen/Tuning.h"
+#include "nnc/ir/CpuTarget.h"
+#include "nnc/ir/GpuTarget.h"
+#include "nnc/ir/Graph.h"
+#include "nnc/support/Error.h"
+
+namespace nnc {
+
+struct ArtifactOptions {
+  std::string dir;  ///< Where lib<name>.so and <name>.h go (created if missing).
+  std::string name; ///< [A-Za-z0-9_]+.
+  CpuTarget cpu = CpuTarget::host();
+  /// Set: the artifact carries OpenCL C for this device instead of CPU code.
+  const GpuTarget *gpu = nullptr;
+  /// Tuned configs of tunable CPU kernels (null: heuristic defaults).
+  const tuning::ConfigSource *tuning = nullptr;
+  /// A line on what the artifact was built from (kept in it, shown by nnc-exec --info).
+  std::string source;
+};
+
+/// What writeArtifact wrote.
+struct ArtifactInfo {
+  std::string library, header;
+  std::string notes; ///< The target, tuned configs used, linker.
+};
+
+/// Writes the artifact of `g`, whose shapes must all be static (the only shapes it runs).
+///  1. buildLaunchPlan(): the kernels, their slots and the buffer plan, as the JIT gets them.
+///  2. The kernels as an object file (the JIT's code generator, emitObjectFile), or for
+///     OpenCL the program text and its launches.
+///  3. The run plan and weights serialized (runtime/artifact/ArtifactFormat.h) into an
+///     assembler file that .incbin's them into a read-only section: the runtime reads them
+///     in place from the mapped library, no parsing library needed.
+///  4. `cc -shared` links both into lib<name>.so; generated code's calls into the runtime
+///     (nnc_parallel_for, scalar conversion helpers) stay undefined there and bind to
+///     libnnc_runtime when the library is loaded.
+///  5. <name>.h: the inputs' and outputs' names, dtypes and shapes as macros.
+Expected<ArtifactInfo> writeArtifact(const Graph &g, const ArtifactOptions &opts);
+
+} // namespace nnc

@@ -1,0 +1,499 @@
+// libnnc_runtime: the C ABI (nnc/runtime/nnc_runtime.h) over an artifact's data and kernels.
+// A CPU model binds the plan's slots straight to the caller's buffers and to the weights in
+// the mapped library, so nothing is copied at load or per run; an OpenCL model hands the
+// plan to the runtime core's OpenCLLaunchList.
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <memory>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+#include "ArtifactFormat.h"
+#include "BufferPlan.h"
+#include "OpenCLLaunchList.h"
+#include "RunPlan.h"
+#include "ThreadPool.h"
+#include "nnc/ir/CpuTarget.h"
+#include "nnc/runtime/nnc_runtime.h"
+
+namespace {
+
+thread_local std::string tlsError;
+
+struct TensorInfo {
+  std::string name;
+  int dtype = 0;
+  uint32_t elementBytes = 0;
+  std::vector<int64_t> dims;
+  int64_t bytes = 0;
+  uint8_t kind = 0; // outputs: nnc::OutputSpec::Kind
+  int32_t index = 0;
+};
+
+struct WeightInfo {
+  int dtype = 0;
+  std::vector<int64_t> dims;
+  const void *data = nullptr;
+  uint64_t bytes = 0;
+};
+
+struct AlignedFree {
+  void operator()(void *p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<void, AlignedFree>;
+
+AlignedBuffer alignedBuffer(int64_t bytes) {
+  size_t n = static_cast<size_t>((std::max<int64_t>(bytes, 1) + nnc::kArenaAlignment - 1) /
+                                 nnc::kArenaAlignment * nnc::kArenaAlignment);
+  return AlignedBuffer(std::aligned_alloc(nnc::kArenaAlignment, n));
+}
+
+template <typename... Args> void setError(fmt::format_string<Args...> f, Args &&...args) {
+  tlsError = fmt::format(f, std::forward<Args>(args)...);
+}
+
+std::string shapeText(const int64_t *d, int rank) {
+  std::string s;
+  for (int i = 0; i < rank; ++i)
+    s += (i ? "x" : "") + std::to_string(d[i]);
+  return rank == 0 ? "a scalar" : s;
+}
+
+} // namespace
+
+struct nnc_model {
+  std::string path;
+  void *dl = nullptr;
+  nnc::artifact::TargetKind target = nnc::artifact::TargetKind::Cpu;
+  std::vector<TensorInfo> inputs, outputs;
+  std::vector<WeightInfo> weights;
+  std::vector<std::string> kernelNames;
+  std::vector<nnc::KernelFn> fns;
+  std::vector<uint64_t> firstArg;
+  std::vector<nnc::OpenCLLaunch> launches;
+  std::vector<nnc::Slot> args;
+  int64_t arenaBytes = 0;
+  std::string clSource, notes;
+
+  std::vector<const void *> boundIn;
+  std::vector<void *> boundOut;
+  AlignedBuffer arena;
+  std::vector<AlignedBuffer> outScratch; // outputs bound to unaligned memory
+  std::vector<void *> ptrs;
+  // OpenCL
+  std::unique_ptr<nnc::RunPlan> plan;
+  std::unique_ptr<nnc::OpenCLLaunchList> cl;
+
+  ~nnc_model() {
+    cl.reset();
+    plan.reset();
+    if (dl)
+      dlclose(dl);
+  }
+
+  bool parse(const uint8_t *data, uint64_t size);
+  bool runCpu(int threads);
+  bool runOpenCL();
+};
+
+bool nnc_model::parse(const uint8_t *data, uint64_t size) {
+  using namespace nnc::artifact;
+  if (size < sizeof kMagic || std::memcmp(data, kMagic, sizeof kMagic) != 0) {
+    setError("{}: not an nnc artifact (bad magic)", path);
+    return false;
+  }
+  Reader r(data + sizeof kMagic, size - sizeof kMagic);
+  uint32_t version = r.u32();
+  if (version != kVersion) {
+    setError("{}: artifact format version {}, this runtime reads version {}", path, version,
+             kVersion);
+    return false;
+  }
+  target = static_cast<TargetKind>(r.u32());
+  auto level = static_cast<nnc::CpuTarget::Level>(r.u32());
+  std::string levelName = r.str();
+  notes = r.str();
+  if (target == TargetKind::Cpu && nnc::CpuTarget::host().level < level) {
+    setError("{}: compiled for {}, which this CPU ({}) does not support", path, levelName,
+             nnc::CpuTarget::host().levelName());
+    return false;
+  }
+  auto readTensor = [&](TensorInfo &t, bool output) {
+    t.name = r.str();
+    t.dtype = r.i32();
+    t.elementBytes = r.u32();
+    uint32_t rank = r.u32();
+    t.bytes = t.elementBytes;
+    for (uint32_t d = 0; d < rank && r.ok(); ++d) {
+      t.dims.push_back(r.i64());
+      t.bytes *= t.dims.back();
+    }
+    if (output) {
+      t.kind = r.u8();
+      t.index = r.i32();
+    }
+  };
+  inputs.resize(r.u32());
+  for (TensorInfo &t : inputs)
+    readTensor(t, false);
+  outputs.resize(r.u32());
+  for (TensorInfo &t : outputs)
+    readTensor(t, true);
+  weights.resize(r.ok() ? r.u32() : 0);
+  for (WeightInfo &w : weights) {
+    w.dtype = r.i32();
+    uint32_t rank = r.u32();
+    for (uint32_t d = 0; d < rank && r.ok(); ++d)
+      w.dims.push_back(r.i64());
+    uint64_t offset = r.u64();
+    w.bytes = r.u64();
+    if (offset > size || w.bytes > size - offset) {
+      setError("{}: corrupt artifact (a weight lies outside its data)", path);
+      return false;
+    }
+    w.data = data + offset;
+  }
+  uint32_t numKernels = r.ok() ? r.u32() : 0;
+  for (uint32_t k = 0; k < numKernels && r.ok(); ++k) {
+    kernelNames.push_back(r.str());
+    firstArg.push_back(r.u64());
+    nnc::OpenCLLaunch l;
+    l.name = kernelNames.back();
+    l.dims = static_cast<int>(r.u32());
+    for (int64_t &v : l.globalSize)
+      v = r.i64();
+    for (int64_t &v : l.localSize)
+      v = r.i64();
+    launches.push_back(l);
+  }
+  uint64_t numArgs = r.ok() ? r.u64() : 0;
+  for (uint64_t a = 0; a < numArgs && r.ok(); ++a) {
+    auto kind = static_cast<nnc::SlotKind>(r.u8());
+    args.push_back({kind, r.i64()});
+  }
+  arenaBytes = r.i64();
+  clSource = r.str();
+  if (!r.ok()) {
+    setError("{}: corrupt artifact (its data ends early)", path);
+    return false;
+  }
+  for (const nnc::Slot &s : args) {
+    size_t limit = s.kind == nnc::SlotKind::Input    ? inputs.size()
+                   : s.kind == nnc::SlotKind::Output ? outputs.size()
+                   : s.kind == nnc::SlotKind::Weight ? weights.size()
+                                                     : size_t(-1);
+    if (s.index < 0 || size_t(s.index) >= limit) {
+      setError("{}: corrupt artifact (a kernel parameter points nowhere)", path);
+      return false;
+    }
+  }
+  boundIn.assign(inputs.size(), nullptr);
+  boundOut.assign(outputs.size(), nullptr);
+  outScratch.resize(outputs.size());
+  ptrs.resize(args.size());
+  return true;
+}
+
+bool nnc_model::runCpu(int threads) {
+  using nnc::SlotKind;
+  if (!arena && arenaBytes > 0) {
+    arena = alignedBuffer(arenaBytes);
+    if (!arena) {
+      setError("cannot allocate an arena of {} bytes", arenaBytes);
+      return false;
+    }
+  }
+  // Kernels assume the buffers they write are 64-byte aligned.
+  std::vector<void *> out(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    out[i] = boundOut[i];
+    if (reinterpret_cast<uintptr_t>(out[i]) % nnc::kArenaAlignment != 0) {
+      if (!outScratch[i])
+        outScratch[i] = alignedBuffer(outputs[i].bytes);
+      out[i] = outScratch[i].get();
+    }
+  }
+  for (size_t a = 0; a < args.size(); ++a) {
+    const nnc::Slot &s = args[a];
+    switch (s.kind) {
+    case SlotKind::Input:
+      ptrs[a] = const_cast<void *>(boundIn[s.index]);
+      break;
+    case SlotKind::Output:
+      ptrs[a] = out[s.index];
+      break;
+    case SlotKind::Weight:
+      ptrs[a] = const_cast<void *>(weights[s.index].data);
+      break;
+    case SlotKind::Arena:
+      ptrs[a] = static_cast<char *>(arena.get()) + s.index;
+      break;
+    }
+  }
+  {
+    nnc::ThreadPool::Scope scope(threads == 1 ? nullptr : nnc::ThreadPool::shared(threads));
+    for (size_t k = 0; k < fns.size(); ++k)
+      fns[k](ptrs.data() + firstArg[k]);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const TensorInfo &o = outputs[i];
+    const void *from = nullptr;
+    switch (static_cast<nnc::OutputSpec::Kind>(o.kind)) {
+    case nnc::OutputSpec::Fresh:
+      from = out[i] == boundOut[i] ? nullptr : out[i];
+      break;
+    case nnc::OutputSpec::FromInput:
+      from = boundIn[o.index];
+      break;
+    case nnc::OutputSpec::FromWeight:
+      from = weights[o.index].data;
+      break;
+    case nnc::OutputSpec::CopyOfOutput:
+      from = boundOut[o.index];
+      break;
+    case nnc::OutputSpec::Dynamic:
+      break;
+    }
+    if (from)
+      std::memcpy(boundOut[i], from, static_cast<size_t>(o.bytes));
+  }
+  return true;
+}
+
+bool nnc_model::runOpenCL() {
+  std::vector<nnc::Tensor> in;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    in.push_back(nnc::Tensor::fromBytes(plan->inputTypes[i].dtype, nnc::Extents(inputs[i].dims),
+                                        boundIn[i]));
+  nnc::Expected<std::vector<nnc::Tensor>> result = cl->run(in);
+  if (!result) {
+    tlsError = result.error().message();
+    return false;
+  }
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::memcpy(boundOut[i], (*result)[i].rawData(), static_cast<size_t>(outputs[i].bytes));
+  return true;
+}
+
+namespace {
+
+/// The OpenCL launch list of `m`: its run plan rebuilt (weights copied: they go to the device
+/// once) and the program built for the default device.
+bool createOpenCL(nnc_model &m) {
+  auto p = std::make_unique<nnc::RunPlan>();
+  auto dtypeOf = [&](int code) -> std::optional<nnc::DType> {
+    std::optional<nnc::DType> d = nnc::dtypeFromOnnx(code);
+    if (!d)
+      setError("{}: unknown dtype code {}", m.path, code);
+    return d;
+  };
+  for (const TensorInfo &t : m.inputs) {
+    std::optional<nnc::DType> d = dtypeOf(t.dtype);
+    if (!d)
+      return false;
+    p->inputNames.push_back(t.name);
+    nnc::Shape shape;
+    for (int64_t e : t.dims)
+      shape.push_back(nnc::Dim(e));
+    p->inputTypes.push_back(nnc::TensorType{*d, shape});
+  }
+  for (const TensorInfo &t : m.outputs) {
+    std::optional<nnc::DType> d = dtypeOf(t.dtype);
+    if (!d)
+      return false;
+    nnc::OutputSpec o{};
+    o.kind = static_cast<nnc::OutputSpec::Kind>(t.kind);
+    o.index = t.index;
+    o.dtype = *d;
+    o.extents = nnc::Extents(t.dims);
+    p->outputs.push_back(o);
+  }
+  for (const WeightInfo &w : m.weights) {
+    std::optional<nnc::DType> d = dtypeOf(w.dtype);
+    if (!d)
+      return false;
+    p->weights.push_back(nnc::Tensor::fromBytes(*d, nnc::Extents(w.dims), w.data));
+  }
+  p->args = m.args;
+  p->firstArg.assign(m.firstArg.begin(), m.firstArg.end());
+  p->arenaBytes = m.arenaBytes;
+  p->plan.peakBytes = m.arenaBytes;
+  nnc::Expected<std::unique_ptr<nnc::OpenCLLaunchList>> cl =
+      nnc::OpenCLLaunchList::create(*p, m.clSource, m.launches, nnc::OpenCLLaunchOptions{});
+  if (!cl) {
+    setError("{}: {}", m.path, cl.error().message());
+    return false;
+  }
+  m.plan = std::move(p);
+  m.cl = std::move(*cl);
+  return true;
+}
+
+const TensorInfo *tensorAt(const std::vector<TensorInfo> &v, const nnc_model *m, int i) {
+  if (!m || i < 0 || size_t(i) >= v.size())
+    return nullptr;
+  return &v[i];
+}
+
+int indexOf(const std::vector<TensorInfo> &v, const char *name) {
+  for (size_t i = 0; name && i < v.size(); ++i)
+    if (v[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+} // namespace
+
+extern "C" {
+
+const char *nnc_last_error(void) {
+  return tlsError.c_str();
+}
+
+nnc_model *nnc_load(const char *path) {
+  tlsError.clear();
+  if (!path) {
+    setError("nnc_load: no path");
+    return nullptr;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    setError("{}: no such file", path);
+    return nullptr;
+  }
+  // Generated code calls nnc_parallel_for, which this library defines: make its symbols
+  // global in case it was itself opened RTLD_LOCAL (as Python's ctypes does).
+  Dl_info self;
+  if (dladdr(reinterpret_cast<void *>(&nnc_load), &self) && self.dli_fname)
+    dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+  auto m = std::make_unique<nnc_model>();
+  m->path = path;
+  // RTLD_LOCAL: two artifacts' kernels may share names.
+  m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!m->dl) {
+    const char *e = dlerror();
+    setError("{}: cannot load: {}", path, e ? e : "unknown error");
+    return nullptr;
+  }
+  auto *data = static_cast<const uint8_t *>(dlsym(m->dl, nnc::artifact::kDataSymbol));
+  auto *size = static_cast<const uint64_t *>(dlsym(m->dl, nnc::artifact::kSizeSymbol));
+  if (!data || !size) {
+    setError("{}: not an nnc artifact (no {} symbol)", path, nnc::artifact::kDataSymbol);
+    return nullptr;
+  }
+  if (!m->parse(data, *size))
+    return nullptr;
+  if (m->target == nnc::artifact::TargetKind::OpenCL) {
+    if (!createOpenCL(*m))
+      return nullptr;
+    return m.release();
+  }
+  for (const std::string &name : m->kernelNames) {
+    auto fn = reinterpret_cast<nnc::KernelFn>(dlsym(m->dl, name.c_str()));
+    if (!fn) {
+      setError("{}: kernel {} is missing", path, name);
+      return nullptr;
+    }
+    m->fns.push_back(fn);
+  }
+  return m.release();
+}
+
+void nnc_free(nnc_model *model) {
+  delete model;
+}
+
+int nnc_num_inputs(const nnc_model *m) {
+  return m ? static_cast<int>(m->inputs.size()) : -1;
+}
+int nnc_num_outputs(const nnc_model *m) {
+  return m ? static_cast<int>(m->outputs.size()) : -1;
+}
+
+#define NNC_TENSOR_QUERIES(kind, list)                                                             \
+  const char *nnc_##kind##_name(const nnc_model *m, int i) {                                       \
+    const TensorInfo *t = m ? tensorAt(m->list, m, i) : nullptr;                                   \
+    return t ? t->name.c_str() : nullptr;                                                          \
+  }                                                                                                \
+  int nnc_##kind##_dtype(const nnc_model *m, int i) {                                              \
+    const TensorInfo *t = m ? tensorAt(m->list, m, i) : nullptr;                                   \
+    return t ? t->dtype : -1;                                                                      \
+  }                                                                                                \
+  int nnc_##kind##_rank(const nnc_model *m, int i) {                                               \
+    const TensorInfo *t = m ? tensorAt(m->list, m, i) : nullptr;                                   \
+    return t ? static_cast<int>(t->dims.size()) : -1;                                              \
+  }                                                                                                \
+  const int64_t *nnc_##kind##_shape(const nnc_model *m, int i) {                                   \
+    const TensorInfo *t = m ? tensorAt(m->list, m, i) : nullptr;                                   \
+    return t ? t->dims.data() : nullptr;                                                           \
+  }                                                                                                \
+  int64_t nnc_##kind##_bytes(const nnc_model *m, int i) {                                          \
+    const TensorInfo *t = m ? tensorAt(m->list, m, i) : nullptr;                                   \
+    return t ? t->bytes : -1;                                                                      \
+  }                                                                                                \
+  int nnc_##kind##_index(const nnc_model *m, const char *name) {                                   \
+    return m ? indexOf(m->list, name) : -1;                                                        \
+  }
+NNC_TENSOR_QUERIES(input, inputs)
+NNC_TENSOR_QUERIES(output, outputs)
+#undef NNC_TENSOR_QUERIES
+
+int nnc_bind_input(nnc_model *m, int i, const void *data, int rank, const int64_t *shape) {
+  const TensorInfo *t = m ? tensorAt(m->inputs, m, i) : nullptr;
+  if (!t) {
+    setError("nnc_bind_input: no input {}", i);
+    return -1;
+  }
+  if (!data || rank < 0 || (rank > 0 && !shape)) {
+    setError("input '{}': no data or shape given", t->name);
+    return -1;
+  }
+  if (size_t(rank) != t->dims.size() ||
+      (rank > 0 && std::memcmp(shape, t->dims.data(), sizeof(int64_t) * size_t(rank)) != 0)) {
+    setError("input '{}': shape {} given, but the artifact runs {} only (compile another "
+             "with --shape for other shapes)",
+             t->name, shapeText(shape, rank),
+             shapeText(t->dims.data(), static_cast<int>(t->dims.size())));
+    return -1;
+  }
+  m->boundIn[i] = data;
+  return 0;
+}
+
+int nnc_bind_output(nnc_model *m, int i, void *data, size_t bytes) {
+  const TensorInfo *t = m ? tensorAt(m->outputs, m, i) : nullptr;
+  if (!t) {
+    setError("nnc_bind_output: no output {}", i);
+    return -1;
+  }
+  if (!data || bytes < size_t(t->bytes)) {
+    setError("output '{}': a buffer of {} bytes given, it needs {}", t->name, data ? bytes : 0,
+             t->bytes);
+    return -1;
+  }
+  m->boundOut[i] = data;
+  return 0;
+}
+
+int nnc_run(nnc_model *m, int threads) {
+  if (!m) {
+    setError("nnc_run: no model");
+    return -1;
+  }
+  for (size_t i = 0; i < m->inputs.size(); ++i)
+    if (!m->boundIn[i]) {
+      setError("input '{}' is not bound (nnc_bind_input)", m->inputs[i].name);
+      return -1;
+    }
+  for (size_t i = 0; i < m->outputs.size(); ++i)
+    if (!m->boundOut[i]) {
+      setError("output '{}' is not bound (nnc_bind_output)", m->outputs[i].name);
+      return -1;
+    }
+  bool ok = m->target == nnc::artifact::TargetKind::OpenCL ? m->runOpenCL() : m->runCpu(threads);
+  return ok ? 0 : -1;
+}
+
+} // extern "C"

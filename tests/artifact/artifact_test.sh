@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The artifact tests (tests/artifact/CMakeLists.txt); one part per ctest test. Exit 77: skipped.
+# Usage: artifact_test.sh NNC NNC_EXEC CHECK RUNTIME_LIB SHARED_DIR SOURCE_DIR WORK_DIR PART
+set -uo pipefail
+nnc=$1 exec=$2 check=$3 runtime=$(realpath "$4") shared=$5 src=$6 work=$7 part=$8
+models=$shared/models
+mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+need_models() {
+  for m in "$@"; do
+    if [[ ! -f $models/$m/model.onnx ]]; then
+      echo "SKIP: $models/$m/model.onnx is absent (the shared models live beside the repo, or"
+      echo "      where NNC_SHARED points); nothing of this part ran"
+      exit 77
+    fi
+  done
+}
+# compile MODEL: the artifact of a shared model in $work/MODEL (for this part only).
+compile() {
+  local out=$work/$part/$1
+  rm -rf "$out"
+  "$nnc" compile "$models/$1/model.onnx" -o "$out" --emit=lib --cpu x86-64-v3 ||
+    fail "nnc compile $1 --emit=lib"
+  [[ -f $out/lib$1.so && -f $out/$1.h ]] || fail "$1: lib$1.so or $1.h missing"
+}
+
+case $part in
+links)
+  # Neither the runtime library nor nnc-exec pulls in the compiler.
+  for bin in "$runtime" "$exec" "$check"; do
+    deps=$(ldd "$bin") || fail "ldd $bin"
+    grep -q 'libc\.so' <<<"$deps" || fail "ldd $bin lists no libc"
+    if grep -E 'libLLVM|libclang|libprotobuf' <<<"$deps"; then fail "$bin links the compiler"; fi
+    needed=$(readelf -d "$bin" | grep NEEDED)
+    if grep -E 'LLVM|clang|protobuf' <<<"$needed"; then fail "$bin: NEEDED names the compiler"; fi
+    echo "ok: $(basename "$bin") links no libLLVM, libclang or libprotobuf"
+  done
+  # nnc itself does (so the pattern matches what it should).
+  ldd "$nnc" | grep -q libLLVM || fail "ldd nnc shows no libLLVM: the check above proves nothing"
+  ;;
+c_abi_models)
+  need_models resnet18_b1 bert_layer_b1
+  for m in resnet18_b1 bert_layer_b1; do
+    compile $m
+    for t in 1 2; do
+      "$check" "$work/$part/$m/lib$m.so" "$models/$m/test_data_set_0" $t ||
+        fail "$m (threads $t) through the C ABI"
+    done
+  done
+  ;;
+exec_models)
+  need_models lenet_b1 mlp_b1 lenet_b32 mlp_b32
+  for m in lenet_b1 mlp_b1 lenet_b32 mlp_b32; do
+    compile $m
+    rm -rf "$work/$part/out_$m"
+    "$exec" "$work/$part/$m/lib$m.so" --inputs-dir "$models/$m/test_data_set_0" \
+      --output-dir "$work/$part/out_$m" --threads 2 || fail "nnc-exec $m"
+    "$check" --compare "$work/$part/out_$m" "$models/$m/test_data_set_0" || fail "$m outputs"
+  done
+  ;;
+exec_opencl)
+  # The OpenCL program in an artifact, run by nnc-exec (no LLVM linked; PoCL in CI).
+  need_models lenet_b1
+  if ! "$nnc" devices 2>/dev/null | grep -q '^opencl:'; then
+    echo "SKIP: no OpenCL device (nnc devices lists none)"
+    exit 77
+  fi
+  out=$work/$part/lenet_b1
+  rm -rf "$out"
+  "$nnc" compile "$models/lenet_b1/model.onnx" -o "$out" --emit=lib --target opencl ||
+    fail "nnc compile lenet_b1 --emit=lib --target opencl"
+  "$exec" "$out/liblenet_b1.so" --inputs-dir "$models/lenet_b1/test_data_set_0" \
+    --output-dir "$out/out" || fail "nnc-exec on the OpenCL artifact"
+  "$check" --compare "$out/out" "$models/lenet_b1/test_data_set_0" || fail "OpenCL outputs"
+  ;;
+bad_input)
+  # expect_error DESCRIPTION PATTERN CMD...: non-zero exit, one line naming the problem.
+  expect_error() {
+    local what=$1 pattern=$2
+    shift 2
+    local err rc
+    err=$("$@" 2>&1 >/dev/null)
+    rc=$?
+    [[ $rc -ne 0 ]] || fail "$what: exit 0"
+    [[ $rc -lt 128 ]] || fail "$what: crashed (status $rc): $err"
+    [[ $(wc -l <<<"$err") -eq 1 ]] || fail "$what: not one line: $err"
+    grep -qE "$pattern" <<<"$err" || fail "$what: '$err' does not match '$pattern'"
+    echo "ok: $what: $err"
+  }
+  mkdir -p "$work/$part"
+  expect_error "missing artifact" "nnc-exec: error: .*no-such\.so: no such file" \
+    "$exec" "$work/$part/no-such.so" --inputs-dir "$work"
+  printf 'not an ELF file' >"$work/$part/junk.so"
+  expect_error "not a library" "nnc-exec: error: .*junk\.so: cannot load" \
+    "$exec" "$work/$part/junk.so" --inputs-dir "$work"
+  expect_error "a library that is no artifact" "not an nnc artifact" \
+    "$exec" "$runtime" --inputs-dir "$work"
+  need_models lenet_b1 mlp_b1
+  compile lenet_b1
+  expect_error "missing input file" "input_0\.pb: cannot open" \
+    "$exec" "$work/$part/lenet_b1/liblenet_b1.so" --inputs-dir "$work/$part/nothing-here"
+  # MLP's input (1x784) into LeNet (1x1x28x28).
+  expect_error "wrong input shape" "input '.*': shape 1x784 given, but the artifact runs 1x1x28x28" \
+    "$exec" "$work/$part/lenet_b1/liblenet_b1.so" --inputs-dir "$models/mlp_b1/test_data_set_0"
+  ;;
+readme)
+  # The README's C program, as written, against the LeNet artifact.
+  need_models lenet_b1
+  compile lenet_b1
+  dir=$work/$part/lenet_b1
+  awk '/<!-- c-example-begin -->/{on=1; next} /<!-- c-example-end -->/{on=0} on' \
+    "$src/README.md" | sed '/^```/d' >"$dir/main.c"
+  [[ -s $dir/main.c ]] || fail "no C example between the README's c-example markers"
+  cc -std=c11 -Wall -Werror -I "$src/include" -I "$dir" "$dir/main.c" -o "$dir/main" \
+    -L "$(dirname "$runtime")" -lnnc_runtime -Wl,-rpath,"$(dirname "$runtime")" ||
+    fail "the README's C program does not compile"
+  (cd "$dir" && ./main) || fail "the README's C program fails"
+  ;;
+*) fail "unknown part $part" ;;
+esac
+echo "PASS: $part"
