@@ -15,6 +15,7 @@
 #include "OpenCLLaunchList.h"
 #include "RunPlan.h"
 #include "ThreadPool.h"
+#include "nnc/ir/KernelHelpers.h"
 #include "nnc/ir/CpuTarget.h"
 #include "nnc/runtime/nnc_runtime.h"
 
@@ -363,8 +364,12 @@ nnc_model *nnc_load(const char *path) {
     setError("{}: no such file", path);
     return nullptr;
   }
-  // Generated code calls nnc_parallel_for, which this library defines: make its symbols
-  // global in case it was itself opened RTLD_LOCAL (as Python's ctypes does).
+  // Generated code calls nnc_parallel_for and the scalar helpers (nnc/ir/KernelHelpers.h:
+  // f16/bf16 rounding, the f8/f4 storage formats), which this library defines (the reference
+  // below links the helpers in): make its symbols global in case it was itself opened
+  // RTLD_LOCAL (as Python's ctypes does).
+  int helpers = 0;
+  (void)nnc::kernelHelpers(&helpers);
   Dl_info self;
   if (dladdr(reinterpret_cast<void *>(&nnc_load), &self) && self.dli_fname)
     dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);

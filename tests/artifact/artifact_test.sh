@@ -48,6 +48,23 @@ c_abi_models)
     done
   done
   ;;
+storage_formats)
+  # Kernels that call the scalar helpers (f16 rounding, f8 encode/decode) load and give the
+  # JIT's bits: the helpers live in libnnc_runtime.so, not only in the compiler.
+  out=$work/$part
+  rm -rf "$out" && mkdir -p "$out/in"
+  # input_0.pb: dims [4], f32, raw 1.5 -0.375 100 2.7
+  printf '\x08\x04\x10\x01\x4a\x10\x00\x00\xc0\x3f\x00\x00\xc0\xbe\x00\x00\xc8\x42\xcd\xcc\x2c\x40' \
+    >"$out/in/input_0.pb"
+  "$nnc" compile "$src/tests/artifact/storage_formats.nir" -o "$out/lib" --emit=lib ||
+    fail "nnc compile storage_formats.nir --emit=lib"
+  "$exec" "$out/lib/libstorage_formats.so" --inputs-dir "$out/in" --output-dir "$out/exec" ||
+    fail "nnc-exec on an artifact that calls the scalar helpers"
+  "$nnc" run "$src/tests/artifact/storage_formats.nir" --inputs-dir "$out/in" \
+    --output-dir "$out/jit" || fail "nnc run storage_formats.nir"
+  cmp "$out/exec/output_0.pb" "$out/jit/output_0.pb" || fail "nnc-exec and nnc run differ"
+  echo "ok: f16 and f8 helpers resolve in libnnc_runtime.so; nnc-exec gives nnc run's bits"
+  ;;
 exec_models)
   need_models lenet_b1 mlp_b1 lenet_b32 mlp_b32
   for m in lenet_b1 mlp_b1 lenet_b32 mlp_b32; do
