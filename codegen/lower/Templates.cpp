@@ -150,16 +150,16 @@ std::vector<KernelTemplate> openclTemplates() {
       {"matmul.ndrange_tiles",
        {OpKind::MatMul},
        false,
-       "NDRange GEMM: work-groups of up to 16x16 work-items, each an rm x rn register tile "
-       "(GpuGemm.cpp), B packed or not",
-       nullptr,
+       "NDRange GEMM (GpuGemm.cpp): work-groups over C tiles, A and B tiles staged in local "
+       "memory, register tiles per work-item, vector loads; B packed or not",
+       &gemmOpenCLSpace(),
        [](const LoweringUnit &u, const CpuTarget &) { return f32Accumulating(*u.node); },
        tunable(lowerMatMulNDRange)},
       {"epilogue.ndrange_gemm_finish",
        {},
        true,
        "matmul anchor whose elementwise epilogue each work-item of the NDRange GEMM applies",
-       nullptr,
+       &gemmOpenCLSpace(),
        [](const LoweringUnit &u, const CpuTarget &) {
          return finishesInGemm(u) && f32Accumulating(*u.anchor);
        },

@@ -21,6 +21,7 @@ struct CompileOptions {
   std::string emit;
   std::string target = "cpu";
   std::string cpu; // --cpu
+  bool genericGpu = false; // --generic-gpu
   std::vector<std::string> shapes;
 };
 
@@ -56,7 +57,7 @@ int compileCommand(const CompileOptions &opts) {
   // bound the work-groups), else for GpuTarget::generic().
   std::optional<GpuTarget> gpu;
   if (opencl)
-    gpu = openclCodeTarget(*target);
+    gpu = o.genericGpu ? GpuTarget::generic() : openclCodeTarget(*target);
   Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, target->cpu, gpu ? &*gpu : nullptr);
   if (!kernels)
     return fail(kernels.takeError());
@@ -101,6 +102,9 @@ public:
     cmd_->add_option("--target", o_.target, "cpu (default) or opencl");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");
+    cmd_->add_flag("--generic-gpu", o_.genericGpu,
+                   "With --target opencl: write kernels for OpenCL 1.2's generic GPU (32K local "
+                   "memory, work-groups of 256) instead of the device found here");
   }
   int run() override { return compileCommand(o_); }
 
