@@ -164,6 +164,21 @@ std::vector<KernelTemplate> openclTemplates() {
          return finishesInGemm(u) && f32Accumulating(*u.anchor);
        },
        lowerFinishedMatMulUnitNDRange},
+      {"reduce.workgroup_tree",
+       {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
+        OpKind::ReduceProd},
+       false,
+       "reduce_* over contiguous innermost rows: a work-group per output, strided partial "
+       "results, then a tree in local memory with a barrier per level (Reductions.cpp)",
+       nullptr,
+       // Any device's work-groups hold the two items a tree needs; lowering sizes the tree
+       // from the device the kernels are for.
+       [](const LoweringUnit &u, const CpuTarget &) {
+         return isWorkGroupReduction(*u.node, GpuTarget::generic());
+       },
+       [](const LoweringUnit &u, const std::string &prefix, const tuning::LowerOptions &o) {
+         return lowerReduceWorkGroup(*u.node, prefix, o);
+       }},
   };
   for (KernelTemplate &c : cpuTemplates())
     t.push_back(std::move(c));

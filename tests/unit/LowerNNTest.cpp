@@ -105,6 +105,30 @@ TEST(LowerNN, Reductions) {
         {{"axes", Ints{0}}, {"keepdims", I(0)}}, "large inner kept");
 }
 
+TEST(LowerNN, ReduceAsWorkGroupTreeForOpenCL) {
+  // reduce_* over contiguous innermost rows on an OpenCL device: a work-group per output and
+  // a tree in local memory (the evaluator runs its barriers in phases), ragged row lengths,
+  // NaN and integer rows; rows too short for a tree keep the loop lowering.
+  std::mt19937 rng(9);
+  tuning::LowerOptions opts;
+  opts.gpu = GpuTarget::generic();
+  for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
+                   OpKind::ReduceProd}) {
+    std::string name(opInfo(k).name);
+    check(k, {randomTensor(DType::F32, {3, 257}, rng, 0.5, 1.5)},
+          {{"axes", Ints{1}}, {"keepdims", I(1)}}, name + " opencl rows", -1, {}, &opts);
+    check(k, {randomTensor(DType::F32, {2, 3, 10, 13}, rng)},
+          {{"axes", Ints{2, 3}}, {"keepdims", I(0)}}, name + " opencl pool", -1, {}, &opts);
+    Tensor x = randomTensor(DType::F32, {4, 100}, rng);
+    sprinkleNaN(x, rng, 97);
+    check(k, {x}, {{"axes", Ints{1}}, {"keepdims", I(0)}}, name + " opencl nan", -1, {}, &opts);
+    check(k, {randomTensor(DType::I32, {2, 70}, rng, -3, 4)},
+          {{"axes", Ints{1}}, {"keepdims", I(0)}}, name + " opencl i32", -1, {}, &opts);
+    check(k, {randomTensor(DType::F32, {5, 9}, rng)}, {{"axes", Ints{1}}, {"keepdims", I(0)}},
+          name + " opencl short rows", -1, {}, &opts);
+  }
+}
+
 TEST(LowerNN, ArgMaxArgMin) {
   std::mt19937 rng(2);
   for (OpKind k : {OpKind::ArgMax, OpKind::ArgMin})
