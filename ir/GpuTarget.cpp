@@ -28,11 +28,12 @@ GpuTarget GpuTarget::generic() {
 }
 
 std::string GpuTarget::str() const {
-  return fmt::format("{} '{}' ({}): {} CUs, {}K local, work-groups <= {} ({}x{}x{}), float "
+  return fmt::format("{} '{}' ({}): {} CUs, {}K {}local, work-groups <= {} ({}x{}x{}), float "
                      "vectors {}{}{}",
-                     type, name, vendor, computeUnits, localMemBytes >> 10, maxWorkGroupSize,
-                     maxWorkItemSizes[0], maxWorkItemSizes[1], maxWorkItemSizes[2],
-                     preferredFloatVector, fp64 ? ", fp64" : "", fp16 ? ", fp16" : "");
+                     type, name, vendor, computeUnits, localMemBytes >> 10,
+                     localMemDedicated ? "" : "emulated ", maxWorkGroupSize, maxWorkItemSizes[0],
+                     maxWorkItemSizes[1], maxWorkItemSizes[2], preferredFloatVector,
+                     fp64 ? ", fp64" : "", fp16 ? ", fp16" : "");
 }
 
 } // namespace nnc

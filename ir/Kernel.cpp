@@ -465,4 +465,69 @@ Stmt gemmTile(const GemmTileShape &shape, int c, Expr aOff, Expr bOff, Expr cOff
   s->args = {std::move(aOff), std::move(bOff), std::move(cOff), std::move(kc)};
   return s;
 }
+
+Stmt barrier() {
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::Barrier;
+  return s;
+}
+
+Stmt vecLoad(std::vector<std::string> names, DType t, int buffer, Expr index) {
+  NNC_ASSERT(names.size() >= 2 && index && index->type == DType::I64,
+             "vecLoad: needs lanes and an i64 index");
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::VecLoad;
+  s->names = std::move(names);
+  s->type = t;
+  s->buffer = buffer;
+  s->index = std::move(index);
+  return s;
+}
+
+Stmt vecStore(int buffer, Expr index, std::vector<Expr> values) {
+  NNC_ASSERT(values.size() >= 2 && index && index->type == DType::I64,
+             "vecStore: needs lanes and an i64 index");
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::VecStore;
+  s->buffer = buffer;
+  s->index = std::move(index);
+  s->args = std::move(values);
+  return s;
+}
+
+bool Kernel::hasBuffer(int b) const {
+  if (isLocalBuffer(b))
+    return b - kLocalBufferBase < static_cast<int>(locals.size());
+  return b >= 0 && b < static_cast<int>(buffers.size());
+}
+
+DType Kernel::bufferType(int b) const {
+  return isLocalBuffer(b) ? locals.at(b - kLocalBufferBase).dtype : buffers.at(b).dtype;
+}
+
+int64_t Kernel::bufferElements(int b) const {
+  return isLocalBuffer(b) ? locals.at(b - kLocalBufferBase).numElements : buffers.at(b).numElements;
+}
+
+const std::string &Kernel::bufferName(int b) const {
+  return isLocalBuffer(b) ? locals.at(b - kLocalBufferBase).name : buffers.at(b).name;
+}
+
+namespace {
+bool hasBarrier(const Stmt &s) {
+  if (!s)
+    return false;
+  if (s->kind == StmtKind::Barrier)
+    return true;
+  for (const Stmt &b : s->body)
+    if (hasBarrier(b))
+      return true;
+  return false;
+}
+} // namespace
+
+bool Kernel::usesWorkGroupMemory() const {
+  return !locals.empty() || hasBarrier(body);
+}
+
 } // namespace nnc::kir

@@ -296,11 +296,30 @@ Value callValue(const std::string &name, DType t, const std::vector<Value> &args
   return out;
 }
 
+bool containsBarrier(const Stmt &s) {
+  if (!s)
+    return false;
+  if (s->kind == StmtKind::Barrier)
+    return true;
+  for (const Stmt &b : s->body)
+    if (containsBarrier(b))
+      return true;
+  return false;
+}
+
 struct Evaluator {
+  using Env = std::vector<std::pair<std::string, Value>>;
   const Kernel &k;
   const std::vector<void *> &buffers;
-  std::vector<std::pair<std::string, Value>> env;
+  Env env;
   std::string failure;
+  /// The work-group's local buffers (one group runs at a time).
+  std::vector<std::vector<uint8_t>> localData;
+
+  void *bufferPtr(int b) {
+    return isLocalBuffer(b) ? static_cast<void *>(localData[b - kLocalBufferBase].data())
+                            : buffers[b];
+  }
 
   Value lookup(const std::string &name) {
     for (size_t i = env.size(); i-- > 0;)
@@ -312,16 +331,16 @@ struct Evaluator {
   }
 
   bool inBounds(int b, int64_t index, const char *what) {
-    if (b < 0 || b >= static_cast<int>(k.buffers.size())) {
+    if (!k.hasBuffer(b)) {
       if (failure.empty())
         failure = fmt::format("kernel {}: {} of buffer {} which does not exist", k.name, what, b);
       return false;
     }
-    if (index < 0 || index >= k.buffers[b].numElements) {
+    if (index < 0 || index >= k.bufferElements(b)) {
       if (failure.empty())
         failure = fmt::format("kernel {}: {} at index {} is out of bounds of buffer '{}' ({} "
                               "elements)",
-                              k.name, what, index, k.buffers[b].name, k.buffers[b].numElements);
+                              k.name, what, index, k.bufferName(b), k.bufferElements(b));
       return false;
     }
     return true;
@@ -329,10 +348,10 @@ struct Evaluator {
 
   Value loadValue(int b, int64_t index) {
     Value out;
-    out.type = k.buffers[b].dtype;
     if (!inBounds(b, index, "load"))
       return out;
-    const void *p = buffers[b];
+    out.type = k.bufferType(b);
+    const void *p = bufferPtr(b);
     if (isStorageOnly(out.type)) { // moved as raw bytes (one per element); no arithmetic
       out.i = static_cast<const uint8_t *>(p)[index];
       return out;
@@ -350,15 +369,15 @@ struct Evaluator {
     if (!ok && failure.empty())
       failure = fmt::format("kernel {}: buffer '{}' has dtype {}, which the kernel evaluator "
                             "does not support",
-                            k.name, k.buffers[b].name, dtypeName(out.type));
+                            k.name, k.bufferName(b), dtypeName(out.type));
     return out;
   }
 
   void storeValue(int b, int64_t index, const Value &v) {
     if (!inBounds(b, index, "store"))
       return;
-    DType t = k.buffers[b].dtype;
-    void *p = buffers[b];
+    DType t = k.bufferType(b);
+    void *p = bufferPtr(b);
     if (isStorageOnly(t)) {
       static_cast<uint8_t *>(p)[index] = static_cast<uint8_t>(v.i);
       return;
@@ -376,7 +395,7 @@ struct Evaluator {
     if (!ok && failure.empty())
       failure = fmt::format("kernel {}: buffer '{}' has dtype {}, which the kernel evaluator "
                             "does not support",
-                            k.name, k.buffers[b].name, dtypeName(t));
+                            k.name, k.bufferName(b), dtypeName(t));
   }
 
   Value expr(const Expr &e) {
@@ -437,11 +456,91 @@ struct Evaluator {
     return nullptr;
   }
 
+  /// Runs the work-group whose outermost gpu_thread loop is `s`: every work-item keeps its
+  /// own locals, and a statement holding a barrier runs phase by phase (each part between
+  /// barriers for all work-items before the next part), as a barrier makes a device run it.
+  void workGroup(const Stmt &s) {
+    std::vector<std::pair<std::string, int64_t>> threads;
+    Stmt body = s;
+    while (body && ((body->kind == StmtKind::For && body->loopKind == LoopKind::GpuThread) ||
+                    (body->kind == StmtKind::Block && body->body.size() == 1))) {
+      if (body->kind == StmtKind::For)
+        threads.push_back({body->name, expr(body->extent).i});
+      body = body->body[0];
+    }
+    int64_t items = 1;
+    for (const auto &t : threads)
+      items *= t.second;
+    std::vector<Env> envs(static_cast<size_t>(items), env);
+    for (int64_t i = 0; i < items; ++i) {
+      int64_t rest = i;
+      for (size_t t = threads.size(); t-- > 0;) {
+        Value v;
+        v.i = rest % threads[t].second;
+        rest /= threads[t].second;
+        envs[i].emplace_back(threads[t].first, v);
+      }
+    }
+    inGroup(body, envs);
+  }
+
+  void inGroup(const Stmt &s, std::vector<Env> &envs) {
+    if (!failure.empty() || !s)
+      return;
+    if (!containsBarrier(s)) {
+      for (Env &e : envs) {
+        std::swap(env, e);
+        stmt(s);
+        std::swap(env, e);
+      }
+      return;
+    }
+    switch (s->kind) {
+    case StmtKind::Barrier:
+      return;
+    case StmtKind::Block: {
+      size_t mark = envs[0].size();
+      for (const Stmt &b : s->body)
+        inGroup(b, envs);
+      for (Env &e : envs)
+        e.resize(mark);
+      return;
+    }
+    case StmtKind::For: { // a constant extent (the verifier says so)
+      std::swap(env, envs[0]);
+      int64_t n = expr(s->extent).i;
+      std::swap(env, envs[0]);
+      size_t slot = envs[0].size();
+      for (Env &e : envs)
+        e.emplace_back(s->name, Value());
+      for (int64_t i = 0; i < n && failure.empty(); ++i) {
+        for (Env &e : envs) {
+          e.resize(slot + 1);
+          e[slot].second.i = i;
+        }
+        inGroup(s->body[0], envs);
+      }
+      for (Env &e : envs)
+        e.resize(slot);
+      return;
+    }
+    default:
+      if (failure.empty())
+        failure = fmt::format("kernel {}: a barrier under a {} statement", k.name,
+                              static_cast<int>(s->kind));
+      return;
+    }
+  }
+
   void stmt(const Stmt &s) {
     if (!failure.empty() || !s)
       return;
     switch (s->kind) {
     case StmtKind::For: {
+      if (s->loopKind == LoopKind::GpuThread) {
+        workGroup(s);
+        return;
+      }
       int64_t n = expr(s->extent).i;
       env.emplace_back(s->name, Value());
       size_t slot = env.size() - 1;
@@ -490,6 +589,23 @@ struct Evaluator {
       return;
     }
     case StmtKind::GemmTile: gemmTile(*s); return;
+    case StmtKind::Barrier:
+      return; // one work-item alone (outside workGroup) waits for none
+    case StmtKind::VecLoad: {
+      int64_t index = expr(s->index).i;
+      for (size_t l = 0; l < s->names.size(); ++l)
+        env.emplace_back(s->names[l], loadValue(s->buffer, index + static_cast<int64_t>(l)));
+      return;
+    }
+    case StmtKind::VecStore: {
+      int64_t index = expr(s->index).i;
+      std::vector<Value> v;
+      for (const Expr &a : s->args)
+        v.push_back(expr(a));
+      for (size_t l = 0; l < v.size() && failure.empty(); ++l)
+        storeValue(s->buffer, index + static_cast<int64_t>(l), v[l]);
+      return;
+    }
     }
   }
 
@@ -526,7 +642,9 @@ Error evaluateKernel(const Kernel &k, const std::vector<void *> &buffers) {
   // Invalid kernels get the verifier's message instead of undefined results.
   NNC_TRY(verifyKernel(k));
   NNC_ASSIGN_OR_RETURN(Stmt body, codegenBody(k));
-  Evaluator ev{k, buffers, {}, {}};
+  Evaluator ev{k, buffers, {}, {}, {}};
+  for (const LocalBuffer &l : k.locals)
+    ev.localData.emplace_back(static_cast<size_t>(l.numElements) * dtypeSize(l.dtype));
   ev.stmt(body);
   if (!ev.failure.empty())
     return Error(ev.failure);

@@ -14,9 +14,11 @@ struct Printer {
   bool anonymous = false; ///< Buffers as b0, b1, ... (signatures).
 
   std::string bufferName(int b) const {
-    if (anonymous || !kernel || b < 0 || b >= static_cast<int>(kernel->buffers.size()))
+    if (isLocalBuffer(b) && (anonymous || !kernel || !kernel->hasBuffer(b)))
+      return fmt::format("local{}", b - kLocalBufferBase);
+    if (anonymous || !kernel || !kernel->hasBuffer(b))
       return fmt::format("b{}", b);
-    return kernel->buffers[b].name;
+    return kernel->bufferName(b);
   }
 
   static const char *infix(OpKind k) {
@@ -147,6 +149,25 @@ struct Printer {
       for (const Stmt &b : s->body)
         stmt(b, indent, out);
       return;
+    case StmtKind::Barrier:
+      out += pad + "barrier\n";
+      return;
+    case StmtKind::VecLoad: {
+      std::string names;
+      for (size_t l = 0; l < s->names.size(); ++l)
+        names += (l ? ", " : "") + s->names[l];
+      out += fmt::format("{}var ({}): {}x{} = {}[{}..+{}]\n", pad, names, dtypeName(s->type),
+                         s->names.size(), bufferName(s->buffer), expr(s->index), s->names.size());
+      return;
+    }
+    case StmtKind::VecStore: {
+      std::string values;
+      for (size_t l = 0; l < s->args.size(); ++l)
+        values += (l ? ", " : "") + expr(s->args[l]);
+      out += fmt::format("{}{}[{}..+{}] = ({})\n", pad, bufferName(s->buffer), expr(s->index),
+                         s->args.size(), values);
+      return;
+    }
     case StmtKind::GemmTile: {
       const GemmTileShape &t = s->tile;
       out += fmt::format("{}gemm_tile {}x{} {}[{}; ldc {}] {}= {}[{}; lda {}, ak {}] * "
@@ -180,6 +201,9 @@ struct Printer {
                          d.written ? " written" : "");
     }
     out += ") {\n";
+    for (size_t l = 0; l < k.locals.size(); ++l)
+      out += fmt::format("  local {}: {}[{}]\n", bufferName(kLocalBufferBase + static_cast<int>(l)),
+                         dtypeName(k.locals[l].dtype), k.locals[l].numElements);
     stmt(k.body, 1, out);
     out += "}\n";
     if (!k.schedule.steps.empty())

@@ -117,6 +117,7 @@ void collectNames(const Stmt &s, std::set<std::string> &names) {
     return;
   if (s->kind == StmtKind::For || s->kind == StmtKind::Decl)
     names.insert(s->name);
+  names.insert(s->names.begin(), s->names.end());
   for (const Stmt &b : s->body)
     collectNames(b, names);
 }

@@ -27,6 +27,9 @@ struct Verifier {
   /// whether that nest is still open (only GPU loops, each the single statement of its parent).
   bool gpuBlockAxis[3] = {false, false, false}, gpuThreadAxis[3] = {false, false, false};
   bool gpuNestOpen = true, gpuThreadSeen = false;
+  /// gpu_thread loops around the statement, and control flow below them that may differ
+  /// between work-items (where a barrier may not be).
+  int threadDepth = 0, divergentDepth = 0;
 
   explicit Verifier(const Kernel &kernel) : k(kernel) {}
 
@@ -63,23 +66,29 @@ struct Verifier {
   }
 
   Error checkBuffer(int b, const char *what) const {
-    if (b < 0 || b >= static_cast<int>(k.buffers.size()))
-      return fail(fmt::format("{} of buffer {} which does not exist ({} buffers)", what, b,
-                              k.buffers.size()));
+    if (!k.hasBuffer(b))
+      return fail(fmt::format("{} of buffer {} which does not exist ({} buffers, {} local)", what,
+                              b, k.buffers.size(), k.locals.size()));
+    if (isLocalBuffer(b) && threadDepth == 0)
+      return fail(fmt::format("{} of local buffer '{}' outside the gpu_thread loops", what,
+                              k.bufferName(b)));
     return Error::success();
   }
 
-  Error checkIndex(int b, const Expr &index, const char *what) {
+  /// `lanes` consecutive elements from `index` (1 for a scalar access).
+  Error checkIndex(int b, const Expr &index, const char *what, int64_t lanes = 1) {
     NNC_TRY(expr(index));
     if (index->type != DType::I64)
-      return fail(fmt::format("{} index into '{}' must be i64, got {}", what,
-                              k.buffers[b].name, dtypeName(index->type)));
+      return fail(fmt::format("{} index into '{}' must be i64, got {}", what, k.bufferName(b),
+                              dtypeName(index->type)));
     if (index->kind == ExprKind::IntImm &&
-        (index->intValue < 0 || index->intValue >= k.buffers[b].numElements))
+        (index->intValue < 0 || index->intValue + lanes > k.bufferElements(b)))
       return fail(fmt::format("{} at index {} is out of bounds of '{}' ({} elements)", what,
-                              index->intValue, k.buffers[b].name, k.buffers[b].numElements));
+                              index->intValue + lanes - 1, k.bufferName(b), k.bufferElements(b)));
     return Error::success();
   }
+
+  static bool validLanes(size_t n) { return n == 2 || n == 4 || n == 8 || n == 16; }
 
   Error expr(const Expr &e) {
     if (!e)
@@ -106,10 +115,10 @@ struct Verifier {
       NNC_TRY(checkBuffer(e->buffer, "load"));
       if (e->args.size() != 1)
         return fail("load without exactly one index");
-      const BufferDecl &d = k.buffers[e->buffer];
-      if (e->type != d.dtype)
+      DType held = k.bufferType(e->buffer);
+      if (e->type != held)
         return fail(fmt::format("load of {} from '{}' which holds {}", dtypeName(e->type),
-                                d.name, dtypeName(d.dtype)));
+                                k.bufferName(e->buffer), dtypeName(held)));
       return checkIndex(e->buffer, e->args[0], "load");
     }
     case ExprKind::Op: {
@@ -208,23 +217,76 @@ struct Verifier {
       if (par && parallelDepth > 0)
         return fail(fmt::format("parallel loop '{}' is nested in another parallel loop",
                                 s->name));
+      bool thread = s->loopKind == LoopKind::GpuThread;
+      // Inside the work-items, a loop whose extent is not a constant may run a different
+      // number of times per work-item: no barrier below it.
+      bool divergent = threadDepth > 0 && !thread && s->extent->kind != ExprKind::IntImm;
       parallelDepth += par;
+      threadDepth += thread;
+      divergentDepth += divergent;
       scope.push_back({s->name, DType::I64, false});
       Error err = stmt(s->body[0]);
       scope.pop_back();
       parallelDepth -= par;
+      threadDepth -= thread;
+      divergentDepth -= divergent;
       return err;
     }
     case StmtKind::Store: {
       NNC_TRY(checkBuffer(s->buffer, "store"));
-      const BufferDecl &d = k.buffers[s->buffer];
-      if (!d.written)
-        return fail(fmt::format("store to '{}' which is not marked written", d.name));
+      if (!isLocalBuffer(s->buffer) && !k.buffers[s->buffer].written)
+        return fail(
+            fmt::format("store to '{}' which is not marked written", k.bufferName(s->buffer)));
       NNC_TRY(expr(s->value));
-      if (s->value->type != d.dtype)
+      DType held = k.bufferType(s->buffer);
+      if (s->value->type != held)
         return fail(fmt::format("store of {} to '{}' which holds {}", dtypeName(s->value->type),
-                                d.name, dtypeName(d.dtype)));
+                                k.bufferName(s->buffer), dtypeName(held)));
       return checkIndex(s->buffer, s->index, "store");
+    }
+    case StmtKind::Barrier:
+      if (threadDepth == 0)
+        return fail("barrier outside the gpu_thread loops");
+      if (divergentDepth > 0)
+        return fail("barrier under control flow that depends on the work-item (an if, or a "
+                    "loop without a constant extent)");
+      return Error::success();
+    case StmtKind::VecLoad: {
+      NNC_TRY(checkBuffer(s->buffer, "vector load"));
+      if (!validLanes(s->names.size()))
+        return fail(fmt::format("vector load of {} lanes (2, 4, 8 or 16)", s->names.size()));
+      if (s->type != k.bufferType(s->buffer))
+        return fail(fmt::format("vector load of {} from '{}' which holds {}", dtypeName(s->type),
+                                k.bufferName(s->buffer), dtypeName(k.bufferType(s->buffer))));
+      if (isStorageOnly(s->type) || s->type == DType::F16 || s->type == DType::BF16 ||
+          s->type == DType::Bool)
+        return fail(fmt::format("vector load of {}", dtypeName(s->type)));
+      NNC_TRY(
+          checkIndex(s->buffer, s->index, "vector load", static_cast<int64_t>(s->names.size())));
+      for (const std::string &n : s->names) {
+        if (lookup(n))
+          return fail(fmt::format("local '{}' is declared twice in one scope chain", n));
+        scope.push_back({n, s->type, true});
+      }
+      return Error::success();
+    }
+    case StmtKind::VecStore: {
+      NNC_TRY(checkBuffer(s->buffer, "vector store"));
+      if (!validLanes(s->args.size()))
+        return fail(fmt::format("vector store of {} lanes (2, 4, 8 or 16)", s->args.size()));
+      if (!isLocalBuffer(s->buffer) && !k.buffers[s->buffer].written)
+        return fail(
+            fmt::format("store to '{}' which is not marked written", k.bufferName(s->buffer)));
+      DType held = k.bufferType(s->buffer);
+      if (isStorageOnly(held) || held == DType::F16 || held == DType::BF16 || held == DType::Bool)
+        return fail(fmt::format("vector store of {}", dtypeName(held)));
+      for (const Expr &a : s->args) {
+        NNC_TRY(expr(a));
+        if (a->type != held)
+          return fail(fmt::format("vector store of {} to '{}' which holds {}", dtypeName(a->type),
+                                  k.bufferName(s->buffer), dtypeName(held)));
+      }
+      return checkIndex(s->buffer, s->index, "vector store", static_cast<int64_t>(s->args.size()));
     }
     case StmtKind::Decl:
       NNC_TRY(expr(s->value));
@@ -253,14 +315,19 @@ struct Verifier {
         return fail(fmt::format("if condition must be bool, got {}", dtypeName(s->value->type)));
       if (s->body.empty() || !s->body[0])
         return fail("if without a then-branch");
+      divergentDepth += threadDepth > 0;
       for (size_t b = 0; b < s->body.size() && b < 2; ++b) {
         if (!s->body[b])
           continue;
         size_t mark = scope.size();
         Error err = stmt(s->body[b]);
         scope.resize(mark);
-        NNC_TRY(err);
+        if (err) {
+          divergentDepth -= threadDepth > 0;
+          return err;
+        }
       }
+      divergentDepth -= threadDepth > 0;
       return Error::success();
     }
     case StmtKind::Block: {
@@ -291,6 +358,8 @@ struct Verifier {
     }
     for (int b : {t.a, t.b, s.buffer}) {
       NNC_TRY(checkBuffer(b, "gemm_tile"));
+      if (isLocalBuffer(b))
+        return fail("gemm_tile on a local buffer");
       if (k.buffers[b].dtype != DType::F32)
         return fail(fmt::format("gemm_tile on '{}' of {} (f32 only)", k.buffers[b].name,
                                 dtypeName(k.buffers[b].dtype)));
@@ -331,6 +400,10 @@ Error verifyKernel(const Kernel &k) {
     if (d.numElements < 0)
       return makeError("kernel {}: buffer '{}' has {} elements", k.name, d.name, d.numElements);
   }
+  for (const LocalBuffer &l : k.locals)
+    if (l.numElements < 1 || l.name.empty())
+      return makeError("kernel {}: local buffer '{}' has {} elements", k.name, l.name,
+                       l.numElements);
   {
     Verifier v(k);
     NNC_TRY(v.stmt(k.body));
@@ -342,6 +415,7 @@ Error verifyKernel(const Kernel &k) {
     Kernel copy;
     copy.name = k.name;
     copy.buffers = k.buffers;
+    copy.locals = k.locals;
     copy.body = *scheduled;
     Verifier v(copy);
     if (Error e = v.stmt(copy.body))

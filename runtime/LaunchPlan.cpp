@@ -63,6 +63,9 @@ bool isPointwiseOver(const kir::Kernel &k, const std::vector<int> &from,
       ok = false;
     if (s.kind == kir::StmtKind::GemmTile) // reads whole rows and columns of its operands
       ok = false;
+    if (s.kind == kir::StmtKind::VecLoad || s.kind == kir::StmtKind::VecStore ||
+        !k.locals.empty()) // vector lanes and work-group tiles read other elements
+      ok = false;
     if (s.kind == kir::StmtKind::Store && in(to, s.buffer)) {
       ++stores;
       std::string index = kir::printExpr(s.index);

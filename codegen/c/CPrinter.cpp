@@ -58,10 +58,26 @@ std::string CPrinter::varName(const std::string &name) {
 }
 
 std::string CPrinter::bufferName(int i) const {
-  std::string out = fmt::format("b{}_", i);
-  for (char c : k_->buffers[i].name)
+  std::string out = kir::isLocalBuffer(i) ? fmt::format("l{}_", i - kir::kLocalBufferBase)
+                                          : fmt::format("b{}_", i);
+  for (char c : k_->bufferName(i))
     out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return out;
+}
+
+std::string CPrinter::barrierStmt() {
+  fail("a work-group barrier has no C form");
+  return "";
+}
+
+std::string CPrinter::vectorLoad(DType, const std::vector<std::string> &, const std::string &,
+                                 const std::string &) {
+  return "";
+}
+
+std::string CPrinter::vectorStore(DType, const std::vector<std::string> &, const std::string &,
+                                  const std::string &) {
+  return "";
 }
 
 std::string CPrinter::fail(const std::string &msg) {
@@ -215,9 +231,9 @@ std::string CPrinter::expr(const kir::Expr &ep) {
   }
   case kir::ExprKind::Var: return varName(e.name);
   case kir::ExprKind::Load: {
-    if (e.buffer < 0 || e.buffer >= static_cast<int>(k_->buffers.size()) || e.args.empty())
+    if (!k_->hasBuffer(e.buffer) || e.args.empty())
       return fail(fmt::format("load from buffer {} of {}", e.buffer, k_->buffers.size()));
-    return loadElement(k_->buffers[e.buffer].dtype, bufferName(e.buffer), expr(e.args[0]));
+    return loadElement(k_->bufferType(e.buffer), bufferName(e.buffer), expr(e.args[0]));
   }
   case kir::ExprKind::Op: return opExpr(e);
   case kir::ExprKind::BitCast:
@@ -613,14 +629,55 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     return;
   }
   case kir::StmtKind::Store: {
-    if (s.buffer < 0 || s.buffer >= static_cast<int>(k_->buffers.size())) {
+    if (!k_->hasBuffer(s.buffer)) {
       fail(fmt::format("store to buffer {} of {}", s.buffer, k_->buffers.size()));
       return;
     }
     std::string index = expr(s.index);
-    out += pad + storeElement(k_->buffers[s.buffer].dtype, bufferName(s.buffer), index,
-                              expr(s.value)) +
+    out += pad +
+           storeElement(k_->bufferType(s.buffer), bufferName(s.buffer), index, expr(s.value)) +
            "\n";
+    return;
+  }
+  case kir::StmtKind::Barrier:
+    out += pad + barrierStmt() + "\n";
+    return;
+  case kir::StmtKind::VecLoad: {
+    if (!k_->hasBuffer(s.buffer)) {
+      fail(fmt::format("vector load from buffer {} of {}", s.buffer, k_->buffers.size()));
+      return;
+    }
+    std::string index = expr(s.index), buf = bufferName(s.buffer);
+    std::vector<std::string> lanes(s.names.size());
+    for (size_t l = 0; l < lanes.size(); ++l)
+      lanes[l] = varName(s.names[l]);
+    std::string v = vectorLoad(s.type, lanes, buf, index);
+    if (!v.empty()) {
+      out += pad + v + "\n";
+      return;
+    }
+    for (size_t l = 0; l < lanes.size(); ++l)
+      out += fmt::format("{}{} {} = {};\n", pad, computeType(s.type), lanes[l],
+                         loadElement(s.type, buf, fmt::format("({}) + {}", index, l)));
+    return;
+  }
+  case kir::StmtKind::VecStore: {
+    if (!k_->hasBuffer(s.buffer)) {
+      fail(fmt::format("vector store to buffer {} of {}", s.buffer, k_->buffers.size()));
+      return;
+    }
+    DType t = k_->bufferType(s.buffer);
+    std::string index = expr(s.index), buf = bufferName(s.buffer);
+    std::vector<std::string> values;
+    for (const kir::Expr &a : s.args)
+      values.push_back(expr(a));
+    std::string v = vectorStore(t, values, buf, index);
+    if (!v.empty()) {
+      out += pad + v + "\n";
+      return;
+    }
+    for (size_t l = 0; l < values.size(); ++l)
+      out += pad + storeElement(t, buf, fmt::format("({}) + {}", index, l), values[l]) + "\n";
     return;
   }
   case kir::StmtKind::Decl:

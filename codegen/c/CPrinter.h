@@ -57,7 +57,18 @@ protected:
   /// The helper that rounds a float to f16 precision (as float).
   virtual std::string roundF16Helper() = 0;
 
-  /// The identifier of buffer parameter i of the kernel being printed.
+  /// A work-group barrier (C has none: the default fails).
+  virtual std::string barrierStmt();
+  /// Declares `lanes` (locals of t) as consecutive elements of `buf` from `index` with one
+  /// vector load, or returns "" for the printer to load them one by one.
+  virtual std::string vectorLoad(DType t, const std::vector<std::string> &lanes,
+                                 const std::string &buf, const std::string &index);
+  /// Stores `values` (of t) to consecutive elements of `buf` from `index` with one vector
+  /// store, or "" (one by one).
+  virtual std::string vectorStore(DType t, const std::vector<std::string> &values,
+                                  const std::string &buf, const std::string &index);
+
+  /// The identifier of buffer i (a parameter or a local buffer) of the kernel being printed.
   std::string bufferName(int i) const;
 
   std::string fail(const std::string &msg);

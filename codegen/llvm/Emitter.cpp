@@ -738,6 +738,20 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
   case kir::StmtKind::GemmTile:
     emitGemmTile(s);
     return;
+  case kir::StmtKind::VecLoad: // lane by lane; LLVM's vectorizers see the adjacent accesses
+    for (size_t l = 0; l < s.names.size(); ++l)
+      emitStmt(kir::decl(
+          s.names[l], s.type,
+          kir::load(s.buffer, s.type, kir::add(s.index, kir::intImm(static_cast<int64_t>(l))))));
+    return;
+  case kir::StmtKind::VecStore:
+    for (size_t l = 0; l < s.args.size(); ++l)
+      emitStmt(
+          kir::store(s.buffer, kir::add(s.index, kir::intImm(static_cast<int64_t>(l))), s.args[l]));
+    return;
+  case kir::StmtKind::Barrier:
+    fail("a work-group barrier on the CPU");
+    return;
   case kir::StmtKind::Store: {
     DType dt;
     Value *p = bufferElement(s.buffer, s.index, dt);
@@ -1203,6 +1217,11 @@ Expected<std::unique_ptr<llvm::Module>> emitModule(llvm::LLVMContext &ctx,
   m->setDataLayout(tm.createDataLayout());
   m->setTargetTriple(tm.getTargetTriple().str());
   for (const kir::Kernel &k : kernels) {
+    // Work-group memory and barriers have no meaning on the CPU, where gpu loops are plain
+    // loops (vector loads and stores have one: their lanes, which the emitter writes).
+    if (k.usesWorkGroupMemory())
+      return makeError("kernel {}: local buffers and barriers run on an OpenCL device only",
+                       k.name);
     Expected<kir::Stmt> body = kir::codegenBody(k);
     if (!body)
       return body.takeError().withContext("kernel " + k.name);

@@ -71,28 +71,35 @@ kir::Stmt gemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_
                                                   &batchLoops,
                    kir::Schedule &schedule);
 
-/// The tile of the OpenCL GEMM (GpuGemm.cpp): each work-item keeps rm x rn accumulators,
-/// a work-group is wm x wn work-items.
+/// The schedule of the OpenCL GEMM (GpuGemm.cpp), in CLBlast xgemm's terms: a work-group
+/// of MDIMC x NDIMC = wm x wn work-items computes an MWG x NWG = (rm*wm) x (rn*wn) tile of C,
+/// each work-item an MWI x NWI = rm x rn register tile. Its columns come in vectors of vw
+/// adjacent columns, vectors wn*vw apart (vw = rn: all adjacent, one vector per row on a
+/// device that prefers float vectors; vw = 1: neighbouring work-items on neighbouring
+/// columns, which a GPU coalesces). With `local`, the k loop runs over tiles of kwg: the
+/// group stages A's MWG x kwg and B's kwg x NWG tiles in local memory between barriers.
 struct GpuGemmTile {
-  int64_t rm = 1, rn = 1, wm = 1, wn = 1;
-  /// A work-item's rn columns are adjacent (colBase + tx*rn + c: one vector of the device's
-  /// preferred width) instead of wn apart (colBase + c*wn + tx: neighbouring work-items on
-  /// neighbouring columns, which a GPU coalesces).
-  bool contiguousColumns = false;
+  int64_t rm = 1, rn = 1, wm = 1, wn = 1, vw = 1;
+  bool local = false;
+  int64_t kwg = 16;
 };
-/// The tile for an m x n GEMM on `gpu`: 4 x 4 accumulators per work-item where the problem
-/// is large enough (4 rows x one vector of adjacent columns on a device that prefers float
-/// vectors, such as an OpenCL CPU device), work-groups of up to 16 x 16 within the device's
-/// limits.
-GpuGemmTile chooseGpuGemmTile(int64_t m, int64_t n, const GpuTarget &gpu);
-/// The GEMM as an NDRange for an OpenCL device: work-groups of t.wm x t.wn work-items over
-/// tiles of C (dimension 0: columns, 1: rows, 2: the `batch` entries, whose loop variables
-/// `batchLoops` the operand lambdas use), each work-item an rm x rn register tile over all
-/// of k. `ops.init` and `ops.finish` apply as on the CPU; `ops.strided` is not needed.
+/// The "gemm_opencl" space: knobs mdimc, ndimc (work-group shape), mwi, nwi (register tile),
+/// vw, kwg and local; the problem's dims are batch, m, k, n and Problem::gpu the device.
+const tuning::Space &gemmOpenCLSpace();
+/// The tunable problem of an OpenCL GEMM.
+tuning::Problem gpuGemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_t n,
+                               const std::string &layout);
+/// The schedule a config of gemmOpenCLSpace() names.
+GpuGemmTile gpuGemmTileOf(const tuning::Config &c);
+/// The GEMM as an NDRange for an OpenCL device: work-groups over tiles of C (dimension 0:
+/// columns, 1: rows, 2: the `batch` entries, whose loop variables `batchLoops` the operand
+/// lambdas use). `ops.init` and `ops.finish` apply as on the CPU; `ops.strided` (with
+/// `ops.packedNr`) tells when B's columns may be read as vectors. Local tiles the nest
+/// uses are appended to `locals`.
 kir::Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int64_t m,
                       int64_t k, int64_t n,
                       const std::vector<std::pair<std::string, kir::Expr>> &batchLoops,
-                      const GpuGemmTile &t);
+                      const GpuGemmTile &t, std::vector<kir::LocalBuffer> &locals);
 
 /// The "gemm_cpu" space (listed by the registry in Tuning.cpp).
 const tuning::Space &gemmCpuSpace();

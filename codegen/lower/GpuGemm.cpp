@@ -1,20 +1,24 @@
-// The GEMM for an OpenCL device (gpuGemmNest, Gemm.h): the NDRange does the tiling that the
-// CPU path does with loops.
+// The GEMM for an OpenCL device (gpuGemmNest, Gemm.h) and its tuning space "gemm_opencl": the
+// NDRange does the tiling that the CPU path does with loops. CLBlast's xgemm (its kernels
+// and paper) is the model for the parameter space.
 //
-// Algorithm: a work-group computes a tile of TM = rm*wm rows x TN = rn*wn columns of one batch
-// entry; its wm x wn work-items each keep an rm x rn register tile of accumulators. Work-item
-// (ty, tx) owns rows rowBase + r*wm + ty and columns colBase + c*wn + tx, so neighbouring
-// work-items read neighbouring columns of B and write neighbouring columns of C (coalesced),
-// and all of a row of work-items read the same A element (a broadcast). On a device that
-// prefers float vectors (an OpenCL CPU device) a work-item's columns are adjacent instead,
-// colBase + tx*rn + c, so its row of rn accumulators is one vector. The k loop loads rm
-// values of A and rn of B per step and does rm*rn multiply-adds. NDRange dimension 0 runs over
-// column tiles, 1 over row tiles, 2 over batch entries. Edge tiles clamp their loads to valid
-// rows and columns and guard their stores.
-//
-// Not yet: staging A and B tiles through local memory (the kernel IR has no local buffers or
-// barriers yet; the device's caches serve the reuse), vector loads, and per-device tuning of
-// the tile shape (the shape comes from the device's work-group limit and the problem).
+// Algorithm: a work-group computes a tile of MWG = rm*wm rows x NWG = rn*wn columns of one
+// batch entry; its wm x wn work-items each keep an rm x rn register tile of accumulators.
+// Work-item (ty, tx) owns rows rowBase + r*wm + ty and columns colBase + (c/vw)*wn*vw +
+// tx*vw + c%vw: vectors of vw adjacent columns, the work-items' vectors side by side (vw = 1:
+// neighbouring work-items on neighbouring columns, coalesced on a GPU; vw = rn: a work-item's
+// whole row adjacent, one vector on a device that prefers float vectors). NDRange dimension
+// 0 runs over column tiles, 1 over row tiles, 2 over batch entries.
+//  1. Without local memory, each work-item walks all of k, loading rm values of A and rn of
+//     B per step and doing rm*rn multiply-adds.
+//  2. With local memory (knob local), k runs in tiles of kwg: the work-group copies A's
+//     MWG x kwg tile (k-major) and B's kwg x NWG tile into local buffers, each work-item a
+//     share (B by vectors of vw where its columns are contiguous), then a barrier; each
+//     work-item accumulates from the local tiles (B's lanes as vector loads), then a second
+//     barrier before the next tile overwrites them. Reads past k load zeros, so every k
+//     tile is whole; the sums keep k order, so the numbers do not depend on the knobs.
+//  3. Edge tiles clamp their loads to valid rows and columns and guard their stores; with
+//     local tiles, C is stored by vectors where the tile has no edge and no epilogue.
 #include <algorithm>
 
 #include "Gemm.h"
@@ -35,32 +39,116 @@ int64_t pow2AtLeast(int64_t v) {
   return p;
 }
 
+int64_t ceilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+int64_t knobOf(const tuning::Config &c, const char *name, int64_t fallback) {
+  auto it = c.find(name);
+  return it == c.end() ? fallback : it->second;
+}
+
+/// Bytes of local memory the tiles take (f32 accumulators).
+int64_t localBytes(const GpuGemmTile &t) {
+  return (t.rm * t.wm + t.rn * t.wn) * t.kwg * 4;
+}
+
+bool fitsDevice(const GpuGemmTile &t, const GpuTarget &gpu) {
+  return t.wm * t.wn <= gpu.maxWorkGroupSize && t.wn <= gpu.maxWorkItemSizes[0] &&
+         t.wm <= gpu.maxWorkItemSizes[1] && (!t.local || localBytes(t) <= gpu.localMemBytes);
+}
+
 } // namespace
 
-GpuGemmTile chooseGpuGemmTile(int64_t m, int64_t n, const GpuTarget &gpu) {
+GpuGemmTile gpuGemmTileOf(const tuning::Config &c) {
   GpuGemmTile t;
-  int64_t group = std::max<int64_t>(1, std::min<int64_t>(gpu.maxWorkGroupSize, 256));
-  // A device that prefers float vectors (CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT > 1: PoCL's
-  // CPU device says 8 with AVX2) vectorizes within a work-item: a row of adjacent columns
-  // becomes one vector. GPUs say 1 and vectorize across work-items instead.
-  int64_t vec = gpu.preferredFloatVector;
-  t.contiguousColumns = vec > 1 && n >= vec;
-  t.rn = t.contiguousColumns ? vec : n >= 64 ? 4 : 1;
-  t.rm = m >= 64 ? 4 : m >= 8 ? 2 : 1;
-  t.wn = std::min({int64_t(16), pow2AtLeast((n + t.rn - 1) / t.rn), gpu.maxWorkItemSizes[0],
-                   group});
-  t.wm = std::min({pow2AtLeast((m + t.rm - 1) / t.rm), std::max<int64_t>(1, group / t.wn),
-                   gpu.maxWorkItemSizes[1], int64_t(16)});
-  t.wn = std::max<int64_t>(t.wn, 1);
-  t.wm = std::max<int64_t>(t.wm, 1);
+  t.wm = knobOf(c, "mdimc", 1);
+  t.wn = knobOf(c, "ndimc", 1);
+  t.rm = knobOf(c, "mwi", 1);
+  t.rn = knobOf(c, "nwi", 1);
+  t.vw = knobOf(c, "vw", 1);
+  t.kwg = knobOf(c, "kwg", 16);
+  t.local = knobOf(c, "local", 0) != 0;
   return t;
+}
+
+tuning::Problem gpuGemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_t n,
+                               const std::string &layout) {
+  tuning::Problem p;
+  p.kind = "gemm_opencl";
+  p.signature =
+      fmt::format("gemm_opencl {} b{} m{} k{} n{} {}", dtypeName(t), batch, m, k, n, layout);
+  p.dims = {batch, m, k, n};
+  p.flops = 2.0 * double(batch) * double(m) * double(k) * double(n);
+  return p;
+}
+
+const tuning::Space &gemmOpenCLSpace() {
+  static const tuning::Space space = [] {
+    tuning::Space s;
+    s.kind = "gemm_opencl";
+    s.version = 1;
+    s.knobs = {
+        {"mdimc", {1, 2, 4, 8, 16, 32}, "work-items of a group along rows (MDIMC)"},
+        {"ndimc", {1, 2, 4, 8, 16, 32}, "work-items of a group along columns (NDIMC)"},
+        {"mwi", {1, 2, 4, 8}, "rows of a work-item's register tile (MWI)"},
+        {"nwi", {1, 2, 4, 8, 16}, "columns of a work-item's register tile (NWI)"},
+        {"vw", {1, 2, 4, 8}, "adjacent columns per vector (VWN)"},
+        {"kwg", {8, 16, 32}, "k tile staged in local memory (KWG)"},
+        {"local", {0, 1}, "stage A and B tiles in local memory"},
+    };
+    s.valid = [sp = &s](const tuning::Config &c, const tuning::Problem &p) {
+      if (!tuning::namesEveryKnob(*sp, c) || p.dims.size() != 4)
+        return false;
+      GpuGemmTile t = gpuGemmTileOf(c);
+      int64_t m = p.dims[1], n = p.dims[3];
+      GpuTarget gpu = p.gpu ? *p.gpu : GpuTarget::generic();
+      // Work-groups no larger than the problem (in powers of two) and vectors that divide
+      // the register tile.
+      return t.vw <= t.rn && t.rn % t.vw == 0 && t.rm <= pow2AtLeast(m) && t.rn <= pow2AtLeast(n) &&
+             t.wm <= pow2AtLeast(ceilDiv(m, t.rm)) && t.wn <= pow2AtLeast(ceilDiv(n, t.rn)) &&
+             fitsDevice(t, gpu);
+    };
+    s.defaults = [](const tuning::Problem &p) {
+      int64_t m = p.dims[1], k = p.dims[2], n = p.dims[3];
+      GpuTarget gpu = p.gpu ? *p.gpu : GpuTarget::generic();
+      int64_t group = std::max<int64_t>(1, std::min<int64_t>(gpu.maxWorkGroupSize, 256));
+      // A device that prefers float vectors (CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT > 1: an
+      // OpenCL CPU device) vectorizes within a work-item: a row of adjacent columns becomes
+      // one vector. GPUs say 1 and vectorize across work-items instead.
+      int64_t vec = std::min<int64_t>(8, pow2AtLeast(std::max(1, gpu.preferredFloatVector)));
+      GpuGemmTile t;
+      t.rn = vec > 1 ? std::min(vec, pow2AtLeast(n)) : n >= 64 ? 4 : 1;
+      t.vw = vec > 1 ? t.rn : 1;
+      t.rm = m >= 64 ? 4 : m >= 8 ? 2 : 1;
+      t.wn = std::min({int64_t(16), pow2AtLeast(ceilDiv(n, t.rn)), gpu.maxWorkItemSizes[0], group});
+      t.wm = std::min({pow2AtLeast(ceilDiv(m, t.rm)), std::max<int64_t>(1, group / t.wn),
+                       gpu.maxWorkItemSizes[1], int64_t(16)});
+      t.wn = std::max<int64_t>(t.wn, 1);
+      t.wm = std::max<int64_t>(t.wm, 1);
+      // Local tiles on a device whose local memory is its own (not emulated in global
+      // memory), where k is long enough to reuse them and they take at most half of it (two
+      // groups may then share a compute unit).
+      t.kwg = k >= 32 ? 16 : 8;
+      t.local = gpu.localMemDedicated && k >= 2 * t.kwg && 2 * localBytes(t) <= gpu.localMemBytes;
+      // From local memory a GPU reads a work-item's columns as float4s (one 16-byte access
+      // per work-item, as CLBlast's VWN), and copies B's tile in by float4s too.
+      if (t.local && vec == 1)
+        t.vw = std::min<int64_t>(4, t.rn);
+      return tuning::Config{
+          {"mdimc", t.wm}, {"ndimc", t.wn},           {"mwi", t.rm}, {"nwi", t.rn}, {"vw", t.vw},
+          {"kwg", t.kwg},  {"local", t.local ? 1 : 0}};
+    };
+    return s;
+  }();
+  return space;
 }
 
 Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int64_t m, int64_t k,
                  int64_t n, const std::vector<std::pair<std::string, Expr>> &batchLoops,
-                 const GpuGemmTile &t) {
-  const int64_t TM = t.rm * t.wm, TN = t.rn * t.wn;
-  const int64_t rowTiles = (m + TM - 1) / TM, colTiles = (n + TN - 1) / TN;
+                 const GpuGemmTile &t, std::vector<kir::LocalBuffer> &locals) {
+  const int64_t TM = t.rm * t.wm, TN = t.rn * t.wn, vw = t.vw;
+  const int64_t rowTiles = ceilDiv(m, TM), colTiles = ceilDiv(n, TN);
   std::string bx = kb.freshName("gx"), by = kb.freshName("gy"), bz = kb.freshName("gz");
   std::string tx = kb.freshName("tx"), ty = kb.freshName("ty");
   std::vector<Stmt> batchVars, body;
@@ -71,50 +159,158 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
     batchVars.push_back(kir::decl(
         name, DType::I64, kir::mod(kir::div(kir::var(bz), i64(inner)), i64(extent->intValue))));
   }
-  std::vector<Expr> rows(t.rm), cols(t.rn), rowsIn(t.rm), colsIn(t.rn);
+  Expr rowBase = kir::mul(kir::var(by), i64(TM)), colBase = kir::mul(kir::var(bx), i64(TN));
+  auto clampRow = [&](Expr r) { return m % TM == 0 ? r : kir::min(r, i64(m - 1)); };
+  auto clampCol = [&](Expr c) { return n % TN == 0 ? c : kir::min(c, i64(n - 1)); };
+  // A work-item's row r and column c within the tile.
+  std::vector<Expr> rowIn(t.rm), colIn(t.rn), rows(t.rm), cols(t.rn);
   for (int64_t r = 0; r < t.rm; ++r) {
-    rows[r] = kir::add(kir::mul(kir::var(by), i64(TM)),
-                       kir::add(i64(r * t.wm), kir::var(ty)));
-    rowsIn[r] = m % TM == 0 ? rows[r] : kir::min(rows[r], i64(m - 1));
+    rowIn[r] = kir::add(i64(r * t.wm), kir::var(ty));
+    rows[r] = kir::add(rowBase, rowIn[r]);
   }
   for (int64_t c = 0; c < t.rn; ++c) {
-    cols[c] = kir::add(kir::mul(kir::var(bx), i64(TN)),
-                       t.contiguousColumns ? kir::add(kir::mul(kir::var(tx), i64(t.rn)), i64(c))
-                                           : kir::add(i64(c * t.wn), kir::var(tx)));
-    colsIn[c] = n % TN == 0 ? cols[c] : kir::min(cols[c], i64(n - 1));
+    colIn[c] = kir::add(i64((c / vw) * t.wn * vw + c % vw), kir::mul(kir::var(tx), i64(vw)));
+    cols[c] = kir::add(colBase, colIn[c]);
   }
   std::vector<std::vector<std::string>> acc(t.rm, std::vector<std::string>(t.rn));
   for (int64_t r = 0; r < t.rm; ++r)
     for (int64_t c = 0; c < t.rn; ++c) {
       acc[r][c] = kb.freshName("acc");
       body.push_back(kir::decl(acc[r][c], ops.acc,
-                               ops.init ? ops.init(rowsIn[r]) : kir::constant(0, ops.acc)));
+                               ops.init ? ops.init(clampRow(rows[r])) : kir::constant(0, ops.acc)));
     }
-  std::string p = kb.freshName("p");
-  std::vector<Stmt> step;
+  // B's columns are contiguous in runs of vw from a multiple of vw (so a vector load of them
+  // is one access); C's too where `strided` says so.
+  DType bt = kb.bufferType(ops.b), ct = kb.bufferType(ops.c);
+  bool bVectors = vw >= 2 && ops.strided && bt == DType::F32 && n % vw == 0 &&
+                  (ops.packedNr == 0 || ops.packedNr % vw == 0);
+  auto multiplyAdd = [&](std::vector<Stmt> &step, const std::vector<std::string> &aN,
+                         const std::vector<std::string> &bN) {
+    for (int64_t r = 0; r < t.rm; ++r)
+      for (int64_t c = 0; c < t.rn; ++c)
+        step.push_back(kir::assign(
+            acc[r][c], kir::add(kir::var(acc[r][c], ops.acc),
+                                kir::mul(kir::var(aN[r], ops.acc), kir::var(bN[c], ops.acc)))));
+  };
   std::vector<std::string> aN(t.rm), bN(t.rn);
-  for (int64_t r = 0; r < t.rm; ++r) {
+  for (int64_t r = 0; r < t.rm; ++r)
     aN[r] = kb.freshName("a");
-    step.push_back(kir::decl(
-        aN[r], ops.acc, kir::cast(kb.load(ops.a, ops.aIndex(rowsIn[r], kir::var(p))), ops.acc)));
-  }
-  for (int64_t c = 0; c < t.rn; ++c) {
+  for (int64_t c = 0; c < t.rn; ++c)
     bN[c] = kb.freshName("b");
-    step.push_back(kir::decl(
-        bN[c], ops.acc, kir::cast(kb.load(ops.b, ops.bIndex(kir::var(p), colsIn[c])), ops.acc)));
-  }
-  for (int64_t r = 0; r < t.rm; ++r)
+
+  if (!t.local) {
+    std::string p = kb.freshName("p");
+    std::vector<Stmt> step;
+    for (int64_t r = 0; r < t.rm; ++r)
+      step.push_back(kir::decl(
+          aN[r], ops.acc,
+          kir::cast(kb.load(ops.a, ops.aIndex(clampRow(rows[r]), kir::var(p))), ops.acc)));
     for (int64_t c = 0; c < t.rn; ++c)
-      step.push_back(kir::assign(
-          acc[r][c], kir::add(kir::var(acc[r][c], ops.acc),
-                              kir::mul(kir::var(aN[r], ops.acc), kir::var(bN[c], ops.acc)))));
-  body.push_back(kir::forLoop(p, i64(k), kir::block(step)));
-  DType ct = kb.bufferType(ops.c);
+      step.push_back(kir::decl(
+          bN[c], ops.acc,
+          kir::cast(kb.load(ops.b, ops.bIndex(kir::var(p), clampCol(cols[c]))), ops.acc)));
+    multiplyAdd(step, aN, bN);
+    body.push_back(kir::forLoop(p, i64(k), kir::block(step)));
+  } else {
+    const int64_t kwg = t.kwg, group = t.wm * t.wn;
+    const int aTile = kir::kLocalBufferBase + static_cast<int>(locals.size());
+    locals.push_back({kb.freshName("a_tile"), ops.acc, kwg * TM});
+    const int bTile = kir::kLocalBufferBase + static_cast<int>(locals.size());
+    locals.push_back({kb.freshName("b_tile"), ops.acc, kwg * TN});
+    std::string kt = kb.freshName("kt");
+    Expr tid = kir::add(kir::mul(kir::var(ty), i64(t.wn)), kir::var(tx));
+    // Element kk of the k tile: its k, clamped into A and B, and whether it is past k.
+    auto kOf = [&](Expr kk) { return kir::add(kir::mul(kir::var(kt), i64(kwg)), kk); };
+    auto kIn = [&](Expr kk) { return k % kwg == 0 ? kOf(kk) : kir::min(kOf(kk), i64(k - 1)); };
+    auto zeroPast = [&](Expr kk, Expr v) {
+      return k % kwg == 0 ? v : kir::select(kir::lt(kOf(kk), i64(k)), v, kir::constant(0, ops.acc));
+    };
+    std::vector<Stmt> tile;
+    // Cooperative copies: `count` items of the tile over the group's work-items, in rounds.
+    auto share = [&](int64_t count, const std::function<Stmt(Expr)> &item) {
+      for (int64_t round = 0; round * group < count; ++round) {
+        Expr idx = kir::add(i64(round * group), tid);
+        Stmt s = item(idx);
+        tile.push_back((round + 1) * group <= count ? s : kir::ifThen(kir::lt(idx, i64(count)), s));
+      }
+    };
+    // A's tile, k-major (a_tile[kk * MWG + row]); neighbouring work-items read along k.
+    share(TM * kwg, [&](Expr idx) {
+      Expr row = kir::div(idx, i64(kwg)), kk = kir::mod(idx, i64(kwg));
+      Expr v =
+          kir::cast(kb.load(ops.a, ops.aIndex(clampRow(kir::add(rowBase, row)), kIn(kk))), ops.acc);
+      return kir::store(aTile, kir::add(kir::mul(kk, i64(TM)), row), zeroPast(kk, v));
+    });
+    // B's tile (b_tile[kk * NWG + col]), by vectors of vw columns where they are contiguous.
+    if (bVectors) {
+      int64_t perRow = TN / vw;
+      share(kwg * perRow, [&](Expr idx) {
+        Expr kk = kir::div(idx, i64(perRow)), col = kir::mul(kir::mod(idx, i64(perRow)), i64(vw));
+        Expr gcol = kir::add(colBase, col);
+        if (n % TN != 0)
+          gcol = kir::min(gcol, i64(n - vw));
+        std::vector<std::string> lanes;
+        std::vector<Expr> values;
+        for (int64_t l = 0; l < vw; ++l) {
+          lanes.push_back(kb.freshName("bl"));
+          values.push_back(zeroPast(kk, kir::var(lanes.back(), bt)));
+        }
+        return kir::block({kir::vecLoad(lanes, bt, ops.b, ops.bIndex(kIn(kk), gcol)),
+                           kir::vecStore(bTile, kir::add(kir::mul(kk, i64(TN)), col), values)});
+      });
+    } else {
+      share(kwg * TN, [&](Expr idx) {
+        Expr kk = kir::div(idx, i64(TN)), col = kir::mod(idx, i64(TN));
+        Expr v = kir::cast(kb.load(ops.b, ops.bIndex(kIn(kk), clampCol(kir::add(colBase, col)))),
+                           ops.acc);
+        return kir::store(bTile, kir::add(kir::mul(kk, i64(TN)), col), zeroPast(kk, v));
+      });
+    }
+    tile.push_back(kir::barrier());
+    // The multiply-adds of the k tile from local memory.
+    std::string kk = kb.freshName("kk");
+    std::vector<Stmt> step;
+    for (int64_t r = 0; r < t.rm; ++r)
+      step.push_back(kir::decl(
+          aN[r], ops.acc,
+          kir::load(aTile, ops.acc, kir::add(kir::mul(kir::var(kk), i64(TM)), rowIn[r]))));
+    for (int64_t c = 0; c < t.rn; c += vw) {
+      Expr at = kir::add(kir::mul(kir::var(kk), i64(TN)), colIn[c]);
+      if (vw >= 2 && ops.acc == DType::F32) {
+        step.push_back(kir::vecLoad(std::vector<std::string>(bN.begin() + c, bN.begin() + c + vw),
+                                    ops.acc, bTile, at));
+      } else {
+        for (int64_t l = 0; l < vw; ++l)
+          step.push_back(
+              kir::decl(bN[c + l], ops.acc, kir::load(bTile, ops.acc, kir::add(at, i64(l)))));
+      }
+    }
+    multiplyAdd(step, aN, bN);
+    tile.push_back(kir::forLoop(kk, i64(kwg), kir::block(step), kir::LoopKind::Unrolled));
+    tile.push_back(kir::barrier());
+    body.push_back(kir::forLoop(kt, i64(ceilDiv(k, kwg)), kir::block(tile)));
+  }
+
   std::vector<Stmt> hoisted, stores;
-  for (int64_t r = 0; r < t.rm; ++r)
+  // Vector stores of C with the local-tile schedule only: on the device-memory path the
+  // scalar stores are what an OpenCL CPU device vectorizes across work-items (explicit
+  // vectors in a work-item stop PoCL's work-group vectorizer: ResNet-18's Winograd GEMMs
+  // took 2.4x longer with them).
+  bool cVectors = t.local && vw >= 2 && ops.strided && !ops.finish && ct == ops.acc &&
+                  ct == DType::F32 && m % TM == 0 && n % TN == 0;
+  for (int64_t r = 0; r < t.rm; ++r) {
+    if (cVectors) {
+      for (int64_t c = 0; c < t.rn; c += vw) {
+        std::vector<Expr> values;
+        for (int64_t l = 0; l < vw; ++l)
+          values.push_back(kir::var(acc[r][c + l], ops.acc));
+        stores.push_back(kb.vecStore(ops.c, ops.cIndex(rows[r], cols[c]), values));
+      }
+      continue;
+    }
     for (int64_t c = 0; c < t.rn; ++c) {
-      std::vector<Stmt> s{
-          kb.store(ops.c, ops.cIndex(rows[r], cols[c]), kir::cast(kir::var(acc[r][c], ops.acc), ct))};
+      std::vector<Stmt> s{kb.store(ops.c, ops.cIndex(rows[r], cols[c]),
+                                   kir::cast(kir::var(acc[r][c], ops.acc), ct))};
       if (ops.finish)
         s.push_back(ops.finish(rows[r], cols[c], hoisted));
       Stmt elem = kir::block(s);
@@ -125,6 +321,7 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
         ok = ok ? kir::land(ok, kir::lt(cols[c], i64(n))) : kir::lt(cols[c], i64(n));
       stores.push_back(ok ? kir::ifThen(ok, elem) : elem);
     }
+  }
   // The epilogue's hoisted locals may read the batch variables.
   std::vector<Stmt> all = std::move(batchVars);
   for (Stmt &s : hoisted)

@@ -159,6 +159,11 @@ kir::Stmt KernelBuilder::store(int b, kir::Expr index, kir::Expr value) {
   return kir::store(b, std::move(index), std::move(value));
 }
 
+kir::Stmt KernelBuilder::vecStore(int b, kir::Expr index, std::vector<kir::Expr> values) {
+  buffers_[b].written = true;
+  return kir::vecStore(b, std::move(index), std::move(values));
+}
+
 kir::Stmt KernelBuilder::gemmTile(const kir::GemmTileShape &shape, int c, kir::Expr aOff,
                                   kir::Expr bOff, kir::Expr cOff, kir::Expr kc) {
   buffers_[c].written = true;

@@ -74,6 +74,8 @@ public:
   kir::Expr load(int b, kir::Expr index) const;
   /// Marks `b` written (operands are not, unless stored to) and returns the store.
   kir::Stmt store(int b, kir::Expr index, kir::Expr value);
+  /// Marks `b` written and returns the vector store (kir::vecStore).
+  kir::Stmt vecStore(int b, kir::Expr index, std::vector<kir::Expr> values);
   /// Marks `c` written and returns the GemmTile (kir::gemmTile) writing it.
   kir::Stmt gemmTile(const kir::GemmTileShape &shape, int c, kir::Expr aOff, kir::Expr bOff,
                      kir::Expr cOff, kir::Expr kc);

@@ -163,9 +163,17 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
     // For an OpenCL device: the NDRange GEMM (GpuGemm.cpp), its batch loops on dimension 2.
     if (!opts || !opts->gpu || g.acc != DType::F32)
       return node.error("the NDRange GEMM needs an OpenCL device and f32 accumulation");
-    GpuGemmTile tile = chooseGpuGemmTile(m, n, *opts->gpu);
-    Stmt body = gpuGemmNest(kb, g, batchCount, m, k, n, outer.loops, tile);
-    return Kernels{kb.finish(body, {})};
+    tuning::Problem prob = gpuGemmProblem(
+        t, batchCount, m, k, n,
+        fmt::format("matmul batch{} sa{} sb{}{}{}", extentsStr(*batch), extentsStr(sa),
+                    extentsStr(sb), packedNr > 0 ? fmt::format(" packed{}", packedNr) : "",
+                    makeFinish ? " epilogue" : ""));
+    GpuGemmTile tile = gpuGemmTileOf(tuning::chooseConfig(prob, opts));
+    std::vector<kir::LocalBuffer> locals;
+    Stmt body = gpuGemmNest(kb, g, batchCount, m, k, n, outer.loops, tile, locals);
+    kir::Kernel kernel = kb.finish(body, {});
+    kernel.locals = std::move(locals);
+    return Kernels{std::move(kernel)};
   }
   tuning::Problem prob = gemmProblem(
       t, batchCount, m, k, n,

@@ -73,7 +73,25 @@ std::vector<DimGroup> groupDims(const Extents &in, const std::vector<bool> &redu
   return g;
 }
 
-Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, ReduceKind kind) {
+/// The reduction's work-items per output on an OpenCL device (0: not a work-group tree): a
+/// reduction over one contiguous run of `count` innermost elements per output (the kept
+/// dims outside), long enough that a group's items each sum a few of them.
+int64_t workGroupTreeSize(const std::vector<DimGroup> &groups, int64_t count,
+                          const GpuTarget &gpu) {
+  if (groups.empty() || !groups.back().reduced || count < 64)
+    return 0;
+  for (size_t d = 0; d + 1 < groups.size(); ++d)
+    if (groups[d].reduced)
+      return 0;
+  int64_t limit = std::min<int64_t>({gpu.maxWorkGroupSize, gpu.maxWorkItemSizes[0], 256});
+  int64_t g = 1;
+  while (g * 2 <= limit && g * 2 * 4 <= count)
+    g *= 2;
+  return g >= 2 ? g : 0;
+}
+
+Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, ReduceKind kind,
+                              const GpuTarget *gpu = nullptr) {
   const Value *x = node.operand(0);
   Extents in = extentsOf(x);
   int64_t rank = static_cast<int64_t>(in.size());
@@ -209,6 +227,55 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
     if (!groups.front().reduced)
       sched = parallelOuter(walk, work);
     return Kernels{kb.finish(kir::block({initS, walkS, finS}), sched)};
+  }
+
+  // On an OpenCL device, a reduction of contiguous rows as a work-group tree per output:
+  //  1. work-item t of the group combines elements t, t + G, t + 2G, ... of the row (so
+  //     neighbouring work-items read neighbouring elements);
+  //  2. the G partial results go to a local buffer; then log2(G) levels, each after a
+  //     barrier, in which item t < h combines partial[t] with partial[t + h];
+  //  3. item 0 finalizes partial[0] into the output.
+  if (int64_t G = gpu && !isBool ? workGroupTreeSize(groups, count, *gpu) : 0) {
+    std::string row = kb.freshName("row"), tn = kb.freshName("t"), it = kb.freshName("i");
+    Expr rowV = kir::var(row), tV = kir::var(tn);
+    Expr oIdx = i64(0), iBase = i64(0);
+    int64_t rest = outN;
+    for (const DimGroup &g : groups)
+      if (!g.reduced) { // the kept dims' indices from the flat output index
+        rest /= g.extent;
+        Expr v = kir::mod(kir::div(rowV, i64(rest)), i64(g.extent));
+        iBase = kir::add(iBase, kir::mul(v, i64(g.inStride)));
+        oIdx = kir::add(oIdx, kir::mul(v, i64(g.outStride)));
+      }
+    const DimGroup &red = groups.back();
+    int partial = kir::kLocalBufferBase;
+    std::string a = kb.freshName("acc");
+    Expr av = kir::var(a, acc);
+    Expr j = kir::add(kir::mul(kir::var(it), i64(G)), tV);
+    Stmt strided = kir::forLoop(
+        it, i64((count + G - 1) / G),
+        kir::ifThen(
+            kir::lt(j, i64(count)),
+            kir::assign(
+                a,
+                combine(av, kir::cast(kb.load(xb, kir::add(iBase, kir::mul(j, i64(red.inStride)))),
+                                      acc)))));
+    std::vector<Stmt> body = {kir::decl(a, acc, init), strided, kir::store(partial, tV, av),
+                              kir::barrier()};
+    for (int64_t h = G / 2; h >= 1; h /= 2) {
+      body.push_back(kir::ifThen(
+          kir::lt(tV, i64(h)), kir::store(partial, tV,
+                                          combine(kir::load(partial, acc, tV),
+                                                  kir::load(partial, acc, kir::add(tV, i64(h)))))));
+      body.push_back(kir::barrier());
+    }
+    body.push_back(kir::ifThen(kir::lt(tV, i64(1)),
+                               kb.store(ob, oIdx, finalize(kir::load(partial, acc, i64(0))))));
+    Stmt nest = kir::forLoop(tn, i64(G), kir::block(body), kir::LoopKind::GpuThread);
+    nest = kir::forLoop(row, i64(outN), nest, kir::LoopKind::GpuBlock);
+    kir::Kernel k = kb.finish(nest, {});
+    k.locals.push_back({kb.freshName("partial"), acc, G});
+    return Kernels{std::move(k)};
   }
 
   // Otherwise: a loop nest over the kept dims, a local accumulator, the reduced dims inside.
@@ -466,6 +533,38 @@ Expected<Kernels> lowerTopK(const Node &node, const std::string &prefix) {
 }
 
 } // namespace
+
+bool isWorkGroupReduction(const Node &node, const GpuTarget &gpu) {
+  const Value *x = node.operand(0);
+  if (!x || x->dtype() == DType::Bool || !isNumeric(x->dtype()) || isStorageOnly(x->dtype()))
+    return false;
+  Extents in = extentsOf(x);
+  Expected<std::vector<int64_t>> axes =
+      normalizeAxes(node.getInts("axes"), static_cast<int64_t>(in.size()), node, "axes");
+  if (!axes)
+    return false;
+  std::vector<bool> reduced(in.size(), axes->empty());
+  int64_t count = 1;
+  for (int64_t a : *axes)
+    reduced[static_cast<size_t>(a)] = true;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (reduced[d])
+      count *= in[d];
+  return numElementsOf(extentsOf(node.result(0))) > 0 &&
+         workGroupTreeSize(groupDims(in, reduced), count, gpu) > 0;
+}
+
+Expected<Kernels> lowerReduceWorkGroup(const Node &node, const std::string &prefix,
+                                       const tuning::LowerOptions &opts) {
+  if (!opts.gpu)
+    return node.error("the work-group reduction needs an OpenCL device");
+  ReduceKind kind = node.kind() == OpKind::ReduceSum    ? ReduceKind::Sum
+                    : node.kind() == OpKind::ReduceMean ? ReduceKind::Mean
+                    : node.kind() == OpKind::ReduceMax  ? ReduceKind::Max
+                    : node.kind() == OpKind::ReduceMin  ? ReduceKind::Min
+                                                        : ReduceKind::Prod;
+  return lowerReduce(node, prefix, kind, &*opts.gpu);
+}
 
 void registerReductionAndNNLowerers(LowererTable &t) {
   auto reduce = [](ReduceKind k) {

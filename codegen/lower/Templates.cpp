@@ -150,20 +150,35 @@ std::vector<KernelTemplate> openclTemplates() {
       {"matmul.ndrange_tiles",
        {OpKind::MatMul},
        false,
-       "NDRange GEMM: work-groups of up to 16x16 work-items, each an rm x rn register tile "
-       "(GpuGemm.cpp), B packed or not",
-       nullptr,
+       "NDRange GEMM (GpuGemm.cpp): work-groups over C tiles, A and B tiles staged in local "
+       "memory, register tiles per work-item, vector loads; B packed or not",
+       &gemmOpenCLSpace(),
        [](const LoweringUnit &u, const CpuTarget &) { return f32Accumulating(*u.node); },
        tunable(lowerMatMulNDRange)},
       {"epilogue.ndrange_gemm_finish",
        {},
        true,
        "matmul anchor whose elementwise epilogue each work-item of the NDRange GEMM applies",
-       nullptr,
+       &gemmOpenCLSpace(),
        [](const LoweringUnit &u, const CpuTarget &) {
          return finishesInGemm(u) && f32Accumulating(*u.anchor);
        },
        lowerFinishedMatMulUnitNDRange},
+      {"reduce.workgroup_tree",
+       {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
+        OpKind::ReduceProd},
+       false,
+       "reduce_* over contiguous innermost rows: a work-group per output, strided partial "
+       "results, then a tree in local memory with a barrier per level (Reductions.cpp)",
+       nullptr,
+       // Any device's work-groups hold the two items a tree needs; lowering sizes the tree
+       // from the device the kernels are for.
+       [](const LoweringUnit &u, const CpuTarget &) {
+         return isWorkGroupReduction(*u.node, GpuTarget::generic());
+       },
+       [](const LoweringUnit &u, const std::string &prefix, const tuning::LowerOptions &o) {
+         return lowerReduceWorkGroup(*u.node, prefix, o);
+       }},
   };
   for (KernelTemplate &c : cpuTemplates())
     t.push_back(std::move(c));

@@ -57,6 +57,11 @@ Expected<Kernels> lowerMatMulGemm(const Node &node, const std::string &prefix,
                                   const tuning::LowerOptions *opts);
 /// matmul for the OpenCL device in opts->gpu (NN.cpp, GpuGemm.cpp): an NDRange of
 /// work-groups of register tiles, B packed or not; f32 accumulation (f32, f16, bf16).
+/// A reduce_* over contiguous innermost rows (long enough for a work-group tree on `gpu`).
+bool isWorkGroupReduction(const Node &node, const GpuTarget &gpu);
+/// The reduction as one work-group tree per output (Reductions.cpp), on opts.gpu.
+Expected<Kernels> lowerReduceWorkGroup(const Node &node, const std::string &prefix,
+                                       const tuning::LowerOptions &opts);
 Expected<Kernels> lowerMatMulNDRange(const Node &node, const std::string &prefix,
                                      const tuning::LowerOptions *opts);
 

@@ -52,9 +52,10 @@ bool namesEveryKnob(const Space &s, const Config &c) {
 
 std::vector<const Space *> allSpaces() {
   std::vector<const Space *> spaces;
-  for (const lower::KernelTemplate &t : lower::templateRegistry(CodeTarget::Cpu))
-    if (t.space && std::find(spaces.begin(), spaces.end(), t.space) == spaces.end())
-      spaces.push_back(t.space);
+  for (CodeTarget target : {CodeTarget::Cpu, CodeTarget::OpenCL})
+    for (const lower::KernelTemplate &t : lower::templateRegistry(target))
+      if (t.space && std::find(spaces.begin(), spaces.end(), t.space) == spaces.end())
+        spaces.push_back(t.space);
   return spaces;
 }
 
@@ -67,6 +68,8 @@ const Space *findSpace(const std::string &kind) {
 
 Config chooseConfig(Problem p, const LowerOptions *opts) {
   p.cpu = cpuOf(opts);
+  if (opts && opts->gpu)
+    p.gpu = opts->gpu;
   const Space *space = findSpace(p.kind);
   NNC_ASSERT(space, "no tuning space for kind {}", p.kind);
   std::optional<Config> c;

@@ -57,6 +57,37 @@ protected:
     return fmt::format("as_{}({})", computeType(to), v);
   }
   std::string mathFn(const char *name, DType) override { return name; }
+  std::string barrierStmt() override { return "barrier(CLK_LOCAL_MEM_FENCE);"; }
+  static bool vectorizable(DType t, size_t lanes) {
+    return (lanes == 2 || lanes == 4 || lanes == 8 || lanes == 16) && !isStorageOnly(t) &&
+           t != DType::F16 && t != DType::BF16 && t != DType::Bool;
+  }
+  static const char *lane(size_t l) {
+    static const char *names[] = {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7",
+                                  "s8", "s9", "sa", "sb", "sc", "sd", "se", "sf"};
+    return names[l];
+  }
+  std::string vectorLoad(DType t, const std::vector<std::string> &lanes, const std::string &buf,
+                         const std::string &index) override {
+    if (!vectorizable(t, lanes.size()))
+      return "";
+    std::string ct = computeType(t), v = lanes[0] + "_v";
+    std::string out =
+        fmt::format("{0}{1} {2} = vload{1}(0, {3} + ({4}));", ct, lanes.size(), v, buf, index);
+    for (size_t l = 0; l < lanes.size(); ++l)
+      out += fmt::format(" {} {} = {}.{};", ct, lanes[l], v, lane(l));
+    return out;
+  }
+  std::string vectorStore(DType t, const std::vector<std::string> &values, const std::string &buf,
+                          const std::string &index) override {
+    if (!vectorizable(t, values.size()))
+      return "";
+    std::string joined;
+    for (size_t l = 0; l < values.size(); ++l)
+      joined += (l ? ", " : "") + values[l];
+    return fmt::format("vstore{0}(({1}{0})({2}), 0, {3} + ({4}));", values.size(), computeType(t),
+                       joined, buf, index);
+  }
 
 private:
   /// A kernel whose outermost loops are bound to the NDRange (gpu_block / gpu_thread loops,
@@ -117,6 +148,20 @@ public:
     while (s && s->kind == kir::StmtKind::Block && s->body.size() == 1)
       s = s->body[0];
     l.name = k.name;
+    int64_t localBytes = 0;
+    for (size_t i = 0; i < k.locals.size(); ++i) {
+      const kir::LocalBuffer &lb = k.locals[i];
+      localBytes += lb.numElements * static_cast<int64_t>(dtypeSize(lb.dtype));
+      out += fmt::format("  __local {} {}[{}];\n", storageType(lb.dtype),
+                         bufferName(kir::kLocalBufferBase + static_cast<int>(i)), lb.numElements);
+    }
+    if (localBytes > device.localMemBytes)
+      return makeError("kernel {}: {} bytes of local buffers, more than {} allows ({})", k.name,
+                       localBytes, device.name, device.localMemBytes);
+    if (!k.locals.empty() &&
+        !(s && s->kind == kir::StmtKind::For &&
+          (s->loopKind == kir::LoopKind::GpuBlock || s->loopKind == kir::LoopKind::GpuThread)))
+      return makeError("kernel {}: local buffers without a work-group nest", k.name);
     if (s && s->kind == kir::StmtKind::For &&
         (s->loopKind == kir::LoopKind::GpuBlock || s->loopKind == kir::LoopKind::GpuThread))
       return gpuNest(k, s, device, out, l);

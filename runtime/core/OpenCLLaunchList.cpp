@@ -140,6 +140,8 @@ Expected<std::vector<ClDevice>> enumerate() {
         i.maxWorkItemSizes[k] = static_cast<int64_t>(items[k]);
       i.preferredFloatVector =
           static_cast<int>(deviceValue<cl_uint>(ds[d], CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT));
+      i.localMemDedicated =
+          deviceValue<cl_device_local_mem_type>(ds[d], CL_DEVICE_LOCAL_MEM_TYPE) == CL_LOCAL;
       i.maxClockMHz = static_cast<int>(deviceValue<cl_uint>(ds[d], CL_DEVICE_MAX_CLOCK_FREQUENCY));
       std::string ext = deviceString(ds[d], CL_DEVICE_EXTENSIONS);
       i.fp64 = ext.find("cl_khr_fp64") != std::string::npos;
@@ -600,6 +602,7 @@ GpuTarget OpenCLDeviceInfo::target() const {
   t.maxWorkGroupSize = std::max<int64_t>(maxWorkGroupSize, 1);
   t.maxWorkItemSizes = maxWorkItemSizes;
   t.preferredFloatVector = std::max(preferredFloatVector, 1);
+  t.localMemDedicated = localMemDedicated;
   t.fp64 = fp64;
   t.fp16 = fp16;
   return t;

@@ -784,3 +784,109 @@ TEST(KernelExpand, EvaluatorAgreesWithTheScalarFormulas) {
 }
 
 } // namespace nnc::kir
+
+// ---- Work-group constructs --------------------------------------------------------------------
+
+namespace {
+
+/// out[row] = sum of a[row, :] by a work-group of `group` work-items per row: strided partial
+/// sums, then a tree in local memory with a barrier per level.
+Kernel workGroupRowSum(int64_t rows, int64_t cols, int64_t group) {
+  Kernel k;
+  k.name = "wg_row_sum";
+  k.buffers = {buf("a", DType::F32, rows * cols, BufferRole::Operand, 0, false),
+               buf("out", DType::F32, rows, BufferRole::Result, 0, true)};
+  k.locals = {{"partial", DType::F32, group}};
+  int s = kLocalBufferBase;
+  Expr row = var("row"), t = var("t"), acc = var("acc", DType::F32);
+  Expr j = add(mul(var("i"), intImm(group)), t);
+  std::vector<Stmt> body = {
+      decl("acc", DType::F32, floatImm(0)),
+      forLoop("i", intImm((cols + group - 1) / group),
+              ifThen(lt(j, intImm(cols)),
+                     assign("acc", op(OpKind::Add, {acc, load(0, DType::F32,
+                                                              add(mul(row, intImm(cols)), j))})))),
+      store(s, t, acc), barrier()};
+  for (int64_t h = group / 2; h >= 1; h /= 2) {
+    body.push_back(ifThen(
+        lt(t, intImm(h)),
+        store(s, t,
+              op(OpKind::Add, {load(s, DType::F32, t), load(s, DType::F32, add(t, intImm(h)))}))));
+    body.push_back(barrier());
+  }
+  body.push_back(ifThen(lt(t, intImm(1)), store(1, row, load(s, DType::F32, intImm(0)))));
+  k.body =
+      forLoop("row", intImm(rows), forLoop("t", intImm(group), block(body), LoopKind::GpuThread),
+              LoopKind::GpuBlock);
+  return k;
+}
+
+} // namespace
+
+TEST(KernelIr, EvaluatesWorkGroupTreeWithBarriers) {
+  // Each level reads what other work-items stored before the barrier: run item by item
+  // without phases, the tree would read partial sums not yet written.
+  const int64_t rows = 5, cols = 37, group = 8;
+  Kernel k = workGroupRowSum(rows, cols, group);
+  ASSERT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
+  std::vector<float> a(rows * cols), out(rows, -1);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = static_cast<float>(static_cast<int>(i * 7 % 11) - 5);
+  ASSERT_FALSE(evaluateKernel(k, {a.data(), out.data()}));
+  for (int64_t r = 0; r < rows; ++r) {
+    float want = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      want += a[r * cols + c];
+    EXPECT_EQ(out[r], want) << "row " << r;
+  }
+  std::string text = printKernel(k);
+  EXPECT_NE(text.find("local partial: f32[8]"), std::string::npos) << text;
+  EXPECT_NE(text.find("barrier"), std::string::npos) << text;
+}
+
+TEST(KernelIr, EvaluatesVectorLoadsAndStores) {
+  Kernel k;
+  k.name = "vec_copy";
+  k.buffers = {buf("a", DType::F32, 16, BufferRole::Operand, 0, false),
+               buf("out", DType::F32, 16, BufferRole::Result, 0, true)};
+  Expr i = mul(var("i"), intImm(4));
+  std::vector<std::string> lanes = {"x0", "x1", "x2", "x3"};
+  std::vector<Expr> values;
+  for (const std::string &l : lanes)
+    values.push_back(op(OpKind::Mul, {var(l, DType::F32), floatImm(2)}));
+  k.body =
+      forLoop("i", intImm(4), block({vecLoad(lanes, DType::F32, 0, i), vecStore(1, i, values)}));
+  ASSERT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
+  std::vector<float> a = randomFloats(16, 3), out(16);
+  ASSERT_FALSE(evaluateKernel(k, {a.data(), out.data()}));
+  for (int j = 0; j < 16; ++j)
+    EXPECT_EQ(out[j], a[j] * 2);
+  // The last vector would reach element 16.
+  k.body = vecLoad(lanes, DType::F32, 0, intImm(13));
+  EXPECT_NE(verifyError(k).find("out of bounds"), std::string::npos) << verifyError(k);
+  k.body = vecLoad({"x0", "x1", "x2"}, DType::F32, 0, intImm(0));
+  EXPECT_NE(verifyError(k).find("3 lanes"), std::string::npos) << verifyError(k);
+}
+
+TEST(KernelIr, VerifierChecksWorkGroupRules) {
+  Kernel good = workGroupRowSum(2, 9, 4);
+  ASSERT_EQ(verifyError(good), "");
+  // A barrier under an if that depends on the work-item.
+  Kernel k = good;
+  k.body = forLoop(
+      "row", intImm(2),
+      forLoop("t", intImm(4), ifThen(lt(var("t"), intImm(2)), barrier()), LoopKind::GpuThread),
+      LoopKind::GpuBlock);
+  EXPECT_NE(verifyError(k).find("barrier under control flow"), std::string::npos) << verifyError(k);
+  // A barrier, and a local buffer, outside the work-items.
+  k.body = forLoop("row", intImm(2), barrier(), LoopKind::GpuBlock);
+  EXPECT_NE(verifyError(k).find("barrier outside"), std::string::npos) << verifyError(k);
+  k.body = forLoop("row", intImm(2), store(kLocalBufferBase, intImm(0), floatImm(1)),
+                   LoopKind::GpuBlock);
+  EXPECT_NE(verifyError(k).find("outside the gpu_thread loops"), std::string::npos)
+      << verifyError(k);
+  // A local buffer that does not exist.
+  k.body = forLoop("t", intImm(4), store(kLocalBufferBase + 1, var("t"), floatImm(1)),
+                   LoopKind::GpuThread);
+  EXPECT_NE(verifyError(k).find("does not exist"), std::string::npos) << verifyError(k);
+}

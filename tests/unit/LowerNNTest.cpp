@@ -105,6 +105,30 @@ TEST(LowerNN, Reductions) {
         {{"axes", Ints{0}}, {"keepdims", I(0)}}, "large inner kept");
 }
 
+TEST(LowerNN, ReduceAsWorkGroupTreeForOpenCL) {
+  // reduce_* over contiguous innermost rows on an OpenCL device: a work-group per output and
+  // a tree in local memory (the evaluator runs its barriers in phases), ragged row lengths,
+  // NaN and integer rows; rows too short for a tree keep the loop lowering.
+  std::mt19937 rng(9);
+  tuning::LowerOptions opts;
+  opts.gpu = GpuTarget::generic();
+  for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
+                   OpKind::ReduceProd}) {
+    std::string name(opInfo(k).name);
+    check(k, {randomTensor(DType::F32, {3, 257}, rng, 0.5, 1.5)},
+          {{"axes", Ints{1}}, {"keepdims", I(1)}}, name + " opencl rows", -1, {}, &opts);
+    check(k, {randomTensor(DType::F32, {2, 3, 10, 13}, rng)},
+          {{"axes", Ints{2, 3}}, {"keepdims", I(0)}}, name + " opencl pool", -1, {}, &opts);
+    Tensor x = randomTensor(DType::F32, {4, 100}, rng);
+    sprinkleNaN(x, rng, 97);
+    check(k, {x}, {{"axes", Ints{1}}, {"keepdims", I(0)}}, name + " opencl nan", -1, {}, &opts);
+    check(k, {randomTensor(DType::I32, {2, 70}, rng, -3, 4)},
+          {{"axes", Ints{1}}, {"keepdims", I(0)}}, name + " opencl i32", -1, {}, &opts);
+    check(k, {randomTensor(DType::F32, {5, 9}, rng)}, {{"axes", Ints{1}}, {"keepdims", I(0)}},
+          name + " opencl short rows", -1, {}, &opts);
+  }
+}
+
 TEST(LowerNN, ArgMaxArgMin) {
   std::mt19937 rng(2);
   for (OpKind k : {OpKind::ArgMax, OpKind::ArgMin})
@@ -206,6 +230,40 @@ TEST(LowerNN, MatMulForOpenCLDevices) {
                           str(bs)),
               -1, {}, &opts);
       }
+  }
+}
+
+/// The same config for every problem (the tuner's candidates, one at a time).
+struct FixedConfig : tuning::ConfigSource {
+  tuning::Config c;
+  std::optional<tuning::Config> lookup(const tuning::Problem &) const override { return c; }
+};
+
+TEST(LowerNN, MatMulOpenCLSchedules) {
+  // gemm_opencl configs beside the defaults: local tiles (barriers run in phases by the
+  // evaluator) with vector loads and k tails, register tiles wider than the problem, and
+  // the device-memory path, on ragged shapes and batches. Small integers keep every sum
+  // exact, so any schedule must give the reference's numbers exactly.
+  std::mt19937 rng(8);
+  const std::pair<Extents, Extents> shapes[] = {
+      {{7, 13}, {13, 9}}, {{2, 5, 100}, {100, 8}}, {{70, 37}, {37, 130}}, {{3, 33, 40}, {40, 64}}};
+  const char *configs[] = {
+      "mdimc=4,ndimc=4,mwi=2,nwi=4,vw=4,kwg=8,local=1",
+      "mdimc=2,ndimc=8,mwi=4,nwi=2,vw=1,kwg=16,local=1",
+      "mdimc=8,ndimc=2,mwi=1,nwi=8,vw=8,kwg=32,local=1",
+      "mdimc=4,ndimc=4,mwi=2,nwi=4,vw=2,kwg=8,local=0",
+  };
+  for (const char *cs : configs) {
+    FixedConfig fixed;
+    fixed.c = *tuning::parseConfig(cs);
+    tuning::LowerOptions opts;
+    opts.gpu = GpuTarget::generic();
+    opts.configs = &fixed;
+    for (const auto &[as, bs] : shapes) {
+      Tensor a = tiesTensor(DType::F32, as, rng), b = tiesTensor(DType::F32, bs, rng);
+      check(OpKind::MatMul, {a, b}, {},
+            fmt::format("opencl matmul {} {} x {}", cs, str(as), str(bs)), -1, {}, &opts);
+    }
   }
 }
 

@@ -113,14 +113,15 @@ TEST(Templates, RegistryNamesAndSpaces) {
   std::vector<std::string> spaces;
   for (const tuning::Space *s : tuning::allSpaces())
     spaces.push_back(s->kind);
-  EXPECT_EQ(fmt::format("{}", fmt::join(spaces, ",")), "gemm_cpu,conv_nchwc_cpu");
+  EXPECT_EQ(fmt::format("{}", fmt::join(spaces, ",")), "gemm_cpu,conv_nchwc_cpu,gemm_opencl");
   // OpenCL: its NDRange templates first, then the CPU's (Templates.cpp says why).
   std::vector<TemplateInfo> cl = kernelTemplates(tuning::CodeTarget::OpenCL);
-  ASSERT_EQ(cl.size(), cpu.size() + 2);
+  ASSERT_EQ(cl.size(), cpu.size() + 3);
   EXPECT_EQ(cl[0].name, "matmul.ndrange_tiles");
   EXPECT_EQ(cl[1].name, "epilogue.ndrange_gemm_finish");
+  EXPECT_EQ(cl[2].name, "reduce.workgroup_tree");
   for (size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_EQ(cl[i + 2].name, cpu[i].name);
+    EXPECT_EQ(cl[i + 3].name, cpu[i].name);
 }
 
 TEST(Templates, MatMulOnOpenCL) {

@@ -26,6 +26,7 @@ struct CompileOptions {
   std::string emit;
   std::string target = "cpu";
   std::string cpu; // --cpu
+  bool genericGpu = false; // --generic-gpu
   std::vector<std::string> shapes;
   std::string name;        // --name (lib)
   std::string tuningCache; // --tuning-cache (lib)
@@ -103,7 +104,7 @@ int compileCommand(const CompileOptions &opts) {
   // bound the work-groups), else for GpuTarget::generic().
   std::optional<GpuTarget> gpu;
   if (opencl)
-    gpu = openclCodeTarget(*target);
+    gpu = o.genericGpu ? GpuTarget::generic() : openclCodeTarget(*target);
   if (o.emit == "lib")
     return emitLib(o, **g, *target, gpu ? &*gpu : nullptr);
   Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, target->cpu, gpu ? &*gpu : nullptr);
@@ -158,6 +159,9 @@ public:
     cmd_->add_option("--target", o_.target, "cpu (default) or opencl");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");
+    cmd_->add_flag("--generic-gpu", o_.genericGpu,
+                   "With --target opencl: write kernels for OpenCL 1.2's generic GPU (32K local "
+                   "memory, work-groups of 256) instead of the device found here");
   }
   int run() override { return compileCommand(o_); }
 

@@ -38,6 +38,9 @@ struct Problem {
   /// The CPU the kernel is for (its vector width and registers bound the tiles); chooseConfig
   /// sets it from LowerOptions::cpu.
   CpuTarget cpu = CpuTarget::host();
+  /// The OpenCL device, for a space of an OpenCL kernel (its limits bound work-groups and
+  /// local memory); chooseConfig sets it from LowerOptions::gpu.
+  std::optional<GpuTarget> gpu;
 };
 
 struct Knob {

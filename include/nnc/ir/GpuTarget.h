@@ -22,6 +22,10 @@ struct GpuTarget {
   int64_t maxWorkGroupSize = 1;      ///< CL_DEVICE_MAX_WORK_GROUP_SIZE.
   std::array<int64_t, 3> maxWorkItemSizes{1, 1, 1}; ///< CL_DEVICE_MAX_WORK_ITEM_SIZES.
   int preferredFloatVector = 1;      ///< CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT.
+  /// CL_DEVICE_LOCAL_MEM_TYPE is CL_LOCAL: local memory is on the compute unit (a GPU's
+  /// shared memory), so staging tiles there saves global traffic. CL_GLOBAL (a CPU device
+  /// such as PoCL's) emulates it in ordinary memory, where it only adds copies and barriers.
+  bool localMemDedicated = true;
   bool fp64 = false, fp16 = false;
 
   /// The 1-D work-group size for a grid of `items` work-items: the smaller of `wanted` and

@@ -128,12 +128,21 @@ enum class LoopKind : uint8_t { Serial, Parallel, Vectorized, Unrolled, GpuBlock
 const char *loopKindName(LoopKind k);
 
 enum class StmtKind : uint8_t {
-  For,    ///< for var in [0, extent): body
-  Store,  ///< buffers[buffer][index] = value
-  Decl,   ///< A mutable scalar local `name` of `type`, initialized to value.
-  Assign, ///< name = value (a Decl in scope).
-  If,     ///< if cond then body[0] else body[1] (body[1] may be null).
-  Block,  ///< body... in order.
+  For,      ///< for var in [0, extent): body
+  Store,    ///< buffers[buffer][index] = value
+  Decl,     ///< A mutable scalar local `name` of `type`, initialized to value.
+  Assign,   ///< name = value (a Decl in scope).
+  If,       ///< if cond then body[0] else body[1] (body[1] may be null).
+  Block,    ///< body... in order.
+  Barrier,  ///< A work-group barrier with a local-memory fence (OpenCL's
+            ///< barrier(CLK_LOCAL_MEM_FENCE)): every work-item of the group reaches it before
+            ///< any goes on, and their stores to local buffers are visible after it. Only
+            ///< inside gpu_thread loops, on control flow every work-item takes (no If above it
+            ///< there, loops of constant extent).
+  VecLoad,  ///< Declares the locals `names` (of `type`) as buffers[buffer][index + l], lane
+            ///< l < names.size() (2, 4, 8 or 16 lanes): one vector load (OpenCL's vloadN).
+  VecStore, ///< buffers[buffer][index + l] = args[l] for each lane l (2, 4, 8 or 16): one
+            ///< vector store (vstoreN).
   GemmTile, ///< An f32 GEMM microkernel on one register tile (see GemmTileShape):
             ///< for r < mr, j < nr: buffers[buffer][args[2] + r*ldc + j] =
             ///<   (accumulate ? that element : 0) + sum over p < args[3] of
@@ -176,8 +185,10 @@ struct StmtNode {
   /// vector lanes. Never set on a GEMM tile (reassociation breaks its register blocking).
   bool reassociate = false;
   std::vector<Stmt> body;
-  std::vector<Expr> args; ///< GemmTile: A offset, B offset, C offset, k extent (i64).
+  std::vector<Expr> args; ///< GemmTile: A offset, B offset, C offset, k extent (i64);
+                          ///< VecStore: the lanes' values.
   GemmTileShape tile;     ///< GemmTile.
+  std::vector<std::string> names; ///< VecLoad: the lanes' locals.
 };
 
 Stmt forLoop(const std::string &var, Expr extent, Stmt body, LoopKind k = LoopKind::Serial);
@@ -189,6 +200,12 @@ Stmt assign(const std::string &name, Expr value);
 Stmt accumulate(const std::string &name, Expr value);
 Stmt ifThen(Expr cond, Stmt then, Stmt otherwise = nullptr);
 Stmt block(std::vector<Stmt> stmts);
+/// A work-group barrier (see StmtKind::Barrier).
+Stmt barrier();
+/// Locals `names` of type t = buffer[index + l] (see StmtKind::VecLoad).
+Stmt vecLoad(std::vector<std::string> names, DType t, int buffer, Expr index);
+/// buffer[index + l] = values[l] (see StmtKind::VecStore).
+Stmt vecStore(int buffer, Expr index, std::vector<Expr> values);
 /// A GemmTile writing buffer `c` at offset cOff, reading A at aOff and B at bOff, k extent kc.
 Stmt gemmTile(const GemmTileShape &shape, int c, Expr aOff, Expr bOff, Expr cOff, Expr kc);
 
@@ -241,13 +258,37 @@ struct BufferDecl {
   bool written; ///< The kernel stores to it.
 };
 
+/// A buffer in an OpenCL work-group's local memory, shared by its work-items and declared by
+/// the kernel itself (not a parameter). Loads and stores name local i as buffer
+/// kLocalBufferBase + i. Only kernels whose outermost nest is gpu_thread loops may have them;
+/// the CPU backends reject them.
+struct LocalBuffer {
+  std::string name;
+  DType dtype;
+  int64_t numElements;
+};
+inline constexpr int kLocalBufferBase = 1 << 20;
+inline bool isLocalBuffer(int b) {
+  return b >= kLocalBufferBase;
+}
+
 struct Kernel {
   std::string name;                ///< A valid C/LLVM identifier, unique in an executable.
   std::vector<BufferDecl> buffers; ///< Parameters, in call order.
+  std::vector<LocalBuffer> locals; ///< Work-group local buffers (buffer kLocalBufferBase + i).
   Stmt body;                       ///< The algorithm (canonical loop nest).
   Schedule schedule;               ///< Applied by applySchedule().
   /// A key for caches and the tuner: the kernel's text without names.
   std::string signature() const;
+  /// Buffer b's dtype, element count and name, for a parameter or a local buffer; b must
+  /// exist (hasBuffer).
+  bool hasBuffer(int b) const;
+  DType bufferType(int b) const;
+  int64_t bufferElements(int b) const;
+  const std::string &bufferName(int b) const;
+  /// True when the kernel uses work-group constructs (local buffers, barriers): it runs on
+  /// an OpenCL device only.
+  bool usesWorkGroupMemory() const;
 };
 
 /// The loop nest with `k.schedule` applied. Fails, naming the step, when a step names a loop

@@ -27,6 +27,7 @@ struct OpenCLDeviceInfo {
   int64_t maxWorkGroupSize = 0;
   std::array<int64_t, 3> maxWorkItemSizes{0, 0, 0};
   int preferredFloatVector = 1;
+  bool localMemDedicated = true; ///< CL_DEVICE_LOCAL_MEM_TYPE == CL_LOCAL.
   int maxClockMHz = 0;
   bool fp64 = false;
   bool fp16 = false;
