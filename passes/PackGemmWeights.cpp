@@ -6,10 +6,12 @@
 // Algorithm: for each matmul without packed_n whose operand 0 has rank >= 2 and static
 // extents and whose operand 1 is a Constant node's f32 [..., K, N] result: compute the panels
 // (nr: panelWidth, two vectors of the target's f32 registers, four for at most two rows),
-// insert them as a constant before the matmul and point
-// the matmul at it. The old constant stays for its other users (dce removes it otherwise).
+// insert them as a constant before the matmul and point the matmul at it; matmuls of the
+// same weight and width share one packed constant. The old constant stays for its other
+// users (dce removes it otherwise).
 // The matmul of an attention group (a softmax feeding operand 0) is left alone.
 #include <algorithm>
+#include <map>
 
 #include "nnc/ir/GemmPacking.h"
 #include "nnc/passes/Passes.h"
@@ -34,6 +36,7 @@ public:
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
     bool changed = false;
+    std::map<std::pair<const Node *, int64_t>, Value *> packed;
     for (Node *mm : g.nodes()) {
       if (mm->kind() != OpKind::MatMul || mm->hasAttr("packed_n"))
         continue;
@@ -56,11 +59,21 @@ public:
       if (w.rank() == 2)
         for (size_t d = 0; d + 2 < ae.size(); ++d)
           rows *= ae[d];
-      Tensor packed = packGemmPanels(w, panelWidth(ctx.cpu, rows));
-      Node *pc = g.createNode(OpKind::Constant, {},
-                              {TensorType(DType::F32, shapeFromExtents(packed.extents()))},
-                              {{"value", Attribute(packed)}}, "", {b->name() + "_panels"}, mm);
-      mm->setOperand(1, pc->result());
+      // One packed copy per weight and panel width: the matmuls of an unrolled recurrence
+      // (one per time step) share their weight, which must stay one stream in cache, not a
+      // copy per step (an LSTM of 64 steps read 64 MB of panels instead of 1 MB).
+      int64_t nr = panelWidth(ctx.cpu, rows);
+      Value *&pv = packed[{c, nr}];
+      if (!pv) {
+        Tensor panels = packGemmPanels(w, nr);
+        pv = g.createNode(OpKind::Constant, {},
+                          {TensorType(DType::F32, shapeFromExtents(panels.extents()))},
+                          {{"value", Attribute(panels)}}, "", {b->name() + "_panels"}, mm)
+                 ->result();
+      } else {
+        addStat("packed-weights-shared");
+      }
+      mm->setOperand(1, pv);
       mm->setAttr("packed_n", Attribute(n));
       addStat("weights-packed");
       changed = true;
