@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the Python package's pytest suite (ctest's python_package).
 
-usage: run_tests.py PACKAGE_DIR SHARED_DIR README
+usage: run_tests.py PACKAGE_DIR SHARED_DIR README NNC
 
 PACKAGE_DIR is build/python (empty when CMake did not build the package). Exits 77 (ctest's
 skip) with a message when the package, numpy or pytest is missing.
@@ -16,7 +16,7 @@ def skip(why):
 
 
 def main():
-    package, shared, readme = sys.argv[1:4]
+    package, shared, readme, nnc_binary = sys.argv[1:5]
     if not package:
         skip("the nnc Python package was not built (pybind11-dev or python3-dev missing: "
              "run scripts/setup.sh and build again)")
@@ -32,6 +32,7 @@ def main():
     sys.path.insert(0, package)
     os.environ["NNC_SHARED"] = shared
     os.environ["NNC_README"] = readme
+    os.environ["NNC_BINARY"] = os.path.abspath(nnc_binary)
     here = os.path.dirname(os.path.abspath(__file__))
     sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", here]))
 

@@ -142,3 +142,24 @@ def test_calls_from_python_threads(lenet):
         t.join()
     for g in got:
         numpy.testing.assert_array_equal(g, want)
+
+
+@needs_lenet
+def test_load_artifact_through_the_runtime(tmp_path):
+    # `nnc compile --emit=lib`, then nnc.load: libnnc_runtime's C ABI, inputs bound in place.
+    if "NNC_BINARY" not in os.environ:
+        pytest.skip("NNC_BINARY (the nnc CLI) not set: run through ctest's python_package")
+    subprocess.run([os.environ["NNC_BINARY"], "compile", os.path.join(LENET, "model.onnx"),
+                    "-o", str(tmp_path), "--emit=lib"], check=True, capture_output=True)
+    art = nnc.load(tmp_path / "liblenet_b1.so")
+    x = data_file(LENET, "input_0.pb")
+    assert [(i.name, i.dtype, i.shape) for i in art.inputs] == [("input", x.dtype, x.shape)]
+    (y,) = art(x)
+    numpy.testing.assert_allclose(y, data_file(LENET, "output_0.pb"), rtol=1e-3, atol=1e-7)
+    numpy.testing.assert_array_equal(art({"input": x})[0], y)
+    with pytest.raises(nnc.Error, match="artifact runs 1x1x28x28 only"):
+        art(numpy.zeros((1, 1, 28, 20), numpy.float32))
+    with pytest.raises(TypeError, match="input 'input'"):
+        art(x.astype(numpy.float64))
+    with pytest.raises(nnc.Error):
+        nnc.load(tmp_path / "missing.so")
