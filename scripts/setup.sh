@@ -14,6 +14,13 @@ PKGS=(
   # The 1,797 digits images (sklearn/datasets/data/digits.csv.gz) that `nnc train`'s end-to-end
   # test trains on (tests/cli/train_test.py reads the file; no sklearn import).
   python3-sklearn
+  # The Python package (python/, `import nnc`): pybind11's headers and CMake config (without
+  # them the build skips the package), and Python.h for the extension module.
+  pybind11-dev python3-pybind11 python3-dev
+  # The package's arrays in and out are numpy's.
+  python3-numpy
+  # tests/python runs under pytest (ctest's python_package).
+  python3-pytest
 )
 
 exec bash "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" setup "${PKGS[@]}"

@@ -1,0 +1,165 @@
+"""The nnc Python package: compile, run on numpy arrays, errors, the README's session."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy
+import pytest
+
+import nnc
+
+SHARED = os.environ.get("NNC_SHARED", os.path.join(os.path.dirname(__file__), "../../../shared"))
+LENET = os.path.join(SHARED, "models", "lenet_b1")
+TINY_CNN = os.path.join(os.path.dirname(__file__), "../../examples/models/tiny_cnn")
+
+needs_lenet = pytest.mark.skipif(not os.path.exists(os.path.join(LENET, "model.onnx")),
+                                 reason=f"LeNet not found at {LENET}")
+
+
+def data_file(model_dir, name):
+    return nnc.load_tensor(os.path.join(model_dir, "test_data_set_0", name))
+
+
+@pytest.fixture(scope="module")
+def lenet():
+    return nnc.compile(os.path.join(LENET, "model.onnx"), target="cpu", threads=1)
+
+
+@needs_lenet
+def test_lenet_matches_its_data_file(lenet):
+    x = data_file(LENET, "input_0.pb")
+    want = data_file(LENET, "output_0.pb")
+    outs = lenet(x)
+    assert isinstance(outs, list) and len(outs) == 1
+    numpy.testing.assert_allclose(outs[0], want, rtol=1e-3, atol=1e-7)
+    assert outs[0].dtype == want.dtype and outs[0].shape == want.shape
+
+
+@needs_lenet
+def test_inputs_outputs_kernels_plan(lenet):
+    (inp,) = lenet.inputs
+    assert inp.dtype == numpy.float32
+    assert inp.shape == data_file(LENET, "input_0.pb").shape
+    assert inp.name in repr(inp)
+    assert [o.shape for o in lenet.outputs] == [data_file(LENET, "output_0.pb").shape]
+    assert lenet.target == "cpu"
+    assert lenet.kernels and all(isinstance(k, str) and k for k in lenet.kernels)
+    assert lenet.plan.startswith("buffer plan:") and "arena" in lenet.plan
+
+
+@needs_lenet
+def test_dict_by_input_name(lenet):
+    x = data_file(LENET, "input_0.pb")
+    (by_position,) = lenet(x)
+    (by_name,) = lenet({lenet.inputs[0].name: x})
+    numpy.testing.assert_array_equal(by_name, by_position)
+    with pytest.raises(KeyError, match="no value for model input"):
+        lenet({})
+    with pytest.raises(KeyError, match="has no input 'nope'"):
+        lenet({lenet.inputs[0].name: x, "nope": x})
+
+
+@needs_lenet
+def test_wrong_shape_raises_nnc_error(lenet):
+    x = data_file(LENET, "input_0.pb")
+    name = lenet.inputs[0].name
+    with pytest.raises(nnc.Error, match=re.escape(f"input '{name}': expected f32[")):
+        lenet(numpy.zeros(x.shape[:-1] + (x.shape[-1] + 3,), numpy.float32))
+    with pytest.raises(nnc.Error, match=re.escape(f"input '{name}'")):
+        lenet(numpy.zeros(x.shape[1:], numpy.float32))
+
+
+@needs_lenet
+def test_wrong_dtype_names_the_input(lenet):
+    x = data_file(LENET, "input_0.pb")
+    with pytest.raises(TypeError, match=re.escape(f"input '{lenet.inputs[0].name}'")):
+        lenet(x.astype(numpy.float64))
+    with pytest.raises(TypeError, match="takes 1 input"):
+        lenet(x, x)
+
+
+@needs_lenet
+def test_non_contiguous_input_and_bytes_model(lenet):
+    x = data_file(LENET, "input_0.pb")
+    (want,) = lenet(x)
+    # A transposed view of a transposed copy: same values, not C-contiguous.
+    view = numpy.ascontiguousarray(x.swapaxes(-1, -2)).swapaxes(-1, -2)
+    assert not view.flags.c_contiguous
+    numpy.testing.assert_array_equal(lenet(view)[0], want)
+    with open(os.path.join(LENET, "model.onnx"), "rb") as f:
+        from_bytes = nnc.compile(f.read())
+    numpy.testing.assert_array_equal(from_bytes(x)[0], want)
+
+
+def test_bad_models_raise_nnc_error(tmp_path):
+    with pytest.raises(nnc.Error, match="missing.onnx"):
+        nnc.compile(str(tmp_path / "missing.onnx"))
+    with pytest.raises(nnc.Error, match="<onnx bytes>: not a valid ONNX model"):
+        nnc.compile(b"not an onnx model")
+    with pytest.raises(nnc.Error, match="target"):
+        nnc.compile(os.path.join(TINY_CNN, "model.onnx"), target="tpu")
+
+
+def test_bundled_model_on_threads():
+    # examples/models/tiny_cnn ships with the repository: this runs on a fresh clone alone.
+    m = nnc.compile(os.path.join(TINY_CNN, "model.onnx"), threads=2)
+    numpy.testing.assert_allclose(m(data_file(TINY_CNN, "input_0.pb"))[0],
+                                  data_file(TINY_CNN, "output_0.pb"), rtol=1e-3, atol=1e-7)
+
+
+@needs_lenet
+def test_readme_python_session_runs_as_written(tmp_path):
+    readme = os.environ.get("NNC_README", os.path.join(os.path.dirname(__file__), "../../README.md"))
+    text = open(readme).read()
+    block = re.search(r"<!-- python-example-begin -->\s*```python\n(.*?)```", text, re.S)
+    assert block, "README has no python-example block"
+    code = block.group(1)
+    assert len(code.strip().splitlines()) == 5
+    # Run from a folder beside which ../shared is the shared data, as from the repository root.
+    os.symlink(os.path.abspath(SHARED), tmp_path / "shared")
+    (tmp_path / "repo").mkdir()
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path / "repo", capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("True"), r.stdout
+
+
+@needs_lenet
+def test_calls_from_python_threads(lenet):
+    import threading
+    x = data_file(LENET, "input_0.pb")
+    (want,) = lenet(x)
+    got = [None] * 4
+
+    def call(i):
+        got[i] = lenet(x)[0]
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for g in got:
+        numpy.testing.assert_array_equal(g, want)
+
+
+@needs_lenet
+def test_load_artifact_through_the_runtime(tmp_path):
+    # `nnc compile --emit=lib`, then nnc.load: libnnc_runtime's C ABI, inputs bound in place.
+    if "NNC_BINARY" not in os.environ:
+        pytest.skip("NNC_BINARY (the nnc CLI) not set: run through ctest's python_package")
+    subprocess.run([os.environ["NNC_BINARY"], "compile", os.path.join(LENET, "model.onnx"),
+                    "-o", str(tmp_path), "--emit=lib"], check=True, capture_output=True)
+    art = nnc.load(tmp_path / "liblenet_b1.so")
+    x = data_file(LENET, "input_0.pb")
+    assert [(i.name, i.dtype, i.shape) for i in art.inputs] == [("input", x.dtype, x.shape)]
+    (y,) = art(x)
+    numpy.testing.assert_allclose(y, data_file(LENET, "output_0.pb"), rtol=1e-3, atol=1e-7)
+    numpy.testing.assert_array_equal(art({"input": x})[0], y)
+    with pytest.raises(nnc.Error, match="artifact runs 1x1x28x28 only"):
+        art(numpy.zeros((1, 1, 28, 20), numpy.float32))
+    with pytest.raises(TypeError, match="input 'input'"):
+        art(x.astype(numpy.float64))
+    with pytest.raises(nnc.Error):
+        nnc.load(tmp_path / "missing.so")
