@@ -7,6 +7,9 @@ PKGS=(
   llvm-15-dev llvm-15-tools libclang-15-dev clang-15
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
+  # A simulated OpenCL device that reports data races, barrier divergence and out-of-bounds
+  # accesses: the test suite runs the local-memory kernels under it (tests/artifact, oclgrind).
+  oclgrind
   libeigen3-dev libfmt-dev
   libprotobuf-dev protobuf-compiler libonnx-dev
   libgtest-dev libgmock-dev libbenchmark-dev

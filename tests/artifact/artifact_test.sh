@@ -65,6 +65,50 @@ storage_formats)
   cmp "$out/exec/output_0.pb" "$out/jit/output_0.pb" || fail "nnc-exec and nnc run differ"
   echo "ok: f16 and f8 helpers resolve in libnnc_runtime.so; nnc-exec gives nnc run's bits"
   ;;
+oclgrind)
+  # Issue 15: the OpenCL kernels with local memory and barriers (the GEMM's local tiles, the
+  # work-group tree reduction), written for a generic GPU, run under oclgrind (a simulated
+  # device that reports data races, barrier divergence, out-of-bounds and API errors) through
+  # nnc-exec, a process without LLVM 15 (oclgrind's LLVM 14 crashes beside it); its outputs
+  # match nnc run's on the CPU.
+  if ! command -v oclgrind >/dev/null; then
+    echo "SKIP: oclgrind is not installed (Debian package oclgrind; scripts/setup.sh installs it)"
+    exit 77
+  fi
+  out=$work/$part
+  rm -rf "$out" && mkdir -p "$out/in"
+  model=$src/tests/artifact/oclgrind_gemm_reduce.nir
+  "$nnc" compile "$model" -o "$out/lib" --emit=lib --target opencl --generic-gpu ||
+    fail "nnc compile --target opencl --generic-gpu"
+  grep -q '__local' "$out/lib/liboclgrind_gemm_reduce.so" ||
+    fail "the program has no local memory: nothing for oclgrind to check"
+  # input_0.pb: f32[37,70], x[i] = ((i * 37) % 101) / 50 - 1
+  python3 - "$out/in/input_0.pb" <<'PY' || fail "writing the input"
+import struct, sys
+vals = [((i * 37) % 101) / 50.0 - 1.0 for i in range(37 * 70)]
+raw = struct.pack('<%df' % len(vals), *vals)
+def varint(n):
+    out = b''
+    while True:
+        b, n = n & 0x7f, n >> 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+msg = b'\x08' + varint(37) + b'\x08' + varint(70) + b'\x10' + varint(1) + b'\x4a' + varint(len(raw)) + raw
+open(sys.argv[1], 'wb').write(msg)
+PY
+  oclgrind --check-api --data-races --log "$out/oclgrind.log" \
+    "$exec" "$out/lib/liboclgrind_gemm_reduce.so" --inputs-dir "$out/in" --output-dir "$out/got" ||
+    fail "nnc-exec under oclgrind"
+  if [[ -s $out/oclgrind.log ]]; then
+    cat "$out/oclgrind.log"
+    fail "oclgrind reported errors"
+  fi
+  "$nnc" run "$model" --inputs-dir "$out/in" --expected-dir "$out/got" ||
+    fail "the simulated device's outputs differ from the CPU's"
+  echo "ok: local-tile GEMM and work-group reduction clean under oclgrind; outputs match the CPU"
+  ;;
 exec_models)
   need_models lenet_b1 mlp_b1 lenet_b32 mlp_b32
   for m in lenet_b1 mlp_b1 lenet_b32 mlp_b32; do
