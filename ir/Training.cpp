@@ -33,9 +33,16 @@ Value *sc(GradEmitter &e, double v, Value *like) {
 Value *softmaxCrossEntropyLoss(GradEmitter &e, Value *logits, Value *labels) {
   if (!logits || !labels)
     return nullptr;
-  if (logits->rank() != 2 || labels->rank() != 1 || !isInteger(labels->dtype()))
-    return e.fail(makeError("softmax cross-entropy needs logits [N, C] and integer labels [N], "
-                            "got {} and {}",
+  // Logits [N, C, d1..] and labels [N, d1..]: the label shape is the logits' without the
+  // class axis.
+  bool shapesMatch =
+      logits->rank() >= 2 && labels->rank() == logits->rank() - 1 && isInteger(labels->dtype());
+  for (int64_t i = 0; shapesMatch && i < labels->rank(); ++i)
+    shapesMatch = labels->shape()[static_cast<size_t>(i)] ==
+                  logits->shape()[static_cast<size_t>(i == 0 ? 0 : i + 1)];
+  if (!shapesMatch)
+    return e.fail(makeError("softmax cross-entropy needs logits [N, C, d1..] and integer labels "
+                            "[N, d1..], got {} and {}",
                             logits->type().str(), labels->type().str()));
   const Dim &classes = logits->shape()[1];
   if (!classes.isStatic())

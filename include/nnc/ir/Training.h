@@ -10,8 +10,9 @@
 
 namespace nnc {
 
-/// Mean over the batch of -log softmax(logits)[label]: logits [N, C] float, labels [N] i64
-/// class indices (each in [0, C)). Returns the f32/f64 scalar loss.
+/// Mean over every element of -log softmax(logits)[label], softmax over axis 1 (PyTorch's
+/// CrossEntropyLoss): logits [N, C, d1..] float, labels [N, d1..] i64 class indices (each in
+/// [0, C)). Returns the f32/f64 scalar loss.
 Value *softmaxCrossEntropyLoss(GradEmitter &e, Value *logits, Value *labels);
 /// mean((pred - target)^2) over every element; target has pred's shape.
 Value *meanSquaredErrorLoss(GradEmitter &e, Value *pred, Value *target);

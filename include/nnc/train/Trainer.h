@@ -54,7 +54,8 @@ public:
   static Expected<std::unique_ptr<Trainer>>
   create(const Graph &model, const std::vector<std::string> &params, const TrainOptions &options);
   /// One step on a batch ([batch, ...] like the model's first input) and its labels (i64
-  /// [batch] class indices for softmax cross-entropy; the prediction's shape for MSE).
+  /// [batch, d1..] class indices for softmax cross-entropy over logits [batch, C, d1..]; the
+  /// prediction's shape for MSE).
   /// Returns the batch's loss before the update.
   Expected<double> step(const Tensor &inputs, const Tensor &labels);
   /// The parameters now, by name.
