@@ -47,16 +47,21 @@ Value *concat2d(GradEmitter &e, const std::vector<Value *> &vs, int64_t axis) {
   return e.op(OpKind::Concat, vs, {{"axis", axis}});
 }
 
+/// v^T for a 2-D v: the operand of a transpose, else a new transpose.
+Value *transpose2d(GradEmitter &e, Value *v) {
+  if (Value *x = transposed2d(v))
+    return x;
+  return e.op(OpKind::Transpose, {v}, {{"perm", Ints{1, 0}}});
+}
+
 /// sum_i a_i @ b_i as one matmul over the joined inner dims, [a_1 .. a_k] @ [b_1; ..; b_k]:
 /// a weight used at every step of an unrolled recurrence gets one GEMM with K = steps *
 /// batch instead of one small GEMM and one weight-sized add per step.
-Value *sumMatMuls(GradEmitter &e, const std::vector<Node *> &mms) {
-  if (mms.size() == 1)
-    return mms[0]->result(0);
+Value *sumMatMuls(GradEmitter &e, const std::vector<std::pair<Value *, Value *>> &mms) {
   std::vector<Value *> as, bs;
-  for (Node *m : mms) {
-    as.push_back(m->operand(0));
-    bs.push_back(m->operand(1));
+  for (const auto &[a, b] : mms) {
+    as.push_back(a);
+    bs.push_back(b);
   }
   return e.op(OpKind::MatMul, {concat2d(e, as, 1), concat2d(e, bs, 0)});
 }
@@ -119,26 +124,22 @@ Value *sumContributions(GradEmitter &e, const std::vector<Value *> &parts) {
       return e.op(OpKind::Concat, inner, {{"axis", pieces[0].axis}});
     }
   }
-  // 1. Matmuls, plain and transposed, each set joined into one.
-  std::vector<Node *> mms, tmms;
+  // 1. Matmuls, plain and transposed ((a b)^T = b^T a^T), joined into one.
+  std::vector<std::pair<Value *, Value *>> mms;
   std::vector<Value *> rest;
   for (Value *v : parts) {
     Value *tx = transposed2d(v);
     if (Node *m = matMul2d(v))
-      mms.push_back(m);
+      mms.push_back({m->operand(0), m->operand(1)});
     else if (Node *tm = tx ? matMul2d(tx) : nullptr)
-      tmms.push_back(tm);
+      mms.push_back({transpose2d(e, tm->operand(1)), transpose2d(e, tm->operand(0))});
     else
       rest.push_back(v);
   }
-  if (mms.size() > 1 || tmms.size() > 1) {
-    if (!mms.empty())
-      rest.push_back(sumMatMuls(e, mms));
-    if (!tmms.empty())
-      rest.push_back(e.op(OpKind::Transpose, {sumMatMuls(e, tmms)}, {{"perm", Ints{1, 0}}}));
-  } else {
+  if (mms.size() > 1)
+    rest.push_back(sumMatMuls(e, mms));
+  else
     rest = parts;
-  }
   Value *sum = rest[0];
   for (size_t i = 1; i < rest.size(); ++i)
     sum = e.add(sum, rest[i]);

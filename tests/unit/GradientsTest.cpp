@@ -227,6 +227,22 @@ TEST(Gradients, MatMul) {
     SCOPED_TRACE(extentsStr(s[0]) + " @ " + extentsStr(s[1]));
     checkGradients(s, [](GraphBuilder &, const std::vector<Var> &x) { return matmul(x[0], x[1]); });
   }
+  // a @ transpose(W) (the Linear layout), with g smaller than a (W's gradient as g^T a) and
+  // larger than a and W together (as (a^T g)^T).
+  for (const auto &s : std::vector<std::vector<Extents>>{{{3, 6}, {2, 6}}, {{8, 2}, {5, 2}}}) {
+    SCOPED_TRACE(extentsStr(s[0]) + " @ " + extentsStr(s[1]) + "^T");
+    checkGradients(s, [](GraphBuilder &, const std::vector<Var> &x) {
+      return matmul(x[0], transpose(x[1], {1, 0}));
+    });
+  }
+  // Sums of matmuls sharing an operand's gradient (a recurrent weight used at every step)
+  // join into one matmul: plain, and transposed through the Linear layout.
+  checkGradients({{3, 4}, {2, 4}, {4, 4}}, [](GraphBuilder &, const std::vector<Var> &x) {
+    Var wt = transpose(x[2], {1, 0});
+    Var h1 = tanh(matmul(x[0], wt));
+    Var h2 = tanh(matmul(h1, wt));
+    return concat({h2, matmul(x[1], x[2])}, 0);
+  });
 }
 
 Var convOp(const Var &x, const Var &w, const Var *bias, Ints strides, Ints pads, Ints dil,
