@@ -37,6 +37,19 @@ MODELS = {"lstm": ("LSTM: Embedding 64 -> 2-layer LSTM 256 -> Linear 96", dict(l
           "gru": ("GRU: Embedding 64 -> 1-layer GRU 256 -> Linear 96", dict(layers=1))}
 
 
+def step_gflop(key, layers, emb=64, hidden=256, vocab=char_lm.VOCAB, seq=SEQ, batch=BATCH):
+    """GEMM work of one train step: the forward matmuls (input projection and recurrent
+    matmul of every layer and step, the output Linear) and, for each, the two of backward."""
+    gates = 4 if key == "lstm" else 3
+    rows = seq * batch
+    flop, width = 0, emb
+    for _ in range(layers):
+        flop += 2 * rows * gates * hidden * (width + hidden)
+        width = hidden
+    flop += 2 * rows * hidden * vocab
+    return 3 * flop / 1e9
+
+
 def nnc_train(nnc, d, model_path, x, y, threads, extra=()):
     xp, yp = os.path.join(d, "x.npy"), os.path.join(d, "y.npy")
     np.save(xp, x)
@@ -63,9 +76,9 @@ def main():
     x, y = char_lm.license_windows(SEQ)
     lines = ["# nnc train vs PyTorch %s eager: character-level LSTM and GRU language models"
              % torch.__version__, "",
-             "Machine: %s (%d cores); shared with other jobs, timings noisy (medians of each "
-             "run's steps, nnc and PyTorch measured back to back)." % (os.uname().nodename,
-                                                                     os.cpu_count()), "",
+             "Machine: %s (%d cores, load average %.1f at the start); shared with other "
+             "jobs, timings noisy (medians of each run's steps, nnc and PyTorch measured back "
+             "to back)." % (os.uname().nodename, os.cpu_count(), os.getloadavg()[0]), "",
              "Data: %d windows of %d characters of %s; batch %d in file order, Adam lr %g."
              % (len(x), SEQ, char_lm.LICENSES, BATCH, LR), ""]
     curves = {}
@@ -95,17 +108,20 @@ def main():
                                                y[:n], BATCH, args.time_steps, LR, threads)
                 t_nnc = ours["median_step_ms"]
                 t_torch = float(np.median(times[2:]))
-                timing.append("| %s | %d | %.1f | %.1f | %.2f | %s |" % (
+                gf = step_gflop(key, sizes["layers"])
+                timing.append("| %s | %d | %.1f | %.1f | %.2f | %s | %.1f | %.0f / %.0f |" % (
                     key.upper(), threads, t_nnc, t_torch, t_nnc / t_torch,
-                    "PASS" if t_nnc <= 0.5 * t_torch else "FAIL"))
+                    "PASS" if t_nnc <= 0.5 * t_torch else "FAIL", gf, gf / t_nnc * 1e3,
+                    gf / t_torch * 1e3))
                 print(timing[-1], flush=True)
     lines += ["## Loss agreement (same initial weights and batches)", "",
               "| model | step 1 nnc / PyTorch | step %d nnc / PyTorch | max relative diff | "
               "bar 1e-3 |" % args.steps, "|---|---|---|---|---|"] + agree + [""]
     lines += ["## Median train step (forward + backward + Adam), batch %d, %d steps each"
               % (BATCH, args.time_steps), "",
-              "| model | threads | nnc ms | PyTorch ms | nnc / PyTorch | bar 0.5 |",
-              "|---|---|---|---|---|---|"] + timing + [""]
+              "| model | threads | nnc ms | PyTorch ms | nnc / PyTorch | bar 0.5 | GEMM GFLOP "
+              "per step | GFLOP/s nnc / PyTorch |",
+              "|---|---|---|---|---|---|---|---|"] + timing + [""]
     lines += [MODELS[k][0] for k in args.models.split(",")]
     with open(os.path.join(args.out, "rnn_train.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
