@@ -120,10 +120,19 @@ std::vector<Value *> matMulGrad(GradEmitter &e, const Node &n, Value *g) {
   Value *ga = e.sumTo(e.op(OpKind::MatMul, {g2, bt}), a2);
   Value *gb = nullptr;
   Node *bp = b->producer();
-  if (b2 == b && b->rank() == 2 && a2->rank() == 2 && bp && bp->kind() == OpKind::Transpose) {
+  auto numel = [](Value *v) -> int64_t {
+    std::optional<Extents> x = staticExtents(v->shape());
+    std::optional<int64_t> n = x ? checkedNumElements(*x) : std::nullopt;
+    return n ? *n : -1;
+  };
+  int64_t gSize = numel(g2), aSize = numel(a2), bSize = numel(b2);
+  if (b2 == b && b->rank() == 2 && a2->rank() == 2 && bp && bp->kind() == OpKind::Transpose &&
+      (gSize < 0 || aSize < 0 || gSize <= aSize + bSize)) {
     // b = transpose(W) (Gemm with transB, PyTorch's Linear layout): give a^T g as
     // (g^T a)^T, so that the transpose rule's transpose of it cancels this one and W's
-    // gradient is g^T a, without transposing a nor the weight-sized result.
+    // gradient is g^T a, without transposing a nor the weight-sized result. Where g is the
+    // larger (an RNN's input projection: g [steps * batch, gates * hidden], a [steps *
+    // batch, inputs]), a^T g, transposing a and the result, moves less.
     Value *gt = e.op(OpKind::Transpose, {g2}, {{"perm", Ints{1, 0}}});
     gb = e.op(OpKind::Transpose, {e.op(OpKind::MatMul, {gt, a2})}, {{"perm", Ints{1, 0}}});
   } else {

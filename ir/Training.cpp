@@ -33,9 +33,16 @@ Value *sc(GradEmitter &e, double v, Value *like) {
 Value *softmaxCrossEntropyLoss(GradEmitter &e, Value *logits, Value *labels) {
   if (!logits || !labels)
     return nullptr;
-  if (logits->rank() != 2 || labels->rank() != 1 || !isInteger(labels->dtype()))
-    return e.fail(makeError("softmax cross-entropy needs logits [N, C] and integer labels [N], "
-                            "got {} and {}",
+  // Logits [N, C, d1..] and labels [N, d1..]: the label shape is the logits' without the
+  // class axis.
+  bool shapesMatch =
+      logits->rank() >= 2 && labels->rank() == logits->rank() - 1 && isInteger(labels->dtype());
+  for (int64_t i = 0; shapesMatch && i < labels->rank(); ++i)
+    shapesMatch = labels->shape()[static_cast<size_t>(i)] ==
+                  logits->shape()[static_cast<size_t>(i == 0 ? 0 : i + 1)];
+  if (!shapesMatch)
+    return e.fail(makeError("softmax cross-entropy needs logits [N, C, d1..] and integer labels "
+                            "[N, d1..], got {} and {}",
                             logits->type().str(), labels->type().str()));
   const Dim &classes = logits->shape()[1];
   if (!classes.isStatic())
@@ -98,15 +105,18 @@ std::array<Value *, 3> adamUpdate(GradEmitter &e, Value *r, Value *t, Value *x, 
   Value *gr = regularized(e, x, g, o.normCoefficient);
   Value *vNew = e.add(e.mulScalar(v, o.alpha), e.mulScalar(gr, 1 - o.alpha));
   Value *hNew = e.add(e.mulScalar(h, o.beta), e.mulScalar(e.mul(gr, gr), 1 - o.beta));
-  Value *denom = e.add(e.op(OpKind::Sqrt, {hNew}), sc(e, o.epsilon, x));
   // The bias correction is scalar math on the step count, computed once per step.
   Value *tf = stepAs(e, t, x);
   Value *one = sc(e, 1, x);
   Value *c1 = e.sub(one, e.op(OpKind::Pow, {sc(e, o.alpha, x), tf}));
-  Value *c2 = e.sub(one, e.op(OpKind::Pow, {sc(e, o.beta, x), tf}));
-  Value *corrected = e.div(e.mul(r, e.op(OpKind::Sqrt, {c2})), c1);
+  Value *sqrtC2 = e.op(OpKind::Sqrt, {e.sub(one, e.op(OpKind::Pow, {sc(e, o.beta, x), tf}))});
+  Value *corrected = e.div(e.mul(r, sqrtC2), c1);
   Value *first = e.op(OpKind::Greater, {t, e.scalar(0, DType::I64)});
   Value *rate = e.op(OpKind::Select, {first, corrected, r});
+  Value *eps = sc(e, o.epsilon, x);
+  if (o.epsilonAfterCorrection)
+    eps = e.op(OpKind::Select, {first, e.mul(eps, sqrtC2), eps});
+  Value *denom = e.add(e.op(OpKind::Sqrt, {hNew}), eps);
   Value *xNew = e.sub(x, e.mul(rate, e.div(vNew, denom)));
   if (o.normCoefficientPost != 0)
     xNew = e.mulScalar(xNew, 1 - o.normCoefficientPost);

@@ -140,8 +140,18 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
   Value *pred = sg->outputs()[0];
   NNC_USER_CHECK(pred->dtype() == tr->dtype_, "the model's output is {}, its parameters {}",
                  pred->type().str(), dtypeName(tr->dtype_));
-  tr->labelType_ = o.loss == LossKind::SoftmaxCrossEntropy ? TensorType(DType::I64, {Dim(o.batch)})
-                                                           : pred->type();
+  if (o.loss == LossKind::SoftmaxCrossEntropy) { // [N, d1..] for logits [N, C, d1..]
+    NNC_USER_CHECK(pred->rank() >= 2,
+                   "the softmax cross-entropy loss needs logits [N, C, d1..], "
+                   "the model gives {}",
+                   pred->type().str());
+    Shape ls = {Dim(o.batch)};
+    for (int64_t i = 2; i < pred->rank(); ++i)
+      ls.push_back(pred->shape()[static_cast<size_t>(i)]);
+    tr->labelType_ = TensorType(DType::I64, ls);
+  } else {
+    tr->labelType_ = pred->type();
+  }
   Value *labels = sg->addInput("labels", tr->labelType_);
   Value *lr = sg->addInput("lr", TensorType(tr->dtype_, {}));
   Value *step = sg->addInput("step", TensorType(DType::I64, {}));

@@ -9,6 +9,7 @@
 #include "nnc/ir/Gradients.h"
 #include "nnc/ir/Training.h"
 #include "nnc/runtime/Interpreter.h"
+#include "tests/unit/OnnxTestModel.h"
 
 using namespace nnc;
 
@@ -226,6 +227,22 @@ TEST(Gradients, MatMul) {
     SCOPED_TRACE(extentsStr(s[0]) + " @ " + extentsStr(s[1]));
     checkGradients(s, [](GraphBuilder &, const std::vector<Var> &x) { return matmul(x[0], x[1]); });
   }
+  // a @ transpose(W) (the Linear layout), with g smaller than a (W's gradient as g^T a) and
+  // larger than a and W together (as (a^T g)^T).
+  for (const auto &s : std::vector<std::vector<Extents>>{{{3, 6}, {2, 6}}, {{8, 2}, {5, 2}}}) {
+    SCOPED_TRACE(extentsStr(s[0]) + " @ " + extentsStr(s[1]) + "^T");
+    checkGradients(s, [](GraphBuilder &, const std::vector<Var> &x) {
+      return matmul(x[0], transpose(x[1], {1, 0}));
+    });
+  }
+  // Sums of matmuls sharing an operand's gradient (a recurrent weight used at every step)
+  // join into one matmul: plain, and transposed through the Linear layout.
+  checkGradients({{3, 4}, {2, 4}, {4, 4}}, [](GraphBuilder &, const std::vector<Var> &x) {
+    Var wt = transpose(x[2], {1, 0});
+    Var h1 = tanh(matmul(x[0], wt));
+    Var h2 = tanh(matmul(h1, wt));
+    return concat({h2, matmul(x[1], x[2])}, 0);
+  });
 }
 
 Var convOp(const Var &x, const Var &w, const Var *bias, Ints strides, Ints pads, Ints dil,
@@ -282,6 +299,11 @@ TEST(Gradients, Losses) {
     Value *labels = e.constant(Tensor::fromVector<int64_t>(DType::I64, {4}, {3, 0, 4, 4}));
     return softmaxCrossEntropyLoss(e, x[0], labels);
   });
+  // Logits [N, C, T] and labels [N, T] (a sequence model's), mean over N and T.
+  checkEmitted({{2, 5, 3}}, [](GradEmitter &e, const std::vector<Value *> &x) {
+    Value *labels = e.constant(Tensor::fromVector<int64_t>(DType::I64, {2, 3}, {3, 0, 4, 1, 1, 2}));
+    return softmaxCrossEntropyLoss(e, x[0], labels);
+  });
   checkEmitted({{3, 4}, {3, 4}}, [](GradEmitter &e, const std::vector<Value *> &x) {
     return meanSquaredErrorLoss(e, x[0], x[1]);
   });
@@ -297,6 +319,71 @@ TEST(Gradients, MlpEndToEnd) {
     Var h = relu(matmul(x[0], x[1]) + x[2]);
     return tanh(matmul(h, x[3]));
   });
+}
+
+/// One ONNX RNN/GRU/LSTM node imported in f64 (its unrolled graph of nnc ops), with every
+/// float input a graph input and sequence_lens {3, 1} a constant, checked by finite
+/// differences of a random weighting of all its outputs: backpropagation through time,
+/// through the masking and both directions.
+void checkRecurrent(const std::string &op, int64_t gates, std::vector<testonnx::Pb> attrs,
+                    int64_t layout) {
+  using namespace testonnx;
+  const int64_t T = 3, N = 2, I = 3, H = 2, D = 2;
+  auto zeros = [](Extents e) { return Tensor::zeros(DType::F64, e); };
+  Extents xs = layout == 0 ? Extents{T, N, I} : Extents{N, T, I};
+  Extents ss = layout == 0 ? Extents{D, N, H} : Extents{N, D, H};
+  std::vector<std::pair<std::string, Tensor>> inputs = {{"x", zeros(xs)},
+                                                        {"w", zeros({D, gates * H, I})},
+                                                        {"r", zeros({D, gates * H, H})},
+                                                        {"b", zeros({D, 2 * gates * H})},
+                                                        {"h0", zeros(ss)}};
+  std::vector<std::string> ins = {"x", "w", "r", "b", "lens", "h0"};
+  std::vector<std::string> outs = {"y", "yh"};
+  if (op == "LSTM") {
+    inputs.push_back({"c0", zeros(ss)});
+    inputs.push_back({"p", zeros({D, 3 * H})});
+    ins.insert(ins.end(), {"c0", "p"});
+    outs.push_back("yc");
+  }
+  attrs.push_back(attrString("direction", "bidirectional"));
+  attrs.push_back(attrInt("hidden_size", H));
+  attrs.push_back(attrInt("layout", layout));
+  Tensor lens = Tensor::fromVector<int32_t>(DType::I32, {N}, {3, 1});
+  Expected<std::unique_ptr<Graph>> g =
+      importModel(14, {node(op, ins, outs, attrs)}, inputs, {{"lens", lens}}, outs);
+  ASSERT_TRUE(g) << g.error().message();
+  Graph &graph = **g;
+  // All outputs, flattened and joined, as the one value whose weighted sum is the loss.
+  GradEmitter e(graph);
+  std::vector<Value *> flat;
+  for (Value *o : graph.outputs())
+    flat.push_back(e.op(OpKind::Reshape, {o, e.i64s({-1})}));
+  Value *y = e.op(OpKind::Concat, flat, {{"axis", int64_t(0)}});
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  std::vector<Extents> shapes;
+  for (Value *in : graph.inputs())
+    shapes.push_back(*staticExtents(in->shape()));
+  checkGraph(graph, y, shapes, -1, 1, 3);
+}
+
+TEST(Gradients, LstmNode) {
+  for (int64_t layout : {0, 1}) {
+    SCOPED_TRACE("layout " + std::to_string(layout));
+    checkRecurrent("LSTM", 4, {}, layout);
+  }
+  checkRecurrent("LSTM", 4, {testonnx::attrInt("input_forget", 1)}, 0);
+}
+
+TEST(Gradients, GruNode) {
+  for (int64_t lbr : {0, 1}) {
+    SCOPED_TRACE("linear_before_reset " + std::to_string(lbr));
+    checkRecurrent("GRU", 3, {testonnx::attrInt("linear_before_reset", lbr)}, lbr);
+  }
+}
+
+TEST(Gradients, RnnNode) {
+  checkRecurrent("RNN", 1, {}, 0);
+  checkRecurrent("RNN", 1, {testonnx::attrStrings("activations", {"Relu", "Sigmoid"})}, 1);
 }
 
 TEST(Gradients, Errors) {

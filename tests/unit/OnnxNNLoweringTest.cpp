@@ -2,110 +2,28 @@
 // Softmax coercion, Upsample, Resize-10, GroupNormalization-18, Gemm-6, integer matmul), the
 // loss ops' bad labels and LSTM's attributes.
 // Models are written with a minimal protobuf encoder, imported and run on the interpreter.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include <gtest/gtest.h>
 
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/runtime/Interpreter.h"
+#include "tests/unit/OnnxTestModel.h"
 
 namespace nnc {
 namespace {
 
-/// Just enough protobuf wire format for ModelProto.
-struct Pb {
-  std::string bytes;
-  void varint(uint64_t v) {
-    while (v >= 0x80) {
-      bytes.push_back(static_cast<char>((v & 0x7f) | 0x80));
-      v >>= 7;
-    }
-    bytes.push_back(static_cast<char>(v));
-  }
-  Pb &i(int field, int64_t v) {
-    varint(static_cast<uint64_t>(field) << 3);
-    varint(static_cast<uint64_t>(v));
-    return *this;
-  }
-  Pb &s(int field, const std::string &v) {
-    varint((static_cast<uint64_t>(field) << 3) | 2);
-    varint(v.size());
-    bytes += v;
-    return *this;
-  }
-  Pb &m(int field, const Pb &v) { return s(field, v.bytes); }
-  Pb &f(int field, float v) {
-    varint((static_cast<uint64_t>(field) << 3) | 5);
-    char b[4];
-    std::memcpy(b, &v, 4);
-    bytes.append(b, 4);
-    return *this;
-  }
-};
-
-Pb attrInt(const std::string &name, int64_t v) { return Pb().s(1, name).i(20, 2).i(3, v); }
-Pb attrFloat(const std::string &name, float v) { return Pb().s(1, name).i(20, 1).f(2, v); }
-Pb attrString(const std::string &name, const std::string &v) {
-  return Pb().s(1, name).i(20, 3).s(4, v);
-}
-Pb attrFloats(const std::string &name, const std::vector<float> &v) {
-  Pb a = Pb().s(1, name).i(20, 6);
-  for (float x : v)
-    a.f(7, x);
-  return a;
-}
-
-Pb node(const std::string &op, const std::vector<std::string> &ins,
-        const std::vector<std::string> &outs, const std::vector<Pb> &attrs = {}) {
-  Pb n;
-  for (const auto &x : ins)
-    n.s(1, x);
-  for (const auto &x : outs)
-    n.s(2, x);
-  n.s(4, op);
-  for (const Pb &a : attrs)
-    n.m(5, a);
-  return n;
-}
-
-Pb valueInfo(const std::string &name, const Tensor &t) {
-  Pb shape;
-  for (int64_t d : t.extents())
-    shape.m(1, Pb().i(1, d));
-  Pb tensorType = Pb().i(1, dtypeToOnnx(t.dtype())).m(2, shape);
-  return Pb().s(1, name).m(2, Pb().m(1, tensorType));
-}
+using namespace testonnx;
 
 /// Writes a one-node model whose inputs are `inputs` (name, value) and runs it.
 Expected<std::vector<Tensor>> runModel(int64_t opset, const Pb &theNode,
                                        const std::vector<std::pair<std::string, Tensor>> &inputs,
                                        const std::vector<std::string> &outputs) {
-  Pb graph;
-  graph.m(1, theNode).s(2, "g");
   std::vector<Tensor> values;
-  for (const auto &[name, t] : inputs) {
-    graph.m(11, valueInfo(name, t));
-    values.push_back(t);
-  }
-  for (const auto &name : outputs)
-    graph.m(12, Pb().s(1, name));
-  Pb model;
-  model.i(1, 8).m(8, Pb().s(1, "").i(2, opset)).m(7, graph);
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("nnc_onnxnn_" + std::to_string(::getpid()) + ".onnx"))
-                         .string();
-  {
-    std::ofstream out(path, std::ios::binary);
-    out << model.bytes;
-  }
-  Expected<std::unique_ptr<Graph>> g = importOnnxFile(path);
-  std::filesystem::remove(path);
+  for (const auto &in : inputs)
+    values.push_back(in.second);
+  Expected<std::unique_ptr<Graph>> g = importModel(opset, {theNode}, inputs, {}, outputs);
   if (!g)
     return g.takeError();
   return interpret(**g, values);
@@ -283,13 +201,6 @@ TEST(OnnxNNLowering, LossLabelRankMismatchIsAnError) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find("SoftmaxCrossEntropyLoss"), std::string::npos)
       << r.error().message();
-}
-
-Pb attrStrings(const std::string &name, const std::vector<std::string> &v) {
-  Pb a = Pb().s(1, name).i(20, 8);
-  for (const std::string &x : v)
-    a.s(9, x);
-  return a;
 }
 
 /// The ONNX LSTM equations written out plainly, in layout 0 ([T, N, I], states [D, N, H]),

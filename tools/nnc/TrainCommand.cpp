@@ -166,7 +166,8 @@ public:
         ->required();
     cmd_->add_option("--inputs", o_.inputs, "Samples (.npy), [samples, ...]")->required();
     cmd_->add_option("--labels", o_.labels,
-                     "Labels (.npy): i64 class indices for softmax_cross_entropy, targets "
+                     "Labels (.npy): i64 class indices for softmax_cross_entropy ([samples] for "
+                     "logits [N, C], [samples, d1..] for logits [N, C, d1..]), targets "
                      "shaped like the output for mse")
         ->required();
     cmd_->add_option("--loss", o_.loss, "softmax_cross_entropy (default) or mse");

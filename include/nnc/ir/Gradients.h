@@ -69,7 +69,9 @@ GradientRule gradientRule(OpKind kind);
 ///  1. Mark the values that depend on some wrt value (forward walk) and those the loss
 ///     depends on (backward walk); only nodes in both are differentiated.
 ///  2. Seed d loss / d loss = 1; walk the marked nodes in reverse order, calling each op's
-///     rule on its results' gradients and summing the contributions to each operand.
+///     rule on its results' gradients and summing the contributions to each operand (when
+///     the operand's producer is reached: matmul contributions join into one matmul over
+///     the concatenated inner dims, and zero pads that tile an axis into one concat).
 ///  3. A wrt value the loss does not depend on gets zeros.
 /// Fails, naming the node, when a marked op has no rule or a rule cannot handle its form.
 Expected<std::vector<Value *>> gradients(Graph &g, Value *loss, const std::vector<Value *> &wrt);

@@ -10,8 +10,9 @@
 
 namespace nnc {
 
-/// Mean over the batch of -log softmax(logits)[label]: logits [N, C] float, labels [N] i64
-/// class indices (each in [0, C)). Returns the f32/f64 scalar loss.
+/// Mean over every element of -log softmax(logits)[label], softmax over axis 1 (PyTorch's
+/// CrossEntropyLoss): logits [N, C, d1..] float, labels [N, d1..] i64 class indices (each in
+/// [0, C)). Returns the f32/f64 scalar loss.
 Value *softmaxCrossEntropyLoss(GradEmitter &e, Value *logits, Value *labels);
 /// mean((pred - target)^2) over every element; target has pred's shape.
 Value *meanSquaredErrorLoss(GradEmitter &e, Value *pred, Value *target);
@@ -48,13 +49,17 @@ std::array<Value *, 2> adagradUpdate(GradEmitter &e, Value *r, Value *t, Value *
 /// h' = beta h + (1 - beta) g'^2, r' = (t > 0 ? r sqrt(1 - beta^t) / (1 - alpha^t) : r),
 /// x' = (1 - normCoefficientPost) (x - r' v' / (sqrt(h') + epsilon)). AdamW's decoupled weight
 /// decay wd is normCoefficientPost = lr * wd (applied after the step instead of before, a
-/// second-order difference).
+/// second-order difference). With epsilonAfterCorrection (PyTorch's Adam), epsilon is added
+/// to the bias-corrected sqrt(h' / (1 - beta^t)): the denominator is sqrt(h') + epsilon
+/// sqrt(1 - beta^t). The two differ where sqrt(h') is near epsilon (tiny gradients, early
+/// steps), where Adam's update is most sensitive.
 struct AdamOptions {
   double alpha = 0.9;
   double beta = 0.999;
   double epsilon = 1e-6;
   double normCoefficient = 0;
   double normCoefficientPost = 0;
+  bool epsilonAfterCorrection = false;
 };
 /// Returns {x', v', h'}.
 std::array<Value *, 3> adamUpdate(GradEmitter &e, Value *r, Value *t, Value *x, Value *g, Value *v,

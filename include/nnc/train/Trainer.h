@@ -25,8 +25,9 @@ struct TrainOptions {
   OptimizerKind optimizer = OptimizerKind::Adam;
   double lr = 1e-3;
   int64_t batch = 32;
-  /// Adam / AdamW. PyTorch's defaults (epsilon 1e-8), not ONNX's 1e-6.
-  AdamOptions adam = {0.9, 0.999, 1e-8, 0, 0};
+  /// Adam / AdamW. PyTorch's defaults (epsilon 1e-8, added after the bias correction), not
+  /// ONNX's (1e-6, before).
+  AdamOptions adam = {0.9, 0.999, 1e-8, 0, 0, /*epsilonAfterCorrection=*/true};
   double weightDecay = 0.01; ///< AdamW only.
   double momentum = 0.9;     ///< Momentum and Nesterov.
   AdagradOptions adagrad = {0, 1e-10, 0};
@@ -54,7 +55,8 @@ public:
   static Expected<std::unique_ptr<Trainer>>
   create(const Graph &model, const std::vector<std::string> &params, const TrainOptions &options);
   /// One step on a batch ([batch, ...] like the model's first input) and its labels (i64
-  /// [batch] class indices for softmax cross-entropy; the prediction's shape for MSE).
+  /// [batch, d1..] class indices for softmax cross-entropy over logits [batch, C, d1..]; the
+  /// prediction's shape for MSE).
   /// Returns the batch's loss before the update.
   Expected<double> step(const Tensor &inputs, const Tensor &labels);
   /// The parameters now, by name.
