@@ -13,7 +13,8 @@
 //     - a group input is loaded at its coordinates (a one-element input once, before the
 //       loops).
 //  2. One loop nest over the root's extents stores the value; a root concat instead gets one
-//     nest per operand over that operand's extents (no select).
+//     nest per operand over that operand's extents (no select), and so does each operand of a
+//     member concat that is one of those operands (nested concats flatten into pieces).
 //  3. Schedule: when the largest input is read along a loop other than the innermost (a
 //     transpose-like group), permuteSchedule tiles the two loops; else defaultSchedule.
 #include <algorithm>
@@ -423,24 +424,37 @@ Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
   };
 
   // One nest per piece: the root's extents, or each operand of a root concat.
+  // A piece: a value written at an offset into the root's result. A root concat's operands
+  // are pieces, and so are the operands of a member concat among them (nested concats: a
+  // gradient's concat of steps, each a concat of gates), so no select picks among sources.
   struct Piece {
     const Value *value;
     Extents ext;
-    int64_t axis = -1, offset = 0;
+    std::vector<int64_t> offset; ///< Per result dim.
   };
   std::vector<Piece> pieces;
-  if (u.node->kind() == OpKind::Concat) {
-    NNC_ASSIGN_OR_RETURN(int64_t axis,
-                         normalizeAxis(u.node->getInt("axis"), int64_t(oe.size()), *u.node));
-    int64_t at = 0;
-    for (const Value *o : u.node->operands()) {
-      Extents e = extentsOf(o);
+  std::function<Error(const Value *, std::vector<int64_t>)> addPieces =
+      [&](const Value *v, std::vector<int64_t> offset) -> Error {
+    Extents e = extentsOf(v);
+    const Node *p = v->producer();
+    bool nested = p && p->kind() == OpKind::Concat && (p == u.node || members.count(p));
+    if (!nested) {
       if (numElementsOf(e) > 0)
-        pieces.push_back({o, e, axis, at});
-      at += e[axis];
+        pieces.push_back({v, e, offset});
+      return Error::success();
     }
+    NNC_ASSIGN_OR_RETURN(int64_t axis,
+                         normalizeAxis(p->getInt("axis"), static_cast<int64_t>(e.size()), *p));
+    for (const Value *o : p->operands()) {
+      NNC_TRY(addPieces(o, offset));
+      offset[axis] += extentsOf(o)[axis];
+    }
+    return Error::success();
+  };
+  if (u.node->kind() == OpKind::Concat) {
+    NNC_TRY(addPieces(res, std::vector<int64_t>(oe.size(), 0)));
   } else {
-    pieces.push_back({res, oe});
+    pieces.push_back({res, oe, std::vector<int64_t>(oe.size(), 0)});
   }
   std::vector<Stmt> nests;
   for (size_t pi = 0; pi < pieces.size(); ++pi) {
@@ -456,8 +470,8 @@ Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
     ViewComposer comp(u, uses, "v" + std::to_string(pi) + "_", leaf, env);
     NNC_ASSIGN_OR_RETURN(Expr value, comp.valueAt(p.value, c));
     Coords dst = c;
-    if (p.axis >= 0)
-      dst[p.axis] = kir::add(c[p.axis], imm(p.offset));
+    for (size_t d = 0; d < dst.size(); ++d)
+      dst[d] = kir::add(c[d], imm(p.offset[d]));
     std::vector<Stmt> body = comp.decls();
     body.push_back(kir::store(ob, flatIndex(dst, stridesOf(oe)), value));
     Stmt s = body.size() == 1 ? body[0] : kir::block(body);

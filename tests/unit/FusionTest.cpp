@@ -194,6 +194,23 @@ graph @g(%x: f32[1,4,6,3], %res: f32[4,2,3,3], %qkv: f32[3,2,5,7], %y: f32[2,12]
   EXPECT_EQ(kernels, 4u);
 }
 
+TEST(FusionTest, NestedConcatsWriteTheirPieces) {
+  // A concat of concats (a recurrence's gradient: steps of gates) is one kernel of one loop
+  // nest per innermost piece.
+  size_t kernels = checkFusedMatchesUnfused(R"(
+graph @g(%a: f32[2,3], %b: f32[2,5], %c: f32[3,8], %d: f32[8,2]) -> (f32[5,8]) {
+  %t = tanh(%b) : f32[2,5]
+  %ab = concat(%a, %t) {axis = 1} : f32[2,8]
+  %dt = transpose(%d) {perm = [1, 0]} : f32[2,8]
+  %e = exp(%c) : f32[3,8]
+  %cc = concat(%ab, %e) {axis = 0} : f32[5,8]
+  %r = concat(%cc) {axis = 0} : f32[5,8]
+  return %r
+})",
+                                            1, nullptr, /*onOpenCL=*/true);
+  EXPECT_EQ(kernels, 1u);
+}
+
 TEST(FusionTest, SqueezeExcitationScaleFoldsIntoTheProjectionWeight) {
   // x * sigmoid(mean(x)) into a 1x1 conv, x blocked (a conv's result): the gate multiplies
   // the (smaller) weight, not x.
