@@ -20,9 +20,9 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import char_lm  # noqa: E402
 import train_data as td  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -58,25 +58,10 @@ def torch_lenet(params):
 
 
 def torch_train(sizes, layers, x, y, batch, steps, lr, threads):
-    """Losses and per-step times of `steps` Adam steps over batches in order (wrapping).
-    `sizes` None: LeNet-5 with `layers` = lenet5_params."""
-    torch.set_num_threads(threads)
+    """Losses and per-step times of `steps` Adam steps over batches in order (wrapping), by
+    char_lm.torch_train. `sizes` None: LeNet-5 with `layers` = lenet5_params."""
     net = torch_lenet(layers) if sizes is None else torch_mlp(sizes, layers)
-    opt = torch.optim.Adam(net.parameters(), lr=lr, eps=1e-8)
-    xt, yt = torch.tensor(x), torch.tensor(y)
-    per_epoch = len(x) // batch
-    losses, times = [], []
-    for s in range(steps):
-        b = s % per_epoch
-        xb, yb = xt[b * batch:(b + 1) * batch], yt[b * batch:(b + 1) * batch]
-        t = time.perf_counter()
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(net(xb), yb)
-        loss.backward()
-        opt.step()
-        times.append((time.perf_counter() - t) * 1e3)
-        losses.append(loss.item())
-    return losses, times
+    return char_lm.torch_train(net, x, y, batch, steps, lr, threads)
 
 
 def nnc_train(nnc, d, sizes, layers, x, y, batch, epochs, lr, threads):
