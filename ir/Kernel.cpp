@@ -513,21 +513,19 @@ const std::string &Kernel::bufferName(int b) const {
   return isLocalBuffer(b) ? locals.at(b - kLocalBufferBase).name : buffers.at(b).name;
 }
 
-namespace {
-bool hasBarrier(const Stmt &s) {
+bool containsBarrier(const Stmt &s) {
   if (!s)
     return false;
   if (s->kind == StmtKind::Barrier)
     return true;
   for (const Stmt &b : s->body)
-    if (hasBarrier(b))
+    if (containsBarrier(b))
       return true;
   return false;
 }
-} // namespace
 
 bool Kernel::usesWorkGroupMemory() const {
-  return !locals.empty() || hasBarrier(body);
+  return !locals.empty() || containsBarrier(body);
 }
 
 } // namespace nnc::kir

@@ -296,17 +296,6 @@ Value callValue(const std::string &name, DType t, const std::vector<Value> &args
   return out;
 }
 
-bool containsBarrier(const Stmt &s) {
-  if (!s)
-    return false;
-  if (s->kind == StmtKind::Barrier)
-    return true;
-  for (const Stmt &b : s->body)
-    if (containsBarrier(b))
-      return true;
-  return false;
-}
-
 struct Evaluator {
   using Env = std::vector<std::pair<std::string, Value>>;
   const Kernel &k;

@@ -291,6 +291,9 @@ struct Kernel {
   bool usesWorkGroupMemory() const;
 };
 
+/// True when `s` or a statement nested in it is a work-group barrier.
+bool containsBarrier(const Stmt &s);
+
 /// The loop nest with `k.schedule` applied. Fails, naming the step, when a step names a loop
 /// that does not exist or cannot be applied.
 Expected<Stmt> applySchedule(const Kernel &k);
