@@ -21,10 +21,6 @@ namespace nnc {
 
 namespace {
 
-bool isConstant(const Value *v) {
-  return v && v->producer() && v->producer()->kind() == OpKind::Constant;
-}
-
 std::optional<Extents> extents(const Value *v) {
   return v ? staticExtents(v->shape()) : std::nullopt;
 }
@@ -49,7 +45,7 @@ public:
       Value *v = conv->operand(0), *w = conv->operand(1);
       Node *m = v ? v->producer() : nullptr;
       std::optional<Extents> we = extents(w), ve = extents(v);
-      if (!m || m->kind() != OpKind::Mul || !isConstant(w) || !we || !ve || we->size() != 6 ||
+      if (!m || m->kind() != OpKind::Mul || !conv->constantOperand(1) || !we || !ve || we->size() != 6 ||
           ve->size() != 5 || g.isOutput(v) || g.users(v).size() != 1 ||
           v->dtype() != DType::F32 || w->dtype() != DType::F32)
         continue;
