@@ -1,8 +1,6 @@
 // The process symbols bound into every JIT module: the scalar helpers of generated kernels
 // (nnc/ir/KernelHelpers.h, defined in ir/ so that libnnc_runtime.so carries them too) and the
 // thread pool's parallel_for.
-#include <cmath>
-
 #include "llvm/Emitter.h"
 #include "nnc/ir/KernelHelpers.h"
 
