@@ -36,7 +36,9 @@ links)
     echo "ok: $(basename "$bin") links no libLLVM, libclang or libprotobuf"
   done
   # nnc itself does (so the pattern matches what it should).
-  ldd "$nnc" | grep -q libLLVM || fail "ldd nnc shows no libLLVM: the check above proves nothing"
+  # (ldd's output captured first: with pipefail, grep -q closing the pipe early fails ldd)
+  nnc_deps=$(ldd "$nnc") || fail "ldd nnc"
+  grep -q libLLVM <<<"$nnc_deps" || fail "ldd nnc shows no libLLVM: the check above proves nothing"
   ;;
 c_abi_models)
   need_models resnet18_b1 bert_layer_b1
@@ -122,7 +124,7 @@ exec_models)
 exec_opencl)
   # The OpenCL program in an artifact, run by nnc-exec (no LLVM linked; PoCL in CI).
   need_models lenet_b1
-  if ! "$nnc" devices 2>/dev/null | grep -q '^opencl:'; then
+  if ! grep -q '^opencl:' <<<"$("$nnc" devices 2>/dev/null)"; then
     echo "SKIP: no OpenCL device (nnc devices lists none)"
     exit 77
   fi
