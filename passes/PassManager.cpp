@@ -97,6 +97,17 @@ Expected<PassPipeline> PassPipeline::parse(std::string_view text) {
   return p;
 }
 
+Expected<PassPipeline> PassPipeline::upTo(std::string_view pass) const {
+  PassPipeline p;
+  if (pass == "import")
+    return p;
+  auto it = std::find(names_.begin(), names_.end(), pass);
+  if (it == names_.end())
+    return makeError("pass '{}' is not in the pipeline '{}' (or use 'import')", pass, str());
+  p.names_.assign(names_.begin(), it + 1);
+  return p;
+}
+
 std::string PassPipeline::str() const {
   std::string s;
   for (const std::string &n : names_)

@@ -34,7 +34,7 @@ def _runtime():
         P, I, I64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
         sigs = {
             "nnc_load": (P, [ctypes.c_char_p]), "nnc_free": (None, [P]),
-            "nnc_last_error": (ctypes.c_char_p, []),
+            "nnc_last_error": (ctypes.c_char_p, []), "nnc_describe": (ctypes.c_char_p, [P]),
             "nnc_num_inputs": (I, [P]), "nnc_num_outputs": (I, [P]),
             "nnc_bind_input": (I, [P, I, P, I, ctypes.POINTER(I64)]),
             "nnc_bind_output": (I, [P, I, P, ctypes.c_size_t]), "nnc_run": (I, [P, I]),
@@ -78,6 +78,12 @@ class Artifact:
             _fail(lib)
         self.inputs = [self._info("input", i) for i in range(lib.nnc_num_inputs(self._handle))]
         self.outputs = [self._info("output", i) for i in range(lib.nnc_num_outputs(self._handle))]
+
+    @property
+    def description(self):
+        """What the artifact holds and how it was loaded (for OpenCL: the device, and whether
+        the program came from the artifact's device binary or was built from source)."""
+        return self._lib.nnc_describe(self._handle).decode()
 
     def _info(self, side, i):
         lib, h = self._lib, self._handle

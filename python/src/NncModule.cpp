@@ -16,7 +16,13 @@
 #include <unistd.h>
 
 #include "driver/Driver.h"
+#include "nnc/frontend/OnnxExport.h"
+#include "nnc/frontend/OnnxImporter.h"
+#include "nnc/ir/Printer.h"
+#include "nnc/passes/Specialize.h"
 #include "nnc/runtime/BufferPlan.h"
+#include "nnc/runtime/TuningCache.h"
+#include "nnc/train/Trainer.h"
 
 namespace py = pybind11;
 namespace fs = std::filesystem;
@@ -80,21 +86,27 @@ struct TensorInfo {
   }
 };
 
-/// An nnc Tensor holding a copy of `obj` (any array-like) for the model input `v`.
-Tensor inputTensor(const py::handle &obj, const Value &v) {
+/// An nnc Tensor of dtype `want` holding a copy of `obj` (any array-like); `what` names it in
+/// errors.
+Tensor tensorOf(const py::handle &obj, DType want, const std::string &what) {
   py::module_ np = py::module_::import("numpy");
   // A copy only where the array is not already C-contiguous (or not an array at all).
   py::array a = np.attr("ascontiguousarray")(obj);
-  std::optional<py::dtype> want = numpyDType(v.dtype());
-  if (!want)
-    throw py::type_error(fmt::format("input '{}': its dtype {} has no numpy equivalent", v.name(),
-                                     dtypeName(v.dtype())));
-  if (!a.dtype().is(*want) && !a.dtype().equal(*want))
-    throw py::type_error(fmt::format("input '{}': the model takes {} ({}), not {}", v.name(),
-                                     py::str(*want).cast<std::string>(), dtypeName(v.dtype()),
+  std::optional<py::dtype> dt = numpyDType(want);
+  if (!dt)
+    throw py::type_error(
+        fmt::format("{}: its dtype {} has no numpy equivalent", what, dtypeName(want)));
+  if (!a.dtype().is(*dt) && !a.dtype().equal(*dt))
+    throw py::type_error(fmt::format("{}: the model takes {} ({}), not {}", what,
+                                     py::str(*dt).cast<std::string>(), dtypeName(want),
                                      py::str(a.dtype()).cast<std::string>()));
   Extents extents(a.shape(), a.shape() + a.ndim());
-  return Tensor::fromBytes(v.dtype(), extents, a.data());
+  return Tensor::fromBytes(want, extents, a.data());
+}
+
+/// An nnc Tensor holding a copy of `obj` for the model input `v`.
+Tensor inputTensor(const py::handle &obj, const Value &v) {
+  return tensorOf(obj, v.dtype(), fmt::format("input '{}'", v.name()));
 }
 
 /// A numpy array viewing `t`'s buffer; the array keeps the tensor alive (no copy). `what`
@@ -116,7 +128,7 @@ py::array arrayOf(Tensor t, const std::string &what) {
 class Model {
 public:
   static std::unique_ptr<Model> compile(const std::string &path, const std::string &targetName,
-                                        int threads) {
+                                        int threads, const std::string &tuningCache) {
     std::unique_ptr<Model> m(new Model());
     m->target_ = take(driver::parseTarget(targetName));
     std::unique_ptr<driver::ModelFile> file = take(driver::ModelFile::open(path));
@@ -129,10 +141,13 @@ public:
       raise(Error(msg));
     }
     m->graph_ = take(file->load());
+    // What inspect(after=) replays the pipeline on. Constants are shared, not copied.
+    m->imported_ = m->graph_->clone();
     if (Error e = driver::optimize(*m->graph_, m->target_))
       raise(e);
     driver::ExecOptions eo;
     eo.threads = threads;
+    eo.tuningCache = tuningCache;
     m->runner_ = take(driver::Runner::create(*m->graph_, m->target_, eo));
     return m;
   }
@@ -198,6 +213,28 @@ public:
   /// The buffer plan as `nnc inspect --plan` prints it.
   std::string plan() { return executable()->plan().str(); }
 
+  /// The text IR after the pass `after` of the target's pipeline ("import": as imported;
+  /// none: after the whole pipeline, what was compiled), as `nnc inspect --after` prints it.
+  std::string inspect(const std::optional<std::string> &after) const {
+    if (!after)
+      return printGraph(*graph_);
+    PassPipeline full = take(PassPipeline::forTarget(driver::pipelineTarget(target_)));
+    Expected<PassPipeline> prefix = full.upTo(*after);
+    if (!prefix)
+      raise(makeError("inspect(after='{}'): {}", *after, prefix.takeError().message()));
+    std::unique_ptr<Graph> g = imported_->clone();
+    PassContext ctx;
+    ctx.cpu = target_.cpu;
+    ctx.evaluate = driver::interpreterEvaluator();
+    if (Error e = prefix->run(*g, ctx))
+      raise(e);
+    return printGraph(*g);
+  }
+  /// The pass names of the target's pipeline, in order (what inspect(after=) takes).
+  std::vector<std::string> passes() const {
+    return take(PassPipeline::forTarget(driver::pipelineTarget(target_))).passes();
+  }
+
 private:
   Model() = default;
 
@@ -235,16 +272,21 @@ private:
   }
 
   driver::Target target_;
-  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<Graph> graph_, imported_;
   std::unique_ptr<driver::Runner> runner_;
   std::vector<Extents> lastShapes_;
   std::mutex mutex_; ///< Held while the runner runs or compiles.
 };
 
-/// The path of `model`: a path (str or os.PathLike) as is; ONNX bytes written to a temporary
-/// file (removed by the caller), since the importer reads files.
-std::string modelPath(const py::object &model, std::optional<fs::path> *temp) {
-  if (py::isinstance<py::bytes>(model) || py::isinstance<py::bytearray>(model)) {
+/// A model given as a path (str or os.PathLike) or as ONNX bytes. Bytes are written to a
+/// temporary file, removed with this object, since the importer reads files.
+class ModelSource {
+public:
+  explicit ModelSource(const py::object &model) {
+    if (!py::isinstance<py::bytes>(model) && !py::isinstance<py::bytearray>(model)) {
+      path_ = py::str(py::module_::import("os").attr("fspath")(model)).cast<std::string>();
+      return;
+    }
     std::string bytes = py::isinstance<py::bytes>(model)
                             ? model.cast<std::string>()
                             : py::bytes(model.cast<py::bytearray>()).cast<std::string>();
@@ -252,12 +294,190 @@ std::string modelPath(const py::object &model, std::optional<fs::path> *temp) {
     if (!mkdtemp(dir.data()))
       raise(makeError("cannot create a temporary folder for the model bytes in {}",
                       fs::temp_directory_path().string()));
-    *temp = fs::path(dir);
-    fs::path file = fs::path(dir) / "model.onnx";
-    std::ofstream(file, std::ios::binary).write(bytes.data(), bytes.size());
-    return file.string();
+    temp_ = fs::path(dir);
+    path_ = (*temp_ / "model.onnx").string();
+    std::ofstream f(path_, std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f.good())
+      raise(makeError("cannot write the model bytes to {}", path_));
   }
-  return py::str(py::module_::import("os").attr("fspath")(model)).cast<std::string>();
+  ModelSource(const ModelSource &) = delete;
+  ModelSource &operator=(const ModelSource &) = delete;
+  ~ModelSource() {
+    std::error_code ec;
+    if (temp_)
+      fs::remove_all(*temp_, ec);
+  }
+  const std::string &path() const { return path_; }
+
+  /// Runs `f`; an nnc.Error it raises names "<onnx bytes>" instead of the temporary file.
+  template <typename F> auto naming(F &&f) const {
+    try {
+      return f();
+    } catch (py::error_already_set &e) {
+      if (!temp_ || !e.matches(errorType()))
+        throw;
+      std::string msg = py::str(e.value()).cast<std::string>();
+      for (size_t at; (at = msg.find(path_)) != std::string::npos;)
+        msg.replace(at, path_.size(), "<onnx bytes>");
+      PyErr_SetString(errorType().ptr(), msg.c_str());
+      throw py::error_already_set();
+    }
+  }
+
+private:
+  std::string path_;
+  std::optional<fs::path> temp_;
+};
+
+/// nnc::Trainer over an ONNX model's initializers: one compiled train step (forward, backward,
+/// optimizer update) whose parameters and optimizer state stay inside it between steps.
+class PyTrainer {
+public:
+  static std::unique_ptr<PyTrainer> create(const py::object &model,
+                                           const std::optional<std::vector<std::string>> &params,
+                                           const std::string &loss, const std::string &optimizer,
+                                           double lr, int64_t batch, const std::string &target,
+                                           int threads, double clipNorm, double weightDecay,
+                                           double momentum) {
+    std::unique_ptr<PyTrainer> t(new PyTrainer(model));
+    t->source_.naming([&] {
+      const std::string &path = t->source_.path();
+      TrainOptions to;
+      to.loss = take(parseLoss(loss));
+      to.optimizer = take(parseOptimizer(optimizer));
+      to.lr = lr;
+      to.batch = batch;
+      to.clipNorm = clipNorm;
+      to.weightDecay = weightDecay;
+      to.momentum = momentum;
+      to.target = take(driver::parseTarget(target));
+      to.exec.threads = threads;
+      std::vector<std::string> names = params ? *params : take(onnxInitializerNames(path));
+      if (names.empty())
+        raise(makeError("{}: the model has no initializers to train", path));
+      // Imported without constant folding: a folded transpose(W) would no longer be W.
+      std::unique_ptr<Graph> g = take(importOnnxFile(path));
+      Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, names, to);
+      if (!tr)
+        raise(tr.takeError().withContext(path));
+      t->trainer_ = std::move(*tr);
+      return 0;
+    });
+    return t;
+  }
+
+  /// One step on a batch and its labels; the batch's loss before the update.
+  double step(const py::handle &x, const py::handle &y) {
+    Tensor xs = tensorOf(x, trainer_->inputType().dtype, "inputs");
+    Tensor ys = tensorOf(y, trainer_->labelType().dtype, "labels");
+    std::optional<Expected<double>> loss;
+    {
+      py::gil_scoped_release release;
+      loss.emplace(trainer_->step(xs, ys));
+    }
+    return take(std::move(*loss));
+  }
+  /// The parameters now, by name (copies: the trainer's own buffers change at every step).
+  py::dict parameters() const {
+    py::dict out;
+    for (const auto &[name, value] : trainer_->parameters())
+      out[py::str(name)] = arrayOf(value.clone(), fmt::format("parameter '{}'", name));
+    return out;
+  }
+  /// Writes the model with its initializers replaced by the trained parameters.
+  void save(const std::string &out) const {
+    source_.naming([&] {
+      if (Error e = writeOnnxWithInitializers(source_.path(), out, trainer_->parameters()))
+        raise(e);
+      return 0;
+    });
+  }
+  int64_t steps() const { return trainer_->steps(); }
+  std::string stepGraph() const { return printGraph(trainer_->unoptimizedStepGraph()); }
+
+private:
+  explicit PyTrainer(const py::object &model) : source_(model) {}
+  ModelSource source_; ///< Kept for save(): the trained model is the source with new weights.
+  std::unique_ptr<Trainer> trainer_;
+};
+
+/// A tuned kernel of nnc.tune's summary.
+py::dict tunedKernel(const TuneSummary::Kernel &k) {
+  py::dict d;
+  d["signature"] = k.problem.signature;
+  d["uses"] = k.uses;
+  d["default_ms"] = k.defaultMs;
+  d["best_ms"] = k.bestMs;
+  d["config"] = k.bestConfig;
+  d["trials"] = k.measured;
+  d["rejected"] = k.rejected;
+  return d;
+}
+
+/// nnc.tune: measures the best configs of the model's tunable kernels and keeps them in the
+/// tuning cache, as `nnc tune` does.
+py::list tune(const py::object &model, const std::string &targetName, double budget, int threads,
+              int trials, const std::optional<std::string> &cachePath, bool progress,
+              const std::map<std::string, std::vector<int64_t>> &shapes) {
+  ModelSource source(model);
+  return source.naming([&] {
+    driver::Target target = take(driver::parseTarget(targetName));
+    if (target != driver::Target::Cpu)
+      raise(makeError("tune(target='{}'): only cpu kernels are tunable so far", targetName));
+    if (budget <= 0)
+      throw py::value_error("budget must be a positive number of seconds");
+    std::unique_ptr<Graph> g = take(driver::loadModel(source.path()));
+    if (Error e = driver::optimize(*g, target))
+      raise(e);
+    // Symbolic inputs take their extents from `shapes`; the graph is specialized on them.
+    std::vector<Extents> extents;
+    bool symbolic = false;
+    for (const Value *in : g->inputs()) {
+      if (auto it = shapes.find(in->name()); it != shapes.end()) {
+        extents.emplace_back(it->second.begin(), it->second.end());
+        symbolic = true;
+      } else if (std::optional<Extents> e = staticExtents(in->type().shape)) {
+        extents.push_back(*e);
+      } else {
+        raise(makeError("{}: input '{}' has the symbolic shape {}: give its extents in "
+                        "shapes={{'{}': (...)}}",
+                        source.path(), in->name(), shapeStr(in->type().shape), in->name()));
+      }
+    }
+    for (const auto &[name, e] : shapes) {
+      bool known = false;
+      for (const Value *in : g->inputs())
+        known = known || in->name() == name;
+      if (!known)
+        raise(makeError("shapes: the model has no input '{}'", name));
+    }
+    if (symbolic)
+      g = take(specializeShapes(*g, extents, driver::interpreterEvaluator()));
+    for (const Node *n : g->nodes())
+      for (const Value *v : n->results())
+        if (!isStatic(v->shape()))
+          raise(makeError("{}: value %{} has the symbolic type {}; tuning needs static shapes",
+                          source.path(), v->name(), v->type().str()));
+    std::string path = cachePath ? *cachePath : TuningCache::defaultPath();
+    std::unique_ptr<TuningCache> cache = take(TuningCache::open(path));
+    TuneOptions opts;
+    opts.threads = threads;
+    opts.cpu = target.cpu;
+    opts.budgetSeconds = budget;
+    opts.maxTrials = trials;
+    opts.progress = progress;
+    std::optional<Expected<TuneSummary>> s;
+    {
+      py::gil_scoped_release release;
+      s.emplace(tuneGraph(*g, *cache, opts));
+    }
+    TuneSummary summary = take(std::move(*s));
+    py::list out;
+    for (const TuneSummary::Kernel &k : summary.kernels)
+      out.append(tunedKernel(k));
+    return out;
+  });
 }
 
 } // namespace
@@ -284,37 +504,59 @@ PYBIND11_MODULE(_nnc, m) {
       .def_property_readonly("kernels", &Model::kernels,
                              "cpu: the generated kernels' names in launch order")
       .def_property_readonly("plan", &Model::plan,
-                             "cpu: the buffer plan, as `nnc inspect --plan` prints it");
+                             "cpu: the buffer plan, as `nnc inspect --plan` prints it")
+      .def_property_readonly("passes", &Model::passes,
+                             "The target's pass pipeline, in order")
+      .def("inspect", &Model::inspect, py::arg("after") = py::none(),
+           "The text IR after the pass `after` of the pipeline ('import': as imported; "
+           "default: after all of them, as compiled), as `nnc inspect --after` prints it");
 
   m.def(
       "compile",
-      [](const py::object &model, const std::string &target, int threads) {
-        std::optional<fs::path> temp;
-        std::string path = modelPath(model, &temp);
-        struct Cleanup {
-          std::optional<fs::path> &dir;
-          ~Cleanup() {
-            std::error_code ec;
-            if (dir)
-              fs::remove_all(*dir, ec);
-          }
-        } cleanup{temp};
-        try {
-          return Model::compile(path, target, threads);
-        } catch (py::error_already_set &e) {
-          // Name the bytes, not the temporary file, in nnc's message.
-          if (!temp || !e.matches(errorType()))
-            throw;
-          std::string msg = py::str(e.value()).cast<std::string>();
-          for (size_t at; (at = msg.find(path)) != std::string::npos;)
-            msg.replace(at, path.size(), "<onnx bytes>");
-          PyErr_SetString(errorType().ptr(), msg.c_str());
-          throw py::error_already_set();
-        }
+      [](const py::object &model, const std::string &target, int threads,
+         const std::optional<std::string> &tuningCache) {
+        ModelSource source(model);
+        return source.naming([&] {
+          return Model::compile(source.path(), target, threads, tuningCache.value_or(""));
+        });
       },
       py::arg("model"), py::arg("target") = "cpu", py::arg("threads") = 1,
+      py::arg("tuning_cache") = py::none(),
       "Compiles an ONNX model (a path, or the model's bytes) for a target ('cpu', 'interp', "
-      "'opencl[:P.D]', 'auto'); threads: the cpu thread pool (0: all cores).");
+      "'opencl[:P.D]', 'auto'); threads: the cpu thread pool (0: all cores); tuning_cache: "
+      "the cache of tuned configs to use (default: nnc's, when it exists).");
+
+  m.def("tune", &tune, py::arg("model"), py::arg("target") = "cpu", py::arg("budget") = 60.0,
+        py::arg("threads") = 1, py::arg("trials") = 0, py::arg("cache") = py::none(),
+        py::arg("progress") = false,
+        py::arg("shapes") = std::map<std::string, std::vector<int64_t>>{},
+        "Measures the best configs of the model's tunable kernels within `budget` seconds and "
+        "keeps them in the tuning cache (`cache`, default nnc's), which later compiles use. "
+        "Returns one dict per kernel: signature, uses, default_ms, best_ms, config, trials, "
+        "rejected. shapes: extents of symbolic inputs by name, e.g. {'x': (1, 3, 224, 224)}.");
+
+  py::class_<PyTrainer>(m, "Trainer",
+                        "A compiled train step over an ONNX model's initializers: forward, "
+                        "backward and the optimizer update in one executable.")
+      .def(py::init(&PyTrainer::create), py::arg("model"), py::arg("params") = py::none(),
+           py::arg("loss") = "softmax_cross_entropy", py::arg("optimizer") = "adam",
+           py::arg("lr") = 1e-3, py::arg("batch") = 32, py::arg("target") = "cpu",
+           py::arg("threads") = 0, py::arg("clip_norm") = 0.0, py::arg("weight_decay") = 0.01,
+           py::arg("momentum") = 0.9,
+           "model: a path or ONNX bytes; its first input takes a batch and its first output "
+           "predicts. params: the initializers to train (default: all). loss: "
+           "'softmax_cross_entropy' or 'mse'; optimizer: 'sgd', 'momentum', 'nesterov', "
+           "'adam', 'adamw' or 'adagrad'.")
+      .def("step", &PyTrainer::step, py::arg("inputs"), py::arg("labels"),
+           "One step on a batch ([batch, ...]) and its labels; returns the batch's loss before "
+           "the update.")
+      .def_property_readonly("parameters", &PyTrainer::parameters,
+                             "The parameters now, by name (copies)")
+      .def_property_readonly("steps", &PyTrainer::steps)
+      .def_property_readonly("step_graph", &PyTrainer::stepGraph,
+                             "The train-step graph as text IR, before the target's passes")
+      .def("save", &PyTrainer::save, py::arg("path"),
+           "Writes the model with the trained parameters as its initializers.");
 
   m.def(
       "load_tensor",

@@ -163,3 +163,68 @@ def test_load_artifact_through_the_runtime(tmp_path):
         art(x.astype(numpy.float64))
     with pytest.raises(nnc.Error):
         nnc.load(tmp_path / "missing.so")
+
+
+def test_inspect_after_a_pass():
+    m = nnc.compile(os.path.join(TINY_CNN, "model.onnx"))
+    passes = m.passes
+    assert passes and all(isinstance(p, str) for p in passes)
+    imported = m.inspect(after="import")
+    compiled = m.inspect()
+    assert imported != compiled and "graph" in imported
+    # After the last pass of the pipeline: what was compiled (which also carries the fusion
+    # groups that compiling marks).
+    after_all = m.inspect(after=passes[-1])
+    assert after_all.count("\n") == compiled.count("\n") and "fusion_group" in compiled
+    with pytest.raises(nnc.Error, match="inspect\\(after='no-such-pass'\\): .*not in the pipeline"):
+        m.inspect(after="no-such-pass")
+
+
+def test_tune_then_compile_with_the_cache(tmp_path):
+    cache = str(tmp_path / "tuning.db")
+    model = os.path.join(TINY_CNN, "model.onnx")
+    with pytest.raises(nnc.Error, match="input 'input' has the symbolic shape"):
+        nnc.tune(model, budget=5, cache=cache)
+    kernels = nnc.tune(model, budget=5, trials=2, cache=cache, shapes={"input": (2, 1, 8, 8)})
+    assert kernels, "tiny_cnn has tunable kernels"
+    for k in kernels:
+        assert k["signature"] and k["uses"] >= 1 and k["best_ms"] > 0 and k["config"]
+    assert os.path.getsize(cache) > 0
+    m = nnc.compile(model, tuning_cache=cache)
+    numpy.testing.assert_allclose(m(data_file(TINY_CNN, "input_0.pb"))[0],
+                                  data_file(TINY_CNN, "output_0.pb"), rtol=1e-3, atol=1e-7)
+    with pytest.raises(nnc.Error, match="only cpu kernels"):
+        nnc.tune(model, target="interp", cache=cache)
+
+
+def test_trainer_fits_digits_and_saves(tmp_path):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../scripts"))
+    import train_data as td
+    if not os.path.exists(td.DIGITS):
+        pytest.skip(f"{td.DIGITS} is absent (python3-sklearn)")
+    xs, ys = td.load_digits()
+    xtr, ytr, xte, yte = td.split(xs, ys)
+    xtr, xte = numpy.array(xtr, numpy.float32), numpy.array(xte, numpy.float32)
+    ytr, yte = numpy.array(ytr, numpy.int64), numpy.array(yte, numpy.int64)
+    sizes = [64, 128, 10]
+    onnx_bytes = td.mlp_model(sizes, td.init_mlp(sizes, seed=0))
+    t = nnc.Trainer(onnx_bytes, optimizer="adam", lr=0.003, batch=32, threads=1)
+    before = {k: v.copy() for k, v in t.parameters.items()}
+    assert before and "graph" in t.step_graph
+    losses = []
+    for epoch in range(8):
+        for b in range(len(xtr) // 32):
+            losses.append(t.step(xtr[b * 32:(b + 1) * 32], ytr[b * 32:(b + 1) * 32]))
+    assert t.steps == len(losses)
+    assert numpy.mean(losses[-20:]) < numpy.mean(losses[:20]) / 4, (losses[:20], losses[-20:])
+    assert any(not numpy.array_equal(before[k], v) for k, v in t.parameters.items())
+    out = tmp_path / "trained.onnx"
+    t.save(str(out))
+    m = nnc.compile(str(out))
+    (logits,) = m(xte)  # the model's batch dim is symbolic: all held-out rows at once
+    acc = float(numpy.mean(numpy.argmax(logits, axis=1) == yte))
+    assert acc >= 0.9, acc
+    with pytest.raises(TypeError, match="labels"):
+        t.step(xtr[:32], ytr[:32].astype(numpy.float32))
+    with pytest.raises(nnc.Error, match="optimizer"):
+        nnc.Trainer(onnx_bytes, optimizer="lion")

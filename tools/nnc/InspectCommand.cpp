@@ -129,18 +129,11 @@ int inspectCommand(const InspectOptions &o) {
       return fail(p.takeError());
     pipeline = *p;
   }
-  if (o.after == "import") {
-    pipeline = *PassPipeline::parse("");
-  } else if (!o.after.empty()) {
-    const auto &names = pipeline.passes();
-    auto it = std::find(names.begin(), names.end(), o.after);
-    if (it == names.end())
-      return fail(fmt::format("--after={}: not in the pipeline '{}' (or use --after=import)",
-                              o.after, pipeline.str()));
-    std::string prefix;
-    for (auto p = names.begin(); p != it + 1; ++p)
-      prefix += (prefix.empty() ? "" : ",") + *p;
-    pipeline = *PassPipeline::parse(prefix);
+  if (!o.after.empty()) {
+    Expected<PassPipeline> prefix = pipeline.upTo(o.after);
+    if (!prefix)
+      return fail(fmt::format("--after={}: {}", o.after, prefix.takeError().message()));
+    pipeline = *prefix;
   }
   if (o.printPipeline) {
     std::cout << pipeline.str() << "\n";

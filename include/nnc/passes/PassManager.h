@@ -92,6 +92,9 @@ public:
   static PassPipeline defaultPipeline();
   /// "a,b,c".
   std::string str() const;
+  /// The passes up to and including the first named `pass` ("import": none of them); the
+  /// error names the pipeline.
+  Expected<PassPipeline> upTo(std::string_view pass) const;
   const std::vector<std::string> &passes() const { return names_; }
   /// Runs every pass in order (verifying and printing as ctx says).
   Error run(Graph &g, PassContext &ctx) const;
