@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "LaunchPlan.h"
+#include "OpenCLLaunchList.h"
 #include "artifact/ArtifactFormat.h"
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/codegen/OpenCLCodegen.h"
@@ -57,6 +58,7 @@ void writeType(artifact::Writer &w, DType dtype, const Extents &e) {
 Expected<std::string> serialize(const Graph &g, const LaunchPlan &p, const ArtifactOptions &o,
                                 const std::string &clSource,
                                 const std::vector<OpenCLLaunch> &launches,
+                                const std::vector<std::string> &binaries,
                                 const std::string &notes) {
   artifact::Writer w;
   w.raw(artifact::kMagic, sizeof artifact::kMagic);
@@ -114,6 +116,9 @@ Expected<std::string> serialize(const Graph &g, const LaunchPlan &p, const Artif
   }
   w.i64(p.arenaBytes);
   w.str(clSource);
+  w.u32(static_cast<uint32_t>(binaries.size()));
+  for (const std::string &b : binaries)
+    w.str(b);
   for (size_t i = 0; i < p.weights.size(); ++i) {
     w.align(artifact::kAlignment);
     w.patchU64(offsetAt[i], w.size());
@@ -200,12 +205,27 @@ Expected<ArtifactInfo> writeArtifact(const Graph &g, const ArtifactOptions &o) {
   std::vector<std::string> temps;
   std::string clSource;
   std::vector<OpenCLLaunch> launches;
+  std::vector<std::string> binaries;
   // 2. Code.
   if (o.gpu) {
     NNC_ASSIGN_OR_RETURN(OpenCLProgram prog, emitOpenCL(p.kernels, *o.gpu));
     clSource = std::move(prog.source);
     launches = std::move(prog.launches);
     notes += fmt::format("target opencl ({}), {} kernels", o.gpu->str(), p.kernels.size());
+    if (o.openclBinary) {
+      OpenCLLaunchOptions cl;
+      cl.platform = o.openclPlatform;
+      cl.device = o.openclDevice;
+      if (Expected<OpenCLDeviceInfo> dev = pickOpenCLDevice(cl.platform, cl.device); !dev) {
+        notes += fmt::format(", no device binary ({})", dev.takeError().message());
+      } else {
+        // The source fails to build on the device it is meant for: that is the error.
+        NNC_ASSIGN_OR_RETURN(std::string bin, buildOpenCLProgramBinary(clSource, cl));
+        binaries.push_back(std::move(bin));
+        notes += fmt::format(", device binary for {} (driver {})", dev->deviceName,
+                             dev->driverVersion);
+      }
+    }
   } else {
     std::string obj = base + ".kernels.o";
     if (!p.kernels.empty()) {
@@ -220,7 +240,7 @@ Expected<ArtifactInfo> writeArtifact(const Graph &g, const ArtifactOptions &o) {
   }
   notes += fmt::format(", arena {} bytes", p.arenaBytes);
   // 3. The data, included by an assembler file.
-  NNC_ASSIGN_OR_RETURN(std::string blob, serialize(g, p, o, clSource, launches, notes));
+  NNC_ASSIGN_OR_RETURN(std::string blob, serialize(g, p, o, clSource, launches, binaries, notes));
   std::string bin = base + ".data.bin", asmFile = base + ".data.s";
   NNC_TRY(writeFile(bin, blob));
   temps.push_back(bin);

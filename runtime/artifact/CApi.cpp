@@ -79,6 +79,8 @@ struct nnc_model {
   std::vector<nnc::Slot> args;
   int64_t arenaBytes = 0;
   std::string clSource, notes;
+  std::vector<std::string> clBinaries;
+  std::string description; // nnc_describe's text
 
   std::vector<const void *> boundIn;
   std::vector<void *> boundOut;
@@ -116,8 +118,8 @@ bool nnc_model::parse(const uint8_t *data, uint64_t size) {
   }
   Reader r(data + sizeof kMagic, size - sizeof kMagic);
   uint32_t version = r.u32();
-  if (version != kVersion) {
-    setError("{}: artifact format version {}, this runtime reads version {}", path, version,
+  if (version != kVersion && version != 1) {
+    setError("{}: artifact format version {}, this runtime reads versions 1 to {}", path, version,
              kVersion);
     return false;
   }
@@ -185,6 +187,9 @@ bool nnc_model::parse(const uint8_t *data, uint64_t size) {
   }
   arenaBytes = r.i64();
   clSource = r.str();
+  uint32_t numBinaries = version >= 2 && r.ok() ? r.u32() : 0;
+  for (uint32_t b = 0; b < numBinaries && r.ok(); ++b)
+    clBinaries.push_back(r.str());
   if (!r.ok()) {
     setError("{}: corrupt artifact (its data ends early)", path);
     return false;
@@ -367,14 +372,22 @@ bool createOpenCL(nnc_model &m) {
   p->firstArg.assign(m.firstArg.begin(), m.firstArg.end());
   p->arenaBytes = m.arenaBytes;
   p->plan.peakBytes = m.arenaBytes;
+  nnc::OpenCLLaunchOptions options;
+  options.binaries = m.clBinaries;
   nnc::Expected<std::unique_ptr<nnc::OpenCLLaunchList>> cl =
-      nnc::OpenCLLaunchList::create(*p, m.clSource, m.launches, nnc::OpenCLLaunchOptions{});
+      nnc::OpenCLLaunchList::create(*p, m.clSource, m.launches, options);
   if (!cl) {
     setError("{}: {}", m.path, cl.error().message());
     return false;
   }
   m.plan = std::move(p);
   m.cl = std::move(*cl);
+  const nnc::OpenCLDeviceInfo &dev = m.cl->device();
+  m.description += fmt::format("\nOpenCL device {}.{} {} (driver {}): program {}", dev.platform,
+                               dev.device, dev.deviceName, dev.driverVersion,
+                               m.cl->programOrigin() == nnc::ProgramOrigin::Prebuilt
+                                   ? "from the artifact's device binary"
+                                   : "built from its OpenCL C source");
   return true;
 }
 
@@ -436,6 +449,7 @@ nnc_model *nnc_load(const char *path) {
   }
   if (!m->parse(data, *size))
     return nullptr;
+  m->description = m->notes;
   m->moveWeightsToHugePages();
   if (m->target == nnc::artifact::TargetKind::OpenCL) {
     if (!createOpenCL(*m))
@@ -451,6 +465,10 @@ nnc_model *nnc_load(const char *path) {
     m->fns.push_back(fn);
   }
   return m.release();
+}
+
+const char *nnc_describe(const nnc_model *model) {
+  return model ? model->description.c_str() : nullptr;
 }
 
 void nnc_free(nnc_model *model) {

@@ -207,6 +207,43 @@ std::string buildOptions(bool optimize) {
   return optimize ? "-cl-std=CL1.2" : "-cl-std=CL1.2 -cl-opt-disable";
 }
 
+/// `source` built for `d`; the error carries the build log.
+Expected<cl_program> buildFromSource(cl_context ctx, const ClDevice &d, const std::string &source,
+                                     const std::string &options) {
+  const char *src = source.c_str();
+  size_t len = source.size();
+  cl_int e = CL_SUCCESS;
+  cl_program program = clCreateProgramWithSource(ctx, 1, &src, &len, &e);
+  NNC_CL(e, "clCreateProgramWithSource");
+  e = clBuildProgram(program, 1, &d.id, options.c_str(), nullptr, nullptr);
+  if (e != CL_SUCCESS) {
+    size_t n = 0;
+    clGetProgramBuildInfo(program, d.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    clGetProgramBuildInfo(program, d.id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    clReleaseProgram(program);
+    if (log.size() > 4000)
+      log = log.substr(0, 4000) + "\n...";
+    return makeError("OpenCL: building the program for {} failed ({}):\n{}", d.info.deviceName,
+                     clErrorName(e), log);
+  }
+  return program;
+}
+
+/// The device binary of a program built for one device ("" when the driver gives none).
+std::string programBinary(cl_program program) {
+  size_t size = 0;
+  if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) !=
+          CL_SUCCESS ||
+      size == 0)
+    return "";
+  std::string bin(size, '\0');
+  unsigned char *ptr = reinterpret_cast<unsigned char *>(bin.data());
+  if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) != CL_SUCCESS)
+    return "";
+  return bin;
+}
+
 /// The program-binary cache: one file per key, holding the key text (checked on load, so a
 /// hash collision is a miss) and the binary; written to a temporary name, then renamed.
 class ProgramCache {
@@ -219,6 +256,15 @@ public:
                        d.info.driverVersion, fnv1a(source), fnv1a(source + "\x01"));
     path_ = dir_.empty() ? "" : fmt::format("{}/{:016x}.bin", dir_, fnv1a(key_));
   }
+  /// The text a binary for this device, options and source is stored under.
+  const std::string &key() const { return key_; }
+  /// The binary of `entry` (a key followed by its binary, as a cache file and
+  /// buildOpenCLProgramBinary hold it) when the entry is for this key.
+  std::optional<std::string> match(const std::string &entry) const {
+    if (entry.size() <= key_.size() || entry.compare(0, key_.size(), key_) != 0)
+      return std::nullopt;
+    return entry.substr(key_.size());
+  }
   std::optional<std::string> load() const {
     if (path_.empty())
       return std::nullopt;
@@ -226,9 +272,7 @@ public:
     if (!in)
       return std::nullopt;
     std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (all.size() <= key_.size() || all.compare(0, key_.size(), key_) != 0)
-      return std::nullopt;
-    return all.substr(key_.size());
+    return match(all);
   }
   void store(const std::string &binary) const {
     if (path_.empty() || binary.empty())
@@ -274,7 +318,7 @@ public:
               const OpenCLLaunchOptions &opts);
   Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) override;
 
-  bool fromCache() const override { return fromCache_; }
+  ProgramOrigin programOrigin() const override { return origin_; }
   const OpenCLDeviceInfo &device() const override { return dev_.info; }
   TransferStats loadTransfers() const override { return load_; }
   TransferStats runTransfers() const override {
@@ -303,7 +347,7 @@ public:
   }
 
 private:
-  Error buildProgram(cl_context ctx, const std::string &source, const std::string &cacheDir,
+  Error buildProgram(cl_context ctx, const std::string &source, const OpenCLLaunchOptions &opts,
                      const std::string &options);
   Error runLocked(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
 
@@ -316,7 +360,7 @@ private:
   cl_mem arena_ = nullptr, weights_ = nullptr;
   std::vector<int64_t> inputOffset_, outputOffset_;
   bool profile_ = false;
-  bool fromCache_ = false;
+  ProgramOrigin origin_ = ProgramOrigin::Source;
   TransferStats load_;
   mutable std::mutex mutex_;
   TransferStats runStats_;
@@ -328,47 +372,33 @@ private:
 int64_t alignUp(int64_t v) { return (v + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
 Error ClLaunchList::buildProgram(cl_context ctx, const std::string &source,
-                                const std::string &cacheDir, const std::string &options) {
-  ProgramCache cache(cacheDir, dev_, options, source);
-  cl_int e = CL_SUCCESS;
-  if (std::optional<std::string> bin = cache.load()) {
-    const unsigned char *data = reinterpret_cast<const unsigned char *>(bin->data());
-    size_t size = bin->size();
-    cl_int status = CL_SUCCESS;
+                                const OpenCLLaunchOptions &opts, const std::string &options) {
+  ProgramCache cache(opts.cacheDir, dev_, options, source);
+  // A binary that this device rejects (another driver version wrote it) is skipped.
+  auto fromBinary = [&](const std::string &bin) {
+    const unsigned char *data = reinterpret_cast<const unsigned char *>(bin.data());
+    size_t size = bin.size();
+    cl_int status = CL_SUCCESS, e = CL_SUCCESS;
     program_ = clCreateProgramWithBinary(ctx, 1, &dev_.id, &size, &data, &status, &e);
     if (e == CL_SUCCESS && status == CL_SUCCESS &&
-        clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr) == CL_SUCCESS) {
-      fromCache_ = true;
-      return Error::success();
-    }
+        clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr) == CL_SUCCESS)
+      return true;
     if (program_)
       clReleaseProgram(program_);
-    program_ = nullptr; // a stale or foreign binary: build from source
+    program_ = nullptr;
+    return false;
+  };
+  for (const std::string &entry : opts.binaries)
+    if (std::optional<std::string> bin = cache.match(entry); bin && fromBinary(*bin)) {
+      origin_ = ProgramOrigin::Prebuilt;
+      return Error::success();
+    }
+  if (std::optional<std::string> bin = cache.load(); bin && fromBinary(*bin)) {
+    origin_ = ProgramOrigin::Cache;
+    return Error::success();
   }
-  const char *src = source.c_str();
-  size_t len = source.size();
-  program_ = clCreateProgramWithSource(ctx, 1, &src, &len, &e);
-  NNC_CL(e, "clCreateProgramWithSource");
-  e = clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr);
-  if (e != CL_SUCCESS) {
-    size_t n = 0;
-    clGetProgramBuildInfo(program_, dev_.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
-    std::string log(n, '\0');
-    clGetProgramBuildInfo(program_, dev_.id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
-    if (log.size() > 4000)
-      log = log.substr(0, 4000) + "\n...";
-    return makeError("OpenCL: building the program for {} failed ({}):\n{}", dev_.info.deviceName,
-                     clErrorName(e), log);
-  }
-  size_t binSize = 0;
-  if (clGetProgramInfo(program_, CL_PROGRAM_BINARY_SIZES, sizeof binSize, &binSize, nullptr) ==
-          CL_SUCCESS &&
-      binSize > 0) {
-    std::string bin(binSize, '\0');
-    unsigned char *ptr = reinterpret_cast<unsigned char *>(bin.data());
-    if (clGetProgramInfo(program_, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS)
-      cache.store(bin);
-  }
+  NNC_ASSIGN_OR_RETURN(program_, buildFromSource(ctx, dev_, source, options));
+  cache.store(programBinary(program_));
   return Error::success();
 }
 
@@ -385,7 +415,7 @@ Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> l
   queue_ = clCreateCommandQueue(ctx, dev_.id, profile_ ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
   NNC_CL(e, "clCreateCommandQueue");
   if (!launches_.empty()) {
-    NNC_TRY(buildProgram(ctx, source, opts.cacheDir, buildOptions(opts.optimize)));
+    NNC_TRY(buildProgram(ctx, source, opts, buildOptions(opts.optimize)));
     for (const OpenCLLaunch &l : launches_) {
       kernels_.push_back(clCreateKernel(program_, l.name.c_str(), &e));
       NNC_CL(e, "clCreateKernel " + l.name);
@@ -611,6 +641,19 @@ GpuTarget OpenCLDeviceInfo::target() const {
 Expected<OpenCLDeviceInfo> pickOpenCLDevice(int platform, int device) {
   NNC_ASSIGN_OR_RETURN(ClDevice d, pick(platform, device));
   return d.info;
+}
+
+Expected<std::string> buildOpenCLProgramBinary(const std::string &source,
+                                               const OpenCLLaunchOptions &opts) {
+  NNC_ASSIGN_OR_RETURN(ClDevice d, pick(opts.platform, opts.device));
+  NNC_ASSIGN_OR_RETURN(cl_context ctx, sharedContext(d));
+  std::string options = buildOptions(opts.optimize);
+  NNC_ASSIGN_OR_RETURN(cl_program program, buildFromSource(ctx, d, source, options));
+  std::string bin = programBinary(program);
+  clReleaseProgram(program);
+  if (bin.empty())
+    return makeError("OpenCL: {} gives no program binary", d.info.deviceName);
+  return ProgramCache("", d, options, source).key() + bin;
 }
 
 Expected<std::unique_ptr<OpenCLLaunchList>>

@@ -23,7 +23,18 @@ struct OpenCLLaunchOptions {
   bool profile = false;
   /// False builds with -cl-opt-disable.
   bool optimize = true;
+  /// Prebuilt programs (buildOpenCLProgramBinary's), tried before the cache and the source;
+  /// one built for another device, driver, option set or source is skipped.
+  std::vector<std::string> binaries;
 };
+
+/// Where a launch list's program came from.
+enum class ProgramOrigin { Source, Cache, Prebuilt };
+
+/// `source` built for the device `opts` picks, as the device binary keyed by what it was built
+/// for (device, driver version, options, source), for OpenCLLaunchOptions::binaries.
+Expected<std::string> buildOpenCLProgramBinary(const std::string &source,
+                                               const OpenCLLaunchOptions &opts);
 
 /// run() calls are serialized (one arena per device).
 class OpenCLLaunchList {
@@ -40,8 +51,9 @@ public:
   /// Checks the inputs against the plan, runs every kernel and returns the outputs.
   virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) = 0;
   virtual const OpenCLDeviceInfo &device() const = 0;
+  virtual ProgramOrigin programOrigin() const = 0;
   /// True when the program binary came from the cache.
-  virtual bool fromCache() const = 0;
+  bool fromCache() const { return programOrigin() == ProgramOrigin::Cache; }
   /// Transfers at load (weights) and over all runs since load.
   virtual TransferStats loadTransfers() const = 0;
   virtual TransferStats runTransfers() const = 0;

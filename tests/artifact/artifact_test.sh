@@ -135,6 +135,20 @@ exec_opencl)
   "$exec" "$out/liblenet_b1.so" --inputs-dir "$models/lenet_b1/test_data_set_0" \
     --output-dir "$out/out" || fail "nnc-exec on the OpenCL artifact"
   "$check" --compare "$out/out" "$models/lenet_b1/test_data_set_0" || fail "OpenCL outputs"
+  # It carries the program's binary for this device, and the runtime loads that instead of
+  # building the source; an artifact compiled without it builds the source.
+  info=$("$exec" "$out/liblenet_b1.so" --info) || fail "nnc-exec --info"
+  grep -q "device binary for" <<<"$info" || fail "no device binary in the notes: $info"
+  grep -q "program from the artifact's device binary" <<<"$info" ||
+    fail "the runtime did not load the device binary: $info"
+  "$nnc" compile "$models/lenet_b1/model.onnx" -o "$out/src" --emit=lib --target opencl \
+    --no-device-binary || fail "nnc compile --no-device-binary"
+  info=$("$exec" "$out/src/liblenet_b1.so" --info) || fail "nnc-exec --info (source only)"
+  grep -q "program built from its OpenCL C source" <<<"$info" ||
+    fail "a source-only artifact did not build its source: $info"
+  "$exec" "$out/src/liblenet_b1.so" --inputs-dir "$models/lenet_b1/test_data_set_0" \
+    --output-dir "$out/src/out" || fail "nnc-exec on the source-only OpenCL artifact"
+  "$check" --compare "$out/src/out" "$models/lenet_b1/test_data_set_0" || fail "OpenCL outputs (source only)"
   ;;
 bad_input)
   # expect_error DESCRIPTION PATTERN CMD...: non-zero exit, one line naming the problem.

@@ -80,6 +80,7 @@ int main(int argc, char **argv) {
     return fail(nnc_last_error());
   int numIn = nnc_num_inputs(m), numOut = nnc_num_outputs(m);
   if (info) {
+    std::printf("%s\n", nnc_describe(m));
     for (int i = 0; i < numIn; ++i)
       std::printf("input %d: %s dtype %d %s\n", i, nnc_input_name(m, i), nnc_input_dtype(m, i),
                   shapeText(nnc_input_shape(m, i), nnc_input_rank(m, i)).c_str());

@@ -27,6 +27,7 @@ struct CompileOptions {
   std::string target = "cpu";
   std::string cpu; // --cpu
   bool genericGpu = false; // --generic-gpu
+  bool noDeviceBinary = false; // --no-device-binary (lib, opencl)
   std::vector<std::string> shapes;
   std::string name;        // --name (lib)
   std::string tuningCache; // --tuning-cache (lib)
@@ -50,6 +51,9 @@ int emitLib(const CompileOptions &o, const Graph &g, const driver::Target &targe
   }
   a.cpu = target.cpu;
   a.gpu = gpu;
+  a.openclBinary = !o.noDeviceBinary;
+  a.openclPlatform = target.platform;
+  a.openclDevice = target.device;
   a.source = "model " + o.model;
   // Tuned configs are measured on this CPU for a thread count: the cpu target only.
   std::shared_ptr<tuning::ConfigSource> tuned;
@@ -159,6 +163,9 @@ public:
     cmd_->add_option("--target", o_.target, "cpu (default) or opencl");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");
+    cmd_->add_flag("--no-device-binary", o_.noDeviceBinary,
+                   "With --emit=lib --target opencl: carry the OpenCL C source alone, not also "
+                   "the program's binary for this machine's device");
     cmd_->add_flag("--generic-gpu", o_.genericGpu,
                    "With --target opencl: write kernels for OpenCL 1.2's generic GPU (32K local "
                    "memory, work-groups of 256) instead of the device found here");

@@ -24,6 +24,12 @@ struct ArtifactOptions {
   const tuning::ConfigSource *tuning = nullptr;
   /// A line on what the artifact was built from (kept in it, shown by nnc-exec --info).
   std::string source;
+  /// OpenCL: also carry the program's binary for this device (platform.device, -1: the
+  /// default one) when there is one here; a runtime on the same device and driver loads it
+  /// instead of building the source. Without such a device the artifact holds the source
+  /// alone (the notes say so).
+  bool openclBinary = true;
+  int openclPlatform = -1, openclDevice = -1;
 };
 
 /// What writeArtifact wrote.

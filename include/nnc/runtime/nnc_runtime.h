@@ -39,6 +39,11 @@ void nnc_free(nnc_model *model);
 /* The last error on this thread ("" when none). */
 const char *nnc_last_error(void);
 
+/* What the artifact holds and how it was loaded, in lines: what it was compiled from and
+ * for, its kernels and tuned configs; for OpenCL the device it runs on and whether the
+ * program came from the artifact's device binary or was built from source. */
+const char *nnc_describe(const nnc_model *model);
+
 int nnc_num_inputs(const nnc_model *model);
 int nnc_num_outputs(const nnc_model *model);
 /* Input/output i: name, dtype (NNC_FLOAT32, ...), rank, extents (rank of them), and byte
