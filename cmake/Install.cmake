@@ -4,16 +4,12 @@ include(CMakePackageConfigHelpers)
 set(NNC_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/nnc)
 
 install(TARGETS nnc_ir nnc_passes nnc_codegen nnc_interp nnc_runtime_core nnc_runtime nnc_frontend
-                nnc_onnx_proto nnc_runtime_c
+                nnc_onnx_proto nnc_runtime_c nnc_driver nnc_train
         EXPORT nncTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# nnc::Trainer (include/nnc/train) is built over the tools' driver (targets, runners), which is
-# not part of the package yet: its header stays out until the driver's target API moves into
-# the installed libraries.
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/nnc DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        PATTERN "train" EXCLUDE)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/nnc DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # The runtime core's headers: what a deployed model's runner includes.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/core/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nnc/runtime/core
         FILES_MATCHING PATTERN "*.h")

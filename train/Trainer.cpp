@@ -95,9 +95,17 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
                  "the model must have one input (the batch), it has {} (initializers aside)",
                  g->inputs().size());
 
-  // 1. The parameters become graph inputs (before any folding could fold them away).
+  // 1. The parameters become graph inputs (before any folding could fold them away). None
+  // named: every float constant of rank >= 1 (a GraphBuilder graph's weights; the scalars
+  // that ops bring, such as relu's 0, stay constants).
+  std::vector<std::string> names = params;
+  if (names.empty())
+    for (const Node *n : g->nodes())
+      if (n->kind() == OpKind::Constant && isFloat(n->result(0)->dtype()) &&
+          n->result(0)->type().rank() >= 1)
+        names.push_back(n->result(0)->name());
   std::vector<Tensor> initial;
-  for (const std::string &name : params) {
+  for (const std::string &name : names) {
     Value *v = g->findValue(name);
     Node *p = v ? v->producer() : nullptr;
     if (!p || p->kind() != OpKind::Constant || !isFloat(v->dtype()))

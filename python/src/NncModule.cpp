@@ -15,7 +15,7 @@
 #include <optional>
 #include <unistd.h>
 
-#include "driver/Driver.h"
+#include "nnc/driver/Driver.h"
 #include "nnc/frontend/OnnxExport.h"
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/ir/Printer.h"

@@ -19,7 +19,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "driver/Driver.h"
+#include "nnc/driver/Driver.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/ir/Printer.h"
 

@@ -11,6 +11,7 @@ cmake -S "$SRC_DIR" -B "$WORK/build" -G Ninja -DCMAKE_PREFIX_PATH="$WORK/prefix"
 ninja -C "$WORK/build" >/dev/null
 "$WORK/build/consumer"
 "$WORK/build/core_consumer"
+"$WORK/build/train_consumer"
 if ldd "$WORK/build/core_consumer" | grep -E 'libLLVM|libclang|libprotobuf'; then
   echo "core_consumer links the compiler's libraries" >&2
   exit 1

@@ -1,5 +1,5 @@
 // The shared driver behind `nnc` and `nnc-conformance`.
-#include "driver/Driver.h"
+#include "nnc/driver/Driver.h"
 
 #include <cmath>
 #include <filesystem>

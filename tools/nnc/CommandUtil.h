@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/Driver.h"
+#include "nnc/driver/Driver.h"
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/ir/GpuTarget.h"
 #include "nnc/ir/Graph.h"

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "CommandUtil.h"
-#include "driver/Driver.h"
+#include "nnc/driver/Driver.h"
 #include "nnc/frontend/GraphBuilder.h"
 #include "nnc/runtime/TuningCache.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/Driver.h"
+#include "nnc/driver/Driver.h"
 #include "nnc/ir/Training.h"
 
 namespace nnc {
