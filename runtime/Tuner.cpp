@@ -8,9 +8,13 @@
 //  2. For each problem, the node's kernels are compiled alone with the default config (on
 //     OpenCL: the unit as a graph of its own, built for the device), run on the node's
 //     constants and random inputs, timed (warm-up, repeats, median; OpenCL: the kernels'
-//     device time from profiling events) and their results kept as the reference.
+//     device time from profiling events) and their results kept as the reference. On
+//     OpenCL, where every measurement is a program build, this happens when the problem's
+//     search starts; the weights of step 3 come from one profiled run of the whole model.
 //  3. The remaining budget is split: a third evenly, the rest by where the model spends its
-//     time (default time x uses), largest first; what a kernel leaves unused passes on.
+//     time (default time x uses), largest first; what a kernel leaves unused passes on. An
+//     OpenCL problem the budget does not reach gets a record of its default (unless an
+//     earlier run left one).
 //  4. Per kernel, an evolutionary search seeded with the default (and with the candidates a
 //     previous, interrupted run measured): mutate one or two knobs of one of the best three,
 //     now and then a random point; skip invalid and already measured points. Each candidate's
@@ -445,10 +449,16 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
       ++summary.kernels[it->second].uses;
     }
   };
+  // OpenCL: the tunable problems of the unit of each node position (LaunchPlan names a
+  // unit's kernels "n<position>_...").
+  std::map<int64_t, std::vector<size_t>> problemsAt;
   if (opencl) {
     // Lowered as OpenCLExecutable lowers them: for the device, with the host CPU's target for
     // the CPU templates its registry also holds.
     NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
+    std::map<const Node *, int64_t> position;
+    for (const Node *n : g.nodes())
+      position.emplace(n, static_cast<int64_t>(position.size()));
     for (const LoweringUnit &u : units) {
       std::vector<tuning::Problem> found;
       tuning::LowerOptions lo;
@@ -456,6 +466,8 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
       lo.onTunable = [&](const tuning::Problem &p, bool) { found.push_back(p); };
       NNC_TRY(lowerUnit(u, "probe", lo).takeError());
       collect(u, found);
+      for (const tuning::Problem &p : found)
+        problemsAt[position[u.node]].push_back(index.at(p.signature));
     }
   } else {
     for (const Node *n : g.nodes()) {
@@ -474,17 +486,16 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
   Progress progress(opts.progress, opts.budgetSeconds);
   size_t total = summary.kernels.size();
 
-  // 2. Defaults and references.
+  // 2. Defaults and references. On OpenCL, where each measurement is a program build, the
+  // whole model runs once with its default configs (one build, usually from the program
+  // cache) and its kernels' device times weigh the problems; each problem's own default is
+  // measured when its search starts, so the budget goes to the heaviest kernels first.
   std::vector<std::unique_ptr<KernelBench>> benches(total);
   std::vector<std::vector<std::vector<char>>> refs(total);
   std::vector<tuning::Config> defaults(total);
   std::vector<bool> usable(total, false);
-  for (size_t i = 0; i < total && !stopped(); ++i) {
+  auto measureDefault = [&](size_t i) -> Error {
     TuneSummary::Kernel &k = summary.kernels[i];
-    const tuning::Space *space = tuning::findSpace(k.problem.kind);
-    if (!space)
-      continue;
-    defaults[i] = space->defaults(k.problem);
     if (opencl)
       benches[i] = std::make_unique<ClKernelBench>(unitOf[i], *opts.opencl, 1234 + i);
     else
@@ -492,9 +503,49 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
     NNC_TRY(benches[i]->prepare(k.problem, defaults[i]));
     NNC_ASSIGN_OR_RETURN(k.defaultMs, benches[i]->time(20));
     k.bestMs = k.defaultMs;
-    k.bestConfig = tuning::configStr(defaults[i]);
     refs[i] = benches[i]->results();
+    return Error::success();
+  };
+  std::vector<double> modelMs; // OpenCL: per problem, its kernels' device time in the model
+  if (opencl && total > 0) {
+    OpenCLOptions o;
+    o.platform = opts.opencl->platform;
+    o.device = opts.opencl->device;
+    o.profile = true;
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<OpenCLExecutable> exe, OpenCLExecutable::compile(g, o));
+    std::mt19937_64 rng(99);
+    std::vector<Tensor> inputs;
+    for (const Value *v : g.inputs())
+      inputs.push_back(randomOperand(*v, rng));
+    NNC_TRY(exe->run(inputs).takeError()); // the first launch may build the kernels
+    exe->resetRunCounters();
+    for (int r = 0; r < 3; ++r)
+      NNC_TRY(exe->run(inputs).takeError());
+    modelMs.assign(total, 0);
+    for (const KernelTime &kt : exe->kernelTimes()) {
+      size_t end = kt.name.find('_');
+      if (kt.name.size() < 2 || kt.name[0] != 'n' || end == std::string::npos)
+        continue;
+      auto it = problemsAt.find(std::strtoll(kt.name.c_str() + 1, nullptr, 10));
+      if (it != problemsAt.end())
+        for (size_t i : it->second)
+          modelMs[i] += kt.deviceMs / 3 / double(it->second.size());
+    }
+  }
+  for (size_t i = 0; i < total && !stopped(); ++i) {
+    TuneSummary::Kernel &k = summary.kernels[i];
+    const tuning::Space *space = tuning::findSpace(k.problem.kind);
+    if (!space)
+      continue;
+    defaults[i] = space->defaults(k.problem);
+    k.bestConfig = tuning::configStr(defaults[i]);
     usable[i] = true;
+    if (opencl) {
+      // The model's time for it, per use, until its own measurement.
+      k.defaultMs = k.bestMs = modelMs[i] / std::max(1, k.uses);
+      continue;
+    }
+    NNC_TRY(measureDefault(i));
     progress.update(secondsSince(start), i + 1, total, "default " + k.problem.signature, k.bestMs,
                     k.defaultMs, 0);
   }
@@ -525,6 +576,29 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
     const tuning::Space &space = *tuning::findSpace(k.problem.kind);
     double share = planned(i) + carry;
     auto kernelStart = Clock::now();
+    // OpenCL: the default measured now, where there is budget for it; past the budget the
+    // default is recorded with the model's time for it and no candidates.
+    bool budgetLeft = !stopped() && secondsSince(start) < opts.budgetSeconds;
+    if (!benches[i] && budgetLeft) {
+      NNC_TRY(measureDefault(i));
+      progress.update(secondsSince(start), oi + 1, total, "default " + k.problem.signature,
+                      k.bestMs, k.defaultMs, 0);
+    }
+    if (!benches[i]) {
+      if (stopped())
+        break;
+      // Unmeasured here: a record of the default unless an earlier run left one.
+      NNC_ASSIGN_OR_RETURN(auto earlier,
+                           cache.find(k.problem.kind, k.problem.signature, device, space.version));
+      if (!earlier)
+        NNC_TRY(cache.put({k.problem.kind, k.problem.signature, device, space.version, k.bestConfig,
+                           k.defaultMs, k.defaultMs, 0, ""}));
+      else
+        k.bestConfig = earlier->config;
+      progress.update(secondsSince(start), oi + 1, total, k.problem.signature, k.bestMs,
+                      k.defaultMs, 0, /*final=*/true);
+      continue;
+    }
     DType t = benches[i]->resultDtype();
 
     // 4. Evolutionary search.
