@@ -53,7 +53,8 @@ Error ClExecutable::build(const Graph &g, const OpenCLOptions &opts) {
   // The device first: the kernels are lowered and printed for it.
   NNC_ASSIGN_OR_RETURN(OpenCLDeviceInfo device, pickOpenCLDevice(opts.platform, opts.device));
   GpuTarget gpu = device.target();
-  NNC_ASSIGN_OR_RETURN(p_, buildLaunchPlan(g, "OpenCL", nullptr, CpuTarget::host(), &gpu));
+  NNC_ASSIGN_OR_RETURN(p_,
+                       buildLaunchPlan(g, "OpenCL", opts.tuning.get(), CpuTarget::host(), &gpu));
   NNC_ASSIGN_OR_RETURN(OpenCLProgram prog, emitOpenCL(p_.kernels, gpu));
   source_ = std::move(prog.source);
   OpenCLLaunchOptions lo;

@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -80,6 +81,11 @@ std::string cpuDeviceFingerprint(int threads, const CpuTarget &cpu) {
   if (threads <= 0)
     threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return fmt::format("cpu {} | {} | threads={}", CpuTarget::hostModelName(), cpu.str(), threads);
+}
+
+std::string openclDeviceFingerprint(const OpenCLDeviceInfo &d) {
+  return fmt::format("opencl '{}' | platform '{}' | driver {} | {} CUs | nnc {}", d.deviceName,
+                     d.platformName, d.driverVersion, d.computeUnits, NNC_VERSION);
 }
 
 std::string TuningCache::defaultPath() {
@@ -222,13 +228,20 @@ Expected<std::vector<TuningRecord>> TuningCache::all() {
 }
 
 Expected<int64_t> TuningCache::prune(const std::string &keepDevice) {
+  return prune(keepDevice.empty() ? std::vector<std::string>{}
+                                  : std::vector<std::string>{keepDevice});
+}
+
+Expected<int64_t> TuningCache::prune(const std::vector<std::string> &keepDevices) {
   NNC_ASSIGN_OR_RETURN(std::vector<TuningRecord> recs, all());
   NNC_TRY(exec("BEGIN IMMEDIATE"));
   int64_t removed = 0;
   for (const TuningRecord &r : recs) {
     const tuning::Space *space = tuning::findSpace(r.kind);
-    bool keep = !keepDevice.empty() && r.device.rfind(keepDevice, 0) == 0 && space &&
-                space->version == r.spaceVersion;
+    bool here = std::any_of(keepDevices.begin(), keepDevices.end(), [&](const std::string &d) {
+      return !d.empty() && r.device.rfind(d, 0) == 0;
+    });
+    bool keep = here && space && space->version == r.spaceVersion;
     if (keep)
       continue;
     for (const char *table : {"tuning", "trials"}) {

@@ -90,8 +90,22 @@ int64_t workGroupTreeSize(const std::vector<DimGroup> &groups, int64_t count,
   return g >= 2 ? g : 0;
 }
 
+/// The tunable problem of a work-group tree: `rows` outputs of `count` elements each,
+/// accumulated in `acc`.
+tuning::Problem reduceOpenCLProblem(DType acc, int64_t rows, int64_t count) {
+  tuning::Problem p;
+  p.kind = "reduce_opencl";
+  p.signature = fmt::format("reduce_opencl {} rows{} count{}", dtypeName(acc), rows, count);
+  p.dims = {rows, count, static_cast<int64_t>(dtypeSize(acc))};
+  p.flops = double(rows) * double(count);
+  return p;
+}
+
+/// Lowers a reduce_*; with opts->gpu set, contiguous rows become work-group trees whose size
+/// comes from reduceOpenCLSpace().
 Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, ReduceKind kind,
-                              const GpuTarget *gpu = nullptr) {
+                              const tuning::LowerOptions *opts = nullptr) {
+  const GpuTarget *gpu = opts && opts->gpu ? &*opts->gpu : nullptr;
   const Value *x = node.operand(0);
   Extents in = extentsOf(x);
   int64_t rank = static_cast<int64_t>(in.size());
@@ -236,6 +250,7 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
   //     barrier, in which item t < h combines partial[t] with partial[t + h];
   //  3. item 0 finalizes partial[0] into the output.
   if (int64_t G = gpu && !isBool ? workGroupTreeSize(groups, count, *gpu) : 0) {
+    G = tuning::chooseConfig(reduceOpenCLProblem(acc, outN, count), opts).at("wg");
     std::string row = kb.freshName("row"), tn = kb.freshName("t"), it = kb.freshName("i");
     Expr rowV = kir::var(row), tV = kir::var(tn);
     Expr oIdx = i64(0), iBase = i64(0);
@@ -534,6 +549,34 @@ Expected<Kernels> lowerTopK(const Node &node, const std::string &prefix) {
 
 } // namespace
 
+const tuning::Space &reduceOpenCLSpace() {
+  static const tuning::Space space = [] {
+    tuning::Space s;
+    s.kind = "reduce_opencl";
+    s.version = 1;
+    s.knobs = {{"wg",
+                {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
+                "work-items of the group that reduces one output (the tree's width)"}};
+    s.valid = [sp = &s](const tuning::Config &c, const tuning::Problem &p) {
+      if (!tuning::namesEveryKnob(*sp, c) || p.dims.size() != 3)
+        return false;
+      GpuTarget gpu = p.gpu ? *p.gpu : GpuTarget::generic();
+      int64_t wg = c.at("wg");
+      // Every work-item has an element to start from, and the group and its partial results
+      // fit the device.
+      return wg <= p.dims[1] && wg <= gpu.maxWorkGroupSize && wg <= gpu.maxWorkItemSizes[0] &&
+             wg * p.dims[2] <= gpu.localMemBytes;
+    };
+    s.defaults = [](const tuning::Problem &p) {
+      GpuTarget gpu = p.gpu ? *p.gpu : GpuTarget::generic();
+      std::vector<DimGroup> rows{{p.dims[0], false, p.dims[1]}, {p.dims[1], true, 1}};
+      return tuning::Config{{"wg", std::max<int64_t>(2, workGroupTreeSize(rows, p.dims[1], gpu))}};
+    };
+    return s;
+  }();
+  return space;
+}
+
 bool isWorkGroupReduction(const Node &node, const GpuTarget &gpu) {
   const Value *x = node.operand(0);
   if (!x || x->dtype() == DType::Bool || !isNumeric(x->dtype()) || isStorageOnly(x->dtype()))
@@ -563,7 +606,7 @@ Expected<Kernels> lowerReduceWorkGroup(const Node &node, const std::string &pref
                     : node.kind() == OpKind::ReduceMax  ? ReduceKind::Max
                     : node.kind() == OpKind::ReduceMin  ? ReduceKind::Min
                                                         : ReduceKind::Prod;
-  return lowerReduce(node, prefix, kind, &*opts.gpu);
+  return lowerReduce(node, prefix, kind, &opts);
 }
 
 void registerReductionAndNNLowerers(LowererTable &t) {

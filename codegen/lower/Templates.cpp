@@ -170,7 +170,7 @@ std::vector<KernelTemplate> openclTemplates() {
        false,
        "reduce_* over contiguous innermost rows: a work-group per output, strided partial "
        "results, then a tree in local memory with a barrier per level (Reductions.cpp)",
-       nullptr,
+       &reduceOpenCLSpace(),
        // Any device's work-groups hold the two items a tree needs; lowering sizes the tree
        // from the device the kernels are for.
        [](const LoweringUnit &u, const CpuTarget &) {

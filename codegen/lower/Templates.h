@@ -59,6 +59,8 @@ Expected<Kernels> lowerMatMulGemm(const Node &node, const std::string &prefix,
 /// work-groups of register tiles, B packed or not; f32 accumulation (f32, f16, bf16).
 /// A reduce_* over contiguous innermost rows (long enough for a work-group tree on `gpu`).
 bool isWorkGroupReduction(const Node &node, const GpuTarget &gpu);
+/// The knob space of the work-group tree (Reductions.cpp): "reduce_opencl", its width.
+const tuning::Space &reduceOpenCLSpace();
 /// The reduction as one work-group tree per output (Reductions.cpp), on opts.gpu.
 Expected<Kernels> lowerReduceWorkGroup(const Node &node, const std::string &prefix,
                                        const tuning::LowerOptions &opts);

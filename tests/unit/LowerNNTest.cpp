@@ -267,6 +267,37 @@ TEST(LowerNN, MatMulOpenCLSchedules) {
   }
 }
 
+TEST(LowerNN, ReduceOpenCLWidths) {
+  // Every reduce_opencl width the tuner could pick (wider than the default, narrower, the
+  // whole row) gives the reference's numbers: exact on integers and on max, within float
+  // reassociation on sums of a ragged row.
+  std::mt19937 rng(10);
+  const tuning::Space &space = *tuning::findSpace("reduce_opencl");
+  for (int64_t wg : space.knobs[0].values) {
+    FixedConfig fixed;
+    fixed.c = {{"wg", wg}};
+    tuning::LowerOptions opts;
+    opts.gpu = GpuTarget::generic();
+    opts.gpu->maxWorkGroupSize = 1024;
+    opts.gpu->maxWorkItemSizes = {1024, 1024, 64};
+    opts.configs = &fixed;
+    bool applied = false;
+    opts.onTunable = [&](const tuning::Problem &p, bool tuned) {
+      applied = tuned && p.kind == "reduce_opencl";
+    };
+    check(OpKind::ReduceSum, {randomTensor(DType::F32, {3, 1100}, rng, 0.5, 1.5)},
+          {{"axes", Ints{1}}, {"keepdims", I(1)}}, fmt::format("opencl sum wg={}", wg), -1, {},
+          &opts);
+    EXPECT_TRUE(applied) << "wg=" << wg;
+    check(OpKind::ReduceMax, {randomTensor(DType::F32, {4, 1024}, rng)},
+          {{"axes", Ints{1}}, {"keepdims", I(0)}}, fmt::format("opencl max wg={}", wg), -1, {},
+          &opts);
+    check(OpKind::ReduceSum, {randomTensor(DType::I32, {2, 1030}, rng, -3, 4)},
+          {{"axes", Ints{1}}, {"keepdims", I(0)}}, fmt::format("opencl i32 wg={}", wg), -1, {},
+          &opts);
+  }
+}
+
 TEST(LowerNN, Einsum) {
   std::mt19937 rng(6);
   struct Case {

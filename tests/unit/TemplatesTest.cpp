@@ -113,7 +113,8 @@ TEST(Templates, RegistryNamesAndSpaces) {
   std::vector<std::string> spaces;
   for (const tuning::Space *s : tuning::allSpaces())
     spaces.push_back(s->kind);
-  EXPECT_EQ(fmt::format("{}", fmt::join(spaces, ",")), "gemm_cpu,conv_nchwc_cpu,gemm_opencl");
+  EXPECT_EQ(fmt::format("{}", fmt::join(spaces, ",")),
+            "gemm_cpu,conv_nchwc_cpu,gemm_opencl,reduce_opencl");
   // OpenCL: its NDRange templates first, then the CPU's (Templates.cpp says why).
   std::vector<TemplateInfo> cl = kernelTemplates(tuning::CodeTarget::OpenCL);
   ASSERT_EQ(cl.size(), cpu.size() + 3);

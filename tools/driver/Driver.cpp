@@ -214,14 +214,23 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
       cl.profile = opts.profile;
       cl.optimize = opts.openclOptimize;
       // Fail at once, saying what is missing, when there is no such device.
-      NNC_TRY(pickOpenCLDevice(cl.platform, cl.device).takeError());
+      NNC_ASSIGN_OR_RETURN(OpenCLDeviceInfo device, pickOpenCLDevice(cl.platform, cl.device));
+      // Tuned configs measured on this device (`nnc tune --target opencl`).
+      if (opts.useTuningCache) {
+        std::string path = opts.tuningCache.empty() ? TuningCache::defaultPath() : opts.tuningCache;
+        if (!opts.tuningCache.empty() || std::filesystem::exists(path)) {
+          NNC_ASSIGN_OR_RETURN(std::unique_ptr<TuningCache> cache, TuningCache::open(path));
+          cl.tuning = std::make_shared<CachedConfigs>(
+              std::shared_ptr<TuningCache>(std::move(cache)), openclDeviceFingerprint(device));
+        }
+      }
       cpu.compileWith = [cl](const Graph &sg) -> Expected<std::unique_ptr<Executable>> {
         NNC_ASSIGN_OR_RETURN(std::unique_ptr<OpenCLExecutable> exe,
                              OpenCLExecutable::compile(sg, cl));
         return std::unique_ptr<Executable>(std::move(exe));
       };
     }
-    // Tuned configs are measured on this CPU: the CPU target only.
+    // Tuned configs measured on this CPU.
     if (target == Target::Cpu && opts.useTuningCache) {
       std::string path = opts.tuningCache.empty() ? TuningCache::defaultPath() : opts.tuningCache;
       if (!opts.tuningCache.empty() || std::filesystem::exists(path)) {

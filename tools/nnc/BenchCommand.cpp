@@ -336,7 +336,7 @@ public:
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic random input");
     cmd_->add_flag("--json", o_.json, "Print one JSON object");
     cmd_->add_option("--cache", o_.tuningCache,
-                     "cpu: the tuning cache (default "
+                     "cpu, opencl: the tuning cache (default "
                      "$NNC_TUNING_CACHE or ~/.cache/nnc/tuning.db)");
     cmd_->add_flag("--require-tuned", o_.requireTuned,
                    "cpu: fail when a tunable kernel has no tuned config");

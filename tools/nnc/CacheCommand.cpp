@@ -2,6 +2,7 @@
 #include "Command.h"
 #include "CommandUtil.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "nnc/runtime/TuningCache.h"
@@ -36,6 +37,22 @@ std::string devicePrefix() {
   return fp.substr(0, fp.rfind("threads="));
 }
 
+/// The devices of this machine, as records name them: the CPU's prefix and every OpenCL
+/// device's fingerprint (none where there is no OpenCL driver).
+std::vector<std::string> localDevices() {
+  std::vector<std::string> here{devicePrefix()};
+  if (Expected<std::vector<OpenCLDeviceInfo>> cl = listOpenCLDevices())
+    for (const OpenCLDeviceInfo &d : *cl)
+      here.push_back(openclDeviceFingerprint(d));
+  return here;
+}
+
+/// "t4" for a CPU record (its threads), "opencl" for an OpenCL device's.
+std::string deviceTag(const std::string &device) {
+  size_t t = device.rfind("threads=");
+  return t == std::string::npos ? device.substr(0, device.find(' ')) : "t" + device.substr(t + 8);
+}
+
 class CacheCommand : public Command {
 public:
   explicit CacheCommand(CLI::App &app) {
@@ -65,7 +82,7 @@ int CacheCommand::run() {
   if (!cache)
     return fail(cache.takeError().message());
   if (action_ == "prune") {
-    Expected<int64_t> n = (*cache)->prune(all_ ? "" : devicePrefix());
+    Expected<int64_t> n = (*cache)->prune(all_ ? std::vector<std::string>{} : localDevices());
     if (!n)
       return fail(n.takeError().message());
     std::cout << fmt::format("removed {} records from {}\n", *n, path);
@@ -74,7 +91,6 @@ int CacheCommand::run() {
   Expected<std::vector<TuningRecord>> recs = (*cache)->all();
   if (!recs)
     return fail(recs.takeError().message());
-  std::string here = devicePrefix();
   if (action_ == "export") {
     std::cout << "[";
     for (size_t i = 0; i < recs->size(); ++i)
@@ -94,12 +110,15 @@ int CacheCommand::run() {
     return 0;
   }
   std::cout << fmt::format("{}: {} records\n", path, recs->size());
-  for (const TuningRecord &r : *recs) {
-    std::string threads = r.device.substr(r.device.rfind("threads=") + 8);
-    std::cout << fmt::format(
-        "{:6.2f}x t{} {}{}  [{}]\n", r.medianMs > 0 ? r.defaultMs / r.medianMs : 1.0, threads,
-        r.device.rfind(here, 0) == 0 ? "" : "(other device) ", r.signature, r.config);
-  }
+  std::vector<std::string> here = localDevices();
+  auto local = [&](const std::string &device) {
+    return std::any_of(here.begin(), here.end(),
+                       [&](const std::string &d) { return device.rfind(d, 0) == 0; });
+  };
+  for (const TuningRecord &r : *recs)
+    std::cout << fmt::format("{:6.2f}x {} {}{}  [{}]\n",
+                             r.medianMs > 0 ? r.defaultMs / r.medianMs : 1.0, deviceTag(r.device),
+                             local(r.device) ? "" : "(other device) ", r.signature, r.config);
   return 0;
 }
 

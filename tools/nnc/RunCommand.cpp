@@ -183,7 +183,7 @@ public:
     cmd_->add_flag("!--no-optimize", o_.optimize, "Skip the graph optimization pipeline");
     cmd_->add_flag("-q,--quiet", o_.quiet, "Print nothing on success");
     cmd_->add_option("--cache", o_.tuningCache,
-                     "cpu: the tuning cache (default "
+                     "cpu, opencl: the tuning cache (default "
                      "$NNC_TUNING_CACHE or ~/.cache/nnc/tuning.db)");
     cmd_->add_flag("--require-tuned", o_.requireTuned,
                    "cpu: fail when a tunable kernel has no tuned config");

@@ -24,7 +24,8 @@ public:
     cmd_ = app.add_subcommand("tune", "Measure the best schedules of a model's tunable kernels "
                                       "and keep them in the tuning cache");
     cmd_->add_option("model", model_, "Model file (.onnx or .nir)")->required();
-    cmd_->add_option("--target", target_, "cpu (the only tunable target so far)");
+    cmd_->add_option("--target", target_,
+                     "cpu (default) or opencl[:P.D] (the OpenCL device's kernels, timed on it)");
     cmd_->add_option("--cpu", cpu_, kCpuOptionHelp);
     cmd_->add_option("--threads", threads_, "Threads the kernels run on (default 1)")
         ->check(CLI::NonNegativeNumber);
@@ -47,15 +48,26 @@ private:
 };
 
 int TuneCommand::run() {
-  if (target_ != "cpu")
-    return fail(fmt::format("--target {}: only cpu kernels are tunable so far", target_));
+  Expected<driver::Target> target = driver::parseTarget(target_);
+  if (!target)
+    return fail(target.takeError());
+  if (*target != driver::Target::Cpu && *target != driver::Target::OpenCL)
+    return fail(fmt::format("--target {}: only cpu and opencl kernels are tunable", target_));
   Expected<CpuTarget> cpu = parseCpuOption(cpu_);
   if (!cpu)
     return fail(cpu.takeError());
+  target->cpu = *cpu;
+  std::optional<OpenCLDeviceInfo> device;
+  if (*target == driver::Target::OpenCL) {
+    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->platform, target->device);
+    if (!d)
+      return fail(d.takeError());
+    device = *d;
+  }
   Expected<std::unique_ptr<Graph>> g = driver::loadModel(model_);
   if (!g)
     return fail(g.takeError().message());
-  if (Error e = driver::optimize(**g, *cpu))
+  if (Error e = driver::optimize(**g, *target))
     return fail(e.message());
   for (const Node *n : (*g)->nodes())
     for (const Value *v : n->results())
@@ -70,6 +82,7 @@ int TuneCommand::run() {
   TuneOptions opts;
   opts.threads = threads_;
   opts.cpu = *cpu;
+  opts.opencl = device;
   opts.budgetSeconds = budget_;
   opts.maxTrials = trials_;
   opts.progress = !quiet_;
@@ -89,10 +102,10 @@ int TuneCommand::run() {
                              k.uses, k.measured, k.rejected, k.problem.signature, k.bestConfig);
   }
   std::cout << fmt::format("{} tunable kernels, {:.1f} s{}; their time {:.3f} ms -> {:.3f} ms; "
-                           "cache {}\n",
+                           "cache {}\ndevice {}\n",
                            s->kernels.size(), s->seconds,
                            s->interrupted ? " (interrupted: what was measured is kept)" : "",
-                           defTotal, bestTotal, path);
+                           defTotal, bestTotal, path, s->device);
   return s->interrupted ? 130 : 0;
 }
 

@@ -24,6 +24,9 @@ struct OpenCLOptions {
   /// False builds with -cl-opt-disable: same source and numbers, much faster builds (PoCL:
   /// ~6x), slower kernels. For test suites that build many small programs once.
   bool optimize = true;
+  /// Tuned configs of tunable kernels: usually the tuning cache's records for the device
+  /// (CachedConfigs under openclDeviceFingerprint); null: the defaults.
+  std::shared_ptr<const tuning::ConfigSource> tuning;
   static std::string defaultCacheDir();
 };
 

@@ -11,6 +11,7 @@
 
 #include "nnc/codegen/Tuning.h"
 #include "nnc/ir/Graph.h"
+#include "nnc/runtime/OpenCLDevice.h"
 #include "nnc/support/Error.h"
 
 struct sqlite3;
@@ -21,6 +22,10 @@ namespace nnc {
 /// (its level, extensions and caches), and the thread count. A record is applied only on an
 /// identical fingerprint.
 std::string cpuDeviceFingerprint(int threads, const CpuTarget &cpu = CpuTarget::host());
+/// What an OpenCL device a config was measured on is: its name, platform, driver version and
+/// compute units, and the nnc version that wrote the kernels ("opencl 'NAME' | platform
+/// 'PLATFORM' | driver D | N CUs | nnc V"). A record is applied only on an identical fingerprint.
+std::string openclDeviceFingerprint(const OpenCLDeviceInfo &d);
 
 /// One tuned kernel.
 struct TuningRecord {
@@ -55,6 +60,9 @@ public:
   /// Removes records whose device does not start with `keepDevice` or whose space version is
   /// not the current one of their kind ("" removes every record); returns the count.
   Expected<int64_t> prune(const std::string &keepDevice);
+  /// prune() keeping the records of every device that starts with one of `keepDevices` (none:
+  /// removes every record).
+  Expected<int64_t> prune(const std::vector<std::string> &keepDevices);
   /// Candidates already measured for a kernel (config -> median ms, or < 0 when rejected).
   Expected<std::vector<std::pair<std::string, double>>>
   trials(const std::string &signature, const std::string &device, int spaceVersion);
@@ -88,6 +96,10 @@ private:
 struct TuneOptions {
   int threads = 1;
   CpuTarget cpu = CpuTarget::host(); ///< What the kernels are generated for.
+  /// Set: tune the OpenCL kernels of `g` (optimized by the opencl pipeline) on this device,
+  /// each fusion group as the executables lower it, timed by profiling events; unset: the
+  /// CPU's kernels.
+  std::optional<OpenCLDeviceInfo> opencl;
   double budgetSeconds = 60;
   int maxTrials = 0;                       ///< Per kernel (0: as the budget allows).
   bool progress = true;                    ///< Progress bar on stderr.
@@ -105,12 +117,13 @@ struct TuneSummary {
     int measured = 0, rejected = 0;
   };
   std::vector<Kernel> kernels;
+  std::string device; ///< The fingerprint the records were stored under.
   double seconds = 0;
   bool interrupted = false;
 };
 
-/// Tunes the distinct tunable kernels of `g` (static shapes, optimized) on this CPU and
-/// stores the results in `cache`.
+/// Tunes the distinct tunable kernels of `g` (static shapes, optimized) on this CPU or on
+/// opts.opencl's device and stores the results in `cache`.
 Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOptions &opts);
 
 } // namespace nnc
