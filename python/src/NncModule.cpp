@@ -423,8 +423,8 @@ py::list tune(const py::object &model, const std::string &targetName, double bud
   ModelSource source(model);
   return source.naming([&] {
     driver::Target target = take(driver::parseTarget(targetName));
-    if (target != driver::Target::Cpu)
-      raise(makeError("tune(target='{}'): only cpu kernels are tunable so far", targetName));
+    if (target != driver::Target::Cpu && target != driver::Target::OpenCL)
+      raise(makeError("tune(target='{}'): only cpu and opencl kernels are tunable", targetName));
     if (budget <= 0)
       throw py::value_error("budget must be a positive number of seconds");
     std::unique_ptr<Graph> g = take(driver::loadModel(source.path()));
@@ -467,6 +467,8 @@ py::list tune(const py::object &model, const std::string &targetName, double bud
     opts.budgetSeconds = budget;
     opts.maxTrials = trials;
     opts.progress = progress;
+    if (target == driver::Target::OpenCL)
+      opts.opencl = take(pickOpenCLDevice(target.platform, target.device));
     std::optional<Expected<TuneSummary>> s;
     {
       py::gil_scoped_release release;
@@ -530,7 +532,8 @@ PYBIND11_MODULE(_nnc, m) {
         py::arg("threads") = 1, py::arg("trials") = 0, py::arg("cache") = py::none(),
         py::arg("progress") = false,
         py::arg("shapes") = std::map<std::string, std::vector<int64_t>>{},
-        "Measures the best configs of the model's tunable kernels within `budget` seconds and "
+        "Measures the best configs of the model's tunable kernels (target 'cpu' or "
+        "'opencl[:P.D]', timed on that device) within `budget` seconds and "
         "keeps them in the tuning cache (`cache`, default nnc's), which later compiles use. "
         "Returns one dict per kernel: signature, uses, default_ms, best_ms, config, trials, "
         "rejected. shapes: extents of symbolic inputs by name, e.g. {'x': (1, 3, 224, 224)}.");
