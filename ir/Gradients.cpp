@@ -116,8 +116,19 @@ std::vector<Value *> matMulGrad(GradEmitter &e, const Node &n, Value *g) {
   if (!e.ok())
     return {nullptr, nullptr};
   Value *bt = e.op(OpKind::Transpose, {b2}, {{"perm", swapLastTwo(b2->rank())}});
-  Value *at = e.op(OpKind::Transpose, {a2}, {{"perm", swapLastTwo(a2->rank())}});
   Value *ga = e.sumTo(e.op(OpKind::MatMul, {g2, bt}), a2);
+  // a [..., M, K] @ b [K, N] (a transformer's Linear over [batch, seq, K]): b is broadcast over
+  // a's batch dims, so its gradient sums a^T g over them. Flattened to rows, that is one GEMM
+  // [K, rows] x [rows, N], not a batched matmul of small ones, a transpose of a per batch and
+  // a reduce_sum of [batch, K, N] partial products.
+  if (b2->rank() == 2 && a2->rank() > 2 && a2->shape().back().isStatic() &&
+      g2->shape().back().isStatic()) {
+    a2 = e.op(OpKind::Reshape, {a2, e.i64s({-1, a2->shape().back().value()})});
+    g2 = e.op(OpKind::Reshape, {g2, e.i64s({-1, g2->shape().back().value()})});
+    if (!e.ok())
+      return {nullptr, nullptr};
+  }
+  Value *at = e.op(OpKind::Transpose, {a2}, {{"perm", swapLastTwo(a2->rank())}});
   Value *gb = nullptr;
   Node *bp = b->producer();
   auto numel = [](Value *v) -> int64_t {
@@ -138,7 +149,7 @@ std::vector<Value *> matMulGrad(GradEmitter &e, const Node &n, Value *g) {
   } else {
     gb = e.sumTo(e.op(OpKind::MatMul, {at, g2}), b2);
   }
-  return {a2 == a ? ga : e.reshapeLike(ga, a), b2 == b ? gb : e.reshapeLike(gb, b)};
+  return {e.reshapeLike(ga, a), b2 == b ? gb : e.reshapeLike(gb, b)};
 }
 
 /// The conv_transpose output_padding that makes a strided op's gradient as large as its
@@ -382,6 +393,33 @@ std::vector<Value *> layerNormGrad(GradEmitter &e, const Node &n, Value *g) {
   if (n.numOperands() > 2)
     out.push_back(bias ? e.sumTo(g, bias) : nullptr);
   return out;
+}
+
+/// batch_norm(x, scale, bias, mean, var) per channel (dim 1): y = (x - mean) scale rstd +
+/// bias with rstd = 1 / sqrt(var + eps). The gradients of mean and var matter in training
+/// mode, where the importer computes them from x (ReduceMean), so that their rules carry
+/// the batch statistics' share of x's gradient.
+std::vector<Value *> batchNormGrad(GradEmitter &e, const Node &n, Value *g) {
+  Value *x = n.operand(0);
+  int64_t r = x->rank();
+  Ints spatial; // the per-channel operands broadcast as [C, 1, ...]
+  for (int64_t a = 1; a + 1 < r; ++a)
+    spatial.push_back(a);
+  auto chan = [&](Value *p) {
+    return spatial.empty() ? p : e.op(OpKind::Unsqueeze, {p}, {{"axes", spatial}});
+  };
+  auto back = [&](Value *v, Value *like, Value *p) { return e.reshapeLike(e.sumTo(v, like), p); };
+  Value *scale = chan(n.operand(1)), *bias = chan(n.operand(2)), *mean = chan(n.operand(3)),
+        *var = chan(n.operand(4));
+  Value *eps = e.scalar(n.getFloat("epsilon"), x->dtype());
+  Value *rstd = e.op(OpKind::Reciprocal, {e.op(OpKind::Sqrt, {e.add(var, eps)})});
+  Value *xc = e.sub(x, mean);
+  Value *gx = e.mul(g, e.mul(scale, rstd));
+  Value *gxc = e.mul(g, xc);
+  Value *rstd3 = e.mul(rstd, e.mul(rstd, rstd));
+  return {gx, back(e.mul(gxc, rstd), scale, n.operand(1)), back(g, bias, n.operand(2)),
+          back(e.neg(gx), mean, n.operand(3)),
+          back(e.mul(gxc, e.mul(scale, e.mulScalar(rstd3, -0.5))), var, n.operand(4))};
 }
 
 #define X(i) n.operand(i)
