@@ -116,19 +116,8 @@ std::vector<Value *> matMulGrad(GradEmitter &e, const Node &n, Value *g) {
   if (!e.ok())
     return {nullptr, nullptr};
   Value *bt = e.op(OpKind::Transpose, {b2}, {{"perm", swapLastTwo(b2->rank())}});
-  Value *ga = e.sumTo(e.op(OpKind::MatMul, {g2, bt}), a2);
-  // a [..., M, K] @ b [K, N] (a transformer's Linear over [batch, seq, K]): b is broadcast over
-  // a's batch dims, so its gradient sums a^T g over them. Flattened to rows, that is one GEMM
-  // [K, rows] x [rows, N], not a batched matmul of small ones, a transpose of a per batch and
-  // a reduce_sum of [batch, K, N] partial products.
-  if (b2->rank() == 2 && a2->rank() > 2 && a2->shape().back().isStatic() &&
-      g2->shape().back().isStatic()) {
-    a2 = e.op(OpKind::Reshape, {a2, e.i64s({-1, a2->shape().back().value()})});
-    g2 = e.op(OpKind::Reshape, {g2, e.i64s({-1, g2->shape().back().value()})});
-    if (!e.ok())
-      return {nullptr, nullptr};
-  }
   Value *at = e.op(OpKind::Transpose, {a2}, {{"perm", swapLastTwo(a2->rank())}});
+  Value *ga = e.sumTo(e.op(OpKind::MatMul, {g2, bt}), a2);
   Value *gb = nullptr;
   Node *bp = b->producer();
   auto numel = [](Value *v) -> int64_t {
@@ -149,7 +138,7 @@ std::vector<Value *> matMulGrad(GradEmitter &e, const Node &n, Value *g) {
   } else {
     gb = e.sumTo(e.op(OpKind::MatMul, {at, g2}), b2);
   }
-  return {e.reshapeLike(ga, a), b2 == b ? gb : e.reshapeLike(gb, b)};
+  return {a2 == a ? ga : e.reshapeLike(ga, a), b2 == b ? gb : e.reshapeLike(gb, b)};
 }
 
 /// The conv_transpose output_padding that makes a strided op's gradient as large as its

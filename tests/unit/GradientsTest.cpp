@@ -271,8 +271,8 @@ TEST(Gradients, MatMul) {
     checkGradients(s, [](GraphBuilder &, const std::vector<Var> &x) { return matmul(x[0], x[1]); });
   }
   // a @ transpose(W) (the Linear layout), with g smaller than a (W's gradient as g^T a) and
-  // larger than a and W together (as (a^T g)^T); a 3-D a (a transformer's [batch, seq, K])
-  // flattens to rows for W's gradient.
+  // larger than a and W together (as (a^T g)^T); and a 3-D a (a transformer's [batch, seq,
+  // K]), whose W gradient sums over the batch.
   for (const auto &s : std::vector<std::vector<Extents>>{
            {{3, 6}, {2, 6}}, {{8, 2}, {5, 2}}, {{2, 3, 6}, {2, 6}}, {{2, 4, 2}, {5, 2}}}) {
     SCOPED_TRACE(extentsStr(s[0]) + " @ " + extentsStr(s[1]) + "^T");
