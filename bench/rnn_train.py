@@ -50,13 +50,13 @@ def step_gflop(key, layers, emb=64, hidden=256, vocab=char_lm.VOCAB, seq=SEQ, ba
     return 3 * flop / 1e9
 
 
-def nnc_train(nnc, d, model_path, x, y, threads, extra=()):
+def nnc_train(nnc, d, model_path, x, y, threads, extra=(), batch=BATCH):
     xp, yp = os.path.join(d, "x.npy"), os.path.join(d, "y.npy")
     np.save(xp, x)
     np.save(yp, y)
     out = subprocess.run(
         [nnc, "train", model_path, "--inputs", xp, "--labels", yp, "--loss",
-         "softmax_cross_entropy", "--optimizer", "adam", "--lr", str(LR), "--batch", str(BATCH),
+         "softmax_cross_entropy", "--optimizer", "adam", "--lr", str(LR), "--batch", str(batch),
          "--no-shuffle", "--threads", str(threads), "--output", os.path.join(d, "out.onnx"),
          "--json"] + list(extra), capture_output=True, text=True)
     if out.returncode != 0:

@@ -384,6 +384,33 @@ std::vector<Value *> layerNormGrad(GradEmitter &e, const Node &n, Value *g) {
   return out;
 }
 
+/// batch_norm(x, scale, bias, mean, var) per channel (dim 1): y = (x - mean) scale rstd +
+/// bias with rstd = 1 / sqrt(var + eps). The gradients of mean and var matter in training
+/// mode, where the importer computes them from x (ReduceMean), so that their rules carry
+/// the batch statistics' share of x's gradient.
+std::vector<Value *> batchNormGrad(GradEmitter &e, const Node &n, Value *g) {
+  Value *x = n.operand(0);
+  int64_t r = x->rank();
+  Ints spatial; // the per-channel operands broadcast as [C, 1, ...]
+  for (int64_t a = 1; a + 1 < r; ++a)
+    spatial.push_back(a);
+  auto chan = [&](Value *p) {
+    return spatial.empty() ? p : e.op(OpKind::Unsqueeze, {p}, {{"axes", spatial}});
+  };
+  auto back = [&](Value *v, Value *like, Value *p) { return e.reshapeLike(e.sumTo(v, like), p); };
+  Value *scale = chan(n.operand(1)), *bias = chan(n.operand(2)), *mean = chan(n.operand(3)),
+        *var = chan(n.operand(4));
+  Value *eps = e.scalar(n.getFloat("epsilon"), x->dtype());
+  Value *rstd = e.op(OpKind::Reciprocal, {e.op(OpKind::Sqrt, {e.add(var, eps)})});
+  Value *xc = e.sub(x, mean);
+  Value *gx = e.mul(g, e.mul(scale, rstd));
+  Value *gxc = e.mul(g, xc);
+  Value *rstd3 = e.mul(rstd, e.mul(rstd, rstd));
+  return {gx, back(e.mul(gxc, rstd), scale, n.operand(1)), back(g, bias, n.operand(2)),
+          back(e.neg(gx), mean, n.operand(3)),
+          back(e.mul(gxc, e.mul(scale, e.mulScalar(rstd3, -0.5))), var, n.operand(4))};
+}
+
 #define X(i) n.operand(i)
 #define Y(i) n.result(i)
 #define G dy[0]

@@ -40,6 +40,11 @@ public:
   std::vector<KernelTime> kernelTimes() const override { return launches_->kernelTimes(); }
   double transferDeviceMs() const override { return launches_->transferDeviceMs(); }
   void resetRunCounters() override { launches_->resetRunCounters(); }
+  Error keepResident(const std::vector<ResidentInput> &resident,
+                     const std::vector<Tensor> &initial) override {
+    return launches_->keepResident(resident, initial);
+  }
+  Expected<Tensor> readResident(size_t k) const override { return launches_->readResident(k); }
 
 private:
   LaunchPlan p_;

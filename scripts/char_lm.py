@@ -3,7 +3,8 @@
 Shared by bench/rnn_train.py and tests/cli/rnn_train_test.py: the license texts every Debian
 machine has (/usr/share/common-licenses) as 96 character classes (newline, then printable
 ASCII; any other byte counts as a space), cut into windows of SEQ characters whose labels are
-the next characters; an Embedding -> LSTM/GRU -> Linear model with the logits as [N, vocab, T]
+the next characters; an Embedding -> LSTM/GRU -> Linear model, or a small GPT-style transformer,
+with the logits as [N, vocab, T]
 (the class axis second, as SoftmaxCrossEntropyLoss and CrossEntropyLoss want), exported to
 ONNX with a dynamic batch; and PyTorch's own training of it (Adam, batches in order).
 """
@@ -59,24 +60,81 @@ class CharLM(torch.nn.Module):
         return self.out(y).permute(0, 2, 1)
 
 
+class Block(torch.nn.Module):
+    """A pre-norm GPT block: x + attention(ln(x)), then x + MLP(ln(x)) with exact (erf) GELU.
+    The attention is written out (one qkv Linear, causal additive mask, softmax) so that the
+    export is plain MatMul/Softmax/Transpose/Reshape; dropout is left out (p = 0)."""
+
+    def __init__(self, emb, heads, seq):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = torch.nn.LayerNorm(emb)
+        self.qkv = torch.nn.Linear(emb, 3 * emb)
+        self.proj = torch.nn.Linear(emb, emb)
+        self.ln2 = torch.nn.LayerNorm(emb)
+        self.fc1 = torch.nn.Linear(emb, 4 * emb)
+        self.fc2 = torch.nn.Linear(4 * emb, emb)
+        mask = torch.triu(torch.full((seq, seq), -1e9), diagonal=1)
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x):
+        n, t, c = x.shape
+        d = c // self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q = q.reshape(n, t, self.heads, d).transpose(1, 2)
+        k = k.reshape(n, t, self.heads, d).transpose(1, 2)
+        v = v.reshape(n, t, self.heads, d).transpose(1, 2)
+        att = torch.softmax(q @ k.transpose(2, 3) * (1.0 / d ** 0.5) + self.mask, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(n, t, c)
+        x = x + self.proj(y)
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class TransformerLM(torch.nn.Module):
+    """Token and learned position embeddings -> `layers` GPT blocks -> LayerNorm -> Linear,
+    logits [N, vocab, T] (RustyFlow's size by default: 2 layers, 4 heads, embedding 128)."""
+
+    def __init__(self, vocab=VOCAB, emb=128, heads=4, layers=2, seq=64):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, emb)
+        self.pos = torch.nn.Parameter(torch.randn(seq, emb) * 0.02)
+        self.blocks = torch.nn.Sequential(*[Block(emb, heads, seq) for _ in range(layers)])
+        self.ln = torch.nn.LayerNorm(emb)
+        self.out = torch.nn.Linear(emb, vocab)
+
+    def forward(self, x):
+        h = self.blocks(self.tok(x) + self.pos)
+        return self.out(self.ln(h)).permute(0, 2, 1)
+
+
 def make_model(kind, seed, **sizes):
+    """kind 'lstm', 'gru' or 'transformer'."""
     torch.manual_seed(seed)
+    if kind == "transformer":
+        return TransformerLM(**sizes)
     return CharLM(kind, **sizes)
 
 
-def export(model, seq, path):
-    """The model as ONNX (opset 14) with input x int64 [N, seq] and output logits, N dynamic."""
+def export(model, seq, path, opset=14, separate_params=False):
+    """The model as ONNX with input x int64 [N, seq] and output logits, N dynamic (opset 17
+    exports LayerNorm as LayerNormalization). An eval-mode export merges initializers of equal
+    value (every LayerNorm's ones and zeros would become one shared parameter);
+    `separate_params` exports in training mode without constant folding, which keeps each
+    parameter its own initializer (the model must have no dropout or batch norm)."""
     x = torch.zeros(2, seq, dtype=torch.int64)
+    mode = torch.onnx.TrainingMode.TRAINING if separate_params else torch.onnx.TrainingMode.EVAL
     with warnings.catch_warnings():  # the exporter's notes on LSTM batch sizes and shapes
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"],
-                          opset_version=14,
+                          opset_version=opset, training=mode,
+                          do_constant_folding=not separate_params,
                           dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
 
 
-def torch_train(model, x, y, batch, steps, lr, threads):
+def torch_train(model, x, y, batch, steps, lr, threads, cpu_times=None):
     """Losses and per-step times (ms) of `steps` Adam steps (eps 1e-8) over the batches in
-    order; trains `model` in place."""
+    order; trains `model` in place. A list `cpu_times` gets each step's process CPU time (ms),
+    which on a shared machine leaves out the time other jobs held the cores."""
     torch.set_num_threads(threads)
     opt = torch.optim.Adam(model.parameters(), lr=lr, eps=1e-8)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
@@ -85,11 +143,13 @@ def torch_train(model, x, y, batch, steps, lr, threads):
     for s in range(steps):
         b = s % per_epoch
         xb, yb = xt[b * batch:(b + 1) * batch], yt[b * batch:(b + 1) * batch]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(xb), yb)
         loss.backward()
         opt.step()
         times.append((time.perf_counter() - t) * 1e3)
+        if cpu_times is not None:
+            cpu_times.append((time.process_time() - c) * 1e3)
         losses.append(loss.item())
     return losses, times

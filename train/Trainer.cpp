@@ -2,6 +2,7 @@
 #include "nnc/train/Trainer.h"
 
 #include "nnc/passes/Specialize.h"
+#include "nnc/runtime/OpenCL.h"
 
 namespace nnc {
 
@@ -189,6 +190,10 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
   }
   outputs.insert(outputs.end(), newParams.begin(), newParams.end());
   outputs.insert(outputs.end(), newState.begin(), newState.end());
+  // The next step's count, so that a device-resident step needs no count from the host.
+  outputs.push_back(e.add(step, e.scalar(1, DType::I64)));
+  if (!e.ok())
+    return e.error();
   sg->setOutputs(outputs);
   // Resident tensors in graph-input order after x: parameters, labels/lr/step (fed per step),
   // then the optimizer state.
@@ -211,7 +216,29 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
       NNC_ASSERT(e, "train-step input {} is not static", in->type().str());
       inputShapes.push_back(*e);
     }
-    NNC_TRY(m->executableFor(inputShapes).takeError());
+    NNC_ASSIGN_OR_RETURN(tr->exe_, m->executableFor(inputShapes));
+  }
+  // 5. On OpenCL the parameters, the optimizer state, lr and the step count live on the
+  //    device: uploaded once here, each step's new values swapped in there.
+  if (auto *cl = dynamic_cast<OpenCLExecutable *>(tr->exe_)) {
+    size_t np = tr->paramNames_.size(), nst = tr->state_.size();
+    std::vector<ResidentInput> resident;
+    std::vector<Tensor> initial;
+    for (size_t i = 0; i < np; ++i) { // parameters: inputs 1.., outputs 1..
+      resident.push_back({1 + i, 1 + i});
+      initial.push_back(tr->state_[i]);
+    }
+    resident.push_back({np + 2, std::nullopt}); // lr
+    initial.push_back(scalarTensor(tr->dtype_, o.lr));
+    resident.push_back({np + 3, 1 + nst}); // step
+    initial.push_back(scalarTensor(DType::I64, 1));
+    for (size_t i = np; i < nst; ++i) { // optimizer state: inputs after step
+      resident.push_back({4 + i, 1 + i});
+      initial.push_back(tr->state_[i]);
+    }
+    NNC_TRY(cl->keepResident(resident, initial));
+    tr->device_ = cl;
+    tr->state_.clear(); // the device holds it now
   }
   return tr;
 }
@@ -221,6 +248,15 @@ Expected<double> Trainer::step(const Tensor &inputs, const Tensor &labels) {
                  inputs.type().str(), inputType_.str());
   NNC_USER_CHECK(labels.type() == labelType_, "the labels are {}, the train step takes {}",
                  labels.type().str(), labelType_.str());
+  if (device_) {
+    // Resident inputs are null: only the batch and the labels cross.
+    std::vector<Tensor> in(graph_->inputs().size());
+    in[0] = inputs;
+    in[paramNames_.size() + 1] = labels;
+    NNC_ASSIGN_OR_RETURN(std::vector<Tensor> out, device_->run(in));
+    ++steps_;
+    return out[0].elementAsDouble(0);
+  }
   size_t np = paramNames_.size();
   std::vector<Tensor> in;
   in.reserve(4 + state_.size());
@@ -230,8 +266,8 @@ Expected<double> Trainer::step(const Tensor &inputs, const Tensor &labels) {
   in.push_back(scalarTensor(dtype_, options_.lr));
   in.push_back(scalarTensor(DType::I64, static_cast<double>(steps_ + 1)));
   in.insert(in.end(), state_.begin() + static_cast<long>(np), state_.end());
-  NNC_ASSIGN_OR_RETURN(std::vector<Tensor> out, runner_->run(in));
-  NNC_ASSERT(out.size() == 1 + state_.size(), "{} outputs of the train step", out.size());
+  NNC_ASSIGN_OR_RETURN(std::vector<Tensor> out, exe_ ? exe_->run(in) : runner_->run(in));
+  NNC_ASSERT(out.size() == 2 + state_.size(), "{} outputs of the train step", out.size());
   in.clear(); // drop the old state before the new one takes its place
   for (size_t i = 0; i < state_.size(); ++i)
     state_[i] = std::move(out[i + 1]);
@@ -239,10 +275,15 @@ Expected<double> Trainer::step(const Tensor &inputs, const Tensor &labels) {
   return out[0].elementAsDouble(0);
 }
 
-std::map<std::string, Tensor> Trainer::parameters() const {
+Expected<std::map<std::string, Tensor>> Trainer::parameters() const {
   std::map<std::string, Tensor> m;
-  for (size_t i = 0; i < paramNames_.size(); ++i)
-    m[paramNames_[i]] = state_[i];
+  for (size_t i = 0; i < paramNames_.size(); ++i) {
+    if (device_) {
+      NNC_ASSIGN_OR_RETURN(m[paramNames_[i]], device_->readResident(i));
+    } else {
+      m[paramNames_[i]] = state_[i];
+    }
+  }
   return m;
 }
 

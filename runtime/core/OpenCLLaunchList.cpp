@@ -8,7 +8,9 @@
 //     planned intermediates, then every input and every output the kernels write. Every kernel
 //     parameter is a (buffer, byte offset) pair, so all kernel arguments are set once, here.
 // A run writes the inputs into the arena, enqueues every kernel on an in-order queue and
-// reads the outputs back: nothing else crosses.
+// reads the outputs back: nothing else crosses. Resident inputs (keepResident: a train step's
+// parameters and optimizer state) are written once; after a run each takes the output that
+// feeds it by swapping the two arena regions and re-setting the arguments that point there.
 #include "OpenCLLaunchList.h"
 
 #include <CL/cl.h>
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "BufferPlan.h"
+#include "nnc/ir/TensorCheck.h"
 
 namespace nnc {
 
@@ -317,6 +320,9 @@ public:
   Error build(const std::string &source, std::vector<OpenCLLaunch> launches,
               const OpenCLLaunchOptions &opts);
   Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) override;
+  Error keepResident(const std::vector<ResidentInput> &resident,
+                     const std::vector<Tensor> &initial) override;
+  Expected<Tensor> readResident(size_t k) const override;
 
   ProgramOrigin programOrigin() const override { return origin_; }
   const OpenCLDeviceInfo &device() const override { return dev_.info; }
@@ -350,6 +356,8 @@ private:
   Error buildProgram(cl_context ctx, const std::string &source, const OpenCLLaunchOptions &opts,
                      const std::string &options);
   Error runLocked(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+  /// Sets kernel k's (buffer, offset) arguments from the current offsets.
+  Error setArgs(size_t k);
 
   const RunPlan &p_;
   std::vector<OpenCLLaunch> launches_;
@@ -358,12 +366,15 @@ private:
   cl_program program_ = nullptr;
   std::vector<cl_kernel> kernels_;
   cl_mem arena_ = nullptr, weights_ = nullptr;
-  std::vector<int64_t> inputOffset_, outputOffset_;
+  std::vector<int64_t> inputOffset_, outputOffset_, weightOffset_;
+  std::vector<ResidentInput> resident_;
+  std::vector<bool> residentInput_, residentOutput_; ///< Per input / output.
+  std::vector<size_t> residentKernels_; ///< Kernels with an argument in a swapped region.
   bool profile_ = false;
   ProgramOrigin origin_ = ProgramOrigin::Source;
   TransferStats load_;
   mutable std::mutex mutex_;
-  TransferStats runStats_;
+  mutable TransferStats runStats_;
   int64_t runs_ = 0;
   std::vector<KernelTime> times_;
   double transferMs_ = 0;
@@ -436,10 +447,9 @@ Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> l
       arenaBytes += alignUp(checkedNumElements(o.extents).value_or(0) *
                             static_cast<int64_t>(dtypeSize(o.dtype)));
   }
-  std::vector<int64_t> weightOffset;
   int64_t weightBytes = 0;
   for (const Tensor &w : p_.weights) {
-    weightOffset.push_back(weightBytes);
+    weightOffset_.push_back(weightBytes);
     weightBytes += alignUp(static_cast<int64_t>(w.byteSize()));
   }
   arena_ = clCreateBuffer(ctx, CL_MEM_READ_WRITE, static_cast<size_t>(std::max<int64_t>(arenaBytes, 64)),
@@ -452,7 +462,7 @@ Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> l
     size_t bytes = static_cast<size_t>(p_.weights[i].byteSize());
     if (bytes == 0)
       continue;
-    NNC_CL(clEnqueueWriteBuffer(queue_, weights_, CL_FALSE, static_cast<size_t>(weightOffset[i]),
+    NNC_CL(clEnqueueWriteBuffer(queue_, weights_, CL_FALSE, static_cast<size_t>(weightOffset_[i]),
                                 bytes, p_.weights[i].rawData(), 0, nullptr, nullptr),
            "uploading weights");
     ++load_.uploads;
@@ -462,20 +472,7 @@ Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> l
 
   // Kernel arguments, once: (base, byte offset) per parameter.
   for (size_t k = 0; k < kernels_.size(); ++k) {
-    for (size_t b = 0; b < p_.numArgs(k); ++b) {
-      const Slot &s = p_.args[p_.firstArg[k] + b];
-      cl_mem base = s.kind == SlotKind::Weight ? weights_ : arena_;
-      cl_ulong off = 0;
-      switch (s.kind) {
-      case SlotKind::Input: off = static_cast<cl_ulong>(inputOffset_[s.index]); break;
-      case SlotKind::Output: off = static_cast<cl_ulong>(outputOffset_[s.index]); break;
-      case SlotKind::Weight: off = static_cast<cl_ulong>(weightOffset[s.index]); break;
-      case SlotKind::Arena: off = static_cast<cl_ulong>(s.index); break;
-      }
-      cl_uint arg = static_cast<cl_uint>(2 * b);
-      NNC_CL(clSetKernelArg(kernels_[k], arg, sizeof base, &base), "clSetKernelArg");
-      NNC_CL(clSetKernelArg(kernels_[k], arg + 1, sizeof off, &off), "clSetKernelArg");
-    }
+    NNC_TRY(setArgs(k));
     // Code generation bounded the work-groups by this device's limits (GpuTarget); a group
     // beyond them here means the program was written for another device.
     const OpenCLLaunch &l = launches_[k];
@@ -487,6 +484,115 @@ Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> l
   for (const OpenCLLaunch &l : launches_)
     times_.push_back({l.name, 0.0});
   return Error::success();
+}
+
+Error ClLaunchList::setArgs(size_t k) {
+  for (size_t b = 0; b < p_.numArgs(k); ++b) {
+    const Slot &s = p_.args[p_.firstArg[k] + b];
+    cl_mem base = s.kind == SlotKind::Weight ? weights_ : arena_;
+    cl_ulong off = 0;
+    switch (s.kind) {
+    case SlotKind::Input:
+      off = static_cast<cl_ulong>(inputOffset_[s.index]);
+      break;
+    case SlotKind::Output:
+      off = static_cast<cl_ulong>(outputOffset_[s.index]);
+      break;
+    case SlotKind::Weight:
+      off = static_cast<cl_ulong>(weightOffset_[s.index]);
+      break;
+    case SlotKind::Arena:
+      off = static_cast<cl_ulong>(s.index);
+      break;
+    }
+    cl_uint arg = static_cast<cl_uint>(2 * b);
+    NNC_CL(clSetKernelArg(kernels_[k], arg, sizeof base, &base), "clSetKernelArg");
+    NNC_CL(clSetKernelArg(kernels_[k], arg + 1, sizeof off, &off), "clSetKernelArg");
+  }
+  return Error::success();
+}
+
+Error ClLaunchList::keepResident(const std::vector<ResidentInput> &resident,
+                                 const std::vector<Tensor> &initial) {
+  NNC_USER_CHECK(resident.size() == initial.size(), "{} resident inputs but {} initial values",
+                 resident.size(), initial.size());
+  size_t ni = p_.inputTypes.size(), no = p_.outputs.size();
+  std::vector<bool> in(ni, false), out(no, false);
+  for (const ResidentInput &r : resident) {
+    NNC_USER_CHECK(r.input < ni && !in[r.input], "resident input {}: out of range or repeated",
+                   r.input);
+    in[r.input] = true;
+    if (!r.fromOutput)
+      continue;
+    size_t o = *r.fromOutput;
+    NNC_USER_CHECK(o < no && !out[o], "resident input '{}': output {} out of range or repeated",
+                   p_.inputNames[r.input], o);
+    const OutputSpec &spec = p_.outputs[o];
+    std::optional<Extents> e = staticExtents(p_.inputTypes[r.input].shape);
+    NNC_USER_CHECK(spec.kind == OutputSpec::Fresh,
+                   "resident input '{}': output {} is not written by a kernel",
+                   p_.inputNames[r.input], o);
+    NNC_USER_CHECK(e && *e == spec.extents && spec.dtype == p_.inputTypes[r.input].dtype,
+                   "resident input '{}' is {}, output {} is {} {}", p_.inputNames[r.input],
+                   p_.inputTypes[r.input].str(), o, dtypeName(spec.dtype),
+                   extentsStr(spec.extents));
+    out[o] = true;
+  }
+  for (size_t o = 0; o < no; ++o) {
+    const OutputSpec &spec = p_.outputs[o];
+    NNC_USER_CHECK(!(spec.kind == OutputSpec::FromInput && in[spec.index]),
+                   "output {} is a copy of resident input '{}'", o, p_.inputNames[spec.index]);
+    NNC_USER_CHECK(!(spec.kind == OutputSpec::CopyOfOutput && out[spec.index]),
+                   "output {} is a copy of output {}, which feeds a resident input", o, spec.index);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t k = 0; k < resident.size(); ++k) {
+    size_t i = resident[k].input;
+    std::map<std::string, int64_t> symbols;
+    NNC_TRY(checkAgainstType(initial[k], p_.inputTypes[i], symbols,
+                             fmt::format("resident input '{}'", p_.inputNames[i])));
+    size_t bytes = static_cast<size_t>(initial[k].byteSize());
+    if (bytes == 0)
+      continue;
+    NNC_CL(clEnqueueWriteBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(inputOffset_[i]),
+                                bytes, initial[k].rawData(), 0, nullptr, nullptr),
+           fmt::format("uploading resident input '{}'", p_.inputNames[i]));
+    ++load_.uploads;
+    load_.uploadBytes += static_cast<int64_t>(bytes);
+  }
+  NNC_CL(clFinish(queue_), "uploading resident inputs");
+  resident_ = resident;
+  residentInput_ = std::move(in);
+  residentOutput_ = std::move(out);
+  residentKernels_.clear();
+  for (size_t k = 0; k < kernels_.size(); ++k)
+    for (size_t b = 0; b < p_.numArgs(k); ++b) {
+      const Slot &s = p_.args[p_.firstArg[k] + b];
+      if ((s.kind == SlotKind::Input && residentInput_[s.index]) ||
+          (s.kind == SlotKind::Output && residentOutput_[s.index])) {
+        residentKernels_.push_back(k);
+        break;
+      }
+    }
+  return Error::success();
+}
+
+Expected<Tensor> ClLaunchList::readResident(size_t k) const {
+  NNC_USER_CHECK(k < resident_.size(), "no resident input #{}", k);
+  size_t i = resident_[k].input;
+  std::optional<Extents> e = staticExtents(p_.inputTypes[i].shape);
+  NNC_ASSERT(e, "resident input '{}' has no static shape", p_.inputNames[i]);
+  NNC_ASSIGN_OR_RETURN(Tensor t, Tensor::create(p_.inputTypes[i].dtype, *e));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (t.byteSize() > 0) {
+    NNC_CL(clEnqueueReadBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(inputOffset_[i]),
+                               t.byteSize(), t.rawData(), 0, nullptr, nullptr),
+           fmt::format("downloading resident input '{}'", p_.inputNames[i]));
+    NNC_CL(clFinish(queue_), "downloading a resident input");
+    ++runStats_.downloads;
+    runStats_.downloadBytes += static_cast<int64_t>(t.byteSize());
+  }
+  return t;
 }
 
 double eventMs(cl_event ev) {
@@ -515,6 +621,8 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
   TransferStats t;
   Error err = [&]() -> Error {
     for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!residentInput_.empty() && residentInput_[i])
+        continue;
       size_t bytes = static_cast<size_t>(inputs[i].byteSize());
       if (bytes == 0)
         continue;
@@ -538,7 +646,7 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
              "launching kernel " + l.name);
     }
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
-      if (p_.outputs[o].kind != OutputSpec::Fresh)
+      if (p_.outputs[o].kind != OutputSpec::Fresh || outputs[o].isNull())
         continue;
       size_t bytes = static_cast<size_t>(outputs[o].byteSize());
       if (bytes == 0)
@@ -582,6 +690,14 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       t.downloadBytes += static_cast<int64_t>(bytes);
     }
     NNC_CL(clFinish(queue_), "running the kernels");
+    // The outputs that feed resident inputs become those inputs for the next run.
+    if (resident_.empty())
+      return Error::success();
+    for (const ResidentInput &r : resident_)
+      if (r.fromOutput)
+        std::swap(inputOffset_[r.input], outputOffset_[*r.fromOutput]);
+    for (size_t k : residentKernels_)
+      NNC_TRY(setArgs(k));
     return Error::success();
   }();
   if (!err) {
@@ -602,8 +718,13 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
 }
 
 Expected<std::vector<Tensor>> ClLaunchList::run(const std::vector<Tensor> &inputs) {
-  NNC_TRY(checkRunInputs(p_, inputs));
-  NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, allocateFreshOutputs(p_));
+  NNC_TRY(checkRunInputs(p_, inputs, residentInput_));
+  std::vector<Tensor> outputs(p_.outputs.size());
+  for (size_t o = 0; o < p_.outputs.size(); ++o) {
+    if (p_.outputs[o].kind != OutputSpec::Fresh || (!residentOutput_.empty() && residentOutput_[o]))
+      continue;
+    NNC_ASSIGN_OR_RETURN(outputs[o], Tensor::create(p_.outputs[o].dtype, p_.outputs[o].extents));
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     NNC_TRY(runLocked(inputs, outputs));

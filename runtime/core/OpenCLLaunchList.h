@@ -48,8 +48,19 @@ public:
                                                             std::vector<OpenCLLaunch> launches,
                                                             const OpenCLLaunchOptions &opts);
 
-  /// Checks the inputs against the plan, runs every kernel and returns the outputs.
+  /// Checks the inputs against the plan, runs every kernel and returns the outputs. The
+  /// inputs kept resident are not read (they may be null tensors) and the outputs that feed
+  /// them come back null: neither crosses.
   virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) = 0;
+  /// Keeps inputs on the device across runs (a train step's parameters and optimizer state):
+  /// `initial[k]` is uploaded now as input `resident[k].input`; after each run, an input with
+  /// `fromOutput` takes that output's value by swapping the two device regions (no copy, no
+  /// transfer). A fed-back output must be one the kernels write, of the input's type, and no
+  /// other output may be a copy of a resident input. Replaces any earlier set.
+  virtual Error keepResident(const std::vector<ResidentInput> &resident,
+                             const std::vector<Tensor> &initial) = 0;
+  /// Downloads the current value of resident input `resident[k]` (counted as a run transfer).
+  virtual Expected<Tensor> readResident(size_t k) const = 0;
   virtual const OpenCLDeviceInfo &device() const = 0;
   virtual ProgramOrigin programOrigin() const = 0;
   /// True when the program binary came from the cache.

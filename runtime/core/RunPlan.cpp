@@ -8,11 +8,14 @@
 
 namespace nnc {
 
-Error checkRunInputs(const RunPlan &p, const std::vector<Tensor> &inputs) {
+Error checkRunInputs(const RunPlan &p, const std::vector<Tensor> &inputs,
+                     const std::vector<bool> &skip) {
   NNC_USER_CHECK(inputs.size() == p.inputTypes.size(), "the model takes {} inputs, got {}",
                  p.inputTypes.size(), inputs.size());
   std::map<std::string, int64_t> symbols;
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i < skip.size() && skip[i])
+      continue;
     // The common case, checked without building the error's context: dtype and every
     // (static) extent as declared.
     const Tensor &t = inputs[i];

@@ -57,8 +57,10 @@ struct RunPlan {
   }
 };
 
-/// Checks a run's inputs against the plan's input types.
-Error checkRunInputs(const RunPlan &p, const std::vector<Tensor> &inputs);
+/// Checks a run's inputs against the plan's input types, but those marked in `skip` (inputs
+/// the launch list keeps itself).
+Error checkRunInputs(const RunPlan &p, const std::vector<Tensor> &inputs,
+                     const std::vector<bool> &skip = {});
 /// Allocates the outputs a run's kernels write (OutputSpec::Fresh); others stay null. With a
 /// pool they are uninitialized memory from it (the kernels write every element), else zeroed.
 Expected<std::vector<Tensor>> allocateFreshOutputs(const RunPlan &p,

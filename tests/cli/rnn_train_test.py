@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""`nnc train` on a small PyTorch-exported LSTM language model against PyTorch's training.
+"""`nnc train` on a small PyTorch-exported language model against PyTorch's training.
 
-Embedding(96, 16) -> LSTM(32) -> Linear(96), logits [N, 96, 16], dynamic batch, on 16-character
-windows of /usr/share/common-licenses (scripts/char_lm.py); Adam lr 0.001, batch 8, batches in
-order, from the same initial weights: each of the first 20 losses within 1e-3 (relative) of
-PyTorch's. Needs PyTorch and numpy (Debian's python3-torch, for /usr/bin/python3); without them
-the test says so and is skipped (77).
+lstm (default): Embedding(96, 16) -> LSTM(32) -> Linear(96); transformer: a 1-layer GPT block
+with 2 heads, embedding 16 (scripts/char_lm.py TransformerLM, exported at opset 17 with every
+parameter its own initializer). Logits [N, 96, 16], dynamic batch, on 16-character windows of
+/usr/share/common-licenses; Adam lr 0.001, batch 8, batches in order, from the same initial
+weights: each of the first 20 losses within 1e-3 (relative) of PyTorch's. Needs PyTorch and
+numpy (Debian's python3-torch, for /usr/bin/python3); without them the test says so and is
+skipped (77).
 
-Usage: rnn_train_test.py NNC_BINARY
+Usage: rnn_train_test.py NNC_BINARY [lstm|transformer]
 """
 import json
 import os
@@ -22,6 +24,7 @@ STEPS, BATCH, SEQ = 20, 8, 16
 
 def main():
     nnc = sys.argv[1]
+    kind = sys.argv[2] if len(sys.argv) > 2 else "lstm"
     try:
         import numpy as np
         import char_lm
@@ -32,10 +35,17 @@ def main():
         print("SKIP: no %s" % char_lm.LICENSES)
         return 77
     x, y = char_lm.license_windows(SEQ, limit=STEPS * BATCH)
-    sizes = dict(emb=16, hidden=32, layers=1)
+    if kind == "transformer":
+        sizes = dict(emb=16, heads=2, layers=1, seq=SEQ)
+    else:
+        sizes = dict(emb=16, hidden=32, layers=1)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "lm.onnx")
-        char_lm.export(char_lm.make_model("lstm", 1, **sizes), SEQ, path)
+        if kind == "transformer":
+            char_lm.export(char_lm.make_model(kind, 1, **sizes), SEQ, path, opset=17,
+                           separate_params=True)
+        else:
+            char_lm.export(char_lm.make_model(kind, 1, **sizes), SEQ, path)
         np.save(os.path.join(d, "x.npy"), x)
         np.save(os.path.join(d, "y.npy"), y)
         r = subprocess.run(
@@ -48,7 +58,7 @@ def main():
             print("FAIL: nnc train exited %d:\n%s" % (r.returncode, r.stderr))
             return 1
         ours = json.loads(r.stdout)["losses"]
-    theirs, _ = char_lm.torch_train(char_lm.make_model("lstm", 1, **sizes), x, y, BATCH, STEPS,
+    theirs, _ = char_lm.torch_train(char_lm.make_model(kind, 1, **sizes), x, y, BATCH, STEPS,
                                     1e-3, 1)
     if len(ours) != STEPS:
         print("FAIL: nnc train gave %d losses, expected %d" % (len(ours), STEPS))

@@ -219,6 +219,49 @@ TEST(Gradients, LayerNorm) {
     });
 }
 
+TEST(Gradients, BatchNorm) {
+  // Inference form, every operand differentiated (var kept positive as v^2 + 0.5).
+  for (const Extents &xs : {Extents{3, 4}, Extents{2, 3, 5}, Extents{2, 3, 3, 2}}) {
+    SCOPED_TRACE(extentsStr(xs));
+    int64_t c = xs[1];
+    checkGradients({xs, {c}, {c}, {c}, {c}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+      Var var = x[4] * x[4] + b.scalar(0.5, DType::F64);
+      return b.op(OpKind::BatchNorm, {x[0], x[1], x[2], x[3], var}, {{"epsilon", 1e-5}});
+    });
+  }
+}
+
+/// ONNX BatchNormalization in training mode (opset 15), imported in f64: y normalized with
+/// the batch statistics (their gradients flow back into x), and the running statistics
+/// blended with momentum as outputs 1 and 2.
+TEST(Gradients, BatchNormTrainingNode) {
+  using namespace testonnx;
+  auto zeros = [](Extents e) { return Tensor::zeros(DType::F64, e); };
+  std::vector<std::pair<std::string, Tensor>> inputs = {{"x", zeros({4, 3, 2, 2})},
+                                                        {"scale", zeros({3})},
+                                                        {"bias", zeros({3})},
+                                                        {"mean", zeros({3})},
+                                                        {"var", zeros({3})}};
+  std::vector<std::string> outs = {"y", "running_mean", "running_var"};
+  Expected<std::unique_ptr<Graph>> g =
+      importModel(15,
+                  {node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, outs,
+                        {attrInt("training_mode", 1), attrFloat("momentum", 0.8)})},
+                  inputs, {}, outs);
+  ASSERT_TRUE(g) << g.error().message();
+  Graph &graph = **g;
+  GradEmitter e(graph);
+  std::vector<Value *> flat;
+  for (Value *o : graph.outputs())
+    flat.push_back(e.op(OpKind::Reshape, {o, e.i64s({-1})}));
+  Value *y = e.op(OpKind::Concat, flat, {{"axis", int64_t(0)}});
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  std::vector<Extents> shapes;
+  for (Value *in : graph.inputs())
+    shapes.push_back(*staticExtents(in->shape()));
+  checkGraph(graph, y, shapes, -1, 1, 5);
+}
+
 TEST(Gradients, MatMul) {
   const std::vector<std::vector<Extents>> shapes = {
       {{3, 4}, {4, 5}}, {{2, 3, 4}, {4, 5}}, {{3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {3, 4, 2}},
@@ -228,8 +271,10 @@ TEST(Gradients, MatMul) {
     checkGradients(s, [](GraphBuilder &, const std::vector<Var> &x) { return matmul(x[0], x[1]); });
   }
   // a @ transpose(W) (the Linear layout), with g smaller than a (W's gradient as g^T a) and
-  // larger than a and W together (as (a^T g)^T).
-  for (const auto &s : std::vector<std::vector<Extents>>{{{3, 6}, {2, 6}}, {{8, 2}, {5, 2}}}) {
+  // larger than a and W together (as (a^T g)^T); and a 3-D a (a transformer's [batch, seq,
+  // K]), whose W gradient sums over the batch.
+  for (const auto &s : std::vector<std::vector<Extents>>{
+           {{3, 6}, {2, 6}}, {{8, 2}, {5, 2}}, {{2, 3, 6}, {2, 6}}, {{2, 4, 2}, {5, 2}}}) {
     SCOPED_TRACE(extentsStr(s[0]) + " @ " + extentsStr(s[1]) + "^T");
     checkGradients(s, [](GraphBuilder &, const std::vector<Var> &x) {
       return matmul(x[0], transpose(x[1], {1, 0}));
@@ -319,6 +364,64 @@ TEST(Gradients, MlpEndToEnd) {
     Var h = relu(matmul(x[0], x[1]) + x[2]);
     return tanh(matmul(h, x[3]));
   });
+}
+
+/// A pre-norm GPT block as PyTorch exports it (bench/transformer_train.py): LayerNorm, one qkv
+/// projection split three ways, heads by reshape and transpose, scaled scores with a causal
+/// mask (additive -1e9, or Where over a bool mask), softmax, the heads merged back, the output
+/// projection and residual, then LayerNorm and an exact (erf) GELU MLP with its residual. x is
+/// [N=2, T=4, C=8] with 2 heads of 4.
+Var gptBlock(GraphBuilder &b, const std::vector<Var> &x, bool whereMask) {
+  const int64_t n = 2, t = 4, c = 8, h = 2, d = 4;
+  auto ln = [&](const Var &v, const Var &w, const Var &bias) {
+    return b.op(OpKind::LayerNorm, {v, w, bias},
+                {{"axis", int64_t(-1)}, {"epsilon", 1e-5}, {"stash_type", DType::F64}});
+  };
+  Var qkv = matmul(ln(x[0], x[1], x[2]), x[3]) + x[4];
+  std::vector<Var> parts =
+      b.opMulti(OpKind::Split, {qkv}, {{"axis", int64_t(2)}, {"sizes", Ints{c, c, c}}}, 3);
+  auto heads = [&](const Var &v, Ints perm) { return transpose(reshape(v, {n, t, h, d}), perm); };
+  Var q = heads(parts[0], {0, 2, 1, 3}), kt = heads(parts[1], {0, 2, 3, 1});
+  Var v = heads(parts[2], {0, 2, 1, 3});
+  Var scores = matmul(q, kt) * b.scalar(0.5, DType::F64);
+  Tensor future = Tensor::zeros(DType::Bool, {t, t});
+  Tensor additive = Tensor::zeros(DType::F64, {t, t});
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = i + 1; j < t; ++j) {
+      future.data<bool>()[i * t + j] = true;
+      additive.data<double>()[i * t + j] = -1e9;
+    }
+  scores = whereMask
+               ? b.op(OpKind::Select, {b.constant(future), b.scalar(-1e9, DType::F64), scores})
+               : scores + b.constant(additive);
+  Var att = reshape(transpose(matmul(softmax(scores, -1), v), {0, 2, 1, 3}), {n, t, c});
+  Var r = x[0] + matmul(att, x[5]);
+  Var u = matmul(ln(r, x[1], x[2]), x[6]);
+  Var gelu =
+      u * b.scalar(0.5, DType::F64) *
+      (un(OpKind::Erf, u * b.scalar(0.7071067811865476, DType::F64)) + b.scalar(1, DType::F64));
+  return r + matmul(gelu, x[7]);
+}
+
+TEST(Gradients, TransformerBlock) {
+  // x, LayerNorm scale and bias, Wqkv, bqkv, Wo, W1, W2.
+  for (bool whereMask : {false, true}) {
+    SCOPED_TRACE(whereMask ? "Where mask" : "additive mask");
+    checkGradients({{2, 4, 8}, {8}, {8}, {8, 24}, {24}, {8, 8}, {8, 16}, {16, 8}},
+                   [whereMask](GraphBuilder &b, const std::vector<Var> &x) {
+                     return gptBlock(b, x, whereMask);
+                   });
+  }
+  // Token embeddings (with repeated tokens) plus position embeddings into the block.
+  checkGradients(
+      {{6, 8}, {4, 8}, {8}, {8}, {8, 24}, {24}, {8, 8}, {8, 16}, {16, 8}},
+      [](GraphBuilder &b, const std::vector<Var> &x) {
+        Tensor tokens = Tensor::fromVector<int64_t>(DType::I64, {2, 4}, {5, 0, 5, 2, 1, 1, 3, 0});
+        Var emb = b.op(OpKind::Gather, {x[0], b.constant(tokens)}, {{"axis", int64_t(0)}}) + x[1];
+        std::vector<Var> rest = {emb};
+        rest.insert(rest.end(), x.begin() + 2, x.end());
+        return gptBlock(b, rest, false);
+      });
 }
 
 /// One ONNX RNN/GRU/LSTM node imported in f64 (its unrolled graph of nnc ops), with every

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "nnc/frontend/GraphBuilder.h"
-#include "nnc/runtime/OpenCLDevice.h"
+#include "nnc/runtime/OpenCL.h"
 #include "nnc/train/Trainer.h"
 
 using namespace nnc;
@@ -69,8 +69,12 @@ std::vector<double> train(OptimizerKind opt, LossKind loss, driver::Target targe
       return losses;
     losses.push_back(*l);
   }
-  if (finalParams)
-    *finalParams = (*tr)->parameters();
+  if (finalParams) {
+    Expected<std::map<std::string, Tensor>> ps = (*tr)->parameters();
+    EXPECT_TRUE(ps) << ps.error().message();
+    if (ps)
+      *finalParams = std::move(*ps);
+  }
   return losses;
 }
 
@@ -139,12 +143,62 @@ TEST(Trainer, OpenCLStepMatchesInterpreter) {
   if (!devices || devices->empty())
     GTEST_SKIP() << "no OpenCL device";
   driver::Target cl(driver::Target::OpenCL);
+  std::map<std::string, Tensor> pi, pg;
   std::vector<double> interp = train(OptimizerKind::Adam, LossKind::SoftmaxCrossEntropy,
-                                     driver::Target(driver::Target::Interp), 10);
-  std::vector<double> gpu = train(OptimizerKind::Adam, LossKind::SoftmaxCrossEntropy, cl, 10);
+                                     driver::Target(driver::Target::Interp), 10, &pi);
+  std::vector<double> gpu = train(OptimizerKind::Adam, LossKind::SoftmaxCrossEntropy, cl, 10, &pg);
   ASSERT_EQ(gpu.size(), interp.size());
   for (size_t i = 0; i < gpu.size(); ++i)
     EXPECT_NEAR(gpu[i], interp[i], 1e-4 * std::abs(interp[i]) + 1e-6) << "step " << i;
+  // The parameters, read back from the device after the last step.
+  ASSERT_EQ(pg.size(), pi.size());
+  for (const auto &[name, t] : pi)
+    EXPECT_EQ(driver::compareTensors(t, pg[name], 1e-3, 1e-5), "") << name;
+}
+
+// On OpenCL the parameters, Adam's moments, lr and the step count stay on the device: a step
+// uploads the batch and the labels and downloads the loss, nothing else.
+TEST(Trainer, OpenCLStepMovesOnlyBatchAndLoss) {
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (!devices || devices->empty())
+    GTEST_SKIP() << "no OpenCL device";
+  std::vector<std::string> params;
+  std::unique_ptr<Graph> g = mlp(params);
+  TrainOptions o;
+  o.lr = 0.01;
+  o.batch = 16;
+  o.target = driver::Target(driver::Target::OpenCL);
+  Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, params, o);
+  ASSERT_TRUE(tr) << tr.error().message();
+  auto *cl = dynamic_cast<OpenCLExecutable *>((*tr)->executable());
+  ASSERT_NE(cl, nullptr);
+  // Loaded once, beside the graph's constants: 4 parameters, 8 Adam moments, lr and the step
+  // count.
+  int64_t paramBytes = (8 * 16 + 16 + 16 * 4 + 4) * 4;
+  EXPECT_GE(cl->loadTransfers().uploads, 4 + 8 + 2);
+  EXPECT_GE(cl->loadTransfers().uploadBytes, 3 * paramBytes + 4 + 8);
+  std::mt19937 rng(7);
+  Tensor x = randomTensor({16, 8}, rng, 1);
+  Tensor y = Tensor::zeros(DType::I64, {16});
+  cl->resetRunCounters();
+  const int steps = 5;
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    Expected<double> l = (*tr)->step(x, y);
+    ASSERT_TRUE(l) << l.error().message();
+    losses.push_back(*l);
+  }
+  TransferStats t = cl->runTransfers();
+  EXPECT_EQ(t.uploads, 2 * steps);
+  EXPECT_EQ(t.uploadBytes, steps * (16 * 8 * 4 + 16 * 8));
+  EXPECT_EQ(t.downloads, steps);
+  EXPECT_EQ(t.downloadBytes, steps * 4);
+  EXPECT_LT(losses.back(), losses.front());
+  // Reading the parameters back downloads each once.
+  Expected<std::map<std::string, Tensor>> ps = (*tr)->parameters();
+  ASSERT_TRUE(ps) << ps.error().message();
+  EXPECT_EQ(cl->runTransfers().downloads, steps + 4);
+  EXPECT_EQ(cl->runTransfers().downloadBytes, steps * 4 + paramBytes);
 }
 
 TEST(Trainer, Errors) {

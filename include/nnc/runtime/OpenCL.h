@@ -50,6 +50,15 @@ public:
   /// Zeroes the run counters and kernel times (e.g. after warm-up runs, whose first launch of
   /// each kernel may include the driver's lazy compilation).
   virtual void resetRunCounters() = 0;
+  /// Keeps inputs on the device across runs (a train step's parameters and optimizer state):
+  /// `initial[k]` is uploaded now as input `resident[k].input`; after each run, an input with
+  /// `fromOutput` takes that output's value on the device, by swapping their regions. run()
+  /// then neither reads those inputs (they may be null tensors) nor downloads the outputs that
+  /// feed them (they come back null). Replaces any earlier set.
+  virtual Error keepResident(const std::vector<ResidentInput> &resident,
+                             const std::vector<Tensor> &initial) = 0;
+  /// Downloads the current value of resident input `resident[k].input`.
+  virtual Expected<Tensor> readResident(size_t k) const = 0;
 };
 
 } // namespace nnc

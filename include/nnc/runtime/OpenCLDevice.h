@@ -2,7 +2,9 @@
 // took. Part of nnc_runtime_core (no code generation needed).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,13 @@ struct TransferStats {
   int64_t uploadBytes = 0;
   int64_t downloads = 0;
   int64_t downloadBytes = 0;
+};
+
+/// An input kept on the device between runs (OpenCLExecutable::keepResident): uploaded once,
+/// then, with `fromOutput`, replaced after every run by that output, on the device.
+struct ResidentInput {
+  size_t input = 0;
+  std::optional<size_t> fromOutput;
 };
 
 /// Device time of one kernel, summed over the profiled runs.

@@ -9,6 +9,7 @@
 
 #include "nnc/driver/Driver.h"
 #include "nnc/ir/Training.h"
+#include "nnc/runtime/OpenCL.h"
 
 namespace nnc {
 
@@ -48,8 +49,9 @@ struct TrainOptions {
 /// a step moves only the batch in and the loss out. (Aliasing an output onto its input
 /// inside one arena would save the second buffer but needs the planner to prove no kernel
 /// reads a parameter after its update is written; ping-pong needs nothing of it.) On OpenCL
-/// the launch list writes inputs into its device arena each run, so there the state still
-/// crosses to the device per step.
+/// the parameters, optimizer state, lr and step count are resident inputs of the device
+/// executable (OpenCLExecutable::keepResident): uploaded once, each new value swapped in on
+/// the device, so there too a step moves only the batch and labels in and the loss out.
 class Trainer {
 public:
   static Expected<std::unique_ptr<Trainer>>
@@ -59,9 +61,11 @@ public:
   /// prediction's shape for MSE).
   /// Returns the batch's loss before the update.
   Expected<double> step(const Tensor &inputs, const Tensor &labels);
-  /// The parameters now, by name.
-  std::map<std::string, Tensor> parameters() const;
+  /// The parameters now, by name (on OpenCL, downloaded from the device).
+  Expected<std::map<std::string, Tensor>> parameters() const;
   int64_t steps() const { return steps_; }
+  /// The compiled step (an OpenCLExecutable on OpenCL, e.g. for its transfer counters).
+  Executable *executable() const { return exe_; }
   /// The train-step graph as compiled (after the target's passes).
   const Graph &stepGraph() const { return *graph_; }
   /// The train-step graph before the target's passes: inputs (batch, parameters, labels, lr,
@@ -77,8 +81,12 @@ private:
   TrainOptions options_;
   std::unique_ptr<Graph> graph_, unoptimized_;
   std::unique_ptr<driver::Runner> runner_;
+  Executable *exe_ = nullptr;          ///< The compiled step (owned by runner_).
+  OpenCLExecutable *device_ = nullptr; ///< exe_ on OpenCL, with its state resident.
   std::vector<std::string> paramNames_;
-  std::vector<Tensor> state_; ///< Parameters, then optimizer state, in graph-input order.
+  /// Parameters, then optimizer state, in graph-input order (empty on OpenCL, where the
+  /// device holds them).
+  std::vector<Tensor> state_;
   TensorType inputType_, labelType_;
   DType dtype_ = DType::F32;
   int64_t steps_ = 0;
