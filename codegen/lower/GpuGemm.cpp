@@ -19,6 +19,12 @@
 //     tile is whole; the sums keep k order, so the numbers do not depend on the knobs.
 //  3. Edge tiles clamp their loads to valid rows and columns and guard their stores; with
 //     local tiles, C is stored by vectors where the tile has no edge and no epilogue.
+//  4. Without local memory, a work-item whose columns are all adjacent (vw = rn) on strided
+//     f32 operands runs its whole tile as one kir::GemmTile (C = init first, the epilogue
+//     after), which the OpenCL printer writes as rows of float vectors with one fma per
+//     vector and k step: what a device that prefers float vectors (an OpenCL CPU device)
+//     needs, since it cannot vectorize across work-items around a k loop. Tiles that cross
+//     C's edge take the scalar nest of step 1.
 #include <algorithm>
 
 #include "Gemm.h"
@@ -201,13 +207,18 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
   DType bt = kb.bufferType(ops.b), ct = kb.bufferType(ops.c);
   bool bVectors = vw >= 2 && ops.strided && bt == DType::F32 && n % vw == 0 &&
                   (ops.packedNr == 0 || ops.packedNr % vw == 0);
+  // One rounding per product where the accumulator is a float (fma, as the GemmTile of step
+  // 4 and the CPU's microkernels): every schedule gives the same numbers.
+  bool fused = ops.acc == DType::F32 || ops.acc == DType::F64;
   auto multiplyAdd = [&](std::vector<Stmt> &step, const std::vector<std::string> &aN,
                          const std::vector<std::string> &bN) {
     for (int64_t r = 0; r < t.rm; ++r)
-      for (int64_t c = 0; c < t.rn; ++c)
-        step.push_back(kir::assign(
-            acc[r][c], kir::add(kir::var(acc[r][c], ops.acc),
-                                kir::mul(kir::var(aN[r], ops.acc), kir::var(bN[c], ops.acc)))));
+      for (int64_t c = 0; c < t.rn; ++c) {
+        Expr a = kir::var(aN[r], ops.acc), b = kir::var(bN[c], ops.acc),
+             sum = kir::var(acc[r][c], ops.acc);
+        step.push_back(
+            kir::assign(acc[r][c], fused ? kir::fma(a, b, sum) : kir::add(sum, kir::mul(a, b))));
+      }
   };
   std::vector<std::string> aN(t.rm), bN(t.rn);
   for (int64_t r = 0; r < t.rm; ++r)
