@@ -710,6 +710,12 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     out += pad + "{\n";
     out += fmt::format("{}{} gt_a = {}, gt_b = {}, gt_c = {}, gt_k = {};\n", p2, i64t,
                        expr(s.args[0]), expr(s.args[1]), expr(s.args[2]), expr(s.args[3]));
+    std::string vectors =
+        gemmTileVectors(t, bufferName(t.a), bufferName(t.b), bufferName(s.buffer), p2);
+    if (!vectors.empty()) {
+      out += vectors + pad + "}\n";
+      return;
+    }
     out += fmt::format("{}for ({} gt_r = 0; gt_r < {}; ++gt_r) {{\n", p2, i64t, t.mr);
     out += fmt::format("{}for ({} gt_j = 0; gt_j < {}; ++gt_j) {{\n", p3, i64t, t.nr);
     std::string cIdx = fmt::format("gt_c + gt_r * {} + gt_j", t.ldc);
@@ -727,6 +733,12 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
   }
   }
   fail("unknown statement kind");
+}
+
+std::string CPrinter::gemmTileVectors(const kir::GemmTileShape &, const std::string &,
+                                      const std::string &, const std::string &,
+                                      const std::string &) {
+  return "";
 }
 
 Expected<std::string> CPrinter::printBody(const kir::Kernel &k, const kir::Stmt &body,

@@ -67,6 +67,12 @@ protected:
   /// store, or "" (one by one).
   virtual std::string vectorStore(DType t, const std::vector<std::string> &values,
                                   const std::string &buf, const std::string &index);
+  /// The body of a GemmTile `t` on buffers `a`, `b` and `c` with explicit vector types, given
+  /// the locals gt_a, gt_b, gt_c (offsets) and gt_k (k extent) at `pad`; or "" for the
+  /// scalar loop nest.
+  virtual std::string gemmTileVectors(const kir::GemmTileShape &t, const std::string &a,
+                                      const std::string &b, const std::string &c,
+                                      const std::string &pad);
 
   /// The identifier of buffer i (a parameter or a local buffer) of the kernel being printed.
   std::string bufferName(int i) const;

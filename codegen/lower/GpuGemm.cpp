@@ -19,6 +19,12 @@
 //     tile is whole; the sums keep k order, so the numbers do not depend on the knobs.
 //  3. Edge tiles clamp their loads to valid rows and columns and guard their stores; with
 //     local tiles, C is stored by vectors where the tile has no edge and no epilogue.
+//  4. Without local memory, a work-item whose columns are all adjacent (vw = rn) on strided
+//     f32 operands runs its whole tile as one kir::GemmTile (C = init first, the epilogue
+//     after), which the OpenCL printer writes as rows of float vectors with one fma per
+//     vector and k step: what a device that prefers float vectors (an OpenCL CPU device)
+//     needs, since it cannot vectorize across work-items around a k loop. Tiles that cross
+//     C's edge take the scalar nest of step 1.
 #include <algorithm>
 
 #include "Gemm.h"
@@ -118,14 +124,31 @@ const tuning::Space &gemmOpenCLSpace() {
       // one vector. GPUs say 1 and vectorize across work-items instead.
       int64_t vec = std::min<int64_t>(8, pow2AtLeast(std::max(1, gpu.preferredFloatVector)));
       GpuGemmTile t;
-      t.rn = vec > 1 ? std::min(vec, pow2AtLeast(n)) : n >= 64 ? 4 : 1;
+      // Such a device's work-item runs its tile as vector accumulators (a GemmTile): rows of
+      // two vectors and four rows where m allows keep eight of them busy per k step for
+      // six loads.
+      t.rn = vec > 1 ? std::min(2 * vec, pow2AtLeast(n)) : n >= 64 ? 4 : 1;
       t.vw = vec > 1 ? t.rn : 1;
-      t.rm = m >= 64 ? 4 : m >= 8 ? 2 : 1;
+      t.rm = m >= (vec > 1 ? 16 : 64) ? 4 : m >= 8 ? 2 : 1;
       t.wn = std::min({int64_t(16), pow2AtLeast(ceilDiv(n, t.rn)), gpu.maxWorkItemSizes[0], group});
       t.wm = std::min({pow2AtLeast(ceilDiv(m, t.rm)), std::max<int64_t>(1, group / t.wn),
                        gpu.maxWorkItemSizes[1], int64_t(16)});
       t.wn = std::max<int64_t>(t.wn, 1);
       t.wm = std::max<int64_t>(t.wm, 1);
+      // At least two work-groups per compute unit where the problem has them, by smaller
+      // groups (rows first), down to a wavefront's 64 work-items on a GPU. Each group keeps
+      // at least 64K multiply-adds: starting a group on another compute unit costs about
+      // as much as a few microseconds of work on a CPU device's core.
+      int64_t minGroup = gpu.type == "gpu" ? 64 : 1;
+      auto groups = [&] { return p.dims[0] * ceilDiv(m, t.rm * t.wm) * ceilDiv(n, t.rn * t.wn); };
+      double work = double(p.dims[0]) * double(m) * double(k) * double(n);
+      while (groups() < 2 * gpu.computeUnits && work / double(2 * groups()) >= 65536.0 &&
+             t.wm * t.wn / 2 >= minGroup && (t.wm > 1 || t.wn > 1)) {
+        if (t.wm > 1)
+          t.wm /= 2;
+        else
+          t.wn /= 2;
+      }
       // Local tiles on a device whose local memory is its own (not emulated in global
       // memory), where k is long enough to reuse them and they take at most half of it (two
       // groups may then share a compute unit).
@@ -184,13 +207,18 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
   DType bt = kb.bufferType(ops.b), ct = kb.bufferType(ops.c);
   bool bVectors = vw >= 2 && ops.strided && bt == DType::F32 && n % vw == 0 &&
                   (ops.packedNr == 0 || ops.packedNr % vw == 0);
+  // One rounding per product where the accumulator is a float (fma, as the GemmTile of step
+  // 4 and the CPU's microkernels): every schedule gives the same numbers.
+  bool fused = ops.acc == DType::F32 || ops.acc == DType::F64;
   auto multiplyAdd = [&](std::vector<Stmt> &step, const std::vector<std::string> &aN,
                          const std::vector<std::string> &bN) {
     for (int64_t r = 0; r < t.rm; ++r)
-      for (int64_t c = 0; c < t.rn; ++c)
-        step.push_back(kir::assign(
-            acc[r][c], kir::add(kir::var(acc[r][c], ops.acc),
-                                kir::mul(kir::var(aN[r], ops.acc), kir::var(bN[c], ops.acc)))));
+      for (int64_t c = 0; c < t.rn; ++c) {
+        Expr a = kir::var(aN[r], ops.acc), b = kir::var(bN[c], ops.acc),
+             sum = kir::var(acc[r][c], ops.acc);
+        step.push_back(
+            kir::assign(acc[r][c], fused ? kir::fma(a, b, sum) : kir::add(sum, kir::mul(a, b))));
+      }
   };
   std::vector<std::string> aN(t.rm), bN(t.rn);
   for (int64_t r = 0; r < t.rm; ++r)
@@ -322,13 +350,58 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
       stores.push_back(ok ? kir::ifThen(ok, elem) : elem);
     }
   }
+  std::vector<Stmt> tileStmts = std::move(body);
+  for (Stmt &s : stores)
+    tileStmts.push_back(std::move(s));
+  // A work-item whose rn columns are adjacent (vw = rn) on strided f32 operands computes a
+  // whole tile as one GemmTile, which the OpenCL printer writes with vector accumulators
+  // (what a device that prefers float vectors wants: PoCL's work-group vectorizer cannot
+  // vectorize across work-items around a k loop). Tiles that cross the edge of C keep the
+  // scalar, clamped nest.
+  DType at = kb.bufferType(ops.a);
+  if (!t.local && vw == t.rn && vw >= 2 && ops.strided && ops.packedNr == 0 &&
+      ops.acc == DType::F32 && at == DType::F32 && bt == DType::F32 && ct == DType::F32) {
+    const GemmOperands::Strided &st = *ops.strided;
+    std::vector<Stmt> vec;
+    if (ops.init)
+      for (int64_t r = 0; r < t.rm; ++r)
+        for (int64_t c = 0; c < t.rn; ++c)
+          vec.push_back(kb.store(ops.c, ops.cIndex(rows[r], cols[c]), ops.init(rows[r])));
+    kir::GemmTileShape sh;
+    sh.a = ops.a;
+    sh.b = ops.b;
+    sh.mr = t.rm;
+    sh.nr = t.rn;
+    sh.lda = st.aRow * t.wm; // a work-item's rows are wm apart
+    sh.ak = st.aCol;
+    sh.ldb = st.bRow;
+    sh.ldc = st.cRow * t.wm;
+    sh.accumulate = static_cast<bool>(ops.init);
+    Expr aOff = kir::add(st.aBase, kir::mul(rows[0], i64(st.aRow)));
+    Expr bOff = kir::add(st.bBase, cols[0]);
+    Expr cOff = kir::add(kir::add(st.cBase, kir::mul(rows[0], i64(st.cRow))), cols[0]);
+    vec.push_back(kb.gemmTile(sh, ops.c, aOff, bOff, cOff, i64(k)));
+    if (ops.finish)
+      for (int64_t r = 0; r < t.rm; ++r)
+        for (int64_t c = 0; c < t.rn; ++c)
+          vec.push_back(ops.finish(rows[r], cols[c], hoisted));
+    Expr full = nullptr;
+    if (m % TM != 0)
+      full = kir::lt(rows[t.rm - 1], i64(m));
+    if (n % TN != 0) {
+      Expr colsIn = kir::lt(cols[t.rn - 1], i64(n));
+      full = full ? kir::land(full, colsIn) : colsIn;
+    }
+    if (full)
+      tileStmts = {kir::ifThen(full, kir::block(vec), kir::block(tileStmts))};
+    else
+      tileStmts = std::move(vec);
+  }
   // The epilogue's hoisted locals may read the batch variables.
   std::vector<Stmt> all = std::move(batchVars);
   for (Stmt &s : hoisted)
     all.push_back(std::move(s));
-  for (Stmt &s : body)
-    all.push_back(std::move(s));
-  for (Stmt &s : stores)
+  for (Stmt &s : tileStmts)
     all.push_back(std::move(s));
   Stmt nest = kir::block(all);
   // Work-items inside work-groups; dimension 0 runs along the columns.

@@ -89,6 +89,43 @@ protected:
                        joined, buf, index);
   }
 
+  /// A GemmTile as rows of floatW accumulators (W: the widest of 16, 8, 4, 2 dividing nr):
+  /// per k step one vloadW per vector of B's row and one fma of each A value, broadcast,
+  /// into its row's vectors. The products are summed in k order, as in the scalar nest.
+  std::string gemmTileVectors(const kir::GemmTileShape &t, const std::string &a,
+                              const std::string &b, const std::string &c,
+                              const std::string &pad) override {
+    int64_t w = 16;
+    while (w >= 2 && t.nr % w != 0)
+      w /= 2;
+    if (w < 2)
+      return "";
+    std::string vt = fmt::format("float{}", w), p2 = pad + "  ", out;
+    int64_t vecs = t.nr / w;
+    for (int64_t r = 0; r < t.mr; ++r)
+      for (int64_t v = 0; v < vecs; ++v)
+        out += fmt::format("{}{} gt_c{}_{} = {};\n", pad, vt, r, v,
+                           t.accumulate
+                               ? fmt::format("vload{}(0, {} + gt_c + {})", w, c, r * t.ldc + v * w)
+                               : fmt::format("({})(0.0f)", vt));
+    out += fmt::format("{}for (long gt_p = 0; gt_p < gt_k; ++gt_p) {{\n", pad);
+    for (int64_t v = 0; v < vecs; ++v)
+      out += fmt::format("{}{} gt_b{} = vload{}(0, {} + gt_b + gt_p * {} + {});\n", p2, vt, v, w, b,
+                         t.ldb, v * w);
+    for (int64_t r = 0; r < t.mr; ++r) {
+      out += fmt::format("{}{} gt_a{} = ({})({}[gt_a + {} + gt_p * {}]);\n", p2, vt, r, vt, a,
+                         r * t.lda, t.ak);
+      for (int64_t v = 0; v < vecs; ++v)
+        out += fmt::format("{}gt_c{}_{} = fma(gt_a{}, gt_b{}, gt_c{}_{});\n", p2, r, v, r, v, r, v);
+    }
+    out += pad + "}\n";
+    for (int64_t r = 0; r < t.mr; ++r)
+      for (int64_t v = 0; v < vecs; ++v)
+        out += fmt::format("{}vstore{}(gt_c{}_{}, 0, {} + gt_c + {});\n", pad, w, r, v, c,
+                           r * t.ldc + v * w);
+    return out;
+  }
+
 private:
   /// A kernel whose outermost loops are bound to the NDRange (gpu_block / gpu_thread loops,
   /// checked by the verifier): each becomes get_group_id / get_local_id of its dimension, the

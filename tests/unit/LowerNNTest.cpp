@@ -252,6 +252,8 @@ TEST(LowerNN, MatMulOpenCLSchedules) {
       "mdimc=2,ndimc=8,mwi=4,nwi=2,vw=1,kwg=16,local=1",
       "mdimc=8,ndimc=2,mwi=1,nwi=8,vw=8,kwg=32,local=1",
       "mdimc=4,ndimc=4,mwi=2,nwi=4,vw=2,kwg=8,local=0",
+      // A work-item's columns adjacent (vw = nwi): GemmTiles, scalar tiles at the edges.
+      "mdimc=2,ndimc=4,mwi=4,nwi=8,vw=8,kwg=16,local=0",
   };
   for (const char *cs : configs) {
     FixedConfig fixed;

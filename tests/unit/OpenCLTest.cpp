@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "nnc/codegen/Lowering.h"
 #include "nnc/codegen/OpenCLCodegen.h"
 #include "nnc/ir/Kernel.h"
 #include "nnc/ir/Parser.h"
@@ -110,6 +111,40 @@ TEST(OpenCLEmitter, WorkGroupsStayWithinTheDevicesLimits) {
   l = launchOf(GpuTarget::generic(), 40);
   EXPECT_EQ(l.localSize[0], 64);
   EXPECT_EQ(l.globalSize[0], 64);
+}
+
+TEST(OpenCLEmitter, GemmTilesOfADeviceThatPrefersVectorsUseVectorAccumulators) {
+  // A device that prefers float vectors (an OpenCL CPU device) runs a work-item's register
+  // tile of the NDRange GEMM as a GemmTile: rows of float vectors, one vector load of B's
+  // row and one fma per vector and k step; a GPU's tile (float vectors 1) stays scalar.
+  Graph g;
+  Value *a = g.addInput("a", TensorType(DType::F32, shapeFromExtents({64, 96})));
+  Value *b = g.addInput("b", TensorType(DType::F32, shapeFromExtents({96, 256})));
+  Node *n = g.createNode(OpKind::MatMul, {a, b},
+                         {TensorType(DType::F32, shapeFromExtents({64, 256}))}, {}, "mm");
+  for (int vec : {1, 8}) {
+    tuning::LowerOptions opts;
+    opts.gpu = GpuTarget::generic();
+    opts.gpu->type = vec > 1 ? "cpu" : "gpu";
+    opts.gpu->preferredFloatVector = vec;
+    Expected<std::vector<kir::Kernel>> ks = lowerNode(*n, "k", opts);
+    ASSERT_TRUE(ks) << ks.error().message();
+    Expected<OpenCLProgram> prog = emitOpenCL(*ks, *opts.gpu);
+    ASSERT_TRUE(prog) << prog.error().message();
+    const std::string &src = prog->source;
+    if (vec == 1) {
+      EXPECT_EQ(src.find("gt_p"), std::string::npos) << src;
+      continue;
+    }
+    EXPECT_NE(src.find("float16 gt_c0_0 = (float16)(0.0f);"), std::string::npos) << src;
+    EXPECT_NE(src.find("float16 gt_b0 = vload16(0, b1_in1 + gt_b + gt_p * 256 + 0);"),
+              std::string::npos)
+        << src;
+    EXPECT_NE(src.find("gt_c3_0 = fma(gt_a3, gt_b0, gt_c3_0);"), std::string::npos) << src;
+    EXPECT_NE(src.find("vstore16(gt_c0_0, 0, b2_out0 + gt_c + 0);"), std::string::npos) << src;
+    Error e = checkOpenCLSource(src);
+    EXPECT_FALSE(e) << e.message();
+  }
 }
 
 TEST(OpenCLEmitter, SourceErrorsNameTheLine) {
