@@ -378,17 +378,18 @@ public:
     }
     return take(std::move(*loss));
   }
-  /// The parameters now, by name (copies: the trainer's own buffers change at every step).
+  /// The parameters now, by name (copies: the trainer's own buffers change at every step; on
+  /// OpenCL they are read back from the device).
   py::dict parameters() const {
     py::dict out;
-    for (const auto &[name, value] : trainer_->parameters())
+    for (const auto &[name, value] : take(trainer_->parameters()))
       out[py::str(name)] = arrayOf(value.clone(), fmt::format("parameter '{}'", name));
     return out;
   }
   /// Writes the model with its initializers replaced by the trained parameters.
   void save(const std::string &out) const {
     source_.naming([&] {
-      if (Error e = writeOnnxWithInitializers(source_.path(), out, trainer_->parameters()))
+      if (Error e = writeOnnxWithInitializers(source_.path(), out, take(trainer_->parameters())))
         raise(e);
       return 0;
     });

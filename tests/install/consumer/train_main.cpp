@@ -3,6 +3,7 @@
 // largest of 4 features).
 #include <cstdio>
 #include <random>
+#include <string>
 
 #include <nnc/frontend/GraphBuilder.h>
 #include <nnc/train/Trainer.h>
@@ -66,12 +67,13 @@ int main() {
     std::fprintf(stderr, "the loss did not fall: first 20 steps %g, last 20 %g\n", first, last);
     return 1;
   }
-  if ((*trainer)->parameters().size() != 4) {
-    std::fprintf(stderr, "expected the 4 weights and biases as parameters, got %zu\n",
-                 (*trainer)->parameters().size());
+  auto params = (*trainer)->parameters();
+  if (!params || params->size() != 4) {
+    std::fprintf(stderr, "expected the 4 weights and biases as parameters, got %s\n",
+                 params ? std::to_string(params->size()).c_str() : params.error().message().c_str());
     return 1;
   }
   std::printf("train consumer OK: %zu parameters, loss %.4f -> %.4f over %d steps\n",
-              (*trainer)->parameters().size(), first, last, steps);
+              params->size(), first, last, steps);
   return 0;
 }
