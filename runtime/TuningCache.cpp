@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/support/Warning.h"
 
 namespace nnc {
 
@@ -287,7 +288,11 @@ std::optional<tuning::Config> CachedConfigs::lookup(const tuning::Problem &p) co
     return std::nullopt;
   Expected<std::optional<TuningRecord>> r =
       cache_->find(p.kind, p.signature, device_, space->version);
-  if (!r || !*r)
+  if (!r) {
+    warnOnce(fmt::format("{}; using default schedules", r.error().message()));
+    return std::nullopt;
+  }
+  if (!*r)
     return std::nullopt;
   return tuning::parseConfig((*r)->config);
 }

@@ -14,9 +14,11 @@
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "BufferPlan.h"
+#include "nnc/support/Warning.h"
 
 namespace nnc {
 
@@ -208,17 +211,20 @@ std::string buildOptions(bool optimize) {
 }
 
 /// The program-binary cache: one file per key, holding the key text (checked on load, so a
-/// hash collision is a miss) and the binary; written to a temporary name, then renamed.
+/// hash collision is a miss), a checksum of the binary (so a corrupted file is not handed to
+/// the driver) and the binary; written to a temporary name, then renamed. A file that cannot
+/// be used or written is skipped, and said so on stderr.
 class ProgramCache {
 public:
   ProgramCache(std::string dir, const ClDevice &d, const std::string &options,
                const std::string &source)
       : dir_(std::move(dir)) {
-    key_ = fmt::format("nnc-opencl-1\n{}\n{}\n{}\n{}\n{}\n{:016x}{:016x}\n", options,
-                       d.info.platformName, d.info.deviceName, d.info.version,
-                       d.info.driverVersion, fnv1a(source), fnv1a(source + "\x01"));
+    key_ = fmt::format("nnc-opencl-2\n{}\n{}\n{}\n{}\n{}\n{:016x}{:016x}\n", options,
+                       d.info.platformName, d.info.deviceName, d.info.version, d.info.driverVersion,
+                       fnv1a(source), fnv1a(source + "\x01"));
     path_ = dir_.empty() ? "" : fmt::format("{}/{:016x}.bin", dir_, fnv1a(key_));
   }
+  const std::string &path() const { return path_; }
   std::optional<std::string> load() const {
     if (path_.empty())
       return std::nullopt;
@@ -226,27 +232,51 @@ public:
     if (!in)
       return std::nullopt;
     std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (all.size() <= key_.size() || all.compare(0, key_.size(), key_) != 0)
+    if (all.compare(0, key_.size(), key_) != 0)
+      return std::nullopt;           // another key with the same hash
+    constexpr size_t kSumChars = 17; // "%016x\n"
+    std::string binary =
+        all.size() > key_.size() + kSumChars ? all.substr(key_.size() + kSumChars) : std::string();
+    if (binary.empty() ||
+        all.compare(key_.size(), kSumChars, fmt::format("{:016x}\n", fnv1a(binary))) != 0) {
+      warnOnce(fmt::format("OpenCL program cache: {} is truncated or corrupted; building the "
+                           "program from source",
+                           path_));
       return std::nullopt;
-    return all.substr(key_.size());
+    }
+    return binary;
   }
   void store(const std::string &binary) const {
     if (path_.empty() || binary.empty())
       return;
+    auto skipped = [&](const std::string &why) {
+      warnOnce(fmt::format("OpenCL program cache: cannot write to {} ({}); the program is built "
+                           "but not cached",
+                           dir_, why));
+    };
     std::error_code ec;
     fs::create_directories(dir_, ec);
+    if (ec)
+      return skipped(ec.message());
     std::string tmp = fmt::format("{}.{}.tmp", path_, static_cast<long>(getpid()));
     {
       std::ofstream out(tmp, std::ios::binary);
       if (!out)
-        return;
-      out << key_ << binary;
-      if (!out)
-        return;
+        return skipped(std::strerror(errno));
+      out << key_ << fmt::format("{:016x}\n", fnv1a(binary)) << binary;
+      out.flush();
+      if (!out) {
+        int err = errno;
+        out.close();
+        fs::remove(tmp, ec);
+        return skipped(err ? std::strerror(err) : "write error");
+      }
     }
     fs::rename(tmp, path_, ec);
-    if (ec)
+    if (ec) {
       fs::remove(tmp, ec);
+      skipped(ec.message());
+    }
   }
 
 private:
@@ -306,6 +336,16 @@ private:
   Error buildProgram(cl_context ctx, const std::string &source, const std::string &cacheDir,
                      const std::string &options);
   Error runLocked(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+  /// The last build's log on this device.
+  std::string buildLog() const {
+    size_t n = 0;
+    clGetProgramBuildInfo(program_, dev_.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    clGetProgramBuildInfo(program_, dev_.id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n'))
+      log.pop_back();
+    return log;
+  }
 
   const RunPlan &p_;
   std::vector<OpenCLLaunch> launches_;
@@ -336,30 +376,58 @@ Error ClLaunchList::buildProgram(cl_context ctx, const std::string &source,
     size_t size = bin->size();
     cl_int status = CL_SUCCESS;
     program_ = clCreateProgramWithBinary(ctx, 1, &dev_.id, &size, &data, &status, &e);
-    if (e == CL_SUCCESS && status == CL_SUCCESS &&
-        clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr) == CL_SUCCESS) {
+    cl_int built = CL_INVALID_BINARY;
+    if (e == CL_SUCCESS && status == CL_SUCCESS)
+      built = clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr);
+    if (built == CL_SUCCESS) {
       fromCache_ = true;
       return Error::success();
     }
     if (program_)
       clReleaseProgram(program_);
     program_ = nullptr; // a stale or foreign binary: build from source
+    warnOnce(fmt::format("OpenCL program cache: {} did not load on {} ({}); building the "
+                         "program from source",
+                         cache.path(), dev_.info.deviceName,
+                         clErrorName(e != CL_SUCCESS        ? e
+                                     : status != CL_SUCCESS ? status
+                                                            : built)));
   }
   const char *src = source.c_str();
   size_t len = source.size();
   program_ = clCreateProgramWithSource(ctx, 1, &src, &len, &e);
   NNC_CL(e, "clCreateProgramWithSource");
-  e = clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr);
+  // NNC_FAULT=opencl-build makes the device fail the first build (an option it does not know),
+  // so that the tests see the fallback below work with a real driver's failure.
+  std::string first = options + (faultInjected("opencl-build") ? " -nnc-injected-fault" : "");
+  e = clBuildProgram(program_, 1, &dev_.id, first.c_str(), nullptr, nullptr);
+  bool cacheable = first == options;
+  if (e != CL_SUCCESS && options.find("-cl-opt-disable") == std::string::npos) {
+    // A driver that fails the optimized build (its optimizer's bug, or a resource it runs out
+    // of) often builds the program unoptimized: slower kernels beat no results. Not cached,
+    // so that a fixed driver gets its chance next time.
+    std::string log = buildLog();
+    std::string fallback = buildOptions(/*optimize=*/false);
+    cl_int retry = clBuildProgram(program_, 1, &dev_.id, fallback.c_str(), nullptr, nullptr);
+    if (retry == CL_SUCCESS) {
+      std::string line = log.substr(0, log.find('\n'));
+      warnOnce(fmt::format("OpenCL: {} failed to build the optimized program ({}{}{}); built it "
+                           "with -cl-opt-disable instead",
+                           dev_.info.deviceName, clErrorName(e), line.empty() ? "" : ": ",
+                           line.substr(0, 200)));
+      return Error::success();
+    }
+    cacheable = false;
+  }
   if (e != CL_SUCCESS) {
-    size_t n = 0;
-    clGetProgramBuildInfo(program_, dev_.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
-    std::string log(n, '\0');
-    clGetProgramBuildInfo(program_, dev_.id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    std::string log = buildLog();
     if (log.size() > 4000)
       log = log.substr(0, 4000) + "\n...";
     return makeError("OpenCL: building the program for {} failed ({}):\n{}", dev_.info.deviceName,
                      clErrorName(e), log);
   }
+  if (!cacheable)
+    return Error::success();
   size_t binSize = 0;
   if (clGetProgramInfo(program_, CL_PROGRAM_BINARY_SIZES, sizeof binSize, &binSize, nullptr) ==
           CL_SUCCESS &&
