@@ -301,7 +301,8 @@ void Parser::lexNumber() {
     bool hex = peekChar() == '0' && (peekChar(1) == 'x' || peekChar(1) == 'X');
     while (!atEnd()) {
       char c = peekChar();
-      char prev = src_[pos_ - 1];
+      // (A number can start the text: there is no character before it.)
+      char prev = pos_ > 0 ? src_[pos_ - 1] : '\0';
       if (text::isNameChar(c) || (!hex && (c == '+' || c == '-') && (prev == 'e' || prev == 'E')))
         bump();
       else

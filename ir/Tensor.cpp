@@ -7,9 +7,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "nnc/ir/TensorLimit.h"
 #include "nnc/support/Float16.h"
 
 namespace nnc {
+
+namespace {
+/// The calling thread's TensorByteLimit (0: none).
+thread_local int64_t threadByteLimit = 0;
+} // namespace
 
 int64_t maxTensorBytes() {
   static const int64_t limit = [] {
@@ -21,7 +27,15 @@ int64_t maxTensorBytes() {
     }
     return int64_t(16) << 30; // 16 GiB
   }();
-  return limit;
+  return threadByteLimit > 0 ? std::min(limit, threadByteLimit) : limit;
+}
+
+TensorByteLimit::TensorByteLimit(int64_t bytes) : saved_(threadByteLimit) {
+  threadByteLimit = saved_ > 0 ? std::min(saved_, bytes) : bytes;
+}
+
+TensorByteLimit::~TensorByteLimit() {
+  threadByteLimit = saved_;
 }
 
 namespace {

@@ -6,15 +6,22 @@
 //  2. A `shape` node whose operand has a static shape becomes an i64 constant.
 //  3. A node (other than `constant`) whose present operands are all `constant` results, and
 //     whose results are not larger than kMaxFoldElements, is evaluated; each result becomes
-//     a `constant` node that takes over the result's name and uses.
+//     a `constant` node that takes over the result's name and uses. A result whose size is
+//     data-dependent (Range, a shape folded from constants) is evaluated under a tensor byte
+//     limit (kMaxFoldBytes), so a huge one is refused before it is allocated, and is not kept
+//     when over kMaxFoldElements.
 //  4. An evaluation error is not a folding failure: the node stays, and the error will be
 //     reported when the graph runs (with its run-time context).
+#include "nnc/ir/TensorLimit.h"
 #include "nnc/passes/Passes.h"
 
 namespace nnc {
 
 namespace {
 constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
+/// The allocation limit while evaluating: every tensor one node's evaluation makes (results
+/// and scratch). Twice the largest result kept, at 8 bytes an element.
+constexpr int64_t kMaxFoldBytes = kMaxFoldElements * 16;
 
 class ConstantFoldPass : public Pass {
 public:
@@ -34,8 +41,12 @@ public:
       std::vector<Tensor> operands;
       for (size_t i = 0; i < n->numOperands(); ++i)
         operands.push_back(n->operand(i) ? *n->constantOperand(i) : Tensor());
-      Expected<std::vector<Tensor>> results = ctx.evaluate(*n, operands);
-      if (!results)
+      Expected<std::vector<Tensor>> results = makeError("not evaluated");
+      {
+        TensorByteLimit limit(kMaxFoldBytes);
+        results = ctx.evaluate(*n, operands);
+      }
+      if (!results || resultsTooLarge(*results))
         continue;
       replaceWithConstants(g, n, *results);
       addStat("nodes-folded");
@@ -61,6 +72,13 @@ private:
       if (!count || *count > kMaxFoldElements)
         return true;
     }
+    return false;
+  }
+
+  static bool resultsTooLarge(const std::vector<Tensor> &results) {
+    for (const Tensor &t : results)
+      if (t.numElements() > kMaxFoldElements)
+        return true;
     return false;
   }
 

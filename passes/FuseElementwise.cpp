@@ -155,12 +155,13 @@ public:
     // Originals whose users all took a recomputed copy are dead now.
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
       Node *n = *it;
-      if (n->kind() == OpKind::Constant || n->hasAttr(kFusionGroupAttr))
+      // (Only the copied ones are asked for their uses: each question walks the graph.)
+      if (n->kind() == OpKind::Constant || n->hasAttr(kFusionGroupAttr) || !copied_.count(n))
         continue;
       bool used = false;
       for (Value *r : n->results())
         used = used || g.hasUses(r);
-      if (!used && copied_.count(n)) {
+      if (!used) {
         g.eraseNode(n);
         addStat("recomputed-originals-removed");
       }

@@ -218,10 +218,12 @@ Expected<ArtifactInfo> writeArtifact(const Graph &g, const ArtifactOptions &o) {
       cl.device = o.openclDevice;
       if (Expected<OpenCLDeviceInfo> dev = pickOpenCLDevice(cl.platform, cl.device); !dev) {
         notes += fmt::format(", no device binary ({})", dev.takeError().message());
+      } else if (Expected<std::string> bin = buildOpenCLProgramBinary(clSource, cl); !bin) {
+        // The runtime builds the source at load (and says why it fails there, if it does).
+        std::string why = bin.takeError().message();
+        notes += fmt::format(", no device binary ({})", why.substr(0, why.find('\n')));
       } else {
-        // The source fails to build on the device it is meant for: that is the error.
-        NNC_ASSIGN_OR_RETURN(std::string bin, buildOpenCLProgramBinary(clSource, cl));
-        binaries.push_back(std::move(bin));
+        binaries.push_back(std::move(*bin));
         notes += fmt::format(", device binary for {} (driver {})", dev->deviceName,
                              dev->driverVersion);
       }

@@ -109,6 +109,22 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     return *e;
   };
 
+  // 0. Every static result fits in memory: an absurd one (a 2^40-element Expand, a shape
+  // that only constant folding made huge) is refused here, naming its node, before a kernel
+  // is lowered with extents whose product overflows.
+  for (const Node *n : g.nodes())
+    for (const Value *r : n->results()) {
+      std::optional<Extents> e = staticExtents(r->shape());
+      if (!e)
+        continue;
+      std::optional<int64_t> count = checkedNumElements(*e);
+      int64_t esize = static_cast<int64_t>(std::max<size_t>(1, dtypeSize(r->dtype())));
+      if (!count || *count > maxTensorBytes() / esize)
+        return n->error("result %{} is {}: too large (more than the {}-byte limit, "
+                        "NNC_MAX_TENSOR_BYTES)",
+                        r->name(), r->type().str(), maxTensorBytes());
+    }
+
   // 1. Slots of inputs, outputs and constants.
   std::unordered_map<const Value *, Slot> slots;
   for (size_t i = 0; i < g.inputs().size(); ++i) {

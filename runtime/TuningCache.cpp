@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/support/Warning.h"
 
 namespace nnc {
 
@@ -300,7 +301,11 @@ std::optional<tuning::Config> CachedConfigs::lookup(const tuning::Problem &p) co
     return std::nullopt;
   Expected<std::optional<TuningRecord>> r =
       cache_->find(p.kind, p.signature, device_, space->version);
-  if (!r || !*r)
+  if (!r) {
+    warnOnce(fmt::format("{}; using default schedules", r.error().message()));
+    return std::nullopt;
+  }
+  if (!*r)
     return std::nullopt;
   return tuning::parseConfig((*r)->config);
 }

@@ -14,7 +14,9 @@
 //  3. One LLJIT loads every part's object.
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -47,6 +49,7 @@
 #include <llvm/Target/TargetOptions.h>
 
 #include "nnc/support/Debug.h"
+#include "nnc/support/Warning.h"
 #include "llvm/Emitter.h"
 
 namespace nnc {
@@ -67,7 +70,9 @@ std::string llvmcg::objectCacheKey(const std::string &irText, const std::string 
   sha.update(irText);
   sha.update("\ncpu: " + cpu);
   sha.update(std::string("\nnnc: ") + NNC_VERSION + "\nllvm: " + LLVM_VERSION_STRING +
-             "\nopt: " + std::to_string(optLevel));
+             "\nopt: " + std::to_string(optLevel) +
+             // The entry's layout (object, SHA-1, magic): entries of older layouts are not read.
+             "\nentry: 2");
   std::array<uint8_t, 20> h = sha.result();
   return llvm::toHex(llvm::ArrayRef<uint8_t>(h.data(), h.size()), /*LowerCase=*/true);
 }
@@ -288,38 +293,84 @@ Expected<Built> build(const std::vector<kir::Kernel> &kernels, const CpuTarget &
 
 // ---- Object cache ----------------------------------------------------------------------------
 
-std::unique_ptr<llvm::MemoryBuffer> readCached(const std::string &path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buf)
-    return nullptr;
-  // A truncated or foreign file is a miss, not an error.
-  auto obj = llvm::object::ObjectFile::createObjectFile((*buf)->getMemBufferRef());
-  if (!obj) {
-    llvm::consumeError(obj.takeError());
-    return nullptr;
-  }
-  return std::move(*buf);
+/// A cache entry is the object followed by its SHA-1 and kCacheMagic, so that a corrupted
+/// file (a flipped bit in the code would still load) is detected instead of run.
+constexpr llvm::StringLiteral kCacheMagic("NNCOBJ2\n");
+constexpr size_t kShaBytes = 20;
+
+std::string sha1Of(llvm::StringRef data) {
+  llvm::SHA1 sha;
+  sha.update(data);
+  std::array<uint8_t, 20> h = sha.result();
+  return std::string(h.begin(), h.end());
 }
 
-/// Writes atomically (temporary file, then rename); failures only mean no caching.
+/// The cached object at `path`, or null: a missing file is a plain miss; an unreadable,
+/// truncated or corrupted one is a miss that says so on stderr (and is rewritten).
+std::unique_ptr<llvm::MemoryBuffer> readCached(const std::string &path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buf) {
+    // A missing file or folder is a plain miss (a folder that cannot be made is reported
+    // when the object is written).
+    if (buf.getError() != std::errc::no_such_file_or_directory &&
+        buf.getError() != std::errc::not_a_directory)
+      warnOnce(fmt::format("object cache: cannot read {} ({}); compiling the kernel again", path,
+                           buf.getError().message()));
+    return nullptr;
+  }
+  llvm::StringRef all = (*buf)->getBuffer();
+  size_t trailer = kShaBytes + kCacheMagic.size();
+  llvm::StringRef object = all.size() > trailer ? all.drop_back(trailer) : llvm::StringRef();
+  bool valid = all.size() > trailer && all.endswith(kCacheMagic) &&
+               all.substr(object.size(), kShaBytes) == sha1Of(object);
+  if (valid) {
+    auto obj = llvm::object::ObjectFile::createObjectFile(
+        llvm::MemoryBufferRef(object, (*buf)->getBufferIdentifier()));
+    if (!obj) {
+      llvm::consumeError(obj.takeError());
+      valid = false;
+    }
+  }
+  if (!valid) {
+    warnOnce(fmt::format("object cache: {} is truncated or corrupted; compiling the kernel again",
+                         path));
+    return nullptr;
+  }
+  return llvm::MemoryBuffer::getMemBufferCopy(object, path);
+}
+
+/// Writes atomically (temporary file, then rename); a failure (read-only or full disk) only
+/// means no caching, and says so on stderr once per cache directory.
 void writeCached(const std::string &dir, const std::string &path, llvm::StringRef data) {
-  if (llvm::sys::fs::create_directories(dir))
-    return;
+  auto skipped = [&](const std::string &why) {
+    warnOnce(fmt::format("object cache: cannot write to {} ({}); kernels are compiled but not "
+                         "cached",
+                         dir, why));
+  };
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return skipped(ec.message());
   static std::atomic<unsigned> counter{0};
   std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
   {
     std::ofstream f(tmp, std::ios::binary);
     if (!f)
-      return;
+      return skipped(std::strerror(errno));
+    std::string trailer = sha1Of(data) + kCacheMagic.str();
     f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    f.write(trailer.data(), static_cast<std::streamsize>(trailer.size()));
+    f.flush();
     if (!f.good()) {
+      int err = errno;
       f.close();
       std::remove(tmp.c_str());
-      return;
+      return skipped(err ? std::strerror(err) : "write error");
     }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
     std::remove(tmp.c_str());
+    skipped(std::strerror(err));
+  }
 }
 
 // ---- JIT -------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "nnc/ir/TensorLimit.h"
 #include "nnc/ir/Verifier.h"
 #include "onnx/OnnxInternal.h"
 
@@ -12,6 +13,8 @@ namespace {
 
 /// Largest result (elements) folded at import time.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 16;
+/// The allocation limit while folding one node (its results and the evaluator's scratch).
+constexpr int64_t kMaxFoldBytes = int64_t(256) << 20;
 
 /// The attribute's kind, inferred from the set field when an old model leaves `type` unset.
 onnx::AttributeProto::AttributeType attrType(const onnx::AttributeProto &a) {
@@ -266,7 +269,12 @@ public:
         if (!cnt || *cnt > kMaxFoldElements)
           return std::nullopt;
       }
-    Expected<std::vector<Tensor>> res = (*st_.evaluate)(*n, ops);
+    // Results whose size is data-dependent (Range) are refused before they are allocated.
+    Expected<std::vector<Tensor>> res = makeError("not evaluated");
+    {
+      TensorByteLimit limit(kMaxFoldBytes);
+      res = (*st_.evaluate)(*n, ops);
+    }
     if (!res || res->size() < n->numResults())
       return std::nullopt;
     for (size_t i = 0; i < n->numResults(); ++i) {

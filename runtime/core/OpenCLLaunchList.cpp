@@ -16,9 +16,11 @@
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -29,6 +31,7 @@
 
 #include "BufferPlan.h"
 #include "nnc/ir/TensorCheck.h"
+#include "nnc/support/Warning.h"
 
 namespace nnc {
 
@@ -210,20 +213,48 @@ std::string buildOptions(bool optimize) {
   return optimize ? "-cl-std=CL1.2" : "-cl-std=CL1.2 -cl-opt-disable";
 }
 
-/// `source` built for `d`; the error carries the build log.
+/// The last build's log of `program` on `d`.
+std::string buildLog(cl_program program, const ClDevice &d) {
+  size_t n = 0;
+  clGetProgramBuildInfo(program, d.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+  std::string log(n, '\0');
+  clGetProgramBuildInfo(program, d.id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n'))
+    log.pop_back();
+  return log;
+}
+
+/// `source` built for `d`; the error carries the build log. A driver that fails the optimized
+/// build (its optimizer's bug, or a resource it runs out of) often builds the program
+/// unoptimized: slower kernels beat no results, so that is tried next, said on stderr, and
+/// `*cacheable` set false (a fixed driver gets its chance next time).
+/// NNC_FAULT=opencl-build makes the device fail the first build (an option it does not know),
+/// so that the tests see the fallback work with a real driver's failure.
 Expected<cl_program> buildFromSource(cl_context ctx, const ClDevice &d, const std::string &source,
-                                     const std::string &options) {
+                                     const std::string &options, bool *cacheable) {
   const char *src = source.c_str();
   size_t len = source.size();
   cl_int e = CL_SUCCESS;
   cl_program program = clCreateProgramWithSource(ctx, 1, &src, &len, &e);
   NNC_CL(e, "clCreateProgramWithSource");
-  e = clBuildProgram(program, 1, &d.id, options.c_str(), nullptr, nullptr);
+  std::string first = options + (faultInjected("opencl-build") ? " -nnc-injected-fault" : "");
+  e = clBuildProgram(program, 1, &d.id, first.c_str(), nullptr, nullptr);
+  *cacheable = first == options;
+  if (e != CL_SUCCESS && options.find("-cl-opt-disable") == std::string::npos) {
+    std::string log = buildLog(program, d);
+    std::string fallback = buildOptions(/*optimize=*/false);
+    if (clBuildProgram(program, 1, &d.id, fallback.c_str(), nullptr, nullptr) == CL_SUCCESS) {
+      std::string line = log.substr(0, log.find('\n'));
+      warnOnce(fmt::format("OpenCL: {} failed to build the optimized program ({}{}{}); built it "
+                           "with -cl-opt-disable instead",
+                           d.info.deviceName, clErrorName(e), line.empty() ? "" : ": ",
+                           line.substr(0, 200)));
+      *cacheable = false;
+      return program;
+    }
+  }
   if (e != CL_SUCCESS) {
-    size_t n = 0;
-    clGetProgramBuildInfo(program, d.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
-    std::string log(n, '\0');
-    clGetProgramBuildInfo(program, d.id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    std::string log = buildLog(program, d);
     clReleaseProgram(program);
     if (log.size() > 4000)
       log = log.substr(0, 4000) + "\n...";
@@ -248,25 +279,41 @@ std::string programBinary(cl_program program) {
 }
 
 /// The program-binary cache: one file per key, holding the key text (checked on load, so a
-/// hash collision is a miss) and the binary; written to a temporary name, then renamed.
+/// hash collision is a miss), a checksum of the binary (so a corrupted file is not handed to
+/// the driver) and the binary; written to a temporary name, then renamed. A file that cannot
+/// be used or written is skipped, and said so on stderr.
 class ProgramCache {
 public:
   ProgramCache(std::string dir, const ClDevice &d, const std::string &options,
                const std::string &source)
       : dir_(std::move(dir)) {
-    key_ = fmt::format("nnc-opencl-1\n{}\n{}\n{}\n{}\n{}\n{:016x}{:016x}\n", options,
-                       d.info.platformName, d.info.deviceName, d.info.version,
-                       d.info.driverVersion, fnv1a(source), fnv1a(source + "\x01"));
+    key_ = fmt::format("nnc-opencl-2\n{}\n{}\n{}\n{}\n{}\n{:016x}{:016x}\n", options,
+                       d.info.platformName, d.info.deviceName, d.info.version, d.info.driverVersion,
+                       fnv1a(source), fnv1a(source + "\x01"));
     path_ = dir_.empty() ? "" : fmt::format("{}/{:016x}.bin", dir_, fnv1a(key_));
   }
-  /// The text a binary for this device, options and source is stored under.
-  const std::string &key() const { return key_; }
-  /// The binary of `entry` (a key followed by its binary, as a cache file and
-  /// buildOpenCLProgramBinary hold it) when the entry is for this key.
-  std::optional<std::string> match(const std::string &entry) const {
-    if (entry.size() <= key_.size() || entry.compare(0, key_.size(), key_) != 0)
+  const std::string &path() const { return path_; }
+  /// A cache file's text for `binary`: the key, the binary's checksum, the binary. Also what
+  /// buildOpenCLProgramBinary gives for an artifact to carry.
+  std::string entry(const std::string &binary) const {
+    return key_ + fmt::format("{:016x}\n", fnv1a(binary)) + binary;
+  }
+  /// The binary of `entry` when it is for this key; nullopt for another key, and also (with
+  /// `corrupt` set) for a truncated or corrupted entry of this key.
+  std::optional<std::string> match(const std::string &entry, bool *corrupt = nullptr) const {
+    if (entry.compare(0, key_.size(), key_) != 0)
+      return std::nullopt;           // another key (or another key with the same hash)
+    constexpr size_t kSumChars = 17; // "%016x\n"
+    std::string binary = entry.size() > key_.size() + kSumChars
+                             ? entry.substr(key_.size() + kSumChars)
+                             : std::string();
+    if (binary.empty() ||
+        entry.compare(key_.size(), kSumChars, fmt::format("{:016x}\n", fnv1a(binary))) != 0) {
+      if (corrupt)
+        *corrupt = true;
       return std::nullopt;
-    return entry.substr(key_.size());
+    }
+    return binary;
   }
   std::optional<std::string> load() const {
     if (path_.empty())
@@ -275,25 +322,45 @@ public:
     if (!in)
       return std::nullopt;
     std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return match(all);
+    bool corrupt = false;
+    std::optional<std::string> binary = match(all, &corrupt);
+    if (corrupt)
+      warnOnce(fmt::format("OpenCL program cache: {} is truncated or corrupted; building the "
+                           "program from source",
+                           path_));
+    return binary;
   }
   void store(const std::string &binary) const {
     if (path_.empty() || binary.empty())
       return;
+    auto skipped = [&](const std::string &why) {
+      warnOnce(fmt::format("OpenCL program cache: cannot write to {} ({}); the program is built "
+                           "but not cached",
+                           dir_, why));
+    };
     std::error_code ec;
     fs::create_directories(dir_, ec);
+    if (ec)
+      return skipped(ec.message());
     std::string tmp = fmt::format("{}.{}.tmp", path_, static_cast<long>(getpid()));
     {
       std::ofstream out(tmp, std::ios::binary);
       if (!out)
-        return;
-      out << key_ << binary;
-      if (!out)
-        return;
+        return skipped(std::strerror(errno));
+      out << key_ << fmt::format("{:016x}\n", fnv1a(binary)) << binary;
+      out.flush();
+      if (!out) {
+        int err = errno;
+        out.close();
+        fs::remove(tmp, ec);
+        return skipped(err ? std::strerror(err) : "write error");
+      }
     }
     fs::rename(tmp, path_, ec);
-    if (ec)
+    if (ec) {
       fs::remove(tmp, ec);
+      skipped(ec.message());
+    }
   }
 
 private:
@@ -386,30 +453,41 @@ Error ClLaunchList::buildProgram(cl_context ctx, const std::string &source,
                                 const OpenCLLaunchOptions &opts, const std::string &options) {
   ProgramCache cache(opts.cacheDir, dev_, options, source);
   // A binary that this device rejects (another driver version wrote it) is skipped.
-  auto fromBinary = [&](const std::string &bin) {
+  auto fromBinary = [&](const std::string &bin, const std::string &where) {
     const unsigned char *data = reinterpret_cast<const unsigned char *>(bin.data());
     size_t size = bin.size();
     cl_int status = CL_SUCCESS, e = CL_SUCCESS;
     program_ = clCreateProgramWithBinary(ctx, 1, &dev_.id, &size, &data, &status, &e);
-    if (e == CL_SUCCESS && status == CL_SUCCESS &&
-        clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr) == CL_SUCCESS)
+    cl_int built = CL_INVALID_BINARY;
+    if (e == CL_SUCCESS && status == CL_SUCCESS)
+      built = clBuildProgram(program_, 1, &dev_.id, options.c_str(), nullptr, nullptr);
+    if (built == CL_SUCCESS)
       return true;
     if (program_)
       clReleaseProgram(program_);
-    program_ = nullptr;
+    program_ = nullptr; // a stale or foreign binary: build from source
+    warnOnce(fmt::format("OpenCL: the program binary in {} did not load on {} ({}); building the "
+                         "program from source",
+                         where, dev_.info.deviceName,
+                         clErrorName(e != CL_SUCCESS        ? e
+                                     : status != CL_SUCCESS ? status
+                                                            : built)));
     return false;
   };
   for (const std::string &entry : opts.binaries)
-    if (std::optional<std::string> bin = cache.match(entry); bin && fromBinary(*bin)) {
+    if (std::optional<std::string> bin = cache.match(entry);
+        bin && fromBinary(*bin, "the artifact")) {
       origin_ = ProgramOrigin::Prebuilt;
       return Error::success();
     }
-  if (std::optional<std::string> bin = cache.load(); bin && fromBinary(*bin)) {
+  if (std::optional<std::string> bin = cache.load(); bin && fromBinary(*bin, cache.path())) {
     origin_ = ProgramOrigin::Cache;
     return Error::success();
   }
-  NNC_ASSIGN_OR_RETURN(program_, buildFromSource(ctx, dev_, source, options));
-  cache.store(programBinary(program_));
+  bool cacheable = true;
+  NNC_ASSIGN_OR_RETURN(program_, buildFromSource(ctx, dev_, source, options, &cacheable));
+  if (cacheable)
+    cache.store(programBinary(program_));
   return Error::success();
 }
 
@@ -769,12 +847,15 @@ Expected<std::string> buildOpenCLProgramBinary(const std::string &source,
   NNC_ASSIGN_OR_RETURN(ClDevice d, pick(opts.platform, opts.device));
   NNC_ASSIGN_OR_RETURN(cl_context ctx, sharedContext(d));
   std::string options = buildOptions(opts.optimize);
-  NNC_ASSIGN_OR_RETURN(cl_program program, buildFromSource(ctx, d, source, options));
+  bool cacheable = true;
+  NNC_ASSIGN_OR_RETURN(cl_program program, buildFromSource(ctx, d, source, options, &cacheable));
   std::string bin = programBinary(program);
   clReleaseProgram(program);
+  if (!cacheable)
+    return makeError("OpenCL: {} built the program only with -cl-opt-disable", d.info.deviceName);
   if (bin.empty())
     return makeError("OpenCL: {} gives no program binary", d.info.deviceName);
-  return ProgramCache("", d, options, source).key() + bin;
+  return ProgramCache("", d, options, source).entry(bin);
 }
 
 Expected<std::unique_ptr<OpenCLLaunchList>>

@@ -85,6 +85,29 @@ def main():
              node("BarOp", ["b"], ["y"], "bar")],
             [value_info("x", [2, 3])], [value_info("y", [2, 3])]),
     }
+    # Valid but hostile: sizes that are absurd only once computed (issue 18).
+    one = os.path.join(d, "inputs1")
+    os.makedirs(one)
+    write(one, "input_0.pb", tensor("x", [1], [2.0]))
+    big = 1 << 20
+    models.update({
+        "expand_2e40.onnx": model([node("Expand", ["x", "shape"], ["y"], "expand_huge")],
+                                  [value_info("x", [1])], [value_info("y", [big, big])],
+                                  [tensor("shape", [2], [big, big], INT64, "q")]),
+        "reshape_negative.onnx": model([node("Reshape", ["x", "shape"], ["y"], "reshape_neg")],
+                                       [value_info("x", [2, 3])], [value_info("y", [2, 3])],
+                                       [tensor("shape", [2], [-2, -3], INT64, "q")]),
+        "fold_overflow.onnx": model([node("Mul", ["s", "s"], ["t"], "square"),
+                                     node("ConstantOfShape", ["t"], ["y"], "fill")],
+                                    [value_info("x", [1])], [value_info("y", [big * big] * 2)],
+                                    [tensor("s", [2], [big, big], INT64, "q")]),
+        "fold_huge.onnx": model([node("Mul", ["s", "two"], ["t"], "double"),
+                                 node("ConstantOfShape", ["t"], ["c"], "fill"),
+                                 node("Add", ["c", "x"], ["y"], "add")],
+                                [value_info("x", [1])], [value_info("y", [2 * big, 2 * big])],
+                                [tensor("s", [2], [big, big], INT64, "q"),
+                                 tensor("two", [2], [2, 2], INT64, "q")]),
+    })
     for name, data in models.items():
         write(d, name, data)
     write(d, "secret.bin", b"\0" * 24)
@@ -137,6 +160,16 @@ def main():
           r"nosuch", "unknown --input name")
     check(["check", m("many_unsupported.onnx")], r"FooOp.*bogus.*BarOp", "check lists all issues")
     check(run("many_unsupported.onnx"), r"FooOp.*bogus.*BarOp", "run refuses with the list")
+
+    for target in ("interp", "cpu"):
+        run1 = lambda n: ["run", m(n), "--inputs-dir", one, "--target", target]
+        check(run1("expand_2e40.onnx"), r"expand_huge.*too large", f"{target}: 2^40-element Expand")
+        check(run("reshape_negative.onnx") + ["--target", target], r"reshape_neg.*-2",
+              f"{target}: Reshape to a negative product")
+        check(run1("fold_overflow.onnx"), r"fill.*(overflow|too large)",
+              f"{target}: a shape that overflows once folded")
+        check(run1("fold_huge.onnx"), r"fill.*(too large|limit)",
+              f"{target}: a shape that is huge once folded")
 
     if failures:
         print("\n".join("FAIL " + f for f in failures))

@@ -408,3 +408,15 @@ TEST(TextIr, ParseGraphFileReportsMissingFile) {
   ASSERT_FALSE(g);
   EXPECT_NE(g.error().message().find("/nonexistent/x.nir"), std::string::npos);
 }
+
+// Fuzz (text_ir, 20 crash files): a text that starts with a number ("2.", "3333...", "2[2,3])")
+// made the lexer read the byte before the text, looking for an exponent's 'e'.
+TEST(TextIr, NumberAtTheStartIsAnError) {
+  for (const std::string &t : {std::string("2."), std::string("-1e+5 graph"),
+                               std::string("0x1f"), std::string(40, '3')}) {
+    std::string exact = t; // the lexer's bounds are the string's
+    Expected<std::unique_ptr<Graph>> g = parseGraph(exact, "n.nir");
+    ASSERT_FALSE(g) << t;
+    EXPECT_NE(g.error().message().find("n.nir:1:"), std::string::npos) << g.error().message();
+  }
+}

@@ -12,6 +12,7 @@
 #include "nnc/runtime/Interpreter.h"
 #include "nnc/runtime/TuningCache.h"
 #include "nnc/support/Debug.h"
+#include "nnc/support/Warning.h"
 
 namespace nnc::driver {
 
@@ -234,10 +235,15 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
     if (target == Target::Cpu && opts.useTuningCache) {
       std::string path = opts.tuningCache.empty() ? TuningCache::defaultPath() : opts.tuningCache;
       if (!opts.tuningCache.empty() || std::filesystem::exists(path)) {
-        NNC_ASSIGN_OR_RETURN(std::unique_ptr<TuningCache> cache, TuningCache::open(path));
-        cpu.tuning =
-            std::make_shared<CachedConfigs>(std::shared_ptr<TuningCache>(std::move(cache)),
-                                            cpuDeviceFingerprint(opts.threads, target.cpu));
+        // Tuned configs only make kernels faster: a cache that cannot be opened (corrupted,
+        // unreadable, on a full or read-only disk) is skipped, and said so.
+        Expected<std::unique_ptr<TuningCache>> cache = TuningCache::open(path);
+        if (cache)
+          cpu.tuning =
+              std::make_shared<CachedConfigs>(std::shared_ptr<TuningCache>(std::move(*cache)),
+                                              cpuDeviceFingerprint(opts.threads, target.cpu));
+        else
+          warnOnce(fmt::format("{}; compiling without tuned configs", cache.error().message()));
       }
     }
     PhaseTimer t("runner: clone graph");

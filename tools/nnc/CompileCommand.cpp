@@ -9,6 +9,7 @@
 #include "nnc/runtime/Artifact.h"
 #include "nnc/runtime/OpenCLDevice.h"
 #include "nnc/runtime/TuningCache.h"
+#include "nnc/support/Warning.h"
 
 #include <algorithm>
 #include <cctype>
@@ -60,11 +61,13 @@ int emitLib(const CompileOptions &o, const Graph &g, const driver::Target &targe
   if (!gpu) {
     std::string path = o.tuningCache.empty() ? TuningCache::defaultPath() : o.tuningCache;
     if (!o.tuningCache.empty() || std::filesystem::exists(path)) {
+      // As for `nnc run`: an unusable cache is skipped, and said so.
       Expected<std::unique_ptr<TuningCache>> cache = TuningCache::open(path);
-      if (!cache)
-        return fail(cache.takeError());
-      tuned = std::make_shared<CachedConfigs>(std::shared_ptr<TuningCache>(std::move(*cache)),
-                                              cpuDeviceFingerprint(o.tuneThreads, target.cpu));
+      if (cache)
+        tuned = std::make_shared<CachedConfigs>(std::shared_ptr<TuningCache>(std::move(*cache)),
+                                                cpuDeviceFingerprint(o.tuneThreads, target.cpu));
+      else
+        warnOnce(fmt::format("{}; compiling without tuned configs", cache.error().message()));
     }
   }
   a.tuning = tuned.get();
