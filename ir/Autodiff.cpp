@@ -5,6 +5,7 @@
 #include <set>
 
 #include "nnc/ir/Gradients.h"
+#include "nnc/ir/Loop.h"
 
 namespace nnc {
 
@@ -156,6 +157,8 @@ Expected<std::vector<Value *>> gradients(Graph &g, Value *loss, const std::vecto
   NNC_USER_CHECK(lossExt && checkedNumElements(*lossExt) == 1,
                  "gradients: the loss {} must have one element, got {}", loss->name(),
                  loss->type().str());
+  // Loops are differentiated in their unrolled form.
+  NNC_TRY(unrollScans(g));
   const std::vector<Node *> nodes = g.nodes();
 
   // 1. Values that depend on a wrt value (float only: indices carry no gradient) ...

@@ -340,6 +340,8 @@ std::unique_ptr<Graph> Graph::clone() const {
       names.push_back(r->name());
     }
     Node *c = g->createNode(n->kind_, ops, types, n->attrs_, n->name_, names);
+    if (n->body_)
+      c->body_ = std::shared_ptr<Graph>(n->body_->clone());
     for (size_t i = 0; i < n->results_.size(); ++i)
       map[n->results_[i]] = c->results_[i];
   }

@@ -62,6 +62,8 @@ public:
   Expected<std::unique_ptr<Graph>> parse();
 
 private:
+  /// One `graph @name(...) -> (...) { ... }`, the top-level one or a loop node's body.
+  Expected<std::unique_ptr<Graph>> parseOneGraph();
   // ---- Lexer ------------------------------------------------------------------------------
   char peekChar(size_t ahead = 0) const {
     return pos_ + ahead < src_.size() ? src_[pos_ + ahead] : '\0';
@@ -748,6 +750,18 @@ Error Parser::parseNode() {
     }
   }
 
+  // A loop node's body: `body graph @name(...) { ... }`, parsed into its own graph.
+  std::shared_ptr<Graph> body;
+  if (isKeyword("body")) {
+    advance();
+    std::unique_ptr<Graph> outer = std::move(g_);
+    Expected<std::unique_ptr<Graph>> b = parseOneGraph();
+    g_ = std::move(outer);
+    if (!b)
+      return b.takeError();
+    body = std::move(*b);
+  }
+
   // Result types and the optional node name.
   Token colon = tok_;
   NNC_TRY(expectPunct(':'));
@@ -776,6 +790,7 @@ Error Parser::parseNode() {
   }
   Node *n = g_->createNode(*kind, std::move(operands), std::move(types), std::move(attrs),
                            std::move(nodeName), names);
+  n->setBody(std::move(body));
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i].empty()) // createNode would give it a fresh name
       g_->renameValue(n->result(i), "");
@@ -785,6 +800,13 @@ Error Parser::parseNode() {
 }
 
 Expected<std::unique_ptr<Graph>> Parser::parse() {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, parseOneGraph());
+  if (tok_.kind != Tok::Eof)
+    return expected("end of file after the graph");
+  return g;
+}
+
+Expected<std::unique_ptr<Graph>> Parser::parseOneGraph() {
   g_ = std::make_unique<Graph>();
   NNC_TRY(expectKeyword("graph"));
   if (tok_.kind != Tok::AtName)
@@ -856,8 +878,6 @@ Expected<std::unique_ptr<Graph>> Parser::parse() {
     }
   }
   NNC_TRY(expectPunct('}'));
-  if (tok_.kind != Tok::Eof)
-    return expected("end of file after the graph");
   if (haveOutTypes) {
     if (outTypes.size() != outputs.size())
       return errorAt(retTok, fmt::format("the graph declares {} outputs but returns {} values",

@@ -251,6 +251,16 @@ void printGraph(const Graph &g, std::ostream &os, const PrintOptions &opts) {
       }
       os << "}";
     }
+    if (n->body()) { // nested one level deeper
+      std::string text = printGraph(*n->body(), opts);
+      text.pop_back(); // the final newline
+      os << " body ";
+      for (char c : text) {
+        os << c;
+        if (c == '\n')
+          os << "  ";
+      }
+    }
     os << " : ";
     for (size_t i = 0; i < n->numResults(); ++i)
       os << (i ? ", " : "") << typeStr(n->result(i)->type());

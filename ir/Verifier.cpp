@@ -70,6 +70,9 @@ Error verify(const Graph &g) {
     }
     for (Value *r : n->results())
       defined.insert(r);
+    if (n->body())
+      if (Error e = verify(*n->body()))
+        return n->error("body: {}", e.message());
   }
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     Value *o = g.outputs()[i];

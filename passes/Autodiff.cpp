@@ -15,6 +15,7 @@ namespace {
 class AutodiffPass : public Pass {
 public:
   std::string_view name() const override { return "autodiff"; }
+  bool runsOnBodies() const override { return false; }
   Expected<bool> run(Graph &g, PassContext &ctx) override {
     NNC_TRY(ctx.checkOptionNames(name(), {"loss"}));
     NNC_USER_CHECK(!g.outputs().empty(), "autodiff: the graph has no output");

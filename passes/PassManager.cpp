@@ -7,6 +7,7 @@
 
 #include <fmt/ranges.h>
 
+#include "nnc/ir/Loop.h"
 #include "nnc/ir/Printer.h"
 #include "nnc/ir/Verifier.h"
 
@@ -42,6 +43,24 @@ splitOptions(const std::string &entry) {
     pos = comma + 1;
   }
   return std::make_pair(trimmed(entry.substr(0, brace)), options);
+}
+
+/// Runs pass `name` on every loop body of `g` (and theirs), each body first brought in step
+/// with its node's operands (syncScanBody: input types, constant invariants).
+Error runOnBodies(Graph &g, const std::string &name, PassContext &ctx) {
+  for (Node *n : g.nodes()) {
+    if (!n->body())
+      continue;
+    if (n->kind() == OpKind::Scan)
+      NNC_TRY(syncScanBody(*n));
+    std::unique_ptr<Pass> pass = findPass(name)->create();
+    Expected<bool> changed = pass->run(*n->body(), ctx);
+    if (!changed)
+      return changed.takeError().withContext(
+          fmt::format("pass {} in the body of {}", name, n->describe()));
+    NNC_TRY(runOnBodies(*n->body(), name, ctx));
+  }
+  return Error::success();
 }
 
 } // namespace
@@ -127,6 +146,9 @@ Error PassPipeline::run(Graph &g, PassContext &ctx) const {
     Expected<bool> changed = pass->run(g, ctx);
     if (!changed)
       return changed.takeError().withContext("pass " + name);
+    if (pass->runsOnBodies())
+      if (Error e = runOnBodies(g, name, ctx))
+        return e;
     if (ctx.verifyEach)
       if (Error e = verify(g))
         return e.withContext("verifier after pass " + name);

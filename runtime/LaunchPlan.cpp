@@ -10,6 +10,7 @@
 
 #include "BufferPlan.h"
 #include "nnc/codegen/Lowering.h"
+#include "nnc/ir/Loop.h"
 #include "nnc/runtime/Interpreter.h"
 
 namespace nnc {
@@ -201,6 +202,159 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     tunedBySignature[tp.signature] = tuned;
     unitFlops += tp.flops;
   };
+  // A loop node: its body's own launch plan appended as a loop (LoopPlan) over the body's
+  // launches. Everything the body touches lives across all of its launches: the operands and
+  // results, the body's arena (one request) and, per state, a second buffer. Iteration t
+  // writes state j to the result's buffer when T-1-t is even, else to the second one, and
+  // reads it where iteration t-1 wrote it (the initial state in iteration 0); step t of a
+  // sequence is its slot plus t times the step's bytes.
+  auto addScan = [&](const Node &n, const std::string &prefix) -> Expected<std::vector<int>> {
+    NNC_ASSIGN_OR_RETURN(ScanParts sp, scanParts(n));
+    NNC_ASSIGN_OR_RETURN(Extents seq, staticOf(n.operand(sp.carried)));
+    const int64_t steps = seq[0];
+    if (steps < 1)
+      return n.error("a loop of {} steps", steps);
+    NNC_ASSIGN_OR_RETURN(LaunchPlan body, buildLaunchPlan(*n.body(), target, tuning, cpu, gpu));
+    if (!body.loops.empty())
+      return n.error("a loop inside a loop body is not supported");
+    if (body.kernels.empty())
+      return n.error("the loop body computes nothing");
+    const int first = static_cast<int>(p.kernels.size());
+    const int last = first + static_cast<int>(body.kernels.size()) - 1;
+    auto bytesOf = [](const Value *v) {
+      return *checkedNumElements(*staticExtents(v->shape())) *
+             static_cast<int64_t>(dtypeSize(v->dtype()));
+    };
+    // The outer slot of a value, live over the whole loop.
+    auto bind = [&](const Value *v) -> Slot {
+      auto it = slots.find(v);
+      if (it != slots.end() && it->second.kind != SlotKind::Arena)
+        return it->second;
+      auto [rit, inserted] = requestOfValue.emplace(v, static_cast<int>(requests.size()));
+      if (inserted) {
+        requests.push_back({v->name(), bytesOf(v), first, last});
+        slots[v] = {SlotKind::Arena, rit->second};
+      }
+      BufferRequest &q = requests[rit->second];
+      q.firstUse = std::min(q.firstUse, first);
+      q.lastUse = std::max(q.lastUse, last);
+      return {SlotKind::Arena, rit->second};
+    };
+    auto request = [&](std::string name, int64_t bytes) -> Slot {
+      requests.push_back({std::move(name), std::max<int64_t>(bytes, 1), first, last});
+      return {SlotKind::Arena, static_cast<int64_t>(requests.size()) - 1};
+    };
+    auto plus = [](Slot s, int64_t bytes) {
+      s.offset += bytes;
+      return s;
+    };
+    auto stepOf = [&](int64_t t) { return sp.reverse ? steps - 1 - t : t; };
+    // Kernels may assume that a result as large as a streaming store is 64-byte aligned
+    // (llvmcg::kBufferAlignment); a step of a per-step output must then keep that alignment.
+    for (int64_t o = sp.carried; o < static_cast<int64_t>(n.numResults()); ++o) {
+      int64_t stepBytes = bytesOf(n.result(o)) / steps;
+      if (stepBytes % kArenaAlignment != 0 && stepBytes >= cpu.streamingStoreBytes)
+        return n.error("per-step output {} has steps of {} bytes, not a multiple of {}", o,
+                       stepBytes, kArenaAlignment);
+    }
+    std::vector<Slot> operandSlots, resultSlots, spare;
+    for (const Value *v : n.operands())
+      operandSlots.push_back(bind(v));
+    for (const Value *v : n.results())
+      resultSlots.push_back(bind(v));
+    for (int64_t j = 0; j < sp.carried; ++j)
+      spare.push_back(request(fmt::format("{}/state{}", prefix, j), bytesOf(n.result(j))));
+    const Slot arena = request(prefix + "/body", body.arenaBytes);
+    // Where state j is written in iteration t.
+    auto stateAt = [&](int64_t j, int64_t t) {
+      return (steps - 1 - t) % 2 == 0 ? resultSlots[j] : spare[j];
+    };
+    // Where body input i and body output o are in iteration t.
+    auto inputAt = [&](int64_t i, int64_t t) -> Slot {
+      if (i < sp.carried)
+        return t == 0 ? operandSlots[i] : stateAt(i, t - 1);
+      if (i < sp.carried + sp.scanInputs)
+        return plus(operandSlots[i], stepOf(t) * bytesOf(n.operand(i)) / steps);
+      return operandSlots[i];
+    };
+    auto outputAt = [&](int64_t o, int64_t t) -> Slot {
+      if (o < sp.carried)
+        return stateAt(o, t);
+      return plus(resultSlots[o], stepOf(t) * bytesOf(n.result(o)) / steps);
+    };
+    const int64_t weightBase = static_cast<int64_t>(p.weights.size());
+    p.weights.insert(p.weights.end(), body.weights.begin(), body.weights.end());
+    // Body slot -> outer slot in iteration t.
+    auto slotAt = [&](const Slot &s, int64_t t) -> Slot {
+      switch (s.kind) {
+      case SlotKind::Input:
+        return plus(inputAt(s.index, t), s.offset);
+      case SlotKind::Output:
+        return plus(outputAt(s.index, t), s.offset);
+      case SlotKind::Weight:
+        return {SlotKind::Weight, weightBase + s.index, s.offset};
+      case SlotKind::Arena:
+        return plus(arena, s.index + s.offset);
+      }
+      return s;
+    };
+    auto varies = [&](const Slot &s) {
+      return (s.kind == SlotKind::Input && s.index < sp.carried + sp.scanInputs) ||
+             s.kind == SlotKind::Output;
+    };
+    LoopPlan loop;
+    loop.firstKernel = static_cast<size_t>(first);
+    loop.numKernels = body.kernels.size();
+    loop.count = steps;
+    std::vector<int> launchIdx;
+    for (size_t k = 0; k < body.kernels.size(); ++k) {
+      p.firstArg.push_back(p.args.size());
+      for (size_t a = 0; a < body.numArgs(k); ++a) {
+        const Slot &s = body.args[body.firstArg[k] + a];
+        if (varies(s)) {
+          LoopPlan::Binding b{p.args.size(), {}};
+          for (int64_t t = 0; t < steps; ++t)
+            b.slots.push_back(slotAt(s, t));
+          loop.bindings.push_back(std::move(b));
+        }
+        p.args.push_back(slotAt(s, 0));
+      }
+      kir::Kernel kernel = std::move(body.kernels[k]);
+      kernel.name = prefix + "_" + kernel.name;
+      launchIdx.push_back(static_cast<int>(p.kernels.size()));
+      std::vector<std::string> sources;
+      for (const std::string &src : body.kernelSources[k])
+        sources.push_back(fmt::format("{} / {}", n.name().empty() ? prefix : n.name(), src));
+      p.kernelSources.push_back(std::move(sources));
+      p.kernelFlops.push_back(body.kernelFlops[k] * static_cast<double>(steps));
+      p.kernels.push_back(std::move(kernel));
+    }
+    // Body outputs that no kernel writes: copies after each iteration.
+    for (size_t o = 0; o < body.outputs.size(); ++o) {
+      const OutputSpec &spec = body.outputs[o];
+      if (spec.kind == OutputSpec::Fresh)
+        continue;
+      if (spec.kind == OutputSpec::Dynamic)
+        return n.error("body output {} has a data-dependent shape", o);
+      LoopPlan::Copy c;
+      c.bytes = bytesOf(n.body()->outputs()[o]);
+      for (int64_t t = 0; t < steps; ++t) {
+        Slot src = spec.kind == OutputSpec::FromInput ? inputAt(spec.index, t)
+                   : spec.kind == OutputSpec::FromWeight
+                       ? Slot{SlotKind::Weight, weightBase + spec.index}
+                       : outputAt(spec.index, t);
+        c.src.push_back(src);
+        c.dst.push_back(outputAt(static_cast<int64_t>(o), t));
+      }
+      loop.copies.push_back(std::move(c));
+    }
+    p.loops.push_back(std::move(loop));
+    p.tuningUse.tunable += body.tuningUse.tunable;
+    p.tuningUse.tuned += body.tuningUse.tuned;
+    p.tuningUse.missing.insert(p.tuningUse.missing.end(), body.tuningUse.missing.begin(),
+                               body.tuningUse.missing.end());
+    return launchIdx;
+  };
   NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
   std::unordered_map<const Node *, size_t> position;
   for (size_t ni = 0; ni < nodes.size(); ++ni)
@@ -238,6 +392,11 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     std::string prefix =
         fmt::format("n{}_{}{}", position[n], sanitize((unit.anchor ? unit.anchor : n)->opName()),
                     unit.members.empty() ? "" : "_fused");
+    if (n->kind() == OpKind::Scan) {
+      NNC_ASSIGN_OR_RETURN(std::vector<int> launchIdx, addScan(*n, prefix));
+      nodeKernels.push_back(std::move(launchIdx));
+      continue;
+    }
     unitFlops = 0;
     NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix, lowerOpts));
     std::vector<std::string> sources;
@@ -402,9 +561,23 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
   p.arenaBytes = std::max<int64_t>(kArenaAlignment, (p.plan.peakBytes + kArenaAlignment - 1) /
                                                         kArenaAlignment * kArenaAlignment);
   // Arena slots point at plan offsets from here on.
-  for (Slot &s : p.args)
+  auto toOffset = [&](Slot &s) {
     if (s.kind == SlotKind::Arena)
       s.index = p.plan.entries[s.index].offset;
+  };
+  for (Slot &s : p.args)
+    toOffset(s);
+  for (LoopPlan &l : p.loops) {
+    for (LoopPlan::Binding &b : l.bindings)
+      for (Slot &s : b.slots)
+        toOffset(s);
+    for (LoopPlan::Copy &c : l.copies) {
+      for (Slot &s : c.src)
+        toOffset(s);
+      for (Slot &s : c.dst)
+        toOffset(s);
+    }
+  }
 
   return p;
 }

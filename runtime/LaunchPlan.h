@@ -33,6 +33,8 @@ struct LaunchPlan : RunPlan {
 ///     weights, every other node result and every kernel scratch buffer lives in the arena.
 ///  2. Each non-constant node is lowered (lowerNode) to kernels, in graph order: the launch
 ///     list. There is no fallback: a node code generation does not support is an error.
+///     A loop node (scan) contributes its body's launch plan, built the same way, as a
+///     LoopPlan: the body's kernels once in the list, run T times with per-iteration slots.
 ///  3. Liveness of arena buffers over the launch order (first and last kernel that touches
 ///     them); an elementwise kernel may write its result over an operand that dies there.
 ///  4. planBuffers() gives the offsets; arena slots hold them from then on.

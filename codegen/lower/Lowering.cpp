@@ -44,6 +44,9 @@ bool isStorageView(const Node &node) {
 }
 
 bool canLowerNode(const Node &node) {
+  // A loop runs its body's kernels (the launch plan lowers the body as a graph of its own).
+  if (node.kind() == OpKind::Scan)
+    return true;
   return table().count(node.kind()) != 0 || hasTemplateFor(node.kind());
 }
 

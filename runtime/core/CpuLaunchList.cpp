@@ -49,43 +49,64 @@ Expected<std::vector<Tensor>> CpuLaunchList::run(const std::vector<Tensor> &inpu
   NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, allocateFreshOutputs(p_, outputPool_));
   void *arena = takeArena();
   NNC_USER_CHECK(arena, "cannot allocate an arena of {} bytes", p_.arenaBytes);
+  auto pointer = [&](const Slot &s) -> void * {
+    char *base = nullptr;
+    switch (s.kind) {
+    case SlotKind::Input:
+      base = static_cast<char *>(const_cast<void *>(inputs[s.index].rawData()));
+      break;
+    case SlotKind::Output:
+      base = static_cast<char *>(outputs[s.index].rawData());
+      break;
+    case SlotKind::Weight:
+      base = static_cast<char *>(const_cast<void *>(p_.weights[s.index].rawData()));
+      break;
+    case SlotKind::Arena:
+      base = static_cast<char *>(arena) + s.index;
+      break;
+    }
+    return base ? base + s.offset : nullptr;
+  };
   std::vector<void *> ptrs(p_.args.size());
   for (size_t a = 0; a < p_.args.size(); ++a) {
     const Slot &s = p_.args[a];
-    switch (s.kind) {
-    case SlotKind::Input:
-      ptrs[a] = const_cast<void *>(inputs[s.index].rawData());
-      break;
-    case SlotKind::Output:
-      ptrs[a] = outputs[s.index].rawData();
-      break;
-    case SlotKind::Weight:
-      ptrs[a] = const_cast<void *>(p_.weights[s.index].rawData());
-      break;
-    case SlotKind::Arena:
-      ptrs[a] = static_cast<char *>(arena) + s.index;
-      break;
-    }
-    // Generated code assumes the buffers it writes are aligned (llvmcg::kBufferAlignment).
-    NNC_ASSERT(s.kind == SlotKind::Input || s.kind == SlotKind::Weight ||
+    ptrs[a] = pointer(s);
+    // Generated code assumes the buffers it writes are aligned (llvmcg::kBufferAlignment);
+    // a loop's step of a sequence is a whole number of steps further.
+    NNC_ASSERT(s.kind == SlotKind::Input || s.kind == SlotKind::Weight || s.offset != 0 ||
                    reinterpret_cast<uintptr_t>(ptrs[a]) % kArenaAlignment == 0,
                "buffer {} of the launch plan is not {}-byte aligned", a, kArenaAlignment);
   }
   {
     ThreadPool::Scope scope(pool_);
-    if (!kernelMs) {
-      for (const Launch &l : launches_)
-        l.fn(ptrs.data() + l.firstArg);
-    } else {
-      NNC_ASSERT(kernelMs->size() == launches_.size(), "{} kernel times for {} kernels",
-                 kernelMs->size(), launches_.size());
-      for (size_t i = 0; i < launches_.size(); ++i) {
+    auto launch = [&](size_t from, size_t to) {
+      for (size_t i = from; i < to; ++i) {
+        if (!kernelMs) {
+          launches_[i].fn(ptrs.data() + launches_[i].firstArg);
+          continue;
+        }
         auto t = std::chrono::steady_clock::now();
         launches_[i].fn(ptrs.data() + launches_[i].firstArg);
         (*kernelMs)[i] +=
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
       }
+    };
+    NNC_ASSERT(!kernelMs || kernelMs->size() == launches_.size(), "{} kernel times for {} kernels",
+               kernelMs ? kernelMs->size() : 0, launches_.size());
+    // Launches in order; a loop's launches `count` times, rebinding what moves per iteration.
+    size_t next = 0;
+    for (const LoopPlan &l : p_.loops) {
+      launch(next, l.firstKernel);
+      for (int64_t t = 0; t < l.count; ++t) {
+        for (const LoopPlan::Binding &b : l.bindings)
+          ptrs[b.arg] = pointer(b.slots[t]);
+        launch(l.firstKernel, l.firstKernel + l.numKernels);
+        for (const LoopPlan::Copy &c : l.copies)
+          std::memmove(pointer(c.dst[t]), pointer(c.src[t]), static_cast<size_t>(c.bytes));
+      }
+      next = l.firstKernel + l.numKernels;
     }
+    launch(next, launches_.size());
   }
   for (const OutputSpec &o : p_.outputs) {
     if (o.kind != OutputSpec::Dynamic)

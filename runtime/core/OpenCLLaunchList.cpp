@@ -423,8 +423,35 @@ private:
   Error buildProgram(cl_context ctx, const std::string &source, const OpenCLLaunchOptions &opts,
                      const std::string &options);
   Error runLocked(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+  /// The device buffer and byte offset a slot points at.
+  std::pair<cl_mem, cl_ulong> place(const Slot &s) const {
+    cl_ulong off = static_cast<cl_ulong>(s.offset);
+    switch (s.kind) {
+    case SlotKind::Input:
+      return {arena_, off + static_cast<cl_ulong>(inputOffset_[s.index])};
+    case SlotKind::Output:
+      return {arena_, off + static_cast<cl_ulong>(outputOffset_[s.index])};
+    case SlotKind::Weight:
+      return {weights_, off + static_cast<cl_ulong>(weightOffset_[s.index])};
+    case SlotKind::Arena:
+      return {arena_, off + static_cast<cl_ulong>(s.index)};
+    }
+    return {arena_, off};
+  }
+  /// Kernel k's parameter b (its (buffer, offset) argument pair) points at `s`.
+  Error setArg(size_t k, size_t b, const Slot &s) {
+    auto [base, off] = place(s);
+    cl_uint arg = static_cast<cl_uint>(2 * b);
+    NNC_CL(clSetKernelArg(kernels_[k], arg, sizeof base, &base), "clSetKernelArg");
+    NNC_CL(clSetKernelArg(kernels_[k], arg + 1, sizeof off, &off), "clSetKernelArg");
+    return Error::success();
+  }
   /// Sets kernel k's (buffer, offset) arguments from the current offsets.
-  Error setArgs(size_t k);
+  Error setArgs(size_t k) {
+    for (size_t b = 0; b < p_.numArgs(k); ++b)
+      NNC_TRY(setArg(k, b, p_.args[p_.firstArg[k] + b]));
+    return Error::success();
+  }
 
   const RunPlan &p_;
   std::vector<OpenCLLaunch> launches_;
@@ -564,32 +591,6 @@ Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> l
   return Error::success();
 }
 
-Error ClLaunchList::setArgs(size_t k) {
-  for (size_t b = 0; b < p_.numArgs(k); ++b) {
-    const Slot &s = p_.args[p_.firstArg[k] + b];
-    cl_mem base = s.kind == SlotKind::Weight ? weights_ : arena_;
-    cl_ulong off = 0;
-    switch (s.kind) {
-    case SlotKind::Input:
-      off = static_cast<cl_ulong>(inputOffset_[s.index]);
-      break;
-    case SlotKind::Output:
-      off = static_cast<cl_ulong>(outputOffset_[s.index]);
-      break;
-    case SlotKind::Weight:
-      off = static_cast<cl_ulong>(weightOffset_[s.index]);
-      break;
-    case SlotKind::Arena:
-      off = static_cast<cl_ulong>(s.index);
-      break;
-    }
-    cl_uint arg = static_cast<cl_uint>(2 * b);
-    NNC_CL(clSetKernelArg(kernels_[k], arg, sizeof base, &base), "clSetKernelArg");
-    NNC_CL(clSetKernelArg(kernels_[k], arg + 1, sizeof off, &off), "clSetKernelArg");
-  }
-  return Error::success();
-}
-
 Error ClLaunchList::keepResident(const std::vector<ResidentInput> &resident,
                                  const std::vector<Tensor> &initial) {
   NNC_USER_CHECK(resident.size() == initial.size(), "{} resident inputs but {} initial values",
@@ -682,6 +683,7 @@ double eventMs(cl_event ev) {
 
 Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
   std::vector<cl_event> transferEvents, kernelEvents;
+  std::vector<size_t> eventKernel; // per kernel event: the kernel it timed
   auto ev = [&](std::vector<cl_event> &v) -> cl_event * {
     if (!profile_)
       return nullptr;
@@ -711,18 +713,47 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       t.uploadBytes += static_cast<int64_t>(bytes);
     }
     kernelEvents.reserve(kernels_.size());
-    for (size_t k = 0; k < kernels_.size(); ++k) {
-      const OpenCLLaunch &l = launches_[k];
-      size_t global[3], local[3];
-      for (int d = 0; d < 3; ++d) {
-        global[d] = static_cast<size_t>(l.globalSize[d]);
-        local[d] = static_cast<size_t>(l.localSize[d]);
+    auto enqueue = [&](size_t from, size_t to) -> Error {
+      for (size_t k = from; k < to; ++k) {
+        const OpenCLLaunch &l = launches_[k];
+        size_t global[3], local[3];
+        for (int d = 0; d < 3; ++d) {
+          global[d] = static_cast<size_t>(l.globalSize[d]);
+          local[d] = static_cast<size_t>(l.localSize[d]);
+        }
+        NNC_CL(clEnqueueNDRangeKernel(queue_, kernels_[k], static_cast<cl_uint>(l.dims), nullptr,
+                                      global, local[0] ? local : nullptr, 0, nullptr,
+                                      ev(kernelEvents)),
+               "launching kernel " + l.name);
+        if (profile_)
+          eventKernel.push_back(k);
       }
-      NNC_CL(clEnqueueNDRangeKernel(queue_, kernels_[k], static_cast<cl_uint>(l.dims), nullptr,
-                                    global, local[0] ? local : nullptr, 0, nullptr,
-                                    ev(kernelEvents)),
-             "launching kernel " + l.name);
+      return Error::success();
+    };
+    // A loop's launches are enqueued `count` times back to back, with the parameters that
+    // move per iteration set in between (arguments are captured at enqueue): no host wait.
+    size_t next = 0;
+    for (const LoopPlan &l : p_.loops) {
+      NNC_TRY(enqueue(next, l.firstKernel));
+      for (int64_t t = 0; t < l.count; ++t) {
+        for (const LoopPlan::Binding &b : l.bindings) {
+          size_t k =
+              static_cast<size_t>(std::upper_bound(p_.firstArg.begin(), p_.firstArg.end(), b.arg) -
+                                  p_.firstArg.begin() - 1);
+          NNC_TRY(setArg(k, b.arg - p_.firstArg[k], b.slots[t]));
+        }
+        NNC_TRY(enqueue(l.firstKernel, l.firstKernel + l.numKernels));
+        for (const LoopPlan::Copy &c : l.copies) {
+          auto [src, srcOff] = place(c.src[t]);
+          auto [dst, dstOff] = place(c.dst[t]);
+          NNC_CL(clEnqueueCopyBuffer(queue_, src, dst, srcOff, dstOff, static_cast<size_t>(c.bytes),
+                                     0, nullptr, nullptr),
+                 "copying a loop body's output");
+        }
+      }
+      next = l.firstKernel + l.numKernels;
     }
+    NNC_TRY(enqueue(next, kernels_.size()));
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
       if (p_.outputs[o].kind != OutputSpec::Fresh || outputs[o].isNull())
         continue;
@@ -785,8 +816,8 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
     runStats_.downloadBytes += t.downloadBytes;
     ++runs_;
     if (profile_) {
-      for (size_t k = 0; k < kernelEvents.size(); ++k)
-        times_[k].deviceMs += eventMs(kernelEvents[k]);
+      for (size_t e = 0; e < kernelEvents.size(); ++e)
+        times_[eventKernel[e]].deviceMs += eventMs(kernelEvents[e]);
       for (cl_event e : transferEvents)
         transferMs_ += eventMs(e);
     }

@@ -18,10 +18,33 @@ namespace nnc {
 enum class SlotKind : uint8_t { Input, Output, Weight, Arena };
 
 /// Where a kernel parameter points: inputs[index], outputs[index], weights[index], or (Arena)
-/// the arena at byte offset `index`.
+/// the arena at byte offset `index`; `offset` bytes further (a loop's step of a sequence).
 struct Slot {
   SlotKind kind;
   int64_t index;
+  int64_t offset = 0;
+};
+
+/// A loop node's body in the launch list: launches [firstKernel, firstKernel + numKernels)
+/// run `count` times back to back. Most of their parameters point at the same place in every
+/// iteration; those that do not (a step of a sequence, a ping-ponged state) are rebound per
+/// iteration. After each iteration's launches, `copies` move the body outputs that no kernel
+/// writes (an output that is another output, an input or a weight).
+struct LoopPlan {
+  size_t firstKernel = 0, numKernels = 0;
+  int64_t count = 0;
+  /// args[arg] is slots[t] in iteration t.
+  struct Binding {
+    size_t arg;
+    std::vector<Slot> slots;
+  };
+  std::vector<Binding> bindings;
+  /// In iteration t, bytes from src[t] to dst[t].
+  struct Copy {
+    std::vector<Slot> src, dst;
+    int64_t bytes = 0;
+  };
+  std::vector<Copy> copies;
 };
 
 /// How output p of a run is produced.
@@ -46,6 +69,8 @@ struct RunPlan {
   std::vector<Tensor> weights;
   std::vector<Slot> args;
   std::vector<size_t> firstArg;
+  /// Loops over launch ranges, in launch order, not overlapping.
+  std::vector<LoopPlan> loops;
   BufferPlan plan;
   /// The arena's size: the plan's peak rounded up to kArenaAlignment (at least that).
   int64_t arenaBytes = 0;

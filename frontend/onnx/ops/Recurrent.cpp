@@ -1,13 +1,15 @@
-// ONNX lowerings of the recurrent operators (RNN, GRU, LSTM) as an unrolled graph of existing
-// nnc ops: one matmul projects the inputs of all time steps and gates up front, then each step
-// is one matmul of the hidden state by all gates' recurrent weights (GRU without
+// ONNX lowerings of the recurrent operators (RNN, GRU, LSTM): one matmul projects the inputs
+// of all time steps and gates up front, then a scan node runs one step per iteration: one
+// matmul of the hidden state by all gates' recurrent weights (GRU without
 // linear_before_reset: a second one for its hidden gate, after the reset gate) and the gate
-// math as elementwise ops, which the fusion passes group (the gate slices are views).
+// math as elementwise ops, which the fusion passes group (the gate slices are views). The
+// step is compiled once whatever the sequence length; autodiff unrolls it (ir/Loop.h).
 #include <algorithm>
 #include <cctype>
 #include <optional>
 
 #include "onnx/Lowering.h"
+#include "onnx/OnnxInternal.h"
 
 namespace nnc::onnxfe {
 
@@ -40,13 +42,32 @@ public:
 private:
   // ---- Small emitters ----
   Expected<Value *> op(OpKind k, std::vector<Value *> ops, AttrMap a = {}) {
-    return ctx_.emit(k, std::move(ops), std::move(a));
+    if (!body_)
+      return ctx_.emit(k, std::move(ops), std::move(a));
+    Expected<Node *> n = body_->createInferred(k, std::move(ops), std::move(a));
+    if (!n)
+      return n.error().withContext(ctx_.place());
+    return (*n)->result();
   }
-  Value *scalar(double v) { return ctx_.scalar(dtype_, v); }
+  Value *constant(const Tensor &t) {
+    if (!body_)
+      return ctx_.constant(t);
+    return body_->createNode(OpKind::Constant, {}, {t.type()}, {{"value", t}})->result();
+  }
+  Value *scalar(double v) { return scalarOf(dtype_, v); }
+  Value *scalarOf(DType t, double v) {
+    if (!body_)
+      return ctx_.scalar(t, v);
+    Tensor s = Tensor::zeros(t, {});
+    setElementFromDouble(s, 0, v);
+    return constant(s);
+  }
+  Value *i64s(const std::vector<int64_t> &v) {
+    return constant(Tensor::fromVector<int64_t>(DType::I64, {static_cast<int64_t>(v.size())}, v));
+  }
   /// x[start:end] along `axis`.
   Expected<Value *> slice(Value *x, int64_t axis, int64_t start, int64_t end) {
-    return op(OpKind::Slice,
-              {x, ctx_.i64Vector({start}), ctx_.i64Vector({end}), ctx_.i64Vector({axis})});
+    return op(OpKind::Slice, {x, i64s({start}), i64s({end}), i64s({axis})});
   }
   /// Direction d of a [D, ...] tensor, without the D axis.
   Expected<Value *> direction(Value *x, int64_t d) {
@@ -62,13 +83,14 @@ private:
   }
 
   Error parseAttributes();
-  /// The recurrence of direction d (reverse: time runs from T-1 down to 0). Fills ys (one
-  /// [N, H] per step, in time order), hLast and cLast.
-  Error runDirection(int64_t d, bool reverse, std::vector<Value *> &ys, Value *&hLast,
-                     Value *&cLast);
+  /// The recurrence of direction d (reverse: time runs from T-1 down to 0) as a scan node
+  /// whose body is one step. Sets y ([T, N, H], in time order), hLast and cLast.
+  Error runDirection(int64_t d, bool reverse, Value *&y, Value *&hLast, Value *&cLast);
 
   LoweringContext &ctx_;
   CellKind kind_;
+  /// The step graph being built (op() and the constants go there), or null.
+  Graph *body_ = nullptr;
   DType dtype_ = DType::F32;
   int64_t numGates_ = 1;
   int64_t hidden_ = 0;
@@ -221,14 +243,16 @@ Error RecurrentLowering::parseAttributes() {
   return Error::success();
 }
 
-Error RecurrentLowering::runDirection(int64_t d, bool reverse, std::vector<Value *> &ys,
-                                      Value *&hLast, Value *&cLast) {
+Error RecurrentLowering::runDirection(int64_t d, bool reverse, Value *&y, Value *&hLast,
+                                      Value *&cLast) {
   const int64_t G = numGates_, H = hidden_;
   const size_t per = kind_ == CellKind::Rnn ? 1 : kind_ == CellKind::Gru ? 2 : 3;
   const Activation &f = activations_[d * per];
   const Activation *g = per > 1 ? &activations_[d * per + 1] : nullptr;
   const Activation *h = per > 2 ? &activations_[d * per + 2] : nullptr;
+  const bool lstm = kind_ == CellKind::Lstm;
 
+  // ---- Before the loop (outer graph) ----
   NNC_ASSIGN_OR_RETURN(Value * w, direction(w_, d)); // [G*H, I]
   NNC_ASSIGN_OR_RETURN(Value * r, direction(r_, d)); // [G*H, H]
   Value *b = nullptr;
@@ -236,10 +260,10 @@ Error RecurrentLowering::runDirection(int64_t d, bool reverse, std::vector<Value
     NNC_ASSIGN_OR_RETURN(b, direction(b_, d)); // [2*G*H]
   }
   NNC_ASSIGN_OR_RETURN(Value * xFlat,
-                       op(OpKind::Reshape, {x_, ctx_.i64Vector({-1, x_->shape()[2].value()})}));
+                       op(OpKind::Reshape, {x_, i64s({-1, x_->shape()[2].value()})}));
 
   // The input projection of all steps and gates as one matmul [T*N, I] x [I, G*H] plus the
-  // biases (GRU's recurrent hidden bias kept apart under linear_before_reset), split by step.
+  // biases (GRU's recurrent hidden bias kept apart under linear_before_reset).
   NNC_ASSIGN_OR_RETURN(Value * wT, op(OpKind::Transpose, {w}, {{"perm", Ints{1, 0}}}));
   NNC_ASSIGN_OR_RETURN(Value * proj, op(OpKind::MatMul, {xFlat, wT})); // [T*N, G*H]
   Value *rbHidden = nullptr;
@@ -259,19 +283,7 @@ Error RecurrentLowering::runDirection(int64_t d, bool reverse, std::vector<Value
     NNC_ASSIGN_OR_RETURN(Value * bias, op(OpKind::Concat, biases, {{"axis", int64_t{0}}}));
     NNC_ASSIGN_OR_RETURN(proj, op(OpKind::Add, {proj, bias}));
   }
-  NNC_ASSIGN_OR_RETURN(Value * proj3,
-                       op(OpKind::Reshape, {proj, ctx_.i64Vector({steps_, -1, G * H})}));
-  std::vector<Value *> parts = {proj3};
-  if (steps_ > 1) {
-    NNC_ASSIGN_OR_RETURN(parts, ctx_.emitMulti(OpKind::Split, {proj3},
-                                               {{"axis", int64_t{0}}, {"sizes", Ints(steps_, 1)}},
-                                               static_cast<int>(steps_)));
-  }
-  std::vector<Value *> xSteps; // [t] -> [N, G*H]
-  for (Value *part : parts) {
-    NNC_ASSIGN_OR_RETURN(Value * sq, op(OpKind::Squeeze, {part}, {{"axes", Ints{0}}}));
-    xSteps.push_back(sq);
-  }
+  NNC_ASSIGN_OR_RETURN(Value * proj3, op(OpKind::Reshape, {proj, i64s({steps_, -1, G * H})}));
   // The recurrent weights of the gates whose pre-activation is x + H R^T, as one [H, K*H]
   // matrix (one matmul per step); GRU's hidden gate, which multiplies by r first without
   // linear_before_reset, has its own.
@@ -279,7 +291,7 @@ Error RecurrentLowering::runDirection(int64_t d, bool reverse, std::vector<Value
   NNC_ASSIGN_OR_RETURN(Value * rk, slice(r, 0, 0, fusedGates * H));
   NNC_ASSIGN_OR_RETURN(Value * rTFused, op(OpKind::Transpose, {rk}, {{"perm", Ints{1, 0}}}));
   Value *rTHidden = nullptr;
-  if (kind_ == CellKind::Gru) {
+  if (kind_ == CellKind::Gru && !linearBeforeReset_) {
     NNC_ASSIGN_OR_RETURN(Value * rh, slice(r, 0, 2 * H, 3 * H));
     NNC_ASSIGN_OR_RETURN(rTHidden, op(OpKind::Transpose, {rh}, {{"perm", Ints{1, 0}}}));
   }
@@ -291,67 +303,104 @@ Error RecurrentLowering::runDirection(int64_t d, bool reverse, std::vector<Value
     NNC_ASSIGN_OR_RETURN(pO, slice(p, 0, H, 2 * H));
     NNC_ASSIGN_OR_RETURN(pF, slice(p, 0, 2 * H, 3 * H));
   }
-
-  Value *hState = zeroState_, *cState = zeroState_;
-  bool hZero = true, cZero = true;
+  Value *h0 = zeroState_, *c0 = zeroState_;
   if (h0_) {
-    NNC_ASSIGN_OR_RETURN(hState, direction(h0_, d));
-    hZero = false;
+    NNC_ASSIGN_OR_RETURN(h0, direction(h0_, d));
   }
   if (c0_) {
-    NNC_ASSIGN_OR_RETURN(cState, direction(c0_, d));
-    cZero = false;
+    NNC_ASSIGN_OR_RETURN(c0, direction(c0_, d));
   }
-  /// (H R^T)_g, with H R^T computed once per step; x_g(t) + (H R^T)_g (just x_g(t) while H
-  /// is known to be zero).
-  Value *hrStep = nullptr;
-  auto hrGate = [&](int64_t gi) -> Expected<Value *> {
-    if (!hrStep) {
-      NNC_ASSIGN_OR_RETURN(hrStep, op(OpKind::MatMul, {hState, rTFused}));
-    }
-    return slice(hrStep, 1, gi * H, (gi + 1) * H);
-  };
-  auto gatePre = [&](int64_t gi, int64_t t) -> Expected<Value *> {
-    NNC_ASSIGN_OR_RETURN(Value * xg, slice(xSteps[t], 1, gi * H, (gi + 1) * H));
-    if (hZero)
-      return xg;
-    NNC_ASSIGN_OR_RETURN(Value * hg, hrGate(gi));
-    return op(OpKind::Add, {xg, hg});
-  };
-  auto activate = [&](const Activation &a, Value *v) -> Expected<Value *> {
-    NNC_ASSIGN_OR_RETURN(Value * c, clip(v));
-    return applyActivation(a, c);
-  };
+  // sequence_lens: live[t, n] = t < lens[n], a second sequence of the loop.
+  Value *live = nullptr;
+  if (lens_) {
+    std::vector<int64_t> ts(steps_);
+    for (int64_t t = 0; t < steps_; ++t)
+      ts[t] = t;
+    Value *range = constant(Tensor::fromVector<int64_t>(DType::I64, {steps_, 1, 1}, ts));
+    NNC_ASSIGN_OR_RETURN(live, op(OpKind::Less, {range, lens_})); // [T, N, 1]
+  }
 
-  ys.assign(steps_, nullptr);
-  for (int64_t k = 0; k < steps_; ++k) {
-    const int64_t t = reverse ? steps_ - 1 - k : k;
-    hrStep = nullptr;
+  // ---- One step (the loop's body) ----
+  // Inputs: states h (and c), step t of the projection (and of live), then the invariants.
+  std::vector<Value *> operands = {h0};
+  if (lstm)
+    operands.push_back(c0);
+  operands.push_back(proj3);
+  if (live)
+    operands.push_back(live);
+  std::vector<Value *> invariants = {rTFused};
+  for (Value *v : {rTHidden, rbHidden, pI, pO, pF})
+    if (v)
+      invariants.push_back(v);
+  operands.insert(operands.end(), invariants.begin(), invariants.end());
+  auto step = std::make_shared<Graph>(lowerCase(kind_ == CellKind::Rnn   ? "rnn_step"
+                                                : kind_ == CellKind::Gru ? "gru_step"
+                                                                         : "lstm_step"));
+  std::vector<Value *> in;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    TensorType t = operands[i]->type();
+    bool sequence = operands[i] == proj3 || operands[i] == live;
+    if (sequence)
+      t.shape.erase(t.shape.begin());
+    static const char *const stateNames[] = {"h", "c"};
+    std::string name = i < (lstm ? 2u : 1u)   ? stateNames[i]
+                       : operands[i] == proj3 ? "x"
+                       : operands[i] == live  ? "live"
+                                              : fmt::format("w{}", i);
+    in.push_back(step->addInput(name, t));
+  }
+  auto bodyValue = [&](Value *outer) -> Value * {
+    if (!outer)
+      return nullptr;
+    for (size_t i = 0; i < operands.size(); ++i)
+      if (operands[i] == outer)
+        return in[i];
+    return nullptr;
+  };
+  body_ = step.get();
+  Value *hState = in[0], *cState = lstm ? in[1] : nullptr;
+  Value *xStep = bodyValue(proj3), *liveStep = bodyValue(live);
+  Value *rTFusedB = bodyValue(rTFused), *rTHiddenB = bodyValue(rTHidden);
+  Value *rbHiddenB = bodyValue(rbHidden);
+  Value *pIB = bodyValue(pI), *pOB = bodyValue(pO), *pFB = bodyValue(pF);
+
+  Error err = [&]() -> Error {
+    Value *hrStep = nullptr; // H R^T, once per step
+    auto hrGate = [&](int64_t gi) -> Expected<Value *> {
+      if (!hrStep) {
+        NNC_ASSIGN_OR_RETURN(hrStep, op(OpKind::MatMul, {hState, rTFusedB}));
+      }
+      return slice(hrStep, 1, gi * H, (gi + 1) * H);
+    };
+    auto gatePre = [&](int64_t gi) -> Expected<Value *> {
+      NNC_ASSIGN_OR_RETURN(Value * xg, slice(xStep, 1, gi * H, (gi + 1) * H));
+      NNC_ASSIGN_OR_RETURN(Value * hg, hrGate(gi));
+      return op(OpKind::Add, {xg, hg});
+    };
+    auto activate = [&](const Activation &a, Value *v) -> Expected<Value *> {
+      NNC_ASSIGN_OR_RETURN(Value * c, clip(v));
+      return applyActivation(a, c);
+    };
     Value *hNew = nullptr, *cNew = nullptr;
     if (kind_ == CellKind::Rnn) {
-      NNC_ASSIGN_OR_RETURN(Value * pre, gatePre(0, t));
+      NNC_ASSIGN_OR_RETURN(Value * pre, gatePre(0));
       NNC_ASSIGN_OR_RETURN(hNew, activate(f, pre));
     } else if (kind_ == CellKind::Gru) { // Gates z, r, h.
-      NNC_ASSIGN_OR_RETURN(Value * zPre, gatePre(0, t));
+      NNC_ASSIGN_OR_RETURN(Value * zPre, gatePre(0));
       NNC_ASSIGN_OR_RETURN(Value * z, activate(f, zPre));
-      NNC_ASSIGN_OR_RETURN(Value * rPre, gatePre(1, t));
+      NNC_ASSIGN_OR_RETURN(Value * rPre, gatePre(1));
       NNC_ASSIGN_OR_RETURN(Value * rg, activate(f, rPre));
-      NNC_ASSIGN_OR_RETURN(Value * hPre, slice(xSteps[t], 1, 2 * H, 3 * H));
+      NNC_ASSIGN_OR_RETURN(Value * hPre, slice(xStep, 1, 2 * H, 3 * H));
       if (linearBeforeReset_) { // r * (H Rh^T + Rbh)
-        Value *lin = rbHidden;
-        if (!hZero) {
-          NNC_ASSIGN_OR_RETURN(lin, hrGate(2));
-          if (rbHidden) {
-            NNC_ASSIGN_OR_RETURN(lin, op(OpKind::Add, {lin, rbHidden}));
-          }
+        NNC_ASSIGN_OR_RETURN(Value * lin, hrGate(2));
+        if (rbHiddenB) {
+          NNC_ASSIGN_OR_RETURN(lin, op(OpKind::Add, {lin, rbHiddenB}));
         }
-        if (lin) {
-          NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::Mul, {rg, lin}));
-          NNC_ASSIGN_OR_RETURN(hPre, op(OpKind::Add, {hPre, m}));
-        }
-      } else if (!hZero) { // (r * H) Rh^T
+        NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::Mul, {rg, lin}));
+        NNC_ASSIGN_OR_RETURN(hPre, op(OpKind::Add, {hPre, m}));
+      } else { // (r * H) Rh^T
         NNC_ASSIGN_OR_RETURN(Value * rh, op(OpKind::Mul, {rg, hState}));
-        NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::MatMul, {rh, rTHidden}));
+        NNC_ASSIGN_OR_RETURN(Value * m, op(OpKind::MatMul, {rh, rTHiddenB}));
         NNC_ASSIGN_OR_RETURN(hPre, op(OpKind::Add, {hPre, m}));
       }
       NNC_ASSIGN_OR_RETURN(Value * hc, activate(*g, hPre));
@@ -360,9 +409,9 @@ Error RecurrentLowering::runDirection(int64_t d, bool reverse, std::vector<Value
       NNC_ASSIGN_OR_RETURN(Value * zd, op(OpKind::Mul, {z, diff}));
       NNC_ASSIGN_OR_RETURN(hNew, op(OpKind::Add, {hc, zd}));
     } else { // LSTM, gates i, o, f, c.
-      NNC_ASSIGN_OR_RETURN(Value * iPre, gatePre(0, t));
-      if (pI && !cZero) {
-        NNC_ASSIGN_OR_RETURN(Value * pc, op(OpKind::Mul, {pI, cState}));
+      NNC_ASSIGN_OR_RETURN(Value * iPre, gatePre(0));
+      if (pIB) {
+        NNC_ASSIGN_OR_RETURN(Value * pc, op(OpKind::Mul, {pIB, cState}));
         NNC_ASSIGN_OR_RETURN(iPre, op(OpKind::Add, {iPre, pc}));
       }
       NNC_ASSIGN_OR_RETURN(Value * ig, activate(f, iPre));
@@ -370,23 +419,21 @@ Error RecurrentLowering::runDirection(int64_t d, bool reverse, std::vector<Value
       if (inputForget_) {
         NNC_ASSIGN_OR_RETURN(fg, op(OpKind::Sub, {scalar(1), ig}));
       } else {
-        NNC_ASSIGN_OR_RETURN(Value * fPre, gatePre(2, t));
-        if (pF && !cZero) {
-          NNC_ASSIGN_OR_RETURN(Value * pc, op(OpKind::Mul, {pF, cState}));
+        NNC_ASSIGN_OR_RETURN(Value * fPre, gatePre(2));
+        if (pFB) {
+          NNC_ASSIGN_OR_RETURN(Value * pc, op(OpKind::Mul, {pFB, cState}));
           NNC_ASSIGN_OR_RETURN(fPre, op(OpKind::Add, {fPre, pc}));
         }
         NNC_ASSIGN_OR_RETURN(fg, activate(f, fPre));
       }
-      NNC_ASSIGN_OR_RETURN(Value * cPre, gatePre(3, t));
+      NNC_ASSIGN_OR_RETURN(Value * cPre, gatePre(3));
       NNC_ASSIGN_OR_RETURN(Value * cc, activate(*g, cPre));
-      NNC_ASSIGN_OR_RETURN(cNew, op(OpKind::Mul, {ig, cc}));
-      if (!cZero) {
-        NNC_ASSIGN_OR_RETURN(Value * fc, op(OpKind::Mul, {fg, cState}));
-        NNC_ASSIGN_OR_RETURN(cNew, op(OpKind::Add, {cNew, fc}));
-      }
-      NNC_ASSIGN_OR_RETURN(Value * oPre, gatePre(1, t));
-      if (pO) {
-        NNC_ASSIGN_OR_RETURN(Value * pc, op(OpKind::Mul, {pO, cNew}));
+      NNC_ASSIGN_OR_RETURN(Value * icc, op(OpKind::Mul, {ig, cc}));
+      NNC_ASSIGN_OR_RETURN(Value * fc, op(OpKind::Mul, {fg, cState}));
+      NNC_ASSIGN_OR_RETURN(cNew, op(OpKind::Add, {icc, fc}));
+      NNC_ASSIGN_OR_RETURN(Value * oPre, gatePre(1));
+      if (pOB) {
+        NNC_ASSIGN_OR_RETURN(Value * pc, op(OpKind::Mul, {pOB, cNew}));
         NNC_ASSIGN_OR_RETURN(oPre, op(OpKind::Add, {oPre, pc}));
       }
       NNC_ASSIGN_OR_RETURN(Value * og, activate(f, oPre));
@@ -394,26 +441,46 @@ Error RecurrentLowering::runDirection(int64_t d, bool reverse, std::vector<Value
       NNC_ASSIGN_OR_RETURN(hNew, op(OpKind::Mul, {og, hc}));
     }
     // sequence_lens: steps at or past a batch entry's length keep the state and give Y = 0.
-    if (lens_) {
-      NNC_ASSIGN_OR_RETURN(
-          Value * live, op(OpKind::Less, {ctx_.scalar(DType::I64, static_cast<double>(t)), lens_}));
-      NNC_ASSIGN_OR_RETURN(ys[t], op(OpKind::Select, {live, hNew, scalar(0)}));
-      NNC_ASSIGN_OR_RETURN(hNew, op(OpKind::Select, {live, hNew, hState}));
+    Value *yStep = hNew;
+    if (liveStep) {
+      NNC_ASSIGN_OR_RETURN(yStep, op(OpKind::Select, {liveStep, hNew, scalar(0)}));
+      NNC_ASSIGN_OR_RETURN(hNew, op(OpKind::Select, {liveStep, hNew, hState}));
       if (cNew) {
-        NNC_ASSIGN_OR_RETURN(cNew, op(OpKind::Select, {live, cNew, cState}));
+        NNC_ASSIGN_OR_RETURN(cNew, op(OpKind::Select, {liveStep, cNew, cState}));
       }
-    } else {
-      ys[t] = hNew;
     }
-    hState = hNew;
-    hZero = false;
-    if (cNew) {
-      cState = cNew;
-      cZero = false;
-    }
-  }
-  hLast = hState;
-  cLast = cState;
+    std::vector<Value *> outs = {hNew};
+    if (lstm)
+      outs.push_back(cNew);
+    outs.push_back(yStep);
+    step->setOutputs(outs);
+    return Error::success();
+  }();
+  body_ = nullptr;
+  NNC_TRY(std::move(err));
+
+  // ---- The loop ----
+  Graph &outer = ctx_.graph();
+  const int carried = lstm ? 2 : 1;
+  std::vector<TensorType> types = {h0->type()};
+  if (lstm)
+    types.push_back(c0->type());
+  TensorType yType = h0->type();
+  yType.shape.insert(yType.shape.begin(), Dim(steps_));
+  types.push_back(yType);
+  Node *scan = outer.createNode(OpKind::Scan, operands, types,
+                                {{"num_carried", int64_t{carried}},
+                                 {"num_scan_inputs", int64_t{live ? 2 : 1}},
+                                 {"reverse", int64_t{reverse ? 1 : 0}}});
+  scan->setBody(step);
+  Expected<std::vector<TensorType>> inferred = scan->info().infer(*scan);
+  if (!inferred)
+    return inferred.error().withContext(ctx_.place());
+  for (size_t i = 0; i < scan->numResults(); ++i)
+    scan->result(i)->setType((*inferred)[i]);
+  hLast = scan->result(0);
+  cLast = lstm ? scan->result(1) : zeroState_;
+  y = scan->result(carried);
   return Error::success();
 }
 
@@ -524,16 +591,10 @@ Error RecurrentLowering::run() {
   std::vector<Value *> yDirs, hDirs, cDirs;
   for (int64_t d = 0; d < D; ++d) {
     bool reverse = directionName_ == "reverse" || d == 1;
-    std::vector<Value *> ys;
-    Value *hLast = nullptr, *cLast = nullptr;
-    NNC_TRY(runDirection(d, reverse, ys, hLast, cLast));
+    Value *y = nullptr, *hLast = nullptr, *cLast = nullptr;
+    NNC_TRY(runDirection(d, reverse, y, hLast, cLast));
     if (ctx_.hasOutput(0)) {
-      std::vector<Value *> ys3;
-      for (Value *y : ys) {
-        NNC_ASSIGN_OR_RETURN(Value * y3, op(OpKind::Unsqueeze, {y}, {{"axes", Ints{0, 1}}}));
-        ys3.push_back(y3);
-      }
-      NNC_ASSIGN_OR_RETURN(Value * yd, op(OpKind::Concat, ys3, {{"axis", int64_t{0}}}));
+      NNC_ASSIGN_OR_RETURN(Value * yd, op(OpKind::Unsqueeze, {y}, {{"axes", Ints{1}}}));
       yDirs.push_back(yd); // [T, 1, N, H]
     }
     NNC_ASSIGN_OR_RETURN(Value * h3, op(OpKind::Unsqueeze, {hLast}, {{"axes", Ints{0}}}));

@@ -85,6 +85,11 @@ public:
 
   /// The tensor of operand i when it is produced by a `constant` node; null otherwise.
   const Tensor *constantOperand(size_t i) const;
+
+  /// The graph a loop node (`scan`) runs per iteration; null for every other node. Passes
+  /// that rewrite a graph leave bodies alone; the pass manager runs them on bodies too.
+  Graph *body() const { return body_.get(); }
+  void setBody(std::shared_ptr<Graph> b) { body_ = std::move(b); }
   /// "node 'conv1' (conv)" or "conv producing %x": the place named in error messages.
   std::string describe() const;
   /// An Error whose message starts with describe().
@@ -101,6 +106,7 @@ private:
   std::vector<Value *> results_;
   std::vector<std::unique_ptr<Value>> resultStorage_;
   AttrMap attrs_;
+  std::shared_ptr<Graph> body_;
 };
 
 /// A function-like graph: inputs, nodes in execution (topological) order, outputs.

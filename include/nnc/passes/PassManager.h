@@ -53,6 +53,9 @@ public:
   virtual std::string_view name() const = 0;
   /// Runs on `g`; returns whether it changed anything.
   virtual Expected<bool> run(Graph &g, PassContext &ctx) = 0;
+  /// Whether the pipeline also runs this pass on loop bodies (Node::body()); a whole-graph
+  /// transform such as autodiff says no.
+  virtual bool runsOnBodies() const { return true; }
   /// Counters for --stats ("nodes-folded" -> 3).
   const std::map<std::string, int64_t> &statistics() const { return stats_; }
 

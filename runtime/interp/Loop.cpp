@@ -1,0 +1,64 @@
+// The interpreter's loop op (scan): the body interpreted once per step.
+#include <cstring>
+
+#include "interp/Kernels.h"
+#include "nnc/ir/Loop.h"
+#include "nnc/runtime/Interpreter.h"
+
+namespace nnc::interp {
+
+Results evalScan(const Node &node, const Operands &ops) {
+  NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(node));
+  const Graph &body = *node.body();
+  const int64_t steps = ops[p.carried].dim(0);
+  std::vector<Tensor> states(ops.begin(), ops.begin() + p.carried);
+  std::vector<Tensor> stacked(p.scanOutputs);
+  std::vector<Tensor> in(ops.size());
+  for (size_t i = p.carried + p.scanInputs; i < ops.size(); ++i)
+    in[i] = ops[i];
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t t = p.reverse ? steps - 1 - k : k;
+    for (int64_t j = 0; j < p.carried; ++j)
+      in[j] = states[j];
+    for (int64_t i = p.carried; i < p.carried + p.scanInputs; ++i) {
+      const Tensor &x = ops[i];
+      if (x.dim(0) != steps)
+        return node.error("sequences have {} and {} steps", steps, x.dim(0));
+      Extents e(x.extents().begin() + 1, x.extents().end());
+      size_t bytes = x.byteSize() / static_cast<size_t>(steps);
+      in[i] = Tensor::fromBytes(x.dtype(), e, static_cast<const char *>(x.rawData()) + t * bytes);
+    }
+    Expected<std::vector<Tensor>> out = interpret(body, in);
+    if (!out)
+      return out.error().withContext(fmt::format("{}, step {}", node.describe(), t));
+    for (int64_t j = 0; j < p.carried; ++j)
+      states[j] = (*out)[j];
+    for (int64_t o = 0; o < p.scanOutputs; ++o) {
+      const Tensor &y = (*out)[p.carried + o];
+      if (!stacked[o].rawData() && stacked[o].extents().empty()) {
+        Extents e = y.extents();
+        e.insert(e.begin(), steps);
+        stacked[o] = Tensor::zeros(y.dtype(), e);
+      }
+      if (Extents(stacked[o].extents().begin() + 1, stacked[o].extents().end()) != y.extents())
+        return node.error("body output {} changes shape between steps", p.carried + o);
+      std::memcpy(static_cast<char *>(stacked[o].rawData()) + t * y.byteSize(), y.rawData(),
+                  y.byteSize());
+    }
+  }
+  for (int64_t o = 0; o < p.scanOutputs; ++o) {
+    if (steps > 0)
+      continue;
+    std::optional<Extents> e = staticExtents(node.result(p.carried + o)->shape());
+    if (!e)
+      return node.error("cannot give the per-step outputs of zero steps a shape");
+    (*e)[0] = 0;
+    stacked[o] = Tensor::zeros(node.result(p.carried + o)->dtype(), *e);
+  }
+  std::vector<Tensor> results = std::move(states);
+  for (Tensor &s : stacked)
+    results.push_back(std::move(s));
+  return results;
+}
+
+} // namespace nnc::interp
