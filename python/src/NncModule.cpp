@@ -116,7 +116,7 @@ py::array arrayOf(Tensor t, const std::string &what) {
 class Model {
 public:
   static std::unique_ptr<Model> compile(const std::string &path, const std::string &targetName,
-                                        int threads) {
+                                        int threads, bool verbose) {
     std::unique_ptr<Model> m(new Model());
     m->target_ = take(driver::parseTarget(targetName));
     std::unique_ptr<driver::ModelFile> file = take(driver::ModelFile::open(path));
@@ -133,6 +133,7 @@ public:
       raise(e);
     driver::ExecOptions eo;
     eo.threads = threads;
+    eo.verbose = verbose;
     m->runner_ = take(driver::Runner::create(*m->graph_, m->target_, eo));
     return m;
   }
@@ -288,7 +289,7 @@ PYBIND11_MODULE(_nnc, m) {
 
   m.def(
       "compile",
-      [](const py::object &model, const std::string &target, int threads) {
+      [](const py::object &model, const std::string &target, int threads, bool verbose) {
         std::optional<fs::path> temp;
         std::string path = modelPath(model, &temp);
         struct Cleanup {
@@ -300,7 +301,7 @@ PYBIND11_MODULE(_nnc, m) {
           }
         } cleanup{temp};
         try {
-          return Model::compile(path, target, threads);
+          return Model::compile(path, target, threads, verbose);
         } catch (py::error_already_set &e) {
           // Name the bytes, not the temporary file, in nnc's message.
           if (!temp || !e.matches(errorType()))
@@ -313,8 +314,10 @@ PYBIND11_MODULE(_nnc, m) {
         }
       },
       py::arg("model"), py::arg("target") = "cpu", py::arg("threads") = 1,
+      py::arg("verbose") = false,
       "Compiles an ONNX model (a path, or the model's bytes) for a target ('cpu', 'interp', "
-      "'opencl[:P.D]', 'auto'); threads: the cpu thread pool (0: all cores).");
+      "'opencl[:P.D]', 'auto'); threads: the cpu thread pool (0: all cores); verbose: say on "
+      "stderr when the cache of per-shape programs drops one.");
 
   m.def(
       "load_tensor",
