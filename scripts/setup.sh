@@ -5,6 +5,8 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build git python3 pkg-config
   llvm-15-dev llvm-15-tools libclang-15-dev clang-15
+  # clang-15's sanitizer runtimes (ASan, UBSan, TSan): scripts/sanitize.sh.
+  libclang-common-15-dev
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
   # A simulated OpenCL device that reports data races, barrier divergence and out-of-bounds
