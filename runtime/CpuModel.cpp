@@ -3,6 +3,7 @@
 // shapes depend on data it computes (NonZero's count, a Reshape to a computed shape) runs in
 // stages: an executable up to the first such node, then a nested CpuModel for the rest,
 // specialized on the first stage's results.
+#include <cstdio>
 #include <list>
 #include <map>
 #include <mutex>
@@ -76,7 +77,10 @@ private:
     std::string shapeKey;
     for (const Extents &e : shapes)
       shapeKey += extentsStr(e) + ";";
-    std::set<int> &byValue = valueInputs_[shapeKey];
+    // Kept only for signatures whose shapes depend on input values: an entry per shape
+    // signature ever seen would grow without bound under ever-changing shapes.
+    auto known = valueInputs_.find(shapeKey);
+    std::set<int> byValue = known == valueInputs_.end() ? std::set<int>() : known->second;
     // Remembered for the next call when no input value picks the program.
     auto remember = [&](const std::shared_ptr<Program> &prog) {
       if (byValue.empty()) {
@@ -103,7 +107,7 @@ private:
       auto it = index_.find(key);
       if (it != index_.end()) {
         lru_.splice(lru_.begin(), lru_, it->second);
-        return remember(it->second->second);
+        return remember(it->second->prog);
       }
       std::set<int> wanted;
       PhaseTimer specializeTime("specialize shapes");
@@ -118,15 +122,25 @@ private:
         byValue.insert(wanted.begin(), wanted.end());
         if (byValue.size() == before)
           break;
+        valueInputs_[shapeKey] = byValue;
         continue;
       }
-      lru_.emplace_front(key, std::move(*prog));
+      std::string shapesText = shapeKey.substr(0, shapeKey.size() - 1); // no final ';'
+      for (char &c : shapesText)
+        c = c == ';' ? ' ' : c;
+      lru_.push_front({key, std::move(shapesText), std::move(*prog)});
       index_[key] = lru_.begin();
       if (lru_.size() > capacity_) {
-        index_.erase(lru_.back().first);
+        if (opts_.verbose)
+          std::fputs(fmt::format("nnc: graph '{}': specialization cache full ({} programs), "
+                                 "dropped the least recently used, for input shapes {}\n",
+                                 graph_->name(), capacity_, lru_.back().shapes)
+                         .c_str(),
+                     stderr);
+        index_.erase(lru_.back().key);
         lru_.pop_back();
       }
-      return remember(lru_.front().second);
+      return remember(lru_.front().prog);
     }
     return makeError("graph '{}': shapes still unknown after specializing on input values",
                      graph_->name());
@@ -181,7 +195,11 @@ private:
     return opts_.compileWith ? opts_.compileWith(g) : Executable::compile(g, opts_);
   }
 
-  using Entry = std::pair<std::string, std::shared_ptr<Program>>;
+  struct Entry {
+    std::string key;
+    std::string shapes; ///< The input shapes, as the verbose note shows them.
+    std::shared_ptr<Program> prog;
+  };
   std::unique_ptr<Graph> graph_;
   CpuOptions opts_;
   Specializer specialize_;
@@ -189,7 +207,7 @@ private:
   std::mutex mutex_;
   std::list<Entry> lru_;
   std::map<std::string, std::list<Entry>::iterator> index_;
-  /// Per input-shape signature: the inputs whose values the shapes depend on.
+  /// Per input-shape signature whose shapes depend on input values: those inputs.
   std::map<std::string, std::set<int>> valueInputs_;
   /// The last program returned for shapes alone (no input values), and those shapes.
   std::shared_ptr<Program> last_;

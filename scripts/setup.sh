@@ -4,8 +4,8 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake ninja-build git python3 pkg-config
-  # clang-15 also brings libclang-common-15-dev: libFuzzer and the sanitizer runtimes that
-  # scripts/fuzz.sh builds with (-fsanitize=fuzzer,address).
+  # clang-15 also brings libclang-common-15-dev: libFuzzer and the sanitizer runtimes (ASan,
+  # UBSan, TSan) that scripts/fuzz.sh and scripts/sanitize.sh build with.
   llvm-15-dev llvm-15-tools libclang-15-dev clang-15 libclang-common-15-dev
   zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo

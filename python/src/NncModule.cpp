@@ -128,7 +128,8 @@ py::array arrayOf(Tensor t, const std::string &what) {
 class Model {
 public:
   static std::unique_ptr<Model> compile(const std::string &path, const std::string &targetName,
-                                        int threads, const std::string &tuningCache) {
+                                        int threads, const std::string &tuningCache,
+                                        bool verbose) {
     std::unique_ptr<Model> m(new Model());
     m->target_ = take(driver::parseTarget(targetName));
     std::unique_ptr<driver::ModelFile> file = take(driver::ModelFile::open(path));
@@ -148,6 +149,7 @@ public:
     driver::ExecOptions eo;
     eo.threads = threads;
     eo.tuningCache = tuningCache;
+    eo.verbose = verbose;
     m->runner_ = take(driver::Runner::create(*m->graph_, m->target_, eo));
     return m;
   }
@@ -517,17 +519,19 @@ PYBIND11_MODULE(_nnc, m) {
   m.def(
       "compile",
       [](const py::object &model, const std::string &target, int threads,
-         const std::optional<std::string> &tuningCache) {
+         const std::optional<std::string> &tuningCache, bool verbose) {
         ModelSource source(model);
         return source.naming([&] {
-          return Model::compile(source.path(), target, threads, tuningCache.value_or(""));
+          return Model::compile(source.path(), target, threads, tuningCache.value_or(""),
+                                verbose);
         });
       },
       py::arg("model"), py::arg("target") = "cpu", py::arg("threads") = 1,
-      py::arg("tuning_cache") = py::none(),
+      py::arg("tuning_cache") = py::none(), py::arg("verbose") = false,
       "Compiles an ONNX model (a path, or the model's bytes) for a target ('cpu', 'interp', "
       "'opencl[:P.D]', 'auto'); threads: the cpu thread pool (0: all cores); tuning_cache: "
-      "the cache of tuned configs to use (default: nnc's, when it exists).");
+      "the cache of tuned configs to use (default: nnc's, when it exists); verbose: say on "
+      "stderr when the cache of per-shape programs drops one.");
 
   m.def("tune", &tune, py::arg("model"), py::arg("target") = "cpu", py::arg("budget") = 60.0,
         py::arg("threads") = 1, py::arg("trials") = 0, py::arg("cache") = py::none(),

@@ -208,6 +208,7 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
     CpuOptions cpu;
     cpu.threads = opts.threads;
     cpu.codegen.cpu = target.cpu;
+    cpu.verbose = opts.verbose;
     if (target == Target::OpenCL) {
       OpenCLOptions cl;
       cl.platform = target.platform;

@@ -28,6 +28,7 @@ struct BenchOptions {
   int iterations = 20;
   int warmup = 3;
   bool json = false;
+  bool verbose = false;
   bool profile = false;
   std::string trace;  ///< cpu: a Chrome trace of the profiled kernels.
   std::string passes; ///< Empty: the default pipeline.
@@ -169,6 +170,7 @@ int benchCommand(const BenchOptions &o) {
   }
   driver::ExecOptions eo;
   eo.threads = o.threads;
+  eo.verbose = o.verbose;
   eo.profile = o.profile;
   eo.tuningCache = o.tuningCache;
   Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
@@ -335,6 +337,8 @@ public:
     cmd_->add_option("--input", o_.inputs, "NAME=FILE (.pb or .npy); repeatable");
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic random input");
     cmd_->add_flag("--json", o_.json, "Print one JSON object");
+    cmd_->add_flag("-v,--verbose", o_.verbose,
+                   "Say when the cache of per-shape programs drops one (symbolic shapes)");
     cmd_->add_option("--cache", o_.tuningCache,
                      "cpu, opencl: the tuning cache (default "
                      "$NNC_TUNING_CACHE or ~/.cache/nnc/tuning.db)");

@@ -24,6 +24,7 @@ struct RunOptions {
   int threads = 0;
   bool optimize = true;
   bool quiet = false;
+  bool verbose = false;
   std::string tuningCache;
   bool requireTuned = false;
 };
@@ -93,6 +94,7 @@ int runCommand(const RunOptions &o) {
   PhaseTimer compileTime("compile executable");
   driver::ExecOptions eo;
   eo.threads = o.threads;
+  eo.verbose = o.verbose;
   eo.tuningCache = o.tuningCache;
   Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
   if (!runner)
@@ -182,6 +184,8 @@ public:
         ->check(CLI::NonNegativeNumber);
     cmd_->add_flag("!--no-optimize", o_.optimize, "Skip the graph optimization pipeline");
     cmd_->add_flag("-q,--quiet", o_.quiet, "Print nothing on success");
+    cmd_->add_flag("-v,--verbose", o_.verbose,
+                   "Say when the cache of per-shape programs drops one (symbolic shapes)");
     cmd_->add_option("--cache", o_.tuningCache,
                      "cpu, opencl: the tuning cache (default "
                      "$NNC_TUNING_CACHE or ~/.cache/nnc/tuning.db)");

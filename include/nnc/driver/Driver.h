@@ -91,6 +91,8 @@ struct ExecOptions {
   /// used only when it exists; a path given here is created when missing).
   std::string tuningCache;
   bool useTuningCache = true;
+  /// cpu, opencl: say on stderr when the cache of per-shape programs drops one.
+  bool verbose = false;
 };
 
 /// A graph prepared for repeated runs on one target. For cpu it holds a CpuModel, which

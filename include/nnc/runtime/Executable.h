@@ -38,6 +38,8 @@ struct CpuOptions {
   /// Tuned configs of tunable kernels (matmul, conv): usually the tuning cache; null or a
   /// missing entry means the heuristic default.
   std::shared_ptr<const tuning::ConfigSource> tuning;
+  /// CpuModel says on stderr when its cache of specialized programs drops one.
+  bool verbose = false;
 };
 
 /// How many of an executable's distinct tunable kernels got a tuned config.
@@ -82,7 +84,8 @@ using Specializer = std::function<Expected<std::unique_ptr<Graph>>(
     std::set<int> *wanted)>;
 
 /// A graph whose inputs may have symbolic dims: specialized and compiled per concrete input
-/// shape signature on first use, with a bounded cache of executables. Where later shapes
+/// shape signature on first use, with a bounded cache of executables (the 16 most recently
+/// used; CpuOptions::verbose says when one is dropped). Where later shapes
 /// depend on data the graph computes, it runs in stages, each compiled for the shapes the
 /// previous one produced.
 class CpuModel {
