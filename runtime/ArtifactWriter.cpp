@@ -61,10 +61,10 @@ Expected<std::string> serialize(const Graph &g, const LaunchPlan &p, const Artif
                                 const std::vector<std::string> &binaries,
                                 const std::string &notes) {
   // The artifact format has no loops yet (RunPlan::loops): a recurrent model's time loop
-  // would have to be unrolled.
+  // is unrolled before it gets here (unrollScans; nnc compile --emit=lib does).
   NNC_USER_CHECK(p.loops.empty(),
                  "the model has a loop (scan node, e.g. an RNN, GRU or LSTM); artifacts do not "
-                 "hold loops yet");
+                 "hold loops yet: unroll it first (unrollScans)");
   artifact::Writer w;
   w.raw(artifact::kMagic, sizeof artifact::kMagic);
   w.u32(artifact::kVersion);

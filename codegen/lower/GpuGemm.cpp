@@ -99,7 +99,7 @@ const tuning::Space &gemmOpenCLSpace() {
         {"ndimc", {1, 2, 4, 8, 16, 32}, "work-items of a group along columns (NDIMC)"},
         {"mwi", {1, 2, 4, 8}, "rows of a work-item's register tile (MWI)"},
         {"nwi", {1, 2, 4, 8, 16}, "columns of a work-item's register tile (NWI)"},
-        {"vw", {1, 2, 4, 8}, "adjacent columns per vector (VWN)"},
+        {"vw", {1, 2, 4, 8, 16}, "adjacent columns per vector (VWN)"},
         {"kwg", {8, 16, 32}, "k tile staged in local memory (KWG)"},
         {"local", {0, 1}, "stage A and B tiles in local memory"},
     };

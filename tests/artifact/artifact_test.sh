@@ -120,6 +120,17 @@ exec_models)
       --output-dir "$work/$part/out_$m" --threads 2 || fail "nnc-exec $m"
     "$check" --compare "$work/$part/out_$m" "$models/$m/test_data_set_0" || fail "$m outputs"
   done
+  # Recurrent node tests: their time loop (a scan) is unrolled into the artifact.
+  for t in test_lstm_batchwise test_gru_defaults test_rnn_seq_length; do
+    d=$shared/onnx-tests/node/$t
+    [[ -f $d/model.onnx ]] || continue
+    "$nnc" compile "$d/model.onnx" -o "$work/$part/$t" --emit=lib --name "$t" ||
+      fail "nnc compile $t --emit=lib"
+    rm -rf "$work/$part/out_$t"
+    "$exec" "$work/$part/$t/lib$t.so" --inputs-dir "$d/test_data_set_0" \
+      --output-dir "$work/$part/out_$t" || fail "nnc-exec $t"
+    "$check" --compare "$work/$part/out_$t" "$d/test_data_set_0" || fail "$t outputs"
+  done
   ;;
 exec_opencl)
   # The OpenCL program in an artifact, run by nnc-exec (no LLVM linked; PoCL in CI).

@@ -206,9 +206,15 @@ TEST(Trainer, Errors) {
   std::unique_ptr<Graph> g = mlp(params);
   TrainOptions o;
   o.batch = 4;
-  Expected<std::unique_ptr<Trainer>> none = Trainer::create(*g, {}, o);
+  Expected<std::unique_ptr<Trainer>> none = Trainer::create(*g, {"not_a_parameter"}, o);
   ASSERT_FALSE(none);
   EXPECT_NE(none.error().message().find("no float initializers"), std::string::npos);
+  // No names: every float constant of rank >= 1, the MLP's weights and biases.
+  Expected<std::unique_ptr<Trainer>> all = Trainer::create(*g, {}, o);
+  ASSERT_TRUE(all) << all.error().message();
+  Expected<std::map<std::string, Tensor>> allParams = (*all)->parameters();
+  ASSERT_TRUE(allParams) << allParams.error().message();
+  EXPECT_EQ(allParams->size(), params.size());
   Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, params, o);
   ASSERT_TRUE(tr) << tr.error().message();
   Tensor x = Tensor::zeros(DType::F32, {4, 8});

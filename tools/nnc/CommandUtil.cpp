@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "nnc/codegen/Lowering.h"
+#include "nnc/ir/Loop.h"
 #include "nnc/passes/Specialize.h"
 #include "nnc/runtime/OpenCLDevice.h"
 
@@ -170,8 +171,10 @@ Expected<std::vector<Extents>> inputExtents(const Graph &g,
 
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                                             const std::vector<std::string> &shapeSpecs,
-                                            const driver::Target &target) {
+                                            const driver::Target &target, bool unrollLoops) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(model));
+  if (unrollLoops)
+    NNC_TRY(unrollScans(*g));
   NNC_TRY(driver::optimize(*g, target));
   NNC_ASSIGN_OR_RETURN(auto given, parseShapeSpecs(shapeSpecs));
   NNC_ASSIGN_OR_RETURN(std::vector<Extents> shapes, inputExtents(*g, given));

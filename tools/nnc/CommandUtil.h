@@ -49,10 +49,12 @@ Expected<std::map<std::string, Extents>> parseShapeSpecs(const std::vector<std::
 /// stderr; --shape gives other sizes).
 Extents defaultExtents(const Value &v);
 /// Loads and optimizes a model with `target`'s pipeline, then specializes its input shapes
-/// (for inspect and compile).
+/// (for inspect and compile). `unrollLoops`: scan nodes (RNN, GRU, LSTM time loops) are
+/// unrolled into their steps first, for consumers that hold no loops (artifacts).
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                                             const std::vector<std::string> &shapeSpecs,
-                                            const driver::Target &target);
+                                            const driver::Target &target,
+                                            bool unrollLoops = false);
 /// The OpenCL device code is written for by inspect and compile: target's device when one is
 /// found here, else GpuTarget::generic() (with a note on stderr saying so).
 GpuTarget openclCodeTarget(const driver::Target &target);

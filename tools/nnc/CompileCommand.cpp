@@ -92,7 +92,10 @@ int compileCommand(const CompileOptions &opts) {
         fmt::format("--emit must be nir, kernels, ll, asm, obj, cl or lib, not '{}'", o.emit));
   if (opencl != (o.emit == "cl") && o.emit != "nir" && o.emit != "kernels" && o.emit != "lib")
     return fail(fmt::format("--emit {} does not go with --target {}", o.emit, o.target));
-  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *target);
+  // An artifact holds no loops (its format has none yet): a recurrent model's time loop is
+  // unrolled into it.
+  Expected<std::unique_ptr<Graph>> g =
+      loadStatic(o.model, o.shapes, *target, /*unrollLoops=*/o.emit == "lib");
   if (!g)
     return fail(g.takeError());
   auto writeText = [&](const std::string &text) -> int {
