@@ -134,8 +134,18 @@ def export(model, seq, path, opset=14, separate_params=False):
 def torch_train(model, x, y, batch, steps, lr, threads, cpu_times=None):
     """Losses and per-step times (ms) of `steps` Adam steps (eps 1e-8) over the batches in
     order; trains `model` in place. A list `cpu_times` gets each step's process CPU time (ms),
-    which on a shared machine leaves out the time other jobs held the cores."""
+    which on a shared machine leaves out the time other jobs held the cores.
+
+    `threads` bounds torch's own pool and also the BLAS pool its matmuls run on:
+    torch.set_num_threads does not bound Debian's OpenBLAS, whose 2 threads made a
+    "1-thread" step use 2 cores (74.6 ms of CPU per 37.5 ms step of the transformer LM)."""
+    from threadpoolctl import threadpool_limits  # python3-threadpoolctl (python3-sklearn's)
     torch.set_num_threads(threads)
+    with threadpool_limits(limits=threads):
+        return _torch_train(model, x, y, batch, steps, lr, cpu_times)
+
+
+def _torch_train(model, x, y, batch, steps, lr, cpu_times):
     opt = torch.optim.Adam(model.parameters(), lr=lr, eps=1e-8)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     per_epoch = len(x) // batch

@@ -15,6 +15,7 @@ PKGS=(
   libeigen3-dev    # Eigen: the third SGEMM peer (also in setup.sh)
   python3-torch python3-torchvision python3-matplotlib
   python3-sklearn  # the digits data of `nnc train`'s end-to-end test and bench/train_peer.py
+  python3-threadpoolctl  # bounds OpenBLAS's pool in the PyTorch training peers (scripts/char_lm.py)
   nodejs
 )
 # npm: Debian's package, unless an npm is already on the path (some images ship it with node).
