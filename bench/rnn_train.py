@@ -125,19 +125,9 @@ def main():
     lines += [MODELS[k][0] for k in args.models.split(",")]
     with open(os.path.join(args.out, "rnn_train.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    plt.figure(figsize=(6, 4))
-    for key, (a, b) in curves.items():
-        plt.plot(a, label="nnc " + key.upper())
-        plt.plot(b, "--", label="PyTorch " + key.upper())
-    plt.xlabel("step")
-    plt.ylabel("loss")
-    plt.legend()
-    plt.title("char LMs on common-licenses, Adam lr 0.001, batch 32")
-    plt.tight_layout()
-    plt.savefig(os.path.join(args.out, "rnn_loss_curve.png"), dpi=100)
+    char_lm.plot_loss_curves({k.upper(): c for k, c in curves.items()},
+                             "char LMs on common-licenses, Adam lr 0.001, batch 32",
+                             os.path.join(args.out, "rnn_loss_curve.png"))
     print("wrote", os.path.join(args.out, "rnn_train.md"))
 
 

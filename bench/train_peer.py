@@ -139,21 +139,8 @@ def main():
             print(lines[-1])
     with open(os.path.join(args.out, "train_peer.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        plt.figure(figsize=(6, 4))
-        plt.plot(a, label="nnc")
-        plt.plot(b, "--", label="PyTorch")
-        plt.xlabel("step")
-        plt.ylabel("loss")
-        plt.legend()
-        plt.title("digits MLP 64-128-10, Adam lr 0.001, batch 32")
-        plt.tight_layout()
-        plt.savefig(os.path.join(args.out, "loss_curve.png"), dpi=100)
-    except ImportError:
-        print("matplotlib is not installed: no loss_curve.png")
+    char_lm.plot_loss_curves({"": (a, b)}, "digits MLP 64-128-10, Adam lr 0.001, batch 32",
+                             os.path.join(args.out, "loss_curve.png"))
     print("wrote", os.path.join(args.out, "train_peer.md"))
 
 

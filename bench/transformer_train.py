@@ -115,18 +115,9 @@ def main():
               "on a loaded machine.", ""]
     with open(os.path.join(args.out, "transformer_train.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    plt.figure(figsize=(6, 4))
-    plt.plot(a, label="nnc")
-    plt.plot(b, "--", label="PyTorch")
-    plt.xlabel("step")
-    plt.ylabel("loss")
-    plt.legend()
-    plt.title("2-layer transformer LM on common-licenses, Adam lr 0.001, batch 16")
-    plt.tight_layout()
-    plt.savefig(os.path.join(args.out, "transformer_loss_curve.png"), dpi=100)
+    char_lm.plot_loss_curves({"": (a, b)},
+                             "2-layer transformer LM on common-licenses, Adam lr 0.001, batch 16",
+                             os.path.join(args.out, "transformer_loss_curve.png"))
     print("wrote", os.path.join(args.out, "transformer_train.md"))
 
 

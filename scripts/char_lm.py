@@ -163,3 +163,27 @@ def _torch_train(model, x, y, batch, steps, lr, cpu_times):
             cpu_times.append((time.process_time() - c) * 1e3)
         losses.append(loss.item())
     return losses, times
+
+
+def plot_loss_curves(curves, title, path):
+    """Writes a PNG of nnc's and PyTorch's losses per step: `curves` maps a label prefix
+    ("" for one model) to (nnc losses, PyTorch losses). False (and a note) without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no", os.path.basename(path))
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.figure(figsize=(6, 4))
+    for label, (ours, theirs) in curves.items():
+        plt.plot(ours, label=("nnc " + label).strip())
+        plt.plot(theirs, "--", label=("PyTorch " + label).strip())
+    plt.xlabel("step")
+    plt.ylabel("loss")
+    plt.legend()
+    plt.title(title)
+    plt.tight_layout()
+    plt.savefig(path, dpi=100)
+    plt.close()
+    return True
