@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "nnc/driver/Driver.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/passes/Specialize.h"
 #include "nnc/runtime/Executable.h"
@@ -66,16 +67,6 @@ graph @batched(%x: f32[N,2,3]) -> (f32[N,4]) {
 }
 )";
 
-Specializer specializer() {
-  PassContext::Evaluator interp = [](const Node &n, const std::vector<Tensor> &ops) {
-    return evaluateNode(n, ops);
-  };
-  return [interp](const Graph &g, const std::vector<Extents> &shapes,
-                  const std::map<int, Tensor> &values, std::set<int> *wanted) {
-    return specializeShapes(g, shapes, interp, values, wanted, /*allowDataDependent=*/true);
-  };
-}
-
 Tensor input(int64_t n) {
   std::mt19937 rng(static_cast<unsigned>(n));
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
@@ -94,7 +85,7 @@ std::unique_ptr<CpuModel> batchedModel(bool verbose) {
   opts.threads = 1;
   opts.codegen.cacheDir = ""; // no files written: every size is compiled
   opts.verbose = verbose;
-  Expected<std::unique_ptr<CpuModel>> m = CpuModel::create(std::move(*g), opts, specializer());
+  Expected<std::unique_ptr<CpuModel>> m = CpuModel::create(std::move(*g), opts, driver::shapeSpecializer());
   EXPECT_TRUE(m) << m.error().message();
   return m ? std::move(*m) : nullptr;
 }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "codegen/llvm/Emitter.h"
+#include "nnc/driver/Driver.h"
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/passes/PassManager.h"
@@ -22,14 +23,6 @@ namespace {
 
 PassContext::Evaluator interp() {
   return [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
-}
-
-Specializer specializer() {
-  return [](const Graph &g, const std::vector<Extents> &shapes, const std::map<int, Tensor> &values,
-            std::set<int> *wanted) {
-    return specializeShapes(g, shapes, interp(), values, wanted,
-                            /*allowDataDependent=*/true);
-  };
 }
 
 CpuOptions testOptions(int threads = 0) {
@@ -433,7 +426,7 @@ TEST(CpuModel, RunsEveryBatchSizeAndCachesExecutables) {
   ASSERT_TRUE(g);
   std::unique_ptr<Graph> reference = g->clone();
   Expected<std::unique_ptr<CpuModel>> m =
-      CpuModel::create(std::move(g), testOptions(), specializer());
+      CpuModel::create(std::move(g), testOptions(), driver::shapeSpecializer());
   ASSERT_TRUE(m) << m.error().message();
   for (int64_t n : {1, 3, 7, 3}) {
     Tensor x = randomF32({n, 2, 3}, static_cast<unsigned>(n));
@@ -461,7 +454,7 @@ graph @neg(%x: f32[N]) -> (f32[N]) {
 )");
   ASSERT_TRUE(g);
   Expected<std::unique_ptr<CpuModel>> m =
-      CpuModel::create(std::move(g), testOptions(1), specializer());
+      CpuModel::create(std::move(g), testOptions(1), driver::shapeSpecializer());
   ASSERT_TRUE(m);
   for (int64_t n = 1; n <= 20; ++n) {
     Expected<std::vector<Tensor>> r = (*m)->run({randomF32({n}, 1)});
@@ -487,7 +480,7 @@ graph @ramp(%n: i64[], %x: f32[]) -> (f32[K]) {
 )");
   ASSERT_TRUE(g);
   Expected<std::unique_ptr<CpuModel>> m =
-      CpuModel::create(std::move(g), testOptions(1), specializer());
+      CpuModel::create(std::move(g), testOptions(1), driver::shapeSpecializer());
   ASSERT_TRUE(m) << m.error().message();
   for (int64_t n : {5, 3, 5}) {
     Expected<std::vector<Tensor>> r =
@@ -601,7 +594,7 @@ TEST(CpuModel, RepeatedAndAlternatingShapes) {
   ASSERT_TRUE(g);
   std::unique_ptr<Graph> reference = g->clone();
   Expected<std::unique_ptr<CpuModel>> m =
-      CpuModel::create(std::move(g), testOptions(), specializer());
+      CpuModel::create(std::move(g), testOptions(), driver::shapeSpecializer());
   ASSERT_TRUE(m) << m.error().message();
   unsigned seed = 0;
   for (int64_t n : {2, 2, 2, 5, 5, 2, 5, 2, 2}) {

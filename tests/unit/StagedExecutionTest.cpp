@@ -6,6 +6,7 @@
 #include <random>
 
 #include "LowerTestUtil.h"
+#include "nnc/driver/Driver.h"
 #include "nnc/ir/GraphSplit.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/passes/Specialize.h"
@@ -21,15 +22,6 @@ CpuOptions options() {
   o.threads = 1;
   o.codegen.cacheDir = "";
   return o;
-}
-
-Specializer specializer() {
-  return [](const Graph &g, const std::vector<Extents> &shapes,
-            const std::map<int, Tensor> &values, std::set<int> *wanted) {
-    return specializeShapes(
-        g, shapes, [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); },
-        values, wanted, /*allowDataDependent=*/true);
-  };
 }
 
 std::unique_ptr<Graph> parse(const std::string &text) {
@@ -109,7 +101,7 @@ TEST(CpuModel, StagesAfterNonZero) {
 )");
   ASSERT_TRUE(g);
   auto reference = g->clone();
-  Expected<std::unique_ptr<CpuModel>> m = CpuModel::create(std::move(g), options(), specializer());
+  Expected<std::unique_ptr<CpuModel>> m = CpuModel::create(std::move(g), options(), driver::shapeSpecializer());
   ASSERT_TRUE(m) << m.error().message();
   std::mt19937 rng(3);
   for (int64_t n : {10, 10, 33, 1, 10}) {
@@ -140,7 +132,7 @@ TEST(CpuModel, StagesBeforeAShapeThatDependsOnComputedValues) {
 )");
   ASSERT_TRUE(g);
   auto reference = g->clone();
-  Expected<std::unique_ptr<CpuModel>> m = CpuModel::create(std::move(g), options(), specializer());
+  Expected<std::unique_ptr<CpuModel>> m = CpuModel::create(std::move(g), options(), driver::shapeSpecializer());
   ASSERT_TRUE(m) << m.error().message();
   for (std::vector<int64_t> c : {std::vector<int64_t>{1, 2, 3}, {4, 0, 1}, {1, 2, 3}}) {
     Tensor x = Tensor::fromVector<int64_t>(DType::I64, {3}, c);
