@@ -19,7 +19,6 @@
 #include "nnc/frontend/OnnxExport.h"
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/ir/Printer.h"
-#include "nnc/passes/Specialize.h"
 #include "nnc/runtime/BufferPlan.h"
 #include "nnc/runtime/TuningCache.h"
 #include "nnc/train/Trainer.h"
@@ -426,56 +425,20 @@ py::list tune(const py::object &model, const std::string &targetName, double bud
   ModelSource source(model);
   return source.naming([&] {
     driver::Target target = take(driver::parseTarget(targetName));
-    if (target != driver::Target::Cpu && target != driver::Target::OpenCL)
-      raise(makeError("tune(target='{}'): only cpu and opencl kernels are tunable", targetName));
     if (budget <= 0)
       throw py::value_error("budget must be a positive number of seconds");
-    std::unique_ptr<Graph> g = take(driver::loadModel(source.path()));
-    if (Error e = driver::optimize(*g, target))
-      raise(e);
-    // Symbolic inputs take their extents from `shapes`; the graph is specialized on them.
-    std::vector<Extents> extents;
-    bool symbolic = false;
-    for (const Value *in : g->inputs()) {
-      if (auto it = shapes.find(in->name()); it != shapes.end()) {
-        extents.emplace_back(it->second.begin(), it->second.end());
-        symbolic = true;
-      } else if (std::optional<Extents> e = staticExtents(in->type().shape)) {
-        extents.push_back(*e);
-      } else {
-        raise(makeError("{}: input '{}' has the symbolic shape {}: give its extents in "
-                        "shapes={{'{}': (...)}}",
-                        source.path(), in->name(), shapeStr(in->type().shape), in->name()));
-      }
-    }
-    for (const auto &[name, e] : shapes) {
-      bool known = false;
-      for (const Value *in : g->inputs())
-        known = known || in->name() == name;
-      if (!known)
-        raise(makeError("shapes: the model has no input '{}'", name));
-    }
-    if (symbolic)
-      g = take(specializeShapes(*g, extents, driver::interpreterEvaluator()));
-    for (const Node *n : g->nodes())
-      for (const Value *v : n->results())
-        if (!isStatic(v->shape()))
-          raise(makeError("{}: value %{} has the symbolic type {}; tuning needs static shapes",
-                          source.path(), v->name(), v->type().str()));
-    std::string path = cachePath ? *cachePath : TuningCache::defaultPath();
-    std::unique_ptr<TuningCache> cache = take(TuningCache::open(path));
+    std::map<std::string, Extents> extents;
+    for (const auto &[name, e] : shapes)
+      extents[name] = Extents(e.begin(), e.end());
     TuneOptions opts;
     opts.threads = threads;
-    opts.cpu = target.cpu;
     opts.budgetSeconds = budget;
     opts.maxTrials = trials;
     opts.progress = progress;
-    if (target == driver::Target::OpenCL)
-      opts.opencl = take(pickOpenCLDevice(target.platform, target.device));
     std::optional<Expected<TuneSummary>> s;
     {
       py::gil_scoped_release release;
-      s.emplace(tuneGraph(*g, *cache, opts));
+      s.emplace(driver::tuneModel(source.path(), target, extents, cachePath.value_or(""), opts));
     }
     TuneSummary summary = take(std::move(*s));
     py::list out;

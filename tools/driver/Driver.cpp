@@ -199,6 +199,52 @@ Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach) {
   return optimize(g, t, verifyEach);
 }
 
+Expected<TuneSummary> tuneModel(const std::string &model, const Target &target,
+                                const std::map<std::string, Extents> &shapes,
+                                const std::string &cachePath, TuneOptions opts) {
+  NNC_USER_CHECK(target == Target::Cpu || target == Target::OpenCL,
+                 "target {}: only cpu and opencl kernels are tunable", targetName(target));
+  opts.cpu = target.cpu;
+  opts.opencl.reset();
+  if (target == Target::OpenCL) {
+    NNC_ASSIGN_OR_RETURN(OpenCLDeviceInfo d, pickOpenCLDevice(target.platform, target.device));
+    opts.opencl = d;
+  }
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, loadModel(model));
+  NNC_TRY(optimize(*g, target));
+  for (const auto &[name, e] : shapes) {
+    bool known = false;
+    for (const Value *in : g->inputs())
+      known = known || in->name() == name;
+    NNC_USER_CHECK(known, "{}: the model has no input '{}' to give a shape", model, name);
+  }
+  // Symbolic inputs take their extents from `shapes`; the graph is specialized on them.
+  std::vector<Extents> extents;
+  bool symbolic = false;
+  for (const Value *in : g->inputs()) {
+    if (auto it = shapes.find(in->name()); it != shapes.end()) {
+      extents.push_back(it->second);
+      symbolic = true;
+    } else if (std::optional<Extents> e = staticExtents(in->type().shape)) {
+      extents.push_back(*e);
+    } else {
+      return makeError("{}: input '{}' has the symbolic shape {}; tuning needs its extents",
+                       model, in->name(), shapeStr(in->type().shape));
+    }
+  }
+  if (symbolic) {
+    NNC_ASSIGN_OR_RETURN(g, specializeShapes(*g, extents, interpreterEvaluator()));
+  }
+  for (const Node *n : g->nodes())
+    for (const Value *v : n->results())
+      NNC_USER_CHECK(isStatic(v->shape()),
+                     "{}: value %{} has the symbolic type {}; tuning needs static shapes", model,
+                     v->name(), v->type().str());
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<TuningCache> cache,
+                       TuningCache::open(cachePath.empty() ? TuningCache::defaultPath() : cachePath));
+  return tuneGraph(*g, *cache, opts);
+}
+
 Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
                                                  const ExecOptions &opts) {
   std::unique_ptr<Runner> r(new Runner());

@@ -51,44 +51,19 @@ int TuneCommand::run() {
   Expected<driver::Target> target = driver::parseTarget(target_);
   if (!target)
     return fail(target.takeError());
-  if (*target != driver::Target::Cpu && *target != driver::Target::OpenCL)
-    return fail(fmt::format("--target {}: only cpu and opencl kernels are tunable", target_));
   Expected<CpuTarget> cpu = parseCpuOption(cpu_);
   if (!cpu)
     return fail(cpu.takeError());
   target->cpu = *cpu;
-  std::optional<OpenCLDeviceInfo> device;
-  if (*target == driver::Target::OpenCL) {
-    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->platform, target->device);
-    if (!d)
-      return fail(d.takeError());
-    device = *d;
-  }
-  Expected<std::unique_ptr<Graph>> g = driver::loadModel(model_);
-  if (!g)
-    return fail(g.takeError().message());
-  if (Error e = driver::optimize(**g, *target))
-    return fail(e.message());
-  for (const Node *n : (*g)->nodes())
-    for (const Value *v : n->results())
-      if (!isStatic(v->shape()))
-        return fail(fmt::format("{}: value %{} has the symbolic type {}; nnc tune needs "
-                                "static shapes",
-                                model_, v->name(), v->type().str()));
   std::string path = cachePath_.empty() ? TuningCache::defaultPath() : cachePath_;
-  Expected<std::unique_ptr<TuningCache>> cache = TuningCache::open(path);
-  if (!cache)
-    return fail(cache.takeError().message());
   TuneOptions opts;
   opts.threads = threads_;
-  opts.cpu = *cpu;
-  opts.opencl = device;
   opts.budgetSeconds = budget_;
   opts.maxTrials = trials_;
   opts.progress = !quiet_;
   opts.stop = &interrupted;
   auto previous = std::signal(SIGINT, onInterrupt);
-  Expected<TuneSummary> s = tuneGraph(**g, **cache, opts);
+  Expected<TuneSummary> s = driver::tuneModel(model_, *target, {}, path, opts);
   std::signal(SIGINT, previous);
   if (!s)
     return fail(s.takeError().message());

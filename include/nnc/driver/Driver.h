@@ -13,6 +13,7 @@
 #include "nnc/passes/PassManager.h"
 #include "nnc/runtime/Executable.h"
 #include "nnc/runtime/OpenCL.h"
+#include "nnc/runtime/TuningCache.h"
 
 namespace nnc::driver {
 
@@ -81,6 +82,14 @@ std::string pipelineTarget(const Target &t);
 Error optimize(Graph &g, const Target &target, bool verifyEach = true);
 /// optimize() for the CPU target generating code for `cpu`.
 Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach = true);
+
+/// What `nnc tune` and nnc.tune share: loads `model`, optimizes it for `target` (cpu or
+/// opencl), specializes symbolic inputs on `shapes` (extents by input name; every other
+/// input must be static) and tunes its kernels into the tuning cache at `cachePath` ("":
+/// TuningCache::defaultPath()). `opts.cpu` and `opts.opencl` are set from `target`.
+Expected<TuneSummary> tuneModel(const std::string &model, const Target &target,
+                                const std::map<std::string, Extents> &shapes,
+                                const std::string &cachePath, TuneOptions opts);
 
 /// How a target runs a graph.
 struct ExecOptions {
