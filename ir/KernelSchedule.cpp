@@ -27,6 +27,12 @@ std::string stepStr(const ScheduleStep &s) {
     return fmt::format("gpu_blocks({}, {})", s.loop, s.factor);
   case ScheduleStep::GpuThreads:
     return fmt::format("gpu_threads({}, {})", s.loop, s.factor);
+  case ScheduleStep::GpuGrid: {
+    std::string r = "gpu_grid(";
+    for (size_t k = 0; k < s.loops.size(); ++k)
+      r += (k ? ", " : "") + s.loops[k];
+    return r + ")";
+  }
   }
   return "?";
 }
@@ -191,7 +197,10 @@ struct Scheduler {
     }
     if (guard)
       body = ifThen(lt(index, n), body);
-    *path.back() = forLoop(outer, outerExtent, forLoop(inner, f, body), loop->loopKind);
+    Stmt in = forLoop(inner, f, body);
+    in->independent = loop->independent;
+    *path.back() = forLoop(outer, outerExtent, in, loop->loopKind);
+    (*path.back())->independent = loop->independent;
     return Error::success();
   }
 
@@ -238,12 +247,13 @@ struct Scheduler {
       std::string name;
       Expr extent;
       LoopKind kind;
+      bool independent;
     };
     std::vector<Header> headers;
     for (const std::string &name : step.loops)
       for (Stmt *s : chain)
         if ((*s)->name == name)
-          headers.push_back({(*s)->name, (*s)->extent, (*s)->loopKind});
+          headers.push_back({(*s)->name, (*s)->extent, (*s)->loopKind, (*s)->independent});
     std::vector<Stmt> loops; // held by value: relinking frees the guards' nodes
     for (Stmt *s : chain)
       loops.push_back(*s);
@@ -264,6 +274,7 @@ struct Scheduler {
       s->name = h.name;
       s->extent = h.extent;
       s->loopKind = h.kind;
+      s->independent = h.independent;
     }
     return Error::success();
   }
@@ -299,6 +310,12 @@ struct Scheduler {
       return mark(step, LoopKind::GpuBlock);
     case ScheduleStep::GpuThreads:
       return mark(step, LoopKind::GpuThread);
+    case ScheduleStep::GpuGrid:
+      for (const std::string &name : step.loops) {
+        NNC_ASSIGN_OR_RETURN(std::vector<Stmt *> path, find(step, name));
+        (*path.back())->independent = true;
+      }
+      return Error::success();
     }
     return fail(step, "unknown step");
   }

@@ -129,8 +129,7 @@ Expected<std::vector<kir::Kernel>> lowerAttentionRows(const Node &node, const st
           kir::forLoop(d, i64(size), kb.store(dst, idx, kir::cast(kb.load(src, from), dt)))));
     }
     Sched sc;
-    if (worthParallel(bhKv, bhKv * total * (headSize + vHeadSize)))
-      sc.parallel(bh);
+    sc.rows(bh, bhKv, bhKv * total * (headSize + vHeadSize));
     kernels.push_back(kb.finish(kir::forLoop(bh, i64(bhKv), kir::block(body)), sc.s));
   }
 
@@ -321,12 +320,10 @@ Expected<std::vector<kir::Kernel>> lowerAttentionRows(const Node &node, const st
         row.begin(),
         kir::decl(r, DType::I64, kir::add(kir::mul(kir::var(pairN), i64(qLen)), kir::var(rowN))));
     body = kir::forLoop(pairN, i64(pairs), kir::forLoop(rowN, i64(qLen), kir::block(row)));
-    if (worthParallel(pairs, rows * total * (headSize + vHeadSize)))
-      sc.parallel(pairN);
+    sc.rows(pairN, pairs, rows * total * (headSize + vHeadSize));
   } else {
     body = kir::forLoop(r, i64(rows), kir::block(row));
-    if (worthParallel(rows, rows * total * (headSize + vHeadSize)))
-      sc.parallel(r);
+    sc.rows(r, rows, rows * total * (headSize + vHeadSize));
   }
   sc.vectorize(d3, vHeadSize);
   kernels.push_back(kb.finish(body, sc.s));

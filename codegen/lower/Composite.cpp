@@ -65,8 +65,7 @@ kir::Kernel lowerAlongAxisStrided(const Node &node, const std::string &prefix, A
                                  : kir::sub(xm, fop(OpKind::Log, kb.load(smB, stat(is[4]))));
   st.push_back(nest(ks[2], is[4], kb.store(out, at(ks[2], is[4]), narrow(y, kb.bufferType(out)))));
   Sched sc;
-  if (worthParallel(outer, outer * n * inner))
-    sc.parallel(o);
+  sc.rows(o, outer, outer * n * inner);
   for (int p : {1, 3, 4})
     sc.vectorize(is[p], inner);
   return kb.finish(kir::forLoop(o, i64(outer), kir::block(st)), sc.s);
@@ -153,8 +152,7 @@ Expected<std::vector<kir::Kernel>> lowerAlongAxis(const Node &node, const std::s
   int64_t rows = outer * inner;
   Sched sc;
   Stmt body = kir::forLoop(r, i64(rows), kir::block(row));
-  if (worthParallel(rows, rows * n))
-    sc.parallel(r);
+  sc.rows(r, rows, rows * n);
   if (inner == 1) {
     if (expOnce)
       sc.vectorize(k2, n);
@@ -232,8 +230,7 @@ Expected<std::vector<kir::Kernel>> lowerLayerNorm(const Node &node, const std::s
   row.push_back(kir::forLoop(c3, i64(cols), kb.store(out, at(c3), narrow(y, kb.bufferType(out)))));
 
   Sched sc;
-  if (worthParallel(rows, rows * cols))
-    sc.parallel(r);
+  sc.rows(r, rows, rows * cols);
   sc.vectorize(c3, cols);
   return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
 }
@@ -282,8 +279,7 @@ Expected<std::vector<kir::Kernel>> lowerRMSNorm(const Node &node, const std::str
                kir::cast(kb.load(scale, broadcastFlat(se, e, axis, rv, kir::var(c2), cols)), ct));
   row.push_back(kir::forLoop(c2, i64(cols), kb.store(out, at(c2), narrow(y, kb.bufferType(out)))));
   Sched sc;
-  if (worthParallel(rows, rows * cols))
-    sc.parallel(r);
+  sc.rows(r, rows, rows * cols);
   sc.vectorize(c2, cols);
   return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
 }
@@ -326,8 +322,7 @@ Expected<std::vector<kir::Kernel>> lowerLpNorm(const Node &node, const std::stri
   row.push_back(kir::forLoop(k2, i64(n), kb.store(out, at(k2), narrow(y, kb.bufferType(out)))));
   int64_t rows = outer * inner;
   Sched sc;
-  if (worthParallel(rows, rows * n))
-    sc.parallel(r);
+  sc.rows(r, rows, rows * n);
   if (inner == 1)
     sc.vectorize(k2, n);
   return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
@@ -415,8 +410,7 @@ Expected<std::vector<kir::Kernel>> lowerGroupedNorm(const Node &node, const std:
   row.push_back(kir::forLoop(cg, i64(cpg), perChannel));
 
   Sched sc;
-  if (worthParallel(rows, rows * perGroup))
-    sc.parallel(r);
+  sc.rows(r, rows, rows * perGroup);
   sc.vectorize(s, spatial);
   return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
 }
@@ -473,8 +467,7 @@ Expected<std::vector<kir::Kernel>> lowerBatchNorm(const Node &node, const std::s
       kir::forLoop(s, i64(spatial), kb.store(out, idx, narrow(y, kb.bufferType(out)))),
   });
   Sched sc;
-  if (worthParallel(rows, rows * spatial))
-    sc.parallel(r);
+  sc.rows(r, rows, rows * spatial);
   sc.vectorize(s, spatial);
   return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), row), sc.s)};
 }
@@ -569,8 +562,7 @@ Expected<std::vector<kir::Kernel>> lowerRotaryEmbedding(const Node &node,
     row.push_back(kir::forLoop(d, i64(view.head - rot), kb.store(out, pd, kb.load(in, pd))));
   }
   Sched sc;
-  if (worthParallel(rows, rows * view.head))
-    sc.parallel(r);
+  sc.rows(r, rows, rows * view.head);
   return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
 }
 

@@ -76,6 +76,9 @@ inline Expr roundTo(Expr e, DType t, DType ct) {
 struct Sched {
   kir::Schedule s;
   void parallel(const std::string &loop) { s.steps.push_back({Step::Parallel, loop, 0, {}}); }
+  /// The loop over independent rows: an OpenCL device's grid (declared first, so later
+  /// steps may split it), and parallel on the CPU when worthParallel(rows, work).
+  void rows(const std::string &loop, int64_t rows, int64_t work);
   /// Vectorizes a loop of independent iterations over contiguous elements, by 8 when its
   /// extent is a multiple of 8 (no tail guard).
   void vectorize(const std::string &loop, int64_t extent) {
@@ -89,6 +92,12 @@ struct Sched {
 /// The loop over rows runs in parallel when there are two rows or more and enough work.
 inline bool worthParallel(int64_t rows, int64_t work) {
   return rows >= 2 && work >= kParallelWork;
+}
+
+inline void Sched::rows(const std::string &loop, int64_t rows, int64_t work) {
+  s.steps.insert(s.steps.begin(), {Step::GpuGrid, "", 0, {loop}});
+  if (worthParallel(rows, work))
+    parallel(loop);
 }
 
 inline Error checkFloat(const Node &node, size_t i, const char *what) {

@@ -203,10 +203,12 @@ kir::Kernel KernelBuilder::finish(kir::Stmt body, kir::Schedule schedule) {
 
 kir::Schedule defaultSchedule(const std::vector<std::string> &loops, const Extents &extents,
                               bool vectorize) {
+  using Step = kir::ScheduleStep;
   kir::Schedule s;
+  if (!loops.empty())
+    s.steps.push_back({Step::GpuGrid, "", 0, loops});
   if (loops.empty() || numElementsOf(extents) < 65536)
     return s;
-  using Step = kir::ScheduleStep;
   const std::string &inner = loops.back();
   bool vec = vectorize && extents.back() >= 16;
   if (loops.size() == 1) {
@@ -249,6 +251,7 @@ kir::Schedule permuteSchedule(const std::vector<std::string> &loops, const Exten
     return defaultSchedule(loops, mid);
   using Step = kir::ScheduleStep;
   kir::Schedule s;
+  s.steps.push_back({Step::GpuGrid, "", 0, loops});
   const std::string &lq = loops[q], &ll = loops[r - 1];
   s.steps.push_back({Step::Split, lq, kTile, {}});
   s.steps.push_back({Step::Split, ll, kTile, {}});

@@ -100,13 +100,15 @@ private:
 };
 
 /// The schedule of a permutation's loop nest over `mid` (output order; `inStrides` the input
-/// strides of its loops): when the input's contiguous loop is not the last, both are split
-/// into tiles that move innermost, so reads and writes both go along lines.
+/// strides of its loops; independent, as defaultSchedule's): when the input's contiguous loop
+/// is not the last, both are split into tiles that move innermost, so reads and writes both go
+/// along lines.
 kir::Schedule permuteSchedule(const std::vector<std::string> &loops, const Extents &mid,
                               const std::vector<int64_t> &inStrides);
 
 /// The default schedule of a loop nest that writes each output element once (its
-/// iterations are independent): nothing below 65536 elements; above, the outermost loop
+/// iterations are independent): its loops are declared independent (an OpenCL device runs
+/// them as its grid); nothing more below 65536 elements; above, the outermost loop
 /// (or, for one loop, its outer part) runs in parallel and, when `vectorize` is set and the
 /// innermost extent is at least 16, the innermost loop is split by 16 and vectorized.
 kir::Schedule defaultSchedule(const std::vector<std::string> &loops, const Extents &extents,

@@ -342,11 +342,8 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   std::vector<int64_t> inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial),
                        kStride = stridesOf(geo.kernel);
   int64_t group = C / cg;
-  tuning::Problem prob =
-      gemmProblem(t, N * group, mg, R, P,
-                  fmt::format("conv n{} group{} bias{} {}", N, group, hasBias ? 1 : 0,
-                              pointwise ? "pointwise" : "im2col"));
-  tuning::Config cfg = tuning::chooseConfig(prob, opts);
+  std::string layout = fmt::format("conv n{} group{} bias{} {}", N, group, hasBias ? 1 : 0,
+                                   pointwise ? "pointwise" : "im2col");
   // The col matrix of image n and group g is R x P, row-major: im2col's stores run along p
   // (writing it directly in the GEMM's column panels instead needs a div and mod per element
   // for the panel index, which cost more than the panels saved).
@@ -410,7 +407,21 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
       kir::mul(m0, i64(R)),
       pointwise ? kir::mul(srcRow0, i64(P)) : kir::mul(mat, i64(R * P)),
       kir::mul(outRow0, i64(P)), R, 1, P, P};
+  if (opts && opts->gpu && acc == DType::F32) {
+    // On an OpenCL device: the NDRange GEMM (GpuGemm.cpp), one product per image and group
+    // on NDRange dimension 2, its work-groups over tiles of the mg x P result (the direct
+    // loops give a GPU a work-item per output row at most).
+    tuning::Problem prob = gpuGemmProblem(t, N * group, mg, R, P, layout);
+    GpuGemmTile tile = gpuGemmTileOf(tuning::chooseConfig(prob, opts));
+    std::vector<kir::LocalBuffer> locals;
+    Stmt body = gpuGemmNest(kb, go, N * group, mg, R, P, outer.loops, tile, locals);
+    kir::Kernel kernel = kb.finish(body, {});
+    kernel.locals = std::move(locals);
+    kernels.push_back(std::move(kernel));
+    return kernels;
+  }
   go.packScratch = 1;
+  tuning::Config cfg = tuning::chooseConfig(gemmProblem(t, N * group, mg, R, P, layout), opts);
   kir::Schedule sched;
   Stmt body = gemmNest(kb, go, mg, R, P, cfg, outer.loops, sched);
   kernels.push_back(kb.finish(body, sched));

@@ -124,10 +124,18 @@ struct Nest {
   }
 };
 
-/// Runs the outermost loop of `outer` in parallel when it has at least two iterations and
-/// the kernel does at least `work` scalar steps worth sharing out.
+/// Declares the loops of `outer` (the result's index space: each iteration writes its own
+/// elements) independent, so an OpenCL device runs them all as its grid; and runs the
+/// outermost in parallel on the CPU when it has at least two iterations and the kernel does
+/// at least `work` scalar steps worth sharing out.
 inline kir::Schedule parallelOuter(const Nest &outer, int64_t work) {
   kir::Schedule s;
+  if (!outer.empty()) {
+    kir::ScheduleStep grid{kir::ScheduleStep::GpuGrid, "", 0, {}};
+    for (const auto &[name, extent] : outer.loops)
+      grid.loops.push_back(name);
+    s.steps.push_back(std::move(grid));
+  }
   if (!outer.empty() && outer.extent(0) >= 2 && work >= (int64_t(1) << 15))
     s.steps.push_back({kir::ScheduleStep::Parallel, outer.loops[0].first, 0, {}});
   return s;

@@ -1,5 +1,7 @@
 // Kernel IR -> OpenCL C 1.2: the shared C printer (codegen/c) with OpenCL's types, half loads
 // and stores, saturating conversions, the kernel signature and the NDRange mapping.
+#include <cstdint>
+
 #include "c/CPrinter.h"
 #include "nnc/codegen/OpenCLCodegen.h"
 
@@ -202,19 +204,57 @@ public:
     if (s && s->kind == kir::StmtKind::For &&
         (s->loopKind == kir::LoopKind::GpuBlock || s->loopKind == kir::LoopKind::GpuThread))
       return gpuNest(k, s, device, out, l);
-    // The grid loop: the body is one parallel loop with a constant extent.
-    if (s && s->kind == kir::StmtKind::For && s->loopKind == kir::LoopKind::Parallel &&
-        s->extent && s->extent->kind == kir::ExprKind::IntImm) {
+    // The grid: the outermost loop when it is parallel or independent, with the loops
+    // perfectly nested in it that are independent too (constant extents all), collapsed
+    // into one flat NDRange. The innermost loop varies fastest across neighbouring
+    // work-items, so their accesses along it coalesce.
+    if (s && s->kind == kir::StmtKind::For &&
+        (s->loopKind == kir::LoopKind::Parallel || s->independent) && s->extent &&
+        s->extent->kind == kir::ExprKind::IntImm) {
+      std::vector<kir::Stmt> grid{s};
       int64_t n = s->extent->intValue;
+      for (;;) {
+        const kir::Stmt &last = grid.back();
+        if (last->body.size() != 1)
+          break;
+        kir::Stmt c = last->body[0];
+        while (c && c->kind == kir::StmtKind::Block && c->body.size() == 1)
+          c = c->body[0];
+        if (!c || c->kind != kir::StmtKind::For || !c->independent || !c->extent ||
+            c->extent->kind != kir::ExprKind::IntImm || c->extent->intValue <= 0 ||
+            n > (int64_t(1) << 40) / c->extent->intValue)
+          break;
+        n *= c->extent->intValue;
+        grid.push_back(c);
+      }
       // Work-groups of 64 work-items (two NVIDIA warps, one AMD wavefront) where the device
       // allows it; a smaller grid runs as one group of its size rounded up to a power of two.
       // The work-items past n return at once.
       int64_t wg = device.workGroupSize1D(n, 64);
       l.localSize[0] = wg;
       l.globalSize[0] = (n + wg - 1) / wg * wg;
-      std::string v = varName(s->name);
-      out += fmt::format("  long {} = (long)get_global_id(0);\n  if ({} >= {}L) return;\n", v, v, n);
-      for (const kir::Stmt &c : s->body) {
+      if (grid.size() == 1) {
+        std::string v = varName(s->name);
+        out += fmt::format("  long {} = (long)get_global_id(0);\n  if ({} >= {}L) return;\n", v,
+                           v, n);
+      } else {
+        // 32-bit index arithmetic where the grid allows it: division by a constant is a
+        // multiply and a shift, cheaper still in 32 bits.
+        bool narrow = n <= INT32_MAX;
+        const char *it = narrow ? "uint" : "ulong", *sfx = narrow ? "u" : "UL";
+        out += fmt::format("  {} nnc_gid = ({})get_global_id(0);\n  if (nnc_gid >= {}{}) return;\n", it,
+                           it, n, sfx);
+        for (size_t d = grid.size(); d-- > 0;) {
+          std::string v = varName(grid[d]->name);
+          int64_t e = grid[d]->extent->intValue;
+          if (d == 0)
+            out += fmt::format("  long {} = (long)nnc_gid;\n", v);
+          else
+            out += fmt::format("  long {} = (long)(nnc_gid % {}{});\n  nnc_gid /= {}{};\n", v, e, sfx,
+                               e, sfx);
+        }
+      }
+      for (const kir::Stmt &c : grid.back()->body) {
         NNC_ASSIGN_OR_RETURN(std::string text, printBody(k, c, 2));
         out += text;
       }

@@ -39,6 +39,7 @@ struct Options {
   std::string check = "run";  // run: compare outputs; roundtrip: print/parse/print
   bool optimize = true;
   bool openclOptimize = true;
+  std::string openclType; // the device type whose graph passes run (empty: the device's)
   bool verbose = false;
   int timeoutSeconds = 120;
   double rtol = 1e-3;
@@ -222,6 +223,9 @@ int main(int argc, char **argv) {
   app.add_flag("!--no-optimize", opts.optimize, "Skip the graph optimization pipeline");
   app.add_flag("!--opencl-opt-disable", opts.openclOptimize,
                "opencl: build programs with -cl-opt-disable (much faster builds)");
+  app.add_option("--opencl-passes-for", opts.openclType,
+                 "opencl: run the graph passes of this device type (gpu, cpu) instead of the "
+                 "device's own, e.g. a GPU's conv lowering on PoCL");
   app.add_option("--timeout", opts.timeoutSeconds, "Seconds per test");
   app.add_flag("-v,--verbose", opts.verbose, "Print every test");
   CLI11_PARSE(app, argc, argv);
@@ -244,6 +248,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   target->cpu = *cpu;
+  target->openclType = opts.openclType;
   if (*target == driver::Target::OpenCL) {
     // Probed in a child: the OpenCL driver must not start in this process, whose forked
     // children would inherit it without its threads (PoCL's pthread device then never runs a

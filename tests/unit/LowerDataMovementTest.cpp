@@ -391,7 +391,7 @@ TEST(LowerDataMovement, LargeScheduled) {
   ASSERT_TRUE(g);
   Expected<std::vector<kir::Kernel>> ks = lowerNode(*g, "g");
   ASSERT_TRUE(ks);
-  EXPECT_EQ((*ks)[0].schedule.str(), "split(i4, 16); vectorize(i4.i); parallel(i2)");
+  EXPECT_EQ((*ks)[0].schedule.str(), "gpu_grid(i2, i3, i4); split(i4, 16); vectorize(i4.i); parallel(i2)");
   Value *x = t.input(DType::F32, {257, 259});
   t.check(OpKind::Pad, {x, t.constant(i64Vector({1, 2, 3, 0}))},
           {{"mode", std::string("constant")}}, "pad big");

@@ -89,7 +89,11 @@ TEST(LowerElementwise, BroadcastCollapsesDims) {
   EXPECT_NE(text.find("20"), std::string::npos) << text;
   EXPECT_EQ((*ks)[0].buffers.size(), 3u);
   EXPECT_EQ((*ks)[0].buffers[2].role, kir::BufferRole::Result);
-  EXPECT_TRUE((*ks)[0].schedule.steps.empty());
+  // Too small to share out on the CPU: the only step declares the nest independent (an
+  // OpenCL device's grid).
+  ASSERT_EQ((*ks)[0].schedule.steps.size(), 1u);
+  EXPECT_EQ((*ks)[0].schedule.steps[0].kind, kir::ScheduleStep::GpuGrid);
+  EXPECT_EQ((*ks)[0].schedule.steps[0].loops.size(), 3u);
 }
 
 TEST(LowerElementwise, LargeFlatIsScheduled) {
@@ -103,7 +107,7 @@ TEST(LowerElementwise, LargeFlatIsScheduled) {
   Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "mul");
   ASSERT_TRUE(ks);
   // 77,100 elements (not a multiple of the strip: the last strip is shorter).
-  EXPECT_EQ((*ks)[0].schedule.str(), "split(i0, 1024); vectorize(i0.i); parallel(i0.o)");
+  EXPECT_EQ((*ks)[0].schedule.str(), "gpu_grid(i0); split(i0, 1024); vectorize(i0.i); parallel(i0.o)");
   checkNode(**n, {randomTensor(DType::F32, e, rng), randomTensor(DType::F32, e, rng)}, "mul");
 }
 

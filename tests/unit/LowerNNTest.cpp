@@ -384,6 +384,43 @@ TEST(LowerNN, Conv) {
                         str(c.dilations), c.group, c.autoPad));
       unsetenv("NNC_CONV_ALGO");
     }
+  // For an OpenCL GPU: im2col + the NDRange GEMM (work-groups over tiles of each image and
+  // group's product, dimension 2 over images and groups; the evaluator runs the work-group
+  // nest and its barriers), or the row conv where it applies.
+  // Positive operands: the GEMM's fma order differs from the interpreter's sums, which
+  // signed values can cancel to below the check's absolute tolerance; a wrong tap still
+  // moves a sum by a few percent.
+  tuning::LowerOptions gpu;
+  gpu.gpu = GpuTarget::generic();
+  for (DType t : {DType::F32, DType::F16})
+    for (const ConvCase &c : cases) {
+      std::vector<Tensor> xs{randomTensor(t, c.x, rng, 0.5, 1.5),
+                             randomTensor(t, c.w, rng, 0.5, 1.5)};
+      if (c.bias)
+        xs.push_back(randomTensor(t, {c.w[0]}, rng, 0.5, 1.5));
+      check(OpKind::Conv, xs,
+            {{"strides", c.strides},
+             {"pads", c.pads},
+             {"dilations", c.dilations},
+             {"group", c.group},
+             {"auto_pad", c.autoPad}},
+            fmt::format("conv opencl {} x {} w {} group {}", dtypeName(t), str(c.x), str(c.w),
+                        c.group),
+            -1, {}, &gpu);
+    }
+  // A 3x3 conv over 16 channels: the GEMM kernel is the work-group nest.
+  Graph g;
+  Value *x = g.addInput("x", TensorType(DType::F32, shapeFromExtents({2, 16, 12, 12})));
+  Value *w = g.addInput("w", TensorType(DType::F32, shapeFromExtents({32, 16, 3, 3})));
+  Expected<Node *> n = g.createInferred(OpKind::Conv, {x, w}, {{"pads", Ints{1, 1, 1, 1}}}, "c");
+  ASSERT_TRUE(n) << n.error().message();
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "c", gpu);
+  ASSERT_TRUE(ks) << ks.error().message();
+  ASSERT_EQ(ks->size(), 2u);
+  EXPECT_EQ(ks->at(0).name, "c_im2col");
+  std::string text = kir::printKernel(ks->at(1));
+  EXPECT_NE(text.find("gpu_block(2)"), std::string::npos) << text;
+  EXPECT_NE(text.find("barrier"), std::string::npos) << text;
 }
 
 TEST(LowerNN, ConvTranspose) {

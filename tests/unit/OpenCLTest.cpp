@@ -113,6 +113,43 @@ TEST(OpenCLEmitter, WorkGroupsStayWithinTheDevicesLimits) {
   EXPECT_EQ(l.globalSize[0], 64);
 }
 
+TEST(OpenCLEmitter, IndependentLoopsFormOneFlatGrid) {
+  // out[i, j, c] = 1 over a 3 x 5 x 7 nest that gpu_grid declares independent (none of it
+  // parallel): one work-item per element, the innermost index varying fastest. With only i
+  // declared, the grid is i and each work-item loops over j and c.
+  auto emit = [](std::vector<std::string> independent, OpenCLLaunch &l) {
+    kir::Kernel k;
+    k.name = "k";
+    k.buffers.push_back({"out", DType::F32, 105, kir::BufferRole::Result, 0, true});
+    kir::Expr at = kir::add(kir::add(kir::mul(kir::var("i"), kir::intImm(35)),
+                                     kir::mul(kir::var("j"), kir::intImm(7))),
+                            kir::var("c"));
+    k.body = kir::forLoop(
+        "i", kir::intImm(3),
+        kir::forLoop("j", kir::intImm(5),
+                     kir::forLoop("c", kir::intImm(7), kir::store(0, at, kir::floatImm(1.0)))));
+    k.schedule.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, std::move(independent)});
+    Expected<OpenCLProgram> prog = emitOpenCL({k}, GpuTarget::generic());
+    EXPECT_TRUE(prog) << prog.error().message();
+    if (!prog)
+      return std::string();
+    l = prog->launches.at(0);
+    return prog->source;
+  };
+  OpenCLLaunch l;
+  std::string src = emit({"i", "j", "c"}, l);
+  EXPECT_EQ(l.globalSize[0], 128);
+  EXPECT_EQ(l.localSize[0], 64);
+  EXPECT_NE(src.find("if (nnc_gid >= 105u) return;"), std::string::npos) << src;
+  EXPECT_LT(src.find("% 7u"), src.find("% 5u")) << src;
+  EXPECT_EQ(src.find("for ("), std::string::npos) << src;
+  EXPECT_FALSE(checkOpenCLSource(src));
+  src = emit({"i"}, l);
+  EXPECT_EQ(l.globalSize[0], 4);
+  EXPECT_EQ(src.find("nnc_gid"), std::string::npos) << src;
+  EXPECT_NE(src.find("for ("), std::string::npos) << src;
+}
+
 TEST(OpenCLEmitter, GemmTilesOfADeviceThatPrefersVectorsUseVectorAccumulators) {
   // A device that prefers float vectors (an OpenCL CPU device) runs a work-item's register
   // tile of the NDRange GEMM as a GemmTile: rows of float vectors, one vector load of B's

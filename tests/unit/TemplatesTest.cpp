@@ -219,7 +219,17 @@ TEST(Templates, PipelinesPerTarget) {
     targets.push_back(t.target);
     EXPECT_TRUE(PassPipeline::parse(t.pipeline)) << t.target;
   }
-  EXPECT_EQ(fmt::format("{}", fmt::join(targets, ",")), "cpu,opencl");
+  EXPECT_EQ(fmt::format("{}", fmt::join(targets, ",")), "cpu,opencl,opencl-cpu");
+  // A GPU's convs stay plain (im2col + the NDRange GEMM) and its attention unfused (batched
+  // NDRange GEMMs); an OpenCL CPU device takes the CPU's blocked layout and Winograd.
+  std::string gpu = PassPipeline::forTarget("opencl")->str(),
+              cpuDevice = PassPipeline::forTarget("opencl-cpu")->str();
+  EXPECT_EQ(gpu.find("layout-nchwc"), std::string::npos) << gpu;
+  EXPECT_EQ(gpu.find("winograd"), std::string::npos) << gpu;
+  EXPECT_EQ(gpu.find("fuse-attention"), std::string::npos) << gpu;
+  EXPECT_NE(cpuDevice.find("layout-nchwc"), std::string::npos) << cpuDevice;
+  EXPECT_NE(cpuDevice.find("winograd"), std::string::npos) << cpuDevice;
+  EXPECT_EQ(cpuDevice.find("pack-gemm-weights"), std::string::npos) << cpuDevice;
   EXPECT_EQ(PassPipeline::forTarget("cpu")->str(), PassPipeline::defaultPipeline().str());
   Expected<PassPipeline> bad = PassPipeline::forTarget("tpu");
   ASSERT_FALSE(bad);

@@ -179,7 +179,14 @@ Specializer shapeSpecializer() {
 
 std::string pipelineTarget(const Target &t) {
   // The interpreter runs what the CPU would: its graph is the CPU's.
-  return t == Target::OpenCL ? "opencl" : "cpu";
+  if (t != Target::OpenCL)
+    return "cpu";
+  std::string type = t.openclType;
+  if (type.empty()) {
+    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(t.platform, t.device);
+    type = d ? d->type : "gpu";
+  }
+  return type == "cpu" ? "opencl-cpu" : "opencl";
 }
 
 Error optimize(Graph &g, const Target &target, bool verifyEach) {

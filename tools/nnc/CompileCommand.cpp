@@ -94,6 +94,9 @@ int compileCommand(const CompileOptions &opts) {
     return fail(fmt::format("--emit {} does not go with --target {}", o.emit, o.target));
   // An artifact holds no loops (its format has none yet): a recurrent model's time loop is
   // unrolled into it.
+  // For a generic GPU the graph takes a GPU's passes too, whatever device is here.
+  if (opencl && o.genericGpu)
+    target->openclType = "gpu";
   Expected<std::unique_ptr<Graph>> g =
       loadStatic(o.model, o.shapes, *target, /*unrollLoops=*/o.emit == "lib");
   if (!g)
@@ -174,7 +177,8 @@ public:
                    "the program's binary for this machine's device");
     cmd_->add_flag("--generic-gpu", o_.genericGpu,
                    "With --target opencl: write kernels for OpenCL 1.2's generic GPU (32K local "
-                   "memory, work-groups of 256) instead of the device found here");
+                   "memory, work-groups of 256), after a GPU's graph passes, instead of for the "
+                   "device found here");
   }
   int run() override { return compileCommand(o_); }
 

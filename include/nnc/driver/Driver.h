@@ -25,6 +25,9 @@ struct Target {
   int device = -1;
   /// The CPU code is generated for (cpu; the graph passes of every target read it too).
   CpuTarget cpu = CpuTarget::host();
+  /// opencl: the device type the graph passes are chosen for ("gpu", "cpu", ...); empty: the
+  /// type the device reports (pipelineTarget()).
+  std::string openclType;
   Target(Kind k = Interp) : kind(k) {}
   bool operator==(Kind k) const { return kind == k; }
   bool operator!=(Kind k) const { return kind != k; }
@@ -74,7 +77,8 @@ PassContext::Evaluator interpreterEvaluator();
 Specializer shapeSpecializer();
 
 /// The name of the graph pipeline a target runs (PassPipeline::forTarget): "cpu" (also for
-/// interp) or "opencl".
+/// interp); "opencl-cpu" for an OpenCL device of type cpu (Target::openclType, else the
+/// type the device reports), "opencl" for any other (a GPU) or when there is no device.
 std::string pipelineTarget(const Target &t);
 
 /// Runs the target's optimization pipeline that precedes execution (shape inference,

@@ -177,6 +177,8 @@ struct StmtNode {
   Expr extent;      ///< For (an i64 expression; usually an IntImm).
   LoopKind loopKind = LoopKind::Serial;
   int gpuAxis = 0;  ///< For, GpuBlock/GpuThread: the NDRange dimension (0, 1 or 2).
+  /// For: the iterations are independent (ScheduleStep::GpuGrid); OpenCL's grid loops.
+  bool independent = false;
   int buffer = -1;  ///< Store.
   Expr index;       ///< Store.
   Expr value;       ///< Store, Decl, Assign; If: the condition.
@@ -222,10 +224,15 @@ struct ScheduleStep {
     Parallel,   ///< Mark `loop` parallel (run on the thread pool).
     GpuBlocks,  ///< Bind `loop` to work-groups of NDRange dimension `factor` (0..2).
     GpuThreads, ///< Bind `loop` to the work-items of a group in dimension `factor`.
+    GpuGrid,    ///< Declare `loops` independent (iterations in any order or at once, as a
+                ///< parallel loop's): an OpenCL kernel without a work-group nest runs the
+                ///< outermost perfect nest of independent loops as one flat NDRange, one
+                ///< work-item per iteration of them all. The CPU backends ignore it. Split
+                ///< loops stay independent; give it before other steps.
   } kind;
   std::string loop;
   int64_t factor = 0;
-  std::vector<std::string> loops; ///< Reorder.
+  std::vector<std::string> loops; ///< Reorder, GpuGrid.
 };
 
 /// How to run a kernel. Changing it never changes what the kernel computes.
