@@ -364,21 +364,27 @@ TEST(LowerNN, Conv) {
       {{1, 3, 9, 21}, {4, 3, 3, 3}, {2, 1}, {1, 0, 2, 1}, {2, 2}, 1, false},
       {{1, 4, 6, 17}, {6, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2, true},
   };
+  // The operands of a case (x, w and the bias when it has one), drawn from [lo, hi).
+  auto operands = [&](const ConvCase &c, DType t, double lo, double hi) {
+    std::vector<Tensor> xs{randomTensor(t, c.x, rng, lo, hi), randomTensor(t, c.w, rng, lo, hi)};
+    if (c.bias)
+      xs.push_back(randomTensor(t, {c.w[0]}, rng, lo, hi));
+    return xs;
+  };
+  auto attrs = [](const ConvCase &c) -> AttrMap {
+    return {{"strides", c.strides},
+            {"pads", c.pads},
+            {"dilations", c.dilations},
+            {"group", c.group},
+            {"auto_pad", c.autoPad}};
+  };
   // Both algorithms: the default (im2col + GEMM, or rows for few taps) and direct loops (for
   // huge im2col matrices).
   for (const char *algo : {"im2col", "direct"})
   for (DType t : {DType::F32, DType::F16})
     for (const ConvCase &c : cases) {
       setenv("NNC_CONV_ALGO", algo, 1);
-      std::vector<Tensor> xs{randomTensor(t, c.x, rng), randomTensor(t, c.w, rng)};
-      if (c.bias)
-        xs.push_back(randomTensor(t, {c.w[0]}, rng));
-      check(OpKind::Conv, xs,
-            {{"strides", c.strides},
-             {"pads", c.pads},
-             {"dilations", c.dilations},
-             {"group", c.group},
-             {"auto_pad", c.autoPad}},
+      check(OpKind::Conv, operands(c, t, -3, 3), attrs(c),
             fmt::format("conv {} {} x {} w {} strides {} pads {} dil {} group {} {}", algo,
                         dtypeName(t), str(c.x), str(c.w), str(c.strides), str(c.pads),
                         str(c.dilations), c.group, c.autoPad));
@@ -393,21 +399,11 @@ TEST(LowerNN, Conv) {
   tuning::LowerOptions gpu;
   gpu.gpu = GpuTarget::generic();
   for (DType t : {DType::F32, DType::F16})
-    for (const ConvCase &c : cases) {
-      std::vector<Tensor> xs{randomTensor(t, c.x, rng, 0.5, 1.5),
-                             randomTensor(t, c.w, rng, 0.5, 1.5)};
-      if (c.bias)
-        xs.push_back(randomTensor(t, {c.w[0]}, rng, 0.5, 1.5));
-      check(OpKind::Conv, xs,
-            {{"strides", c.strides},
-             {"pads", c.pads},
-             {"dilations", c.dilations},
-             {"group", c.group},
-             {"auto_pad", c.autoPad}},
+    for (const ConvCase &c : cases)
+      check(OpKind::Conv, operands(c, t, 0.5, 1.5), attrs(c),
             fmt::format("conv opencl {} x {} w {} group {}", dtypeName(t), str(c.x), str(c.w),
                         c.group),
             -1, {}, &gpu);
-    }
   // A 3x3 conv over 16 channels: the GEMM kernel is the work-group nest.
   Graph g;
   Value *x = g.addInput("x", TensorType(DType::F32, shapeFromExtents({2, 16, 12, 12})));
