@@ -10,10 +10,13 @@ gives the CPU's numbers and `nnc bench --profile` reports one upload and one dow
 Usage: opencl_test.py NNC_BINARY
 """
 import os
-import struct
 import subprocess
 import sys
 import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
+from train_data import write_npy  # noqa: E402
 
 NNC = sys.argv[1]
 MODEL = """graph @m(%x: f32[2,3]) -> (f32[2,3]) {
@@ -33,15 +36,6 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def npy(path, values, shape):
-    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % (
-        ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else ""))
-    header += " " * (63 - (10 + len(header)) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-        f.write(struct.pack("<%df" % len(values), *values))
-
-
 def nnc(args, env=None):
     e = dict(os.environ)
     e.update(env or {})
@@ -53,7 +47,7 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(model, "w") as f:
         f.write(MODEL)
     x = os.path.join(tmp, "x.npy")
-    npy(x, [0.25, -1.0, 2.0, 0.5, 1.5, -0.75], [2, 3])
+    write_npy(x, [0.25, -1.0, 2.0, 0.5, 1.5, -0.75], [2, 3])
     none = {"OCL_ICD_VENDORS": os.path.join(tmp, "no-vendors")}
     os.mkdir(none["OCL_ICD_VENDORS"])
 

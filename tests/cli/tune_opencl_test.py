@@ -15,7 +15,6 @@ import json
 import os
 import random
 import sqlite3
-import struct
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from onnxw import attr_ints, model, node, tensor, value_info  # noqa: E402
+from train_data import write_npy  # noqa: E402
 
 NNC = sys.argv[1]
 
@@ -41,15 +41,6 @@ def build_model():
     return model(nodes, [value_info("x", [6, 96])],
                  [value_info("y", [6, 40]), value_info("s", [6, 1])],
                  [tensor("w1", [96, 80], w1), tensor("w2", [80, 40], w2)])
-
-
-def npy(path, values, shape):
-    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % (
-        ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else ""))
-    header += " " * (63 - (10 + len(header)) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-        f.write(struct.pack("<%df" % len(values), *values))
 
 
 def run(args, env, check=True):
@@ -106,7 +97,7 @@ def main():
         assert j["tuned_kernels"] == j["tunable_kernels"] == tunable, j
         assert f"tuned kernels: {tunable}/{tunable}" in p.stderr, p.stderr
         x = os.path.join(tmp, "x.npy")
-        npy(x, [random.Random(3).uniform(-1, 1) for _ in range(6 * 96)], [6, 96])
+        write_npy(x, [random.Random(3).uniform(-1, 1) for _ in range(6 * 96)], [6, 96])
         p = run(["run", path, "--input", "x=" + x, "--target", "opencl", "--cache", db,
                  "--require-tuned", "--output-dir", os.path.join(tmp, "out")], env)
         assert f"tuned kernels: {tunable}/{tunable}" in p.stderr, p.stderr
