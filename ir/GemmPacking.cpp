@@ -10,35 +10,13 @@ namespace nnc {
 
 namespace {
 
-/// Copies element (k, j) between the [K, N] matrix `flat` and the panels `panels`.
-template <typename Copy> void forEachElement(int64_t k, int64_t n, int64_t nr, Copy copy) {
+/// Calls copy(flat, packed, count) for each run of `count` contiguous elements that move
+/// between the [K, N] matrix (offset `flat`) and its panels (offset `packed`): one row of a
+/// panel, nr elements (fewer in the last panel).
+template <typename Copy> void forEachRun(int64_t k, int64_t n, int64_t nr, Copy copy) {
   for (int64_t p = 0; p < k; ++p)
-    for (int64_t j0 = 0, panel = 0; j0 < n; j0 += nr, ++panel) {
-      int64_t width = std::min(nr, n - j0), to = (panel * k + p) * nr;
-      for (int64_t j = 0; j < width; ++j)
-        copy(p * n + j0 + j, to + j);
-    }
-}
-
-/// Copies one element of `es` bytes; the common sizes compile to one load and store.
-inline void copyElement(char *dst, const char *src, size_t es) {
-  switch (es) {
-  case 4:
-    std::memcpy(dst, src, 4);
-    break;
-  case 2:
-    std::memcpy(dst, src, 2);
-    break;
-  case 8:
-    std::memcpy(dst, src, 8);
-    break;
-  case 1:
-    *dst = *src;
-    break;
-  default:
-    std::memcpy(dst, src, es);
-    break;
-  }
+    for (int64_t j0 = 0, panel = 0; j0 < n; j0 += nr, ++panel)
+      copy(p * n + j0, (panel * k + p) * nr, std::min(nr, n - j0));
 }
 
 } // namespace
@@ -54,8 +32,9 @@ Tensor packGemmPanels(const Tensor &b, int64_t nr) {
   const char *src = static_cast<const char *>(b.rawData());
   char *dst = static_cast<char *>(out.rawData());
   for (int64_t q = 0; q < batch; ++q)
-    forEachElement(k, n, nr, [&](int64_t flat, int64_t packed) {
-      copyElement(dst + (q * panels * k * nr + packed) * es, src + (q * k * n + flat) * es, es);
+    forEachRun(k, n, nr, [&](int64_t flat, int64_t packed, int64_t count) {
+      std::memcpy(dst + (q * panels * k * nr + packed) * es, src + (q * k * n + flat) * es,
+                  count * es);
     });
   return out;
 }
@@ -73,8 +52,9 @@ Tensor unpackGemmPanels(const Tensor &p, int64_t n) {
   const char *src = static_cast<const char *>(p.rawData());
   char *dst = static_cast<char *>(out.rawData());
   for (int64_t q = 0; q < batch; ++q)
-    forEachElement(k, n, nr, [&](int64_t flat, int64_t packed) {
-      copyElement(dst + (q * k * n + flat) * es, src + (q * panels * k * nr + packed) * es, es);
+    forEachRun(k, n, nr, [&](int64_t flat, int64_t packed, int64_t count) {
+      std::memcpy(dst + (q * k * n + flat) * es, src + (q * panels * k * nr + packed) * es,
+                  count * es);
     });
   return out;
 }

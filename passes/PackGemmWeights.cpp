@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 
+#include "PatternUtil.h"
 #include "nnc/ir/GemmPacking.h"
 #include "nnc/passes/Passes.h"
 
@@ -77,6 +78,11 @@ public:
       mm->setAttr("packed_n", Attribute(n));
       addStat("weights-packed");
       changed = true;
+      // The unpacked weight is freed as soon as its last matmul moved to the panels (a later
+      // node may reuse the erased node's address: forget its entries).
+      if (pattern::eraseIfUnusedConstant(g, c))
+        for (auto it = packed.begin(); it != packed.end();)
+          it = it->first.first == c ? packed.erase(it) : std::next(it);
     }
     return changed;
   }

@@ -21,6 +21,13 @@ Node *onlyUser(const Graph &g, const Value *v) {
   return users.size() == 1 ? users[0] : nullptr;
 }
 
+bool eraseIfUnusedConstant(Graph &g, Node *c) {
+  if (!c || c->kind() != OpKind::Constant || g.hasUses(c->result()))
+    return false;
+  g.eraseNode(c);
+  return true;
+}
+
 Value *otherOperand(const Node *n, const Value *v) {
   if (!n || n->numOperands() != 2)
     return nullptr;

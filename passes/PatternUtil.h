@@ -19,6 +19,11 @@ std::vector<int64_t> intsOr(const Node &n, const char *name, size_t count, int64
 /// that uses v twice (mul(d, d)) counts once.
 Node *onlyUser(const Graph &g, const Value *v);
 
+/// Erases constant `c` when nothing uses its result any more (a pass that replaced a large
+/// weight by a transformed copy frees the original at once, instead of holding both until the
+/// next dce: the peak memory of a compile). Returns true when it erased it.
+bool eraseIfUnusedConstant(Graph &g, Node *c);
+
 /// The operand of binary `n` that is not `v` (null when neither or both are v).
 Value *otherOperand(const Node *n, const Value *v);
 

@@ -152,6 +152,7 @@ private:
                             conv->result()->type().str()));
     g.replaceAllUsesWith(conv->result(), y);
     g.eraseNode(conv);
+    pattern::eraseIfUnusedConstant(g, wc);
     g.renameValue(y, name);
     addStat(fmt::format("convs-rewritten-f{}", m));
     return true;
