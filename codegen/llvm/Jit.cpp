@@ -1,6 +1,14 @@
 // Kernels -> optimized LLVM IR -> machine code for the host CPU, loaded through ORC LLJIT, with
 // an on-disk object cache keyed by the unoptimized IR, the host CPU and the nnc version.
 //
+// The object cache has two kinds of entries in one folder:
+//  - <key>.o: an object, keyed by its module's unoptimized bitcode (plus target, opt level and
+//    versions), so a rebuilt nnc that emits the same IR still finds it;
+//  - <index>.idx: the key of the object that the kernels of a part compiled to, keyed by the
+//    kernels' text and the GNU build id of the nnc binary (a given build emits the same IR for
+//    the same kernel IR). A warm compile reads the index and the object without emitting any
+//    LLVM IR; a miss emits it, finds or compiles the object, and writes the index.
+//
 // Compilation is ours (new pass manager at O<optLevel>, then the target machine's object
 // emitter), so a cache hit skips both the optimizer and code generation: the cached object is
 // handed to LLJIT as is.
@@ -23,6 +31,10 @@
 #include <thread>
 
 #include <unistd.h>
+#if defined(__linux__)
+#include <elf.h>
+#include <link.h>
+#endif
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringMap.h>
@@ -339,13 +351,16 @@ std::unique_ptr<llvm::MemoryBuffer> readCached(const std::string &path) {
   return llvm::MemoryBuffer::getMemBufferCopy(object, path);
 }
 
-/// Writes atomically (temporary file, then rename); a failure (read-only or full disk) only
-/// means no caching, and says so on stderr once per cache directory.
-void writeCached(const std::string &dir, const std::string &path, llvm::StringRef data) {
+/// Writes atomically (temporary file, then rename), the object followed by its trailer, or
+/// (withTrailer false: an index entry) the bytes alone; a failure (read-only or full disk) only
+/// means no caching, and says so on stderr once per cache directory. True when written.
+bool writeCached(const std::string &dir, const std::string &path, llvm::StringRef data,
+                 bool withTrailer = true) {
   auto skipped = [&](const std::string &why) {
     warnOnce(fmt::format("object cache: cannot write to {} ({}); kernels are compiled but not "
                          "cached",
                          dir, why));
+    return false;
   };
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return skipped(ec.message());
@@ -355,7 +370,7 @@ void writeCached(const std::string &dir, const std::string &path, llvm::StringRe
     std::ofstream f(tmp, std::ios::binary);
     if (!f)
       return skipped(std::strerror(errno));
-    std::string trailer = sha1Of(data) + kCacheMagic.str();
+    std::string trailer = withTrailer ? sha1Of(data) + kCacheMagic.str() : std::string();
     f.write(data.data(), static_cast<std::streamsize>(data.size()));
     f.write(trailer.data(), static_cast<std::streamsize>(trailer.size()));
     f.flush();
@@ -369,8 +384,9 @@ void writeCached(const std::string &dir, const std::string &path, llvm::StringRe
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     std::remove(tmp.c_str());
-    skipped(std::strerror(err));
+    return skipped(std::strerror(err));
   }
+  return true;
 }
 
 // ---- JIT -------------------------------------------------------------------------------------
@@ -468,6 +484,81 @@ std::string moduleBitcode(const llvm::Module &m) {
   return std::string(buf.data(), buf.size());
 }
 
+/// The GNU build id (hex) of the binary or shared library this code is linked into, or "" when
+/// it has none (then every compile emits its IR to find its object).
+const std::string &ownBuildId() {
+  static const std::string id = [] {
+    std::string hex;
+#if defined(__linux__)
+    struct Search {
+      uintptr_t addr;
+      std::string *out;
+    } search{reinterpret_cast<uintptr_t>(&ownBuildId), &hex};
+    dl_iterate_phdr(
+        [](struct dl_phdr_info *info, size_t, void *data) -> int {
+          auto *sr = static_cast<Search *>(data);
+          bool mine = false;
+          for (int i = 0; i < info->dlpi_phnum && !mine; ++i) {
+            const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+            uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+            mine = ph.p_type == PT_LOAD && sr->addr >= lo && sr->addr < lo + ph.p_memsz;
+          }
+          if (!mine)
+            return 0;
+          for (int i = 0; i < info->dlpi_phnum; ++i) {
+            const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_NOTE)
+              continue;
+            const char *p = reinterpret_cast<const char *>(info->dlpi_addr + ph.p_vaddr);
+            const char *end = p + ph.p_memsz;
+            while (p + sizeof(ElfW(Nhdr)) <= end) {
+              const auto *nh = reinterpret_cast<const ElfW(Nhdr) *>(p);
+              const char *name = p + sizeof(ElfW(Nhdr));
+              const char *desc = name + ((nh->n_namesz + 3) & ~3u);
+              if (desc + nh->n_descsz > end)
+                break;
+              if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+                  std::memcmp(name, "GNU", 4) == 0) {
+                *sr->out = llvm::toHex(
+                    llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(desc), nh->n_descsz),
+                    /*LowerCase=*/true);
+                return 1;
+              }
+              p = desc + ((nh->n_descsz + 3) & ~3u);
+            }
+          }
+          return 1;
+        },
+        &search);
+#endif
+    return hex;
+  }();
+  return id;
+}
+
+/// The index key of a part (see the file comment): its kernels' full text, the target, the
+/// optimization level, the versions and the build id; "" without a build id.
+std::string indexKey(const std::vector<kir::Kernel> &kernels, const std::string &target,
+                     int optLevel) {
+  if (ownBuildId().empty())
+    return "";
+  llvm::SHA1 sha;
+  sha.update("nnc object index 1\nbuild: " + ownBuildId() + "\n");
+  for (const kir::Kernel &k : kernels)
+    sha.update(kir::printKernel(k));
+  return objectCacheKey(llvm::toHex(sha.result(), /*LowerCase=*/true), target, optLevel);
+}
+
+/// The object key an index entry holds, or "" (no entry, or not a key: then it is rewritten).
+std::string readIndex(const std::string &path) {
+  std::ifstream f(path);
+  std::string key;
+  if (!f || !std::getline(f, key) || key.size() != 2 * kShaBytes ||
+      key.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return "";
+  return key;
+}
+
 /// One unit of parallel compilation: kernels compiled into their own LLVM context, module
 /// and target machine, into one object (from the object cache when it holds it).
 struct Part {
@@ -477,8 +568,35 @@ struct Part {
   bool fromCache = false;
 };
 
+/// True when a kernel has a parallel loop (it calls the runtime's parallel-for).
+bool hasParallelLoop(const kir::Kernel &k) {
+  for (const kir::ScheduleStep &st : k.schedule.steps)
+    if (st.kind == kir::ScheduleStep::Parallel)
+      return true;
+  return false;
+}
+
 Error compilePart(Part &part, const CodegenOptions &opts) {
   PhaseTimer time(fmt::format("codegen: part {} (cost {})", part.kernels.front().name, part.cost));
+  std::string target, indexPath;
+  if (!opts.cacheDir.empty()) {
+    auto [cpu, features] = llvmCpuAndFeatures(opts.cpu);
+    target = cpu + " " + features + " " + opts.cpu.str() +
+             (useLibmvec() ? std::string(" ") + kVecLibVersion : "");
+    // A warm compile: the index names the object, and no IR is emitted.
+    std::string index = indexKey(part.kernels, target, opts.optLevel);
+    bool parallel = std::any_of(part.kernels.begin(), part.kernels.end(), hasParallelLoop);
+    if (!index.empty() && (opts.parallelFor || !parallel)) {
+      indexPath = opts.cacheDir + "/" + index + ".idx";
+      std::string key = readIndex(indexPath);
+      if (!key.empty())
+        if (auto cached = readCached(opts.cacheDir + "/" + key + ".o")) {
+          part.object = std::move(cached);
+          part.fromCache = true;
+          return Error::success();
+        }
+    }
+  }
   NNC_ASSIGN_OR_RETURN(Built b, build(part.kernels, opts.cpu, opts.optLevel));
   if (llvm::Function *pf = b.module->getFunction(kParallelFor); pf && !pf->use_empty()) {
     if (!opts.parallelFor)
@@ -487,25 +605,32 @@ Error compilePart(Part &part, const CodegenOptions &opts) {
   }
   std::string path;
   if (!opts.cacheDir.empty()) {
-    auto [cpu, features] = llvmCpuAndFeatures(opts.cpu);
-    std::string key = objectCacheKey(moduleBitcode(*b.module),
-                                     cpu + " " + features + " " + opts.cpu.str() +
-                                         (useLibmvec() ? std::string(" ") + kVecLibVersion : ""),
-                                     opts.optLevel);
+    std::string key = objectCacheKey(moduleBitcode(*b.module), target, opts.optLevel);
     path = opts.cacheDir + "/" + key + ".o";
+    auto remember = [&] {
+      if (!indexPath.empty())
+        writeCached(opts.cacheDir, indexPath, key + "\n", /*withTrailer=*/false);
+    };
     if (auto cached = readCached(path)) {
       part.object = std::move(cached);
       part.fromCache = true;
+      remember();
       return Error::success();
     }
+    optimize(*b.module, *b.tm, opts.cpu, opts.optLevel);
+    llvm::SmallVector<char, 0> obj;
+    NNC_TRY(emitFile(*b.module, *b.tm, opts.cpu, llvm::CGFT_ObjectFile, obj));
+    llvm::StringRef data(obj.data(), obj.size());
+    if (writeCached(opts.cacheDir, path, data))
+      remember();
+    part.object = llvm::MemoryBuffer::getMemBufferCopy(data, "nnc-kernels");
+    return Error::success();
   }
   optimize(*b.module, *b.tm, opts.cpu, opts.optLevel);
   llvm::SmallVector<char, 0> obj;
   NNC_TRY(emitFile(*b.module, *b.tm, opts.cpu, llvm::CGFT_ObjectFile, obj));
-  llvm::StringRef data(obj.data(), obj.size());
-  if (!path.empty())
-    writeCached(opts.cacheDir, path, data);
-  part.object = llvm::MemoryBuffer::getMemBufferCopy(data, "nnc-kernels");
+  part.object = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(obj.data(), obj.size()),
+                                                     "nnc-kernels");
   return Error::success();
 }
 

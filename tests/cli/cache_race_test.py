@@ -72,7 +72,7 @@ def main():
 
         failures, _ = start_all(with_tuner=True)
         failures += start_all(with_tuner=False)[0]
-        leftovers = [f for f in os.listdir(objects) if not f.endswith(".o")]
+        leftovers = [f for f in os.listdir(objects) if not f.endswith((".o", ".idx"))]
         if leftovers:
             failures.append(f"temporaries left in the object cache: {leftovers}")
         if not any(f.endswith(".o") for f in os.listdir(objects)):

@@ -9,6 +9,9 @@ skipped: one `nnc: warning:` line per fault (per corrupted entry), and nothing e
   fail with EFBIG as they would with ENOSPC);
 - cached objects corrupted (bytes flipped inside: a file that still loads as an object) or
   truncated: nnc recompiles, says so, and the next run is a clean cache hit again;
+- index entries (kernels -> object key) that are garbage, missing, or name an object that is
+  gone: a garbage or missing entry is a hit through the object's own key, silently, and is
+  rewritten; a gone object is a silent miss;
 - the tuning database is not a database;
 - OpenCL (when a device is there): a corrupted cached program binary is rebuilt from source,
   and a device that fails the optimized build (NNC_FAULT=opencl-build) builds it with
@@ -78,6 +81,28 @@ def main():
     objects = glob.glob(os.path.join(cache, "*.o"))
     if not objects:
         failures.append(f"no cached objects in {cache}")
+    indexes = glob.glob(os.path.join(cache, "*.idx"))
+    if len(indexes) != len(objects):
+        failures.append(f"{len(indexes)} index entries for {len(objects)} objects in {cache}")
+
+    # Index entries: garbage, then none, then pointing at objects that are gone.
+    for i in indexes:
+        with open(i, "w") as f:
+            f.write("not a key\n")
+    run("garbage index entries", cache, want_cache="hit")
+    if any(open(i).read() == "not a key\n" for i in indexes):
+        failures.append("garbage index entries were not rewritten")
+    for i in indexes:
+        os.remove(i)
+    run("no index entries", cache, want_cache="hit")
+    if len(glob.glob(os.path.join(cache, "*.idx"))) != len(indexes):
+        failures.append("index entries were not written again")
+    moved = os.path.join(work, "objects-moved")
+    os.makedirs(moved)
+    for o in objects:
+        os.rename(o, os.path.join(moved, os.path.basename(o)))
+    run("index entries naming objects that are gone", cache, want_cache="miss")
+    run("cached again", cache, want_cache="hit")
 
     # Corrupted entries: bytes flipped in the middle, then truncation.
     for o in objects:
