@@ -17,6 +17,7 @@
 //     result keeps its dtype instead applies E in place inside its GEMM, per cache block
 //     (lowerMatMulFinished), so the result is not read back from memory in a second pass.
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -341,6 +342,36 @@ bool storesEachResultOnce(OpKind k) {
   return k == OpKind::ConvNCHWc || k == OpKind::WinogradOutput;
 }
 
+/// The loop under which a kernel's work-group nest (gpu_block / gpu_thread loops, outermost)
+/// runs each work-item's statements: the innermost loop of that nest, or null when the body
+/// does not start with one. Such a kernel stores each result element once, from one
+/// work-item (the GPU GEMM), and nothing may precede or follow its nest.
+Stmt workGroupNestBody(const Stmt &body) {
+  auto isGpuLoop = [](const Stmt &s) {
+    return s && s->kind == kir::StmtKind::For &&
+           (s->loopKind == kir::LoopKind::GpuBlock || s->loopKind == kir::LoopKind::GpuThread);
+  };
+  Stmt s = body, inner;
+  while (s && ((s->kind == kir::StmtKind::Block && s->body.size() == 1) || isGpuLoop(s))) {
+    if (isGpuLoop(s))
+      inner = s;
+    s = s->body.empty() ? nullptr : s->body[0];
+  }
+  return inner;
+}
+
+/// True when `s` or a statement in it is a GemmTile writing buffer `b`.
+bool writesThroughTile(const Stmt &s, int b) {
+  if (!s)
+    return false;
+  if (s->kind == kir::StmtKind::GemmTile && s->buffer == b)
+    return true;
+  for (const Stmt &c : s->body)
+    if (writesThroughTile(c, b))
+      return true;
+  return false;
+}
+
 /// 2b. A group with an anchor: the anchor's kernels with the epilogue in their result stores.
 Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, const GroupInfo &gi,
                                                       const std::string &prefix,
@@ -366,6 +397,7 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
     return anchor.error("epilogue fusion needs exactly one kernel writing the result, got {}",
                         writers);
   int local = 0;
+  std::deque<kir::Kernel> separate; // epilogue kernels of their own (OpenCL), appended to ks
   for (kir::Kernel &k : ks) {
     // Anchor operands become group inputs.
     int rb = -1;
@@ -388,7 +420,10 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
     if (k.buffers[rb].dtype != anchorType || k.buffers[rb].numElements != count)
       return anchor.error("kernel '{}': its result buffer does not match the group's result",
                           k.name);
-    std::map<size_t, int> bufOf; // group input -> kernel buffer
+    // The kernel the epilogue goes into: k itself, or (on an OpenCL device) a kernel of its
+    // own after k.
+    kir::Kernel *target = &k;
+    std::map<size_t, int> bufOf; // group input -> buffer of *target
     for (size_t b = 0; b < k.buffers.size(); ++b)
       if (k.buffers[b].role == kir::BufferRole::Operand)
         bufOf[k.buffers[b].index] = static_cast<int>(b);
@@ -396,8 +431,8 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
       auto it = bufOf.find(in);
       if (it != bufOf.end())
         return it->second;
-      int b = static_cast<int>(k.buffers.size());
-      k.buffers.push_back(inputBuffer(u, in));
+      int b = static_cast<int>(target->buffers.size());
+      target->buffers.push_back(inputBuffer(u, in));
       bufOf[in] = b;
       return b;
     };
@@ -414,7 +449,7 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
             int b = bufferOfInput(in);
             return leafValue(
                 gi, in, t + "s" + std::to_string(in), scalars, hoisted,
-                [&](Expr i) { return kir::load(b, k.buffers[b].dtype, i); },
+                [&](Expr i) { return kir::load(b, target->buffers[b].dtype, i); },
                 [&](const Extents &le) { return leafIndexAt(at, le, ext, env); });
           },
           kir::var(t + "a", v->type));
@@ -423,7 +458,14 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
         stmts.push_back(s);
       return value;
     };
-    if (storesEachResultOnce(anchor.kind()) && k.buffers[rb].dtype == resType) {
+    // A GPU work-group nest whose work-items store each of their result elements once (the
+    // NDRange GEMM's scalar or vector stores) takes its epilogue in those stores too: nothing
+    // may follow the nest in its kernel. (A GemmTile there accumulates onto stores of the
+    // bias: those are not final, and the epilogue goes into a kernel of its own below.)
+    Stmt nest = workGroupNestBody(k.body);
+    bool nestStoresOnce = nest && !writesThroughTile(k.body, rb);
+    if ((storesEachResultOnce(anchor.kind()) || nestStoresOnce) &&
+        k.buffers[rb].dtype == resType) {
       // Each element is stored once, from a register of a straight-line tile: the epilogue
       // runs on the value before its store, while the tile's residual and output lines are
       // in L1 (a pass afterwards rereads the whole result).
@@ -434,13 +476,32 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
       auto isResultStore = [&](const Stmt &st) {
         return st && st->kind == kir::StmtKind::Store && st->buffer == rb;
       };
+      // A vector store of the result (a GPU tile's vstoreN): the epilogue of each lane, then
+      // the vector store of the finished lanes.
+      auto rewriteVecStore = [&](const Stmt &st, std::vector<Stmt> &out) {
+        std::vector<Expr> lanes;
+        for (size_t l = 0; l < st->args.size(); ++l) {
+          Expr at = kir::add(st->index, i64c(static_cast<int64_t>(l)));
+          Expr value = epilogue(at, st->args[l], {}, out, hoisted);
+          std::string v = "fz" + std::to_string(local++) + "_v";
+          out.push_back(kir::decl(v, value->type, value));
+          lanes.push_back(kir::var(v, value->type));
+        }
+        out.push_back(kir::vecStore(rb, st->index, lanes));
+      };
       std::function<void(Stmt &)> rewrite = [&](Stmt &st) {
         if (!st)
           return;
-        if (isResultStore(st))
+        if (isResultStore(st) || (st->kind == kir::StmtKind::VecStore && st->buffer == rb))
           st = kir::block({st});
         std::vector<Stmt> out;
         for (size_t i = 0; i < st->body.size();) {
+          const Stmt &c = st->body[i];
+          if (c && c->kind == kir::StmtKind::VecStore && c->buffer == rb) {
+            rewriteVecStore(c, out);
+            ++i;
+            continue;
+          }
           if (!isResultStore(st->body[i])) {
             rewrite(st->body[i]);
             out.push_back(st->body[i++]);
@@ -459,6 +520,12 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
         st->body = std::move(out);
       };
       rewrite(k.body);
+      if (nest) {
+        // The scalar leaves are read per work-item, inside the nest.
+        hoisted.insert(hoisted.end(), nest->body.begin(), nest->body.end());
+        nest->body = {kir::block(hoisted)};
+        continue;
+      }
       hoisted.push_back(k.body);
       k.body = kir::block(hoisted);
       continue;
@@ -466,15 +533,34 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
     // The epilogue runs as one pass over the finished result, after the anchor's loops: in
     // the result buffer itself when the types agree, else from a scratch accumulator.
     // (Rewriting each store of a register-blocked GEMM tile instead keeps LLVM from
-    // vectorizing the tile.)
+    // vectorizing the tile.) On an OpenCL device the pass is a kernel of its own: a kernel
+    // is one NDRange, and a pass after the anchor's grid in the same kernel would run on
+    // one work-item.
     int src = rb, ob = rb;
     if (k.buffers[rb].dtype != resType) {
       kir::BufferDecl &acc = k.buffers[rb];
       acc.role = kir::BufferRole::Scratch;
       acc.index = nextScratch++;
       acc.name = "tmp" + std::to_string(acc.index);
-      ob = static_cast<int>(k.buffers.size());
-      k.buffers.push_back({"out0", resType, count, kir::BufferRole::Result, 0, /*written=*/true});
+      if (!opts.gpu) {
+        ob = static_cast<int>(k.buffers.size());
+        k.buffers.push_back({"out0", resType, count, kir::BufferRole::Result, 0, /*written=*/true});
+      }
+    }
+    if (opts.gpu) {
+      kir::Kernel e;
+      e.name = k.name + "_epilogue";
+      e.buffers.push_back(k.buffers[rb]);
+      e.buffers[0].written = e.buffers[0].role == kir::BufferRole::Result;
+      src = ob = 0;
+      if (k.buffers[rb].role == kir::BufferRole::Scratch) {
+        ob = 1;
+        e.buffers.push_back({"out0", resType, count, kir::BufferRole::Result, 0, /*written=*/true});
+      }
+      separate.push_back(std::move(e));
+      target = &separate.back();
+      bufOf.clear();
+      scalars.clear();
     }
     // Rows of the result's last dim: a leaf broadcast along rows (a bias) is then read at
     // the column index, contiguously, instead of at a flat index modulo the row length.
@@ -486,13 +572,21 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
     Expr fv = kir::add(kir::mul(kir::var(fr), i64c(cols)), kir::var(fc));
     Expr value = epilogue(fv, kir::load(src, anchorType, fv), env, stmts, hoisted);
     stmts.push_back(kir::store(ob, fv, value));
-    std::vector<Stmt> body{k.body};
-    body.insert(body.end(), hoisted.begin(), hoisted.end());
+    std::vector<Stmt> body;
+    if (target == &k) {
+      body.push_back(k.body);
+      body.insert(body.end(), hoisted.begin(), hoisted.end());
+    } else {
+      // The grid's loops are the whole kernel: its scalar leaves are read per work-item.
+      stmts.insert(stmts.begin(), hoisted.begin(), hoisted.end());
+    }
     body.push_back(kir::forLoop(fr, i64c(rows), kir::forLoop(fc, i64c(cols), kir::block(stmts))));
-    k.body = kir::block(body);
+    target->body = body.size() == 1 ? body[0] : kir::block(body);
     for (const kir::ScheduleStep &st : lower::defaultSchedule({fr, fc}, {rows, cols}).steps)
-      k.schedule.steps.push_back(st);
+      target->schedule.steps.push_back(st);
   }
+  for (kir::Kernel &e : separate)
+    ks.push_back(std::move(e));
   return ks;
 }
 

@@ -4,10 +4,12 @@
 Without any OpenCL driver (OCL_ICD_VENDORS pointing at an empty folder): `--target opencl`
 fails with one message saying what is missing, `--target auto` runs on the CPU and says so,
 `nnc devices` still lists the CPU, and `nnc compile --target opencl` still writes OpenCL C
-(checked with libclang, no runtime needed). With a device (PoCL in CI): `--target opencl`
+(checked with libclang, no runtime needed), also for a generic GPU: each shared model (SHARED
+given) after a GPU's graph passes, its convs and matmuls as work-group GEMMs with their fused
+epilogues, and a recurrent model (its loop unrolled into the listing). With a device (PoCL in CI): `--target opencl`
 gives the CPU's numbers and `nnc bench --profile` reports one upload and one download per run.
 
-Usage: opencl_test.py NNC_BINARY
+Usage: opencl_test.py NNC_BINARY [SHARED]
 """
 import os
 import subprocess
@@ -19,6 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts
 from train_data import write_npy  # noqa: E402
 
 NNC = sys.argv[1]
+SHARED = sys.argv[2] if len(sys.argv) > 2 else ""
+ROOT = os.path.dirname(os.path.dirname(HERE))
 MODEL = """graph @m(%x: f32[2,3]) -> (f32[2,3]) {
   %w = constant {value = dense<f32[2,3]>[0.5, -1, 1.5, 2, -0.25, 0.75]} : f32[2,3]
   %a = mul(%x, %w) : f32[2,3]
@@ -65,6 +69,21 @@ with tempfile.TemporaryDirectory() as tmp:
     r = nnc(["compile", model, "--target", "opencl", "-o", cl], none)
     check(r.returncode == 0 and "__kernel void" in open(cl).read(),
           "compile --target opencl: %d %r" % (r.returncode, r.stderr))
+    gpu_models = [os.path.join(ROOT, "examples", "models", "tiny_cnn", "model.onnx")]
+    if SHARED:
+        gpu_models += sorted(os.path.join(SHARED, "models", m, "model.onnx")
+                             for m in os.listdir(os.path.join(SHARED, "models")))
+        gpu_models.append(os.path.join(SHARED, "onnx-tests", "node", "test_lstm_batchwise",
+                                       "model.onnx"))
+    for m in gpu_models:
+        if not os.path.exists(m):
+            continue
+        cl = os.path.join(tmp, "gpu.cl")
+        r = nnc(["compile", m, "--target", "opencl", "--generic-gpu", "-o", cl], none)
+        check(r.returncode == 0 and "__kernel void" in open(cl).read(),
+              "compile %s --target opencl --generic-gpu: %d %r" % (m, r.returncode, r.stderr))
+        if r.returncode == 0 and "conv" in open(cl).read():
+            check("__local" in open(cl).read(), "%s: no work-group GEMM for a GPU" % m)
     r = nnc(["run", model, "--input", "x=" + x, "--target", "opencl:x"])
     check(r.returncode == 1 and "opencl:PLATFORM.DEVICE" in r.stderr, "bad --target opencl:x")
 

@@ -542,15 +542,29 @@ TEST(LLVMCodegen, ObjectCache) {
   auto m1 = compileOrDie(ks, o);
   ASSERT_TRUE(m1);
   EXPECT_FALSE(m1->fromCache());
-  int objects = 0;
+  // One object and its index entry (kernel text + build -> object key); no temporary files.
+  int objects = 0, indexes = 0;
   for (auto &e : fs::directory_iterator(dir)) {
-    EXPECT_EQ(e.path().extension(), ".o") << e.path(); // no temporary files left
-    ++objects;
+    objects += e.path().extension() == ".o";
+    indexes += e.path().extension() == ".idx";
+    EXPECT_TRUE(e.path().extension() == ".o" || e.path().extension() == ".idx") << e.path();
   }
   EXPECT_EQ(objects, 1);
+  EXPECT_EQ(indexes, 1);
   auto m2 = compileOrDie(ks, o);
   ASSERT_TRUE(m2);
   EXPECT_TRUE(m2->fromCache());
+  // Without its index entry the object is still found (by its IR), and the entry comes back.
+  for (auto &e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".idx")
+      fs::remove(e.path());
+  auto m2b = compileOrDie(ks, o);
+  ASSERT_TRUE(m2b);
+  EXPECT_TRUE(m2b->fromCache());
+  indexes = 0;
+  for (auto &e : fs::directory_iterator(dir))
+    indexes += e.path().extension() == ".idx";
+  EXPECT_EQ(indexes, 1);
   std::vector<float> x(16, 2.0f), y(16, 0);
   void *bufs[] = {x.data(), y.data()};
   m2->lookup("scale3")(bufs);
@@ -596,8 +610,8 @@ TEST(LLVMCodegen, DuplicateKernelsCompiledOnce) {
   ASSERT_TRUE(m);
   int objects = 0;
   for (auto &e : fs::directory_iterator(dir)) {
-    EXPECT_EQ(e.path().extension(), ".o") << e.path();
-    ++objects;
+    EXPECT_TRUE(e.path().extension() == ".o" || e.path().extension() == ".idx") << e.path();
+    objects += e.path().extension() == ".o";
   }
   EXPECT_EQ(objects, 2); // scale_a (also serving scale_b) and scale_c
   EXPECT_EQ(m->lookup("scale_a"), m->lookup("scale_b"));

@@ -1,7 +1,9 @@
 // The kernel-template registry (codegen/lower/Templates.cpp): its names and spaces, and the
 // template lowering picks for a few graphs after the standard pipeline (AVX2 target): a matmul
 // by a constant weight, a 3x3 conv with enough channels (Winograd), a depthwise conv, a first
-// layer, a matmul with an epilogue, an attention block; and per-target pipelines as data.
+// layer, a matmul with an epilogue, an attention block; per-target pipelines as data; and a
+// GPU's fusion groups (the work-group GEMM with its epilogue) run by the kernel evaluator
+// against the interpreter.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,8 @@
 #include <fmt/ranges.h>
 
 #include "nnc/codegen/Lowering.h"
+#include "nnc/codegen/OpenCLCodegen.h"
+#include "nnc/ir/Kernel.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/runtime/Interpreter.h"
@@ -234,4 +238,136 @@ TEST(Templates, PipelinesPerTarget) {
   Expected<PassPipeline> bad = PassPipeline::forTarget("tpu");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("cpu, opencl"), std::string::npos) << bad.error().message();
+}
+
+namespace {
+
+/// Runs `text`'s graph through the OpenCL GPU pipeline, lowers every unit for a generic GPU
+/// and runs the kernels in the kernel evaluator (work-group nests, barriers and local memory
+/// included); compares each output with the interpreter on the graph as written, and prints
+/// the kernels as OpenCL C (a work-group nest must be the whole kernel).
+void checkGpuUnits(const std::string &text, const std::string &what,
+                   const GpuTarget &device = GpuTarget::generic()) {
+  Expected<std::unique_ptr<Graph>> ref = parseGraph(text);
+  ASSERT_TRUE(ref) << ref.error().message();
+  std::unique_ptr<Graph> g = (*ref)->clone();
+  PassContext ctx;
+  ctx.cpu = CpuTarget::forLevel(CpuTarget::Level::V3);
+  ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
+  Error e = PassPipeline::forTarget("opencl")->run(*g, ctx);
+  ASSERT_FALSE(e) << e.message();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.5f, 1.5f);
+  std::vector<Tensor> inputs;
+  std::map<const Value *, Tensor> values;
+  for (size_t i = 0; i < g->inputs().size(); ++i) {
+    Tensor t = Tensor::zeros(DType::F32, *staticExtents(g->inputs()[i]->shape()));
+    for (int64_t k = 0; k < t.numElements(); ++k)
+      t.data<float>()[k] = u(rng);
+    inputs.push_back(t);
+    values[g->inputs()[i]] = t;
+  }
+  tuning::LowerOptions lo;
+  lo.cpu = ctx.cpu;
+  lo.gpu = device;
+  Expected<std::vector<LoweringUnit>> units = loweringUnits(*g);
+  ASSERT_TRUE(units) << units.error().message();
+  std::vector<kir::Kernel> all;
+  for (const LoweringUnit &unit : *units) {
+    Expected<std::vector<kir::Kernel>> ks = lowerUnit(unit, "k" + std::to_string(all.size()), lo);
+    ASSERT_TRUE(ks) << what << ": " << ks.error().message();
+    all.insert(all.end(), ks->begin(), ks->end());
+    std::vector<Tensor> results;
+    for (size_t r = 0; r < unit.node->numResults(); ++r)
+      results.push_back(Tensor::zeros(unit.node->result(r)->dtype(),
+                                      *staticExtents(unit.node->result(r)->shape())));
+    std::map<int, std::vector<char>> scratch;
+    for (const kir::Kernel &k : *ks) {
+      std::vector<void *> bufs;
+      for (const kir::BufferDecl &b : k.buffers) {
+        if (b.role == kir::BufferRole::Operand) {
+          const Value *v = unit.operands.at(b.index);
+          if (!values.count(v) && v->producer() && v->producer()->kind() == OpKind::Constant)
+            values[v] = v->producer()->getTensor("value");
+          ASSERT_TRUE(values.count(v)) << what << ": no value for %" << v->name();
+          bufs.push_back(const_cast<void *>(values[v].rawData()));
+        } else if (b.role == kir::BufferRole::Result) {
+          bufs.push_back(results.at(b.index).rawData());
+        } else {
+          std::vector<char> &v = scratch[b.index];
+          v.resize(std::max(v.size(), static_cast<size_t>(b.numElements) * dtypeSize(b.dtype)));
+          bufs.push_back(v.data());
+        }
+      }
+      Error err = kir::evaluateKernel(k, bufs);
+      ASSERT_FALSE(err) << what << ": " << k.name << ": " << err.message() << "\n"
+                        << kir::printKernel(k);
+    }
+    for (size_t r = 0; r < results.size(); ++r)
+      values[unit.node->result(r)] = results[r];
+  }
+  Expected<OpenCLProgram> cl = emitOpenCL(all, device);
+  EXPECT_TRUE(cl) << what << ": " << cl.error().message();
+  Expected<std::vector<Tensor>> want = interpret(**ref, inputs);
+  ASSERT_TRUE(want) << want.error().message();
+  for (size_t o = 0; o < want->size(); ++o) {
+    const Tensor &w = (*want)[o], &got = values.at(g->outputs()[o]);
+    ASSERT_EQ(w.extents(), got.extents()) << what;
+    for (int64_t i = 0; i < w.numElements(); ++i) {
+      double a = w.elementAsDouble(i), b = got.elementAsDouble(i);
+      ASSERT_LE(std::fabs(a - b), 1e-4 + 1e-4 * std::fabs(a))
+          << what << ": output " << o << " element " << i << " " << b << " want " << a;
+    }
+  }
+}
+
+} // namespace
+
+TEST(Templates, GpuFusionGroupsMatchTheInterpreter) {
+  // A conv with its bias, a residual and relu, and a conv with SiLU (x * sigmoid(x)). On a
+  // GPU the work-group GEMM after im2col stores each output once, its epilogue in those
+  // stores, and the scalar leaf (relu's 0) read inside the nest; 33 output columns give a
+  // partial vector store at the edge. On an OpenCL CPU device (8-wide float vectors, no
+  // local memory) a work-item's tile is one GemmTile accumulating onto the bias, and the
+  // epilogue is a kernel of its own.
+  std::string convs = fmt::format(R"(
+graph @g(%x: f32[1,8,11,3], %r: f32[1,16,11,3]) -> (f32[1,16,11,3], f32[1,16,9,1]) {{
+  %zero = constant {{value = dense<f32[]>[0]}} : f32[]
+  %w = {}
+  %b = {}
+  %c = conv(%x, %w, %b) {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : f32[1,16,11,3]
+  %a = add(%c, %r) : f32[1,16,11,3]
+  %y = max(%a, %zero) : f32[1,16,11,3]
+  %c2 = conv(%x, %w, %b) {{dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [1, 1]}} : f32[1,16,9,1]
+  %s = sigmoid(%c2) : f32[1,16,9,1]
+  %z = mul(%c2, %s) : f32[1,16,9,1]
+  return %y, %z
+}})",
+                                  dense({16, 8, 3, 3}), dense({16}));
+  // A linear layer with GELU and a residual (a transformer's MLP).
+  std::string mlp = fmt::format(R"(
+graph @g(%x: f32[2,24,40], %r: f32[2,24,72]) -> (f32[2,24,72]) {{
+  %w = {}
+  %b = {}
+  %sqrt2 = constant {{value = dense<f32[]>[1.4142135]}} : f32[]
+  %one = constant {{value = dense<f32[]>[1]}} : f32[]
+  %half = constant {{value = dense<f32[]>[0.5]}} : f32[]
+  %m = matmul(%x, %w) : f32[2,24,72]
+  %h = add(%m, %b) : f32[2,24,72]
+  %d = div(%h, %sqrt2) : f32[2,24,72]
+  %e = erf(%d) : f32[2,24,72]
+  %p = add(%e, %one) : f32[2,24,72]
+  %q = mul(%h, %p) : f32[2,24,72]
+  %y = mul(%q, %half) : f32[2,24,72]
+  %z = add(%y, %r) : f32[2,24,72]
+  return %z
+}})",
+                                dense({40, 72}), dense({72}));
+  GpuTarget cpuDevice = GpuTarget::generic();
+  cpuDevice.type = "cpu";
+  cpuDevice.preferredFloatVector = 8;
+  for (const GpuTarget &device : {GpuTarget::generic(), cpuDevice}) {
+    checkGpuUnits(convs, "conv epilogues on " + device.type, device);
+    checkGpuUnits(mlp, "matmul epilogue on " + device.type, device);
+  }
 }

@@ -92,13 +92,14 @@ int compileCommand(const CompileOptions &opts) {
         fmt::format("--emit must be nir, kernels, ll, asm, obj, cl or lib, not '{}'", o.emit));
   if (opencl != (o.emit == "cl") && o.emit != "nir" && o.emit != "kernels" && o.emit != "lib")
     return fail(fmt::format("--emit {} does not go with --target {}", o.emit, o.target));
-  // An artifact holds no loops (its format has none yet): a recurrent model's time loop is
-  // unrolled into it.
+  // An artifact holds no loops (its format has none yet), nor do the kernel listings, the
+  // LLVM IR, the object and the OpenCL C (a scan's body runs from the runtime's launch list):
+  // a recurrent model's time loop is unrolled into them. Only the text IR keeps it.
   // For a generic GPU the graph takes a GPU's passes too, whatever device is here.
   if (opencl && o.genericGpu)
     target->openclType = "gpu";
   Expected<std::unique_ptr<Graph>> g =
-      loadStatic(o.model, o.shapes, *target, /*unrollLoops=*/o.emit == "lib");
+      loadStatic(o.model, o.shapes, *target, /*unrollLoops=*/o.emit != "nir");
   if (!g)
     return fail(g.takeError());
   auto writeText = [&](const std::string &text) -> int {
