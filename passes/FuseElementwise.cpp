@@ -16,6 +16,9 @@
 //          matmul or reduction reads is stored anyway, so the group reads it instead.
 //     Otherwise p's result is materialized: it is an input of the group.
 //  3. A group of two or more nodes gets a fresh id in the `fusion_group` attribute of its members.
+// A group stops growing at kMaxGroupMembers: code generation composes a group into one
+// expression, and a 10,000-op chain made one expression 10,000 deep, which overflowed the
+// stack of every recursive walk over it (the chain becomes a chain of groups instead).
 #include <map>
 #include <set>
 
@@ -26,6 +29,8 @@
 namespace nnc {
 
 namespace {
+
+constexpr size_t kMaxGroupMembers = 256;
 
 bool fusible(const Node &n) {
   if (!isFusibleElementwise(n) || n.hasAttr(kFusionGroupAttr))
@@ -101,7 +106,8 @@ public:
             continue; // a recomputed copy's operands stay inputs
           for (Value *v : m->operands()) {
             Node *p = v ? v->producer() : nullptr;
-            if (!p || in.count(p) || !fusible(*p) || v->shape() != space)
+            if (!p || in.count(p) || !fusible(*p) || v->shape() != space ||
+                members.size() >= kMaxGroupMembers)
               continue;
             if (allInside(v))
               absorb(p);
@@ -111,7 +117,7 @@ public:
         }
         bool grew = false;
         for (Value *v : pending)
-          if (!in.count(v->producer()) && allInside(v)) {
+          if (!in.count(v->producer()) && members.size() < kMaxGroupMembers && allInside(v)) {
             absorb(v->producer());
             grew = true;
           }
@@ -119,7 +125,8 @@ public:
           continue;
         for (Value *v : pending) {
           Node *p = v->producer();
-          if (in.count(p) || g.isOutput(v) || !cheapToRecompute(*p) || materializedAnyway(g, v))
+          if (in.count(p) || g.isOutput(v) || !cheapToRecompute(*p) || materializedAnyway(g, v) ||
+              members.size() >= kMaxGroupMembers)
             continue;
           bool usedInside = false;
           for (Node *u : members)

@@ -496,6 +496,8 @@ Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
     if (numOuter > 0 && numOuter < loops.size() && order != loops) {
       sched = kir::Schedule{};
       sched.steps.push_back({kir::ScheduleStep::Reorder, "", 0, order});
+      // Each element is stored once: on an OpenCL device the loops are one NDRange.
+      sched.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, order});
       if (numElementsOf(p.ext) >= 65536)
         for (const std::string &l : order)
           if (env[l] >= 2) {

@@ -1,5 +1,6 @@
 // Kernel IR -> OpenCL C 1.2: the shared C printer (codegen/c) with OpenCL's types, half loads
 // and stores, saturating conversions, the kernel signature and the NDRange mapping.
+#include <algorithm>
 #include <cstdint>
 
 #include "c/CPrinter.h"
@@ -133,7 +134,8 @@ private:
   /// checked by the verifier): each becomes get_group_id / get_local_id of its dimension, the
   /// work-group is the thread loops' extents, and the body below them runs per work-item.
   Expected<std::string> gpuNest(const kir::Kernel &k, kir::Stmt s, const GpuTarget &device,
-                                std::string &out, OpenCLLaunch &l) {
+                                std::string &out, OpenCLLaunch &l,
+                                const std::vector<kir::Stmt> &prologue) {
     std::array<int64_t, 3> blocks{1, 1, 1}, threads{1, 1, 1};
     int dims = 1;
     while (s && ((s->kind == kir::StmtKind::Block && s->body.size() == 1) ||
@@ -165,6 +167,10 @@ private:
       l.globalSize[a] = blocks[a] * threads[a];
       l.localSize[a] = threads[a];
     }
+    for (const kir::Stmt &d : prologue) {
+      NNC_ASSIGN_OR_RETURN(std::string text, printBody(k, d, 2));
+      out += text;
+    }
     NNC_ASSIGN_OR_RETURN(std::string text, printBody(k, s, 2));
     return out + text + "}\n";
   }
@@ -186,6 +192,17 @@ public:
     kir::Stmt s = body;
     while (s && s->kind == kir::StmtKind::Block && s->body.size() == 1)
       s = s->body[0];
+    // Locals declared before the loops (a fused group's scalar leaves, read once) do not
+    // keep the loops from being the grid: each work-item declares them itself.
+    std::vector<kir::Stmt> prologue;
+    if (s && s->kind == kir::StmtKind::Block && s->body.size() >= 2 &&
+        s->body.back() && s->body.back()->kind == kir::StmtKind::For &&
+        std::all_of(s->body.begin(), s->body.end() - 1, [](const kir::Stmt &c) {
+          return c && c->kind == kir::StmtKind::Decl;
+        })) {
+      prologue.assign(s->body.begin(), s->body.end() - 1);
+      s = s->body.back();
+    }
     l.name = k.name;
     int64_t localBytes = 0;
     for (size_t i = 0; i < k.locals.size(); ++i) {
@@ -203,7 +220,7 @@ public:
       return makeError("kernel {}: local buffers without a work-group nest", k.name);
     if (s && s->kind == kir::StmtKind::For &&
         (s->loopKind == kir::LoopKind::GpuBlock || s->loopKind == kir::LoopKind::GpuThread))
-      return gpuNest(k, s, device, out, l);
+      return gpuNest(k, s, device, out, l, prologue);
     // The grid: the outermost loop when it is parallel or independent, with the loops
     // perfectly nested in it that are independent too (constant extents all), collapsed
     // into one flat NDRange. The innermost loop varies fastest across neighbouring
@@ -253,6 +270,10 @@ public:
             out += fmt::format("  long {} = (long)(nnc_gid % {}{});\n  nnc_gid /= {}{};\n", v, e, sfx,
                                e, sfx);
         }
+      }
+      for (const kir::Stmt &c : prologue) {
+        NNC_ASSIGN_OR_RETURN(std::string text, printBody(k, c, 2));
+        out += text;
       }
       for (const kir::Stmt &c : grid.back()->body) {
         NNC_ASSIGN_OR_RETURN(std::string text, printBody(k, c, 2));

@@ -1,5 +1,6 @@
 // Interpreter kernels of conv (im2col + GEMM) and conv_transpose (GEMM + col2im), N-D with
 // groups, dilations and padding; computed in double.
+#include <limits>
 #include <algorithm>
 
 #include <Eigen/Dense>
@@ -37,10 +38,17 @@ Expected<ConvSetup> setupConv(const Node &node, const Tensor &x, const Tensor &w
     s.inSpatial.push_back(in);
     s.outSpatial.push_back(ax->out);
     s.kernel.push_back(k);
-    s.inSize *= in;
-    s.outSize *= ax->out;
-    s.kernelSize *= k;
   }
+  // The spatial products, saturated where they overflow (a hostile model's 2^40 x 2^40
+  // output): the buffer checks then refuse such a conv by its full shape, and an empty batch
+  // still gives its empty result.
+  auto product = [](const Extents &e) {
+    std::optional<int64_t> n = checkedNumElements(e);
+    return n ? *n : std::numeric_limits<int64_t>::max();
+  };
+  s.inSize = product(s.inSpatial);
+  s.outSize = product(s.outSpatial);
+  s.kernelSize = product(s.kernel);
   return s;
 }
 

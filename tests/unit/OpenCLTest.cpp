@@ -150,6 +150,31 @@ TEST(OpenCLEmitter, IndependentLoopsFormOneFlatGrid) {
   EXPECT_NE(src.find("for ("), std::string::npos) << src;
 }
 
+TEST(OpenCLEmitter, LocalsBeforeTheGridAreDeclaredPerWorkItem) {
+  // out[i] = in[i] * s with s = in[0] read once before the loop (how a fused group reads a
+  // scalar leaf): the loop is still the grid (it was one work-item for the whole kernel),
+  // and each work-item declares s after its index.
+  kir::Kernel k;
+  k.name = "k";
+  k.buffers.push_back({"in", DType::F32, 1000, kir::BufferRole::Operand, 0, false});
+  k.buffers.push_back({"out", DType::F32, 1000, kir::BufferRole::Result, 0, true});
+  kir::Expr i = kir::var("i");
+  k.body = kir::block(
+      {kir::decl("s", DType::F32, kir::load(0, DType::F32, kir::intImm(0))),
+       kir::forLoop("i", kir::intImm(1000),
+                    kir::store(1, i,
+                               kir::op(OpKind::Mul, {kir::load(0, DType::F32, i),
+                                                     kir::var("s", DType::F32)})))});
+  k.schedule.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {"i"}});
+  Expected<OpenCLProgram> prog = emitOpenCL({k}, GpuTarget::generic());
+  ASSERT_TRUE(prog) << prog.error().message();
+  const std::string &src = prog->source;
+  EXPECT_EQ(prog->launches.at(0).globalSize[0], 1024) << src;
+  EXPECT_EQ(src.find("for ("), std::string::npos) << src;
+  EXPECT_LT(src.find("get_global_id(0)"), src.find(" s = ")) << src;
+  EXPECT_FALSE(checkOpenCLSource(src));
+}
+
 TEST(OpenCLEmitter, GemmTilesOfADeviceThatPrefersVectorsUseVectorAccumulators) {
   // A device that prefers float vectors (an OpenCL CPU device) runs a work-item's register
   // tile of the NDRange GEMM as a GemmTile: rows of float vectors, one vector load of B's
