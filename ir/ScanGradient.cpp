@@ -121,7 +121,7 @@ std::vector<Value *> scanGradient(GradEmitter &e, const Node &scan,
   for (int64_t j : states) {
     const Value *s = body.inputs()[j];
     dStates.push_back(bwd->addInput("d_" + s->name(), s->type()));
-    operands.push_back(dy[j] && !isZeroConstant(dy[j]) ? dy[j] : outer.zerosLike(scan.operand(j)));
+    operands.push_back(dy[j] ? dy[j] : outer.zerosLike(scan.operand(j)));
   }
   for (int64_t i : invariants) {
     const Value *w = body.inputs()[i];
