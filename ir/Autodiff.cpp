@@ -157,39 +157,78 @@ Expected<std::vector<Value *>> gradients(Graph &g, Value *loss, const std::vecto
   NNC_USER_CHECK(lossExt && checkedNumElements(*lossExt) == 1,
                  "gradients: the loss {} must have one element, got {}", loss->name(),
                  loss->type().str());
-  // Loops are differentiated in their unrolled form.
-  NNC_TRY(unrollScans(g));
-  const std::vector<Node *> nodes = g.nodes();
+  NNC_USER_CHECK(loss->dtype() == DType::F32 || loss->dtype() == DType::F64,
+                 "gradients: loss dtype {} is not supported (f32 or f64)",
+                 dtypeName(loss->dtype()));
+  GradEmitter e(g);
+  Tensor one = Tensor::zeros(loss->dtype(), *lossExt);
+  if (loss->dtype() == DType::F64)
+    *one.data<double>() = 1.0;
+  else
+    *one.data<float>() = 1.0f;
+  Value *seed = e.constant(one);
+  if (!e.ok())
+    return e.error();
+  return vjp(g, {loss}, {seed}, wrt);
+}
 
-  // 1. Values that depend on a wrt value (float only: indices carry no gradient) ...
-  std::set<const Value *> depends;
-  for (Value *v : wrt) {
+Expected<std::vector<Value *>> vjp(Graph &g, const std::vector<Value *> &ys,
+                                   const std::vector<Value *> &dys,
+                                   const std::vector<Value *> &wrt) {
+  NNC_ASSERT(ys.size() == dys.size(), "vjp: {} values but {} cotangents", ys.size(), dys.size());
+  for (size_t i = 0; i < ys.size(); ++i)
+    NNC_USER_CHECK(!dys[i] || (ys[i] && dys[i]->type() == ys[i]->type()),
+                   "vjp: the cotangent of {} is {}", ys[i] ? ys[i]->name() : "(null)",
+                   dys[i]->type().str());
+  for (Value *v : wrt)
     NNC_USER_CHECK(v && isFloat(v->dtype()), "gradients: {} is not a float value",
                    v ? v->name() : "(null)");
-    depends.insert(v);
-  }
-  for (Node *n : nodes) {
-    bool any = false;
-    for (Value *v : n->operands())
-      any = any || (v && depends.count(v));
-    if (any)
-      for (Value *r : n->results())
-        if (isFloat(r->dtype()))
-          depends.insert(r);
-  }
-  // ... and the nodes the loss depends on.
+
+  // 1. Values that depend on a wrt value (float only: indices carry no gradient), and the
+  //    nodes some seeded value depends on.
+  std::vector<Node *> nodes;
+  std::set<const Value *> depends;
   std::set<const Node *> needed;
-  std::vector<const Value *> work = {loss};
-  while (!work.empty()) {
-    const Value *v = work.back();
-    work.pop_back();
-    Node *p = v->producer();
-    if (!p || !needed.insert(p).second)
-      continue;
-    for (Value *o : p->operands())
-      if (o)
-        work.push_back(o);
-  }
+  auto differentiable = [&](const Node &n) {
+    for (Value *o : n.operands())
+      if (o && depends.count(o))
+        return true;
+    return false;
+  };
+  auto mark = [&] {
+    nodes = g.nodes();
+    depends = std::set<const Value *>(wrt.begin(), wrt.end());
+    for (Node *n : nodes)
+      if (differentiable(*n))
+        for (Value *r : n->results())
+          if (isFloat(r->dtype()))
+            depends.insert(r);
+    needed.clear();
+    std::vector<const Value *> work;
+    for (size_t i = 0; i < ys.size(); ++i)
+      if (dys[i])
+        work.push_back(ys[i]);
+    while (!work.empty()) {
+      const Value *v = work.back();
+      work.pop_back();
+      Node *p = v->producer();
+      if (!p || !needed.insert(p).second)
+        continue;
+      for (Value *o : p->operands())
+        if (o)
+          work.push_back(o);
+    }
+  };
+  mark();
+  // Loops on the path first return, per step, what their gradient reads (saveScanSteps).
+  bool saved = false;
+  for (Node *n : nodes)
+    if (n->kind() == OpKind::Scan && needed.count(n) && differentiable(*n)) {
+      NNC_TRY(saveScanSteps(*n));
+      saved = true;
+    }
+  if (saved)
+    mark();
 
   // 2. Reverse walk, summing each operand's gradient contributions.
   // Each value's contributions are kept apart until its producer's rule needs their sum,
@@ -204,17 +243,9 @@ Expected<std::vector<Value *>> gradients(Graph &g, Value *loss, const std::vecto
       pi->second = {sumContributions(e, pi->second)};
     return pi->second[0];
   };
-  parts[loss].push_back(e.constant([&] {
-    Tensor one = Tensor::zeros(loss->dtype(), *lossExt);
-    if (loss->dtype() == DType::F64)
-      *one.data<double>() = 1.0;
-    else
-      *one.data<float>() = 1.0f;
-    return one;
-  }()));
-  NNC_USER_CHECK(loss->dtype() == DType::F32 || loss->dtype() == DType::F64,
-                 "gradients: loss dtype {} is not supported (f32 or f64)",
-                 dtypeName(loss->dtype()));
+  for (size_t i = 0; i < ys.size(); ++i)
+    if (dys[i])
+      parts[ys[i]].push_back(dys[i]);
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     const Node &n = **it;
     if (!needed.count(&n))
@@ -225,10 +256,7 @@ Expected<std::vector<Value *>> gradients(Graph &g, Value *loss, const std::vecto
       dy.push_back(gradOf(r));
       any = any || dy.back();
     }
-    bool differentiable = false;
-    for (Value *o : n.operands())
-      differentiable = differentiable || (o && depends.count(o));
-    if (!any || !differentiable)
+    if (!any || !differentiable(n))
       continue;
     GradientRule rule = gradientRule(n.kind());
     if (!rule)

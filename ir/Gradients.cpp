@@ -1,5 +1,6 @@
 // The gradient rules of Gradients.def, their helpers, and GradEmitter.
 #include "nnc/ir/Gradients.h"
+#include "nnc/ir/Loop.h"
 
 #include <algorithm>
 #include <numeric>

@@ -133,6 +133,16 @@ void Graph::removeInput(Value *v) {
     }
 }
 
+Value *Graph::addResult(Node &n, const std::string &name, TensorType type) {
+  NNC_ASSERT(n.graph_ == this, "addResult: {} is not in this graph", n.describe());
+  auto v = newValue(name, std::move(type));
+  v->producer_ = &n;
+  v->resultIndex_ = static_cast<int>(n.results_.size());
+  n.results_.push_back(v.get());
+  n.resultStorage_.push_back(std::move(v));
+  return n.results_.back();
+}
+
 Node *Graph::createNode(OpKind kind, std::vector<Value *> operands,
                         std::vector<TensorType> resultTypes, AttrMap attrs, std::string name,
                         std::vector<std::string> resultNames, Node *before) {

@@ -6,6 +6,25 @@
 
 namespace nnc {
 
+Node *copyNode(Graph &g, const Node &n, std::unordered_map<const Value *, Value *> &map,
+               Node *before) {
+  std::vector<Value *> ops;
+  for (Value *o : n.operands())
+    ops.push_back(o ? map.at(o) : nullptr);
+  std::vector<TensorType> types;
+  std::vector<std::string> names;
+  for (Value *r : n.results()) {
+    types.push_back(r->type());
+    names.push_back(r->name());
+  }
+  Node *c = g.createNode(n.kind(), ops, types, n.attrs(), n.name(), names, before);
+  if (n.body())
+    c->setBody(std::shared_ptr<Graph>(n.body()->clone()));
+  for (size_t r = 0; r < n.numResults(); ++r)
+    map[n.result(r)] = c->result(r);
+  return c;
+}
+
 Expected<ScanParts> scanParts(const Node &scan) {
   NNC_ASSERT(scan.kind() == OpKind::Scan, "scanParts of {}", scan.describe());
   const Graph *body = scan.body();
@@ -121,22 +140,8 @@ Error unrollScan(Graph &g, Node *n) {
                               : ii < p.carried + p.scanInputs ? stepsOf[ii - p.carried][t]
                                                               : n->operand(i);
     }
-    for (const Node *b : body.nodes()) {
-      std::vector<Value *> ops;
-      for (Value *o : b->operands())
-        ops.push_back(o ? map.at(o) : nullptr);
-      std::vector<TensorType> types;
-      std::vector<std::string> names;
-      for (Value *r : b->results()) {
-        types.push_back(r->type());
-        names.push_back(r->name());
-      }
-      Node *c = g.createNode(b->kind(), ops, types, b->attrs(), b->name(), names, n);
-      if (b->body())
-        c->setBody(std::shared_ptr<Graph>(b->body()->clone()));
-      for (size_t r = 0; r < b->numResults(); ++r)
-        map[b->result(r)] = c->result(r);
-    }
+    for (const Node *b : body.nodes())
+      copyNode(g, *b, map, n);
     for (int64_t j = 0; j < p.carried; ++j)
       states[j] = map.at(body.outputs()[j]);
     for (int64_t o = 0; o < p.scanOutputs; ++o)

@@ -10,6 +10,9 @@ const std::vector<PassInfo> &passRegistry() {
       {"constant-fold", "Evaluate nodes whose operands are constants", createConstantFoldPass},
       {"dce", "Remove nodes whose results are unused", createDeadCodeEliminationPass},
       {"cse", "Merge identical nodes", createCommonSubexpressionEliminationPass},
+      {"hoist-loop-invariants",
+       "Run the loop-body nodes that read only invariants once, before the loop",
+       createHoistLoopInvariantsPass},
       {"canonicalize", "Algebraic simplifications (x*1, x+0, transpose/reshape chains)",
        createCanonicalizePass},
       {"recognize-layer-norm", "Replace decomposed LayerNorm chains with layer_norm",
@@ -58,7 +61,8 @@ const PassInfo *findPass(std::string_view name) {
 const std::vector<TargetPipeline> &targetPipelines() {
   static const std::string front =
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
-      "dce,recognize-layer-norm,recognize-rms-norm,recognize-softmax,fold-batch-norm,dce,";
+      "dce,hoist-loop-invariants,recognize-layer-norm,recognize-rms-norm,recognize-softmax,"
+      "fold-batch-norm,dce,";
   static const std::string blocked = "layout-nchwc,constant-fold,cse,dce,winograd,";
   static const std::string back = "fold-channel-scale,fuse-elementwise,fuse-epilogue,";
   static const std::string attention = "fuse-attention,", views = "fuse-views,";

@@ -489,6 +489,65 @@ TEST(Gradients, RnnNode) {
   checkRecurrent("RNN", 1, {testonnx::attrStrings("activations", {"Relu", "Sigmoid"})}, 1);
 }
 
+/// A scan built by hand, checked by finite differences: state h [2, 3], sequences x [4, 2, 3]
+/// (float) and live [4, 2, 1] (bool, a sequence_lens mask), invariants W [3, 3] and b [3].
+/// Per step: a = tanh(h W + x + b); h' = live ? a : h; per-step outputs y = live ? a * h : 0
+/// and h itself. The loss reads the final state and both stacked outputs. The gradient must be
+/// one backward scan (no unrolled steps).
+void checkScan(bool reverse) {
+  const int64_t T = 4, N = 2, H = 3;
+  Graph g("scan");
+  auto f64 = [](const Extents &e) { return TensorType(DType::F64, shapeFromExtents(e)); };
+  Value *h0 = g.addInput("h0", f64({N, H}));
+  Value *x = g.addInput("x", f64({T, N, H}));
+  Value *w = g.addInput("w", f64({H, H}));
+  Value *b = g.addInput("b", f64({H}));
+  std::vector<uint8_t> liveBits = {1, 1, 1, 0, 1, 1, 0, 0}; // lengths 3 and 2 (of steps 0..)
+  if (reverse)
+    liveBits = {0, 0, 1, 0, 1, 1, 1, 1}; // a reverse pass starts late
+  Tensor liveT = Tensor::fromVector<uint8_t>(DType::Bool, {T, N, 1}, liveBits);
+  Value *live = g.createNode(OpKind::Constant, {}, {liveT.type()}, {{"value", liveT}})->result();
+
+  auto body = std::make_shared<Graph>("step");
+  Value *h = body->addInput("h", f64({N, H}));
+  Value *xt = body->addInput("xt", f64({N, H}));
+  Value *lt = body->addInput("lt", TensorType(DType::Bool, shapeFromExtents({N, 1})));
+  Value *wb = body->addInput("wb", f64({H, H}));
+  Value *bb = body->addInput("bb", f64({H}));
+  GradEmitter be(*body);
+  Value *a = be.op(OpKind::Tanh, {be.add(be.add(be.op(OpKind::MatMul, {h, wb}), xt), bb)});
+  Value *zero = be.scalar(0, DType::F64);
+  Value *hNext = be.op(OpKind::Select, {lt, a, h});
+  Value *y = be.op(OpKind::Select, {lt, be.mul(a, h), zero});
+  ASSERT_TRUE(be.ok()) << be.error().message();
+  body->setOutputs({hNext, y, h});
+
+  AttrMap attrs = {
+      {"num_carried", int64_t(1)}, {"num_scan_inputs", int64_t(2)}, {"reverse", int64_t(reverse)}};
+  Node *scan = g.createNode(OpKind::Scan, {h0, x, live, w, b},
+                            {f64({N, H}), f64({T, N, H}), f64({T, N, H})}, attrs, "loop");
+  scan->setBody(body);
+  GradEmitter e(g);
+  std::vector<Value *> flat;
+  for (Value *r : scan->results())
+    flat.push_back(e.op(OpKind::Reshape, {r, e.i64s({-1})}));
+  Value *all = e.op(OpKind::Concat, flat, {{"axis", int64_t(0)}});
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  checkGraph(g, all, {{N, H}, {T, N, H}, {H, H}, {H}}, -1, 1, 5);
+  int scans = 0;
+  for (const Node *n : g.nodes())
+    scans += n->kind() == OpKind::Scan;
+  EXPECT_EQ(scans, 2) << "the forward and the backward loop";
+}
+
+TEST(Gradients, ScanForward) {
+  checkScan(/*reverse=*/false);
+}
+
+TEST(Gradients, ScanReverse) {
+  checkScan(/*reverse=*/true);
+}
+
 TEST(Gradients, Errors) {
   GraphBuilder b("g");
   Var x = b.input("x", DType::F64, {2, 3});

@@ -3,7 +3,7 @@
 // matmul of the hidden state by all gates' recurrent weights (GRU without
 // linear_before_reset: a second one for its hidden gate, after the reset gate) and the gate
 // math as elementwise ops, which the fusion passes group (the gate slices are views). The
-// step is compiled once whatever the sequence length; autodiff unrolls it (ir/Loop.h).
+// step is compiled once whatever the sequence length, and so is its gradient (ir/Loop.h).
 #include <algorithm>
 #include <cctype>
 #include <optional>

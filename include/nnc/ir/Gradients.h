@@ -67,7 +67,8 @@ GradientRule gradientRule(OpKind kind);
 /// `wrt` (graph inputs or any float values of g) and returns those values in wrt's order.
 /// `loss` must be a float value of one element. Algorithm:
 ///  1. Mark the values that depend on some wrt value (forward walk) and those the loss
-///     depends on (backward walk); only nodes in both are differentiated.
+///     depends on (backward walk); only nodes in both are differentiated. Loops among them
+///     are made to return what their gradient reads (saveScanSteps) and the marks redone.
 ///  2. Seed d loss / d loss = 1; walk the marked nodes in reverse order, calling each op's
 ///     rule on its results' gradients and summing the contributions to each operand (when
 ///     the operand's producer is reached: matmul contributions join into one matmul over
@@ -75,5 +76,15 @@ GradientRule gradientRule(OpKind kind);
 ///  3. A wrt value the loss does not depend on gets zeros.
 /// Fails, naming the node, when a marked op has no rule or a rule cannot handle its form.
 Expected<std::vector<Value *>> gradients(Graph &g, Value *loss, const std::vector<Value *> &wrt);
+
+/// Reverse mode from given cotangents: appends to `g` the nodes computing, for every v in
+/// `wrt`, sum_i dys[i] . d ys[i] / d v (dys[i] has ys[i]'s type; null: no cotangent) and
+/// returns those values in wrt's order; zeros where no seeded value depends on v. The same
+/// algorithm as gradients() (which is vjp of the loss with cotangent 1), seeded with dys; loops
+/// on the path are first made to save their per-step values (saveScanSteps). A loop's
+/// backward body is such a vector-Jacobian product of its forward body.
+Expected<std::vector<Value *>> vjp(Graph &g, const std::vector<Value *> &ys,
+                                   const std::vector<Value *> &dys,
+                                   const std::vector<Value *> &wrt);
 
 } // namespace nnc

@@ -135,6 +135,9 @@ public:
                    std::vector<TensorType> resultTypes, AttrMap attrs = {},
                    std::string name = "", std::vector<std::string> resultNames = {},
                    Node *before = nullptr);
+  /// Appends a result of type `type` to `n` (a loop node that gains a per-step output); the
+  /// name is made unique.
+  Value *addResult(Node &n, const std::string &name, TensorType type);
   /// Creates a node whose result types come from its shape rule; on a shape-rule error no
   /// node is left behind. `numResults` < 0 means the op's minimum.
   Expected<Node *> createInferred(OpKind kind, std::vector<Value *> operands, AttrMap attrs = {},

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 
 #include "nnc/ir/Graph.h"
 
@@ -17,6 +18,12 @@ struct ScanParts {
   Dim steps; ///< T: dim 0 of the sequences.
 };
 
+/// Copies `n` (kind, attributes, name, result types and names, body) into `g`, before `before`
+/// or at the end, reading each operand through `map` (an absent operand stays absent), and maps
+/// n's results to the copy's: how loop bodies are inlined, differentiated and hoisted from.
+Node *copyNode(Graph &g, const Node &n, std::unordered_map<const Value *, Value *> &map,
+               Node *before = nullptr);
+
 /// Reads a scan node's attributes and checks them against its operands and body.
 Expected<ScanParts> scanParts(const Node &scan);
 
@@ -29,10 +36,31 @@ Error syncScanBody(Node &scan);
 
 namespace nnc {
 
+class GradEmitter;
+
+/// Makes `scan` also return, as per-step outputs, the forward values that its gradient
+/// (scanGradient) reads: the input states of each step, which the backward loop cannot
+/// recompute, and the results of the body's matmuls that vary per step, which it could but
+/// at the cost of a GEMM per step (the elementwise rest is recomputed: cheaper than storing
+/// it). Values the body already returns per step are not added again; the body is brought in
+/// step with the operands first (syncScanBody). Autodiff calls this on every loop it
+/// differentiates.
+Error saveScanSteps(Node &scan);
+
+/// The gradient rule of scan (Gradients.def): a scan running the other way whose body is the
+/// vector-Jacobian product of the forward body. Its states are the cotangents of the float
+/// states (starting from the final states' gradients) and the gradients of the float
+/// invariants, summed over the steps (starting from zeros); its sequences are the per-step
+/// outputs' cotangents, the saved forward values (saveScanSteps) and the forward sequences;
+/// its invariants are the forward invariants. Per step it recomputes the forward body from
+/// the saved values and returns the sequences' cotangents. Fails (through `e`) when the body
+/// reads a state that the forward loop does not return per step.
+std::vector<Value *> scanGradient(GradEmitter &e, const Node &scan, const std::vector<Value *> &dy);
+
 /// Replaces every scan node of `g` (not of bodies; nested scans come out with their body)
 /// by its body inlined once per step: the sequences split into steps, the per-step outputs
-/// concatenated. T must be static. Autodiff differentiates this form (backpropagation
-/// through time over the unrolled steps).
+/// concatenated. T must be static. The artifact writer, which has no loops yet, needs this
+/// form.
 Error unrollScans(Graph &g);
 
 } // namespace nnc

@@ -15,6 +15,7 @@ std::unique_ptr<Pass> createShapeInferencePass();
 std::unique_ptr<Pass> createConstantFoldPass();
 /// Removes nodes whose results are unused.
 std::unique_ptr<Pass> createDeadCodeEliminationPass();
+std::unique_ptr<Pass> createHoistLoopInvariantsPass();
 /// Merges nodes with the same op, operands and attributes (constants by value).
 std::unique_ptr<Pass> createCommonSubexpressionEliminationPass();
 /// Algebraic simplifications to a fixed point: x*1, x+0, x-0, x/1, cast to the same type,
