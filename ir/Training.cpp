@@ -123,6 +123,39 @@ std::array<Value *, 3> adamUpdate(GradEmitter &e, Value *r, Value *t, Value *x, 
   return {xNew, vNew, hNew};
 }
 
+std::array<Value *, 3> batchNormTraining(GradEmitter &e, Value *x, Value *scale, Value *bias,
+                                         Value *mean, Value *var, double epsilon, double momentum) {
+  if (!x || !mean || !var)
+    return {};
+  std::optional<Extents> xe = staticExtents(x->shape());
+  Ints axes = {0};
+  int64_t n = xe && !xe->empty() ? (*xe)[0] : 0;
+  for (int64_t a = 2; xe && a < x->rank(); ++a) {
+    axes.push_back(a);
+    n *= (*xe)[static_cast<size_t>(a)];
+  }
+  if (!xe || x->rank() < 2 || n < 2) {
+    e.fail(makeError("batch norm in training needs a static input [N, C, ...] with more than "
+                     "one value per channel, got {}",
+                     x->type().str()));
+    return {};
+  }
+  // One reduction per statistic: the kept-dims forms center x, their [C] views feed the op.
+  AttrMap reduce = {{"axes", axes}, {"keepdims", int64_t(1)}};
+  Value *meanK = e.op(OpKind::ReduceMean, {x}, reduce);
+  Value *d = e.sub(x, meanK);
+  Value *varK = e.op(OpKind::ReduceMean, {e.mul(d, d)}, reduce);
+  Value *batchMean = e.reshapeLike(meanK, mean), *batchVar = e.reshapeLike(varK, var);
+  Value *y = e.op(OpKind::BatchNorm, {x, scale, bias, batchMean, batchVar}, {{"epsilon", epsilon}});
+  auto blend = [&](Value *running, Value *batch, double factor) {
+    if (batch && running->dtype() != batch->dtype())
+      batch = e.op(OpKind::Cast, {batch}, {{"to", running->dtype()}});
+    return e.add(e.mulScalar(running, momentum), e.mulScalar(batch, (1 - momentum) * factor));
+  };
+  double unbiased = static_cast<double>(n) / static_cast<double>(n - 1);
+  return {y, blend(mean, batchMean, 1), blend(var, batchVar, unbiased)};
+}
+
 std::vector<Value *> clipByGlobalNorm(GradEmitter &e, const std::vector<Value *> &grads,
                                       double maxNorm) {
   if (grads.empty())

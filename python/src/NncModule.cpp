@@ -358,7 +358,9 @@ public:
       if (names.empty())
         raise(makeError("{}: the model has no initializers to train", path));
       // Imported without constant folding: a folded transpose(W) would no longer be W.
-      std::unique_ptr<Graph> g = take(importOnnxFile(path));
+      ImportOptions io;
+      io.forTraining = true;
+      std::unique_ptr<Graph> g = take(importOnnxFile(path, io));
       Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, names, to);
       if (!tr)
         raise(tr.takeError().withContext(path));

@@ -201,6 +201,96 @@ TEST(Trainer, OpenCLStepMovesOnlyBatchAndLoss) {
   EXPECT_EQ(cl->runTransfers().downloadBytes, steps * 4 + paramBytes);
 }
 
+/// The targets the tests below run on: interp, cpu, and opencl where a device is present.
+std::vector<driver::Target::Kind> targetKinds() {
+  std::vector<driver::Target::Kind> kinds = {driver::Target::Interp, driver::Target::Cpu};
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (devices && !devices->empty())
+    kinds.push_back(driver::Target::OpenCL);
+  return kinds;
+}
+
+/// Batch norm straight on the input: its batch statistics do not depend on the parameters, so
+/// the running statistics after k steps on one batch b are closed-form: r_k = m^k r_0 +
+/// (1 - m^k) b (the variance's b unbiased). Every target (interp, cpu, opencl where present)
+/// must give them, and a shared constant must be refused.
+TEST(Trainer, BatchNormUpdatesRunningStatistics) {
+  const int64_t n = 6, c = 3, hw = 4;
+  const double momentum = 0.8;
+  std::mt19937 rng(11);
+  Tensor mean0 = randomTensor({c}, rng, 0.5f), var0 = randomTensor({c}, rng, 0.5f);
+  for (int64_t i = 0; i < c; ++i)
+    var0.data<float>()[i] += 1.0f;
+  auto model = [&](bool shared) {
+    GraphBuilder b("bn");
+    Var x = b.input("x", DType::F32, {Dim::symbol("N"), c, 2, 2});
+    Var scale = b.constant(randomTensor({c}, rng, 1)), bias = b.constant(randomTensor({c}, rng, 1));
+    Var mean = b.constant(mean0), var = shared ? scale : b.constant(var0);
+    Var y = b.op(OpKind::BatchNorm, {x, scale, bias, mean, var},
+                 {{"epsilon", 1e-5}, {"momentum", momentum}}, "bn");
+    b.output(matmul(reshape(relu(y), {-1, c * hw}), b.constant(randomTensor({c * hw, 2}, rng, 1))));
+    Expected<std::unique_ptr<Graph>> g = b.build();
+    EXPECT_TRUE(g) << g.error().message();
+    return std::make_pair(g ? std::move(*g) : nullptr,
+                          std::make_pair(mean.value()->name(), var.value()->name()));
+  };
+  Tensor x = randomTensor({n, c, 2, 2}, rng, 2);
+  Tensor y = Tensor::zeros(DType::I64, {n});
+  // The batch's statistics per channel, in double.
+  std::vector<double> bm(c, 0), bv(c, 0);
+  for (int64_t k = 0; k < c; ++k) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < hw; ++j)
+        bm[k] += x.data<float>()[(i * c + k) * hw + j] / double(n * hw);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < hw; ++j) {
+        double d = x.data<float>()[(i * c + k) * hw + j] - bm[k];
+        bv[k] += d * d / double(n * hw - 1);
+      }
+  }
+  const int steps = 3;
+  for (driver::Target::Kind kind : targetKinds()) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    auto [g, names] = model(false);
+    ASSERT_TRUE(g);
+    TrainOptions o;
+    o.optimizer = OptimizerKind::Sgd;
+    o.lr = 0.1;
+    o.batch = n;
+    o.target = driver::Target(kind);
+    o.exec.threads = 1;
+    Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, {}, o);
+    ASSERT_TRUE(tr) << tr.error().message();
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) {
+      Expected<double> l = (*tr)->step(x, y);
+      ASSERT_TRUE(l) << l.error().message();
+      losses.push_back(*l);
+    }
+    EXPECT_LT(losses.back(), losses.front());
+    Expected<std::map<std::string, Tensor>> ps = (*tr)->parameters();
+    ASSERT_TRUE(ps) << ps.error().message();
+    // scale, bias, the matmul's weight, and the two running statistics.
+    ASSERT_EQ(ps->size(), 5u);
+    double mk = std::pow(momentum, steps);
+    for (int64_t k = 0; k < c; ++k) {
+      EXPECT_NEAR(ps->at(names.first).data<float>()[k],
+                  mk * mean0.data<float>()[k] + (1 - mk) * bm[k], 1e-5)
+          << "mean " << k;
+      EXPECT_NEAR(ps->at(names.second).data<float>()[k],
+                  mk * var0.data<float>()[k] + (1 - mk) * bv[k], 1e-5)
+          << "var " << k;
+    }
+  }
+  auto [shared, unused] = model(true);
+  TrainOptions o;
+  o.batch = n;
+  Expected<std::unique_ptr<Trainer>> refused = Trainer::create(*shared, {}, o);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("is used elsewhere too"), std::string::npos)
+      << refused.error().message();
+}
+
 TEST(Trainer, Errors) {
   std::vector<std::string> params;
   std::unique_ptr<Graph> g = mlp(params);

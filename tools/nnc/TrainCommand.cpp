@@ -80,7 +80,9 @@ int trainCommand(const TrainCliOptions &o) {
   if (inits->empty())
     return fail(fmt::format("{}: the model has no initializers to train", o.model));
   // Imported without constant folding: a folded transpose(W) would no longer be W.
-  Expected<std::unique_ptr<Graph>> g = importOnnxFile(o.model);
+  ImportOptions io;
+  io.forTraining = true;
+  Expected<std::unique_ptr<Graph>> g = importOnnxFile(o.model, io);
   if (!g)
     return fail(g.takeError());
 

@@ -65,6 +65,17 @@ struct AdamOptions {
 std::array<Value *, 3> adamUpdate(GradEmitter &e, Value *r, Value *t, Value *x, Value *g, Value *v,
                                   Value *h, const AdamOptions &o);
 
+/// Batch norm in training mode (PyTorch's BatchNorm in train()): y normalizes x with the batch's
+/// mean and population variance over every axis but 1, and the running statistics take in the
+/// batch's: mean' = momentum mean + (1 - momentum) batchMean, var' = momentum var +
+/// (1 - momentum) batchVar n / (n - 1), n the values per channel. The running variance takes
+/// the unbiased batch variance as PyTorch's does; ONNX's BatchNormalization (training_mode=1)
+/// blends the population variance instead, but PyTorch is the peer whose trained models
+/// nnc::Trainer's must match. x has static extents and n > 1; mean and var are [C], the blend
+/// in their dtype. Returns {y, mean', var'}.
+std::array<Value *, 3> batchNormTraining(GradEmitter &e, Value *x, Value *scale, Value *bias,
+                                         Value *mean, Value *var, double epsilon, double momentum);
+
 /// Scales every gradient by min(1, maxNorm / ||grads||) (the global L2 norm over all of them).
 std::vector<Value *> clipByGlobalNorm(GradEmitter &e, const std::vector<Value *> &grads,
                                       double maxNorm);
