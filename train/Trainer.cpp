@@ -130,9 +130,12 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
   NNC_USER_CHECK(o.batch > 0, "the batch size must be positive, got {}", o.batch);
   NNC_USER_CHECK(!model.outputs().empty(), "the model has no output");
   std::unique_ptr<Graph> g = model.clone();
-  NNC_USER_CHECK(g->inputs().size() == 1,
+  // The random ops' counter, an input beside the batch until step 3 feeds it the step count.
+  Value *counterIn = g->findValue(kStepCounterInput);
+  bool hasCounter = counterIn && counterIn->isGraphInput() && g->inputs()[0] != counterIn;
+  NNC_USER_CHECK(g->inputs().size() == 1 + hasCounter,
                  "the model must have one input (the batch), it has {} (initializers aside)",
-                 g->inputs().size());
+                 g->inputs().size() - hasCounter);
 
   // 1. The parameters become graph inputs (before any folding could fold them away). None
   // named: every float constant of rank >= 1 (a GraphBuilder graph's weights; the scalars
@@ -181,6 +184,8 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
                  "the model's input {} has a fixed batch of {}, not {}", xt.str(),
                  xt.shape[0].value(), o.batch);
   std::vector<Extents> shapes = {xe};
+  if (hasCounter)
+    shapes.push_back({});
   for (const Tensor &t : initial)
     shapes.push_back(t.extents());
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> sg,
@@ -188,8 +193,7 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
   tr->inputType_ = TensorType(xt.dtype, shapeFromExtents(xe));
 
   // 3. Loss, gradients and updates, appended to the forward graph.
-  Value *x = sg->inputs()[0];
-  std::vector<Value *> paramValues(sg->inputs().begin() + 1, sg->inputs().end());
+  std::vector<Value *> paramValues(sg->inputs().begin() + 1 + hasCounter, sg->inputs().end());
   Value *pred = sg->outputs()[0];
   NNC_USER_CHECK(pred->dtype() == tr->dtype_, "the model's output is {}, its parameters {}",
                  pred->type().str(), dtypeName(tr->dtype_));
@@ -209,6 +213,13 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
   Value *lr = sg->addInput("lr", TensorType(tr->dtype_, {}));
   Value *step = sg->addInput("step", TensorType(DType::I64, {}));
   GradEmitter e(*sg);
+  if (hasCounter) {
+    // The seed moves every step's counter to its own sequence.
+    Value *counter = sg->findValue(kStepCounterInput);
+    Tensor key = Tensor::scalar<int64_t>(DType::I64, static_cast<int64_t>(splitMix64(o.seed)));
+    sg->replaceAllUsesWith(counter, e.op(OpKind::BitXor, {step, e.constant(key)}));
+    sg->removeInput(counter);
+  }
   // Batch norms train with batch statistics (PyTorch's train() mode); their running
   // statistics, still constants here, become state after the optimizer's.
   std::vector<std::pair<Node *, Value *>> runningUpdates; // (constant, its update)

@@ -13,6 +13,10 @@ running_mean and running_var within 1e-5 (relative to the largest) of PyTorch's,
 within 1e-4 (relative) of PyTorch's, and `nnc run` of the trained eval-mode model within 1e-4
 of PyTorch's eval() outputs.
 
+Dropout: an MLP with dropout exported in training mode, trained with lr 0 on one repeated
+batch, so that only the masks move the loss: the losses change every step (a new mask), the
+same --seed gives the same losses, another seed others.
+
 Needs PyTorch, numpy and onnx (Debian's python3-torch and
 python3-onnx, for /usr/bin/python3); without them the test says so and is skipped (77).
 
@@ -156,12 +160,54 @@ def main():
                 print("%s: eval outputs relative difference %.2e (bar 1e-4)" % (what, err))
                 if not err <= 1e-4:
                     failures.append("%s: eval outputs %s, PyTorch's %s" % (what, got, expected_out))
+        failures += dropout_failures(nnc, d, np, torch)
     for f in failures:
         print("FAIL: " + f)
     if failures:
         return 1
     print("PASS")
     return 0
+
+
+def dropout_failures(nnc, d, np, torch):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Dropout(0.5),
+                            torch.nn.Linear(32, CLASSES))
+    m.train()
+    path = os.path.join(d, "dropout.onnx")
+    torch.onnx.export(m, (torch.zeros(BATCH, 16),), path, input_names=["x"],
+                      output_names=["logits"], opset_version=15,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+    rng = np.random.default_rng(2)
+    xs = np.tile(rng.standard_normal((BATCH, 16)).astype(np.float32), (6, 1))
+    np.save(os.path.join(d, "dx.npy"), xs)
+    np.save(os.path.join(d, "dy.npy"), np.zeros(len(xs), np.int64))
+
+    def losses(seed):
+        r = subprocess.run(
+            [nnc, "train", path, "--inputs", os.path.join(d, "dx.npy"), "--labels",
+             os.path.join(d, "dy.npy"), "--optimizer", "sgd", "--lr", "0", "--batch", str(BATCH),
+             "--no-shuffle", "--seed", str(seed), "--output", os.path.join(d, "dropout-out.onnx"),
+             "--json"], capture_output=True, text=True)
+        if r.returncode != 0:
+            return "nnc train exited %d:\n%s" % (r.returncode, r.stderr)
+        return json.loads(r.stdout)["losses"]
+
+    a, b, c = losses(1), losses(1), losses(2)
+    for v in (a, c):
+        if isinstance(v, str):
+            return ["dropout: " + v]
+    print("dropout: losses with seed 1 %s, seed 2 %s" % (["%.4f" % v for v in a],
+                                                           ["%.4f" % v for v in c]))
+    failures = []
+    if len(set(a)) != len(a):
+        failures.append("dropout: a mask repeated, losses %s" % a)
+    if a != b:
+        failures.append("dropout: seed 1 gave %s, then %s" % (a, b))
+    if a == c:
+        failures.append("dropout: seeds 1 and 2 both gave %s" % a)
+    return failures
 
 
 if __name__ == "__main__":

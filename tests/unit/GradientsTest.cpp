@@ -209,6 +209,13 @@ TEST(Gradients, SliceSplitPad) {
   });
 }
 
+// Dropout in training: the gradient is the step's mask times 1 / (1 - ratio).
+TEST(Gradients, Dropout) {
+  checkEmitted({{6, 7}}, [](GradEmitter &e, const std::vector<Value *> &x) {
+    return dropoutTraining(e, x[0], e.scalar(0.4, DType::F64), e.scalar(3, DType::I64), 1)[0];
+  });
+}
+
 TEST(Gradients, LayerNorm) {
   for (int64_t axis : {-1, 1})
     checkGradients({{2, 3, 4}, {4}, {3, 4}}, [axis](GraphBuilder &b, const std::vector<Var> &x) {

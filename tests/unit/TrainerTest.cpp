@@ -291,6 +291,99 @@ TEST(Trainer, BatchNormUpdatesRunningStatistics) {
       << refused.error().message();
 }
 
+/// dropoutTraining's masks: the same for a counter on every target, new for a new counter,
+/// keeping about 1 - ratio of the elements, and y = x keep / (1 - ratio).
+TEST(Trainer, DropoutMasks) {
+  const double ratio = 0.3;
+  Graph g("dropout");
+  Value *counter = g.addInput("counter", TensorType(DType::I64, {}));
+  Value *x = g.addInput("x", TensorType(DType::F32, {64, 1000}));
+  GradEmitter e(g);
+  std::array<Value *, 2> r = dropoutTraining(e, x, e.scalar(ratio, DType::F32), counter, 0);
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  g.setOutputs({r[0], r[1]});
+  std::mt19937 rng(2);
+  Tensor xs = randomTensor({64, 1000}, rng, 1);
+  std::vector<std::vector<Tensor>> outs; // per target: y, keep at counter 1, then counter 2
+  for (driver::Target::Kind kind : targetKinds()) {
+    std::unique_ptr<Graph> c = g.clone();
+    ASSERT_FALSE(driver::optimize(*c, driver::Target(kind)));
+    Expected<std::unique_ptr<driver::Runner>> run = driver::Runner::create(*c, kind);
+    ASSERT_TRUE(run) << run.error().message();
+    outs.emplace_back();
+    for (int64_t step : {1, 2}) {
+      Expected<std::vector<Tensor>> o =
+          (*run)->run({Tensor::scalar<int64_t>(DType::I64, step), xs});
+      ASSERT_TRUE(o) << o.error().message();
+      outs.back().insert(outs.back().end(), o->begin(), o->end());
+    }
+  }
+  const std::vector<Tensor> &ref = outs[0];
+  int64_t n = xs.numElements(), kept = 0, changed = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    bool keep = ref[1].data<bool>()[i];
+    kept += keep;
+    changed += keep != ref[3].data<bool>()[i];
+    EXPECT_FLOAT_EQ(ref[0].data<float>()[i],
+                    keep ? xs.data<float>()[i] * static_cast<float>(1 / (1 - ratio)) : 0.0f);
+  }
+  // Binomial: standard deviation sqrt(0.21 / 64000) = 0.0018 of the keep rate.
+  EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(n), 1 - ratio, 0.01);
+  // Independent masks differ where one keeps and the other drops: 2 * 0.7 * 0.3 = 42%.
+  EXPECT_NEAR(static_cast<double>(changed) / static_cast<double>(n), 0.42, 0.02);
+  for (size_t t = 1; t < outs.size(); ++t)
+    for (size_t k = 0; k < ref.size(); ++k)
+      EXPECT_EQ(driver::compareTensors(outs[t][k], ref[k], 0, 0), "")
+          << "target " << t << " output " << k;
+}
+
+/// A model with dropout (a kStepCounterInput, as ImportOptions::forTraining gives it): with
+/// lr 0 on one batch, the loss changes with each step's mask alone. The masks are new each
+/// step, the same for the same seed on every target, other for another seed.
+TEST(Trainer, DropoutMaskEachStepFromTheSeed) {
+  auto losses = [](driver::Target::Kind kind, uint64_t seed) {
+    std::mt19937 rng(4);
+    Graph g("dropout_mlp");
+    Value *x = g.addInput("x", TensorType(DType::F32, {Dim::symbol("N"), 32}));
+    Value *counter = g.addInput(kStepCounterInput, TensorType(DType::I64, {}));
+    GradEmitter e(g);
+    Value *w = e.constant(randomTensor({32, 4}, rng, 0.5f));
+    Value *h = dropoutTraining(e, x, e.scalar(0.5, DType::F32), counter, 0)[0];
+    g.setOutputs({e.op(OpKind::MatMul, {h, w})});
+    EXPECT_TRUE(e.ok()) << e.error().message();
+    TrainOptions o;
+    o.optimizer = OptimizerKind::Sgd;
+    o.lr = 0;
+    o.batch = 8;
+    o.seed = seed;
+    o.target = driver::Target(kind);
+    o.exec.threads = 1;
+    Expected<std::unique_ptr<Trainer>> tr = Trainer::create(g, {}, o);
+    EXPECT_TRUE(tr) << tr.error().message();
+    std::vector<double> out;
+    Tensor xs = randomTensor({8, 32}, rng, 1);
+    Tensor ys = Tensor::zeros(DType::I64, {8});
+    for (int s = 0; tr && s < 6; ++s) {
+      Expected<double> l = (*tr)->step(xs, ys);
+      EXPECT_TRUE(l) << l.error().message();
+      out.push_back(l ? *l : 0);
+    }
+    return out;
+  };
+  std::vector<double> ref = losses(driver::Target::Interp, 5);
+  ASSERT_EQ(ref.size(), 6u);
+  for (size_t s = 1; s < ref.size(); ++s)
+    EXPECT_NE(ref[s], ref[0]) << "step " << s << " drew step 0's mask";
+  for (driver::Target::Kind kind : targetKinds()) {
+    std::vector<double> same = losses(kind, 5);
+    ASSERT_EQ(same.size(), ref.size());
+    for (size_t s = 0; s < ref.size(); ++s)
+      EXPECT_NEAR(same[s], ref[s], 1e-5 * std::abs(ref[s])) << "target " << kind << " step " << s;
+  }
+  std::vector<double> other = losses(driver::Target::Interp, 6);
+  EXPECT_NE(other, ref);
+}
+
 TEST(Trainer, Errors) {
   std::vector<std::string> params;
   std::unique_ptr<Graph> g = mlp(params);

@@ -92,6 +92,7 @@ int trainCommand(const TrainCliOptions &o) {
   to.lr = o.lr;
   to.batch = o.batch;
   to.clipNorm = o.clipNorm;
+  to.seed = o.seed;
   to.target = *target;
   to.exec.threads = o.threads;
   auto t0 = std::chrono::steady_clock::now();
@@ -194,7 +195,7 @@ public:
     cmd_->add_option("--lr", o_.lr, "Learning rate (default 0.001)");
     cmd_->add_option("--batch", o_.batch, "Batch size (default 32)");
     cmd_->add_option("--epochs", o_.epochs, "Epochs (default 1)")->check(CLI::PositiveNumber);
-    cmd_->add_option("--seed", o_.seed, "Seed of the shuffle (default 0)");
+    cmd_->add_option("--seed", o_.seed, "Seed of the shuffle and of the dropout masks (default 0)");
     cmd_->add_flag("--no-shuffle", o_.noShuffle, "Batches in file order");
     cmd_->add_option("--clip-norm", o_.clipNorm, "Clip gradients to this global L2 norm");
     cmd_->add_option("--save-step", o_.saveStep,

@@ -33,13 +33,17 @@ struct TrainOptions {
   double momentum = 0.9;     ///< Momentum and Nesterov.
   AdagradOptions adagrad = {0, 1e-10, 0};
   double clipNorm = 0; ///< > 0: gradients clipped to this global L2 norm.
+  /// Seeds the model's random ops (dropout masks, counterUniform): their counter is the step
+  /// count mixed with it, so a seed gives one sequence of masks, a new one every step.
+  uint64_t seed = 0;
   driver::Target target = driver::Target(driver::Target::Cpu);
   driver::ExecOptions exec;
 };
 
-/// Trains the parameters of a model. Its first graph input takes a batch, its first output
-/// is the prediction (logits for softmax cross-entropy); the parameters are the model's float
-/// constants named in `params` (an ONNX model's initializers), but for the means and
+/// Trains the parameters of a model. Its first graph input takes a batch (an input named
+/// kStepCounterInput, if any, takes the step count: see ImportOptions::forTraining), its first
+/// output is the prediction (logits for softmax cross-entropy); the parameters are the model's
+/// float constants named in `params` (an ONNX model's initializers), but for the means and
 /// variances of batch norms: those are running statistics, which the step updates while the
 /// batch norm normalizes with the batch's statistics (PyTorch's train() mode).
 ///
