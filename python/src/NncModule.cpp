@@ -340,7 +340,7 @@ public:
                                            const std::string &loss, const std::string &optimizer,
                                            double lr, int64_t batch, const std::string &target,
                                            int threads, double clipNorm, double weightDecay,
-                                           double momentum) {
+                                           double momentum, uint64_t seed) {
     std::unique_ptr<PyTrainer> t(new PyTrainer(model));
     t->source_.naming([&] {
       const std::string &path = t->source_.path();
@@ -352,6 +352,7 @@ public:
       to.clipNorm = clipNorm;
       to.weightDecay = weightDecay;
       to.momentum = momentum;
+      to.seed = seed;
       to.target = take(driver::parseTarget(target));
       to.exec.threads = threads;
       std::vector<std::string> names = params ? *params : take(onnxInitializerNames(path));
@@ -515,11 +516,11 @@ PYBIND11_MODULE(_nnc, m) {
            py::arg("loss") = "softmax_cross_entropy", py::arg("optimizer") = "adam",
            py::arg("lr") = 1e-3, py::arg("batch") = 32, py::arg("target") = "cpu",
            py::arg("threads") = 0, py::arg("clip_norm") = 0.0, py::arg("weight_decay") = 0.01,
-           py::arg("momentum") = 0.9,
+           py::arg("momentum") = 0.9, py::arg("seed") = 0,
            "model: a path or ONNX bytes; its first input takes a batch and its first output "
            "predicts. params: the initializers to train (default: all). loss: "
            "'softmax_cross_entropy' or 'mse'; optimizer: 'sgd', 'momentum', 'nesterov', "
-           "'adam', 'adamw' or 'adagrad'.")
+           "'adam', 'adamw' or 'adagrad'. seed: of the dropout masks (a new one each step).")
       .def("step", &PyTrainer::step, py::arg("inputs"), py::arg("labels"),
            "One step on a batch ([batch, ...]) and its labels; returns the batch's loss before "
            "the update.")

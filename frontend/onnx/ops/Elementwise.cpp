@@ -571,13 +571,16 @@ Error lowerDropout(C &c) {
     if (!counter || !counter->isGraphInput())
       counter = g.addInput(kStepCounterInput, TensorType(DType::I64, {}));
     uint64_t stream = g.users(counter).size(); // each dropout adds one use
+    // A known ratio as a constant of its own: an initializer would be trained as a parameter.
+    const Tensor *known = ratio ? c.tryConstantInput(1) : nullptr;
+    Value *r =
+        ratio && !known ? ratio : c.scalar(x->dtype(), known ? known->elementAsDouble(0) : 0.5);
     GradEmitter e(g);
-    std::array<Value *, 2> r =
-        dropoutTraining(e, x, ratio ? ratio : c.scalar(x->dtype(), 0.5), counter, stream);
+    std::array<Value *, 2> drop = dropoutTraining(e, x, r, counter, stream);
     if (!e.ok())
       return c.error("{}", e.error().message());
-    y = r[0];
-    mask = r[1];
+    y = drop[0];
+    mask = drop[1];
   } else {
     NNC_TRY(importTimeDropout(c, x, ratio, y, mask));
   }
