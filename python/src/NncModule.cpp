@@ -382,8 +382,8 @@ public:
     }
     return take(std::move(*loss));
   }
-  /// The parameters now, by name (copies: the trainer's own buffers change at every step; on
-  /// OpenCL they are read back from the device).
+  /// The trained initializers now, by name (copies: the trainer's own buffers change at every step;
+  /// on OpenCL they are read back from the device).
   py::dict parameters() const {
     py::dict out;
     for (const auto &[name, value] : take(trainer_->parameters()))
@@ -524,13 +524,15 @@ PYBIND11_MODULE(_nnc, m) {
       .def("step", &PyTrainer::step, py::arg("inputs"), py::arg("labels"),
            "One step on a batch ([batch, ...]) and its labels; returns the batch's loss before "
            "the update.")
-      .def_property_readonly("parameters", &PyTrainer::parameters,
-                             "The parameters now, by name (copies)")
+      .def_property_readonly(
+          "parameters", &PyTrainer::parameters,
+          "The trained initializers now, by name (copies): the parameters and the batch "
+          "norms' running statistics")
       .def_property_readonly("steps", &PyTrainer::steps)
       .def_property_readonly("step_graph", &PyTrainer::stepGraph,
                              "The train-step graph as text IR, before the target's passes")
       .def("save", &PyTrainer::save, py::arg("path"),
-           "Writes the model with the trained parameters as its initializers.");
+           "Writes the model with the trained initializers (parameters, running statistics).");
 
   m.def(
       "load_tensor",
