@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "nnc/ir/ShapeUtils.h"
+
 namespace nnc {
 
 namespace {
@@ -291,14 +293,22 @@ std::vector<Value *> avgPoolGrad(GradEmitter &e, const Node &n, Value *g) {
 
 /// Slice with step 1 (constant starts, ends, axes): the gradient pads g with zeros back to
 /// x's extents.
+/// Slice: g put back where its elements were taken from x, zeros elsewhere. Per sliced axis
+/// (first index f, count c, step s):
+///  1. a negative step reverses g along the axis, so that it runs upward from the lowest
+///     index taken, f + (c - 1) s;
+///  2. |s| > 1 puts |s| - 1 zeros after each element (unsqueeze a unit axis after it, pad that
+///     to |s|, reshape back: c |s| elements);
+///  3. one pad of every axis then places each run at its lowest index (a negative end pad
+///     crops the zeros past x's end).
 std::vector<Value *> sliceGrad(GradEmitter &e, const Node &n, Value *g) {
   Value *x = n.operand(0);
   std::vector<Value *> none(n.numOperands(), nullptr);
-  std::optional<Extents> xe = needStatic(e, n, x);
+  std::optional<Extents> xe = needStatic(e, n, x), ge = needStatic(e, n, g);
   const Tensor *starts = n.constantOperand(1), *ends = n.constantOperand(2);
   const Tensor *axesT = n.numOperands() > 3 && n.operand(3) ? n.constantOperand(3) : nullptr;
   const Tensor *stepsT = n.numOperands() > 4 && n.operand(4) ? n.constantOperand(4) : nullptr;
-  if (!xe)
+  if (!xe || !ge)
     return none;
   if (!starts || !ends || (n.operand(3) && !axesT) ||
       (n.numOperands() > 4 && n.operand(4) && !stepsT)) {
@@ -310,21 +320,40 @@ std::vector<Value *> sliceGrad(GradEmitter &e, const Node &n, Value *g) {
   if (!axesT)
     for (size_t i = 0; i < st.size(); ++i)
       axes.push_back(static_cast<int64_t>(i));
+  Ints steps = stepsT ? stepsT->toInt64Vector() : Ints(st.size(), 1);
   int64_t r = x->rank();
   Ints pads(static_cast<size_t>(2 * r), 0);
+  const AttrMap constantMode = {{"mode", std::string("constant")}};
+  Extents runs = *ge; // g's extents, each sliced axis widened to c |s|
+  Value *gx = g;
   for (size_t i = 0; i < st.size(); ++i) {
-    if (stepsT && stepsT->toInt64Vector()[i] != 1) {
-      e.fail(n.error("the gradient of slice is implemented for step 1"));
+    auto ax = static_cast<size_t>(normAxis(axes[i], r));
+    int64_t dim = (*xe)[ax], s = steps[i], first = 0, count = 0;
+    sliceAxis(dim, st[i], en[i], s, first, count);
+    if (count == 0) { // nothing taken: x does not reach the loss
+      none[0] = e.zerosLike(x);
       return none;
     }
-    int64_t ax = normAxis(axes[i], r), dim = (*xe)[static_cast<size_t>(ax)];
-    int64_t a = st[i] < 0 ? st[i] + dim : st[i], b = en[i] < 0 ? en[i] + dim : en[i];
-    a = std::clamp<int64_t>(a, 0, dim);
-    b = std::clamp<int64_t>(b, a, dim);
-    pads[static_cast<size_t>(ax)] = a;
-    pads[static_cast<size_t>(ax + r)] = dim - b;
+    if (s < 0) {
+      gx = e.op(OpKind::Slice, {gx, e.i64s({-1}), e.i64s({-(count + 1)}),
+                                e.i64s({static_cast<int64_t>(ax)}), e.i64s({-1})});
+      first += (count - 1) * s;
+      s = -s;
+    }
+    if (s > 1) {
+      auto unit = static_cast<int64_t>(ax) + 1;
+      Ints spread(static_cast<size_t>(2 * (r + 1)), 0);
+      spread[static_cast<size_t>(r + 1 + unit)] = s - 1;
+      gx =
+          e.op(OpKind::Pad, {e.op(OpKind::Unsqueeze, {gx}, {{"axes", Ints{unit}}}), e.i64s(spread)},
+               constantMode);
+      runs[ax] = count * s;
+      gx = e.op(OpKind::Reshape, {gx, e.i64s(runs)});
+    }
+    pads[ax] = first;
+    pads[ax + static_cast<size_t>(r)] = dim - first - runs[ax];
   }
-  none[0] = e.op(OpKind::Pad, {g, e.i64s(pads)}, {{"mode", std::string("constant")}});
+  none[0] = e.op(OpKind::Pad, {gx, e.i64s(pads)}, constantMode);
   return none;
 }
 

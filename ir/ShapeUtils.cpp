@@ -1,6 +1,7 @@
 // Broadcasting and axis helpers.
 #include "nnc/ir/ShapeUtils.h"
 
+#include <algorithm>
 #include <set>
 
 namespace nnc {
@@ -65,6 +66,26 @@ Expected<std::vector<int64_t>> normalizeAxes(const std::vector<int64_t> &axes, i
     r.push_back(n);
   }
   return r;
+}
+
+void sliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t &first,
+               int64_t &count) {
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    count = end > start ? (end - start + step - 1) / step : 0;
+  } else {
+    start = std::clamp<int64_t>(start, 0, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+    count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+  }
+  if (dim == 0)
+    count = 0;
+  first = start;
 }
 
 } // namespace nnc

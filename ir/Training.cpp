@@ -28,7 +28,68 @@ Value *sc(GradEmitter &e, double v, Value *like) {
   return like ? e.scalar(v, like->dtype()) : nullptr;
 }
 
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull; // 2^64 / the golden ratio
+constexpr uint64_t kMix1 = 0xbf58476d1ce4e5b9ull, kMix2 = 0x94d049bb133111ebull;
+
+Value *u64(GradEmitter &e, uint64_t v) {
+  Tensor t = Tensor::zeros(DType::U64, {});
+  *t.data<uint64_t>() = v;
+  return e.constant(t);
+}
+
+/// splitMix64 as graph ops on u64 values.
+Value *splitMix(GradEmitter &e, Value *z) {
+  auto xorShift = [&](Value *v, uint64_t s) {
+    return e.op(OpKind::BitXor, {v, e.op(OpKind::ShiftRight, {v, u64(e, s)})});
+  };
+  z = e.mul(xorShift(z, 30), u64(e, kMix1));
+  z = e.mul(xorShift(z, 27), u64(e, kMix2));
+  return xorShift(z, 31);
+}
+
 } // namespace
+
+uint64_t splitMix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * kMix1;
+  z = (z ^ (z >> 27)) * kMix2;
+  return z ^ (z >> 31);
+}
+
+Value *counterUniform(GradEmitter &e, Value *counter, uint64_t stream, Value *like) {
+  if (!counter || !like)
+    return nullptr;
+  Value *c = e.op(OpKind::Cast, {counter}, {{"to", DType::U64}});
+  Value *state = splitMix(e, e.add(c, u64(e, stream * kGolden)));
+  // Element indices 1..n in like's shape (a shape known only at run time too).
+  Value *shape = e.shapeOf(like);
+  Value *one = e.scalar(1, DType::I64);
+  Value *n = e.op(OpKind::ReduceProd, {shape}, {{"axes", Ints{}}, {"keepdims", int64_t(0)}});
+  Value *i = e.op(OpKind::Range, {one, e.add(n, one), one});
+  i = e.op(OpKind::Reshape, {e.op(OpKind::Cast, {i}, {{"to", DType::U64}}), shape});
+  Value *z = splitMix(e, e.add(state, e.mul(i, u64(e, kGolden))));
+  // The top 24 bits convert to f32 exactly, on every backend.
+  Value *top =
+      e.op(OpKind::Cast, {e.op(OpKind::ShiftRight, {z, u64(e, 40)})}, {{"to", like->dtype()}});
+  return e.mulScalar(top, 0x1p-24);
+}
+
+std::array<Value *, 2> dropoutTraining(GradEmitter &e, Value *x, Value *ratio, Value *counter,
+                                       uint64_t stream) {
+  if (!x || !ratio)
+    return {};
+  if (!isFloat(x->dtype()) || !isFloat(ratio->dtype()) || ratio->rank() != 0) {
+    e.fail(makeError("dropout in training needs a float input and a float scalar ratio, got {} "
+                     "and {}",
+                     x->type().str(), ratio->type().str()));
+    return {};
+  }
+  Value *r =
+      ratio->dtype() == x->dtype() ? ratio : e.op(OpKind::Cast, {ratio}, {{"to", x->dtype()}});
+  Value *keep = e.op(OpKind::GreaterEqual, {counterUniform(e, counter, stream, x), r});
+  Value *scale = e.op(OpKind::Reciprocal, {e.sub(sc(e, 1, x), r)});
+  Value *kept = e.mul(x, e.op(OpKind::Cast, {keep}, {{"to", x->dtype()}}));
+  return {e.mul(kept, scale), keep};
+}
 
 Value *softmaxCrossEntropyLoss(GradEmitter &e, Value *logits, Value *labels) {
   if (!logits || !labels)
@@ -121,6 +182,39 @@ std::array<Value *, 3> adamUpdate(GradEmitter &e, Value *r, Value *t, Value *x, 
   if (o.normCoefficientPost != 0)
     xNew = e.mulScalar(xNew, 1 - o.normCoefficientPost);
   return {xNew, vNew, hNew};
+}
+
+std::array<Value *, 3> batchNormTraining(GradEmitter &e, Value *x, Value *scale, Value *bias,
+                                         Value *mean, Value *var, double epsilon, double momentum) {
+  if (!x || !mean || !var)
+    return {};
+  std::optional<Extents> xe = staticExtents(x->shape());
+  Ints axes = {0};
+  int64_t n = xe && !xe->empty() ? (*xe)[0] : 0;
+  for (int64_t a = 2; xe && a < x->rank(); ++a) {
+    axes.push_back(a);
+    n *= (*xe)[static_cast<size_t>(a)];
+  }
+  if (!xe || x->rank() < 2 || n < 2) {
+    e.fail(makeError("batch norm in training needs a static input [N, C, ...] with more than "
+                     "one value per channel, got {}",
+                     x->type().str()));
+    return {};
+  }
+  // One reduction per statistic: the kept-dims forms center x, their [C] views feed the op.
+  AttrMap reduce = {{"axes", axes}, {"keepdims", int64_t(1)}};
+  Value *meanK = e.op(OpKind::ReduceMean, {x}, reduce);
+  Value *d = e.sub(x, meanK);
+  Value *varK = e.op(OpKind::ReduceMean, {e.mul(d, d)}, reduce);
+  Value *batchMean = e.reshapeLike(meanK, mean), *batchVar = e.reshapeLike(varK, var);
+  Value *y = e.op(OpKind::BatchNorm, {x, scale, bias, batchMean, batchVar}, {{"epsilon", epsilon}});
+  auto blend = [&](Value *running, Value *batch, double factor) {
+    if (batch && running->dtype() != batch->dtype())
+      batch = e.op(OpKind::Cast, {batch}, {{"to", running->dtype()}});
+    return e.add(e.mulScalar(running, momentum), e.mulScalar(batch, (1 - momentum) * factor));
+  };
+  double unbiased = static_cast<double>(n) / static_cast<double>(n - 1);
+  return {y, blend(mean, batchMean, 1), blend(var, batchVar, unbiased)};
 }
 
 std::vector<Value *> clipByGlobalNorm(GradEmitter &e, const std::vector<Value *> &grads,

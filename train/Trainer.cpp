@@ -1,6 +1,9 @@
 // nnc::Trainer: builds the train-step graph (loss, gradients, optimizer update) and runs it.
 #include "nnc/train/Trainer.h"
 
+#include <algorithm>
+#include <set>
+
 #include "nnc/passes/Specialize.h"
 #include "nnc/runtime/OpenCL.h"
 
@@ -72,6 +75,41 @@ std::vector<Value *> update(GradEmitter &e, const TrainOptions &o, Value *lr, Va
   return {};
 }
 
+/// The float Constant node behind `v` (directly or through a Cast), or null.
+Node *constantBehind(Value *v) {
+  Node *p = v->producer();
+  if (p && p->kind() == OpKind::Cast)
+    p = p->operand(0)->producer();
+  return p && p->kind() == OpKind::Constant && isFloat(p->result(0)->dtype()) ? p : nullptr;
+}
+
+/// The batch norms whose mean and var are constants: the ones the train step switches to
+/// batch statistics, whose constants become running statistics. Fails where such a constant
+/// has another use (PyTorch's eval-mode export merges equal initializers, say a fresh
+/// running_var with its batch norm's scale): updating one would change the other.
+Expected<std::vector<Node *>> trainableBatchNorms(const Graph &g) {
+  std::vector<Node *> out;
+  for (Node *n : g.nodes()) {
+    if (n->kind() != OpKind::BatchNorm || !constantBehind(n->operand(3)) ||
+        !constantBehind(n->operand(4)))
+      continue;
+    for (int k : {3, 4}) {
+      Value *v = n->operand(k), *c = constantBehind(v)->result(0);
+      const std::vector<Value *> &ops = n->operands();
+      bool sole = g.users(v) == std::vector<Node *>{n} && !g.isOutput(v) &&
+                  std::count(ops.begin(), ops.end(), v) == 1 &&
+                  (v == c || (g.users(c).size() == 1 && !g.isOutput(c)));
+      NNC_USER_CHECK(sole,
+                     "batch norm '{}': its running {} '{}' is used elsewhere too (an "
+                     "exporter merged equal initializers; PyTorch's export in training mode, "
+                     "training=TrainingMode.TRAINING, keeps them apart)",
+                     n->name(), k == 3 ? "mean" : "variance", c->name());
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
 Tensor scalarTensor(DType t, double v) {
   Tensor s = Tensor::zeros(t, {});
   if (t == DType::F64)
@@ -92,13 +130,22 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
   NNC_USER_CHECK(o.batch > 0, "the batch size must be positive, got {}", o.batch);
   NNC_USER_CHECK(!model.outputs().empty(), "the model has no output");
   std::unique_ptr<Graph> g = model.clone();
-  NNC_USER_CHECK(g->inputs().size() == 1,
+  // The random ops' counter, an input beside the batch until step 3 feeds it the step count.
+  Value *counterIn = g->findValue(kStepCounterInput);
+  bool hasCounter = counterIn && counterIn->isGraphInput() && g->inputs()[0] != counterIn;
+  NNC_USER_CHECK(g->inputs().size() == 1 + hasCounter,
                  "the model must have one input (the batch), it has {} (initializers aside)",
-                 g->inputs().size());
+                 g->inputs().size() - hasCounter);
 
   // 1. The parameters become graph inputs (before any folding could fold them away). None
   // named: every float constant of rank >= 1 (a GraphBuilder graph's weights; the scalars
-  // that ops bring, such as relu's 0, stay constants).
+  // that ops bring, such as relu's 0, stay constants). Batch norms' means and variances are
+  // running statistics, not parameters (step 3 updates them).
+  std::set<std::string> running;
+  NNC_ASSIGN_OR_RETURN(std::vector<Node *> batchNorms, trainableBatchNorms(*g));
+  for (Node *bn : batchNorms)
+    for (int k : {3, 4})
+      running.insert(constantBehind(bn->operand(k))->result(0)->name());
   std::vector<std::string> names = params;
   if (names.empty())
     for (const Node *n : g->nodes())
@@ -109,7 +156,7 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
   for (const std::string &name : names) {
     Value *v = g->findValue(name);
     Node *p = v ? v->producer() : nullptr;
-    if (!p || p->kind() != OpKind::Constant || !isFloat(v->dtype()))
+    if (!p || p->kind() != OpKind::Constant || !isFloat(v->dtype()) || running.count(name))
       continue; // integer initializers (shapes, indices) are not trained
     NNC_USER_CHECK(v->dtype() == DType::F32 || v->dtype() == DType::F64,
                    "parameter '{}' is {}: training supports f32 and f64", name, v->type().str());
@@ -137,6 +184,8 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
                  "the model's input {} has a fixed batch of {}, not {}", xt.str(),
                  xt.shape[0].value(), o.batch);
   std::vector<Extents> shapes = {xe};
+  if (hasCounter)
+    shapes.push_back({});
   for (const Tensor &t : initial)
     shapes.push_back(t.extents());
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> sg,
@@ -144,8 +193,7 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
   tr->inputType_ = TensorType(xt.dtype, shapeFromExtents(xe));
 
   // 3. Loss, gradients and updates, appended to the forward graph.
-  Value *x = sg->inputs()[0];
-  std::vector<Value *> paramValues(sg->inputs().begin() + 1, sg->inputs().end());
+  std::vector<Value *> paramValues(sg->inputs().begin() + 1 + hasCounter, sg->inputs().end());
   Value *pred = sg->outputs()[0];
   NNC_USER_CHECK(pred->dtype() == tr->dtype_, "the model's output is {}, its parameters {}",
                  pred->type().str(), dtypeName(tr->dtype_));
@@ -165,6 +213,32 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
   Value *lr = sg->addInput("lr", TensorType(tr->dtype_, {}));
   Value *step = sg->addInput("step", TensorType(DType::I64, {}));
   GradEmitter e(*sg);
+  if (hasCounter) {
+    // The seed moves every step's counter to its own sequence.
+    Value *counter = sg->findValue(kStepCounterInput);
+    Tensor key = Tensor::scalar<int64_t>(DType::I64, static_cast<int64_t>(splitMix64(o.seed)));
+    sg->replaceAllUsesWith(counter, e.op(OpKind::BitXor, {step, e.constant(key)}));
+    sg->removeInput(counter);
+  }
+  // Batch norms train with batch statistics (PyTorch's train() mode); their running
+  // statistics, still constants here, become state after the optimizer's.
+  std::vector<std::pair<Node *, Value *>> runningUpdates; // (constant, its update)
+  NNC_ASSIGN_OR_RETURN(batchNorms, trainableBatchNorms(*sg));
+  for (Node *bn : batchNorms) {
+    Node *mean = constantBehind(bn->operand(3)), *var = constantBehind(bn->operand(4));
+    // Absent (a GraphBuilder batch norm): ONNX's default, PyTorch's momentum 0.1.
+    double momentum = bn->hasAttr("momentum") ? bn->getFloat("momentum") : 0.9;
+    std::array<Value *, 3> r =
+        batchNormTraining(e, bn->operand(0), bn->operand(1), bn->operand(2), mean->result(0),
+                          var->result(0), bn->getFloat("epsilon"), momentum);
+    if (!e.ok())
+      return e.error().withContext(fmt::format("batch norm '{}'", bn->name()));
+    sg->replaceAllUsesWith(bn->result(0), r[0]);
+    sg->eraseNode(bn);
+    runningUpdates.push_back({mean, r[1]});
+    runningUpdates.push_back({var, r[2]});
+  }
+  NNC_TRY(sg->topologicalSort());
   Value *loss = o.loss == LossKind::SoftmaxCrossEntropy ? softmaxCrossEntropyLoss(e, pred, labels)
                                                         : meanSquaredErrorLoss(e, pred, labels);
   if (!e.ok())
@@ -188,6 +262,16 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
     newParams.push_back(r[0]);
     newState.insert(newState.end(), r.begin() + 1, r.end());
   }
+  for (auto [constant, update] : runningUpdates) {
+    Value *v = constant->result(0);
+    std::string name = v->name();
+    stateInit.push_back(constant->getTensor("value"));
+    sg->renameValue(v, name + ".initial");
+    sg->replaceAllUsesWith(v, sg->addInput(name, v->type()));
+    sg->eraseNode(constant);
+    newState.push_back(update);
+    tr->runningNames_.push_back(name);
+  }
   outputs.insert(outputs.end(), newParams.begin(), newParams.end());
   outputs.insert(outputs.end(), newState.begin(), newState.end());
   // The next step's count, so that a device-resident step needs no count from the host.
@@ -196,9 +280,10 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
     return e.error();
   sg->setOutputs(outputs);
   // Resident tensors in graph-input order after x: parameters, labels/lr/step (fed per step),
-  // then the optimizer state.
+  // then the optimizer state and the running statistics.
   tr->state_ = std::move(initial);
   tr->state_.insert(tr->state_.end(), stateInit.begin(), stateInit.end());
+  tr->stateCount_ = tr->state_.size();
 
   // 4. The target's passes and one compile.
   tr->unoptimized_ = sg->clone();
@@ -232,7 +317,7 @@ Trainer::create(const Graph &model, const std::vector<std::string> &params, cons
     initial.push_back(scalarTensor(tr->dtype_, o.lr));
     resident.push_back({np + 3, 1 + nst}); // step
     initial.push_back(scalarTensor(DType::I64, 1));
-    for (size_t i = np; i < nst; ++i) { // optimizer state: inputs after step
+    for (size_t i = np; i < nst; ++i) { // optimizer state, running statistics: inputs after step
       resident.push_back({4 + i, 1 + i});
       initial.push_back(tr->state_[i]);
     }
@@ -277,12 +362,20 @@ Expected<double> Trainer::step(const Tensor &inputs, const Tensor &labels) {
 
 Expected<std::map<std::string, Tensor>> Trainer::parameters() const {
   std::map<std::string, Tensor> m;
-  for (size_t i = 0; i < paramNames_.size(); ++i) {
-    if (device_) {
-      NNC_ASSIGN_OR_RETURN(m[paramNames_[i]], device_->readResident(i));
-    } else {
-      m[paramNames_[i]] = state_[i];
-    }
+  // Parameters are state 0.., the running statistics its last; on OpenCL lr and step sit
+  // between the parameters and the rest in the resident list.
+  size_t np = paramNames_.size(), nr = runningNames_.size();
+  size_t firstRunning = stateCount_ - nr;
+  auto read = [&](size_t i) -> Expected<Tensor> {
+    if (!device_)
+      return state_[i];
+    return device_->readResident(i < np ? i : i + 2);
+  };
+  for (size_t i = 0; i < np; ++i) {
+    NNC_ASSIGN_OR_RETURN(m[paramNames_[i]], read(i));
+  }
+  for (size_t j = 0; j < nr; ++j) {
+    NNC_ASSIGN_OR_RETURN(m[runningNames_[j]], read(firstRunning + j));
   }
   return m;
 }

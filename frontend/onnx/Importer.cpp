@@ -184,6 +184,7 @@ Expected<std::unique_ptr<Graph>> OnnxModel::import(const ImportOptions &options)
   st.baseDir = lm->baseDir;
   st.knownInputs = &options.knownInputs;
   st.evaluate = &options.evaluate;
+  st.forTraining = options.forTraining;
   st.opsets = lm->opsets;
 
   NNC_USER_CHECK(gp.sparse_initializer_size() == 0, "{}: sparse initializers are unsupported",

@@ -87,6 +87,7 @@ public:
   bool hasOutput(size_t i) const override {
     return i < numOutputs() && !node_.output(static_cast<int>(i)).empty();
   }
+  bool forTraining() const override { return st_.forTraining; }
 
   const onnx::AttributeProto *find(const std::string &name) const {
     for (const auto &a : node_.attribute())

@@ -36,6 +36,8 @@ public:
   virtual size_t numOutputs() const = 0;
   /// True when output i exists and has a non-empty name (is wanted).
   virtual bool hasOutput(size_t i) const = 0;
+  /// ImportOptions::forTraining.
+  virtual bool forTraining() const = 0;
 
   // ---- Attributes (defaults when absent; wrong kinds are errors) ----
   virtual bool hasAttr(const std::string &name) const = 0;

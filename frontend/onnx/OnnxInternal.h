@@ -39,6 +39,8 @@ struct ImportState {
   /// ImportOptions::evaluate (may be empty).
   const std::function<Expected<std::vector<Tensor>>(const Node &, const std::vector<Tensor> &)>
       *evaluate = nullptr;
+  /// ImportOptions::forTraining.
+  bool forTraining = false;
   /// Opset version per domain ("" for the default domain).
   std::map<std::string, int64_t> opsets;
 };

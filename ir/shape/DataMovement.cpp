@@ -97,27 +97,6 @@ Expected<Dim> mergeDims(const Dim &a, const Dim &b, const Node &node, const char
 
 const std::set<std::string> kReductions = {"none", "add", "mul", "max", "min"};
 
-/// ONNX Slice clamping for one axis of extent `dim`; gives the first index and the count.
-void sliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t &first,
-               int64_t &count) {
-  if (start < 0)
-    start += dim;
-  if (end < 0)
-    end += dim;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, dim);
-    end = std::clamp<int64_t>(end, 0, dim);
-    count = end > start ? (end - start + step - 1) / step : 0;
-  } else {
-    start = std::clamp<int64_t>(start, 0, dim - 1);
-    end = std::clamp<int64_t>(end, -1, dim - 1);
-    count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
-  }
-  if (dim == 0)
-    count = 0;
-  first = start;
-}
-
 } // namespace
 
 Expected<Types> inferShapeOf(const Node &node) {

@@ -340,7 +340,7 @@ public:
                                            const std::string &loss, const std::string &optimizer,
                                            double lr, int64_t batch, const std::string &target,
                                            int threads, double clipNorm, double weightDecay,
-                                           double momentum) {
+                                           double momentum, uint64_t seed) {
     std::unique_ptr<PyTrainer> t(new PyTrainer(model));
     t->source_.naming([&] {
       const std::string &path = t->source_.path();
@@ -352,13 +352,16 @@ public:
       to.clipNorm = clipNorm;
       to.weightDecay = weightDecay;
       to.momentum = momentum;
+      to.seed = seed;
       to.target = take(driver::parseTarget(target));
       to.exec.threads = threads;
       std::vector<std::string> names = params ? *params : take(onnxInitializerNames(path));
       if (names.empty())
         raise(makeError("{}: the model has no initializers to train", path));
       // Imported without constant folding: a folded transpose(W) would no longer be W.
-      std::unique_ptr<Graph> g = take(importOnnxFile(path));
+      ImportOptions io;
+      io.forTraining = true;
+      std::unique_ptr<Graph> g = take(importOnnxFile(path, io));
       Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, names, to);
       if (!tr)
         raise(tr.takeError().withContext(path));
@@ -379,8 +382,8 @@ public:
     }
     return take(std::move(*loss));
   }
-  /// The parameters now, by name (copies: the trainer's own buffers change at every step; on
-  /// OpenCL they are read back from the device).
+  /// The trained initializers now, by name (copies: the trainer's own buffers change at every step;
+  /// on OpenCL they are read back from the device).
   py::dict parameters() const {
     py::dict out;
     for (const auto &[name, value] : take(trainer_->parameters()))
@@ -513,21 +516,23 @@ PYBIND11_MODULE(_nnc, m) {
            py::arg("loss") = "softmax_cross_entropy", py::arg("optimizer") = "adam",
            py::arg("lr") = 1e-3, py::arg("batch") = 32, py::arg("target") = "cpu",
            py::arg("threads") = 0, py::arg("clip_norm") = 0.0, py::arg("weight_decay") = 0.01,
-           py::arg("momentum") = 0.9,
+           py::arg("momentum") = 0.9, py::arg("seed") = 0,
            "model: a path or ONNX bytes; its first input takes a batch and its first output "
            "predicts. params: the initializers to train (default: all). loss: "
            "'softmax_cross_entropy' or 'mse'; optimizer: 'sgd', 'momentum', 'nesterov', "
-           "'adam', 'adamw' or 'adagrad'.")
+           "'adam', 'adamw' or 'adagrad'. seed: of the dropout masks (a new one each step).")
       .def("step", &PyTrainer::step, py::arg("inputs"), py::arg("labels"),
            "One step on a batch ([batch, ...]) and its labels; returns the batch's loss before "
            "the update.")
-      .def_property_readonly("parameters", &PyTrainer::parameters,
-                             "The parameters now, by name (copies)")
+      .def_property_readonly(
+          "parameters", &PyTrainer::parameters,
+          "The trained initializers now, by name (copies): the parameters and the batch "
+          "norms' running statistics")
       .def_property_readonly("steps", &PyTrainer::steps)
       .def_property_readonly("step_graph", &PyTrainer::stepGraph,
                              "The train-step graph as text IR, before the target's passes")
       .def("save", &PyTrainer::save, py::arg("path"),
-           "Writes the model with the trained parameters as its initializers.");
+           "Writes the model with the trained initializers (parameters, running statistics).");
 
   m.def(
       "load_tensor",

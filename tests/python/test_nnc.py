@@ -228,3 +228,28 @@ def test_trainer_fits_digits_and_saves(tmp_path):
         t.step(xtr[:32], ytr[:32].astype(numpy.float32))
     with pytest.raises(nnc.Error, match="optimizer"):
         nnc.Trainer(onnx_bytes, optimizer="lion")
+
+
+def test_trainer_dropout_masks_follow_the_seed():
+    """A training-mode Dropout before a MatMul, lr 0 on one batch: only the masks move the
+    loss. Each step draws a new mask; the same seed gives the same losses, another others."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../scripts"))
+    from onnxw import model, node, tensor, value_info
+    rng = numpy.random.default_rng(0)
+    w = rng.standard_normal(8 * 3).tolist()
+    inits = [tensor("w", [8, 3], w), tensor("ratio", [], [0.5]),
+             tensor("training", [], [True], data_type=9, fmt="?")]  # 9: ONNX's BOOL
+    onnx_bytes = model([node("Dropout", ["x", "ratio", "training"], ["d"], "drop"),
+                        node("MatMul", ["d", "w"], ["y"], "mm")],
+                       [value_info("x", ["N", 8])], [value_info("y", ["N", 3])], inits)
+    x = rng.standard_normal((4, 8)).astype(numpy.float32)
+    labels = numpy.array([0, 1, 2, 0], numpy.int64)
+
+    def losses(seed):
+        t = nnc.Trainer(onnx_bytes, optimizer="sgd", lr=0.0, batch=4, threads=1, seed=seed)
+        return [t.step(x, labels) for _ in range(5)]
+
+    first = losses(1)
+    assert len(set(first)) == len(first), first
+    assert losses(1) == first
+    assert losses(2) != first

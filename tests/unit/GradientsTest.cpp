@@ -199,6 +199,26 @@ TEST(Gradients, SliceSplitPad) {
   checkGradients({{4, 5}}, [](GraphBuilder &b, const std::vector<Var> &x) {
     return b.op(OpKind::Slice, {x[0], b.i64s({1, -4}), b.i64s({3, 100}), b.i64s({0, 1})});
   });
+  // Steps other than 1: strided and reversed on two axes at once, reversed, reversed with a
+  // stride, a step past the extent (one element), clamped ends, and an empty slice.
+  checkGradients({{7, 9}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Slice,
+                {x[0], b.i64s({1, -2}), b.i64s({100, 0}), b.i64s({0, 1}), b.i64s({2, -3})});
+  });
+  checkGradients({{2, 8, 5}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Slice,
+                {x[0], b.i64s({-1, 0}), b.i64s({-100, 5}), b.i64s({1, 2}), b.i64s({-1, 4})});
+  });
+  checkGradients({{6, 3}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Slice, {x[0], b.i64s({4}), b.i64s({-100}), b.i64s({0}), b.i64s({-2})}) *
+           2.0;
+  });
+  checkGradients({{2, 8, 5}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Slice, {x[0], b.i64s({0}), b.i64s({5}), b.i64s({2}), b.i64s({7})});
+  });
+  checkGradients({{2, 8, 5}}, [](GraphBuilder &b, const std::vector<Var> &x) {
+    return b.op(OpKind::Slice, {x[0], b.i64s({5}), b.i64s({2}), b.i64s({1}), b.i64s({1})});
+  });
   checkGradients({{2, 6}}, [](GraphBuilder &b, const std::vector<Var> &x) {
     std::vector<Var> parts =
         b.opMulti(OpKind::Split, {x[0]}, {{"axis", int64_t(1)}, {"sizes", Ints{2, 3, 1}}}, 3);
@@ -206,6 +226,13 @@ TEST(Gradients, SliceSplitPad) {
   });
   checkGradients({{2, 3}}, [](GraphBuilder &b, const std::vector<Var> &x) {
     return b.op(OpKind::Pad, {x[0], b.i64s({1, 0, 0, 2})}, {{"mode", std::string("constant")}});
+  });
+}
+
+// Dropout in training: the gradient is the step's mask times 1 / (1 - ratio).
+TEST(Gradients, Dropout) {
+  checkEmitted({{6, 7}}, [](GradEmitter &e, const std::vector<Value *> &x) {
+    return dropoutTraining(e, x[0], e.scalar(0.4, DType::F64), e.scalar(3, DType::I64), 1)[0];
   });
 }
 

@@ -201,6 +201,189 @@ TEST(Trainer, OpenCLStepMovesOnlyBatchAndLoss) {
   EXPECT_EQ(cl->runTransfers().downloadBytes, steps * 4 + paramBytes);
 }
 
+/// The targets the tests below run on: interp, cpu, and opencl where a device is present.
+std::vector<driver::Target::Kind> targetKinds() {
+  std::vector<driver::Target::Kind> kinds = {driver::Target::Interp, driver::Target::Cpu};
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (devices && !devices->empty())
+    kinds.push_back(driver::Target::OpenCL);
+  return kinds;
+}
+
+/// Batch norm straight on the input: its batch statistics do not depend on the parameters, so
+/// the running statistics after k steps on one batch b are closed-form: r_k = m^k r_0 +
+/// (1 - m^k) b (the variance's b unbiased). Every target (interp, cpu, opencl where present)
+/// must give them, and a shared constant must be refused.
+TEST(Trainer, BatchNormUpdatesRunningStatistics) {
+  const int64_t n = 6, c = 3, hw = 4;
+  const double momentum = 0.8;
+  std::mt19937 rng(11);
+  Tensor mean0 = randomTensor({c}, rng, 0.5f), var0 = randomTensor({c}, rng, 0.5f);
+  for (int64_t i = 0; i < c; ++i)
+    var0.data<float>()[i] += 1.0f;
+  auto model = [&](bool shared) {
+    GraphBuilder b("bn");
+    Var x = b.input("x", DType::F32, {Dim::symbol("N"), c, 2, 2});
+    Var scale = b.constant(randomTensor({c}, rng, 1)), bias = b.constant(randomTensor({c}, rng, 1));
+    Var mean = b.constant(mean0), var = shared ? scale : b.constant(var0);
+    Var y = b.op(OpKind::BatchNorm, {x, scale, bias, mean, var},
+                 {{"epsilon", 1e-5}, {"momentum", momentum}}, "bn");
+    b.output(matmul(reshape(relu(y), {-1, c * hw}), b.constant(randomTensor({c * hw, 2}, rng, 1))));
+    Expected<std::unique_ptr<Graph>> g = b.build();
+    EXPECT_TRUE(g) << g.error().message();
+    return std::make_pair(g ? std::move(*g) : nullptr,
+                          std::make_pair(mean.value()->name(), var.value()->name()));
+  };
+  Tensor x = randomTensor({n, c, 2, 2}, rng, 2);
+  Tensor y = Tensor::zeros(DType::I64, {n});
+  // The batch's statistics per channel, in double.
+  std::vector<double> bm(c, 0), bv(c, 0);
+  for (int64_t k = 0; k < c; ++k) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < hw; ++j)
+        bm[k] += x.data<float>()[(i * c + k) * hw + j] / double(n * hw);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < hw; ++j) {
+        double d = x.data<float>()[(i * c + k) * hw + j] - bm[k];
+        bv[k] += d * d / double(n * hw - 1);
+      }
+  }
+  const int steps = 3;
+  for (driver::Target::Kind kind : targetKinds()) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    auto [g, names] = model(false);
+    ASSERT_TRUE(g);
+    TrainOptions o;
+    o.optimizer = OptimizerKind::Sgd;
+    o.lr = 0.1;
+    o.batch = n;
+    o.target = driver::Target(kind);
+    o.exec.threads = 1;
+    Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, {}, o);
+    ASSERT_TRUE(tr) << tr.error().message();
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) {
+      Expected<double> l = (*tr)->step(x, y);
+      ASSERT_TRUE(l) << l.error().message();
+      losses.push_back(*l);
+    }
+    EXPECT_LT(losses.back(), losses.front());
+    Expected<std::map<std::string, Tensor>> ps = (*tr)->parameters();
+    ASSERT_TRUE(ps) << ps.error().message();
+    // scale, bias, the matmul's weight, and the two running statistics.
+    ASSERT_EQ(ps->size(), 5u);
+    double mk = std::pow(momentum, steps);
+    for (int64_t k = 0; k < c; ++k) {
+      EXPECT_NEAR(ps->at(names.first).data<float>()[k],
+                  mk * mean0.data<float>()[k] + (1 - mk) * bm[k], 1e-5)
+          << "mean " << k;
+      EXPECT_NEAR(ps->at(names.second).data<float>()[k],
+                  mk * var0.data<float>()[k] + (1 - mk) * bv[k], 1e-5)
+          << "var " << k;
+    }
+  }
+  auto [shared, unused] = model(true);
+  TrainOptions o;
+  o.batch = n;
+  Expected<std::unique_ptr<Trainer>> refused = Trainer::create(*shared, {}, o);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("is used elsewhere too"), std::string::npos)
+      << refused.error().message();
+}
+
+/// dropoutTraining's masks: the same for a counter on every target, new for a new counter,
+/// keeping about 1 - ratio of the elements, and y = x keep / (1 - ratio).
+TEST(Trainer, DropoutMasks) {
+  const double ratio = 0.3;
+  Graph g("dropout");
+  Value *counter = g.addInput("counter", TensorType(DType::I64, {}));
+  Value *x = g.addInput("x", TensorType(DType::F32, {64, 1000}));
+  GradEmitter e(g);
+  std::array<Value *, 2> r = dropoutTraining(e, x, e.scalar(ratio, DType::F32), counter, 0);
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  g.setOutputs({r[0], r[1]});
+  std::mt19937 rng(2);
+  Tensor xs = randomTensor({64, 1000}, rng, 1);
+  std::vector<std::vector<Tensor>> outs; // per target: y, keep at counter 1, then counter 2
+  for (driver::Target::Kind kind : targetKinds()) {
+    std::unique_ptr<Graph> c = g.clone();
+    ASSERT_FALSE(driver::optimize(*c, driver::Target(kind)));
+    Expected<std::unique_ptr<driver::Runner>> run = driver::Runner::create(*c, kind);
+    ASSERT_TRUE(run) << run.error().message();
+    outs.emplace_back();
+    for (int64_t step : {1, 2}) {
+      Expected<std::vector<Tensor>> o =
+          (*run)->run({Tensor::scalar<int64_t>(DType::I64, step), xs});
+      ASSERT_TRUE(o) << o.error().message();
+      outs.back().insert(outs.back().end(), o->begin(), o->end());
+    }
+  }
+  const std::vector<Tensor> &ref = outs[0];
+  int64_t n = xs.numElements(), kept = 0, changed = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    bool keep = ref[1].data<bool>()[i];
+    kept += keep;
+    changed += keep != ref[3].data<bool>()[i];
+    EXPECT_FLOAT_EQ(ref[0].data<float>()[i],
+                    keep ? xs.data<float>()[i] * static_cast<float>(1 / (1 - ratio)) : 0.0f);
+  }
+  // Binomial: standard deviation sqrt(0.21 / 64000) = 0.0018 of the keep rate.
+  EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(n), 1 - ratio, 0.01);
+  // Independent masks differ where one keeps and the other drops: 2 * 0.7 * 0.3 = 42%.
+  EXPECT_NEAR(static_cast<double>(changed) / static_cast<double>(n), 0.42, 0.02);
+  for (size_t t = 1; t < outs.size(); ++t)
+    for (size_t k = 0; k < ref.size(); ++k)
+      EXPECT_EQ(driver::compareTensors(outs[t][k], ref[k], 0, 0), "")
+          << "target " << t << " output " << k;
+}
+
+/// A model with dropout (a kStepCounterInput, as ImportOptions::forTraining gives it): with
+/// lr 0 on one batch, the loss changes with each step's mask alone. The masks are new each
+/// step, the same for the same seed on every target, other for another seed.
+TEST(Trainer, DropoutMaskEachStepFromTheSeed) {
+  auto losses = [](driver::Target::Kind kind, uint64_t seed) {
+    std::mt19937 rng(4);
+    Graph g("dropout_mlp");
+    Value *x = g.addInput("x", TensorType(DType::F32, {Dim::symbol("N"), 32}));
+    Value *counter = g.addInput(kStepCounterInput, TensorType(DType::I64, {}));
+    GradEmitter e(g);
+    Value *w = e.constant(randomTensor({32, 4}, rng, 0.5f));
+    Value *h = dropoutTraining(e, x, e.scalar(0.5, DType::F32), counter, 0)[0];
+    g.setOutputs({e.op(OpKind::MatMul, {h, w})});
+    EXPECT_TRUE(e.ok()) << e.error().message();
+    TrainOptions o;
+    o.optimizer = OptimizerKind::Sgd;
+    o.lr = 0;
+    o.batch = 8;
+    o.seed = seed;
+    o.target = driver::Target(kind);
+    o.exec.threads = 1;
+    Expected<std::unique_ptr<Trainer>> tr = Trainer::create(g, {}, o);
+    EXPECT_TRUE(tr) << tr.error().message();
+    std::vector<double> out;
+    Tensor xs = randomTensor({8, 32}, rng, 1);
+    Tensor ys = Tensor::zeros(DType::I64, {8});
+    for (int s = 0; tr && s < 6; ++s) {
+      Expected<double> l = (*tr)->step(xs, ys);
+      EXPECT_TRUE(l) << l.error().message();
+      out.push_back(l ? *l : 0);
+    }
+    return out;
+  };
+  std::vector<double> ref = losses(driver::Target::Interp, 5);
+  ASSERT_EQ(ref.size(), 6u);
+  for (size_t s = 1; s < ref.size(); ++s)
+    EXPECT_NE(ref[s], ref[0]) << "step " << s << " drew step 0's mask";
+  for (driver::Target::Kind kind : targetKinds()) {
+    std::vector<double> same = losses(kind, 5);
+    ASSERT_EQ(same.size(), ref.size());
+    for (size_t s = 0; s < ref.size(); ++s)
+      EXPECT_NEAR(same[s], ref[s], 1e-5 * std::abs(ref[s])) << "target " << kind << " step " << s;
+  }
+  std::vector<double> other = losses(driver::Target::Interp, 6);
+  EXPECT_NE(other, ref);
+}
+
 TEST(Trainer, Errors) {
   std::vector<std::string> params;
   std::unique_ptr<Graph> g = mlp(params);

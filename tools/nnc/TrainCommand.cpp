@@ -80,7 +80,9 @@ int trainCommand(const TrainCliOptions &o) {
   if (inits->empty())
     return fail(fmt::format("{}: the model has no initializers to train", o.model));
   // Imported without constant folding: a folded transpose(W) would no longer be W.
-  Expected<std::unique_ptr<Graph>> g = importOnnxFile(o.model);
+  ImportOptions io;
+  io.forTraining = true;
+  Expected<std::unique_ptr<Graph>> g = importOnnxFile(o.model, io);
   if (!g)
     return fail(g.takeError());
 
@@ -90,6 +92,7 @@ int trainCommand(const TrainCliOptions &o) {
   to.lr = o.lr;
   to.batch = o.batch;
   to.clipNorm = o.clipNorm;
+  to.seed = o.seed;
   to.target = *target;
   to.exec.threads = o.threads;
   auto t0 = std::chrono::steady_clock::now();
@@ -192,7 +195,7 @@ public:
     cmd_->add_option("--lr", o_.lr, "Learning rate (default 0.001)");
     cmd_->add_option("--batch", o_.batch, "Batch size (default 32)");
     cmd_->add_option("--epochs", o_.epochs, "Epochs (default 1)")->check(CLI::PositiveNumber);
-    cmd_->add_option("--seed", o_.seed, "Seed of the shuffle (default 0)");
+    cmd_->add_option("--seed", o_.seed, "Seed of the shuffle and of the dropout masks (default 0)");
     cmd_->add_flag("--no-shuffle", o_.noShuffle, "Batches in file order");
     cmd_->add_option("--clip-norm", o_.clipNorm, "Clip gradients to this global L2 norm");
     cmd_->add_option("--save-step", o_.saveStep,

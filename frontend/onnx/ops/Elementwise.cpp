@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "nnc/ir/Training.h"
 #include "onnx.pb.h"
 #include "onnx/Lowering.h"
 #include "onnx/OnnxInternal.h"
@@ -518,6 +519,8 @@ private:
   int pos_;
 };
 
+Error importTimeDropout(C &c, Value *x, Value *ratio, Value *&y, Value *&mask);
+
 Error lowerDropout(C &c) {
   NNC_TRY(checkInputs(c, 1, c.opset() >= 12 ? 3 : 1));
   NNC_ASSIGN_OR_RETURN(Value * x, req(c, 0));
@@ -561,6 +564,39 @@ Error lowerDropout(C &c) {
     return mask ? c.setOutput(1, mask) : Error::success();
   }
 
+  if (c.forTraining()) {
+    // nnc::Trainer's form: a fresh mask every step from the counter-based generator.
+    Graph &g = c.graph();
+    Value *counter = g.findValue(kStepCounterInput);
+    if (!counter || !counter->isGraphInput())
+      counter = g.addInput(kStepCounterInput, TensorType(DType::I64, {}));
+    uint64_t stream = g.users(counter).size(); // each dropout adds one use
+    // A known ratio as a constant of its own: an initializer would be trained as a parameter.
+    const Tensor *known = ratio ? c.tryConstantInput(1) : nullptr;
+    Value *r =
+        ratio && !known ? ratio : c.scalar(x->dtype(), known ? known->elementAsDouble(0) : 0.5);
+    GradEmitter e(g);
+    std::array<Value *, 2> drop = dropoutTraining(e, x, r, counter, stream);
+    if (!e.ok())
+      return c.error("{}", e.error().message());
+    y = drop[0];
+    mask = drop[1];
+  } else {
+    NNC_TRY(importTimeDropout(c, x, ratio, y, mask));
+  }
+  if (training) {
+    // Known only at run time: inference behaviour when it is false.
+    NNC_ASSIGN_OR_RETURN(Value * yt, c.emit(K::Select, {training, y, x}));
+    NNC_ASSIGN_OR_RETURN(Value * notT, un(c, K::Not, training));
+    NNC_ASSIGN_OR_RETURN(mask, bin(c, K::Or, mask, notT));
+    y = yt;
+  }
+  NNC_TRY(c.setOutput(0, y));
+  return c.setOutput(1, mask);
+}
+
+/// Dropout's mask as ONNX's test data has it: drawn once here, at import.
+Error importTimeDropout(C &c, Value *x, Value *ratio, Value *&y, Value *&mask) {
   // Training mode: reproduce the ONNX reference exactly, which draws the keep-mask from
   // numpy's RandomState(seed).uniform(0, 1, shape) >= ratio and scales by 1 / (1 - ratio).
   if (!c.hasAttr("seed"))
@@ -589,17 +625,9 @@ Error lowerDropout(C &c) {
   }
   NNC_ASSIGN_OR_RETURN(Value * keepT, c.emit(K::Cast, {keep}, {{"to", Attribute(x->dtype())}}));
   NNC_ASSIGN_OR_RETURN(Value * kx, bin(c, K::Mul, keepT, x));
-  NNC_ASSIGN_OR_RETURN(Value * yt, bin(c, K::Mul, kx, scale));
+  NNC_ASSIGN_OR_RETURN(y, bin(c, K::Mul, kx, scale));
   mask = keep;
-  y = yt;
-  if (training) {
-    // Known only at run time: inference behaviour when it is false.
-    NNC_ASSIGN_OR_RETURN(y, c.emit(K::Select, {training, yt, x}));
-    NNC_ASSIGN_OR_RETURN(Value * notT, un(c, K::Not, training));
-    NNC_ASSIGN_OR_RETURN(mask, bin(c, K::Or, keep, notT));
-  }
-  NNC_TRY(c.setOutput(0, y));
-  return c.setOutput(1, mask);
+  return Error::success();
 }
 
 Error lowerSize(C &c) {

@@ -177,6 +177,18 @@ Error lowerBatchNorm(LoweringContext &ctx) {
     NNC_ASSIGN_OR_RETURN(p[i], castTo(ctx, in[i + 1], x->dtype()));
   }
 
+  if (ctx.forTraining()) {
+    // nnc::Trainer switches this to batch statistics and updates input_mean and input_var.
+    // Outputs running_mean and running_var are those updates, which only the Trainer makes:
+    // the forward pass sees the statistics before the step (the step's outputs carry them).
+    NNC_USER_CHECK(!ctx.hasOutput(3) && !ctx.hasOutput(4),
+                   "{}: outputs saved_mean and saved_var are unsupported in training", ctx.place());
+    NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::BatchNorm, {x, p[0], p[1], p[2], p[3]},
+                                             {{"epsilon", eps}, {"momentum", momentum}}));
+    NNC_TRY(ctx.setOutput(0, y));
+    NNC_TRY(ctx.setOutput(1, p[2]));
+    return ctx.setOutput(2, p[3]);
+  }
   if (!training) {
     NNC_ASSIGN_OR_RETURN(int64_t spatial, ctx.intAttr("spatial", 1));
     Value *y;

@@ -27,6 +27,14 @@ struct ImportOptions {
   /// shape is folded. The frontend does not depend on the runtime; the caller wires it.
   std::function<Expected<std::vector<Tensor>>(const Node &, const std::vector<Tensor> &)>
       evaluate;
+  /// Imports the model for nnc::Trainer: every BatchNormalization, whatever its
+  /// training_mode, becomes the inference-form batch_norm over its input_mean and input_var,
+  /// with its momentum, which the Trainer turns into batch statistics and running-statistic
+  /// updates (PyTorch's train() mode); and every training-mode Dropout draws its mask from
+  /// dropoutTraining's generator, whose counter is the graph input kStepCounterInput
+  /// (added after the model's inputs), so that the Trainer's step count draws a new mask
+  /// each step (the Dropout's seed attribute gives way to the Trainer's seed).
+  bool forTraining = false;
 };
 
 /// Imports a .onnx file. External data is resolved relative to the model's folder and may

@@ -19,4 +19,9 @@ Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank, const Node &node,
 Expected<std::vector<int64_t>> normalizeAxes(const std::vector<int64_t> &axes, int64_t rank,
                                              const Node &node, const char *attrName = "axes");
 
+/// ONNX Slice clamping for one axis of extent `dim` (negative start and end count from the
+/// end; step != 0): the first index taken and how many.
+void sliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t &first,
+               int64_t &count);
+
 } // namespace nnc

@@ -65,6 +65,39 @@ struct AdamOptions {
 std::array<Value *, 3> adamUpdate(GradEmitter &e, Value *r, Value *t, Value *x, Value *g, Value *v,
                                   Value *h, const AdamOptions &o);
 
+/// Batch norm in training mode (PyTorch's BatchNorm in train()): y normalizes x with the batch's
+/// mean and population variance over every axis but 1, and the running statistics take in the
+/// batch's: mean' = momentum mean + (1 - momentum) batchMean, var' = momentum var +
+/// (1 - momentum) batchVar n / (n - 1), n the values per channel. The running variance takes
+/// the unbiased batch variance as PyTorch's does; ONNX's BatchNormalization (training_mode=1)
+/// blends the population variance instead, but PyTorch is the peer whose trained models
+/// nnc::Trainer's must match. x has static extents and n > 1; mean and var are [C], the blend
+/// in their dtype. Returns {y, mean', var'}.
+std::array<Value *, 3> batchNormTraining(GradEmitter &e, Value *x, Value *scale, Value *bias,
+                                         Value *mean, Value *var, double epsilon, double momentum);
+
+/// Uniform numbers in [0, 1) of `like`'s shape and (float) dtype, from a counter-based
+/// generator: element i (row-major) is the top 24 bits of SplitMix64's output i + 1 from the
+/// state mix(counter + stream * golden), over 2^24. Each element is a function of (counter,
+/// stream, i) alone, built of exact integer ops (u64 add, mul, xor, shift), so every backend
+/// draws the same numbers; a new counter (nnc::Trainer's step count) draws new ones, and
+/// streams keep generators in one graph apart. `counter` is an i64 scalar.
+Value *counterUniform(GradEmitter &e, Value *counter, uint64_t stream, Value *like);
+
+/// The graph input (i64 scalar) through which a model's training-mode random ops (an ONNX
+/// model's Dropout imported for training) take nnc::Trainer's step count as their counter.
+inline constexpr const char *kStepCounterInput = "nnc.step";
+
+/// Dropout in training: y = x keep / (1 - ratio), keep = counterUniform(...) >= ratio (the
+/// ONNX reference's rule, with this generator). x is float; ratio is a float scalar.
+/// Returns {y, keep (bool)}.
+std::array<Value *, 2> dropoutTraining(GradEmitter &e, Value *x, Value *ratio, Value *counter,
+                                       uint64_t stream);
+
+/// SplitMix64's output function (Steele, Lea and Flood, 2014): a bijective mix of 64 bits,
+/// the one counterUniform applies in the graph.
+uint64_t splitMix64(uint64_t z);
+
 /// Scales every gradient by min(1, maxNorm / ||grads||) (the global L2 norm over all of them).
 std::vector<Value *> clipByGlobalNorm(GradEmitter &e, const std::vector<Value *> &grads,
                                       double maxNorm);

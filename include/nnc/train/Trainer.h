@@ -33,16 +33,23 @@ struct TrainOptions {
   double momentum = 0.9;     ///< Momentum and Nesterov.
   AdagradOptions adagrad = {0, 1e-10, 0};
   double clipNorm = 0; ///< > 0: gradients clipped to this global L2 norm.
+  /// Seeds the model's random ops (dropout masks, counterUniform): their counter is the step
+  /// count mixed with it, so a seed gives one sequence of masks, a new one every step.
+  uint64_t seed = 0;
   driver::Target target = driver::Target(driver::Target::Cpu);
   driver::ExecOptions exec;
 };
 
-/// Trains the parameters of a model. Its first graph input takes a batch, its first output
-/// is the prediction (logits for softmax cross-entropy); the parameters are the model's float
-/// constants named in `params` (an ONNX model's initializers).
+/// Trains the parameters of a model. Its first graph input takes a batch (an input named
+/// kStepCounterInput, if any, takes the step count: see ImportOptions::forTraining), its first
+/// output is the prediction (logits for softmax cross-entropy); the parameters are the model's
+/// float constants named in `params` (an ONNX model's initializers), but for the means and
+/// variances of batch norms: those are running statistics, which the step updates while the
+/// batch norm normalizes with the batch's statistics (PyTorch's train() mode).
 ///
 /// The whole step is one graph: inputs (batch, labels, lr, step count, parameters,
-/// optimizer state), outputs (loss, new parameters, new state), compiled once for the
+/// optimizer state, running statistics), outputs (loss, new parameters, new state), compiled
+/// once for the
 /// target. Parameters and state stay resident by ping-pong: each step's outputs are the next
 /// step's inputs, and the CPU launch list binds graph inputs and outputs to their tensors'
 /// memory by pointer (runtime/core/CpuLaunchList.cpp), so nothing is copied between steps;
@@ -61,7 +68,8 @@ public:
   /// prediction's shape for MSE).
   /// Returns the batch's loss before the update.
   Expected<double> step(const Tensor &inputs, const Tensor &labels);
-  /// The parameters now, by name (on OpenCL, downloaded from the device).
+  /// The trained initializers now, by name: the parameters and the batch norms' running
+  /// statistics (on OpenCL, downloaded from the device).
   Expected<std::map<std::string, Tensor>> parameters() const;
   int64_t steps() const { return steps_; }
   /// The compiled step (an OpenCLExecutable on OpenCL, e.g. for its transfer counters).
@@ -69,7 +77,8 @@ public:
   /// The train-step graph as compiled (after the target's passes).
   const Graph &stepGraph() const { return *graph_; }
   /// The train-step graph before the target's passes: inputs (batch, parameters, labels, lr,
-  /// step, optimizer state), outputs (loss, new parameters, new state). `nnc train
+  /// step, optimizer state, running statistics), outputs (loss, new parameters, new state,
+  /// next step count). `nnc train
   /// --save-step` writes it as text IR for nnc inspect / bench / run.
   const Graph &unoptimizedStepGraph() const { return *unoptimized_; }
   /// The labels' type a step expects.
@@ -84,9 +93,14 @@ private:
   Executable *exe_ = nullptr;          ///< The compiled step (owned by runner_).
   OpenCLExecutable *device_ = nullptr; ///< exe_ on OpenCL, with its state resident.
   std::vector<std::string> paramNames_;
-  /// Parameters, then optimizer state, in graph-input order (empty on OpenCL, where the
-  /// device holds them).
+  /// The batch norms' running statistics (in training, a batch norm whose mean and var are
+  /// constants normalizes with the batch's statistics and updates these, as PyTorch's does
+  /// in train() mode: see batchNormTraining).
+  std::vector<std::string> runningNames_;
+  /// Parameters, optimizer state, then running statistics, in graph-input order (empty on
+  /// OpenCL, where the device holds them).
   std::vector<Tensor> state_;
+  size_t stateCount_ = 0; ///< state_'s size before the device took it.
   TensorType inputType_, labelType_;
   DType dtype_ = DType::F32;
   int64_t steps_ = 0;
