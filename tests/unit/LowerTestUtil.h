@@ -146,6 +146,8 @@ inline Expected<std::vector<Tensor>> runLowered(const Node &node, const std::vec
         bufs.push_back(v.data());
         break;
       }
+      case kir::BufferRole::Extent:
+        return Error(k.name + ": runLowered has no extent buffers (data-dependent shapes)");
       }
     }
     if (Error e = kir::evaluateKernel(k, bufs))
