@@ -583,8 +583,12 @@ Error compilePart(Part &part, const CodegenOptions &opts) {
     auto [cpu, features] = llvmCpuAndFeatures(opts.cpu);
     target = cpu + " " + features + " " + opts.cpu.str() +
              (useLibmvec() ? std::string(" ") + kVecLibVersion : "");
-    // A warm compile: the index names the object, and no IR is emitted.
-    std::string index = indexKey(part.kernels, target, opts.optLevel);
+    // A warm compile: the index names the object, and no IR is emitted. Its key holds every
+    // CpuTarget field the emitter reads: the level and vector width (in str()) and the
+    // streaming-store threshold (which tests inject and str() does not show).
+    std::string index = indexKey(
+        part.kernels, target + fmt::format(" streaming {}", opts.cpu.streamingStoreBytes),
+        opts.optLevel);
     bool parallel = std::any_of(part.kernels.begin(), part.kernels.end(), hasParallelLoop);
     if (!index.empty() && (opts.parallelFor || !parallel)) {
       indexPath = opts.cacheDir + "/" + index + ".idx";

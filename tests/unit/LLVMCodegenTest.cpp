@@ -569,6 +569,12 @@ TEST(LLVMCodegen, ObjectCache) {
   void *bufs[] = {x.data(), y.data()};
   m2->lookup("scale3")(bufs);
   EXPECT_EQ(y[5], 6.0f);
+  // The same kernel for a target that streams its stores is other code: not an index hit.
+  CodegenOptions streaming = o;
+  streaming.cpu.streamingStoreBytes = 1;
+  auto ms = compileOrDie(ks, streaming);
+  ASSERT_TRUE(ms);
+  EXPECT_FALSE(ms->fromCache());
   // Another kernel is another entry.
   auto m3 = compileOrDie({scaleKernel("scale3", 4.0)}, o);
   ASSERT_TRUE(m3);
