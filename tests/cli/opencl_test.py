@@ -6,7 +6,8 @@ fails with one message saying what is missing, `--target auto` runs on the CPU a
 `nnc devices` still lists the CPU, and `nnc compile --target opencl` still writes OpenCL C
 (checked with libclang, no runtime needed), also for a generic GPU: each shared model (SHARED
 given) after a GPU's graph passes, its convs and matmuls as work-group GEMMs with their fused
-epilogues, and a recurrent model (its loop unrolled into the listing). With a device (PoCL in CI): `--target opencl`
+epilogues, and a recurrent model (its loop unrolled into the listing, also for `nnc inspect
+--kernels`). With a device (PoCL in CI): `--target opencl`
 gives the CPU's numbers and `nnc bench --profile` reports one upload and one download per run.
 
 Usage: opencl_test.py NNC_BINARY [SHARED]
@@ -84,6 +85,11 @@ with tempfile.TemporaryDirectory() as tmp:
               "compile %s --target opencl --generic-gpu: %d %r" % (m, r.returncode, r.stderr))
         if r.returncode == 0 and "conv" in open(cl).read():
             check("__local" in open(cl).read(), "%s: no work-group GEMM for a GPU" % m)
+        if "lstm" in m:
+            r = nnc(["inspect", m, "--target", "opencl", "--kernels"], none)
+            check(r.returncode == 0 and "kernel " in r.stdout,
+                  "inspect %s --kernels (a loop unrolled into the listing): %d %r"
+                  % (m, r.returncode, r.stderr))
     r = nnc(["run", model, "--input", "x=" + x, "--target", "opencl:x"])
     check(r.returncode == 1 and "opencl:PLATFORM.DEVICE" in r.stderr, "bad --target opencl:x")
 

@@ -68,7 +68,10 @@ int inspectKernels(const InspectOptions &o) {
   if (!target)
     return fail(target.takeError());
   const CpuTarget *cpu = &target->cpu;
-  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *target);
+  // A flat list of kernels has no loops: a recurrent model's time loop is unrolled into it
+  // (as for nnc compile's listings; its body's kernels repeat once per step).
+  Expected<std::unique_ptr<Graph>> g =
+      loadStatic(o.model, o.shapes, *target, /*unrollLoops=*/true);
   if (!g)
     return fail(g.takeError());
   // OpenCL: the kernels as `run` writes them for the device (GpuTarget::generic() without one).
