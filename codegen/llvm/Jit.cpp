@@ -536,16 +536,16 @@ const std::string &ownBuildId() {
   return id;
 }
 
-/// The index key of a part (see the file comment): its kernels' full text, the target, the
-/// optimization level, the versions and the build id; "" without a build id.
-std::string indexKey(const std::vector<kir::Kernel> &kernels, const std::string &target,
+/// The index key of a part (see the file comment): its kernel's name and text without names
+/// (`code`, the part's dedupKey: what its object depends on), the target, the optimization
+/// level, the versions and the build id; "" without a build id.
+std::string indexKey(const std::string &name, const std::string &code, const std::string &target,
                      int optLevel) {
   if (ownBuildId().empty())
     return "";
   llvm::SHA1 sha;
-  sha.update("nnc object index 1\nbuild: " + ownBuildId() + "\n");
-  for (const kir::Kernel &k : kernels)
-    sha.update(kir::printKernel(k));
+  sha.update("nnc object index 2\nbuild: " + ownBuildId() + "\nkernel: " + name + "\n");
+  sha.update(code);
   return objectCacheKey(llvm::toHex(sha.result(), /*LowerCase=*/true), target, optLevel);
 }
 
@@ -563,6 +563,7 @@ std::string readIndex(const std::string &path) {
 /// and target machine, into one object (from the object cache when it holds it).
 struct Part {
   std::vector<kir::Kernel> kernels;
+  std::string code; ///< dedupKey of its kernel (computed once, also keys the cache index)
   int64_t cost = 0;
   std::unique_ptr<llvm::MemoryBuffer> object;
   bool fromCache = false;
@@ -587,8 +588,8 @@ Error compilePart(Part &part, const CodegenOptions &opts) {
     // CpuTarget field the emitter reads: the level and vector width (in str()) and the
     // streaming-store threshold (which tests inject and str() does not show).
     std::string index = indexKey(
-        part.kernels, target + fmt::format(" streaming {}", opts.cpu.streamingStoreBytes),
-        opts.optLevel);
+        part.kernels.front().name, part.code,
+        target + fmt::format(" streaming {}", opts.cpu.streamingStoreBytes), opts.optLevel);
     bool parallel = std::any_of(part.kernels.begin(), part.kernels.end(), hasParallelLoop);
     if (!index.empty() && (opts.parallelFor || !parallel)) {
       indexPath = opts.cacheDir + "/" + index + ".idx";
@@ -672,6 +673,7 @@ Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::
       // 2. One part per distinct kernel: the cache then holds each kernel's object alone.
       Part p;
       p.kernels.push_back(kernels[i]);
+      p.code = it->first;
       p.cost = compileCost(kernels[i].body);
       parts.push_back(std::move(p));
     }

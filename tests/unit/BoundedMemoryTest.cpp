@@ -3,9 +3,6 @@
 // and one compiled model run 2,000 times (bench/memory_check.py runs 100,000).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <fstream>
 #include <random>
 #include <string>
 
@@ -14,6 +11,7 @@
 #include "nnc/passes/Specialize.h"
 #include "nnc/runtime/Executable.h"
 #include "nnc/runtime/Interpreter.h"
+#include "nnc/support/Debug.h"
 
 using namespace nnc;
 
@@ -29,13 +27,10 @@ namespace {
 #define NNC_SANITIZED 1
 #endif
 
-/// The resident set of this process (/proc/self/statm), in bytes; -1 where unknown.
+/// The resident set of this process in bytes (nnc::residentMiB); -1 where unknown.
 int64_t residentBytes() {
-  std::ifstream f("/proc/self/statm");
-  int64_t size = 0, resident = -1;
-  if (!(f >> size >> resident))
-    return -1;
-  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+  double mib = residentMiB().first;
+  return mib < 0 ? -1 : static_cast<int64_t>(mib * 1048576.0);
 }
 
 /// Sanitizer runtimes keep freed memory in quarantine: RSS says nothing there.
