@@ -19,7 +19,8 @@ PY=${PY:-python3}
 TUNE_SGEMM=${TUNE_SGEMM:-45}   # seconds of `nnc tune` on SGEMM 1024^3
 TUNE_RESNET=${TUNE_RESNET:-90} # ...and on resnet18_b1 (0: not)
 TIER1_LIMIT=${TIER1_LIMIT:-150}
-SECTIONS=${SECTIONS:-devices sgemm peer models tier1 tune cpu}
+SECTIONS=${SECTIONS:-devices sgemm clblast peer models tier1 tune cpu}
+CLBLAST=${CLBLAST:-build/bench/nnc-clblast-sgemm} # CLBlast's SGEMM peer (bench/clblast)
 BENCH_LIMIT=${BENCH_LIMIT:-180} # seconds per nnc bench run
 MODELS=${MODELS:-"mlp_b1 mlp_b32 lenet_b1 lenet_b32 resnet18_b1 bert_layer_b1"}
 WORK=${WORK:-$OUT} # graphs and tuning caches
@@ -58,6 +59,23 @@ if has sgemm; then
   done
   timeout 60 "$NNC" bench "$WORK/sgemm1024.nir" --target opencl --iterations 10 --profile \
     --cache "$DB" >>"$OUT/profile.txt" 2>&1
+fi
+
+if has clblast; then
+  section "peer on the same OpenCL device: CLBlast SGEMM (its defaults: untuned for a device it does not know)"
+  if [ -x "$CLBLAST" ]; then
+    for n in 1024 2048; do
+      sgemm_graph $n "$WORK/sgemm$n.nir"
+      # Alternate CLBlast and nnc (default configs) so that both see the same machine.
+      for round in 1 2; do
+        c=$(timeout "$BENCH_LIMIT" "$CLBLAST" $n 10 2>>"$OUT/log.txt" | grep -o 'median [0-9.]* ms' | awk '{print $2}')
+        ms=$(bench "$WORK/sgemm$n.nir" --target opencl --iterations 10 --cache "$WORK/none.db")
+        log "sgemm $n round $round: CLBlast ${c:-fail} ms = $(gflops $n "${c:-0}") GFLOP/s, nnc $ms ms = $(gflops $n "$ms") GFLOP/s, nnc/CLBlast GFLOP/s $(awk -v a="${c:-0}" -v b="$ms" 'BEGIN { if (b + 0 > 0 && a + 0 > 0) printf "%.2f", a / b; else print "-" }')"
+      done
+    done
+  else
+    log "no $CLBLAST (scripts/setup-bench.sh installs libclblast-dev; then rebuild)"
+  fi
 fi
 
 if has peer; then

@@ -2,6 +2,7 @@
 # Installs the benchmark-only peers for bench/ (never for CI: scripts/setup.sh has what builds
 # and tests need). Idempotent. ONNX Runtime comes from npm (bench/ort), not Debian.
 #   libdnnl-dev, libopenblas-dev, libeigen3-dev: the SGEMM peers (bench/sgemm)
+#   libclblast-dev:               CLBlast, the OpenCL SGEMM peer on the same device (bench/clblast)
 #   python3-torch:                the PyTorch peer (bench/peers_torch.py)
 #   python3-torchvision:          the exported CNNs and ViTs of bench/torch_models.py
 #   python3-matplotlib:           bench/peers.py's plot
@@ -13,6 +14,7 @@ PKGS=(
   libdnnl-dev      # oneDNN: dnnl_sgemm, the bar of the GEMM work (bench/sgemm)
   libopenblas-dev  # OpenBLAS: cblas_sgemm (bench/sgemm; OPENBLAS_CORETYPE=SkylakeX on AVX-512 hosts)
   libeigen3-dev    # Eigen: the third SGEMM peer (also in setup.sh)
+  libclblast-dev   # CLBlast: SGEMM on the OpenCL device, untuned defaults (bench/clblast)
   python3-torch python3-torchvision python3-matplotlib
   python3-sklearn  # the digits data of `nnc train`'s end-to-end test and bench/train_peer.py
   python3-threadpoolctl  # bounds OpenBLAS's pool in the PyTorch training peers (scripts/char_lm.py)
