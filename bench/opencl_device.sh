@@ -19,7 +19,8 @@ PY=${PY:-python3}
 TUNE_SGEMM=${TUNE_SGEMM:-45}   # seconds of `nnc tune` on SGEMM 1024^3
 TUNE_RESNET=${TUNE_RESNET:-90} # ...and on resnet18_b1 (0: not)
 TIER1_LIMIT=${TIER1_LIMIT:-150}
-SECTIONS=${SECTIONS:-devices sgemm clblast peer models tier1 tune cpu}
+SECTIONS=${SECTIONS:-devices floor sgemm clblast peer models tier1 tune cpu}
+FLOOR=${FLOOR:-build/bench/nnc-opencl-floor}     # the device's per-run floor (bench/opencl_floor)
 CLBLAST=${CLBLAST:-build/bench/nnc-clblast-sgemm} # CLBlast's SGEMM peer (bench/clblast)
 BENCH_LIMIT=${BENCH_LIMIT:-180} # seconds per nnc bench run
 MODELS=${MODELS:-"mlp_b1 mlp_b32 lenet_b1 lenet_b32 resnet18_b1 bert_layer_b1"}
@@ -47,6 +48,15 @@ sgemm_graph() { # n path
 if has devices; then
   section devices
   "$NNC" devices 2>&1 | tee -a "$S"
+fi
+
+if has floor; then
+  section "per-run floor: a small upload, K empty kernels, a small read back (bench/opencl_floor)"
+  if [ -x "$FLOOR" ]; then
+    timeout 120 "$FLOOR" 2>>"$OUT/log.txt" | tee -a "$S"
+  else
+    log "no $FLOOR (build the bench targets)"
+  fi
 fi
 
 if has sgemm; then
