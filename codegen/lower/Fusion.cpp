@@ -28,6 +28,7 @@
 #include "Lowerers.h"
 #include "NNLowering.h"
 #include "Templates.h"
+#include "nnc/codegen/OpenCLCodegen.h"
 
 namespace nnc {
 
@@ -849,8 +850,11 @@ Expected<Kernels> lowerFinishedMatMulUnitNDRange(const LoweringUnit &u, const st
 
 } // namespace lower
 
-Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::string &namePrefix,
-                                             const tuning::LowerOptions &opts) {
+namespace {
+
+Expected<std::vector<kir::Kernel>> lowerUnitKernels(const LoweringUnit &u,
+                                                    const std::string &namePrefix,
+                                                    const tuning::LowerOptions &opts) {
   if (u.members.empty())
     return lowerNode(*u.node, namePrefix, opts);
   for (const Value *v : u.operands)
@@ -869,6 +873,17 @@ Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::s
           return lowerEpilogueGroup(u, gi, namePrefix, o);
         return lowerPointwiseGroup(u, gi, namePrefix);
       });
+}
+
+} // namespace
+
+Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::string &namePrefix,
+                                             const tuning::LowerOptions &opts) {
+  NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnitKernels(u, namePrefix, opts));
+  // On an OpenCL device a kernel of several nests in sequence would run as one work-item.
+  if (opts.gpu)
+    return splitGridPhases(std::move(ks));
+  return ks;
 }
 
 } // namespace nnc

@@ -4,6 +4,7 @@
 // the inputs to the device and the outputs back.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "nnc/codegen/Lowering.h"
@@ -376,3 +377,77 @@ TEST(OpenCLExecutable, MissingDeviceIsAClearError) {
 }
 
 } // namespace
+
+TEST(OpenCLEmitter, NestsInSequenceBecomeOneGridEach) {
+  // A concat (one nest per operand, after a fused add) and a split (one nest per result) on a
+  // GPU: each nest is a kernel of its own and runs as a grid (each was one work-item for the
+  // whole node), in order, with the node's buffers; where a device exists they match the
+  // interpreter.
+  const char *text = R"(
+graph @g(%a: f32[3,40], %b: f32[5,40], %c: f32[8,40]) -> (f32[8,40], f32[2,40], f32[6,40]) {
+  %x = concat(%a, %b) {axis = 0} : f32[8,40]
+  %y = add(%x, %c) : f32[8,40]
+  %s0, %s1 = split(%y) {axis = 0, sizes = [2, 6]} : f32[2,40], f32[6,40]
+  return %y, %s0, %s1
+})";
+  Expected<std::unique_ptr<Graph>> g = parseGraph(text);
+  ASSERT_TRUE(g) << g.error().message();
+  tuning::LowerOptions lo;
+  lo.gpu = GpuTarget::generic();
+  Expected<std::vector<LoweringUnit>> units = loweringUnits(**g);
+  ASSERT_TRUE(units) << units.error().message();
+  std::vector<kir::Kernel> kernels;
+  for (const LoweringUnit &u : *units) {
+    Expected<std::vector<kir::Kernel>> ks = lowerUnit(u, "n" + std::to_string(kernels.size()), lo);
+    ASSERT_TRUE(ks) << ks.error().message();
+    for (kir::Kernel &k : *ks)
+      kernels.push_back(std::move(k));
+  }
+  Expected<OpenCLProgram> prog = emitOpenCL(kernels, *lo.gpu);
+  ASSERT_TRUE(prog) << prog.error().message();
+  std::vector<std::string> names;
+  for (const OpenCLLaunch &l : prog->launches) {
+    names.push_back(l.name);
+    EXPECT_GT(l.globalSize[0], 1) << l.name << " runs as one work-item\n" << prog->source;
+  }
+  EXPECT_GE(names.size(), 4u) << prog->source; // two pieces of the concat, two of the split
+  EXPECT_NE(std::find(names.begin(), names.end(), names[0] + "_p1"), names.end())
+      << prog->source;
+  EXPECT_FALSE(checkOpenCLSource(prog->source));
+
+  // A local that one nest updates and the next reads: the kernel stays whole.
+  kir::Kernel k;
+  k.name = "carry";
+  k.buffers.push_back({"in", DType::F32, 64, kir::BufferRole::Operand, 0, false});
+  k.buffers.push_back({"out", DType::F32, 64, kir::BufferRole::Result, 0, true});
+  kir::Expr i = kir::var("i"), j = kir::var("j");
+  k.body = kir::block(
+      {kir::decl("acc", DType::F32, kir::floatImm(0.0)),
+       kir::forLoop("i", kir::intImm(64),
+                    kir::assign("acc", kir::add(kir::var("acc", DType::F32),
+                                                kir::load(0, DType::F32, i)))),
+       kir::forLoop("j", kir::intImm(64), kir::store(1, j, kir::var("acc", DType::F32)))});
+  k.schedule.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {"j"}});
+  std::vector<kir::Kernel> whole = splitGridPhases({k});
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].name, "carry");
+
+  Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
+  if (!devices)
+    GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();
+  OpenCLOptions opts;
+  opts.cacheDir = "";
+  opts.optimize = false;
+  Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);
+  ASSERT_TRUE(exe) << exe.error().message();
+  std::vector<Tensor> inputs = {ramp({3, 40}, 0.25f), ramp({5, 40}, -0.5f), ramp({8, 40}, 0.125f)};
+  Expected<std::vector<Tensor>> want = interpret(**g, inputs);
+  ASSERT_TRUE(want) << want.error().message();
+  Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
+  ASSERT_TRUE(got) << got.error().message();
+  ASSERT_EQ(got->size(), 3u);
+  for (size_t o = 0; o < 3; ++o)
+    for (int64_t e = 0; e < (*want)[o].numElements(); ++e)
+      EXPECT_EQ((*got)[o].data<float>()[e], (*want)[o].data<float>()[e])
+          << "output " << o << " element " << e;
+}

@@ -25,6 +25,15 @@ struct OpenCLProgram {
 Expected<OpenCLProgram> emitOpenCL(const std::vector<kir::Kernel> &kernels,
                                    const GpuTarget &device);
 
+/// The kernels, with each kernel whose body is several loop nests in sequence (a concat
+/// writing each operand's piece, a split, an initialization then an accumulation) cut into one
+/// kernel per nest, run in order with the same buffers (the first keeps the name, the others
+/// add _p1, _p2, ...), when that makes one of them a grid: on an OpenCL device such a kernel
+/// otherwise runs as one work-item. Locals declared before a nest are copied into its kernel;
+/// a kernel whose nests pass a local from one to the next, or that has local buffers, stays
+/// whole (codegen/opencl/GridPhases.cpp).
+std::vector<kir::Kernel> splitGridPhases(std::vector<kir::Kernel> kernels);
+
 /// Parses `source` as OpenCL C 1.2 with libclang; the error lists each problem as
 /// `what:LINE:COL: message` with the offending line.
 Error checkOpenCLSource(const std::string &source, const std::string &what = "kernels.cl");
