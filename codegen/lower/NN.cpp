@@ -461,13 +461,24 @@ Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
     go.strided = GemmOperands::Strided{w0, x0, c0, 1, R, I, I};
     // Scratch 0 is col and 1 the f16/bf16 accumulator of the second kernel: the GEMM may pack
     // into 2 and 3.
-    go.packScratch = 2;
-    tuning::Problem prob =
-        gemmProblem(t, N * group, R, cg, I, fmt::format("conv_transpose n{} group{}", N, group));
-    tuning::Config cfg = tuning::chooseConfig(prob, opts);
-    kir::Schedule sched;
-    Stmt body = gemmNest(ka, go, R, cg, I, cfg, outer.loops, sched);
-    kernels.push_back(ka.finish(body, sched));
+    std::string layout = fmt::format("conv_transpose n{} group{}", N, group);
+    if (opts && opts->gpu && acc == DType::F32) {
+      // On an OpenCL device: the NDRange GEMM (GpuGemm.cpp), one product per image and group
+      // on NDRange dimension 2 (the CPU's register-tile nest ran there as one work-item).
+      tuning::Problem prob = gpuGemmProblem(t, N * group, R, cg, I, layout);
+      GpuGemmTile tile = gpuGemmTileOf(tuning::chooseConfig(prob, opts));
+      std::vector<kir::LocalBuffer> locals;
+      Stmt body = gpuGemmNest(ka, go, N * group, R, cg, I, outer.loops, tile, locals);
+      kir::Kernel kernel = ka.finish(body, {});
+      kernel.locals = std::move(locals);
+      kernels.push_back(std::move(kernel));
+    } else {
+      go.packScratch = 2;
+      tuning::Config cfg = tuning::chooseConfig(gemmProblem(t, N * group, R, cg, I, layout), opts);
+      kir::Schedule sched;
+      Stmt body = gemmNest(ka, go, R, cg, I, cfg, outer.loops, sched);
+      kernels.push_back(ka.finish(body, sched));
+    }
   }
   KernelBuilder kb(node, prefix);
   int cb = kb.scratch(0, acc, colN);

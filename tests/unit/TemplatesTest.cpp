@@ -366,8 +366,19 @@ graph @g(%x: f32[2,24,40], %r: f32[2,24,72]) -> (f32[2,24,72]) {{
   GpuTarget cpuDevice = GpuTarget::generic();
   cpuDevice.type = "cpu";
   cpuDevice.preferredFloatVector = 8;
+  // A grouped conv_transpose with stride 2 and output padding: its column GEMM is the NDRange
+  // GEMM (one product per image and group), then col2im sums the taps.
+  std::string convT = fmt::format(R"(
+graph @g(%x: f32[2,6,5,7]) -> (f32[2,4,10,14]) {{
+  %w = {}
+  %b = {}
+  %y = conv_transpose(%x, %w, %b) {{dilations = [1, 1], group = 2, output_padding = [1, 1], pads = [1, 1, 1, 1], strides = [2, 2]}} : f32[2,4,10,14]
+  return %y
+}})",
+                                  dense({6, 2, 3, 3}), dense({4}));
   for (const GpuTarget &device : {GpuTarget::generic(), cpuDevice}) {
     checkGpuUnits(convs, "conv epilogues on " + device.type, device);
     checkGpuUnits(mlp, "matmul epilogue on " + device.type, device);
+    checkGpuUnits(convT, "conv_transpose on " + device.type, device);
   }
 }
