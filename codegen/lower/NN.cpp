@@ -433,6 +433,54 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
 /// w[g*cg + ci, r] being A(r, ci) (strided: rows 1 apart, columns R apart), as the tunable
 /// register-blocked GEMM (Gemm.h: microkernels for f32); the second scatter-adds each
 /// (channel, tap) row of col into the output plane (only the taps that land inside it).
+/// conv_transpose's col2im on an OpenCL device: one work-item per output element, which
+/// gathers the column entries of the taps that land on it (tap k of axis d reaches output q
+/// from input i = (q + pad - k*dilation) / stride when that divides and lies in the input),
+/// instead of the CPU's scatter of each tap row into the output plane (a plane per
+/// work-item). Each output element is written once, with its bias.
+kir::Kernel col2imGather(const Node &node, const std::string &prefix, const ConvGeometry &geo,
+                         int64_t N, int64_t M, DType t, bool hasBias, int64_t colN) {
+  size_t D = geo.axes.size();
+  int64_t K = geo.kernelSize, I = geo.inSize;
+  DType acc = accType(t, /*wide=*/false);
+  KernelBuilder kb(node, prefix);
+  int cb = kb.scratch(0, acc, colN);
+  int bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
+  std::vector<int64_t> inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial),
+                       kStride = stridesOf(geo.kernel);
+  Nest outer;
+  Expr n = outer.add(kb, N, "n"), m = outer.add(kb, M, "m");
+  std::vector<Expr> q(D), k(D), i(D);
+  for (size_t d = 0; d < D; ++d)
+    q[d] = outer.add(kb, geo.axes[d].out, "q");
+  Expr nm = kir::add(kir::mul(n, i64(M)), m);
+  std::string sum = kb.freshName("sum");
+  Nest taps;
+  std::vector<Expr> conds;
+  for (size_t d = 0; d < D; ++d) {
+    const WindowAxis &a = geo.axes[d];
+    k[d] = taps.add(kb, a.kernel, "k");
+    Expr num = kir::sub(kir::add(q[d], i64(a.padBegin)), kir::mul(k[d], i64(a.dilation)));
+    i[d] = a.stride == 1 ? num : kir::div(num, i64(a.stride));
+    conds.push_back(kir::ge(num, i64(0)));
+    if (a.stride != 1)
+      conds.push_back(eq(kir::mod(num, i64(a.stride)), i64(0)));
+    conds.push_back(kir::lt(i[d], i64(a.in)));
+  }
+  Expr colIdx = kir::add(kir::mul(kir::add(kir::mul(nm, i64(K)), flatIndex(k, kStride)), i64(I)),
+                         flatIndex(i, inStride));
+  Stmt add = kir::assign(sum, kir::add(kir::var(sum, acc), kb.load(cb, colIdx)));
+  std::vector<Expr> oTerms{kir::mul(nm, i64(geo.outSize))};
+  for (size_t d = 0; d < D; ++d)
+    oTerms.push_back(kir::mul(q[d], i64(outStride[d])));
+  Stmt body = kir::block(
+      {kir::decl(sum, acc, hasBias ? kir::cast(kb.load(bb, m), acc) : fc(0, acc)),
+       taps.wrap(guarded(andAll(conds), add)),
+       kb.store(ob, sumOf(oTerms), kir::cast(kir::var(sum, acc), t))});
+  int64_t outN = N * M * geo.outSize;
+  return kb.finish(outer.wrap(body), parallelOuter(outer, outN * K));
+}
+
 Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
                                const ConvGeometry &geo, int64_t N, int64_t C, int64_t M,
                                int64_t cg, int64_t mg, int64_t group, DType t, bool hasBias,
@@ -479,6 +527,10 @@ Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
       Stmt body = gemmNest(ka, go, R, cg, I, cfg, outer.loops, sched);
       kernels.push_back(ka.finish(body, sched));
     }
+  }
+  if (opts && opts->gpu) {
+    kernels.push_back(col2imGather(node, prefix, geo, N, M, t, hasBias, colN));
+    return kernels;
   }
   KernelBuilder kb(node, prefix);
   int cb = kb.scratch(0, acc, colN);
