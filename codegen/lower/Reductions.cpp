@@ -335,7 +335,8 @@ struct AxisSplit {
 ///    p % kLanes, so each lane sees increasing indices) are merged at the end by value, then
 ///    by index (first or last, as select_last_index asks).
 /// NaN counts as the extremum (the interpreter's greaterNaN/lessNaN).
-Expected<Kernels> lowerArg(const Node &node, const std::string &prefix, bool isMax) {
+Expected<Kernels> lowerArgImpl(const Node &node, const std::string &prefix, bool isMax,
+                               bool perOutput) {
   const Value *x = node.operand(0);
   Extents in = extentsOf(x);
   DType t = x->dtype();
@@ -365,6 +366,29 @@ Expected<Kernels> lowerArg(const Node &node, const std::string &prefix, bool isM
   Expr a = outer.add(kb, sp.outer);
   auto sel = [](const Expr &c, const Expr &y, const Expr &n) { return kir::select(c, y, n); };
 
+  if (sp.inner > 1 && perOutput) {
+    // One scan per output (a, b): the positions after the axis become loops of their own, so
+    // a device runs every output as a work-item (lowerArgPerOutput).
+    Expr b = outer.add(kb, sp.inner);
+    auto xAt = [&](const Expr &k) {
+      return kir::cast(
+          kb.load(xb, kir::add(kir::mul(kir::add(kir::mul(a, i64(sp.size)), k), i64(sp.inner)), b)),
+          ct);
+    };
+    std::string best = kb.freshName("best"), bv = kb.freshName("bv");
+    Expr bestE = kir::var(best), bvE = kir::var(bv, ct);
+    std::vector<Stmt> body{kir::decl(best, DType::I64, i64(0)), kir::decl(bv, ct, xAt(i64(0)))};
+    if (sp.size > 1) {
+      std::string k = kb.freshName("k"), v = kb.freshName("v"), c = kb.freshName("c");
+      Expr kv = kir::add(kir::var(k), i64(1)), vE = kir::var(v, ct), cE = kir::var(c, DType::Bool);
+      body.push_back(kir::forLoop(
+          k, i64(sp.size - 1),
+          kir::block({kir::decl(v, ct, xAt(kv)), kir::decl(c, DType::Bool, replaces(vE, bvE)),
+                      kir::assign(bv, sel(cE, vE, bvE)), kir::assign(best, sel(cE, kv, bestE))})));
+    }
+    body.push_back(kb.store(ob, kir::add(kir::mul(a, i64(sp.inner)), b), bestE));
+    return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, outN * sp.size))};
+  }
   if (sp.inner > 1) {
     int bvb = kb.scratch(0, ct, outN);
     auto lanes = [&](const std::function<Stmt(const Expr &)> &body) {
@@ -448,6 +472,30 @@ Expected<Kernels> lowerArg(const Node &node, const std::string &prefix, bool isM
   body.push_back(kb.store(ob, a, kir::var(best[0])));
   return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, outN * sp.size))};
 }
+
+Expected<Kernels> lowerArg(const Node &node, const std::string &prefix, bool isMax) {
+  return lowerArgImpl(node, prefix, isMax, /*perOutput=*/false);
+}
+
+} // namespace
+
+bool argScansOuterAxis(const Node &node) {
+  const Value *x = node.operand(0);
+  if (!x || !isStatic(x->shape()))
+    return false;
+  Extents in = extentsOf(x);
+  int64_t r = static_cast<int64_t>(in.size()), axis = node.getInt("axis");
+  if (axis < -r || axis >= r)
+    return false;
+  AxisSplit sp(in, axis < 0 ? axis + r : axis);
+  return sp.inner > 1 && sp.outer * sp.inner > 0 && sp.size > 0;
+}
+
+Expected<Kernels> lowerArgPerOutput(const Node &node, const std::string &prefix) {
+  return lowerArgImpl(node, prefix, node.kind() == OpKind::ArgMax, /*perOutput=*/true);
+}
+
+namespace {
 
 Expected<Kernels> lowerCumSum(const Node &node, const std::string &prefix) {
   const Value *x = node.operand(0);

@@ -179,6 +179,15 @@ std::vector<KernelTemplate> openclTemplates() {
        [](const LoweringUnit &u, const std::string &prefix, const tuning::LowerOptions &o) {
          return lowerReduceWorkGroup(*u.node, prefix, o);
        }},
+      {"arg.per_output",
+       {OpKind::ArgMax, OpKind::ArgMin},
+       false,
+       "arg_max/arg_min over an axis with positions after it (a segmentation head's channel "
+       "axis): one scan of the axis per output, each output a work-item (the CPU's form scans "
+       "the axis outermost for its vector lanes: one work-item on a device)",
+       nullptr,
+       [](const LoweringUnit &u, const CpuTarget &) { return argScansOuterAxis(*u.node); },
+       plain(lowerArgPerOutput)},
   };
   for (KernelTemplate &c : cpuTemplates())
     t.push_back(std::move(c));

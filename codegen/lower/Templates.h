@@ -66,6 +66,11 @@ Expected<Kernels> lowerReduceWorkGroup(const Node &node, const std::string &pref
                                        const tuning::LowerOptions &opts);
 Expected<Kernels> lowerMatMulNDRange(const Node &node, const std::string &prefix,
                                      const tuning::LowerOptions *opts);
+/// An arg_max/arg_min whose axis has positions after it (a channel axis of NCHW), where the
+/// CPU scans the axis outermost, one vector lane per position after it (Reductions.cpp).
+bool argScansOuterAxis(const Node &node);
+/// arg_max/arg_min as one scan of the axis per output: a device's grid is every output.
+Expected<Kernels> lowerArgPerOutput(const Node &node, const std::string &prefix);
 
 /// The facts about a conv (or conv_transpose) node that its templates' predicates read
 /// (NN.cpp); nullopt when the node is malformed (its generic lowerer reports why).

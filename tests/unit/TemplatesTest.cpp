@@ -121,12 +121,13 @@ TEST(Templates, RegistryNamesAndSpaces) {
             "gemm_cpu,conv_nchwc_cpu,gemm_opencl,reduce_opencl");
   // OpenCL: its NDRange templates first, then the CPU's (Templates.cpp says why).
   std::vector<TemplateInfo> cl = kernelTemplates(tuning::CodeTarget::OpenCL);
-  ASSERT_EQ(cl.size(), cpu.size() + 3);
+  ASSERT_EQ(cl.size(), cpu.size() + 4);
   EXPECT_EQ(cl[0].name, "matmul.ndrange_tiles");
   EXPECT_EQ(cl[1].name, "epilogue.ndrange_gemm_finish");
   EXPECT_EQ(cl[2].name, "reduce.workgroup_tree");
+  EXPECT_EQ(cl[3].name, "arg.per_output");
   for (size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_EQ(cl[i + 3].name, cpu[i].name);
+    EXPECT_EQ(cl[i + 4].name, cpu[i].name);
 }
 
 TEST(Templates, MatMulOnOpenCL) {
@@ -376,9 +377,20 @@ graph @g(%x: f32[2,6,5,7]) -> (f32[2,4,10,14]) {{
   return %y
 }})",
                                   dense({6, 2, 3, 3}), dense({4}));
+  // A segmentation head's arg_max over channels (and arg_min keeping the last of equals): one
+  // scan per output pixel.
+  const char *arg = R"(
+graph @g(%x: f32[2,5,6,7]) -> (i64[2,1,6,7], i64[2,6,7]) {
+  %a = argmax(%x) {axis = 1, keepdims = 1, select_last_index = 0} : i64[2,1,6,7]
+  %b = argmin(%x) {axis = 1, keepdims = 0, select_last_index = 1} : i64[2,6,7]
+  return %a, %b
+})";
+  EXPECT_EQ(choices(arg, nullptr, true),
+            (std::vector<std::string>{"argmax arg.per_output", "argmin arg.per_output"}));
   for (const GpuTarget &device : {GpuTarget::generic(), cpuDevice}) {
     checkGpuUnits(convs, "conv epilogues on " + device.type, device);
     checkGpuUnits(mlp, "matmul epilogue on " + device.type, device);
     checkGpuUnits(convT, "conv_transpose on " + device.type, device);
+    checkGpuUnits(arg, "arg_max/arg_min on " + device.type, device);
   }
 }
