@@ -8,34 +8,13 @@
 // Prints the device, then "clblast sgemm N: median M ms = G GFLOP/s" (the median of ITERATIONS
 // runs after 3 untimed ones, each run enqueued and waited for alone). Exits 1 with a message
 // naming the failing call on any OpenCL or CLBlast error. A benchmark, not a test.
-#define CL_TARGET_OPENCL_VERSION 120
-#include <clblast_c.h>
+#include "../opencl_common.h"
 
-#include <CL/cl.h>
+#include <clblast_c.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double nowMs(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static int cmpDouble(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-#define CHECK_CL(call)                                                                        \
-  do {                                                                                        \
-    cl_int e_ = (call);                                                                       \
-    if (e_ != CL_SUCCESS) {                                                                   \
-      fprintf(stderr, "clblast_sgemm: %s failed: OpenCL error %d\n", #call, (int)e_);         \
-      return 1;                                                                               \
-    }                                                                                         \
-  } while (0)
 
 int main(int argc, char **argv) {
   if (argc < 2) {
@@ -53,29 +32,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "clblast_sgemm: N and ITERATIONS must be positive\n");
     return 1;
   }
-  cl_platform_id platforms[16];
-  cl_uint np = 0;
-  CHECK_CL(clGetPlatformIDs(16, platforms, &np));
-  if (pi >= np) {
-    fprintf(stderr, "clblast_sgemm: no platform %u (%u platforms)\n", pi, np);
+  cl_device_id dev;
+  if (benchPickDevice("clblast_sgemm", pi, di, &dev))
     return 1;
-  }
-  cl_device_id devices[16];
-  cl_uint nd = 0;
-  CHECK_CL(clGetDeviceIDs(platforms[pi], CL_DEVICE_TYPE_ALL, 16, devices, &nd));
-  if (di >= nd) {
-    fprintf(stderr, "clblast_sgemm: platform %u has no device %u (%u devices)\n", pi, di, nd);
-    return 1;
-  }
-  cl_device_id dev = devices[di];
-  char name[256] = "";
-  CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL));
-  printf("device %u.%u: %s\n", pi, di, name);
   cl_int err = CL_SUCCESS;
   cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-  CHECK_CL(err);
+  BENCH_CHECK_CL("clblast_sgemm", err);
   cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-  CHECK_CL(err);
+  BENCH_CHECK_CL("clblast_sgemm", err);
   size_t bytes = n * n * sizeof(float);
   float *host = malloc(bytes);
   if (!host) {
@@ -86,14 +50,14 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < n * n; ++i)
     host[i] = (float)rand() / (float)RAND_MAX - 0.5f;
   cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, host, &err);
-  CHECK_CL(err);
+  BENCH_CHECK_CL("clblast_sgemm", err);
   cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, host, &err);
-  CHECK_CL(err);
+  BENCH_CHECK_CL("clblast_sgemm", err);
   cl_mem c = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
-  CHECK_CL(err);
+  BENCH_CHECK_CL("clblast_sgemm", err);
   double *ms = malloc(sizeof(double) * (size_t)iters);
   for (int it = -3; it < iters; ++it) {
-    double t0 = nowMs();
+    double t0 = benchNowMs();
     CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
                                        CLBlastTransposeNo, n, n, n, 1.0f, a, 0, n, b, 0, n, 0.0f,
                                        c, 0, n, &q, NULL);
@@ -101,11 +65,11 @@ int main(int argc, char **argv) {
       fprintf(stderr, "clblast_sgemm: CLBlastSgemm failed: status %d\n", (int)s);
       return 1;
     }
-    CHECK_CL(clFinish(q));
+    BENCH_CHECK_CL("clblast_sgemm", clFinish(q));
     if (it >= 0)
-      ms[it] = nowMs() - t0;
+      ms[it] = benchNowMs() - t0;
   }
-  qsort(ms, (size_t)iters, sizeof(double), cmpDouble);
+  qsort(ms, (size_t)iters, sizeof(double), benchCmpDouble);
   double med = ms[iters / 2];
   printf("clblast sgemm %zu: median %.3f ms = %.1f GFLOP/s\n", n, med,
          2.0 * (double)n * (double)n * (double)n / med / 1e6);

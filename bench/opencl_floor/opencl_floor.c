@@ -10,31 +10,10 @@
 // 3,136-byte write and a 40-byte blocking read (as nnc's runtime does), a blocking map and
 // unmap of host-pointer buffers (zero copy), and clFinish alone (no data). Prints the median
 // and the minimum of RUNS runs (after 10 untimed) per case. Exits 1 naming the failing call.
-#define CL_TARGET_OPENCL_VERSION 120
-#include <CL/cl.h>
+#include "../opencl_common.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double nowMs(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static int cmpDouble(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-#define CHECK_CL(call)                                                                        \
-  do {                                                                                        \
-    cl_int e_ = (call);                                                                       \
-    if (e_ != CL_SUCCESS) {                                                                   \
-      fprintf(stderr, "opencl_floor: %s failed: OpenCL error %d\n", #call, (int)e_);          \
-      return 1;                                                                               \
-    }                                                                                         \
-  } while (0)
 
 enum { kBytes = 1 << 20 };
 static float hostIn[kBytes / 4] __attribute__((aligned(4096)));
@@ -51,36 +30,21 @@ int main(int argc, char **argv) {
     fprintf(stderr, "opencl_floor: RUNS must be positive\n");
     return 1;
   }
-  cl_platform_id platforms[16];
-  cl_uint np = 0;
-  CHECK_CL(clGetPlatformIDs(16, platforms, &np));
-  if (pi >= np) {
-    fprintf(stderr, "opencl_floor: no platform %u (%u platforms)\n", pi, np);
+  cl_device_id dev;
+  if (benchPickDevice("opencl_floor", pi, di, &dev))
     return 1;
-  }
-  cl_device_id devices[16];
-  cl_uint nd = 0;
-  CHECK_CL(clGetDeviceIDs(platforms[pi], CL_DEVICE_TYPE_ALL, 16, devices, &nd));
-  if (di >= nd) {
-    fprintf(stderr, "opencl_floor: platform %u has no device %u (%u devices)\n", pi, di, nd);
-    return 1;
-  }
-  cl_device_id dev = devices[di];
-  char name[256] = "";
-  CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL));
-  printf("device %u.%u: %s\n", pi, di, name);
   cl_int err = CL_SUCCESS;
   cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-  CHECK_CL(err);
+  BENCH_CHECK_CL("opencl_floor", err);
   cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-  CHECK_CL(err);
+  BENCH_CHECK_CL("opencl_floor", err);
   const char *src = "__kernel void k(__global const float *a, __global float *o) {\n"
                     "  size_t i = get_global_id(0); o[i] = a[i] + 1.0f;\n}\n";
   cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
-  CHECK_CL(err);
-  CHECK_CL(clBuildProgram(prog, 1, &dev, "", NULL, NULL));
+  BENCH_CHECK_CL("opencl_floor", err);
+  BENCH_CHECK_CL("opencl_floor", clBuildProgram(prog, 1, &dev, "", NULL, NULL));
   cl_kernel kern = clCreateKernel(prog, "k", &err);
-  CHECK_CL(err);
+  BENCH_CHECK_CL("opencl_floor", err);
   double *ms = malloc(sizeof(double) * (size_t)runs);
   static const char *modes[] = {"write + read", "map + unmap", "finish only"};
   const int counts[] = {0, 1, 3, 8};
@@ -88,39 +52,39 @@ int main(int argc, char **argv) {
     cl_mem in, out;
     if (mode == 1) {
       in = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, kBytes, hostIn, &err);
-      CHECK_CL(err);
+      BENCH_CHECK_CL("opencl_floor", err);
       out = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, kBytes, hostOut, &err);
     } else {
       in = clCreateBuffer(ctx, CL_MEM_READ_WRITE, kBytes, NULL, &err);
-      CHECK_CL(err);
+      BENCH_CHECK_CL("opencl_floor", err);
       out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, kBytes, NULL, &err);
     }
-    CHECK_CL(err);
-    CHECK_CL(clSetKernelArg(kern, 0, sizeof in, &in));
-    CHECK_CL(clSetKernelArg(kern, 1, sizeof out, &out));
+    BENCH_CHECK_CL("opencl_floor", err);
+    BENCH_CHECK_CL("opencl_floor", clSetKernelArg(kern, 0, sizeof in, &in));
+    BENCH_CHECK_CL("opencl_floor", clSetKernelArg(kern, 1, sizeof out, &out));
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; ++c) {
       int k = counts[c];
       size_t global = 64;
       for (int r = -10; r < runs; ++r) {
-        double t0 = nowMs();
+        double t0 = benchNowMs();
         if (mode == 0)
-          CHECK_CL(clEnqueueWriteBuffer(q, in, CL_FALSE, 0, 3136, hostIn, 0, NULL, NULL));
+          BENCH_CHECK_CL("opencl_floor", clEnqueueWriteBuffer(q, in, CL_FALSE, 0, 3136, hostIn, 0, NULL, NULL));
         for (int j = 0; j < k; ++j)
-          CHECK_CL(clEnqueueNDRangeKernel(q, kern, 1, NULL, &global, NULL, 0, NULL, NULL));
+          BENCH_CHECK_CL("opencl_floor", clEnqueueNDRangeKernel(q, kern, 1, NULL, &global, NULL, 0, NULL, NULL));
         if (mode == 0) {
-          CHECK_CL(clEnqueueReadBuffer(q, out, CL_TRUE, 0, 40, hostOut, 0, NULL, NULL));
+          BENCH_CHECK_CL("opencl_floor", clEnqueueReadBuffer(q, out, CL_TRUE, 0, 40, hostOut, 0, NULL, NULL));
         } else if (mode == 1) {
           void *p = clEnqueueMapBuffer(q, out, CL_TRUE, CL_MAP_READ, 0, 40, 0, NULL, NULL, &err);
-          CHECK_CL(err);
-          CHECK_CL(clEnqueueUnmapMemObject(q, out, p, 0, NULL, NULL));
-          CHECK_CL(clFinish(q));
+          BENCH_CHECK_CL("opencl_floor", err);
+          BENCH_CHECK_CL("opencl_floor", clEnqueueUnmapMemObject(q, out, p, 0, NULL, NULL));
+          BENCH_CHECK_CL("opencl_floor", clFinish(q));
         } else {
-          CHECK_CL(clFinish(q));
+          BENCH_CHECK_CL("opencl_floor", clFinish(q));
         }
         if (r >= 0)
-          ms[r] = nowMs() - t0;
+          ms[r] = benchNowMs() - t0;
       }
-      qsort(ms, (size_t)runs, sizeof(double), cmpDouble);
+      qsort(ms, (size_t)runs, sizeof(double), benchCmpDouble);
       printf("%-12s %d kernels: median %.4f ms, min %.4f ms\n", modes[mode], k, ms[runs / 2],
              ms[0]);
     }

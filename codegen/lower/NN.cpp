@@ -44,6 +44,21 @@ Stmt guarded(const Expr &cond, Stmt s) { return isTrue(cond) ? s : kir::ifThen(c
 
 // ---- matmul ------------------------------------------------------------------------------------
 
+/// The GEMM as one OpenCL NDRange kernel (GpuGemm.cpp), its tile from the tuned or default
+/// config of the "gemm_opencl" problem, the batch entries on NDRange dimension 2.
+kir::Kernel ndrangeGemmKernel(KernelBuilder &kb, const GemmOperands &go, DType t, int64_t batch,
+                              int64_t m, int64_t k, int64_t n,
+                              const std::vector<std::pair<std::string, Expr>> &batchLoops,
+                              const std::string &layout, const tuning::LowerOptions *opts) {
+  GpuGemmTile tile =
+      gpuGemmTileOf(tuning::chooseConfig(gpuGemmProblem(t, batch, m, k, n, layout), opts));
+  std::vector<kir::LocalBuffer> locals;
+  Stmt body = gpuGemmNest(kb, go, batch, m, k, n, batchLoops, tile, locals);
+  kir::Kernel kernel = kb.finish(body, {});
+  kernel.locals = std::move(locals);
+  return kernel;
+}
+
 Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
                               const tuning::LowerOptions *opts,
                               const MakeElementFinish &makeFinish = nullptr,
@@ -163,17 +178,12 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
     // For an OpenCL device: the NDRange GEMM (GpuGemm.cpp), its batch loops on dimension 2.
     if (!opts || !opts->gpu || g.acc != DType::F32)
       return node.error("the NDRange GEMM needs an OpenCL device and f32 accumulation");
-    tuning::Problem prob = gpuGemmProblem(
-        t, batchCount, m, k, n,
+    return Kernels{ndrangeGemmKernel(
+        kb, g, t, batchCount, m, k, n, outer.loops,
         fmt::format("matmul batch{} sa{} sb{}{}{}", extentsStr(*batch), extentsStr(sa),
                     extentsStr(sb), packedNr > 0 ? fmt::format(" packed{}", packedNr) : "",
-                    makeFinish ? " epilogue" : ""));
-    GpuGemmTile tile = gpuGemmTileOf(tuning::chooseConfig(prob, opts));
-    std::vector<kir::LocalBuffer> locals;
-    Stmt body = gpuGemmNest(kb, g, batchCount, m, k, n, outer.loops, tile, locals);
-    kir::Kernel kernel = kb.finish(body, {});
-    kernel.locals = std::move(locals);
-    return Kernels{std::move(kernel)};
+                    makeFinish ? " epilogue" : ""),
+        opts)};
   }
   tuning::Problem prob = gemmProblem(
       t, batchCount, m, k, n,
@@ -411,13 +421,7 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
     // On an OpenCL device: the NDRange GEMM (GpuGemm.cpp), one product per image and group
     // on NDRange dimension 2, its work-groups over tiles of the mg x P result (the direct
     // loops give a GPU a work-item per output row at most).
-    tuning::Problem prob = gpuGemmProblem(t, N * group, mg, R, P, layout);
-    GpuGemmTile tile = gpuGemmTileOf(tuning::chooseConfig(prob, opts));
-    std::vector<kir::LocalBuffer> locals;
-    Stmt body = gpuGemmNest(kb, go, N * group, mg, R, P, outer.loops, tile, locals);
-    kir::Kernel kernel = kb.finish(body, {});
-    kernel.locals = std::move(locals);
-    kernels.push_back(std::move(kernel));
+    kernels.push_back(ndrangeGemmKernel(kb, go, t, N * group, mg, R, P, outer.loops, layout, opts));
     return kernels;
   }
   go.packScratch = 1;
@@ -513,13 +517,8 @@ Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
     if (opts && opts->gpu && acc == DType::F32) {
       // On an OpenCL device: the NDRange GEMM (GpuGemm.cpp), one product per image and group
       // on NDRange dimension 2 (the CPU's register-tile nest ran there as one work-item).
-      tuning::Problem prob = gpuGemmProblem(t, N * group, R, cg, I, layout);
-      GpuGemmTile tile = gpuGemmTileOf(tuning::chooseConfig(prob, opts));
-      std::vector<kir::LocalBuffer> locals;
-      Stmt body = gpuGemmNest(ka, go, N * group, R, cg, I, outer.loops, tile, locals);
-      kir::Kernel kernel = ka.finish(body, {});
-      kernel.locals = std::move(locals);
-      kernels.push_back(std::move(kernel));
+      kernels.push_back(
+          ndrangeGemmKernel(ka, go, t, N * group, R, cg, I, outer.loops, layout, opts));
     } else {
       go.packScratch = 2;
       tuning::Config cfg = tuning::chooseConfig(gemmProblem(t, N * group, R, cg, I, layout), opts);

@@ -11,8 +11,10 @@
 //            then 0; NaN stays NaN
 //   sigmoid  <= 3 ulp (2.62 the most seen), stable for both signs (1/(1+e^-|x|), mirrored for
 //            x < 0)
-//   tanh     <= 2 ulp (1.50 the most seen); an odd polynomial for |x| < 0.625, (1-e^-2|x|)/(1+e^-2|x|) beyond
-//   erf      <= 2 ulp (1.13 the most seen); an odd polynomial for |x| < 1, 1 - e^q(|x|) beyond (1 from |x| >= 4)
+//   tanh     <= 2 ulp (1.50 the most seen); an odd polynomial for |x| < 0.625,
+//            (1-e^-2|x|)/(1+e^-2|x|) beyond
+//   erf      <= 2 ulp (1.13 the most seen); an odd polynomial for |x| < 1, 1 - e^q(|x|)
+//            beyond (1 from |x| >= 4)
 //   pow      <= 2 ulp (1.14 the most seen over 40M random pairs); e^(y log|x|) with log|x| and
 //            the product in double-float (two f32s), and every IEEE/C99 special case
 //            (FastMathTest: every special value against every other, random pairs)
