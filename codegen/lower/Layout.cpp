@@ -126,6 +126,35 @@ struct ConvTile {
 
 int64_t convTileMaxColumns(int64_t m, int64_t regs);
 
+/// Cycles of one multiply-add step of a tile of m blocks x r columns (chooseConvTile's model).
+double convStepCycles(int64_t m, int64_t r) {
+  return std::max({double(r * m) / 2, double(m + r) / 2, 4.0});
+}
+
+/// The widest single-block tile: 14 columns (the AVX-512 cap; on AVX2, 14 accumulators, one
+/// weight and one broadcast fill the 16 registers).
+constexpr int64_t kConvTileMaxSingleColumns = 14;
+
+struct ColumnTiles {
+  int64_t width = 1, tiles = 1;
+};
+
+/// The tile width (at most rmax) whose tiles cost least for a row of ow columns of one block,
+/// by convStepCycles; ties go to wider tiles (fewer of them).
+ColumnTiles bestSingleBlockColumns(int64_t ow, int64_t rmax) {
+  ColumnTiles best;
+  double bestCost = -1;
+  for (int64_t r = std::max<int64_t>(1, std::min(rmax, ow)); r >= 1; --r) {
+    int64_t tiles = (ow + r - 1) / r;
+    double cost = double(tiles) * convStepCycles(1, r);
+    if (bestCost < 0 || cost < bestCost - 1e-9) {
+      bestCost = cost;
+      best = {r, tiles};
+    }
+  }
+  return best;
+}
+
 /// Chooses the register tile of a row of `ow` columns and `mb` output blocks from a model of
 /// one multiply-add step (one input lane): R*M vector FMAs at two per cycle, M weight vector
 /// loads plus R broadcasts at two per cycle, and at least the FMA latency (4 cycles) per
@@ -133,20 +162,41 @@ int64_t convTileMaxColumns(int64_t m, int64_t regs);
 /// weights and the broadcast (convTileMaxColumns); `canBlock(m)` says m blocks may share a
 /// tile (same group); the weights of a tile's blocks, reread for every row, must stay in L2.
 /// Ties go to fewer blocks.
+/// When one block per tile is the only choice (an odd block count: RegNet's 13 and 55; one
+/// block per group), its tiles take any width the registers allow, the cheapest by the same
+/// model (ties to fewer tiles): a 7x7 map's 49 columns as 5 tiles of 10 rather than 9 of 6,
+/// whose 6 accumulator chains cannot cover the FMA latency (the tuner on RegNet-Y-400MF's
+/// 440-channel pointwise convs: 0.245 against 0.328 ms).
 ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
                         int64_t weightBytesPerBlock, int64_t l2Bytes,
-                        const std::function<bool(int64_t)> &canBlock) {
+                        const std::function<bool(int64_t)> &canBlock, bool pointwise) {
+  auto admissible = [&](int64_t m, int64_t rmax) {
+    return mb % m == 0 && canBlock(m) && rmax >= 1 &&
+           (m == 1 || m * weightBytesPerBlock <= l2Bytes * 3 / 4);
+  };
+  // Single-block tiles widen only for pointwise convs (no padded edge columns) where no
+  // multi-block tile is possible: where both are, the wide single-block tile ties the model
+  // and measured slower (RegNet's stride-2 projections: m 1 x r 14 against m 2 x r 6, +20%),
+  // and so did RegNet's 3x3 group convs of one block per group (r 14 against 5: +10-20%).
+  bool onlySingle = pointwise;
+  for (int64_t m : {int64_t(2), int64_t(4)})
+    onlySingle = onlySingle && !admissible(m, std::min(convTileMaxColumns(m, regs), maxPositions));
   ConvTile best;
   double bestCost = -1;
   for (int64_t m : {int64_t(1), int64_t(2), int64_t(4)}) {
     int64_t rmax = std::min(convTileMaxColumns(m, regs), maxPositions);
-    if (mb % m != 0 || !canBlock(m) || rmax < 1)
-      continue;
-    if (m > 1 && m * weightBytesPerBlock > l2Bytes * 3 / 4)
+    if (m == 1 && onlySingle)
+      rmax = std::min(convTileMaxColumns(1, regs), kConvTileMaxSingleColumns);
+    if (!admissible(m, rmax))
       continue;
     int64_t tiles = (ow + rmax - 1) / rmax;
     int64_t r = (ow + tiles - 1) / tiles;
-    double step = std::max({double(r * m) / 2, double(m + r) / 2, 4.0});
+    if (m == 1 && onlySingle) {
+      ColumnTiles c = bestSingleBlockColumns(ow, rmax);
+      tiles = c.tiles;
+      r = c.width;
+    }
+    double step = convStepCycles(m, r);
     double cost = double(mb / m) * double(tiles) * step;
     if (bestCost < 0 || cost < bestCost - 1e-9) {
       bestCost = cost;
@@ -189,7 +239,8 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
     if (oh % k != 0)
       continue;
     ConvTile t =
-        chooseConvTile(ow * k, mb, regs, maxPositions, weightBytesPerBlock, l2Bytes, canBlock);
+        chooseConvTile(ow * k, mb, regs, maxPositions, weightBytesPerBlock, l2Bytes, canBlock,
+                       /*pointwise=*/true);
     if (k > 1 && images * (mb / t.blocks) * (oh / k) < 8)
       break;
     double cost = t.cost / double(k);
@@ -204,7 +255,16 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
 // The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
 // bytes of one output block}.
-enum ConvDim { kMb, kOW, kBlock, kGroupBlocks, kDepthwise, kWeightBytes, kConvDims };
+enum ConvDim {
+  kMb,
+  kOW,
+  kBlock,
+  kGroupBlocks,
+  kDepthwise,
+  kWeightBytes,
+  kPointwise, ///< 1x1, stride 1, no padding (rows may merge)
+  kConvDims
+};
 
 /// Candidate tile widths: every count of columns the registers can hold.
 std::vector<int64_t> convTileWidths() {
@@ -293,8 +353,13 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
       ah.padBegin, aw.padBegin, Mb, b, Kc * bi, group, depthwise ? " depthwise" : "");
   if (mergedRows > 1)
     prob.signature += fmt::format(" rows{}", mergedRows);
-  prob.dims = {
-      Mb, OW, b, groupBlocks, depthwise ? 1 : 0, Kc * KH * KW * bi * b * int64_t(dtypeSize(t))};
+  prob.dims = {Mb,
+               OW,
+               b,
+               groupBlocks,
+               depthwise ? 1 : 0,
+               Kc * KH * KW * bi * b * int64_t(dtypeSize(t)),
+               pointwise && !depthwise ? 1 : 0};
   prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   ConvTile ct;
@@ -454,7 +519,9 @@ const tuning::Space &convNchwcCpuSpace() {
   static const tuning::Space space = [] {
     tuning::Space s;
     s.kind = "conv_nchwc_cpu";
-    s.version = 2; // 2: pointwise convs merge rows (their r counts merged columns)
+    // 2: pointwise convs merge rows (their r counts merged columns); 3: the problem says
+    // whether the conv is pointwise (wide single-block tiles)
+    s.version = 3;
     s.knobs = {
         {"m", {1, 2, 4}, "output channel blocks of a register tile"},
         {"r", convTileWidths(),
@@ -467,7 +534,8 @@ const tuning::Space &convNchwcCpuSpace() {
         return tuning::Config{{"m", 1}, {"r", std::min<int64_t>(4, std::max<int64_t>(ow, 1))}};
       ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
                                    p.dims[kWeightBytes], p.cpu.l2Bytes,
-                                   [&](int64_t m) { return p.dims[kGroupBlocks] % m == 0; });
+                                   [&](int64_t m) { return p.dims[kGroupBlocks] % m == 0; },
+                                   p.dims[kPointwise] != 0);
       return tuning::Config{{"m", ct.blocks}, {"r", ct.positions}};
     };
     return s;

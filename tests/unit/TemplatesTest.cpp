@@ -189,6 +189,52 @@ TEST(Templates, Conv) {
   EXPECT_TRUE(has(dw, "conv_nchwc conv_nchwc.depthwise")) << fmt::format("{}", fmt::join(dw, "; "));
 }
 
+/// The conv_nchwc_cpu configs lowering settles on for `text`'s graph after the standard CPU
+/// pipeline (x86-64-v3), in order.
+std::vector<tuning::Config> convConfigs(const std::string &text) {
+  Expected<std::unique_ptr<Graph>> g = parseGraph(text);
+  EXPECT_TRUE(g) << g.error().message();
+  if (!g)
+    return {};
+  PassContext ctx;
+  ctx.cpu = CpuTarget::forLevel(CpuTarget::Level::V3);
+  ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
+  Error e = PassPipeline::forTarget("cpu")->run(**g, ctx);
+  EXPECT_FALSE(e) << e.message();
+  std::vector<tuning::Config> out;
+  tuning::LowerOptions lo;
+  lo.cpu = ctx.cpu;
+  lo.onConfig = [&](const tuning::Problem &p, const tuning::Config &c) {
+    if (p.kind == "conv_nchwc_cpu")
+      out.push_back(c);
+  };
+  Expected<std::vector<LoweringUnit>> units = loweringUnits(**g);
+  EXPECT_TRUE(units) << units.error().message();
+  for (const LoweringUnit &u : *units)
+    EXPECT_TRUE(lowerUnit(u, "k", lo));
+  return out;
+}
+
+TEST(Templates, ConvTilesOfOneBlock) {
+  // 104 channels are 13 blocks of 8: a tile has one block. A pointwise conv on a 7x7 map
+  // (49 columns, rows merged) then takes 10-column tiles (5 of them), where 6 columns (9
+  // tiles) left the FMA latency uncovered; a 3x3 group conv of one block per group keeps
+  // tiles of at most 6 columns (its edge columns are guarded), and 8 blocks (64 channels)
+  // still share tiles.
+  auto one = [](int64_t c, int64_t k, int64_t group) {
+    std::vector<tuning::Config> cs = convConfigs(convGraph(c, c, 7, k, 1, group));
+    EXPECT_EQ(cs.size(), 1u);
+    return cs.empty() ? tuning::Config{} : cs[0];
+  };
+  tuning::Config pw = one(104, 1, 1);
+  EXPECT_EQ(pw["m"], 1);
+  EXPECT_EQ(pw["r"], 10);
+  tuning::Config grouped = one(104, 3, 13);
+  EXPECT_EQ(grouped["m"], 1);
+  EXPECT_LE(grouped["r"], 6);
+  EXPECT_GE(one(64, 1, 1)["m"], 2);
+}
+
 TEST(Templates, PlainConv) {
   // Without the layout passes: few taps and long rows run the row-vectorized direct conv,
   // more taps im2col + GEMM, and NNC_CONV_ALGO=direct the generic direct loops.
