@@ -20,13 +20,13 @@ static inline int benchCmpDouble(const void *a, const void *b) {
 }
 
 /// Returns 1 from the enclosing function (main) with the call and its OpenCL error printed.
-#define BENCH_CHECK_CL(tool, call)                                                            \
-  do {                                                                                        \
-    cl_int e_ = (call);                                                                       \
-    if (e_ != CL_SUCCESS) {                                                                   \
-      fprintf(stderr, "%s: %s failed: OpenCL error %d\n", tool, #call, (int)e_);              \
-      return 1;                                                                               \
-    }                                                                                         \
+#define BENCH_CHECK_CL(tool, call)                                                                 \
+  do {                                                                                             \
+    cl_int e_ = (call);                                                                            \
+    if (e_ != CL_SUCCESS) {                                                                        \
+      fprintf(stderr, "%s: %s failed: OpenCL error %d\n", tool, #call, (int)e_);                   \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 /// Device D of platform P into *dev, its name printed; 0 on success, else 1 with a message.

@@ -58,9 +58,9 @@ int main(int argc, char **argv) {
   double *ms = malloc(sizeof(double) * (size_t)iters);
   for (int it = -3; it < iters; ++it) {
     double t0 = benchNowMs();
-    CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                                       CLBlastTransposeNo, n, n, n, 1.0f, a, 0, n, b, 0, n, 0.0f,
-                                       c, 0, n, &q, NULL);
+    CLBlastStatusCode s =
+        CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, n, n, 1.0f,
+                     a, 0, n, b, 0, n, 0.0f, c, 0, n, &q, NULL);
     if (s != CLBlastSuccess) {
       fprintf(stderr, "clblast_sgemm: CLBlastSgemm failed: status %d\n", (int)s);
       return 1;

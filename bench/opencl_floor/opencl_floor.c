@@ -68,11 +68,14 @@ int main(int argc, char **argv) {
       for (int r = -10; r < runs; ++r) {
         double t0 = benchNowMs();
         if (mode == 0)
-          BENCH_CHECK_CL("opencl_floor", clEnqueueWriteBuffer(q, in, CL_FALSE, 0, 3136, hostIn, 0, NULL, NULL));
+          BENCH_CHECK_CL("opencl_floor",
+                         clEnqueueWriteBuffer(q, in, CL_FALSE, 0, 3136, hostIn, 0, NULL, NULL));
         for (int j = 0; j < k; ++j)
-          BENCH_CHECK_CL("opencl_floor", clEnqueueNDRangeKernel(q, kern, 1, NULL, &global, NULL, 0, NULL, NULL));
+          BENCH_CHECK_CL("opencl_floor",
+                         clEnqueueNDRangeKernel(q, kern, 1, NULL, &global, NULL, 0, NULL, NULL));
         if (mode == 0) {
-          BENCH_CHECK_CL("opencl_floor", clEnqueueReadBuffer(q, out, CL_TRUE, 0, 40, hostOut, 0, NULL, NULL));
+          BENCH_CHECK_CL("opencl_floor",
+                         clEnqueueReadBuffer(q, out, CL_TRUE, 0, 40, hostOut, 0, NULL, NULL));
         } else if (mode == 1) {
           void *p = clEnqueueMapBuffer(q, out, CL_TRUE, CL_MAP_READ, 0, 40, 0, NULL, NULL, &err);
           BENCH_CHECK_CL("opencl_floor", err);

@@ -222,7 +222,8 @@ int64_t convTileMaxColumns(int64_t m, int64_t regs) {
 }
 
 /// The widest register tile a row may use: 14 columns with 16-lane blocks (AVX-512's 32
-/// registers), 6 with 8-lane blocks.
+/// registers), 6 with 8-lane blocks (a pointwise conv whose tiles can hold only one block may
+/// go to 14: chooseConvTile).
 int64_t convTileMaxPositions(int64_t b) {
   return b >= 16 ? 14 : 6;
 }
@@ -254,7 +255,7 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
 
 // The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
-// bytes of one output block}.
+// bytes of one output block, pointwise}.
 enum ConvDim {
   kMb,
   kOW,

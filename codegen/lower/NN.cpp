@@ -432,11 +432,6 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   return kernels;
 }
 
-/// conv_transpose as GEMM + col2im (the interpreter's method): a first kernel computes, per
-/// image n and group g, col[n, g] (R x I, R = mg * taps) = W_g^T (R x cg) * x[n, g] (cg x I),
-/// w[g*cg + ci, r] being A(r, ci) (strided: rows 1 apart, columns R apart), as the tunable
-/// register-blocked GEMM (Gemm.h: microkernels for f32); the second scatter-adds each
-/// (channel, tap) row of col into the output plane (only the taps that land inside it).
 /// conv_transpose's col2im on an OpenCL device: one work-item per output element, which
 /// gathers the column entries of the taps that land on it (tap k of axis d reaches output q
 /// from input i = (q + pad - k*dilation) / stride when that divides and lies in the input),
@@ -485,6 +480,12 @@ kir::Kernel col2imGather(const Node &node, const std::string &prefix, const Conv
   return kb.finish(outer.wrap(body), parallelOuter(outer, outN * K));
 }
 
+/// conv_transpose as GEMM + col2im (the interpreter's method): a first kernel computes, per
+/// image n and group g, col[n, g] (R x I, R = mg * taps) = W_g^T (R x cg) * x[n, g] (cg x I),
+/// w[g*cg + ci, r] being A(r, ci) (strided: rows 1 apart, columns R apart), as the tunable
+/// register-blocked GEMM (Gemm.h: microkernels for f32); the second scatter-adds each
+/// (channel, tap) row of col into the output plane (only the taps that land inside it). On an
+/// OpenCL device the GEMM is the NDRange GEMM and col2im gathers (col2imGather).
 Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
                                const ConvGeometry &geo, int64_t N, int64_t C, int64_t M,
                                int64_t cg, int64_t mg, int64_t group, DType t, bool hasBias,

@@ -335,6 +335,8 @@ struct AxisSplit {
 ///    p % kLanes, so each lane sees increasing indices) are merged at the end by value, then
 ///    by index (first or last, as select_last_index asks).
 /// NaN counts as the extremum (the interpreter's greaterNaN/lessNaN).
+/// With `perOutput` (an OpenCL device, lowerArgPerOutput) and inner > 1, each output (outer,
+/// inner position) scans the axis itself instead, so that the outputs are the grid.
 Expected<Kernels> lowerArgImpl(const Node &node, const std::string &prefix, bool isMax,
                                bool perOutput) {
   const Value *x = node.operand(0);
@@ -371,9 +373,8 @@ Expected<Kernels> lowerArgImpl(const Node &node, const std::string &prefix, bool
     // a device runs every output as a work-item (lowerArgPerOutput).
     Expr b = outer.add(kb, sp.inner);
     auto xAt = [&](const Expr &k) {
-      return kir::cast(
-          kb.load(xb, kir::add(kir::mul(kir::add(kir::mul(a, i64(sp.size)), k), i64(sp.inner)), b)),
-          ct);
+      Expr row = kir::add(kir::mul(a, i64(sp.size)), k);
+      return kir::cast(kb.load(xb, kir::add(kir::mul(row, i64(sp.inner)), b)), ct);
     };
     std::string best = kb.freshName("best"), bv = kb.freshName("bv");
     Expr bestE = kir::var(best), bvE = kir::var(bv, ct);
