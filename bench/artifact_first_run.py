@@ -70,25 +70,24 @@ def main():
                 ort.append(ort_first(model, a.threads))
             # Latency: alternate the two in each round (which goes first alternates too), so
             # that drift in the machine's load falls on both; the ratio is taken per round.
+            def run_exec():
+                out, _, _ = timed([a.exe, lib, "--inputs-dir", inputs, "--iterations",
+                                   str(a.iterations), "--threads", str(a.threads)])
+                return float(re.search(r"median ([0-9.]+) ms", out).group(1))
+
+            def run_bench():
+                out, _, _ = timed([a.nnc, "bench", model, "--threads", str(a.threads),
+                                   "--iterations", str(a.iterations), "--json"])
+                return json.loads(out.strip().splitlines()[-1])["median_ms"]
+
             pairs = []
             for r in range(a.latency_rounds):
-                def run_exec():
-                    out, _, _ = timed([a.exe, lib, "--inputs-dir", inputs, "--iterations",
-                                       str(a.iterations), "--threads", str(a.threads)])
-                    return float(re.search(r"median ([0-9.]+) ms", out).group(1))
-
-                def run_bench():
-                    out, _, _ = timed([a.nnc, "bench", model, "--threads", str(a.threads),
-                                       "--iterations", str(a.iterations), "--json"])
-                    return json.loads(out.strip().splitlines()[-1])["median_ms"]
-
                 if r % 2 == 0:
                     e = run_exec()
-                    b = run_bench()
+                    pairs.append((e, run_bench()))
                 else:
                     b = run_bench()
-                    e = run_exec()
-                pairs.append((e, b))
+                    pairs.append((run_exec(), b))
         e_wall, e_rss = med(r[0] for r in exe), med(r[1] for r in exe)
         o_first, o_wall, o_rss = (med(r[i] for r in ort) for i in range(3))
         print(f"{name}: nnc-exec process to first result {e_wall:.0f} ms, ORT session + one run "
@@ -96,7 +95,7 @@ def main():
         print(f"  peak RSS: nnc-exec {e_rss:.0f} MB, ORT {o_rss:.0f} MB: ratio "
               f"{e_rss / o_rss:.2f}")
         ratios = sorted(e / b for e, b in pairs)
-        q1, _, q3 = (statistics.quantiles(ratios, n=4) if len(ratios) > 1
+        q1, _, q3 = (statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1
                      else (ratios[0],) * 3)
         print(f"  latency (median of {a.iterations} runs, {len(pairs)} alternating rounds): "
               f"nnc-exec {med(p[0] for p in pairs):.2f} ms, nnc bench "

@@ -20,16 +20,11 @@
 //     phase leaves in scratch the next reads.
 #include <set>
 
+#include "Grid.h"
 #include "nnc/codegen/OpenCLCodegen.h"
 
 namespace nnc {
 namespace {
-
-kir::Stmt unwrap(kir::Stmt s) {
-  while (s && s->kind == kir::StmtKind::Block && s->body.size() == 1)
-    s = s->body[0];
-  return s;
-}
 
 void loopNames(const kir::Stmt &s, std::set<std::string> &out) {
   if (!s)
@@ -80,17 +75,16 @@ kir::Schedule stepsFor(const kir::Schedule &steps, std::set<std::string> loops) 
   return out;
 }
 
-/// True when `k`, scheduled, runs as a grid: its body (after the locals it declares first) is
-/// a parallel or independent loop.
+/// True when `k`, scheduled, runs over the NDRange as the printer reads it: its body (after
+/// the locals it declares first) is a work-group nest or a grid loop (Grid.h).
 bool runsAsGrid(const kir::Kernel &k) {
   Expected<kir::Stmt> body = kir::codegenBody(k);
   if (!body)
     return false;
-  kir::Stmt s = unwrap(*body);
+  kir::Stmt s = clgrid::unwrapBlocks(*body);
   if (s && s->kind == kir::StmtKind::Block && !s->body.empty())
-    s = unwrap(s->body.back());
-  return s && s->kind == kir::StmtKind::For &&
-         (s->loopKind == kir::LoopKind::Parallel || s->independent);
+    s = clgrid::unwrapBlocks(s->body.back());
+  return clgrid::isWorkGroupLoop(s) || clgrid::isGridLoop(s);
 }
 
 } // namespace
@@ -98,7 +92,7 @@ bool runsAsGrid(const kir::Kernel &k) {
 std::vector<kir::Kernel> splitGridPhases(std::vector<kir::Kernel> kernels) {
   std::vector<kir::Kernel> out;
   for (kir::Kernel &k : kernels) {
-    kir::Stmt body = unwrap(k.body);
+    kir::Stmt body = clgrid::unwrapBlocks(k.body);
     std::vector<kir::Kernel> phases;
     if (k.locals.empty() && body && body->kind == kir::StmtKind::Block) {
       std::vector<kir::Stmt> decls;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "Grid.h"
 #include "c/CPrinter.h"
 #include "nnc/codegen/OpenCLCodegen.h"
 
@@ -139,8 +140,7 @@ private:
     std::array<int64_t, 3> blocks{1, 1, 1}, threads{1, 1, 1};
     int dims = 1;
     while (s && ((s->kind == kir::StmtKind::Block && s->body.size() == 1) ||
-                 (s->kind == kir::StmtKind::For && (s->loopKind == kir::LoopKind::GpuBlock ||
-                                                    s->loopKind == kir::LoopKind::GpuThread)))) {
+                 clgrid::isWorkGroupLoop(s))) {
       if (s->kind == kir::StmtKind::For) {
         bool block = s->loopKind == kir::LoopKind::GpuBlock;
         int a = s->gpuAxis;
@@ -189,9 +189,7 @@ public:
       ptrs += fmt::format("  __global {0} *{1} = (__global {0} *)({1}_base + {1}_off);\n", st, b);
     }
     out += ") {\n" + ptrs;
-    kir::Stmt s = body;
-    while (s && s->kind == kir::StmtKind::Block && s->body.size() == 1)
-      s = s->body[0];
+    kir::Stmt s = clgrid::unwrapBlocks(body);
     // Locals declared before the loops (a fused group's scalar leaves, read once) do not
     // keep the loops from being the grid: each work-item declares them itself.
     std::vector<kir::Stmt> prologue;
@@ -214,29 +212,22 @@ public:
     if (localBytes > device.localMemBytes)
       return makeError("kernel {}: {} bytes of local buffers, more than {} allows ({})", k.name,
                        localBytes, device.name, device.localMemBytes);
-    if (!k.locals.empty() &&
-        !(s && s->kind == kir::StmtKind::For &&
-          (s->loopKind == kir::LoopKind::GpuBlock || s->loopKind == kir::LoopKind::GpuThread)))
+    if (!k.locals.empty() && !clgrid::isWorkGroupLoop(s))
       return makeError("kernel {}: local buffers without a work-group nest", k.name);
-    if (s && s->kind == kir::StmtKind::For &&
-        (s->loopKind == kir::LoopKind::GpuBlock || s->loopKind == kir::LoopKind::GpuThread))
+    if (clgrid::isWorkGroupLoop(s))
       return gpuNest(k, s, device, out, l, prologue);
     // The grid: the outermost loop when it is parallel or independent, with the loops
     // perfectly nested in it that are independent too (constant extents all), collapsed
     // into one flat NDRange. The innermost loop varies fastest across neighbouring
     // work-items, so their accesses along it coalesce.
-    if (s && s->kind == kir::StmtKind::For &&
-        (s->loopKind == kir::LoopKind::Parallel || s->independent) && s->extent &&
-        s->extent->kind == kir::ExprKind::IntImm) {
+    if (clgrid::isGridLoop(s)) {
       std::vector<kir::Stmt> grid{s};
       int64_t n = s->extent->intValue;
       for (;;) {
         const kir::Stmt &last = grid.back();
         if (last->body.size() != 1)
           break;
-        kir::Stmt c = last->body[0];
-        while (c && c->kind == kir::StmtKind::Block && c->body.size() == 1)
-          c = c->body[0];
+        kir::Stmt c = clgrid::unwrapBlocks(last->body[0]);
         if (!c || c->kind != kir::StmtKind::For || !c->independent || !c->extent ||
             c->extent->kind != kir::ExprKind::IntImm || c->extent->intValue <= 0 ||
             n > (int64_t(1) << 40) / c->extent->intValue)

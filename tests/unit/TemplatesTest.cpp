@@ -39,15 +39,15 @@ std::string dense(const Extents &e) {
                      fmt::join(vals, ", "));
 }
 
-/// "op template" for every template choice of `text`'s graph after `pipeline` (the standard
-/// CPU pipeline when null), lowered for x86-64-v3 (or, with `opencl`, for a generic OpenCL
-/// GPU after the OpenCL pipeline).
-std::vector<std::string> choices(const std::string &text, const char *pipeline = nullptr,
-                                 bool opencl = false) {
+/// Lowers every unit of `text`'s graph after `pipeline` (the standard CPU pipeline when null)
+/// for x86-64-v3 (or, with `opencl`, for a generic OpenCL GPU after the OpenCL pipeline), with
+/// `lo`'s hooks.
+void lowerAll(const std::string &text, const char *pipeline, bool opencl,
+              tuning::LowerOptions lo) {
   Expected<std::unique_ptr<Graph>> g = parseGraph(text);
   EXPECT_TRUE(g) << g.error().message();
   if (!g)
-    return {};
+    return;
   CpuTarget cpu = CpuTarget::forLevel(CpuTarget::Level::V3);
   PassContext ctx;
   ctx.cpu = cpu;
@@ -57,20 +57,26 @@ std::vector<std::string> choices(const std::string &text, const char *pipeline =
   EXPECT_TRUE(p) << p.error().message();
   Error e = p->run(**g, ctx);
   EXPECT_FALSE(e) << e.message();
-  std::vector<std::string> out;
-  tuning::LowerOptions lo;
   lo.cpu = cpu;
   if (opencl)
     lo.gpu = GpuTarget::generic();
-  lo.onTemplate = [&](const tuning::TemplateChoice &c) {
-    out.push_back(c.op + " " + (c.name.empty() ? "generic" : c.name));
-  };
   Expected<std::vector<LoweringUnit>> units = loweringUnits(**g);
   EXPECT_TRUE(units) << units.error().message();
   for (const LoweringUnit &u : *units) {
     Expected<std::vector<kir::Kernel>> ks = lowerUnit(u, "k", lo);
     EXPECT_TRUE(ks) << ks.error().message();
   }
+}
+
+/// "op template" for every template choice of `text`'s graph (lowerAll).
+std::vector<std::string> choices(const std::string &text, const char *pipeline = nullptr,
+                                 bool opencl = false) {
+  std::vector<std::string> out;
+  tuning::LowerOptions lo;
+  lo.onTemplate = [&](const tuning::TemplateChoice &c) {
+    out.push_back(c.op + " " + (c.name.empty() ? "generic" : c.name));
+  };
+  lowerAll(text, pipeline, opencl, lo);
   return out;
 }
 
@@ -192,26 +198,13 @@ TEST(Templates, Conv) {
 /// The conv_nchwc_cpu configs lowering settles on for `text`'s graph after the standard CPU
 /// pipeline (x86-64-v3), in order.
 std::vector<tuning::Config> convConfigs(const std::string &text) {
-  Expected<std::unique_ptr<Graph>> g = parseGraph(text);
-  EXPECT_TRUE(g) << g.error().message();
-  if (!g)
-    return {};
-  PassContext ctx;
-  ctx.cpu = CpuTarget::forLevel(CpuTarget::Level::V3);
-  ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
-  Error e = PassPipeline::forTarget("cpu")->run(**g, ctx);
-  EXPECT_FALSE(e) << e.message();
   std::vector<tuning::Config> out;
   tuning::LowerOptions lo;
-  lo.cpu = ctx.cpu;
   lo.onConfig = [&](const tuning::Problem &p, const tuning::Config &c) {
     if (p.kind == "conv_nchwc_cpu")
       out.push_back(c);
   };
-  Expected<std::vector<LoweringUnit>> units = loweringUnits(**g);
-  EXPECT_TRUE(units) << units.error().message();
-  for (const LoweringUnit &u : *units)
-    EXPECT_TRUE(lowerUnit(u, "k", lo));
+  lowerAll(text, nullptr, false, lo);
   return out;
 }
 
