@@ -239,8 +239,14 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     bsrc = pbuf;
   }
 
-  auto region = [&](int64_t r0, int64_t rt, int64_t mrR, int64_t c0, int64_t ct,
-                    int64_t nrR) -> Stmt {
+  // One region: row tiles [r0, r0 + rt*mrR) x column tiles [c0, c0 + ct*nrR), as a loop over
+  // cache blocks. With eRows > 0 the last row block also takes one tile of eRows rows after
+  // its rt-th row tile (the row edge, r0 + rt*mrR onwards) under each of its column tiles,
+  // while that column's B panel is still in cache: as a region of its own, the row edge
+  // would stream every B panel once more (from L3 or memory for a cold weight, and a short
+  // tile leaves no compute to hide it behind).
+  auto region = [&](int64_t r0, int64_t rt, int64_t mrR, int64_t c0, int64_t ct, int64_t nrR,
+                    int64_t eRows) -> Stmt {
     if (rt == 0 || ct == 0 || mrR == 0 || nrR == 0)
       return nullptr;
     // As many blocks as mc and nc ask for, of balanced sizes (128 rows with mc=96: two blocks
@@ -254,45 +260,45 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     Expr ib = nIb == 1 ? i64c(0) : kir::mod(blk, i64c(nIb));
     Expr jb = nIb == 1 ? blk : kir::div(blk, i64c(nIb));
     Expr rowT0 = kir::mul(ib, i64c(rbT)), colT0 = kir::mul(jb, i64c(cbT));
-    Expr row0 = kir::add(i64c(r0), kir::mul(kir::add(rowT0, it), i64c(mrR)));
     Expr J = kir::add(colT0, jt);
     Expr col0 = kir::add(i64c(c0), kir::mul(J, i64c(nrR)));
     Expr kOff = kir::mul(pc, i64c(kc));
     Expr kCur =
         k % std::max<int64_t>(kc, 1) == 0 ? i64c(kc) : kir::min(i64c(kc), kir::sub(i64c(k), kOff));
-    kir::GemmTileShape shape;
-    shape.a = asrc;
-    shape.b = bsrc;
-    shape.mr = mrR;
-    shape.nr = nrR;
-    shape.ldc = st.cRow;
-    Expr aOff;
-    if (packA) {
-      shape.lda = 1;
-      shape.ak = mrR;
-      aOff = kir::add(kir::add(i64c(r0 * k), kir::mul(kir::add(rowT0, it), i64c(k * mrR))),
-                      kir::mul(kOff, i64c(mrR)));
-    } else {
-      shape.lda = st.aRow;
-      shape.ak = st.aCol;
-      aOff = kir::add(kir::add(st.aBase, kir::mul(row0, i64c(st.aRow))),
-                      kir::mul(kOff, i64c(st.aCol)));
-    }
     Expr bOff;
+    int64_t ldb;
     if (pack || ops.packedNr > 0) {
       // Panels of width w (the edge panel of a run-time pack is nRem wide; compile-time
       // panels are all packedNr wide, zero-padded) start at c0*k + J*k*w.
       int64_t w = ops.packedNr > 0 ? ops.packedNr : nrR;
-      shape.ldb = w;
+      ldb = w;
       bOff = kir::add(kir::add(pack ? i64c(0) : st.bBase, i64c(c0 * k)),
                       kir::add(kir::mul(J, i64c(k * w)), kir::mul(kOff, i64c(w))));
     } else {
-      shape.ldb = st.bRow;
+      ldb = st.bRow;
       bOff = kir::add(kir::add(st.bBase, kir::mul(kOff, i64c(st.bRow))), col0);
     }
-    Expr cOff = kir::add(kir::add(st.cBase, kir::mul(row0, i64c(st.cRow))), col0);
-    auto makeTile = [&](kir::GemmTileShape sh) -> Stmt {
+    // The tile of `rows` rows from row `row0`; `aPanel`: where its rows start in packed A
+    // (panels of `rows` rows, k-major).
+    auto tileShape = [&](int64_t rows) {
+      kir::GemmTileShape shape;
+      shape.a = asrc;
+      shape.b = bsrc;
+      shape.mr = rows;
+      shape.nr = nrR;
+      shape.ldc = st.cRow;
+      shape.lda = packA ? 1 : st.aRow;
+      shape.ak = packA ? rows : st.aCol;
+      shape.ldb = ldb;
+      return shape;
+    };
+    auto tileAt = [&](const kir::GemmTileShape &shape, Expr row0, Expr aPanel) -> Stmt {
+      Expr aOff = packA ? kir::add(aPanel, kir::mul(kOff, i64c(shape.mr)))
+                        : kir::add(kir::add(st.aBase, kir::mul(row0, i64c(st.aRow))),
+                                   kir::mul(kOff, i64c(st.aCol)));
+      Expr cOff = kir::add(kir::add(st.cBase, kir::mul(row0, i64c(st.cRow))), col0);
       if (ops.init || kBlocks > 1) {
+        kir::GemmTileShape sh = shape;
         sh.accumulate = true;
         Stmt acc = kb.gemmTile(sh, ops.c, aOff, bOff, cOff, kCur);
         if (ops.init)
@@ -301,9 +307,13 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
         return kir::ifThen(kir::lt(pc, i64c(1)), kb.gemmTile(sh, ops.c, aOff, bOff, cOff, kCur),
                            acc);
       }
-      return kb.gemmTile(sh, ops.c, aOff, bOff, cOff, kCur);
+      return kb.gemmTile(shape, ops.c, aOff, bOff, cOff, kCur);
     };
-    Stmt tile = makeTile(shape);
+    Expr rowTile = kir::add(rowT0, it);
+    Expr row0 = kir::add(i64c(r0), kir::mul(rowTile, i64c(mrR)));
+    Expr aPanel = kir::add(i64c(r0 * k), kir::mul(rowTile, i64c(k * mrR)));
+    kir::GemmTileShape shape = tileShape(mrR);
+    Stmt tile = tileAt(shape, row0, aPanel);
     if (prefetch && rbT > 1) {
       // The block's first row tile also prefetches the same k rows of the next panel (the
       // next column tile: k * w further in panels, nrR columns further in place), which the
@@ -311,45 +321,70 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
       // time, and a whole panel ahead overshoots L1).
       kir::GemmTileShape pf = shape;
       pf.prefetchB = (pack || ops.packedNr > 0) ? k * shape.ldb : nrR;
-      tile = kir::ifThen(kir::lt(it, i64c(1)), makeTile(pf), tile);
+      tile = kir::ifThen(kir::lt(it, i64c(1)), tileAt(pf, row0, aPanel), tile);
     }
     // Tiles in this block (the last block may hold fewer).
     Expr itExt = rt % rbT == 0 ? i64c(rbT) : kir::min(i64c(rbT), kir::sub(i64c(rt), rowT0));
     Expr jtExt = ct % cbT == 0 ? i64c(cbT) : kir::min(i64c(cbT), kir::sub(i64c(ct), colT0));
-    Stmt body =
-        kir::forLoop(pcV, i64c(kBlocks), kir::forLoop(jtV, jtExt, kir::forLoop(itV, itExt, tile)));
+    // The row edge belongs to the last row block.
+    int64_t eRow0 = r0 + rt * mrR;
+    auto inLastRowBlock = [&](Stmt s) {
+      return nIb == 1 ? s : kir::ifThen(kir::lt(i64c(nIb - 2), ib), s);
+    };
+    Stmt colBody = kir::forLoop(itV, itExt, tile);
+    if (eRows > 0)
+      colBody = kir::block(
+          {colBody, inLastRowBlock(tileAt(tileShape(eRows), i64c(eRow0), i64c(eRow0 * k)))});
+    Stmt body = kir::forLoop(pcV, i64c(kBlocks), kir::forLoop(jtV, jtExt, colBody));
+    Expr cols = ct % cbT == 0 ? i64c(cbT * nrR) : kir::mul(jtExt, i64c(nrR));
+    // A loop nest over `rows` rows from `rowStart` and the block's columns, of `elem(i, j)`.
+    auto overBlock = [&](Expr rowStart, Expr rows, const char *iName, const char *jName,
+                         bool vectorize, auto elem) {
+      std::string iV = kb.freshName(iName), jV = kb.freshName(jName);
+      Expr i = kir::add(rowStart, kir::var(iV));
+      Expr j = kir::add(i64c(c0), kir::add(kir::mul(colT0, i64c(nrR)), kir::var(jV)));
+      if (vectorize)
+        schedule.steps.push_back({kir::ScheduleStep::Vectorize, jV, 0, {}});
+      return elem(i, j, [&](Stmt s) { return kir::forLoop(iV, rows, kir::forLoop(jV, cols, s)); });
+    };
+    Expr blockRow0 = kir::add(i64c(r0), kir::mul(rowT0, i64c(mrR)));
+    Expr blockRows = rt % rbT == 0 ? i64c(rbT * mrR) : kir::mul(itExt, i64c(mrR));
     if (ops.init) {
       // C = init(row) over the block first; every k block then accumulates onto it.
-      std::string iV = kb.freshName("ii"), jV = kb.freshName("jj");
-      Expr i = kir::add(i64c(r0), kir::add(kir::mul(rowT0, i64c(mrR)), kir::var(iV)));
-      Expr j = kir::add(i64c(c0), kir::add(kir::mul(colT0, i64c(nrR)), kir::var(jV)));
-      Stmt set = kb.store(ops.c, ops.cIndex(i, j), ops.init(i));
-      Stmt initNest = kir::forLoop(iV, kir::mul(itExt, i64c(mrR)),
-                                   kir::forLoop(jV, kir::mul(jtExt, i64c(nrR)), set));
-      body = kir::block({initNest, body});
+      auto initNest = [&](Expr i, Expr j, auto nest) {
+        return nest(kb.store(ops.c, ops.cIndex(i, j), ops.init(i)));
+      };
+      std::vector<Stmt> inits = {overBlock(blockRow0, blockRows, "ii", "jj", false, initNest)};
+      if (eRows > 0)
+        inits.push_back(
+            inLastRowBlock(overBlock(i64c(eRow0), i64c(eRows), "ii", "jj", false, initNest)));
+      inits.push_back(body);
+      body = kir::block(inits);
     }
     if (ops.finish) {
       // The block's elements are final now: finish them while they are in cache.
-      std::string iV = kb.freshName("fi"), jV = kb.freshName("fj");
-      Expr i = kir::add(i64c(r0), kir::add(kir::mul(rowT0, i64c(mrR)), kir::var(iV)));
-      Expr j = kir::add(i64c(c0), kir::add(kir::mul(colT0, i64c(nrR)), kir::var(jV)));
-      std::vector<Stmt> fin;
-      Stmt elem = ops.finish(i, j, fin);
-      Expr rows = rt % rbT == 0 ? i64c(rbT * mrR) : kir::mul(itExt, i64c(mrR));
-      Expr cols = ct % cbT == 0 ? i64c(cbT * nrR) : kir::mul(jtExt, i64c(nrR));
-      fin.push_back(kir::forLoop(iV, rows, kir::forLoop(jV, cols, elem)));
-      schedule.steps.push_back({kir::ScheduleStep::Vectorize, jV, 0, {}});
-      body = kir::block({body, kir::block(fin)});
+      auto finishNest = [&](Expr i, Expr j, auto nest) {
+        std::vector<Stmt> fin;
+        Stmt elem = ops.finish(i, j, fin);
+        fin.push_back(nest(elem));
+        return kir::block(fin);
+      };
+      std::vector<Stmt> fins = {body,
+                                overBlock(blockRow0, blockRows, "fi", "fj", true, finishNest)};
+      if (eRows > 0)
+        fins.push_back(
+            inLastRowBlock(overBlock(i64c(eRow0), i64c(eRows), "fi", "fj", true, finishNest)));
+      body = kir::block(fins);
     }
     if (parBlocks && nIb * nJb > 1)
       schedule.steps.push_back({kir::ScheduleStep::Parallel, blkV, 0, {}});
     return kir::forLoop(blkV, i64c(nIb * nJb), body);
   };
+  // The row edge (mRem rows) rides along in the last row block of the full-width columns and
+  // of the column edge.
   std::vector<Stmt> regions;
-  for (Stmt s :
-       {region(0, rowTiles, mr, 0, colTiles, nr), region(0, rowTiles, mr, colTiles * nr, 1, nRem),
-        region(rowTiles * mr, 1, mRem, 0, colTiles, nr),
-        region(rowTiles * mr, 1, mRem, colTiles * nr, 1, nRem)})
+  for (Stmt s : {region(0, rowTiles, mr, 0, colTiles, nr, mRem),
+                 region(0, rowTiles, mr, colTiles * nr, 1, nRem, mRem)})
     if (s)
       regions.push_back(s);
   Stmt body = regions.size() == 1 ? regions[0] : kir::block(regions);

@@ -18,13 +18,17 @@ using namespace nnc;
 
 namespace {
 
-// Odd sizes, so every config has edge tiles; a broadcast batch matmul; a conv with bias.
+// Odd sizes, so every config has edge tiles; a broadcast batch matmul; a conv with bias; a
+// matmul whose bias and exp are fused (finished block by block).
 const char *kGemms = R"(
-graph @gemms(%a: f32[37,53], %b: f32[53,70], %x: f32[2,1,9,41], %y: f32[3,41,17], %img: f32[1,3,9,9], %k: f32[8,3,3,3], %kb: f32[8]) -> (f32[37,70], f32[2,3,9,17], f32[1,8,9,9]) {
+graph @gemms(%a: f32[37,53], %b: f32[53,70], %x: f32[2,1,9,41], %y: f32[3,41,17], %img: f32[1,3,9,9], %k: f32[8,3,3,3], %kb: f32[8], %fb: f32[70]) -> (f32[37,70], f32[2,3,9,17], f32[1,8,9,9], f32[37,70]) {
   %mm = matmul(%a, %b) : f32[37,70]
   %bm = matmul(%x, %y) : f32[2,3,9,17]
   %c = conv(%img, %k, %kb) {pads = [1, 1, 1, 1], strides = [1, 1], dilations = [1, 1], group = 1} : f32[1,8,9,9]
-  return %mm, %bm, %c
+  %fm = matmul(%a, %b) : f32[37,70]
+  %fa = add(%fm, %fb) : f32[37,70]
+  %fr = exp(%fa) : f32[37,70]
+  return %mm, %bm, %c, %fr
 }
 )";
 
@@ -81,10 +85,19 @@ TEST(Tuning, EveryGemmConfigComputesTheSameNumbers) {
   std::mt19937_64 rng(11);
   int checked = 0;
   int microkernel = 0;
-  for (int attempt = 0; attempt < 400 && checked < 24; ++attempt) {
+  // Besides random points, microkernel configs whose 37 rows make several row blocks with a
+  // row edge in the last one (mr 6, mc 24: blocks of 3 tiles, then one row), with k blocks
+  // and with packed operands.
+  const std::vector<std::string> fixed = {
+      "kc=32,ku=1,mc=24,mk=1,mr=6,nc=32,nr=16,order=0,pa=1,par=1,pb=1,pf=1",
+      "kc=0,ku=1,mc=24,mk=1,mr=4,nc=0,nr=8,order=0,pa=0,par=0,pb=0,pf=1",
+  };
+  for (int attempt = 0; attempt < 400 && checked < 24 + int(fixed.size()); ++attempt) {
     tuning::Config c;
     for (const tuning::Knob &k : space->knobs)
       c[k.name] = k.values[std::uniform_int_distribution<size_t>(0, k.values.size() - 1)(rng)];
+    if (size_t(attempt) < fixed.size())
+      c = *tuning::parseConfig(fixed[size_t(attempt)]);
     // The knobs of the path the config does not take keep their defaults.
     if (c["mk"] == 1)
       c["ku"] = 1, c["order"] = 0;
