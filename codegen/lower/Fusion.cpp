@@ -592,16 +592,18 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
 }
 
 /// 3. An attention group, per batch entry b and block of up to kAttnRows query rows:
-///    scores[r, :] = Q[b, i0 + r, :]·K^T[b] (the GEMM nest, microkernels for f32, into scratch, in the
-///    matmul's accumulator type), then per row the epilogue (scale, mask, ...), its maximum,
-///    exp(x - max) and the division by the sum (as the softmax lowering computes it), then
-///    out[b, i0 + r, :] = P·V[b] (a second GEMM). Only a block of score rows per batch entry
-///    is ever stored (scratch of kAttnRows x T per entry), never the [.., S, T] matrix.
+///    scores[r, :] = Q[b, i0 + r, :]·K^T[b] (the GEMM nest, microkernels for f32, into scratch, in
+///    the matmul's accumulator type), then per row the epilogue (scale, mask, ...; none when the
+///    scores are softmax's operand as they are, in its dtype), its maximum and e = exp(x - max)
+///    with the sum s, then out[b, i0 + r, :] = (e·V[b]) / s (a second GEMM whose finish
+///    divides the row's E results by its sum, rather than its T probabilities before). Only
+///    a block of score rows per batch entry is ever stored (scratch of up to kAttnRows x T
+///    per entry), never the [.., S, T] matrix.
 constexpr int64_t kAttnRows = 32;
 
-Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
-                                                       const GroupInfo &gi,
-                                                       const std::string &prefix) {
+Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, const GroupInfo &gi,
+                                                       const std::string &prefix,
+                                                       const CpuTarget &cpu) {
   using lower::extentsOf;
   using lower::nnl::i64;
   const Node &mm1 = *u.anchor, &mm2 = *u.node;
@@ -640,8 +642,27 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
   };
   int qb = bufOf[inputIndex(qv)], ktb = bufOf[inputIndex(ktv)], vb = bufOf[inputIndex(vv)];
   int ob = kb.result(0);
+  // The two GEMMs take the target CPU's default configs (they are parts of this kernel, not
+  // problems the tuner times on their own).
+  tuning::LowerOptions gemmOpts;
+  gemmOpts.cpu = cpu;
+  auto gemmConfig = [&](DType acc, int64_t m, int64_t k, int64_t n, const char *what) {
+    tuning::Config c = tuning::chooseConfig(lower::gemmProblem(acc, 1, m, k, n, what), &gemmOpts);
+    c["par"] = 0;
+    return c;
+  };
+  // Blocks of whole register tiles of the scores' GEMM (30 rows for 6-row tiles): a row edge
+  // in every block would run a short tile, whose few accumulator chains leave the FMA
+  // latency uncovered, once per block.
   int64_t rows = std::min(S, kAttnRows);
-  int sb = kb.scratch(0, acc1, B * rows * T), pb = kb.scratch(1, t, B * rows * T);
+  if (S > kAttnRows) {
+    tuning::Config probe = gemmConfig(acc1, rows, D, T, "attention scores");
+    int64_t mr = probe.count("mr") ? probe.at("mr") : 1;
+    if (mr > 1 && mr <= rows)
+      rows = rows / mr * mr;
+  }
+  int sb = kb.scratch(0, acc1, B * rows * T), pb = kb.scratch(1, t, B * rows * T),
+      sumb = kb.scratch(2, t, B * rows);
   Expr b = kir::var("b");
   auto ld = [&](int buf, Expr idx) { return kb.load(buf, std::move(idx)); };
   // Row r of the block's scratch matrices (row-major, T per row).
@@ -668,17 +689,14 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
     g1.strided = lower::GemmOperands::Strided{kir::mul(qRowOf(i64(0)), i64(D)),
                                               kir::mul(b, i64(D * T)),
                                               kir::mul(b, i64(rows * T)), D, 1, T, T};
-    tuning::Config c1 = tuning::chooseConfig(
-        lower::gemmProblem(acc1, 1, m, D, T, "attention scores"), nullptr);
-    c1["par"] = 0;
+    tuning::Config c1 = gemmConfig(acc1, m, D, T, "attention scores");
     body.push_back(lower::gemmNest(kb, g1, m, D, T, c1, {}, sched));
 
-    // Per row: epilogue into p and the maximum; exp(x - max) and the sum; division. Every
-    // name is fresh: a kernel has this block twice when S has a tail.
+    // Per row: epilogue into p and the maximum; exp(x - max) into p and the sum, kept for
+    // P·V's finish. Every name is fresh: a kernel has this block twice when S has a tail.
     std::string rv = kb.freshName("r"), iv = kb.freshName("i"), jv = kb.freshName("j"),
-                j2v = kb.freshName("j"), j3v = kb.freshName("j"), sv = kb.freshName("sv"),
-                evn = kb.freshName("ev"), mxv = kb.freshName("mx"), sumv = kb.freshName("sum"),
-                exv = kb.freshName("ex");
+                j2v = kb.freshName("j"), sv = kb.freshName("sv"), evn = kb.freshName("ev"),
+                mxv = kb.freshName("mx"), sumv = kb.freshName("sum"), exv = kb.freshName("ex");
     Expr rr = kir::var(rv), j = kir::var(jv), mx = kir::var(mxv, t), sum = kir::var(sumv, t);
     LoopExtents env{{"b", B}, {iv, S}, {jv, T}};
     std::vector<Stmt> row{kir::decl(iv, DType::I64, kir::add(i0, rr))};
@@ -698,12 +716,18 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
         },
         kir::var(sv, t));
     Expr ev = c.valueOf(scores);
-    std::vector<Stmt> epi{kir::decl(sv, t, kir::cast(ld(sb, blockAt(rr, j)), t))};
-    for (const Stmt &s : c.decls())
-      epi.push_back(s);
-    epi.push_back(kir::decl(evn, t, ev));
-    epi.push_back(kb.store(pb, blockAt(rr, j), kir::var(evn, t)));
-    row.push_back(kir::forLoop(jv, i64(T), kir::block(epi)));
+    // Without an epilogue, the maximum and exp read the scores where the GEMM left them.
+    bool identity =
+        c.decls().empty() && ev->kind == kir::ExprKind::Var && ev->name == sv && acc1 == t;
+    int xb = identity ? sb : pb;
+    if (!identity) {
+      std::vector<Stmt> epi{kir::decl(sv, t, kir::cast(ld(sb, blockAt(rr, j)), t))};
+      for (const Stmt &s : c.decls())
+        epi.push_back(s);
+      epi.push_back(kir::decl(evn, t, ev));
+      epi.push_back(kb.store(pb, blockAt(rr, j), kir::var(evn, t)));
+      row.push_back(kir::forLoop(jv, i64(T), kir::block(epi)));
+    }
     // The row's maximum in `lanes` independent partial maxima (lane l takes the columns
     // l mod lanes), combined at the end: a NaN-propagating max gives the same value in any
     // order, and independent chains vectorize where one chain through every column did not.
@@ -715,7 +739,7 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
           kir::decl(part[l], t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
     }
     auto maxInto = [&](const std::string &acc, Expr col) {
-      return kir::assign(acc, kir::op(OpKind::Max, {kir::var(acc, t), ld(pb, blockAt(rr, col))}));
+      return kir::assign(acc, kir::op(OpKind::Max, {kir::var(acc, t), ld(xb, blockAt(rr, col))}));
     };
     std::string jov = kb.freshName("jo"), jrv = kb.freshName("jr");
     std::vector<Stmt> laneSteps;
@@ -734,15 +758,11 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
     Expr j2 = kir::var(j2v);
     row.push_back(kir::forLoop(
         j2v, i64(T),
-        kir::block({kir::decl(exv, t,
-                              kir::op(OpKind::Exp, {kir::sub(ld(pb, blockAt(rr, j2)),
-                                                             mx)})),
-                    kb.store(pb, blockAt(rr, j2), kir::var(exv, t)),
-                    kir::accumulate(sumv, kir::add(sum, kir::var(exv, t)))})));
-    Expr j3 = kir::var(j3v);
-    row.push_back(kir::forLoop(
-        j3v, i64(T),
-        kb.store(pb, blockAt(rr, j3), kir::div(ld(pb, blockAt(rr, j3)), sum))));
+        kir::block(
+            {kir::decl(exv, t, kir::op(OpKind::Exp, {kir::sub(ld(xb, blockAt(rr, j2)), mx)})),
+             kb.store(pb, blockAt(rr, j2), kir::var(exv, t)),
+             kir::accumulate(sumv, kir::add(sum, kir::var(exv, t)))})));
+    row.push_back(kb.store(sumb, kir::add(kir::mul(b, i64(rows)), rr), sum));
     body.push_back(kir::forLoop(rv, i64(m), kir::block(row)));
 
     // out = P·V.
@@ -758,9 +778,13 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u,
     g2.cIndex = [&](Expr r2, Expr e) { return kir::add(kir::mul(qRowOf(r2), i64(E)), e); };
     g2.strided = lower::GemmOperands::Strided{kir::mul(b, i64(rows * T)), kir::mul(b, i64(T * E)),
                                               kir::mul(qRowOf(i64(0)), i64(E)), T, 1, E, E};
-    tuning::Config c2 = tuning::chooseConfig(
-        lower::gemmProblem(acc2, 1, m, T, E, "attention values"), nullptr);
-    c2["par"] = 0;
+    // Softmax's division, on the row's E results.
+    g2.finish = [&](Expr r2, Expr e, std::vector<Stmt> &) {
+      Expr at = g2.cIndex(r2, e);
+      Expr rowSum = ld(sumb, kir::add(kir::mul(b, i64(rows)), r2));
+      return kb.store(ob, at, kir::div(ld(ob, at), rowSum));
+    };
+    tuning::Config c2 = gemmConfig(acc2, m, T, E, "attention values");
     body.push_back(lower::gemmNest(kb, g2, m, T, E, c2, {}, sched));
     return kir::block(body);
   };
@@ -818,9 +842,9 @@ Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g) {
 namespace lower {
 
 Expected<Kernels> lowerAttentionGroupUnit(const LoweringUnit &u, const std::string &prefix,
-                                          const tuning::LowerOptions &) {
+                                          const tuning::LowerOptions &opts) {
   NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
-  return lowerAttentionGroup(u, gi, prefix);
+  return lowerAttentionGroup(u, gi, prefix, opts.cpu);
 }
 
 bool finishesInGemm(const LoweringUnit &u) {

@@ -336,6 +336,24 @@ graph @g(%q: f32[2,3,{2},{0}], %kt: f32[2,3,{0},{1}], %v: f32[2,3,{1},4], %mask:
   }
 }
 
+TEST(FusionTest, AttentionWithoutEpilogue) {
+  // softmax straight on the scores (the scale already in Q, as torchvision's ViT exports it):
+  // max and exp read the scores' scratch, the division by the row sum finishes P·V. S = 70:
+  // blocks of whole 6-row tiles on an AVX2 or AVX-512 CPU (two of 30, a tail of 10); f64
+  // takes the scalar GEMM path, whose finish runs after the nest.
+  for (const char *t : {"f32", "f64"}) {
+    std::string text = fmt::format(R"(
+graph @g(%q: {0}[2,3,70,16], %kt: {0}[2,3,16,70], %v: {0}[2,3,70,24]) -> ({0}[2,3,70,24]) {{
+  %s = matmul(%q, %kt) : {0}[2,3,70,70]
+  %p = softmax(%s) {{axis = -1}} : {0}[2,3,70,70]
+  %y = matmul(%p, %v) : {0}[2,3,70,24]
+  return %y
+}})",
+                                   t);
+    EXPECT_EQ(checkFusedMatchesUnfused(text, 1), 1u) << t;
+  }
+}
+
 TEST(FusionTest, DecomposedLayerNorm) {
   size_t kernels = checkFusedMatchesUnfused(R"(
 graph @g(%x: f32[3,4,32]) -> (f32[3,4,32]) {
