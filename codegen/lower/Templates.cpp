@@ -102,7 +102,9 @@ std::vector<KernelTemplate> cpuTemplates() {
        "Winograd F(m x m, 3 x 3) input tiles V = B^T d B (the winograd pass chose the algorithm)",
        nullptr,
        always,
-       plain(lowerWinogradInput)},
+       [](const LoweringUnit &u, const std::string &prefix, const tuning::LowerOptions &opts) {
+         return lowerWinogradInput(*u.node, prefix, /*peelBorder=*/!opts.gpu);
+       }},
       {"winograd.output_transform",
        {OpKind::WinogradOutput},
        false,

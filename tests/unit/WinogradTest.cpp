@@ -93,6 +93,7 @@ TEST(WinogradTest, ConvsMatchInterpreter) {
       {1, 12, 7, 9, 12, 1, true, true},    // odd output (7x9), 12 channels on 8 lanes, residual
       {2, 16, 8, 8, 16, 0, true, false},   // pad 0 (6x6 output), batch 2
       {1, 16, 10, 6, 20, 1, false, false}, // no bias, K not a multiple of the block
+      {1, 8, 14, 13, 8, 1, true, false},   // interior tiles inside a border on all sides
   };
   for (const Case &k : cases)
     for (int tile : {2, 4}) {
