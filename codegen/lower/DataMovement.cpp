@@ -536,13 +536,26 @@ Kernels lowerGather(const Node &node, const std::string &prefix) {
   std::vector<int64_t> xs = stridesOf(xe), is = stridesOf(ie);
   std::string atN = b.freshName("at"), validN = b.freshName("valid");
   Expr at = kir::var(atN), valid = kir::var(validN, DType::Bool);
+  // Constant indices all in range need no check; a constant scalar one (q's pieces as in
+  // qkv[0]) is a fixed offset, so the nest is a plain copy whose innermost loop vectorizes,
+  // where a runtime scalar index is read and checked at every element (level 0 below).
+  const Tensor *ci = empty ? nullptr : node.constantOperand(1);
+  bool known = ci != nullptr;
+  for (int64_t k = 0; known && k < ci->numElements(); ++k) {
+    int64_t v = ci->elementAsInt(k);
+    known = v >= -xe[axis] && v < xe[axis];
+  }
+  if (known && q == 0) {
+    int64_t c = ci->elementAsInt(0);
+    at = imm(c < 0 ? c + xe[axis] : c);
+  }
   // The index is read once per position of the loops up to the index dims.
   size_t level = static_cast<size_t>(axis + q);
   std::vector<std::string> loops;
   Stmt nest = hoistedNest(
       b, oe, level,
       [&](const Idx &i, Stmt inner) {
-        if (empty)
+        if (empty || (known && q == 0))
           return inner;
         Idx ii(i.begin() + axis, i.begin() + axis + q);
         RuntimeIndex ri = wrapIndex(loadInt(b, 1, flatIndex(ii, is)), xe[axis]);
@@ -558,10 +571,12 @@ Kernels lowerGather(const Node &node, const std::string &prefix) {
           src = kir::add(src, kir::mul(i[d], imm(xs[d])));
         for (int64_t d = axis + 1; d < r; ++d)
           src = kir::add(src, kir::mul(i[d - 1 + q], imm(xs[d])));
+        if (known)
+          return b.store(out, dst, b.load(in, src));
         return b.store(out, dst, kir::select(valid, b.load(in, src), zeroOf(t)));
       },
       &loops);
-  bool vectorize = level > 0 && level < oe.size();
+  bool vectorize = (level > 0 || (known && q == 0)) && level < oe.size();
   return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, oe, vectorize))};
 }
 

@@ -203,6 +203,13 @@ TEST(LowerDataMovement, Gather) {
       t.check(OpKind::Gather, {x, i32}, {{"axis", axis}}, "gather i32 " + dt(d));
       Value *i64 = t.input(DType::I64, {}, -dim, dim - 1);
       t.check(OpKind::Gather, {x, i64}, {{"axis", axis}}, "gather scalar " + dt(d));
+      // Constant indices: a fixed offset for a scalar, no range checks for a tensor.
+      Value *c0 = t.constant(Tensor::fromVector<int64_t>(DType::I64, {}, {dim - 1}));
+      t.check(OpKind::Gather, {x, c0}, {{"axis", axis}}, "gather constant scalar " + dt(d));
+      Value *cn = t.constant(Tensor::fromVector<int64_t>(DType::I64, {}, {-dim}));
+      t.check(OpKind::Gather, {x, cn}, {{"axis", axis}}, "gather constant -dim " + dt(d));
+      Value *cv = t.constant(Tensor::fromVector<int64_t>(DType::I64, {3}, {1, -1, 0}));
+      t.check(OpKind::Gather, {x, cv}, {{"axis", axis}}, "gather constant vector " + dt(d));
     }
 }
 
