@@ -278,8 +278,8 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
       ldb = st.bRow;
       bOff = kir::add(kir::add(st.bBase, kir::mul(kOff, i64c(st.bRow))), col0);
     }
-    // The tile of `rows` rows from row `row0`; `aPanel`: where its rows start in packed A
-    // (panels of `rows` rows, k-major).
+    // A tile's shape for `rows` rows; tileAt places it at row `row0` (`aPanel`: where those
+    // rows start in packed A, panels of `rows` rows, k-major) and this block's column tile.
     auto tileShape = [&](int64_t rows) {
       kir::GemmTileShape shape;
       shape.a = asrc;
