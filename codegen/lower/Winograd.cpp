@@ -47,6 +47,15 @@ Expr linearCombination(const std::vector<double> &coef, const std::function<Expr
   return sum ? sum : fc(0, DType::F32);
 }
 
+/// The flat index of (n, channel block cb, h, w, lane) in an NCHWc tensor of Cb blocks of b
+/// lanes over H x W.
+Expr nchwcIndex(Expr n, Expr cb, int64_t Cb, Expr h, int64_t H, Expr w, int64_t W, Expr lane,
+                int64_t b) {
+  Expr plane = kir::add(kir::mul(n, i64(Cb)), cb);
+  Expr pos = kir::add(kir::mul(kir::add(kir::mul(plane, i64(H)), h), i64(W)), w);
+  return kir::add(kir::mul(pos, i64(b)), lane);
+}
+
 /// Row `r` of the row-major matrix `mat` with `cols` columns.
 std::vector<double> rowOf(const std::vector<double> &mat, int64_t r, int64_t cols) {
   return std::vector<double>(mat.begin() + r * cols, mat.begin() + (r + 1) * cols);
@@ -108,15 +117,7 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
         Expr iw = kir::add(kir::mul(tw, i64(m)), i64(w - pads[1]));
         Expr ch = guarded ? kir::min(kir::max(ih, i64(0)), i64(H - 1)) : ih;
         Expr cw = guarded ? kir::min(kir::max(iw, i64(0)), i64(W - 1)) : iw;
-        Expr at = kir::add(
-            kir::mul(
-                kir::add(
-                    kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cb)), cb), i64(H)), ch),
-                             i64(W)),
-                    cw),
-                i64(b)),
-            lane);
-        Expr v = kb.load(xb, at);
+        Expr v = kb.load(xb, nchwcIndex(n, cb, Cb, ch, H, cw, W, lane, b));
         d[u * a + w] = kb.freshName("d");
         body.push_back(kir::decl(
             d[u * a + w], DType::F32,
@@ -218,15 +219,7 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
           v = kir::add(v, bias);
         Expr oh = kir::add(kir::mul(th, i64(m)), i64(u)),
              ow = kir::add(kir::mul(tw, i64(m)), i64(w));
-        Expr at = kir::add(
-            kir::mul(
-                kir::add(
-                    kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Kb)), kblk), i64(H)), oh),
-                             i64(W)),
-                    ow),
-                i64(b)),
-            lane);
-        body.push_back(kb.store(yb, at, v));
+        body.push_back(kb.store(yb, nchwcIndex(n, kblk, Kb, oh, H, ow, W, lane, b), v));
       }
     return tiles.wrap(kir::forLoop(laneV, i64(b), kir::block(body)));
   };
