@@ -536,9 +536,10 @@ Kernels lowerGather(const Node &node, const std::string &prefix) {
   std::vector<int64_t> xs = stridesOf(xe), is = stridesOf(ie);
   std::string atN = b.freshName("at"), validN = b.freshName("valid");
   Expr at = kir::var(atN), valid = kir::var(validN, DType::Bool);
-  // Constant indices all in range need no check; a constant scalar one (q's pieces as in
-  // qkv[0]) is a fixed offset, so the nest is a plain copy whose innermost loop vectorizes,
-  // where a runtime scalar index is read and checked at every element (level 0 below).
+  // Constant indices all in range need no check; a constant scalar index (an attention's
+  // q, k, v = qkv[0], qkv[1], qkv[2]) is a fixed offset, so the nest is a plain copy whose
+  // innermost loop vectorizes, where a runtime scalar index is read and checked at every
+  // element (level 0 below).
   const Tensor *ci = empty ? nullptr : node.constantOperand(1);
   bool known = ci != nullptr;
   for (int64_t k = 0; known && k < ci->numElements(); ++k) {
