@@ -669,6 +669,8 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, co
   auto blockAt = [&](Expr row, Expr col) {
     return kir::add(kir::mul(kir::add(kir::mul(b, i64(rows)), row), i64(T)), col);
   };
+  // Where the block's row `row` keeps its softmax sum.
+  auto rowSumAt = [&](Expr row) { return kir::add(kir::mul(b, i64(rows)), row); };
   kir::Schedule sched;
 
   // The work of one block of `m` rows starting at query row i0.
@@ -762,7 +764,7 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, co
             {kir::decl(exv, t, kir::op(OpKind::Exp, {kir::sub(ld(xb, blockAt(rr, j2)), mx)})),
              kb.store(pb, blockAt(rr, j2), kir::var(exv, t)),
              kir::accumulate(sumv, kir::add(sum, kir::var(exv, t)))})));
-    row.push_back(kb.store(sumb, kir::add(kir::mul(b, i64(rows)), rr), sum));
+    row.push_back(kb.store(sumb, rowSumAt(rr), sum));
     body.push_back(kir::forLoop(rv, i64(m), kir::block(row)));
 
     // out = P·V.
@@ -781,8 +783,7 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, co
     // Softmax's division, on the row's E results.
     g2.finish = [&](Expr r2, Expr e, std::vector<Stmt> &) {
       Expr at = g2.cIndex(r2, e);
-      Expr rowSum = ld(sumb, kir::add(kir::mul(b, i64(rows)), r2));
-      return kb.store(ob, at, kir::div(ld(ob, at), rowSum));
+      return kb.store(ob, at, kir::div(ld(ob, at), ld(sumb, rowSumAt(r2))));
     };
     tuning::Config c2 = gemmConfig(acc2, m, T, E, "attention values");
     body.push_back(lower::gemmNest(kb, g2, m, T, E, c2, {}, sched));

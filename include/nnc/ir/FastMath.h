@@ -36,11 +36,12 @@
 //   I iand, ior (I, I)              bitwise and, or
 #pragma once
 
+#include <array>
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <vector>
 
 namespace nnc::fastmath {
 
@@ -58,18 +59,23 @@ template <class B> typename B::F horner(B &b, typename B::F x, std::initializer_
 /// what bounds a vectorized loop of the function once the out-of-order window is full.
 template <class B> typename B::F estrin(B &b, typename B::F x, std::initializer_list<double> c) {
   using F = typename B::F;
-  std::vector<F> t;
-  for (auto it = c.end(); it != c.begin();) // ascending: t[i] multiplies x^i
-    t.push_back(b.f(*--it));
+  // In place, without allocating: the scalar builder runs this per element (the interpreter's
+  // and constant folding's erf).
+  constexpr size_t kMaxCoefficients = 8;
+  assert(c.size() <= kMaxCoefficients);
+  std::array<F, kMaxCoefficients> t{};
+  size_t n = 0;
+  for (auto it = c.end(); it != c.begin() && n < kMaxCoefficients;) // ascending: t[i] * x^i
+    t[n++] = b.f(*--it);
   F xp = x;
-  while (t.size() > 1) {
-    std::vector<F> next;
-    for (size_t i = 0; i + 1 < t.size(); i += 2)
-      next.push_back(b.fma(t[i + 1], xp, t[i]));
-    if (t.size() % 2)
-      next.push_back(t.back());
-    t = std::move(next);
-    if (t.size() > 1)
+  while (n > 1) {
+    size_t m = 0;
+    for (size_t i = 0; i + 1 < n; i += 2)
+      t[m++] = b.fma(t[i + 1], xp, t[i]);
+    if (n % 2)
+      t[m++] = t[n - 1];
+    n = m;
+    if (n > 1)
       xp = b.mul(xp, xp);
   }
   return t[0];
