@@ -51,3 +51,17 @@ static inline int benchPickDevice(const char *tool, unsigned pi, unsigned di, cl
   printf("device %u.%u: %s\n", pi, di, name);
   return 0;
 }
+
+/// benchPickDevice, then a context and an in-order queue on that device; 0 on success, else 1
+/// with a message.
+static inline int benchOpenQueue(const char *tool, unsigned pi, unsigned di, cl_device_id *dev,
+                                 cl_context *ctx, cl_command_queue *q) {
+  if (benchPickDevice(tool, pi, di, dev))
+    return 1;
+  cl_int err = CL_SUCCESS;
+  *ctx = clCreateContext(NULL, 1, dev, NULL, NULL, &err);
+  BENCH_CHECK_CL(tool, err);
+  *q = clCreateCommandQueue(*ctx, *dev, 0, &err);
+  BENCH_CHECK_CL(tool, err);
+  return 0;
+}

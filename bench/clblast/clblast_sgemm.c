@@ -33,13 +33,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   cl_device_id dev;
-  if (benchPickDevice("clblast_sgemm", pi, di, &dev))
+  cl_context ctx;
+  cl_command_queue q;
+  if (benchOpenQueue("clblast_sgemm", pi, di, &dev, &ctx, &q))
     return 1;
   cl_int err = CL_SUCCESS;
-  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-  BENCH_CHECK_CL("clblast_sgemm", err);
-  cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-  BENCH_CHECK_CL("clblast_sgemm", err);
   size_t bytes = n * n * sizeof(float);
   float *host = malloc(bytes);
   if (!host) {

@@ -31,13 +31,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   cl_device_id dev;
-  if (benchPickDevice("opencl_floor", pi, di, &dev))
+  cl_context ctx;
+  cl_command_queue q;
+  if (benchOpenQueue("opencl_floor", pi, di, &dev, &ctx, &q))
     return 1;
   cl_int err = CL_SUCCESS;
-  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-  BENCH_CHECK_CL("opencl_floor", err);
-  cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-  BENCH_CHECK_CL("opencl_floor", err);
   const char *src = "__kernel void k(__global const float *a, __global float *o) {\n"
                     "  size_t i = get_global_id(0); o[i] = a[i] + 1.0f;\n}\n";
   cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
