@@ -53,6 +53,42 @@ bool foldIdentityArithmetic(Graph &g, Node *n) {
   }
 }
 
+/// x / c -> x * (1 / c) for a constant c whose every element is one power of two of f32 or
+/// f64 with a normal reciprocal (attention's 1/sqrt(64) scaling): x * 2^-k is exactly the
+/// real value x / 2^k, which both then round alike, for every x (infinities, NaN and
+/// subnormals included), and a multiply is several times cheaper than a divide.
+bool foldDivByPowerOfTwo(Graph &g, Node *n) {
+  if (n->kind() != OpKind::Div || g.isOutput(n->result()))
+    return false;
+  const Tensor *t = n->constantOperand(1);
+  if (!t || (t->dtype() != DType::F32 && t->dtype() != DType::F64) || t->numElements() == 0)
+    return false;
+  double c = t->elementAsDouble(0);
+  int exp = 0;
+  if (!std::isfinite(c) || std::fabs(std::frexp(c, &exp)) != 0.5 || !isSplat(*n, 1, c))
+    return false;
+  double r = 1.0 / c;
+  bool normal = t->dtype() == DType::F32
+                    ? std::isnormal(static_cast<float>(r)) && std::isnormal(static_cast<float>(c))
+                    : std::isnormal(r) && std::isnormal(c);
+  if (!normal)
+    return false;
+  Tensor recip = t->dtype() == DType::F32
+                     ? Tensor::fromVector<float>(
+                           DType::F32, t->extents(),
+                           std::vector<float>(t->numElements(), static_cast<float>(r)))
+                     : Tensor::fromVector<double>(DType::F64, t->extents(),
+                                                  std::vector<double>(t->numElements(), r));
+  Value *rv = g.createNode(OpKind::Constant, {}, {recip.type()}, {{"value", Attribute(recip)}}, "",
+                           {n->operand(1)->name() + "_reciprocal"}, n)
+                  ->result();
+  Value *m = g.createNode(OpKind::Mul, {n->operand(0), rv}, {n->result()->type()}, {}, n->name(),
+                          {n->result()->name() + "_as_mul"}, n)
+                 ->result();
+  g.replaceAllUsesWith(n->result(), m);
+  return true;
+}
+
 /// neg(neg(x)) and not(not(x)).
 bool foldInvolution(Graph &g, Node *n) {
   if (n->kind() != OpKind::Neg && n->kind() != OpKind::Not)
@@ -106,6 +142,42 @@ bool foldTransposeChain(Graph &g, Node *n) {
   return true;
 }
 
+/// A transpose that moves only dims of extent 1 (the others keep their order) is a reshape:
+/// [1,197,768] -> [197,1,768] reorders no element. As a reshape it costs no copy (the buffer
+/// plan aliases it) and fuses as a view.
+bool foldUnitTranspose(Graph &g, Node *n) {
+  if (n->kind() != OpKind::Transpose || g.isOutput(n->result()))
+    return false;
+  std::optional<Extents> in = staticExtents(n->operand(0)->shape()),
+                         out = staticExtents(n->result()->shape());
+  if (!in || !out || in->size() != out->size())
+    return false;
+  const std::vector<int64_t> &perm = n->getInts("perm");
+  if (perm.size() != in->size())
+    return false;
+  int64_t last = -1;
+  bool moves = false;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    moves = moves || perm[i] != static_cast<int64_t>(i);
+    if ((*in)[perm[i]] == 1)
+      continue;
+    if (perm[i] < last)
+      return false;
+    last = perm[i];
+  }
+  if (!moves)
+    return false;
+  Tensor shape = Tensor::fromVector<int64_t>(DType::I64, {static_cast<int64_t>(out->size())}, *out);
+  Value *sv = g.createNode(OpKind::Constant, {}, {shape.type()}, {{"value", Attribute(shape)}}, "",
+                           {n->result()->name() + "_shape"}, n)
+                  ->result();
+  Value *r = g.createNode(OpKind::Reshape, {n->operand(0), sv}, {n->result()->type()}, {},
+                          n->name(), {n->result()->name() + "_reshaped"}, n)
+                 ->result();
+  g.replaceAllUsesWith(n->result(), r);
+  return true;
+}
+
 /// reshape(reshape(x, a), b) -> reshape(x, b) when b does not copy dims (no 0 entries, or
 /// allowzero) from the intermediate.
 bool foldReshapeChain(Graph &g, Node *n) {
@@ -127,7 +199,8 @@ bool foldReshapeChain(Graph &g, Node *n) {
 }
 
 const Pattern kPatterns[] = {foldIdentityArithmetic, foldInvolution,     foldNoopCast,
-                             foldNoopReshape,        foldTransposeChain, foldReshapeChain};
+                             foldNoopReshape,        foldTransposeChain, foldReshapeChain,
+                             foldUnitTranspose,      foldDivByPowerOfTwo};
 
 class CanonicalizePass : public Pass {
 public:
