@@ -433,6 +433,13 @@ Stmt accumulate(const std::string &name, Expr value) {
   return s;
 }
 
+Stmt accumulateIgnoringNaN(const std::string &name, DType t, Expr x, bool isMax) {
+  NNC_ASSERT(isFloat(t), "accumulateIgnoringNaN: {} is not a float type", dtypeName(t));
+  Stmt s = accumulate(name, op(isMax ? OpKind::Max : OpKind::Min, {var(name, t), std::move(x)}));
+  s->ignoresNaN = true;
+  return s;
+}
+
 Stmt ifThen(Expr cond, Stmt then, Stmt otherwise) {
   NNC_ASSERT(cond && then, "ifThen: missing condition or body");
   NNC_ASSERT(cond->type == DType::Bool, "ifThen: condition must be bool, got {}",

@@ -202,6 +202,7 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     tunedBySignature[tp.signature] = tuned;
     unitFlops += tp.flops;
   };
+  lowerOpts.onWork = [&](double flops) { unitFlops += flops; };
   // A loop node: its body's own launch plan appended as a loop (LoopPlan) over the body's
   // launches. Everything the body touches lives across all of its launches: the operands and
   // results, the body's arena (one request) and, per state, a second buffer. Iteration t

@@ -789,7 +789,27 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
       return;
     }
     Value *v;
-    {
+    if (s.ignoresNaN) {
+      // max(name, x) / min(name, x) whose NaN operands may be ignored: maxnum / minnum with
+      // nnan and nsz, which the loop vectorizer keeps in vector lanes (the target's max/min).
+      const kir::ExprNode &e = *s.value;
+      if (e.kind != kir::ExprKind::Op || (e.op != OpKind::Max && e.op != OpKind::Min) ||
+          e.args.size() != 2 || !isFloat(it->second.type)) {
+        fail("NaN-ignoring accumulation into '{}' is not a float max or min: {}", s.name,
+             printExpr(s.value));
+        return;
+      }
+      Value *x = emitExpr(e.args[0]), *y = error_ ? nullptr : emitExpr(e.args[1]);
+      if (error_)
+        return;
+      auto *call = b_.CreateBinaryIntrinsic(
+          e.op == OpKind::Max ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, x, y);
+      llvm::FastMathFlags fmf;
+      fmf.setNoNaNs();
+      fmf.setNoSignedZeros();
+      llvm::cast<llvm::Instruction>(call)->setFastMathFlags(fmf);
+      v = call;
+    } else {
       llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
       if (s.reassociate) {
         llvm::FastMathFlags fmf = b_.getFastMathFlags();

@@ -116,12 +116,16 @@ Expected<std::vector<kir::Kernel>> lowerAlongAxis(const Node &node, const std::s
     Expr hit = fop(OpKind::Equal, kir::var(k2), kir::var(best));
     row.push_back(kir::forLoop(k2, i64(n), put(k2, kir::select(hit, fimm(1, ct), fimm(0, ct)))));
   } else {
-    // Max (NaN propagates), sum of exp(x - max), then the outputs. A row of -inf, or with
-    // +inf or NaN, gives NaN as in the interpreter.
+    // Max, sum of exp(x - max), then the outputs. A row of -inf, or with +inf or NaN, gives
+    // NaN as in the interpreter. Over a contiguous row the maximum takes vector lanes and
+    // may ignore NaN operands: a NaN still makes its exp, the sum and so every output NaN
+    // (a +inf does through inf - inf), the results a NaN-propagating maximum gives.
     std::string m = kb.freshName("max"), s = kb.freshName("sum");
     Expr mv = kir::var(m, ct), sv = kir::var(s, ct);
     row.push_back(kir::decl(m, ct, fimm(-kInf, ct)));
-    row.push_back(kir::forLoop(k1, i64(n), kir::assign(m, fop(OpKind::Max, mv, x(k1)))));
+    row.push_back(kir::forLoop(k1, i64(n),
+                               inner == 1 ? kir::accumulateIgnoringNaN(m, ct, x(k1))
+                                          : kir::assign(m, fop(OpKind::Max, mv, x(k1)))));
     row.push_back(kir::decl(s, ct, fimm(0, ct)));
     // Softmax into a result of the compute type over contiguous rows: each exp once, kept in
     // the result while it is summed, then divided there (same values as exp(x - max) / sum).
@@ -154,6 +158,8 @@ Expected<std::vector<kir::Kernel>> lowerAlongAxis(const Node &node, const std::s
   Stmt body = kir::forLoop(r, i64(rows), kir::block(row));
   sc.rows(r, rows, rows * n);
   if (inner == 1) {
+    if (op != AxisOp::Hardmax) // the whole loop: its lanes keep partial maxima
+      sc.s.steps.push_back({Step::Vectorize, k1, 0, {}});
     if (expOnce)
       sc.vectorize(k2, n);
     sc.vectorize(op == AxisOp::Hardmax ? k2 : k3, n);

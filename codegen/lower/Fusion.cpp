@@ -603,7 +603,8 @@ constexpr int64_t kAttnRows = 32;
 
 Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, const GroupInfo &gi,
                                                        const std::string &prefix,
-                                                       const CpuTarget &cpu) {
+                                                       const tuning::LowerOptions &opts) {
+  const CpuTarget &cpu = opts.cpu;
   using lower::extentsOf;
   using lower::nnl::i64;
   const Node &mm1 = *u.anchor, &mm2 = *u.node;
@@ -630,6 +631,8 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, co
                      extentsStr(qe), extentsStr(ke), extentsStr(ve));
   if (B * S * E == 0)
     return std::vector<kir::Kernel>{};
+  if (opts.onWork)
+    opts.onWork(2.0 * double(B) * double(S) * double(T) * double(D + E));
   // Accumulators as the matmul lowering's (f32 for f32).
   DType acc1 = lower::nnl::accType(t, /*wide=*/false), acc2 = acc1;
   lower::KernelBuilder kb(mm2, prefix);
@@ -730,32 +733,14 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, co
       epi.push_back(kb.store(pb, blockAt(rr, j), kir::var(evn, t)));
       row.push_back(kir::forLoop(jv, i64(T), kir::block(epi)));
     }
-    // The row's maximum in `lanes` independent partial maxima (lane l takes the columns
-    // l mod lanes), combined at the end: a NaN-propagating max gives the same value in any
-    // order, and independent chains vectorize where one chain through every column did not.
-    int64_t lanes = std::min<int64_t>(16, T);
-    std::vector<std::string> part(lanes);
-    for (int64_t l = 0; l < lanes; ++l) {
-      part[l] = kb.freshName("mxl");
-      row.push_back(
-          kir::decl(part[l], t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
-    }
-    auto maxInto = [&](const std::string &acc, Expr col) {
-      return kir::assign(acc, kir::op(OpKind::Max, {kir::var(acc, t), ld(xb, blockAt(rr, col))}));
-    };
-    std::string jov = kb.freshName("jo"), jrv = kb.freshName("jr");
-    std::vector<Stmt> laneSteps;
-    for (int64_t l = 0; l < lanes; ++l)
-      laneSteps.push_back(maxInto(part[l], kir::add(kir::mul(kir::var(jov), i64(lanes)), i64(l))));
-    row.push_back(kir::forLoop(jov, i64(T / lanes), kir::block(laneSteps)));
-    if (T % lanes != 0)
-      row.push_back(kir::forLoop(
-          jrv, i64(T % lanes), maxInto(part[0], kir::add(i64(T / lanes * lanes), kir::var(jrv)))));
-    for (int64_t w = 1; w < lanes; w *= 2)
-      for (int64_t l = 0; l + w < lanes; l += 2 * w)
-        row.push_back(kir::assign(
-            part[l], kir::op(OpKind::Max, {kir::var(part[l], t), kir::var(part[l + w], t)})));
-    row.push_back(kir::decl(mxv, t, kir::var(part[0], t)));
+    // The row's maximum, in vector lanes: NaN operands may be ignored there, since a NaN
+    // score also makes its exp, the row's sum and so every result of the row NaN (as a +inf
+    // does through exp(inf - inf)), the same results as a NaN-propagating maximum gives.
+    std::string jmv = kb.freshName("jm");
+    row.push_back(kir::decl(mxv, t, kir::constant(-std::numeric_limits<double>::infinity(), t)));
+    row.push_back(kir::forLoop(
+        jmv, i64(T), kir::accumulateIgnoringNaN(mxv, t, ld(xb, blockAt(rr, kir::var(jmv))))));
+    sched.steps.push_back({kir::ScheduleStep::Vectorize, jmv, 0, {}});
     row.push_back(kir::decl(sumv, t, kir::constant(0, t)));
     Expr j2 = kir::var(j2v);
     row.push_back(kir::forLoop(
@@ -845,7 +830,7 @@ namespace lower {
 Expected<Kernels> lowerAttentionGroupUnit(const LoweringUnit &u, const std::string &prefix,
                                           const tuning::LowerOptions &opts) {
   NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
-  return lowerAttentionGroup(u, gi, prefix, opts.cpu);
+  return lowerAttentionGroup(u, gi, prefix, opts);
 }
 
 bool finishesInGemm(const LoweringUnit &u) {

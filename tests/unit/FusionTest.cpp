@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <tuple>
 
@@ -352,6 +353,66 @@ graph @g(%q: {0}[2,3,70,16], %kt: {0}[2,3,16,70], %v: {0}[2,3,70,24]) -> ({0}[2,
                                    t);
     EXPECT_EQ(checkFusedMatchesUnfused(text, 1), 1u) << t;
   }
+}
+
+TEST(FusionTest, SoftmaxRowsWithNaNAndInfinities) {
+  // The row maxima of softmax, log_softmax and the attention group take vector lanes that
+  // may ignore NaN: rows holding a NaN (first, in the vector body, in the scalar tail), a
+  // +inf, only -inf, or -inf among finite values must still give what the interpreter's
+  // NaN-propagating maximum gives (NaN rows where it has NaN, the same values elsewhere).
+  const char *text = R"(
+graph @g(%x: f32[6,37], %q: f32[1,2,40,16], %kt: f32[1,2,16,40], %v: f32[1,2,40,8])
+    -> (f32[6,37], f32[6,37], f32[1,2,40,8]) {
+  %sm = softmax(%x) {axis = -1} : f32[6,37]
+  %ls = log_softmax(%x) {axis = -1} : f32[6,37]
+  %s = matmul(%q, %kt) : f32[1,2,40,40]
+  %p = softmax(%s) {axis = -1} : f32[1,2,40,40]
+  %y = matmul(%p, %v) : f32[1,2,40,8]
+  return %sm, %ls, %y
+})";
+  std::unique_ptr<Graph> ref = parse(text);
+  ASSERT_TRUE(ref);
+  std::unique_ptr<Graph> fused = ref->clone();
+  PassContext ctx;
+  ctx.evaluate = interp();
+  ASSERT_FALSE(PassPipeline::defaultPipeline().run(*fused, ctx));
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < ref->inputs().size(); ++i)
+    inputs.push_back(random(*ref->inputs()[i], 11 + static_cast<unsigned>(i)));
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  float *x = inputs[0].data<float>();
+  x[0 * 37 + 0] = nan;   // row 0: NaN first
+  x[1 * 37 + 20] = nan;  // row 1: NaN in the vector body
+  x[2 * 37 + 36] = nan;  // row 2: NaN in the tail
+  x[3 * 37 + 5] = inf;   // row 3: +inf
+  for (int j = 0; j < 37; ++j)
+    x[4 * 37 + j] = -inf; // row 4: all -inf
+  x[5 * 37 + 9] = -inf;  // row 5: -inf among finite values
+  float *q = inputs[1].data<float>(), *kt = inputs[2].data<float>();
+  q[3 * 16 + 2] = nan;   // head 0, query 3: a NaN score row
+  kt[40 * 16 + 7 * 40 + 33] = inf; // head 1, key 33: infinite scores in every row
+  Expected<std::vector<Tensor>> want = interpret(*ref, inputs);
+  ASSERT_TRUE(want) << want.error().message();
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*fused, CpuOptions{});
+  ASSERT_TRUE(exe) << exe.error().message();
+  Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
+  ASSERT_TRUE(got) << got.error().message();
+  size_t nanCount = 0;
+  for (size_t k = 0; k < want->size(); ++k)
+    for (int64_t i = 0; i < (*want)[k].numElements(); ++i) {
+      double a = (*want)[k].elementAsDouble(i), b = (*got)[k].elementAsDouble(i);
+      nanCount += std::isnan(a);
+      if (std::isnan(a) || std::isnan(b))
+        EXPECT_EQ(std::isnan(a), std::isnan(b)) << "output " << k << " element " << i;
+      else if (std::isinf(a) || std::isinf(b)) // log_softmax of a -inf
+        EXPECT_EQ(a, b) << "output " << k << " element " << i;
+      else
+        EXPECT_LE(std::fabs(a - b), 1e-5 + 1e-3 * std::fabs(a)) << "output " << k << " element "
+                                                                 << i;
+    }
+  // Rows 0-4 of both softmaxes and the two attention heads' affected rows are NaN.
+  EXPECT_GE(nanCount, 2u * 5 * 37 + 8);
 }
 
 TEST(FusionTest, DecomposedLayerNorm) {

@@ -101,6 +101,10 @@ struct LowerOptions {
   std::function<void(const Problem &p, const Config &c)> onConfig;
   /// Called once per template choice (after the template's kernels are made).
   std::function<void(const TemplateChoice &c)> onTemplate;
+  /// Called with the floating-point work (flops) of GEMMs that lowering builds into a kernel
+  /// without a tunable problem of their own (the attention group's two), so a profile can
+  /// rate the kernel as the GEMMs reported through onTunable are.
+  std::function<void(double flops)> onWork;
   /// The CPU the kernels are generated for.
   CpuTarget cpu = CpuTarget::host();
   /// Set when the kernels are for this OpenCL device (its limits bound work-groups and

@@ -186,6 +186,11 @@ struct StmtNode {
   /// multiplications may be reassociated, so the loop around it may keep partial results in
   /// vector lanes. Never set on a GEMM tile (reassociation breaks its register blocking).
   bool reassociate = false;
+  /// Assign with `reassociate`, of a float max(name, x) or min(name, x): the reduction may
+  /// also ignore NaN operands (a NaN among the values gives NaN or any of them), so it
+  /// vectorizes as the target's max/min instructions. Only where a NaN reaches the result
+  /// along another path anyway: softmax's maximum, whose NaN also enters the sum of exps.
+  bool ignoresNaN = false;
   std::vector<Stmt> body;
   std::vector<Expr> args; ///< GemmTile: A offset, B offset, C offset, k extent (i64);
                           ///< VecStore: the lanes' values.
@@ -200,6 +205,8 @@ Stmt assign(const std::string &name, Expr value);
 /// An Assign with `reassociate` set: `name = value` where value combines `name` with new
 /// terms (sum, sum of squares, dot product) in an order that does not matter.
 Stmt accumulate(const std::string &name, Expr value);
+/// `name = max(name, x)` (`isMax`) or min, accumulated with `ignoresNaN` (see StmtNode).
+Stmt accumulateIgnoringNaN(const std::string &name, DType t, Expr x, bool isMax = true);
 Stmt ifThen(Expr cond, Stmt then, Stmt otherwise = nullptr);
 Stmt block(std::vector<Stmt> stmts);
 /// A work-group barrier (see StmtKind::Barrier).
