@@ -126,9 +126,13 @@ struct ConvTile {
 
 int64_t convTileMaxColumns(int64_t m, int64_t regs);
 
-/// Cycles of one multiply-add step of a tile of m blocks x r columns (chooseConvTile's model).
+/// Cycles of one multiply-add step of a tile of m blocks x r columns (chooseConvTile's model):
+/// at least 5 per accumulator chain, the FMA latency (4) and a cycle of slack. With exactly
+/// latency x 2 chains (m 4 x r 2) any load or loop cycle stalls them: the tuner on an AVX2
+/// Zen 3 chose m 2 x r 4-6 over m 4 x r 2 in each pointwise conv tried (7x7 and 14x14, 256 to
+/// 2048 channels; 2-10% faster), and ResNet-50 and EfficientNet-B0 ran 0-3% faster with it.
 double convStepCycles(int64_t m, int64_t r) {
-  return std::max({double(r * m) / 2, double(m + r) / 2, 4.0});
+  return std::max({double(r * m) / 2, double(m + r) / 2, 5.0});
 }
 
 /// The widest single-block tile: 14 columns (the AVX-512 cap; on AVX2, 14 accumulators, one
@@ -157,21 +161,24 @@ ColumnTiles bestSingleBlockColumns(int64_t ow, int64_t rmax) {
 
 /// Chooses the register tile of a row of `ow` columns and `mb` output blocks from a model of
 /// one multiply-add step (one input lane): R*M vector FMAs at two per cycle, M weight vector
-/// loads plus R broadcasts at two per cycle, and at least the FMA latency (4 cycles) per
-/// accumulator chain. `regs` block-wide vector registers hold the accumulators, a step's
+/// loads plus R broadcasts at two per cycle, and at least the FMA latency plus slack (5
+/// cycles) per accumulator chain. `regs` block-wide vector registers hold the accumulators, a step's
 /// weights and the broadcast (convTileMaxColumns); `canBlock(m)` says m blocks may share a
 /// tile (same group); the weights of a tile's blocks, reread for every row, must stay in L2.
-/// Ties go to fewer blocks.
-/// When one block per tile is the only choice (an odd block count: RegNet's 13 and 55; one
-/// block per group), its tiles take any width the registers allow, the cheapest by the same
+/// Ties go to fewer blocks. A block count m does not divide runs an edge tile of the
+/// remaining blocks (RegNet's 13 and 55 blocks as tiles of 2 and one of 1: the 440-channel
+/// pointwise conv on a 7x7 map took 0.31 ms with single-block tiles, 0.27 for 432 channels).
+/// When one block per tile is the only choice (one block per group), its tiles take any width the registers allow, the cheapest by the same
 /// model (ties to fewer tiles): a 7x7 map's 49 columns as 5 tiles of 10 rather than 9 of 6,
 /// whose 6 accumulator chains cannot cover the FMA latency (the tuner on RegNet-Y-400MF's
 /// 440-channel pointwise convs: 0.245 against 0.328 ms).
 ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
                         int64_t weightBytesPerBlock, int64_t l2Bytes,
                         const std::function<bool(int64_t)> &canBlock, bool pointwise) {
+  // m blocks per tile; when m does not divide mb, the last tile of each row takes the
+  // remaining mb % m blocks (an edge group of the same columns).
   auto admissible = [&](int64_t m, int64_t rmax) {
-    return mb % m == 0 && canBlock(m) && rmax >= 1 &&
+    return m <= mb && canBlock(m) && rmax >= 1 &&
            (m == 1 || m * weightBytesPerBlock <= l2Bytes * 3 / 4);
   };
   // Single-block tiles widen only for pointwise convs (no padded edge columns) where no
@@ -196,8 +203,9 @@ ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositio
       tiles = c.tiles;
       r = c.width;
     }
-    double step = convStepCycles(m, r);
-    double cost = double(mb / m) * double(tiles) * step;
+    double cost = double(mb / m) * double(tiles) * convStepCycles(m, r);
+    if (mb % m != 0)
+      cost += double(tiles) * convStepCycles(mb % m, r);
     if (bestCost < 0 || cost < bestCost - 1e-9) {
       bestCost = cost;
       best = {m, r, tiles, cost};
@@ -242,7 +250,7 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
     ConvTile t =
         chooseConvTile(ow * k, mb, regs, maxPositions, weightBytesPerBlock, l2Bytes, canBlock,
                        /*pointwise=*/true);
-    if (k > 1 && images * (mb / t.blocks) * (oh / k) < 8)
+    if (k > 1 && images * ((mb + t.blocks - 1) / t.blocks) * (oh / k) < 8)
       break;
     double cost = t.cost / double(k);
     if (bestCost < 0 || cost < bestCost - 1e-9) {
@@ -275,13 +283,21 @@ std::vector<int64_t> convTileWidths() {
   return v;
 }
 
+/// Whether m output blocks may share a register tile: all of them (an ungrouped conv, whose
+/// last tile of a row may hold fewer), or m dividing a group's blocks (a tile never spans
+/// two groups, whose inputs differ).
+bool blocksShareTile(int64_t m, int64_t mb, int64_t groupBlocks) {
+  return groupBlocks == mb || groupBlocks % m == 0;
+}
+
 bool convTileValid(const tuning::Config &c, const tuning::Problem &p) {
   if (!tuning::namesEveryKnob(convNchwcCpuSpace(), c) || p.dims.size() != kConvDims)
     return false;
   int64_t m = c.at("m"), r = c.at("r");
   if (p.dims[kDepthwise] != 0)
     return m == 1 && r <= std::max<int64_t>(p.dims[kOW], 1);
-  return p.dims[kMb] % m == 0 && p.dims[kGroupBlocks] % m == 0 &&
+  return m <= std::max<int64_t>(p.dims[kMb], 1) &&
+         blocksShareTile(m, p.dims[kMb], p.dims[kGroupBlocks]) &&
          r <= convTileMaxColumns(m, convTileRegisters(p.dims[kBlock], p.cpu)) &&
          r <= std::max<int64_t>(p.dims[kOW], 1);
 }
@@ -337,7 +353,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     mergedRows =
         convRowsToMerge(OH, OW, N, Mb, convTileRegisters(b, cpuOf(opts)), convTileMaxPositions(b),
                         Kc * bi * b * int64_t(dtypeSize(t)), cpuOf(opts).l2Bytes,
-                        [&](int64_t m) { return groupBlocks % m == 0; });
+                        [&](int64_t m) { return blocksShareTile(m, Mb, groupBlocks); });
   if (mergedRows > 1) {
     OH /= mergedRows;
     H = OH;
@@ -367,7 +383,9 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   ct.blocks = cfg.at("m");
   ct.positions = std::min(cfg.at("r"), OW);
   ct.tiles = (OW + ct.positions - 1) / ct.positions;
-  const int64_t M = ct.blocks, G = Mb / M;
+  // Groups of M output blocks; with Mb % M blocks left over, the last group of each row is
+  // an edge group of that many (same columns, fewer accumulators).
+  const int64_t M = ct.blocks, G = (Mb + M - 1) / M, fullGroups = Mb / M, edgeBlocks = Mb % M;
 
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), wb = kb.operand(1), bb = biasV ? kb.operand(2) : -1, ob = kb.result(0);
@@ -384,18 +402,19 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                   ? i64(0)
                   : kir::mul(kir::div(kir::mul(blockOf(0), i64(b)), i64(mg)), i64(Kc));
   bool hAlways = ah.padBegin == 0 && (OH - 1) * ah.stride + (KH - 1) * ah.dilation < H;
-  // One tile: output columns [ow0, ow0 + R) of row oh x the M blocks. `first` is ow0 when it
-  // is a constant (-1 inside a loop of interior tiles); then the columns outside the interior
-  // read their taps through a guard that gives 0 outside the input.
-  auto tile = [&](Expr ow0, int64_t first, int64_t R) -> Stmt {
+  // One tile: output columns [ow0, ow0 + R) of row oh x Mt blocks from the group's first.
+  // `first` is ow0 when it is a constant (-1 inside a loop of interior tiles); then the
+  // columns outside the interior read their taps through a guard that gives 0 outside the
+  // input.
+  auto tile = [&](Expr ow0, int64_t first, int64_t R, int64_t Mt) -> Stmt {
     std::vector<Stmt> s;
     std::vector<bool> guarded(R, false);
     for (int64_t r = 0; r < R; ++r)
       guarded[r] = first >= 0 && (first + r < g.lo || first + r >= g.hi);
     // accN[m][r][j]: block m, column r, lane j.
     std::vector<std::vector<std::vector<std::string>>> accN(
-        M, std::vector<std::vector<std::string>>(R, std::vector<std::string>(b)));
-    for (int64_t m = 0; m < M; ++m)
+        Mt, std::vector<std::vector<std::string>>(R, std::vector<std::string>(b)));
+    for (int64_t m = 0; m < Mt; ++m)
       for (int64_t r = 0; r < R; ++r)
         for (int64_t j = 0; j < b; ++j) {
           accN[m][r][j] = kb.freshName("c");
@@ -447,8 +466,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
           ci);
     };
     std::vector<Stmt> step;
-    std::vector<std::vector<std::string>> wN(M, std::vector<std::string>(b));
-    for (int64_t m = 0; m < M; ++m) {
+    std::vector<std::vector<std::string>> wN(Mt, std::vector<std::string>(b));
+    for (int64_t m = 0; m < Mt; ++m) {
       Expr row = wRow(m);
       for (int64_t j = 0; j < b; ++j) {
         wN[m][j] = kb.freshName("w");
@@ -468,7 +487,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
       for (int64_t r = 0; r < R; ++r) {
         std::string aN = kb.freshName("a");
         step.push_back(kir::decl(aN, acc, xLoad(r, ci)));
-        for (int64_t m = 0; m < M; ++m)
+        for (int64_t m = 0; m < Mt; ++m)
           for (int64_t j = 0; j < b; ++j)
             step.push_back(fma(accN[m][r][j], kir::var(aN, acc), wN[m][j]));
       }
@@ -477,7 +496,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     if (!hAlways)
       inner = kir::ifThen(inRange(ih, 0, H), inner);
     s.push_back(red.wrap(inner));
-    for (int64_t m = 0; m < M; ++m) {
+    for (int64_t m = 0; m < Mt; ++m) {
       Expr row = kir::add(kir::mul(kir::add(kir::mul(n, i64(Mb)), blockOf(m)), i64(OH)), oh);
       for (int64_t r = 0; r < R; ++r)
         for (int64_t j = 0; j < b; ++j) {
@@ -488,32 +507,38 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     }
     return kir::block(s);
   };
-  // The row's tiles: ct.tiles tiles of ct.positions columns, the last one possibly narrower.
-  // Runs of equal, interior tiles become one loop; the others (the edges) are emitted with
-  // their constant first column and guards on the columns that reach into the padding.
+  // The row's tiles of Mt blocks: ct.tiles tiles of ct.positions columns, the last one
+  // possibly narrower. Runs of equal, interior tiles become one loop; the others (the edges)
+  // are emitted with their constant first column and guards on the columns that reach into
+  // the padding.
   int64_t R = ct.positions;
-  std::vector<Stmt> row;
-  for (int64_t i = 0; i < ct.tiles;) {
-    int64_t first = i * R, width = std::min(R, OW - first);
-    auto interior = [&](int64_t k) {
-      int64_t f = k * R;
-      return f >= g.lo && f + R <= g.hi && f + R <= OW;
-    };
-    int64_t j = i;
-    while (j < ct.tiles && interior(j))
-      ++j;
-    if (j - i >= 2) {
-      std::string v = kb.freshName("t");
-      row.push_back(kir::forLoop(v, i64(j - i),
-                                 tile(kir::add(i64(first), kir::mul(kir::var(v), i64(R))), -1, R)));
-      i = j;
-      continue;
+  auto rowOf = [&](int64_t Mt) {
+    std::vector<Stmt> row;
+    for (int64_t i = 0; i < ct.tiles;) {
+      int64_t first = i * R, width = std::min(R, OW - first);
+      auto interior = [&](int64_t k) {
+        int64_t f = k * R;
+        return f >= g.lo && f + R <= g.hi && f + R <= OW;
+      };
+      int64_t j = i;
+      while (j < ct.tiles && interior(j))
+        ++j;
+      if (j - i >= 2) {
+        std::string v = kb.freshName("t");
+        row.push_back(kir::forLoop(
+            v, i64(j - i), tile(kir::add(i64(first), kir::mul(kir::var(v), i64(R))), -1, R, Mt)));
+        i = j;
+        continue;
+      }
+      row.push_back(tile(i64(first), first, width, Mt));
+      ++i;
     }
-    row.push_back(tile(i64(first), first, width));
-    ++i;
-  }
+    return kir::block(row);
+  };
+  Stmt body = edgeBlocks == 0 ? rowOf(M)
+                              : kir::ifThen(kir::lt(o, i64(fullGroups)), rowOf(M), rowOf(edgeBlocks));
   int64_t work = N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW;
-  return Kernels{kb.finish(outer.wrap(kir::block(row)), parallelOuter(outer, work))};
+  return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
 }
 
 const tuning::Space &convNchwcCpuSpace() {
@@ -521,8 +546,10 @@ const tuning::Space &convNchwcCpuSpace() {
     tuning::Space s;
     s.kind = "conv_nchwc_cpu";
     // 2: pointwise convs merge rows (their r counts merged columns); 3: the problem says
-    // whether the conv is pointwise (wide single-block tiles)
-    s.version = 3;
+    // whether the conv is pointwise (wide single-block tiles); 4: m need not divide the
+    // output blocks of an ungrouped conv (an edge tile takes the rest), which earlier tuning
+    // never measured
+    s.version = 4;
     s.knobs = {
         {"m", {1, 2, 4}, "output channel blocks of a register tile"},
         {"r", convTileWidths(),
@@ -535,7 +562,9 @@ const tuning::Space &convNchwcCpuSpace() {
         return tuning::Config{{"m", 1}, {"r", std::min<int64_t>(4, std::max<int64_t>(ow, 1))}};
       ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
                                    p.dims[kWeightBytes], p.cpu.l2Bytes,
-                                   [&](int64_t m) { return p.dims[kGroupBlocks] % m == 0; },
+                                   [&](int64_t m) {
+                                     return blocksShareTile(m, mb, p.dims[kGroupBlocks]);
+                                   },
                                    p.dims[kPointwise] != 0);
       return tuning::Config{{"m", ct.blocks}, {"r", ct.positions}};
     };

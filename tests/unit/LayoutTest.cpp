@@ -179,6 +179,10 @@ TEST(LayoutTest, ConvConfigurationsMatchInterpreter) {
       // groups of 4 channels (half a block of 8), reading the channels they write: regrouped
       // into one group per block, stride 2
       {1, 24, 7, 9, 24, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6, true, ""},
+      // odd output block counts (13, 5): tiles of several blocks and an edge tile of the
+      // rest, pointwise on a 7x7 map and 3x3 with guarded edge columns
+      {1, 16, 7, 7, 104, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true, ""},
+      {2, 8, 6, 13, 40, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
   };
   for (const ConvCase &k : cases) {
     int64_t oh = outSize(k.h, k.kh, k.strides[0], k.pads[0], k.pads[2], k.dilations[0]);
@@ -195,9 +199,11 @@ TEST(LayoutTest, ConvConfigurationsMatchInterpreter) {
     Counts c = checkLayout(convGraph(same, 6, 9), b);
     EXPECT_EQ(c.blockedConvs, 1);
   }
-  // Block 16 (the AVX-512 register tiles): a wide row with two and four blocks per tile.
+  // Block 16 (the AVX-512 register tiles): a wide row with two and four blocks per tile, and
+  // 7 blocks (112 channels) as tiles of several and an edge tile.
   for (ConvCase wide : {ConvCase{1, 16, 3, 61, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
-                        ConvCase{1, 32, 5, 7, 128, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""}}) {
+                        ConvCase{1, 32, 5, 7, 128, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+                        ConvCase{1, 32, 5, 9, 112, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""}}) {
     Counts c = checkLayout(convGraph(wide, wide.h, wide.w), 16);
     EXPECT_EQ(c.blockedConvs, 1);
   }

@@ -209,19 +209,19 @@ std::vector<tuning::Config> convConfigs(const std::string &text) {
 }
 
 TEST(Templates, ConvTilesOfOneBlock) {
-  // 104 channels are 13 blocks of 8: a tile has one block. A pointwise conv on a 7x7 map
-  // (49 columns, rows merged) then takes 10-column tiles (5 of them), where 6 columns (9
-  // tiles) left the FMA latency uncovered; a 3x3 group conv of one block per group keeps
-  // tiles of at most 6 columns (its edge columns are guarded), and 8 blocks (64 channels)
-  // still share tiles.
+  // 104 channels are 13 blocks of 8. A pointwise conv on a 7x7 map takes tiles of 2 blocks
+  // and one edge tile of the 13th (on 440 channels, 55 blocks, single-block tiles 10 columns
+  // wide ran 8% slower; 13% on a 14x14 map); a 3x3 group conv of one block per group has tiles of one block,
+  // at most 6 columns (its edge columns are guarded), and 8 blocks (64 channels) share
+  // tiles.
   auto one = [](int64_t c, int64_t k, int64_t group) {
     std::vector<tuning::Config> cs = convConfigs(convGraph(c, c, 7, k, 1, group));
     EXPECT_EQ(cs.size(), 1u);
     return cs.empty() ? tuning::Config{} : cs[0];
   };
   tuning::Config pw = one(104, 1, 1);
-  EXPECT_EQ(pw["m"], 1);
-  EXPECT_EQ(pw["r"], 10);
+  EXPECT_EQ(pw["m"], 2);
+  EXPECT_GE(pw["r"], 4);
   tuning::Config grouped = one(104, 3, 13);
   EXPECT_EQ(grouped["m"], 1);
   EXPECT_LE(grouped["r"], 6);
