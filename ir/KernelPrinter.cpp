@@ -132,9 +132,10 @@ struct Printer {
       out += fmt::format("{}var {}: {} = {}\n", pad, s->name, dtypeName(s->type), expr(s->value));
       return;
     case StmtKind::Assign:
-      out += fmt::format("{}{} {} {}\n", pad, s->name, s->ignoresNaN    ? "=reassoc,ignore-nan"
-                                                  : s->reassociate ? "=reassoc"
-                                                                   : "=",
+      out += fmt::format("{}{} {} {}\n", pad, s->name,
+                         s->ignoresNaN    ? "=reassoc,ignore-nan"
+                         : s->reassociate ? "=reassoc"
+                                          : "=",
                          expr(s->value));
       return;
     case StmtKind::If:

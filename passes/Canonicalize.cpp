@@ -73,12 +73,12 @@ bool foldDivByPowerOfTwo(Graph &g, Node *n) {
                     : std::isnormal(r) && std::isnormal(c);
   if (!normal)
     return false;
-  Tensor recip = t->dtype() == DType::F32
-                     ? Tensor::fromVector<float>(
-                           DType::F32, t->extents(),
-                           std::vector<float>(t->numElements(), static_cast<float>(r)))
-                     : Tensor::fromVector<double>(DType::F64, t->extents(),
-                                                  std::vector<double>(t->numElements(), r));
+  Tensor recip =
+      t->dtype() == DType::F32
+          ? Tensor::fromVector<float>(DType::F32, t->extents(),
+                                      std::vector<float>(t->numElements(), static_cast<float>(r)))
+          : Tensor::fromVector<double>(DType::F64, t->extents(),
+                                       std::vector<double>(t->numElements(), r));
   Value *rv = g.createNode(OpKind::Constant, {}, {recip.type()}, {{"value", Attribute(recip)}}, "",
                            {n->operand(1)->name() + "_reciprocal"}, n)
                   ->result();

@@ -126,13 +126,9 @@ struct ConvTile {
 
 int64_t convTileMaxColumns(int64_t m, int64_t regs);
 
-/// Cycles of one multiply-add step of a tile of m blocks x r columns (chooseConvTile's model):
-/// at least 5 per accumulator chain, the FMA latency (4) and a cycle of slack. With exactly
-/// latency x 2 chains (m 4 x r 2) any load or loop cycle stalls them: the tuner on an AVX2
-/// Zen 3 chose m 2 x r 4-6 over m 4 x r 2 in each pointwise conv tried (7x7 and 14x14, 256 to
-/// 2048 channels; 2-10% faster), and ResNet-50 and EfficientNet-B0 ran 0-3% faster with it.
+/// Cycles of one multiply-add step of a tile of m blocks x r columns (chooseConvTile's model).
 double convStepCycles(int64_t m, int64_t r) {
-  return std::max({double(r * m) / 2, double(m + r) / 2, 5.0});
+  return std::max({double(r * m) / 2, double(m + r) / 2, 4.0});
 }
 
 /// The widest single-block tile: 14 columns (the AVX-512 cap; on AVX2, 14 accumulators, one
@@ -161,17 +157,18 @@ ColumnTiles bestSingleBlockColumns(int64_t ow, int64_t rmax) {
 
 /// Chooses the register tile of a row of `ow` columns and `mb` output blocks from a model of
 /// one multiply-add step (one input lane): R*M vector FMAs at two per cycle, M weight vector
-/// loads plus R broadcasts at two per cycle, and at least the FMA latency plus slack (5
-/// cycles) per accumulator chain. `regs` block-wide vector registers hold the accumulators, a step's
-/// weights and the broadcast (convTileMaxColumns); `canBlock(m)` says m blocks may share a
+/// loads plus R broadcasts at two per cycle, and at least the FMA latency (4 cycles) per
+/// accumulator chain. `regs` block-wide vector registers hold the accumulators, a
+/// step's weights and the broadcast (convTileMaxColumns); `canBlock(m)` says m blocks may share a
 /// tile (same group); the weights of a tile's blocks, reread for every row, must stay in L2.
-/// Ties go to fewer blocks. A block count m does not divide runs an edge tile of the
+/// Ties go to fewer blocks. When m does not divide the block count, the last tile takes the
 /// remaining blocks (RegNet's 13 and 55 blocks as tiles of 2 and one of 1: the 440-channel
-/// pointwise conv on a 7x7 map took 0.31 ms with single-block tiles, 0.27 for 432 channels).
-/// When one block per tile is the only choice (one block per group), its tiles take any width the registers allow, the cheapest by the same
-/// model (ties to fewer tiles): a 7x7 map's 49 columns as 5 tiles of 10 rather than 9 of 6,
-/// whose 6 accumulator chains cannot cover the FMA latency (the tuner on RegNet-Y-400MF's
-/// 440-channel pointwise convs: 0.245 against 0.328 ms).
+/// pointwise conv on a 7x7 map took 0.260 ms with single-block tiles, 0.239 with these).
+/// When one block per tile is the only choice of a pointwise conv (one output block, or groups
+/// of one block), its tiles take any width the registers allow, the cheapest by the same model
+/// (ties to fewer tiles): a 7x7 map's 49 columns as 5 tiles of 10 rather than 9 of 6, whose 6
+/// accumulator chains cannot cover the FMA latency (the tuner on RegNet-Y-400MF's 440-channel
+/// pointwise convs, before edge tiles: 0.245 against 0.328 ms).
 ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
                         int64_t weightBytesPerBlock, int64_t l2Bytes,
                         const std::function<bool(int64_t)> &canBlock, bool pointwise) {
@@ -535,8 +532,9 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     }
     return kir::block(row);
   };
-  Stmt body = edgeBlocks == 0 ? rowOf(M)
-                              : kir::ifThen(kir::lt(o, i64(fullGroups)), rowOf(M), rowOf(edgeBlocks));
+  Stmt body = edgeBlocks == 0
+                  ? rowOf(M)
+                  : kir::ifThen(kir::lt(o, i64(fullGroups)), rowOf(M), rowOf(edgeBlocks));
   int64_t work = N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW;
   return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
 }
@@ -560,12 +558,10 @@ const tuning::Space &convNchwcCpuSpace() {
       int64_t mb = p.dims[kMb], ow = p.dims[kOW], b = p.dims[kBlock];
       if (p.dims[kDepthwise] != 0)
         return tuning::Config{{"m", 1}, {"r", std::min<int64_t>(4, std::max<int64_t>(ow, 1))}};
-      ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
-                                   p.dims[kWeightBytes], p.cpu.l2Bytes,
-                                   [&](int64_t m) {
-                                     return blocksShareTile(m, mb, p.dims[kGroupBlocks]);
-                                   },
-                                   p.dims[kPointwise] != 0);
+      ConvTile ct = chooseConvTile(
+          ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b), p.dims[kWeightBytes],
+          p.cpu.l2Bytes, [&](int64_t m) { return blocksShareTile(m, mb, p.dims[kGroupBlocks]); },
+          p.dims[kPointwise] != 0);
       return tuning::Config{{"m", ct.blocks}, {"r", ct.positions}};
     };
     return s;

@@ -382,15 +382,15 @@ graph @g(%x: f32[6,37], %q: f32[1,2,40,16], %kt: f32[1,2,16,40], %v: f32[1,2,40,
   const float nan = std::numeric_limits<float>::quiet_NaN(),
               inf = std::numeric_limits<float>::infinity();
   float *x = inputs[0].data<float>();
-  x[0 * 37 + 0] = nan;   // row 0: NaN first
-  x[1 * 37 + 20] = nan;  // row 1: NaN in the vector body
-  x[2 * 37 + 36] = nan;  // row 2: NaN in the tail
-  x[3 * 37 + 5] = inf;   // row 3: +inf
+  x[0 * 37 + 0] = nan;  // row 0: NaN first
+  x[1 * 37 + 20] = nan; // row 1: NaN in the vector body
+  x[2 * 37 + 36] = nan; // row 2: NaN in the tail
+  x[3 * 37 + 5] = inf;  // row 3: +inf
   for (int j = 0; j < 37; ++j)
     x[4 * 37 + j] = -inf; // row 4: all -inf
-  x[5 * 37 + 9] = -inf;  // row 5: -inf among finite values
+  x[5 * 37 + 9] = -inf;   // row 5: -inf among finite values
   float *q = inputs[1].data<float>(), *kt = inputs[2].data<float>();
-  q[3 * 16 + 2] = nan;   // head 0, query 3: a NaN score row
+  q[3 * 16 + 2] = nan;             // head 0, query 3: a NaN score row
   kt[40 * 16 + 7 * 40 + 33] = inf; // head 1, key 33: infinite scores in every row
   Expected<std::vector<Tensor>> want = interpret(*ref, inputs);
   ASSERT_TRUE(want) << want.error().message();
@@ -408,8 +408,8 @@ graph @g(%x: f32[6,37], %q: f32[1,2,40,16], %kt: f32[1,2,16,40], %v: f32[1,2,40,
       else if (std::isinf(a) || std::isinf(b)) // log_softmax of a -inf
         EXPECT_EQ(a, b) << "output " << k << " element " << i;
       else
-        EXPECT_LE(std::fabs(a - b), 1e-5 + 1e-3 * std::fabs(a)) << "output " << k << " element "
-                                                                 << i;
+        EXPECT_LE(std::fabs(a - b), 1e-5 + 1e-3 * std::fabs(a))
+            << "output " << k << " element " << i;
     }
   // Rows 0-4 of both softmaxes and the two attention heads' affected rows are NaN.
   EXPECT_GE(nanCount, 2u * 5 * 37 + 8);

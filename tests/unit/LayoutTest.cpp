@@ -201,9 +201,10 @@ TEST(LayoutTest, ConvConfigurationsMatchInterpreter) {
   }
   // Block 16 (the AVX-512 register tiles): a wide row with two and four blocks per tile, and
   // 7 blocks (112 channels) as tiles of several and an edge tile.
-  for (ConvCase wide : {ConvCase{1, 16, 3, 61, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
-                        ConvCase{1, 32, 5, 7, 128, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
-                        ConvCase{1, 32, 5, 9, 112, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""}}) {
+  for (ConvCase wide :
+       {ConvCase{1, 16, 3, 61, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+        ConvCase{1, 32, 5, 7, 128, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+        ConvCase{1, 32, 5, 9, 112, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""}}) {
     Counts c = checkLayout(convGraph(wide, wide.h, wide.w), 16);
     EXPECT_EQ(c.blockedConvs, 1);
   }

@@ -211,8 +211,8 @@ std::vector<tuning::Config> convConfigs(const std::string &text) {
 TEST(Templates, ConvTilesOfOneBlock) {
   // 104 channels are 13 blocks of 8. A pointwise conv on a 7x7 map takes tiles of 2 blocks
   // and one edge tile of the 13th (on 440 channels, 55 blocks, single-block tiles 10 columns
-  // wide ran 8% slower; 13% on a 14x14 map); a 3x3 group conv of one block per group has tiles of one block,
-  // at most 6 columns (its edge columns are guarded), and 8 blocks (64 channels) share
+  // wide ran 8% slower; 13% on a 14x14 map); a 3x3 group conv of one block per group has tiles of
+  // one block, at most 6 columns (its edge columns are guarded), and 8 blocks (64 channels) share
   // tiles.
   auto one = [](int64_t c, int64_t k, int64_t group) {
     std::vector<tuning::Config> cs = convConfigs(convGraph(c, c, 7, k, 1, group));
