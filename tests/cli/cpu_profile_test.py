@@ -6,7 +6,8 @@ kernel of the executable, each naming the graph nodes it computes (every node of
 is named by some kernel), the kernel times are positive and their sum is at most the run's
 median plus what profiling adds (they are timed inside the runs); the GEMMs report GFLOP/s and
 the others GB/s; the peak figures are positive and kept in the cache folder for the next run;
-`--trace` writes a Chrome trace with one complete event per kernel in launch order. Bad use
+`--trace` writes a Chrome trace with one complete event per kernel in launch order. A fused
+softmax(Q K^T) V group reports its two GEMMs' work (2 B S T (D + E) flops). Bad use
 (`--trace` on interp, an unwritable trace path) fails with one message.
 
 Usage: cpu_profile_test.py NNC_BINARY
@@ -36,6 +37,13 @@ MODEL = """graph @m(%%x: f32[1,8,10,10]) -> (f32[1,16,10]) {
   return %%y
 }
 """ % (dense(16 * 8 * 9, 0.05), dense(16, 0.1), dense(100, 0.1))
+ATTENTION = """graph @a(%q: f32[2,40,16], %kt: f32[2,16,40], %v: f32[2,40,8]) -> (f32[2,40,8]) {
+  %s = matmul(%q, %kt) : f32[2,40,40] @"attn/qk"
+  %p = softmax(%s) {axis = -1} : f32[2,40,40] @"attn/softmax"
+  %y = matmul(%p, %v) : f32[2,40,8] @"attn/pv"
+  return %y
+}
+"""
 failures = []
 
 
@@ -95,6 +103,19 @@ with tempfile.TemporaryDirectory() as tmp:
     r = nnc(["bench", model, "--threads", "1", "--iterations", "5", "--profile"], env)
     check(r.returncode == 0 and "profile on cpu, 5 runs" in r.stdout and "[block/conv" in r.stdout,
           "the table names the runs and the nodes: " + r.stdout + r.stderr)
+    # The attention group: one kernel for the three nodes, rated by its GEMMs' flops.
+    attn = os.path.join(tmp, "a.nir")
+    with open(attn, "w") as f:
+        f.write(ATTENTION)
+    r = nnc(["bench", attn, "--threads", "1", "--iterations", "5", "--profile", "--json"], env)
+    check(r.returncode == 0, "bench --profile of the attention model exits 0: " + r.stderr)
+    if r.returncode == 0:
+        ks = json.loads(r.stdout.strip().splitlines()[-1])["profile"]["kernels"]
+        group = [k for k in ks if "attn/qk" in k["sources"]]
+        check(len(group) == 1 and "attn/pv" in group[0]["sources"], "one attention kernel: %s" % ks)
+        if group:
+            check("gflops" in group[0] and group[0]["flops"] == 2 * 2 * 40 * 40 * (16 + 8),
+                  "the attention kernel's flops: %s" % group[0])
     r = nnc(["bench", model, "--target", "interp", "--trace", trace], env)
     check(r.returncode != 0 and "--trace" in r.stderr, "--trace on interp is refused: " + r.stderr)
     r = nnc(["bench", model, "--iterations", "2", "--trace", os.path.join(tmp, "no", "dir", "t.json")],
