@@ -158,8 +158,8 @@ ColumnTiles bestSingleBlockColumns(int64_t ow, int64_t rmax) {
 /// Chooses the register tile of a row of `ow` columns and `mb` output blocks from a model of
 /// one multiply-add step (one input lane): R*M vector FMAs at two per cycle, M weight vector
 /// loads plus R broadcasts at two per cycle, and at least the FMA latency (4 cycles) per
-/// accumulator chain. `regs` block-wide vector registers hold the accumulators, a
-/// step's weights and the broadcast (convTileMaxColumns); `canBlock(m)` says m blocks may share a
+/// accumulator chain. `regs` block-wide vector registers hold the accumulators, a step's
+/// weights and the broadcast (convTileMaxColumns); `canBlock(m)` says m blocks may share a
 /// tile (same group); the weights of a tile's blocks, reread for every row, must stay in L2.
 /// Ties go to fewer blocks. When m does not divide the block count, the last tile takes the
 /// remaining blocks (RegNet's 13 and 55 blocks as tiles of 2 and one of 1: the 440-channel
