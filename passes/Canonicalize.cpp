@@ -53,10 +53,10 @@ bool foldIdentityArithmetic(Graph &g, Node *n) {
   }
 }
 
-/// x / c -> x * (1 / c) for a constant c whose every element is one power of two of f32 or
-/// f64 with a normal reciprocal (attention's 1/sqrt(64) scaling): x * 2^-k is exactly the
-/// real value x / 2^k, which both then round alike, for every x (infinities, NaN and
-/// subnormals included), and a multiply is several times cheaper than a divide.
+/// x / c -> x * (1 / c) for a constant c whose every element is one normal power of two of
+/// f32 or f64 with a normal reciprocal (attention's 1/sqrt(64) scaling): x * 2^-k is exactly
+/// the real value x / 2^k, which both then round alike, for every x (infinities, NaN and
+/// subnormal x included), and a multiply is several times cheaper than a divide.
 bool foldDivByPowerOfTwo(Graph &g, Node *n) {
   if (n->kind() != OpKind::Div || g.isOutput(n->result()))
     return false;
