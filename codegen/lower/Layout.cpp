@@ -8,10 +8,12 @@
 // the kernel rows (skipped when outside the input) and columns and the b input lanes; each
 // step loads M vectors of b packed weights w[ob, icb, kh, kw, ci, 0..b) and one input value
 // per column, and does R x M x b multiply-adds. Tiles whose taps all lie inside the input run
-// in a loop without guards; the edge tiles have constant first columns, and only their
-// columns that reach into the padding read through a guard (0 outside the input). Depthwise
-// convs (in_block 1, group = channels) multiply lane j of the input by lane j of the weight;
-// a plain [N, C, H, W] input (in_block 1, group 1) is read directly.
+// in a loop; the edge tiles have constant first columns, and their kernel columns split into
+// runs where the same tile columns read inside the input (those alone multiply: no guards).
+// The reduction over input blocks may run in passes (the `kc` knob), each over the row's
+// tiles, so that a tile's weights for one pass stay in L1; partial sums wait in scratch.
+// Depthwise convs (in_block 1, group = channels) multiply lane j of the input by lane j of
+// the weight; a plain [N, C, H, W] input (in_block 1, group 1) is read directly.
 #include <algorithm>
 #include <functional>
 
@@ -155,12 +157,36 @@ ColumnTiles bestSingleBlockColumns(int64_t ow, int64_t rmax) {
   return best;
 }
 
+/// Whether m output blocks may share a register tile: all of them (an ungrouped conv, whose
+/// last tile of a row may hold fewer), or m dividing a group's blocks (a tile never spans
+/// two groups, whose inputs differ).
+bool blocksShareTile(int64_t m, int64_t mb, int64_t groupBlocks) {
+  return groupBlocks == mb || groupBlocks % m == 0;
+}
+
+/// The block counts of the register tiles chooseConvTile weighs: 1, 2 and 4 for an ungrouped
+/// conv (`groupBlocks` == mb; a row's last tile takes the remaining blocks), else the divisors
+/// of a group's blocks up to 8 (a tile never spans two groups). RegNet's groups of 24 channels
+/// are 3 blocks of 8 lanes: tiles of one block, 6 accumulators and 7 loads per 6 multiply-adds,
+/// ran its 3x3 group convs at 60% of ONNX Runtime's speed; tiles of 3 blocks x 4 columns hold
+/// 12 accumulators for 7 loads.
+std::vector<int64_t> convTileBlockCounts(int64_t mb, int64_t groupBlocks) {
+  if (groupBlocks == mb)
+    return {1, 2, 4};
+  std::vector<int64_t> v;
+  for (int64_t m = 1; m <= std::min<int64_t>(groupBlocks, 8); ++m)
+    if (groupBlocks % m == 0)
+      v.push_back(m);
+  return v;
+}
+
 /// Chooses the register tile of a row of `ow` columns and `mb` output blocks from a model of
 /// one multiply-add step (one input lane): R*M vector FMAs at two per cycle, M weight vector
 /// loads plus R broadcasts at two per cycle, and at least the FMA latency (4 cycles) per
 /// accumulator chain. `regs` block-wide vector registers hold the accumulators, a step's
-/// weights and the broadcast (convTileMaxColumns); `canBlock(m)` says m blocks may share a
-/// tile (same group); the weights of a tile's blocks, reread for every row, must stay in L2.
+/// weights and the broadcast (convTileMaxColumns); tiles hold convTileBlockCounts blocks
+/// (`groupBlocks` output blocks per group); the weights of a tile's blocks, reread for every
+/// row, must stay in L2.
 /// Ties go to fewer blocks. When m does not divide the block count, the last tile takes the
 /// remaining blocks (RegNet's 13 and 55 blocks as tiles of 2 and one of 1: the 440-channel
 /// pointwise conv on a 7x7 map took 0.260 ms with single-block tiles, 0.239 with these).
@@ -170,24 +196,25 @@ ColumnTiles bestSingleBlockColumns(int64_t ow, int64_t rmax) {
 /// accumulator chains cannot cover the FMA latency (the tuner on RegNet-Y-400MF's 440-channel
 /// pointwise convs, before edge tiles: 0.245 against 0.328 ms).
 ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
-                        int64_t weightBytesPerBlock, int64_t l2Bytes,
-                        const std::function<bool(int64_t)> &canBlock, bool pointwise) {
+                        int64_t weightBytesPerBlock, int64_t l2Bytes, int64_t groupBlocks,
+                        bool pointwise) {
+  std::vector<int64_t> counts = convTileBlockCounts(mb, groupBlocks);
   // m blocks per tile; when m does not divide mb, the last tile of each row takes the
   // remaining mb % m blocks (an edge group of the same columns).
   auto admissible = [&](int64_t m, int64_t rmax) {
-    return m <= mb && canBlock(m) && rmax >= 1 &&
-           (m == 1 || m * weightBytesPerBlock <= l2Bytes * 3 / 4);
+    return m <= mb && rmax >= 1 && (m == 1 || m * weightBytesPerBlock <= l2Bytes * 3 / 4);
   };
   // Single-block tiles widen only for pointwise convs (no padded edge columns) where no
   // multi-block tile is possible: where both are, the wide single-block tile ties the model
   // and measured slower (RegNet's stride-2 projections: m 1 x r 14 against m 2 x r 6, +20%),
   // and so did RegNet's 3x3 group convs of one block per group (r 14 against 5: +10-20%).
   bool onlySingle = pointwise;
-  for (int64_t m : {int64_t(2), int64_t(4)})
-    onlySingle = onlySingle && !admissible(m, std::min(convTileMaxColumns(m, regs), maxPositions));
+  for (int64_t m : counts)
+    onlySingle = onlySingle &&
+                 (m == 1 || !admissible(m, std::min(convTileMaxColumns(m, regs), maxPositions)));
   ConvTile best;
   double bestCost = -1;
-  for (int64_t m : {int64_t(1), int64_t(2), int64_t(4)}) {
+  for (int64_t m : counts) {
     int64_t rmax = std::min(convTileMaxColumns(m, regs), maxPositions);
     if (m == 1 && onlySingle)
       rmax = std::min(convTileMaxColumns(1, regs), kConvTileMaxSingleColumns);
@@ -238,14 +265,14 @@ int64_t convTileMaxPositions(int64_t b) {
 /// least 8 items (rows x tiles' channel groups) for the parallel loop. Ties go to fewer rows.
 int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int64_t regs,
                         int64_t maxPositions, int64_t weightBytesPerBlock, int64_t l2Bytes,
-                        const std::function<bool(int64_t)> &canBlock) {
+                        int64_t groupBlocks) {
   int64_t best = 1;
   double bestCost = -1;
   for (int64_t k = 1; k <= oh; ++k) {
     if (oh % k != 0)
       continue;
     ConvTile t =
-        chooseConvTile(ow * k, mb, regs, maxPositions, weightBytesPerBlock, l2Bytes, canBlock,
+        chooseConvTile(ow * k, mb, regs, maxPositions, weightBytesPerBlock, l2Bytes, groupBlocks,
                        /*pointwise=*/true);
     if (k > 1 && images * ((mb + t.blocks - 1) / t.blocks) * (oh / k) < 8)
       break;
@@ -260,7 +287,7 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
 
 // The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
-// bytes of one output block, pointwise}.
+// bytes of one output block, pointwise, input blocks of a group}.
 enum ConvDim {
   kMb,
   kOW,
@@ -269,8 +296,34 @@ enum ConvDim {
   kDepthwise,
   kWeightBytes,
   kPointwise, ///< 1x1, stride 1, no padding (rows may merge)
+  kKc,        ///< the reduction's input blocks (input channels when the input is plain)
   kConvDims
 };
+
+/// Values of the `kc` knob: input blocks per pass over a row (0: all of them in one pass).
+std::vector<int64_t> convPassBlocks() {
+  return {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+}
+
+/// Input blocks per pass for tiles of m output blocks: all of them (0) when the tile's
+/// weights for the whole reduction fit in half the L1 data cache, else the largest count of
+/// convPassBlocks whose weights do (at least 1). A tile rereads its weights for every column
+/// tile of the row, each weight vector serving only r columns (m 4 x r 2 on AVX2: 8
+/// multiply-adds per 4 weight loads), so they must come from L1, not L2. `weightBytes` is one
+/// output block's packed weights over `kc` input blocks. On a 2-core EPYC (AVX2), sums of
+/// per-kernel minima over 4-5 runs: ResNet-50's convs 101.2 -> 95.6 ms, Inception-v3's
+/// 133.4 -> 124.0 ms, RegNet-Y-1.6GF's 48.5 -> 45.0 ms.
+int64_t convDefaultPassBlocks(int64_t m, int64_t kc, int64_t weightBytes, int64_t l1Bytes) {
+  int64_t perBlock = std::max<int64_t>(1, m * weightBytes / std::max<int64_t>(kc, 1));
+  int64_t budget = l1Bytes / 2;
+  if (kc * perBlock <= budget)
+    return 0;
+  int64_t best = 1;
+  for (int64_t v : convPassBlocks())
+    if (v >= 1 && v < kc && v * perBlock <= budget)
+      best = std::max(best, v);
+  return best;
+}
 
 /// Candidate tile widths: every count of columns the registers can hold.
 std::vector<int64_t> convTileWidths() {
@@ -280,17 +333,13 @@ std::vector<int64_t> convTileWidths() {
   return v;
 }
 
-/// Whether m output blocks may share a register tile: all of them (an ungrouped conv, whose
-/// last tile of a row may hold fewer), or m dividing a group's blocks (a tile never spans
-/// two groups, whose inputs differ).
-bool blocksShareTile(int64_t m, int64_t mb, int64_t groupBlocks) {
-  return groupBlocks == mb || groupBlocks % m == 0;
-}
-
 bool convTileValid(const tuning::Config &c, const tuning::Problem &p) {
   if (!tuning::namesEveryKnob(convNchwcCpuSpace(), c) || p.dims.size() != kConvDims)
     return false;
-  int64_t m = c.at("m"), r = c.at("r");
+  int64_t m = c.at("m"), r = c.at("r"), kc = c.at("kc");
+  // One pass (0), or passes of fewer blocks than the whole reduction.
+  if (kc != 0 && (p.dims[kDepthwise] != 0 || kc >= p.dims[kKc]))
+    return false;
   if (p.dims[kDepthwise] != 0)
     return m == 1 && r <= std::max<int64_t>(p.dims[kOW], 1);
   return m <= std::max<int64_t>(p.dims[kMb], 1) &&
@@ -349,8 +398,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   if (pointwise && !depthwise)
     mergedRows =
         convRowsToMerge(OH, OW, N, Mb, convTileRegisters(b, cpuOf(opts)), convTileMaxPositions(b),
-                        Kc * bi * b * int64_t(dtypeSize(t)), cpuOf(opts).l2Bytes,
-                        [&](int64_t m) { return blocksShareTile(m, Mb, groupBlocks); });
+                        Kc * bi * b * int64_t(dtypeSize(t)), cpuOf(opts).l2Bytes, groupBlocks);
   if (mergedRows > 1) {
     OH /= mergedRows;
     H = OH;
@@ -373,7 +421,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                groupBlocks,
                depthwise ? 1 : 0,
                Kc * KH * KW * bi * b * int64_t(dtypeSize(t)),
-               pointwise && !depthwise ? 1 : 0};
+               pointwise && !depthwise ? 1 : 0,
+               depthwise ? 1 : Kc};
   prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   ConvTile ct;
@@ -383,9 +432,17 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   // Groups of M output blocks; with Mb % M blocks left over, the last group of each row is
   // an edge group of that many (same columns, fewer accumulators).
   const int64_t M = ct.blocks, G = (Mb + M - 1) / M, fullGroups = Mb / M, edgeBlocks = Mb % M;
+  // The reduction over input blocks in passes of `perPass` blocks (the last may hold fewer):
+  // each pass runs the row's tiles over its blocks, its partial sums waiting in scratch for
+  // the next, so that a tile's weights for one pass stay in L1 across the row's tiles.
+  const int64_t kcAll = depthwise ? 1 : Kc;
+  const int64_t perPass = cfg.at("kc") == 0 ? kcAll : std::min(cfg.at("kc"), kcAll);
+  const int64_t passes = (kcAll + perPass - 1) / perPass;
 
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), wb = kb.operand(1), bb = biasV ? kb.operand(2) : -1, ob = kb.result(0);
+  // Partial sums between passes: one slot per (parallel item, tile block, column, lane).
+  int part = passes > 1 ? kb.scratch(0, acc, N * G * OH * M * OW * b) : -1;
   // One flat parallel loop over (image, group of M output blocks, output row).
   Nest outer;
   Expr q = outer.add(kb, N * G * OH, "q");
@@ -399,15 +456,30 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                   ? i64(0)
                   : kir::mul(kir::div(kir::mul(blockOf(0), i64(b)), i64(mg)), i64(Kc));
   bool hAlways = ah.padBegin == 0 && (OH - 1) * ah.stride + (KH - 1) * ah.dilation < H;
+  // A pass over input blocks [kcBase, kcBase + kcCount) of the group's: the first starts from
+  // the bias, the last stores the result (where a fused epilogue applies), the others start
+  // from and end in the partial sums' scratch.
+  struct Pass {
+    Expr kcBase;
+    int64_t kcCount;
+    bool first, last;
+  };
   // One tile: output columns [ow0, ow0 + R) of row oh x Mt blocks from the group's first.
   // `first` is ow0 when it is a constant (-1 inside a loop of interior tiles); then the
   // columns outside the interior read their taps through a guard that gives 0 outside the
   // input.
-  auto tile = [&](Expr ow0, int64_t first, int64_t R, int64_t Mt) -> Stmt {
+  auto tile = [&](Expr ow0, int64_t first, int64_t R, int64_t Mt, const Pass &pass) -> Stmt {
     std::vector<Stmt> s;
     std::vector<bool> guarded(R, false);
     for (int64_t r = 0; r < R; ++r)
       guarded[r] = first >= 0 && (first + r < g.lo || first + r >= g.hi);
+    // The partial sum of block m, column r, lane j.
+    auto partAt = [&](int64_t m, int64_t r, int64_t j) {
+      return kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(q, i64(M)), i64(m)), i64(OW)),
+                                        kir::add(ow0, i64(r))),
+                               i64(b)),
+                      i64(j));
+    };
     // accN[m][r][j]: block m, column r, lane j.
     std::vector<std::vector<std::vector<std::string>>> accN(
         Mt, std::vector<std::vector<std::string>>(R, std::vector<std::string>(b)));
@@ -416,43 +488,19 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
         for (int64_t j = 0; j < b; ++j) {
           accN[m][r][j] = kb.freshName("c");
           Expr init =
-              bb >= 0 ? kir::cast(kb.load(bb, kir::add(kir::mul(blockOf(m), i64(b)), i64(j))), acc)
-                      : fc(0, acc);
+              !pass.first ? kb.load(part, partAt(m, r, j))
+              : bb >= 0
+                  ? kir::cast(kb.load(bb, kir::add(kir::mul(blockOf(m), i64(b)), i64(j))), acc)
+                  : fc(0, acc);
           s.push_back(kir::decl(accN[m][r][j], acc, init));
         }
     Nest red;
-    Expr kc = red.add(kb, depthwise ? 1 : Kc, "kc");
+    Expr kc = kir::add(pass.kcBase, red.add(kb, pass.kcCount, "kc"));
     Expr kh = red.add(kb, KH, "kh");
     Expr ih = kir::add(kir::sub(kir::mul(oh, i64(ah.stride)), i64(ah.padBegin)),
                        kir::mul(kh, i64(ah.dilation)));
-    Nest kwN;
-    Expr kw = kwN.add(kb, KW, "kw");
-    Nest ciN;
-    Expr ci = ciN.add(kb, depthwise ? 1 : bi, "ci");
-    std::vector<Expr> iw(R);
-    for (int64_t r = 0; r < R; ++r)
-      iw[r] = kir::add(kir::sub(kir::mul(kir::add(ow0, i64(r)), i64(aw.stride)), i64(aw.padBegin)),
-                       kir::mul(kw, i64(aw.dilation)));
-    // Input element (column r, lane). A guarded column outside the input reads 0 (from a
-    // clamped, valid address).
-    auto xIndex = [&](int64_t r, Expr lane) {
-      Expr col = guarded[r] ? kir::min(kir::max(iw[r], i64(0)), i64(W - 1)) : iw[r];
-      if (plain)
-        return kir::add(
-            kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cx)), kc), i64(H)), ih), i64(W)),
-            col);
-      Expr blk = depthwise ? o : kir::add(icb0, kc);
-      Expr pos = kir::add(
-          kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cx)), blk), i64(H)), ih), i64(W)),
-          col);
-      return kir::add(kir::mul(pos, i64(b)), lane);
-    };
-    auto xLoad = [&](int64_t r, Expr lane) {
-      Expr v = kir::cast(kb.load(xb, xIndex(r, std::move(lane))), acc);
-      return guarded[r] ? kir::select(inRange(iw[r], 0, W), v, fc(0, acc)) : v;
-    };
     // Packed weights of block m: w[blk, kc, kh, kw, ci, 0..b).
-    auto wRow = [&](int64_t m) {
+    auto wRow = [&](int64_t m, const Expr &kw, const Expr &ci) {
       return kir::add(
           kir::mul(kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(blockOf(m), i64(Kc)), kc),
                                                        i64(KH)),
@@ -462,34 +510,99 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                    i64(bi)),
           ci);
     };
-    std::vector<Stmt> step;
-    std::vector<std::vector<std::string>> wN(Mt, std::vector<std::string>(b));
-    for (int64_t m = 0; m < Mt; ++m) {
-      Expr row = wRow(m);
-      for (int64_t j = 0; j < b; ++j) {
-        wN[m][j] = kb.freshName("w");
-        step.push_back(kir::decl(
-            wN[m][j], acc, kir::cast(kb.load(wb, kir::add(kir::mul(row, i64(b)), i64(j))), acc)));
-      }
-    }
     auto fma = [&](const std::string &c, Expr x, const std::string &w) {
       return kir::assign(c, kir::add(kir::var(c, acc), kir::mul(std::move(x), kir::var(w, acc))));
     };
-    if (depthwise) {
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t j = 0; j < b; ++j)
-          step.push_back(fma(accN[0][r][j], xLoad(r, i64(j)), wN[0][j]));
-    } else {
-      // Column by column, so one broadcast is live at a time beside the accumulators.
-      for (int64_t r = 0; r < R; ++r) {
-        std::string aN = kb.freshName("a");
-        step.push_back(kir::decl(aN, acc, xLoad(r, ci)));
-        for (int64_t m = 0; m < Mt; ++m)
-          for (int64_t j = 0; j < b; ++j)
-            step.push_back(fma(accN[m][r][j], kir::var(aN, acc), wN[m][j]));
+    // The taps kw in [kwBegin, kwBegin + kwCount) of the columns in `active`, whose input
+    // columns all lie inside the input for those taps.
+    auto taps = [&](int64_t kwBegin, int64_t kwCount, const std::vector<bool> &active) {
+      Nest kwN;
+      Expr kw = kir::add(i64(kwBegin), kwN.add(kb, kwCount, "kw"));
+      Nest ciN;
+      Expr ci = ciN.add(kb, depthwise ? 1 : bi, "ci");
+      // Input element (column r, lane).
+      auto xLoad = [&](int64_t r, Expr lane) {
+        Expr col =
+            kir::add(kir::sub(kir::mul(kir::add(ow0, i64(r)), i64(aw.stride)), i64(aw.padBegin)),
+                     kir::mul(kw, i64(aw.dilation)));
+        Expr at;
+        if (plain) {
+          at = kir::add(
+              kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cx)), kc), i64(H)), ih), i64(W)),
+              col);
+        } else {
+          Expr blk = depthwise ? o : kir::add(icb0, kc);
+          Expr pos = kir::add(
+              kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cx)), blk), i64(H)), ih), i64(W)),
+              col);
+          at = kir::add(kir::mul(pos, i64(b)), std::move(lane));
+        }
+        return kir::cast(kb.load(xb, at), acc);
+      };
+      std::vector<Stmt> step;
+      std::vector<std::vector<std::string>> wN(Mt, std::vector<std::string>(b));
+      for (int64_t m = 0; m < Mt; ++m) {
+        Expr row = wRow(m, kw, ci);
+        for (int64_t j = 0; j < b; ++j) {
+          wN[m][j] = kb.freshName("w");
+          step.push_back(kir::decl(
+              wN[m][j], acc, kir::cast(kb.load(wb, kir::add(kir::mul(row, i64(b)), i64(j))), acc)));
+        }
       }
+      if (depthwise) {
+        for (int64_t r = 0; r < R; ++r)
+          if (active[r])
+            for (int64_t j = 0; j < b; ++j)
+              step.push_back(fma(accN[0][r][j], xLoad(r, i64(j)), wN[0][j]));
+      } else {
+        // Column by column, so one broadcast is live at a time beside the accumulators.
+        for (int64_t r = 0; r < R; ++r) {
+          if (!active[r])
+            continue;
+          std::string aN = kb.freshName("a");
+          step.push_back(kir::decl(aN, acc, xLoad(r, ci)));
+          for (int64_t m = 0; m < Mt; ++m)
+            for (int64_t j = 0; j < b; ++j)
+              step.push_back(fma(accN[m][r][j], kir::var(aN, acc), wN[m][j]));
+        }
+      }
+      return kwN.wrap(ciN.wrap(kir::block(step)));
+    };
+    // Interior tiles take every tap of every column. An edge tile (constant first column)
+    // splits the taps into runs where the same columns read inside the input, and each run
+    // multiplies only those columns: no guards, and no multiply-adds of the zero padding
+    // (Inception's 1x7 convs on 17 columns have a third of their columns at an edge; a
+    // guarded load and select per tap made them take 1.7x ONNX Runtime's time).
+    Stmt inner;
+    if (first < 0 || std::none_of(guarded.begin(), guarded.end(), [](bool g) { return g; })) {
+      inner = taps(0, KW, std::vector<bool>(R, true));
+    } else {
+      // Column r reads inside the input for kw in [lo[r], hi[r]).
+      std::vector<int64_t> lo(R), hi(R), cuts{0, KW};
+      for (int64_t r = 0; r < R; ++r) {
+        int64_t base = (first + r) * aw.stride - aw.padBegin, d = aw.dilation;
+        // base + kw d >= 0 and base + kw d <= W - 1.
+        lo[r] = base >= 0 ? 0 : (-base + d - 1) / d;
+        hi[r] = W - 1 - base < 0 ? 0 : std::min(KW, (W - 1 - base) / d + 1);
+        lo[r] = std::min(lo[r], KW);
+        hi[r] = std::max(hi[r], lo[r]);
+        cuts.push_back(lo[r]);
+        cuts.push_back(hi[r]);
+      }
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      std::vector<Stmt> runs;
+      for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+        int64_t a = cuts[c], e = cuts[c + 1];
+        std::vector<bool> active(R);
+        bool any = false;
+        for (int64_t r = 0; r < R; ++r)
+          any |= active[r] = lo[r] <= a && e <= hi[r];
+        if (any)
+          runs.push_back(taps(a, e - a, active));
+      }
+      inner = kir::block(runs);
     }
-    Stmt inner = kwN.wrap(ciN.wrap(kir::block(step)));
     if (!hAlways)
       inner = kir::ifThen(inRange(ih, 0, H), inner);
     s.push_back(red.wrap(inner));
@@ -497,9 +610,14 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
       Expr row = kir::add(kir::mul(kir::add(kir::mul(n, i64(Mb)), blockOf(m)), i64(OH)), oh);
       for (int64_t r = 0; r < R; ++r)
         for (int64_t j = 0; j < b; ++j) {
+          Expr v = kir::var(accN[m][r][j], acc);
+          if (!pass.last) {
+            s.push_back(kb.store(part, partAt(m, r, j), v));
+            continue;
+          }
           Expr at = kir::add(
               kir::mul(kir::add(kir::mul(row, i64(OW)), kir::add(ow0, i64(r))), i64(b)), i64(j));
-          s.push_back(kb.store(ob, at, kir::cast(kir::var(accN[m][r][j], acc), t)));
+          s.push_back(kb.store(ob, at, kir::cast(v, t)));
         }
     }
     return kir::block(s);
@@ -509,7 +627,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   // are emitted with their constant first column and guards on the columns that reach into
   // the padding.
   int64_t R = ct.positions;
-  auto rowOf = [&](int64_t Mt) {
+  auto rowOf = [&](int64_t Mt, const Pass &pass) {
     std::vector<Stmt> row;
     for (int64_t i = 0; i < ct.tiles;) {
       int64_t first = i * R, width = std::min(R, OW - first);
@@ -523,18 +641,33 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
       if (j - i >= 2) {
         std::string v = kb.freshName("t");
         row.push_back(kir::forLoop(
-            v, i64(j - i), tile(kir::add(i64(first), kir::mul(kir::var(v), i64(R))), -1, R, Mt)));
+            v, i64(j - i),
+            tile(kir::add(i64(first), kir::mul(kir::var(v), i64(R))), -1, R, Mt, pass)));
         i = j;
         continue;
       }
-      row.push_back(tile(i64(first), first, width, Mt));
+      row.push_back(tile(i64(first), first, width, Mt, pass));
       ++i;
     }
     return kir::block(row);
   };
+  // The row's passes: the first, a loop over the middle ones, the last.
+  auto passesOf = [&](int64_t Mt) {
+    if (passes == 1)
+      return rowOf(Mt, Pass{i64(0), kcAll, true, true});
+    std::vector<Stmt> ps{rowOf(Mt, Pass{i64(0), perPass, true, false})};
+    if (passes > 2) {
+      std::string v = kb.freshName("p");
+      Expr base = kir::mul(kir::add(kir::var(v), i64(1)), i64(perPass));
+      ps.push_back(kir::forLoop(v, i64(passes - 2), rowOf(Mt, Pass{base, perPass, false, false})));
+    }
+    int64_t lastBase = (passes - 1) * perPass;
+    ps.push_back(rowOf(Mt, Pass{i64(lastBase), kcAll - lastBase, false, true}));
+    return kir::block(ps);
+  };
   Stmt body = edgeBlocks == 0
-                  ? rowOf(M)
-                  : kir::ifThen(kir::lt(o, i64(fullGroups)), rowOf(M), rowOf(edgeBlocks));
+                  ? passesOf(M)
+                  : kir::ifThen(kir::lt(o, i64(fullGroups)), passesOf(M), passesOf(edgeBlocks));
   int64_t work = N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW;
   return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
 }
@@ -546,23 +679,29 @@ const tuning::Space &convNchwcCpuSpace() {
     // 2: pointwise convs merge rows (their r counts merged columns); 3: the problem says
     // whether the conv is pointwise (wide single-block tiles); 4: m need not divide the
     // output blocks of an ungrouped conv (an edge tile takes the rest), which earlier tuning
-    // never measured
-    s.version = 4;
+    // never measured; 5: the reduction may run in passes (kc), tiles of 3 and 5-8 blocks
+    s.version = 5;
     s.knobs = {
-        {"m", {1, 2, 4}, "output channel blocks of a register tile"},
+        {"m", {1, 2, 3, 4, 5, 6, 7, 8}, "output channel blocks of a register tile"},
         {"r", convTileWidths(),
          "output columns of a register tile (the last tile of a row may be narrower)"},
+        {"kc", convPassBlocks(),
+         "input channel blocks per pass over a row (0: one pass); partial sums between passes "
+         "wait in scratch"},
     };
     s.valid = convTileValid;
     s.defaults = [](const tuning::Problem &p) {
       int64_t mb = p.dims[kMb], ow = p.dims[kOW], b = p.dims[kBlock];
       if (p.dims[kDepthwise] != 0)
-        return tuning::Config{{"m", 1}, {"r", std::min<int64_t>(4, std::max<int64_t>(ow, 1))}};
-      ConvTile ct = chooseConvTile(
-          ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b), p.dims[kWeightBytes],
-          p.cpu.l2Bytes, [&](int64_t m) { return blocksShareTile(m, mb, p.dims[kGroupBlocks]); },
-          p.dims[kPointwise] != 0);
-      return tuning::Config{{"m", ct.blocks}, {"r", ct.positions}};
+        return tuning::Config{
+            {"m", 1}, {"r", std::min<int64_t>(4, std::max<int64_t>(ow, 1))}, {"kc", 0}};
+      ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
+                                   p.dims[kWeightBytes], p.cpu.l2Bytes, p.dims[kGroupBlocks],
+                                   p.dims[kPointwise] != 0);
+      return tuning::Config{{"m", ct.blocks},
+                            {"r", ct.positions},
+                            {"kc", convDefaultPassBlocks(ct.blocks, p.dims[kKc],
+                                                         p.dims[kWeightBytes], p.cpu.l1dBytes)}};
     };
     return s;
   }();

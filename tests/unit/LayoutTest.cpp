@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "nnc/codegen/Tuning.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/runtime/Executable.h"
@@ -71,9 +72,26 @@ struct Counts {
   int convs = 0, blockedConvs = 0, toBlocked = 0, fromBlocked = 0;
 };
 
+/// Gives every conv_nchwc_cpu problem one config (which lowering applies where it is valid).
+class FixedConvConfig : public tuning::ConfigSource {
+public:
+  explicit FixedConvConfig(tuning::Config c) : c_(std::move(c)) {}
+  std::optional<tuning::Config> lookup(const tuning::Problem &p) const override {
+    if (p.kind != "conv_nchwc_cpu")
+      return std::nullopt;
+    return c_;
+  }
+
+private:
+  tuning::Config c_;
+};
+
 /// Runs the pipeline (layout at block `b`) on `text`'s graph; checks the interpreter on the
-/// transformed graph and the CPU executable against the interpreter on the original.
-Counts checkLayout(const std::string &text, int b) {
+/// transformed graph and the CPU executable against the interpreter on the original. `tuning`
+/// (optional) chooses the compiled kernels' configs; `kernels` (optional) receives them.
+Counts checkLayout(const std::string &text, int b,
+                   std::shared_ptr<const tuning::ConfigSource> tuning = nullptr,
+                   std::vector<kir::Kernel> *kernels = nullptr) {
   SCOPED_TRACE(text);
   Expected<std::unique_ptr<Graph>> ref = parseGraph(text);
   EXPECT_TRUE(ref) << ref.error().message();
@@ -95,10 +113,14 @@ Counts checkLayout(const std::string &text, int b) {
   EXPECT_TRUE(want) << want.error().message();
   Expected<std::vector<Tensor>> viaInterp = interpret(*opt, inputs);
   EXPECT_TRUE(viaInterp) << viaInterp.error().message();
-  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, CpuOptions{});
+  CpuOptions co;
+  co.tuning = std::move(tuning);
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, co);
   EXPECT_TRUE(exe) << exe.error().message();
   if (!want || !viaInterp || !exe)
     return c;
+  if (kernels)
+    *kernels = (*exe)->kernels();
   Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
   EXPECT_TRUE(got) << got.error().message();
   if (!got)
@@ -208,6 +230,85 @@ TEST(LayoutTest, ConvConfigurationsMatchInterpreter) {
     Counts c = checkLayout(convGraph(wide, wide.h, wide.w), 16);
     EXPECT_EQ(c.blockedConvs, 1);
   }
+}
+
+/// The scratch buffers of the executable's conv_nchwc kernel (partial sums between passes).
+int convScratchBuffers(const std::vector<kir::Kernel> &ks) {
+  int n = 0;
+  for (const kir::Kernel &k : ks)
+    if (k.name.find("conv_nchwc") != std::string::npos)
+      for (const kir::BufferDecl &d : k.buffers)
+        n += d.role == kir::BufferRole::Scratch;
+  return n;
+}
+
+TEST(LayoutTest, ConvPassesAndTilesMatchInterpreter) {
+  // Configs the tuner may pick, forced on convs whose shapes exercise them: the reduction
+  // over input blocks in passes of kc blocks (a shorter last pass; a fused residual add that
+  // must apply once, after the last), tiles of 3 and 5 blocks (groups of 3 and 5 blocks),
+  // and edge tiles whose kernel columns split into runs (1x7 pad 3, dilation, stride).
+  struct Forced {
+    ConvCase conv;
+    tuning::Config config;
+    bool passes; ///< the config splits the reduction (a scratch buffer for partial sums)
+  };
+  const Forced cases[] = {
+      // pointwise, 9 input blocks as passes of 4, 4 and 1
+      {{1, 72, 5, 6, 24, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true, ""},
+       {{"m", 2}, {"r", 6}, {"kc", 4}},
+       true},
+      // 1x7 pad 3 on 17 columns: edge tiles of runs; 3 input blocks one per pass
+      {{1, 24, 3, 17, 24, 1, 7, {1, 1}, {0, 3, 0, 3}, {1, 1}, 1, true, ""},
+       {{"m", 3}, {"r", 4}, {"kc", 1}},
+       true},
+      // 7x1 pad 3: rows outside the input skipped in every pass
+      {{1, 16, 9, 5, 16, 7, 1, {1, 1}, {3, 0, 3, 0}, {1, 1}, 1, true, ""},
+       {{"m", 2}, {"r", 5}, {"kc", 1}},
+       true},
+      // groups of 3 blocks (24 channels): tiles of the whole group, passes of 2 + 1 blocks
+      {{1, 48, 6, 9, 48, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2, true, ""},
+       {{"m", 3}, {"r", 4}, {"kc", 2}},
+       true},
+      // groups of 5 blocks, stride 2 pad 1, one pass
+      {{1, 80, 7, 11, 80, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 2, true, ""},
+       {{"m", 5}, {"r", 2}, {"kc", 0}},
+       false},
+      // dilation 2, pads 2 and 3, stride 2 on columns: runs of taps per edge column
+      {{1, 16, 6, 19, 16, 3, 5, {1, 2}, {2, 3, 2, 3}, {2, 2}, 1, false, ""},
+       {{"m", 1}, {"r", 6}, {"kc", 1}},
+       true},
+      // a plain input (3 channels) in passes of one channel, 7x7 stride 2 pad 3
+      {{1, 3, 13, 13, 8, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}, 1, true, ""},
+       {{"m", 1}, {"r", 4}, {"kc", 1}},
+       true},
+  };
+  for (const Forced &f : cases) {
+    const ConvCase &k = f.conv;
+    int64_t oh = outSize(k.h, k.kh, k.strides[0], k.pads[0], k.pads[2], k.dilations[0]);
+    int64_t ow = outSize(k.w, k.kw, k.strides[1], k.pads[1], k.pads[3], k.dilations[1]);
+    std::vector<kir::Kernel> ks;
+    Counts c =
+        checkLayout(convGraph(k, oh, ow), 8, std::make_shared<FixedConvConfig>(f.config), &ks);
+    EXPECT_EQ(c.blockedConvs, 1);
+    EXPECT_EQ(convScratchBuffers(ks), f.passes ? 1 : 0) << convGraph(k, oh, ow);
+  }
+  // A residual add and relu fused after a conv in passes: the epilogue reads the residual once,
+  // after the last pass (the partial sums never pass through it).
+  std::string residual = fmt::format(R"(
+graph @res(%x: f32[1,40,4,7], %s: f32[1,16,4,7]) -> (f32[1,16,4,7]) {{
+  %w = {}
+  %y = conv(%x, %w) {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : f32[1,16,4,7]
+  %a = add(%y, %s) : f32[1,16,4,7]
+  %zero = constant {{value = dense<f32[]>[0]}} : f32[]
+  %r = max(%a, %zero) : f32[1,16,4,7]
+  return %r
+}})",
+                                     denseRandom({16, 40, 3, 3}, 7));
+  std::vector<kir::Kernel> ks;
+  checkLayout(residual, 8,
+              std::make_shared<FixedConvConfig>(tuning::Config{{"m", 2}, {"r", 3}, {"kc", 2}}),
+              &ks);
+  EXPECT_EQ(convScratchBuffers(ks), 1);
 }
 
 TEST(LayoutTest, GroupedConvWithUnalignedGroupsStays) {

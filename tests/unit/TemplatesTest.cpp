@@ -228,6 +228,26 @@ TEST(Templates, ConvTilesOfOneBlock) {
   EXPECT_GE(one(64, 1, 1)["m"], 2);
 }
 
+TEST(Templates, ConvTilesOfGroupsAndPasses) {
+  // RegNet's groups of 24 channels are 3 blocks of 8: tiles of the whole group (3 blocks x 4
+  // columns, 12 accumulators), not of one block (6 accumulators for 7 loads).
+  std::vector<tuning::Config> g = convConfigs(convGraph(72, 72, 14, 3, 2, 3));
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0]["m"], 3);
+  EXPECT_EQ(g[0]["r"], 4);
+  // A pointwise conv over 512 channels (64 input blocks): a tile's weights for the whole
+  // reduction exceed L1 (32 KiB here), so it runs in passes whose weights fit half of it.
+  std::vector<tuning::Config> pw = convConfigs(convGraph(512, 64, 7, 1, 1, 1));
+  ASSERT_EQ(pw.size(), 1u);
+  EXPECT_GT(pw[0]["kc"], 0);
+  EXPECT_LE(pw[0]["m"] * pw[0]["kc"] * 8 * 8 * 4, 16 << 10);
+  EXPECT_GE(pw[0]["m"] * pw[0]["kc"] * 8 * 8 * 4 * 2, 16 << 10) << "passes no smaller than needed";
+  // 64 channels: the whole reduction in one pass.
+  std::vector<tuning::Config> small = convConfigs(convGraph(64, 64, 7, 1, 1, 1));
+  ASSERT_EQ(small.size(), 1u);
+  EXPECT_EQ(small[0]["kc"], 0);
+}
+
 TEST(Templates, PlainConv) {
   // Without the layout passes: few taps and long rows run the row-vectorized direct conv,
   // more taps im2col + GEMM, and NNC_CONV_ALGO=direct the generic direct loops.
