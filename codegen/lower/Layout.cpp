@@ -246,11 +246,16 @@ int64_t convTileRegisters(int64_t b, const CpuTarget &cpu) {
 }
 
 /// The most columns a tile of m blocks may have with `regs` block-wide registers: its m x r
-/// accumulators, the m weight vectors of a step and one broadcast input must all stay in
-/// registers (one more and LLVM spills accumulators inside the k loop: on AVX2, m 4 x r 3
-/// is 17 registers and ran at half the speed of m 4 x r 2).
+/// accumulators and a step's operands must all stay in registers (one more and LLVM spills
+/// accumulators inside the k loop). A step keeps the fewer of its operands live: the m weight
+/// vectors and one broadcast at a time (column by column), or the r broadcasts and one weight
+/// vector at a time (block by block, when r < m): m + 1 or r + 1 registers. On AVX2, m 4 x r 3
+/// takes 16 registers (the tile of MLAS's pointwise and NCHWc conv kernels).
 int64_t convTileMaxColumns(int64_t m, int64_t regs) {
-  return (regs - m - 1) / m;
+  int64_t best = 0;
+  for (int64_t r = 1; m * r + std::min(m, r) + 1 <= regs; ++r)
+    best = r;
+  return best;
 }
 
 /// The widest register tile a row may use: 14 columns with 16-lane blocks (AVX-512's 32
@@ -540,30 +545,53 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
         return kir::cast(kb.load(xb, at), acc);
       };
       std::vector<Stmt> step;
+      // The weight vector of block m, declared where it is first used.
       std::vector<std::vector<std::string>> wN(Mt, std::vector<std::string>(b));
-      for (int64_t m = 0; m < Mt; ++m) {
+      auto loadWeights = [&](int64_t m) {
         Expr row = wRow(m, kw, ci);
         for (int64_t j = 0; j < b; ++j) {
           wN[m][j] = kb.freshName("w");
           step.push_back(kir::decl(
               wN[m][j], acc, kir::cast(kb.load(wb, kir::add(kir::mul(row, i64(b)), i64(j))), acc)));
         }
-      }
+      };
+      bool blockByBlock = !depthwise && R < Mt;
+      if (!blockByBlock)
+        for (int64_t m = 0; m < Mt; ++m)
+          loadWeights(m);
       if (depthwise) {
         for (int64_t r = 0; r < R; ++r)
           if (active[r])
             for (int64_t j = 0; j < b; ++j)
               step.push_back(fma(accN[0][r][j], xLoad(r, i64(j)), wN[0][j]));
       } else {
-        // Column by column, so one broadcast is live at a time beside the accumulators.
-        for (int64_t r = 0; r < R; ++r) {
-          if (!active[r])
-            continue;
-          std::string aN = kb.freshName("a");
-          step.push_back(kir::decl(aN, acc, xLoad(r, ci)));
-          for (int64_t m = 0; m < Mt; ++m)
-            for (int64_t j = 0; j < b; ++j)
-              step.push_back(fma(accN[m][r][j], kir::var(aN, acc), wN[m][j]));
+        // Column by column, so one broadcast is live at a time beside the accumulators; with
+        // fewer columns than blocks, block by block, one weight vector live beside the
+        // columns' broadcasts (convTileMaxColumns).
+        if (!blockByBlock) {
+          for (int64_t r = 0; r < R; ++r) {
+            if (!active[r])
+              continue;
+            std::string aN = kb.freshName("a");
+            step.push_back(kir::decl(aN, acc, xLoad(r, ci)));
+            for (int64_t m = 0; m < Mt; ++m)
+              for (int64_t j = 0; j < b; ++j)
+                step.push_back(fma(accN[m][r][j], kir::var(aN, acc), wN[m][j]));
+          }
+        } else {
+          std::vector<std::string> aN(R);
+          for (int64_t r = 0; r < R; ++r)
+            if (active[r]) {
+              aN[r] = kb.freshName("a");
+              step.push_back(kir::decl(aN[r], acc, xLoad(r, ci)));
+            }
+          for (int64_t m = 0; m < Mt; ++m) {
+            loadWeights(m);
+            for (int64_t r = 0; r < R; ++r)
+              if (active[r])
+                for (int64_t j = 0; j < b; ++j)
+                  step.push_back(fma(accN[m][r][j], kir::var(aN[r], acc), wN[m][j]));
+          }
         }
       }
       return kwN.wrap(ciN.wrap(kir::block(step)));

@@ -277,6 +277,14 @@ TEST(LayoutTest, ConvPassesAndTilesMatchInterpreter) {
       {{1, 16, 6, 19, 16, 3, 5, {1, 2}, {2, 3, 2, 3}, {2, 2}, 1, false, ""},
        {{"m", 1}, {"r", 6}, {"kc", 1}},
        true},
+      // tiles of 4 blocks x 3 columns and 6 x 2 (fewer columns than blocks: one weight vector
+      // live at a time beside the columns' broadcasts), edge columns, 7 and 6 blocks
+      {{1, 16, 5, 11, 56, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+       {{"m", 4}, {"r", 3}, {"kc", 0}},
+       false},
+      {{1, 24, 4, 9, 48, 3, 3, {2, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+       {{"m", 6}, {"r", 2}, {"kc", 2}},
+       true},
       // a plain input (3 channels) in passes of one channel, 7x7 stride 2 pad 3
       {{1, 3, 13, 13, 8, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}, 1, true, ""},
        {{"m", 1}, {"r", 4}, {"kc", 1}},

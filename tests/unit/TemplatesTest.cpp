@@ -242,6 +242,12 @@ TEST(Templates, ConvTilesOfGroupsAndPasses) {
   EXPECT_GT(pw[0]["kc"], 0);
   EXPECT_LE(pw[0]["m"] * pw[0]["kc"] * 8 * 8 * 4, 16 << 10);
   EXPECT_GE(pw[0]["m"] * pw[0]["kc"] * 8 * 8 * 4 * 2, 16 << 10) << "passes no smaller than needed";
+  // 256 channels on 14x14: 12 accumulators as 4 blocks x 3 columns (the 16th register holds
+  // one weight vector at a time beside the 3 broadcasts).
+  std::vector<tuning::Config> t = convConfigs(convGraph(256, 256, 14, 1, 1, 1));
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0]["m"], 4);
+  EXPECT_EQ(t[0]["r"], 3);
   // 64 channels: the whole reduction in one pass.
   std::vector<tuning::Config> small = convConfigs(convGraph(64, 64, 7, 1, 1, 1));
   ASSERT_EQ(small.size(), 1u);
