@@ -242,12 +242,18 @@ TEST(Templates, ConvTilesOfGroupsAndPasses) {
   EXPECT_GT(pw[0]["kc"], 0);
   EXPECT_LE(pw[0]["m"] * pw[0]["kc"] * 8 * 8 * 4, 16 << 10);
   EXPECT_GE(pw[0]["m"] * pw[0]["kc"] * 8 * 8 * 4 * 2, 16 << 10) << "passes no smaller than needed";
-  // 256 channels on 14x14: 12 accumulators as 4 blocks x 3 columns (the 16th register holds
-  // one weight vector at a time beside the 3 broadcasts).
+  // 256 channels on 14x14 (a 196 KiB input, within L2): 12 accumulators, ties going to fewer
+  // blocks: 3 x 4 over 4 x 3 (whose 16th register holds one weight vector at a time beside the
+  // 3 broadcasts) and 2 x 6.
   std::vector<tuning::Config> t = convConfigs(convGraph(256, 256, 14, 1, 1, 1));
   ASSERT_EQ(t.size(), 1u);
-  EXPECT_EQ(t[0]["m"], 4);
-  EXPECT_EQ(t[0]["r"], 3);
+  EXPECT_EQ(t[0]["m"], 3);
+  EXPECT_EQ(t[0]["r"], 4);
+  // 192 to 48 channels on 96x96 (EfficientNetV2-S): the 6.75 MiB input streams from L3 once per
+  // group of tile blocks, so the tie between 2 x 6 and 3 x 4 goes to 3 blocks (2 groups).
+  std::vector<tuning::Config> big = convConfigs(convGraph(192, 48, 96, 1, 1, 1));
+  ASSERT_EQ(big.size(), 1u);
+  EXPECT_EQ(big[0]["m"], 3);
   // 64 channels: the whole reduction in one pass.
   std::vector<tuning::Config> small = convConfigs(convGraph(64, 64, 7, 1, 1, 1));
   ASSERT_EQ(small.size(), 1u);
