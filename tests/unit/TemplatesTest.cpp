@@ -254,6 +254,12 @@ TEST(Templates, ConvTilesOfGroupsAndPasses) {
   std::vector<tuning::Config> big = convConfigs(convGraph(192, 48, 96, 1, 1, 1));
   ASSERT_EQ(big.size(), 1u);
   EXPECT_EQ(big[0]["m"], 3);
+  // A depthwise conv's tiles: 7 columns (8 tiles on 56), not 4 (4 accumulator chains left the
+  // FMAs latency-bound).
+  std::vector<tuning::Config> dw = convConfigs(convGraph(32, 32, 56, 3, 1, 32));
+  ASSERT_EQ(dw.size(), 1u);
+  EXPECT_EQ(dw[0]["m"], 1);
+  EXPECT_EQ(dw[0]["r"], 7);
   // 64 channels: the whole reduction in one pass.
   std::vector<tuning::Config> small = convConfigs(convGraph(64, 64, 7, 1, 1, 1));
   ASSERT_EQ(small.size(), 1u);
