@@ -14,7 +14,10 @@ For each model:
      With --rounds R the bench runs R times and each figure is the median of the runs' medians.
 
     /usr/bin/python3 bench/torch_models.py [--nnc build/tools/nnc/nnc] [--threads 1,2]
-        [--rounds 1] [--only vit_b_16,efficientnet_b0] [--list] [--work DIR] [--scale S]
+        [--rounds 1] [--only vit_b_16,efficientnet_b0] [--siblings] [--list] [--work DIR]
+        [--scale S]
+
+--siblings adds other models of the same families (SIBLINGS; with --only, any may be named).
 
 Exported models are kept in --work (default ~/.cache/nnc/torch-models) and re-exported only
 when missing. Writes bench/results/torch-models-<date>.md, .json and .png. Needs
@@ -129,6 +132,31 @@ MODELS = {
                                             batch_first=True), 30),
 }
 
+# Other members of the same families (--siblings): the models above are what the performance
+# work looks at; these check that it holds beyond them (grouped convs of 3 blocks, 1x7 convs,
+# 6-block projections on large maps and depthwise stages surfaced here first).
+SIBLINGS = {
+    "resnet18": ("cnn", _tv("resnet18"), 20),
+    "resnext50_32x4d": ("cnn", _tv("resnext50_32x4d"), 10),
+    "mobilenet_v3_large": ("cnn", _tv("mobilenet_v3_large"), 30),
+    "efficientnet_b1": ("cnn", _tv("efficientnet_b1", 240), 20),
+    "efficientnet_v2_s": ("cnn", _tv("efficientnet_v2_s", 384), 5),
+    "convnext_small": ("cnn", _tv("convnext_small"), 5),
+    "regnet_x_400mf": ("cnn", _tv("regnet_x_400mf"), 30),
+    "regnet_y_1_6gf": ("cnn", _tv("regnet_y_1_6gf"), 10),
+    "shufflenet_v2_x0_5": ("cnn", _tv("shufflenet_v2_x0_5"), 50),
+    "squeezenet1_0": ("cnn", _tv("squeezenet1_0"), 30),
+    "densenet169": ("cnn", _tv("densenet169"), 10),
+    "mnasnet1_0": ("cnn", _tv("mnasnet1_0"), 30),
+    "inception_v3": ("cnn", _tv("inception_v3", 299), 5),
+    "vit_b_32": ("vit", _tv("vit_b_32"), 10),
+    "encoder_d512_seq_first": ("encoder", _encoder(False, d=512, heads=8, seq=64, ff=2048), 20),
+    "encoder_d384_batch_first": ("encoder", _encoder(True, d=384, heads=6, seq=197, ff=1536), 10),
+}
+
+
+ALL_MODELS = dict(MODELS, **SIBLINGS)
+
 
 # ---- helpers --------------------------------------------------------------------------------
 
@@ -167,7 +195,7 @@ def export(name, work):
     os.makedirs(folder, exist_ok=True)
     torch.manual_seed(0)
     try:
-        model, shape = MODELS[name][1]()
+        model, shape = ALL_MODELS[name][1]()
         model.eval()
         # Layers initialized to zeros (ViT's classification head) would make every output
         # equal and the accuracy check vacuous: random weights there too.
@@ -266,13 +294,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--only", default=None)
     ap.add_argument("--list", action="store_true", help="print the model names and exit")
+    ap.add_argument("--siblings", action="store_true",
+                    help="also other models of the same families (SIBLINGS)")
     ap.add_argument("--work", default=os.path.expanduser("~/.cache/nnc/torch-models"))
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the iteration counts")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.list:
-        for n, (fam, _, _) in MODELS.items():
-            print("%-28s %s" % (n, fam))
+        for n, (fam, _, _) in ALL_MODELS.items():
+            print("%-28s %s%s" % (n, fam, " (sibling)" if n in SIBLINGS else ""))
         return
     try:
         import torch  # noqa: F401
@@ -281,8 +311,9 @@ def main():
                  "python3-torch; run this with /usr/bin/python3)" % sys.executable)
     if not os.access(args.nnc, os.X_OK):
         sys.exit("not built: %s" % args.nnc)
-    names = args.only.split(",") if args.only else list(MODELS)
-    unknown = [n for n in names if n not in MODELS]
+    names = (args.only.split(",") if args.only else
+             list(MODELS) + (list(SIBLINGS) if args.siblings else []))
+    unknown = [n for n in names if n not in ALL_MODELS]
     if unknown:
         sys.exit("unknown model(s): %s (--list shows them)" % ", ".join(unknown))
     threads = [int(t) for t in args.threads.split(",")]
@@ -292,7 +323,7 @@ def main():
 
     rows = []
     for name in names:
-        fam, _, its = MODELS[name]
+        fam, _, its = ALL_MODELS[name]
         row = {"model": name, "family": fam}
         rows.append(row)
         folder, err = export(name, args.work)
