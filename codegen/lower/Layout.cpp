@@ -297,7 +297,7 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
 
 // The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
-// bytes of one output block, pointwise, input blocks of a group}.
+// bytes of one output block, pointwise, input blocks of a group, bytes of one image's input}.
 enum ConvDim {
   kMb,
   kOW,
@@ -480,11 +480,11 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     bool first, last;
   };
   // One tile: output columns [ow0, ow0 + R) of row oh x Mt blocks from the group's first.
-  // `first` is ow0 when it is a constant (-1 inside a loop of interior tiles); then the
-  // columns outside the interior read their taps through a guard that gives 0 outside the
-  // input.
+  // `first` is ow0 when it is a constant (-1 inside a loop of interior tiles); when some of
+  // its columns lie outside the interior, its kernel columns split into runs (see `taps`).
   auto tile = [&](Expr ow0, int64_t first, int64_t R, int64_t Mt, const Pass &pass) -> Stmt {
     std::vector<Stmt> s;
+    // Columns that read into the padding for some tap (only an edge tile's).
     std::vector<bool> guarded(R, false);
     for (int64_t r = 0; r < R; ++r)
       guarded[r] = first >= 0 && (first + r < g.lo || first + r >= g.hi);

@@ -208,16 +208,21 @@ std::vector<tuning::Config> convConfigs(const std::string &text) {
   return out;
 }
 
+/// The config of the one conv_nchwc_cpu problem of `text`'s graph (empty, and a failure, when
+/// there is not exactly one).
+tuning::Config onlyConvConfig(const std::string &text) {
+  std::vector<tuning::Config> cs = convConfigs(text);
+  EXPECT_EQ(cs.size(), 1u) << text;
+  return cs.size() == 1 ? cs[0] : tuning::Config{};
+}
+
 TEST(Templates, ConvTilesOfOneBlock) {
   // 104 channels are 13 blocks of 8. A pointwise conv on a 7x7 map takes tiles of 2 blocks
   // and one edge tile of the 13th (on 440 channels, 55 blocks, single-block tiles 10 columns
   // wide ran 8% slower; 13% on a 14x14 map); a 3x3 group conv of one block per group has tiles of
-  // one block, at most 6 columns (its edge columns are guarded), and 8 blocks (64 channels) share
-  // tiles.
+  // one block, at most 6 columns, and 8 blocks (64 channels) share tiles.
   auto one = [](int64_t c, int64_t k, int64_t group) {
-    std::vector<tuning::Config> cs = convConfigs(convGraph(c, c, 7, k, 1, group));
-    EXPECT_EQ(cs.size(), 1u);
-    return cs.empty() ? tuning::Config{} : cs[0];
+    return onlyConvConfig(convGraph(c, c, 7, k, 1, group));
   };
   tuning::Config pw = one(104, 1, 1);
   EXPECT_EQ(pw["m"], 2);
@@ -231,39 +236,31 @@ TEST(Templates, ConvTilesOfOneBlock) {
 TEST(Templates, ConvTilesOfGroupsAndPasses) {
   // RegNet's groups of 24 channels are 3 blocks of 8: tiles of the whole group (3 blocks x 4
   // columns, 12 accumulators), not of one block (6 accumulators for 7 loads).
-  std::vector<tuning::Config> g = convConfigs(convGraph(72, 72, 14, 3, 2, 3));
-  ASSERT_EQ(g.size(), 1u);
-  EXPECT_EQ(g[0]["m"], 3);
-  EXPECT_EQ(g[0]["r"], 4);
+  tuning::Config g = onlyConvConfig(convGraph(72, 72, 14, 3, 2, 3));
+  EXPECT_EQ(g["m"], 3);
+  EXPECT_EQ(g["r"], 4);
   // A pointwise conv over 512 channels (64 input blocks): a tile's weights for the whole
   // reduction exceed L1 (32 KiB here), so it runs in passes whose weights fit half of it.
-  std::vector<tuning::Config> pw = convConfigs(convGraph(512, 64, 7, 1, 1, 1));
-  ASSERT_EQ(pw.size(), 1u);
-  EXPECT_GT(pw[0]["kc"], 0);
-  EXPECT_LE(pw[0]["m"] * pw[0]["kc"] * 8 * 8 * 4, 16 << 10);
-  EXPECT_GE(pw[0]["m"] * pw[0]["kc"] * 8 * 8 * 4 * 2, 16 << 10) << "passes no smaller than needed";
+  tuning::Config pw = onlyConvConfig(convGraph(512, 64, 7, 1, 1, 1));
+  EXPECT_GT(pw["kc"], 0);
+  EXPECT_LE(pw["m"] * pw["kc"] * 8 * 8 * 4, 16 << 10);
+  EXPECT_GE(pw["m"] * pw["kc"] * 8 * 8 * 4 * 2, 16 << 10) << "passes no smaller than needed";
   // 256 channels on 14x14 (a 196 KiB input, within L2): 12 accumulators, ties going to fewer
   // blocks: 3 x 4 over 4 x 3 (whose 16th register holds one weight vector at a time beside the
   // 3 broadcasts) and 2 x 6.
-  std::vector<tuning::Config> t = convConfigs(convGraph(256, 256, 14, 1, 1, 1));
-  ASSERT_EQ(t.size(), 1u);
-  EXPECT_EQ(t[0]["m"], 3);
-  EXPECT_EQ(t[0]["r"], 4);
+  tuning::Config t = onlyConvConfig(convGraph(256, 256, 14, 1, 1, 1));
+  EXPECT_EQ(t["m"], 3);
+  EXPECT_EQ(t["r"], 4);
   // 192 to 48 channels on 96x96 (EfficientNetV2-S): the 6.75 MiB input streams from L3 once per
   // group of tile blocks, so the tie between 2 x 6 and 3 x 4 goes to 3 blocks (2 groups).
-  std::vector<tuning::Config> big = convConfigs(convGraph(192, 48, 96, 1, 1, 1));
-  ASSERT_EQ(big.size(), 1u);
-  EXPECT_EQ(big[0]["m"], 3);
+  EXPECT_EQ(onlyConvConfig(convGraph(192, 48, 96, 1, 1, 1))["m"], 3);
   // A depthwise conv's tiles: 7 columns (8 tiles on 56), not 4 (4 accumulator chains left the
   // FMAs latency-bound).
-  std::vector<tuning::Config> dw = convConfigs(convGraph(32, 32, 56, 3, 1, 32));
-  ASSERT_EQ(dw.size(), 1u);
-  EXPECT_EQ(dw[0]["m"], 1);
-  EXPECT_EQ(dw[0]["r"], 7);
+  tuning::Config dw = onlyConvConfig(convGraph(32, 32, 56, 3, 1, 32));
+  EXPECT_EQ(dw["m"], 1);
+  EXPECT_EQ(dw["r"], 7);
   // 64 channels: the whole reduction in one pass.
-  std::vector<tuning::Config> small = convConfigs(convGraph(64, 64, 7, 1, 1, 1));
-  ASSERT_EQ(small.size(), 1u);
-  EXPECT_EQ(small[0]["kc"], 0);
+  EXPECT_EQ(onlyConvConfig(convGraph(64, 64, 7, 1, 1, 1))["kc"], 0);
 }
 
 TEST(Templates, PlainConv) {
