@@ -246,49 +246,41 @@ TEST(LayoutTest, ConvPassesAndTilesMatchInterpreter) {
   // Configs the tuner may pick, forced on convs whose shapes exercise them: the reduction
   // over input blocks in passes of kc blocks (a shorter last pass; a fused residual add that
   // must apply once, after the last), tiles of 3 and 5 blocks (groups of 3 and 5 blocks),
-  // and edge tiles whose kernel columns split into runs (1x7 pad 3, dilation, stride).
+  // and edge tiles whose kernel columns split into runs (1x7 pad 3, dilation, stride). Every
+  // config splits the reduction, so its scratch buffer for partial sums shows that lowering
+  // applied it (an invalid config would fall back to the default silently).
   struct Forced {
     ConvCase conv;
     tuning::Config config;
-    bool passes; ///< the config splits the reduction (a scratch buffer for partial sums)
   };
   const Forced cases[] = {
       // pointwise, 9 input blocks as passes of 4, 4 and 1
       {{1, 72, 5, 6, 24, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true, ""},
-       {{"m", 2}, {"r", 6}, {"kc", 4}},
-       true},
+       {{"m", 2}, {"r", 6}, {"kc", 4}}},
       // 1x7 pad 3 on 17 columns: edge tiles of runs; 3 input blocks one per pass
       {{1, 24, 3, 17, 24, 1, 7, {1, 1}, {0, 3, 0, 3}, {1, 1}, 1, true, ""},
-       {{"m", 3}, {"r", 4}, {"kc", 1}},
-       true},
+       {{"m", 3}, {"r", 4}, {"kc", 1}}},
       // 7x1 pad 3: rows outside the input skipped in every pass
       {{1, 16, 9, 5, 16, 7, 1, {1, 1}, {3, 0, 3, 0}, {1, 1}, 1, true, ""},
-       {{"m", 2}, {"r", 5}, {"kc", 1}},
-       true},
+       {{"m", 2}, {"r", 5}, {"kc", 1}}},
       // groups of 3 blocks (24 channels): tiles of the whole group, passes of 2 + 1 blocks
       {{1, 48, 6, 9, 48, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2, true, ""},
-       {{"m", 3}, {"r", 4}, {"kc", 2}},
-       true},
-      // groups of 5 blocks, stride 2 pad 1, one pass
+       {{"m", 3}, {"r", 4}, {"kc", 2}}},
+      // groups of 5 blocks, stride 2 pad 1, passes of 3 + 2 blocks
       {{1, 80, 7, 11, 80, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 2, true, ""},
-       {{"m", 5}, {"r", 2}, {"kc", 0}},
-       false},
+       {{"m", 5}, {"r", 2}, {"kc", 3}}},
       // dilation 2, pads 2 and 3, stride 2 on columns: runs of taps per edge column
       {{1, 16, 6, 19, 16, 3, 5, {1, 2}, {2, 3, 2, 3}, {2, 2}, 1, false, ""},
-       {{"m", 1}, {"r", 6}, {"kc", 1}},
-       true},
+       {{"m", 1}, {"r", 6}, {"kc", 1}}},
       // tiles of 4 blocks x 3 columns and 6 x 2 (fewer columns than blocks: one weight vector
       // live at a time beside the columns' broadcasts), edge columns, 7 and 6 blocks
       {{1, 16, 5, 11, 56, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
-       {{"m", 4}, {"r", 3}, {"kc", 0}},
-       false},
+       {{"m", 4}, {"r", 3}, {"kc", 1}}},
       {{1, 24, 4, 9, 48, 3, 3, {2, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
-       {{"m", 6}, {"r", 2}, {"kc", 2}},
-       true},
+       {{"m", 6}, {"r", 2}, {"kc", 2}}},
       // a plain input (3 channels) in passes of one channel, 7x7 stride 2 pad 3
       {{1, 3, 13, 13, 8, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}, 1, true, ""},
-       {{"m", 1}, {"r", 4}, {"kc", 1}},
-       true},
+       {{"m", 1}, {"r", 4}, {"kc", 1}}},
   };
   for (const Forced &f : cases) {
     const ConvCase &k = f.conv;
@@ -298,7 +290,7 @@ TEST(LayoutTest, ConvPassesAndTilesMatchInterpreter) {
     Counts c =
         checkLayout(convGraph(k, oh, ow), 8, std::make_shared<FixedConvConfig>(f.config), &ks);
     EXPECT_EQ(c.blockedConvs, 1);
-    EXPECT_EQ(convScratchBuffers(ks), f.passes ? 1 : 0) << convGraph(k, oh, ow);
+    EXPECT_EQ(convScratchBuffers(ks), 1) << convGraph(k, oh, ow);
   }
   // A residual add and relu fused after a conv in passes: the epilogue reads the residual once,
   // after the last pass (the partial sums never pass through it).
