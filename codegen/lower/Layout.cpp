@@ -195,25 +195,27 @@ std::vector<int64_t> convTileBlockCounts(int64_t mb, int64_t groupBlocks) {
 /// When m does not divide the block count, the last tile takes the
 /// remaining blocks (RegNet's 13 and 55 blocks as tiles of 2 and one of 1: the 440-channel
 /// pointwise conv on a 7x7 map took 0.260 ms with single-block tiles, 0.239 with these).
-/// When one block per tile is the only choice of a pointwise conv (one output block, or groups
-/// of one block), its tiles take any width the registers allow, the cheapest by the same model
-/// (ties to fewer tiles): a 7x7 map's 49 columns as 5 tiles of 10 rather than 9 of 6, whose 6
-/// accumulator chains cannot cover the FMA latency (the tuner on RegNet-Y-400MF's 440-channel
-/// pointwise convs, before edge tiles: 0.245 against 0.328 ms).
+/// When one block per tile is the only choice (one output block, or groups of one block), its
+/// tiles take any width the registers allow, the cheapest by the same model (ties to fewer
+/// tiles): a 7x7 map's 49 columns as 5 tiles of 10 rather than 9 of 6, whose 6 accumulator
+/// chains cannot cover the FMA latency (the tuner on RegNet-Y-400MF's 440-channel pointwise
+/// convs, before edge tiles: 0.245 against 0.328 ms). That holds for 3x3 group convs of one
+/// block per group too, now that edge tiles run without guards: RegNet-Y-400MF's 0.19 -> 0.15
+/// ms with tiles of 14 columns rather than 5-6 (ResNeXt-50's layer 1-2 group convs: the tuner
+/// found 1.24-1.49x for widths 11-14).
 ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
                         int64_t weightBytesPerBlock, int64_t l2Bytes, int64_t groupBlocks,
-                        bool pointwise, bool inputBeyondL2) {
+                        bool inputBeyondL2) {
   std::vector<int64_t> counts = convTileBlockCounts(mb, groupBlocks);
   // m blocks per tile; when m does not divide mb, the last tile of each row takes the
   // remaining mb % m blocks (an edge group of the same columns).
   auto admissible = [&](int64_t m, int64_t rmax) {
     return m <= mb && rmax >= 1 && (m == 1 || m * weightBytesPerBlock <= l2Bytes * 3 / 4);
   };
-  // Single-block tiles widen only for pointwise convs (no padded edge columns) where no
-  // multi-block tile is possible: where both are, the wide single-block tile ties the model
-  // and measured slower (RegNet's stride-2 projections: m 1 x r 14 against m 2 x r 6, +20%),
-  // and so did RegNet's 3x3 group convs of one block per group (r 14 against 5: +10-20%).
-  bool onlySingle = pointwise;
+  // Single-block tiles widen only where no multi-block tile is possible: where both are, the
+  // wide single-block tile ties the model and measured slower (RegNet's stride-2 projections:
+  // m 1 x r 14 against m 2 x r 6, +20%).
+  bool onlySingle = true;
   for (int64_t m : counts)
     onlySingle = onlySingle &&
                  (m == 1 || !admissible(m, std::min(convTileMaxColumns(m, regs), maxPositions)));
@@ -281,9 +283,8 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
   for (int64_t k = 1; k <= oh; ++k) {
     if (oh % k != 0)
       continue;
-    ConvTile t =
-        chooseConvTile(ow * k, mb, regs, maxPositions, weightBytesPerBlock, l2Bytes, groupBlocks,
-                       /*pointwise=*/true, inputBeyondL2);
+    ConvTile t = chooseConvTile(ow * k, mb, regs, maxPositions, weightBytesPerBlock, l2Bytes,
+                                groupBlocks, inputBeyondL2);
     if (k > 1 && images * ((mb + t.blocks - 1) / t.blocks) * (oh / k) < 8)
       break;
     double cost = t.cost / double(k);
@@ -744,7 +745,7 @@ const tuning::Space &convNchwcCpuSpace() {
       }
       ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
                                    p.dims[kWeightBytes], p.cpu.l2Bytes, p.dims[kGroupBlocks],
-                                   p.dims[kPointwise] != 0, p.dims[kInBytes] > p.cpu.l2Bytes / 2);
+                                   p.dims[kInBytes] > p.cpu.l2Bytes / 2);
       return tuning::Config{{"m", ct.blocks},
                             {"r", ct.positions},
                             {"kc", convDefaultPassBlocks(ct.blocks, p.dims[kKc],
