@@ -298,7 +298,7 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
 
 // The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
-// bytes of one output block, pointwise, input blocks of a group, bytes of one image's input}.
+// bytes of one output block, input blocks of a group, bytes of one image's input}.
 enum ConvDim {
   kMb,
   kOW,
@@ -306,9 +306,8 @@ enum ConvDim {
   kGroupBlocks,
   kDepthwise,
   kWeightBytes,
-  kPointwise, ///< 1x1, stride 1, no padding (rows may merge)
-  kKc,        ///< the reduction's input blocks (input channels when the input is plain)
-  kInBytes,   ///< one image's input
+  kKc,      ///< the reduction's input blocks (input channels when the input is plain)
+  kInBytes, ///< one image's input
   kConvDims
 };
 
@@ -436,7 +435,6 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                groupBlocks,
                depthwise ? 1 : 0,
                Kc * KH * KW * bi * b * int64_t(dtypeSize(t)),
-               pointwise && !depthwise ? 1 : 0,
                depthwise ? 1 : Kc,
                inBytes};
   prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
@@ -485,10 +483,6 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   // its columns lie outside the interior, its kernel columns split into runs (see `taps`).
   auto tile = [&](Expr ow0, int64_t first, int64_t R, int64_t Mt, const Pass &pass) -> Stmt {
     std::vector<Stmt> s;
-    // Columns that read into the padding for some tap (only an edge tile's).
-    std::vector<bool> guarded(R, false);
-    for (int64_t r = 0; r < R; ++r)
-      guarded[r] = first >= 0 && (first + r < g.lo || first + r >= g.hi);
     // The partial sum of block m, column r, lane j.
     auto partAt = [&](int64_t m, int64_t r, int64_t j) {
       return kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(q, i64(M)), i64(m)), i64(OW)),
@@ -612,8 +606,9 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     // multiplies only those columns: no guards, and no multiply-adds of the zero padding
     // (Inception's 1x7 convs on 17 columns have a third of their columns at an edge; a
     // guarded load and select per tap made them take 1.7x ONNX Runtime's time).
+    // (An edge tile none of whose columns reach into the padding makes one run of all taps.)
     Stmt inner;
-    if (first < 0 || std::none_of(guarded.begin(), guarded.end(), [](bool g) { return g; })) {
+    if (first < 0) {
       inner = taps(0, KW, std::vector<bool>(R, true));
     } else {
       // Column r reads inside the input for kw in [lo[r], hi[r]).
@@ -663,8 +658,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   };
   // The row's tiles of Mt blocks: ct.tiles tiles of ct.positions columns, the last one
   // possibly narrower. Runs of equal, interior tiles become one loop; the others (the edges)
-  // are emitted with their constant first column and guards on the columns that reach into
-  // the padding.
+  // are emitted with their constant first column (their taps in runs, see `tile`).
   int64_t R = ct.positions;
   auto rowOf = [&](int64_t Mt, const Pass &pass) {
     std::vector<Stmt> row;
@@ -718,7 +712,9 @@ const tuning::Space &convNchwcCpuSpace() {
     // 2: pointwise convs merge rows (their r counts merged columns); 3: the problem says
     // whether the conv is pointwise (wide single-block tiles); 4: m need not divide the
     // output blocks of an ungrouped conv (an edge tile takes the rest), which earlier tuning
-    // never measured; 5: the reduction may run in passes (kc), tiles of 3 and 5-8 blocks
+    // never measured; 5: the reduction may run in passes (kc), tiles of 3 and 5-8 blocks, wide
+    // single-block tiles for any conv whose tiles can hold only one block (the problem no
+    // longer says whether it is pointwise)
     s.version = 5;
     s.knobs = {
         {"m", {1, 2, 3, 4, 5, 6, 7, 8}, "output channel blocks of a register tile"},
