@@ -20,6 +20,8 @@
 #include "nnc/runtime/Interpreter.h"
 #include "nnc/runtime/OpenCL.h"
 
+#include "PinnedTarget.h"
+
 using namespace nnc;
 namespace fs = std::filesystem;
 
@@ -547,8 +549,9 @@ struct ModelKernels {
 
 /// The CPU executable of a shared model after the default pipeline, for `cpu` (compiled on any
 /// host; not run).
-std::unique_ptr<Executable> compileModel(const std::string &name,
-                                         const CpuTarget &cpu = CpuTarget::host()) {
+std::unique_ptr<Executable>
+compileModel(const std::string &name,
+             const CpuTarget &cpu = pinned::withPinnedCaches(CpuTarget::host())) {
   fs::path path = fs::path(NNC_SHARED_DIR) / "models" / name / "model.onnx";
   ImportOptions io;
   io.evaluate = interp();
@@ -604,7 +607,7 @@ TEST(FusionTest, SharedModelKernelCounts) {
                                           {"resnet18_b1", 50}, {"bert_layer_b1", 13}};
   for (const auto &[level, expected] :
        {std::pair{CpuTarget::Level::V4, avx512}, std::pair{CpuTarget::Level::V3, avx2}}) {
-    CpuTarget cpu = CpuTarget::forLevel(level);
+    CpuTarget cpu = pinned::pinnedCpuTarget(level);
     for (const ModelKernels &m : expected) {
       std::unique_ptr<Executable> exe = compileModel(m.name, cpu);
       ASSERT_TRUE(exe) << m.name;
