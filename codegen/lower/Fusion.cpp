@@ -749,7 +749,6 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, co
             {kir::decl(exv, t, kir::op(OpKind::Exp, {kir::sub(ld(xb, blockAt(rr, j2)), mx)})),
              kb.store(pb, blockAt(rr, j2), kir::var(exv, t)),
              kir::accumulate(sumv, kir::add(sum, kir::var(exv, t)))})));
-    sched.steps.push_back({kir::ScheduleStep::Vectorize, j2v, 0, {}});
     row.push_back(kb.store(sumb, rowSumAt(rr), sum));
     body.push_back(kir::forLoop(rv, i64(m), kir::block(row)));
 

@@ -127,17 +127,6 @@ struct ConvTile {
 };
 
 int64_t convTileMaxColumns(int64_t m, int64_t regs);
-int64_t convDefaultPassBlocks(int64_t m, int64_t kc, int64_t weightBytes, int64_t l1Bytes);
-
-/// What one pass of a conv's reduction keeps in cache per output column: `inputColumnBytes`
-/// per unit of the reduction (an input block, or a channel of a plain input) and
-/// `outputColumnBytes` of partial sums per output block.
-struct ConvPassBytes {
-  int64_t reduction = 0; ///< units of the reduction (the kc knob's)
-  int64_t inputColumnBytes = 0;
-  int64_t outputColumnBytes = 0;
-  int64_t l1Bytes = 0;
-};
 
 /// Cycles of one multiply-add step of a tile of m blocks x r columns (chooseConvTile's model).
 double convStepCycles(int64_t m, int64_t r) {
@@ -286,16 +275,9 @@ int64_t convTileMaxPositions(int64_t b) {
 /// How many consecutive rows of a pointwise conv run as one row (a divisor of oh): the one
 /// whose register tiles cost least per output column by chooseConvTile's model, keeping at
 /// least 8 items (rows x tiles' channel groups) for the parallel loop. Ties go to fewer rows.
-/// When the reduction runs in passes (convDefaultPassBlocks), a merged row's partial sums are
-/// reread by the next pass after it has streamed its input blocks over the whole row, so one
-/// pass's input and the partial sums of the row (`passColumnBytes` of both per column) must
-/// stay within half of L2: ResNeXt-50's 256-to-128-channel 1x1 convs on 56x56 maps (2 passes
-/// of 16 blocks) merged 28 rows of 1568 columns, 1.0 MB per pass, and took 3.9 ms in the model
-/// against 3.2 ms as rows of 224 columns (143 KB; as single rows of 56 columns, 3.4); 2-core
-/// EPYC, AVX2, 1 thread, per-kernel minima over 8 runs.
 int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int64_t regs,
                         int64_t maxPositions, int64_t weightBytesPerBlock, int64_t l2Bytes,
-                        int64_t groupBlocks, bool inputBeyondL2, const ConvPassBytes &pass) {
+                        int64_t groupBlocks, bool inputBeyondL2) {
   int64_t best = 1;
   double bestCost = -1;
   for (int64_t k = 1; k <= oh; ++k) {
@@ -304,11 +286,6 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
     ConvTile t = chooseConvTile(ow * k, mb, regs, maxPositions, weightBytesPerBlock, l2Bytes,
                                 groupBlocks, inputBeyondL2);
     if (k > 1 && images * ((mb + t.blocks - 1) / t.blocks) * (oh / k) < 8)
-      break;
-    int64_t kcp =
-        convDefaultPassBlocks(t.blocks, pass.reduction, weightBytesPerBlock, pass.l1Bytes);
-    if (k > 1 && kcp > 0 &&
-        (kcp * pass.inputColumnBytes + t.blocks * pass.outputColumnBytes) * ow * k > l2Bytes / 2)
       break;
     double cost = t.cost / double(k);
     if (bestCost < 0 || cost < bestCost - 1e-9) {
@@ -433,10 +410,9 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   int64_t inBytes = Cx * H * W * (plain ? 1 : b) * int64_t(dtypeSize(t));
   bool inputBeyondL2 = inBytes > cpuOf(opts).l2Bytes / 2;
   if (pointwise && !depthwise)
-    mergedRows = convRowsToMerge(
-        OH, OW, N, Mb, convTileRegisters(b, cpuOf(opts)), convTileMaxPositions(b),
-        Kc * bi * b * int64_t(dtypeSize(t)), cpuOf(opts).l2Bytes, groupBlocks, inputBeyondL2,
-        {Kc, bi * int64_t(dtypeSize(t)), b * int64_t(dtypeSize(t)), cpuOf(opts).l1dBytes});
+    mergedRows = convRowsToMerge(OH, OW, N, Mb, convTileRegisters(b, cpuOf(opts)),
+                                 convTileMaxPositions(b), Kc * bi * b * int64_t(dtypeSize(t)),
+                                 cpuOf(opts).l2Bytes, groupBlocks, inputBeyondL2);
   if (mergedRows > 1) {
     OH /= mergedRows;
     H = OH;
