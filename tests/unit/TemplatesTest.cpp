@@ -42,8 +42,8 @@ std::string dense(const Extents &e) {
 }
 
 /// Lowers every unit of `text`'s graph after `pipeline` (the standard CPU pipeline when null)
-/// for x86-64-v3 with pinned caches (or, with `opencl`, for a generic OpenCL GPU after the OpenCL pipeline), with
-/// `lo`'s hooks.
+/// for x86-64-v3 with pinned caches (or, with `opencl`, for a generic OpenCL GPU after the
+/// OpenCL pipeline), with `lo`'s hooks.
 void lowerAll(const std::string &text, const char *pipeline, bool opencl,
               tuning::LowerOptions lo) {
   Expected<std::unique_ptr<Graph>> g = parseGraph(text);

@@ -47,7 +47,8 @@ struct CpuTarget {
   /// 32 registers; avx512-vnni) L1d 48K L2 1M L3 32M".
   std::string str() const;
 
-  /// A target at `level` with the host's cache sizes (for any host: cross-compiling and tests).
+  /// A target at `level` with the host's cache sizes (for any host: cross-compiling; tests
+  /// that pin lowering decisions set their own caches, tests/unit/PinnedTarget.h).
   static CpuTarget forLevel(Level level);
   /// The host: its highest level and extensions, detected once (cpuid and the OS's saved
   /// register state), with its caches.
