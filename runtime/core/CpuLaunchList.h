@@ -34,14 +34,14 @@ private:
     KernelFn fn = nullptr;
     size_t firstArg = 0; ///< Into plan_.args.
   };
-  void *takeArena();
-  void giveArena(void *a);
+  Expected<Tensor> takeArena();
+  void giveArena(Tensor a);
 
   const RunPlan &p_;
   std::vector<Launch> launches_;
   ThreadPool *pool_;
   std::mutex arenaMutex_;
-  std::vector<void *> freeArenas_;
+  std::vector<Tensor> freeArenas_;
   /// The memory of released outputs, for the next run's (two runs' worth kept).
   std::shared_ptr<TensorPool> outputPool_;
 };
