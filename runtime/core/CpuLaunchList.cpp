@@ -51,7 +51,10 @@ Expected<std::vector<Tensor>> CpuLaunchList::run(const std::vector<Tensor> &inpu
                                                  std::vector<double> *kernelMs) {
   NNC_TRY(checkRunInputs(p_, inputs));
   NNC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, allocateFreshOutputs(p_, outputPool_));
-  NNC_ASSIGN_OR_RETURN(Tensor arenaStorage, takeArena());
+  Expected<Tensor> taken = takeArena();
+  NNC_USER_CHECK(taken, "cannot allocate the run's arena of {} bytes: {}", p_.arenaBytes,
+                 taken.error().message());
+  Tensor arenaStorage = std::move(*taken);
   void *arena = arenaStorage.rawData();
   auto pointer = [&](const Slot &s) -> void * {
     char *base = nullptr;
