@@ -172,12 +172,18 @@ bool blocksShareTile(int64_t m, int64_t mb, int64_t groupBlocks) {
 /// 12 accumulators for 7 loads.
 std::vector<int64_t> convTileBlockCounts(int64_t mb, int64_t groupBlocks) {
   std::vector<int64_t> v;
-  if (groupBlocks == mb)
-    return {1, 2, 3, 4};
-  for (int64_t m = 1; m <= std::min<int64_t>(groupBlocks, 8); ++m)
-    if (groupBlocks % m == 0)
+  int64_t most = groupBlocks == mb ? 4 : std::min<int64_t>(groupBlocks, 8);
+  for (int64_t m = 1; m <= most; ++m)
+    if (blocksShareTile(m, mb, groupBlocks))
       v.push_back(m);
   return v;
+}
+
+/// Whether one image's input (`inBytes`) exceeds half of L2: the parallel loop runs each group
+/// of tile blocks over all rows, so such an input streams from L3 once per group
+/// (chooseConvTile's ties then go to more blocks).
+bool convInputBeyondL2(int64_t inBytes, const CpuTarget &cpu) {
+  return inBytes > cpu.l2Bytes / 2;
 }
 
 /// Chooses the register tile of a row of `ow` columns and `mb` output blocks from a model of
@@ -406,9 +412,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   int64_t mergedRows = 1;
   bool pointwise = KH == 1 && KW == 1 && ah.stride == 1 && aw.stride == 1 && ah.padBegin == 0 &&
                    aw.padBegin == 0 && OH == H && OW == W;
-  // One image's input; beyond half of L2 it streams from L3 once per group of tile blocks.
   int64_t inBytes = Cx * H * W * (plain ? 1 : b) * int64_t(dtypeSize(t));
-  bool inputBeyondL2 = inBytes > cpuOf(opts).l2Bytes / 2;
+  bool inputBeyondL2 = convInputBeyondL2(inBytes, cpuOf(opts));
   if (pointwise && !depthwise)
     mergedRows = convRowsToMerge(OH, OW, N, Mb, convTileRegisters(b, cpuOf(opts)),
                                  convTileMaxPositions(b), Kc * bi * b * int64_t(dtypeSize(t)),
@@ -741,7 +746,7 @@ const tuning::Space &convNchwcCpuSpace() {
       }
       ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
                                    p.dims[kWeightBytes], p.cpu.l2Bytes, p.dims[kGroupBlocks],
-                                   p.dims[kInBytes] > p.cpu.l2Bytes / 2);
+                                   convInputBeyondL2(p.dims[kInBytes], p.cpu));
       return tuning::Config{{"m", ct.blocks},
                             {"r", ct.positions},
                             {"kc", convDefaultPassBlocks(ct.blocks, p.dims[kKc],

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 
 #include "BufferPlan.h"
@@ -27,9 +26,10 @@ CpuLaunchList::~CpuLaunchList() = default;
 /// as the weights' (ir/Tensor.cpp). A blocked conv streams 16-32 channel planes at once, each
 /// on its own 4 KiB page; on 2 MiB pages ResNeXt-50's 256-to-128-channel 1x1 convs on 56x56
 /// maps took 4.2-4.4 ms instead of 7.3-7.4 in the model (2-core EPYC, AVX2, 1 thread, per-kernel
-/// minima over 6 runs, the two in alternating order, a busy host); whole models' sums of
-/// per-kernel minima moved within the noise (ResNeXt-50 173.0 -> 164.5 ms, DenseNet-121
-/// 75.3 -> 74.3, ResNet-50 124.7 -> 134.7).
+/// minima over 6 runs, the two in alternating order, a busy host; four of five such runs
+/// agreed, one of 4 rounds went the other way); whole models' sums of per-kernel minima moved
+/// within the noise (ResNeXt-50 173.0 -> 164.5 ms, DenseNet-121 75.3 -> 74.3, ResNet-50
+/// 124.7 -> 134.7).
 Expected<Tensor> CpuLaunchList::takeArena() {
   {
     std::lock_guard<std::mutex> lock(arenaMutex_);
