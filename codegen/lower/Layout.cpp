@@ -186,13 +186,35 @@ bool convInputBeyondL2(int64_t inBytes, const CpuTarget &cpu) {
   return inBytes > cpu.l2Bytes / 2;
 }
 
+/// The cache line of every x86-64 implementation.
+constexpr int64_t kCacheLineBytes = 64;
+
+/// The columns of a tile of several blocks come in multiples of this count: tiles whose
+/// columns advance over whole cache lines of the input (`columnStepBytes`: the input bytes
+/// one output column advances, a block's lanes times the stride), or 1 when a column already
+/// takes whole lines (16-lane blocks) or a line holds no whole number of them. A tile of 3
+/// columns of 8 floats (96 bytes) shares a line of every input block with the next tile, and
+/// that line must then stay in L1 across the tile's whole pass over its input blocks, while
+/// the pass's input streams (block strides of whole pages for maps of 32 x 32 columns, so in
+/// the same L1 sets) and its weights compete for the same sets. On a 2-core EPYC (AVX2, 32 KiB
+/// L1d, 1 thread), sums of per-kernel minima over 6 order-alternating runs: ResNeXt-50 111.3
+/// -> 107.2 ms, ResNet-50 86.3 -> 85.4.
+int64_t convTileLineColumns(int64_t columnStepBytes) {
+  if (columnStepBytes <= 0 || columnStepBytes >= kCacheLineBytes ||
+      kCacheLineBytes % columnStepBytes != 0)
+    return 1;
+  return kCacheLineBytes / columnStepBytes;
+}
+
 /// Chooses the register tile of a row of `ow` columns and `mb` output blocks from a model of
 /// one multiply-add step (one input lane): R*M vector FMAs at two per cycle, M weight vector
 /// loads plus R broadcasts at two per cycle, and at least the FMA latency (4 cycles) per
 /// accumulator chain. `regs` block-wide vector registers hold the accumulators, a step's
 /// weights and the broadcast (convTileMaxColumns); tiles hold convTileBlockCounts blocks
 /// (`groupBlocks` output blocks per group); the weights of a tile's blocks, reread for every
-/// row, must stay in L2.
+/// row, must stay in L2. Tiles that may hold several blocks take whole cache lines of input
+/// columns (`lineColumns`, convTileLineColumns): m 4 x r 2 or m 2 x r 6 rather than 4 x 3 on
+/// AVX2, the same cycles per multiply-add by the model.
 /// Ties go to fewer blocks, unless one image's input exceeds half of L2 (`inputBeyondL2`): the
 /// parallel loop runs each group of tile blocks over all rows, so the input then streams from
 /// L3 once per group, and ties go to more blocks (EfficientNetV2-S's 192-to-48-channel 1x1
@@ -210,8 +232,8 @@ bool convInputBeyondL2(int64_t inBytes, const CpuTarget &cpu) {
 /// ms with tiles of 14 columns rather than 5-6 (ResNeXt-50's layer 1-2 group convs: the tuner
 /// found 1.24-1.49x for widths 11-14).
 ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
-                        int64_t weightBytesPerBlock, int64_t l2Bytes, int64_t groupBlocks,
-                        bool inputBeyondL2) {
+                        int64_t lineColumns, int64_t weightBytesPerBlock, int64_t l2Bytes,
+                        int64_t groupBlocks, bool inputBeyondL2) {
   std::vector<int64_t> counts = convTileBlockCounts(mb, groupBlocks);
   // m blocks per tile; when m does not divide mb, the last tile of each row takes the
   // remaining mb % m blocks (an edge group of the same columns).
@@ -233,8 +255,14 @@ ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositio
       rmax = std::min(convTileMaxColumns(1, regs), kConvTileMaxSingleColumns);
     if (!admissible(m, rmax))
       continue;
+    bool wholeLines = !(m == 1 && onlySingle) && lineColumns > 1 && rmax >= lineColumns;
+    if (wholeLines)
+      rmax = rmax / lineColumns * lineColumns;
     int64_t tiles = (ow + rmax - 1) / rmax;
     int64_t r = (ow + tiles - 1) / tiles;
+    // Balanced tiles, still of whole lines.
+    if (wholeLines)
+      r = std::min(rmax, (r + lineColumns - 1) / lineColumns * lineColumns);
     if (m == 1 && onlySingle) {
       ColumnTiles c = bestSingleBlockColumns(ow, rmax);
       tiles = c.tiles;
@@ -282,15 +310,15 @@ int64_t convTileMaxPositions(int64_t b) {
 /// whose register tiles cost least per output column by chooseConvTile's model, keeping at
 /// least 8 items (rows x tiles' channel groups) for the parallel loop. Ties go to fewer rows.
 int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int64_t regs,
-                        int64_t maxPositions, int64_t weightBytesPerBlock, int64_t l2Bytes,
-                        int64_t groupBlocks, bool inputBeyondL2) {
+                        int64_t maxPositions, int64_t lineColumns, int64_t weightBytesPerBlock,
+                        int64_t l2Bytes, int64_t groupBlocks, bool inputBeyondL2) {
   int64_t best = 1;
   double bestCost = -1;
   for (int64_t k = 1; k <= oh; ++k) {
     if (oh % k != 0)
       continue;
-    ConvTile t = chooseConvTile(ow * k, mb, regs, maxPositions, weightBytesPerBlock, l2Bytes,
-                                groupBlocks, inputBeyondL2);
+    ConvTile t = chooseConvTile(ow * k, mb, regs, maxPositions, lineColumns, weightBytesPerBlock,
+                                l2Bytes, groupBlocks, inputBeyondL2);
     if (k > 1 && images * ((mb + t.blocks - 1) / t.blocks) * (oh / k) < 8)
       break;
     double cost = t.cost / double(k);
@@ -304,7 +332,8 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
 
 // The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
-// bytes of one output block, input blocks of a group, bytes of one image's input}.
+// bytes of one output block, input blocks of a group, bytes of one image's input, input bytes
+// one output column advances}.
 enum ConvDim {
   kMb,
   kOW,
@@ -312,8 +341,9 @@ enum ConvDim {
   kGroupBlocks,
   kDepthwise,
   kWeightBytes,
-  kKc,      ///< the reduction's input blocks (input channels when the input is plain)
-  kInBytes, ///< one image's input
+  kKc,         ///< the reduction's input blocks (input channels when the input is plain)
+  kInBytes,    ///< one image's input
+  kColumnStep, ///< input bytes one output column advances (block lanes x element x stride)
   kConvDims
 };
 
@@ -329,7 +359,10 @@ std::vector<int64_t> convPassBlocks() {
 /// multiply-adds per 4 weight loads), so they must come from L1, not L2. `weightBytes` is one
 /// output block's packed weights over `kc` input blocks. On a 2-core EPYC (AVX2), sums of
 /// per-kernel minima over 4-5 runs: ResNet-50's convs 101.2 -> 95.6 ms, Inception-v3's
-/// 133.4 -> 124.0 ms, RegNet-Y-1.6GF's 48.5 -> 45.0 ms.
+/// 133.4 -> 124.0 ms, RegNet-Y-1.6GF's 48.5 -> 45.0 ms. Passes of an eighth of L1 measured
+/// better on ResNeXt-50 but split short reductions too: ResNet-50's 64-channel 1x1 convs in
+/// two passes and its 3-channel 7x7 stem in three ran 15% and 40% slower, each pass storing
+/// and reloading the partial sums of its m blocks (as many bytes as m input blocks).
 int64_t convDefaultPassBlocks(int64_t m, int64_t kc, int64_t weightBytes, int64_t l1Bytes) {
   int64_t perBlock = std::max<int64_t>(1, m * weightBytes / std::max<int64_t>(kc, 1));
   int64_t budget = l1Bytes / 2;
@@ -414,10 +447,12 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                    aw.padBegin == 0 && OH == H && OW == W;
   int64_t inBytes = Cx * H * W * (plain ? 1 : b) * int64_t(dtypeSize(t));
   bool inputBeyondL2 = convInputBeyondL2(inBytes, cpuOf(opts));
+  int64_t columnStep = (plain ? 1 : b) * int64_t(dtypeSize(t)) * aw.stride;
   if (pointwise && !depthwise)
-    mergedRows = convRowsToMerge(OH, OW, N, Mb, convTileRegisters(b, cpuOf(opts)),
-                                 convTileMaxPositions(b), Kc * bi * b * int64_t(dtypeSize(t)),
-                                 cpuOf(opts).l2Bytes, groupBlocks, inputBeyondL2);
+    mergedRows =
+        convRowsToMerge(OH, OW, N, Mb, convTileRegisters(b, cpuOf(opts)), convTileMaxPositions(b),
+                        convTileLineColumns(columnStep), Kc * bi * b * int64_t(dtypeSize(t)),
+                        cpuOf(opts).l2Bytes, groupBlocks, inputBeyondL2);
   if (mergedRows > 1) {
     OH /= mergedRows;
     H = OH;
@@ -441,7 +476,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                depthwise ? 1 : 0,
                Kc * KH * KW * bi * b * int64_t(dtypeSize(t)),
                depthwise ? 1 : Kc,
-               inBytes};
+               inBytes,
+               columnStep};
   prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   ConvTile ct;
@@ -745,7 +781,8 @@ const tuning::Space &convNchwcCpuSpace() {
         return tuning::Config{{"m", 1}, {"r", c.width}, {"kc", 0}};
       }
       ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
-                                   p.dims[kWeightBytes], p.cpu.l2Bytes, p.dims[kGroupBlocks],
+                                   convTileLineColumns(p.dims[kColumnStep]), p.dims[kWeightBytes],
+                                   p.cpu.l2Bytes, p.dims[kGroupBlocks],
                                    convInputBeyondL2(p.dims[kInBytes], p.cpu));
       return tuning::Config{{"m", ct.blocks},
                             {"r", ct.positions},

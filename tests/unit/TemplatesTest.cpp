@@ -249,12 +249,15 @@ TEST(Templates, ConvTilesOfGroupsAndPasses) {
   EXPECT_GT(pw["kc"], 0);
   EXPECT_LE(pw["m"] * pw["kc"] * 8 * 8 * 4, 16 << 10);
   EXPECT_GE(pw["m"] * pw["kc"] * 8 * 8 * 4 * 2, 16 << 10) << "passes no smaller than needed";
-  // 256 channels on 14x14 (a 196 KiB input, within L2): 12 accumulators, ties going to fewer
-  // blocks: 3 x 4 over 4 x 3 (whose 16th register holds one weight vector at a time beside the
-  // 3 broadcasts) and 2 x 6.
+  // 256 channels on 14x14 (a 196 KiB input, within L2): tiles of whole cache lines (an even
+  // number of 32-byte columns), so 4 x 2, whose 7 tiles cover the 14 columns exactly, over
+  // 3 x 4 (a short last tile) and 2 x 6; never 4 x 3, whose 96-byte tiles share input lines.
   tuning::Config t = onlyConvConfig(convGraph(256, 256, 14, 1, 1, 1));
-  EXPECT_EQ(t["m"], 3);
-  EXPECT_EQ(t["r"], 4);
+  EXPECT_EQ(t["m"], 4);
+  EXPECT_EQ(t["r"], 2);
+  // Stride 2: a column advances 64 bytes of input, whole lines already, so any width.
+  tuning::Config s2 = onlyConvConfig(convGraph(256, 256, 28, 1, 2, 1));
+  EXPECT_EQ(s2["r"], 3);
   // 192 to 48 channels on 96x96 (EfficientNetV2-S): the 6.75 MiB input streams from L3 once per
   // group of tile blocks, so the tie between 2 x 6 and 3 x 4 goes to 3 blocks (2 groups).
   EXPECT_EQ(onlyConvConfig(convGraph(192, 48, 96, 1, 1, 1))["m"], 3);
