@@ -195,10 +195,13 @@ constexpr int64_t kCacheLineBytes = 64;
 /// takes whole lines (16-lane blocks) or a line holds no whole number of them. A tile of 3
 /// columns of 8 floats (96 bytes) shares a line of every input block with the next tile, and
 /// that line must then stay in L1 across the tile's whole pass over its input blocks, while
-/// the pass's input streams (block strides of whole pages for maps of 32 x 32 columns, so in
-/// the same L1 sets) and its weights compete for the same sets. On a 2-core EPYC (AVX2, 32 KiB
-/// L1d, 1 thread), sums of per-kernel minima over 6 order-alternating runs: ResNeXt-50 111.3
-/// -> 107.2 ms, ResNet-50 86.3 -> 85.4.
+/// the pass's other input streams and its weights compete for the same sets (the blocks of a
+/// 56x56 map are 98 KiB apart, so their streams fall in few sets). That is the likely cause,
+/// not a verified one (no hardware counters on the VM measured). On a 2-core EPYC (AVX2,
+/// 32 KiB L1d, 1 thread), sums of per-kernel minima over 6 order-alternating runs: ResNeXt-50
+/// 111.3 -> 107.2 ms, ResNet-50 86.3 -> 85.4; against the previous build, 108.3 -> 105.2 and
+/// 87.9 -> 85.9 (ResNet-50's 64-channel 1x1 convs, now 4 x 2, 1.20 -> 1.30 ms; its larger
+/// ones 2-10% faster).
 int64_t convTileLineColumns(int64_t columnStepBytes) {
   if (columnStepBytes <= 0 || columnStepBytes >= kCacheLineBytes ||
       kCacheLineBytes % columnStepBytes != 0)
@@ -359,10 +362,10 @@ std::vector<int64_t> convPassBlocks() {
 /// multiply-adds per 4 weight loads), so they must come from L1, not L2. `weightBytes` is one
 /// output block's packed weights over `kc` input blocks. On a 2-core EPYC (AVX2), sums of
 /// per-kernel minima over 4-5 runs: ResNet-50's convs 101.2 -> 95.6 ms, Inception-v3's
-/// 133.4 -> 124.0 ms, RegNet-Y-1.6GF's 48.5 -> 45.0 ms. Passes of an eighth of L1 measured
-/// better on ResNeXt-50 but split short reductions too: ResNet-50's 64-channel 1x1 convs in
-/// two passes and its 3-channel 7x7 stem in three ran 15% and 40% slower, each pass storing
-/// and reloading the partial sums of its m blocks (as many bytes as m input blocks).
+/// 133.4 -> 124.0 ms, RegNet-Y-1.6GF's 48.5 -> 45.0 ms. Passes in an eighth of L1 measured
+/// better on ResNeXt-50 (115.8 -> 112.3 ms) but split short reductions too: ResNet-50's
+/// 3-channel 7x7 stem in three passes ran 2.89 -> 4.13 ms, each pass storing and reloading
+/// the partial sums of its m blocks (as many bytes as m input blocks).
 int64_t convDefaultPassBlocks(int64_t m, int64_t kc, int64_t weightBytes, int64_t l1Bytes) {
   int64_t perBlock = std::max<int64_t>(1, m * weightBytes / std::max<int64_t>(kc, 1));
   int64_t budget = l1Bytes / 2;
@@ -447,7 +450,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                    aw.padBegin == 0 && OH == H && OW == W;
   int64_t inBytes = Cx * H * W * (plain ? 1 : b) * int64_t(dtypeSize(t));
   bool inputBeyondL2 = convInputBeyondL2(inBytes, cpuOf(opts));
-  int64_t columnStep = (plain ? 1 : b) * int64_t(dtypeSize(t)) * aw.stride;
+  // The input's lanes per column (its block; 1 when plain), as bytes one output column advances.
+  int64_t columnStep = (plain ? 1 : xs[4]) * int64_t(dtypeSize(t)) * aw.stride;
   if (pointwise && !depthwise)
     mergedRows =
         convRowsToMerge(OH, OW, N, Mb, convTileRegisters(b, cpuOf(opts)), convTileMaxPositions(b),
