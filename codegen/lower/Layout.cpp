@@ -199,9 +199,9 @@ constexpr int64_t kCacheLineBytes = 64;
 /// 56x56 map are 98 KiB apart, so their streams fall in few sets). That is the likely cause,
 /// not a verified one (no hardware counters on the VM measured). On a 2-core EPYC (AVX2,
 /// 32 KiB L1d, 1 thread), sums of per-kernel minima over 6 order-alternating runs: ResNeXt-50
-/// 111.3 -> 107.2 ms, ResNet-50 86.3 -> 85.4; against the previous build, 108.3 -> 105.2 and
-/// 87.9 -> 85.9 (ResNet-50's 64-channel 1x1 convs, now 4 x 2, 1.20 -> 1.30 ms; its larger
-/// ones 2-10% faster).
+/// 111.3 -> 107.2 ms, ResNet-50 86.3 -> 85.4 (a toggle in one build that also rounded stride-2
+/// tiles); this rule against the previous build, 108.3 -> 105.2 and 87.9 -> 85.9 (ResNet-50's
+/// 64-channel 1x1 convs, now 4 x 2, 1.20 -> 1.30 ms; its larger ones 2-11% faster).
 int64_t convTileLineColumns(int64_t columnStepBytes) {
   if (columnStepBytes <= 0 || columnStepBytes >= kCacheLineBytes ||
       kCacheLineBytes % columnStepBytes != 0)
@@ -253,23 +253,25 @@ ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositio
   ConvTile best;
   double bestCost = -1;
   for (int64_t m : counts) {
-    int64_t rmax = std::min(convTileMaxColumns(m, regs), maxPositions);
-    if (m == 1 && onlySingle)
-      rmax = std::min(convTileMaxColumns(1, regs), kConvTileMaxSingleColumns);
+    bool single = m == 1 && onlySingle;
+    int64_t rmax = single ? std::min(convTileMaxColumns(1, regs), kConvTileMaxSingleColumns)
+                          : std::min(convTileMaxColumns(m, regs), maxPositions);
     if (!admissible(m, rmax))
       continue;
-    bool wholeLines = !(m == 1 && onlySingle) && lineColumns > 1 && rmax >= lineColumns;
-    if (wholeLines)
-      rmax = rmax / lineColumns * lineColumns;
-    int64_t tiles = (ow + rmax - 1) / rmax;
-    int64_t r = (ow + tiles - 1) / tiles;
-    // Balanced tiles, still of whole lines.
-    if (wholeLines)
-      r = std::min(rmax, (r + lineColumns - 1) / lineColumns * lineColumns);
-    if (m == 1 && onlySingle) {
+    int64_t tiles, r;
+    if (single) {
       ColumnTiles c = bestSingleBlockColumns(ow, rmax);
       tiles = c.tiles;
       r = c.width;
+    } else {
+      // Balanced tiles, of whole lines where the registers allow a line's columns.
+      bool wholeLines = lineColumns > 1 && rmax >= lineColumns;
+      if (wholeLines)
+        rmax = rmax / lineColumns * lineColumns;
+      tiles = (ow + rmax - 1) / rmax;
+      r = (ow + tiles - 1) / tiles;
+      if (wholeLines)
+        r = std::min(rmax, (r + lineColumns - 1) / lineColumns * lineColumns);
     }
     double cost = double(mb / m) * double(tiles) * convStepCycles(m, r);
     if (mb % m != 0)
