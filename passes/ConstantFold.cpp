@@ -5,11 +5,11 @@
 //  1. Walk nodes in order (so folded results feed later folds in the same walk).
 //  2. A `shape` node whose operand has a static shape becomes an i64 constant.
 //  3. A node (other than `constant`) whose present operands are all `constant` results, and
-//     whose results are not larger than kMaxFoldElements, is evaluated; each result becomes
-//     a `constant` node that takes over the result's name and uses. A result whose size is
-//     data-dependent (Range, a shape folded from constants) is evaluated under a tensor byte
-//     limit (kMaxFoldBytes), so a huge one is refused before it is allocated, and is not kept
-//     when over kMaxFoldElements.
+//     whose results hold at most kMaxFoldElements more elements than those operands
+//     (foldLimit), is evaluated; each result becomes a `constant` node that takes over the
+//     result's name and uses. A result whose size is data-dependent (Range, a shape folded
+//     from constants) is evaluated under a tensor byte limit (foldBytes), so a huge one is
+//     refused before it is allocated, and is not kept when over the limit.
 //  4. An evaluation error is not a folding failure: the node stays, and the error will be
 //     reported when the graph runs (with its run-time context).
 #include "nnc/ir/TensorLimit.h"
@@ -18,10 +18,29 @@
 namespace nnc {
 
 namespace {
+/// The most elements a fold may add to the model's constants. A fold that only moves
+/// constants (the transpose of a Gemm's transB weight, a reshape, a cast, a weight's
+/// blocked layout) folds at any size, since its operands are in the model already: AlexNet's
+/// and VGG's first classifier weights (9216 x 4096 and 25088 x 4096) were transposed at run
+/// time, on every run, when the limit was on the result alone. A fold that broadcasts a small
+/// constant (Expand, Tile, ConstantOfShape) is held to this many elements.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
+
+/// Elements the results of a fold of `n` may hold: its constant operands' and
+/// kMaxFoldElements more.
+int64_t foldLimit(const Node &n) {
+  int64_t limit = kMaxFoldElements;
+  for (size_t i = 0; i < n.numOperands(); ++i)
+    if (const Tensor *t = n.operand(i) ? n.constantOperand(i) : nullptr)
+      limit += t->numElements();
+  return limit;
+}
+
 /// The allocation limit while evaluating: every tensor one node's evaluation makes (results
 /// and scratch). Twice the largest result kept, at 8 bytes an element.
-constexpr int64_t kMaxFoldBytes = kMaxFoldElements * 16;
+int64_t foldBytes(int64_t limitElements) {
+  return limitElements * 16;
+}
 
 class ConstantFoldPass : public Pass {
 public:
@@ -36,17 +55,20 @@ public:
         changed = true;
         continue;
       }
-      if (!ctx.evaluate || !allOperandsConstant(*n) || tooLarge(*n))
+      if (!ctx.evaluate || !allOperandsConstant(*n))
+        continue;
+      int64_t limit = foldLimit(*n);
+      if (tooLarge(*n, limit))
         continue;
       std::vector<Tensor> operands;
       for (size_t i = 0; i < n->numOperands(); ++i)
         operands.push_back(n->operand(i) ? *n->constantOperand(i) : Tensor());
       Expected<std::vector<Tensor>> results = makeError("not evaluated");
       {
-        TensorByteLimit limit(kMaxFoldBytes);
+        TensorByteLimit bytes(foldBytes(limit));
         results = ctx.evaluate(*n, operands);
       }
-      if (!results || resultsTooLarge(*results))
+      if (!results || resultsTooLarge(*results, limit))
         continue;
       replaceWithConstants(g, n, *results);
       addStat("nodes-folded");
@@ -63,21 +85,21 @@ private:
     return true;
   }
 
-  static bool tooLarge(const Node &n) {
+  static bool tooLarge(const Node &n, int64_t limit) {
     for (Value *r : n.results()) {
       std::optional<Extents> e = staticExtents(r->shape());
       if (!e)
         continue; // data-dependent: the evaluation decides
       std::optional<int64_t> count = checkedNumElements(*e);
-      if (!count || *count > kMaxFoldElements)
+      if (!count || *count > limit)
         return true;
     }
     return false;
   }
 
-  static bool resultsTooLarge(const std::vector<Tensor> &results) {
+  static bool resultsTooLarge(const std::vector<Tensor> &results, int64_t limit) {
     for (const Tensor &t : results)
-      if (t.numElements() > kMaxFoldElements)
+      if (t.numElements() > limit)
         return true;
     return false;
   }

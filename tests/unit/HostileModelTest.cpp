@@ -18,6 +18,7 @@
 #include "nnc/ir/TensorLimit.h"
 #include "nnc/ir/Verifier.h"
 #include "nnc/passes/PassManager.h"
+#include "nnc/passes/Passes.h"
 #include "nnc/runtime/Executable.h"
 #include "nnc/runtime/Interpreter.h"
 #include "onnx.pb.h"
@@ -240,6 +241,45 @@ TEST(HostileModel, DataDependentFoldIsBounded) {
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message().find("range"), std::string::npos) << r.error().message();
   }
+}
+
+// The folding limit is on what a fold adds to the model, not on its result's size: a weight
+// of more than 2^24 elements is still transposed at compile time (a Gemm's transB, as
+// AlexNet's and VGG's classifiers export it, was transposed on every run), while an Expand
+// that would make as many elements out of one is refused.
+TEST(HostileModel, FoldingMovesLargeWeightsButRefusesGrowth) {
+  const int64_t rows = 4100, cols = 4097; // 16,797,700 elements, above 2^24
+  Graph g("fold");
+  Tensor w = Tensor::zeros(DType::F32, {rows, cols});
+  for (int64_t i = 0; i < rows * cols; i += 4099)
+    w.data<float>()[i] = static_cast<float>(i % 7);
+  auto f32Of = [](const Extents &e) { return TensorType(DType::F32, shapeFromExtents(e)); };
+  Value *wv = g.createNode(OpKind::Constant, {}, {w.type()}, {{"value", w}})->result();
+  Node *t = g.createNode(OpKind::Transpose, {wv}, {f32Of({cols, rows})},
+                         {{"perm", std::vector<int64_t>{1, 0}}}, "transpose");
+  Tensor one = Tensor::fromVector<float>(DType::F32, {1}, {2.0f});
+  Tensor shape = Tensor::fromVector<int64_t>(DType::I64, {2}, {rows, cols});
+  Value *ov = g.createNode(OpKind::Constant, {}, {one.type()}, {{"value", one}})->result();
+  Value *sv = g.createNode(OpKind::Constant, {}, {shape.type()}, {{"value", shape}})->result();
+  Node *e = g.createNode(OpKind::Expand, {ov, sv}, {f32Of({rows, cols})}, {}, "expand");
+  Value *tr = t->result(), *er = e->result();
+  g.setOutputs({tr, er});
+  PassContext ctx;
+  ctx.evaluate = evaluator();
+  double t0 = cpuSeconds();
+  Expected<bool> changed = createConstantFoldPass()->run(g, ctx);
+  ASSERT_TRUE(changed) << changed.error().message();
+  EXPECT_LT(secondsSince(t0), 20.0);
+  ASSERT_NE(g.outputs()[0]->producer(), nullptr);
+  ASSERT_EQ(g.outputs()[0]->producer()->kind(), OpKind::Constant);
+  const Tensor &folded = g.outputs()[0]->producer()->getTensor("value");
+  ASSERT_EQ(folded.extents(), (Extents{cols, rows}));
+  for (int64_t i = 0; i < rows * cols; i += 4099) {
+    int64_t r = i / cols, c = i % cols;
+    ASSERT_EQ(folded.data<float>()[c * rows + r], w.data<float>()[i]) << "element " << i;
+  }
+  ASSERT_NE(g.outputs()[1]->producer(), nullptr);
+  EXPECT_EQ(g.outputs()[1]->producer()->kind(), OpKind::Expand);
 }
 
 // 10,000 Adds in a chain: import, the default pipeline (which fuses them into one kernel),
