@@ -5,8 +5,10 @@
 //     or rewrites uses of the node's result (the node itself becomes dead; DCE removes it).
 //  2. Repeat until a walk changes nothing (bounded by kMaxIterations).
 // Results that are graph outputs are not replaced, so output names survive.
+#include <algorithm>
 #include <cmath>
 
+#include "nnc/ir/NNGeometry.h"
 #include "nnc/passes/Passes.h"
 
 namespace nnc {
@@ -198,9 +200,146 @@ bool foldReshapeChain(Graph &g, Node *n) {
   return true;
 }
 
-const Pattern kPatterns[] = {foldIdentityArithmetic, foldInvolution,     foldNoopCast,
-                             foldNoopReshape,        foldTransposeChain, foldReshapeChain,
-                             foldUnitTranspose,      foldDivByPowerOfTwo};
+/// A two-operand einsum that is a (batched) product, as matmul between views:
+/// einsum(A, B) -> transpose(reshape(matmul(reshape(transpose(A)), reshape(transpose(B))))).
+/// Each label is a batch label (both operands and the result), a row label (A and the
+/// result), a column label (B and the result) or a contracted one (both operands, not the
+/// result); A is laid out [batch, rows, contracted], B [batch, contracted, columns], and the
+/// product's [batch, rows, columns] is put in the result's order. Identity transposes and
+/// reshapes are left out (an attention's "bhid,bhjd->bhij" is matmul(A, transpose(B))). The
+/// generic einsum kernel runs one scalar loop nest (MaxViT's attention einsums: 8-10 ms each
+/// against 0.6-1.4 ms for ORT's). Left to it: a label repeated in one term (a diagonal), one
+/// summed in one operand only, batch or contracted extents that differ (broadcast), dtypes
+/// other than f32 and f64, and results that are graph outputs.
+bool einsumAsMatMul(Graph &g, Node *n) {
+  if (n->kind() != OpKind::Einsum || n->numOperands() != 2 || g.isOutput(n->result()) ||
+      !g.hasUses(n->result()))
+    return false;
+  Value *a = n->operand(0), *b = n->operand(1), *y = n->result();
+  DType t = y->dtype();
+  if (!a || !b || (t != DType::F32 && t != DType::F64) || a->dtype() != t || b->dtype() != t)
+    return false;
+  std::optional<Extents> ae = staticExtents(a->shape()), be = staticExtents(b->shape()),
+                         ye = staticExtents(y->shape());
+  if (!ae || !be || !ye)
+    return false;
+  Expected<EinsumLabels> parsed =
+      parseEinsum(*n, {static_cast<int64_t>(ae->size()), static_cast<int64_t>(be->size())});
+  if (!parsed)
+    return false;
+  const std::vector<int> &la = parsed->operands[0], &lb = parsed->operands[1], &lo = parsed->output;
+  auto distinct = [](std::vector<int> v) {
+    std::sort(v.begin(), v.end());
+    return std::adjacent_find(v.begin(), v.end()) == v.end();
+  };
+  if (la.size() != ae->size() || lb.size() != be->size() || lo.size() != ye->size() ||
+      !distinct(la) || !distinct(lb) || !distinct(lo))
+    return false;
+  auto pos = [](const std::vector<int> &v, int l) {
+    auto it = std::find(v.begin(), v.end(), l);
+    return it == v.end() ? int64_t(-1) : static_cast<int64_t>(it - v.begin());
+  };
+  std::vector<int> batch, rows, cols, contracted;
+  for (int l : lo) {
+    bool inA = pos(la, l) >= 0, inB = pos(lb, l) >= 0;
+    if (inA && inB)
+      batch.push_back(l);
+    else if (inA)
+      rows.push_back(l);
+    else if (inB)
+      cols.push_back(l);
+    else
+      return false;
+  }
+  for (int l : la)
+    if (pos(lo, l) < 0) {
+      if (pos(lb, l) < 0)
+        return false; // summed over in A alone
+      contracted.push_back(l);
+    }
+  for (int l : lb)
+    if (pos(lo, l) < 0 && pos(la, l) < 0)
+      return false; // summed over in B alone
+  for (int l : batch)
+    if ((*ae)[pos(la, l)] != (*be)[pos(lb, l)])
+      return false;
+  for (int l : contracted)
+    if ((*ae)[pos(la, l)] != (*be)[pos(lb, l)])
+      return false;
+
+  auto typeOf = [&](const Extents &e) { return TensorType(t, shapeFromExtents(e)); };
+  std::string base = y->name();
+  // `v` with its dims in the order of `want` (labels of `have`, v's dims).
+  auto permuted = [&](Value *v, const std::vector<int> &have, const std::vector<int> &want,
+                      const Extents &e, const std::string &tag) {
+    std::vector<int64_t> perm;
+    Extents pe;
+    for (int l : want) {
+      perm.push_back(pos(have, l));
+      pe.push_back(e[pos(have, l)]);
+    }
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i)
+      identity = identity && perm[i] == static_cast<int64_t>(i);
+    if (identity)
+      return v;
+    return g
+        .createNode(OpKind::Transpose, {v}, {typeOf(pe)}, {{"perm", perm}}, n->name(), {base + tag},
+                    n)
+        ->result();
+  };
+  auto reshaped = [&](Value *v, const Extents &to, const std::string &tag) {
+    if (*staticExtents(v->shape()) == to)
+      return v;
+    Tensor shape = Tensor::fromVector<int64_t>(DType::I64, {static_cast<int64_t>(to.size())}, to);
+    Value *sv = g.createNode(OpKind::Constant, {}, {shape.type()}, {{"value", Attribute(shape)}},
+                             "", {base + tag + "_shape"}, n)
+                    ->result();
+    return g.createNode(OpKind::Reshape, {v, sv}, {typeOf(to)}, {}, n->name(), {base + tag}, n)
+        ->result();
+  };
+  auto extentOf = [&](int l) {
+    int64_t p = pos(la, l);
+    return p >= 0 ? (*ae)[p] : (*be)[pos(lb, l)];
+  };
+  auto product = [&](const std::vector<int> &ls) {
+    int64_t p = 1;
+    for (int l : ls)
+      p *= extentOf(l);
+    return p;
+  };
+  Extents batchE;
+  for (int l : batch)
+    batchE.push_back(extentOf(l));
+  int64_t M = product(rows), K = product(contracted), N = product(cols);
+  auto cat = [](std::vector<int> x, const std::vector<int> &y2, const std::vector<int> &z) {
+    x.insert(x.end(), y2.begin(), y2.end());
+    x.insert(x.end(), z.begin(), z.end());
+    return x;
+  };
+  auto with = [&](Extents e, std::initializer_list<int64_t> tail) {
+    e.insert(e.end(), tail);
+    return e;
+  };
+  Value *a2 = reshaped(permuted(a, la, cat(batch, rows, contracted), *ae, "_lhs_t"),
+                       with(batchE, {M, K}), "_lhs");
+  Value *b2 = reshaped(permuted(b, lb, cat(batch, contracted, cols), *be, "_rhs_t"),
+                       with(batchE, {K, N}), "_rhs");
+  Value *mm = g.createNode(OpKind::MatMul, {a2, b2}, {typeOf(with(batchE, {M, N}))}, {}, n->name(),
+                           {base + "_matmul"}, n)
+                  ->result();
+  std::vector<int> produced = cat(batch, rows, cols);
+  Extents producedE;
+  for (int l : produced)
+    producedE.push_back(extentOf(l));
+  Value *r = permuted(reshaped(mm, producedE, "_unflat"), produced, lo, producedE, "_out");
+  g.replaceAllUsesWith(y, r);
+  return true;
+}
+
+const Pattern kPatterns[] = {foldIdentityArithmetic, foldInvolution,      foldNoopCast,
+                             foldNoopReshape,        foldTransposeChain,  foldReshapeChain,
+                             foldUnitTranspose,      foldDivByPowerOfTwo, einsumAsMatMul};
 
 class CanonicalizePass : public Pass {
 public:

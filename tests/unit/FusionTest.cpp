@@ -335,6 +335,25 @@ graph @g(%x: f32[2,3,6,6], %w: f32[4,3,3,3], %res: f32[2,4,6,6]) -> (f32[2,4,6,6
                            1);
 }
 
+TEST(FusionTest, EinsumProductsAsMatMul) {
+  // canonicalize rewrites these einsums as matmuls between transposes and reshapes (MaxViT's
+  // attention products, a result transposed, rows and columns of several labels); the
+  // interpreter runs the einsums themselves on the unfused graph.
+  checkFusedMatchesUnfused(R"(
+graph @g(%q: f32[2,3,9,4], %k: f32[2,3,7,4], %v: f32[2,3,7,5], %a: f64[3,4], %b: f64[4,7], %x: f32[2,5,3], %w: f32[3,4,6]) -> (f32[2,3,9,5], f64[7,3], f32[5,4,2,6]) {
+  %s = einsum(%q, %k) {equation = "bhid,bhjd->bhij"} : f32[2,3,9,7]
+  %e = exp(%s) : f32[2,3,9,7]
+  %o = einsum(%e, %v) {equation = "bhij,bhjd->bhid"} : f32[2,3,9,5]
+  %t = einsum(%a, %b) {equation = "ij,jk->ki"} : f64[7,3]
+  %u = einsum(%x, %w) {equation = "nbc,cde->bdne"} : f32[5,4,2,6]
+  %ro = neg(%o) : f32[2,3,9,5]
+  %rt = neg(%t) : f64[7,3]
+  %ru = neg(%u) : f32[5,4,2,6]
+  return %ro, %rt, %ru
+})",
+                           0);
+}
+
 TEST(FusionTest, AttentionInRowBlocks) {
   // Scale and a broadcast mask in the scores' epilogue, softmax, the product with V. S = 5 is
   // one partial block of query rows; S = 70 is two full blocks of 32 and a tail of 6.
