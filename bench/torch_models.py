@@ -47,6 +47,14 @@ def _tv(name, size=224):
     return make
 
 
+def _video(name, frames=8, size=112):
+    """torchvision.models.video (3D convolutions); input [1, 3, frames, size, size]."""
+    def make():
+        import torchvision
+        return getattr(torchvision.models.video, name)(weights=None), (1, 3, frames, size, size)
+    return make
+
+
 def _encoder(batch_first, d=256, heads=4, layers=2, seq=128, ff=1024):
     def make():
         import torch
@@ -150,6 +158,13 @@ SIBLINGS = {
     "mnasnet1_0": ("cnn", _tv("mnasnet1_0"), 30),
     "inception_v3": ("cnn", _tv("inception_v3", 299), 5),
     "vit_b_32": ("vit", _tv("vit_b_32"), 10),
+    # Session 18's first runs of these: AlexNet and VGG-11-BN (classifier weights above 2^24
+    # elements, which constant folding had left to a run-time transpose) 3.9x and 1.6x ORT;
+    # MaxViT-T (attention as Einsum) 1.4x; R3D-18 (3D convs, no fast path yet) 1.9x.
+    "alexnet": ("cnn", _tv("alexnet"), 10),
+    "vgg11_bn": ("cnn", _tv("vgg11_bn"), 3),
+    "maxvit_t": ("vit", _tv("maxvit_t"), 3),
+    "r3d_18": ("video", _video("r3d_18"), 2),
     "encoder_d512_seq_first": ("encoder", _encoder(False, d=512, heads=8, seq=64, ff=2048), 20),
     "encoder_d384_batch_first": ("encoder", _encoder(True, d=384, heads=6, seq=197, ff=1536), 10),
 }
