@@ -5,11 +5,11 @@
 //  1. Walk nodes in order (so folded results feed later folds in the same walk).
 //  2. A `shape` node whose operand has a static shape becomes an i64 constant.
 //  3. A node (other than `constant`) whose present operands are all `constant` results, and
-//     whose results hold at most kMaxFoldElements more elements than those operands
-//     (foldLimit), is evaluated; each result becomes a `constant` node that takes over the
-//     result's name and uses. A result whose size is data-dependent (Range, a shape folded
-//     from constants) is evaluated under a tensor byte limit (foldBytes), so a huge one is
-//     refused before it is allocated, and is not kept when over the limit.
+//     each of whose results holds at most kMaxFoldElements more elements than those operands
+//     together (foldLimit), is evaluated; each result becomes a `constant` node that takes
+//     over the result's name and uses. A result whose size is data-dependent (Range, a shape
+//     folded from constants) is evaluated under a tensor byte limit (foldBytes), so a huge one
+//     is refused before it is allocated, and is not kept when over the limit.
 //  4. An evaluation error is not a folding failure: the node stays, and the error will be
 //     reported when the graph runs (with its run-time context).
 #include "nnc/ir/TensorLimit.h"
@@ -26,8 +26,8 @@ namespace {
 /// constant (Expand, Tile, ConstantOfShape) is held to this many elements.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
 
-/// Elements the results of a fold of `n` may hold: its constant operands' and
-/// kMaxFoldElements more.
+/// Elements each result of a fold of `n` may hold: as many as its constant operands hold
+/// together, and kMaxFoldElements more.
 int64_t foldLimit(const Node &n) {
   int64_t limit = kMaxFoldElements;
   for (size_t i = 0; i < n.numOperands(); ++i)
