@@ -144,6 +144,20 @@ bool foldTransposeChain(Graph &g, Node *n) {
   return true;
 }
 
+/// reshape(v) to static extents `to`, named `name` (its shape constant `shapeName`), inserted
+/// before `n` and attributed to it.
+Value *reshapeBefore(Graph &g, Node *n, Value *v, const Extents &to, const std::string &name,
+                     const std::string &shapeName) {
+  Tensor shape = Tensor::fromVector<int64_t>(DType::I64, {static_cast<int64_t>(to.size())}, to);
+  Value *sv = g.createNode(OpKind::Constant, {}, {shape.type()}, {{"value", Attribute(shape)}}, "",
+                           {shapeName}, n)
+                  ->result();
+  return g
+      .createNode(OpKind::Reshape, {v, sv}, {TensorType(v->dtype(), shapeFromExtents(to))}, {},
+                  n->name(), {name}, n)
+      ->result();
+}
+
 /// A transpose that moves only dims of extent 1 (the others keep their order) is a reshape:
 /// [1,197,768] -> [197,1,768] reorders no element. As a reshape it costs no copy (the buffer
 /// plan aliases it) and fuses as a view.
@@ -169,14 +183,9 @@ bool foldUnitTranspose(Graph &g, Node *n) {
   }
   if (!moves)
     return false;
-  Tensor shape = Tensor::fromVector<int64_t>(DType::I64, {static_cast<int64_t>(out->size())}, *out);
-  Value *sv = g.createNode(OpKind::Constant, {}, {shape.type()}, {{"value", Attribute(shape)}}, "",
-                           {n->result()->name() + "_shape"}, n)
-                  ->result();
-  Value *r = g.createNode(OpKind::Reshape, {n->operand(0), sv}, {n->result()->type()}, {},
-                          n->name(), {n->result()->name() + "_reshaped"}, n)
-                 ->result();
-  g.replaceAllUsesWith(n->result(), r);
+  g.replaceAllUsesWith(n->result(),
+                       reshapeBefore(g, n, n->operand(0), *out, n->result()->name() + "_reshaped",
+                                     n->result()->name() + "_shape"));
   return true;
 }
 
@@ -260,18 +269,17 @@ bool einsumAsMatMul(Graph &g, Node *n) {
   for (int l : lb)
     if (pos(lo, l) < 0 && pos(la, l) < 0)
       return false; // summed over in B alone
-  for (int l : batch)
-    if ((*ae)[pos(la, l)] != (*be)[pos(lb, l)])
-      return false;
-  for (int l : contracted)
-    if ((*ae)[pos(la, l)] != (*be)[pos(lb, l)])
-      return false;
+  for (const std::vector<int> *shared : {&batch, &contracted})
+    for (int l : *shared)
+      if ((*ae)[pos(la, l)] != (*be)[pos(lb, l)])
+        return false;
 
   auto typeOf = [&](const Extents &e) { return TensorType(t, shapeFromExtents(e)); };
   std::string base = y->name();
   // `v` with its dims in the order of `want` (labels of `have`, v's dims).
   auto permuted = [&](Value *v, const std::vector<int> &have, const std::vector<int> &want,
-                      const Extents &e, const std::string &tag) {
+                      const std::string &tag) {
+    Extents e = *staticExtents(v->shape());
     std::vector<int64_t> perm;
     Extents pe;
     for (int l : want) {
@@ -289,14 +297,9 @@ bool einsumAsMatMul(Graph &g, Node *n) {
         ->result();
   };
   auto reshaped = [&](Value *v, const Extents &to, const std::string &tag) {
-    if (*staticExtents(v->shape()) == to)
-      return v;
-    Tensor shape = Tensor::fromVector<int64_t>(DType::I64, {static_cast<int64_t>(to.size())}, to);
-    Value *sv = g.createNode(OpKind::Constant, {}, {shape.type()}, {{"value", Attribute(shape)}},
-                             "", {base + tag + "_shape"}, n)
-                    ->result();
-    return g.createNode(OpKind::Reshape, {v, sv}, {typeOf(to)}, {}, n->name(), {base + tag}, n)
-        ->result();
+    return *staticExtents(v->shape()) == to
+               ? v
+               : reshapeBefore(g, n, v, to, base + tag, base + tag + "_shape");
   };
   auto extentOf = [&](int l) {
     int64_t p = pos(la, l);
@@ -321,9 +324,9 @@ bool einsumAsMatMul(Graph &g, Node *n) {
     e.insert(e.end(), tail);
     return e;
   };
-  Value *a2 = reshaped(permuted(a, la, cat(batch, rows, contracted), *ae, "_lhs_t"),
+  Value *a2 = reshaped(permuted(a, la, cat(batch, rows, contracted), "_lhs_t"),
                        with(batchE, {M, K}), "_lhs");
-  Value *b2 = reshaped(permuted(b, lb, cat(batch, contracted, cols), *be, "_rhs_t"),
+  Value *b2 = reshaped(permuted(b, lb, cat(batch, contracted, cols), "_rhs_t"),
                        with(batchE, {K, N}), "_rhs");
   Value *mm = g.createNode(OpKind::MatMul, {a2, b2}, {typeOf(with(batchE, {M, N}))}, {}, n->name(),
                            {base + "_matmul"}, n)
@@ -332,7 +335,7 @@ bool einsumAsMatMul(Graph &g, Node *n) {
   Extents producedE;
   for (int l : produced)
     producedE.push_back(extentOf(l));
-  Value *r = permuted(reshaped(mm, producedE, "_unflat"), produced, lo, producedE, "_out");
+  Value *r = permuted(reshaped(mm, producedE, "_unflat"), produced, lo, "_out");
   g.replaceAllUsesWith(y, r);
   return true;
 }
