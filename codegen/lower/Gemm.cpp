@@ -29,6 +29,7 @@
 #include "Gemm.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "nnc/codegen/LLVMCodegen.h"
@@ -184,18 +185,22 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     batchCount *= kir::isIntImm(bl.second, 0)
                       ? 0
                       : (bl.second->kind == kir::ExprKind::IntImm ? bl.second->intValue : 2);
+  // B produced per block and k block (ops.produceB) lives in scratch per parallel block, so
+  // the blocks, not the batch loop, run in parallel.
+  bool produced = bool(ops.produceB) && ops.packScratch >= 0 && k > 0 && ops.packedNr == 0;
   bool par = knob(cfg, "par", 0) == 1;
-  bool parBatch = par && !batchLoops.empty() && batchCount >= 4;
+  bool parBatch = par && !batchLoops.empty() && batchCount >= 4 && !produced;
   bool parBlocks = par && !parBatch;
   // B is packed once, before the batch loops, when no batch moves it.
-  bool pack = ops.packedNr == 0 && knob(cfg, "pb", 0) == 1 && ops.packScratch >= 0 && k > 0 &&
-              st.bBase->kind == kir::ExprKind::IntImm;
+  bool pack = !produced && ops.packedNr == 0 && knob(cfg, "pb", 0) == 1 && ops.packScratch >= 0 &&
+              k > 0 && st.bBase->kind == kir::ExprKind::IntImm;
   int64_t rowTiles = m / mr, mRem = m % mr, colTiles = n / nr, nRem = n % nr;
   int64_t kBlocks = k == 0 ? 1 : (k + kc - 1) / kc;
   // A is packed once, before the batch loops, when no batch moves it.
   bool packA = knob(cfg, "pa", 0) == 1 && ops.packScratch >= 0 && k > 0 &&
                st.aBase->kind == kir::ExprKind::IntImm;
-  bool prefetch = knob(cfg, "pf", 0) == 1;
+  // A produced block was just written: it is in cache already.
+  bool prefetch = knob(cfg, "pf", 0) == 1 && !produced;
 
   std::vector<Stmt> before;
   int bsrc = ops.b, asrc = ops.a;
@@ -239,6 +244,38 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     bsrc = pbuf;
   }
 
+  // The cache blocks of a region of rt row tiles x ct column tiles: as many as mc and nc ask
+  // for, of balanced sizes (128 rows with mc=96: two blocks of 64, not 96 and 32), so
+  // parallel blocks take equal time. {row blocks, column blocks, row tiles per block,
+  // column tiles per block}.
+  auto blocking = [&](int64_t rt, int64_t ct) -> std::array<int64_t, 4> {
+    int64_t nIb = (rt + std::min(mcT, rt) - 1) / std::min(mcT, rt),
+            nJb = (ct + std::min(ncT, ct) - 1) / std::min(ncT, ct);
+    return {nIb, nJb, (rt + nIb - 1) / nIb, (ct + nJb - 1) / nJb};
+  };
+  // A produced B block's rows are whole cache lines apart, an odd number of them: a tile's
+  // panel (kc rows of nr columns) then spreads over every L1 set. (256 columns apart, a
+  // 256 x 16 panel fell in 4 of an 8-way 32 KiB L1's 64 sets and was read from L2.)
+  auto producedStride = [](int64_t width) {
+    int64_t lines = (width + 15) / 16;
+    return (lines % 2 == 0 ? lines + 1 : lines) * 16;
+  };
+  // A produced B block takes kc rows of the block's width; blocks running in parallel each
+  // have their own slot, serial ones share one. The regions run one after another.
+  auto producedSlots = [&](int64_t rt, int64_t ct) {
+    std::array<int64_t, 4> b = blocking(rt, ct);
+    return parBlocks && b[0] * b[1] > 1 ? b[0] * b[1] : 1;
+  };
+  if (produced) {
+    int64_t size = 1;
+    if (rowTiles > 0 && colTiles > 0)
+      size = std::max(size, producedSlots(rowTiles, colTiles) * kc *
+                                producedStride(blocking(rowTiles, colTiles)[3] * nr));
+    if (rowTiles > 0 && nRem > 0)
+      size = std::max(size, producedSlots(rowTiles, 1) * kc * producedStride(nRem));
+    bsrc = kb.scratch(ops.packScratch, DType::F32, size);
+  }
+
   // One region: row tiles [r0, r0 + rt*mrR) x column tiles [c0, c0 + ct*nrR), as a loop over
   // cache blocks. With eRows > 0 the last row block also takes one tile of eRows rows after
   // its rt-th row tile (the row edge, r0 + rt*mrR onwards) under each of its column tiles,
@@ -249,11 +286,7 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
                     int64_t eRows) -> Stmt {
     if (rt == 0 || ct == 0 || mrR == 0 || nrR == 0)
       return nullptr;
-    // As many blocks as mc and nc ask for, of balanced sizes (128 rows with mc=96: two blocks
-    // of 64, not 96 and 32), so parallel blocks take equal time.
-    int64_t nIb = (rt + std::min(mcT, rt) - 1) / std::min(mcT, rt),
-            nJb = (ct + std::min(ncT, ct) - 1) / std::min(ncT, ct);
-    int64_t rbT = (rt + nIb - 1) / nIb, cbT = (ct + nJb - 1) / nJb;
+    auto [nIb, nJb, rbT, cbT] = blocking(rt, ct);
     std::string blkV = kb.freshName("blk"), pcV = kb.freshName("kb"), jtV = kb.freshName("jt"),
                 itV = kb.freshName("it");
     Expr blk = kir::var(blkV), pc = kir::var(pcV), jt = kir::var(jtV), it = kir::var(itV);
@@ -265,9 +298,14 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     Expr kOff = kir::mul(pc, i64c(kc));
     Expr kCur =
         k % std::max<int64_t>(kc, 1) == 0 ? i64c(kc) : kir::min(i64c(kc), kir::sub(i64c(k), kOff));
-    Expr bOff;
+    Expr bOff, producedBase;
     int64_t ldb;
-    if (pack || ops.packedNr > 0) {
+    if (produced) {
+      // The block's B rows [kOff, kOff + kCur), cbT*nrR wide, in its slot of the scratch.
+      ldb = producedStride(cbT * nrR);
+      producedBase = producedSlots(rt, ct) > 1 ? kir::mul(blk, i64c(kc * ldb)) : i64c(0);
+      bOff = kir::add(producedBase, kir::mul(jt, i64c(nrR)));
+    } else if (pack || ops.packedNr > 0) {
       // Panels of width w (the edge panel of a run-time pack is nRem wide; compile-time
       // panels are all packedNr wide, zero-padded) start at c0*k + J*k*w.
       int64_t w = ops.packedNr > 0 ? ops.packedNr : nrR;
@@ -335,8 +373,14 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     if (eRows > 0)
       colBody = kir::block(
           {colBody, inLastRowBlock(tileAt(tileShape(eRows), i64c(eRow0), i64c(eRow0 * k)))});
-    Stmt body = kir::forLoop(pcV, i64c(kBlocks), kir::forLoop(jtV, jtExt, colBody));
     Expr cols = ct % cbT == 0 ? i64c(cbT * nrR) : kir::mul(jtExt, i64c(nrR));
+    Stmt kBody = kir::forLoop(jtV, jtExt, colBody);
+    if (produced)
+      kBody = kir::block(
+          {ops.produceB(bsrc, producedBase, ldb, kir::add(i64c(c0), kir::mul(colT0, i64c(nrR))),
+                        cols, kOff, kCur),
+           kBody});
+    Stmt body = kir::forLoop(pcV, i64c(kBlocks), kBody);
     // A loop nest over `rows` rows from `rowStart` and the block's columns, of `elem(i, j)`.
     auto overBlock = [&](Expr rowStart, Expr rows, const char *iName, const char *jName,
                          bool vectorize, auto elem) {
@@ -405,11 +449,12 @@ bool microkernelEligible(KernelBuilder &kb, const GemmOperands &ops) {
 } // namespace
 
 tuning::Problem gemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_t n,
-                            const std::string &layout) {
+                            const std::string &layout, bool producedB) {
   tuning::Problem p;
   p.kind = "gemm_cpu";
-  p.signature = fmt::format("gemm_cpu {} b{} m{} k{} n{} {}", dtypeName(t), batch, m, k, n, layout);
-  p.dims = {batch, m, k, n};
+  p.signature = fmt::format("gemm_cpu {} b{} m{} k{} n{} {}{}", dtypeName(t), batch, m, k, n,
+                            layout, producedB ? " producedB" : "");
+  p.dims = {batch, m, k, n, producedB ? 1 : 0};
   p.flops = 2.0 * double(batch) * double(m) * double(k) * double(n);
   return p;
 }
@@ -480,8 +525,8 @@ const tuning::Space &gemmCpuSpace() {
     s.valid = [](const Config &c, const tuning::Problem &p) {
       if (!tuning::namesEveryKnob(gemmCpuSpace(), c))
         return false;
-      int64_t m = p.dims.size() == 4 ? p.dims[1] : 1, k = p.dims.size() == 4 ? p.dims[2] : 1,
-              n = p.dims.size() == 4 ? p.dims[3] : 1;
+      bool dims = p.dims.size() >= 4;
+      int64_t m = dims ? p.dims[1] : 1, k = dims ? p.dims[2] : 1, n = dims ? p.dims[3] : 1;
       auto [vw, regs] = vectorShape(p);
       int64_t mr = c.at("mr"), nr = c.at("nr"), nc = c.at("nc");
       bool mk = c.at("mk") == 1;
@@ -501,6 +546,7 @@ const tuning::Space &gemmCpuSpace() {
     };
     s.defaults = [](const tuning::Problem &p) {
       int64_t batch = p.dims[0], m = p.dims[1], k = p.dims[2], n = p.dims[3];
+      bool produced = p.dims.size() > 4 && p.dims[4] != 0;
       auto [vw, regs] = vectorShape(p);
       double work = double(batch) * double(m) * double(k) * double(n);
       int64_t par = work >= double(1 << 17) ? 1 : 0;
@@ -523,6 +569,19 @@ const tuning::Space &gemmCpuSpace() {
         // C less (K = 3072 on a 1 MiB L2, a transformer's second MLP GEMM: 1-4% faster whole
         // than in blocks of 512).
         int64_t kc = k <= 1024 || k * nr * 4 <= p.cpu.l2Bytes / 4 ? 0 : 512;
+        // A produced B block (kc x nc) is written, then read from cache by every row tile:
+        // k blocks of 256 rows, the largest that keep a block of 256 columns within half of
+        // the L2 (with A's block beside it), at least 32 wide.
+        int64_t ncProduced = 0;
+        if (produced) {
+          kc = k <= 384 ? 0 : 256;
+          int64_t rows = kc == 0 ? k : kc;
+          for (int64_t cand : {1024, 512, 256, 128, 64})
+            if (cand % nr == 0 && (rows * cand * 4 <= p.cpu.l2Bytes / 2 || cand == 64)) {
+              ncProduced = cand;
+              break;
+            }
+        }
         // All rows in one block up to 192 (A's 192 x kc block is 192 KiB): a cold B is then
         // streamed once.
         int64_t mc = m > 192 ? 96 : 0;
@@ -536,15 +595,19 @@ const tuning::Space &gemmCpuSpace() {
               nc = cand;
               break;
             }
+        if (produced && n > ncProduced)
+          nc = nc == 0 ? ncProduced : std::min(nc, ncProduced);
         // Packing B pays when many rows reuse it.
         int64_t pb = m >= 16 ? 1 : 0;
         // A stays in place by default: its run-time copy (a scalar strided gather) costs more
         // than the contiguous panels gain.
-        int64_t pa = 0;
+        // A produced B (conv's im2col) is read a block at a time, and its A (the weights)
+        // once per column block: packed A then pays (R3D-18's 64 x 1728 conv: 1.3x).
+        int64_t pa = produced ? 1 : 0;
         // Prefetching the next B panel hides a cold B (a weight last touched a whole model
         // run ago); a B within the target's L2 stays warm, where the prefetches only take load
         // slots.
-        int64_t pf = k * n * 4 > p.cpu.l2Bytes ? 1 : 0;
+        int64_t pf = k * n * 4 > p.cpu.l2Bytes && !produced ? 1 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
       }

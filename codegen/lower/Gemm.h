@@ -48,12 +48,25 @@ struct GemmOperands {
   /// per cache block right after the block's last k block, while the block is in cache; the
   /// scalar path after the whole nest (per batch entry).
   std::function<kir::Stmt(kir::Expr i, kir::Expr j, std::vector<kir::Stmt> &hoisted)> finish;
+  /// Optional (microkernel path): B is not read from `b` but produced for each cache block
+  /// and k block, just before the block's tiles read it, into the node scratch
+  /// `packScratch` (Goto's packing of B, with a producer instead of a copy: conv's im2col of
+  /// only the columns and k rows a block needs, used while they are in cache instead of
+  /// written whole to memory first). produceB(dst, base, ldb, col0, cols, k0, kCount) returns
+  /// the statement writing B(k0 + r, col0 + j) for r < kCount and j < cols at
+  /// dst[base + r*ldb + j]. `b` still names the buffer the producer reads (its dtype decides
+  /// eligibility), and `bIndex` and `strided->bBase`/`bRow` are not used.
+  std::function<kir::Stmt(int dst, kir::Expr base, int64_t ldb, kir::Expr col0, kir::Expr cols,
+                          kir::Expr k0, kir::Expr kCount)>
+      produceB;
 };
 
 /// The tunable problem of an M x K x N GEMM run `batch` times; `layout` names how operands
 /// are laid out and what else is fused in (part of the signature).
+/// `producedB`: B comes from GemmOperands::produceB (its defaults block k and columns so that
+/// a produced block stays in L2).
 tuning::Problem gemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_t n,
-                            const std::string &layout);
+                            const std::string &layout, bool producedB = false);
 
 /// The GEMM as register tiles. With `ops.strided`, f32 buffers and knob mk=1 (the
 /// microkernel path): cache blocks of mc rows x nc columns x kc depth, each a loop of

@@ -334,11 +334,145 @@ std::pair<Expr, Expr> tapRange(const WindowAxis &a, const Expr &tap, int64_t fro
   return {lo, kir::max(kir::sub(hi, lo), i64(0))};
 }
 
+int64_t product(const Extents &e) {
+  int64_t p = 1;
+  for (int64_t v : e)
+    p *= v;
+  return p;
+}
+
+/// The extents of a conv's input with its padding made explicit: every tap of every output
+/// lies inside.
+Extents paddedExtents(const ConvGeometry &geo) {
+  Extents e;
+  for (const WindowAxis &a : geo.axes)
+    e.push_back(
+        std::max(a.in + a.padBegin, (a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1));
+  return e;
+}
+
+/// A kernel copying the conv's input (operand 0, N x C images) into node scratch 0 with its
+/// padding made explicit (zeros; paddedExtents): zeros everywhere, then the input's rows at
+/// their padded place (both loops vectorize).
+kir::Kernel padInputKernel(const Node &node, const std::string &prefix, const ConvGeometry &geo,
+                           int64_t N, int64_t C, DType t) {
+  Extents padded = paddedExtents(geo);
+  int64_t paddedSize = N * C * product(padded);
+  std::vector<int64_t> padStride = stridesOf(padded);
+  KernelBuilder kb(node, prefix + "_pad");
+  int xb = kb.operand(0), pb = kb.scratch(0, t, paddedSize);
+  std::vector<std::string> zl, cl;
+  Stmt zero = kb.loopNest(
+      {paddedSize},
+      [&](const std::vector<Expr> &idx) { return kb.store(pb, idx[0], kir::constant(0, t)); }, &zl);
+  Extents copyExtents{N * C};
+  copyExtents.insert(copyExtents.end(), geo.inSpatial.begin(), geo.inSpatial.end());
+  Stmt copy = kb.loopNest(
+      copyExtents,
+      [&](const std::vector<Expr> &idx) {
+        Expr from = kir::mul(idx[0], i64(geo.inSize)), to = kir::mul(idx[0], i64(product(padded)));
+        std::vector<int64_t> inStride = stridesOf(geo.inSpatial);
+        for (size_t d = 0; d < geo.axes.size(); ++d) {
+          from = kir::add(from, kir::mul(idx[d + 1], i64(inStride[d])));
+          to = kir::add(
+              to, kir::mul(kir::add(idx[d + 1], i64(geo.axes[d].padBegin)), i64(padStride[d])));
+        }
+        return kb.store(pb, to, kb.load(xb, from));
+      },
+      &cl);
+  kir::Schedule sched = defaultSchedule(zl, {paddedSize});
+  for (const kir::ScheduleStep &step : defaultSchedule(cl, copyExtents).steps)
+    sched.steps.push_back(step);
+  return kb.finish(kir::block({zero, copy}), sched);
+}
+
+/// Writes rows [k0, k0 + kCount) x columns [col0, col0 + cols) of image n and group g's
+/// im2col matrix (row r: input channel g*cg + r / K, kernel tap r % K; column p: output
+/// position p) at dst[base + r*ldb + (p - col0)]: the GEMM's B produced per cache block
+/// (GemmOperands::produceB). It reads the padded input `xp` (padInputKernel), where every
+/// tap lies inside. The columns meet a few output rows (the last output dim); per output row
+/// q and B row, the row's part of the block is one strided copy, of the same length for
+/// every B row (B rows inside output rows: one length per inner loop, which the branches
+/// predict).
+Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t cg, int xp, Expr n,
+                 Expr g, int dst, Expr base, int64_t ldb, Expr col0, Expr cols, Expr k0,
+                 Expr kCount) {
+  size_t D = geo.axes.size();
+  int64_t K = geo.kernelSize, OW = geo.outSpatial.back();
+  Extents padded = paddedExtents(geo);
+  int64_t paddedSize = product(padded);
+  std::vector<int64_t> padStride = stridesOf(padded), outStride = stridesOf(geo.outSpatial),
+                       kStride = stridesOf(geo.kernel);
+  // Values are bound to locals where they are loop-invariant: per output row, per B row.
+  auto bind = [&](std::vector<Stmt> &at, const char *name, Expr e) {
+    std::string v = kb.freshName(name);
+    at.push_back(kir::decl(v, DType::I64, e));
+    return kir::var(v, DType::I64);
+  };
+  std::string qv = kb.freshName("bq"), rv = kb.freshName("br");
+  // Per output row q (positions [q*OW, (q+1)*OW)): its part [lo, hi) of the block and the
+  // padded input offset of its first column's window.
+  std::vector<Stmt> perQ;
+  Expr q0 = kir::div(col0, i64(OW));
+  Expr nq =
+      kir::sub(kir::div(kir::add(col0, kir::sub(cols, i64(1))), i64(OW)), kir::sub(q0, i64(1)));
+  Expr q = bind(perQ, "bqq", kir::add(q0, kir::var(qv)));
+  Expr qStart = bind(perQ, "bqs", kir::mul(q, i64(OW)));
+  Expr lo = bind(perQ, "blo", kir::max(kir::sub(col0, qStart), i64(0)));
+  Expr hi = bind(perQ, "bhi", kir::min(kir::sub(kir::add(col0, cols), qStart), i64(OW)));
+  Expr len = bind(perQ, "blen", kir::sub(hi, lo));
+  const WindowAxis &aw = geo.axes[D - 1];
+  Expr qSrc = kir::mul(lo, i64(aw.stride));
+  for (size_t d = 0; d + 1 < D; ++d) {
+    Expr o = kir::mod(kir::div(q, i64(outStride[d] / OW)), i64(geo.axes[d].out));
+    qSrc = kir::add(qSrc, kir::mul(o, i64(geo.axes[d].stride * padStride[d])));
+  }
+  qSrc = bind(perQ, "bqsrc", qSrc);
+  Expr qDst = bind(perQ, "bqdst", kir::add(kir::sub(base, col0), kir::add(qStart, lo)));
+  // Per B row r: its channel and kernel taps.
+  std::vector<Stmt> perRow;
+  Expr row = bind(perRow, "brow", kir::add(k0, kir::var(rv)));
+  Expr c = kir::add(kir::mul(g, i64(cg)), kir::div(row, i64(K)));
+  Expr tap = bind(perRow, "btap", kir::mod(row, i64(K)));
+  Expr src = kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), c), i64(paddedSize)), qSrc);
+  for (size_t d = 0; d < D; ++d) {
+    Expr kd = kir::mod(kir::div(tap, i64(kStride[d])), i64(geo.kernel[d]));
+    src = kir::add(src, kir::mul(kd, i64(geo.axes[d].dilation * padStride[d])));
+  }
+  src = bind(perRow, "bsrc", src);
+  Expr out = bind(perRow, "bdst", kir::add(qDst, kir::mul(kir::var(rv), i64(ldb))));
+  auto value = [&](Expr x) { return kb.load(xp, kir::add(src, kir::mul(x, i64(aw.stride)))); };
+  // Runs of 8 or more go in 8-lane vector stores (the last one moved back to end at the
+  // run's end, rewriting a few lanes with the same values); shorter runs lane by lane.
+  // (LLVM's loop vectorizer, given these loops of 50-odd trips, spent more in its alias
+  // checks and scalar remainders than in the copy.) All lanes are read before the store:
+  // stores between the loads would keep LLVM's SLP vectorizer from joining them (the buffers
+  // may alias as far as it knows).
+  std::string vv = kb.freshName("bv"), xv = kb.freshName("bx");
+  std::vector<Stmt> vec;
+  Expr s0 = bind(vec, "bs", kir::min(kir::mul(kir::var(vv), i64(8)), kir::sub(len, i64(8))));
+  std::vector<Expr> lanes;
+  for (int64_t l = 0; l < 8; ++l) {
+    std::string lv = kb.freshName("bl");
+    vec.push_back(kir::decl(lv, DType::F32, value(kir::add(s0, i64(l)))));
+    lanes.push_back(kir::var(lv, DType::F32));
+  }
+  vec.push_back(kb.vecStore(dst, kir::add(out, s0), lanes));
+  Stmt vectors = kir::forLoop(vv, kir::div(kir::add(len, i64(7)), i64(8)), kir::block(vec));
+  Stmt scalars = kir::forLoop(xv, kir::max(len, i64(0)),
+                              kb.store(dst, kir::add(out, kir::var(xv)), value(kir::var(xv))));
+  perRow.push_back(kir::ifThen(kir::lt(len, i64(8)), scalars, vectors));
+  perQ.push_back(kir::forLoop(rv, kCount, kir::block(perRow)));
+  return kir::forLoop(qv, nq, kir::block(perQ));
+}
+
 /// Conv as im2col + GEMM (the interpreter's method): a first kernel copies each window tap
 /// of the input (0 in the padding) into a scratch matrix col[n, c, k, p]; the second computes
 /// out[n, m, p] = bias[m] + sum_r w[m, r] * col[n, g*cg.., r, p] as the tunable
 /// register-blocked GEMM (Gemm.h). A pointwise conv (1x1, stride 1, no padding) reads the
-/// input directly.
+/// input directly. When the col matrix outgrows the L2 (3-D convs: R3D-18's first blocks take
+/// 173 MB), the GEMM produces it a cache block at a time instead (im2colBlock, blocked): no
+/// first kernel, and each block's columns are read while in cache.
 Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvGeometry &geo,
                         int64_t N, int64_t C, int64_t M, int64_t cg, int64_t mg, DType t,
                         bool hasBias, const tuning::LowerOptions *opts) {
@@ -361,7 +495,29 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   auto colIndex = [&](Expr mat, Expr r, Expr p) {
     return kir::add(kir::mul(mat, i64(R * P)), kir::add(kir::mul(r, i64(P)), p));
   };
-  if (!pointwise) {
+  bool gpu = opts && opts->gpu;
+  // Blocked when the col matrix would outgrow the L2 and its blocks pay for producing them
+  // (or NNC_CONV_ALGO=blocked asks), on the CPU for f32 with the microkernel GEMM (the config
+  // of the blocked problem may say not). A block's copies run along output rows, and each
+  // row block of the GEMM produces its B again: rows of 16 or more and 1024 or more columns
+  // (R3D-18, one thread: its 56-wide rows of 25088 and 28-wide of 1568 columns were 1.5x and
+  // 1.2x faster blocked; its 14- and 7-wide rows of 392 and 49 columns 1.5x and 2.5x slower).
+  const char *algo = std::getenv("NNC_CONV_ALGO");
+  bool pays = colN * 4 > cpuOf(opts).l2Bytes && geo.outSpatial.back() >= 16 && P >= 1024;
+  bool blocked =
+      !pointwise && !gpu && t == DType::F32 && (pays || (algo && std::string(algo) == "blocked"));
+  tuning::Config cfg;
+  if (!gpu) {
+    cfg = tuning::chooseConfig(gemmProblem(t, N * group, mg, R, P, layout, blocked), opts);
+    blocked = blocked && cfg.count("mk") && cfg.at("mk") == 1;
+  }
+  // The producer reads the input with its padding made explicit (none to add: in place).
+  bool padded = paddedExtents(geo) != geo.inSpatial;
+  for (const WindowAxis &a : geo.axes)
+    padded = padded || a.padBegin != 0;
+  if (blocked && padded)
+    kernels.push_back(padInputKernel(node, prefix, geo, N, C, t));
+  if (!pointwise && !blocked) {
     KernelBuilder ka(node, prefix + "_im2col");
     int xb = ka.operand(0), cb = ka.scratch(0, t, colN);
     Nest nest;
@@ -393,7 +549,10 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   // Per image and group: out[n, g*mg + i, p] = bias + sum_r w[g*mg + i, r] * src[row(r), p],
   // the register-blocked GEMM of an mg x R weight block by an R x P column block.
   KernelBuilder kb(node, prefix);
-  int src = pointwise ? kb.operand(0) : kb.scratch(0, t, colN);
+  int src = pointwise ? kb.operand(0)
+            : blocked
+                ? (padded ? kb.scratch(0, t, N * C * product(paddedExtents(geo))) : kb.operand(0))
+                : kb.scratch(0, t, colN);
   int wb = kb.operand(1), bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
   Nest outer;
   Expr n = outer.add(kb, N, "n"), g = outer.add(kb, group, "g");
@@ -425,8 +584,11 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
     return kernels;
   }
   go.packScratch = 1;
-  tuning::Config cfg = tuning::chooseConfig(gemmProblem(t, N * group, mg, R, P, layout), opts);
   kir::Schedule sched;
+  if (blocked)
+    go.produceB = [&](int dst, Expr base, int64_t ldb, Expr col0, Expr cols, Expr k0, Expr kCount) {
+      return im2colBlock(kb, geo, C, cg, src, n, g, dst, base, ldb, col0, cols, k0, kCount);
+    };
   Stmt body = gemmNest(kb, go, mg, R, P, cfg, outer.loops, sched);
   kernels.push_back(kb.finish(body, sched));
   return kernels;
@@ -607,38 +769,12 @@ Kernels lowerConvRows(const Node &node, const std::string &prefix, const ConvGeo
                       int64_t N, int64_t C, int64_t M, int64_t cg, int64_t mg, DType t,
                       bool hasBias) {
   const WindowAxis &ah = geo.axes[0], &aw = geo.axes[1];
-  int64_t H = ah.in, W = aw.in, OH = ah.out, OW = aw.out, KH = ah.kernel, KW = aw.kernel;
+  int64_t OH = ah.out, OW = aw.out, KH = ah.kernel, KW = aw.kernel;
   // The padded input: every tap of every output inside it.
-  int64_t HP = std::max(H + ah.padBegin, (OH - 1) * ah.stride + (KH - 1) * ah.dilation + 1),
-          WP = std::max(W + aw.padBegin, (OW - 1) * aw.stride + (KW - 1) * aw.dilation + 1);
+  Extents padded = paddedExtents(geo);
+  int64_t HP = padded[0], WP = padded[1];
   DType acc = accType(t, /*wide=*/false);
-  Kernels kernels;
-  {
-    // Zeros everywhere, then the input's rows at their padded place (both loops vectorize).
-    KernelBuilder kb(node, prefix + "_pad");
-    int xb = kb.operand(0), pb = kb.scratch(0, t, N * C * HP * WP);
-    std::vector<std::string> zl, cl;
-    Stmt zero = kb.loopNest(
-        {N * C * HP * WP},
-        [&](const std::vector<Expr> &idx) { return kb.store(pb, idx[0], kir::constant(0, t)); },
-        &zl);
-    Stmt copy = kb.loopNest(
-        {N * C, H, W},
-        [&](const std::vector<Expr> &idx) {
-          Expr from = kir::add(kir::mul(kir::add(kir::mul(idx[0], i64(H)), idx[1]), i64(W)),
-                               idx[2]);
-          Expr to = kir::add(
-              kir::mul(kir::add(kir::mul(idx[0], i64(HP)), kir::add(idx[1], i64(ah.padBegin))),
-                       i64(WP)),
-              kir::add(idx[2], i64(aw.padBegin)));
-          return kb.store(pb, to, kb.load(xb, from));
-        },
-        &cl);
-    kir::Schedule sched = defaultSchedule(zl, {N * C * HP * WP});
-    for (const kir::ScheduleStep &step : defaultSchedule(cl, {N * C, H, W}).steps)
-      sched.steps.push_back(step);
-    kernels.push_back(kb.finish(kir::block({zero, copy}), sched));
-  }
+  Kernels kernels{padInputKernel(node, prefix, geo, N, C, t)};
   int64_t mt = 1; // channels of a block: the largest divisor of mg up to 8
   for (int64_t d = std::min<int64_t>(8, mg); d >= 1; --d)
     if (mg % d == 0) {

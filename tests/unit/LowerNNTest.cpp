@@ -378,18 +378,53 @@ TEST(LowerNN, Conv) {
             {"group", c.group},
             {"auto_pad", c.autoPad}};
   };
-  // Both algorithms: the default (im2col + GEMM, or rows for few taps) and direct loops (for
-  // huge im2col matrices).
-  for (const char *algo : {"im2col", "direct"})
-  for (DType t : {DType::F32, DType::F16})
-    for (const ConvCase &c : cases) {
-      setenv("NNC_CONV_ALGO", algo, 1);
-      check(OpKind::Conv, operands(c, t, -3, 3), attrs(c),
-            fmt::format("conv {} {} x {} w {} strides {} pads {} dil {} group {} {}", algo,
-                        dtypeName(t), str(c.x), str(c.w), str(c.strides), str(c.pads),
-                        str(c.dilations), c.group, c.autoPad));
-      unsetenv("NNC_CONV_ALGO");
-    }
+  // The algorithms: the default (im2col + GEMM, or rows for few taps), direct loops (for huge
+  // im2col matrices) and the im2col produced a GEMM cache block at a time (what col matrices
+  // beyond the L2 take; f32).
+  for (const char *algo : {"im2col", "direct", "blocked"})
+    for (DType t : {DType::F32, DType::F16})
+      for (const ConvCase &c : cases) {
+        setenv("NNC_CONV_ALGO", algo, 1);
+        // Blocked: positive operands (its fma order cancels signed sums differently; below).
+        bool blocked = std::string(algo) == "blocked";
+        check(OpKind::Conv, operands(c, t, blocked ? 0.5 : -3, blocked ? 1.5 : 3), attrs(c),
+              fmt::format("conv {} {} x {} w {} strides {} pads {} dil {} group {} {}", algo,
+                          dtypeName(t), str(c.x), str(c.w), str(c.strides), str(c.pads),
+                          str(c.dilations), c.group, c.autoPad));
+        unsetenv("NNC_CONV_ALGO");
+      }
+  // The blocked im2col over several k blocks (R = 432: 256 + 176), column blocks of 128 whose
+  // output rows straddle them, a column edge and a row edge (3-D, groups, strides, dilation,
+  // asymmetric pads); a 1-D conv over 300 positions; stride 2 along rows (strided copies).
+  const ConvCase blockedCases[] = {
+      {{1, 32, 4, 10, 30}, {8, 16, 3, 3, 3}, {1, 2, 1}, {1, 1, 0, 1, 0, 1}, {1, 1, 2}, 2, true},
+      {{1, 40, 300}, {8, 40, 5}, {1}, {2, 2}, {1}, 1, false},
+      {{2, 8, 13, 40}, {12, 8, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, true},
+  };
+  // Positive operands: sums of hundreds of signed terms cancel to below the check's absolute
+  // tolerance in f32 (the GPU case below says more).
+  setenv("NNC_CONV_ALGO", "blocked", 1);
+  for (const ConvCase &c : blockedCases) {
+    std::vector<Tensor> xs = operands(c, DType::F32, 0.5, 1.5);
+    std::string what =
+        fmt::format("conv blocked x {} w {} strides {} pads {} dil {} group {}", str(c.x), str(c.w),
+                    str(c.strides), str(c.pads), str(c.dilations), c.group);
+    check(OpKind::Conv, xs, attrs(c), what);
+    // It took the blocked path: the padded input, then the GEMM producing its B (no im2col
+    // kernel).
+    Graph g;
+    std::vector<Value *> ops;
+    for (size_t i = 0; i < xs.size(); ++i)
+      ops.push_back(g.addInput("x" + std::to_string(i), xs[i].type()));
+    Expected<Node *> n = g.createInferred(OpKind::Conv, ops, attrs(c), "c");
+    ASSERT_TRUE(n) << n.error().message();
+    Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "c", tuning::LowerOptions{});
+    ASSERT_TRUE(ks) << ks.error().message();
+    ASSERT_EQ(ks->size(), 2u) << what;
+    EXPECT_EQ(ks->at(0).name, "c_pad") << what;
+    EXPECT_NE(kir::printKernel(ks->at(1)).find("gemm_tile"), std::string::npos) << what;
+  }
+  unsetenv("NNC_CONV_ALGO");
   // For an OpenCL GPU: im2col + the NDRange GEMM (work-groups over tiles of each image and
   // group's product, dimension 2 over images and groups; the evaluator runs the work-group
   // nest and its barriers), or the row conv where it applies.
