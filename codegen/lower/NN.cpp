@@ -351,13 +351,24 @@ Extents paddedExtents(const ConvGeometry &geo) {
   return e;
 }
 
+/// How a padded input's rows are stored when split into `phases` phases: the row's columns
+/// c with c % phases == f, in order, at f * (row's extent / phases, rounded up). A window of
+/// stride s then reads a run of consecutive columns of one phase (phases = s) where it read
+/// every s-th column of the row.
+Extents phasedExtents(const Extents &padded, int64_t phases) {
+  Extents e = padded;
+  e.back() = (e.back() + phases - 1) / phases * phases;
+  return e;
+}
+
 /// A kernel copying the conv's input (operand 0, N x C images) into node scratch 0 with its
-/// padding made explicit (zeros; paddedExtents): zeros everywhere, then the input's rows at
-/// their padded place (both loops vectorize).
+/// padding made explicit (zeros; paddedExtents) and its rows split into `phases` phases
+/// (phasedExtents; 1: as they are): zeros everywhere, then the input's rows at their padded
+/// place (both loops vectorize when phases is 1).
 kir::Kernel padInputKernel(const Node &node, const std::string &prefix, const ConvGeometry &geo,
-                           int64_t N, int64_t C, DType t) {
-  Extents padded = paddedExtents(geo);
-  int64_t paddedSize = N * C * product(padded);
+                           int64_t N, int64_t C, DType t, int64_t phases = 1) {
+  Extents padded = phasedExtents(paddedExtents(geo), phases);
+  int64_t paddedSize = N * C * product(padded), phaseWidth = padded.back() / phases;
   std::vector<int64_t> padStride = stridesOf(padded);
   KernelBuilder kb(node, prefix + "_pad");
   int xb = kb.operand(0), pb = kb.scratch(0, t, paddedSize);
@@ -372,10 +383,14 @@ kir::Kernel padInputKernel(const Node &node, const std::string &prefix, const Co
       [&](const std::vector<Expr> &idx) {
         Expr from = kir::mul(idx[0], i64(geo.inSize)), to = kir::mul(idx[0], i64(product(padded)));
         std::vector<int64_t> inStride = stridesOf(geo.inSpatial);
-        for (size_t d = 0; d < geo.axes.size(); ++d) {
+        size_t D = geo.axes.size();
+        for (size_t d = 0; d < D; ++d) {
           from = kir::add(from, kir::mul(idx[d + 1], i64(inStride[d])));
-          to = kir::add(
-              to, kir::mul(kir::add(idx[d + 1], i64(geo.axes[d].padBegin)), i64(padStride[d])));
+          Expr at = kir::add(idx[d + 1], i64(geo.axes[d].padBegin));
+          if (d + 1 == D && phases > 1)
+            at = kir::add(kir::mul(kir::mod(at, i64(phases)), i64(phaseWidth)),
+                          kir::div(at, i64(phases)));
+          to = kir::add(to, kir::mul(at, i64(padStride[d])));
         }
         return kb.store(pb, to, kb.load(xb, from));
       },
@@ -399,8 +414,13 @@ Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t 
                  Expr kCount) {
   size_t D = geo.axes.size();
   int64_t K = geo.kernelSize, OW = geo.outSpatial.back();
-  Extents padded = paddedExtents(geo);
-  int64_t paddedSize = product(padded);
+  // Rows in phases of the last axis' stride (padInputKernel): output column ow's tap kw
+  // reads padded column ow*s + kw*dil, which is column ow + (kw*dil) / s of phase
+  // (kw*dil) % s, so a run of output columns reads consecutive columns.
+  const WindowAxis &aw = geo.axes[D - 1];
+  int64_t phases = aw.stride;
+  Extents padded = phasedExtents(paddedExtents(geo), phases);
+  int64_t paddedSize = product(padded), phaseWidth = padded.back() / phases;
   std::vector<int64_t> padStride = stridesOf(padded), outStride = stridesOf(geo.outSpatial),
                        kStride = stridesOf(geo.kernel);
   // Values are bound to locals where they are loop-invariant: per output row, per B row.
@@ -421,8 +441,7 @@ Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t 
   Expr lo = bind(perQ, "blo", kir::max(kir::sub(col0, qStart), i64(0)));
   Expr hi = bind(perQ, "bhi", kir::min(kir::sub(kir::add(col0, cols), qStart), i64(OW)));
   Expr len = bind(perQ, "blen", kir::sub(hi, lo));
-  const WindowAxis &aw = geo.axes[D - 1];
-  Expr qSrc = kir::mul(lo, i64(aw.stride));
+  Expr qSrc = lo;
   for (size_t d = 0; d + 1 < D; ++d) {
     Expr o = kir::mod(kir::div(q, i64(outStride[d] / OW)), i64(geo.axes[d].out));
     qSrc = kir::add(qSrc, kir::mul(o, i64(geo.axes[d].stride * padStride[d])));
@@ -437,11 +456,17 @@ Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t 
   Expr src = kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), c), i64(paddedSize)), qSrc);
   for (size_t d = 0; d < D; ++d) {
     Expr kd = kir::mod(kir::div(tap, i64(kStride[d])), i64(geo.kernel[d]));
-    src = kir::add(src, kir::mul(kd, i64(geo.axes[d].dilation * padStride[d])));
+    if (d + 1 < D) {
+      src = kir::add(src, kir::mul(kd, i64(geo.axes[d].dilation * padStride[d])));
+    } else {
+      Expr at = kir::mul(kd, i64(aw.dilation));
+      src = kir::add(src, kir::add(kir::mul(kir::mod(at, i64(phases)), i64(phaseWidth)),
+                                   kir::div(at, i64(phases))));
+    }
   }
   src = bind(perRow, "bsrc", src);
   Expr out = bind(perRow, "bdst", kir::add(qDst, kir::mul(kir::var(rv), i64(ldb))));
-  auto value = [&](Expr x) { return kb.load(xp, kir::add(src, kir::mul(x, i64(aw.stride)))); };
+  auto value = [&](Expr x) { return kb.load(xp, kir::add(src, x)); };
   // Runs of 8 or more go in 8-lane vector stores (the last one moved back to end at the
   // run's end, rewriting a few lanes with the same values); shorter runs lane by lane.
   // (LLVM's loop vectorizer, given these loops of 50-odd trips, spent more in its alias
@@ -515,8 +540,10 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   bool padded = paddedExtents(geo) != geo.inSpatial;
   for (const WindowAxis &a : geo.axes)
     padded = padded || a.padBegin != 0;
+  int64_t phases = geo.axes.back().stride;
+  padded = padded || phases > 1;
   if (blocked && padded)
-    kernels.push_back(padInputKernel(node, prefix, geo, N, C, t));
+    kernels.push_back(padInputKernel(node, prefix, geo, N, C, t, phases));
   if (!pointwise && !blocked) {
     KernelBuilder ka(node, prefix + "_im2col");
     int xb = ka.operand(0), cb = ka.scratch(0, t, colN);
@@ -549,10 +576,12 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   // Per image and group: out[n, g*mg + i, p] = bias + sum_r w[g*mg + i, r] * src[row(r), p],
   // the register-blocked GEMM of an mg x R weight block by an R x P column block.
   KernelBuilder kb(node, prefix);
-  int src = pointwise ? kb.operand(0)
-            : blocked
-                ? (padded ? kb.scratch(0, t, N * C * product(paddedExtents(geo))) : kb.operand(0))
-                : kb.scratch(0, t, colN);
+  int src =
+      pointwise ? kb.operand(0)
+      : blocked
+          ? (padded ? kb.scratch(0, t, N * C * product(phasedExtents(paddedExtents(geo), phases)))
+                    : kb.operand(0))
+          : kb.scratch(0, t, colN);
   int wb = kb.operand(1), bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
   Nest outer;
   Expr n = outer.add(kb, N, "n"), g = outer.add(kb, group, "g");
