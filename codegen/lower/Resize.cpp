@@ -206,6 +206,104 @@ Stmt axisTableLoop(KernelBuilder &kb, const ResizeAttrs &a, int64_t in, int64_t 
   return loop.wrap(kir::block(body));
 }
 
+/// An f32 resize of several axes as one pass per resized axis, innermost first (`resized`,
+/// descending), each a kernel: pass i resizes its axis of the previous pass's result (the
+/// input first) into an f64 scratch, summing its taps' weighted values (a zero weight adds
+/// nothing, as in the interpreter's product of weights); the last pass writes the result,
+/// extrapolated where any axis says so. The interpreter sums over the product of the axes'
+/// taps: an upsampling of H and W by 16 reads 4 taps per output, gathered; here the first
+/// pass gathers 2 per element of a 16x smaller intermediate, and the second reads rows whole
+/// (DeepLabV3's final resize of 21 x 28 x 28 to 224 x 224: 7.9 ms against ONNX Runtime's
+/// about 1). The sums are the same terms in another order (f64, then rounded to f32).
+void separablePasses(const Node &node, const std::string &prefix, const Extents &in,
+                     const Extents &outE, const std::vector<AxisTable> &tables,
+                     const std::vector<size_t> &resized, int64_t idxSize, int64_t wSize,
+                     double extrapolation, Kernels &kernels) {
+  size_t rank = in.size();
+  Extents cur = in;
+  for (size_t i = 0; i < resized.size(); ++i) {
+    size_t d = resized[i];
+    bool last = i + 1 == resized.size();
+    Extents next = cur;
+    next[d] = outE[d];
+    KernelBuilder kb(node, last ? prefix : prefix + "_axis" + std::to_string(d));
+    int ib = kb.scratch(0, DType::I64, idxSize), wb = kb.scratch(1, DType::F64, wSize);
+    // Scratch 2 and 3 hold the intermediates, in turn.
+    int src = i == 0
+                  ? kb.operand(0)
+                  : kb.scratch(2 + static_cast<int>((i - 1) % 2), DType::F64, numElementsOf(cur));
+    int dst = last ? kb.result(0)
+                   : kb.scratch(2 + static_cast<int>(i % 2), DType::F64, numElementsOf(next));
+    std::vector<int64_t> srcStride = stridesOf(cur), dstStride = stridesOf(next);
+    // The last axis runs innermost. When this pass resizes another axis, its weights and
+    // source rows are the same along it: locals per row, and a row loop that vectorizes.
+    size_t lastAxis = rank - 1;
+    bool rows = d != lastAxis;
+    Nest outer;
+    std::vector<Expr> o(rank);
+    for (size_t a = 0; a < rank; ++a)
+      if (!rows || a != lastAxis)
+        o[a] = outer.add(kb, next[a], "o");
+    std::string jv = kb.freshName("j");
+    if (rows)
+      o[lastAxis] = kir::var(jv);
+    std::vector<Stmt> perRow, body;
+    auto bind = [&](std::vector<Stmt> &at, const char *name, DType t, Expr e) {
+      std::string n = kb.freshName(name);
+      at.push_back(kir::decl(n, t, std::move(e)));
+      return kir::var(n, t);
+    };
+    std::vector<Stmt> &hoist = rows ? perRow : body;
+    const AxisTable &tb = tables[d];
+    Expr base = i64(0);
+    for (size_t a = 0; a < rank; ++a)
+      if (a != d && (!rows || a != lastAxis))
+        base = kir::add(base, kir::mul(o[a], i64(srcStride[a])));
+    std::string v = kb.freshName("v");
+    Expr vE = kir::var(v, DType::F64);
+    body.push_back(kir::decl(v, DType::F64, fc(0, DType::F64)));
+    for (int64_t k = 0; k < tb.maxTaps; ++k) {
+      Expr at = kir::add(i64(tb.tapOffset + k), kir::mul(o[d], i64(tb.maxTaps)));
+      Expr w = bind(hoist, "w", DType::F64, kb.load(wb, at));
+      Expr from = bind(hoist, "from", DType::I64,
+                       kir::add(base, kir::mul(kb.load(ib, at), i64(srcStride[d]))));
+      if (rows)
+        from = kir::add(from, o[lastAxis]);
+      Expr x = kir::cast(kb.load(src, from), DType::F64);
+      body.push_back(kir::assign(v, kir::add(vE, kir::select(eq(w, fc(0, DType::F64)),
+                                                             fc(0, DType::F64), kir::mul(w, x)))));
+    }
+    Expr result = vE;
+    if (last) {
+      Expr rowFlag = kir::intImm(0, DType::Bool), flag = kir::intImm(0, DType::Bool);
+      for (size_t a : resized)
+        if (tables[a].flagOffset >= 0) {
+          Expr f = bnot(eq(kb.load(ib, kir::add(i64(tables[a].flagOffset), o[a])), i64(0)));
+          if (rows && a != lastAxis)
+            rowFlag = bor(rowFlag, f);
+          else
+            flag = bor(flag, f);
+        }
+      if (rows)
+        rowFlag = bind(perRow, "ext", DType::Bool, rowFlag);
+      result =
+          fromF64(kir::select(bor(rowFlag, flag), fc(extrapolation, DType::F64), vE), DType::F32);
+    }
+    body.push_back(kb.store(dst, flatIndex(o, dstStride), result));
+    Stmt nest;
+    kir::Schedule sched = parallelOuter(outer, numElementsOf(next) * tb.maxTaps);
+    if (rows) {
+      perRow.push_back(kir::forLoop(jv, i64(next[lastAxis]), kir::block(body)));
+      nest = outer.wrap(kir::block(perRow));
+      sched.steps.push_back({kir::ScheduleStep::Vectorize, jv, 0, {}});
+    } else {
+      nest = outer.wrap(kir::block(body));
+    }
+    kernels.push_back(kb.finish(nest, sched));
+    cur = next;
+  }
+}
+
 Expected<Kernels> lowerResize(const Node &node, const std::string &prefix) {
   const Value *xv = node.operand(0);
   DType t = xv->dtype();
@@ -311,6 +409,17 @@ Expected<Kernels> lowerResize(const Node &node, const std::string &prefix) {
                                      ib, wb));
     }
     kernels.push_back(kb.finish(kir::block(stores)));
+  }
+
+  // f32 with several axes resized: one pass per axis (separablePasses).
+  std::vector<size_t> resized;
+  for (size_t d = rank; d-- > 0;)
+    if (!tables[d].identity)
+      resized.push_back(d);
+  if (t == DType::F32 && resized.size() >= 2) {
+    separablePasses(node, prefix, in, outE, tables, resized, idxSize, wSize, extrapolation,
+                    kernels);
+    return kernels;
   }
 
   // Kernel 2: for each output element, the weighted sum over the product of the axes' taps.

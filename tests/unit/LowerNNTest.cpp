@@ -644,6 +644,12 @@ TEST(LowerNN, Resize) {
             {isFloat(t) ? randomTensor(t, shape, rng) : randomTensor(t, shape, rng, 0, 255)},
             resizeAttrs(mode, "half_pixel"), fmt::format("resize {} {}", dtypeName(t), mode), 1,
             {Tensor(), f32Vector({1, 1, 1.8f, 0.7f}), Tensor()});
+  // Three axes of a volume: f32 resizes run one pass per axis, through two intermediates in
+  // turn (the extrapolation test above covers the last pass's flags).
+  for (const char *mode : {"linear", "cubic"})
+    check(OpKind::Resize, {randomTensor(DType::F32, {1, 2, 3, 5, 6}, rng)},
+          resizeAttrs(mode, "half_pixel"), fmt::format("resize {} 3 axes", mode), 1,
+          {Tensor(), f32Vector({1, 1, 2, 0.6f, 1.5f}), Tensor()});
   // Identity along every axis: a plain copy.
   check(OpKind::Resize, {randomTensor(DType::F32, shape, rng)}, resizeAttrs("linear", "half_pixel"),
         "resize identity", 1, {Tensor(), f32Vector({1, 1, 1, 1}), Tensor()});
