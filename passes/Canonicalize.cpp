@@ -340,9 +340,91 @@ bool einsumAsMatMul(Graph &g, Node *n) {
   return true;
 }
 
+/// An i64 vector constant inserted before `n`.
+Value *i64Constant(Graph &g, Node *n, const std::vector<int64_t> &v, const std::string &name) {
+  Tensor t = Tensor::fromVector<int64_t>(DType::I64, {static_cast<int64_t>(v.size())}, v);
+  return g.createNode(OpKind::Constant, {}, {t.type()}, {{"value", Attribute(t)}}, "", {name}, n)
+      ->result();
+}
+
+/// A conv's kernel taps that read only padding, for every output, are dropped: the weight is
+/// sliced to the taps that reach the input and the pads shrink by the dropped taps' reach, so
+/// the output and every remaining tap's input stay where they were. DeepLabV3's ASPP convs
+/// (3x3, dilation 24 and 36, padding = dilation) on a 14x14 map reach the input only with
+/// their centre tap: they become 1x1 convs (the pointwise fast path) instead of computing
+/// eight taps of zeros. Taps are kept where dropping them would need a negative pad.
+bool convDropDeadTaps(Graph &g, Node *n) {
+  if (n->kind() != OpKind::Conv || n->numResults() != 1 || !g.hasUses(n->result()))
+    return false;
+  std::optional<Extents> xs = staticExtents(n->operand(0)->shape()),
+                         ws = staticExtents(n->operand(1)->shape()),
+                         ys = staticExtents(n->result()->shape());
+  if (!xs || !ws || !ys || xs->size() < 3 || ws->size() != xs->size() || ys->size() != xs->size())
+    return false;
+  size_t D = xs->size() - 2;
+  std::string autoPad = n->getString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID")
+    return false;
+  Expected<WindowAttrs> a = readWindowAttrs(*n, D);
+  if (!a)
+    return false;
+  std::vector<int64_t> starts, ends, axes, pads = a->pads;
+  for (size_t d = 0; d < D; ++d) {
+    int64_t in = (*xs)[d + 2], K = (*ws)[d + 2], out = (*ys)[d + 2], s = a->strides[d],
+            dil = a->dilations[d], pb = a->pads[d], pe = a->pads[d + D];
+    if (in <= 0 || out <= 0 || s <= 0 || dil <= 0)
+      return false;
+    // Tap k reads input o*s - pb + k*dil; its first output at or after position 0 must be
+    // inside the input.
+    auto live = [&](int64_t k) {
+      int64_t c = k * dil - pb;
+      int64_t o = c >= 0 ? 0 : (-c + s - 1) / s;
+      return o < out && o * s + c < in;
+    };
+    int64_t k0 = 0, k1 = K;
+    while (k0 < K && !live(k0))
+      ++k0;
+    while (k1 > k0 && !live(k1 - 1))
+      --k1;
+    if (k0 >= k1)
+      return false; // no tap reaches the input: left to the lowering
+    k0 = std::min(k0, pb / dil);
+    k1 = std::max(k1, K - pe / dil);
+    if (k0 == 0 && k1 == K)
+      continue;
+    starts.push_back(k0);
+    ends.push_back(k1);
+    axes.push_back(static_cast<int64_t>(d + 2));
+    pads[d] = pb - k0 * dil;
+    pads[d + D] = pe - (K - k1) * dil;
+  }
+  if (axes.empty())
+    return false;
+  const std::string base = n->result()->name();
+  Extents wsSliced = *ws;
+  for (size_t i = 0; i < axes.size(); ++i)
+    wsSliced[axes[i]] = ends[i] - starts[i];
+  Value *w = g.createNode(OpKind::Slice,
+                          {n->operand(1), i64Constant(g, n, starts, base + "_taps_starts"),
+                           i64Constant(g, n, ends, base + "_taps_ends"),
+                           i64Constant(g, n, axes, base + "_taps_axes")},
+                          {TensorType(n->operand(1)->dtype(), shapeFromExtents(wsSliced))}, {},
+                          n->name(), {base + "_live_taps"}, n)
+                 ->result();
+  n->setOperand(1, w);
+  n->setAttr("pads", pads);
+  n->setAttr("auto_pad", std::string("NOTSET"));
+  if (n->hasAttr("kernel_shape")) {
+    std::vector<int64_t> ks(wsSliced.begin() + 2, wsSliced.end());
+    n->setAttr("kernel_shape", ks);
+  }
+  return true;
+}
+
 const Pattern kPatterns[] = {foldIdentityArithmetic, foldInvolution,      foldNoopCast,
                              foldNoopReshape,        foldTransposeChain,  foldReshapeChain,
-                             foldUnitTranspose,      foldDivByPowerOfTwo, einsumAsMatMul};
+                             foldUnitTranspose,      foldDivByPowerOfTwo, einsumAsMatMul,
+                             convDropDeadTaps};
 
 class CanonicalizePass : public Pass {
 public:

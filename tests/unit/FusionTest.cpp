@@ -354,6 +354,20 @@ graph @g(%q: f32[2,3,9,4], %k: f32[2,3,7,4], %v: f32[2,3,7,5], %a: f64[3,4], %b:
                            0);
 }
 
+TEST(FusionTest, ConvTapsThatReadOnlyPaddingDropped) {
+  // canonicalize slices away the taps that reach only padding (a 3x3 conv of dilation 24 on a
+  // 14x14 map keeps its centre tap: a 1x1 conv; a 1-D conv loses its last tap and part of
+  // its end pad; dilation 12 keeps all taps); the interpreter runs the convs as written.
+  checkFusedMatchesUnfused(R"(
+graph @g(%x: f32[1,8,14,14], %w: f32[4,8,3,3], %u: f32[1,2,5], %v: f32[3,2,3]) -> (f32[1,4,14,14], f32[1,4,14,14], f32[1,3,4]) {
+  %far = conv(%x, %w) {dilations = [24, 24], group = 1, pads = [24, 24, 24, 24], strides = [1, 1]} : f32[1,4,14,14]
+  %near = conv(%x, %w) {dilations = [12, 12], group = 1, pads = [12, 12, 12, 12], strides = [1, 1]} : f32[1,4,14,14]
+  %right = conv(%u, %v) {dilations = [3], group = 1, pads = [1, 4], strides = [1]} : f32[1,3,4]
+  return %far, %near, %right
+})",
+                           0);
+}
+
 TEST(FusionTest, AttentionInRowBlocks) {
   // Scale and a broadcast mask in the scores' epilogue, softmax, the product with V. S = 5 is
   // one partial block of query rows; S = 70 is two full blocks of 32 and a tail of 6.
