@@ -1079,6 +1079,212 @@ Expr maxPoolStep(Expr v, Expr best, bool isFloatType) {
   return kir::select(take, v, best);
 }
 
+/// The pass of separablePool over the last axis (window `a`) of `cur` into `next`: per
+/// output column, the taps inside the input, which for the columns whose window lies wholly
+/// inside (all but a few at the row ends) are all K of them: a static loop, vectorized
+/// across the columns.
+kir::Kernel lastAxisPoolPass(KernelBuilder &kb, const WindowAxis &a, const Extents &cur,
+                             const Extents &next, int src, int dst, bool isMax, bool includePad) {
+  const DType t = DType::F32;
+  size_t last = next.size() - 1;
+  std::vector<int64_t> srcStride = stridesOf(cur), dstStride = stridesOf(next);
+  Nest outer;
+  std::vector<Expr> o(next.size());
+  for (size_t x = 0; x < last; ++x)
+    o[x] = outer.add(kb, next[x], "o");
+  Expr srcRow = i64(0), dstRow = i64(0);
+  for (size_t x = 0; x < last; ++x) {
+    srcRow = kir::add(srcRow, kir::mul(o[x], i64(srcStride[x])));
+    dstRow = kir::add(dstRow, kir::mul(o[x], i64(dstStride[x])));
+  }
+  std::vector<Stmt> row;
+  auto bindTo = [&](std::vector<Stmt> &at, const char *name, DType bt, Expr v) {
+    std::string n = kb.freshName(name);
+    at.push_back(kir::decl(n, bt, std::move(v)));
+    return kir::var(n, bt);
+  };
+  srcRow = bindTo(row, "srow", DType::I64, srcRow);
+  dstRow = bindTo(row, "drow", DType::I64, dstRow);
+  auto ceilDivPos = [](Expr v, int64_t b) {
+    return kir::div(kir::add(kir::max(v, i64(0)), i64(b - 1)), i64(b));
+  };
+  // Output column ow; `inside`: its window lies wholly inside the input.
+  auto column = [&](Expr ow, bool inside) -> Stmt {
+    std::vector<Stmt> body;
+    Expr start =
+        bindTo(body, "start", DType::I64, kir::sub(kir::mul(ow, i64(a.stride)), i64(a.padBegin)));
+    Expr lo = inside
+                  ? i64(0)
+                  : bindTo(body, "lo", DType::I64, ceilDivPos(kir::sub(i64(0), start), a.dilation));
+    Expr count =
+        inside
+            ? i64(a.kernel)
+            : bindTo(body, "count", DType::I64,
+                     kir::max(kir::sub(kir::min(i64(a.kernel),
+                                                ceilDivPos(kir::sub(i64(a.in), start), a.dilation)),
+                                       lo),
+                              i64(0)));
+    Expr divisor =
+        includePad
+            ? kir::min(i64(a.kernel), ceilDivPos(kir::sub(i64(a.in + a.padEnd), start), a.dilation))
+            : count;
+    Expr init = isMax ? (inside ? fc(std::numeric_limits<double>::quiet_NaN(), t)
+                                : kir::select(kir::lt(count, i64(1)), lowestOf(t),
+                                              fc(std::numeric_limits<double>::quiet_NaN(), t)))
+                      : fc(0, t);
+    std::string acc = kb.freshName("acc"), tv = kb.freshName("t");
+    Expr accE = kir::var(acc, t);
+    Expr pos = kir::add(start, kir::mul(kir::add(lo, kir::var(tv)), i64(a.dilation)));
+    Expr v = kb.load(src, kir::add(srcRow, pos));
+    body.push_back(kir::decl(acc, t, init));
+    body.push_back(kir::forLoop(
+        tv, count, kir::assign(acc, isMax ? maxPoolStep(v, accE, true) : kir::add(accE, v))));
+    Expr result = isMax ? accE : kir::op(OpKind::Div, {accE, kir::cast(divisor, t)});
+    body.push_back(kb.store(dst, kir::add(dstRow, ow), result));
+    return kir::block(body);
+  };
+  // Columns [first, end) have their windows inside: start >= 0 and start + (K-1)*dil < in.
+  int64_t OW = next[last];
+  int64_t first = std::min<int64_t>(OW, (a.padBegin + a.stride - 1) / a.stride);
+  int64_t reach = a.in - 1 - (a.kernel - 1) * a.dilation + a.padBegin;
+  int64_t end = reach < 0 ? first : std::max(first, std::min<int64_t>(OW, reach / a.stride + 1));
+  kir::Schedule sched = parallelOuter(outer, numElementsOf(next) * a.kernel);
+  auto range = [&](int64_t from, int64_t to, bool inside) {
+    std::string jv = kb.freshName("c");
+    if (inside)
+      sched.steps.push_back({kir::ScheduleStep::Vectorize, jv, 0, {}});
+    row.push_back(
+        kir::forLoop(jv, i64(to - from), column(kir::add(i64(from), kir::var(jv)), inside)));
+  };
+  if (first > 0)
+    range(0, first, false);
+  if (end > first)
+    range(first, end, true);
+  if (OW > end)
+    range(end, OW, false);
+  return kb.finish(outer.wrap(kir::block(row)), sched);
+}
+
+/// An f32 pool over 3 or more spatial axes (max with one result, or average) as one pass per
+/// axis, innermost first, each a kernel pooling one axis of the previous pass's result (the
+/// input first) into f32 scratch, the last into the result. Max and sum over a box are max
+/// and sum over its axes in turn (maxPoolStep's max, which skips NaNs unless all are, is
+/// associative), and a box's tap count is the product of its axes' (each pass divides by its
+/// own). A pass over an outer axis runs its taps along whole rows of the last axis, which
+/// vectorize: per tap, row = step(row, input row). S3D's 3x3x3 max pools took the generic
+/// loop, a scalar window walk per output (27 taps with bounds per tap). An axis the pool
+/// leaves alone takes no pass.
+Kernels separablePool(const Node &node, const std::string &prefix, const PoolGeometry &geo,
+                      bool isMax, bool includePad) {
+  size_t D = geo.axes.size(), last = D; // extents: [planes, spatial...]
+  Extents cur{geo.planes};
+  cur.insert(cur.end(), geo.inSpatial.begin(), geo.inSpatial.end());
+  std::vector<size_t> axes;
+  for (size_t d = D; d-- > 0;) {
+    const WindowAxis &a = geo.axes[d];
+    if (a.kernel != 1 || a.stride != 1 || a.padBegin != 0 || a.padEnd != 0 || a.out != a.in)
+      axes.push_back(d);
+  }
+  const DType t = DType::F32;
+  Kernels kernels;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    size_t d = axes[i], e = d + 1; // e: the axis in the extents
+    bool lastPass = i + 1 == axes.size();
+    const WindowAxis &a = geo.axes[d];
+    Extents next = cur;
+    next[e] = a.out;
+    KernelBuilder kb(node, lastPass ? prefix : prefix + "_axis" + std::to_string(d));
+    int src =
+        i == 0 ? kb.operand(0) : kb.scratch(static_cast<int>((i - 1) % 2), t, numElementsOf(cur));
+    int dst = lastPass ? kb.result(0) : kb.scratch(static_cast<int>(i % 2), t, numElementsOf(next));
+    std::vector<int64_t> srcStride = stridesOf(cur), dstStride = stridesOf(next);
+    bool rows = e != last && next[last] > 1;
+    if (e == last) {
+      kernels.push_back(lastAxisPoolPass(kb, a, cur, next, src, dst, isMax, includePad));
+      cur = next;
+      continue;
+    }
+    Nest outer;
+    std::vector<Expr> o(next.size());
+    for (size_t x = 0; x < next.size(); ++x)
+      if (!rows || x != last)
+        o[x] = outer.add(kb, next[x], "o");
+    std::vector<Stmt> body;
+    auto bind = [&](const char *name, DType bt, Expr v) {
+      std::string n = kb.freshName(name);
+      body.push_back(kir::decl(n, bt, std::move(v)));
+      return kir::var(n, bt);
+    };
+    // Taps of output o along this axis inside the input: [lo, hi) (LocalWindow's rule).
+    auto ceilDivPos = [](Expr v, int64_t b) {
+      return kir::div(kir::add(kir::max(v, i64(0)), i64(b - 1)), i64(b));
+    };
+    Expr start =
+        bind("start", DType::I64, kir::sub(kir::mul(o[e], i64(a.stride)), i64(a.padBegin)));
+    Expr lo = bind("lo", DType::I64, ceilDivPos(kir::sub(i64(0), start), a.dilation));
+    Expr hi = kir::min(i64(a.kernel), ceilDivPos(kir::sub(i64(a.in), start), a.dilation));
+    Expr count = bind("count", DType::I64, kir::max(kir::sub(hi, lo), i64(0)));
+    Expr divisor = count;
+    if (includePad)
+      divisor =
+          kir::min(i64(a.kernel), ceilDivPos(kir::sub(i64(a.in + a.padEnd), start), a.dilation));
+    // Max starts from NaN (the first tap replaces it), or from the lowest value when no tap
+    // is inside; a sum from 0.
+    Expr init = isMax ? kir::select(kir::lt(count, i64(1)), lowestOf(t),
+                                    fc(std::numeric_limits<double>::quiet_NaN(), t))
+                      : fc(0, t);
+    init = bind("init", t, init);
+    Expr srcBase = i64(0), dstBase = i64(0);
+    for (size_t x = 0; x < next.size(); ++x) {
+      if (rows && x == last)
+        continue;
+      dstBase = kir::add(dstBase, kir::mul(o[x], i64(dstStride[x])));
+      if (x != e)
+        srcBase = kir::add(srcBase, kir::mul(o[x], i64(srcStride[x])));
+    }
+    srcBase = bind("sbase", DType::I64, srcBase);
+    dstBase = bind("dbase", DType::I64, dstBase);
+    std::string tv = kb.freshName("t");
+    Expr pos = kir::add(start, kir::mul(kir::add(lo, kir::var(tv)), i64(a.dilation)));
+    Expr from = kir::add(srcBase, kir::mul(pos, i64(srcStride[e])));
+    auto step = [&](Expr acc, Expr v) {
+      return isMax ? maxPoolStep(v, acc, true) : kir::add(acc, v);
+    };
+    auto finish = [&](Expr acc) {
+      return isMax ? acc : kir::op(OpKind::Div, {acc, kir::cast(divisor, t)});
+    };
+    kir::Schedule sched = parallelOuter(outer, numElementsOf(next) * a.kernel);
+    if (rows) {
+      // Per tap, the whole row: dst row = step(dst row, src row).
+      auto rowLoop = [&](const std::function<Stmt(Expr)> &f) {
+        std::string jv = kb.freshName("j");
+        sched.steps.push_back({kir::ScheduleStep::Vectorize, jv, 0, {}});
+        return kir::forLoop(jv, i64(next[last]), f(kir::var(jv)));
+      };
+      body.push_back(rowLoop([&](Expr j) { return kb.store(dst, kir::add(dstBase, j), init); }));
+      body.push_back(kir::forLoop(
+          tv, count, rowLoop([&](Expr j) {
+            Expr at = kir::add(dstBase, j);
+            return kb.store(dst, at, step(kb.load(dst, at), kb.load(src, kir::add(from, j))));
+          })));
+      if (!isMax)
+        body.push_back(rowLoop([&](Expr j) {
+          Expr at = kir::add(dstBase, j);
+          return kb.store(dst, at, finish(kb.load(dst, at)));
+        }));
+    } else {
+      std::string acc = kb.freshName("acc");
+      Expr accE = kir::var(acc, t);
+      body.push_back(kir::decl(acc, t, init));
+      body.push_back(kir::forLoop(tv, count, kir::assign(acc, step(accE, kb.load(src, from)))));
+      body.push_back(kb.store(dst, dstBase, finish(accE)));
+    }
+    kernels.push_back(kb.finish(outer.wrap(kir::block(body)), sched));
+    cur = next;
+  }
+  return kernels;
+}
+
 Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool isMax) {
   const Value *xv = node.operand(0);
   DType t = xv->dtype();
@@ -1154,6 +1360,9 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
   };
   bool includePad = !isMax && node.getInt("count_include_pad", 0) != 0;
 
+  // 3-D and beyond, f32: one pass per axis.
+  if (!lanes && D >= 3 && t == DType::F32 && (isMax ? node.numResults() == 1 : true))
+    return separablePool(node, prefix, geo, isMax, includePad);
   if (lanes) {
     // One accumulator local per lane, updated lane by lane in each tap: LLVM packs the
     // lanes' loads and selects into vectors (SLP), and nothing goes through memory.
