@@ -55,6 +55,24 @@ def _video(name, frames=8, size=112):
     return make
 
 
+def _seg(name, size=224):
+    """torchvision.models.segmentation, its "out" map only (no auxiliary head)."""
+    def make():
+        import torch
+        import torchvision
+
+        class Out(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = getattr(torchvision.models.segmentation, name)(
+                    weights=None, weights_backbone=None, aux_loss=None)
+
+            def forward(self, x):
+                return self.m(x)["out"]
+        return Out(), (1, 3, size, size)
+    return make
+
+
 def _encoder(batch_first, d=256, heads=4, layers=2, seq=128, ff=1024):
     def make():
         import torch
@@ -165,6 +183,11 @@ SIBLINGS = {
     "vgg11_bn": ("cnn", _tv("vgg11_bn"), 3),
     "maxvit_t": ("vit", _tv("maxvit_t"), 3),
     "r3d_18": ("video", _video("r3d_18"), 2),
+    # Session 19's first runs of these (1 thread): DeepLabV3-MobileNetV3 1.52x ORT (its final
+    # bilinear resize, 4 gathered taps per output; ASPP convs whose dilated taps read only
+    # padding); R(2+1)D-18 1.78x (3-D im2col beyond the L2).
+    "deeplabv3_mobilenet_v3_large": ("seg", _seg("deeplabv3_mobilenet_v3_large"), 10),
+    "r2plus1d_18": ("video", _video("r2plus1d_18"), 2),
     "encoder_d512_seq_first": ("encoder", _encoder(False, d=512, heads=8, seq=64, ff=2048), 20),
     "encoder_d384_batch_first": ("encoder", _encoder(True, d=384, heads=6, seq=197, ff=1536), 10),
 }
