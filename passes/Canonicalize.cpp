@@ -352,9 +352,10 @@ Value *i64Constant(Graph &g, Node *n, const std::vector<int64_t> &v, const std::
 /// the output and every remaining tap's input stay where they were. DeepLabV3's ASPP convs
 /// (3x3, dilation 24 and 36, padding = dilation) on a 14x14 map reach the input only with
 /// their centre tap: they become 1x1 convs (the pointwise fast path) instead of computing
-/// eight taps of zeros. Taps are kept where dropping them would need a negative pad.
+/// eight taps of zeros. Taps are kept where dropping them would need a negative pad. The
+/// conv is rewritten in place (a graph output keeps its name).
 bool convDropDeadTaps(Graph &g, Node *n) {
-  if (n->kind() != OpKind::Conv || n->numResults() != 1 || !g.hasUses(n->result()))
+  if (n->kind() != OpKind::Conv || n->numResults() != 1)
     return false;
   std::optional<Extents> xs = staticExtents(n->operand(0)->shape()),
                          ws = staticExtents(n->operand(1)->shape()),

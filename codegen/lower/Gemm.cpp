@@ -570,8 +570,8 @@ const tuning::Space &gemmCpuSpace() {
         // than in blocks of 512).
         int64_t kc = k <= 1024 || k * nr * 4 <= p.cpu.l2Bytes / 4 ? 0 : 512;
         // A produced B block (kc x nc) is written, then read from cache by every row tile:
-        // k blocks of 256 rows, the largest that keep a block of 256 columns within half of
-        // the L2 (with A's block beside it), at least 32 wide.
+        // k blocks of 256 rows (all of k up to 384), and column blocks the widest that keep
+        // a block within half of the L2 (A's block beside it), 64 at the least.
         int64_t ncProduced = 0;
         if (produced) {
           kc = k <= 384 ? 0 : 256;

@@ -405,10 +405,10 @@ kir::Kernel padInputKernel(const Node &node, const std::string &prefix, const Co
 /// im2col matrix (row r: input channel g*cg + r / K, kernel tap r % K; column p: output
 /// position p) at dst[base + r*ldb + (p - col0)]: the GEMM's B produced per cache block
 /// (GemmOperands::produceB). It reads the padded input `xp` (padInputKernel), where every
-/// tap lies inside. The columns meet a few output rows (the last output dim); per output row
-/// q and B row, the row's part of the block is one strided copy, of the same length for
-/// every B row (B rows inside output rows: one length per inner loop, which the branches
-/// predict).
+/// tap lies inside and rows come in phases of the last axis' stride. The columns meet a few
+/// output rows (the last output dim); per output row q and B row, the row's part of the
+/// block is one copy of consecutive input columns, of the same length for every B row (B
+/// rows inside output rows: one length per inner loop, which the branches predict).
 Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t cg, int xp, Expr n,
                  Expr g, int dst, Expr base, int64_t ldb, Expr col0, Expr cols, Expr k0,
                  Expr kCount) {
@@ -496,8 +496,9 @@ Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t 
 /// out[n, m, p] = bias[m] + sum_r w[m, r] * col[n, g*cg.., r, p] as the tunable
 /// register-blocked GEMM (Gemm.h). A pointwise conv (1x1, stride 1, no padding) reads the
 /// input directly. When the col matrix outgrows the L2 (3-D convs: R3D-18's first blocks take
-/// 173 MB), the GEMM produces it a cache block at a time instead (im2colBlock, blocked): no
-/// first kernel, and each block's columns are read while in cache.
+/// 173 MB), the GEMM produces it a cache block at a time instead (im2colBlock, blocked): a
+/// first kernel only makes the input's padding explicit (padInputKernel, where there is
+/// padding or a stride along rows), and each block's columns are read while in cache.
 Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvGeometry &geo,
                         int64_t N, int64_t C, int64_t M, int64_t cg, int64_t mg, DType t,
                         bool hasBias, const tuning::LowerOptions *opts) {
@@ -1079,6 +1080,12 @@ Expr maxPoolStep(Expr v, Expr best, bool isFloatType) {
   return kir::select(take, v, best);
 }
 
+/// ceil(max(v, 0) / b) for b > 0: the first tap of a window at or past input position 0 (v =
+/// -start), or the taps before the input's end (v = in - start), per dilation b.
+Expr ceilDivPos(Expr v, int64_t b) {
+  return kir::div(kir::add(kir::max(v, i64(0)), i64(b - 1)), i64(b));
+}
+
 /// The pass of separablePool over the last axis (window `a`) of `cur` into `next`: per
 /// output column, the taps inside the input, which for the columns whose window lies wholly
 /// inside (all but a few at the row ends) are all K of them: a static loop, vectorized
@@ -1105,9 +1112,6 @@ kir::Kernel lastAxisPoolPass(KernelBuilder &kb, const WindowAxis &a, const Exten
   };
   srcRow = bindTo(row, "srow", DType::I64, srcRow);
   dstRow = bindTo(row, "drow", DType::I64, dstRow);
-  auto ceilDivPos = [](Expr v, int64_t b) {
-    return kir::div(kir::add(kir::max(v, i64(0)), i64(b - 1)), i64(b));
-  };
   // Output column ow; `inside`: its window lies wholly inside the input.
   auto column = [&](Expr ow, bool inside) -> Stmt {
     std::vector<Stmt> body;
@@ -1216,9 +1220,6 @@ Kernels separablePool(const Node &node, const std::string &prefix, const PoolGeo
       return kir::var(n, bt);
     };
     // Taps of output o along this axis inside the input: [lo, hi) (LocalWindow's rule).
-    auto ceilDivPos = [](Expr v, int64_t b) {
-      return kir::div(kir::add(kir::max(v, i64(0)), i64(b - 1)), i64(b));
-    };
     Expr start =
         bind("start", DType::I64, kir::sub(kir::mul(o[e], i64(a.stride)), i64(a.padBegin)));
     Expr lo = bind("lo", DType::I64, ceilDivPos(kir::sub(i64(0), start), a.dilation));
@@ -1319,9 +1320,6 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
   // Only the taps inside the input are visited (like the interpreter, so a huge kernel or pad
   // costs nothing): along axis d, the window starting at input position `start` covers taps
   // [lo, hi) with lo = ceil(max(-start, 0) / dil), hi = min(K, ceil(max(in - start, 0) / dil)).
-  auto ceilDivPos = [](Expr a, int64_t b) {
-    return kir::div(kir::add(kir::max(a, i64(0)), i64(b - 1)), i64(b));
-  };
   for (size_t d = 0; d < D; ++d) {
     const WindowAxis &a = geo.axes[d];
     Expr start = kir::sub(kir::mul(o[d], i64(a.stride)), i64(a.padBegin));
