@@ -527,7 +527,7 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   // of the blocked problem may say not). A block's copies run along output rows, and each
   // row block of the GEMM produces its B again: rows of 16 or more and 1024 or more columns
   // (R3D-18, one thread: its 56-wide rows of 25088 and 28-wide of 1568 columns were 1.5x and
-  // 1.2x faster blocked; its 14- and 7-wide rows of 392 and 49 columns 1.5x and 2.5x slower).
+  // 1.2x faster blocked; its 14- and 7-wide rows of 392 and 49 columns 1.35x and 2.5x slower).
   const char *algo = std::getenv("NNC_CONV_ALGO");
   bool pays = colN * 4 > cpuOf(opts).l2Bytes && geo.outSpatial.back() >= 16 && P >= 1024;
   bool blocked =
