@@ -174,6 +174,13 @@ std::string KernelBuilder::freshName(const std::string &prefix) {
   return prefix + std::to_string(nextName_++);
 }
 
+kir::Expr KernelBuilder::bind(std::vector<kir::Stmt> &at, const std::string &prefix, DType t,
+                              kir::Expr init) {
+  std::string name = freshName(prefix);
+  at.push_back(kir::decl(name, t, std::move(init)));
+  return kir::var(name, t);
+}
+
 kir::Stmt
 KernelBuilder::loopNest(const Extents &extents,
                         const std::function<kir::Stmt(const std::vector<kir::Expr> &)> &body,

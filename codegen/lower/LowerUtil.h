@@ -82,6 +82,8 @@ public:
 
   /// A fresh variable name `<prefix><n>` (unique in the kernel).
   std::string freshName(const std::string &prefix = "i");
+  /// A fresh local `<prefix><n>` of type t = init, declared by appending to `at`; returns it.
+  kir::Expr bind(std::vector<kir::Stmt> &at, const std::string &prefix, DType t, kir::Expr init);
   /// A loop nest over `extents` (outermost first) with fresh variables; `body` gets the loop
   /// variables. For rank 0 it is just the body. `loopNames` (if given) receives the names.
   kir::Stmt loopNest(const Extents &extents,

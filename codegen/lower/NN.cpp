@@ -334,13 +334,6 @@ std::pair<Expr, Expr> tapRange(const WindowAxis &a, const Expr &tap, int64_t fro
   return {lo, kir::max(kir::sub(hi, lo), i64(0))};
 }
 
-int64_t product(const Extents &e) {
-  int64_t p = 1;
-  for (int64_t v : e)
-    p *= v;
-  return p;
-}
-
 /// The extents of a conv's input with its padding made explicit: every tap of every output
 /// lies inside.
 Extents paddedExtents(const ConvGeometry &geo) {
@@ -368,7 +361,7 @@ Extents phasedExtents(const Extents &padded, int64_t phases) {
 kir::Kernel padInputKernel(const Node &node, const std::string &prefix, const ConvGeometry &geo,
                            int64_t N, int64_t C, DType t, int64_t phases = 1) {
   Extents padded = phasedExtents(paddedExtents(geo), phases);
-  int64_t paddedSize = N * C * product(padded), phaseWidth = padded.back() / phases;
+  int64_t paddedSize = N * C * numElementsOf(padded), phaseWidth = padded.back() / phases;
   std::vector<int64_t> padStride = stridesOf(padded);
   KernelBuilder kb(node, prefix + "_pad");
   int xb = kb.operand(0), pb = kb.scratch(0, t, paddedSize);
@@ -381,7 +374,8 @@ kir::Kernel padInputKernel(const Node &node, const std::string &prefix, const Co
   Stmt copy = kb.loopNest(
       copyExtents,
       [&](const std::vector<Expr> &idx) {
-        Expr from = kir::mul(idx[0], i64(geo.inSize)), to = kir::mul(idx[0], i64(product(padded)));
+        Expr from = kir::mul(idx[0], i64(geo.inSize)),
+             to = kir::mul(idx[0], i64(numElementsOf(padded)));
         std::vector<int64_t> inStride = stridesOf(geo.inSpatial);
         size_t D = geo.axes.size();
         for (size_t d = 0; d < D; ++d) {
@@ -420,14 +414,12 @@ Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t 
   const WindowAxis &aw = geo.axes[D - 1];
   int64_t phases = aw.stride;
   Extents padded = phasedExtents(paddedExtents(geo), phases);
-  int64_t paddedSize = product(padded), phaseWidth = padded.back() / phases;
+  int64_t paddedSize = numElementsOf(padded), phaseWidth = padded.back() / phases;
   std::vector<int64_t> padStride = stridesOf(padded), outStride = stridesOf(geo.outSpatial),
                        kStride = stridesOf(geo.kernel);
   // Values are bound to locals where they are loop-invariant: per output row, per B row.
   auto bind = [&](std::vector<Stmt> &at, const char *name, Expr e) {
-    std::string v = kb.freshName(name);
-    at.push_back(kir::decl(v, DType::I64, e));
-    return kir::var(v, DType::I64);
+    return kb.bind(at, name, DType::I64, std::move(e));
   };
   std::string qv = kb.freshName("bq"), rv = kb.freshName("br");
   // Per output row q (positions [q*OW, (q+1)*OW)): its part [lo, hi) of the block and the
@@ -580,7 +572,8 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   int src =
       pointwise ? kb.operand(0)
       : blocked
-          ? (padded ? kb.scratch(0, t, N * C * product(phasedExtents(paddedExtents(geo), phases)))
+          ? (padded ? kb.scratch(0, t,
+                                 N * C * numElementsOf(phasedExtents(paddedExtents(geo), phases)))
                     : kb.operand(0))
           : kb.scratch(0, t, colN);
   int wb = kb.operand(1), bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
@@ -1105,25 +1098,20 @@ kir::Kernel lastAxisPoolPass(KernelBuilder &kb, const WindowAxis &a, const Exten
     dstRow = kir::add(dstRow, kir::mul(o[x], i64(dstStride[x])));
   }
   std::vector<Stmt> row;
-  auto bindTo = [&](std::vector<Stmt> &at, const char *name, DType bt, Expr v) {
-    std::string n = kb.freshName(name);
-    at.push_back(kir::decl(n, bt, std::move(v)));
-    return kir::var(n, bt);
-  };
-  srcRow = bindTo(row, "srow", DType::I64, srcRow);
-  dstRow = bindTo(row, "drow", DType::I64, dstRow);
+  srcRow = kb.bind(row, "srow", DType::I64, srcRow);
+  dstRow = kb.bind(row, "drow", DType::I64, dstRow);
   // Output column ow; `inside`: its window lies wholly inside the input.
   auto column = [&](Expr ow, bool inside) -> Stmt {
     std::vector<Stmt> body;
     Expr start =
-        bindTo(body, "start", DType::I64, kir::sub(kir::mul(ow, i64(a.stride)), i64(a.padBegin)));
-    Expr lo = inside
-                  ? i64(0)
-                  : bindTo(body, "lo", DType::I64, ceilDivPos(kir::sub(i64(0), start), a.dilation));
+        kb.bind(body, "start", DType::I64, kir::sub(kir::mul(ow, i64(a.stride)), i64(a.padBegin)));
+    Expr lo =
+        inside ? i64(0)
+               : kb.bind(body, "lo", DType::I64, ceilDivPos(kir::sub(i64(0), start), a.dilation));
     Expr count =
-        inside
-            ? i64(a.kernel)
-            : bindTo(body, "count", DType::I64,
+        inside ? i64(a.kernel)
+               : kb.bind(
+                     body, "count", DType::I64,
                      kir::max(kir::sub(kir::min(i64(a.kernel),
                                                 ceilDivPos(kir::sub(i64(a.in), start), a.dilation)),
                                        lo),
@@ -1202,23 +1190,20 @@ Kernels separablePool(const Node &node, const std::string &prefix, const PoolGeo
         i == 0 ? kb.operand(0) : kb.scratch(static_cast<int>((i - 1) % 2), t, numElementsOf(cur));
     int dst = lastPass ? kb.result(0) : kb.scratch(static_cast<int>(i % 2), t, numElementsOf(next));
     std::vector<int64_t> srcStride = stridesOf(cur), dstStride = stridesOf(next);
-    bool rows = e != last && next[last] > 1;
     if (e == last) {
       kernels.push_back(lastAxisPoolPass(kb, a, cur, next, src, dst, isMax, includePad));
       cur = next;
       continue;
     }
+    // An outer axis: whole rows of the last axis per tap (one column: element by element).
+    bool rows = next[last] > 1;
     Nest outer;
     std::vector<Expr> o(next.size());
     for (size_t x = 0; x < next.size(); ++x)
       if (!rows || x != last)
         o[x] = outer.add(kb, next[x], "o");
     std::vector<Stmt> body;
-    auto bind = [&](const char *name, DType bt, Expr v) {
-      std::string n = kb.freshName(name);
-      body.push_back(kir::decl(n, bt, std::move(v)));
-      return kir::var(n, bt);
-    };
+    auto bind = [&](const char *name, DType bt, Expr v) { return kb.bind(body, name, bt, v); };
     // Taps of output o along this axis inside the input: [lo, hi) (LocalWindow's rule).
     Expr start =
         bind("start", DType::I64, kir::sub(kir::mul(o[e], i64(a.stride)), i64(a.padBegin)));

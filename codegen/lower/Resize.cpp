@@ -75,9 +75,7 @@ Stmt axisTableLoop(KernelBuilder &kb, const ResizeAttrs &a, int64_t in, int64_t 
   Expr o = loop.add(kb, out, "o");
   std::vector<Stmt> body;
   auto local = [&](const std::string &hint, DType t, Expr init) {
-    std::string name = kb.freshName(hint);
-    body.push_back(kir::decl(name, t, std::move(init)));
-    return kir::var(name, t);
+    return kb.bind(body, hint, t, std::move(init));
   };
   double outWidth = scale * static_cast<double>(in);
   double inW = static_cast<double>(in);
@@ -249,11 +247,6 @@ void separablePasses(const Node &node, const std::string &prefix, const Extents 
     if (rows)
       o[lastAxis] = kir::var(jv);
     std::vector<Stmt> perRow, body;
-    auto bind = [&](std::vector<Stmt> &at, const char *name, DType t, Expr e) {
-      std::string n = kb.freshName(name);
-      at.push_back(kir::decl(n, t, std::move(e)));
-      return kir::var(n, t);
-    };
     std::vector<Stmt> &hoist = rows ? perRow : body;
     const AxisTable &tb = tables[d];
     Expr base = i64(0);
@@ -265,9 +258,9 @@ void separablePasses(const Node &node, const std::string &prefix, const Extents 
     body.push_back(kir::decl(v, DType::F64, fc(0, DType::F64)));
     for (int64_t k = 0; k < tb.maxTaps; ++k) {
       Expr at = kir::add(i64(tb.tapOffset + k), kir::mul(o[d], i64(tb.maxTaps)));
-      Expr w = bind(hoist, "w", DType::F64, kb.load(wb, at));
-      Expr from = bind(hoist, "from", DType::I64,
-                       kir::add(base, kir::mul(kb.load(ib, at), i64(srcStride[d]))));
+      Expr w = kb.bind(hoist, "w", DType::F64, kb.load(wb, at));
+      Expr from = kb.bind(hoist, "from", DType::I64,
+                          kir::add(base, kir::mul(kb.load(ib, at), i64(srcStride[d]))));
       if (rows)
         from = kir::add(from, o[lastAxis]);
       Expr x = kir::cast(kb.load(src, from), DType::F64);
@@ -286,7 +279,7 @@ void separablePasses(const Node &node, const std::string &prefix, const Extents 
             flag = bor(flag, f);
         }
       if (rows)
-        rowFlag = bind(perRow, "ext", DType::Bool, rowFlag);
+        rowFlag = kb.bind(perRow, "ext", DType::Bool, rowFlag);
       result =
           fromF64(kir::select(bor(rowFlag, flag), fc(extrapolation, DType::F64), vE), DType::F32);
     }
