@@ -6,7 +6,8 @@
 //   y = winograd_output(M, b)  [N, Kb, OH, OW, b] (A^T M A per tile, plus the bias)
 // Options: `tile` (the largest m tried: 4, the default, or 2), `balance` (default: the
 // target's f32 lanes, 16 for AVX-512, 8 for AVX2) and `min-gain` (percent, default 25), the
-// terms of the cost rule below.
+// terms of the cost rule below; `pad-rows` (default 1; 0: never) lets V and M take a few zero
+// rows past the tiles when that keeps their planes apart in the L1 (planeRows).
 //
 // Cost rule (per conv and tile size; C and K cancel out). F(m x m) does a^2 / (9 m^2) of the
 // direct conv's multiplies (a = m + 2: 1/4 for F(4x4), 4/9 for F(2x2)) in a GEMM that reads
@@ -53,12 +54,13 @@ public:
   std::string_view name() const override { return "winograd"; }
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
-    NNC_TRY(ctx.checkOptionNames(name(), {"tile", "balance", "min-gain"}));
+    NNC_TRY(ctx.checkOptionNames(name(), {"tile", "balance", "min-gain", "pad-rows"}));
     NNC_ASSIGN_OR_RETURN(tile_, ctx.intOption(name(), "tile", 4, 2));
     if (!winogradTileSupported(tile_))
       return makeError("winograd: option tile={} must be 2 or 4", tile_);
     NNC_ASSIGN_OR_RETURN(balance_, ctx.intOption(name(), "balance", ctx.cpu.f32Lanes(), 0));
     NNC_ASSIGN_OR_RETURN(minGain_, ctx.intOption(name(), "min-gain", 25, 0));
+    NNC_ASSIGN_OR_RETURN(padRows_, ctx.intOption(name(), "pad-rows", 1, 0));
     bool changed = false;
     for (Node *n : g.nodes()) {
       if (n->kind() != OpKind::ConvNCHWc)
@@ -70,7 +72,7 @@ public:
   }
 
 private:
-  int64_t tile_ = 4, balance_ = 16, minGain_ = 25;
+  int64_t tile_ = 4, balance_ = 16, minGain_ = 25, padRows_ = 1;
 
   /// direct / Winograd time of F(m x m) on N images of oh x ow outputs (the cost rule).
   double gain(int64_t m, int64_t N, int64_t oh, int64_t ow) const {
@@ -80,6 +82,37 @@ private:
     double direct = 18.0 * double(N) * double(oh) * double(ow);
     double wino = std::max(2.0 * a2 * tiles, double(balance_) * 4.0 * a2);
     return direct / wino;
+  }
+
+  /// The rows of V [planes, rows, C] and M [planes, rows, K]: `tiles`, or a few more (zero)
+  /// when that keeps the planes apart in an L1 set. Each tile's transform writes (reads) its
+  /// row in all `planes` planes at once, the planes rows*C floats apart; on x86 L1s (64 sets of
+  /// 64-byte lines) addresses 4 KiB apart share a set, so when rows*C*4 is a multiple of 4 KiB
+  /// all the planes' lines of a tile compete for one set's 8 to 12 ways and evict each other
+  /// before they are written whole (a 24-channel conv on 192 x 192: 2304 tiles, every plane
+  /// 216 KiB = 54 x 4 KiB apart, took 3.3x the time of 176 x 176's per tile). The rows taken:
+  /// the fewest >= tiles whose planes' first lines fall in no set more than 4 times over both
+  /// C and K, else the fewest with the least crowded set, at most tiles/32 more (each extra
+  /// row is a GEMM row: ResNet-18's 16-tile GEMMs took 4% longer with a 17th row, more than
+  /// their transforms gained).
+  static int64_t planeRows(int64_t planes, int64_t tiles, const std::vector<int64_t> &widths) {
+    auto crowd = [&](int64_t rows) {
+      int64_t worst = 0;
+      for (int64_t width : widths) {
+        std::vector<int64_t> perSet(64, 0);
+        int64_t stride = rows * width * 4; // bytes between planes
+        for (int64_t e = 0; e < planes; ++e)
+          worst = std::max(worst, ++perSet[(e * stride / 64) % 64]);
+      }
+      return worst;
+    };
+    int64_t best = tiles, bestCrowd = crowd(tiles);
+    for (int64_t rows = tiles; rows <= tiles + tiles / 32 && bestCrowd > 4; ++rows)
+      if (int64_t c = crowd(rows); c < bestCrowd) {
+        best = rows;
+        bestCrowd = c;
+      }
+    return best;
   }
 
   Expected<bool> rewrite(Graph &g, Node *conv) {
@@ -126,9 +159,15 @@ private:
     // 2. The three steps.
     std::string name = conv->result()->name();
     auto fail = [&](Error e) { return e.withContext("winograd: conv " + conv->name()); };
-    Expected<Node *> in =
-        g.createInferred(OpKind::WinogradInput, {x}, {{"tile", m}, {"pads", pads}}, conv->name(),
-                         -1, {name + "_wino_in"}, conv);
+    int64_t a = m + 2, tiles = N * ((oh + m - 1) / m) * ((ow + m - 1) / m);
+    int64_t rows = padRows_ ? planeRows(a * a, tiles, {cPad, kPad}) : tiles;
+    AttrMap inAttrs{{"tile", m}, {"pads", pads}};
+    if (rows != tiles) {
+      inAttrs["rows"] = rows;
+      addStat("convs-rows-padded");
+    }
+    Expected<Node *> in = g.createInferred(OpKind::WinogradInput, {x}, inAttrs, conv->name(), -1,
+                                           {name + "_wino_in"}, conv);
     if (!in)
       return fail(in.takeError());
     Node *uc =
@@ -141,9 +180,11 @@ private:
     std::vector<Value *> ops{(*mm)->result()};
     if (bias)
       ops.push_back(bias);
-    Expected<Node *> out = g.createInferred(
-        OpKind::WinogradOutput, ops, {{"tile", m}, {"height", oh}, {"width", ow}, {"block", b}},
-        conv->name(), -1, {}, conv);
+    AttrMap outAttrs{{"tile", m}, {"height", oh}, {"width", ow}, {"block", b}};
+    if (rows != tiles)
+      outAttrs["images"] = N;
+    Expected<Node *> out =
+        g.createInferred(OpKind::WinogradOutput, ops, outAttrs, conv->name(), -1, {}, conv);
     if (!out)
       return fail(out.takeError());
     Value *y = (*out)->result();

@@ -88,6 +88,8 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
   int64_t tilesH = (H + pads[0] + pads[2] - 2 + m - 1) / m;
   int64_t tilesW = (W + pads[1] + pads[3] - 2 + m - 1) / m;
   int64_t P = N * tilesH * tilesW, C = Cb * b;
+  // V's rows: the P tiles, then zero rows up to `rows` (which keep V's planes apart in cache).
+  int64_t R = extentsOf(node.result())[1];
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), vb = kb.result(0);
   if (P == 0 || C == 0)
@@ -97,6 +99,20 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
   // tiles below.
   Nest outer;
   Expr cb = outer.add(kb, Cb, "cb"), n = outer.add(kb, N, "n");
+  // The zero rows [P, R) of the block's lanes in every plane, written once per block (with
+  // the first image).
+  auto zeroRows = [&]() -> Stmt {
+    if (R == P)
+      return nullptr;
+    Nest z;
+    Expr e = z.add(kb, a * a, "e"), r = z.add(kb, R - P, "r");
+    std::string laneV = kb.freshName("l");
+    Expr at = kir::add(kir::mul(kir::add(kir::mul(e, i64(R)), kir::add(r, i64(P))), i64(C)),
+                       kir::add(kir::mul(cb, i64(b)), kir::var(laneV)));
+    s.steps.push_back({kir::ScheduleStep::Vectorize, laneV, 0, {}});
+    Stmt st = z.wrap(kir::forLoop(laneV, i64(b), kb.store(vb, at, fc(0, DType::F32))));
+    return N > 1 ? kir::ifThen(kir::lt(n, i64(1)), st) : st;
+  };
   // The tiles [th0, th0 + nh) x [tw0, tw0 + nw) as loops of `inner`; `guarded`: some patch
   // position may lie in the padding (it reads 0 from a clamped address), else every load is
   // in place.
@@ -132,7 +148,7 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
       for (int64_t j = 0; j < a; ++j) {
         Expr v = linearCombination(rowOf(t.bt, j, a),
                                    [&](size_t q) { return kir::var(tt[i * a + q], DType::F32); });
-        Expr at = kir::add(kir::mul(kir::add(i64((i * a + j) * P), p), i64(C)),
+        Expr at = kir::add(kir::mul(kir::add(i64((i * a + j) * R), p), i64(C)),
                            kir::add(kir::mul(cb, i64(b)), lane));
         body.push_back(kb.store(vb, at, v));
       }
@@ -153,6 +169,8 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
   auto [w0, w1] = interior(pads[1], W, tilesW);
   if (!peelBorder || h1 <= h0 || w1 <= w0) {
     Stmt nest = tiles(0, tilesH, 0, tilesW, true, outer);
+    if (Stmt z = zeroRows())
+      nest = kir::block({nest, z});
     kir::Schedule grid = parallelOuter(outer, work);
     grid.steps.insert(grid.steps.end(), s.steps.begin(), s.steps.end());
     return Kernels{kb.finish(outer.wrap(nest), grid)};
@@ -168,6 +186,8 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
     if (Stmt st = tiles(th0, nh, tw0, nw, guarded, inner))
       nests.push_back(st);
   }
+  if (Stmt z = zeroRows())
+    nests.push_back(z);
   kir::Schedule sched = parallelOuter(outer, work);
   sched.steps.insert(sched.steps.end(), s.steps.begin(), s.steps.end());
   return Kernels{kb.finish(outer.wrap(kir::block(nests)), sched)};

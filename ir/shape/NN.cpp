@@ -518,7 +518,13 @@ Types inferWinogradInput(const Node &node) {
     int64_t oh = xs[2].value() + pads[0] + pads[2] - 2, ow = xs[3].value() + pads[1] + pads[3] - 2;
     if (oh < 1 || ow < 1)
       return node.error("input {} with pads gives no output of a 3x3 window", x->type().str());
-    p = Dim(xs[0].value() * ((oh + m - 1) / m) * ((ow + m - 1) / m));
+    int64_t tiles = xs[0].value() * ((oh + m - 1) / m) * ((ow + m - 1) / m);
+    int64_t rows = node.getInt("rows", tiles);
+    if (rows < tiles)
+      return node.error("rows {} is fewer than the {} tiles", rows, tiles);
+    p = Dim(rows);
+  } else if (node.hasAttr("rows")) {
+    return node.error("rows needs a static N, H and W");
   }
   Dim c = xs[1].isStatic() ? Dim(xs[1].value() * xs[4].value()) : node.graph()->freshDim();
   return std::vector<TensorType>{TensorType(x->dtype(), Shape{Dim(a * a), p, c})};
@@ -540,7 +546,13 @@ Types inferWinogradOutput(const Node &node) {
   if (mv->rank() != 3 || ms[0] != Dim(a * a))
     return node.error("operand must be [{}, P, K], got {}", a * a, mv->type().str());
   Dim n = node.graph()->freshDim(), kb = node.graph()->freshDim();
-  if (ms[1].isStatic()) {
+  if (node.hasAttr("images")) {
+    int64_t images = node.getInt("images", 0);
+    if (images < 0 || (ms[1].isStatic() && images * tiles > ms[1].value()))
+      return node.error("{} images of {} tiles need {} rows, got {}", images, tiles, images * tiles,
+                        ms[1].str());
+    n = Dim(images);
+  } else if (ms[1].isStatic()) {
     if (ms[1].value() % tiles != 0)
       return node.error("{} tiles are not a whole number of {}x{} images", ms[1].value(), h, w);
     n = Dim(ms[1].value() / tiles);

@@ -33,7 +33,9 @@ Results evalWinogradInput(const Node &node, const Operands &ops) {
   int64_t th = (H + pads[0] + pads[2] - 2 + m - 1) / m,
           tw = (W + pads[1] + pads[3] - 2 + m - 1) / m;
   int64_t P = N * th * tw, C = Cb * b;
-  Tensor v = Tensor::zeros(DType::F32, {a * a, P, C});
+  // Rows past the tiles (`rows`) stay 0.
+  int64_t R = node.getInt("rows", P);
+  Tensor v = Tensor::zeros(DType::F32, {a * a, R, C});
   const float *src = x.data<float>();
   float *dst = v.data<float>();
   std::vector<double> d(a * a), r;
@@ -50,7 +52,7 @@ Results evalWinogradInput(const Node &node, const Operands &ops) {
           sandwich(t.bt, d, a, a, r);
           int64_t p = (n * th + i) * tw + j;
           for (int64_t e = 0; e < a * a; ++e)
-            dst[(e * P + p) * C + c] = static_cast<float>(r[e]);
+            dst[(e * R + p) * C + c] = static_cast<float>(r[e]);
         }
   return std::vector<Tensor>{v};
 }
@@ -60,7 +62,8 @@ Results evalWinogradOutput(const Node &node, const Operands &ops) {
   const WinogradMatrices &t = winogradMatrices(node.getInt("tile", 0));
   int64_t H = node.getInt("height", 1), W = node.getInt("width", 1), b = node.getInt("block", 1);
   int64_t m = t.m, a = t.alpha, P = mt.dim(1), K = mt.dim(2), Kb = K / b;
-  int64_t th = (H + m - 1) / m, tw = (W + m - 1) / m, N = P / (th * tw);
+  int64_t th = (H + m - 1) / m, tw = (W + m - 1) / m;
+  int64_t N = node.getInt("images", P / (th * tw));
   bool hasBias = ops.size() > 1 && !ops[1].isNull();
   Tensor y = Tensor::zeros(DType::F32, {N, Kb, H, W, b});
   const float *src = mt.data<float>();
