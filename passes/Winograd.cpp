@@ -77,7 +77,7 @@ private:
   /// direct / Winograd time of F(m x m) on N images of oh x ow outputs (the cost rule).
   double gain(int64_t m, int64_t N, int64_t oh, int64_t ow) const {
     double a2 = double(m + 2) * double(m + 2);
-    double tiles = double(N) * double((oh + m - 1) / m) * double((ow + m - 1) / m);
+    double tiles = double(winogradTiles(N, oh, ow, m));
     // Per unit of C K: direct 2*9*N*oh*ow flops; GEMM 2*a2*P flops or a2*4 bytes of U.
     double direct = 18.0 * double(N) * double(oh) * double(ow);
     double wino = std::max(2.0 * a2 * tiles, double(balance_) * 4.0 * a2);
@@ -160,8 +160,8 @@ private:
     // 2. The three steps.
     std::string name = conv->result()->name();
     auto fail = [&](Error e) { return e.withContext("winograd: conv " + conv->name()); };
-    int64_t a = m + 2, tiles = N * ((oh + m - 1) / m) * ((ow + m - 1) / m);
-    int64_t rows = padRows_ ? planeRows(a * a, tiles, {cPad, kPad}) : tiles;
+    int64_t tiles = winogradTiles(N, oh, ow, m);
+    int64_t rows = padRows_ ? planeRows((m + 2) * (m + 2), tiles, {cPad, kPad}) : tiles;
     AttrMap inAttrs{{"tile", m}, {"pads", pads}};
     if (rows != tiles) {
       inAttrs["rows"] = rows;

@@ -518,7 +518,7 @@ Types inferWinogradInput(const Node &node) {
     int64_t oh = xs[2].value() + pads[0] + pads[2] - 2, ow = xs[3].value() + pads[1] + pads[3] - 2;
     if (oh < 1 || ow < 1)
       return node.error("input {} with pads gives no output of a 3x3 window", x->type().str());
-    int64_t tiles = xs[0].value() * ((oh + m - 1) / m) * ((ow + m - 1) / m);
+    int64_t tiles = winogradTiles(xs[0].value(), oh, ow, m);
     int64_t rows = node.getInt("rows", tiles);
     if (rows < tiles)
       return node.error("rows {} is fewer than the {} tiles", rows, tiles);
@@ -542,7 +542,7 @@ Types inferWinogradOutput(const Node &node) {
   if (h < 1 || w < 1 || b < 1)
     return node.error("height {}, width {} and block {} must be >= 1", h, w, b);
   const Shape &ms = mv->shape();
-  int64_t a = m + 2, tiles = ((h + m - 1) / m) * ((w + m - 1) / m);
+  int64_t a = m + 2, tiles = winogradTiles(1, h, w, m);
   if (mv->rank() != 3 || ms[0] != Dim(a * a))
     return node.error("operand must be [{}, P, K], got {}", a * a, mv->type().str());
   Dim n = node.graph()->freshDim(), kb = node.graph()->freshDim();

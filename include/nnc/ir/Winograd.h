@@ -25,6 +25,10 @@ struct WinogradMatrices {
 
 /// True for the tile sizes with matrices (2 and 4).
 bool winogradTileSupported(int64_t m);
+/// P, the tiles of F(m x m) over n images of oh x ow outputs.
+inline int64_t winogradTiles(int64_t n, int64_t oh, int64_t ow, int64_t m) {
+  return n * ((oh + m - 1) / m) * ((ow + m - 1) / m);
+}
 /// The matrices of F(m x m, 3 x 3); m must be supported.
 const WinogradMatrices &winogradMatrices(int64_t m);
 
