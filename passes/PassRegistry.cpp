@@ -5,8 +5,7 @@ namespace nnc {
 
 const std::vector<PassInfo> &passRegistry() {
   static const std::vector<PassInfo> passes = {
-      {"shape-inference", "Re-run shape rules and refine result types",
-       createShapeInferencePass},
+      {"shape-inference", "Re-run shape rules and refine result types", createShapeInferencePass},
       {"constant-fold", "Evaluate nodes whose operands are constants", createConstantFoldPass},
       {"dce", "Remove nodes whose results are unused", createDeadCodeEliminationPass},
       {"cse", "Merge identical nodes", createCommonSubexpressionEliminationPass},
@@ -25,6 +24,10 @@ const std::vector<PassInfo> &passRegistry() {
        "Fold batch_norm with constant parameters into the conv before it, else into a "
        "per-channel multiply-add",
        createFoldBatchNormPass},
+      {"fold-conv-batch-axes",
+       "Run a 3-D conv whose depth axis has kernel 1, stride 1 and no padding as the 2-D conv "
+       "of its depth slices",
+       createFoldConvBatchAxesPass},
       {"fold-channel-scale",
        "Move a per-channel scale of a blocked conv's input (a squeeze-excitation gate) into "
        "its weight when the weight is smaller than the input",
@@ -63,7 +66,9 @@ const std::vector<TargetPipeline> &targetPipelines() {
       "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
       "dce,hoist-loop-invariants,recognize-layer-norm,recognize-rms-norm,recognize-softmax,"
       "fold-batch-norm,dce,";
-  static const std::string blocked = "layout-nchwc,constant-fold,cse,dce,winograd,";
+  // fold-conv-batch-axes turns 3-D convs into 2-D ones for layout-nchwc and winograd.
+  static const std::string blocked =
+      "fold-conv-batch-axes,layout-nchwc,constant-fold,cse,dce,winograd,";
   static const std::string back = "fold-channel-scale,fuse-elementwise,fuse-epilogue,";
   static const std::string attention = "fuse-attention,", views = "fuse-views,";
   // An OpenCL CPU device (PoCL) runs the CPU's layout-nchwc conv and winograd kernels too

@@ -395,19 +395,33 @@ kir::Kernel padInputKernel(const Node &node, const std::string &prefix, const Co
   return kb.finish(kir::block({zero, copy}), sched);
 }
 
+/// The first output axis of im2colBlock's rows: the rows are the last output axis, joined
+/// with the axes outside it while the padded input continues them in the same order (the
+/// inner axes' padded extents equal their output extents: kernel 1, stride 1; the joined axis
+/// has stride 1). A temporal conv (kernel 3x1x1) copies whole T*H*W runs, not H*W/W pieces
+/// of W columns.
+size_t im2colRowAxis(const ConvGeometry &geo) {
+  Extents padded = phasedExtents(paddedExtents(geo), geo.axes.back().stride);
+  size_t first = geo.axes.size() - 1;
+  while (first > 0 && padded[first] == geo.outSpatial[first] && geo.axes[first - 1].stride == 1)
+    --first;
+  return first;
+}
+
 /// Writes rows [k0, k0 + kCount) x columns [col0, col0 + cols) of image n and group g's
 /// im2col matrix (row r: input channel g*cg + r / K, kernel tap r % K; column p: output
 /// position p) at dst[base + r*ldb + (p - col0)]: the GEMM's B produced per cache block
 /// (GemmOperands::produceB). It reads the padded input `xp` (padInputKernel), where every
 /// tap lies inside and rows come in phases of the last axis' stride. The columns meet a few
-/// output rows (the last output dim); per output row q and B row, the row's part of the
-/// block is one copy of consecutive input columns, of the same length for every B row (B
-/// rows inside output rows: one length per inner loop, which the branches predict).
+/// output rows (im2colRowAxis); per output row q and B row, the row's part of the block is
+/// one copy of consecutive input columns, of the same length for every B row (B rows inside
+/// output rows: one length per inner loop, which the branches predict).
 Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t cg, int xp, Expr n,
                  Expr g, int dst, Expr base, int64_t ldb, Expr col0, Expr cols, Expr k0,
                  Expr kCount) {
-  size_t D = geo.axes.size();
-  int64_t K = geo.kernelSize, OW = geo.outSpatial.back();
+  size_t D = geo.axes.size(), first = im2colRowAxis(geo);
+  int64_t K = geo.kernelSize,
+          OW = numElementsOf(Extents(geo.outSpatial.begin() + first, geo.outSpatial.end()));
   // Rows in phases of the last axis' stride (padInputKernel): output column ow's tap kw
   // reads padded column ow*s + kw*dil, which is column ow + (kw*dil) / s of phase
   // (kw*dil) % s, so a run of output columns reads consecutive columns.
@@ -434,7 +448,7 @@ Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t 
   Expr hi = bind(perQ, "bhi", kir::min(kir::sub(kir::add(col0, cols), qStart), i64(OW)));
   Expr len = bind(perQ, "blen", kir::sub(hi, lo));
   Expr qSrc = lo;
-  for (size_t d = 0; d + 1 < D; ++d) {
+  for (size_t d = 0; d < first; ++d) {
     Expr o = kir::mod(kir::div(q, i64(outStride[d] / OW)), i64(geo.axes[d].out));
     qSrc = kir::add(qSrc, kir::mul(o, i64(geo.axes[d].stride * padStride[d])));
   }
@@ -516,12 +530,15 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   bool gpu = opts && opts->gpu;
   // Blocked when the col matrix would outgrow the L2 and its blocks pay for producing them
   // (or NNC_CONV_ALGO=blocked asks), on the CPU for f32 with the microkernel GEMM (the config
-  // of the blocked problem may say not). A block's copies run along output rows, and each
-  // row block of the GEMM produces its B again: rows of 16 or more and 1024 or more columns
-  // (R3D-18, one thread: its 56-wide rows of 25088 and 28-wide of 1568 columns were 1.5x and
-  // 1.2x faster blocked; its 14- and 7-wide rows of 392 and 49 columns 1.35x and 2.5x slower).
+  // of the blocked problem may say not). A block's copies run along output rows
+  // (im2colRowAxis), and each row block of the GEMM produces its B again: rows of 16 or more
+  // and 1024 or more columns (R3D-18, one thread: its 56-wide rows of 25088 and 28-wide of
+  // 1568 columns were 1.5x and 1.2x faster blocked; its 14- and 7-wide rows of 392 and 49
+  // columns 1.35x and 2.5x slower).
   const char *algo = std::getenv("NNC_CONV_ALGO");
-  bool pays = colN * 4 > cpuOf(opts).l2Bytes && geo.outSpatial.back() >= 16 && P >= 1024;
+  int64_t rowLen =
+      numElementsOf(Extents(geo.outSpatial.begin() + im2colRowAxis(geo), geo.outSpatial.end()));
+  bool pays = colN * 4 > cpuOf(opts).l2Bytes && rowLen >= 16 && P >= 1024;
   bool blocked =
       !pointwise && !gpu && t == DType::F32 && (pays || (algo && std::string(algo) == "blocked"));
   tuning::Config cfg;

@@ -396,10 +396,16 @@ TEST(LowerNN, Conv) {
   // The blocked im2col over several k blocks (R = 432: 256 + 176), column blocks of 128 whose
   // output rows straddle them, a column edge and a row edge (3-D, groups, strides, dilation,
   // asymmetric pads); a 1-D conv over 300 positions; stride 2 along rows (strided copies).
+  // Temporal convs (k x 1 x 1), whose copies run over whole depth x height x width runs
+  // (stride 1, dilation 2; a kernel-1 axis with padding, whose padded width is its output's),
+  // or height x width runs under a depth stride.
   const ConvCase blockedCases[] = {
       {{1, 32, 4, 10, 30}, {8, 16, 3, 3, 3}, {1, 2, 1}, {1, 1, 0, 1, 0, 1}, {1, 1, 2}, 2, true},
       {{1, 40, 300}, {8, 40, 5}, {1}, {2, 2}, {1}, 1, false},
       {{2, 8, 13, 40}, {12, 8, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, true},
+      {{1, 144, 4, 6, 7}, {8, 144, 3, 1, 1}, {1, 1, 1}, {2, 0, 0, 2, 0, 0}, {2, 1, 1}, 1, true},
+      {{1, 4, 5, 6, 7}, {4, 4, 3, 1, 1}, {1, 1, 1}, {1, 0, 1, 1, 0, 1}, {1, 1, 1}, 1, false},
+      {{2, 8, 7, 6, 5}, {4, 8, 3, 1, 1}, {2, 1, 1}, {1, 0, 0, 1, 0, 0}, {1, 1, 1}, 1, true},
   };
   // Positive operands: sums of hundreds of signed terms cancel to below the check's absolute
   // tolerance in f32 (the GPU case below says more).

@@ -33,6 +33,9 @@ std::unique_ptr<Pass> createRecognizeSoftmaxPass();
 /// Folds an inference batch_norm with constant parameters into the conv before it (whose
 /// weights are constant): new weights and bias, one node.
 std::unique_ptr<Pass> createFoldBatchNormPass();
+/// Runs a 3-D conv whose depth axis has kernel 1, stride 1 and no padding as the 2-D conv of
+/// its depth slices (transposes and reshapes around a 2-D conv).
+std::unique_ptr<Pass> createFoldConvBatchAxesPass();
 /// Groups chains and trees of elementwise ops into fusion groups run as one kernel; a value
 /// with consumers outside a group is recomputed when cheap, else materialized.
 std::unique_ptr<Pass> createFuseElementwisePass();
