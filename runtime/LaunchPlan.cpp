@@ -400,6 +400,11 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     }
     unitFlops = 0;
     NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix, lowerOpts));
+    // Lowering's output meets the kernel IR's rules (one loop per variable, scopes, types)
+    // before any code generator sees it.
+    for (const kir::Kernel &k : ks)
+      if (Error e = kir::verifyKernel(k))
+        return n->error("lowering made a malformed kernel '{}': {}", k.name, e.message());
     std::vector<std::string> sources;
     for (const Node *m : unit.members.empty() ? std::vector<const Node *>{n} : unit.members)
       sources.push_back(!m->name().empty()

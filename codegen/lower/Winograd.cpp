@@ -99,9 +99,10 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
   // tiles below.
   Nest outer;
   Expr cb = outer.add(kb, Cb, "cb"), n = outer.add(kb, N, "n");
-  // The zero rows [P, R) of the block's lanes in every plane, written once per block (with
-  // the first image).
-  auto zeroRows = [&]() -> Stmt {
+  // The zero rows [P, R) of the block's lanes in every plane, written once per block: where
+  // `first` holds (the first image's, or the first tile's when the tiles are loops of `outer`;
+  // null: always).
+  auto zeroRows = [&](Expr first) -> Stmt {
     if (R == P)
       return nullptr;
     Nest z;
@@ -111,11 +112,11 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
                        kir::add(kir::mul(cb, i64(b)), kir::var(laneV)));
     s.steps.push_back({kir::ScheduleStep::Vectorize, laneV, 0, {}});
     Stmt st = z.wrap(kir::forLoop(laneV, i64(b), kb.store(vb, at, fc(0, DType::F32))));
-    return N > 1 ? kir::ifThen(kir::lt(n, i64(1)), st) : st;
+    return first ? kir::ifThen(first, st) : st;
   };
-  // The tiles [th0, th0 + nh) x [tw0, tw0 + nw) as loops of `inner`; `guarded`: some patch
-  // position may lie in the padding (it reads 0 from a clamped address), else every load is
-  // in place.
+  // The tiles [th0, th0 + nh) x [tw0, tw0 + nw), their loops added to `inner`: the body
+  // inside them (the caller wraps it); `guarded`: some patch position may lie in the padding
+  // (it reads 0 from a clamped address), else every load is in place.
   auto tiles = [&](int64_t th0, int64_t nh, int64_t tw0, int64_t nw, bool guarded,
                    Nest &inner) -> Stmt {
     if (nh <= 0 || nw <= 0)
@@ -153,7 +154,7 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
         body.push_back(kb.store(vb, at, v));
       }
     s.steps.push_back({kir::ScheduleStep::Vectorize, laneV, 0, {}});
-    return inner.wrap(kir::forLoop(laneV, i64(b), kir::block(body)));
+    return kir::forLoop(laneV, i64(b), kir::block(body));
   };
   int64_t work = P * C * a * a * 8;
   // Interior tiles, whose patch lies inside x (th*m - pad >= 0 and th*m - pad + a - 1 < H),
@@ -168,8 +169,16 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
   auto [h0, h1] = interior(pads[0], H, tilesH);
   auto [w0, w1] = interior(pads[1], W, tilesW);
   if (!peelBorder || h1 <= h0 || w1 <= w0) {
+    // The tiles' loops join the outer ones (a device's grid); the first tile of each channel
+    // block writes its zero rows.
     Stmt nest = tiles(0, tilesH, 0, tilesW, true, outer);
-    if (Stmt z = zeroRows())
+    Expr first;
+    for (size_t l = 1; l < outer.loops.size(); ++l)
+      if (!kir::isIntImm(outer.loops[l].second, 1)) {
+        Expr at = kir::lt(kir::var(outer.loops[l].first), i64(1));
+        first = first ? kir::land(first, at) : at;
+      }
+    if (Stmt z = zeroRows(first))
       nest = kir::block({nest, z});
     kir::Schedule grid = parallelOuter(outer, work);
     grid.steps.insert(grid.steps.end(), s.steps.begin(), s.steps.end());
@@ -184,9 +193,9 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
         {h0, h1 - h0, w1, tilesW - w1, true}}) {
     Nest inner;
     if (Stmt st = tiles(th0, nh, tw0, nw, guarded, inner))
-      nests.push_back(st);
+      nests.push_back(inner.wrap(st));
   }
-  if (Stmt z = zeroRows())
+  if (Stmt z = zeroRows(N > 1 ? kir::lt(n, i64(1)) : nullptr))
     nests.push_back(z);
   kir::Schedule sched = parallelOuter(outer, work);
   sched.steps.insert(sched.steps.end(), s.steps.begin(), s.steps.end());
