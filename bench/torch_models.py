@@ -188,6 +188,10 @@ SIBLINGS = {
     # padding); R(2+1)D-18 1.78x (3-D im2col beyond the L2).
     "deeplabv3_mobilenet_v3_large": ("seg", _seg("deeplabv3_mobilenet_v3_large"), 10),
     "r2plus1d_18": ("video", _video("r2plus1d_18"), 2),
+    # Session 21: the other two video families, for the (1, k, k) convs that run as 2-D ones
+    # (MC3-18's later stages; S3D's separable convs, 16 frames at 224 as its pooling needs).
+    "mc3_18": ("video", _video("mc3_18"), 2),
+    "s3d": ("video", _video("s3d", 16, 224), 2),
     "encoder_d512_seq_first": ("encoder", _encoder(False, d=512, heads=8, seq=64, ff=2048), 20),
     "encoder_d384_batch_first": ("encoder", _encoder(True, d=384, heads=6, seq=197, ff=1536), 10),
 }

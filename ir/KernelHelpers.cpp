@@ -1,7 +1,9 @@
-// The scalar helpers of generated kernels (include/nnc/ir/KernelHelpers.h).
+// The helpers of generated kernels (include/nnc/ir/KernelHelpers.h).
 #include "nnc/ir/KernelHelpers.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "nnc/support/FloatFormats.h"
 
@@ -62,12 +64,50 @@ NNC_STORAGE_FORMATS(NNC_DEFINE_STORAGE_HELPERS)
 }
 #undef NNC_DEFINE_STORAGE_HELPERS
 
+namespace {
+
+/// One thread's workspace slots: each a 64-byte-aligned block that only grows.
+struct Workspace {
+  static constexpr int kSlots = 8;
+  void *data[kSlots] = {};
+  int64_t size[kSlots] = {};
+  ~Workspace() {
+    for (void *p : data)
+      std::free(p);
+  }
+};
+thread_local Workspace tlsWorkspace;
+
+} // namespace
+
+extern "C" void *nnc_workspace(int64_t slot, int64_t bytes) {
+  if (slot < 0 || slot >= Workspace::kSlots) {
+    std::fprintf(stderr, "nnc: kernel asked for workspace slot %lld of %d\n",
+                 static_cast<long long>(slot), Workspace::kSlots);
+    std::abort();
+  }
+  Workspace &w = tlsWorkspace;
+  if (w.size[slot] < bytes) {
+    std::free(w.data[slot]);
+    size_t rounded = static_cast<size_t>((bytes + 63) / 64 * 64);
+    w.data[slot] = std::aligned_alloc(64, rounded);
+    if (!w.data[slot]) {
+      std::fprintf(stderr, "nnc: out of memory for a %lld-byte kernel workspace\n",
+                   static_cast<long long>(bytes));
+      std::abort();
+    }
+    w.size[slot] = bytes;
+  }
+  return w.data[slot];
+}
+
 namespace nnc {
 
 const KernelHelper *kernelHelpers(int *count) {
   static const KernelHelper helpers[] = {
       {"nnc_round_f64_to_f16", reinterpret_cast<void *>(&nnc_round_f64_to_f16)},
       {"nnc_round_f64_to_bf16", reinterpret_cast<void *>(&nnc_round_f64_to_bf16)},
+      {"nnc_workspace", reinterpret_cast<void *>(&nnc_workspace)},
 #define NNC_LIST_STORAGE_HELPERS(Name, Encode, Decode)                                             \
   {"nnc_f64_to_" #Name, reinterpret_cast<void *>(&nnc_f64_to_##Name)},                            \
       {"nnc_" #Name "_to_f64", reinterpret_cast<void *>(&nnc_##Name##_to_f64)},

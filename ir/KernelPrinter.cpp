@@ -199,9 +199,9 @@ struct Printer {
     std::string out = fmt::format("kernel {}(", anonymous ? std::string("_") : k.name);
     for (size_t b = 0; b < k.buffers.size(); ++b) {
       const BufferDecl &d = k.buffers[b];
-      out += fmt::format("{}{}: {}[{}] {} {}{}", b ? ", " : "", bufferName(static_cast<int>(b)),
+      out += fmt::format("{}{}: {}[{}] {} {}{}{}", b ? ", " : "", bufferName(static_cast<int>(b)),
                          dtypeName(d.dtype), d.numElements, roleName(d.role), d.index,
-                         d.written ? " written" : "");
+                         d.written ? " written" : "", d.perThread ? " per-thread" : "");
     }
     out += ") {\n";
     for (size_t l = 0; l < k.locals.size(); ++l)

@@ -447,6 +447,9 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
           extentRequestOfValue[r] = it->second;
           slot.index = it->second;
         } else if (b.role == kir::BufferRole::Scratch) {
+          // The CPU's per-thread scratch comes from the runtime's workspace, not the arena.
+          if (b.perThread && !lowerOpts.gpu)
+            bytes = 0;
           auto [it, inserted] = scratchRequest.emplace(b.index, static_cast<int>(requests.size()));
           if (inserted)
             requests.push_back(

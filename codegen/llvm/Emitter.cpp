@@ -202,8 +202,27 @@ private:
     bufs_.clear();
     Type *ptr = b_.getPtrTy();
     const llvm::DataLayout &dl = m_.getDataLayout();
+    int64_t workspaces = 0;
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
       const kir::BufferDecl &d = k_.buffers[i];
+      if (d.perThread) {
+        // This thread's own (a chunk of a parallel loop, or the serial kernel), from the
+        // runtime: distinct from every parameter, as malloc's memory is.
+        llvm::FunctionCallee f = m_.getOrInsertFunction(
+            kWorkspace, llvm::FunctionType::get(ptr, {b_.getInt64Ty(), b_.getInt64Ty()}, false));
+        if (auto *fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+          fn->addFnAttr(llvm::Attribute::NoUnwind);
+          fn->addRetAttr(llvm::Attribute::NoAlias);
+        }
+        llvm::CallInst *c =
+            b_.CreateCall(f,
+                          {b_.getInt64(workspaces++),
+                           b_.getInt64(d.numElements * static_cast<int64_t>(dtypeSize(d.dtype)))},
+                          d.name);
+        c->setDoesNotThrow();
+        bufs_.push_back(c);
+        continue;
+      }
       Value *slot = b_.CreateConstInBoundsGEP1_64(ptr, buffersArg, i);
       llvm::LoadInst *p = b_.CreateLoad(ptr, slot, d.name);
       bufs_.push_back(p);

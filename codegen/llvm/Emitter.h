@@ -33,6 +33,8 @@ std::vector<std::pair<std::string, void *>> processSymbols(ParallelForFn paralle
 inline constexpr const char *kRoundF64ToF16 = "nnc_round_f64_to_f16";
 inline constexpr const char *kRoundF64ToBF16 = "nnc_round_f64_to_bf16";
 inline constexpr const char *kParallelFor = "nnc_parallel_for";
+/// The runtime's per-thread workspace (nnc/ir/KernelHelpers.h), for perThread scratch.
+inline constexpr const char *kWorkspace = "nnc_workspace";
 /// Names of the MathLib helpers of the float storage formats (f8*, f4e2m1):
 /// `int32 nnc_f64_to_<dtype>(double v, int32 saturate, int32 roundMode)` gives the format's
 /// bits (roundMode: fp::E8M0Round, used by f8e8m0 only) and `double nnc_<dtype>_to_f64(int32

@@ -134,12 +134,12 @@ std::pair<int, int> KernelBuilder::dynamicResult(size_t i, int64_t capacity) {
   return {data, extent};
 }
 
-int KernelBuilder::scratch(int index, DType t, int64_t numElements) {
+int KernelBuilder::scratch(int index, DType t, int64_t numElements, bool perThread) {
   int b = find(kir::BufferRole::Scratch, index);
   if (b >= 0)
     return b;
   buffers_.push_back({"tmp" + std::to_string(index), t, numElements, kir::BufferRole::Scratch,
-                      index, /*written=*/true});
+                      index, /*written=*/true, perThread});
   return static_cast<int>(buffers_.size()) - 1;
 }
 

@@ -64,7 +64,8 @@ public:
   /// i64 buffer (role Extent) the kernel writes that dim's actual extent to.
   std::pair<int, int> dynamicResult(size_t i, int64_t capacity);
   /// A scratch buffer `index` of the node (declared once; written).
-  int scratch(int index, DType t, int64_t numElements);
+  /// `perThread`: BufferDecl::perThread (each thread's own, live within a parallel chunk).
+  int scratch(int index, DType t, int64_t numElements, bool perThread = false);
   /// A parameter declared as given (for kernels of a fusion unit, whose operands are not the
   /// builder node's); returns its buffer index.
   int declare(kir::BufferDecl decl);

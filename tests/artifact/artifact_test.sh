@@ -67,6 +67,41 @@ storage_formats)
   cmp "$out/exec/output_0.pb" "$out/jit/output_0.pb" || fail "nnc-exec and nnc run differ"
   echo "ok: f16 and f8 helpers resolve in libnnc_runtime.so; nnc-exec gives nnc run's bits"
   ;;
+workspace)
+  # A kernel whose scratch is each thread's own (conv's blocked im2col blocks) asks the
+  # runtime for it (nnc_workspace): the artifact loads with libnnc_runtime.so alone and gives
+  # nnc run's bits at 1 and 2 threads.
+  out=$work/$part
+  rm -rf "$out" && mkdir -p "$out/in"
+  # input_0.pb: dims [1, 8, 4, 6, 7], f32, raw 1344 floats (i mod 7 - 3) / 4
+  python3 - "$out/in/input_0.pb" <<'PY' || fail "writing the input"
+import struct, sys
+dims, n = [1, 8, 4, 6, 7], 1344
+raw = struct.pack("<%df" % n, *[((i % 7) - 3) / 4 for i in range(n)])
+def varint(v):
+    b = b""
+    while True:
+        if v < 0x80:
+            return b + bytes([v])
+        b += bytes([(v & 0x7F) | 0x80])
+        v >>= 7
+msg = b"".join(b"\x08" + varint(d) for d in dims) + b"\x10\x01" + b"\x4a" + varint(len(raw)) + raw
+open(sys.argv[1], "wb").write(msg)
+PY
+  NNC_CONV_ALGO=blocked "$nnc" compile "$src/tests/artifact/workspace.nir" -o "$out/lib" \
+    --emit=lib || fail "nnc compile workspace.nir --emit=lib"
+  nm -D --undefined-only "$out/lib/libworkspace.so" | grep -q nnc_workspace ||
+    fail "the artifact does not call nnc_workspace: the check below proves nothing"
+  NNC_CONV_ALGO=blocked "$nnc" run "$src/tests/artifact/workspace.nir" --inputs-dir "$out/in" \
+    --output-dir "$out/jit" || fail "nnc run workspace.nir"
+  for t in 1 2; do
+    "$exec" "$out/lib/libworkspace.so" --inputs-dir "$out/in" --output-dir "$out/exec$t" \
+      --threads $t || fail "nnc-exec on an artifact with per-thread scratch ($t threads)"
+    cmp "$out/exec$t/output_0.pb" "$out/jit/output_0.pb" ||
+      fail "nnc-exec ($t threads) and nnc run differ"
+  done
+  echo "ok: nnc_workspace resolves in libnnc_runtime.so; nnc-exec gives nnc run's bits"
+  ;;
 oclgrind)
   # Issue 15: the OpenCL kernels with local memory and barriers (the GEMM's local tiles, the
   # work-group tree reduction), written for a generic GPU, run under oclgrind (a simulated

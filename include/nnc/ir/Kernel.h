@@ -270,6 +270,11 @@ struct BufferDecl {
   BufferRole role;
   int index;
   bool written; ///< The kernel stores to it.
+  /// Scratch whose contents matter only within one chunk of the kernel's parallel loop (or the
+  /// whole kernel, outside one): the CPU code generator gives each thread its own (from the
+  /// runtime's nnc_workspace, at the start of each chunk) instead of this parameter, and the
+  /// launch plan for the CPU reserves no arena space for it.
+  bool perThread = false;
 };
 
 /// A buffer in an OpenCL work-group's local memory, shared by its work-items and declared by
