@@ -1,7 +1,8 @@
 // Debug output behind one switch: NNC_DEBUG=what[,what...] (or "all") turns on the output of
 // each named part; NNC_DEBUG=time prints how long the phases of a compile take and the
 // process's resident memory after each (current and peak), so a user can see what the RSS of
-// a run is made of.
+// a run is made of; NNC_DEBUG=verify checks every kernel lowering makes against the kernel
+// IR's rules (kir::verifyKernel) before code generation (the tests run with it).
 #pragma once
 
 #include <chrono>
