@@ -68,7 +68,7 @@ namespace {
 
 /// One thread's workspace slots: each a 64-byte-aligned block that only grows.
 struct Workspace {
-  static constexpr int kSlots = 8;
+  static constexpr int kSlots = nnc::kWorkspaceSlots;
   void *data[kSlots] = {};
   int64_t size[kSlots] = {};
   ~Workspace() {

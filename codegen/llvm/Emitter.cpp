@@ -5,6 +5,7 @@
 // convert from and to the storage type. An op whose result is f16/bf16 is rounded to that
 // format right away, so a fused chain gives the numbers of the node-by-node interpreter.
 #include "llvm/Emitter.h"
+#include "nnc/ir/KernelHelpers.h"
 #include "nnc/support/FloatFormats.h"
 
 #include <functional>
@@ -208,6 +209,8 @@ private:
       if (d.perThread) {
         // This thread's own (a chunk of a parallel loop, or the serial kernel), from the
         // runtime: distinct from every parameter, as malloc's memory is.
+        if (workspaces == kWorkspaceSlots)
+          fail("kernel has more than {} per-thread scratch buffers", kWorkspaceSlots);
         llvm::FunctionCallee f = m_.getOrInsertFunction(
             kWorkspace, llvm::FunctionType::get(ptr, {b_.getInt64Ty(), b_.getInt64Ty()}, false));
         if (auto *fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {

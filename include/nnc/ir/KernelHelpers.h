@@ -22,7 +22,8 @@ NNC_DECLARE_STORAGE_HELPERS(f8e5m2fnuz)
 NNC_DECLARE_STORAGE_HELPERS(f4e2m1)
 NNC_DECLARE_STORAGE_HELPERS(f8e8m0)
 #undef NNC_DECLARE_STORAGE_HELPERS
-/// The calling thread's working storage `slot` (0 <= slot < 8), at least `bytes` long and
+/// The calling thread's working storage `slot` (0 <= slot < nnc::kWorkspaceSlots), at least
+/// `bytes` long and
 /// 64-byte aligned: a kernel's per-thread scratch (kir::BufferDecl::perThread), asked for at
 /// the start of the kernel and of each chunk of its parallel loop. It stays the thread's
 /// until a later call for the same slot asks for more (which may move it); its contents are
@@ -31,6 +32,8 @@ void *nnc_workspace(int64_t slot, int64_t bytes);
 }
 
 namespace nnc {
+/// How many per-thread scratch buffers (workspace slots) one kernel may have.
+inline constexpr int kWorkspaceSlots = 8;
 /// Every helper above by name, for binding them into JIT modules.
 struct KernelHelper {
   const char *name;
