@@ -5,7 +5,6 @@
 // LowerNN.Conv.)
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <random>
 
 #include "LowerTestUtil.h"
@@ -56,18 +55,6 @@ std::unique_ptr<Graph> convGraph(const Case &c, std::mt19937 &rng) {
   return g;
 }
 
-void expectNear(const Tensor &got, const Tensor &want, const std::string &what) {
-  ASSERT_EQ(extentsStr(got.extents()), extentsStr(want.extents())) << what;
-  int bad = 0;
-  for (int64_t i = 0; i < want.numElements() && bad < 3; ++i) {
-    double g = got.elementAsDouble(i), w = want.elementAsDouble(i);
-    if (!(std::fabs(g - w) <= 1e-4 + 1e-3 * std::fabs(w))) {
-      ADD_FAILURE() << what << ": element " << i << " is " << g << ", expected " << w;
-      ++bad;
-    }
-  }
-}
-
 } // namespace
 
 TEST(FoldConvBatchAxesTest, ConvsMatchInterpreter) {
@@ -109,7 +96,7 @@ TEST(FoldConvBatchAxesTest, ConvsMatchInterpreter) {
     ASSERT_TRUE(exe) << exe.error().message();
     Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
     ASSERT_TRUE(got) << got.error().message();
-    expectNear((*got)[0], (*want)[0], "cpu");
+    lowertest::expectClose((*got)[0], (*want)[0], "cpu", 1e-4);
     // The OpenCL CPU device's pipeline folds too (one case: a PoCL build takes seconds).
     if (&c != &cases[0])
       continue;
@@ -123,6 +110,6 @@ TEST(FoldConvBatchAxesTest, ConvsMatchInterpreter) {
     ASSERT_TRUE(cl) << cl.error().message();
     Expected<std::vector<Tensor>> clGot = (*cl)->run(inputs);
     ASSERT_TRUE(clGot) << clGot.error().message();
-    expectNear((*clGot)[0], (*want)[0], "opencl");
+    lowertest::expectClose((*clGot)[0], (*want)[0], "opencl", 1e-4);
   }
 }

@@ -60,9 +60,10 @@ inline Tensor randomTensor(DType t, const Extents &e, std::mt19937 &rng, double 
   return x;
 }
 
-/// Compares two results: dtype, extents, then values (floats at rtol 1e-3 / atol 1e-7 with
-/// NaN equal to NaN; everything else bit for bit).
-inline void expectClose(const Tensor &got, const Tensor &want, const std::string &what) {
+/// Compares two results: dtype, extents, then values (floats at rtol 1e-3 / `atol` with NaN
+/// equal to NaN; everything else bit for bit).
+inline void expectClose(const Tensor &got, const Tensor &want, const std::string &what,
+                        double atol = 1e-7) {
   ASSERT_EQ(dtypeName(got.dtype()), dtypeName(want.dtype())) << what;
   ASSERT_EQ(extentsStr(got.extents()), extentsStr(want.extents())) << what;
   int bad = 0;
@@ -70,7 +71,7 @@ inline void expectClose(const Tensor &got, const Tensor &want, const std::string
     if (isFloat(want.dtype())) {
       double g = got.elementAsDouble(i), w = want.elementAsDouble(i);
       bool ok = (std::isnan(g) && std::isnan(w)) || g == w ||
-                std::fabs(g - w) <= 1e-7 + 1e-3 * std::fabs(w);
+                std::fabs(g - w) <= atol + 1e-3 * std::fabs(w);
       if (!ok) {
         ADD_FAILURE() << what << ": element " << i << " is " << g << ", expected " << w;
         ++bad;

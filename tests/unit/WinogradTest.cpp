@@ -76,18 +76,6 @@ PassPipeline pipeline(int tile) {
   return *pp;
 }
 
-void expectNear(const Tensor &got, const Tensor &want, const std::string &what) {
-  ASSERT_EQ(extentsStr(got.extents()), extentsStr(want.extents())) << what;
-  int bad = 0;
-  for (int64_t i = 0; i < want.numElements() && bad < 3; ++i) {
-    double g = got.elementAsDouble(i), w = want.elementAsDouble(i);
-    if (!(std::fabs(g - w) <= 1e-4 + 1e-3 * std::fabs(w))) {
-      ADD_FAILURE() << what << ": element " << i << " is " << g << ", expected " << w;
-      ++bad;
-    }
-  }
-}
-
 TEST(WinogradTest, ConvsMatchInterpreter) {
   const Case cases[] = {
       {1, 12, 7, 9, 12, 1, true, true},    // odd output (7x9), 12 channels on 8 lanes, residual
@@ -135,12 +123,12 @@ TEST(WinogradTest, ConvsMatchInterpreter) {
       ASSERT_TRUE(want) << want.error().message();
       Expected<std::vector<Tensor>> viaInterp = interpret(*opt, inputs);
       ASSERT_TRUE(viaInterp) << viaInterp.error().message();
-      expectNear((*viaInterp)[0], (*want)[0], "interpreter");
+      lowertest::expectClose((*viaInterp)[0], (*want)[0], "interpreter", 1e-4);
       Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, CpuOptions{});
       ASSERT_TRUE(exe) << exe.error().message();
       Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
       ASSERT_TRUE(got) << got.error().message();
-      expectNear((*got)[0], (*want)[0], "cpu");
+      lowertest::expectClose((*got)[0], (*want)[0], "cpu", 1e-4);
       // The OpenCL C printer takes the same kernels (three times, two of them with zero rows,
       // one without interior tiles: a PoCL build takes seconds).
       if ((&k != &cases[0] && &k != &cases[4] && &k != &cases[5]) || tile != 4)
@@ -155,7 +143,7 @@ TEST(WinogradTest, ConvsMatchInterpreter) {
       ASSERT_TRUE(cl) << cl.error().message();
       Expected<std::vector<Tensor>> clGot = (*cl)->run(inputs);
       ASSERT_TRUE(clGot) << clGot.error().message();
-      expectNear((*clGot)[0], (*want)[0], "opencl");
+      lowertest::expectClose((*clGot)[0], (*want)[0], "opencl", 1e-4);
     }
 }
 
