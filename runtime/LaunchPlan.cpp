@@ -405,9 +405,9 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     // rules (one loop per variable, scopes, types) before a code generator sees it. (Always
     // on, the check took 15% of a compile of DenseNet-121 from the object cache.)
     static const bool verify = debugEnabled("verify");
-    for (const kir::Kernel &k : verify ? ks : std::vector<kir::Kernel>{})
-      if (Error e = kir::verifyKernel(k))
-        return n->error("lowering made a malformed kernel '{}': {}", k.name, e.message());
+    for (size_t i = 0; verify && i < ks.size(); ++i)
+      if (Error e = kir::verifyKernel(ks[i]))
+        return n->error("lowering made a malformed kernel '{}': {}", ks[i].name, e.message());
     std::vector<std::string> sources;
     for (const Node *m : unit.members.empty() ? std::vector<const Node *>{n} : unit.members)
       sources.push_back(!m->name().empty()

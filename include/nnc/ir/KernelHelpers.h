@@ -23,9 +23,8 @@ NNC_DECLARE_STORAGE_HELPERS(f4e2m1)
 NNC_DECLARE_STORAGE_HELPERS(f8e8m0)
 #undef NNC_DECLARE_STORAGE_HELPERS
 /// The calling thread's working storage `slot` (0 <= slot < nnc::kWorkspaceSlots), at least
-/// `bytes` long and
-/// 64-byte aligned: a kernel's per-thread scratch (kir::BufferDecl::perThread), asked for at
-/// the start of the kernel and of each chunk of its parallel loop. It stays the thread's
+/// `bytes` long and 64-byte aligned: a kernel's per-thread scratch (kir::BufferDecl::perThread),
+/// asked for at the start of the kernel and of each chunk of its parallel loop. It stays the thread's
 /// until a later call for the same slot asks for more (which may move it); its contents are
 /// whatever the thread left there. Exits the process when memory runs out.
 void *nnc_workspace(int64_t slot, int64_t bytes);
