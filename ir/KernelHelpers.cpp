@@ -1,6 +1,7 @@
 // The helpers of generated kernels (include/nnc/ir/KernelHelpers.h).
 #include "nnc/ir/KernelHelpers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -89,7 +90,7 @@ extern "C" void *nnc_workspace(int64_t slot, int64_t bytes) {
   Workspace &w = tlsWorkspace;
   if (w.size[slot] < bytes) {
     std::free(w.data[slot]);
-    size_t rounded = static_cast<size_t>((bytes + 63) / 64 * 64);
+    size_t rounded = static_cast<size_t>(std::max<int64_t>((bytes + 63) / 64, 1) * 64);
     w.data[slot] = std::aligned_alloc(64, rounded);
     if (!w.data[slot]) {
       std::fprintf(stderr, "nnc: out of memory for a %lld-byte kernel workspace\n",
