@@ -295,13 +295,12 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     Expr kOff = kir::mul(pc, i64c(kc));
     Expr kCur =
         k % std::max<int64_t>(kc, 1) == 0 ? i64c(kc) : kir::min(i64c(kc), kir::sub(i64c(k), kOff));
-    Expr bOff, producedBase;
+    Expr bOff;
     int64_t ldb;
     if (produced) {
       // The block's B rows [kOff, kOff + kCur), cbT*nrR wide, in the thread's scratch.
       ldb = producedStride(cbT * nrR);
-      producedBase = i64c(0);
-      bOff = kir::add(producedBase, kir::mul(jt, i64c(nrR)));
+      bOff = kir::mul(jt, i64c(nrR));
     } else if (pack || ops.packedNr > 0) {
       // Panels of width w (the edge panel of a run-time pack is nRem wide; compile-time
       // panels are all packedNr wide, zero-padded) start at c0*k + J*k*w.
@@ -373,10 +372,9 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     Expr cols = ct % cbT == 0 ? i64c(cbT * nrR) : kir::mul(jtExt, i64c(nrR));
     Stmt kBody = kir::forLoop(jtV, jtExt, colBody);
     if (produced)
-      kBody = kir::block(
-          {ops.produceB(bsrc, producedBase, ldb, kir::add(i64c(c0), kir::mul(colT0, i64c(nrR))),
-                        cols, kOff, kCur),
-           kBody});
+      kBody = kir::block({ops.produceB(bsrc, ldb, kir::add(i64c(c0), kir::mul(colT0, i64c(nrR))),
+                                       cols, kOff, kCur),
+                          kBody});
     Stmt body = kir::forLoop(pcV, i64c(kBlocks), kBody);
     // A loop nest over `rows` rows from `rowStart` and the block's columns, of `elem(i, j)`.
     auto overBlock = [&](Expr rowStart, Expr rows, const char *iName, const char *jName,

@@ -52,12 +52,12 @@ struct GemmOperands {
   /// and k block, just before the block's tiles read it, into the node scratch
   /// `packScratch` (Goto's packing of B, with a producer instead of a copy: conv's im2col of
   /// only the columns and k rows a block needs, used while they are in cache instead of
-  /// written whole to memory first). produceB(dst, base, ldb, col0, cols, k0, kCount) returns
-  /// the statement writing B(k0 + r, col0 + j) for r < kCount and j < cols at
-  /// dst[base + r*ldb + j]. `b` still names the buffer the producer reads (its dtype decides
+  /// written whole to memory first; the thread's own scratch). produceB(dst, ldb, col0, cols,
+  /// k0, kCount) returns the statement writing B(k0 + r, col0 + j) for r < kCount and
+  /// j < cols at dst[r*ldb + j]. `b` still names the buffer the producer reads (its dtype decides
   /// eligibility), and `bIndex` and `strided->bBase`/`bRow` are not used.
-  std::function<kir::Stmt(int dst, kir::Expr base, int64_t ldb, kir::Expr col0, kir::Expr cols,
-                          kir::Expr k0, kir::Expr kCount)>
+  std::function<kir::Stmt(int dst, int64_t ldb, kir::Expr col0, kir::Expr cols, kir::Expr k0,
+                          kir::Expr kCount)>
       produceB;
 };
 

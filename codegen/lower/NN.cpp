@@ -440,15 +440,14 @@ size_t im2colRowAxis(const ConvGeometry &geo) {
 
 /// Writes rows [k0, k0 + kCount) x columns [col0, col0 + cols) of image n and group g's
 /// im2col matrix (row r: input channel g*cg + r / K, kernel tap r % K; column p: output
-/// position p) at dst[base + r*ldb + (p - col0)]: the GEMM's B produced per cache block
+/// position p) at dst[r*ldb + (p - col0)]: the GEMM's B produced per cache block
 /// (GemmOperands::produceB). It reads the padded input `xp` (padInputKernel), where every
 /// tap lies inside and rows come in phases of the last axis' stride. The columns meet a few
 /// output rows (im2colRowAxis); per output row q and B row, the row's part of the block is
 /// one copy of consecutive input columns, of the same length for every B row (B rows inside
 /// output rows: one length per inner loop, which the branches predict).
 Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t cg, int xp, Expr n,
-                 Expr g, int dst, Expr base, int64_t ldb, Expr col0, Expr cols, Expr k0,
-                 Expr kCount) {
+                 Expr g, int dst, int64_t ldb, Expr col0, Expr cols, Expr k0, Expr kCount) {
   size_t D = geo.axes.size(), first = im2colRowAxis(geo);
   int64_t K = geo.kernelSize,
           OW = numElementsOf(Extents(geo.outSpatial.begin() + first, geo.outSpatial.end()));
@@ -483,7 +482,7 @@ Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t 
     qSrc = kir::add(qSrc, kir::mul(o, i64(geo.axes[d].stride * padStride[d])));
   }
   qSrc = bind(perQ, "bqsrc", qSrc);
-  Expr qDst = bind(perQ, "bqdst", kir::add(kir::sub(base, col0), kir::add(qStart, lo)));
+  Expr qDst = bind(perQ, "bqdst", kir::sub(kir::add(qStart, lo), col0));
   // Per B row r: its channel and kernel taps.
   std::vector<Stmt> perRow;
   Expr row = bind(perRow, "brow", kir::add(k0, kir::var(rv)));
@@ -656,8 +655,8 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   go.packScratch = 1;
   kir::Schedule sched;
   if (blocked)
-    go.produceB = [&](int dst, Expr base, int64_t ldb, Expr col0, Expr cols, Expr k0, Expr kCount) {
-      return im2colBlock(kb, geo, C, cg, src, n, g, dst, base, ldb, col0, cols, k0, kCount);
+    go.produceB = [&](int dst, int64_t ldb, Expr col0, Expr cols, Expr k0, Expr kCount) {
+      return im2colBlock(kb, geo, C, cg, src, n, g, dst, ldb, col0, cols, k0, kCount);
     };
   Stmt body = gemmNest(kb, go, mg, R, P, cfg, outer.loops, sched);
   kernels.push_back(kb.finish(body, sched));
