@@ -26,7 +26,8 @@ const std::vector<PassInfo> &passRegistry() {
        createFoldBatchNormPass},
       {"fold-conv-batch-axes",
        "Run a 3-D conv whose depth axis has kernel 1, stride 1 and no padding as the 2-D conv "
-       "of its depth slices",
+       "of its depth slices; one with a 3x3 stride-1 spatial window gathers its depth taps "
+       "into channels first",
        createFoldConvBatchAxesPass},
       {"fold-channel-scale",
        "Move a per-channel scale of a blocked conv's input (a squeeze-excitation gate) into "
