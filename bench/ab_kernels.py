@@ -59,6 +59,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--top", type=int, default=8, help="kernels shown each way")
     ap.add_argument("--input", action="append", default=[], help="NAME=FILE, as nnc bench")
+    ap.add_argument("--kind", action="append", default=[],
+                    help="also sum the minima of the kernels whose name contains this "
+                         "(winograd_input, matmul); repeatable")
     args = ap.parse_args()
     cases = [parse_case(c) for c in args.cases]
     if len({c[0] for c in cases}) != len(cases):
@@ -81,6 +84,9 @@ def main():
         ms = sorted(medians[name])
         print(f"  {name:12s} sum of per-kernel minima {sum(best[name].values()):10.3f} ms   "
               f"run medians {ms[0]:.3f} .. {ms[-1]:.3f} ms")
+        for kind in args.kind:
+            kernels = [v for k, v in best[name].items() if kind in k]
+            print(f"  {name:12s}   {kind}: {len(kernels)} kernels, {sum(kernels):.3f} ms")
     if len(cases) == 2:
         a, b = cases[0][0], cases[1][0]
         common = sorted(set(best[a]) & set(best[b]))

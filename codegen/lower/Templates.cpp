@@ -103,7 +103,7 @@ std::vector<KernelTemplate> cpuTemplates() {
        nullptr,
        always,
        [](const LoweringUnit &u, const std::string &prefix, const tuning::LowerOptions &opts) {
-         return lowerWinogradInput(*u.node, prefix, /*peelBorder=*/!opts.gpu);
+         return lowerWinogradInput(*u.node, prefix, /*peelBorder=*/!opts.gpu, opts.cpu.l2Bytes);
        }},
       {"winograd.output_transform",
        {OpKind::WinogradOutput},

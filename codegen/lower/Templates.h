@@ -98,7 +98,8 @@ bool isDepthwiseConvNCHWc(const Node &node);
 /// winograd_input / winograd_output (Winograd.cpp).
 /// `peelBorder`: interior tiles in a nest of their own that loads without bounds checks (the
 /// CPU); a device gets one guarded nest (one kernel).
-Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix, bool peelBorder);
+Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix, bool peelBorder,
+                                     int64_t l2Bytes);
 Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefix);
 
 /// The ONNX Attention op (Attention.cpp).
