@@ -590,6 +590,29 @@ const tuning::Space &gemmCpuSpace() {
               nc = cand;
               break;
             }
+        // Past 192 rows, the row blocks of 96 read each column block of B (k x nc) in turn; when
+        // that is larger than the L2, the later row blocks take it from the L3 or, when another
+        // tenant holds the shared L3, from memory again: a cold B (a weight last touched a whole
+        // model run ago) then streams once per row block. So the rows stay one block while A's
+        // block of 256 k rows fits in half the L2 (k blocks of at most 256), and the column
+        // blocks narrow by as many times as there would have been row blocks, so the thread
+        // pool keeps as many blocks. A stack of 12 ViT-B/16 MLPs (197 rows, K 768 and 3072,
+        // B column blocks of 1.5 MiB; AMD EPYC, 1 thread, 8 runs alternating with ONNX
+        // Runtime): nnc/ORT median 1.08 (0.90-1.15) in 96-row blocks, 1.00 (0.93-1.06) in one;
+        // the narrower column blocks measured even with the wider (6 runs each, 1.00 and 1.01).
+        // ConvNeXt-T's 196 x 384 x 1536 GEMMs, whose B column blocks (384 KiB) stay in the L2,
+        // took 5% longer in one block (per-kernel minima), so they keep the row blocks.
+        if (mc != 0 && !produced && k * (nc == 0 ? n : nc) * 4 > p.cpu.l2Bytes &&
+            m * 256 * 4 <= p.cpu.l2Bytes / 2) {
+          int64_t merged = m / mc;
+          mc = 0;
+          kc = kc == 0 ? 0 : std::min<int64_t>(kc, 256);
+          for (int64_t cand : {1024, 512, 256, 128, 64})
+            if (nc != 0 && cand % nr == 0 && (cand * merged <= nc || cand == 64)) {
+              nc = cand;
+              break;
+            }
+        }
         if (produced && n > ncProduced)
           nc = nc == 0 ? ncProduced : std::min(nc, ncProduced);
         // Packing B pays when many rows reuse it.
