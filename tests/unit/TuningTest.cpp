@@ -239,31 +239,23 @@ TEST(Tuning, GemmRowsStayOneBlockWhenBsColumnBlocksOutgrowTheL2) {
   // when it fits, or A's block of 256 k rows would not fit in half the L2, rows of 96.
   const tuning::Space *space = tuning::findSpace("gemm_cpu");
   ASSERT_NE(space, nullptr);
-  auto defaults = [&](int64_t m, int64_t k, int64_t n) {
+  // "mc kc nc" of the default for an m x k x n product with a packed weight.
+  auto blocks = [&](int64_t m, int64_t k, int64_t n) {
     tuning::Problem p;
     p.kind = "gemm_cpu";
     p.signature =
         fmt::format("gemm_cpu f32 b1 m{} k{} n{} matmul batch[1] sa[0] sb[0] packed16", m, k, n);
     p.dims = {1, m, k, n};
     p.cpu = pinned::pinnedCpuTarget(CpuTarget::Level::V3);
-    return space->defaults(p);
+    tuning::Config c = space->defaults(p);
+    return fmt::format("{} {} {}", c["mc"], c["kc"], c["nc"]);
   };
   // ViT-B/16's MLP: column blocks of 3072 x 128 and 768 x 512 floats (1.5 MiB).
-  tuning::Config fc2 = defaults(197, 3072, 768), fc1 = defaults(197, 768, 3072);
-  EXPECT_EQ(fc2["mc"], 0);
-  EXPECT_EQ(fc2["kc"], 256);
-  EXPECT_EQ(fc2["nc"], 64);
-  EXPECT_EQ(fc1["mc"], 0);
-  EXPECT_EQ(fc1["kc"], 0);
-  EXPECT_EQ(fc1["nc"], 256);
+  EXPECT_EQ(blocks(197, 3072, 768), "0 256 64");
+  EXPECT_EQ(blocks(197, 768, 3072), "0 0 256");
   // ConvNeXt-T's stage-3 MLP: column blocks of 384 x 256 floats stay in the L2.
-  tuning::Config convnext = defaults(196, 384, 1536);
-  EXPECT_EQ(convnext["mc"], 96);
-  EXPECT_EQ(convnext["nc"], 256);
+  EXPECT_EQ(blocks(196, 384, 1536), "96 0 256");
   // Up to 192 rows one block as before (k blocks of 512); 300 rows take 300 KiB for A's block.
-  tuning::Config rows192 = defaults(192, 3072, 768);
-  EXPECT_EQ(rows192["mc"], 0);
-  EXPECT_EQ(rows192["kc"], 512);
-  EXPECT_EQ(rows192["nc"], 128);
-  EXPECT_EQ(defaults(300, 3072, 768)["mc"], 96);
+  EXPECT_EQ(blocks(192, 3072, 768), "0 512 128");
+  EXPECT_EQ(blocks(300, 3072, 768), "96 512 128");
 }
