@@ -606,7 +606,8 @@ const tuning::Space &gemmCpuSpace() {
             m * 256 * 4 <= p.cpu.l2Bytes / 2) {
           int64_t merged = m / mc;
           mc = 0;
-          kc = kc == 0 ? 0 : std::min<int64_t>(kc, 256);
+          if (kc > 256)
+            kc = 256;
           for (int64_t cand : {1024, 512, 256, 128, 64})
             if (nc != 0 && cand % nr == 0 && (cand * merged <= nc || cand == 64)) {
               nc = cand;

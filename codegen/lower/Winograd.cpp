@@ -3,16 +3,16 @@
 // winograd.output_transform (Templates.cpp). The matmul between them is the GEMM of Gemm.h.
 //
 // Algorithm (both ops): one loop nest over images, channel blocks and tiles, whose innermost
-// loop runs over the b contiguous channel lanes and is vectorized. (The input transform on
-// the CPU runs its tiles outside the channel blocks when V outgrows the L2: see tileMajor.) Per
-// lane the body is straight-line code: load the alpha x alpha patch (input) or the alpha^2 products
-// (output), multiply by the transform matrices from both sides with their coefficients as constants
-// (zero coefficients dropped, +-1 as adds and subtractions), then store. Input positions
-// outside x (the padding) read 0 from a clamped address; on the CPU only the border's tiles
-// carry those checks, the interior tiles (most of them) are a nest of their own that loads in
-// place (36 clamps and selects fewer per tile of F(4x4, 3x3)). The output's edge tiles (OH or OW
-// not a multiple of m) are separate loop nests that store only their valid rows and columns,
-// so no store carries a guard.
+// loop runs over the b contiguous channel lanes and is vectorized (the CPU's input transform
+// runs its tiles outside the channel blocks when V outgrows the L2: see tileMajor). Per lane
+// the body is straight-line code: load the alpha x alpha patch (input) or the alpha^2 products
+// (output), multiply by the transform matrices from both sides with their coefficients as
+// constants (zero coefficients dropped, +-1 as adds and subtractions), then store. Input
+// positions outside x (the padding) read 0 from a clamped address; on the CPU only the
+// border's tiles carry those checks, the interior tiles (most of them) are a nest of their own
+// that loads in place (36 clamps and selects fewer per tile of F(4x4, 3x3)). The output's edge
+// tiles (OH or OW not a multiple of m) are separate loop nests that store only their valid
+// rows and columns, so no store carries a guard.
 #include <cmath>
 
 #include "Lowerers.h"
@@ -116,9 +116,9 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
     Stmt st = z.wrap(kir::forLoop(laneV, i64(b), kb.store(vb, at, fc(0, DType::F32))));
     return first ? kir::ifThen(first, st) : st;
   };
-  // The body of tile (th, tw) for channel block `cbv`: a loop over the block's lanes (its
-  // name returned in `laneName`); `guarded`: some patch position may lie in the padding (it
-  // reads 0 from a clamped address), else every load is in place.
+  // The body of tile (th, tw) of image `nv` for channel block `cbv`: a vectorized loop over
+  // the block's lanes; `guarded`: some patch position may lie in the padding (it reads 0 from
+  // a clamped address), else every load is in place.
   auto tileBody = [&](Expr nv, Expr cbv, Expr th, Expr tw, bool guarded) -> Stmt {
     std::string laneV = kb.freshName("l");
     Expr lane = kir::var(laneV);
@@ -171,8 +171,8 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
   // the line's other half comes a whole pass over the tiles later, so a V larger than the
   // cache takes each line from memory twice. Taken when V outgrows the L2 and the tile rows
   // give the thread pool at least as many iterations as the channel blocks. R(2+1)D-18's
-  // input transforms (1 thread, 8 frames batched by fold-conv-batch-axes, AMD EPYC, per-kernel
-  // minima): 27.7 -> 18.3 ms; ResNet-18's 1.55 -> 1.50 ms.
+  // input transforms (8 frames batched by fold-conv-batch-axes; AMD EPYC, per-kernel minima):
+  // 29.9 -> 23.2 ms at 1 thread, 15.8 -> 11.5 at 2; ResNet-18's 1.91 -> 1.83 and 1.19 -> 1.02.
   bool tileMajor = a * a * R * C * 4 > l2Bytes && N * tilesH >= Cb;
   // Interior tiles, whose patch lies inside x (th*m - pad >= 0 and th*m - pad + a - 1 < H),
   // load in place; the border's tiles around them clamp and select. One guarded nest when
