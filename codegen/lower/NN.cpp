@@ -438,6 +438,11 @@ size_t im2colRowAxis(const ConvGeometry &geo) {
   return first;
 }
 
+/// The length of im2colBlock's rows: the output axes from im2colRowAxis on.
+int64_t im2colRowLength(const ConvGeometry &geo) {
+  return numElementsOf(Extents(geo.outSpatial.begin() + im2colRowAxis(geo), geo.outSpatial.end()));
+}
+
 /// Writes rows [k0, k0 + kCount) x columns [col0, col0 + cols) of image n and group g's
 /// im2col matrix (row r: input channel g*cg + r / K, kernel tap r % K; column p: output
 /// position p) at dst[r*ldb + (p - col0)]: the GEMM's B produced per cache block
@@ -449,8 +454,7 @@ size_t im2colRowAxis(const ConvGeometry &geo) {
 Stmt im2colBlock(KernelBuilder &kb, const ConvGeometry &geo, int64_t C, int64_t cg, int xp, Expr n,
                  Expr g, int dst, int64_t ldb, Expr col0, Expr cols, Expr k0, Expr kCount) {
   size_t D = geo.axes.size(), first = im2colRowAxis(geo);
-  int64_t K = geo.kernelSize,
-          OW = numElementsOf(Extents(geo.outSpatial.begin() + first, geo.outSpatial.end()));
+  int64_t K = geo.kernelSize, OW = im2colRowLength(geo);
   // Rows in phases of the last axis' stride (padInputKernel): output column ow's tap kw
   // reads padded column ow*s + kw*dil, which is column ow + (kw*dil) / s of phase
   // (kw*dil) % s, so a run of output columns reads consecutive columns.
@@ -565,9 +569,7 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   // 1568 columns were 1.5x and 1.2x faster blocked; its 14- and 7-wide rows of 392 and 49
   // columns 1.35x and 2.5x slower).
   const char *algo = std::getenv("NNC_CONV_ALGO");
-  int64_t rowLen =
-      numElementsOf(Extents(geo.outSpatial.begin() + im2colRowAxis(geo), geo.outSpatial.end()));
-  bool pays = colN * 4 > cpuOf(opts).l2Bytes && rowLen >= 16 && P >= 1024;
+  bool pays = colN * 4 > cpuOf(opts).l2Bytes && im2colRowLength(geo) >= 16 && P >= 1024;
   bool blocked =
       !pointwise && !gpu && t == DType::F32 && (pays || (algo && std::string(algo) == "blocked"));
   tuning::Config cfg;

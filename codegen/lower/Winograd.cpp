@@ -101,19 +101,19 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
   // tiles below.
   Nest outer;
   Expr cb = outer.add(kb, Cb, "cb"), n = outer.add(kb, N, "n");
-  // The zero rows [P, R) of the block's lanes in every plane, written once per block: where
-  // `first` holds (the first image's, or the first tile's when the tiles are loops of `outer`;
-  // null: always).
-  auto zeroRows = [&](Expr first) -> Stmt {
+  // The zero rows [P, R) of channels [c0, c0 + width) in every plane, where `first` holds
+  // (null: always): the block's lanes once per block (the first image's, or the first tile's
+  // when the tiles are loops of `outer`), or every channel in the tile-major order.
+  auto zeroRows = [&](Expr first, Expr c0, int64_t width) -> Stmt {
     if (R == P)
       return nullptr;
     Nest z;
     Expr e = z.add(kb, a * a, "e"), r = z.add(kb, R - P, "r");
-    std::string laneV = kb.freshName("l");
+    std::string cV = kb.freshName("l");
     Expr at = kir::add(kir::mul(kir::add(kir::mul(e, i64(R)), kir::add(r, i64(P))), i64(C)),
-                       kir::add(kir::mul(cb, i64(b)), kir::var(laneV)));
-    s.steps.push_back({kir::ScheduleStep::Vectorize, laneV, 0, {}});
-    Stmt st = z.wrap(kir::forLoop(laneV, i64(b), kb.store(vb, at, fc(0, DType::F32))));
+                       kir::add(c0, kir::var(cV)));
+    s.steps.push_back({kir::ScheduleStep::Vectorize, cV, 0, {}});
+    Stmt st = z.wrap(kir::forLoop(cV, i64(width), kb.store(vb, at, fc(0, DType::F32))));
     return first ? kir::ifThen(first, st) : st;
   };
   // The body of tile (th, tw) of image `nv` for channel block `cbv`: a vectorized loop over
@@ -208,17 +208,9 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
                          body);
     }
     std::vector<Stmt> nests{body};
-    if (R > P) {
-      // The zero rows [P, R) of every plane, by the first row's iteration.
-      Nest z;
-      Expr e = z.add(kb, a * a, "e"), r = z.add(kb, R - P, "r");
-      std::string cV = kb.freshName("c");
-      Expr at = kir::add(kir::mul(kir::add(kir::mul(e, i64(R)), kir::add(r, i64(P))), i64(C)),
-                         kir::var(cV));
-      s.steps.push_back({kir::ScheduleStep::Vectorize, cV, 0, {}});
-      Stmt zs = z.wrap(kir::forLoop(cV, i64(C), kb.store(vb, at, fc(0, DType::F32))));
-      nests.push_back(N * tilesH > 1 ? kir::ifThen(kir::lt(row, i64(1)), zs) : zs);
-    }
+    // Every channel's zero rows, by the first tile row's iteration.
+    if (Stmt z = zeroRows(N * tilesH > 1 ? kir::lt(row, i64(1)) : nullptr, i64(0), C))
+      nests.push_back(z);
     kir::Schedule sched = parallelOuter(rowsNest, work);
     sched.steps.insert(sched.steps.end(), s.steps.begin(), s.steps.end());
     return Kernels{kb.finish(rowsNest.wrap(kir::block(nests)), sched)};
@@ -233,7 +225,7 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
         Expr at = kir::lt(kir::var(outer.loops[l].first), i64(1));
         first = first ? kir::land(first, at) : at;
       }
-    if (Stmt z = zeroRows(first))
+    if (Stmt z = zeroRows(first, kir::mul(cb, i64(b)), b))
       nest = kir::block({nest, z});
     kir::Schedule grid = parallelOuter(outer, work);
     grid.steps.insert(grid.steps.end(), s.steps.begin(), s.steps.end());
@@ -250,7 +242,7 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
     if (Stmt st = tiles(th0, nh, tw0, nw, guarded, inner))
       nests.push_back(inner.wrap(st));
   }
-  if (Stmt z = zeroRows(N > 1 ? kir::lt(n, i64(1)) : nullptr))
+  if (Stmt z = zeroRows(N > 1 ? kir::lt(n, i64(1)) : nullptr, kir::mul(cb, i64(b)), b))
     nests.push_back(z);
   kir::Schedule sched = parallelOuter(outer, work);
   sched.steps.insert(sched.steps.end(), s.steps.begin(), s.steps.end());
