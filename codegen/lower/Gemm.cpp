@@ -594,14 +594,17 @@ const tuning::Space &gemmCpuSpace() {
         // that is larger than the L2, the later row blocks take it from the L3 or, when another
         // tenant holds the shared L3, from memory again: a cold B (a weight last touched a whole
         // model run ago) then streams once per row block. So the rows stay one block while A's
-        // block of 256 k rows fits in half the L2 (k blocks of at most 256), and the column
-        // blocks narrow by as many times as there would have been row blocks, so the thread
-        // pool keeps as many blocks. A stack of 12 ViT-B/16 MLPs (197 rows, K 768 and 3072,
-        // B column blocks of 1.5 MiB; AMD EPYC, 1 thread, 8 runs alternating with ONNX
+        // block of 256 k rows fits in half the L2, a k blocked in 512 is blocked in 256 instead,
+        // and the column blocks narrow by as many times as there would have been row blocks, so
+        // the thread pool keeps as many blocks. A stack of 12 ViT-B/16 MLPs (197 rows, K 768 and
+        // 3072, B column blocks of 1.5 MiB; AMD EPYC, 1 thread, 8 runs alternating with ONNX
         // Runtime): nnc/ORT median 1.08 (0.90-1.15) in 96-row blocks, 1.00 (0.93-1.06) in one;
         // the narrower column blocks measured even with the wider (6 runs each, 1.00 and 1.01).
-        // ConvNeXt-T's 196 x 384 x 1536 GEMMs, whose B column blocks (384 KiB) stay in the L2,
-        // took 5% longer in one block (per-kernel minima), so they keep the row blocks.
+        // A k of up to 1024 stays one block, though A is then read whole per column tile (605 KB
+        // for 197 x 768 x 3072, beyond a 512 KiB L2): 256-deep blocks measured even or slower
+        // there (same host, per-kernel minima over 10 and 6 runs: 12.10 vs 12.18 ms, 13.1 vs
+        // 13.9). ConvNeXt-T's 196 x 384 x 1536 GEMMs, whose B column blocks (384 KiB) stay in
+        // the L2, took 5% longer in one block (per-kernel minima), so they keep the row blocks.
         if (mc != 0 && !produced && k * (nc == 0 ? n : nc) * 4 > p.cpu.l2Bytes &&
             m * 256 * 4 <= p.cpu.l2Bytes / 2) {
           int64_t merged = m / mc;
