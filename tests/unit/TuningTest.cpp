@@ -234,9 +234,10 @@ TEST(Tuning, TunerRejectsCandidatesWithWrongNumbers) {
 
 TEST(Tuning, GemmRowsStayOneBlockWhenBsColumnBlocksOutgrowTheL2) {
   // The default GEMM schedule past 192 rows (pinned caches: L2 512 KiB). When a column block
-  // of the weight (k x nc) is larger than the L2, the rows stay one block (k blocks of at
-  // most 256) and the column blocks narrow in their stead, so a cold weight streams once;
-  // when it fits, or A's block of 256 k rows would not fit in half the L2, rows of 96.
+  // of the weight (k x nc) is larger than the L2, the rows stay one block (a k blocked in 512
+  // is blocked in 256; up to 1024 it stays whole) and the column blocks narrow in their stead,
+  // so a cold weight streams once; when it fits, or A's block of 256 k rows would not fit in
+  // half the L2, rows of 96.
   const tuning::Space *space = tuning::findSpace("gemm_cpu");
   ASSERT_NE(space, nullptr);
   // "mc kc nc" of the default for an m x k x n product with a packed weight.
