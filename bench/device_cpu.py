@@ -81,6 +81,8 @@ def main():
     rc, out, err = sh(["sh", "-c", "lscpu | grep -v -e '^Flags' -e '^Vulnerab'; "
                        "grep -m1 -o 'avx512[a-z_]*\\|amx[a-z_]*' /proc/cpuinfo | sort -u | tr '\\n' ' '"])
     log(out.strip())
+    # The CPU only: an image's own OpenCL driver (PoCL built with another LLVM) has crashed a
+    # process holding LLVM 15 when the ICD loader opened it, so the loader gets no vendors.
     rc, out, err = sh(nnc + ["devices"], timeout=60,
                       env=dict(os.environ, OCL_ICD_VENDORS=os.path.join(args.work, "no-icd")))
     log("nnc devices:", out.strip().splitlines()[0] if out.strip() else err.strip()[-300:])
@@ -111,6 +113,13 @@ def main():
             times.append((time.perf_counter() - a) * 1e3)
         return statistics.median(times)
 
+    def input_name(path):
+        """The graph's input that no initializer feeds (the exports name it "input")."""
+        import onnx
+        g = onnx.load(path, load_external_data=False).graph
+        fed = {t.name for t in g.initializer}
+        return next(i.name for i in g.input if i.name not in fed)
+
     names = args.models.split(",") if args.models else sorted(os.listdir(models_dir))
     results = {}
     for rnd in range(args.rounds):
@@ -130,8 +139,9 @@ def main():
                 shape = json.load(open(os.path.join(d, "shape.json")))
                 np.save(inp, np.random.default_rng(0).standard_normal(shape).astype(np.float32))
             x = np.load(inp)
+            name = input_name(path)
             for t in threads:
-                rc, out, err = sh(nnc + ["bench", path, "--input", "input=" + inp, "--threads",
+                rc, out, err = sh(nnc + ["bench", path, "--input", name + "=" + inp, "--threads",
                                          str(t), "--iterations", str(args.iterations),
                                          "--warmup", "2", "--json"])
                 try:
@@ -158,8 +168,10 @@ def main():
     if args.profile and time.time() < deadline:
         d = os.path.join(models_dir, args.profile)
         if os.path.exists(os.path.join(d, "filled.onnx")):
-            rc, out, err = sh(nnc + ["bench", os.path.join(d, "filled.onnx"), "--input",
-                                     "input=" + os.path.join(d, "input.npy"), "--threads", "1",
+            path = os.path.join(d, "filled.onnx")
+            rc, out, err = sh(nnc + ["bench", path, "--input",
+                                     input_name(path) + "=" + os.path.join(d, "input.npy"),
+                                     "--threads", "1",
                                      "--iterations", "5", "--warmup", "1", "--profile"])
             with open(os.path.join(args.out, args.profile + "_profile.txt"), "w") as f:
                 f.write(out + err)
