@@ -3,8 +3,9 @@
 
 Checks: a tune run fills the cache so that `nnc bench --cache --require-tuned` finds every
 tunable kernel tuned (and the empty cache finds none); two tuners writing one cache at once
-leave it valid and complete; a tuner killed with SIGKILL mid-run leaves a valid cache that
-the next tuner resumes; `nnc cache ls|show|export --json|prune` read and manage it.
+leave it valid and complete; `nnc bench --compare tuning:FILE` times the tuned configs against
+the defaults, alternating; a tuner killed with SIGKILL mid-run leaves a valid cache that the
+next tuner resumes; `nnc cache ls|show|export --json|prune` read and manage it.
 
 Usage: tune_test.py NNC_BINARY
 """
@@ -98,6 +99,25 @@ def main():
         rows = con.execute("SELECT COUNT(*), SUM(trials) FROM tuning").fetchone()
         con.close()
         assert rows[0] == 2 and rows[1] >= 2, rows
+
+        # --compare tuning:FILE: the defaults (the empty cache) against the tuned configs,
+        # alternating in one process; every peer kernel configured from FILE, the same outputs
+        # up to rounding, the ratio of the two medians.
+        p = run(["bench", path, "--threads", "1", "--iterations", "4", "--json", "--cache", empty,
+                 "--compare", "tuning:" + db], env)
+        j = json.loads(p.stdout)
+        assert j["peer"] == "tuning" and j["peer_cache"] == db, j
+        assert (j["tuned_kernels"], j["peer_tuned_kernels"]) == (0, 2), j
+        assert j["peer_median_ms"] > 0, j
+        assert abs(j["ratio"] - j["median_ms"] / j["peer_median_ms"]) <= 1e-3 * j["ratio"], j
+        assert j["peer_max_abs_diff"] < 1e-2, j
+        p = run(["bench", path, "--threads", "1", "--iterations", "2", "--compare", "tuning:" + db],
+                env)
+        assert "alternating" in p.stdout and "2 of 2 tunable kernels from it" in p.stdout, p.stdout
+        missing = os.path.join(tmp, "missing.db")
+        p = run(["bench", path, "--compare", "tuning:" + missing], env, check=False)
+        assert p.returncode != 0 and f"tuning:{missing}: no such file" in p.stderr, p.stderr
+        assert not os.path.exists(missing)
 
         # A tuner killed with SIGKILL mid-run leaves a valid cache; the next one resumes.
         killed = os.path.join(tmp, "killed.db")

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -34,7 +35,9 @@ struct BenchOptions {
   std::string passes; ///< Empty: the default pipeline.
   std::string tuningCache;
   bool requireTuned = false;
-  std::string compare; ///< "ort": ONNX Runtime beside nnc, alternating.
+  /// "ort": ONNX Runtime beside nnc, alternating; "tuning:FILE": nnc again with the tuning
+  /// cache FILE, alternating (an A/B of schedules that a noisy host's slow spells hit alike).
+  std::string compare;
   bool ortSpin = false;
 };
 
@@ -146,9 +149,19 @@ int benchCommand(const BenchOptions &o) {
   // The peer: the same model file, inputs and thread count, timed alternately with nnc.
   std::unique_ptr<tools::OrtPeer> ort;
   std::vector<Tensor> ortInputs;
-  if (!o.compare.empty()) {
+  const std::string kTuningPeer = "tuning:";
+  std::string peerCache; // --compare tuning:FILE
+  if (o.compare.rfind(kTuningPeer, 0) == 0) {
+    peerCache = o.compare.substr(kTuningPeer.size());
+    if (peerCache.empty())
+      return fail("--compare tuning:FILE: name the tuning cache");
+    if (*target == driver::Target::Interp)
+      return fail("--compare tuning:FILE goes with --target cpu or opencl");
+    if (std::error_code ec; !std::filesystem::is_regular_file(peerCache, ec))
+      return fail(fmt::format("--compare tuning:{}: no such file", peerCache));
+  } else if (!o.compare.empty()) {
     if (o.compare != "ort")
-      return fail(fmt::format("--compare: unknown peer '{}' (known: ort)", o.compare));
+      return fail(fmt::format("--compare: unknown peer '{}' (known: ort, tuning:FILE)", o.compare));
     if (!isOnnx(o.model))
       return fail("--compare ort needs an .onnx model (ONNX Runtime reads the same file)");
     int ortThreads = *target == driver::Target::Cpu ? effectiveThreads(o.threads) : 1;
@@ -197,6 +210,27 @@ int benchCommand(const BenchOptions &o) {
     }
   }
   double compileMs = msSince(t0);
+  // --compare tuning:FILE: the same graph compiled again, its tunable kernels configured from
+  // FILE (the defaults where FILE has no record), compiled here so no timed run compiles.
+  std::unique_ptr<driver::Runner> tuned;
+  TuningUse peerTuningUse;
+  if (!peerCache.empty()) {
+    driver::ExecOptions peo = eo;
+    peo.profile = false;
+    peo.tuningCache = peerCache;
+    Expected<std::unique_ptr<driver::Runner>> r = driver::Runner::create(**g, *target, peo);
+    if (!r)
+      return fail(r.takeError());
+    tuned = std::move(*r);
+    std::vector<Extents> shapes;
+    for (const Tensor &t : inputs)
+      shapes.push_back(t.extents());
+    if (CpuModel *cpu = tuned->cpuModel()) {
+      Expected<Executable *> exe = cpu->executableFor(shapes);
+      if (exe)
+        peerTuningUse = (*exe)->tuningUse();
+    }
+  }
 
   for (int i = 0; i < o.warmup; ++i) {
     Expected<std::vector<Tensor>> outs = (*runner)->run(inputs);
@@ -204,17 +238,19 @@ int benchCommand(const BenchOptions &o) {
       return fail(outs.takeError());
   }
   // The peer's warmup, and how far its outputs are from nnc's (same inputs).
-  double ortMaxDiff = 0;
-  if (ort) {
+  auto peerRun = [&]() { return ort ? ort->run(ortInputs) : tuned->run(inputs); };
+  bool peer = ort || tuned;
+  double peerMaxDiff = 0;
+  if (peer) {
     Expected<std::vector<Tensor>> mine = (*runner)->run(inputs);
     if (!mine)
       return fail(mine.takeError());
     for (int i = 0; i < std::max(o.warmup, 1); ++i) {
-      Expected<std::vector<Tensor>> theirs = ort->run(ortInputs);
+      Expected<std::vector<Tensor>> theirs = peerRun();
       if (!theirs)
         return fail(theirs.takeError());
       if (i == 0)
-        ortMaxDiff = maxAbsDifference(*mine, *theirs);
+        peerMaxDiff = maxAbsDifference(*mine, *theirs);
     }
   }
   OpenCLExecutable *profiled = nullptr;
@@ -232,16 +268,16 @@ int benchCommand(const BenchOptions &o) {
     else if ((*exe)->setProfiling(true))
       cpuProfiled = *exe;
   }
-  std::vector<double> times, ortTimes;
+  std::vector<double> times, peerTimes;
   for (int i = 0; i < o.iterations; ++i) {
     // With a peer, the order flips every iteration so neither always runs on a warm cache.
-    for (int turn = 0; turn < (ort ? 2 : 1); ++turn) {
-      bool peerTurn = ort && (turn == 0) == (i % 2 == 1);
+    for (int turn = 0; turn < (peer ? 2 : 1); ++turn) {
+      bool peerTurn = peer && (turn == 0) == (i % 2 == 1);
       auto t = Clock::now();
-      Expected<std::vector<Tensor>> outs = peerTurn ? ort->run(ortInputs) : (*runner)->run(inputs);
+      Expected<std::vector<Tensor>> outs = peerTurn ? peerRun() : (*runner)->run(inputs);
       if (!outs)
         return fail(outs.takeError());
-      (peerTurn ? ortTimes : times).push_back(msSince(t));
+      (peerTurn ? peerTimes : times).push_back(msSince(t));
     }
   }
   std::vector<double> sorted = times;
@@ -270,26 +306,30 @@ int benchCommand(const BenchOptions &o) {
     }
   }
   if (o.json) {
-    std::string model = o.model;
-    std::string esc;
-    for (char c : model)
-      esc += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
     std::cout << fmt::format(
         "{{\"model\": \"{}\", \"target\": \"{}\", \"threads\": {}, \"iterations\": {}, "
         "\"warmup\": {}, \"compile_ms\": {:.3f}, \"kernel_compile_ms\": {:.3f}, "
         "\"compile_cache\": \"{}\", \"median_ms\": {:.6f}, \"p90_ms\": {:.6f}, "
         "\"min_ms\": {:.6f}, \"mean_ms\": {:.6f}, \"tuned_kernels\": {}, "
-        "\"tunable_kernels\": {}{}{}{}}}\n",
-        esc, driver::targetName(*target), threads, o.iterations, o.warmup, compileMs,
-        kernelCompileMs, cache, median, p90, sorted.front(), mean, tuningUse.tuned,
+        "\"tunable_kernels\": {}{}{}{}{}}}\n",
+        jsonEscape(o.model), driver::targetName(*target), threads, o.iterations, o.warmup,
+        compileMs, kernelCompileMs, cache, median, p90, sorted.front(), mean, tuningUse.tuned,
         tuningUse.tunable, kernels >= 0 ? fmt::format(", \"kernels\": {}", kernels) : std::string(),
         ort ? fmt::format(", \"peer\": \"ort\", \"ort_version\": \"{}\", \"ort_median_ms\": "
                           "{:.6f}, \"ort_min_ms\": {:.6f}, \"ratio\": {:.4f}, "
                           "\"ort_max_abs_diff\": {:.3g}",
-                          ort->version(), medianOf(ortTimes),
-                          *std::min_element(ortTimes.begin(), ortTimes.end()),
-                          median / medianOf(ortTimes), ortMaxDiff)
+                          ort->version(), medianOf(peerTimes),
+                          *std::min_element(peerTimes.begin(), peerTimes.end()),
+                          median / medianOf(peerTimes), peerMaxDiff)
             : std::string(),
+        tuned ? fmt::format(", \"peer\": \"tuning\", \"peer_cache\": \"{}\", "
+                            "\"peer_tuned_kernels\": {}, \"peer_median_ms\": {:.6f}, "
+                            "\"peer_min_ms\": {:.6f}, \"ratio\": {:.4f}, "
+                            "\"peer_max_abs_diff\": {:.3g}",
+                            jsonEscape(peerCache), peerTuningUse.tuned, medianOf(peerTimes),
+                            *std::min_element(peerTimes.begin(), peerTimes.end()),
+                            median / medianOf(peerTimes), peerMaxDiff)
+              : std::string(),
         report ? ", \"profile\": " + profileJson(*report) : std::string());
   } else {
     std::cout << fmt::format("{}: target {}, {} thread(s)\n", o.model, driver::targetName(*target),
@@ -302,9 +342,17 @@ int benchCommand(const BenchOptions &o) {
     if (ort)
       std::cout << fmt::format("onnxruntime {} ({}), alternating: median {:.3f} ms, min {:.3f} "
                                "ms; nnc/ort {:.3f}; max |nnc - ort| {:.3g}\n",
-                               ort->version(), ort->libraryPath(), medianOf(ortTimes),
-                               *std::min_element(ortTimes.begin(), ortTimes.end()),
-                               median / medianOf(ortTimes), ortMaxDiff);
+                               ort->version(), ort->libraryPath(), medianOf(peerTimes),
+                               *std::min_element(peerTimes.begin(), peerTimes.end()),
+                               median / medianOf(peerTimes), peerMaxDiff);
+    if (tuned)
+      std::cout << fmt::format("tuning cache {} ({} of {} tunable kernels from it), alternating: "
+                               "median {:.3f} ms, min {:.3f} ms; nnc/it {:.3f}; max |nnc - it| "
+                               "{:.3g}\n",
+                               peerCache, peerTuningUse.tuned, peerTuningUse.tunable,
+                               medianOf(peerTimes),
+                               *std::min_element(peerTimes.begin(), peerTimes.end()),
+                               median / medianOf(peerTimes), peerMaxDiff);
   }
   if (profiled)
     printOpenCLProfile(*profiled, median);
@@ -346,7 +394,9 @@ public:
                    "cpu: fail when a tunable kernel has no tuned config");
     cmd_->add_option("--compare", o_.compare,
                      "ort: time ONNX Runtime (libonnxruntime.so via dlopen; NNC_ORT_LIBRARY "
-                     "or bench/ort/node_modules) alternately on the same inputs and threads");
+                     "or bench/ort/node_modules) alternately on the same inputs and threads; "
+                     "tuning:FILE: nnc again with the tuning cache FILE, alternately (an A/B "
+                     "of kernel configs)");
     cmd_->add_flag("--ort-spin", o_.ortSpin,
                    "With --compare ort: let ORT's idle pool threads spin (its default; off "
                    "here, as nnc's workers sleep after a bounded spin)");

@@ -11,16 +11,6 @@ namespace nnc::tools {
 
 namespace {
 
-std::string jsonEscape(const std::string &s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 std::string recordJson(const TuningRecord &r) {
   return fmt::format("{{\"kind\": \"{}\", \"signature\": \"{}\", \"device\": \"{}\", "
                      "\"space_version\": {}, \"config\": \"{}\", \"median_ms\": {:.5f}, "

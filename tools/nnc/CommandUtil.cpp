@@ -255,4 +255,14 @@ Expected<driver::Target> parseTargetOption(const std::string &name, const std::s
   return t;
 }
 
+std::string jsonEscape(const std::string &s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 } // namespace nnc::tools

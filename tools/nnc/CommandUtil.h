@@ -25,6 +25,9 @@ int fail(const Error &e);
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t);
 double medianOf(std::vector<double> v);
+/// `s` inside a JSON string: quotes and backslashes escaped (paths and names, no control
+/// characters).
+std::string jsonEscape(const std::string &s);
 
 /// Prints every unsupported operator and attribute; returns true when there were any.
 bool reportUnsupported(const std::string &model, const std::vector<OnnxIssue> &issues);
