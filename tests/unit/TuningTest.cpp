@@ -236,27 +236,32 @@ TEST(Tuning, GemmRowsStayOneBlockWhenBsColumnBlocksOutgrowTheL2) {
   // The default GEMM schedule past 192 rows (pinned caches: L2 512 KiB). When a column block
   // of the weight (k x nc) is larger than the L2, the rows stay one block (a k blocked in 512
   // is blocked in 256; up to 1024 it stays whole) and the column blocks narrow in their stead,
-  // so a cold weight streams once; when it fits, or A's block of 256 k rows would not fit in
-  // half the L2, rows of 96.
+  // so a cold weight streams once, and a matmul's A (the activations) is packed; when it fits,
+  // or A's block of 256 k rows would not fit in half the L2, rows of 96 and A in place.
   const tuning::Space *space = tuning::findSpace("gemm_cpu");
   ASSERT_NE(space, nullptr);
-  // "mc kc nc" of the default for an m x k x n product with a packed weight.
-  auto blocks = [&](int64_t m, int64_t k, int64_t n) {
+  // "mc kc nc pa" of the default for an m x k x n product with a packed weight (or, with
+  // `conv`, the im2col GEMM of a conv, whose A is its weight).
+  auto blocks = [&](int64_t m, int64_t k, int64_t n, bool conv = false) {
     tuning::Problem p;
     p.kind = "gemm_cpu";
     p.signature =
-        fmt::format("gemm_cpu f32 b1 m{} k{} n{} matmul batch[1] sa[0] sb[0] packed16", m, k, n);
-    p.dims = {1, m, k, n};
+        conv ? fmt::format("gemm_cpu f32 b1 m{} k{} n{} conv n1 group1 bias1 im2col", m, k, n)
+             : fmt::format("gemm_cpu f32 b1 m{} k{} n{} matmul batch[1] sa[0] sb[0] packed16", m, k,
+                           n);
+    p.dims = {1, m, k, n, 0};
     p.cpu = pinned::pinnedCpuTarget(CpuTarget::Level::V3);
     tuning::Config c = space->defaults(p);
-    return fmt::format("{} {} {}", c["mc"], c["kc"], c["nc"]);
+    return fmt::format("{} {} {} {}", c["mc"], c["kc"], c["nc"], c["pa"]);
   };
   // ViT-B/16's MLP: column blocks of 3072 x 128 and 768 x 512 floats (1.5 MiB).
-  EXPECT_EQ(blocks(197, 3072, 768), "0 256 64");
-  EXPECT_EQ(blocks(197, 768, 3072), "0 0 256");
+  EXPECT_EQ(blocks(197, 3072, 768), "0 256 64 1");
+  EXPECT_EQ(blocks(197, 768, 3072), "0 0 256 1");
+  // A conv's im2col GEMM merges its rows alike, but its A is a weight: not copied per run.
+  EXPECT_EQ(blocks(256, 3456, 392, /*conv=*/true), "0 256 64 0");
   // ConvNeXt-T's stage-3 MLP: column blocks of 384 x 256 floats stay in the L2.
-  EXPECT_EQ(blocks(196, 384, 1536), "96 0 256");
+  EXPECT_EQ(blocks(196, 384, 1536), "96 0 256 0");
   // Up to 192 rows one block as before (k blocks of 512); 300 rows take 300 KiB for A's block.
-  EXPECT_EQ(blocks(192, 3072, 768), "0 512 128");
-  EXPECT_EQ(blocks(300, 3072, 768), "96 512 128");
+  EXPECT_EQ(blocks(192, 3072, 768), "0 512 128 0");
+  EXPECT_EQ(blocks(300, 3072, 768), "96 512 128 0");
 }
