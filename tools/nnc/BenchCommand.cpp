@@ -141,6 +141,10 @@ int benchCommand(const BenchOptions &o) {
     Extents e = sit != shapeSpecs->end() ? sit->second : defaultExtents(*v);
     inputs.push_back(randomTensor(v->dtype(), e, rng));
   }
+  // The inputs' extents: the executable of each compiled model is the one for these shapes.
+  std::vector<Extents> shapes;
+  for (const Tensor &t : inputs)
+    shapes.push_back(t.extents());
   bool profile = o.profile || !o.trace.empty();
   if (profile && *target == driver::Target::Interp)
     return fail("--profile and --trace go with --target cpu or opencl");
@@ -194,9 +198,6 @@ int benchCommand(const BenchOptions &o) {
   double kernelCompileMs = 0;
   int64_t kernels = -1;
   if (CpuModel *cpu = (*runner)->cpuModel()) {
-    std::vector<Extents> shapes;
-    for (const Tensor &t : inputs)
-      shapes.push_back(t.extents());
     Expected<Executable *> exe = cpu->executableFor(shapes);
     if (exe) {
       cache = (*exe)->fromCache() ? "hit" : "miss";
@@ -222,9 +223,6 @@ int benchCommand(const BenchOptions &o) {
     if (!r)
       return fail(r.takeError());
     tuned = std::move(*r);
-    std::vector<Extents> shapes;
-    for (const Tensor &t : inputs)
-      shapes.push_back(t.extents());
     if (CpuModel *cpu = tuned->cpuModel()) {
       Expected<Executable *> exe = cpu->executableFor(shapes);
       if (exe)
@@ -256,9 +254,6 @@ int benchCommand(const BenchOptions &o) {
   OpenCLExecutable *profiled = nullptr;
   Executable *cpuProfiled = nullptr;
   if (profile) {
-    std::vector<Extents> shapes;
-    for (const Tensor &t : inputs)
-      shapes.push_back(t.extents());
     Expected<Executable *> exe = (*runner)->cpuModel()->executableFor(shapes);
     if (!exe)
       return fail(exe.takeError());
