@@ -11,11 +11,13 @@
 // in a loop; the edge tiles have constant first columns, and their kernel columns split into
 // runs where the same tile columns read inside the input (those alone multiply: no guards).
 // The reduction over input blocks may run in passes (the `kc` knob), each over the row's
-// tiles, so that a tile's weights for one pass stay in L1; partial sums wait in scratch.
+// tiles, so that a tile's weights for one pass stay in L1 and the pass's input blocks do not
+// crowd the few L1 sets their stride maps them to; partial sums wait in scratch.
 // Depthwise convs (in_block 1, group = channels) multiply lane j of the input by lane j of
 // the weight; a plain [N, C, H, W] input (in_block 1, group 1) is read directly.
 #include <algorithm>
 #include <functional>
+#include <numeric>
 
 #include "Lowerers.h"
 #include "NNLowering.h"
@@ -338,7 +340,7 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
 // The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
 // bytes of one output block, input blocks of a group, bytes of one image's input, input bytes
-// one output column advances}.
+// one output column advances, bytes from one input block to the next}.
 enum ConvDim {
   kMb,
   kOW,
@@ -346,9 +348,10 @@ enum ConvDim {
   kGroupBlocks,
   kDepthwise,
   kWeightBytes,
-  kKc,         ///< the reduction's input blocks (input channels when the input is plain)
-  kInBytes,    ///< one image's input
-  kColumnStep, ///< input bytes one output column advances (block lanes x element x stride)
+  kKc,          ///< the reduction's input blocks (input channels when the input is plain)
+  kInBytes,     ///< one image's input
+  kColumnStep,  ///< input bytes one output column advances (block lanes x element x stride)
+  kBlockStride, ///< bytes from one input block (or plain channel) to the next
   kConvDims
 };
 
@@ -357,25 +360,66 @@ std::vector<int64_t> convPassBlocks() {
   return {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
 }
 
-/// Input blocks per pass for tiles of m output blocks: all of them (0) when the tile's
-/// weights for the whole reduction fit in half the L1 data cache, else the largest count of
-/// convPassBlocks whose weights do (at least 1). A tile rereads its weights for every column
-/// tile of the row, each weight vector serving only r columns (m 4 x r 2 on AVX2: 8
-/// multiply-adds per 4 weight loads), so they must come from L1, not L2. `weightBytes` is one
-/// output block's packed weights over `kc` input blocks. On a 2-core EPYC (AVX2), sums of
-/// per-kernel minima over 4-5 runs: ResNet-50's convs 101.2 -> 95.6 ms, Inception-v3's
-/// 133.4 -> 124.0 ms, RegNet-Y-1.6GF's 48.5 -> 45.0 ms. Passes in an eighth of L1 measured
-/// better on ResNeXt-50 (115.8 -> 112.3 ms) but split short reductions too: ResNet-50's
-/// 3-channel 7x7 stem in three passes ran 2.89 -> 4.13 ms, each pass storing and reloading
-/// the partial sums of its m blocks (as many bytes as m input blocks).
-int64_t convDefaultPassBlocks(int64_t m, int64_t kc, int64_t weightBytes, int64_t l1Bytes) {
+/// The bytes an L1 data cache's sets span: 64 sets of 64-byte lines in every x86-64 L1d so far
+/// (32 KiB of 8 ways, 48 KiB of 12), as a cache indexed within the 4 KiB page must have.
+constexpr int64_t kL1SetSpanBytes = 4096;
+
+/// How many input blocks `blockStride` bytes apart a pass may read before their lines crowd
+/// the L1 sets they fall in: a tile reads the same columns of every block of its pass, so the
+/// pass's blocks share the sets that their stride leaves distinct (all 64 when it is no
+/// multiple of a line apart, one when it is a multiple of 4 KiB), and each such set may give
+/// half its ways to them (the rest: the pass's weights and the partial sums).
+int64_t convAliasingBlocks(int64_t blockStride, int64_t l1Bytes) {
+  int64_t sets = kL1SetSpanBytes / kCacheLineBytes;
+  if (blockStride > 0) {
+    int64_t apart = std::gcd(blockStride % kL1SetSpanBytes == 0 ? kL1SetSpanBytes
+                                                                : blockStride % kL1SetSpanBytes,
+                             kL1SetSpanBytes);
+    if (apart >= kCacheLineBytes)
+      sets = kL1SetSpanBytes / apart;
+  }
+  int64_t ways = std::max<int64_t>(1, l1Bytes / kL1SetSpanBytes);
+  return std::max<int64_t>(1, sets * ways / 2);
+}
+
+/// Input blocks per pass for tiles of m output blocks: all of them (0) when the pass fits,
+/// else the largest count of convPassBlocks that does (at least 1). A pass fits when
+///  1. the tile's weights for it take at most half the L1 data cache: a tile rereads its
+///     weights for every column tile of the row, each weight vector serving only r columns
+///     (m 4 x r 2 on AVX2: 8 multiply-adds per 4 weight loads), so they must come from L1,
+///     not L2. On a 2-core EPYC (AVX2), sums of per-kernel minima over 4-5 runs: ResNet-50's
+///     convs 101.2 -> 95.6 ms, Inception-v3's 133.4 -> 124.0 ms, RegNet-Y-1.6GF's 48.5 ->
+///     45.0 ms. Passes in an eighth of L1 measured better on ResNeXt-50 (115.8 -> 112.3 ms)
+///     but split short reductions too: ResNet-50's 3-channel 7x7 stem in three passes ran
+///     2.89 -> 4.13 ms, each pass storing and reloading the partial sums of its m blocks.
+///  2. and its input blocks (`blockStride` bytes apart) do not crowd the L1 sets that their
+///     lines share (convAliasingBlocks). A 56x56 map of 8-lane blocks puts them 98 KiB
+///     apart, 24.5 x 4 KiB: a column of every block falls in the same 2 of the 64 sets, so a
+///     pass of 16 blocks holds 16 lines in the 16 ways of two sets while its weights need
+///     them too (16-lane blocks on 56x56, or 8-lane ones on 112x112, share one set).
+///     Measured with `nnc bench --compare tuning:` (2-core EPYC, AVX2, 1 thread, 100
+///     alternations per run): ResNeXt-50's layer-1 256-to-128-channel pointwise conv there
+///     took 1.11-1.16x the time with passes of 16 blocks as with 8 (3 runs), and the same
+///     conv on a 58x56 map (8 sets) 0.98-1.00x, its 512-to-256 one on 28x28 (8 sets) and
+///     1024-to-512 one on 14x14 (32 sets) 0.98-1.00x. When the host was busier, passes of 8
+///     ran 1.02-1.12x faster on both the 56x56 and the 58x56 map (3 runs each). Models whose convs
+///     this changes, new defaults against the old (16 alternations per run, 2 runs at 1 and 2
+///     threads): DenseNet-121 1.175 and 1.08 at 1 thread, 0.99-1.00 at 2; ResNet-50 1.02-1.06
+///     and 1.00-1.03; EfficientNet-B0 and MobileNetV2 0.96-1.02; geometric mean of the 40 ratios of
+///     10 CNNs 1.009.
+/// `weightBytes` is one output block's packed weights over `kc` input blocks.
+int64_t convDefaultPassBlocks(int64_t m, int64_t kc, int64_t weightBytes, int64_t blockStride,
+                              int64_t l1Bytes) {
   int64_t perBlock = std::max<int64_t>(1, m * weightBytes / std::max<int64_t>(kc, 1));
-  int64_t budget = l1Bytes / 2;
-  if (kc * perBlock <= budget)
+  int64_t aliasing = convAliasingBlocks(blockStride, l1Bytes);
+  auto fits = [&](int64_t blocks) {
+    return blocks * perBlock <= l1Bytes / 2 && blocks <= aliasing;
+  };
+  if (fits(kc))
     return 0;
   int64_t best = 1;
   for (int64_t v : convPassBlocks())
-    if (v >= 1 && v < kc && v * perBlock <= budget)
+    if (v >= 1 && v < kc && fits(v))
       best = std::max(best, v);
   return best;
 }
@@ -454,6 +498,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   bool inputBeyondL2 = convInputBeyondL2(inBytes, cpuOf(opts));
   // The input's lanes per column (its block; 1 when plain), as bytes one output column advances.
   int64_t columnStep = (plain ? 1 : xs[4]) * int64_t(dtypeSize(t)) * aw.stride;
+  int64_t blockStride = H * W * (plain ? 1 : xs[4]) * int64_t(dtypeSize(t));
   if (pointwise && !depthwise)
     mergedRows =
         convRowsToMerge(OH, OW, N, Mb, convTileRegisters(b, cpuOf(opts)), convTileMaxPositions(b),
@@ -483,7 +528,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                Kc * KH * KW * bi * b * int64_t(dtypeSize(t)),
                depthwise ? 1 : Kc,
                inBytes,
-               columnStep};
+               columnStep,
+               blockStride};
   prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   ConvTile ct;
@@ -790,10 +836,11 @@ const tuning::Space &convNchwcCpuSpace() {
                                    convTileLineColumns(p.dims[kColumnStep]), p.dims[kWeightBytes],
                                    p.cpu.l2Bytes, p.dims[kGroupBlocks],
                                    convInputBeyondL2(p.dims[kInBytes], p.cpu));
-      return tuning::Config{{"m", ct.blocks},
-                            {"r", ct.positions},
-                            {"kc", convDefaultPassBlocks(ct.blocks, p.dims[kKc],
-                                                         p.dims[kWeightBytes], p.cpu.l1dBytes)}};
+      return tuning::Config{
+          {"m", ct.blocks},
+          {"r", ct.positions},
+          {"kc", convDefaultPassBlocks(ct.blocks, p.dims[kKc], p.dims[kWeightBytes],
+                                       p.dims[kBlockStride], p.cpu.l1dBytes)}};
     };
     return s;
   }();

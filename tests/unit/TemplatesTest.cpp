@@ -249,6 +249,16 @@ TEST(Templates, ConvTilesOfGroupsAndPasses) {
   EXPECT_GT(pw["kc"], 0);
   EXPECT_LE(pw["m"] * pw["kc"] * 8 * 8 * 4, 16 << 10);
   EXPECT_GE(pw["m"] * pw["kc"] * 8 * 8 * 4 * 2, 16 << 10) << "passes no smaller than needed";
+  // 256 to 128 channels on 56x56 (ResNeXt-50's layer 1): the weights alone would allow passes
+  // of 16 input blocks, but the blocks are 98 KiB apart (24.5 x 4 KiB), so their lines share 2
+  // of L1's 64 sets: passes of 8, half those sets' 16 ways. On 14x14 (6 KiB apart, 32 sets),
+  // 16.
+  tuning::Config wide = onlyConvConfig(convGraph(256, 128, 56, 1, 1, 1));
+  EXPECT_EQ(wide["m"], 4);
+  EXPECT_EQ(wide["kc"], 8);
+  tuning::Config narrow = onlyConvConfig(convGraph(256, 128, 14, 1, 1, 1));
+  EXPECT_EQ(narrow["m"], 4);
+  EXPECT_EQ(narrow["kc"], 16);
   // 256 channels on 14x14 (a 196 KiB input, within L2): tiles of whole cache lines (an even
   // number of 32-byte columns), so 4 x 2, whose 7 tiles cover the 14 columns exactly, over
   // 3 x 4 (a short last tile) and 2 x 6; never 4 x 3, whose 96-byte tiles share input lines.
