@@ -44,13 +44,12 @@ std::string dense(const Extents &e) {
 /// Lowers every unit of `text`'s graph after `pipeline` (the standard CPU pipeline when null)
 /// for x86-64-v3 with pinned caches (or, with `opencl`, for a generic OpenCL GPU after the
 /// OpenCL pipeline), with `lo`'s hooks.
-void lowerAll(const std::string &text, const char *pipeline, bool opencl,
-              tuning::LowerOptions lo) {
+void lowerAll(const std::string &text, const char *pipeline, bool opencl, tuning::LowerOptions lo,
+              const CpuTarget &cpu = pinned::pinnedCpuTarget(CpuTarget::Level::V3)) {
   Expected<std::unique_ptr<Graph>> g = parseGraph(text);
   EXPECT_TRUE(g) << g.error().message();
   if (!g)
     return;
-  CpuTarget cpu = pinned::pinnedCpuTarget(CpuTarget::Level::V3);
   PassContext ctx;
   ctx.cpu = cpu;
   ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
@@ -198,22 +197,26 @@ TEST(Templates, Conv) {
 }
 
 /// The conv_nchwc_cpu configs lowering settles on for `text`'s graph after the standard CPU
-/// pipeline (x86-64-v3), in order.
-std::vector<tuning::Config> convConfigs(const std::string &text) {
+/// pipeline (for `cpu`: x86-64-v3 with pinned caches by default), in order.
+std::vector<tuning::Config>
+convConfigs(const std::string &text,
+            const CpuTarget &cpu = pinned::pinnedCpuTarget(CpuTarget::Level::V3)) {
   std::vector<tuning::Config> out;
   tuning::LowerOptions lo;
   lo.onConfig = [&](const tuning::Problem &p, const tuning::Config &c) {
     if (p.kind == "conv_nchwc_cpu")
       out.push_back(c);
   };
-  lowerAll(text, nullptr, false, lo);
+  lowerAll(text, nullptr, false, lo, cpu);
   return out;
 }
 
 /// The config of the one conv_nchwc_cpu problem of `text`'s graph (empty, and a failure, when
 /// there is not exactly one).
-tuning::Config onlyConvConfig(const std::string &text) {
-  std::vector<tuning::Config> cs = convConfigs(text);
+tuning::Config
+onlyConvConfig(const std::string &text,
+               const CpuTarget &cpu = pinned::pinnedCpuTarget(CpuTarget::Level::V3)) {
+  std::vector<tuning::Config> cs = convConfigs(text, cpu);
   EXPECT_EQ(cs.size(), 1u) << text;
   return cs.size() == 1 ? cs[0] : tuning::Config{};
 }
@@ -259,6 +262,16 @@ TEST(Templates, ConvTilesOfGroupsAndPasses) {
   tuning::Config narrow = onlyConvConfig(convGraph(256, 128, 14, 1, 1, 1));
   EXPECT_EQ(narrow["m"], 4);
   EXPECT_EQ(narrow["kc"], 16);
+  // AVX-512's 16-lane blocks on 56x56 are 196 KiB apart, 49 x 4 KiB: one set for all of
+  // them, whose ways L1's size gives (8 in 32 KiB, 12 in 48 KiB), so passes of at most 4 and
+  // 6 blocks. The weights of the tile's 3 blocks (3 KiB per input block) allow 4 in half of
+  // 32 KiB, but 8 in half of 48 KiB: there the sets decide.
+  CpuTarget v4 = pinned::pinnedCpuTarget(CpuTarget::Level::V4);
+  tuning::Config small = onlyConvConfig(convGraph(256, 128, 56, 1, 1, 1), v4);
+  EXPECT_EQ(small["m"], 3);
+  EXPECT_EQ(small["kc"], 4);
+  v4.l1dBytes = 48 << 10;
+  EXPECT_EQ(onlyConvConfig(convGraph(256, 128, 56, 1, 1, 1), v4)["kc"], 6);
   // 256 channels on 14x14 (a 196 KiB input, within L2): tiles of whole cache lines (an even
   // number of 32-byte columns), so 4 x 2, whose 7 tiles cover the 14 columns exactly, over
   // 3 x 4 (a short last tile) and 2 x 6; never 4 x 3, whose 96-byte tiles share input lines.
