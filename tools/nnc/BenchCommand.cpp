@@ -279,6 +279,10 @@ int benchCommand(const BenchOptions &o) {
   std::sort(sorted.begin(), sorted.end());
   size_t n = sorted.size();
   double median = medianOf(times);
+  // The peer's figures (ONNX Runtime or the --compare tuning: build), once for every report.
+  double peerMedian = peer ? medianOf(peerTimes) : 0;
+  double peerMin = peer ? *std::min_element(peerTimes.begin(), peerTimes.end()) : 0;
+  double ratio = peer ? median / peerMedian : 0;
   double p90 = sorted[std::min(n - 1, static_cast<size_t>(std::ceil(0.9 * double(n))) - 1)];
   double mean = 0;
   for (double t : times)
@@ -313,17 +317,14 @@ int benchCommand(const BenchOptions &o) {
         ort ? fmt::format(", \"peer\": \"ort\", \"ort_version\": \"{}\", \"ort_median_ms\": "
                           "{:.6f}, \"ort_min_ms\": {:.6f}, \"ratio\": {:.4f}, "
                           "\"ort_max_abs_diff\": {:.3g}",
-                          ort->version(), medianOf(peerTimes),
-                          *std::min_element(peerTimes.begin(), peerTimes.end()),
-                          median / medianOf(peerTimes), peerMaxDiff)
+                          ort->version(), peerMedian, peerMin, ratio, peerMaxDiff)
             : std::string(),
         tuned ? fmt::format(", \"peer\": \"tuning\", \"peer_cache\": \"{}\", "
                             "\"peer_tuned_kernels\": {}, \"peer_median_ms\": {:.6f}, "
                             "\"peer_min_ms\": {:.6f}, \"ratio\": {:.4f}, "
                             "\"peer_max_abs_diff\": {:.3g}",
-                            jsonEscape(peerCache), peerTuningUse.tuned, medianOf(peerTimes),
-                            *std::min_element(peerTimes.begin(), peerTimes.end()),
-                            median / medianOf(peerTimes), peerMaxDiff)
+                            jsonEscape(peerCache), peerTuningUse.tuned, peerMedian, peerMin, ratio,
+                            peerMaxDiff)
               : std::string(),
         report ? ", \"profile\": " + profileJson(*report) : std::string());
   } else {
@@ -337,17 +338,14 @@ int benchCommand(const BenchOptions &o) {
     if (ort)
       std::cout << fmt::format("onnxruntime {} ({}), alternating: median {:.3f} ms, min {:.3f} "
                                "ms; nnc/ort {:.3f}; max |nnc - ort| {:.3g}\n",
-                               ort->version(), ort->libraryPath(), medianOf(peerTimes),
-                               *std::min_element(peerTimes.begin(), peerTimes.end()),
-                               median / medianOf(peerTimes), peerMaxDiff);
+                               ort->version(), ort->libraryPath(), peerMedian, peerMin, ratio,
+                               peerMaxDiff);
     if (tuned)
       std::cout << fmt::format("tuning cache {} ({} of {} tunable kernels from it), alternating: "
                                "median {:.3f} ms, min {:.3f} ms; nnc/it {:.3f}; max |nnc - it| "
                                "{:.3g}\n",
-                               peerCache, peerTuningUse.tuned, peerTuningUse.tunable,
-                               medianOf(peerTimes),
-                               *std::min_element(peerTimes.begin(), peerTimes.end()),
-                               median / medianOf(peerTimes), peerMaxDiff);
+                               peerCache, peerTuningUse.tuned, peerTuningUse.tunable, peerMedian,
+                               peerMin, ratio, peerMaxDiff);
   }
   if (profiled)
     printOpenCLProfile(*profiled, median);
