@@ -265,3 +265,36 @@ TEST(Tuning, GemmRowsStayOneBlockWhenBsColumnBlocksOutgrowTheL2) {
   EXPECT_EQ(blocks(192, 3072, 768), "0 512 128 0");
   EXPECT_EQ(blocks(300, 3072, 768), "96 512 128 0");
 }
+
+TEST(Tuning, GemmKBlocksKeepTheBPanelInL1WhenTheTileDrawsBFast) {
+  // An mr x nr tile reads 8 * vw / mr bytes of B a cycle: AVX2's 6 x 16 tile 10.7, whose
+  // panels of all k stream from the L2; AVX-512's 8 x 32 tile 16, whose panels are blocked in
+  // k to at most half of the L1 once all of k overflows it (pinned caches: L1 32 KiB).
+  const tuning::Space *space = tuning::findSpace("gemm_cpu");
+  ASSERT_NE(space, nullptr);
+  // "mr nr kc" of the default for an m x k x n matmul with a packed weight.
+  auto tile = [&](CpuTarget::Level level, int64_t m, int64_t k, int64_t n, int64_t l1 = 32 << 10) {
+    tuning::Problem p;
+    p.kind = "gemm_cpu";
+    p.signature =
+        fmt::format("gemm_cpu f32 b1 m{} k{} n{} matmul batch[] sa[] sb[] packed32", m, k, n);
+    p.dims = {1, m, k, n, 0};
+    p.cpu = pinned::pinnedCpuTarget(level);
+    p.cpu.l1dBytes = l1;
+    tuning::Config c = space->defaults(p);
+    return fmt::format("{} {} {}", c["mr"], c["nr"], c["kc"]);
+  };
+  using L = CpuTarget::Level;
+  // ViT-B/16's QKV, MLP and projection GEMMs.
+  EXPECT_EQ(tile(L::V3, 197, 768, 2304), "6 16 0");
+  EXPECT_EQ(tile(L::V4, 197, 768, 2304), "8 32 128");
+  EXPECT_EQ(tile(L::V4, 197, 3072, 768), "8 32 128");
+  // A 48 KiB L1 holds no deeper block from the candidates (192 would be half of it).
+  EXPECT_EQ(tile(L::V4, 197, 768, 3072, 48 << 10), "8 32 128");
+  // A panel of all k within the L1 stays whole (256 x 32 floats: 32 KiB of a 48 KiB L1).
+  EXPECT_EQ(tile(L::V4, 197, 256, 768, 48 << 10), "8 32 0");
+  // One row tile reads each panel once: nothing to keep.
+  EXPECT_EQ(tile(L::V4, 8, 768, 2304), "8 32 0");
+  // AVX2 past 1024: the L2 rule's blocks of 512, untouched.
+  EXPECT_EQ(tile(L::V3, 100, 3072, 768), "6 16 512");
+}
