@@ -8,7 +8,10 @@ Per model: refills the stripped weights (bench/refill_weights.py fill: random va
 original statistics, so timings only, no output check), draws an input of the recorded shape,
 then for each thread count times `nnc bench --json` and an ORT session configured as
 `nnc bench --compare ort` configures it (all graph optimizations, sequential, one inter-op
-thread, no spinning), each the median of --iterations runs after 2 warmups. Both run pinned to
+thread, no spinning), each the median of --iterations runs after 2 warmups. When the bundle
+carries ONNX Runtime's C library (device_bundle.sh puts it in), ORT is timed inside nnc instead:
+`nnc bench --compare ort`, which alternates the two engines run by run, so a minute when the
+shared host slows down slows both. Both run pinned to
 the same cores. The rounds repeat the whole list (the lent machines seen so far are shared
 hosts whose speed moves by 25% between minutes: quote medians over rounds). Appends every line
 to OUT/summary.txt as it goes, so a run cut short still reports what it finished, and stops
@@ -16,6 +19,10 @@ starting models past --budget seconds.
 
     python3 device_cpu.py --carry DIR --out OUT [--threads 1,2] [--rounds 2]
         [--iterations 10] [--budget 330] [--models a,b] [--profile vit_b_16]
+
+With --profile, the profiled model's nnc kernels (`nnc bench --profile --json`) and ONNX
+Runtime's nodes (its own profiler, the Python package) are written as JSON beside the summary,
+to be compared node by node where the figures can be read.
 
 A benchmark, not a test: it reports figures and asserts nothing.
 """
@@ -75,6 +82,10 @@ def main():
     log("unpacked in %.1f s; cores %s" % (time.time() - t0, cores))
     nnc = [os.path.join(bundle, "lib/ld-linux-x86-64.so.2"), "--library-path",
            os.path.join(bundle, "lib"), os.path.join(bundle, "nnc")]
+    ort_lib = os.path.join(bundle, "ort", "libonnxruntime.so.1")
+    nnc_env = dict(os.environ, NNC_ORT_LIBRARY=ort_lib) if os.path.exists(ort_lib) else None
+    log("ONNX Runtime: " + ("the bundle's C library, alternated with nnc by `nnc bench "
+                            "--compare ort`" if nnc_env else "the Python package, timed after nnc"))
     refill = os.path.join(args.carry, "refill_weights.py")
     if not os.path.exists(refill):
         refill = os.path.join(HERE, "refill_weights.py")
@@ -95,14 +106,21 @@ def main():
         ort = None
         log("no onnxruntime module (%s): nnc's figures only" % e)
 
-    def ort_median(path, x, t):
+    def ort_session(path, t, profile=False):
+        """An ORT session configured as `nnc bench --compare ort` configures it."""
         so = ort.SessionOptions()
         so.intra_op_num_threads = t
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        if profile:
+            so.enable_profiling = True
+            so.profile_file_prefix = os.path.join(args.work, "ortprof")
+        return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+    def ort_median(path, x, t):
+        s = ort_session(path, t)
         feed = {s.get_inputs()[0].name: x}
         for _ in range(2):
             s.run(None, feed)
@@ -112,6 +130,25 @@ def main():
             s.run(None, feed)
             times.append((time.perf_counter() - a) * 1e3)
         return statistics.median(times)
+
+    def ort_profile(path, x, t=1, runs=5):
+        """ORT's own per-node profile at t threads: {node: {"mean": ms, "min": ms, "op": type}}
+        over `runs` runs after 2 warmups (its profiler's "<node>_kernel_time" events)."""
+        s = ort_session(path, t, profile=True)
+        feed = {s.get_inputs()[0].name: x}
+        for _ in range(2 + runs):
+            s.run(None, feed)
+        events = json.load(open(s.end_profiling()))
+        per, ops = {}, {}
+        suffix = "_kernel_time"
+        for e in events:
+            if e.get("cat") == "Node" and e["name"].endswith(suffix):
+                n = e["name"][:-len(suffix)]
+                per.setdefault(n, []).append(e["dur"] / 1e3)
+                ops[n] = e.get("args", {}).get("op_name")
+        # The first two runs are warmups.
+        return {n: {"mean": statistics.mean(v[2:] or v), "min": min(v[2:] or v), "op": ops[n]}
+                for n, v in per.items()}
 
     input_names = {}
 
@@ -146,16 +183,17 @@ def main():
             x = np.load(inp)
             name = input_name(path)
             for t in threads:
-                rc, out, err = sh(nnc + ["bench", path, "--input", name + "=" + inp, "--threads",
-                                         str(t), "--iterations", str(args.iterations),
-                                         "--warmup", "2", "--json"])
+                cmd = nnc + ["bench", path, "--input", name + "=" + inp, "--threads", str(t),
+                             "--iterations", str(args.iterations), "--warmup", "2", "--json"]
+                rc, out, err = sh(cmd + (["--compare", "ort"] if nnc_env else []), env=nnc_env)
                 try:
-                    nm = json.loads(out.strip().splitlines()[-1])["median_ms"]
+                    rep = json.loads(out.strip().splitlines()[-1])
+                    nm = rep["median_ms"]
                 except (ValueError, IndexError, KeyError):
                     log(m, "%dT nnc failed (%d): %s" % (t, rc, err.strip()[-300:]))
                     continue
-                om = float("nan")
-                if ort:
+                om = rep.get("ort_median_ms", float("nan"))
+                if ort and not nnc_env:
                     try:
                         om = ort_median(path, x, t)
                     except Exception as e:  # ORT's errors are its own exception types
@@ -182,6 +220,18 @@ def main():
                 f.write(out + err)
             log("%s profile, 1 thread:\n%s" % (args.profile, "\n".join(
                 l[:160] for l in out.splitlines()[:16])))
+            rc, out, err = sh(nnc + ["bench", path, "--input",
+                                     input_name(path) + "=" + os.path.join(d, "input.npy"),
+                                     "--threads", "1", "--iterations", "5", "--warmup", "1",
+                                     "--profile", "--json"])
+            with open(os.path.join(args.out, args.profile + "_profile.json"), "w") as f:
+                f.write(out if rc == 0 else err)
+            if ort and time.time() < deadline:
+                nodes = ort_profile(path, np.load(os.path.join(d, "input.npy")))
+                with open(os.path.join(args.out, args.profile + "_ort_nodes.json"), "w") as f:
+                    json.dump(nodes, f)
+                log("%s: ORT's profile has %d nodes, %.1f ms in all (mean per run)" % (
+                    args.profile, len(nodes), sum(v["mean"] for v in nodes.values())))
     log("done in %.0f s" % (time.time() - t0))
 
 
