@@ -44,6 +44,44 @@ struct Binding {
 };
 using Scope = std::map<std::string, Binding>;
 
+bool mentionsVar(const kir::Expr &e, const std::string &var) {
+  if (!e)
+    return false;
+  if (e->kind == kir::ExprKind::Var && e->name == var)
+    return true;
+  for (const kir::Expr &a : e->args)
+    if (mentionsVar(a, var))
+      return true;
+  return false;
+}
+
+/// Whether the independent iterations of a vectorized loop over `var` may be declared
+/// parallel to LLVM: a straight-line body (no loop, tile or barrier inside it, whose scratch
+/// would be shared between iterations here, where OpenCL gives each work-item its own) whose
+/// every store's index moves with `var`.
+bool parallelAccessesHold(const std::string &var, const std::vector<kir::Stmt> &body) {
+  for (const kir::Stmt &s : body) {
+    if (!s)
+      continue;
+    switch (s->kind) {
+    case kir::StmtKind::For:
+    case kir::StmtKind::GemmTile:
+    case kir::StmtKind::Barrier:
+      return false;
+    case kir::StmtKind::Store:
+    case kir::StmtKind::VecStore:
+      if (!mentionsVar(s->index, var))
+        return false;
+      break;
+    default:
+      break;
+    }
+    if (!parallelAccessesHold(var, s->body))
+      return false;
+  }
+  return true;
+}
+
 class KernelEmitter {
 public:
   KernelEmitter(llvm::Module &m, const kir::Kernel &k, llvm::TargetMachine &tm,
@@ -191,9 +229,22 @@ private:
   void emitGemmTile(const kir::StmtNode &s);
   llvm::Function *gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch);
   /// A counted loop over [begin, end) of `var`; `kind` selects the loop metadata.
+  /// `independent`: the KIR loop's iterations are independent (a gpu_grid loop).
   void emitLoop(const std::string &var, Value *begin, Value *end, kir::LoopKind kind,
-                const kir::Expr &extentExpr, const std::vector<kir::Stmt> &body);
-  llvm::MDNode *loopMetadata(kir::LoopKind kind, const kir::Expr &extent);
+                const kir::Expr &extentExpr, const std::vector<kir::Stmt> &body,
+                bool independent = false);
+  llvm::MDNode *loopMetadata(kir::LoopKind kind, const kir::Expr &extent,
+                             llvm::MDNode *accessGroup);
+  /// Tags a buffer load or store with the access groups of the vectorized loops around it
+  /// whose iterations are independent (see emitLoop).
+  void tagAccess(llvm::Instruction *i) {
+    if (accessGroups_.empty())
+      return;
+    std::vector<llvm::Metadata *> groups(accessGroups_.begin(), accessGroups_.end());
+    i->setMetadata(llvm::LLVMContext::MD_access_group,
+                   groups.size() == 1 ? accessGroups_[0] : llvm::MDNode::get(c_, groups));
+  }
+  std::vector<llvm::MDNode *> accessGroups_;
   llvm::AllocaInst *entryAlloca(Type *t, const std::string &name) {
     llvm::BasicBlock &entry = fn_->getEntryBlock();
     IRBuilder<> eb(&entry, entry.getFirstInsertionPt());
@@ -348,7 +399,9 @@ Value *KernelEmitter::emitExpr(const kir::Expr &ep) {
     Value *p = bufferElement(e.buffer, e.args.empty() ? nullptr : e.args[0], dt);
     if (!p)
       return poison(e.type);
-    return loadValue(dt, b_.CreateLoad(storageType(dt), p));
+    llvm::LoadInst *ld = b_.CreateLoad(storageType(dt), p);
+    tagAccess(ld);
+    return loadValue(dt, ld);
   }
   case kir::ExprKind::Op:
     return emitOp(e);
@@ -787,7 +840,7 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
            k_.buffers[s.buffer].name, dtypeName(dt));
       return;
     }
-    b_.CreateStore(storeValue(dt, v), p);
+    tagAccess(b_.CreateStore(storeValue(dt, v), p));
     return;
   }
   case kir::StmtKind::Decl: {
@@ -884,7 +937,8 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
   fail("unknown statement kind");
 }
 
-llvm::MDNode *KernelEmitter::loopMetadata(kir::LoopKind kind, const kir::Expr &extent) {
+llvm::MDNode *KernelEmitter::loopMetadata(kir::LoopKind kind, const kir::Expr &extent,
+                                          llvm::MDNode *accessGroup) {
   std::vector<llvm::Metadata *> ops;
   ops.push_back(nullptr); // self reference
   auto flag = [&](const char *name, llvm::Metadata *v) {
@@ -911,6 +965,8 @@ llvm::MDNode *KernelEmitter::loopMetadata(kir::LoopKind kind, const kir::Expr &e
     // The vectorizer, not the full unroller that runs before it, takes the loop: unrolled
     // into 16 scalar copies (a cheap body of a 16-wide split), it was left scalar.
     ops.push_back(llvm::MDNode::get(c_, {llvm::MDString::get(c_, "llvm.loop.unroll.disable")}));
+    if (accessGroup)
+      flag("llvm.loop.parallel_accesses", accessGroup);
     break;
   }
   case kir::LoopKind::Unrolled:
@@ -928,7 +984,8 @@ llvm::MDNode *KernelEmitter::loopMetadata(kir::LoopKind kind, const kir::Expr &e
 }
 
 void KernelEmitter::emitLoop(const std::string &var, Value *begin, Value *end, kir::LoopKind kind,
-                             const kir::Expr &extentExpr, const std::vector<kir::Stmt> &body) {
+                             const kir::Expr &extentExpr, const std::vector<kir::Stmt> &body,
+                             bool independent) {
   llvm::BasicBlock *pre = b_.GetInsertBlock();
   auto *header = llvm::BasicBlock::Create(c_, var + ".header", fn_);
   auto *bodyB = llvm::BasicBlock::Create(c_, var + ".body", fn_);
@@ -941,13 +998,27 @@ void KernelEmitter::emitLoop(const std::string &var, Value *begin, Value *end, k
   b_.SetInsertPoint(bodyB);
   Scope saved = scope_;
   scope_[var] = Binding{iv, nullptr, DType::I64};
+  // A vectorized loop whose iterations are independent (a gpu_grid loop, whose iterations
+  // OpenCL runs as separate work-items) says so to LLVM: its buffer accesses form an access
+  // group the loop declares parallel. Without it, kernel buffers may alias as far as LLVM
+  // knows (an elementwise result may share its operand's storage, read only at the index being
+  // written), and the vectorizer checked the pointers' overlap at run time on every entry: once
+  // per vector of an NCHWc kernel's 8-lane inner loop, where the check cost more than the
+  // work (DenseNet-121's BatchNorm + ReLU kernels).
+  llvm::MDNode *group = nullptr;
+  if (kind == kir::LoopKind::Vectorized && independent && parallelAccessesHold(var, body)) {
+    group = llvm::MDNode::getDistinct(c_, {});
+    accessGroups_.push_back(group);
+  }
   for (const kir::Stmt &c : body)
     emitStmt(c);
+  if (group)
+    accessGroups_.pop_back();
   scope_ = std::move(saved);
   Value *next = b_.CreateAdd(iv, b_.getInt64(1), var + ".next", /*HasNUW=*/true,
                              /*HasNSW=*/true);
   llvm::BranchInst *latch = b_.CreateBr(header);
-  if (llvm::MDNode *md = loopMetadata(kind, extentExpr))
+  if (llvm::MDNode *md = loopMetadata(kind, extentExpr, group))
     latch->setMetadata(llvm::LLVMContext::MD_loop, md);
   iv->addIncoming(next, b_.GetInsertBlock());
   b_.SetInsertPoint(exit);
@@ -1116,7 +1187,7 @@ void KernelEmitter::emitFor(const kir::StmtNode &s) {
     emitParallelFor(s, extent);
     return;
   }
-  emitLoop(s.name, b_.getInt64(0), extent, s.loopKind, s.extent, s.body);
+  emitLoop(s.name, b_.getInt64(0), extent, s.loopKind, s.extent, s.body, s.independent);
 }
 
 /// Outlines the loop body into `void body(void* ctx, i64 begin, i64 end)`, where ctx holds the
