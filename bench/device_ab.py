@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+from device_cpu import bundle_nnc, make_log, pin_cores
+
 
 def knobs(text):
     return dict(kv.split("=") for kv in text.split(";") if kv) if text else {}
@@ -46,21 +48,11 @@ def main():
     args = ap.parse_args()
     deadline = time.time() + args.budget
     os.makedirs(args.out, exist_ok=True)
-    summary = os.path.join(args.out, "ab.txt")
-
-    def log(*a):
-        line = " ".join(str(x) for x in a)
-        print(line, flush=True)
-        with open(summary, "a") as f:
-            f.write(line + "\n")
-
+    log = make_log(os.path.join(args.out, "ab.txt"))
     threads = [int(t) for t in args.threads.split(",")]
-    avail = sorted(os.sched_getaffinity(0))
-    cores = avail[2:2 + max(threads)] if len(avail) >= 2 + max(threads) else avail
-    os.sched_setaffinity(0, cores)
+    pin_cores(threads)
     b = os.path.join(args.work, "b")
-    nnc = [os.path.join(b, "lib/ld-linux-x86-64.so.2"), "--library-path", os.path.join(b, "lib"),
-           os.path.join(b, "nnc")]
+    nnc = bundle_nnc(b)
     env = dict(os.environ, NNC_ORT_LIBRARY=os.path.join(b, "ort", "libonnxruntime.so.1"))
     d = os.path.join(args.work, "m", args.model)
     path, inp = os.path.join(d, "filled.onnx"), os.path.join(d, "input.npy")

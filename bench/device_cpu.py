@@ -38,6 +38,31 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def make_log(path):
+    """A print that also appends each line to `path` (a run cut short keeps what it said)."""
+    def log(*a):
+        line = " ".join(str(x) for x in a)
+        print(line, flush=True)
+        with open(path, "a") as f:
+            f.write(line + "\n")
+    return log
+
+
+def pin_cores(threads):
+    """Pins this process (and what it starts) to cores 2.. when there are enough (0 and 1
+    take the host's interrupts and daemons); returns them."""
+    avail = sorted(os.sched_getaffinity(0))
+    cores = avail[2:2 + max(threads)] if len(avail) >= 2 + max(threads) else avail
+    os.sched_setaffinity(0, cores)
+    return cores
+
+
+def bundle_nnc(bundle):
+    """The command that runs the bundle's nnc through its own ld.so and libraries."""
+    return [os.path.join(bundle, "lib/ld-linux-x86-64.so.2"), "--library-path",
+            os.path.join(bundle, "lib"), os.path.join(bundle, "nnc")]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--carry", default=HERE, help="the folder device_bundle.sh wrote")
@@ -53,19 +78,9 @@ def main():
     args = ap.parse_args()
     deadline = time.time() + args.budget
     os.makedirs(args.out, exist_ok=True)
-    summary = os.path.join(args.out, "summary.txt")
-
-    def log(*a):
-        line = " ".join(str(x) for x in a)
-        print(line, flush=True)
-        with open(summary, "a") as f:
-            f.write(line + "\n")
-
-    avail = sorted(os.sched_getaffinity(0))
+    log = make_log(os.path.join(args.out, "summary.txt"))
     threads = [int(t) for t in args.threads.split(",")]
-    # Cores 2.. when there are enough (0 and 1 take the host's interrupts and daemons).
-    cores = avail[2:2 + max(threads)] if len(avail) >= 2 + max(threads) else avail
-    os.sched_setaffinity(0, cores)
+    cores = pin_cores(threads)
 
     def sh(cmd, timeout=180, env=None):
         try:
@@ -80,8 +95,7 @@ def main():
         tarfile.open(os.path.join(args.carry, "bundle.tar.xz")).extractall(bundle)
         tarfile.open(os.path.join(args.carry, "models.tar.xz")).extractall(models_dir)
     log("unpacked in %.1f s; cores %s" % (time.time() - t0, cores))
-    nnc = [os.path.join(bundle, "lib/ld-linux-x86-64.so.2"), "--library-path",
-           os.path.join(bundle, "lib"), os.path.join(bundle, "nnc")]
+    nnc = bundle_nnc(bundle)
     ort_lib = os.path.join(bundle, "ort", "libonnxruntime.so.1")
     nnc_env = dict(os.environ, NNC_ORT_LIBRARY=ort_lib) if os.path.exists(ort_lib) else None
     log("ONNX Runtime: " + ("the bundle's C library, alternated with nnc by `nnc bench "
