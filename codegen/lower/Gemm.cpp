@@ -567,16 +567,12 @@ const tuning::Space &gemmCpuSpace() {
         // Unless the tile draws B faster than the L2 was seen to deliver it. Every row tile of
         // a block reads the column tile's panel (kc x nr) whole; a k step of an mr x nr tile
         // takes mr * nr / vw FMAs, on two FMA pipes half as many cycles, and reads nr * 4 bytes
-        // of B: 8 * vw / mr bytes a cycle. AVX2's 6 x 16 tile takes 10.7, and there a panel of
-        // all k from the L2 was the faster (ViT-B/16's 197-row GEMMs on the EPYC, k blocks of
-        // 256 / 128 against none, `nnc bench --compare tuning:`, 3 runs: 1.02-1.05 / 1.01-1.08
-        // the time at 1 thread, 0.97-1.05 / 1.03-1.12 at 2). AVX-512's 8 x 32 tile takes 16,
-        // and there k blocks of 128 whose panels stay in the L1 were the faster (the same
-        // GEMMs on an AVX-512 Xeon with a 48 KiB L1, each against ONNX Runtime run by run, 4
-        // runs: 0.88-0.97 the defaults' time at 1 thread, 0.73-0.96 at 2; blocks of 256 half
-        // the gain). So past 12 bytes a cycle, a panel of all k that overflows the L1 is
-        // blocked in k to the deepest block whose panel takes at most half of it. One row tile
-        // reads the panel once, blocked or not: such shapes keep theirs.
+        // of B: 8 * vw / mr bytes a cycle. At AVX2's 6 x 16 tile (10.7) a panel of all k from
+        // the L2 was the faster; at AVX-512's 8 x 32 (16), k blocks of 128 whose panels stay in
+        // the L1 were (ViT-B/16's GEMMs on both; bench/results/measurements-behind-defaults.md).
+        // So past 12 bytes a cycle, a panel of all k that overflows the L1 is blocked in k to
+        // the deepest block whose panel takes at most half of it. One row tile reads the panel
+        // once, blocked or not: such shapes keep theirs.
         if (8 * vw > 12 * mr && m > mr && k * nr * 4 > p.cpu.l1dBytes)
           for (int64_t cand : {512, 384, 256, 128, 64, 32})
             if (cand * nr * 4 <= p.cpu.l1dBytes / 2) {
