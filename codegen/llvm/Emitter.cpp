@@ -235,16 +235,14 @@ private:
                 bool independent = false);
   llvm::MDNode *loopMetadata(kir::LoopKind kind, const kir::Expr &extent,
                              llvm::MDNode *accessGroup);
-  /// Tags a buffer load or store with the access groups of the vectorized loops around it
-  /// whose iterations are independent (see emitLoop).
+  /// Tags a buffer load or store with the access group of the vectorized loop around it whose
+  /// iterations are independent (see emitLoop; such a loop holds no other loop, so there is at
+  /// most one).
   void tagAccess(llvm::Instruction *i) {
-    if (accessGroups_.empty())
-      return;
-    std::vector<llvm::Metadata *> groups(accessGroups_.begin(), accessGroups_.end());
-    i->setMetadata(llvm::LLVMContext::MD_access_group,
-                   groups.size() == 1 ? accessGroups_[0] : llvm::MDNode::get(c_, groups));
+    if (accessGroup_)
+      i->setMetadata(llvm::LLVMContext::MD_access_group, accessGroup_);
   }
-  std::vector<llvm::MDNode *> accessGroups_;
+  llvm::MDNode *accessGroup_ = nullptr;
   llvm::AllocaInst *entryAlloca(Type *t, const std::string &name) {
     llvm::BasicBlock &entry = fn_->getEntryBlock();
     IRBuilder<> eb(&entry, entry.getFirstInsertionPt());
@@ -1008,12 +1006,12 @@ void KernelEmitter::emitLoop(const std::string &var, Value *begin, Value *end, k
   llvm::MDNode *group = nullptr;
   if (kind == kir::LoopKind::Vectorized && independent && parallelAccessesHold(var, body)) {
     group = llvm::MDNode::getDistinct(c_, {});
-    accessGroups_.push_back(group);
+    accessGroup_ = group;
   }
   for (const kir::Stmt &c : body)
     emitStmt(c);
   if (group)
-    accessGroups_.pop_back();
+    accessGroup_ = nullptr;
   scope_ = std::move(saved);
   Value *next = b_.CreateAdd(iv, b_.getInt64(1), var + ".next", /*HasNUW=*/true,
                              /*HasNSW=*/true);

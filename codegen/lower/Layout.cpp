@@ -397,16 +397,7 @@ int64_t convAliasingBlocks(int64_t blockStride, int64_t l1Bytes) {
 ///     apart, 24.5 x 4 KiB: a column of every block falls in the same 2 of the 64 sets, so a
 ///     pass of 16 blocks holds 16 lines in the 16 ways of two sets while its weights need
 ///     them too (16-lane blocks on 56x56, or 8-lane ones on 112x112, share one set).
-///     Measured with `nnc bench --compare tuning:` (2-core EPYC, AVX2, 1 thread, 100
-///     alternations per run): ResNeXt-50's layer-1 256-to-128-channel pointwise conv there
-///     took 1.11-1.16x the time with passes of 16 blocks as with 8 (3 runs), and the same
-///     conv on a 58x56 map (8 sets) 0.98-1.00x, its 512-to-256 one on 28x28 (8 sets) and
-///     1024-to-512 one on 14x14 (32 sets) 0.98-1.00x. When the host was busier, passes of 8
-///     ran 1.02-1.12x faster on both the 56x56 and the 58x56 map (3 runs each). Models whose convs
-///     this changes, new defaults against the old (16 alternations per run, 2 runs at 1 and 2
-///     threads): DenseNet-121 1.175 and 1.08 at 1 thread, 0.99-1.00 at 2; ResNet-50 1.02-1.06
-///     and 1.00-1.03; EfficientNet-B0 and MobileNetV2 0.96-1.02; geometric mean of the 40 ratios of
-///     10 CNNs 1.009.
+///     Measured on the EPYC: bench/results/measurements-behind-defaults.md.
 /// `weightBytes` is one output block's packed weights over `kc` input blocks.
 int64_t convDefaultPassBlocks(int64_t m, int64_t kc, int64_t weightBytes, int64_t blockStride,
                               int64_t l1Bytes) {
