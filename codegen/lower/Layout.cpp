@@ -340,7 +340,8 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
 // The tuning problem of a conv_nchwc: dims = {output blocks, output columns, block, output
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
 // bytes of one output block, input blocks of a group, bytes of one image's input, input bytes
-// one output column advances, bytes from one input block to the next}.
+// one output column advances, bytes from one input block to the next, a strided conv's input
+// bytes of one column}.
 enum ConvDim {
   kMb,
   kOW,
@@ -348,10 +349,12 @@ enum ConvDim {
   kGroupBlocks,
   kDepthwise,
   kWeightBytes,
-  kKc,          ///< the reduction's input blocks (input channels when the input is plain)
-  kInBytes,     ///< one image's input
-  kColumnStep,  ///< input bytes one output column advances (block lanes x element x stride)
-  kBlockStride, ///< bytes from one input block (or plain channel) to the next
+  kKc,                 ///< the reduction's input blocks (input channels when the input is plain)
+  kInBytes,            ///< one image's input
+  kColumnStep,         ///< input bytes one output column advances (block lanes x element x stride)
+  kBlockStride,        ///< bytes from one input block (or plain channel) to the next
+  kStridedColumnBytes, ///< a strided conv's input bytes of one column (block lanes x element),
+                       ///< 0 when plain, stride 1 or patch-like (kernel width = stride)
   kConvDims
 };
 
@@ -520,7 +523,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                depthwise ? 1 : Kc,
                inBytes,
                columnStep,
-               blockStride};
+               blockStride,
+               plain || aw.stride == 1 || KW == aw.stride ? 0 : xs[4] * int64_t(dtypeSize(t))};
   prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   ConvTile ct;
@@ -823,10 +827,20 @@ const tuning::Space &convNchwcCpuSpace() {
             std::min<int64_t>(7, convTileMaxColumns(1, convTileRegisters(b, p.cpu))));
         return tuning::Config{{"m", 1}, {"r", c.width}, {"kc", 0}};
       }
-      ConvTile ct = chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
-                                   convTileLineColumns(p.dims[kColumnStep]), p.dims[kWeightBytes],
-                                   p.cpu.l2Bytes, p.dims[kGroupBlocks],
-                                   convInputBeyondL2(p.dims[kInBytes], p.cpu));
+      // A strided conv whose taps leave part of each column's input lines unread (1x1, stride
+      // 2) or share them with the next column (3x3, stride 2) also takes its tiles' columns in
+      // whole lines of blocks, as a stride-1 conv does (convTileLineColumns): the wider tiles
+      // that the model prices the same (4 x 3, 3 x 4 on AVX2) measured slower there. Patch-like
+      // convs (kernel width = stride: ConvNeXt's 2x2 downsampling), whose every column reads
+      // its lines whole, measured faster with them and keep them
+      // (bench/results/measurements-behind-defaults.md).
+      int64_t lineStep = p.dims[kColumnStep];
+      if (p.dims[kStridedColumnBytes] > 0)
+        lineStep = std::min(lineStep, p.dims[kStridedColumnBytes]);
+      ConvTile ct =
+          chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
+                         convTileLineColumns(lineStep), p.dims[kWeightBytes], p.cpu.l2Bytes,
+                         p.dims[kGroupBlocks], convInputBeyondL2(p.dims[kInBytes], p.cpu));
       return tuning::Config{
           {"m", ct.blocks},
           {"r", ct.positions},
