@@ -1182,8 +1182,10 @@ bool KernelEmitter::emitTransposedTile(const kir::StmtNode &s) {
         ok = ok ? b_.CreateAnd(ok, whole) : whole;
       }
     }
-    if (error_)
+    if (error_) {
+      scope_ = std::move(saved);
       return true;
+    }
     auto *vecB = llvm::BasicBlock::Create(c_, av + ".tile", fn_);
     scalarB = llvm::BasicBlock::Create(c_, av + ".edge", fn_);
     join = llvm::BasicBlock::Create(c_, av + ".tiled", fn_);
@@ -1199,11 +1201,14 @@ bool KernelEmitter::emitTransposedTile(const kir::StmtNode &s) {
   for (unsigned b = 0; b < lanes; ++b) {
     at(0, b);
     Value *p = bufferElement(ld.buffer, li, dt);
-    if (!p)
+    if (!p) {
+      scope_ = std::move(saved);
       return true;
+    }
     rows[b] = b_.CreateAlignedLoad(vt, p, align);
   }
-  // Stage k swaps bit k of the row and column positions between rows i and i + k.
+  // The stage of k = 1, 2, 4, ... swaps the bit of value k between the row and column
+  // positions: rows i (that bit clear) and i + k exchange the elements where it differs.
   for (unsigned k = 1; k < lanes; k <<= 1)
     for (unsigned i = 0; i < lanes; ++i) {
       if (i & k)
@@ -1220,8 +1225,10 @@ bool KernelEmitter::emitTransposedTile(const kir::StmtNode &s) {
   for (unsigned a = 0; a < lanes; ++a) {
     at(a, 0);
     Value *p = bufferElement(st->buffer, si, dt);
-    if (!p)
+    if (!p) {
+      scope_ = std::move(saved);
       return true;
+    }
     b_.CreateAlignedStore(rows[a], p, align);
   }
   scope_ = saved;
