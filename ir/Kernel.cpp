@@ -364,6 +364,17 @@ bool isIntImm(const Expr &e, int64_t v) {
   return e && e->kind == ExprKind::IntImm && e->intValue == v;
 }
 
+bool mentions(const Expr &e, const std::set<std::string> &names) {
+  if (!e)
+    return false;
+  if (e->kind == ExprKind::Var && names.count(e->name))
+    return true;
+  for (const Expr &a : e->args)
+    if (mentions(a, names))
+      return true;
+  return false;
+}
+
 // ---- Statement builders ----------------------------------------------------------------------
 
 const char *loopKindName(LoopKind k) {

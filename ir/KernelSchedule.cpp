@@ -93,17 +93,6 @@ void substituteStmt(const Stmt &s, const std::string &name, const Expr &with) {
     substituteStmt(b, name, with);
 }
 
-bool mentions(const Expr &e, const std::set<std::string> &names) {
-  if (!e)
-    return false;
-  if (e->kind == ExprKind::Var && names.count(e->name))
-    return true;
-  for (const Expr &a : e->args)
-    if (mentions(a, names))
-      return true;
-  return false;
-}
-
 /// Finds loop `name`: the path of statement slots from the root to it (inclusive).
 bool findLoop(Stmt &slot, const std::string &name, std::vector<Stmt *> &path) {
   if (!slot)

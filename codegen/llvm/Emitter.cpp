@@ -46,14 +46,7 @@ struct Binding {
 using Scope = std::map<std::string, Binding>;
 
 bool mentionsVar(const kir::Expr &e, const std::string &var) {
-  if (!e)
-    return false;
-  if (e->kind == kir::ExprKind::Var && e->name == var)
-    return true;
-  for (const kir::Expr &a : e->args)
-    if (mentionsVar(a, var))
-      return true;
-  return false;
+  return kir::mentions(e, {var});
 }
 
 /// Whether the independent iterations of a vectorized loop over `var` may be declared

@@ -834,9 +834,8 @@ const tuning::Space &convNchwcCpuSpace() {
       // convs (kernel width = stride: ConvNeXt's 2x2 downsampling), whose every column reads
       // its lines whole, measured faster with them and keep them
       // (bench/results/measurements-behind-defaults.md).
-      int64_t lineStep = p.dims[kColumnStep];
-      if (p.dims[kStridedColumnBytes] > 0)
-        lineStep = std::min(lineStep, p.dims[kStridedColumnBytes]);
+      int64_t lineStep =
+          p.dims[kStridedColumnBytes] > 0 ? p.dims[kStridedColumnBytes] : p.dims[kColumnStep];
       ConvTile ct =
           chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
                          convTileLineColumns(lineStep), p.dims[kWeightBytes], p.cpu.l2Bytes,

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,8 @@ Expr call(const std::string &name, std::vector<Expr> args);
 Expr strict(Expr e);
 /// True when `e` is an IntImm equal to v.
 bool isIntImm(const Expr &e, int64_t v);
+/// True when `e` reads a variable named in `names`.
+bool mentions(const Expr &e, const std::set<std::string> &names);
 
 // ---- Statements ------------------------------------------------------------------------------
 
