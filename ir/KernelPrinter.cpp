@@ -173,13 +173,16 @@ struct Printer {
     }
     case StmtKind::GemmTile: {
       const GemmTileShape &t = s->tile;
-      out += fmt::format("{}gemm_tile {}x{} {}[{}; ldc {}] {}= {}[{}; lda {}, ak {}] * "
-                         "{}[{}; ldb {}{}] over k < {}\n",
-                         pad, t.mr, t.nr, bufferName(s->buffer), expr(s->args[2]), t.ldc,
-                         t.accumulate ? "+" : "", bufferName(t.a), expr(s->args[0]), t.lda, t.ak,
-                         bufferName(t.b), expr(s->args[1]), t.ldb,
-                         t.prefetchB ? fmt::format(", prefetch +{}", t.prefetchB) : "",
-                         expr(s->args[3]));
+      out += fmt::format(
+          "{}gemm_tile {}x{} {}[{}; ldc {}] {}= {}[{}; lda {}, ak {}] * "
+          "{}[{}; ldb {}{}] over k < {}\n",
+          pad, t.mr, t.nr, bufferName(s->buffer), expr(s->args[2]), t.ldc, t.accumulate ? "+" : "",
+          bufferName(t.a), expr(s->args[0]), t.lda, t.ak, bufferName(t.b), expr(s->args[1]), t.ldb,
+          t.prefetchB ? fmt::format(", prefetch +{}{}", t.prefetchB,
+                                    t.prefetchShift ? fmt::format(" row k >> {}", t.prefetchShift)
+                                                    : std::string())
+                      : "",
+          expr(s->args[3]));
       return;
     }
     }

@@ -369,6 +369,8 @@ struct Verifier {
                               k.buffers[s.buffer].name));
     if (t.mr <= 0 || t.nr <= 0 || t.lda < 0 || t.ak < 0 || t.ldb < 0 || t.ldc < 0)
       return fail(fmt::format("gemm_tile {}x{} with a negative stride", t.mr, t.nr));
+    if (t.prefetchShift < 0 || t.prefetchShift > 30)
+      return fail(fmt::format("gemm_tile prefetch shift {} outside [0, 30]", t.prefetchShift));
     // With constant offsets and k extent, the last element each operand touches must lie
     // in its buffer.
     auto imm = [](const Expr &e) { return e->kind == ExprKind::IntImm; };

@@ -268,7 +268,7 @@ private:
   void emitParallelFor(const kir::StmtNode &s, Value *extent);
   void emitGemmTile(const kir::StmtNode &s);
   bool emitTransposedTile(const kir::StmtNode &s);
-  llvm::Function *gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch);
+  llvm::Function *gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch, int shift = 0);
   /// A counted loop over [begin, end) of `var`; `kind` selects the loop metadata.
   /// `independent`: the KIR loop's iterations are independent (a gpu_grid loop).
   void emitLoop(const std::string &var, Value *begin, Value *end, kir::LoopKind kind,
@@ -1088,9 +1088,10 @@ void KernelEmitter::emitGemmTile(const kir::StmtNode &s) {
   Value *pa = b_.CreateInBoundsGEP(f32, bufs_[t.a], v[0]);
   Value *pb = b_.CreateInBoundsGEP(f32, bufs_[t.b], v[1]);
   Value *pc = b_.CreateInBoundsGEP(f32, bufs_[s.buffer], v[2]);
-  b_.CreateCall(gemmMicrokernel(t.mr, t.nr, t.prefetchB != 0),
-                {pa, pb, pc, v[3], b_.getInt64(t.lda), b_.getInt64(t.ak), b_.getInt64(t.ldb),
-                 b_.getInt64(t.ldc), b_.getInt1(t.accumulate), b_.getInt64(t.prefetchB)});
+  b_.CreateCall(
+      gemmMicrokernel(t.mr, t.nr, t.prefetchB != 0, t.prefetchB != 0 ? t.prefetchShift : 0),
+      {pa, pb, pc, v[3], b_.getInt64(t.lda), b_.getInt64(t.ak), b_.getInt64(t.ldb),
+       b_.getInt64(t.ldc), b_.getInt1(t.accumulate), b_.getInt64(t.prefetchB)});
 }
 
 /// A permutation's tile (permuteSchedule): `for a < W { for b < W' { [if (guard)]
@@ -1240,14 +1241,16 @@ bool KernelEmitter::emitTransposedTile(const kir::StmtNode &s) {
 /// of <W x float> (W: the target's f32 lanes) held in SSA values across the k loop; per k step it
 /// loads ceil(nr / W) vectors of B's row, broadcasts one A value per row and multiply-adds
 /// (llvm.fmuladd: an FMA where the target has one). A partial last vector uses masked loads
-/// and stores. The `_pfb` variant also prefetches, per k step, the B row at element offset
-/// pfb from the step's row (GemmTileShape::prefetchB). One definition per module and variant.
-llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch) {
+/// and stores. The `_pfb<s>` variant also prefetches, per k step p, the B row at element offset
+/// pfb from row p >> s (GemmTileShape::prefetchB, prefetchShift). One definition per module
+/// and variant.
+llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch, int shift) {
   unsigned w = static_cast<unsigned>(cpu_.f32Lanes());
   const char *isa = cpu_.level == CpuTarget::Level::V4   ? "avx512"
                     : cpu_.level == CpuTarget::Level::V3 ? "avx2"
                                                          : "vec4";
-  std::string name = fmt::format("f32_gemm_{}x{}_{}{}", mr, nr, isa, prefetch ? "_pfb" : "");
+  std::string name = fmt::format("f32_gemm_{}x{}_{}{}", mr, nr, isa,
+                                 prefetch ? fmt::format("_pfb{}", shift) : std::string());
   if (llvm::Function *f = m_.getFunction(name))
     return f;
   Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty(), *f32 = b_.getFloatTy();
@@ -1311,7 +1314,10 @@ llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr, bool pref
     bv.push_back(loadVec(b.CreateInBoundsGEP(f32, brow, b.getInt64(v * w)), v));
   if (prefetch) {
     // One prefetch per 64-byte line of the row (a hint: never faults, so no bounds).
-    Value *prow = b.CreateGEP(f32, brow, pfb);
+    Value *from = brow;
+    if (shift > 0)
+      from = b.CreateInBoundsGEP(f32, bp, b.CreateMul(b.CreateLShr(kv, b.getInt64(shift)), ldb));
+    Value *prow = b.CreateGEP(f32, from, pfb);
     for (int64_t l = 0; l * 16 < nr; ++l)
       b.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr},
                         {b.CreateGEP(f32, prow, b.getInt64(l * 16)), b.getInt32(0), b.getInt32(3),

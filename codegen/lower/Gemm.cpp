@@ -10,8 +10,9 @@
 //     tiles, and inside them the row tiles: one kir::GemmTile each, which the LLVM backend
 //     emits as f32_gemm_<mr>x<nr>_<isa> (explicit <W x float> accumulators, broadcast A,
 //     FMA, masked edge lanes). The first k block overwrites C, later ones accumulate. With
-//     pf=1 a block's first row tile also prefetches the next B panel (a cold weight streams
-//     in while the other row tiles compute). Blocks are balanced (equal tile counts).
+//     pf > 0 a block's first pf row tiles also prefetch the next B panel, 1/pf of it each (a
+//     cold weight streams in while the other row tiles compute). Blocks are balanced (equal
+//     tile counts).
 //  3. With `ops.finish` (a fused epilogue), each block's elements are finished right after
 //     its last k block, while the block is still in cache.
 //
@@ -200,7 +201,7 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
   bool packA = knob(cfg, "pa", 0) == 1 && ops.packScratch >= 0 && k > 0 &&
                st.aBase->kind == kir::ExprKind::IntImm;
   // A produced block was just written: it is in cache already.
-  bool prefetch = knob(cfg, "pf", 0) == 1 && !produced;
+  bool prefetch = knob(cfg, "pf", 0) > 0 && !produced;
 
   std::vector<Stmt> before;
   int bsrc = ops.b, asrc = ops.a;
@@ -349,13 +350,27 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     kir::GemmTileShape shape = tileShape(mrR);
     Stmt tile = tileAt(shape, row0, aPanel);
     if (prefetch && rbT > 1) {
-      // The block's first row tile also prefetches the same k rows of the next panel (the
+      // The block's first row tiles also prefetch the same k rows of the next panel (the
       // next column tile: k * w further in panels, nrR columns further in place), which the
       // block's other row tiles leave time to arrive (with one row tile there is no such
-      // time, and a whole panel ahead overshoots L1).
+      // time, and a whole panel ahead overshoots L1). pf tiles share it (a power of two, at
+      // most half the block's tiles): tile t takes the t-th 1/pf of the rows, one row per pf
+      // k steps (GemmTileShape::prefetchShift), so a cold panel streams in at 1/pf of the
+      // rate that one tile would ask of memory.
+      int64_t share = 1;
+      int shift = 0;
+      while (share * 2 <= knob(cfg, "pf", 1) && share * 2 <= rbT / 2) {
+        share *= 2;
+        ++shift;
+      }
+      int64_t rowsPerTile = (kc + share - 1) / share;
       kir::GemmTileShape pf = shape;
-      pf.prefetchB = (pack || ops.packedNr > 0) ? k * shape.ldb : nrR;
-      tile = kir::ifThen(kir::lt(it, i64c(1)), tileAt(pf, row0, aPanel), tile);
+      pf.prefetchShift = shift;
+      int64_t next = (pack || ops.packedNr > 0) ? k * shape.ldb : nrR;
+      for (int64_t t = share - 1; t >= 0; --t) {
+        pf.prefetchB = next + t * rowsPerTile * shape.ldb;
+        tile = kir::ifThen(kir::lt(it, i64c(t + 1)), tileAt(pf, row0, aPanel), tile);
+      }
     }
     // Tiles in this block (the last block may hold fewer).
     Expr itExt = rt % rbT == 0 ? i64c(rbT) : kir::min(i64c(rbT), kir::sub(i64c(rt), rowT0));
@@ -515,7 +530,9 @@ const tuning::Space &gemmCpuSpace() {
         {"pb", {0, 1}, "mk=1: 1: B packed at run time into panels of nr columns"},
         {"pa", {0, 1}, "mk=1: 1: A packed at run time into panels of mr rows"},
         {"par", {0, 1}, "1: blocks (or the batch loop) run on the thread pool"},
-        {"pf", {0, 1}, "mk=1: 1: a block's first row tile prefetches the next B panel"},
+        {"pf",
+         {0, 1, 2, 4, 8, 16},
+         "mk=1: the first pf row tiles of a block prefetch the next B panel, 1/pf each (0: none)"},
     };
     s.valid = [](const Config &c, const tuning::Problem &p) {
       if (!tuning::namesEveryKnob(gemmCpuSpace(), c))
@@ -653,8 +670,12 @@ const tuning::Space &gemmCpuSpace() {
         int64_t pa = produced || (rowsMerged && matmul) ? 1 : 0;
         // Prefetching the next B panel hides a cold B (a weight last touched a whole model
         // run ago); a B within the target's L2 stays warm, where the prefetches only take load
-        // slots.
-        int64_t pf = k * n * 4 > p.cpu.l2Bytes && !produced ? 1 : 0;
+        // slots. Four row tiles share each panel's prefetch: all of it in the first tile asks
+        // memory for a 768-deep, 16-wide panel (48 KiB) within one tile's ~2 us, beyond one
+        // core's bandwidth, and that tile waits. ViT-B/16 and 24 cold 197 x 768 x 2304 GEMMs
+        // on the AMD EPYC (AVX2), against one tile: 2-4% faster whole model in same-process
+        // A/Bs, 5-10% by per-kernel minima (bench/results/measurements-behind-defaults.md).
+        int64_t pf = k * n * 4 > p.cpu.l2Bytes && !produced ? 4 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
       }

@@ -807,12 +807,14 @@ TEST(LLVMCodegen, GemmTileMatchesEvaluator) {
   // Tiles with a partial last vector (masked), a k loop of odd length, A read transposed
   // (lda 1, ak mr) and row-major, accumulating onto C and overwriting it; C's padding
   // columns (ldc > nr) must stay untouched. A prefetch hint (even one past B's end: it never
-  // faults) changes nothing.
-  for (auto [mr, nr, kc, transposedA, accumulate, prefetch] :
-       {std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t>{5, 21, 13, false, true, 0},
-        {3, 32, 7, true, false, 1 << 20},
-        {1, 5, 1, false, true, 0},
-        {4, 16, 0, false, true, 16}}) {
+  // faults), of every row or of one row per 2^shift k steps, changes nothing.
+  for (auto [mr, nr, kc, transposedA, accumulate, prefetch, shift] :
+       {std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int>{5, 21, 13, false, true, 0,
+                                                                        0},
+        {3, 32, 7, true, false, 1 << 20, 0},
+        {6, 16, 19, false, false, 3 * 18, 2},
+        {1, 5, 1, false, true, 0, 0},
+        {4, 16, 0, false, true, 16, 3}}) {
     int64_t ldc = nr + 3, ldb = nr + 2;
     Kernel k;
     k.name = "tile";
@@ -831,6 +833,7 @@ TEST(LLVMCodegen, GemmTileMatchesEvaluator) {
     s.ldc = ldc;
     s.accumulate = accumulate;
     s.prefetchB = prefetch;
+    s.prefetchShift = shift;
     k.body = gemmTile(s, 2, intImm(0), intImm(0), intImm(0), intImm(kc));
     ASSERT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
     EXPECT_NE(printKernel(k).find("gemm_tile"), std::string::npos) << printKernel(k);
@@ -878,6 +881,11 @@ TEST(LLVMCodegen, GemmTileOutOfBoundsIsRejected) {
   EXPECT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
   k.body = gemmTile(s, 2, intImm(0), intImm(0), intImm(1), intImm(4)); // C one past its end
   EXPECT_TRUE(verifyKernel(k));
+  s.prefetchB = 16;
+  s.prefetchShift = -1;
+  k.body = gemmTile(s, 2, intImm(0), intImm(0), intImm(0), intImm(4));
+  EXPECT_TRUE(verifyKernel(k)); // a shift of the prefetched rows below zero
+  s.prefetchShift = 0;
   k.buffers[0].dtype = DType::F64;
   k.body = gemmTile(s, 2, intImm(0), intImm(0), intImm(0), intImm(4));
   EXPECT_TRUE(verifyKernel(k)); // f32 only

@@ -167,6 +167,10 @@ struct GemmTileShape {
   /// at element offset p * ldb + prefetchB from the tile's B (e.g. the same row of the next
   /// panel), so a cold B streams in while this tile computes.
   int64_t prefetchB = 0;
+  /// With prefetchB: the k step p prefetches the row p >> prefetchShift (at that offset)
+  /// instead, so the tile prefetches 1/2^shift of its k rows, each row on 2^shift steps in a
+  /// row; 2^shift tiles with offsets a part apart then share one panel's prefetch.
+  int prefetchShift = 0;
 };
 
 struct StmtNode;
