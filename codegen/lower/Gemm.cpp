@@ -671,10 +671,9 @@ const tuning::Space &gemmCpuSpace() {
         // Prefetching the next B panel hides a cold B (a weight last touched a whole model
         // run ago); a B within the target's L2 stays warm, where the prefetches only take load
         // slots. Four row tiles share each panel's prefetch: all of it in the first tile asks
-        // memory for a 768-deep, 16-wide panel (48 KiB) within one tile's ~2 us, beyond one
-        // core's bandwidth, and that tile waits. ViT-B/16 and 24 cold 197 x 768 x 2304 GEMMs
-        // on the AMD EPYC (AVX2), against one tile: 2-4% faster whole model in same-process
-        // A/Bs, 5-10% by per-kernel minima (bench/results/measurements-behind-defaults.md).
+        // memory for a 768-deep, 16-wide panel (48 KiB) within one tile's ~2 us, most of what
+        // one core draws, and that tile waits on it (measured on transformers' weight GEMMs:
+        // bench/results/measurements-behind-defaults.md).
         int64_t pf = k * n * 4 > p.cpu.l2Bytes && !produced ? 4 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
