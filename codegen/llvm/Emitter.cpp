@@ -1088,10 +1088,9 @@ void KernelEmitter::emitGemmTile(const kir::StmtNode &s) {
   Value *pa = b_.CreateInBoundsGEP(f32, bufs_[t.a], v[0]);
   Value *pb = b_.CreateInBoundsGEP(f32, bufs_[t.b], v[1]);
   Value *pc = b_.CreateInBoundsGEP(f32, bufs_[s.buffer], v[2]);
-  b_.CreateCall(
-      gemmMicrokernel(t.mr, t.nr, t.prefetchB != 0, t.prefetchB != 0 ? t.prefetchShift : 0),
-      {pa, pb, pc, v[3], b_.getInt64(t.lda), b_.getInt64(t.ak), b_.getInt64(t.ldb),
-       b_.getInt64(t.ldc), b_.getInt1(t.accumulate), b_.getInt64(t.prefetchB)});
+  b_.CreateCall(gemmMicrokernel(t.mr, t.nr, t.prefetchB != 0, t.prefetchShift),
+                {pa, pb, pc, v[3], b_.getInt64(t.lda), b_.getInt64(t.ak), b_.getInt64(t.ldb),
+                 b_.getInt64(t.ldc), b_.getInt1(t.accumulate), b_.getInt64(t.prefetchB)});
 }
 
 /// A permutation's tile (permuteSchedule): `for a < W { for b < W' { [if (guard)]
