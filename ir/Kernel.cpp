@@ -383,6 +383,8 @@ const char *loopKindName(LoopKind k) {
   case LoopKind::Parallel: return "parallel";
   case LoopKind::Vectorized: return "vectorized";
   case LoopKind::Unrolled: return "unrolled";
+  case LoopKind::Scalar:
+    return "scalar";
   case LoopKind::GpuBlock:
     return "gpu_block";
   case LoopKind::GpuThread:

@@ -162,16 +162,19 @@ private:
     // Groups narrower than a block that read the channels they write (RegNet's groups of 8
     // channels on 16 lanes) are regrouped into one group per block with a block-diagonal
     // weight (zeros across the old groups), so the conv runs blocked; at most half of its
-    // multiply-adds are against those zeros.
-    if (group > 1 && cg > 1 && cg < b && b % cg == 0 && b / cg <= 2 && m == c && m / group == cg &&
-        c % b == 0) {
+    // multiply-adds are against those zeros. Channels that end inside a block (RegNet-Y-400MF's
+    // 104 on 16 lanes) leave the last block's old group beside padding lanes, which it reads
+    // against zero weights like the other old groups' channels.
+    bool regrouped = false;
+    if (group > 1 && cg > 1 && cg < b && b % cg == 0 && b / cg <= 2 && m == c && m / group == cg) {
       w = blockDiagonal(conv, w, group, b);
-      group = c / b;
+      group = (c + b - 1) / b;
       cg = b;
+      regrouped = true;
       addStat("groups-regrouped");
     }
     bool depthwise = group > 1 && cg == 1 && m == c;
-    bool grouped = group > 1 && cg % b == 0 && (m / group) % b == 0;
+    bool grouped = regrouped || (group > 1 && cg % b == 0 && (m / group) % b == 0);
     if (group > 1 && !depthwise && !grouped)
       return nullptr;
     // A plain input of fewer channels than a block is read as it is (no padding to b lanes),

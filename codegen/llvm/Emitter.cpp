@@ -1014,6 +1014,9 @@ llvm::MDNode *KernelEmitter::loopMetadata(kir::LoopKind kind, const kir::Expr &e
     else
       ops.push_back(llvm::MDNode::get(c_, {llvm::MDString::get(c_, "llvm.loop.unroll.enable")}));
     break;
+  case kir::LoopKind::Scalar:
+    flag("llvm.loop.vectorize.enable", i1(false));
+    break;
   default:
     return nullptr;
   }

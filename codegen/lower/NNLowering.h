@@ -111,9 +111,9 @@ struct Nest {
     loops.push_back({n, std::move(extent)});
     return kir::var(n);
   }
-  kir::Stmt wrap(kir::Stmt body) const {
+  kir::Stmt wrap(kir::Stmt body, kir::LoopKind kind = kir::LoopKind::Serial) const {
     for (size_t d = loops.size(); d-- > 0;)
-      body = kir::forLoop(loops[d].first, loops[d].second, body);
+      body = kir::forLoop(loops[d].first, loops[d].second, body, kind);
     return body;
   }
   bool empty() const { return loops.empty(); }

@@ -442,6 +442,57 @@ TEST(LLVMCodegen, ReductionWithAccumulator) {
   }
 }
 
+TEST(LLVMCodegen, ScalarLoopsKeepTheLoopVectorizerOff) {
+  // A pooled row of 16 lanes (a channel block): one f64 accumulator per lane, updated in a
+  // Scalar loop over the rows. The loop carries the vectorizer's off switch, so no lane is
+  // gathered at the row's stride; the lanes' updates are packed into vectors (SLP) instead.
+  const int rows = 50, lanes = 16;
+  Kernel k;
+  k.name = "pool_row";
+  k.buffers = {buf("x", DType::F32, rows * lanes, BufferRole::Operand, 0, false),
+               buf("out", DType::F32, lanes, BufferRole::Result, 0, true)};
+  std::vector<Stmt> decls, adds, stores;
+  for (int j = 0; j < lanes; ++j) {
+    std::string a = "acc" + std::to_string(j);
+    decls.push_back(decl(a, DType::F64, floatImm(0, DType::F64)));
+    Expr at = add(mul(var("r"), intImm(lanes)), intImm(j));
+    adds.push_back(accumulate(
+        a, op(OpKind::Add, {var(a, DType::F64), cast(load(0, DType::F32, at), DType::F64)})));
+    stores.push_back(store(1, intImm(j), cast(var(a, DType::F64), DType::F32)));
+  }
+  std::vector<Stmt> body = decls;
+  body.push_back(forLoop("r", intImm(rows), block(adds), LoopKind::Scalar));
+  body.insert(body.end(), stores.begin(), stores.end());
+  k.body = block(body);
+  EXPECT_NE(printStmt(k.body).find("for r in 0..50 scalar {"), std::string::npos)
+      << printStmt(k.body);
+  auto ir = emitLLVMIR({k}, /*optimized=*/false);
+  ASSERT_TRUE(ir) << ir.takeError().message();
+  EXPECT_NE(ir->find("!\"llvm.loop.vectorize.enable\", i1 false}"), std::string::npos) << *ir;
+  auto opt = emitLLVMIR({k}, /*optimized=*/true);
+  ASSERT_TRUE(opt) << opt.takeError().message();
+  EXPECT_EQ(opt->find("gather"), std::string::npos) << *opt;
+  bool vectorAdd = false;
+  std::istringstream lines(*opt);
+  for (std::string line; std::getline(lines, line);)
+    vectorAdd |=
+        line.find("fadd") != std::string::npos && line.find(" x double>") != std::string::npos;
+  EXPECT_TRUE(vectorAdd) << *opt;
+  auto m = compileOrDie({k});
+  ASSERT_TRUE(m);
+  std::vector<float> x(rows * lanes), out(lanes);
+  for (int e = 0; e < rows * lanes; ++e)
+    x[e] = static_cast<float>(e % 13) - 6.0f;
+  void *bufs[] = {x.data(), out.data()};
+  m->lookup("pool_row")(bufs);
+  for (int j = 0; j < lanes; ++j) {
+    float want = 0;
+    for (int r = 0; r < rows; ++r)
+      want += x[r * lanes + j];
+    EXPECT_EQ(out[j], want) << "lane " << j;
+  }
+}
+
 TEST(LLVMCodegen, IfThenElse) {
   Kernel k;
   k.name = "branches";

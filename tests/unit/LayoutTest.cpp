@@ -201,6 +201,9 @@ TEST(LayoutTest, ConvConfigurationsMatchInterpreter) {
       // groups of 4 channels (half a block of 8), reading the channels they write: regrouped
       // into one group per block, stride 2
       {1, 24, 7, 9, 24, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6, true, ""},
+      // the same with channels that end inside a block (20 on blocks of 8): the last block
+      // holds one old group beside padding lanes
+      {1, 20, 7, 9, 20, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 5, true, ""},
       // odd output block counts (13, 5): tiles of several blocks and an edge tile of the
       // rest, pointwise on a 7x7 map and 3x3 with guarded edge columns
       {1, 16, 7, 7, 104, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true, ""},
@@ -221,12 +224,15 @@ TEST(LayoutTest, ConvConfigurationsMatchInterpreter) {
     Counts c = checkLayout(convGraph(same, 6, 9), b);
     EXPECT_EQ(c.blockedConvs, 1);
   }
-  // Block 16 (the AVX-512 register tiles): a wide row with two and four blocks per tile, and
-  // 7 blocks (112 channels) as tiles of several and an edge tile.
+  // Block 16 (the AVX-512 register tiles): a wide row with two and four blocks per tile,
+  // 7 blocks (112 channels) as tiles of several and an edge tile, and groups of 8 channels
+  // regrouped into blocks of 16, the last holding one group beside padding (RegNet-Y-400MF's
+  // 104 channels: 24 here).
   for (ConvCase wide :
        {ConvCase{1, 16, 3, 61, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
         ConvCase{1, 32, 5, 7, 128, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
-        ConvCase{1, 32, 5, 9, 112, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""}}) {
+        ConvCase{1, 32, 5, 9, 112, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+        ConvCase{1, 24, 6, 7, 24, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, true, ""}}) {
     Counts c = checkLayout(convGraph(wide, wide.h, wide.w), 16);
     EXPECT_EQ(c.blockedConvs, 1);
   }
@@ -309,6 +315,62 @@ graph @res(%x: f32[1,40,4,7], %s: f32[1,16,4,7]) -> (f32[1,16,4,7]) {{
               std::make_shared<FixedConvConfig>(tuning::Config{{"m", 2}, {"r", 3}, {"kc", 2}}),
               &ks);
   EXPECT_EQ(convScratchBuffers(ks), 1);
+}
+
+TEST(LayoutTest, FusedEpilogueStoresInVectorChunks) {
+  // A residual add and relu fused into a conv tile of 2 blocks x 6 columns x 8 lanes (96
+  // stores; the residual is the first conv's result, blocked as the second's): the epilogue values
+  // are computed and stored a vector register's worth at a time (all of the tile's at once left
+  // LLVM more live vectors than registers, and its SLP vectorizer spilled and shuffled), loads of
+  // the residual still never following a store of their chunk.
+  std::string residual =
+      fmt::format(R"(
+graph @res(%x: f32[1,32,6,14]) -> (f32[1,32,6,14]) {{
+  %w = {}
+  %v = {}
+  %s = conv(%x, %v) {{dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [1, 1]}} : f32[1,32,6,14]
+  %y = conv(%s, %w) {{dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [1, 1]}} : f32[1,32,6,14]
+  %a = add(%y, %s) : f32[1,32,6,14]
+  %zero = constant {{value = dense<f32[]>[0]}} : f32[]
+  %r = max(%a, %zero) : f32[1,32,6,14]
+  return %r
+}})",
+                  denseRandom({32, 32, 1, 1}, 9), denseRandom({32, 32, 1, 1}, 10));
+  std::vector<kir::Kernel> ks;
+  checkLayout(residual, 8,
+              std::make_shared<FixedConvConfig>(tuning::Config{{"m", 2}, {"r", 6}, {"kc", 0}}),
+              &ks);
+  const int64_t lanes = CpuTarget::host().vectorBits / 32; // the compiled kernels' target
+  int64_t stores = 0, longest = 0;
+  std::function<void(const kir::Stmt &, int)> walk = [&](const kir::Stmt &st, int result) {
+    if (!st)
+      return;
+    int64_t run = 0;
+    for (const kir::Stmt &c : st->body) {
+      if (!c)
+        continue;
+      if (c->kind == kir::StmtKind::Decl && c->name.rfind("fz", 0) == 0 && c->name.size() > 2 &&
+          c->name.compare(c->name.size() - 2, 2, "_v") == 0) {
+        longest = std::max(longest, ++run);
+      } else if (c->kind == kir::StmtKind::Store && c->buffer == result) {
+        ++stores;
+        run = 0;
+      } else {
+        walk(c, result);
+      }
+    }
+  };
+  for (const kir::Kernel &k : ks)
+    if (k.name.find("conv_nchwc_fused") != std::string::npos)
+      for (size_t b = 0; b < k.buffers.size(); ++b)
+        if (k.buffers[b].role == kir::BufferRole::Result)
+          walk(k.body, static_cast<int>(b));
+  std::string names;
+  for (const kir::Kernel &k : ks)
+    names += k.name + " ";
+  EXPECT_GE(stores, 96) << names;
+  EXPECT_GE(longest, 1);
+  EXPECT_LE(longest, lanes);
 }
 
 TEST(LayoutTest, GroupedConvWithUnalignedGroupsStays) {

@@ -89,11 +89,13 @@ TEST(LowerElementwise, BroadcastCollapsesDims) {
   EXPECT_NE(text.find("20"), std::string::npos) << text;
   EXPECT_EQ((*ks)[0].buffers.size(), 3u);
   EXPECT_EQ((*ks)[0].buffers[2].role, kir::BufferRole::Result);
-  // Too small to share out on the CPU: the only step declares the nest independent (an
-  // OpenCL device's grid).
-  ASSERT_EQ((*ks)[0].schedule.steps.size(), 1u);
+  // Too small to share out on the CPU (no parallel loop): the nest is declared independent
+  // (an OpenCL device's grid) and its inner loop vectorized.
+  ASSERT_EQ((*ks)[0].schedule.steps.size(), 2u);
   EXPECT_EQ((*ks)[0].schedule.steps[0].kind, kir::ScheduleStep::GpuGrid);
   EXPECT_EQ((*ks)[0].schedule.steps[0].loops.size(), 3u);
+  EXPECT_EQ((*ks)[0].schedule.steps[1].kind, kir::ScheduleStep::Vectorize);
+  EXPECT_EQ((*ks)[0].schedule.steps[1].loop, (*ks)[0].schedule.steps[0].loops.back());
 }
 
 TEST(LowerElementwise, LargeFlatIsScheduled) {
