@@ -92,10 +92,10 @@ Kernels lowerCopy(const Node &node, const std::string &prefix) {
   return std::vector<kir::Kernel>{b.finish(body, defaultSchedule(loops, n))};
 }
 
-/// The result is operand 0 seen with extents `view`, transposed by `perm` (out dim i is view
-/// dim perm[i]) and read back in row-major order.
-Kernels permuteKernel(const Node &node, const std::string &prefix, const Extents &view,
-                      const std::vector<int64_t> &perm) {
+} // namespace
+
+std::vector<kir::Kernel> permuteKernel(const Node &node, const std::string &prefix,
+                                       const Extents &view, const std::vector<int64_t> &perm) {
   KernelBuilder b(node, prefix);
   int in = b.operand(0), out = b.result(0);
   std::vector<int64_t> vs = stridesOf(view), inStrides;
@@ -113,6 +113,8 @@ Kernels permuteKernel(const Node &node, const std::string &prefix, const Extents
       &loops);
   return std::vector<kir::Kernel>{b.finish(body, permuteSchedule(loops, mid, inStrides))};
 }
+
+namespace {
 
 Kernels lowerShapeOf(const Node &node, const std::string &prefix) {
   Extents e = extentsOf(node.operand(0));

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <optional>
 
 #include "Lowerers.h"
 #include "NNLowering.h"
@@ -59,9 +60,31 @@ Kernels copyKernel(const Node &node, const std::string &prefix,
   return Kernels{kb.finish(body, defaultSchedule(loops, out, /*vectorize=*/false))};
 }
 
+/// A whole number of blocks: [O, C, P] and [O, C/b, P, b] (O the dims before the channel
+/// axis, P those after it) are transposes of each other's [O, C/b, b, P] view, copied in
+/// tiles transposed in registers, as a permutation is (a per-element copy strided through one
+/// side by b: ResNeXt-50's 128-channel maps at 56x56 took 0.27-0.35 ms each way on AVX-512).
+std::optional<Kernels> blockTranspose(const Node &node, const std::string &prefix,
+                                      const Extents &plain, int64_t axis, int64_t b,
+                                      bool toBlocked) {
+  if (b < 2 || plain[axis] % b != 0)
+    return std::nullopt;
+  int64_t o = 1, p = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    o *= plain[d];
+  for (size_t d = axis + 1; d < plain.size(); ++d)
+    p *= plain[d];
+  int64_t cb = plain[axis] / b;
+  if (toBlocked)
+    return permuteKernel(node, prefix, {o, cb, b, p}, {0, 1, 3, 2});
+  return permuteKernel(node, prefix, {o, cb, p, b}, {0, 1, 3, 2});
+}
+
 Expected<Kernels> lowerToNCHWc(const Node &node, const std::string &prefix) {
   Extents in = extentsOf(node.operand(0));
   int64_t axis = node.getInt("axis", 1), b = node.getInt("block", 1), c = in[axis];
+  if (std::optional<Kernels> ks = blockTranspose(node, prefix, in, axis, b, true))
+    return *ks;
   std::vector<int64_t> is = stridesOf(in);
   auto channel = [&](const std::vector<Expr> &idx) {
     return kir::add(kir::mul(idx[axis], i64(b)), idx.back());
@@ -81,6 +104,9 @@ Expected<Kernels> lowerToNCHWc(const Node &node, const std::string &prefix) {
 Expected<Kernels> lowerFromNCHWc(const Node &node, const std::string &prefix) {
   Extents in = extentsOf(node.operand(0));
   int64_t axis = node.getInt("axis", 1), b = in.back();
+  if (std::optional<Kernels> ks =
+          blockTranspose(node, prefix, extentsOf(node.result(0)), axis, b, false))
+    return *ks;
   std::vector<int64_t> is = stridesOf(in);
   return copyKernel(
       node, prefix,

@@ -30,6 +30,12 @@ bool isViewGroup(const LoweringUnit &u);
 /// One kernel for a group with views (ViewFusion.cpp): the views' index maps composed into
 /// the loads of the group's inputs.
 Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u, const std::string &prefix);
+/// One kernel whose result is `node`'s operand 0 seen with extents `view`, transposed by
+/// `perm` (out dim i is view dim perm[i]) and read back in row-major order; a transpose of
+/// the two innermost moving dims runs in tiles (permuteSchedule) that LLVM transposes in
+/// registers (DataMovement.cpp).
+std::vector<kir::Kernel> permuteKernel(const Node &node, const std::string &prefix,
+                                       const Extents &view, const std::vector<int64_t> &perm);
 /// The tuning space of conv_nchwc's register tiles (Layout.cpp).
 const tuning::Space &convNchwcCpuSpace();
 

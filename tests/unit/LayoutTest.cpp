@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "nnc/codegen/Tuning.h"
 #include "nnc/ir/Parser.h"
@@ -371,6 +372,29 @@ graph @res(%x: f32[1,32,6,14]) -> (f32[1,32,6,14]) {{
   EXPECT_GE(stores, 96) << names;
   EXPECT_GE(longest, 1);
   EXPECT_LE(longest, lanes);
+}
+
+TEST(LayoutTest, WholeBlockTransformsAreTiledTransposes) {
+  // to_nchwc of 32 channels (whole blocks of 8 and of 16) is a transpose of [C/b, b, H*W]
+  // into [C/b, H*W, b]: tiled (split and reordered loops, which LLVM transposes in
+  // registers); 20 channels (a partial block, zero lanes) keep the per-element copy.
+  for (auto [channels, block, tiled] :
+       {std::tuple<int64_t, int, bool>{32, 8, true}, {32, 16, true}, {20, 8, false}}) {
+    ConvCase k{1, channels, 6, 9, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""};
+    std::vector<kir::Kernel> ks;
+    checkLayout(convGraph(k, 6, 9), block, nullptr, &ks);
+    int found = 0;
+    for (const kir::Kernel &kn : ks)
+      if (kn.name.find("to_nchwc") != std::string::npos) {
+        ++found;
+        bool reordered = false;
+        for (const kir::ScheduleStep &st : kn.schedule.steps)
+          reordered |= st.kind == kir::ScheduleStep::Reorder;
+        EXPECT_EQ(reordered, tiled) << channels << " channels, block " << block << "\n"
+                                    << kir::printKernel(kn);
+      }
+    EXPECT_EQ(found, 1) << channels << " channels, block " << block;
+  }
 }
 
 TEST(LayoutTest, GroupedConvWithUnalignedGroupsStays) {
