@@ -128,10 +128,10 @@ bool mentions(const Expr &e, const std::set<std::string> &names);
 /// kind, constant extents); their iterations must be independent, as a parallel loop's. The
 /// CPU backends and the evaluator run them as serial loops.
 /// A Scalar loop is a serial loop whose body already spans the vector lanes (straight-line
-/// updates of one named local per lane, which LLVM's SLP vectorizer packs into vectors: a conv
-/// tile's accumulators, a pooled row's running sums); the LLVM emitter keeps the loop
-/// vectorizer off it, which would widen it along its own iterations instead (lanes gathered at
-/// the row's stride). Every backend runs it as a serial loop.
+/// updates of one named local per lane, which LLVM's SLP vectorizer packs into vectors: a
+/// pooled row's running sums); the LLVM emitter keeps the loop vectorizer off it, which would
+/// widen it along its own iterations instead (lanes gathered at the row's stride). Every
+/// backend runs it as a serial loop.
 enum class LoopKind : uint8_t {
   Serial,
   Parallel,
