@@ -398,6 +398,15 @@ TEST(LLVMCodegen, F16RoundTrip) {
   }
 }
 
+/// Whether the LLVM IR text `ir` holds a vector fadd of element type `lanes` (" x float>").
+static bool hasVectorFAdd(const std::string &ir, const char *lanes) {
+  std::istringstream lines(ir);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("fadd") != std::string::npos && line.find(lanes) != std::string::npos)
+      return true;
+  return false;
+}
+
 TEST(LLVMCodegen, ReductionWithAccumulator) {
   // out[r] = sum_c x[r, c], the accumulator a Decl updated by Assign. A plain Assign keeps
   // the additions in order (scalar adds); accumulate() lets LLVM keep partial sums in vector
@@ -419,13 +428,8 @@ TEST(LLVMCodegen, ReductionWithAccumulator) {
     EXPECT_EQ(printStmt(k.body).find("=reassoc") != std::string::npos, reassoc);
     auto ir = emitLLVMIR({k}, /*optimized=*/true);
     ASSERT_TRUE(ir) << ir.takeError().message();
-    bool vectorAdd = false;
-    std::istringstream lines(*ir);
-    for (std::string line; std::getline(lines, line);)
-      vectorAdd |= line.find("fadd") != std::string::npos &&
-                   line.find(" x float>") != std::string::npos;
     if (cols >= 1024)
-      EXPECT_EQ(vectorAdd, reassoc) << *ir;
+      EXPECT_EQ(hasVectorFAdd(*ir, " x float>"), reassoc) << *ir;
     auto m = compileOrDie({k});
     ASSERT_TRUE(m);
     std::vector<float> x(rows * cols), out(rows);
@@ -472,12 +476,7 @@ TEST(LLVMCodegen, ScalarLoopsKeepTheLoopVectorizerOff) {
   auto opt = emitLLVMIR({k}, /*optimized=*/true);
   ASSERT_TRUE(opt) << opt.takeError().message();
   EXPECT_EQ(opt->find("gather"), std::string::npos) << *opt;
-  bool vectorAdd = false;
-  std::istringstream lines(*opt);
-  for (std::string line; std::getline(lines, line);)
-    vectorAdd |=
-        line.find("fadd") != std::string::npos && line.find(" x double>") != std::string::npos;
-  EXPECT_TRUE(vectorAdd) << *opt;
+  EXPECT_TRUE(hasVectorFAdd(*opt, " x double>")) << *opt;
   auto m = compileOrDie({k});
   ASSERT_TRUE(m);
   std::vector<float> x(rows * lanes), out(lanes);
