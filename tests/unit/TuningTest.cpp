@@ -290,7 +290,15 @@ TEST(Tuning, GemmKBlocksKeepTheBPanelInL1WhenTheTileDrawsBFast) {
   EXPECT_EQ(tile(L::V4, 197, 768, 2304), "8 32 128");
   EXPECT_EQ(tile(L::V4, 197, 3072, 768), "8 32 128");
   // A 48 KiB L1 holds no deeper block from the candidates (192 would be half of it).
-  EXPECT_EQ(tile(L::V4, 197, 768, 3072, 48 << 10), "8 32 128");
+  EXPECT_EQ(tile(L::V4, 197, 768, 2304, 48 << 10), "8 32 128");
+  // C's rows a multiple of 4 KiB apart (3072 and 1024 floats) fold onto a fraction of the
+  // cache sets, where a C block re-read per k block misses: all of k in one block.
+  EXPECT_EQ(tile(L::V4, 197, 768, 3072), "8 32 0");
+  EXPECT_EQ(tile(L::V4, 197, 768, 3072, 48 << 10), "8 32 0");
+  EXPECT_EQ(tile(L::V4, 512, 1024, 1024), "8 32 0");
+  // 1.5 and 1.375 pages apart, they spread over the sets: blocked as before.
+  EXPECT_EQ(tile(L::V4, 196, 768, 1536), "8 32 128");
+  EXPECT_EQ(tile(L::V4, 196, 384, 1408), "8 32 128");
   // A panel of all k within the L1 stays whole (256 x 32 floats: 32 KiB of a 48 KiB L1).
   EXPECT_EQ(tile(L::V4, 197, 256, 768, 48 << 10), "8 32 0");
   // One row tile reads each panel once: nothing to keep.
