@@ -237,7 +237,8 @@ Expected<std::vector<kir::Kernel>> lowerLayerNorm(const Node &node, const std::s
 
   Sched sc;
   sc.rows(r, rows, rows * cols);
-  sc.vectorize(c3, cols);
+  for (const std::string &c : {c1, c2, c3})
+    sc.s.steps.push_back({Step::Vectorize, c, 0, {}});
   return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
 }
 
