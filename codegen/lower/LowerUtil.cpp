@@ -246,8 +246,12 @@ kir::Schedule defaultSchedule(const std::vector<std::string> &loops, const Exten
     // vector as it is.
     s.steps.push_back({Step::Vectorize, inner, 0, {}});
   }
-  if (extents.front() >= 2)
-    s.steps.push_back({Step::Parallel, loops.front(), 0, {}});
+  // The outermost loop of two or more iterations (leading dims of 1, a batch of one, skipped).
+  for (size_t d = 0; d + 1 < loops.size(); ++d)
+    if (extents[d] >= 2) {
+      s.steps.push_back({Step::Parallel, loops[d], 0, {}});
+      break;
+    }
   return s;
 }
 

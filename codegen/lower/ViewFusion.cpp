@@ -365,6 +365,65 @@ Expr loadIndexOf(const Expr &e, int b) {
   return nullptr;
 }
 
+/// The divisors d of loop variable `var` in `e`'s index math taken exactly as var / d or
+/// var % d (d > 1).
+void blockDivisors(const Expr &e, const std::string &var, std::set<int64_t> &out) {
+  if (e->kind == kir::ExprKind::Op && (e->op == OpKind::Div || e->op == OpKind::Mod) &&
+      e->args[0]->kind == kir::ExprKind::Var && e->args[0]->name == var &&
+      e->args[1]->kind == kir::ExprKind::IntImm && e->args[1]->intValue > 1) {
+    out.insert(e->args[1]->intValue);
+    return;
+  }
+  for (const Expr &a : e->args)
+    blockDivisors(a, var, out);
+}
+
+/// `e` with loop variable `var` = q * d + r (0 <= r < d): var / d is q, var % d is r, and
+/// any other use of var is q * d + r.
+Expr splitVar(const Expr &e, const std::string &var, int64_t d, const Expr &q, const Expr &r) {
+  if (!e)
+    return e;
+  switch (e->kind) {
+  case kir::ExprKind::IntImm:
+  case kir::ExprKind::FloatImm:
+    return e;
+  case kir::ExprKind::Var:
+    return e->name == var ? kir::add(kir::mul(q, imm(d)), r) : e;
+  default:
+    break;
+  }
+  if (e->kind == kir::ExprKind::Op && (e->op == OpKind::Div || e->op == OpKind::Mod) &&
+      e->args[0]->kind == kir::ExprKind::Var && e->args[0]->name == var &&
+      e->args[1]->kind == kir::ExprKind::IntImm && e->args[1]->intValue == d)
+    return e->op == OpKind::Div ? q : r;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr &a : e->args) {
+    args.push_back(splitVar(a, var, d, q, r));
+    changed = changed || args.back() != a;
+  }
+  if (!changed)
+    return e;
+  if (e->kind == kir::ExprKind::Load)
+    return kir::load(e->buffer, e->type, args[0]);
+  if (e->kind == kir::ExprKind::Op && !e->strict)
+    return kir::op(e->op, std::move(args)); // refolds index arithmetic
+  auto n = std::make_shared<kir::ExprNode>(*e);
+  n->args = std::move(args);
+  return n;
+}
+
+void splitVarInStmt(const Stmt &s, const std::string &var, int64_t d, const Expr &q,
+                    const Expr &r) {
+  s->extent = splitVar(s->extent, var, d, q, r);
+  s->index = splitVar(s->index, var, d, q, r);
+  s->value = splitVar(s->value, var, d, q, r);
+  for (Expr &a : s->args)
+    a = splitVar(a, var, d, q, r);
+  for (const Stmt &b : s->body)
+    splitVarInStmt(b, var, d, q, r);
+}
+
 } // namespace
 
 bool isViewGroup(const LoweringUnit &u) {
@@ -474,14 +533,41 @@ Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
       dst[d] = kir::add(c[d], imm(p.offset[d]));
     std::vector<Stmt> body = comp.decls();
     body.push_back(kir::store(ob, flatIndex(dst, stridesOf(oe)), value));
+    // A loop whose variable the index math divides by one d, as var / d and var % d (a
+    // blocked layout's channel: from_nchwc, fused with a permute or not), becomes two loops,
+    // var / d and var % d, over which the index math is affine: the schedule below then sees
+    // the contiguous runs of d (ConvNeXt's NCHWc16 -> NHWC permute had its channel loop
+    // outermost for the division, storing 16-element runs 384 floats apart).
+    Extents ext = p.ext;
+    for (size_t d = 0; d < loops.size(); ++d) {
+      std::set<int64_t> ds;
+      for (const Stmt &st : body)
+        for (const Expr &e : {st->index, st->value})
+          if (e)
+            blockDivisors(e, loops[d], ds);
+      if (ds.size() != 1 || ext[d] <= *ds.begin() || ext[d] % *ds.begin() != 0)
+        continue;
+      int64_t dv = *ds.begin();
+      std::string qn = loops[d] + "q", rn = loops[d] + "r";
+      for (const Stmt &st : body)
+        splitVarInStmt(st, loops[d], dv, kir::var(qn), kir::var(rn));
+      loops[d] = qn;
+      loops.insert(loops.begin() + static_cast<std::ptrdiff_t>(d) + 1, rn);
+      env[qn] = ext[d] / dv;
+      env[rn] = dv;
+      ext[d] /= dv;
+      ext.insert(ext.begin() + static_cast<std::ptrdiff_t>(d) + 1, dv);
+      ++d;
+    }
+    value = body.back()->value;
     Stmt s = body.size() == 1 ? body[0] : kir::block(body);
-    for (size_t d = p.ext.size(); d-- > 0;)
-      s = kir::forLoop(loops[d], imm(p.ext[d]), s);
+    for (size_t d = ext.size(); d-- > 0;)
+      s = kir::forLoop(loops[d], imm(ext[d]), s);
     nests.push_back(s);
     // Loops whose variables feed selects, divisions or clamps go outside the others, so the
     // index math of each of their iterations is computed once (LLVM hoists it) and the inner
     // loops only stride; else read along the loop that walks the largest input contiguously.
-    kir::Schedule sched = defaultSchedule(loops, p.ext);
+    kir::Schedule sched = defaultSchedule(loops, ext);
     std::set<std::string> outer;
     nonAffineVars(value, false, outer);
     std::vector<std::string> order;
@@ -498,13 +584,13 @@ Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
       sched.steps.push_back({kir::ScheduleStep::Reorder, "", 0, order});
       // Each element is stored once: on an OpenCL device the loops are one NDRange.
       sched.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, order});
-      if (numElementsOf(p.ext) >= 65536)
+      if (numElementsOf(ext) >= 65536)
         for (const std::string &l : order)
           if (env[l] >= 2) {
             sched.steps.push_back({kir::ScheduleStep::Parallel, l, 0, {}});
             break;
           }
-    } else if (idx && p.ext.size() >= 2) {
+    } else if (idx && ext.size() >= 2) {
       std::vector<int64_t> strides;
       bool known = true;
       for (const std::string &l : loops) {
@@ -513,7 +599,7 @@ Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
         strides.push_back(known ? static_cast<int64_t>(std::llround(std::fabs(s))) : 0);
       }
       if (known && strides.back() != 1)
-        sched = permuteSchedule(loops, p.ext, strides);
+        sched = permuteSchedule(loops, ext, strides);
     }
     for (const kir::ScheduleStep &st : sched.steps)
       k.schedule.steps.push_back(st);

@@ -397,6 +397,37 @@ TEST(LayoutTest, WholeBlockTransformsAreTiledTransposes) {
   }
 }
 
+TEST(LayoutTest, BlockedOutputPermutedToChannelsLastIsAffine) {
+  // ConvNeXt's block: a blocked conv's result permuted to NHWC. The fused from_nchwc +
+  // transpose reads channel c at (c / b, c % b): its channel loop becomes two loops, c / b
+  // and c % b, and the index math affine (no division left), the block lanes innermost.
+  for (int block : {8, 16}) {
+    std::string text = fmt::format(R"(
+graph @g(%x: f32[1,16,6,9]) -> (f32[1,6,9,32]) {{
+  %w = {}
+  %a = conv(%x, %w) {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : f32[1,32,6,9]
+  %t = transpose(%a) {{perm = [0, 2, 3, 1]}} : f32[1,6,9,32]
+  return %t
+}})",
+                                   denseRandom({32, 16, 3, 3}, 7));
+    std::vector<kir::Kernel> ks;
+    Counts c = checkLayout(text, block, nullptr, &ks);
+    EXPECT_EQ(c.blockedConvs, 1);
+    int found = 0;
+    for (const kir::Kernel &kn : ks) {
+      std::string printed = kir::printKernel(kn);
+      if (printed.find("from_nchwc") == std::string::npos &&
+          kn.name.find("transpose") == std::string::npos)
+        continue;
+      ++found;
+      EXPECT_EQ(printed.find(fmt::format(" / {})", block)), std::string::npos) << printed;
+      EXPECT_EQ(printed.find(fmt::format(" % {})", block)), std::string::npos) << printed;
+      EXPECT_NE(printed.find(fmt::format("in 0..{} {{", block)), std::string::npos) << printed;
+    }
+    EXPECT_EQ(found, 1) << "block " << block;
+  }
+}
+
 TEST(LayoutTest, GroupedConvWithUnalignedGroupsStays) {
   ConvCase k{1, 9, 5, 5, 6, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, true, ""};
   Counts c = checkLayout(convGraph(k, 5, 5), 8);
