@@ -1,6 +1,9 @@
 // Helpers shared by the lowerers (see LowerUtil.h).
 #include "LowerUtil.h"
 
+#include <algorithm>
+#include <optional>
+
 namespace nnc::lower {
 
 Extents extentsOf(const Value *v) {
@@ -347,6 +350,44 @@ int64_t constFactor(const Expr &e) {
 
 } // namespace
 
+/// A non-negative index e written as high * g + low with 0 <= low < g, for a g > 1 that
+/// divides m: then e / m = high / (m / g) and e % m = (high % (m / g)) * g + low, so a
+/// flat index r * cols + c (a GEMM epilogue's element, c < cols) broadcast by a modulus that
+/// is a multiple of cols keeps c as it is (contiguous) and takes the modulus of r alone.
+struct FactoredIndex {
+  Expr high, low;
+  int64_t g = 1;
+};
+std::optional<FactoredIndex> factorOut(const Expr &e, int64_t m, const LoopExtents &env) {
+  std::vector<Expr> ts;
+  terms(e, ts);
+  std::vector<int64_t> cands;
+  for (const Expr &t : ts) {
+    int64_t k = constFactor(t);
+    if (k > 1 && m % k == 0 && k < m)
+      cands.push_back(k);
+  }
+  std::sort(cands.rbegin(), cands.rend());
+  for (int64_t g : cands) {
+    Expr high = kir::intImm(0), low = kir::intImm(0);
+    for (const Expr &t : ts) {
+      int64_t k = constFactor(t);
+      if (k <= 0 || k % g != 0) {
+        low = kir::add(low, t);
+      } else if (t->kind == kir::ExprKind::IntImm) {
+        high = kir::add(high, kir::intImm(k / g));
+      } else {
+        Expr x = t->args[1]->kind == kir::ExprKind::IntImm ? t->args[0] : t->args[1];
+        high = kir::add(high, k == g ? x : kir::mul(x, kir::intImm(k / g)));
+      }
+    }
+    int64_t b = boundOf(low, env);
+    if (b >= 0 && b <= g)
+      return FactoredIndex{high, low, g};
+  }
+  return std::nullopt;
+}
+
 /// e / m for a non-negative index e (terms that are multiples of m divide exactly; the rest,
 /// when smaller than m, contributes nothing).
 Expr divIndex(const Expr &e, int64_t m, const LoopExtents &env) {
@@ -369,6 +410,8 @@ Expr divIndex(const Expr &e, int64_t m, const LoopExtents &env) {
   int64_t b = boundOf(rest, env);
   if (b >= 0 && b <= m)
     return q;
+  if (std::optional<FactoredIndex> f = factorOut(rest, m, env))
+    return kir::add(q, kir::div(f->high, kir::intImm(m / f->g)));
   return kir::add(q, kir::div(rest, kir::intImm(m)));
 }
 
@@ -387,6 +430,8 @@ Expr modIndex(const Expr &e, int64_t m, const LoopExtents &env) {
   int64_t b = boundOf(rest, env);
   if (b >= 0 && b <= m)
     return rest;
+  if (std::optional<FactoredIndex> f = factorOut(rest, m, env))
+    return kir::add(kir::mul(kir::mod(f->high, kir::intImm(m / f->g)), kir::intImm(f->g)), f->low);
   return kir::mod(rest, kir::intImm(m));
 }
 

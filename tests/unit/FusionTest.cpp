@@ -299,6 +299,30 @@ graph @g(%x: f32[2,7,8], %w: f32[8,33], %t: f32[7,1], %z: f32[33]) -> (f64[2,7,3
   EXPECT_EQ(kernels, 1u);
 }
 
+TEST(FusionTest, MatMulEpilogueBroadcastOverBatchesKeepsColumnsContiguous) {
+  // Swin's window attention scores plus a relative position bias: [4 windows, 3 heads, 7, 7]
+  // + [1, 3, 7, 7]. The bias is read at (r % 21) * 7 + c for result row r and column c (a
+  // vector load along c), not at the flat index modulo 147 (a gather per lane).
+  const std::string text = R"(
+graph @g(%q: f32[4,3,7,8], %k: f32[4,3,8,7], %b: f32[1,3,7,7]) -> (f32[4,3,7,7]) {
+  %s = matmul(%q, %k) : f32[4,3,7,7]
+  %y = add(%s, %b) : f32[4,3,7,7]
+  return %y
+})";
+  EXPECT_EQ(checkFusedMatchesUnfused(text, 1), 1u);
+  std::unique_ptr<Graph> g = parse(text);
+  ASSERT_TRUE(g);
+  PassContext ctx;
+  ctx.evaluate = interp();
+  ASSERT_FALSE(PassPipeline::defaultPipeline().run(*g, ctx));
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, CpuOptions{});
+  ASSERT_TRUE(exe) << exe.error().message();
+  ASSERT_EQ((*exe)->kernels().size(), 1u);
+  std::string printed = kir::printKernel((*exe)->kernels()[0]);
+  EXPECT_NE(printed.find("% 21) * 7)"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("% 147)"), std::string::npos) << printed;
+}
+
 TEST(FusionTest, MatMulEpilogueInsideGemmBlocks) {
   // The epilogue runs per GEMM cache block: 200 rows (three uneven row blocks, edge tiles)
   // x 40 columns (an edge column tile); a batched B whose epilogue leaf is the matmul's own
