@@ -14,7 +14,9 @@
 //       loops).
 //  2. One loop nest over the root's extents stores the value; a root concat instead gets one
 //     nest per operand over that operand's extents (no select), and so does each operand of a
-//     member concat that is one of those operands (nested concats flatten into pieces).
+//     member concat that is one of those operands (nested concats flatten into pieces). A loop
+//     whose variable the index math takes as var / d and var % d (a blocked channel) becomes
+//     two loops, var / d and var % d, and the index math affine in both.
 //  3. Schedule: when the largest input is read along a loop other than the innermost (a
 //     transpose-like group), permuteSchedule tiles the two loops; else defaultSchedule.
 #include <algorithm>
