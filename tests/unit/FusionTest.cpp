@@ -175,6 +175,49 @@ graph @g(%x1: f32[1,6,4,5], %b: f32[1,1,4,5,8]) -> (f32[1,6,4,5], f32[1,1,4,5,8]
   EXPECT_EQ(kernels, 3u);
 }
 
+TEST(FusionTest, TranscendentalAfterFromNchwcRunsAlongTheBlock) {
+  // MaxViT's MBConv: a GELU on a blocked conv's result, written plain. The from_nchwc + erf
+  // kernel reads the blocked input along its channel lanes (that loop innermost, vectorized),
+  // not in the 8 x 8 permutation tiles, which left erf scalar.
+  const std::string text = R"(
+graph @g(%b: f32[1,2,6,40,16]) -> (f32[1,32,6,40]) {
+  %f = from_nchwc(%b) {axis = 1, channels = 32} : f32[1,32,6,40]
+  %sqrt2 = constant {value = dense<f32[]>[1.4142135]} : f32[]
+  %one = constant {value = dense<f32[]>[1]} : f32[]
+  %half = constant {value = dense<f32[]>[0.5]} : f32[]
+  %d = div(%f, %sqrt2) : f32[1,32,6,40]
+  %e = erf(%d) : f32[1,32,6,40]
+  %p = add(%e, %one) : f32[1,32,6,40]
+  %q = mul(%f, %p) : f32[1,32,6,40]
+  %y = mul(%q, %half) : f32[1,32,6,40]
+  return %y
+})";
+  EXPECT_EQ(checkFusedMatchesUnfused(text, 1, nullptr, /*onOpenCL=*/true), 1u);
+  std::unique_ptr<Graph> g = parse(text);
+  ASSERT_TRUE(g);
+  PassContext ctx;
+  ctx.evaluate = interp();
+  ASSERT_FALSE(PassPipeline::defaultPipeline().run(*g, ctx));
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, CpuOptions{});
+  ASSERT_TRUE(exe) << exe.error().message();
+  ASSERT_EQ((*exe)->kernels().size(), 1u);
+  const kir::Kernel &k = (*exe)->kernels()[0];
+  std::string printed = kir::printKernel(k);
+  ASSERT_FALSE(k.schedule.steps.empty()) << printed;
+  const kir::ScheduleStep &order = k.schedule.steps.front();
+  ASSERT_EQ(order.kind, kir::ScheduleStep::Reorder) << printed;
+  const std::string &inner = order.loops.back();
+  bool vectorized = false, split = false;
+  for (const kir::ScheduleStep &st : k.schedule.steps) {
+    vectorized |= st.kind == kir::ScheduleStep::Vectorize && st.loop == inner;
+    split |= st.kind == kir::ScheduleStep::Split;
+  }
+  EXPECT_TRUE(vectorized) << printed;
+  EXPECT_FALSE(split) << printed;
+  // The innermost loop walks the 16 lanes of a block: its variable is the load's last term.
+  EXPECT_NE(printed.find("+ " + inner + "]"), std::string::npos) << printed;
+}
+
 TEST(FusionTest, ViewsWithElementwiseWork) {
   // A window partition with a residual add (reshape, transpose, reshape into an add), a
   // constant-index gather of a head (Swin's qkv[1]), a negative-step slice under a reshape,
