@@ -128,6 +128,24 @@ size_t checkFusedMatchesUnfused(const std::string &text, size_t minGroups,
   return (*exe)->kernels().size();
 }
 
+/// The one CPU kernel of `text` after the standard pipeline (an empty kernel, with a test
+/// failure, when it does not compile to exactly one).
+kir::Kernel onlyKernel(const std::string &text) {
+  std::unique_ptr<Graph> g = parse(text);
+  if (!g)
+    return {};
+  PassContext ctx;
+  ctx.evaluate = interp();
+  Error e = PassPipeline::defaultPipeline().run(*g, ctx);
+  EXPECT_FALSE(e) << e.message();
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, CpuOptions{});
+  EXPECT_TRUE(exe) << exe.error().message();
+  if (!exe)
+    return {};
+  EXPECT_EQ((*exe)->kernels().size(), 1u);
+  return (*exe)->kernels().size() == 1 ? (*exe)->kernels()[0] : kir::Kernel{};
+}
+
 TEST(FusionTest, BroadcastTreeWithSharedValues) {
   // One group with a DAG (%a used twice), broadcast leaves, a recomputed cheap add.
   size_t kernels = checkFusedMatchesUnfused(R"(
@@ -193,15 +211,7 @@ graph @g(%b: f32[1,2,6,40,16]) -> (f32[1,32,6,40]) {
   return %y
 })";
   EXPECT_EQ(checkFusedMatchesUnfused(text, 1, nullptr, /*onOpenCL=*/true), 1u);
-  std::unique_ptr<Graph> g = parse(text);
-  ASSERT_TRUE(g);
-  PassContext ctx;
-  ctx.evaluate = interp();
-  ASSERT_FALSE(PassPipeline::defaultPipeline().run(*g, ctx));
-  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, CpuOptions{});
-  ASSERT_TRUE(exe) << exe.error().message();
-  ASSERT_EQ((*exe)->kernels().size(), 1u);
-  const kir::Kernel &k = (*exe)->kernels()[0];
+  kir::Kernel k = onlyKernel(text);
   std::string printed = kir::printKernel(k);
   ASSERT_FALSE(k.schedule.steps.empty()) << printed;
   const kir::ScheduleStep &order = k.schedule.steps.front();
@@ -353,15 +363,7 @@ graph @g(%q: f32[4,3,7,8], %k: f32[4,3,8,7], %b: f32[1,3,7,7]) -> (f32[4,3,7,7])
   return %y
 })";
   EXPECT_EQ(checkFusedMatchesUnfused(text, 1), 1u);
-  std::unique_ptr<Graph> g = parse(text);
-  ASSERT_TRUE(g);
-  PassContext ctx;
-  ctx.evaluate = interp();
-  ASSERT_FALSE(PassPipeline::defaultPipeline().run(*g, ctx));
-  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, CpuOptions{});
-  ASSERT_TRUE(exe) << exe.error().message();
-  ASSERT_EQ((*exe)->kernels().size(), 1u);
-  std::string printed = kir::printKernel((*exe)->kernels()[0]);
+  std::string printed = kir::printKernel(onlyKernel(text));
   EXPECT_NE(printed.find("% 21) * 7)"), std::string::npos) << printed;
   EXPECT_EQ(printed.find("% 147)"), std::string::npos) << printed;
 }
