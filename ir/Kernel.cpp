@@ -375,7 +375,41 @@ bool mentions(const Expr &e, const std::set<std::string> &names) {
   return false;
 }
 
+Expr rewrite(const Expr &e, const std::function<Expr(const Expr &)> &replace) {
+  if (!e)
+    return e;
+  if (Expr r = replace(e))
+    return r;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr &a : e->args) {
+    args.push_back(rewrite(a, replace));
+    changed = changed || args.back() != a;
+  }
+  if (!changed)
+    return e;
+  if (e->kind == ExprKind::Load)
+    return load(e->buffer, e->type, args[0]);
+  if (e->kind == ExprKind::Op && !e->strict)
+    return op(e->op, std::move(args)); // refolds index arithmetic
+  auto n = std::make_shared<ExprNode>(*e);
+  n->args = std::move(args);
+  return n;
+}
+
 // ---- Statement builders ----------------------------------------------------------------------
+
+void rewriteStmt(const Stmt &s, const std::function<Expr(const Expr &)> &replace) {
+  if (!s)
+    return;
+  s->extent = rewrite(s->extent, replace);
+  s->index = rewrite(s->index, replace);
+  s->value = rewrite(s->value, replace);
+  for (Expr &a : s->args)
+    a = rewrite(a, replace);
+  for (const Stmt &b : s->body)
+    rewriteStmt(b, replace);
+}
 
 const char *loopKindName(LoopKind k) {
   switch (k) {

@@ -46,51 +46,19 @@ Stmt cloneStmt(const Stmt &s) {
   return c;
 }
 
-/// `e` with every Var `name` replaced by `with` (unchanged subtrees are shared).
+/// The replacement of every Var `name` by `with`, for rewrite() and rewriteStmt().
+std::function<Expr(const Expr &)> replaceVar(const std::string &name, const Expr &with) {
+  return [name, with](const Expr &x) {
+    return x->kind == ExprKind::Var && x->name == name ? with : Expr();
+  };
+}
+
 Expr substitute(const Expr &e, const std::string &name, const Expr &with) {
-  if (!e)
-    return e;
-  switch (e->kind) {
-  case ExprKind::IntImm:
-  case ExprKind::FloatImm: return e;
-  case ExprKind::Var: return e->name == name ? with : e;
-  case ExprKind::Load:
-  case ExprKind::Op:
-  case ExprKind::Cast:
-  case ExprKind::BitCast:
-  case ExprKind::Fma:
-  case ExprKind::Rem:
-  case ExprKind::Call: {
-    std::vector<Expr> args;
-    bool changed = false;
-    for (const Expr &a : e->args) {
-      args.push_back(substitute(a, name, with));
-      changed = changed || args.back() != a;
-    }
-    if (!changed)
-      return e;
-    if (e->kind == ExprKind::Load)
-      return load(e->buffer, e->type, args[0]);
-    if (e->kind == ExprKind::Op && !e->strict)
-      return op(e->op, std::move(args)); // refolds index arithmetic
-    auto n = std::make_shared<ExprNode>(*e);
-    n->args = std::move(args);
-    return n;
-  }
-  }
-  return e;
+  return rewrite(e, replaceVar(name, with));
 }
 
 void substituteStmt(const Stmt &s, const std::string &name, const Expr &with) {
-  if (!s)
-    return;
-  s->extent = substitute(s->extent, name, with);
-  s->index = substitute(s->index, name, with);
-  s->value = substitute(s->value, name, with);
-  for (Expr &a : s->args)
-    a = substitute(a, name, with);
-  for (const Stmt &b : s->body)
-    substituteStmt(b, name, with);
+  rewriteStmt(s, replaceVar(name, with));
 }
 
 /// Finds loop `name`: the path of statement slots from the root to it (inclusive).

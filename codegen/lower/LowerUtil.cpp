@@ -348,7 +348,13 @@ int64_t constFactor(const Expr &e) {
   return 1;
 }
 
-} // namespace
+/// Term t / g, for a term t that is x * k or the constant k (k = constFactor(t)), g dividing k.
+Expr divideTerm(const Expr &t, int64_t k, int64_t g) {
+  if (t->kind == kir::ExprKind::IntImm)
+    return kir::intImm(k / g);
+  Expr x = t->args[1]->kind == kir::ExprKind::IntImm ? t->args[0] : t->args[1];
+  return k == g ? x : kir::mul(x, kir::intImm(k / g));
+}
 
 /// A non-negative index e written as high * g + low with 0 <= low < g, for a g > 1 that
 /// divides m: then e / m = high / (m / g) and e % m = (high % (m / g)) * g + low, so a
@@ -372,14 +378,10 @@ std::optional<FactoredIndex> factorOut(const Expr &e, int64_t m, const LoopExten
     Expr high = kir::intImm(0), low = kir::intImm(0);
     for (const Expr &t : ts) {
       int64_t k = constFactor(t);
-      if (k <= 0 || k % g != 0) {
+      if (k <= 0 || k % g != 0)
         low = kir::add(low, t);
-      } else if (t->kind == kir::ExprKind::IntImm) {
-        high = kir::add(high, kir::intImm(k / g));
-      } else {
-        Expr x = t->args[1]->kind == kir::ExprKind::IntImm ? t->args[0] : t->args[1];
-        high = kir::add(high, k == g ? x : kir::mul(x, kir::intImm(k / g)));
-      }
+      else
+        high = kir::add(high, divideTerm(t, k, g));
     }
     int64_t b = boundOf(low, env);
     if (b >= 0 && b <= g)
@@ -387,6 +389,8 @@ std::optional<FactoredIndex> factorOut(const Expr &e, int64_t m, const LoopExten
   }
   return std::nullopt;
 }
+
+} // namespace
 
 /// e / m for a non-negative index e (terms that are multiples of m divide exactly; the rest,
 /// when smaller than m, contributes nothing).
@@ -399,10 +403,7 @@ Expr divIndex(const Expr &e, int64_t m, const LoopExtents &env) {
   for (const Expr &t : ts) {
     int64_t k = constFactor(t);
     if (k != 0 && k % m == 0) {
-      Expr x = t->kind == kir::ExprKind::IntImm
-                   ? kir::intImm(0)
-                   : (t->args[1]->kind == kir::ExprKind::IntImm ? t->args[0] : t->args[1]);
-      q = kir::add(q, t->kind == kir::ExprKind::IntImm ? kir::intImm(k / m) : kir::mul(x, kir::intImm(k / m)));
+      q = kir::add(q, divideTerm(t, k, m));
     } else {
       rest = kir::add(rest, t);
     }

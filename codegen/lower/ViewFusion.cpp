@@ -380,58 +380,28 @@ void blockDivisors(const Expr &e, const std::string &var, std::set<int64_t> &out
     blockDivisors(a, var, out);
 }
 
-/// `e` with loop variable `var` = q * d + r (0 <= r < d): var / d is q, var % d is r, and
-/// any other use of var is q * d + r.
-Expr splitVar(const Expr &e, const std::string &var, int64_t d, const Expr &q, const Expr &r) {
-  if (!e)
-    return e;
-  switch (e->kind) {
-  case kir::ExprKind::IntImm:
-  case kir::ExprKind::FloatImm:
-    return e;
-  case kir::ExprKind::Var:
-    return e->name == var ? kir::add(kir::mul(q, imm(d)), r) : e;
-  default:
-    break;
-  }
-  if (e->kind == kir::ExprKind::Op && (e->op == OpKind::Div || e->op == OpKind::Mod) &&
-      e->args[0]->kind == kir::ExprKind::Var && e->args[0]->name == var &&
-      e->args[1]->kind == kir::ExprKind::IntImm && e->args[1]->intValue == d)
-    return e->op == OpKind::Div ? q : r;
-  std::vector<Expr> args;
-  bool changed = false;
-  for (const Expr &a : e->args) {
-    args.push_back(splitVar(a, var, d, q, r));
-    changed = changed || args.back() != a;
-  }
-  if (!changed)
-    return e;
-  if (e->kind == kir::ExprKind::Load)
-    return kir::load(e->buffer, e->type, args[0]);
-  if (e->kind == kir::ExprKind::Op && !e->strict)
-    return kir::op(e->op, std::move(args)); // refolds index arithmetic
-  auto n = std::make_shared<kir::ExprNode>(*e);
-  n->args = std::move(args);
-  return n;
+/// The rewrite (kir::rewrite) of loop variable `var` as q * d + r (0 <= r < d): var / d is q,
+/// var % d is r, and any other use of var is q * d + r.
+std::function<Expr(const Expr &)> splitVar(const std::string &var, int64_t d, const Expr &q,
+                                           const Expr &r) {
+  auto isVar = [var](const Expr &x) { return x->kind == kir::ExprKind::Var && x->name == var; };
+  return [=](const Expr &x) -> Expr {
+    if (isVar(x))
+      return kir::add(kir::mul(q, imm(d)), r);
+    if (x->kind == kir::ExprKind::Op && (x->op == OpKind::Div || x->op == OpKind::Mod) &&
+        isVar(x->args[0]) && kir::isIntImm(x->args[1], d))
+      return x->op == OpKind::Div ? q : r;
+    return nullptr;
+  };
 }
 
-void splitVarInStmt(const Stmt &s, const std::string &var, int64_t d, const Expr &q,
-                    const Expr &r) {
-  s->extent = splitVar(s->extent, var, d, q, r);
-  s->index = splitVar(s->index, var, d, q, r);
-  s->value = splitVar(s->value, var, d, q, r);
-  for (Expr &a : s->args)
-    a = splitVar(a, var, d, q, r);
-  for (const Stmt &b : s->body)
-    splitVarInStmt(b, var, d, q, r);
-}
-
-/// Whether value `e` computes a transcendental function (exp, erf, tanh, sigmoid, pow, log):
-/// tens of vector instructions per element, which a permutation's tiles would leave scalar.
+/// Whether value `e` computes a transcendental function (exp, erf, tanh, sigmoid, pow, log,
+/// or a math library call): tens of vector instructions per element, which a permutation's
+/// tiles would leave scalar.
 bool transcendental(const Expr &e) {
-  if (e->kind == kir::ExprKind::Op || e->kind == kir::ExprKind::Call) {
-    if (e->kind == kir::ExprKind::Call)
-      return true;
+  if (e->kind == kir::ExprKind::Call)
+    return true;
+  if (e->kind == kir::ExprKind::Op)
     switch (e->op) {
     case OpKind::Exp:
     case OpKind::Erf:
@@ -443,9 +413,8 @@ bool transcendental(const Expr &e) {
     default:
       break;
     }
-  }
-  for (const Expr &a : e->args)
-    if (transcendental(a))
+  for (const Expr &x : e->args)
+    if (transcendental(x))
       return true;
   return false;
 }
@@ -472,13 +441,11 @@ kir::Schedule alongInputSchedule(const std::vector<std::string> &loops, const Ex
   s.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, order});
   s.steps.push_back({kir::ScheduleStep::Vectorize, loops[q], 0, {}});
   if (numElementsOf(ext) >= 65536)
-    for (size_t i = 0; i + 1 < order.size(); ++i) {
-      auto it = std::find(loops.begin(), loops.end(), order[i]);
-      if (ext[static_cast<size_t>(it - loops.begin())] >= 2) {
-        s.steps.push_back({kir::ScheduleStep::Parallel, order[i], 0, {}});
+    for (size_t i = 0; i < loops.size(); ++i)
+      if (i != q && ext[i] >= 2) {
+        s.steps.push_back({kir::ScheduleStep::Parallel, loops[i], 0, {}});
         break;
       }
-    }
   return s;
 }
 
@@ -608,7 +575,7 @@ Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
       int64_t dv = *ds.begin();
       std::string qn = loops[d] + "q", rn = loops[d] + "r";
       for (const Stmt &st : body)
-        splitVarInStmt(st, loops[d], dv, kir::var(qn), kir::var(rn));
+        kir::rewriteStmt(st, splitVar(loops[d], dv, kir::var(qn), kir::var(rn)));
       loops[d] = qn;
       loops.insert(loops.begin() + static_cast<std::ptrdiff_t>(d) + 1, rn);
       env[qn] = ext[d] / dv;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -119,6 +120,10 @@ Expr strict(Expr e);
 bool isIntImm(const Expr &e, int64_t v);
 /// True when `e` reads a variable named in `names`.
 bool mentions(const Expr &e, const std::set<std::string> &names);
+/// `e` with each subexpression that `replace` maps to a non-null Expr replaced by it (checked
+/// outside in: a replaced subtree is not visited further). Unchanged subtrees are shared; a
+/// rebuilt non-strict Op refolds its index arithmetic.
+Expr rewrite(const Expr &e, const std::function<Expr(const Expr &)> &replace);
 
 // ---- Statements ------------------------------------------------------------------------------
 
@@ -217,6 +222,9 @@ struct StmtNode {
   GemmTileShape tile;     ///< GemmTile.
   std::vector<std::string> names; ///< VecLoad: the lanes' locals.
 };
+
+/// rewrite() applied, in place, to every expression of statement tree `s`.
+void rewriteStmt(const Stmt &s, const std::function<Expr(const Expr &)> &replace);
 
 Stmt forLoop(const std::string &var, Expr extent, Stmt body, LoopKind k = LoopKind::Serial);
 Stmt store(int buffer, Expr index, Expr value);
