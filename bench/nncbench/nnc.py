@@ -7,7 +7,7 @@ from . import proc
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(BENCH)
-SHARED = os.environ.get("NNC_SHARED", os.path.join(ROOT, "..", "shared"))
+SHARED = os.path.abspath(os.environ.get("NNC_SHARED", os.path.join(ROOT, "..", "shared")))
 MODELS = os.path.join(SHARED, "models")
 NNC = os.path.join(ROOT, "build", "tools", "nnc", "nnc")
 NNC_EXEC = os.path.join(ROOT, "build", "tools", "nnc-exec", "nnc-exec")

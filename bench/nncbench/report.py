@@ -60,6 +60,12 @@ def commands_block(commands):
         ["```", ""]
 
 
+def shown(path):
+    """A path as a message shows it: relative to the working folder when inside it."""
+    rel = os.path.relpath(path, os.getcwd())
+    return path if rel.startswith("..") else rel
+
+
 def write(path, lines, data=None):
     """Writes the Markdown `lines` to path and, with `data`, its .json beside it."""
     with open(path, "w") as f:
@@ -67,7 +73,7 @@ def write(path, lines, data=None):
     if data is not None:
         with open(os.path.splitext(path)[0] + ".json", "w") as f:
             json.dump(data, f, indent=1)
-    print("wrote %s" % os.path.relpath(path, os.getcwd()))
+    print("wrote %s" % shown(path))
 
 
 def bar_plot(path, names, panels, ylabel, title):
@@ -96,7 +102,7 @@ def bar_plot(path, names, panels, ylabel, title):
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    print("wrote %s" % os.path.relpath(path, os.getcwd()))
+    print("wrote %s" % shown(path))
     return True
 
 
