@@ -82,11 +82,12 @@ def plot(stem, models, threads, rows, peers, date):
         return m[p] / m["nnc"] if p in m and "nnc" in m else 0
     panels = [("%d thread%s" % (t, "" if t == 1 else "s"),
                {p: [rel(n, t, p) for n in models] for p in ["nnc"] + peers}) for t in threads]
-    if report.bar_plot(stem + ".png", models, panels, "latency / nnc's (above 1: nnc faster)",
-                       "nnc vs peers, median latency (%s)" % date):
-        return
-    # The pyenv/venv python may lack matplotlib while Debian's has it (python3-matplotlib).
-    if sys.executable != TORCH_PYTHON and os.access(TORCH_PYTHON, os.X_OK):
+    # The pyenv/venv python may lack matplotlib while Debian's has it (python3-matplotlib):
+    # then Debian's draws it, and says so if it cannot either.
+    retry = sys.executable != TORCH_PYTHON and os.access(TORCH_PYTHON, os.X_OK)
+    if not report.bar_plot(stem + ".png", models, panels, "latency / nnc's (above 1: nnc "
+                           "faster)", "nnc vs peers, median latency (%s)" % date, quiet=retry) \
+            and retry:
         subprocess.run([TORCH_PYTHON, os.path.abspath(__file__), "--plot-only", stem + ".json"])
 
 

@@ -76,13 +76,14 @@ def write(path, lines, data=None):
     print("wrote %s" % shown(path))
 
 
-def bar_plot(path, names, panels, ylabel, title):
+def bar_plot(path, names, panels, ylabel, title, quiet=False):
     """Grouped bars, one panel per (panel title, {series label: one value per name}) with a
-    line at 1 (parity), written to path. False, and said so, without matplotlib."""
+    line at 1 (parity), written to path. False without matplotlib (said so unless quiet)."""
     try:
         import matplotlib
     except ImportError:
-        print("plot skipped: matplotlib is not installed (scripts/setup-bench.sh)")
+        if not quiet:
+            print("plot skipped: matplotlib is not installed (scripts/setup-bench.sh)")
         return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
