@@ -19,10 +19,12 @@ sums hold regardless).
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import nnc, proc  # noqa: E402
+from nncbench.stats import order  # noqa: E402
 
 
 def parse_case(text):
@@ -40,14 +42,12 @@ def parse_case(text):
 
 
 def profile(binary, env, args):
-    cmd = [binary, "bench", args.model, "--profile", "--json", "--threads", str(args.threads),
-           "--iterations", str(args.iterations)]
-    for i in args.input:
-        cmd += ["--input", i]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"ab_kernels: {' '.join(cmd)} failed:\n{r.stderr.strip()}")
-    return json.loads(r.stdout)
+    extra = ["--profile"] + [a for i in args.input for a in ("--input", i)]
+    cmd = nnc.bench_command(binary, args.model, args.threads, args.iterations, None, extra)
+    report, err = proc.run_json(cmd, env)
+    if err:
+        sys.exit(f"ab_kernels: {' '.join(cmd)} failed:\n{err}")
+    return report
 
 
 def main():
@@ -70,7 +70,7 @@ def main():
     best = {name: {} for name, _, _ in cases}  # case -> kernel -> min over rounds (ms)
     medians = {name: [] for name, _, _ in cases}
     for r in range(args.rounds):
-        for name, binary, env in (cases if r % 2 == 0 else cases[::-1]):
+        for name, binary, env in order(cases, r):
             d = profile(binary, env, args)
             medians[name].append(d["median_ms"])
             for k in d["profile"]["kernels"]:

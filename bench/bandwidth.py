@@ -15,21 +15,18 @@ store; the headline ratio is nnc / the best STREAM kernel (the machine's measure
     python3 bench/bandwidth.py [--nnc build/tools/nnc/nnc] [--stream build/bench/nnc_stream]
                                [--threads 1,2] [--rounds 5] [--elements 16777216] [--out F.md]
 
-Writes bench/results/bandwidth-<date>.md and .json. A benchmark, not a test.
+Writes bench/results/bandwidth.md and .json. A benchmark, not a test.
 """
 
 import argparse
-import datetime
-import json
 import os
-import platform
-import statistics
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import machine, nnc, proc, report  # noqa: E402
+from nncbench.nnc import ROOT  # noqa: E402
+from nncbench.stats import median, order  # noqa: E402
 
 
 def chain_graph(n):
@@ -54,15 +51,15 @@ def chain_graph(n):
 
 
 def run_json_lines(cmd, env):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit("failed (%d): %s\n%s" % (p.returncode, " ".join(cmd), p.stderr))
-    return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    rc, out, err = proc.run(cmd, env)
+    if rc != 0:
+        sys.exit("failed (%d): %s\n%s" % (rc, " ".join(cmd), err))
+    return proc.json_lines(out)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--nnc", default=os.path.join(ROOT, "build", "tools", "nnc", "nnc"))
+    ap.add_argument("--nnc", default=nnc.NNC)
     ap.add_argument("--stream", default=os.path.join(ROOT, "build", "bench", "nnc_stream"))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=5)
@@ -71,11 +68,10 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     for exe in (args.nnc, args.stream):
-        if not os.access(exe, os.X_OK):
-            sys.exit("not built: %s (ninja -C build nnc nnc_stream)" % exe)
+        nnc.require(exe, os.path.basename(exe), "ninja -C build nnc nnc_stream")
     threads = [int(t) for t in args.threads.split(",")]
-    env = dict(os.environ)
-    env.setdefault("NNC_CACHE_DIR", os.path.join(tempfile.gettempdir(), "nnc-cache-bench"))
+    env = {"NNC_CACHE_DIR": os.environ.get(
+        "NNC_CACHE_DIR", os.path.join(tempfile.gettempdir(), "nnc-cache-bench"))}
     n = args.elements
     nbytes = 2 * 4 * n  # read x, write y
 
@@ -84,30 +80,28 @@ def main():
     with open(model, "w") as f:
         f.write(chain_graph(n))
 
-    load_before = os.getloadavg()
+    mach = machine.describe(args.nnc)
     results = {}
-    commands = {}
+    commands = []
     for t in threads:
-        nnc_cmd = [args.nnc, "bench", model, "--threads", str(t), "--iterations",
-                   str(args.iterations), "--warmup", "2", "--json"]
+        nnc_cmd = nnc.bench_command(args.nnc, model, t, args.iterations, 2)
         stream_cmd = [args.stream, "--elements", str(n), "--threads", str(t), "--reps",
                       str(args.iterations), "--json"]
-        commands[t] = {"nnc": nnc_cmd, "stream": stream_cmd}
+        commands += [nnc_cmd, stream_cmd]
         nnc_ms, stream = [], {}
         for r in range(args.rounds):
-            order = ["nnc", "stream"] if r % 2 == 0 else ["stream", "nnc"]
-            for who in order:
+            for who in order(["nnc", "stream"], r):
                 if who == "nnc":
-                    nnc_ms.append(run_json_lines(nnc_cmd, env)[0]["median_ms"])
+                    nnc_ms.append(run_json_lines(nnc_cmd, env)[-1]["median_ms"])
                 else:
                     for row in run_json_lines(stream_cmd, env):
                         stream.setdefault((row["kernel"], row["stores"]), []).append(
                             row["median_gbs"])
-        nnc_gbs = nbytes / (statistics.median(nnc_ms) * 1e-3) / 1e9
-        peer = {"%s/%s" % k: statistics.median(v) for k, v in stream.items()}
+        nnc_gbs = nbytes / (median(nnc_ms) * 1e-3) / 1e9
+        peer = {"%s/%s" % k: median(v) for k, v in stream.items()}
         best_key = max(peer, key=peer.get)
         results[t] = {
-            "nnc_median_ms": statistics.median(nnc_ms),
+            "nnc_median_ms": median(nnc_ms),
             "nnc_gbs": nnc_gbs,
             "nnc_run_medians_ms": nnc_ms,
             "stream_gbs": peer,
@@ -118,40 +112,27 @@ def main():
         }
         print("threads %d: nnc %.2f GB/s (median %.3f ms); STREAM best %s %.2f GB/s -> %.2f; "
               "scale ordinary %.2f (%.2f), scale nontemporal %.2f (%.2f)" % (
-                  t, nnc_gbs, statistics.median(nnc_ms), best_key, peer[best_key],
+                  t, nnc_gbs, median(nnc_ms), best_key, peer[best_key],
                   results[t]["ratio_vs_best"], peer["scale/ordinary"],
                   results[t]["ratio_vs_scale_ordinary"], peer["scale/nontemporal"],
                   results[t]["ratio_vs_scale_nontemporal"]), flush=True)
-    load_after = os.getloadavg()
+    load_after = machine.load()
 
-    date = datetime.date.today().isoformat()
-    out = args.out or os.path.join(HERE, "results", "bandwidth-%s.md" % date)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    meta = {"date": date, "machine": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "elements": n, "rounds": args.rounds,
-            "iterations": args.iterations, "load_before": load_before,
-            "load_after": load_after, "commands": commands}
-    with open(os.path.splitext(out)[0] + ".json", "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
+    out = report.result_path("bandwidth", args.out)
     kernels = sorted(next(iter(results.values()))["stream_gbs"])
-    with open(out, "w") as f:
-        f.write("# Elementwise chain vs memory bandwidth (%s)\n\n" % date)
-        f.write("Chain y = min(max(x*1.5+0.25, 0), 6) - 0.5 on f32[%d] (one fused kernel), "
-                "%d bytes moved per run. Alternating with nnc_stream, %d rounds; medians of "
-                "run medians. Load average before %s, after %s.\n\n" % (
-                    n, nbytes, args.rounds, "/".join("%.2f" % x for x in load_before),
-                    "/".join("%.2f" % x for x in load_after)))
-        f.write("| threads | nnc GB/s | %s | nnc / best | nnc / scale (ordinary) |\n" %
-                " | ".join(kernels))
-        f.write("|---|---|%s---|---|\n" % ("---|" * len(kernels)))
-        for t, r in results.items():
-            f.write("| %d | %.2f | %s | %.2f | %.2f |\n" % (
-                t, r["nnc_gbs"], " | ".join("%.2f" % r["stream_gbs"][k] for k in kernels),
-                r["ratio_vs_best"], r["ratio_vs_scale_ordinary"]))
-        f.write("\nCommands (per round, alternating):\n\n")
-        for t, c in commands.items():
-            f.write("    %s\n    %s\n" % (" ".join(c["nnc"]), " ".join(c["stream"])))
-    print("wrote %s" % out)
+    md = report.header("Elementwise chain vs memory bandwidth", mach, load_after)
+    md += ["Chain y = min(max(x*1.5+0.25, 0), 6) - 0.5 on f32[%d] (one fused kernel), "
+           "%d bytes moved per run. Alternating with nnc_stream, %d rounds; medians of "
+           "run medians." % (n, nbytes, args.rounds), ""]
+    md += report.table(["threads", "nnc GB/s"] + kernels + ["nnc / best",
+                                                            "nnc / scale (ordinary)"], [
+        [t, "%.2f" % r["nnc_gbs"]] + ["%.2f" % r["stream_gbs"][k] for k in kernels] +
+        ["%.2f" % r["ratio_vs_best"], "%.2f" % r["ratio_vs_scale_ordinary"]]
+        for t, r in results.items()])
+    md += ["", "Commands (per round, alternating):", ""] + report.commands_block(commands)
+    report.write(out, md, {"machine": mach, "load_after": load_after, "elements": n,
+                           "rounds": args.rounds, "iterations": args.iterations,
+                           "results": results})
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ records the target's default configs in a tuning cache there (`nnc tune --budget
 keeps each default without trying another), derives one cache per variant by changing knobs of
 the matching records, then times every cache with `nnc bench --cache V --compare ort`: nnc and
 ORT alternate run by run, so the shared host's slow minutes slow both. ORT is the common
-reference: a variant's ratio to ORT divided by the defaults' ratio in the same repetition says
-what the variant changes, without comparing runs taken minutes apart.
+reference here, not a peer being compared (so in nnc's process, its spinning off: the
+peer comparison is device_cpu.py's): a variant's ratio to ORT divided by the defaults' ratio
+in the same repetition says what the variant changes, without comparing runs taken minutes
+apart.
 
     python3 device_ab.py --model vit_b_16 --kind gemm_cpu --match "m197 " \\
         --variant kc256:kc=0:kc=256 --variant mr12::mr=12 [--threads 1,2] [--reps 2]
@@ -18,15 +20,15 @@ whose signature holds every --match string and whose config has FROM's values ge
 benchmark, not a test: it reports figures and asserts nothing.
 """
 import argparse
-import json
 import os
 import sqlite3
-import statistics
-import subprocess
 import sys
 import time
 
-from device_cpu import bundle_nnc, make_log, pin_cores
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import nnc as nncb, proc  # noqa: E402
+from nncbench.device import bundle_nnc, make_log, pin_cores  # noqa: E402
+from nncbench.stats import median  # noqa: E402
 
 
 def knobs(text):
@@ -53,7 +55,7 @@ def main():
     pin_cores(threads)
     b = os.path.join(args.work, "b")
     nnc = bundle_nnc(b)
-    env = dict(os.environ, NNC_ORT_LIBRARY=os.path.join(b, "ort", "libonnxruntime.so.1"))
+    env = {"NNC_ORT_LIBRARY": os.path.join(b, "ort", "libonnxruntime.so.1")}
     d = os.path.join(args.work, "m", args.model)
     path, inp = os.path.join(d, "filled.onnx"), os.path.join(d, "input.npy")
     if not os.path.exists(path):
@@ -68,10 +70,10 @@ def main():
     if os.path.exists(base):
         os.remove(base)
     for t in threads:
-        r = subprocess.run(nnc + ["tune", path, "--threads", str(t), "--budget", "0.001", "-q",
-                                  "--cache", base], capture_output=True, text=True, env=env)
-        if r.returncode:
-            sys.exit("device_ab: nnc tune failed: " + r.stderr[-500:])
+        rc, _, err = proc.run(nnc + ["tune", path, "--threads", str(t), "--budget", "0.001",
+                                     "-q", "--cache", base], env)
+        if rc:
+            sys.exit("device_ab: nnc tune failed: " + err[-500:])
     caches["defaults"] = base
     con = sqlite3.connect(base)
     rows = con.execute("select kind, signature, device, config from tuning").fetchall()
@@ -109,14 +111,11 @@ def main():
                 if time.time() > deadline:
                     log("budget spent before rep %d %dT %s" % (rep, t, vname))
                     break
-                r = subprocess.run(nnc + ["bench", path, "--input", name + "=" + inp, "--threads",
-                                          str(t), "--iterations", str(args.iterations), "--warmup",
-                                          "2", "--cache", p, "--compare", "ort", "--json"],
-                                   capture_output=True, text=True, env=env)
-                try:
-                    rep_json = json.loads(r.stdout.strip().splitlines()[-1])
-                except (ValueError, IndexError):
-                    log("rep %d %dT %s failed: %s" % (rep, t, vname, r.stderr[-300:]))
+                rep_json, err = nncb.bench(nnc, path, t, args.iterations, 2,
+                                           ["--input", name + "=" + inp, "--cache", p,
+                                            "--compare", "ort"], env)
+                if err:
+                    log("rep %d %dT %s failed: %s" % (rep, t, vname, err[-300:]))
                     continue
                 ratio = rep_json["ratio"]
                 ratios.setdefault((t, vname), {})[rep] = ratio
@@ -129,7 +128,7 @@ def main():
         rel = [per[k] / basis[k] for k in per if k in basis]
         log("%dT %-10s nnc/ort %s  /defaults %s  median %.3f" % (
             t, vname, ["%.3f" % per[k] for k in sorted(per)], ["%.3f" % x for x in rel],
-            statistics.median(rel) if rel else float("nan")))
+            median(rel) if rel else float("nan")))
 
 
 if __name__ == "__main__":

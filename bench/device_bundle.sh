@@ -7,8 +7,8 @@
 #
 #   bash bench/device_bundle.sh [OUT] [MODEL ...]
 #
-# OUT (default build/device) gets bundle.tar.xz, models.tar.xz, device_cpu.py and
-# device_ab.py; carry it (a path under build/, which git ignores) and run there
+# OUT (default build/device) gets bundle.tar.xz, models.tar.xz, device_cpu.py, device_ab.py,
+# refill_weights.py and what they import (nncbench/, ort/ort_bench.py); carry it (a path under build/, which git ignores) and run there
 #   python3 OUT/device_cpu.py --carry OUT --out $OUT/cpu
 # then, for kernel-config A/Bs on a model it unpacked, OUT/device_ab.py (its docstring).
 # Models come from ~/.cache/nnc/torch-models (bench/torch_models.py exports them; TORCH_MODELS
@@ -70,7 +70,10 @@ done
 tar -C "$STAGE/b" -cf - . | xz -T0 --x86 --lzma2=preset=9e >"$OUT/bundle.tar.xz"
 tar -C "$STAGE/m" -cf - . | xz -T0 -6 >"$OUT/models.tar.xz"
 cp "$ROOT/bench/device_cpu.py" "$ROOT/bench/device_ab.py" "$ROOT/bench/refill_weights.py" "$OUT/"
-SIZE=$(du -cb "$OUT"/* | tail -1 | cut -f1)
+mkdir -p "$OUT/nncbench" "$OUT/ort"
+cp "$ROOT"/bench/nncbench/*.py "$OUT/nncbench/"
+cp "$ROOT/bench/ort/ort_bench.py" "$OUT/ort/"
+SIZE=$(du -cb "$OUT" | tail -1 | cut -f1)
 echo "$OUT: $((SIZE / 1024 / 1024)) MiB ($(ls "$OUT" | tr '\n' ' '))"
 if [ "$SIZE" -gt "$LIMIT" ]; then
   echo "device_bundle: over $((LIMIT / 1024 / 1024)) MiB (a lent machine takes 64 with the working tree); name fewer models, or ORT_LIBRARY=none" >&2

@@ -13,7 +13,9 @@ Through the Python package (build/python; PYTHONPATH is set here). The short ver
 are unit tests (BoundedMemory.*); this is the long check, which reports and asserts nothing.
 
     python3 bench/memory_check.py [--build build] [--model DIR] [--runs 100000]
-                                  [--sizes 200] [--only runs|sizes]
+                                  [--sizes 200] [--only runs|sizes] [--out FILE.md]
+
+With --out, writes the report there too, under the machine header.
 
 Benchmarks are not tests: nothing here is registered in ctest.
 """
@@ -22,14 +24,13 @@ import argparse
 import os
 import platform
 import re
-import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-SHARED = os.environ.get("NNC_SHARED", os.path.join(ROOT, "..", "shared"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import machine, nnc, proc, report  # noqa: E402
+from nncbench.nnc import ROOT  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from onnxw import model, node, tensor, value_info, attr_int  # noqa: E402
 
@@ -105,19 +106,20 @@ def child_sizes(args):
 def run_child(kind, args, env):
     cmd = [PYTHON, os.path.abspath(__file__), "--child", kind, "--model", args.model,
            "--runs", str(args.runs), "--sizes", str(args.sizes)]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"memory_check: {kind} failed:\n{p.stdout}{p.stderr}")
-    return p.stdout, p.stderr
+    rc, out, err = proc.run(cmd, env)
+    if rc != 0:
+        sys.exit(f"memory_check: {kind} failed:\n{out}{err}")
+    return out, err
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--model", default=os.path.join(SHARED, "models", "mlp_b1"))
+    ap.add_argument("--model", default=os.path.join(nnc.MODELS, "mlp_b1"))
     ap.add_argument("--runs", type=int, default=100000)
     ap.add_argument("--sizes", type=int, default=200)
     ap.add_argument("--only", choices=["runs", "sizes"])
+    ap.add_argument("--out", default=None, help="also write the report here (FILE.md)")
     ap.add_argument("--child", choices=["runs", "sizes"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child == "runs":
@@ -128,27 +130,34 @@ def main():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(os.path.abspath(args.build), "python") + (
         ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.1f}; python {platform.python_version()}")
+    book = report.Notebook("Bounded memory: RSS over many runs and many batch sizes",
+                           os.path.join(args.build, "tools", "nnc", "nnc"), fenced=True)
+    print(machine.line(book.mach))
+    book.say(f"load average {book.mach['load']}; python {platform.python_version()}")
     if args.only in (None, "runs"):
         out, _ = run_child("runs", args, env)
         rss = {int(a): int(b) for a, b in re.findall(r"^run (\d+) (\d+)$", out, re.M)}
         secs = re.search(r"^seconds (\S+)$", out, re.M).group(1)
         first, last = rss[1000], rss[args.runs]
-        print(f"runs: {os.path.basename(args.model)}, 1 thread, {args.runs} runs in {secs} s")
-        print("  RSS (KiB) by run: " + ", ".join(f"{k}: {v}" for k, v in sorted(rss.items())))
-        print(f"  RSS after run 1000: {first} KiB, after run {args.runs}: {last} KiB, "
-              f"change {100.0 * (last - first) / first:+.2f}% (bar: within 1%)")
+        book.say(f"runs: {os.path.basename(args.model)}, 1 thread, {args.runs} runs in {secs} s")
+        book.say("  RSS (KiB) by run: " + ", ".join(f"{k}: {v}"
+                                                   for k, v in sorted(rss.items())))
+        book.say(f"  RSS after run 1000: {first} KiB, after run {args.runs}: {last} KiB, "
+                 f"change {100.0 * (last - first) / first:+.2f}% (bar: within 1%)")
     if args.only in (None, "sizes"):
         out, err = run_child("sizes", args, env)
         rss = {int(a): int(b) for a, b in re.findall(r"^size (\d+) (\d+)$", out, re.M)}
         secs = re.search(r"^seconds (\S+)$", out, re.M).group(1)
         drops = len(re.findall(r"dropped the least recently used", err))
-        print(f"sizes: symbolic batch, {args.sizes} distinct batch sizes in {secs} s, "
-              f"{drops} programs dropped (verbose notes; {args.sizes} - 16 expected)")
-        print("  RSS (KiB) by sizes run: " + ", ".join(f"{k}: {v}" for k, v in sorted(rss.items())))
-        print(f"  RSS after 50 sizes: {rss[50]} KiB, after {args.sizes}: {rss[args.sizes]} KiB, "
-              f"change {100.0 * (rss[args.sizes] - rss[50]) / rss[50]:+.2f}%")
+        book.say(f"sizes: symbolic batch, {args.sizes} distinct batch sizes in {secs} s, "
+                 f"{drops} programs dropped (verbose notes; {args.sizes} - 16 expected)")
+        book.say("  RSS (KiB) by sizes run: " + ", ".join(f"{k}: {v}"
+                                                         for k, v in sorted(rss.items())))
+        book.say(f"  RSS after 50 sizes: {rss[50]} KiB, after {args.sizes}: "
+                 f"{rss[args.sizes]} KiB, "
+                 f"change {100.0 * (rss[args.sizes] - rss[50]) / rss[50]:+.2f}%")
+
+    book.save(args.out)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 # Models may be weight-stripped copies (bench/refill_weights.py): timing only then, and the
 # models' own output check is left out. Benchmarks, not tests: nothing here is in ctest.
 set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
 NNC=${NNC:-build/tools/nnc/nnc}
 CONF=${CONF:-build/tests/conformance/nnc-conformance}
 SHARED=${SHARED:-/work/shared}
@@ -164,7 +165,7 @@ if has tune; then
 fi
 
 if has cpu; then
-  section "this machine's CPU target (nnc bench --target cpu) beside onnxruntime's Python package"
+  section "this machine's CPU target (nnc bench --target cpu) beside ONNX Runtime (bench/ort/ort_bench.py: Python onnxruntime, its own process, its default pool)"
   "$NNC" devices 2>&1 | head -2 | tee -a "$S"
   for th in 2 $(nproc); do
     for m in $MODELS; do
@@ -172,23 +173,8 @@ if has cpu; then
       [ -f "$f" ] || continue
       it=100; case $m in resnet18_b1|bert_layer_b1) it=20 ;; esac
       c=$(bench "$f" --threads $th --iterations $it)
-      o=$(timeout 120 "$PY" - "$f" $th $it 2>>"$OUT/log.txt" <<'EOF'
-import sys, time, statistics
-import numpy as np, onnxruntime as ort
-f, th, it = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-so = ort.SessionOptions(); so.intra_op_num_threads = th; so.inter_op_num_threads = 1
-s = ort.InferenceSession(f, so, providers=["CPUExecutionProvider"])
-feed = {}
-for i in s.get_inputs():
-    shape = [d if isinstance(d, int) else 1 for d in i.shape]
-    feed[i.name] = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-for _ in range(5): s.run(None, feed)
-ts = []
-for _ in range(it):
-    t = time.perf_counter(); s.run(None, feed); ts.append((time.perf_counter() - t) * 1e3)
-print("%.4f" % statistics.median(ts))
-EOF
-)
+      o=$(timeout 120 "$PY" "$HERE/ort/ort_bench.py" "$f" --threads $th --iterations $it \
+        --warmup 5 2>>"$OUT/log.txt" | median)
       r=$(awk -v a="$c" -v b="$o" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')
       log "cpu ${th}T $m: nnc $c ms, ort ${o:-fail} ms, nnc/ort $r"
     done

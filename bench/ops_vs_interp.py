@@ -13,9 +13,11 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import nnc  # noqa: E402
 
 F = "f32[1000,1000]"
 
@@ -99,20 +101,17 @@ CASES = {
 }
 
 
-def bench(nnc, path, target, threads, iterations):
-    cmd = [nnc, "bench", path, "--target", target, "--json", "--iterations", str(iterations),
-           "--warmup", "2"]
-    if target == "cpu":
-        cmd += ["--threads", str(threads)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {out.stderr.strip()}")
-    return json.loads(out.stdout)["median_ms"]
+def bench(nnc_path, path, target, threads, iterations):
+    report, err = nnc.bench(nnc_path, path, threads if target == "cpu" else None, iterations, 2,
+                            ["--target", target])
+    if err:
+        raise RuntimeError(f"nnc bench {path} --target {target}: {err}")
+    return report["median_ms"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--nnc", default="build/tools/nnc/nnc")
+    ap.add_argument("--nnc", default=nnc.NNC)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--filter", default="")

@@ -2,10 +2,9 @@
 """nnc against the peers present on this machine, alternating in one run; a table and a plot.
 
 Peers (each skipped, and said so, when absent):
-  - ONNX Runtime through its C API: `nnc bench MODEL --compare ort` (libonnxruntime.so loaded
-    with dlopen; NNC_ORT_LIBRARY or bench/ort/node_modules), which alternates nnc and ORT
-    iteration by iteration in one process on the same input and thread count. Without it,
-    bench/ort/ort_bench.js (node + onnxruntime-node) is run beside nnc instead.
+  - ONNX Runtime, in its own process with its default spinning pool (nncbench.ort:
+    bench/ort/ort_bench.js through node, or bench/ort/ort_bench.py through Python's
+    onnxruntime), on the same input and thread count.
   - PyTorch (Debian's python3-torch, /usr/bin/python3): bench/peers_torch.py, eager and
     TorchScript (traced and frozen); the models are make_models.py's own definitions with the
     seed the ONNX files were exported with, checked against each folder's output_0.pb.
@@ -18,30 +17,25 @@ figure is the median over rounds of each run's median.
 
     python3 bench/peers.py [--nnc build/tools/nnc/nnc] [--models DIR] [--threads 1,2]
                            [--rounds 3] [--only mlp_b1,lenet_b1] [--no-torch] [--no-sgemm]
+                           [--no-ort] [--ort-spin default|0|1] [--out FILE.md]
 
-Writes bench/results/peers-<date>.md, .json and .png (python3-matplotlib; the plot is skipped,
+Writes bench/results/peers.md, .json and .png (python3-matplotlib; the plot is skipped,
 and said so, without it). Benchmark-only packages: scripts/setup-bench.sh. Not a test.
 """
 
 import argparse
-import datetime
 import glob
 import json
 import os
-import platform
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-MODELS = ["mlp_b1", "mlp_b32", "lenet_b1", "lenet_b32", "resnet18_b1", "bert_layer_b1"]
-ITERATIONS = {"mlp_b1": 300, "mlp_b32": 200, "lenet_b1": 300, "lenet_b32": 100,
-              "resnet18_b1": 20, "bert_layer_b1": 20}
-WARMUP = {"mlp_b1": 30, "mlp_b32": 20, "lenet_b1": 30, "lenet_b32": 10,
-          "resnet18_b1": 3, "bert_layer_b1": 3}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import machine, nnc, ort, proc, report  # noqa: E402
+from nncbench.nnc import BENCH as HERE, ROOT  # noqa: E402
+from nncbench.stats import median, order  # noqa: E402
+
 TORCH_PYTHON = "/usr/bin/python3"
 
 
@@ -50,15 +44,7 @@ def openblas_coretype():
     so name its kernel family from the CPU's features, never its model: SkylakeX with
     AVX-512, Haswell with AVX2 + FMA, else OpenBLAS's own detection. (A fixed SkylakeX killed
     every torch peer with SIGILL on an AVX2-only host.)"""
-    flags = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass
+    flags = machine.cpuinfo()[1]
     if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
         return {"OPENBLAS_CORETYPE": "SkylakeX"}
     if {"avx2", "fma"} <= flags:
@@ -79,25 +65,6 @@ def peer_env(threads):
     return e
 
 
-def run(cmd, env=None, timeout=1800):
-    e = dict(os.environ)
-    e.update(env or {})
-    p = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def json_lines(text):
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
-
-
 def sgemm_programs():
     progs = []
     for pattern in (os.path.join(ROOT, "build", "bench", "sgemm", "*"),
@@ -108,62 +75,33 @@ def sgemm_programs():
     return progs
 
 
-def matmul_graph(n):
-    t = "f32[%d,%d]" % (n, n)
-    return ("graph @sgemm(%%a: %s, %%b: %s) -> (%s) {\n  %%c = matmul(%%a, %%b) : %s\n"
-            "  return %%c\n}\n" % (t, t, t, t))
-
-
 def plot(stem, models, threads, rows, peers, date):
     """stem.png: per thread count, each model's latency per peer relative to nnc's."""
-    try:
-        import matplotlib
-    except ImportError:
-        # The pyenv/venv python may lack it while Debian's has it (python3-matplotlib).
-        if sys.executable != TORCH_PYTHON and os.access(TORCH_PYTHON, os.X_OK):
-            rc = subprocess.run([TORCH_PYTHON, os.path.abspath(__file__), "--plot-only",
-                                 stem + ".json"]).returncode
-            if rc == 0:
-                return
-        print("plot skipped: matplotlib is not installed (scripts/setup-bench.sh)")
-        return
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4.5),
-                             squeeze=False)
-    names = [m for m in models]
-    allp = ["nnc"] + peers
-    width = 0.8 / max(1, len(allp))
-    for ax, t in zip(axes[0], threads):
-        for j, p in enumerate(allp):
-            ys = []
-            for name in names:
-                r = next((r for r in rows if r["model"] == name and r["threads"] == t), None)
-                m = r["median_ms"] if r else {}
-                ys.append(m[p] / m["nnc"] if p in m and "nnc" in m else 0)
-            ax.bar([i + j * width for i in range(len(names))], ys, width, label=p)
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_xticks([i + width * (len(allp) - 1) / 2 for i in range(len(names))])
-        ax.set_xticklabels(names, rotation=30, ha="right")
-        ax.set_ylabel("latency / nnc's (above 1: nnc faster)")
-        ax.set_title("%d thread%s" % (t, "" if t == 1 else "s"))
-        ax.legend(fontsize=8)
-    fig.suptitle("nnc vs peers, median latency (%s)" % date)
-    fig.tight_layout()
-    fig.savefig(stem + ".png", dpi=100)
-    print("wrote %s.png" % stem)
+    def rel(name, t, p):
+        m = next((r["median_ms"] for r in rows if r["model"] == name and r["threads"] == t), {})
+        return m[p] / m["nnc"] if p in m and "nnc" in m else 0
+    panels = [("%d thread%s" % (t, "" if t == 1 else "s"),
+               {p: [rel(n, t, p) for n in models] for p in ["nnc"] + peers}) for t in threads]
+    # The pyenv/venv python may lack matplotlib while Debian's has it (python3-matplotlib):
+    # then Debian's draws it, and says so if it cannot either.
+    retry = sys.executable != TORCH_PYTHON and os.access(TORCH_PYTHON, os.X_OK)
+    if not report.bar_plot(stem + ".png", models, panels, "latency / nnc's (above 1: nnc "
+                           "faster)", "nnc vs peers, median latency (%s)" % date, quiet=retry) \
+            and retry:
+        subprocess.run([TORCH_PYTHON, os.path.abspath(__file__), "--plot-only", stem + ".json"])
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--nnc", default=os.path.join(ROOT, "build", "tools", "nnc", "nnc"))
-    ap.add_argument("--models", default=os.environ.get(
-        "NNC_SHARED", "/work/shared") + "/models")
+    ap.add_argument("--nnc", default=nnc.NNC)
+    ap.add_argument("--models", default=nnc.MODELS)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default=None)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-sgemm", action="store_true")
+    ap.add_argument("--no-ort", action="store_true")
+    ort.add_arguments(ap)
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the iteration counts")
     ap.add_argument("--out", default=None)
     ap.add_argument("--plot-only", default=None, help="redraw the .png of a results .json")
@@ -175,33 +113,23 @@ def main():
         threads = sorted({r["threads"] for r in rows})
         peers = sorted({k for r in rows for k in r["median_ms"]} - {"nnc"})
         plot(os.path.splitext(args.plot_only)[0], models, threads, rows, peers,
-             d["meta"]["date"])
+             d["machine"]["date"])
         return
-    if not os.access(args.nnc, os.X_OK):
-        sys.exit("not built: %s" % args.nnc)
-    models = args.only.split(",") if args.only else MODELS
+    nnc.require(args.nnc)
+    models = args.only.split(",") if args.only else nnc.SIX_MODELS
     threads = [int(t) for t in args.threads.split(",")]
     env = {"NNC_CACHE_DIR": os.environ.get(
         "NNC_CACHE_DIR", os.path.join(tempfile.gettempdir(), "nnc-cache-bench"))}
     notes = []
 
     # Which peers are here.
-    probe_model = os.path.join(args.models, models[0], "model.onnx")
-    rc, out, err = run([args.nnc, "bench", probe_model, "--iterations", "1", "--warmup", "0",
-                        "--threads", "1", "--json", "--compare", "ort"], env)
-    ort_capi = rc == 0
-    ort_js = None
-    if not ort_capi:
-        notes.append("ONNX Runtime C API: not available (%s)" % err.strip().splitlines()[0])
-        js = os.path.join(HERE, "ort", "ort_bench.js")
-        if shutil.which("node") and os.path.isdir(os.path.join(HERE, "ort", "node_modules")):
-            ort_js = js
-            notes.append("ONNX Runtime: through bench/ort/ort_bench.js instead")
-    else:
-        r = json_lines(out)[0]
-        notes.append("ONNX Runtime %s through its C API (nnc bench --compare ort)" %
-                     r["ort_version"])
-    have_torch = not args.no_torch and os.access(TORCH_PYTHON, os.X_OK) and run(
+    ort_peer = None if args.no_ort else ort.from_arguments(args)
+    if ort_peer and ort_peer.missing():
+        notes.append("ONNX Runtime: skipped (%s)" % ort_peer.missing())
+        ort_peer = None
+    elif not ort_peer:
+        notes.append("ONNX Runtime: skipped (--no-ort)")
+    have_torch = not args.no_torch and os.access(TORCH_PYTHON, os.X_OK) and proc.run(
         [TORCH_PYTHON, "-c", "import torch"])[0] == 0
     if not have_torch:
         notes.append("PyTorch: skipped (%s)" % ("--no-torch" if args.no_torch else
@@ -210,23 +138,20 @@ def main():
     if not args.no_sgemm and not sgemm:
         notes.append("SGEMM peer programs: none built under build/bench/sgemm or bench/sgemm")
 
-    load_before = os.getloadavg()
+    mach = machine.describe(args.nnc)
+    ort_version = None
     rows = []
     commands = {}
     for name in models:
         mdir = os.path.join(args.models, name)
-        onnx = os.path.join(mdir, "model.onnx")
-        inputs = os.path.join(mdir, "test_data_set_0")
-        its = max(3, int(ITERATIONS.get(name, 20) * args.scale))
-        wu = max(1, int(WARMUP.get(name, 3) * args.scale))
+        onnx, inputs = nnc.model_files(mdir)
+        its = max(3, int(nnc.ITERATIONS.get(name, 20) * args.scale))
+        wu = max(1, int(nnc.WARMUP.get(name, 3) * args.scale))
         for t in threads:
-            cmds = {}
-            nnc_cmd = [args.nnc, "bench", onnx, "--inputs-dir", inputs, "--threads", str(t),
-                       "--iterations", str(its), "--warmup", str(wu), "--json"]
-            cmds["nnc"] = nnc_cmd + (["--compare", "ort"] if ort_capi else [])
-            if ort_js:
-                cmds["ort"] = ["node", ort_js, onnx, "--inputs-dir", inputs, "--threads",
-                               str(t), "--iterations", str(its), "--warmup", str(wu)]
+            cmds = {"nnc": nnc.bench_command(args.nnc, onnx, t, its, wu,
+                                             ["--inputs-dir", inputs])}
+            if ort_peer:
+                cmds["ort"] = ort_peer.command(onnx, t, its, wu, inputs_dir=inputs)
             if have_torch:
                 for mode in ("eager", "script"):
                     cmds["torch-" + mode] = [
@@ -236,30 +161,27 @@ def main():
             medians = {}
             diffs = {}
             for r in range(args.rounds):
-                order = list(cmds)
-                if r % 2:
-                    order.reverse()
-                for who in order:
-                    rc, out, err = run(cmds[who], peer_env(t) if who != "nnc" else env)
-                    res = json_lines(out)
-                    if rc != 0 or not res:
-                        notes.append("%s %s/%d failed: %s" % (who, name, t,
-                                                              (err.strip() or out)[-300:]))
+                for who in order(cmds, r):
+                    res, err = proc.run_json(cmds[who], peer_env(t) if who != "nnc" else env,
+                                             timeout=1800)
+                    if err:
+                        notes.append("%s %s/%d failed: %s" % (who, name, t, err[-300:]))
                         continue
-                    res = res[0]
                     medians.setdefault(who, []).append(res["median_ms"])
-                    if who == "nnc" and "ort_median_ms" in res:
-                        medians.setdefault("ort", []).append(res["ort_median_ms"])
-                        diffs["ort"] = res.get("ort_max_abs_diff")
+                    if who == "ort":
+                        ort_version = res.get("version")
+                        diffs["ort"] = res.get("max_abs_err_vs_output_0")
                     if "max_abs_diff" in res:
                         diffs[who] = res["max_abs_diff"]
             row = {"model": name, "threads": t,
-                   "median_ms": {k: statistics.median(v) for k, v in medians.items()},
+                   "median_ms": {k: median(v) for k, v in medians.items()},
                    "run_medians_ms": medians, "max_abs_diff": diffs}
             rows.append(row)
             m = row["median_ms"]
             print("%-14s %d thr: %s" % (name, t, ", ".join(
                 "%s %.4f" % (k, v) for k, v in sorted(m.items()))), flush=True)
+    if ort_version:
+        notes.append(ort_peer.describe(ort_version))
 
     # SGEMM 1024^3: nnc's matmul, torch.matmul, the bench/sgemm programs.
     gemm = []
@@ -268,10 +190,9 @@ def main():
         tmp = tempfile.mkdtemp(prefix="nnc-peers-")
         g = os.path.join(tmp, "sgemm.nir")
         with open(g, "w") as f:
-            f.write(matmul_graph(n))
+            f.write(nnc.matmul_graph(n))
         for t in threads:
-            cmds = {"nnc": [args.nnc, "bench", g, "--threads", str(t), "--iterations", "10",
-                            "--warmup", "2", "--json"]}
+            cmds = {"nnc": nnc.bench_command(args.nnc, g, t, 10, 2)}
             if have_torch:
                 cmds["torch"] = [TORCH_PYTHON, os.path.join(HERE, "peers_torch.py"), "--matmul",
                                  str(n), "--threads", str(t), "--iterations", "10"]
@@ -281,13 +202,13 @@ def main():
             commands["sgemm%d/%d" % (n, t)] = cmds
             rates = {}
             for r in range(args.rounds):
-                order = list(cmds) if r % 2 == 0 else list(reversed(list(cmds)))
-                for who in order:
-                    rc, out, err = run(cmds[who], peer_env(t) if who != "nnc" else env)
+                for who in order(cmds, r):
+                    rc, out, err = proc.run(cmds[who], peer_env(t) if who != "nnc" else env,
+                                            timeout=1800)
                     if rc != 0:
                         notes.append("sgemm %s/%d failed: %s" % (who, t, err.strip()[-300:]))
                         continue
-                    for res in json_lines(out):
+                    for res in proc.json_lines(out):
                         # bench/sgemm/nnc-sgemm-bench: one line with "<peer>_gflops" fields.
                         for field, value in res.items():
                             if field.endswith("_gflops") and isinstance(value, (int, float)):
@@ -299,62 +220,42 @@ def main():
                             gf = 2 * n ** 3 / (res["median_ms"] * 1e-3) / 1e9
                         if gf is not None:
                             rates.setdefault(key, []).append(gf)
-            row = {"n": n, "threads": t, "gflops": {k: statistics.median(v)
-                                                    for k, v in rates.items()}}
+            row = {"n": n, "threads": t, "gflops": {k: median(v) for k, v in rates.items()}}
             gemm.append(row)
             print("sgemm %d %d thr: %s" % (n, t, ", ".join(
                 "%s %.1f GFLOP/s" % (k, v) for k, v in sorted(row["gflops"].items()))),
                 flush=True)
-    load_after = os.getloadavg()
+    load_after = machine.load()
 
-    date = datetime.date.today().isoformat()
-    out_md = args.out or os.path.join(HERE, "results", "peers-%s.md" % date)
-    os.makedirs(os.path.dirname(out_md), exist_ok=True)
+    out_md = report.result_path("peers", args.out)
     stem = os.path.splitext(out_md)[0]
-    meta = {"date": date, "machine": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "rounds": args.rounds, "load_before": load_before,
-            "load_after": load_after, "notes": notes, "commands": commands}
-    with open(stem + ".json", "w") as f:
-        json.dump({"meta": meta, "models": rows, "sgemm": gemm}, f, indent=1)
-
     peers = sorted({k for r in rows for k in r["median_ms"]} - {"nnc"})
-    with open(out_md, "w") as f:
-        f.write("# nnc vs peers (%s)\n\n" % date)
-        f.write("Median latency in ms (median over %d alternating rounds of each run's "
-                "median); ratio = nnc / peer (below 1: nnc faster). Load average before %s, "
-                "after %s; %d CPUs.\n\n" % (
-                    args.rounds, "/".join("%.2f" % x for x in load_before),
-                    "/".join("%.2f" % x for x in load_after), os.cpu_count()))
-        for note in notes:
-            f.write("- %s\n" % note)
-        f.write("\n| model | threads | nnc | %s |\n" % " | ".join(
-            "%s | nnc/%s" % (p, p) for p in peers))
-        f.write("|---|---|---|%s\n" % ("---|---|" * len(peers)))
-        for r in rows:
-            m = r["median_ms"]
-            cells = []
-            for p in peers:
-                if p in m and "nnc" in m:
-                    cells.append("%.4g | %.2f" % (m[p], m["nnc"] / m[p]))
-                else:
-                    cells.append("- | -")
-            f.write("| %s | %d | %s | %s |\n" % (r["model"], r["threads"],
-                                                 "%.4g" % m["nnc"] if "nnc" in m else "-",
-                                                 " | ".join(cells)))
-        if gemm:
-            f.write("\nSGEMM %dx%dx%d, GFLOP/s (median of rounds):\n\n" % (1024, 1024, 1024))
-            names = sorted({k for r in gemm for k in r["gflops"]})
-            f.write("| threads | %s |\n|---|%s\n" % (" | ".join(names), "---|" * len(names)))
-            for r in gemm:
-                f.write("| %d | %s |\n" % (r["threads"], " | ".join(
-                    "%.1f" % r["gflops"][k] if k in r["gflops"] else "-" for k in names)))
-        f.write("\nCommands (per round; the order flips every round):\n\n")
-        for key, cmds in commands.items():
-            for who, c in cmds.items():
-                f.write("    [%s %s] %s\n" % (key, who, " ".join(c)))
-
-    plot(stem, models, threads, rows, peers, date)
-    print("wrote %s and %s.json" % (out_md, stem))
+    md = report.header("nnc vs peers", mach, load_after)
+    md += ["Median latency in ms (median over %d alternating rounds of each run's median); "
+           "ratio = nnc / peer (below 1: nnc faster)." % args.rounds, ""]
+    md += ["- %s" % note for note in notes] + [""]
+    table_rows = []
+    for r in rows:
+        m = r["median_ms"]
+        cells = [r["model"], r["threads"], "%.4g" % m["nnc"] if "nnc" in m else "-"]
+        for p in peers:
+            ok = p in m and "nnc" in m
+            cells += ["%.4g" % m[p] if ok else "-", "%.2f" % (m["nnc"] / m[p]) if ok else "-"]
+        table_rows.append(cells)
+    md += report.table(["model", "threads", "nnc"] + [c for p in peers
+                                                      for c in (p, "nnc/" + p)], table_rows)
+    if gemm:
+        md += ["", "SGEMM %dx%dx%d, GFLOP/s (median of rounds):" % (1024, 1024, 1024), ""]
+        names = sorted({k for r in gemm for k in r["gflops"]})
+        md += report.table(["threads"] + names, [
+            [r["threads"]] + ["%.1f" % r["gflops"][k] if k in r["gflops"] else "-"
+                              for k in names] for r in gemm])
+    md += ["", "Commands (per round; the order flips every round):", ""]
+    md += report.commands_block([c for cmds in commands.values() for c in cmds.values()])
+    report.write(out_md, md, {"machine": mach, "load_after": load_after, "rounds": args.rounds,
+                              "notes": notes, "commands": commands, "models": rows,
+                              "sgemm": gemm})
+    plot(stem, models, threads, rows, peers, mach["date"])
 
 
 if __name__ == "__main__":

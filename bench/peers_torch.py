@@ -20,7 +20,9 @@ import os
 import statistics
 import struct
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench.stats import time_calls  # noqa: E402
 
 
 def read_varint(b, i):
@@ -73,13 +75,8 @@ def read_tensor_pb(path):
 
 
 def timed(fn, iterations, warmup):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iterations):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
+    """(median, min) in ms of `iterations` calls after `warmup` untimed ones."""
+    times = time_calls(fn, iterations, warmup)
     return statistics.median(times), min(times)
 
 

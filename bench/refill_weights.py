@@ -18,9 +18,8 @@ import argparse
 import json
 import sys
 
-import numpy as np
-import onnx
-from onnx import numpy_helper
+# numpy and onnx are imported after the options are read, so that --help needs neither.
+np = onnx = numpy_helper = None
 
 KEY = "nnc.refill"
 
@@ -63,6 +62,10 @@ def main():
     ap.add_argument("--min-elements", type=int, default=4096)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    global np, onnx, numpy_helper
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
     model = onnx.load(a.input)
     n = strip(model, a.min_elements) if a.mode == "strip" else fill(model, a.seed)
     onnx.save(model, a.output)

@@ -18,17 +18,14 @@ Usage: bench/rnn_train.py [--nnc build/tools/nnc/nnc] [--out bench/results/train
        [--steps 100] [--time-steps 12] [--models lstm,gru]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-import char_lm  # noqa: E402
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import machine, nnc, report  # noqa: E402
+sys.path.insert(0, os.path.join(nnc.ROOT, "scripts"))
+char_lm = np = torch = None  # imported after the options are read, so --help needs no torch
 
 SEQ = 64
 BATCH = 32
@@ -37,9 +34,10 @@ MODELS = {"lstm": ("LSTM: Embedding 64 -> 2-layer LSTM 256 -> Linear 96", dict(l
           "gru": ("GRU: Embedding 64 -> 1-layer GRU 256 -> Linear 96", dict(layers=1))}
 
 
-def step_gflop(key, layers, emb=64, hidden=256, vocab=char_lm.VOCAB, seq=SEQ, batch=BATCH):
+def step_gflop(key, layers, emb=64, hidden=256, vocab=None, seq=SEQ, batch=BATCH):
     """GEMM work of one train step: the forward matmuls (input projection and recurrent
     matmul of every layer and step, the output Linear) and, for each, the two of backward."""
+    vocab = vocab or char_lm.VOCAB
     gates = 4 if key == "lstm" else 3
     rows = seq * batch
     flop, width = 0, emb
@@ -50,35 +48,35 @@ def step_gflop(key, layers, emb=64, hidden=256, vocab=char_lm.VOCAB, seq=SEQ, ba
     return 3 * flop / 1e9
 
 
-def nnc_train(nnc, d, model_path, x, y, threads, extra=(), batch=BATCH):
+def nnc_train(nnc_path, d, model_path, x, y, threads, extra=(), batch=BATCH):
+    import numpy
     xp, yp = os.path.join(d, "x.npy"), os.path.join(d, "y.npy")
-    np.save(xp, x)
-    np.save(yp, y)
-    out = subprocess.run(
-        [nnc, "train", model_path, "--inputs", xp, "--labels", yp, "--loss",
-         "softmax_cross_entropy", "--optimizer", "adam", "--lr", str(LR), "--batch", str(batch),
-         "--no-shuffle", "--threads", str(threads), "--output", os.path.join(d, "out.onnx"),
-         "--json"] + list(extra), capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit("nnc train failed:\n" + out.stderr)
-    return json.loads(out.stdout)
+    numpy.save(xp, x)
+    numpy.save(yp, y)
+    return nnc.train(nnc_path, model_path, xp, yp, os.path.join(d, "out.onnx"), threads, batch,
+                     LR, extra=extra)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--nnc", default="build/tools/nnc/nnc")
-    ap.add_argument("--out", default="bench/results/train")
+    ap.add_argument("--nnc", default=nnc.NNC)
+    ap.add_argument("--out", default=os.path.join(report.RESULTS, "train"))
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--time-steps", type=int, default=12)
     ap.add_argument("--models", default="lstm,gru")
     args = ap.parse_args()
+    global char_lm, np, torch
+    import char_lm
+    import numpy as np
+    import torch
     os.makedirs(args.out, exist_ok=True)
     x, y = char_lm.license_windows(SEQ)
-    lines = ["# nnc train vs PyTorch %s eager: character-level LSTM and GRU language models"
-             % torch.__version__, "",
-             "Machine: %s (%d cores, load average %.1f at the start); shared with other "
-             "jobs, timings noisy (medians of each run's steps, nnc and PyTorch measured back "
-             "to back)." % (os.uname().nodename, os.cpu_count(), os.getloadavg()[0]), "",
+    lines = report.header(
+        "nnc train vs PyTorch %s eager: character-level LSTM and GRU language models"
+        % torch.__version__, machine.describe(args.nnc),
+        python="/usr/bin/python3")
+    lines += ["Shared with other jobs, timings noisy (medians of each run's steps, nnc and "
+              "PyTorch measured back to back).", "",
              "Data: %d windows of %d characters of %s; batch %d in file order, Adam lr %g."
              % (len(x), SEQ, char_lm.LICENSES, BATCH, LR), ""]
     curves = {}

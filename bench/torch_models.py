@@ -9,33 +9,31 @@ For each model:
   1. PyTorch computes the reference output on a seeded random input;
   2. `nnc run` computes it too (npy in and out) and the largest error is reported relative
      to the output's range (the bar of the models issue: <= 1e-4);
-  3. `nnc bench MODEL --compare ort --json` times nnc and ONNX Runtime alternately, iteration
-     by iteration in one process, on the same input and thread count, for each thread count.
-     With --rounds R the bench runs R times and each figure is the median of the runs' medians.
+  3. `nnc bench MODEL --json` and ONNX Runtime (its own process, its default spinning pool:
+     nncbench.ort) time the model on the same input and thread count, alternately, for each
+     thread count. With --rounds R they run R times each, the order flipping every round, and
+     each figure is the median of the runs' medians.
 
     /usr/bin/python3 bench/torch_models.py [--nnc build/tools/nnc/nnc] [--threads 1,2]
         [--rounds 1] [--only vit_b_16,efficientnet_b0] [--siblings] [--list] [--work DIR]
-        [--scale S]
+        [--scale S] [--ort-spin default|0|1] [--out FILE.md]
 
 --siblings adds other models of the same families (SIBLINGS; with --only, any may be named).
 
 Exported models are kept in --work (default ~/.cache/nnc/torch-models) and re-exported only
-when missing. Writes bench/results/torch-models-<date>.md, .json and .png. Needs
-python3-torch and python3-torchvision (scripts/setup-bench.sh) and ONNX Runtime for the
-comparison (bench/ort). A benchmark, not a test: it reports figures, it asserts nothing.
+when missing. Writes bench/results/torch-models.md (torch-models-siblings.md with --siblings),
+.json and .png; a partial run (--only) belongs elsewhere (--out). Needs python3-torch and
+python3-torchvision (scripts/setup-bench.sh) and ONNX Runtime for the comparison (bench/ort).
+A benchmark, not a test: it reports figures, it asserts nothing.
 """
 
 import argparse
-import datetime
-import json
 import os
-import platform
-import statistics
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import machine, nnc, ort, proc, report  # noqa: E402
+from nncbench.stats import median, order  # noqa: E402
 
 
 # ---- the models ---------------------------------------------------------------------------
@@ -202,29 +200,6 @@ ALL_MODELS = dict(MODELS, **SIBLINGS)
 
 # ---- helpers --------------------------------------------------------------------------------
 
-def run(cmd, env=None, timeout=3600):
-    e = dict(os.environ)
-    e.update(env or {})
-    p = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def last_json(text):
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                pass
-    return None
-
-
-def first_line(text):
-    lines = [l for l in text.strip().splitlines() if l.strip()]
-    return lines[-1] if lines else ""
-
-
 def export(name, work):
     """Writes work/name/{model.onnx,input.npy,expected.npy}; returns (folder, error)."""
     import numpy as np
@@ -259,15 +234,15 @@ def export(name, work):
     return folder, None
 
 
-def check_output(nnc, folder, env):
+def check_output(nnc_path, folder, env):
     """Runs nnc once; returns (relative max error, error text)."""
     import numpy as np
     out = os.path.join(folder, "nnc_out")
-    rc, _, err = run([nnc, "run", os.path.join(folder, "model.onnx"), "--input",
-                      "input=" + os.path.join(folder, "input.npy"), "--output-dir", out,
-                      "--output-format", "npy", "-q"], env)
+    rc, _, err = proc.run([nnc_path, "run", os.path.join(folder, "model.onnx"), "--input",
+                           "input=" + os.path.join(folder, "input.npy"), "--output-dir", out,
+                           "--output-format", "npy", "-q"], env)
     if rc != 0:
-        return None, first_line(err)
+        return None, proc.last_line(err)
     got = np.load(os.path.join(out, "output_0.npy")).astype(np.float64)
     want = np.load(os.path.join(folder, "expected.npy")).astype(np.float64)
     if got.shape != want.shape:
@@ -276,62 +251,19 @@ def check_output(nnc, folder, env):
     return float(np.abs(got - want).max()) / span, None
 
 
-def bench(nnc, folder, threads, iterations, env):
-    rc, out, err = run([nnc, "bench", os.path.join(folder, "model.onnx"), "--input",
-                        "input=" + os.path.join(folder, "input.npy"), "--threads", str(threads),
-                        "--iterations", str(iterations), "--warmup", "2", "--json",
-                        "--compare", "ort"], env)
-    if rc != 0:
-        return None, first_line(err)
-    return last_json(out), None
-
-
 def plot(stem, rows, threads, date):
-    try:
-        import matplotlib
-    except ImportError:
-        print("plot skipped: matplotlib is not installed (scripts/setup-bench.sh)")
-        return
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    names = [r["model"] for r in rows if r.get("ratio")]
-    names = list(dict.fromkeys(names))
-    fig, ax = plt.subplots(figsize=(max(8, 0.7 * len(names)), 4.5))
-    width = 0.8 / max(1, len(threads))
-    for j, t in enumerate(threads):
-        ys = [(rows_by(rows, n).get("ratio") or {}).get(str(t), 0) for n in names]
-        ax.bar([i + j * width for i in range(len(names))], ys, width,
-               label="%d thread%s" % (t, "" if t == 1 else "s"))
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks([i + width * (len(threads) - 1) / 2 for i in range(len(names))])
-    ax.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
-    ax.set_ylabel("nnc median / ORT median (below 1: nnc faster)")
-    ax.set_title("PyTorch exports: nnc vs ONNX Runtime (%s)" % date)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(stem + ".png", dpi=100)
-    print("wrote %s.png" % stem)
-
-
-def rows_by(rows, name):
-    return next((r for r in rows if r["model"] == name), {})
-
-
-def llc_host_cpu():
-    for tool in ("llc-15", "/usr/lib/llvm-15/bin/llc"):
-        try:
-            rc, out, _ = run([tool, "--version"])
-        except OSError:
-            continue
-        for line in out.splitlines():
-            if "Host CPU" in line:
-                return line.split(":", 1)[1].strip()
-    return "?"
+    names = list(dict.fromkeys(r["model"] for r in rows if r.get("ratio")))
+    series = {"%d thread%s" % (t, "" if t == 1 else "s"):
+              [(next(r for r in rows if r["model"] == n).get("ratio") or {}).get(str(t), 0)
+               for n in names] for t in threads}
+    report.bar_plot(stem + ".png", names, [("", series)],
+                    "nnc median / ORT median (below 1: nnc faster)",
+                    "PyTorch exports: nnc vs ONNX Runtime (%s)" % date)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--nnc", default=os.path.join(ROOT, "build", "tools", "nnc", "nnc"))
+    ap.add_argument("--nnc", default=nnc.NNC)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--only", default=None)
@@ -340,6 +272,7 @@ def main():
                     help="also other models of the same families (SIBLINGS)")
     ap.add_argument("--work", default=os.path.expanduser("~/.cache/nnc/torch-models"))
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the iteration counts")
+    ort.add_arguments(ap)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.list:
@@ -347,12 +280,14 @@ def main():
             print("%-28s %s%s" % (n, fam, " (sibling)" if n in SIBLINGS else ""))
         return
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         sys.exit("PyTorch is not importable by %s (scripts/setup-bench.sh installs "
                  "python3-torch; run this with /usr/bin/python3)" % sys.executable)
-    if not os.access(args.nnc, os.X_OK):
-        sys.exit("not built: %s" % args.nnc)
+    nnc.require(args.nnc)
+    peer = ort.from_arguments(args)
+    if peer.missing():
+        sys.exit("torch_models.py: " + peer.missing())
     names = (args.only.split(",") if args.only else
              list(MODELS) + (list(SIBLINGS) if args.siblings else []))
     unknown = [n for n in names if n not in ALL_MODELS]
@@ -362,6 +297,8 @@ def main():
     env = {"NNC_CACHE_DIR": os.environ.get("NNC_CACHE_DIR",
                                            os.path.join(args.work, "nnc-cache"))}
     torch.set_num_threads(1)
+    mach = machine.describe(args.nnc)
+    ort_version = None
 
     rows = []
     for name in names:
@@ -380,59 +317,58 @@ def main():
             continue
         row["max_rel_error"] = rel
         row["nnc_ms"], row["ort_ms"], row["ratio"] = {}, {}, {}
+        model = os.path.join(folder, "model.onnx")
+        feed = "input=" + os.path.join(folder, "input.npy")
         for t in threads:
             n_it = max(3, int(its * args.scale * (1 if t == 1 else 1.5)))
-            nnc_ms, ort_ms = [], []
-            for _ in range(args.rounds):
-                r, err = bench(args.nnc, folder, t, n_it, env)
-                if err or not r or "ort_median_ms" not in r:
-                    row["error"] = "nnc bench: " + (err or "no ORT figure")
+            engines = {
+                "nnc": lambda: nnc.bench(args.nnc, model, t, n_it, 2, ["--input", feed], env),
+                "ort": lambda: peer.run(model, t, n_it, 2, inputs=[feed]),
+            }
+            ms = {"nnc": [], "ort": []}
+            for r in range(args.rounds):
+                for who in order(engines, r):
+                    res, err = engines[who]()
+                    if err:
+                        row["error"] = "%s bench: %s" % (who, err)
+                        break
+                    ms[who].append(res["median_ms"])
+                    ort_version = res.get("version") if who == "ort" else ort_version
+                if "error" in row:
                     break
-                nnc_ms.append(r["median_ms"])
-                ort_ms.append(r["ort_median_ms"])
-            if not nnc_ms:
+            if "error" in row:
                 break
-            row["nnc_ms"][str(t)] = statistics.median(nnc_ms)
-            row["ort_ms"][str(t)] = statistics.median(ort_ms)
+            row["nnc_ms"][str(t)] = median(ms["nnc"])
+            row["ort_ms"][str(t)] = median(ms["ort"])
             row["ratio"][str(t)] = row["nnc_ms"][str(t)] / row["ort_ms"][str(t)]
         print("%-28s err %.1e  %s" % (name, rel, "  ".join(
             "%sT nnc %.3f ms ort %.3f ms (%.2f)" % (t, row["nnc_ms"][t], row["ort_ms"][t],
                                                    row["ratio"][t])
             for t in row["ratio"])), flush=True)
 
-    date = datetime.date.today().isoformat()
-    meta = {"date": date, "machine": platform.processor() or platform.machine(),
-            "llc_host_cpu": llc_host_cpu(), "cores": os.cpu_count(),
-            "torch": torch.__version__, "rounds": args.rounds, "nnc": args.nnc,
-            "load_after": os.getloadavg()}
-    stem = args.out or os.path.join(HERE, "results", "torch-models-%s" % date)
-    os.makedirs(os.path.dirname(stem), exist_ok=True)
-    with open(stem + ".json", "w") as f:
-        json.dump({"meta": meta, "models": rows}, f, indent=1)
-    lines = ["# PyTorch exports: nnc vs ONNX Runtime (%s)" % date, "",
-             "Machine: %s cores, LLVM host CPU `%s`; PyTorch %s; each figure the median of "
-             "%d run(s)' medians, nnc and ORT alternating in one process." %
-             (meta["cores"], meta["llc_host_cpu"], meta["torch"], args.rounds), "",
-             "| model | family | max error / range | " +
-             " | ".join("nnc %dT ms | ORT %dT ms | nnc/ORT %dT" % (t, t, t) for t in threads) +
-             " |",
-             "|---|---|---|" + "---|---|---|" * len(threads)]
+    stem = os.path.splitext(report.result_path(
+        "torch-models-siblings" if args.siblings else "torch-models", args.out))[0]
+    lines = report.header("PyTorch exports: nnc vs ONNX Runtime", mach, machine.load(), [
+        "PyTorch %s; %s." % (torch.__version__, peer.describe(ort_version))],
+        python="/usr/bin/python3")
+    lines += ["Each figure the median of %d run(s)' medians, nnc and ORT alternating, each in "
+              "its own process." % args.rounds, ""]
+    table_rows = []
     for r in rows:
         if "ratio" not in r or len(r["ratio"]) < len(threads):
-            lines.append("| %s | %s | %s |" % (r["model"], r["family"],
-                                               r.get("error", "incomplete")))
+            table_rows.append([r["model"], r["family"], r.get("error", "incomplete")])
             continue
-        cells = []
+        cells = [r["model"], r["family"], "%.1e" % r["max_rel_error"]]
         for t in threads:
             k = str(t)
-            cells.append("%.3f | %.3f | **%.2f**" % (r["nnc_ms"][k], r["ort_ms"][k],
-                                                      r["ratio"][k]))
-        lines.append("| %s | %s | %.1e | %s |" % (r["model"], r["family"], r["max_rel_error"],
-                                                 " | ".join(cells)))
-    with open(stem + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote %s.md and .json" % stem)
-    plot(stem, rows, threads, date)
+            cells += ["%.3f" % r["nnc_ms"][k], "%.3f" % r["ort_ms"][k], "**%.2f**" % r["ratio"][k]]
+        table_rows.append(cells)
+    lines += report.table(["model", "family", "max error / range"] + [
+        c for t in threads for c in ("nnc %dT ms" % t, "ORT %dT ms" % t, "nnc/ORT %dT" % t)],
+        table_rows)
+    report.write(stem + ".md", lines, {"machine": mach, "torch": torch.__version__,
+                                       "rounds": args.rounds, "models": rows})
+    plot(stem, rows, threads, mach["date"])
 
 
 if __name__ == "__main__":

@@ -14,19 +14,16 @@ python3-torch and python3-sklearn; run with /usr/bin/python3 (it has torch).
 Usage: bench/train_peer.py [--nnc build/tools/nnc/nnc] [--out bench/results/train]
 """
 import argparse
-import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-import char_lm  # noqa: E402
-import train_data as td  # noqa: E402
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import machine, nnc, report  # noqa: E402
+sys.path.insert(0, os.path.join(nnc.ROOT, "scripts"))
+# Imported after the options are read, so that --help needs no torch.
+char_lm = td = np = torch = None
 
 
 def torch_mlp(sizes, layers):
@@ -64,35 +61,36 @@ def torch_train(sizes, layers, x, y, batch, steps, lr, threads):
     return char_lm.torch_train(net, x, y, batch, steps, lr, threads)
 
 
-def nnc_train(nnc, d, sizes, layers, x, y, batch, epochs, lr, threads):
+def nnc_train(nnc_path, d, sizes, layers, x, y, batch, epochs, lr, threads):
     model = os.path.join(d, "model.onnx")
     with open(model, "wb") as f:
         f.write(td.lenet5_model(layers) if sizes is None else td.mlp_model(sizes, layers))
     xp, yp = os.path.join(d, "x.npy"), os.path.join(d, "y.npy")
     np.save(xp, np.asarray(x, dtype=np.float32))
     np.save(yp, np.asarray(y, dtype=np.int64))
-    out = subprocess.run(
-        [nnc, "train", model, "--inputs", xp, "--labels", yp, "--loss", "softmax_cross_entropy",
-         "--optimizer", "adam", "--lr", str(lr), "--batch", str(batch), "--epochs", str(epochs),
-         "--no-shuffle", "--threads", str(threads), "--output", os.path.join(d, "out.onnx"),
-         "--json"], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    return nnc.train(nnc_path, model, xp, yp, os.path.join(d, "out.onnx"), threads, batch, lr,
+                     epochs)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--nnc", default="build/tools/nnc/nnc")
-    ap.add_argument("--out", default="bench/results/train")
+    ap.add_argument("--nnc", default=nnc.NNC)
+    ap.add_argument("--out", default=os.path.join(report.RESULTS, "train"))
     ap.add_argument("--steps", type=int, default=100)
     args = ap.parse_args()
+    global char_lm, td, np, torch
+    import char_lm
+    import numpy as np
+    import torch
+    import train_data as td
     os.makedirs(args.out, exist_ok=True)
     xs, ys = td.load_digits()
     xtr, ytr, _, _ = td.split(xs, ys)
     xtr = np.asarray(xtr, dtype=np.float32)
     ytr = np.asarray(ytr, dtype=np.int64)
-    lines = ["# nnc train vs PyTorch %s eager" % torch.__version__, "",
-             "Machine: %s; shared with other jobs, timings noisy (medians)." % os.uname().nodename,
-             ""]
+    lines = report.header("nnc train vs PyTorch %s eager" % torch.__version__,
+                          machine.describe(args.nnc), python="/usr/bin/python3")
+    lines += ["Shared with other jobs, timings noisy (medians).", ""]
 
     # 1. Loss agreement.
     sizes = [64, 128, 10]

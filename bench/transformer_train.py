@@ -26,20 +26,19 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-import char_lm  # noqa: E402
-from rnn_train import nnc_train  # noqa: E402
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import machine, nnc, report  # noqa: E402
+from rnn_train import nnc_train  # noqa: E402  (it puts scripts/ on the path for char_lm)
+char_lm = np = torch = None  # imported after the options are read, so --help needs no torch
 
 SEQ, BATCH, LR = 64, 16, 1e-3
 EMB, HEADS, LAYERS = 128, 4, 2
 
 
-def step_gflop(emb=EMB, layers=LAYERS, vocab=char_lm.VOCAB, seq=SEQ, batch=BATCH):
+def step_gflop(emb=EMB, layers=LAYERS, vocab=None, seq=SEQ, batch=BATCH):
     """Matmul work of one train step: per layer the qkv, output, and two MLP projections and
     the two attention products; the output Linear; backward does twice the forward's."""
+    vocab = vocab or char_lm.VOCAB
     rows = seq * batch
     flop = layers * (2 * rows * emb * (3 * emb + emb + 4 * emb + 4 * emb)
                      + 2 * 2 * batch * seq * seq * emb)
@@ -49,22 +48,26 @@ def step_gflop(emb=EMB, layers=LAYERS, vocab=char_lm.VOCAB, seq=SEQ, batch=BATCH
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--nnc", default="build/tools/nnc/nnc")
-    ap.add_argument("--out", default="bench/results/train")
+    ap.add_argument("--nnc", default=nnc.NNC)
+    ap.add_argument("--out", default=os.path.join(report.RESULTS, "train"))
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--time-steps", type=int, default=20)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    global char_lm, np, torch
+    import char_lm
+    import numpy as np
+    import torch
     os.makedirs(args.out, exist_ok=True)
     x, y = char_lm.license_windows(SEQ)
     make = lambda: char_lm.make_model("transformer", 0, emb=EMB, heads=HEADS, layers=LAYERS,
                                       seq=SEQ)
-    lines = ["# nnc train vs PyTorch %s eager: 2-layer transformer language model"
-             % torch.__version__, "",
-             "Machine: %s (%d cores, load average %.1f at the start); shared with other "
-             "jobs, timings noisy (medians of each run's steps, nnc and PyTorch measured back "
-             "to back)." % (os.uname().nodename, os.cpu_count(), os.getloadavg()[0]), "",
+    lines = report.header(
+        "nnc train vs PyTorch %s eager: 2-layer transformer language model" % torch.__version__,
+        machine.describe(args.nnc), python="/usr/bin/python3")
+    lines += ["Shared with other jobs, timings noisy (medians of each run's steps, nnc and "
+              "PyTorch measured back to back).", "",
              "Model: embedding %d, %d layers, %d heads, sequence %d, vocabulary %d (%d "
              "parameters). Data: %d windows of %s; batch %d in file order, Adam lr %g."
              % (EMB, LAYERS, HEADS, SEQ, char_lm.VOCAB,

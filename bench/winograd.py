@@ -6,10 +6,11 @@ weights; 56x56x64, 28x28x128, 14x14x256, 7x7x512 at batch 1) and runs each with
 `nnc bench --passes`: the default pipeline without the winograd pass (direct conv_nchwc),
 with F(4x4) and F(2x2) forced on (balance=0, min-gain=0), and the default (the pass's own choice),
 alternating in rounds; reports the median over rounds of each run's median (ms) and the load
-average before and after, since the figures are only comparable on a quiet machine.
+average before and after, since the figures are only comparable on a quiet machine; with
+--out, writes the table there too, under the machine header.
 
     python3 bench/winograd.py [--nnc build/tools/nnc/nnc] [--threads 1] [--rounds 3]
-                              [--iterations 40]
+                              [--iterations 40] [--out FILE.md]
 
 Benchmarks are not tests: nothing here is registered in ctest.
 """
@@ -17,16 +18,14 @@ Benchmarks are not tests: nothing here is registered in ctest.
 import argparse
 import os
 import random
-import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from fusion import DEFAULT  # noqa: E402  (the default pipeline, kept in one place)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import machine, nnc, report  # noqa: E402
+from nncbench.nnc import DEFAULT_PIPELINE as DEFAULT  # noqa: E402
+from nncbench.stats import median, order  # noqa: E402
 
 LAYERS = [("layer1", 64, 56), ("layer2", 128, 28), ("layer3", 256, 14), ("layer4", 512, 7)]
 
@@ -55,25 +54,16 @@ def layer_graph(name, c, h):
 """
 
 
-def bench(nnc, path, passes, threads, iterations):
-    cmd = [nnc, "bench", path, "--threads", str(threads), "--iterations", str(iterations)]
-    if passes:
-        cmd += ["--passes", passes]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        if "median" in line:
-            return float(line.split("median")[1].split()[0])
-    raise RuntimeError(f"no median in: {out}")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nnc", default=os.path.join(ROOT, "build", "tools", "nnc", "nnc"))
+    ap.add_argument("--nnc", default=nnc.NNC)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=40)
+    ap.add_argument("--out", default=None, help="also write the table here (FILE.md)")
     args = ap.parse_args()
-    load_before = os.getloadavg()
+    nnc.require(args.nnc)
+    book = report.Notebook("Winograd against the direct conv on ResNet-18's 3x3 convs", args.nnc)
     results = {}
     with tempfile.TemporaryDirectory() as d:
         paths = {}
@@ -82,19 +72,18 @@ def main():
             with open(paths[name], "w") as f:
                 f.write(layer_graph(name, c, h))
         for r in range(args.rounds):
-            order = VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]
             for name, _, _ in LAYERS:
-                for v, passes in order:
-                    results.setdefault((name, v), []).append(
-                        bench(args.nnc, paths[name], passes, args.threads, args.iterations))
-    load_after = os.getloadavg()
-    print(f"threads {args.threads}, {args.rounds} rounds x {args.iterations} iterations; "
-          f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after\n")
-    print("| conv (with add, relu) | " + " | ".join(f"{v} ms" for v, _ in VARIANTS) + " |")
-    print("|---" * (1 + len(VARIANTS)) + "|")
-    for name, c, h in LAYERS:
-        cells = [f"{statistics.median(results[(name, v)]):.3f}" for v, _ in VARIANTS]
-        print(f"| {name} {h}x{h}x{c} | " + " | ".join(cells) + " |")
+                for v, passes in order(VARIANTS, r, rotate=True):
+                    j = nnc.bench_or_exit(args.nnc, paths[name], args.threads, args.iterations,
+                                          None, ["--passes", passes] if passes else [])
+                    results.setdefault((name, v), []).append(j["median_ms"])
+    book.say(f"threads {args.threads}, {args.rounds} rounds x {args.iterations} iterations; "
+             f"load average {book.mach['load']} before, {machine.load()} after", "")
+    book.say(*report.table(["conv (with add, relu)"] + [f"{v} ms" for v, _ in VARIANTS], [
+        [f"{name} {h}x{h}x{c}"] + [f"{median(results[(name, v)]):.3f}" for v, _ in VARIANTS]
+        for name, c, h in LAYERS]))
+    book.save(args.out, {"threads": args.threads, "rounds": args.rounds,
+                         "results": {"%s/%s" % k: v for k, v in results.items()}})
 
 
 if __name__ == "__main__":

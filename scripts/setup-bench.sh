@@ -5,9 +5,12 @@
 #   libclblast-dev:               CLBlast, the OpenCL SGEMM peer on the same device (bench/clblast)
 #   python3-torch:                the PyTorch peer (bench/peers_torch.py)
 #   python3-torchvision:          the exported CNNs and ViTs of bench/torch_models.py
-#   python3-matplotlib:           bench/peers.py's plot
-#   nodejs, npm:                  onnxruntime-node, whose libonnxruntime.so `nnc bench
-#                                 --compare ort` loads (NNC_ORT_LIBRARY or bench/ort/node_modules)
+#   python3-matplotlib:           the plots of bench/peers.py and bench/torch_models.py
+#   nodejs, npm:                  onnxruntime-node: the ONNX Runtime peer of bench/ (its own
+#                                 process, bench/ort/ort_bench.js), and the libonnxruntime.so
+#                                 `nnc bench --compare ort` loads (NNC_ORT_LIBRARY or
+#                                 bench/ort/node_modules)
+# bench/README.md says which study needs which.
 set -euo pipefail
 
 PKGS=(

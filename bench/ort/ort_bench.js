@@ -3,12 +3,13 @@
 // and prints one JSON line.
 //
 //   node ort_bench.js MODEL.onnx [--threads N] [--iterations K] [--warmup W]
-//                     [--input FILE.pb] [--inputs-dir DIR] [--spin 0|1]
+//                     [--input [NAME=]FILE ...] [--inputs-dir DIR] [--spin 0|1]
 //
 // Session options: graphOptimizationLevel 'all', intraOpNumThreads N, interOpNumThreads 1,
 // executionMode 'sequential'. Inputs come from ONNX TensorProto files (input_<i>.pb in
-// --inputs-dir, or --input for a single-input model); without them, random data of the
-// model's static input shapes is used. --spin sets the session config entry
+// --inputs-dir) or from --input, repeatable, as `nnc bench --input` takes them: NAME=FILE or,
+// for a single-input model, FILE; a .pb (TensorProto) or .npy (float32, C order) file. Without
+// them, random data of the model's static input shapes is used. --spin sets the session config entry
 // session.intra_op.allow_spinning (ORT's default is 1: idle pool threads spin, which costs
 // on a loaded machine); without it the entry is left at ORT's default.
 'use strict';
@@ -21,12 +22,12 @@ function usage(msg) {
   if (msg) process.stderr.write(`ort_bench: ${msg}\n`);
   process.stderr.write(
       'usage: node ort_bench.js MODEL.onnx [--threads N] [--iterations K] [--warmup W]\n' +
-      '                         [--input FILE.pb] [--inputs-dir DIR] [--spin 0|1]\n');
+      '                         [--input [NAME=]FILE ...] [--inputs-dir DIR] [--spin 0|1]\n');
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const a = {model: null, threads: 1, iterations: 20, warmup: 3, input: null, inputsDir: null,
+  const a = {model: null, threads: 1, iterations: 20, warmup: 3, inputs: [], inputsDir: null,
              spin: null};
   for (let i = 0; i < argv.length; ++i) {
     const k = argv[i];
@@ -41,7 +42,7 @@ function parseArgs(argv) {
     if (k === '--threads') a.threads = int(next());
     else if (k === '--iterations') a.iterations = int(next());
     else if (k === '--warmup') a.warmup = int(next());
-    else if (k === '--input') a.input = next();
+    else if (k === '--input') a.inputs.push(next());
     else if (k === '--inputs-dir') a.inputsDir = next();
     else if (k === '--spin') {
       a.spin = next();
@@ -144,6 +145,36 @@ function tensorFromPb(file) {
   return {name: t.name, tensor: new ort.Tensor('float32', data, t.dims)};
 }
 
+// A .npy file (format 1-3) of little-endian float32 in C order: {name: '', tensor}.
+function tensorFromNpy(file) {
+  const buf = fs.readFileSync(file);
+  if (buf.length < 10 || buf.toString('latin1', 0, 6) !== '\x93NUMPY') {
+    throw new Error(`${file}: not a .npy file`);
+  }
+  const major = buf[6];
+  const headerLen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
+  const start = (major === 1 ? 10 : 12) + headerLen;
+  const header = buf.toString('latin1', major === 1 ? 10 : 12, start);
+  const descr = /'descr':\s*'([^']*)'/.exec(header);
+  const fortran = /'fortran_order':\s*(True|False)/.exec(header);
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(header);
+  if (!descr || !fortran || !shape) throw new Error(`${file}: unreadable .npy header ${header}`);
+  if (descr[1] !== '<f4') throw new Error(`${file}: dtype ${descr[1]} not supported (only <f4)`);
+  if (fortran[1] !== 'False') throw new Error(`${file}: Fortran order not supported`);
+  const dims = shape[1].split(',').map((d) => d.trim()).filter((d) => d !== '').map(Number);
+  const count = dims.reduce((x, y) => x * y, 1);
+  if (buf.length - start !== count * 4) {
+    throw new Error(`${file}: ${buf.length - start} data bytes, shape [${dims}] needs ${count * 4}`);
+  }
+  const data = new Float32Array(count);
+  Buffer.from(data.buffer).set(buf.subarray(start));  // copied: the data may be unaligned
+  return {name: '', tensor: new ort.Tensor('float32', data, dims)};
+}
+
+function tensorFromFile(file) {
+  return file.endsWith('.npy') ? tensorFromNpy(file) : tensorFromPb(file);
+}
+
 function randomTensor(meta, name) {
   if (meta.type !== undefined && meta.type !== 'float32') {
     throw new Error(`input '${name}': type ${meta.type} has no random generator (pass --inputs-dir)`);
@@ -186,16 +217,22 @@ async function main() {
 
   const feeds = {};
   const names = session.inputNames;
-  if (a.inputsDir !== null || a.input !== null) {
-    const files = [];
-    if (a.input !== null) {
-      files.push(a.input);
-    } else {
-      for (let i = 0; i < names.length; ++i) files.push(path.join(a.inputsDir, `input_${i}.pb`));
+  if (a.inputs.length > 0) {
+    a.inputs.forEach((spec, i) => {
+      const m = /^([^=/]+)=(.+)$/.exec(spec);
+      const file = m ? m[2] : spec;
+      const {name, tensor} = tensorFromFile(file);
+      const want = m ? m[1] : (name && names.includes(name) ? name : names[i]);
+      if (!names.includes(want)) {
+        throw new Error(`--input ${spec}: the model has no input '${want}' (inputs: ${names.join(', ')})`);
+      }
+      feeds[want] = tensor;
+    });
+    if (Object.keys(feeds).length !== names.length) {
+      throw new Error(`model has ${names.length} inputs, --input gave ${Object.keys(feeds).length}`);
     }
-    if (files.length !== names.length) {
-      throw new Error(`model has ${names.length} inputs, got ${files.length} input files`);
-    }
+  } else if (a.inputsDir !== null) {
+    const files = names.map((_, i) => path.join(a.inputsDir, `input_${i}.pb`));
     files.forEach((f, i) => {
       const {name, tensor} = tensorFromPb(f);
       // Match by name when the file names an input, else by position.
@@ -237,6 +274,7 @@ async function main() {
   const out = {
     model: a.model,
     peer: 'ort',
+    runner: 'onnxruntime-node',
     version: ort.env.versions.common,
     threads: a.threads,
     allow_spinning: a.spin === null ? 'default' : a.spin,
