@@ -284,7 +284,10 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
                     int64_t eRows) -> Stmt {
     if (rt == 0 || ct == 0 || mrR == 0 || nrR == 0)
       return nullptr;
-    auto [nIb, nJb, rbT, cbT] = blocking(rt, ct);
+    // Plain variables, not a structured binding: the lambdas below capture them, which C++17
+    // (and clang) does not allow for structured bindings.
+    const std::array<int64_t, 4> blocks = blocking(rt, ct);
+    const int64_t nIb = blocks[0], nJb = blocks[1], rbT = blocks[2], cbT = blocks[3];
     std::string blkV = kb.freshName("blk"), pcV = kb.freshName("kb"), jtV = kb.freshName("jt"),
                 itV = kb.freshName("it");
     Expr blk = kir::var(blkV), pc = kir::var(pcV), jt = kir::var(jtV), it = kir::var(itV);
