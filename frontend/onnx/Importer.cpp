@@ -294,18 +294,36 @@ std::vector<std::string> OnnxModel::inputNames() const {
   return names;
 }
 
-std::vector<OnnxIssue> OnnxModel::check() const {
-  const LoadedModel *lm = m_.get();
-  const onnx::GraphProto &gp = lm->model.graph();
-  std::vector<OnnxIssue> issues;
+namespace {
+
+/// The issues of the nodes of `gp` and, depth first, of the subgraphs in their attributes
+/// (If's branches, Loop's and Scan's bodies). `scope` is where `gp` sits ("" for the main
+/// graph). Protobuf's parser bounds how deeply subgraphs nest, so the recursion is bounded.
+void checkGraph(const LoadedModel &lm, const onnx::GraphProto &gp, const std::string &scope,
+                std::vector<OnnxIssue> &issues) {
   for (int i = 0; i < gp.node_size(); ++i) {
     const onnx::NodeProto &n = gp.node(i);
     std::string d = normDomain(n.domain());
     std::string op = d.empty() ? n.op_type() : d + ":" + n.op_type();
     std::string name = n.name().empty() ? fmt::format("#{}", i) : n.name();
     int64_t opset = 0;
-    checkNode(*lm, n, &opset, [&](const std::string &m) { issues.push_back({name, op, m}); });
+    checkNode(lm, n, &opset,
+              [&](const std::string &m) { issues.push_back({name, op, m, scope}); });
+    std::string here = (scope.empty() ? "" : scope + " / ") + op + " '" + name + "'";
+    for (const auto &a : n.attribute()) {
+      if (a.has_g())
+        checkGraph(lm, a.g(), here + " / " + a.name(), issues);
+      for (int k = 0; k < a.graphs_size(); ++k)
+        checkGraph(lm, a.graphs(k), fmt::format("{} / {}[{}]", here, a.name(), k), issues);
+    }
   }
+}
+
+} // namespace
+
+std::vector<OnnxIssue> OnnxModel::check() const {
+  std::vector<OnnxIssue> issues;
+  checkGraph(*m_, m_->model.graph(), "", issues);
   return issues;
 }
 

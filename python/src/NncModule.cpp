@@ -137,7 +137,7 @@ public:
       std::string msg =
           fmt::format("{}: {} unsupported operator(s) or attribute(s):", path, issues.size());
       for (const OnnxIssue &i : issues)
-        msg += fmt::format("\n  node '{}' ({}): {}", i.node, i.opType, i.message);
+        msg += fmt::format("\n  {} ({}): {}", i.place(), i.opType, i.message);
       raise(Error(msg));
     }
     m->graph_ = take(file->load());

@@ -40,7 +40,7 @@ bool reportUnsupported(const std::string &model, const std::vector<OnnxIssue> &i
   std::cerr << "nnc: error: " << model << ": " << issues.size()
             << " unsupported operator(s) or attribute(s):\n";
   for (const OnnxIssue &i : issues)
-    std::cerr << "  node '" << i.node << "' (" << i.opType << "): " << i.message << "\n";
+    std::cerr << "  " << i.place() << " (" << i.opType << "): " << i.message << "\n";
   return true;
 }
 

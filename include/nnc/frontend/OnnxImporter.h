@@ -48,13 +48,23 @@ Expected<std::vector<std::string>> onnxGraphInputNames(const std::string &path);
 
 /// One problem `nnc check` reports: an unsupported operator or attribute (or value).
 struct OnnxIssue {
-  std::string node;     ///< Node name (or "#index" when unnamed).
+  std::string node;     ///< Node name (or "#index" when unnamed, the index in its graph).
   std::string opType;   ///< ONNX op type with domain if not the default one.
   std::string message;  ///< What is unsupported.
+  /// The control-flow nodes and graph attributes the node sits in, outermost first
+  /// ("If 'nms' / then_branch", "Loop 'l' / body / If '#3' / else_branch"); empty for a node
+  /// of the main graph.
+  std::string scope;
+  /// Where the node is: "node 'y'", or with its scope "If 'x' / then_branch / node 'y'".
+  std::string place() const {
+    std::string n = "node '" + node + "'";
+    return scope.empty() ? n : scope + " / " + n;
+  }
 };
 
-/// Lists every unsupported operator and attribute of a model at once. Fails only when the
-/// file cannot be read or parsed as a model.
+/// Lists every unsupported operator and attribute of a model at once, inside subgraphs too
+/// (the branches of If, the bodies of Loop and Scan, at any depth). Fails only when the file
+/// cannot be read or parsed as a model.
 Expected<std::vector<OnnxIssue>> checkOnnxFile(const std::string &path);
 
 /// An ONNX file read and parsed once, for callers that check it, list its inputs and import
