@@ -173,7 +173,7 @@ class InspectCommand : public Command {
 public:
   explicit InspectCommand(CLI::App &app) {
     cmd_ = app.add_subcommand("inspect",
-                             "Print a model's IR after any pass, its buffer plan or its kernels");
+                              "Print a model's IR after any pass, its buffer plan or its kernels");
     cmd_->add_option("model", o_.model, "Model file (.onnx or .nir)")->required();
     cmd_->add_option("--after", o_.after,
                      "Stop after this pass of the pipeline (`import`: before any pass)");
