@@ -173,7 +173,7 @@ bool explicitPads(GradEmitter &e, const Node &n) {
 
 /// Conv over N-D NC... input. The input gradient is conv_transpose of g with the same
 /// weight (its [M, C/group, k...] layout is conv_transpose's [C_in, C_out/group, k...]; a conv
-/// with the flipped weight, tried for stride 1, ran 2x slower on LeNet's 6-channel layer). The
+/// with the flipped weight, tried for stride 1, measured slower on LeNet's 6-channel layer). The
 /// weight gradient is a conv that correlates x with g per group: x as [C/G, G*N, ...] (N as
 /// channels), g as weights [G*M/G, N, ...], stride and dilation swapped; the result
 /// [C/G, M, k'...] (k' >= k) is cropped to k and transposed to [M, C/G, k...].

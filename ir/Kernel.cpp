@@ -47,7 +47,7 @@ int64_t wrapTo(DType t, uint64_t bits) {
   return static_cast<int64_t>(bits);
 }
 
-/// Folds `a kind b` on two integer immediates of type t (the rules of runtime/Scalar.h:
+/// Folds `a kind b` on two integer immediates of type t (the rules of nnc/ir/ScalarOps.h:
 /// wrap-around, division by zero gives 0, mod has the divisor's sign). Returns false when
 /// the op is not folded.
 bool foldInts(OpKind kind, DType t, int64_t a, int64_t b, int64_t &out) {

@@ -678,6 +678,13 @@ Error Parser::parseAttr(const OpInfo &info, AttrMap &attrs) {
     break;
   }
   case AttrKind::Tensor: {
+    // The printer's elided form (PrintOptions::elideElementsOver) has no values to read.
+    if (isKeyword("dense_resource"))
+      return errorAt(valTok, fmt::format("attribute '{}' of '{}' is an elided constant "
+                                         "(dense_resource<__elided__>), whose values were not "
+                                         "printed; print the graph with `nnc inspect "
+                                         "--full-constants` to parse it back",
+                                         key, info.name));
     if (!isKeyword("dense"))
       return wrongKind();
     Tensor t;

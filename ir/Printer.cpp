@@ -14,13 +14,16 @@
 //   attr     ::= attrname '=' value
 //   value    ::= integer | float | string | dtype | '[' [number {',' number}] ']'
 //              | 'dense' '<' type '>' ('[' elems ']' | 'hex' string) | 'dense' '<' 'null' '>'
+//              | 'dense_resource' '<' '__elided__' '>' ':' type   (printed only, never parsed)
 //   name     ::= [A-Za-z0-9_.]+ | string           (strings use \" \\ \n \t \xHH escapes)
 // Floats always carry a '.', an exponent, or are inf / -inf / nan / -nan / nan:0xBITS (a
 // NaN other than the canonical quiet one, by its exact bits), so they parse back to the
 // same bits. Tensor elements are flat, row-major; f16 and bf16 print as their (exactly
 // representable) values, storage-only types as raw bytes `0xHH`. Tensors with more than
 // PrintOptions::maxInlineElements elements print as `hex"..."`: the raw bytes in memory
-// (little-endian) order.
+// (little-endian) order. With PrintOptions::elideElementsOver set, larger ones print as
+// `dense_resource<__elided__> : type`, MLIR's form for an elided constant: readable, but not
+// parsed back (ir/Parser.cpp says so at that place).
 #include "nnc/ir/Printer.h"
 
 #include <cmath>
@@ -166,6 +169,8 @@ std::string elementStr(const Tensor &t, int64_t i) {
 std::string tensorStr(const Tensor &t, const PrintOptions &opts) {
   if (t.isNull())
     return "dense<null>";
+  if (opts.elideElementsOver >= 0 && t.numElements() > opts.elideElementsOver)
+    return "dense_resource<__elided__> : " + typeStr(t.type());
   std::string out = "dense<" + typeStr(t.type()) + ">";
   if (t.numElements() > opts.maxInlineElements) {
     static const char digits[] = "0123456789abcdef";

@@ -216,10 +216,10 @@ bool foldReshapeChain(Graph &g, Node *n) {
 /// result); A is laid out [batch, rows, contracted], B [batch, contracted, columns], and the
 /// product's [batch, rows, columns] is put in the result's order. Identity transposes and
 /// reshapes are left out (an attention's "bhid,bhjd->bhij" is matmul(A, transpose(B))). The
-/// generic einsum kernel runs one scalar loop nest (MaxViT's attention einsums: 8-10 ms each
-/// against 0.6-1.4 ms for ORT's). Left to it: a label repeated in one term (a diagonal), one
-/// summed in one operand only, batch or contracted extents that differ (broadcast), dtypes
-/// other than f32 and f64, and results that are graph outputs.
+/// generic einsum kernel runs one scalar loop nest, without the GEMM's register tiles and
+/// vectors, so every product that can be a matmul becomes one. Left to it: a label repeated
+/// in one term (a diagonal), one summed in one operand only, batch or contracted extents that
+/// differ (broadcast), dtypes other than f32 and f64, and results that are graph outputs.
 bool einsumAsMatMul(Graph &g, Node *n) {
   if (n->kind() != OpKind::Einsum || n->numOperands() != 2 || g.isOutput(n->result()) ||
       !g.hasUses(n->result()))

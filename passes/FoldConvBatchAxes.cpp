@@ -9,8 +9,8 @@
 //                 [N, T, K, H', W']) [N, K, T, H', W'].
 //
 // The transposes move H*W runs (memcpy-like) and fuse into the layout conversions around the
-// blocked conv. On R(2+1)D-18's first (1, 3, 3) conv (64 -> 144 channels on 8 x 56 x 56,
-// one thread, AMD EPYC) the 3-D conv (im2col + GEMM) took 71 ms and the 2-D form 43.
+// blocked conv, so they cost far less than what the fold saves: the 3-D conv's only path is
+// im2col + GEMM, which copies every input value kh*kw times before the GEMM reads it.
 //
 // A conv with a depth kernel kt > 1 whose spatial window is a 3x3 of stride 1 (R3D-18's and
 // MC3-18's 3x3x3 convs) first gathers its depth taps into channels, which leaves a depth
@@ -20,10 +20,11 @@
 //                                      w' [K, kt*C, 1, 3, 3]),  w'[k, dt*C + c] = w[k, c, dt],
 //
 // slice_dt taking frames dt*dilation + t*stride for the T' output frames. The gathered copy is
-// kt times the input, but the 2-D conv of kt*C channels runs as Winograd: R3D-18's 64-channel
-// 3x3x3 conv on 8 x 56 x 56 (one thread, AMD EPYC) took 100 ms in 3-D, 67 ms this way. Only
-// for that window: as 2-D convs of kt*C channels, a stride-2 3x3x3 conv (64 -> 128 channels)
-// went 28 -> 44 ms and a (3, 7, 7) stem of stride (1, 2, 2) 52 -> 77 ms.
+// kt times the input, which pays only because the 2-D conv of kt*C channels then runs as
+// Winograd (fewer multiplies than the 3-D im2col + GEMM). Hence only for that window: a
+// strided window or a larger one (a stride-2 3x3x3 conv, a (3, 7, 7) stem) has no Winograd
+// form, and as a 2-D conv of kt*C channels it pays for the copy without that saving (it was
+// measured slower that way; the figures are in the commit that added the rule).
 //
 // Algorithm: for each conv with static shapes and 3 spatial axes (auto_pad NOTSET or VALID)
 // whose first spatial axis has kernel 1, stride 1 and no padding, and whose other two are not

@@ -154,7 +154,7 @@ Error PassPipeline::run(Graph &g, PassContext &ctx) const {
         return e.withContext("verifier after pass " + name);
     if (ctx.printAfterAll || ctx.printAfter.count(name)) {
       printOs << "// ----- IR after " << name << " -----\n";
-      printGraph(g, printOs);
+      printGraph(g, printOs, ctx.printOptions);
     }
     if (ctx.stats) {
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -

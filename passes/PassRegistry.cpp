@@ -72,18 +72,16 @@ const std::vector<TargetPipeline> &targetPipelines() {
       "fold-conv-batch-axes,layout-nchwc,constant-fold,cse,dce,winograd,";
   static const std::string back = "fold-channel-scale,fuse-elementwise,fuse-epilogue,";
   static const std::string attention = "fuse-attention,", views = "fuse-views,";
-  // An OpenCL CPU device (PoCL) runs the CPU's layout-nchwc conv and winograd kernels too
-  // (its plain conv path, im2col + a loop GEMM, made ResNet-18 on PoCL 5x slower when an
-  // earlier try dropped layout-nchwc, winograd and pack-gemm-weights). A GPU does not: the
-  // blocked direct conv gives it one work-item per output row (on an H200, ResNet-18's
-  // 3x3 convs took 270 to 300 ms each and the 7x7 stem 575 ms), so its convs stay plain
-  // and lower to im2col + the NDRange GEMM. Neither takes pack-gemm-weights: its panels
-  // are the CPU microkernel's layout, and the NDRange GEMM's per-element panel index (a
-  // divide and a remainder per B load) made BERT's matmuls 4x and ResNet-18's Winograd
-  // GEMMs 2x slower on PoCL than reading the plain weight. Nor does a GPU fuse attention:
-  // the fused group's grid is its batch entries and heads (BERT's took 10 ms of 25 on the
-  // H200), where unfused, Q.K^T and P.V are batched NDRange GEMMs and softmax a kernel with
-  // a work-item per row.
+  // An OpenCL CPU device (PoCL) runs the CPU's layout-nchwc conv and winograd kernels too:
+  // its plain conv path (im2col + a loop GEMM) made ResNet-18 several times slower when an
+  // earlier try dropped layout-nchwc, winograd and pack-gemm-weights. A GPU does not: the
+  // blocked direct conv gives it one work-item per output row, far too few work-items for a
+  // GPU, so its convs stay plain and lower to im2col + the NDRange GEMM. Neither takes
+  // pack-gemm-weights: its panels are the CPU microkernel's layout, and the NDRange GEMM
+  // would pay a divide and a remainder per B load to index them, more than reading the plain
+  // weight costs. Nor does a GPU fuse attention: the fused group's grid is only its batch
+  // entries and heads, where unfused, Q.K^T and P.V are batched NDRange GEMMs and softmax a
+  // kernel with a work-item per row.
   static const std::vector<TargetPipeline> pipelines = {
       {"cpu", front + blocked + back + attention + views + "pack-gemm-weights,dce"},
       {"opencl", front + back + views + "dce"},

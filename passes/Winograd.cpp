@@ -90,11 +90,11 @@ private:
   /// 64-byte lines) addresses 4 KiB apart share a set, so when rows*C*4 is a multiple of 4 KiB
   /// all the planes' lines of a tile compete for one set's 8 to 12 ways and evict each other
   /// before they are written whole (a 24-channel conv on 192 x 192: 2304 tiles, every plane
-  /// 216 KiB = 54 x 4 KiB apart; with a 2305th row its input transform took 2.1-2.3 ms instead
-  /// of 3.6-3.7, its output transform 3.0 instead of 4.1, by per-kernel minima). The rows taken:
-  /// the fewest >= tiles whose planes' first lines fall in no set more than 4 times over both
-  /// C and K, else the fewest with the least crowded set, at most tiles/32 more (each extra
-  /// row is a GEMM row: ResNet-18's 16-tile GEMMs took 4-7% longer with a 17th row, more than
+  /// 216 KiB = 54 x 4 KiB apart; with one more row the planes fall in different sets, and
+  /// both of its transforms measured faster). The rows taken: the fewest >= tiles whose
+  /// planes' first lines fall in no set more than 4 times over both C and K, else the fewest
+  /// with the least crowded set, at most tiles/32 more (each extra row is a GEMM row: small
+  /// GEMMs, such as ResNet-18's 16-tile ones, measured slower with a 17th row, more than
   /// their transforms gained).
   static int64_t planeRows(int64_t planes, int64_t tiles, const std::vector<int64_t> &widths) {
     auto crowd = [&](int64_t rows) {

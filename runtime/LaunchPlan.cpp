@@ -402,8 +402,9 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     unitFlops = 0;
     NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix, lowerOpts));
     // With NNC_DEBUG=verify (the tests run so), lowering's output must meet the kernel IR's
-    // rules (one loop per variable, scopes, types) before a code generator sees it. (Always
-    // on, the check took 15% of a compile of DenseNet-121 from the object cache.)
+    // rules (one loop per variable, scopes, types) before a code generator sees it. (Not
+    // always on: it walks every kernel again, a large share of a compile whose objects come
+    // from the cache.)
     static const bool verify = debugEnabled("verify");
     for (size_t i = 0; verify && i < ks.size(); ++i)
       if (Error e = kir::verifyKernel(ks[i]))

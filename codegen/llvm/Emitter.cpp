@@ -1,5 +1,6 @@
 // Kernel IR -> LLVM IR: one function `void name(void** buffers)` per kernel, with the exact
-// scalar semantics of the reference interpreter (runtime/Scalar.h, runtime/interp/Cast.cpp).
+// scalar semantics of the reference interpreter (the elementwise ops' in nnc/ir/ScalarOps.h,
+// casts' in runtime/interp/Cast.cpp).
 //
 // Values are held in their compute type (float for f16/bf16, i1 for bool); loads and stores
 // convert from and to the storage type. An op whose result is f16/bf16 is rounded to that

@@ -262,9 +262,10 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     return (lines % 2 == 0 ? lines + 1 : lines) * 16;
   };
   // A produced B block takes kc rows of the block's width, in scratch of the thread's own
-  // (perThread): each chunk of the parallel blocks reuses it while it is in cache (a slot per
-  // block in the arena, R(2+1)D's 3x1x1 convs wrote 27 MB of fresh lines per run and took
-  // 1.3x the time of one reused slot). The regions run one after another.
+  // (perThread): each chunk of the parallel blocks reuses it while it is in cache (with a slot
+  // per block in the arena, R(2+1)D's 3x1x1 convs wrote 27 MB of fresh lines per run, and
+  // writing lines that were never cached costs memory traffic that a reused slot does not).
+  // The regions run one after another.
   if (produced) {
     int64_t size = 1;
     if (rowTiles > 0 && colTiles > 0)
@@ -581,8 +582,8 @@ const tuning::Space &gemmCpuSpace() {
         // k blocks: all of k up to 1024, or while a B panel of k x nr floats takes at most a
         // quarter of the target's L2; else 512. The panel then lives in L2 rather than L1,
         // which the L2's bandwidth covers (2 vectors per k step), while fewer k blocks re-read
-        // C less (K = 3072 on a 1 MiB L2, a transformer's second MLP GEMM: 1-4% faster whole
-        // than in blocks of 512).
+        // C less (K = 3072 on a 1 MiB L2, a transformer's second MLP GEMM, measured faster
+        // whole than in blocks of 512).
         int64_t kc = k <= 1024 || k * nr * 4 <= p.cpu.l2Bytes / 4 ? 0 : 512;
         // Unless the tile draws B faster than the L2 was seen to deliver it. Every row tile of
         // a block reads the column tile's panel (kc x nr) whole; a k step of an mr x nr tile
@@ -597,9 +598,8 @@ const tuning::Space &gemmCpuSpace() {
         // block re-reads the cache block's C, and rows at one offset of their pages fold onto
         // a fraction of the cache's sets (a quarter of a 1 MiB, 8-way L2 for 256-column
         // blocks 12 KiB apart), where A's block and B's stream evict them between k blocks.
-        // ViT-B/16's 197 x 768 x 3072 GEMM on an AVX-512 Zen 4 (1 thread, alternated): 9.15 ms
-        // in k blocks of 128, 8.84 in 256, 8.76 in 384, 8.36 in one; 2304 columns (rows 9 KiB
-        // apart) 6.37 and 6.24, 4096 columns 12.0 and 11.0.
+        // On ViT-B/16's 197 x 768 x 3072 GEMM every k-block depth measured slower than one
+        // block, and the shallower the slower (bench/results/measurements-behind-defaults.md).
         bool cRowsShareSets = (n * 4) % 4096 == 0;
         if (8 * vw > 12 * mr && m > mr && k * nr * 4 > p.cpu.l1dBytes && !cRowsShareSets)
           for (int64_t cand : {512, 384, 256, 128, 64, 32})
@@ -639,15 +639,12 @@ const tuning::Space &gemmCpuSpace() {
         // model run ago) then streams once per row block. So the rows stay one block while A's
         // block of 256 k rows fits in half the L2, a k blocked in 512 is blocked in 256 instead,
         // and the column blocks narrow by as many times as there would have been row blocks, so
-        // the thread pool keeps as many blocks. A stack of 12 ViT-B/16 MLPs (197 rows, K 768 and
-        // 3072, B column blocks of 1.5 MiB; AMD EPYC, 1 thread, 8 runs alternating with ONNX
-        // Runtime): nnc/ORT median 1.08 (0.90-1.15) in 96-row blocks, 1.00 (0.93-1.06) in one;
-        // the narrower column blocks measured even with the wider (6 runs each, 1.00 and 1.01).
-        // A k of up to 1024 stays one block, though A is then read whole per column tile (605 KB
-        // for 197 x 768 x 3072, beyond a 512 KiB L2): 256-deep blocks measured even or slower
-        // there (same host, per-kernel minima over 10 and 6 runs: 12.10 vs 12.18 ms, 13.1 vs
-        // 13.9). ConvNeXt-T's 196 x 384 x 1536 GEMMs, whose B column blocks (384 KiB) stay in
-        // the L2, took 5% longer in one block (per-kernel minima), so they keep the row blocks.
+        // the thread pool keeps as many blocks (a stack of ViT-B/16 MLPs, B column blocks of
+        // 1.5 MiB, measured faster in one row block, and the narrower column blocks even with
+        // the wider). A k of up to 1024 stays one block, though A is then read whole per column
+        // tile (605 KB for 197 x 768 x 3072, beyond a 512 KiB L2): 256-deep blocks measured
+        // even or slower there. ConvNeXt-T's 196 x 384 x 1536 GEMMs, whose B column blocks
+        // (384 KiB) stay in the L2, measured slower in one block, so they keep the row blocks.
         bool rowsMerged = false;
         if (mc != 0 && !produced && k * (nc == 0 ? n : nc) * 4 > p.cpu.l2Bytes &&
             m * 256 * 4 <= p.cpu.l2Bytes / 2) {
@@ -669,20 +666,19 @@ const tuning::Space &gemmCpuSpace() {
         // A stays in place by default: its run-time copy (a scalar strided gather) costs more
         // than the contiguous panels gain.
         // A produced B (conv's im2col) is read a block at a time, and its A (the weights)
-        // once per column block: packed A then pays (R3D-18's 64 x 1728 conv: 1.3x).
+        // once per column block: packed A then pays (it measured faster on R3D-18's 64 x 1728
+        // conv).
         // A matmul whose rows stay one block (above) walks all of A's rows under every column
         // tile: packed, they are one contiguous stream instead of mr strided rows restarted
-        // per row tile, for one copy of the activations (m x k) per run. ViT-B/16 (its 197 x
-        // 768 x 3072, 197 x 3072 x 768 and 197 x 768 x 2304 GEMMs), AMD EPYC, 1 and 2 threads,
-        // 10 runs of `nnc bench --compare tuning:` (16 alternations each): packed faster in 9,
-        // nnc/packed median 1.016 (0.956-1.056); the same configs against themselves gave
-        // 0.974-1.065. A conv's A is its weight, packed at compile time or not at all.
+        // per row tile, for one copy of the activations (m x k) per run (on ViT-B/16's GEMMs,
+        // packed came out ahead in most runs, by about the noise). A conv's A is its weight,
+        // packed at compile time or not at all.
         bool matmul = p.signature.find(" matmul ") != std::string::npos;
         int64_t pa = produced || (rowsMerged && matmul) ? 1 : 0;
         // Prefetching the next B panel hides a cold B (a weight last touched a whole model
         // run ago); a B within the target's L2 stays warm, where the prefetches only take load
         // slots. Four row tiles share each panel's prefetch: all of it in the first tile asks
-        // memory for a 768-deep, 16-wide panel (48 KiB) within one tile's ~2 us, most of what
+        // memory for a 768-deep, 16-wide panel (48 KiB) within one tile's time, most of what
         // one core draws, and that tile waits on it (measured on transformers' weight GEMMs:
         // bench/results/measurements-behind-defaults.md).
         int64_t pf = k * n * 4 > p.cpu.l2Bytes && !produced ? 4 : 0;

@@ -322,8 +322,8 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
   std::vector<Stmt> hoisted, stores;
   // Vector stores of C with the local-tile schedule only: on the device-memory path the
   // scalar stores are what an OpenCL CPU device vectorizes across work-items (explicit
-  // vectors in a work-item stop PoCL's work-group vectorizer: ResNet-18's Winograd GEMMs
-  // took 2.4x longer with them).
+  // vectors in a work-item stop PoCL's work-group vectorizer, which made ResNet-18's
+  // Winograd GEMMs far slower with them).
   bool cVectors = t.local && vw >= 2 && ops.strided && !ops.finish && ct == ops.acc &&
                   ct == DType::F32 && m % TM == 0 && n % TN == 0;
   for (int64_t r = 0; r < t.rm; ++r) {

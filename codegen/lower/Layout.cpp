@@ -63,7 +63,7 @@ Kernels copyKernel(const Node &node, const std::string &prefix,
 /// A whole number of blocks: [O, C, P] and [O, C/b, P, b] (O the dims before the channel
 /// axis, P those after it) are transposes of each other's [O, C/b, b, P] view, copied in
 /// tiles transposed in registers, as a permutation is (a per-element copy strided through one
-/// side by b: ResNeXt-50's 128-channel maps at 56x56 took 0.27-0.35 ms each way on AVX-512).
+/// side by b touches a new cache line for nearly every element on that side).
 std::optional<Kernels> blockTranspose(const Node &node, const std::string &prefix,
                                       const Extents &plain, int64_t axis, int64_t b,
                                       bool toBlocked) {
@@ -196,8 +196,7 @@ bool blocksShareTile(int64_t m, int64_t mb, int64_t groupBlocks) {
 /// (`groupBlocks` == mb; a row's last tile takes the remaining blocks), else the divisors
 /// of a group's blocks up to 8 (a tile never spans two groups). RegNet's groups of 24 channels
 /// are 3 blocks of 8 lanes: tiles of one block, 6 accumulators and 7 loads per 6 multiply-adds,
-/// ran its 3x3 group convs at 60% of ONNX Runtime's speed; tiles of 3 blocks x 4 columns hold
-/// 12 accumulators for 7 loads.
+/// are bound by their loads; tiles of 3 blocks x 4 columns hold 12 accumulators for 7 loads.
 std::vector<int64_t> convTileBlockCounts(int64_t mb, int64_t groupBlocks) {
   std::vector<int64_t> v;
   int64_t most = groupBlocks == mb ? 4 : std::min<int64_t>(groupBlocks, 8);
@@ -225,11 +224,10 @@ constexpr int64_t kCacheLineBytes = 64;
 /// that line must then stay in L1 across the tile's whole pass over its input blocks, while
 /// the pass's other input streams and its weights compete for the same sets (the blocks of a
 /// 56x56 map are 98 KiB apart, so their streams fall in few sets). That is the likely cause,
-/// not a verified one (no hardware counters on the VM measured). On a 2-core EPYC (AVX2,
-/// 32 KiB L1d, 1 thread), sums of per-kernel minima over 6 order-alternating runs: ResNeXt-50
-/// 111.3 -> 107.2 ms, ResNet-50 86.3 -> 85.4 (a toggle in one build that also rounded stride-2
-/// tiles); this rule against the previous build, 108.3 -> 105.2 and 87.9 -> 85.9 (ResNet-50's
-/// 64-channel 1x1 convs, now 4 x 2, 1.20 -> 1.30 ms; its larger ones 2-11% faster).
+/// not a verified one (no hardware counters were available where it was measured). On
+/// AVX2 (32 KiB L1d) ResNeXt-50's and ResNet-50's convs measured faster with this rule as a
+/// whole, though ResNet-50's 64-channel 1x1 convs, now 4 x 2, measured a little slower
+/// (bench/results/measurements-behind-defaults.md).
 int64_t convTileLineColumns(int64_t columnStepBytes) {
   if (columnStepBytes <= 0 || columnStepBytes >= kCacheLineBytes ||
       kCacheLineBytes % columnStepBytes != 0)
@@ -249,19 +247,18 @@ int64_t convTileLineColumns(int64_t columnStepBytes) {
 /// Ties go to fewer blocks, unless one image's input exceeds half of L2 (`inputBeyondL2`): the
 /// parallel loop runs each group of tile blocks over all rows, so the input then streams from
 /// L3 once per group, and ties go to more blocks (EfficientNetV2-S's 192-to-48-channel 1x1
-/// convs on 96x96 maps, 7 MiB of input: m 3 x r 4 against m 2 x r 6; its convs' per-kernel
-/// minima 232.7 -> 212.6 ms, ResNet-50's 101.2 -> 91.1, 2-core EPYC, AVX2, 1 thread).
+/// convs on 96x96 maps, 7 MiB of input: m 3 x r 4 against m 2 x r 6, fewer passes over the
+/// input).
 /// When m does not divide the block count, the last tile takes the
-/// remaining blocks (RegNet's 13 and 55 blocks as tiles of 2 and one of 1: the 440-channel
-/// pointwise conv on a 7x7 map took 0.260 ms with single-block tiles, 0.239 with these).
+/// remaining blocks (RegNet's 13 and 55 blocks as tiles of 2 and one of 1: fewer broadcasts
+/// per multiply-add than single-block tiles everywhere).
 /// When one block per tile is the only choice (one output block, or groups of one block), its
 /// tiles take any width the registers allow, the cheapest by the same model (ties to fewer
 /// tiles): a 7x7 map's 49 columns as 5 tiles of 10 rather than 9 of 6, whose 6 accumulator
-/// chains cannot cover the FMA latency (the tuner on RegNet-Y-400MF's 440-channel pointwise
-/// convs, before edge tiles: 0.245 against 0.328 ms). That holds for 3x3 group convs of one
-/// block per group too, now that edge tiles run without guards: RegNet-Y-400MF's 0.19 -> 0.15
-/// ms with tiles of 14 columns rather than 5-6 (ResNeXt-50's layer 1-2 group convs: the tuner
-/// found 1.24-1.49x for widths 11-14).
+/// chains cannot cover the FMA latency (the tuner agreed on RegNet-Y-400MF's 440-channel
+/// pointwise convs). That holds for 3x3 group convs of one block per group too, now that
+/// edge tiles run without guards: tiles of 14 columns rather than 5-6 (the tuner, too, found
+/// widths of 11-14 faster for ResNeXt-50's layer 1-2 group convs).
 ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositions,
                         int64_t lineColumns, int64_t weightBytesPerBlock, int64_t l2Bytes,
                         int64_t groupBlocks, bool inputBeyondL2) {
@@ -273,7 +270,7 @@ ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositio
   };
   // Single-block tiles widen only where no multi-block tile is possible: where both are, the
   // wide single-block tile ties the model and measured slower (RegNet's stride-2 projections:
-  // m 1 x r 14 against m 2 x r 6, +20%).
+  // m 1 x r 14 against m 2 x r 6).
   bool onlySingle = true;
   for (int64_t m : counts)
     onlySingle = onlySingle &&
@@ -416,17 +413,16 @@ int64_t convAliasingBlocks(int64_t blockStride, int64_t l1Bytes) {
 ///  1. the tile's weights for it take at most half the L1 data cache: a tile rereads its
 ///     weights for every column tile of the row, each weight vector serving only r columns
 ///     (m 4 x r 2 on AVX2: 8 multiply-adds per 4 weight loads), so they must come from L1,
-///     not L2. On a 2-core EPYC (AVX2), sums of per-kernel minima over 4-5 runs: ResNet-50's
-///     convs 101.2 -> 95.6 ms, Inception-v3's 133.4 -> 124.0 ms, RegNet-Y-1.6GF's 48.5 ->
-///     45.0 ms. Passes in an eighth of L1 measured better on ResNeXt-50 (115.8 -> 112.3 ms)
-///     but split short reductions too: ResNet-50's 3-channel 7x7 stem in three passes ran
-///     2.89 -> 4.13 ms, each pass storing and reloading the partial sums of its m blocks.
+///     not L2 (ResNet-50's, Inception-v3's and RegNet-Y-1.6GF's convs measured faster so).
+///     Passes in an eighth of L1 measured better on ResNeXt-50 but split short reductions
+///     too: ResNet-50's 3-channel 7x7 stem ran much slower in three passes, each pass
+///     storing and reloading the partial sums of its m blocks.
 ///  2. and its input blocks (`blockStride` bytes apart) do not crowd the L1 sets that their
 ///     lines share (convAliasingBlocks). A 56x56 map of 8-lane blocks puts them 98 KiB
 ///     apart, 24.5 x 4 KiB: a column of every block falls in the same 2 of the 64 sets, so a
 ///     pass of 16 blocks holds 16 lines in the 16 ways of two sets while its weights need
 ///     them too (16-lane blocks on 56x56, or 8-lane ones on 112x112, share one set).
-///     Measured on the EPYC: bench/results/measurements-behind-defaults.md.
+///     The figures: bench/results/measurements-behind-defaults.md.
 /// `weightBytes` is one output block's packed weights over `kc` input blocks.
 int64_t convDefaultPassBlocks(int64_t m, int64_t kc, int64_t weightBytes, int64_t blockStride,
                               int64_t l1Bytes) {
@@ -718,8 +714,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     // Interior tiles take every tap of every column. An edge tile (constant first column)
     // splits the taps into runs where the same columns read inside the input, and each run
     // multiplies only those columns: no guards, and no multiply-adds of the zero padding
-    // (Inception's 1x7 convs on 17 columns have a third of their columns at an edge; a
-    // guarded load and select per tap made them take 1.7x ONNX Runtime's time).
+    // (Inception's 1x7 convs on 17 columns have a third of their columns at an edge, where a
+    // guarded load and select per tap cost more than the multiply-add it guards).
     // (An edge tile none of whose columns reach into the padding makes one run of all taps.)
     Stmt inner;
     if (first < 0) {
@@ -845,9 +841,8 @@ const tuning::Space &convNchwcCpuSpace() {
         // Depthwise: each column's tap loads its own input vector, so a step is r + 1 loads
         // for r multiply-adds, and r accumulator chains must cover the FMA latency (8 would at
         // 4 cycles and 2 per cycle). Tiles of up to 7 columns, as few as the model allows (7 on
-        // 56 columns measured better than 8); 4 columns were latency-bound. ConvNeXt-T's 7x7
-        // depthwise convs, sum of per-kernel minima over 4 runs (2-core EPYC, AVX2, 1
-        // thread): 6.67 -> 6.03 ms; EfficientNet-B0's 2.79 -> 2.43, MobileNetV2's 1.03 -> 0.99.
+        // 56 columns measured better than 8); 4 columns were latency-bound (ConvNeXt-T's,
+        // EfficientNet-B0's and MobileNetV2's depthwise convs measured faster so).
         ColumnTiles c = bestSingleBlockColumns(
             std::max<int64_t>(ow, 1),
             std::min<int64_t>(7, convTileMaxColumns(1, convTileRegisters(b, p.cpu))));

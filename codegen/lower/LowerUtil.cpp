@@ -224,8 +224,8 @@ kir::Schedule defaultSchedule(const std::vector<std::string> &loops, const Exten
   if (numElementsOf(extents) < 65536) {
     // Too little work to share among threads, but still vectorized, as a loop whose
     // iterations are independent: left to itself, LLVM widened such a kernel with a runtime
-    // overlap check of its buffers per vector (a squeeze-excitation scale folded into a conv
-    // weight, 7 x 480 rows of 16: 5 GB/s, a third of the speed of this schedule).
+    // overlap check of its buffers per vector, paid again for every short row (a
+    // squeeze-excitation scale folded into a conv weight, 7 x 480 rows of 16).
     if (vectorize && extents.back() >= 4)
       s.steps.push_back({Step::Vectorize, inner, 0, {}});
     return s;
@@ -233,8 +233,8 @@ kir::Schedule defaultSchedule(const std::vector<std::string> &loops, const Exten
   if (loops.size() == 1) {
     // A vectorized flat loop runs in strips of 1024: LLVM vectorizes the strip (16 lanes,
     // interleaved) with one runtime overlap check per strip, where strips of 16 paid that
-    // check and a branch for every 16 elements (a 64 MiB elementwise chain at 1 thread: ~10%
-    // faster, bench/results/measurements-behind-defaults.md).
+    // check and a branch for every 16 elements (measured on a large elementwise chain:
+    // bench/results/measurements-behind-defaults.md).
     s.steps.push_back({Step::Split, inner, vectorize ? 1024 : 16, {}});
     if (vectorize)
       s.steps.push_back({Step::Vectorize, inner + ".i", 0, {}});

@@ -565,9 +565,9 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   // (or NNC_CONV_ALGO=blocked asks), on the CPU for f32 with the microkernel GEMM (the config
   // of the blocked problem may say not). A block's copies run along output rows
   // (im2colRowAxis), and each row block of the GEMM produces its B again: rows of 16 or more
-  // and 1024 or more columns (R3D-18, one thread: its 56-wide rows of 25088 and 28-wide of
-  // 1568 columns were 1.5x and 1.2x faster blocked; its 14- and 7-wide rows of 392 and 49
-  // columns 1.35x and 2.5x slower).
+  // and 1024 or more columns (R3D-18's convs with 56-wide rows of 25088 and 28-wide of 1568
+  // columns measured faster blocked; its 14- and 7-wide rows of 392 and 49 columns slower,
+  // their short copies costing more than the cache misses they save).
   const char *algo = std::getenv("NNC_CONV_ALGO");
   bool pays = colN * 4 > cpuOf(opts).l2Bytes && im2colRowLength(geo) >= 16 && P >= 1024;
   bool blocked =
@@ -1492,7 +1492,8 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
     if (withIndices)
       body.push_back(kb.store(kb.result(1), yIdx, kir::var(bi)));
     // Vectorized across output positions: scalar, LLVM turns the selects back into branches,
-    // which random data mispredicts (18x slower than the max alone on LeNet's 2x2 pools).
+    // which random data mispredicts (many times the cost of the max alone on LeNet's 2x2
+    // pools).
     kir::Schedule sched = parallelOuter(outer, work);
     if (!dynamicTaps && !outer.empty() && outer.extent(outer.loops.size() - 1) >= 4)
       sched.steps.push_back({kir::ScheduleStep::Vectorize, outer.loops.back().first, 0, {}});

@@ -625,7 +625,7 @@ Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
       }
       if (known && strides.back() != 1) {
         // A GELU after from_nchwc (MaxViT's MBConv): the permutation's 8 x 8 tiles computed
-        // erf scalar (6.9 ms for 802816 elements); along the input's blocked channel, 16 lanes.
+        // erf scalar, one lane at a time; along the input's blocked channel, 16 lanes.
         kir::Schedule along;
         if (transcendental(value))
           along = alongInputSchedule(loops, ext, strides);

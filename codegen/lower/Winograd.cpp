@@ -170,9 +170,9 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
   // order below, each tile writes b lanes (half a 64-byte line for b = 8) of each plane and
   // the line's other half comes a whole pass over the tiles later, so a V larger than the
   // cache takes each line from memory twice. Taken when V outgrows the L2 and the tile rows
-  // give the thread pool at least as many iterations as the channel blocks. R(2+1)D-18's
-  // input transforms (8 frames batched by fold-conv-batch-axes; AMD EPYC, per-kernel minima):
-  // 29.9 -> 23.2 ms at 1 thread, 15.8 -> 11.5 at 2; ResNet-18's 1.91 -> 1.83 and 1.19 -> 1.02.
+  // give the thread pool at least as many iterations as the channel blocks (R(2+1)D-18's
+  // input transforms, 8 frames batched by fold-conv-batch-axes, and ResNet-18's measured
+  // faster so at 1 and 2 threads).
   bool tileMajor = a * a * R * C * 4 > l2Bytes && N * tilesH >= Cb;
   // Interior tiles, whose patch lies inside x (th*m - pad >= 0 and th*m - pad + a - 1 < H),
   // load in place; the border's tiles around them clamp and select. One guarded nest when

@@ -215,7 +215,8 @@ public:
   std::string plan() { return executable()->plan().str(); }
 
   /// The text IR after the pass `after` of the target's pipeline ("import": as imported;
-  /// none: after the whole pipeline, what was compiled), as `nnc inspect --after` prints it.
+  /// none: after the whole pipeline, what was compiled), as `nnc inspect --after
+  /// --full-constants` prints it.
   std::string inspect(const std::optional<std::string> &after) const {
     if (!after)
       return printGraph(*graph_);

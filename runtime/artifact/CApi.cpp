@@ -213,9 +213,9 @@ bool nnc_model::parse(const uint8_t *data, uint64_t size) {
 
 /// Large CPU weights are copied once, at load, into an anonymous mapping advised for
 /// transparent huge pages, as the JIT's constants live (ir/Tensor.cpp): read in place from the
-/// library's file-backed 4 KiB pages, the GEMM and conv kernels' weight streams missed the TLB
-/// (ResNet-18's 45 MB at 1 thread: 7-12% slower than `nnc bench`). Small models keep reading
-/// in place (nothing to gain, a copy to pay).
+/// library's file-backed 4 KiB pages, the GEMM and conv kernels' weight streams miss the TLB
+/// (a model with tens of MB of weights ran measurably slower than under `nnc bench`). Small
+/// models keep reading in place (nothing to gain, a copy to pay).
 void nnc_model::moveWeightsToHugePages() {
   constexpr uint64_t kMinBytes = uint64_t(2) << 20;
   uint64_t total = 0;

@@ -24,12 +24,9 @@ CpuLaunchList::~CpuLaunchList() = default;
 
 /// An arena is a tensor's storage: from 1 MiB up its own mapping, in transparent huge pages
 /// as the weights' (ir/Tensor.cpp). A blocked conv streams 16-32 channel planes at once, each
-/// on its own 4 KiB page; on 2 MiB pages ResNeXt-50's 256-to-128-channel 1x1 convs on 56x56
-/// maps took 4.2-4.4 ms instead of 7.3-7.4 in the model (2-core EPYC, AVX2, 1 thread, per-kernel
-/// minima over 6 runs, the two in alternating order, a busy host; four of five such runs
-/// agreed, one of 4 rounds went the other way); whole models' sums of per-kernel minima moved
-/// within the noise (ResNeXt-50 173.0 -> 164.5 ms, DenseNet-121 75.3 -> 74.3, ResNet-50
-/// 124.7 -> 134.7).
+/// on its own 4 KiB page, so with small pages the planes' TLB entries compete; on 2 MiB pages
+/// they share a few (ResNeXt-50's 256-to-128-channel 1x1 convs on 56x56 maps ran clearly
+/// faster, while whole models moved within the noise).
 Expected<Tensor> CpuLaunchList::takeArena() {
   {
     std::lock_guard<std::mutex> lock(arenaMutex_);

@@ -1,5 +1,6 @@
 // Tests of the LLVM code generator: hand-built kernels, JIT-compiled and run, against the
-// interpreter's scalar formulas (runtime/Scalar.h) and hand-computed results.
+// interpreter's scalar formulas (nnc/ir/ScalarOps.h, with runtime/Scalar.h's dtype dispatch)
+// and hand-computed results.
 #include <gtest/gtest.h>
 
 #include <algorithm>

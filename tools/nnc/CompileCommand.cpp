@@ -156,7 +156,8 @@ int compileCommand(const CompileOptions &opts) {
 class CompileCommand : public Command {
 public:
   explicit CompileCommand(CLI::App &app) {
-    cmd_ = app.add_subcommand("compile", "Write what the compiler produces");
+    cmd_ = app.add_subcommand("compile", "Write a model's IR, kernels, LLVM IR, assembly, "
+                                         "object, OpenCL C or a library to deploy");
     cmd_->add_option("model", o_.model, "Model file (.onnx or .nir)")->required();
     cmd_->add_option("-o,--output", o_.output, "Output file (--emit=lib: folder)")->required();
     cmd_->add_option("--emit", o_.emit,

@@ -25,6 +25,7 @@ struct InspectOptions {
   bool kernels = false;
   bool templates = false;
   bool printPipeline = false;
+  bool fullConstants = false; // --full-constants: no elision of large constants
   std::string target = "cpu"; // --target: whose pipeline and templates
   bool llvm = false;
   bool assembly = false;
@@ -145,9 +146,16 @@ int inspectCommand(const InspectOptions &o) {
   Expected<std::unique_ptr<Graph>> g = driver::loadModel(o.model);
   if (!g)
     return fail(g.takeError());
+  // Constants over 16 elements are elided, as MLIR's printer does, unless asked for in full:
+  // a model's weights as hex would make lines of hundreds of KB (LeNet's text IR had one of
+  // 410 KB). The full text is the one that parses back (`nnc-opt`).
+  PrintOptions print;
+  if (!o.fullConstants)
+    print.elideElementsOver = 16;
   PassContext ctx;
   ctx.cpu = target->cpu;
   ctx.evaluate = driver::interpreterEvaluator();
+  ctx.printOptions = print;
   ctx.printAfterAll = o.printAfterAll;
   ctx.stats = o.stats;
   if (Error e = pipeline.run(**g, ctx))
@@ -157,20 +165,24 @@ int inspectCommand(const InspectOptions &o) {
   else if (o.format == "json")
     tools::printJson(**g, std::cout);
   else
-    printGraph(**g, std::cout);
+    printGraph(**g, std::cout, print);
   return 0;
 }
 
 class InspectCommand : public Command {
 public:
   explicit InspectCommand(CLI::App &app) {
-    cmd_ = app.add_subcommand("inspect", "Print a model's IR after the passes");
+    cmd_ = app.add_subcommand("inspect",
+                              "Print a model's IR after any pass, its buffer plan or its kernels");
     cmd_->add_option("model", o_.model, "Model file (.onnx or .nir)")->required();
     cmd_->add_option("--after", o_.after,
                      "Stop after this pass of the pipeline (`import`: before any pass)");
     cmd_->add_option("--format", o_.format, "text, dot or json");
     cmd_->add_option("--passes", o_.passes, "Pipeline to run (default: the standard one)");
     cmd_->add_flag("--print-ir-after-all", o_.printAfterAll, "Print the IR after each pass");
+    cmd_->add_flag("--full-constants", o_.fullConstants,
+                   "Print constants of more than 16 elements in full (as hex), not as "
+                   "dense_resource<__elided__>; only the full text parses back (nnc-opt)");
     cmd_->add_flag("--stats", o_.stats, "Per-pass statistics on stderr");
     cmd_->add_flag("--plan", o_.plan, "The CPU buffer plan (sizes, offsets, live ranges)");
     cmd_->add_flag("--json", o_.json, "With --plan: as JSON");

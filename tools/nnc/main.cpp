@@ -6,10 +6,38 @@
 
 #include "Command.h"
 
+namespace {
+
+/// The top-level help: usage, options and every command with its one-line description.
+/// App::help() cannot give it once a subcommand (`help` itself) has been parsed: it shows that
+/// subcommand's help instead, so the formatter is asked for the app's directly.
+std::string commandList(const CLI::App &app) {
+  return app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal);
+}
+
+/// `nnc help COMMAND`: that command's options, as `nnc COMMAND --help` shows them.
+int commandHelp(const CLI::App &app, const std::string &name) {
+  for (const CLI::App *c : app.get_subcommands([](const CLI::App *) { return true; }))
+    if (c->get_name() == name) {
+      std::cout << c->get_formatter()->make_help(c, app.get_name() + " " + name,
+                                                 CLI::AppFormatMode::Normal);
+      return 0;
+    }
+  std::string names;
+  for (const CLI::App *c : app.get_subcommands([](const CLI::App *) { return true; }))
+    names += (names.empty() ? "" : ", ") + c->get_name();
+  std::cerr << "nnc: error: help: unknown command '" << name << "' (the commands: " << names
+            << ")\n";
+  return 1;
+}
+
+} // namespace
+
 int main(int argc, char **argv) {
-  CLI::App app{"nnc: a tensor compiler for neural networks.\n"
-               "Commands: run, bench, tune, cache, check, inspect, compile, train, devices, help. `nnc "
-               "COMMAND --help` for details."};
+  CLI::App app{"nnc: a tensor compiler for neural networks (ONNX models in, CPU or OpenCL "
+               "kernels out).\n`nnc help COMMAND` or `nnc COMMAND --help` shows a command's "
+               "options.",
+               "nnc"};
   app.set_version_flag("--version", std::string("nnc ") + NNC_VERSION);
   app.require_subcommand(0, 1);
 
@@ -19,7 +47,10 @@ int main(int argc, char **argv) {
       addCheckCommand(app), addDevicesCommand(app), addInspectCommand(app), addCompileCommand(app),
       addTrainCommand(app),
   };
-  CLI::App *helpCmd = app.add_subcommand("help", "Show help");
+  CLI::App *helpCmd =
+      app.add_subcommand("help", "List the commands, or show one command's options");
+  std::string helpTopic;
+  helpCmd->add_option("command", helpTopic, "The command whose options to show");
 
   try {
     app.parse(argc, argv);
@@ -29,8 +60,12 @@ int main(int argc, char **argv) {
   for (const std::unique_ptr<Command> &c : commands)
     if (c->parsed())
       return c->run();
+  if (helpCmd->parsed() && !helpTopic.empty())
+    return commandHelp(app, helpTopic);
+  // `nnc` alone is a usage error (exit 1), `nnc help` a request (exit 0): both list the
+  // commands.
   if (helpCmd->parsed() || argc == 1) {
-    std::cout << app.help();
+    std::cout << commandList(app);
     return argc == 1 ? 1 : 0;
   }
   return 0;

@@ -1,12 +1,12 @@
 // Tuning spaces: the knobs of each tunable kernel kind, their candidate values and
 // constraints, and the problems (kernel instances) that lowering exposes to the tuner.
-//
 // A tunable kernel kind (e.g. "gemm_cpu": the register-blocked GEMM behind matmul and conv)
-// declares a Space: knob names with candidate values, a validity check and a version. A
-// Config assigns each knob a value. Lowering takes an optional Config per Problem and
-// otherwise uses a heuristic default; every valid Config computes the same numbers (up to
-// float reassociation). Device kinds add their own spaces (an OpenCL space would declare
-// work-group size, work per item and local tile the same way).
+// declares a Space: knob names with candidate values, a validity check and a version. A Config
+// assigns each knob a value. Lowering takes an optional Config per Problem and otherwise uses a
+// heuristic default; every valid Config computes the same numbers (up to float reassociation).
+// Device kinds add their own spaces the same way: OpenCL's "gemm_opencl" (GpuGemm.cpp: work-
+// group shape, register tile, vector width, k tile, local memory or not) and "reduce_opencl"
+// (Reductions.cpp: the work-group size of a reduction tree), both in codegen/lower.
 #pragma once
 
 #include <cstdint>

@@ -60,8 +60,8 @@ struct CpuTarget {
   static Expected<CpuTarget> parse(const std::string &name, bool runsHere = true);
   /// parse($NNC_CPU) when set, else host().
   static Expected<CpuTarget> fromEnvironment(bool runsHere = true);
-  /// The host's model name as the OS reports it ("AMD EPYC 9654"), for people and tuning
-  /// fingerprints: nothing is decided from it.
+  /// The host's model name as the OS reports it (/proc/cpuinfo's "model name"), for people
+  /// and tuning fingerprints: nothing is decided from it.
   static std::string hostModelName();
 
   bool operator==(const CpuTarget &o) const;

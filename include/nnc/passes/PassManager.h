@@ -12,6 +12,7 @@
 
 #include "nnc/ir/CpuTarget.h"
 #include "nnc/ir/Graph.h"
+#include "nnc/ir/Printer.h"
 #include "nnc/ir/Tensor.h"
 
 namespace nnc {
@@ -27,10 +28,12 @@ struct PassContext {
   Evaluator evaluate;
   /// Run the verifier after every pass (on in tests and nnc-opt).
   bool verifyEach = true;
-  /// Print the IR after these passes / after all passes, to `printStream`.
+  /// Print the IR after these passes / after all passes, to `printStream`, with `printOptions`
+  /// (`nnc inspect` elides large constants there as in its final print).
   std::set<std::string> printAfter;
   bool printAfterAll = false;
   std::ostream *printStream = nullptr;
+  PrintOptions printOptions;
   /// Collect and print per-pass statistics (`--stats`) to `statsStream`.
   bool stats = false;
   std::ostream *statsStream = nullptr;

@@ -21,8 +21,8 @@ struct OpenCLOptions {
   std::string cacheDir = defaultCacheDir();
   /// Time every kernel with OpenCL profiling events.
   bool profile = false;
-  /// False builds with -cl-opt-disable: same source and numbers, much faster builds (PoCL:
-  /// ~6x), slower kernels. For test suites that build many small programs once.
+  /// False builds with -cl-opt-disable: same source and numbers, much faster builds (no driver
+  /// optimizer), slower kernels. For test suites that build many small programs once.
   bool optimize = true;
   /// Tuned configs of tunable kernels: usually the tuning cache's records for the device
   /// (CachedConfigs under openclDeviceFingerprint); null: the defaults.
