@@ -1,4 +1,4 @@
-// Lowerers of the reductions (reduce_*), arg-reductions, cumsum and topk; registers the NN and
+// Lowerers of the reductions (reduce_*), arg-reductions, cumsum/cumprod and topk; registers the NN and
 // resize lowerers (NN.cpp, Resize.cpp) too. Semantics follow runtime/interp/Reductions.cpp.
 #include <cmath>
 #include <limits>
@@ -501,7 +501,10 @@ Expected<Kernels> lowerArgPerOutput(const Node &node, const std::string &prefix)
 
 namespace {
 
-Expected<Kernels> lowerCumSum(const Node &node, const std::string &prefix) {
+/// CumSum and CumProd: one sequential scan along the axis per (outer, inner) position, the
+/// running value in the wide accumulator type (the interpreter's).
+Expected<Kernels> lowerCumulative(const Node &node, const std::string &prefix) {
+  const bool prod = node.kind() == OpKind::CumProd;
   const Value *x = node.operand(0);
   Extents in = extentsOf(x);
   DType t = x->dtype();
@@ -524,10 +527,11 @@ Expected<Kernels> lowerCumSum(const Node &node, const std::string &prefix) {
   Expr i = kir::add(kir::mul(kir::add(kir::mul(a, i64(sp.size)), k), i64(sp.inner)), b);
   std::string s = kb.freshName("sum");
   Expr sE = kir::var(s, acc);
-  Stmt upd = kir::accumulate(s, kir::add(sE, kir::cast(kb.load(xb, i), acc)));
+  Expr v = kir::cast(kb.load(xb, i), acc);
+  Stmt upd = kir::accumulate(s, prod ? kir::mul(sE, v) : kir::add(sE, v));
   Stmt st = kb.store(ob, i, kir::cast(sE, t));
   Stmt step = exclusive ? kir::block({st, upd}) : kir::block({upd, st});
-  Stmt body = kir::block({kir::decl(s, acc, fc(0, acc)), scan.wrap(step)});
+  Stmt body = kir::block({kir::decl(s, acc, fc(prod ? 1 : 0, acc)), scan.wrap(step)});
   return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, numElementsOf(in)))};
 }
 
@@ -672,7 +676,8 @@ void registerReductionAndNNLowerers(LowererTable &t) {
   t[OpKind::ReduceProd] = reduce(ReduceKind::Prod);
   t[OpKind::ArgMax] = [](const Node &n, const std::string &p) { return lowerArg(n, p, true); };
   t[OpKind::ArgMin] = [](const Node &n, const std::string &p) { return lowerArg(n, p, false); };
-  t[OpKind::CumSum] = lowerCumSum;
+  t[OpKind::CumSum] = lowerCumulative;
+  t[OpKind::CumProd] = lowerCumulative;
   t[OpKind::TopK] = lowerTopK;
   registerNNLowerers(t);
   registerResizeLowerer(t);

@@ -1,4 +1,4 @@
-// Shape rules of the reductions, arg-reductions, cumsum and topk.
+// Shape rules of the reductions, arg-reductions, cumsum/cumprod and topk.
 #include "ShapeRules.h"
 
 #include "nnc/ir/ShapeUtils.h"
@@ -78,6 +78,7 @@ Expected<std::vector<TensorType>> inferCumSum(const Node &node) {
   NNC_TRY(normalizeAxis(node.getInt("axis"), x->rank(), node).takeError());
   return std::vector<TensorType>{x->type()};
 }
+Expected<std::vector<TensorType>> inferCumProd(const Node &node) { return inferCumSum(node); }
 
 Expected<std::vector<TensorType>> inferTopK(const Node &node) {
   NNC_ASSIGN_OR_RETURN(const Value *x, dataOperand(node, false));

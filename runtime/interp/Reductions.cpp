@@ -1,4 +1,4 @@
-// Interpreter kernels of the reductions, arg-reductions, cumsum and topk.
+// Interpreter kernels of the reductions, arg-reductions, cumsum/cumprod and topk.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -236,7 +236,9 @@ Results evalReduceProd(const Node &node, const Operands &ops) {
 Results evalArgMax(const Node &node, const Operands &ops) { return evalArg<true>(node, ops); }
 Results evalArgMin(const Node &node, const Operands &ops) { return evalArg<false>(node, ops); }
 
-Results evalCumSum(const Node &node, const Operands &ops) {
+/// CumSum (Prod false) or CumProd (Prod true): the running sum or product along the axis,
+/// accumulated in the wide type as the generated kernels do.
+template <bool Prod> Results evalCumulative(const Node &node, const Operands &ops) {
   const Tensor &x = ops[0];
   if (x.isNull())
     return node.error("operand 0 is missing");
@@ -254,24 +256,31 @@ Results evalCumSum(const Node &node, const Operands &ops) {
       Storage<D> *o = out.data<Storage<D>>();
       for (int64_t a = 0; a < sp.outer; ++a)
         for (int64_t b = 0; b < sp.inner; ++b) {
-          Acc sum = Acc(0);
+          Acc sum = Acc(Prod ? 1 : 0);
           for (int64_t j = 0; j < sp.size; ++j) {
             int64_t k = reverse ? sp.size - 1 - j : j;
             int64_t i = (a * sp.size + k) * sp.inner + b;
             Acc v = static_cast<Acc>(load<D>(in, i));
-            if (exclusive) {
+            if (exclusive)
               store<D>(o, i, sum);
+            if constexpr (Prod)
+              sum = mul<Acc>(sum, v);
+            else
               sum = add<Acc>(sum, v);
-            } else {
-              sum = add<Acc>(sum, v);
+            if (!exclusive)
               store<D>(o, i, sum);
-            }
           }
         }
       result = std::vector<Tensor>{out};
     }
   });
   return result;
+}
+Results evalCumSum(const Node &node, const Operands &ops) {
+  return evalCumulative<false>(node, ops);
+}
+Results evalCumProd(const Node &node, const Operands &ops) {
+  return evalCumulative<true>(node, ops);
 }
 
 Results evalTopK(const Node &node, const Operands &ops) {

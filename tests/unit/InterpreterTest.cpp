@@ -263,6 +263,14 @@ TEST(Interpreter, ArgMaxAndCumSum) {
                  {{"axis", int64_t(0)}, {"exclusive", int64_t(1)}, {"reverse", int64_t(1)}});
   ASSERT_TRUE(c);
   EXPECT_EQ(values<float>((*c)[0]), (std::vector<float>{9, 7, 4, 0}));
+  auto p = runOp(OpKind::CumProd, {f32({4}, {1, 2, 3, 4})},
+                 {{"axis", int64_t(0)}, {"exclusive", int64_t(1)}, {"reverse", int64_t(1)}});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(values<float>((*p)[0]), (std::vector<float>{24, 12, 4, 1}));
+  auto pi = runOp(OpKind::CumProd, {f32({4}, {1, 2, 3, 4})},
+                  {{"axis", int64_t(0)}, {"exclusive", int64_t(0)}, {"reverse", int64_t(0)}});
+  ASSERT_TRUE(pi);
+  EXPECT_EQ(values<float>((*pi)[0]), (std::vector<float>{1, 2, 6, 24}));
 }
 
 TEST(Interpreter, TopKTiesAndErrors) {

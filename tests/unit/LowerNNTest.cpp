@@ -147,18 +147,22 @@ TEST(LowerNN, ArgMaxArgMin) {
             }
 }
 
-TEST(LowerNN, CumSum) {
+TEST(LowerNN, CumSumAndCumProd) {
   std::mt19937 rng(3);
-  for (DType t : {DType::F32, DType::F16, DType::I32, DType::I8})
-    for (Extents shape : {Extents{3, 5, 4}, Extents{9}})
-      for (int64_t axis = -1; axis < static_cast<int64_t>(shape.size()); ++axis)
-        for (int64_t excl : {0, 1})
-          for (int64_t rev : {0, 1}) {
-            Tensor x = isFloat(t) ? randomTensor(t, shape, rng) : randomTensor(t, shape, rng, -60, 60);
-            check(OpKind::CumSum, {x}, {{"axis", axis}, {"exclusive", excl}, {"reverse", rev}},
-                  fmt::format("cumsum {} {} axis {} excl {} rev {}", dtypeName(t), str(shape),
-                              axis, excl, rev));
-          }
+  // Integer products wrap (in the i64 accumulator, then on the store): the kernels must wrap
+  // as the interpreter does.
+  for (OpKind k : {OpKind::CumSum, OpKind::CumProd})
+    for (DType t : {DType::F32, DType::F16, DType::I32, DType::I8})
+      for (Extents shape : {Extents{3, 5, 4}, Extents{9}})
+        for (int64_t axis = -1; axis < static_cast<int64_t>(shape.size()); ++axis)
+          for (int64_t excl : {0, 1})
+            for (int64_t rev : {0, 1}) {
+              Tensor x = isFloat(t) ? randomTensor(t, shape, rng)
+                                    : randomTensor(t, shape, rng, -60, 60);
+              check(k, {x}, {{"axis", axis}, {"exclusive", excl}, {"reverse", rev}},
+                    fmt::format("{} {} {} axis {} excl {} rev {}", opInfo(k).name, dtypeName(t),
+                                str(shape), axis, excl, rev));
+            }
 }
 
 TEST(LowerNN, TopK) {

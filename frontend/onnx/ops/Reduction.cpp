@@ -1,4 +1,4 @@
-// ONNX lowerings of the reductions (ReduceX, ArgMax/ArgMin), CumSum and TopK.
+// ONNX lowerings of the reductions (ReduceX, ArgMax/ArgMin), CumSum, CumProd and TopK.
 #include <cstdint>
 
 #include "onnx/Lowering.h"
@@ -151,7 +151,8 @@ LowerFn argReduce(OpKind kind) {
   };
 }
 
-Error lowerCumSum(LoweringContext &ctx) {
+/// CumSum and CumProd (`kind`): the axis input must be a constant.
+Error lowerCumulative(LoweringContext &ctx, OpKind kind) {
   NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "x"));
   if (!ctx.input(1))
     return ctx.error("missing required input 1 ('axis')");
@@ -165,7 +166,7 @@ Error lowerCumSum(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(int64_t reverse, ctx.intAttr("reverse", 0));
   NNC_ASSIGN_OR_RETURN(
       Value * y,
-      ctx.emit(OpKind::CumSum, {x},
+      ctx.emit(kind, {x},
                {{"axis", intA(axis)}, {"exclusive", intA(exclusive)}, {"reverse", intA(reverse)}}));
   return ctx.setOutput(0, y);
 }
@@ -212,7 +213,10 @@ void registerReductionLowerings(LoweringTable &t) {
   t["ReduceLogSumExp"] = {reduceAttrNames, lowerReduceLogSumExp};
   t["ArgMax"] = {{"axis", "keepdims", "select_last_index"}, argReduce(OpKind::ArgMax)};
   t["ArgMin"] = {{"axis", "keepdims", "select_last_index"}, argReduce(OpKind::ArgMin)};
-  t["CumSum"] = {{"exclusive", "reverse"}, lowerCumSum};
+  t["CumSum"] = {{"exclusive", "reverse"},
+                 [](LoweringContext &ctx) { return lowerCumulative(ctx, OpKind::CumSum); }};
+  t["CumProd"] = {{"exclusive", "reverse"},
+                  [](LoweringContext &ctx) { return lowerCumulative(ctx, OpKind::CumProd); }};
   t["TopK"] = {{"axis", "k", "largest", "sorted"}, lowerTopK};
 }
 

@@ -2,6 +2,9 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <optional>
+
+#include <fmt/ranges.h>
 
 #include "onnx/Lowering.h"
 
@@ -264,6 +267,49 @@ Error lowerSlice(LoweringContext &ctx) {
   return single(ctx, ctx.emit(OpKind::Slice, ops));
 }
 
+/// CenterCropPad-18 as one Pad whose negative pads crop: along each of `axes`, an input
+/// longer than the target loses floor((in - target) / 2) elements at the front and the rest at
+/// the back; a shorter one gains floor((target - in) / 2) zeros at the front and the rest at
+/// the back (the spec's function body). The target shape must be a constant and the input's
+/// sizes on those axes static, so the pads are constants.
+Error lowerCenterCropPad(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input_data"));
+  if (!ctx.input(1))
+    return ctx.error("missing required input 1 ('shape')");
+  NNC_ASSIGN_OR_RETURN(std::vector<int64_t> target, constInts(ctx, 1, "shape"));
+  int64_t rank = x->rank();
+  std::vector<int64_t> axes;
+  if (ctx.hasAttr("axes")) {
+    NNC_ASSIGN_OR_RETURN(axes, ctx.intsAttr("axes", {}));
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (axes.size() != target.size())
+    return ctx.error("'shape' has {} entries for {} axes", target.size(), axes.size());
+  std::vector<int64_t> pads(2 * rank, 0);
+  std::vector<bool> seen(rank, false);
+  for (size_t j = 0; j < axes.size(); ++j) {
+    NNC_ASSIGN_OR_RETURN(int64_t a, ctx.normalizeAxis(axes[j], rank, "axis"));
+    if (seen[a])
+      return ctx.error("axis {} is repeated", axes[j]);
+    seen[a] = true;
+    if (target[j] < 0)
+      return ctx.error("'shape' entry {} is negative ({})", j, target[j]);
+    const Dim &d = x->shape()[a];
+    if (!d.isStatic())
+      return ctx.error("axis {} of the input has the symbolic size {}: CenterCropPad needs "
+                       "static sizes on the axes it crops or pads",
+                       a, d.str());
+    int64_t in = d.value(), t = target[j];
+    int64_t diff = in >= t ? in - t : t - in, front = diff / 2, back = diff - front;
+    pads[a] = in >= t ? -front : front;
+    pads[rank + a] = in >= t ? -back : back;
+  }
+  return single(ctx, ctx.emit(OpKind::Pad, {x, ctx.i64Vector(pads)},
+                              {{"mode", Attribute(std::string("constant"))}}));
+}
+
 Error lowerPad(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "data"));
   NNC_ASSIGN_OR_RETURN(std::string mode, ctx.stringAttr("mode", "constant"));
@@ -392,6 +438,98 @@ Error lowerScatterND(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(std::string reduction, reductionAttr(ctx));
   return single(ctx,
                 ctx.emit(OpKind::ScatterND, {x, idx, upd}, {{"reduction", Attribute(reduction)}}));
+}
+
+/// MaxUnpool: zeros of the unpooled shape, with each value of X written at its index in I.
+/// I holds what MaxPool's Indices hold: flat positions in the whole (N x C x spatial) tensor,
+/// so the op is a scatter into the flattened zeros, and an index out of range is the
+/// scatter's error. The unpooled shape is N x C x ((in - 1) * stride + kernel - pad_begin -
+/// pad_end); an `output_shape` input pads that with zeros at the end of each dim (ONNX's
+/// reference: the indices keep referring to the unpooled shape).
+Error lowerMaxUnpool(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
+  NNC_ASSIGN_OR_RETURN(Value * idx, needI64(ctx, 1, "I"));
+  int64_t rank = x->rank();
+  if (rank < 3)
+    return ctx.error("input X must have rank >= 3 (N x C x spatial...), got {}",
+                     x->type().str());
+  if (idx->rank() != rank)
+    return ctx.error("I has shape {} but X has {}: they must have one shape",
+                     shapeStr(idx->shape()), shapeStr(x->shape()));
+  int64_t spatial = rank - 2;
+  NNC_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, ctx.intsAttr("kernel_shape", {}));
+  NNC_ASSIGN_OR_RETURN(std::vector<int64_t> strides,
+                       ctx.intsAttr("strides", std::vector<int64_t>(spatial, 1)));
+  NNC_ASSIGN_OR_RETURN(std::vector<int64_t> pads,
+                       ctx.intsAttr("pads", std::vector<int64_t>(2 * spatial, 0)));
+  if (static_cast<int64_t>(kernel.size()) != spatial)
+    return ctx.error("'kernel_shape' must have {} values (one per spatial dim), has {}", spatial,
+                     kernel.size());
+  if (static_cast<int64_t>(strides.size()) != spatial ||
+      static_cast<int64_t>(pads.size()) != 2 * spatial)
+    return ctx.error("'strides' must have {} values and 'pads' {}", spatial, 2 * spatial);
+  for (int64_t d = 0; d < spatial; ++d)
+    if (kernel[d] <= 0 || strides[d] <= 0 || pads[d] < 0 || pads[spatial + d] < 0)
+      return ctx.error("kernel_shape and strides must be positive and pads non-negative");
+  std::vector<int64_t> unpooled;
+  for (int64_t d = 0; d < rank; ++d) {
+    const Dim &dim = x->shape()[d];
+    if (!dim.isStatic())
+      return ctx.error("dim {} of X has the symbolic size {}: MaxUnpool needs static sizes", d,
+                       dim.str());
+    int64_t n = dim.value();
+    if (d >= 2) {
+      int64_t a = d - 2;
+      n = (n - 1) * strides[a] + kernel[a] - pads[a] - pads[spatial + a];
+      if (n < 0)
+        return ctx.error("the unpooled spatial dim {} would have the negative size {}", a, n);
+    }
+    unpooled.push_back(n);
+  }
+  Value *flatShape = ctx.i64Vector({-1});
+  auto flat = [&](Value *v) {
+    return ctx.emit(OpKind::Reshape, {v, flatShape}, {{"allowzero", intA(0)}});
+  };
+  std::optional<int64_t> count = checkedNumElements(unpooled);
+  if (!count || *count > maxTensorBytes() / static_cast<int64_t>(dtypeSize(x->dtype())))
+    return ctx.error("the unpooled result [{}] is too large to allocate (NNC_MAX_TENSOR_BYTES)",
+                     fmt::join(unpooled, ", "));
+  NNC_ASSIGN_OR_RETURN(Value * zeros,
+                       ctx.emit(OpKind::ConstantOfShape, {ctx.i64Vector({*count})},
+                                {{"value", Attribute(Tensor::zeros(x->dtype(), {1}))}}));
+  NNC_ASSIGN_OR_RETURN(Value * flatIdx, flat(idx));
+  NNC_ASSIGN_OR_RETURN(Value * flatX, flat(x));
+  NNC_ASSIGN_OR_RETURN(
+      Value * scattered,
+      ctx.emit(OpKind::ScatterElements, {zeros, flatIdx, flatX},
+               {{"axis", intA(0)}, {"reduction", Attribute(std::string("none"))}}));
+  NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::Reshape, {scattered, ctx.i64Vector(unpooled)},
+                                           {{"allowzero", intA(0)}}));
+  if (!ctx.input(2))
+    return ctx.setOutput(0, y);
+  // Zeros after the unpooled values up to output_shape: pads [0..., output_shape - unpooled].
+  Value *padsV = nullptr;
+  if (const Tensor *os = ctx.tryConstantInput(2)) {
+    std::vector<int64_t> shape = os->toInt64Vector(), p(2 * rank, 0);
+    if (static_cast<int64_t>(shape.size()) != rank)
+      return ctx.error("'output_shape' has {} entries for an input of rank {}", shape.size(),
+                       rank);
+    for (int64_t d = 0; d < rank; ++d) {
+      if (shape[d] < unpooled[d])
+        return ctx.error("'output_shape' dim {} is {}, smaller than the unpooled size {}", d,
+                         shape[d], unpooled[d]);
+      p[rank + d] = shape[d] - unpooled[d];
+    }
+    padsV = ctx.i64Vector(p);
+  } else {
+    NNC_ASSIGN_OR_RETURN(Value * shape, needI64(ctx, 2, "output_shape"));
+    NNC_ASSIGN_OR_RETURN(Value * ends, ctx.emit(OpKind::Sub, {shape, ctx.i64Vector(unpooled)}));
+    NNC_ASSIGN_OR_RETURN(padsV, ctx.emit(OpKind::Concat,
+                                         {ctx.i64Vector(std::vector<int64_t>(rank, 0)), ends},
+                                         {{"axis", intA(0)}}));
+  }
+  return single(ctx,
+                ctx.emit(OpKind::Pad, {y, padsV}, {{"mode", Attribute(std::string("constant"))}}));
 }
 
 // ---- Creation ------------------------------------------------------------------------------
@@ -529,11 +667,13 @@ void registerTensorLowerings(LoweringTable &t) {
   t["Split"] = {{"axis", "split", "num_outputs"}, lowerSplit};
   t["Slice"] = {{"starts", "ends", "axes"}, lowerSlice};
   t["Pad"] = {{"mode", "pads", "paddings", "value"}, lowerPad};
+  t["CenterCropPad"] = {{"axes"}, lowerCenterCropPad};
   t["Tile"] = {{}, lowerTile};
   t["Gather"] = {{"axis"}, lowerGather};
   t["GatherElements"] = {{"axis"}, lowerGatherElements};
   t["GatherND"] = {{"batch_dims"}, lowerGatherND};
   t["ScatterElements"] = {{"axis", "reduction"}, lowerScatterElements};
+  t["MaxUnpool"] = {{"kernel_shape", "pads", "strides"}, lowerMaxUnpool};
   t["Scatter"] = {{"axis"}, lowerScatterElements};
   t["ScatterND"] = {{"reduction"}, lowerScatterND};
   t["Range"] = {{}, lowerRange};
