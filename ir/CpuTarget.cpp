@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include <fmt/ranges.h>
 #include <vector>
@@ -259,6 +260,11 @@ Expected<CpuTarget> CpuTarget::fromEnvironment(bool runsHere) {
   if (!t)
     return t.error().withContext("NNC_CPU");
   return t;
+}
+
+int CpuTarget::hostCores() {
+  static const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return n;
 }
 
 bool CpuTarget::operator==(const CpuTarget &o) const {

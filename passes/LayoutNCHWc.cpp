@@ -73,7 +73,8 @@ public:
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
     NNC_TRY(ctx.checkOptionNames(name(), {"block", "min-fill"}));
-    NNC_ASSIGN_OR_RETURN(block_, ctx.intOption(name(), "block", ctx.cpu.f32Lanes(), 1));
+    NNC_ASSIGN_OR_RETURN(CpuTarget cpu, ctx.cpuFor(name()));
+    NNC_ASSIGN_OR_RETURN(block_, ctx.intOption(name(), "block", cpu.f32Lanes(), 1));
     NNC_ASSIGN_OR_RETURN(minFill_, ctx.intOption(name(), "min-fill", 75, 0));
     g_ = &g;
     bool changed = false;

@@ -36,6 +36,7 @@ public:
   std::string_view name() const override { return "pack-gemm-weights"; }
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
+    NNC_ASSIGN_OR_RETURN(CpuTarget cpu, ctx.cpuFor(name()));
     bool changed = false;
     std::map<std::pair<const Node *, int64_t>, Value *> packed;
     for (Node *mm : g.nodes()) {
@@ -63,7 +64,7 @@ public:
       // One packed copy per weight and panel width: the matmuls of an unrolled recurrence
       // (one per time step) share their weight, which must stay one stream in cache, not a
       // copy per step (an LSTM of 64 steps read 64 MB of panels instead of 1 MB).
-      int64_t nr = panelWidth(ctx.cpu, rows);
+      int64_t nr = panelWidth(cpu, rows);
       Value *&pv = packed[{c, nr}];
       if (!pv) {
         Tensor panels = packGemmPanels(w, nr);

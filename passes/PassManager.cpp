@@ -65,6 +65,12 @@ Error runOnBodies(Graph &g, const std::string &name, PassContext &ctx) {
 
 } // namespace
 
+Expected<CpuTarget> PassContext::cpuFor(std::string_view pass) const {
+  if (!cpu)
+    return makeError("pass {}: needs the CPU target, and this pipeline was run without one", pass);
+  return *cpu;
+}
+
 Error PassContext::checkOptionNames(std::string_view pass,
                                     const std::vector<std::string> &known) const {
   for (const auto &[key, value] : passOptions)

@@ -58,7 +58,8 @@ public:
     NNC_ASSIGN_OR_RETURN(tile_, ctx.intOption(name(), "tile", 4, 2));
     if (!winogradTileSupported(tile_))
       return makeError("winograd: option tile={} must be 2 or 4", tile_);
-    NNC_ASSIGN_OR_RETURN(balance_, ctx.intOption(name(), "balance", ctx.cpu.f32Lanes(), 0));
+    NNC_ASSIGN_OR_RETURN(CpuTarget cpu, ctx.cpuFor(name()));
+    NNC_ASSIGN_OR_RETURN(balance_, ctx.intOption(name(), "balance", cpu.f32Lanes(), 0));
     NNC_ASSIGN_OR_RETURN(minGain_, ctx.intOption(name(), "min-gain", 25, 0));
     NNC_ASSIGN_OR_RETURN(padRows_, ctx.intOption(name(), "pad-rows", 1, 0));
     bool changed = false;

@@ -193,9 +193,8 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
   std::unordered_map<const Value *, int> requestOfValue, extentRequestOfValue;
   std::vector<std::vector<int>> nodeKernels; // per unit: launch indices
   std::map<std::string, bool> tunedBySignature;
-  tuning::LowerOptions lowerOpts;
+  tuning::LowerOptions lowerOpts(cpu);
   lowerOpts.configs = tuning;
-  lowerOpts.cpu = cpu;
   if (gpu)
     lowerOpts.gpu = *gpu;
   double unitFlops = 0; // the work of the tunable GEMMs met while lowering the current unit

@@ -41,8 +41,7 @@ struct LaunchPlan : RunPlan {
 /// Tunable kernels take their configs from `tuning` (null: heuristic defaults); CPU kernels
 /// are lowered for `cpu`, OpenCL kernels for `gpu` (set exactly when the plan is OpenCL's).
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
-                                     const tuning::ConfigSource *tuning = nullptr,
-                                     const CpuTarget &cpu = CpuTarget::host(),
+                                     const tuning::ConfigSource *tuning, const CpuTarget &cpu,
                                      const GpuTarget *gpu = nullptr);
 
 } // namespace nnc

@@ -2,7 +2,8 @@
 // on one device by the runtime core's OpenCLLaunchList.
 //
 // Algorithm (compile):
-//  0. pickOpenCLDevice(): the device, whose GpuTarget the next steps generate code for.
+//  0. The device is the one the target chose (OpenCLOptions::gpu): the next steps generate
+//     code for its limits, and the host side for OpenCLOptions::cpu.
 //  1. buildLaunchPlan(): kernels, slots, the buffer plan.
 //  2. emitOpenCL(): one program and how each of its kernels is launched.
 //  3. OpenCLLaunchList::create(): the program built for the device (or its cached binary),
@@ -55,16 +56,17 @@ private:
 
 Error ClExecutable::build(const Graph &g, const OpenCLOptions &opts) {
   auto start = std::chrono::steady_clock::now();
-  // The device first: the kernels are lowered and printed for it.
-  NNC_ASSIGN_OR_RETURN(OpenCLDeviceInfo device, pickOpenCLDevice(opts.platform, opts.device));
-  GpuTarget gpu = device.target();
-  NNC_ASSIGN_OR_RETURN(p_,
-                       buildLaunchPlan(g, "OpenCL", opts.tuning.get(), CpuTarget::host(), &gpu));
+  const GpuTarget &gpu = opts.gpu;
+  NNC_USER_CHECK(gpu.platform >= 0 && gpu.device >= 0,
+                 "OpenCL executable: the target names no OpenCL device ({} describes code "
+                 "written out without one)",
+                 gpu.str());
+  NNC_ASSIGN_OR_RETURN(p_, buildLaunchPlan(g, "OpenCL", opts.tuning.get(), opts.cpu, &gpu));
   NNC_ASSIGN_OR_RETURN(OpenCLProgram prog, emitOpenCL(p_.kernels, gpu));
   source_ = std::move(prog.source);
   OpenCLLaunchOptions lo;
-  lo.platform = device.platform;
-  lo.device = device.device;
+  lo.platform = gpu.platform;
+  lo.device = gpu.device;
   lo.cacheDir = opts.cacheDir;
   lo.profile = opts.profile;
   lo.optimize = opts.optimize;

@@ -141,12 +141,10 @@ public:
 
   Error prepare(const tuning::Problem &p, const tuning::Config &cfg) override {
     FixedConfig src(p.signature, cfg);
-    tuning::LowerOptions lo;
+    tuning::LowerOptions lo(p.cpu);
     lo.configs = &src;
-    lo.cpu = p.cpu;
     NNC_ASSIGN_OR_RETURN(kernels_, lowerNode(node_, "tune", lo));
-    CodegenOptions co;
-    co.cpu = p.cpu;
+    CodegenOptions co(p.cpu);
     co.cacheDir = ""; // candidates are not worth keeping in the object cache
     co.parallelFor = &nnc_parallel_for;
     NNC_ASSIGN_OR_RETURN(module_, compileKernels(kernels_, co));
@@ -228,8 +226,8 @@ private:
 /// its kernels' device time (profiling events) per run.
 class ClKernelBench : public KernelBench {
 public:
-  ClKernelBench(const LoweringUnit &u, OpenCLDeviceInfo device, uint64_t seed)
-      : device_(std::move(device)) {
+  ClKernelBench(const LoweringUnit &u, OpenCLDeviceInfo device, CpuTarget cpu, uint64_t seed)
+      : device_(std::move(device)), cpu_(std::move(cpu)) {
     std::mt19937_64 rng(seed);
     std::map<const Value *, Value *> mapped;
     auto operandOf = [&](Value *v) -> Value * {
@@ -273,9 +271,7 @@ public:
 
   Error prepare(const tuning::Problem &p, const tuning::Config &cfg) override {
     exe_.reset();
-    OpenCLOptions o;
-    o.platform = device_.platform;
-    o.device = device_.device;
+    OpenCLOptions o(cpu_, device_.target());
     o.cacheDir = ""; // candidates are not worth keeping in the program cache
     o.profile = true;
     o.tuning = std::make_shared<FixedConfig>(p.signature, cfg);
@@ -320,6 +316,7 @@ public:
 
 private:
   OpenCLDeviceInfo device_;
+  CpuTarget cpu_; ///< The host side's CPU (the target's).
   Graph graph_{"tune"};
   std::vector<Tensor> inputs_, outputs_;
   std::unique_ptr<OpenCLExecutable> exe_;
@@ -453,15 +450,15 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
   // unit's kernels "n<position>_...").
   std::map<int64_t, std::vector<size_t>> problemsAt;
   if (opencl) {
-    // Lowered as OpenCLExecutable lowers them: for the device, with the host CPU's target for
-    // the CPU templates its registry also holds.
+    // Lowered as OpenCLExecutable lowers them: for the device, with the target's CPU for the
+    // CPU templates its registry also holds.
     NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
     std::map<const Node *, int64_t> position;
     for (const Node *n : g.nodes())
       position.emplace(n, static_cast<int64_t>(position.size()));
     for (const LoweringUnit &u : units) {
       std::vector<tuning::Problem> found;
-      tuning::LowerOptions lo;
+      tuning::LowerOptions lo(opts.cpu);
       lo.gpu = opts.opencl->target();
       lo.onTunable = [&](const tuning::Problem &p, bool) { found.push_back(p); };
       NNC_TRY(lowerUnit(u, "probe", lo).takeError());
@@ -474,8 +471,7 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
       if (n->kind() == OpKind::Constant)
         continue;
       std::vector<tuning::Problem> found;
-      tuning::LowerOptions lo;
-      lo.cpu = opts.cpu;
+      tuning::LowerOptions lo(opts.cpu);
       lo.onTunable = [&](const tuning::Problem &p, bool) { found.push_back(p); };
       NNC_TRY(lowerNode(*n, "probe", lo).takeError());
       LoweringUnit u;
@@ -497,7 +493,7 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
   auto measureDefault = [&](size_t i) -> Error {
     TuneSummary::Kernel &k = summary.kernels[i];
     if (opencl)
-      benches[i] = std::make_unique<ClKernelBench>(unitOf[i], *opts.opencl, 1234 + i);
+      benches[i] = std::make_unique<ClKernelBench>(unitOf[i], *opts.opencl, opts.cpu, 1234 + i);
     else
       benches[i] = std::make_unique<CpuKernelBench>(*unitOf[i].node, 1234 + i);
     NNC_TRY(benches[i]->prepare(k.problem, defaults[i]));
@@ -508,9 +504,7 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
   };
   std::vector<double> modelMs; // OpenCL: per problem, its kernels' device time in the model
   if (opencl && total > 0) {
-    OpenCLOptions o;
-    o.platform = opts.opencl->platform;
-    o.device = opts.opencl->device;
+    OpenCLOptions o(opts.cpu, opts.opencl->target());
     o.profile = true;
     NNC_ASSIGN_OR_RETURN(std::unique_ptr<OpenCLExecutable> exe, OpenCLExecutable::compile(g, o));
     std::mt19937_64 rng(99);

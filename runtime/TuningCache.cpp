@@ -80,7 +80,7 @@ constexpr const char *kColumns =
 
 std::string cpuDeviceFingerprint(int threads, const CpuTarget &cpu) {
   if (threads <= 0)
-    threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = CpuTarget::hostCores();
   return fmt::format("cpu {} | {} | threads={}", CpuTarget::hostModelName(), cpu.str(), threads);
 }
 

@@ -125,8 +125,7 @@ Tensor scalarTensor(DType t, double v) {
 
 Expected<std::unique_ptr<Trainer>>
 Trainer::create(const Graph &model, const std::vector<std::string> &params, const TrainOptions &o) {
-  std::unique_ptr<Trainer> tr(new Trainer());
-  tr->options_ = o;
+  std::unique_ptr<Trainer> tr(new Trainer(o));
   NNC_USER_CHECK(o.batch > 0, "the batch size must be positive, got {}", o.batch);
   NNC_USER_CHECK(!model.outputs().empty(), "the model has no output");
   std::unique_ptr<Graph> g = model.clone();

@@ -108,8 +108,15 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "error: %s\n", graph.error().message().c_str());
     return 1;
   }
+  // The CPU the CLI would generate for ($NNC_CPU, else the host), made once.
+  nnc::Expected<nnc::CpuTarget> cpu = nnc::CpuTarget::fromEnvironment();
+  if (!cpu) {
+    std::fprintf(stderr, "error: %s\n", cpu.error().message().c_str());
+    return 1;
+  }
   // The compiler's default pipeline (it packs the constant weight into panels).
   nnc::PassContext ctx;
+  ctx.cpu = *cpu;
   ctx.evaluate = [](const nnc::Node &node, const std::vector<nnc::Tensor> &ops) {
     return nnc::evaluateNode(node, ops);
   };
@@ -117,7 +124,7 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "error: %s\n", e.message().c_str());
     return 1;
   }
-  nnc::CpuOptions opts;
+  nnc::CpuOptions opts(*cpu);
   opts.threads = threads;
   if (!config.empty()) {
     auto fixed = std::make_shared<FixedConfig>();

@@ -688,7 +688,7 @@ Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return parts[a].cost > parts[b].cost; });
   unsigned threads = opts.compileThreads > 0 ? static_cast<unsigned>(opts.compileThreads)
-                                             : std::max(1u, std::thread::hardware_concurrency());
+                                             : static_cast<unsigned>(CpuTarget::hostCores());
   std::vector<Error> errors(parts.size(), Error::success());
   runParallel(parts.size(), threads,
               [&](size_t i) { errors[order[i]] = compilePart(parts[order[i]], opts); });

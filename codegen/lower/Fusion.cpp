@@ -656,8 +656,7 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, co
   int ob = kb.result(0);
   // The two GEMMs take the target CPU's default configs (they are parts of this kernel, not
   // problems the tuner times on their own).
-  tuning::LowerOptions gemmOpts;
-  gemmOpts.cpu = cpu;
+  tuning::LowerOptions gemmOpts(cpu);
   auto gemmConfig = [&](DType acc, int64_t m, int64_t k, int64_t n, const char *what) {
     tuning::Config c = tuning::chooseConfig(lower::gemmProblem(acc, 1, m, k, n, what), &gemmOpts);
     c["par"] = 0;

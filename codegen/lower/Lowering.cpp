@@ -50,10 +50,6 @@ bool canLowerNode(const Node &node) {
   return table().count(node.kind()) != 0 || hasTemplateFor(node.kind());
 }
 
-Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix) {
-  return lowerNode(node, namePrefix, tuning::LowerOptions{});
-}
-
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix,
                                              const tuning::LowerOptions &opts) {
   auto it = table().find(node.kind());

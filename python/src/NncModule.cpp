@@ -47,6 +47,13 @@ template <typename T> T take(Expected<T> e) {
   return std::move(*e);
 }
 
+/// The target `name` for the CPU $NNC_CPU names (else the host), an OpenCL target's device
+/// chosen: made once per compile, train or tune call, as the CLI makes it from its options.
+driver::Target targetOf(const std::string &name) {
+  CpuTarget cpu = take(CpuTarget::fromEnvironment());
+  return take(driver::makeTarget(name, cpu));
+}
+
 /// The numpy dtype of an nnc dtype; nullopt for those numpy lacks (bf16, sub-byte types).
 std::optional<py::dtype> numpyDType(DType t) {
   static const std::pair<DType, const char *> kNames[] = {
@@ -129,8 +136,7 @@ public:
   static std::unique_ptr<Model> compile(const std::string &path, const std::string &targetName,
                                         int threads, const std::string &tuningCache,
                                         bool verbose) {
-    std::unique_ptr<Model> m(new Model());
-    m->target_ = take(driver::parseTarget(targetName));
+    std::unique_ptr<Model> m(new Model(targetOf(targetName)));
     std::unique_ptr<driver::ModelFile> file = take(driver::ModelFile::open(path));
     std::vector<OnnxIssue> issues = file->check();
     if (!issues.empty()) {
@@ -238,7 +244,7 @@ public:
   }
 
 private:
-  Model() = default;
+  explicit Model(driver::Target target) : target_(std::move(target)) {}
 
   static std::vector<TensorInfo> infos(const std::vector<Value *> &values) {
     std::vector<TensorInfo> out;
@@ -345,7 +351,7 @@ public:
     std::unique_ptr<PyTrainer> t(new PyTrainer(model));
     t->source_.naming([&] {
       const std::string &path = t->source_.path();
-      TrainOptions to;
+      TrainOptions to(targetOf(target));
       to.loss = take(parseLoss(loss));
       to.optimizer = take(parseOptimizer(optimizer));
       to.lr = lr;
@@ -354,7 +360,6 @@ public:
       to.weightDecay = weightDecay;
       to.momentum = momentum;
       to.seed = seed;
-      to.target = take(driver::parseTarget(target));
       to.exec.threads = threads;
       std::vector<std::string> names = params ? *params : take(onnxInitializerNames(path));
       if (names.empty())
@@ -428,13 +433,13 @@ py::list tune(const py::object &model, const std::string &targetName, double bud
               const std::map<std::string, std::vector<int64_t>> &shapes) {
   ModelSource source(model);
   return source.naming([&] {
-    driver::Target target = take(driver::parseTarget(targetName));
+    driver::Target target = targetOf(targetName);
     if (budget <= 0)
       throw py::value_error("budget must be a positive number of seconds");
     std::map<std::string, Extents> extents;
     for (const auto &[name, e] : shapes)
       extents[name] = Extents(e.begin(), e.end());
-    TuneOptions opts;
+    TuneOptions opts(target.cpu);
     opts.threads = threads;
     opts.budgetSeconds = budget;
     opts.maxTrials = trials;

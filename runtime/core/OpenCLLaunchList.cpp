@@ -857,6 +857,8 @@ GpuTarget OpenCLDeviceInfo::target() const {
   t.name = deviceName;
   t.vendor = vendor;
   t.type = type;
+  t.platform = platform;
+  t.device = device;
   t.computeUnits = std::max(computeUnits, 1);
   t.localMemBytes = localMemBytes;
   t.maxWorkGroupSize = std::max<int64_t>(maxWorkGroupSize, 1);

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "nnc/ir/CpuTarget.h"
 #include "nnc/support/Error.h"
 
 namespace nnc {
@@ -53,8 +54,7 @@ ThreadPool::~ThreadPool() {
 }
 
 int ThreadPool::hardwareThreads() {
-  unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
+  return CpuTarget::hostCores();
 }
 
 ThreadPool *ThreadPool::shared(int threads) {

@@ -129,8 +129,8 @@ TEST(Concurrency, EverySharedModelFromEightThreads) {
     driver::ExecOptions opts;
     opts.threads = 2; // the shared pool, with a worker: callers contend for it too
     opts.useTuningCache = false;
-    Expected<std::unique_ptr<driver::Runner>> runner =
-        driver::Runner::create(*m.graph, driver::Target::Cpu, opts);
+    Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(
+        *m.graph, driver::Target(driver::Target::Cpu, CpuTarget::host()), opts);
     ASSERT_TRUE(runner) << name << ": " << runner.error().message();
     Expected<std::vector<Tensor>> single = (*runner)->run(m.inputs);
     ASSERT_TRUE(single) << name << ": " << single.error().message();
@@ -159,8 +159,8 @@ TEST(Concurrency, TwoModelsShareThePool) {
     driver::ExecOptions opts;
     opts.threads = 2;
     opts.useTuningCache = false;
-    Expected<std::unique_ptr<driver::Runner>> r =
-        driver::Runner::create(*models.back().graph, driver::Target::Cpu, opts);
+    Expected<std::unique_ptr<driver::Runner>> r = driver::Runner::create(
+        *models.back().graph, driver::Target(driver::Target::Cpu, CpuTarget::host()), opts);
     ASSERT_TRUE(r) << n << ": " << r.error().message();
     Expected<std::vector<Tensor>> single = (*r)->run(models.back().inputs);
     ASSERT_TRUE(single) << n << ": " << single.error().message();
@@ -196,7 +196,7 @@ TEST(Concurrency, CompileAndRunRaceOnOneCache) {
   Expected<std::unique_ptr<Graph>> fixed =
       specializeShapes(*m.graph, shapes, driver::interpreterEvaluator());
   ASSERT_TRUE(fixed) << fixed.error().message();
-  CpuOptions plain;
+  CpuOptions plain(CpuTarget::host());
   plain.threads = 2;
   plain.codegen.cacheDir = "";
   Expected<std::unique_ptr<Executable>> ref = Executable::compile(**fixed, plain);
@@ -209,7 +209,7 @@ TEST(Concurrency, CompileAndRunRaceOnOneCache) {
       Expected<std::unique_ptr<TuningCache>> cache = TuningCache::open(db);
       if (!cache)
         return cache.error().message();
-      TuneOptions to;
+      TuneOptions to(CpuTarget::host());
       to.threads = 2;
       to.budgetSeconds = 2;
       to.maxTrials = 3;
@@ -221,11 +221,11 @@ TEST(Concurrency, CompileAndRunRaceOnOneCache) {
       Expected<std::unique_ptr<TuningCache>> cache = TuningCache::open(db);
       if (!cache)
         return cache.error().message();
-      CpuOptions opts;
+      CpuOptions opts(CpuTarget::host());
       opts.threads = 2;
       opts.codegen.cacheDir = objects;
       opts.tuning = std::make_shared<CachedConfigs>(std::shared_ptr<TuningCache>(std::move(*cache)),
-                                                    cpuDeviceFingerprint(2));
+                                                    cpuDeviceFingerprint(2, CpuTarget::host()));
       Expected<std::unique_ptr<CpuModel>> model =
           CpuModel::create(m.graph->clone(), opts, driver::shapeSpecializer());
       if (!model)

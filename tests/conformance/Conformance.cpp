@@ -63,8 +63,8 @@ std::string roundTrip(const Graph &g, const std::string &what) {
 }
 
 /// Imports with the first data set's inputs known, then checks the round trip of the
-/// imported graph and of the optimized one.
-std::string roundTripTest(const fs::path &dir) {
+/// imported graph and of the optimized one (by the CPU pipeline for `cpu`).
+std::string roundTripTest(const fs::path &dir, const CpuTarget &cpu) {
   fs::path model = dir / "model.onnx";
   Expected<std::vector<std::string>> names = driver::modelInputNames(model.string());
   if (!names)
@@ -85,13 +85,16 @@ std::string roundTripTest(const fs::path &dir) {
   std::string r = roundTrip(**g, "imported");
   if (!r.empty())
     return r;
-  if (Error e = driver::optimize(**g, CpuTarget::host()))
+  if (Error e = driver::optimize(**g, cpu))
     return "optimize: " + e.message();
   return roundTrip(**g, "optimized");
 }
 
-/// Runs one test; returns "" on success or the reason it failed.
+/// Runs one test; returns "" on success or the reason it failed. Runs in a child process,
+/// which chooses an OpenCL target's device once for the test (chooseDevice).
 std::string runTest(const fs::path &dir, driver::Target target, const Options &opts) {
+  if (Error e = driver::chooseDevice(target))
+    return e.message();
   bool optimize = opts.optimize;
   fs::path model = dir / "model.onnx";
   Expected<std::vector<std::string>> names = driver::modelInputNames(model.string());
@@ -185,7 +188,8 @@ std::string runIsolated(const fs::path &dir, driver::Target target, const Option
   int status = 0;
   std::string msg = inChild(
       [&] {
-        std::string r = opts.check == "roundtrip" ? roundTripTest(dir) : runTest(dir, target, opts);
+        std::string r =
+            opts.check == "roundtrip" ? roundTripTest(dir, target.cpu) : runTest(dir, target, opts);
         return r.empty() ? std::string("OK") : r;
       },
       static_cast<unsigned>(opts.timeoutSeconds), &status);
@@ -230,11 +234,6 @@ int main(int argc, char **argv) {
   app.add_flag("-v,--verbose", opts.verbose, "Print every test");
   CLI11_PARSE(app, argc, argv);
 
-  Expected<driver::Target> target = driver::parseTarget(opts.target);
-  if (!target) {
-    std::cerr << "nnc-conformance: " << target.error().message() << "\n";
-    return 2;
-  }
   Expected<CpuTarget> cpu =
       opts.cpu.empty() ? CpuTarget::fromEnvironment() : CpuTarget::parse(opts.cpu);
   if (!cpu) {
@@ -247,7 +246,12 @@ int main(int argc, char **argv) {
     std::cerr << "nnc-conformance: --cpu: " << cpu.error().message() << "\n";
     return 2;
   }
-  target->cpu = *cpu;
+  // The target, made once here but for an OpenCL device, which each test's child chooses.
+  Expected<driver::Target> target = driver::parseTarget(opts.target, *cpu);
+  if (!target) {
+    std::cerr << "nnc-conformance: " << target.error().message() << "\n";
+    return 2;
+  }
   target->openclType = opts.openclType;
   if (*target == driver::Target::OpenCL) {
     // Probed in a child: the OpenCL driver must not start in this process, whose forked

@@ -87,6 +87,7 @@ void runOne(const std::string &path) {
     return;
   }
   PassContext ctx;
+  ctx.cpu = CpuTarget::host(); // the CPU pipeline's decisions for this host, as `nnc run`
   ctx.evaluate = opts.evaluate;
   if (Error e = PassPipeline::defaultPipeline().run(**g, ctx)) {
     checkMessage(e);

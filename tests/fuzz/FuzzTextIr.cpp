@@ -52,6 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   PassContext ctx;
+  ctx.cpu = CpuTarget::host(); // the CPU pipeline's decisions for this host, as `nnc run`
   ctx.evaluate = [](const Node &n, const std::vector<Tensor> &operands) {
     return evaluateNode(n, operands);
   };

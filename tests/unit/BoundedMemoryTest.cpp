@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "TestTarget.h"
 #include "nnc/driver/Driver.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/passes/Specialize.h"
@@ -76,7 +77,7 @@ std::unique_ptr<CpuModel> batchedModel(bool verbose) {
   EXPECT_TRUE(g) << g.error().message();
   if (!g)
     return nullptr;
-  CpuOptions opts;
+  CpuOptions opts(testenv::testCpu());
   opts.threads = 1;
   opts.codegen.cacheDir = ""; // no files written: every size is compiled
   opts.verbose = verbose;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "TestTarget.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/runtime/Executable.h"
 #include "nnc/runtime/Interpreter.h"
@@ -90,13 +91,13 @@ void expectSameOnEveryTarget(const std::string &text, const std::vector<Tensor> 
   Expected<std::vector<Tensor>> want = interpret(**g, inputs);
   ASSERT_TRUE(want) << want.error().message();
   std::vector<std::pair<std::string, std::unique_ptr<Executable>>> targets;
-  CpuOptions cpu;
+  CpuOptions cpu(testenv::testCpu());
   cpu.codegen.cacheDir = "";
   Expected<std::unique_ptr<Executable>> exe = Executable::compile(**g, cpu);
   ASSERT_TRUE(exe) << exe.error().message();
   targets.emplace_back("cpu", std::move(*exe));
   if (listOpenCLDevices()) {
-    OpenCLOptions cl;
+    OpenCLOptions cl(testenv::testCpu(), testenv::testGpu());
     cl.cacheDir = "";
     cl.optimize = false;
     Expected<std::unique_ptr<OpenCLExecutable>> clExe = OpenCLExecutable::compile(**g, cl);

@@ -8,9 +8,10 @@
 #include <set>
 #include <thread>
 
+#include "TestTarget.h"
 #include "codegen/llvm/Emitter.h"
-#include "nnc/driver/Driver.h"
 #include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/driver/Driver.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/passes/Specialize.h"
@@ -26,7 +27,7 @@ PassContext::Evaluator interp() {
 }
 
 CpuOptions testOptions(int threads = 0) {
-  CpuOptions o;
+  CpuOptions o(testenv::testCpu());
   o.threads = threads;
   o.codegen.cacheDir = ""; // every test compiles
   return o;
@@ -128,6 +129,7 @@ graph @bmm(%x: f32[5,4], %x2: f32[2,5,4]) -> (f32[2,5,40], f32[2,5,40]) {
   ASSERT_TRUE(g);
   std::unique_ptr<Graph> packed = g->clone();
   PassContext ctx;
+  ctx.cpu = testenv::testCpu();
   ctx.evaluate = interp();
   Expected<PassPipeline> pp = PassPipeline::parse("pack-gemm-weights,dce");
   ASSERT_TRUE(pp) << pp.error().message();
@@ -177,6 +179,7 @@ graph @fold(%x: f32[37,1,24], %x4: f32[2,3,4,24], %w3: f32[2,1,24,40]) -> (f32[3
                              values(24 * 40, 0.125), values(40, 0.25)));
   ASSERT_TRUE(g);
   PassContext ctx;
+  ctx.cpu = testenv::testCpu();
   ctx.evaluate = interp();
   std::unique_ptr<Graph> opt = g->clone();
   Error e = PassPipeline::defaultPipeline().run(*opt, ctx);

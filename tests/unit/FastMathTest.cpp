@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "TestTarget.h"
 #include "ThreadPool.h"
 #include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/ir/CpuTarget.h"
@@ -110,7 +111,7 @@ TEST(FastMath, WholeRangeJitAndInterpreterWithinStatedUlps) {
   std::vector<Kernel> ks;
   for (const Function &f : kFunctions)
     ks.push_back(unaryKernel(f.op, n));
-  CodegenOptions o;
+  CodegenOptions o(testenv::testCpu());
   o.cacheDir = "";
   o.parallelFor = &nnc_parallel_for;
   o.cpu.streamingStoreBytes = 0; // plain std::vector buffers, not aligned for streaming stores
@@ -167,7 +168,7 @@ TEST(FastMath, VectorizedWithoutCalls) {
 Expected<std::vector<Tensor>> runOnOpenCL(const std::string &text,
                                           const std::vector<std::vector<float>> &inputs) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, parseGraph(text));
-  OpenCLOptions opts;
+  OpenCLOptions opts(testenv::testCpu(), testenv::testGpu());
   opts.cacheDir = "";
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<OpenCLExecutable> exe, OpenCLExecutable::compile(*g, opts));
   std::vector<Tensor> in;
@@ -288,7 +289,7 @@ TEST(FastMath, PowPairsJitAndInterpreterWithinStatedUlps) {
       forLoop("i", intImm(n),
               store(2, i, kir::op(OpKind::Pow, {load(0, DType::F32, i), load(1, DType::F32, i)})),
               LoopKind::Vectorized);
-  CodegenOptions o;
+  CodegenOptions o(testenv::testCpu());
   o.cacheDir = "";
   o.parallelFor = &nnc_parallel_for;
   o.cpu.streamingStoreBytes = 0;

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "LowerTestUtil.h"
+#include "TestTarget.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/runtime/Executable.h"
 #include "nnc/runtime/Interpreter.h"
@@ -89,6 +90,7 @@ TEST(FoldConvBatchAxesTest, ConvsMatchInterpreter) {
     // The target's pipeline leaves no 3-D conv where the pass applies; the graph it leaves
     // is what runs (Executable::compile runs no passes of its own).
     PassContext ctx;
+    ctx.cpu = testenv::testCpu();
     ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) {
       return evaluateNode(n, ops);
     };
@@ -111,7 +113,8 @@ TEST(FoldConvBatchAxesTest, ConvsMatchInterpreter) {
     std::vector<Tensor> inputs{lowertest::randomTensor(DType::F32, c.x, rng, -2, 2)};
     Expected<std::vector<Tensor>> want = interpret(*g, inputs);
     ASSERT_TRUE(want) << want.error().message();
-    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, CpuOptions{});
+    Expected<std::unique_ptr<Executable>> exe =
+        Executable::compile(*opt, CpuOptions(testenv::testCpu()));
     ASSERT_TRUE(exe) << exe.error().message();
     Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
     ASSERT_TRUE(got) << got.error().message();
@@ -124,7 +127,7 @@ TEST(FoldConvBatchAxesTest, ConvsMatchInterpreter) {
       continue;
     std::unique_ptr<Graph> clOpt = optimized("opencl-cpu");
     ASSERT_TRUE(clOpt);
-    OpenCLOptions opts;
+    OpenCLOptions opts(testenv::testCpu(), testenv::testGpu());
     opts.cacheDir = "";
     opts.optimize = false;
     Expected<std::unique_ptr<OpenCLExecutable>> cl = OpenCLExecutable::compile(*clOpt, opts);

@@ -21,6 +21,7 @@
 #include "nnc/runtime/OpenCL.h"
 
 #include "PinnedTarget.h"
+#include "TestTarget.h"
 
 using namespace nnc;
 namespace fs = std::filesystem;
@@ -66,6 +67,7 @@ size_t checkFusedMatchesUnfused(const std::string &text, size_t minGroups,
     return 0;
   std::unique_ptr<Graph> fused = ref->clone();
   PassContext ctx;
+  ctx.cpu = testenv::testCpu();
   ctx.evaluate = interp();
   Error e = PassPipeline::defaultPipeline().run(*fused, ctx);
   EXPECT_FALSE(e) << e.message();
@@ -91,7 +93,8 @@ size_t checkFusedMatchesUnfused(const std::string &text, size_t minGroups,
     for (const Tensor &w : *want)
       for (int64_t i = 0; i < w.numElements(); ++i)
         *referenceNaNs += std::isnan(w.elementAsDouble(i));
-  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*fused, CpuOptions{});
+  Expected<std::unique_ptr<Executable>> exe =
+      Executable::compile(*fused, CpuOptions(testenv::testCpu()));
   EXPECT_TRUE(exe) << exe.error().message();
   if (!want || !exe)
     return 0;
@@ -117,7 +120,7 @@ size_t checkFusedMatchesUnfused(const std::string &text, size_t minGroups,
   };
   compare(**exe, "cpu");
   if (onOpenCL && listOpenCLDevices()) {
-    OpenCLOptions cl;
+    OpenCLOptions cl(testenv::testCpu(), testenv::testGpu());
     cl.cacheDir = "";
     cl.optimize = false;
     Expected<std::unique_ptr<OpenCLExecutable>> clExe = OpenCLExecutable::compile(*fused, cl);
@@ -135,10 +138,12 @@ kir::Kernel onlyKernel(const std::string &text) {
   if (!g)
     return {};
   PassContext ctx;
+  ctx.cpu = testenv::testCpu();
   ctx.evaluate = interp();
   Error e = PassPipeline::defaultPipeline().run(*g, ctx);
   EXPECT_FALSE(e) << e.message();
-  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, CpuOptions{});
+  Expected<std::unique_ptr<Executable>> exe =
+      Executable::compile(*g, CpuOptions(testenv::testCpu()));
   EXPECT_TRUE(exe) << exe.error().message();
   if (!exe)
     return {};
@@ -310,7 +315,7 @@ graph @se(%in: f32[1,16,8,8]) -> (f32[1,16,8,8]) {
       if (n->kind() == OpKind::ConvNCHWc)
         scaledWeight = n->operand(1)->producer()->kind() == OpKind::Mul &&
                        n->operand(0)->producer()->kind() != OpKind::Mul;
-    EXPECT_TRUE(scaledWeight) << "block " << ctx.cpu.f32Lanes() << "\n" << printGraph(*g);
+    EXPECT_TRUE(scaledWeight) << "block " << ctx.cpu->f32Lanes() << "\n" << printGraph(*g);
   }
   checkFusedMatchesUnfused(src, 0);
 }
@@ -677,7 +682,7 @@ compileModel(const std::string &name,
   EXPECT_TRUE(s) << s.error().message();
   if (!s)
     return nullptr;
-  CpuOptions opts;
+  CpuOptions opts(testenv::testCpu());
   opts.codegen.cpu = cpu;
   Expected<std::unique_ptr<Executable>> exe = Executable::compile(**s, opts);
   EXPECT_TRUE(exe) << exe.error().message();

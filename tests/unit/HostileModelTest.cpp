@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "TestTarget.h"
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/ir/Printer.h"
@@ -109,13 +110,14 @@ Expected<std::unique_ptr<Graph>> importAndOptimize(const Model &model, const std
   if (!g)
     return g;
   PassContext ctx;
+  ctx.cpu = testenv::testCpu();
   ctx.evaluate = evaluator();
   NNC_TRY(PassPipeline::defaultPipeline().run(**g, ctx));
   return g;
 }
 
 CpuOptions cpuOptions() {
-  CpuOptions o;
+  CpuOptions o(testenv::testCpu());
   o.threads = 1;
   o.codegen.cacheDir = "";
   return o;
@@ -265,6 +267,7 @@ TEST(HostileModel, FoldingMovesLargeWeightsButRefusesGrowth) {
   Value *tr = t->result(), *er = e->result();
   g.setOutputs({tr, er});
   PassContext ctx;
+  ctx.cpu = testenv::testCpu();
   ctx.evaluate = evaluator();
   double t0 = cpuSeconds();
   Expected<bool> changed = createConstantFoldPass()->run(g, ctx);

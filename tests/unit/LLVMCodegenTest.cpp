@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "Scalar.h"
+#include "TestTarget.h"
 #include "ThreadPool.h"
 #include "codegen/llvm/Emitter.h"
 #include "nnc/codegen/LLVMCodegen.h"
@@ -24,7 +25,7 @@ using namespace nnc::kir;
 namespace {
 
 CodegenOptions noCache() {
-  CodegenOptions o;
+  CodegenOptions o(testenv::testCpu());
   o.cacheDir = "";
   o.parallelFor = &nnc_parallel_for;
   return o;
@@ -427,7 +428,7 @@ TEST(LLVMCodegen, ReductionWithAccumulator) {
                                     reassoc ? accumulate("acc", sum) : assign("acc", sum)),
                             store(1, r, var("acc", DType::F32))}));
     EXPECT_EQ(printStmt(k.body).find("=reassoc") != std::string::npos, reassoc);
-    auto ir = emitLLVMIR({k}, /*optimized=*/true);
+    auto ir = emitLLVMIR({k}, /*optimized=*/true, testenv::testCpu());
     ASSERT_TRUE(ir) << ir.takeError().message();
     if (cols >= 1024)
       EXPECT_EQ(hasVectorFAdd(*ir, " x float>"), reassoc) << *ir;
@@ -471,10 +472,10 @@ TEST(LLVMCodegen, ScalarLoopsKeepTheLoopVectorizerOff) {
   k.body = block(body);
   EXPECT_NE(printStmt(k.body).find("for r in 0..50 scalar {"), std::string::npos)
       << printStmt(k.body);
-  auto ir = emitLLVMIR({k}, /*optimized=*/false);
+  auto ir = emitLLVMIR({k}, /*optimized=*/false, testenv::testCpu());
   ASSERT_TRUE(ir) << ir.takeError().message();
   EXPECT_NE(ir->find("!\"llvm.loop.vectorize.enable\", i1 false}"), std::string::npos) << *ir;
-  auto opt = emitLLVMIR({k}, /*optimized=*/true);
+  auto opt = emitLLVMIR({k}, /*optimized=*/true, testenv::testCpu());
   ASSERT_TRUE(opt) << opt.takeError().message();
   EXPECT_EQ(opt->find("gather"), std::string::npos) << *opt;
   EXPECT_TRUE(hasVectorFAdd(*opt, " x double>")) << *opt;
@@ -587,7 +588,7 @@ TEST(LLVMCodegen, ObjectCache) {
   fs::path dir = fs::temp_directory_path() /
                  fmt::format("nnc-objcache-test-{}", std::random_device()());
   fs::remove_all(dir);
-  CodegenOptions o;
+  CodegenOptions o(testenv::testCpu());
   o.cacheDir = dir.string();
   std::vector<Kernel> ks{scaleKernel("scale3", 3.0)};
   auto m1 = compileOrDie(ks, o);
@@ -642,7 +643,7 @@ TEST(LLVMCodegen, ObjectCache) {
   EXPECT_EQ(llvmcg::objectCacheKey("ir", "x", 3), llvmcg::objectCacheKey("ir", "x", 3));
   fs::remove_all(dir);
   // An unwritable cache folder only disables caching.
-  CodegenOptions bad;
+  CodegenOptions bad(testenv::testCpu());
   bad.cacheDir = "/proc/nnc-no-such-dir/objects";
   auto m5 = compileOrDie(ks, bad);
   ASSERT_TRUE(m5);
@@ -735,16 +736,16 @@ TEST(LLVMCodegen, ParallelCompileMatchesSerial) {
 
 TEST(LLVMCodegen, EmitTextAndObjects) {
   std::vector<Kernel> ks{scaleKernel("my_scale_kernel", 2.0)};
-  auto ir = emitLLVMIR(ks, /*optimized=*/false);
+  auto ir = emitLLVMIR(ks, /*optimized=*/false, testenv::testCpu());
   ASSERT_TRUE(ir) << ir.takeError().message();
   EXPECT_NE(ir->find("define void @my_scale_kernel(ptr"), std::string::npos) << *ir;
-  auto opt = emitLLVMIR(ks, /*optimized=*/true);
+  auto opt = emitLLVMIR(ks, /*optimized=*/true, testenv::testCpu());
   ASSERT_TRUE(opt);
-  auto as = emitAssembly(ks);
+  auto as = emitAssembly(ks, testenv::testCpu());
   ASSERT_TRUE(as) << as.takeError().message();
   EXPECT_NE(as->find("my_scale_kernel:"), std::string::npos);
   std::string path = (std::filesystem::temp_directory_path() / "nnc-emit-test.o").string();
-  Error e = emitObjectFile(ks, path);
+  Error e = emitObjectFile(ks, path, testenv::testCpu());
   ASSERT_FALSE(e) << e.message();
   EXPECT_GT(std::filesystem::file_size(path), 100u);
   std::filesystem::remove(path);
@@ -784,7 +785,7 @@ TEST(LLVMCodegen, IndependentVectorLoopsAreDeclaredParallel) {
   std::vector<Kernel> ks{nest("grid", at, true), nest("plain", at, false),
                          nest("grid_same_row", mul(i, intImm(8)), true)};
   for (const Kernel &k : ks) {
-    auto ir = emitLLVMIR({k}, /*optimized=*/false);
+    auto ir = emitLLVMIR({k}, /*optimized=*/false, testenv::testCpu());
     ASSERT_TRUE(ir) << ir.takeError().message();
     bool parallel = ir->find("llvm.loop.parallel_accesses") != std::string::npos;
     EXPECT_EQ(parallel, k.name == "grid") << k.name << "\n" << *ir;
@@ -794,11 +795,11 @@ TEST(LLVMCodegen, IndependentVectorLoopsAreDeclaredParallel) {
     return text.find("diff.check") != std::string::npos ||
            text.find("vector.memcheck") != std::string::npos;
   };
-  auto opt = emitLLVMIR({ks[0]}, /*optimized=*/true);
+  auto opt = emitLLVMIR({ks[0]}, /*optimized=*/true, testenv::testCpu());
   ASSERT_TRUE(opt);
   EXPECT_FALSE(checksOverlap(*opt)) << *opt;
   EXPECT_NE(opt->find(" x float>"), std::string::npos) << *opt; // still vectorized
-  auto plain = emitLLVMIR({ks[1]}, /*optimized=*/true);
+  auto plain = emitLLVMIR({ks[1]}, /*optimized=*/true, testenv::testCpu());
   ASSERT_TRUE(plain);
   EXPECT_TRUE(checksOverlap(*plain)) << *plain;
   // In place (y over x, read only at the index written), as the buffer plan may put it.
@@ -981,7 +982,7 @@ TEST(LLVMCodegen, PermutationTilesAreTransposedInRegisters) {
   for (const Case &cs : cases) {
     const int64_t ld = cs.ld;
     Kernel k = nest(cs.name, cs.t, cs.rows, cs.cols, ld, cs.pure);
-    auto ir = emitLLVMIR({k}, /*optimized=*/false);
+    auto ir = emitLLVMIR({k}, /*optimized=*/false, testenv::testCpu());
     ASSERT_TRUE(ir) << ir.takeError().message();
     EXPECT_EQ(ir->find("shufflevector") != std::string::npos, cs.pure) << cs.name << "\n" << *ir;
     auto m = compileOrDie({k});

@@ -8,6 +8,7 @@
 #include <random>
 #include <tuple>
 
+#include "TestTarget.h"
 #include "nnc/codegen/Tuning.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/passes/PassManager.h"
@@ -100,6 +101,7 @@ Counts checkLayout(const std::string &text, int b,
     return {};
   std::unique_ptr<Graph> opt = (*ref)->clone();
   PassContext ctx;
+  ctx.cpu = testenv::testCpu();
   ctx.evaluate = interp();
   Error e = pipelineWithBlock(b).run(*opt, ctx);
   EXPECT_FALSE(e) << e.message();
@@ -114,7 +116,7 @@ Counts checkLayout(const std::string &text, int b,
   EXPECT_TRUE(want) << want.error().message();
   Expected<std::vector<Tensor>> viaInterp = interpret(*opt, inputs);
   EXPECT_TRUE(viaInterp) << viaInterp.error().message();
-  CpuOptions co;
+  CpuOptions co(testenv::testCpu());
   co.tuning = std::move(tuning);
   Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, co);
   EXPECT_TRUE(exe) << exe.error().message();
@@ -341,7 +343,7 @@ graph @res(%x: f32[1,32,6,14]) -> (f32[1,32,6,14]) {{
   checkLayout(residual, 8,
               std::make_shared<FixedConvConfig>(tuning::Config{{"m", 2}, {"r", 6}, {"kc", 0}}),
               &ks);
-  const int64_t lanes = CpuTarget::host().vectorBits / 32; // the compiled kernels' target
+  const int64_t lanes = testenv::testCpu().vectorBits / 32; // the compiled kernels' target
   int64_t stores = 0, longest = 0;
   std::function<void(const kir::Stmt &, int)> walk = [&](const kir::Stmt &st, int result) {
     if (!st)

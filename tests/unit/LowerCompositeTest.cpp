@@ -5,8 +5,9 @@
 
 #include <limits>
 
-#include "nnc/codegen/LLVMCodegen.h"
+#include "TestTarget.h"
 #include "ThreadPool.h"
+#include "nnc/codegen/LLVMCodegen.h"
 
 using namespace nnc;
 using namespace nnc::lowertest;
@@ -51,9 +52,9 @@ void checkJit(const Node &node, const std::vector<Tensor> &inputs, const std::st
   std::vector<Tensor> ops = bindOperands(node, inputs);
   Expected<std::vector<Tensor>> want = evaluateNode(node, ops);
   ASSERT_TRUE(want) << what << ": interpreter: " << want.error().message();
-  Expected<std::vector<kir::Kernel>> ks = lowerNode(node, "k");
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(node, "k", testenv::testLowerOptions());
   ASSERT_TRUE(ks) << what << ": " << ks.error().message();
-  CodegenOptions opts;
+  CodegenOptions opts(testenv::testCpu());
   opts.cacheDir = "";
   opts.parallelFor = &nnc_parallel_for;
   Expected<std::unique_ptr<CompiledModule>> mod = compileKernels(*ks, opts);
@@ -455,7 +456,7 @@ TEST(LowerComposite, UnsupportedInputFailsClearly) {
   Node *n = g.createNode(
       OpKind::GroupNorm, {x, s, b}, {TensorType(DType::F32, shapeFromExtents({2, 4, 3}))},
       {{"num_groups", int64_t(3)}, {"epsilon", 1e-5}, {"stash_type", DType::F32}}, "gn");
-  Expected<std::vector<kir::Kernel>> k = lowerNode(*n, "k");
+  Expected<std::vector<kir::Kernel>> k = lowerNode(*n, "k", testenv::testLowerOptions());
   ASSERT_FALSE(k);
   EXPECT_NE(k.error().message().find("gn"), std::string::npos) << k.error().message();
   EXPECT_NE(k.error().message().find("num_groups"), std::string::npos) << k.error().message();

@@ -2,6 +2,7 @@
 // kernel evaluator on random inputs (several shapes and dtypes, constant and runtime
 // shape-like operands, negative and out-of-range indices).
 #include "LowerTestUtil.h"
+#include "TestTarget.h"
 
 using namespace nnc;
 using namespace nnc::lowertest;
@@ -396,7 +397,7 @@ TEST(LowerDataMovement, LargeScheduled) {
   Value *ids = t.input(DType::I64, {8, 90}, -1000, 999);
   Node *g = t.check(OpKind::Gather, {table, ids}, {{"axis", int64_t(0)}}, "gather embedding");
   ASSERT_TRUE(g);
-  Expected<std::vector<kir::Kernel>> ks = lowerNode(*g, "g");
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(*g, "g", testenv::testLowerOptions());
   ASSERT_TRUE(ks);
   EXPECT_EQ((*ks)[0].schedule.str(), "gpu_grid(i2, i3, i4); split(i4, 16); vectorize(i4.i); parallel(i2)");
   Value *x = t.input(DType::F32, {257, 259});

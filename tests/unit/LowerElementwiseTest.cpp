@@ -2,6 +2,7 @@
 // evaluator on random inputs (odd sizes, broadcasting, several dtypes).
 #include "LowerTestUtil.h"
 
+#include "TestTarget.h"
 #include "nnc/codegen/Lowering.h"
 
 using namespace nnc;
@@ -81,7 +82,7 @@ TEST(LowerElementwise, BroadcastCollapsesDims) {
   Value *y = g.addInput("y", TensorType(DType::F32, {1, 3, 1, 1}));
   Expected<Node *> n = g.createInferred(OpKind::Add, {x, y});
   ASSERT_TRUE(n);
-  Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "add");
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "add", testenv::testLowerOptions());
   ASSERT_TRUE(ks) << ks.error().message();
   ASSERT_EQ(ks->size(), 1u);
   std::string text = kir::printKernel((*ks)[0]);
@@ -106,7 +107,7 @@ TEST(LowerElementwise, LargeFlatIsScheduled) {
   Value *y = g.addInput("y", TensorType(DType::F32, shapeFromExtents(e)));
   Expected<Node *> n = g.createInferred(OpKind::Mul, {x, y});
   ASSERT_TRUE(n);
-  Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "mul");
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "mul", testenv::testLowerOptions());
   ASSERT_TRUE(ks);
   // 77,100 elements (not a multiple of the strip: the last strip is shorter).
   EXPECT_EQ((*ks)[0].schedule.str(), "gpu_grid(i0); split(i0, 1024); vectorize(i0.i); parallel(i0.o)");

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "TestTarget.h"
 #include "nnc/codegen/Lowering.h"
 
 using namespace nnc;
@@ -110,7 +111,7 @@ TEST(LowerNN, ReduceAsWorkGroupTreeForOpenCL) {
   // a tree in local memory (the evaluator runs its barriers in phases), ragged row lengths,
   // NaN and integer rows; rows too short for a tree keep the loop lowering.
   std::mt19937 rng(9);
-  tuning::LowerOptions opts;
+  tuning::LowerOptions opts(testenv::testCpu());
   opts.gpu = GpuTarget::generic();
   for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
                    OpKind::ReduceProd}) {
@@ -223,7 +224,7 @@ TEST(LowerNN, MatMulForOpenCLDevices) {
                                                 {{6, 1, 5}, {5, 7}},
                                                 {{4, 2, 3, 70}, {70, 33}}};
   for (int vec : {1, 8}) {
-    tuning::LowerOptions opts;
+    tuning::LowerOptions opts(testenv::testCpu());
     opts.gpu = GpuTarget::generic();
     opts.gpu->preferredFloatVector = vec;
     for (DType t : {DType::F32, DType::F16})
@@ -262,7 +263,7 @@ TEST(LowerNN, MatMulOpenCLSchedules) {
   for (const char *cs : configs) {
     FixedConfig fixed;
     fixed.c = *tuning::parseConfig(cs);
-    tuning::LowerOptions opts;
+    tuning::LowerOptions opts(testenv::testCpu());
     opts.gpu = GpuTarget::generic();
     opts.configs = &fixed;
     for (const auto &[as, bs] : shapes) {
@@ -282,7 +283,7 @@ TEST(LowerNN, ReduceOpenCLWidths) {
   for (int64_t wg : space.knobs[0].values) {
     FixedConfig fixed;
     fixed.c = {{"wg", wg}};
-    tuning::LowerOptions opts;
+    tuning::LowerOptions opts(testenv::testCpu());
     opts.gpu = GpuTarget::generic();
     opts.gpu->maxWorkGroupSize = 1024;
     opts.gpu->maxWorkItemSizes = {1024, 1024, 64};
@@ -428,7 +429,7 @@ TEST(LowerNN, Conv) {
       ops.push_back(g.addInput("x" + std::to_string(i), xs[i].type()));
     Expected<Node *> n = g.createInferred(OpKind::Conv, ops, attrs(c), "c");
     ASSERT_TRUE(n) << n.error().message();
-    Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "c", tuning::LowerOptions{});
+    Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "c", testenv::testLowerOptions());
     ASSERT_TRUE(ks) << ks.error().message();
     ASSERT_EQ(ks->size(), 2u) << what;
     EXPECT_EQ(ks->at(0).name, "c_pad") << what;
@@ -441,7 +442,7 @@ TEST(LowerNN, Conv) {
   // Positive operands: the GEMM's fma order differs from the interpreter's sums, which
   // signed values can cancel to below the check's absolute tolerance; a wrong tap still
   // moves a sum by a few percent.
-  tuning::LowerOptions gpu;
+  tuning::LowerOptions gpu(testenv::testCpu());
   gpu.gpu = GpuTarget::generic();
   for (DType t : {DType::F32, DType::F16})
     for (const ConvCase &c : cases)
@@ -677,7 +678,7 @@ TEST(LowerNN, UnsupportedFailsClearly) {
   Node *n = g.createNode(OpKind::Resize, {x, nullptr, s},
                          {TensorType(DType::F32, shapeFromExtents({1, 1, 4, 4}))},
                          resizeAttrs("nearest", "asymmetric"), "up");
-  Expected<std::vector<kir::Kernel>> ks = lowerNode(*n, "k");
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(*n, "k", testenv::testLowerOptions());
   ASSERT_FALSE(ks);
   EXPECT_NE(ks.error().message().find("up"), std::string::npos) << ks.error().message();
   EXPECT_NE(ks.error().message().find("scales"), std::string::npos) << ks.error().message();

@@ -13,8 +13,9 @@
 
 #include <gtest/gtest.h>
 
-#include "nnc/codegen/LLVMCodegen.h"
+#include "TestTarget.h"
 #include "ThreadPool.h"
+#include "nnc/codegen/LLVMCodegen.h"
 #include "nnc/codegen/Lowering.h"
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Kernel.h"
@@ -114,7 +115,8 @@ inline std::vector<Tensor> bindOperands(const Node &node, const std::vector<Tens
 inline Expected<std::vector<Tensor>> runLowered(const Node &node, const std::vector<Tensor> &ops,
                                                 bool scheduled,
                                                 const tuning::LowerOptions *opts = nullptr) {
-  Expected<std::vector<kir::Kernel>> ks = opts ? lowerNode(node, "k", *opts) : lowerNode(node, "k");
+  Expected<std::vector<kir::Kernel>> ks =
+      opts ? lowerNode(node, "k", *opts) : lowerNode(node, "k", testenv::testLowerOptions());
   if (!ks)
     return ks.takeError();
   std::vector<Tensor> results;
@@ -159,10 +161,10 @@ inline Expected<std::vector<Tensor>> runLowered(const Node &node, const std::vec
 
 /// Runs the node's kernels compiled by the LLVM JIT (schedules applied) on `ops`.
 inline Expected<std::vector<Tensor>> runJit(const Node &node, const std::vector<Tensor> &ops) {
-  Expected<std::vector<kir::Kernel>> ks = lowerNode(node, "k");
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(node, "k", testenv::testLowerOptions());
   if (!ks)
     return ks.takeError();
-  CodegenOptions opts;
+  CodegenOptions opts(testenv::testCpu());
   opts.cacheDir = "";
   opts.parallelFor = &nnc_parallel_for;
   Expected<std::unique_ptr<CompiledModule>> mod = compileKernels(*ks, opts);

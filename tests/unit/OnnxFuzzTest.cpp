@@ -30,6 +30,7 @@
 
 #include <gtest/gtest.h>
 
+#include "TestTarget.h"
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/ir/Verifier.h"
 #include "nnc/passes/PassManager.h"
@@ -656,6 +657,7 @@ std::string runCaseUnguarded(const Case &c, const std::string &path, Stage &stag
     return g.error().message().empty() ? "import failed with an empty message" : "";
   stage = OptimizeFailed;
   PassContext ctx;
+  ctx.cpu = testenv::testCpu();
   ctx.evaluate = opts.evaluate;
   if (Error e = PassPipeline::defaultPipeline().run(**g, ctx))
     return e.message().empty() ? "optimize failed with an empty message" : "";

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "TestTarget.h"
 #include "nnc/codegen/Lowering.h"
 #include "nnc/codegen/OpenCLCodegen.h"
 #include "nnc/ir/Kernel.h"
@@ -186,7 +187,7 @@ TEST(OpenCLEmitter, GemmTilesOfADeviceThatPrefersVectorsUseVectorAccumulators) {
   Node *n = g.createNode(OpKind::MatMul, {a, b},
                          {TensorType(DType::F32, shapeFromExtents({64, 256}))}, {}, "mm");
   for (int vec : {1, 8}) {
-    tuning::LowerOptions opts;
+    tuning::LowerOptions opts(testenv::testCpu());
     opts.gpu = GpuTarget::generic();
     opts.gpu->type = vec > 1 ? "cpu" : "gpu";
     opts.gpu->preferredFloatVector = vec;
@@ -243,7 +244,7 @@ TEST(OpenCLExecutable, OneRunMovesExactlyTheInputsInAndTheOutputsOut) {
     GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();
   Expected<std::unique_ptr<Graph>> g = parseGraph(kModel);
   ASSERT_TRUE(g) << g.error().message();
-  OpenCLOptions opts;
+  OpenCLOptions opts(testenv::testCpu(), testenv::testGpu());
   opts.cacheDir = "";
   opts.optimize = false; // a faster build; the transfers are the point here
   Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);
@@ -346,7 +347,7 @@ graph @mm(%a: f32[3,37,29], %b: f32[29,45]) -> (f32[3,37,45]) {
 }
 )");
   ASSERT_TRUE(g) << g.error().message();
-  OpenCLOptions opts;
+  OpenCLOptions opts(testenv::testCpu(), testenv::testGpu());
   opts.cacheDir = "";
   opts.optimize = false;
   Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);
@@ -392,7 +393,7 @@ graph @g(%a: f32[3,40], %b: f32[5,40], %c: f32[8,40]) -> (f32[8,40], f32[2,40], 
 })";
   Expected<std::unique_ptr<Graph>> g = parseGraph(text);
   ASSERT_TRUE(g) << g.error().message();
-  tuning::LowerOptions lo;
+  tuning::LowerOptions lo(testenv::testCpu());
   lo.gpu = GpuTarget::generic();
   Expected<std::vector<LoweringUnit>> units = loweringUnits(**g);
   ASSERT_TRUE(units) << units.error().message();
@@ -435,7 +436,7 @@ graph @g(%a: f32[3,40], %b: f32[5,40], %c: f32[8,40]) -> (f32[8,40], f32[2,40], 
   Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
   if (!devices)
     GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();
-  OpenCLOptions opts;
+  OpenCLOptions opts(testenv::testCpu(), testenv::testGpu());
   opts.cacheDir = "";
   opts.optimize = false;
   Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(**g, opts);

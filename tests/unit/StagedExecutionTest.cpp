@@ -6,6 +6,7 @@
 #include <random>
 
 #include "LowerTestUtil.h"
+#include "TestTarget.h"
 #include "nnc/driver/Driver.h"
 #include "nnc/ir/GraphSplit.h"
 #include "nnc/ir/Parser.h"
@@ -18,7 +19,7 @@ using namespace nnc;
 namespace {
 
 CpuOptions options() {
-  CpuOptions o;
+  CpuOptions o(testenv::testCpu());
   o.threads = 1;
   o.codegen.cacheDir = "";
   return o;

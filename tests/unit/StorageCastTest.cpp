@@ -6,6 +6,7 @@
 #include <random>
 
 #include "LowerTestUtil.h"
+#include "TestTarget.h"
 #include "nnc/support/FloatFormats.h"
 
 namespace nnc {
@@ -140,7 +141,7 @@ TEST(StorageCast, KernelTextShowsOptions) {
       {{"to", DType::F8E8M0}, {"saturate", int64_t(0)},
        {"round_mode", std::string("nearest")}});
   ASSERT_TRUE(n) << n.error().message();
-  Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "c");
+  Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "c", testenv::testLowerOptions());
   ASSERT_TRUE(ks) << ks.error().message();
   std::string text = kir::printKernel((*ks)[0]);
   EXPECT_NE(text.find("cast<f8e8m0, saturate=0, round_mode=nearest>"), std::string::npos) << text;

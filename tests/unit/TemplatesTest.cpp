@@ -21,6 +21,7 @@
 #include "nnc/runtime/Interpreter.h"
 
 #include "PinnedTarget.h"
+#include "TestTarget.h"
 
 using namespace nnc;
 
@@ -73,7 +74,7 @@ void lowerAll(const std::string &text, const char *pipeline, bool opencl, tuning
 std::vector<std::string> choices(const std::string &text, const char *pipeline = nullptr,
                                  bool opencl = false) {
   std::vector<std::string> out;
-  tuning::LowerOptions lo;
+  tuning::LowerOptions lo(testenv::testCpu());
   lo.onTemplate = [&](const tuning::TemplateChoice &c) {
     out.push_back(c.op + " " + (c.name.empty() ? "generic" : c.name));
   };
@@ -202,7 +203,7 @@ std::vector<tuning::Config>
 convConfigs(const std::string &text,
             const CpuTarget &cpu = pinned::pinnedCpuTarget(CpuTarget::Level::V3)) {
   std::vector<tuning::Config> out;
-  tuning::LowerOptions lo;
+  tuning::LowerOptions lo(cpu);
   lo.onConfig = [&](const tuning::Problem &p, const tuning::Config &c) {
     if (p.kind == "conv_nchwc_cpu")
       out.push_back(c);
@@ -380,8 +381,7 @@ void checkGpuUnits(const std::string &text, const std::string &what,
     inputs.push_back(t);
     values[g->inputs()[i]] = t;
   }
-  tuning::LowerOptions lo;
-  lo.cpu = ctx.cpu;
+  tuning::LowerOptions lo(*ctx.cpu);
   lo.gpu = device;
   Expected<std::vector<LoweringUnit>> units = loweringUnits(*g);
   ASSERT_TRUE(units) << units.error().message();

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "TestTarget.h"
 #include "nnc/frontend/GraphBuilder.h"
 #include "nnc/runtime/OpenCL.h"
 #include "nnc/train/Trainer.h"
@@ -40,7 +41,7 @@ std::vector<double> train(OptimizerKind opt, LossKind loss, driver::Target targe
                           std::map<std::string, Tensor> *finalParams = nullptr) {
   std::vector<std::string> params;
   std::unique_ptr<Graph> g = mlp(params);
-  TrainOptions o;
+  TrainOptions o(target);
   o.optimizer = opt;
   o.loss = loss;
   o.lr = opt == OptimizerKind::Sgd                                   ? 0.3
@@ -48,7 +49,6 @@ std::vector<double> train(OptimizerKind opt, LossKind loss, driver::Target targe
          : opt == OptimizerKind::Adam || opt == OptimizerKind::AdamW ? 0.01
                                                                      : 0.05;
   o.batch = 16;
-  o.target = target;
   o.exec.threads = 1;
   o.clipNorm = opt == OptimizerKind::Nesterov ? 1.0 : 0;
   Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, params, o);
@@ -83,8 +83,9 @@ TEST(Trainer, CpuStepMatchesInterpreterForEveryOptimizer) {
                             OptimizerKind::Adam, OptimizerKind::AdamW, OptimizerKind::Adagrad})
     for (LossKind loss : {LossKind::SoftmaxCrossEntropy, LossKind::MeanSquaredError}) {
       SCOPED_TRACE(static_cast<int>(opt) * 10 + static_cast<int>(loss));
-      std::vector<double> interp = train(opt, loss, driver::Target(driver::Target::Interp), 30);
-      std::vector<double> cpu = train(opt, loss, driver::Target(driver::Target::Cpu), 30);
+      std::vector<double> interp =
+          train(opt, loss, testenv::testTarget(driver::Target::Interp), 30);
+      std::vector<double> cpu = train(opt, loss, testenv::testTarget(driver::Target::Cpu), 30);
       ASSERT_EQ(interp.size(), 30u);
       ASSERT_EQ(cpu.size(), 30u);
       for (size_t i = 0; i < cpu.size(); ++i)
@@ -119,10 +120,9 @@ TEST(Trainer, CnnCpuStepMatchesInterpreter) {
     ys.data<int64_t>()[i] = i % 3;
   std::vector<std::vector<double>> losses;
   for (auto kind : {driver::Target::Interp, driver::Target::Cpu}) {
-    TrainOptions o;
+    TrainOptions o(testenv::testTarget(kind));
     o.batch = 8;
     o.lr = 0.01;
-    o.target = driver::Target(kind);
     o.exec.threads = 1;
     Expected<std::unique_ptr<Trainer>> tr = Trainer::create(**g, params, o);
     ASSERT_TRUE(tr) << tr.error().message();
@@ -142,10 +142,10 @@ TEST(Trainer, OpenCLStepMatchesInterpreter) {
   Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
   if (!devices || devices->empty())
     GTEST_SKIP() << "no OpenCL device";
-  driver::Target cl(driver::Target::OpenCL);
+  driver::Target cl = testenv::testTarget(driver::Target::OpenCL);
   std::map<std::string, Tensor> pi, pg;
   std::vector<double> interp = train(OptimizerKind::Adam, LossKind::SoftmaxCrossEntropy,
-                                     driver::Target(driver::Target::Interp), 10, &pi);
+                                     testenv::testTarget(driver::Target::Interp), 10, &pi);
   std::vector<double> gpu = train(OptimizerKind::Adam, LossKind::SoftmaxCrossEntropy, cl, 10, &pg);
   ASSERT_EQ(gpu.size(), interp.size());
   for (size_t i = 0; i < gpu.size(); ++i)
@@ -164,10 +164,9 @@ TEST(Trainer, OpenCLStepMovesOnlyBatchAndLoss) {
     GTEST_SKIP() << "no OpenCL device";
   std::vector<std::string> params;
   std::unique_ptr<Graph> g = mlp(params);
-  TrainOptions o;
+  TrainOptions o(testenv::testTarget(driver::Target::OpenCL));
   o.lr = 0.01;
   o.batch = 16;
-  o.target = driver::Target(driver::Target::OpenCL);
   Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, params, o);
   ASSERT_TRUE(tr) << tr.error().message();
   auto *cl = dynamic_cast<OpenCLExecutable *>((*tr)->executable());
@@ -253,11 +252,10 @@ TEST(Trainer, BatchNormUpdatesRunningStatistics) {
     SCOPED_TRACE(static_cast<int>(kind));
     auto [g, names] = model(false);
     ASSERT_TRUE(g);
-    TrainOptions o;
+    TrainOptions o(testenv::testTarget(kind));
     o.optimizer = OptimizerKind::Sgd;
     o.lr = 0.1;
     o.batch = n;
-    o.target = driver::Target(kind);
     o.exec.threads = 1;
     Expected<std::unique_ptr<Trainer>> tr = Trainer::create(*g, {}, o);
     ASSERT_TRUE(tr) << tr.error().message();
@@ -283,7 +281,7 @@ TEST(Trainer, BatchNormUpdatesRunningStatistics) {
     }
   }
   auto [shared, unused] = model(true);
-  TrainOptions o;
+  TrainOptions o(testenv::testTarget());
   o.batch = n;
   Expected<std::unique_ptr<Trainer>> refused = Trainer::create(*shared, {}, o);
   ASSERT_FALSE(refused);
@@ -307,8 +305,9 @@ TEST(Trainer, DropoutMasks) {
   std::vector<std::vector<Tensor>> outs; // per target: y, keep at counter 1, then counter 2
   for (driver::Target::Kind kind : targetKinds()) {
     std::unique_ptr<Graph> c = g.clone();
-    ASSERT_FALSE(driver::optimize(*c, driver::Target(kind)));
-    Expected<std::unique_ptr<driver::Runner>> run = driver::Runner::create(*c, kind);
+    ASSERT_FALSE(driver::optimize(*c, testenv::testTarget(kind)));
+    Expected<std::unique_ptr<driver::Runner>> run =
+        driver::Runner::create(*c, testenv::testTarget(kind));
     ASSERT_TRUE(run) << run.error().message();
     outs.emplace_back();
     for (int64_t step : {1, 2}) {
@@ -351,12 +350,11 @@ TEST(Trainer, DropoutMaskEachStepFromTheSeed) {
     Value *h = dropoutTraining(e, x, e.scalar(0.5, DType::F32), counter, 0)[0];
     g.setOutputs({e.op(OpKind::MatMul, {h, w})});
     EXPECT_TRUE(e.ok()) << e.error().message();
-    TrainOptions o;
+    TrainOptions o(testenv::testTarget(kind));
     o.optimizer = OptimizerKind::Sgd;
     o.lr = 0;
     o.batch = 8;
     o.seed = seed;
-    o.target = driver::Target(kind);
     o.exec.threads = 1;
     Expected<std::unique_ptr<Trainer>> tr = Trainer::create(g, {}, o);
     EXPECT_TRUE(tr) << tr.error().message();
@@ -387,7 +385,7 @@ TEST(Trainer, DropoutMaskEachStepFromTheSeed) {
 TEST(Trainer, Errors) {
   std::vector<std::string> params;
   std::unique_ptr<Graph> g = mlp(params);
-  TrainOptions o;
+  TrainOptions o(testenv::testTarget());
   o.batch = 4;
   Expected<std::unique_ptr<Trainer>> none = Trainer::create(*g, {"not_a_parameter"}, o);
   ASSERT_FALSE(none);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "PinnedTarget.h"
+#include "TestTarget.h"
 #include "nnc/codegen/Tuning.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/runtime/Executable.h"
@@ -107,11 +108,12 @@ TEST(Tuning, EveryGemmConfigComputesTheSameNumbers) {
       c["kc"] = 0, c["mc"] = 0, c["pb"] = 0, c["pa"] = 0, c["pf"] = 0;
     // Each problem applies the config only where valid for it; the big one decides here.
     tuning::Problem big{"gemm_cpu", "", {1, 37, 53, 70}, 0};
+    big.cpu = testenv::testCpu(); // what the executables below compile for
     if (!space->valid(c, big))
       continue;
     ++checked;
     microkernel += c["mk"] == 1;
-    CpuOptions o;
+    CpuOptions o(testenv::testCpu());
     o.threads = 2;
     o.codegen.cacheDir = "";
     o.tuning = std::make_shared<Everywhere>(c);
@@ -139,12 +141,12 @@ TEST(Tuning, RecordsOfAnotherDeviceOrSpaceVersionAreIgnored) {
   Expected<std::unique_ptr<TuningCache>> opened = TuningCache::open(path);
   ASSERT_TRUE(opened) << opened.error().message();
   std::shared_ptr<TuningCache> cache(std::move(*opened));
-  std::string here = cpuDeviceFingerprint(1);
+  std::string here = cpuDeviceFingerprint(1, testenv::testCpu());
   const tuning::Space &space = *tuning::findSpace("gemm_cpu");
 
   // The problems the graph has, from a compile without a cache.
   std::vector<tuning::Problem> problems;
-  CpuOptions o;
+  CpuOptions o(testenv::testCpu());
   o.threads = 1;
   o.codegen.cacheDir = "";
   {
@@ -170,7 +172,7 @@ TEST(Tuning, RecordsOfAnotherDeviceOrSpaceVersionAreIgnored) {
     ASSERT_FALSE(cache->put({p.kind, p.signature, here, space.version + 1, cfg, 1.0, 2.0, 1, ""}));
   }
   EXPECT_EQ(compileTuned(here), 0);
-  EXPECT_EQ(compileTuned(cpuDeviceFingerprint(2)), 0); // another thread count
+  EXPECT_EQ(compileTuned(cpuDeviceFingerprint(2, testenv::testCpu())), 0); // another thread count
   ASSERT_FALSE(cache->put({problems[0].kind, problems[0].signature, here, space.version, cfg,
                            1.0, 2.0, 1, ""}));
   EXPECT_EQ(compileTuned(here), 1);
@@ -199,7 +201,7 @@ TEST(Tuning, TunerRejectsCandidatesWithWrongNumbers) {
     removeDb(path);
     Expected<std::unique_ptr<TuningCache>> cache = TuningCache::open(path);
     ASSERT_TRUE(cache) << cache.error().message();
-    TuneOptions opts;
+    TuneOptions opts(testenv::testCpu());
     opts.threads = 1;
     opts.budgetSeconds = 30;
     opts.maxTrials = 3;
@@ -221,9 +223,9 @@ TEST(Tuning, TunerRejectsCandidatesWithWrongNumbers) {
       } else {
         EXPECT_EQ(k.rejected, 0) << k.problem.signature;
       }
-      Expected<std::optional<TuningRecord>> r =
-          (*cache)->find(k.problem.kind, k.problem.signature, cpuDeviceFingerprint(1),
-                         tuning::findSpace(k.problem.kind)->version);
+      Expected<std::optional<TuningRecord>> r = (*cache)->find(
+          k.problem.kind, k.problem.signature, cpuDeviceFingerprint(1, testenv::testCpu()),
+          tuning::findSpace(k.problem.kind)->version);
       ASSERT_TRUE(r && *r) << k.problem.signature;
       EXPECT_EQ((*r)->config, k.bestConfig);
     }

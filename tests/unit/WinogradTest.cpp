@@ -9,6 +9,7 @@
 #include <random>
 
 #include "LowerTestUtil.h"
+#include "TestTarget.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/ir/Winograd.h"
 #include "nnc/passes/PassManager.h"
@@ -98,6 +99,7 @@ TEST(WinogradTest, ConvsMatchInterpreter) {
       ASSERT_TRUE(ref) << ref.error().message();
       std::unique_ptr<Graph> opt = (*ref)->clone();
       PassContext ctx;
+      ctx.cpu = testenv::testCpu();
       ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) {
         return evaluateNode(n, ops);
       };
@@ -128,7 +130,7 @@ TEST(WinogradTest, ConvsMatchInterpreter) {
       // rows outermost where there are as many as channel blocks), one of 1 GiB none (channel
       // blocks outermost), whatever the host's caches.
       for (int64_t l2 : {int64_t(1) << 10, int64_t(1) << 30}) {
-        CpuOptions cpu;
+        CpuOptions cpu(testenv::testCpu());
         cpu.codegen.cpu.l2Bytes = l2;
         Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, cpu);
         ASSERT_TRUE(exe) << exe.error().message();
@@ -143,7 +145,7 @@ TEST(WinogradTest, ConvsMatchInterpreter) {
       Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
       if (!devices)
         continue;
-      OpenCLOptions opts;
+      OpenCLOptions opts(testenv::testCpu(), testenv::testGpu());
       opts.cacheDir = "";
       opts.optimize = false;
       Expected<std::unique_ptr<OpenCLExecutable>> cl = OpenCLExecutable::compile(*opt, opts);

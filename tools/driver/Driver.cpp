@@ -24,17 +24,18 @@ bool hasExtension(const std::string &path, const char *ext) {
 }
 } // namespace
 
-Expected<Target> parseTarget(const std::string &name, std::string *note) {
+Expected<Target> parseTarget(const std::string &name, const CpuTarget &cpu, std::string *note) {
   if (name == "interp")
-    return Target::Interp;
+    return Target(Target::Interp, cpu);
   if (name == "cpu")
-    return Target::Cpu;
+    return Target(Target::Cpu, cpu);
   if (name == "auto") {
     Expected<OpenCLDeviceInfo> d = pickOpenCLDevice();
     if (d && d->type == "gpu") {
-      Target t(Target::OpenCL);
+      Target t(Target::OpenCL, cpu);
       t.platform = d->platform;
       t.device = d->device;
+      t.gpu = d->target();
       if (note)
         *note = fmt::format("nnc: target auto: opencl:{}.{} ({}, {})", d->platform, d->device,
                             d->deviceName, d->platformName);
@@ -44,10 +45,10 @@ Expected<Target> parseTarget(const std::string &name, std::string *note) {
       *note = fmt::format("nnc: target auto: cpu (no OpenCL GPU{})",
                           d ? fmt::format("; OpenCL has only {}", d->deviceName)
                             : ": " + d.error().message());
-    return Target::Cpu;
+    return Target(Target::Cpu, cpu);
   }
   if (name == "opencl" || name.rfind("opencl:", 0) == 0) {
-    Target t(Target::OpenCL);
+    Target t(Target::OpenCL, cpu);
     if (name.size() > 7) {
       std::string spec = name.substr(7);
       size_t dot = spec.find('.');
@@ -73,16 +74,22 @@ Expected<Target> parseTarget(const std::string &name, std::string *note) {
   return makeError("unknown target '{}' (available: cpu, interp, opencl[:P.D], auto)", name);
 }
 
-std::string targetName(Target t) {
-  switch (t.kind) {
-  case Target::Interp:
-    return "interp";
-  case Target::Cpu:
-    return "cpu";
-  case Target::OpenCL:
-    return t.platform < 0 ? "opencl" : fmt::format("opencl:{}.{}", t.platform, t.device);
-  }
-  return "?";
+Error chooseDevice(Target &t) {
+  if (t != Target::OpenCL || t.gpu)
+    return Error::success();
+  NNC_ASSIGN_OR_RETURN(OpenCLDeviceInfo d, pickOpenCLDevice(t.platform, t.device));
+  t.gpu = d.target();
+  return Error::success();
+}
+
+Expected<Target> makeTarget(const std::string &name, const CpuTarget &cpu, std::string *note) {
+  NNC_ASSIGN_OR_RETURN(Target t, parseTarget(name, cpu, note));
+  NNC_TRY(chooseDevice(t));
+  return t;
+}
+
+std::string targetName(const Target &t) {
+  return t.name();
 }
 
 namespace {
@@ -182,10 +189,8 @@ std::string pipelineTarget(const Target &t) {
   if (t != Target::OpenCL)
     return "cpu";
   std::string type = t.openclType;
-  if (type.empty()) {
-    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(t.platform, t.device);
-    type = d ? d->type : "gpu";
-  }
+  if (type.empty())
+    type = t.gpu ? t.gpu->type : "gpu";
   return type == "cpu" ? "opencl-cpu" : "opencl";
 }
 
@@ -201,9 +206,7 @@ Error optimize(Graph &g, const Target &target, bool verifyEach) {
 }
 
 Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach) {
-  Target t(Target::Cpu);
-  t.cpu = cpu;
-  return optimize(g, t, verifyEach);
+  return optimize(g, Target(Target::Cpu, cpu), verifyEach);
 }
 
 Expected<TuneSummary> tuneModel(const std::string &model, const Target &target,
@@ -214,7 +217,11 @@ Expected<TuneSummary> tuneModel(const std::string &model, const Target &target,
   opts.cpu = target.cpu;
   opts.opencl.reset();
   if (target == Target::OpenCL) {
-    NNC_ASSIGN_OR_RETURN(OpenCLDeviceInfo d, pickOpenCLDevice(target.platform, target.device));
+    NNC_USER_CHECK(target.gpu && target.gpu->platform >= 0,
+                   "target {}: tuning needs an OpenCL device here", targetName(target));
+    // The device chosen for the target, described as the tuner's fingerprint needs it.
+    NNC_ASSIGN_OR_RETURN(OpenCLDeviceInfo d,
+                         pickOpenCLDevice(target.gpu->platform, target.gpu->device));
     opts.opencl = d;
   }
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, loadModel(model));
@@ -254,26 +261,25 @@ Expected<TuneSummary> tuneModel(const std::string &model, const Target &target,
 
 Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
                                                  const ExecOptions &opts) {
-  std::unique_ptr<Runner> r(new Runner());
-  r->target_ = target;
+  std::unique_ptr<Runner> r(new Runner(target));
   r->graph_ = &g;
   if (target == Target::Cpu || target == Target::OpenCL) {
-    CpuOptions cpu;
+    CpuOptions cpu(target.cpu);
     cpu.threads = opts.threads;
-    cpu.codegen.cpu = target.cpu;
     cpu.verbose = opts.verbose;
     if (target == Target::OpenCL) {
-      OpenCLOptions cl;
-      cl.platform = target.platform;
-      cl.device = target.device;
+      NNC_USER_CHECK(target.gpu && target.gpu->platform >= 0,
+                     "target {}: no OpenCL device chosen to run on", targetName(target));
+      OpenCLOptions cl(target.cpu, *target.gpu);
       cl.profile = opts.profile;
       cl.optimize = opts.openclOptimize;
-      // Fail at once, saying what is missing, when there is no such device.
-      NNC_ASSIGN_OR_RETURN(OpenCLDeviceInfo device, pickOpenCLDevice(cl.platform, cl.device));
       // Tuned configs measured on this device (`nnc tune --target opencl`).
       if (opts.useTuningCache) {
         std::string path = opts.tuningCache.empty() ? TuningCache::defaultPath() : opts.tuningCache;
         if (!opts.tuningCache.empty() || std::filesystem::exists(path)) {
+          // The chosen device as the cache's fingerprint names it (driver and platform too).
+          NNC_ASSIGN_OR_RETURN(OpenCLDeviceInfo device,
+                               pickOpenCLDevice(target.gpu->platform, target.gpu->device));
           NNC_ASSIGN_OR_RETURN(std::unique_ptr<TuningCache> cache, TuningCache::open(path));
           cl.tuning = std::make_shared<CachedConfigs>(
               std::shared_ptr<TuningCache>(std::move(cache)), openclDeviceFingerprint(device));

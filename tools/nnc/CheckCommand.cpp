@@ -14,7 +14,8 @@ int checkCommand(const std::string &model, const std::string &targetName) {
   if (!target)
     return fail(target.takeError());
   if (*target == driver::Target::OpenCL) {
-    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->platform, target->device);
+    // The device parseTargetOption chose, as `nnc devices` names it.
+    Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target->gpu->platform, target->gpu->device);
     if (!d)
       return fail(d.takeError());
     std::cout << fmt::format("target opencl:{}.{}: {} ({})\n", d->platform, d->device,

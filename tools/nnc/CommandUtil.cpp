@@ -76,8 +76,7 @@ int reportTuning(const Executable &exe, bool requireTuned) {
 int effectiveThreads(int requested) {
   if (requested > 0)
     return requested;
-  unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
+  return CpuTarget::hostCores();
 }
 
 Expected<std::map<std::string, Tensor>> readInputs(const std::vector<std::string> &names,
@@ -186,24 +185,15 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
   return s;
 }
 
-GpuTarget openclCodeTarget(const driver::Target &target) {
-  Expected<OpenCLDeviceInfo> d = pickOpenCLDevice(target.platform, target.device);
-  if (d)
-    return d->target();
-  GpuTarget g = GpuTarget::generic();
-  fmt::print(stderr, "nnc: no OpenCL device ({}); writing OpenCL kernels for {}\n",
-             d.error().message(), g.str());
-  return g;
-}
-
 Expected<std::vector<kir::Kernel>>
-lowerGraph(const Graph &g, const CpuTarget &cpu, const GpuTarget *gpu,
+lowerGraph(const Graph &g, const driver::Target &target,
            const std::function<void(const tuning::TemplateChoice &)> &onTemplate) {
   std::vector<kir::Kernel> kernels;
-  tuning::LowerOptions lo;
-  lo.cpu = cpu;
-  if (gpu)
-    lo.gpu = *gpu;
+  tuning::LowerOptions lo(target.cpu);
+  if (target == driver::Target::OpenCL) {
+    NNC_ASSERT(target.gpu, "an OpenCL target without its device description");
+    lo.gpu = *target.gpu;
+  }
   lo.onTemplate = onTemplate;
   std::vector<Node *> nodes = g.nodes();
   NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
@@ -244,14 +234,25 @@ Expected<CpuTarget> parseCpuOption(const std::string &name, bool runsHere) {
 }
 
 Expected<driver::Target> parseTargetOption(const std::string &name, const std::string &cpuName,
-                                           bool runsHere) {
+                                           bool runsHere, const GpuTarget *gpu) {
   NNC_ASSIGN_OR_RETURN(CpuTarget cpu, parseCpuOption(cpuName, runsHere));
   std::string note;
-  Expected<driver::Target> t = driver::parseTarget(name, &note);
-  if (t && !note.empty())
+  NNC_ASSIGN_OR_RETURN(driver::Target t, driver::parseTarget(name, cpu, &note));
+  if (!note.empty())
     std::cerr << note << "\n";
-  if (t)
-    t->cpu = cpu;
+  if (t == driver::Target::OpenCL && gpu) {
+    t.gpu = *gpu;
+    return t;
+  }
+  if (Error e = driver::chooseDevice(t)) {
+    if (runsHere)
+      return e;
+    // Code that is only written out is for the device it will run on when there is one here
+    // (its limits bound the work-groups), else for GpuTarget::generic().
+    t.gpu = GpuTarget::generic();
+    fmt::print(stderr, "nnc: no OpenCL device ({}); writing OpenCL kernels for {}\n", e.message(),
+               t.gpu->str());
+  }
   return t;
 }
 

@@ -56,25 +56,25 @@ Extents defaultExtents(const Value &v);
 /// unrolled into their steps first, for consumers that hold no loops (artifacts).
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                                             const std::vector<std::string> &shapeSpecs,
-                                            const driver::Target &target,
-                                            bool unrollLoops = false);
-/// The OpenCL device code is written for by inspect and compile: target's device when one is
-/// found here, else GpuTarget::generic() (with a note on stderr saying so).
-GpuTarget openclCodeTarget(const driver::Target &target);
+                                            const driver::Target &target, bool unrollLoops = false);
 
-/// Every non-constant node lowered to kernels for `cpu` (or, when `gpu` is given, for that
-/// OpenCL device, with OpenCL's template registry), in order (as the executables do);
-/// `onTemplate` hears each template choice.
+/// Every non-constant node lowered to kernels for the target (its CPU; an OpenCL target's
+/// device, with OpenCL's template registry), in order (as the executables do); `onTemplate`
+/// hears each template choice.
 Expected<std::vector<kir::Kernel>>
-lowerGraph(const Graph &g, const CpuTarget &cpu, const GpuTarget *gpu = nullptr,
+lowerGraph(const Graph &g, const driver::Target &target,
            const std::function<void(const tuning::TemplateChoice &)> &onTemplate = nullptr);
 /// A random tensor of `type` with `extents`: floats uniform in [-1, 1), integers and bools
 /// zero (they are usually indices or shapes).
 Tensor randomTensor(DType dtype, const Extents &extents, std::mt19937 &rng);
-/// Parses --target; `auto` says on stderr which target it picked. The target's CPU is --cpu
-/// (`cpuName`), else $NNC_CPU, else the host.
+/// The target of a command, made once from --target and --cpu: `auto` says on stderr which
+/// target it picked; the CPU is --cpu (`cpuName`), else $NNC_CPU, else the host; an OpenCL
+/// target's device is chosen here (driver::chooseDevice). Code only written out (`runsHere`
+/// false: inspect, compile) may be for a CPU level the host lacks, and without an OpenCL device
+/// here is for GpuTarget::generic() (a note on stderr says so); `gpu`, when given, is the
+/// device description an OpenCL target is for instead of a device here (--generic-gpu).
 Expected<driver::Target> parseTargetOption(const std::string &name, const std::string &cpuName,
-                                           bool runsHere = true);
+                                           bool runsHere = true, const GpuTarget *gpu = nullptr);
 /// --cpu NAME (native, x86-64-v4, x86-64-v3, x86-64); empty: $NNC_CPU, else the host. Code
 /// that only is written out (`runsHere` false: compile, inspect) may be for a level the host
 /// lacks.

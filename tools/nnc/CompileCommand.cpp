@@ -38,7 +38,7 @@ struct CompileOptions {
 /// --emit=lib: lib<name>.so and <name>.h in the folder -o names.
 int emitLib(const CompileOptions &o, const Graph &g, const driver::Target &target,
             const GpuTarget *gpu) {
-  ArtifactOptions a;
+  ArtifactOptions a(target.cpu);
   a.dir = o.output;
   a.name = o.name;
   if (a.name.empty()) {
@@ -50,7 +50,6 @@ int emitLib(const CompileOptions &o, const Graph &g, const driver::Target &targe
       if (!std::isalnum(static_cast<unsigned char>(c)))
         c = '_';
   }
-  a.cpu = target.cpu;
   a.gpu = gpu;
   a.openclBinary = !o.noDeviceBinary;
   a.openclPlatform = target.platform;
@@ -80,7 +79,11 @@ int emitLib(const CompileOptions &o, const Graph &g, const driver::Target &targe
 
 int compileCommand(const CompileOptions &opts) {
   CompileOptions o = opts;
-  Expected<driver::Target> target = parseTargetOption(o.target, o.cpu, /*runsHere=*/false);
+  // --generic-gpu: OpenCL C for GpuTarget::generic() (and a GPU's graph passes), whatever
+  // device is here.
+  const GpuTarget generic = GpuTarget::generic();
+  Expected<driver::Target> target =
+      parseTargetOption(o.target, o.cpu, /*runsHere=*/false, o.genericGpu ? &generic : nullptr);
   if (!target)
     return fail(target.takeError());
   bool opencl = *target == driver::Target::OpenCL;
@@ -95,9 +98,6 @@ int compileCommand(const CompileOptions &opts) {
   // An artifact holds no loops (its format has none yet), nor do the kernel listings, the
   // LLVM IR, the object and the OpenCL C (a scan's body runs from the runtime's launch list):
   // a recurrent model's time loop is unrolled into them. Only the text IR keeps it.
-  // For a generic GPU the graph takes a GPU's passes too, whatever device is here.
-  if (opencl && o.genericGpu)
-    target->openclType = "gpu";
   Expected<std::unique_ptr<Graph>> g =
       loadStatic(o.model, o.shapes, *target, /*unrollLoops=*/o.emit != "nir");
   if (!g)
@@ -114,14 +114,12 @@ int compileCommand(const CompileOptions &opts) {
   };
   if (o.emit == "nir")
     return writeText(printGraph(**g));
-  // OpenCL C is written for the device it will run on when there is one here (its limits
-  // bound the work-groups), else for GpuTarget::generic().
-  std::optional<GpuTarget> gpu;
-  if (opencl)
-    gpu = o.genericGpu ? GpuTarget::generic() : openclCodeTarget(*target);
+  // OpenCL C is written for the target's device description (parseTargetOption: the device
+  // here, else GpuTarget::generic()).
+  const GpuTarget *gpu = opencl ? &*target->gpu : nullptr;
   if (o.emit == "lib")
-    return emitLib(o, **g, *target, gpu ? &*gpu : nullptr);
-  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, target->cpu, gpu ? &*gpu : nullptr);
+    return emitLib(o, **g, *target, gpu);
+  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(**g, *target);
   if (!kernels)
     return fail(kernels.takeError());
   if (o.emit == "kernels") {

@@ -36,9 +36,8 @@ Expected<std::unique_ptr<Executable>> compileBuilt(GraphBuilder &b, int threads,
                                                    const CpuTarget &cpu) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, b.build());
   NNC_TRY(driver::optimize(*g, cpu));
-  CpuOptions opts;
+  CpuOptions opts(cpu);
   opts.threads = threads;
-  opts.codegen.cpu = cpu;
   return Executable::compile(*g, opts);
 }
 

@@ -39,14 +39,12 @@ int inspectPlan(const InspectOptions &o) {
   Expected<CpuTarget> cpu = parseCpuOption(o.cpu, /*runsHere=*/false);
   if (!cpu)
     return fail(cpu.takeError());
-  driver::Target target(driver::Target::Cpu);
-  target.cpu = *cpu;
+  driver::Target target(driver::Target::Cpu, *cpu);
   Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, target);
   if (!g)
     return fail(g.takeError());
-  CpuOptions opts;
+  CpuOptions opts(*cpu);
   opts.threads = o.threads;
-  opts.codegen.cpu = *cpu;
   Expected<std::unique_ptr<Executable>> exe = Executable::compile(**g, opts);
   if (!exe)
     return fail(exe.takeError());
@@ -75,14 +73,11 @@ int inspectKernels(const InspectOptions &o) {
       loadStatic(o.model, o.shapes, *target, /*unrollLoops=*/true);
   if (!g)
     return fail(g.takeError());
-  // OpenCL: the kernels as `run` writes them for the device (GpuTarget::generic() without one).
-  std::optional<GpuTarget> gpu;
-  if (*target == driver::Target::OpenCL)
-    gpu = openclCodeTarget(*target);
+  // OpenCL: the kernels as `run` writes them for the device (GpuTarget::generic() without one,
+  // parseTargetOption).
   std::vector<std::string> choices;
-  Expected<std::vector<kir::Kernel>> kernels =
-      lowerGraph(**g, *cpu, gpu ? &*gpu : nullptr,
-                 [&](const tuning::TemplateChoice &c) { choices.push_back(templateLine(c)); });
+  Expected<std::vector<kir::Kernel>> kernels = lowerGraph(
+      **g, *target, [&](const tuning::TemplateChoice &c) { choices.push_back(templateLine(c)); });
   if (!kernels)
     return fail(kernels.takeError());
   if (o.templates) {

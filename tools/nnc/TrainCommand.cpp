@@ -86,14 +86,13 @@ int trainCommand(const TrainCliOptions &o) {
   if (!g)
     return fail(g.takeError());
 
-  TrainOptions to;
+  TrainOptions to(*target);
   to.loss = *loss;
   to.optimizer = *opt;
   to.lr = o.lr;
   to.batch = o.batch;
   to.clipNorm = o.clipNorm;
   to.seed = o.seed;
-  to.target = *target;
   to.exec.threads = o.threads;
   auto t0 = std::chrono::steady_clock::now();
   Expected<std::unique_ptr<Trainer>> tr = Trainer::create(**g, *inits, to);

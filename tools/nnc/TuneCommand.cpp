@@ -48,15 +48,11 @@ private:
 };
 
 int TuneCommand::run() {
-  Expected<driver::Target> target = driver::parseTarget(target_);
+  Expected<driver::Target> target = parseTargetOption(target_, cpu_);
   if (!target)
     return fail(target.takeError());
-  Expected<CpuTarget> cpu = parseCpuOption(cpu_);
-  if (!cpu)
-    return fail(cpu.takeError());
-  target->cpu = *cpu;
   std::string path = cachePath_.empty() ? TuningCache::defaultPath() : cachePath_;
-  TuneOptions opts;
+  TuneOptions opts(target->cpu);
   opts.threads = threads_;
   opts.budgetSeconds = budget_;
   opts.maxTrials = trials_;

@@ -16,6 +16,8 @@
 namespace nnc {
 
 struct CodegenOptions {
+  /// No default target: the caller hands down the CPU its target is for.
+  explicit CodegenOptions(CpuTarget target) : cpu(std::move(target)) {}
   /// Folder of the object cache ("" disables it). Default: $NNC_CACHE_DIR or
   /// ~/.cache/nnc/objects.
   std::string cacheDir = defaultObjectCacheDir();
@@ -26,7 +28,7 @@ struct CodegenOptions {
   /// machine code does not depend on it.
   int compileThreads = 0;
   /// The CPU the code is for (its level, vector width, streaming-store threshold).
-  CpuTarget cpu = CpuTarget::host();
+  CpuTarget cpu;
   static std::string defaultObjectCacheDir();
 };
 
@@ -46,16 +48,15 @@ std::pair<std::string, std::string> llvmCpuAndFeatures(const CpuTarget &cpu);
 
 /// Compiles kernels (with their schedules applied) for opts.cpu.
 Expected<std::unique_ptr<CompiledModule>> compileKernels(const std::vector<kir::Kernel> &kernels,
-                                                         const CodegenOptions &opts = {});
+                                                         const CodegenOptions &opts);
 
 /// The optimized LLVM IR, or the host assembly, of the kernels (for `nnc inspect`,
 /// `nnc compile --emit`).
-Expected<std::string> emitLLVMIR(const std::vector<kir::Kernel> &kernels, bool optimized = true,
-                                 const CpuTarget &cpu = CpuTarget::host());
-Expected<std::string> emitAssembly(const std::vector<kir::Kernel> &kernels,
-                                   const CpuTarget &cpu = CpuTarget::host());
+Expected<std::string> emitLLVMIR(const std::vector<kir::Kernel> &kernels, bool optimized,
+                                 const CpuTarget &cpu);
+Expected<std::string> emitAssembly(const std::vector<kir::Kernel> &kernels, const CpuTarget &cpu);
 /// Writes a relocatable object file of the kernels.
 Error emitObjectFile(const std::vector<kir::Kernel> &kernels, const std::string &path,
-                     const CpuTarget &cpu = CpuTarget::host());
+                     const CpuTarget &cpu);
 
 } // namespace nnc

@@ -16,9 +16,8 @@ namespace nnc {
 /// node's operands, results and scratch buffers (BufferDecl::role/index); an absent optional
 /// operand has no buffer. Kernel names start with `namePrefix` and are unique within the node. Each
 /// kernel gets a default Schedule chosen from its shape (the tuner may replace it). Fails (naming
-/// the node) when the op or a dtype is not supported by code generation.
-Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix);
-/// lowerNode with tuning: tunable kernels (matmul, conv) take their configs from
+/// the node) when the op or a dtype is not supported by code generation. The kernels are for
+/// opts.cpu (and opts.gpu when set); tunable kernels (matmul, conv) take their configs from
 /// `opts.configs` (else heuristic defaults) and report themselves through `opts.onTunable`.
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix,
                                              const tuning::LowerOptions &opts);
@@ -67,8 +66,8 @@ Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g);
 
 /// Lowers a unit (static shapes) like lowerNode; a group becomes one kernel, or the anchor's
 /// kernels with the group's elementwise expression in the stores of the anchor's result.
-/// `opts` carries the tuned configs of tunable nodes and anchors.
+/// `opts` carries the target and the tuned configs of tunable nodes and anchors.
 Expected<std::vector<kir::Kernel>> lowerUnit(const LoweringUnit &u, const std::string &namePrefix,
-                                             const tuning::LowerOptions &opts = {});
+                                             const tuning::LowerOptions &opts);
 
 } // namespace nnc

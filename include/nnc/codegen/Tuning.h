@@ -35,9 +35,10 @@ struct Problem {
       signature; ///< Kind, dtypes, shapes and layout, e.g. "gemm_cpu f32 b1 m64 k576 n3136 ...".
   std::vector<int64_t> dims; ///< Kind-specific sizes the space's rules read (gemm: batch, m, k, n).
   double flops = 0;          ///< Work of one run (for the tuner's budget split).
-  /// The CPU the kernel is for (its vector width and registers bound the tiles); chooseConfig
-  /// sets it from LowerOptions::cpu.
-  CpuTarget cpu = CpuTarget::host();
+  /// The CPU the kernel is for (its vector width and registers bound the tiles). A problem is
+  /// made by a template and completed by chooseConfig, which sets this from LowerOptions::cpu
+  /// before any rule reads it; until then it is the baseline level's description.
+  CpuTarget cpu;
   /// The OpenCL device, for a space of an OpenCL kernel (its limits bound work-groups and
   /// local memory); chooseConfig sets it from LowerOptions::gpu.
   std::optional<GpuTarget> gpu;
@@ -80,7 +81,10 @@ public:
 };
 
 /// The code generator kernels are lowered for; each has its own kernel-template registry
-/// (codegen/lower/Templates.cpp).
+/// (codegen/lower/Templates.cpp). Not a second description of the machine (that is
+/// nnc::Target, handed down as LowerOptions::cpu and ::gpu): it only names a registry, and
+/// follows from the options (codeTargetOf), and listings (kernelTemplates) name one without
+/// a device.
 enum class CodeTarget { Cpu, OpenCL };
 
 /// The kernel template lowering chose for one node or fusion group (docs/fast-paths.md), with
@@ -93,8 +97,11 @@ struct TemplateChoice {
 };
 
 /// What lowering does about tuning: where configs come from, and where the tunable problems
-/// it met are reported (with whether a looked-up config was applied).
+/// it met are reported (with whether a looked-up config was applied); and what the kernels
+/// are for, which the caller states (there is no default target).
 struct LowerOptions {
+  explicit LowerOptions(CpuTarget target) : cpu(std::move(target)) {}
+
   const ConfigSource *configs = nullptr;
   std::function<void(const Problem &p, bool tuned)> onTunable;
   /// Called with each config chooseConfig settles on.
@@ -105,8 +112,9 @@ struct LowerOptions {
   /// without a tunable problem of their own (the attention group's two), so a profile can
   /// rate the kernel as the GEMMs reported through onTunable are.
   std::function<void(double flops)> onWork;
-  /// The CPU the kernels are generated for.
-  CpuTarget cpu = CpuTarget::host();
+  /// The CPU the kernels are generated for (an OpenCL target's too: its registry also holds
+  /// CPU templates, and some graph-level choices read the CPU's caches).
+  CpuTarget cpu;
   /// Set when the kernels are for this OpenCL device (its limits bound work-groups and
   /// local memory); unset for the CPU.
   std::optional<GpuTarget> gpu;
@@ -118,9 +126,10 @@ inline CodeTarget codeTargetOf(const LowerOptions &opts) {
   return opts.gpu ? CodeTarget::OpenCL : CodeTarget::Cpu;
 }
 
-/// The target of `opts` (the host's when null).
+/// The target of `opts`, which a lowering that reads the CPU must be given.
 inline const CpuTarget &cpuOf(const LowerOptions *opts) {
-  return opts ? opts->cpu : CpuTarget::host();
+  NNC_ASSERT(opts, "lowering for the CPU without LowerOptions (no target)");
+  return opts->cpu;
 }
 
 /// The config lowering uses for `p` (for the target of `opts`) under `opts`: a valid

@@ -9,6 +9,7 @@
 
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/ir/Graph.h"
+#include "nnc/ir/Target.h"
 #include "nnc/ir/Tensor.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/runtime/Executable.h"
@@ -17,28 +18,28 @@
 
 namespace nnc::driver {
 
-/// Where a graph runs: the reference interpreter, kernels generated for the CPU, or OpenCL C
-/// on an OpenCL device (platform.device, -1 for the best one).
-struct Target {
-  enum Kind { Interp, Cpu, OpenCL } kind = Interp;
-  int platform = -1;
-  int device = -1;
-  /// The CPU code is generated for (cpu; the graph passes of every target read it too).
-  CpuTarget cpu = CpuTarget::host();
-  /// opencl: the device type the graph passes are chosen for ("gpu", "cpu", ...); empty: the
-  /// type the device reports (pipelineTarget()).
-  std::string openclType;
-  Target(Kind k = Interp) : kind(k) {}
-  bool operator==(Kind k) const { return kind == k; }
-  bool operator!=(Kind k) const { return kind != k; }
-};
+/// Where a graph runs (the reference interpreter, kernels for the CPU, OpenCL C on a device)
+/// and what code is generated for: nnc::Target (ir/Target.h), made once by each entry point
+/// and handed down.
+using nnc::Target;
 
-/// "interp", "cpu", "opencl", "opencl:P.D" (or "opencl:P"), or "auto" (the best device there
-/// is: an OpenCL GPU, else the CPU; `note` then says which in one line). The error lists the
-/// targets there are.
-Expected<Target> parseTarget(const std::string &name, std::string *note = nullptr);
-/// "interp", "cpu", "opencl" or "opencl:P.D".
-std::string targetName(Target t);
+/// The target named "interp", "cpu", "opencl", "opencl:P.D" (or "opencl:P"), or "auto" (the
+/// best device there is: an OpenCL GPU, else the CPU; `note` then says which in one line),
+/// for `cpu`. An OpenCL target's device is chosen here only for "auto"; chooseDevice() does it
+/// otherwise. The error lists the targets there are.
+Expected<Target> parseTarget(const std::string &name, const CpuTarget &cpu,
+                             std::string *note = nullptr);
+/// parseTarget, then chooseDevice: what an entry point that runs the code calls once.
+Expected<Target> makeTarget(const std::string &name, const CpuTarget &cpu,
+                            std::string *note = nullptr);
+/// Chooses an OpenCL target's device once (pickOpenCLDevice for t.platform.t.device) and
+/// records it in t.gpu; nothing for another kind or a device already chosen. Fails, saying
+/// what is missing, when there is no such device. Each entry point calls it once (the
+/// conformance runner in each test's child process: the OpenCL driver must not start in the
+/// parent it forks from).
+Error chooseDevice(Target &t);
+/// "interp", "cpu", "opencl" or "opencl:P.D" (Target::name()).
+std::string targetName(const Target &t);
 
 /// Loads a model: .onnx through the importer, .nir through the text parser. `knownInputs`
 /// (by input name) supply compile-time values the model passes as graph inputs.
@@ -78,7 +79,7 @@ Specializer shapeSpecializer();
 
 /// The name of the graph pipeline a target runs (PassPipeline::forTarget): "cpu" (also for
 /// interp); "opencl-cpu" for an OpenCL device of type cpu (Target::openclType, else the
-/// type the device reports), "opencl" for any other (a GPU) or when there is no device.
+/// type of the chosen device), "opencl" for any other (a GPU) or when none is chosen.
 std::string pipelineTarget(const Target &t);
 
 /// Runs the target's optimization pipeline that precedes execution (shape inference,
@@ -90,7 +91,8 @@ Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach = true);
 /// What `nnc tune` and nnc.tune share: loads `model`, optimizes it for `target` (cpu or
 /// opencl), specializes symbolic inputs on `shapes` (extents by input name; every other
 /// input must be static) and tunes its kernels into the tuning cache at `cachePath` ("":
-/// TuningCache::defaultPath()). `opts.cpu` and `opts.opencl` are set from `target`.
+/// TuningCache::defaultPath()). `opts.cpu` and `opts.opencl` are set from `target` (an OpenCL
+/// target's device must be chosen).
 Expected<TuneSummary> tuneModel(const std::string &model, const Target &target,
                                 const std::map<std::string, Extents> &shapes,
                                 const std::string &cachePath, TuneOptions opts);
@@ -113,6 +115,7 @@ struct ExecOptions {
 /// outlive the runner.
 class Runner {
 public:
+  /// An OpenCL target's device must be chosen (chooseDevice).
   static Expected<std::unique_ptr<Runner>> create(const Graph &g, Target target,
                                                   const ExecOptions &opts = {});
   /// Runs on `inputs` (graph-input order).
@@ -122,8 +125,8 @@ public:
   CpuModel *cpuModel() const { return cpu_.get(); }
 
 private:
-  Runner() = default;
-  Target target_ = Target::Interp;
+  explicit Runner(Target target) : target_(std::move(target)) {}
+  Target target_;
   const Graph *graph_ = nullptr;
   std::unique_ptr<CpuModel> cpu_;
 };

@@ -1,12 +1,13 @@
 // The CPU that code is generated for: its ISA level, vector width and register budget, the
 // extensions later work may use, and the cache sizes the cost models read.
 //
-// Made once (CpuTarget::fromEnvironment() in the driver: $NNC_CPU or the host's features) and
-// handed down: PassContext::cpu to the passes, LowerOptions::cpu to lowering and the tuning
-// spaces, CodegenOptions::cpu to the LLVM emitter and JIT. Nothing below the driver asks the
-// host. Every choice comes from features, never from a CPU model name: LLVM's tuning for a
-// model name (e.g. "prefer 256-bit vectors" on AVX-512 Intel parts) is overridden by the
-// vector width stated here on every emitted function.
+// Made once where the target is made (nnc::Target, ir/Target.h: from --cpu, else
+// CpuTarget::fromEnvironment(): $NNC_CPU or the host's features) and handed down:
+// PassContext::cpu to the passes, LowerOptions::cpu to lowering and the tuning spaces,
+// CodegenOptions::cpu to the LLVM emitter and JIT. No header defaults to the host: nothing
+// below the entry points asks it. Every choice comes from features, never from a CPU model
+// name: LLVM's tuning for a model name (e.g. "prefer 256-bit vectors" on AVX-512 Intel parts)
+// is overridden by the vector width stated here on every emitted function.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,9 @@ struct CpuTarget {
   static Expected<CpuTarget> parse(const std::string &name, bool runsHere = true);
   /// parse($NNC_CPU) when set, else host().
   static Expected<CpuTarget> fromEnvironment(bool runsHere = true);
+  /// The host's hardware threads (at least 1), probed once: what "all cores" means for thread
+  /// pools, parallel compiles and tuning fingerprints.
+  static int hostCores();
   /// The host's model name as the OS reports it (/proc/cpuinfo's "model name"), for people
   /// and tuning fingerprints: nothing is decided from it.
   static std::string hostModelName();

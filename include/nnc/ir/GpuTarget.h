@@ -1,10 +1,11 @@
 // The OpenCL device that code is generated for, as lowering and the OpenCL printer see it:
 // what bounds work-groups, local memory and vector types.
 //
-// Made once by the runtime from the device the program will run on (gpuTargetOf() in
-// nnc/runtime/OpenCLDevice.h) before anything is lowered, and handed down: LowerOptions::gpu
-// to lowering and the tuning spaces, emitOpenCL() to the printer. Like CpuTarget, nothing
-// below asks the device itself; every limit comes from here.
+// Made once where the target is made, from the device chosen for it (driver::chooseDevice,
+// OpenCLDeviceInfo::target() in nnc/runtime/OpenCLDevice.h), before anything is lowered, and
+// handed down in nnc::Target: LowerOptions::gpu to lowering and the tuning spaces,
+// emitOpenCL() to the printer, OpenCLOptions to the executable that opens that device. Like
+// CpuTarget, nothing below asks the device itself; every limit comes from here.
 #pragma once
 
 #include <array>
@@ -17,6 +18,10 @@ struct GpuTarget {
   std::string name;   ///< CL_DEVICE_NAME (fingerprints and notes, never a decision).
   std::string vendor; ///< CL_DEVICE_VENDOR (idem).
   std::string type = "gpu"; ///< "gpu", "cpu", "accelerator", "other".
+  /// Which device this is (OpenCL platform and device index, ICD order): what the runtime
+  /// opens. -1 for a description without a device (generic()). Not part of str(): a cache key
+  /// names the device by what it is, not where the ICD lists it.
+  int platform = -1, device = -1;
   int computeUnits = 1;
   int64_t localMemBytes = 16 << 10;  ///< CL_DEVICE_LOCAL_MEM_SIZE (OpenCL 1.2's minimum).
   int64_t maxWorkGroupSize = 1;      ///< CL_DEVICE_MAX_WORK_GROUP_SIZE.

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <string>
@@ -20,8 +21,10 @@ namespace nnc {
 /// What passes may use besides the graph. The evaluator comes from the runtime (the
 /// reference interpreter); passes/ does not depend on runtime/.
 struct PassContext {
-  /// The CPU that code is generated for (vector width, caches): the driver's, else the host.
-  CpuTarget cpu = CpuTarget::host();
+  /// The CPU that code is generated for (vector width, caches): the target's, set by whoever
+  /// runs a pipeline toward code generation. Unset for target-independent pipelines (shape
+  /// specialization), where a pass that reads it fails (cpuFor).
+  std::optional<CpuTarget> cpu;
   using Evaluator =
       std::function<Expected<std::vector<Tensor>>(const Node &, const std::vector<Tensor> &)>;
   /// Evaluates a node on constant operands; constant folding does nothing without it.
@@ -40,6 +43,8 @@ struct PassContext {
   /// The options of the running pass, from its pipeline entry `name{key=value,...}`.
   std::map<std::string, std::string> passOptions;
 
+  /// The CPU `pass` generates for; an error naming the pass when the pipeline was given none.
+  Expected<CpuTarget> cpuFor(std::string_view pass) const;
   /// An error naming `pass` when passOptions holds a key not in `known`.
   Error checkOptionNames(std::string_view pass, const std::vector<std::string> &known) const;
   /// Integer option `name` of `pass` (`dflt` when absent); an error unless it is an integer

@@ -15,9 +15,11 @@
 namespace nnc {
 
 struct ArtifactOptions {
+  /// No default target: the caller hands down the CPU its target is for.
+  explicit ArtifactOptions(CpuTarget target) : cpu(std::move(target)) {}
   std::string dir;  ///< Where lib<name>.so and <name>.h go (created if missing).
   std::string name; ///< [A-Za-z0-9_]+.
-  CpuTarget cpu = CpuTarget::host();
+  CpuTarget cpu;    ///< What the CPU code (or an OpenCL artifact's host side) is for.
   /// Set: the artifact carries OpenCL C for this device instead of CPU code.
   const GpuTarget *gpu = nullptr;
   /// Tuned configs of tunable CPU kernels (null: heuristic defaults).

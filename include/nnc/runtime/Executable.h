@@ -30,6 +30,8 @@ struct KernelProfile {
 };
 
 struct CpuOptions {
+  /// No default target: the caller hands down the CPU its target is for (codegen.cpu).
+  explicit CpuOptions(CpuTarget target) : codegen(std::move(target)) {}
   int threads = 0; ///< 0: all cores.
   CodegenOptions codegen;
   /// What CpuModel compiles each specialized graph with; empty: Executable::compile with

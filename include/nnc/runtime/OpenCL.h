@@ -14,8 +14,15 @@
 namespace nnc {
 
 struct OpenCLOptions {
-  int platform = -1; ///< -1: pickOpenCLDevice's choice.
-  int device = -1;
+  /// No default target: the caller hands down the one it made (nnc::Target's cpu and gpu).
+  OpenCLOptions(CpuTarget hostCpu, GpuTarget device)
+      : cpu(std::move(hostCpu)), gpu(std::move(device)) {}
+  /// The CPU the host side is generated for (the CPU templates OpenCL's registry also holds).
+  CpuTarget cpu;
+  /// The device: the kernels are lowered and printed for its limits, and the executable runs
+  /// on gpu.platform.gpu.device (a description without a device, GpuTarget::generic(), cannot
+  /// run).
+  GpuTarget gpu;
   /// Folder of the program-binary cache ("" disables it). Default: $NNC_CACHE_DIR/opencl or
   /// ~/.cache/nnc/objects/opencl.
   std::string cacheDir = defaultCacheDir();

@@ -21,7 +21,8 @@ namespace nnc {
 /// What the device a config was measured on is: CPU model, the target code is generated for
 /// (its level, extensions and caches), and the thread count. A record is applied only on an
 /// identical fingerprint.
-std::string cpuDeviceFingerprint(int threads, const CpuTarget &cpu = CpuTarget::host());
+/// `threads` 0 means all the host's cores (CpuTarget::hostCores()).
+std::string cpuDeviceFingerprint(int threads, const CpuTarget &cpu);
 /// What an OpenCL device a config was measured on is: its name, platform, driver version and
 /// compute units, and the nnc version that wrote the kernels ("opencl 'NAME' | platform
 /// 'PLATFORM' | driver D | N CUs | nnc V"). A record is applied only on an identical fingerprint.
@@ -94,8 +95,11 @@ private:
 };
 
 struct TuneOptions {
+  /// No default target: the caller hands down the CPU its target is for.
+  explicit TuneOptions(CpuTarget target) : cpu(std::move(target)) {}
   int threads = 1;
-  CpuTarget cpu = CpuTarget::host(); ///< What the kernels are generated for.
+  /// What the kernels are generated for (an OpenCL tuning's host side too).
+  CpuTarget cpu;
   /// Set: tune the OpenCL kernels of `g` (optimized by the opencl pipeline) on this device,
   /// each fusion group as the executables lower it, timed by profiling events; unset: the
   /// CPU's kernels.

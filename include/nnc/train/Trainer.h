@@ -22,6 +22,9 @@ Expected<LossKind> parseLoss(const std::string &name);
 Expected<OptimizerKind> parseOptimizer(const std::string &name);
 
 struct TrainOptions {
+  /// No default target: the caller hands down the one it made (driver::makeTarget; an OpenCL
+  /// target with its device chosen).
+  explicit TrainOptions(driver::Target t) : target(std::move(t)) {}
   LossKind loss = LossKind::SoftmaxCrossEntropy;
   OptimizerKind optimizer = OptimizerKind::Adam;
   double lr = 1e-3;
@@ -36,7 +39,7 @@ struct TrainOptions {
   /// Seeds the model's random ops (dropout masks, counterUniform): their counter is the step
   /// count mixed with it, so a seed gives one sequence of masks, a new one every step.
   uint64_t seed = 0;
-  driver::Target target = driver::Target(driver::Target::Cpu);
+  driver::Target target;
   driver::ExecOptions exec;
 };
 
@@ -86,7 +89,7 @@ public:
   const TensorType &inputType() const { return inputType_; }
 
 private:
-  Trainer() = default;
+  explicit Trainer(const TrainOptions &o) : options_(o) {}
   TrainOptions options_;
   std::unique_ptr<Graph> graph_, unoptimized_;
   std::unique_ptr<driver::Runner> runner_;

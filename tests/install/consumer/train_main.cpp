@@ -28,7 +28,9 @@ int main() {
     std::fprintf(stderr, "build failed: %s\n", g.error().message().c_str());
     return 1;
   }
-  nnc::TrainOptions opts; // softmax cross-entropy, Adam, lr 1e-3
+  // Softmax cross-entropy, Adam, lr 1e-3, on the CPU for this host (the target is always
+  // stated: the library never assumes the host).
+  nnc::TrainOptions opts(nnc::Target(nnc::Target::Cpu, nnc::CpuTarget::host()));
   opts.lr = 0.01;
   opts.batch = 32;
   opts.exec.threads = 1;
