@@ -8,21 +8,24 @@
 //     elementwise op's (dims that every leaf has in full or broadcasts merge); the innermost
 //     body declares a local for every member value used more than once, then stores the
 //     root's expression.
-//  2. With an anchor (matmul, conv): its kernels come from its own lowering, which writes each
-//     result element once, with its final value, at the element's flat index I (the contract
-//     with the matmul/conv lowerers). Each such store `out[I] = v` becomes
-//     `t = v; out[I] = E(t, leaves at I)`, the leaves' indices derived from I. A kernel that
-//     reads its result buffer (it accumulates there) keeps accumulating in a scratch buffer
-//     instead, and a loop appended to it applies E to every element. A matmul anchor whose
-//     result keeps its dtype instead applies E in place inside its GEMM, per cache block
-//     (lowerMatMulFinished), so the result is not read back from memory in a second pass.
+//  2. With an anchor (matmul, conv): the group's lower::Epilogue E (Epilogue.h) is built once
+//     and handed to the anchor's template. A template whose kernel stores each result element
+//     once, with its final value, at the element's flat index I (the blocked conv, Winograd's
+//     output transform, the OpenCL GEMM's work-items) writes `t = v; out[I] = E(t, leaves at
+//     I)` there itself, the leaves' indices derived from I. After any other template (its
+//     stores are not final: it accumulates onto stored values) E runs as one pass over the
+//     finished result: a loop at the end of the kernel on the CPU, a kernel of its own on an
+//     OpenCL device; when E changes the dtype, the anchor accumulates in a scratch buffer
+//     instead. A matmul anchor whose result keeps its dtype applies E in place inside its GEMM,
+//     per cache block (lowerMatMulFinished, the group template epilogue.gemm_finish), so the
+//     result is not read back from memory in a second pass.
 #include <algorithm>
 #include <deque>
 #include <functional>
 #include <limits>
 #include <map>
-#include <set>
 
+#include "Epilogue.h"
 #include "Gemm.h"
 #include "LowerUtil.h"
 #include "Lowerers.h"
@@ -39,174 +42,11 @@ using kir::Stmt;
 
 Expr i64c(int64_t v) { return kir::intImm(v); }
 
-using lower::divIndex;
+using lower::Epilogue;
 using lower::LoopExtents;
-using lower::modIndex;
-
-/// The index of a leaf of extents `le` (broadcast to `ext`) at flat result index `at`: `at`
-/// itself when nothing broadcasts, else the leaf's coordinates recovered from `at` (simplified
-/// with the loop extents in `env`).
-Expr leafIndexAt(const Expr &at, const Extents &le, const Extents &ext, const LoopExtents &env) {
-  if (le == ext)
-    return at;
-  std::vector<int64_t> strides = lower::stridesOf(ext);
-  std::vector<Expr> idx(ext.size());
-  for (size_t d = 0; d < ext.size(); ++d)
-    idx[d] = le[d] == 1 ? i64c(0)
-                        : (d == 0 ? divIndex(at, strides[d], env)
-                                  : modIndex(divIndex(at, strides[d], env), ext[d], env));
-  return lower::broadcastIndex(idx, le);
-}
-
-// ---- Composition --------------------------------------------------------------------------------
-
-/// The value the elementwise members compute: the root's, or an attention group's scores
-/// (the softmax operand).
-const Value *epilogueValue(const LoweringUnit &u) {
-  return u.softmax ? u.softmax->operand(0) : u.node->result();
-}
-
-struct GroupInfo {
-  std::set<const Node *> members;
-  /// Uses of each member result inside the group (operand slots).
-  std::map<const Value *, int> uses;
-  /// Collapsed iteration space of the root and of each group input (same rank).
-  lower::Collapsed space;
-  /// Input k -> position in `space.in` (-1: not read by an elementwise member).
-  std::vector<int> leafSlot;
-};
-
-/// The value of group input `in` for a Composer. A single-element leaf (a scalar constant:
-/// GELU's sqrt(2), a relu's 0) is read once, into a local declared in `hoisted`, which the
-/// caller places before its loop: loaded in the loop, LLVM cannot prove that the kernel's
-/// stores leave it unchanged, and the loop stays scalar.
-/// `scalars` keeps the locals already declared, by input. Any other leaf is loaded at
-/// `indexOf(its extents)`.
-Expr leafValue(const GroupInfo &gi, size_t in, const std::string &local,
-               std::map<size_t, Expr> &scalars, std::vector<Stmt> &hoisted,
-               const std::function<Expr(Expr index)> &loadAt,
-               const std::function<Expr(const Extents &le)> &indexOf) {
-  const Extents &le = gi.space.in[gi.leafSlot[in]];
-  if (lower::numElementsOf(le) != 1)
-    return loadAt(indexOf(le));
-  auto it = scalars.find(in);
-  if (it != scalars.end())
-    return it->second;
-  Expr v = loadAt(i64c(0));
-  hoisted.push_back(kir::decl(local, v->type, v));
-  return scalars[in] = kir::var(local, v->type);
-}
-
-Expected<GroupInfo> analyze(const LoweringUnit &u) {
-  GroupInfo gi;
-  gi.members.insert(u.members.begin(), u.members.end());
-  Extents out = lower::extentsOf(epilogueValue(u));
-  std::vector<Extents> leaves;
-  gi.leafSlot.assign(u.operands.size(), -1);
-  for (const Node *m : u.members) {
-    if (m == u.anchor || (u.softmax && (m == u.softmax || m == u.node)))
-      continue;
-    const OpInfo &info = m->info();
-    for (size_t k = 0; k < m->numOperands(); ++k) {
-      const Value *o = m->operand(k);
-      if (!o)
-        return m->error("operand {} is missing", k);
-      DType t = o->dtype();
-      bool ok = m->kind() == OpKind::Cast ||
-                (m->kind() == OpKind::Select && k == 0 ? t == DType::Bool
-                                                       : typeClassAccepts(info.operandTypes, t));
-      if (!ok || isStorageOnly(t) || isStorageOnly(m->result()->dtype()))
-        return m->error("operand {} has dtype {}, which fused code generation does not support",
-                        k, dtypeName(t));
-      if (o->producer() && gi.members.count(o->producer())) {
-        ++gi.uses[o];
-        continue;
-      }
-      size_t idx = std::find(u.operands.begin(), u.operands.end(), o) - u.operands.begin();
-      NNC_ASSERT(idx < u.operands.size(), "group input %{} not listed", o->name());
-      if (gi.leafSlot[idx] >= 0)
-        continue;
-      Extents e = lower::extentsOf(o);
-      if (e.size() > out.size())
-        return m->error("operand %{} of rank {} does not broadcast to the group's result {}",
-                        o->name(), e.size(), extentsStr(out));
-      for (size_t d = 0; d < e.size(); ++d) {
-        int64_t od = out[out.size() - e.size() + d];
-        if (e[d] != od && e[d] != 1)
-          return m->error("operand %{} {} does not broadcast to the group's result {}",
-                          o->name(), extentsStr(e), extentsStr(out));
-      }
-      gi.leafSlot[idx] = static_cast<int>(leaves.size());
-      leaves.push_back(e);
-    }
-  }
-  gi.space = lower::collapse(out, leaves);
-  return gi;
-}
-
-/// The expression of a group's root at one element, built from the members' formulas.
-class Composer {
-public:
-  Composer(const LoweringUnit &u, const GroupInfo &gi, std::string localPrefix,
-           std::function<Expr(size_t input)> leaf, Expr anchorValue)
-      : u_(u), gi_(gi), prefix_(std::move(localPrefix)), leaf_(std::move(leaf)),
-        anchorValue_(std::move(anchorValue)) {}
-
-  /// The value of `v` (its expression, or a local holding it).
-  Expr valueOf(const Value *v) {
-    auto it = memo_.find(v);
-    if (it != memo_.end())
-      return it->second;
-    Expr e;
-    const Node *p = v->producer();
-    if (u_.anchor && p == u_.anchor) {
-      e = anchorValue_;
-    } else if (p && gi_.members.count(p)) {
-      std::vector<Expr> args;
-      for (const Value *o : p->operands())
-        args.push_back(valueOf(o));
-      if (p->kind() == OpKind::Cast)
-        e = kir::cast(args[0], p->result()->dtype(), p->getInt("saturate", 1) != 0,
-                      p->getString("round_mode", "up"));
-      else
-        e = kir::op(p->kind(), args);
-      auto uit = gi_.uses.find(v);
-      if (uit != gi_.uses.end() && uit->second > 1) {
-        std::string name = prefix_ + std::to_string(decls_.size());
-        decls_.push_back(kir::decl(name, e->type, e));
-        e = kir::var(name, e->type);
-      }
-    } else {
-      size_t idx = std::find(u_.operands.begin(), u_.operands.end(), v) - u_.operands.begin();
-      e = leaf_(idx);
-    }
-    memo_[v] = e;
-    return e;
-  }
-
-  /// The locals to declare (in order) before the root's value is used.
-  const std::vector<Stmt> &decls() const { return decls_; }
-
-private:
-  const LoweringUnit &u_;
-  const GroupInfo &gi_;
-  std::string prefix_;
-  std::function<Expr(size_t)> leaf_;
-  Expr anchorValue_;
-  std::map<const Value *, Expr> memo_;
-  std::vector<Stmt> decls_;
-};
-
-kir::BufferDecl inputBuffer(const LoweringUnit &u, size_t k) {
-  const Value *v = u.operands[k];
-  return {"in" + std::to_string(k), lower::movedType(v->dtype()),
-          lower::numElementsOf(lower::extentsOf(v)), kir::BufferRole::Operand,
-          static_cast<int>(k), /*written=*/false};
-}
 
 /// 1. A group without an anchor: its own loop nest.
-Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
-                                                       const GroupInfo &gi,
+Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u, Epilogue &ep,
                                                        const std::string &prefix) {
   const Value *res = u.node->result();
   int64_t count = lower::numElementsOf(lower::extentsOf(res));
@@ -217,32 +57,30 @@ Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
   std::vector<int> bufOf(u.operands.size(), -1);
   for (size_t i = 0; i < u.operands.size(); ++i) {
     bufOf[i] = static_cast<int>(k.buffers.size());
-    k.buffers.push_back(inputBuffer(u, i));
+    k.buffers.push_back(ep.inputBuffer(i));
   }
   int ob = static_cast<int>(k.buffers.size());
   k.buffers.push_back({"out0", lower::movedType(res->dtype()), count, kir::BufferRole::Result, 0,
                        /*written=*/true});
-  const Extents &ext = gi.space.out;
+  const Extents &ext = ep.space().out;
   std::vector<std::string> loops;
   std::vector<Expr> idx;
   for (size_t d = 0; d < ext.size(); ++d) {
     loops.push_back("i" + std::to_string(d));
     idx.push_back(kir::var(loops.back()));
   }
-  std::vector<Stmt> hoisted;
-  std::map<size_t, Expr> scalars;
-  Composer c(
-      u, gi, "v",
-      [&](size_t in) {
-        int b = bufOf[in];
-        return leafValue(
-            gi, in, "vs" + std::to_string(in), scalars, hoisted,
-            [&](Expr at) { return kir::load(b, k.buffers[b].dtype, at); },
-            [&](const Extents &le) { return lower::broadcastIndex(idx, le); });
+  std::vector<Stmt> hoisted, body;
+  Epilogue::Inputs in;
+  in.buffer = [&](size_t i) { return bufOf[i]; };
+  in.load = [&](int b, Expr at) { return kir::load(b, k.buffers[b].dtype, std::move(at)); };
+  Expr value = ep.compose(
+      "v",
+      [&](size_t i) {
+        return ep.leafValue(i, "vs" + std::to_string(i), in, hoisted, [&](const Extents &le) {
+          return lower::broadcastIndex(idx, le);
+        });
       },
-      nullptr);
-  Expr value = c.valueOf(res);
-  std::vector<Stmt> body = c.decls();
+      nullptr, body);
   body.push_back(kir::store(ob, lower::flatIndex(idx, lower::stridesOf(ext)), value));
   Stmt s = body.size() == 1 ? body[0] : kir::block(body);
   for (size_t d = ext.size(); d-- > 0;)
@@ -259,63 +97,34 @@ Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u,
 /// 2a. A matmul anchor whose result keeps its dtype: the epilogue finishes each element in
 /// place inside the GEMM (lowerMatMulFinished: per cache block, while the block is in cache),
 /// instead of a pass over the whole result after it.
-Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &u,
-                                                            const GroupInfo &gi,
+Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &u, Epilogue &ep,
                                                             const std::string &prefix,
                                                             const tuning::LowerOptions &opts,
                                                             lower::MatMulPath path) {
   const Node &anchor = *u.anchor;
   DType t = lower::movedType(anchor.result()->dtype());
-  const Extents &ext = gi.space.out;
-  int64_t count = lower::numElementsOf(lower::extentsOf(u.node->result()));
+  int64_t count = ep.numElements();
   int64_t cols = std::max<int64_t>(lower::extentsOf(anchor.result()).back(), 1);
   int64_t rows = count / cols;
-  int64_t anchorOperands = static_cast<int64_t>(anchor.numOperands());
-  std::map<size_t, int> bufOf; // group input -> kernel buffer
-  int local = 0;
   auto makeFinish = [&](lower::KernelBuilder &kb) -> lower::ElementFinish {
-    bufOf.clear();
-    return [&, kbp = &kb](Expr row, Expr col, std::vector<Stmt> &hoisted) -> Stmt {
+    auto in = std::make_shared<Epilogue::Inputs>(ep.inputsOf(kb));
+    return [&, in, kbp = &kb](Expr row, Expr col, std::vector<Stmt> &hoisted) -> Stmt {
       lower::KernelBuilder &kb = *kbp;
-      // A group input is the anchor's own operand buffer, or one declared here with index
-      // anchorOperands + input (renumbered below, clear of the anchor's operand indices).
-      auto bufferOfInput = [&](size_t in) {
-        auto it = bufOf.find(in);
-        if (it != bufOf.end())
-          return it->second;
-        int b = -1;
-        for (int64_t d = 0; d < anchorOperands && b < 0; ++d)
-          if (anchor.operand(d) == u.operands[in])
-            b = kb.operand(d);
-        if (b < 0) {
-          kir::BufferDecl decl = inputBuffer(u, in);
-          decl.index = static_cast<int>(anchorOperands + static_cast<int64_t>(in));
-          b = kb.declare(decl);
-        }
-        bufOf[in] = b;
-        return b;
-      };
-      std::string p = "fz" + std::to_string(local++) + "_";
+      std::string p = ep.freshPrefix();
       std::vector<Stmt> stmts{kir::decl(p + "r", DType::I64, row),
                               kir::decl(p + "c", DType::I64, col)};
       LoopExtents env{{p + "r", rows}, {p + "c", cols}};
       Expr at = kir::add(kir::mul(kir::var(p + "r"), i64c(cols)), kir::var(p + "c"));
       int rb = kb.result(0);
       stmts.push_back(kir::decl(p + "a", t, kb.load(rb, at)));
-      std::map<size_t, Expr> scalars; // `hoisted` belongs to this call's place in the GEMM
-      Composer c(
-          u, gi, p,
-          [&](size_t in) {
-            int b = bufferOfInput(in);
-            return leafValue(
-                gi, in, p + "s" + std::to_string(in), scalars, hoisted,
-                [&](Expr i) { return kb.load(b, i); },
-                [&](const Extents &le) { return leafIndexAt(at, le, ext, env); });
+      in->scalars.clear(); // `hoisted` belongs to this call's place in the GEMM
+      Expr value = ep.compose(
+          p,
+          [&](size_t i) {
+            return ep.leafValue(i, p + "s" + std::to_string(i), *in, hoisted,
+                                [&](const Extents &le) { return ep.leafIndexAt(at, le, env); });
           },
-          kir::var(p + "a", t));
-      Expr value = c.valueOf(u.node->result());
-      for (const Stmt &s : c.decls())
-        stmts.push_back(s);
+          kir::var(p + "a", t), stmts);
       stmts.push_back(kb.store(rb, at, value));
       return kir::block(stmts);
     };
@@ -323,73 +132,35 @@ Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &
   NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks,
                        lower::lowerMatMulFinished(anchor, prefix, &opts, makeFinish, path));
   for (kir::Kernel &k : ks)
-    for (kir::BufferDecl &d : k.buffers)
-      if (d.role == kir::BufferRole::Operand) {
-        d.index = d.index >= anchorOperands
-                      ? static_cast<int>(d.index - anchorOperands)
-                      : static_cast<int>(std::find(u.operands.begin(), u.operands.end(),
-                                                   anchor.operand(d.index)) -
-                                         u.operands.begin());
-        d.name = "in" + std::to_string(d.index);
-      }
+    ep.renumberOperands(k);
   return ks;
 }
 
-/// Anchors whose kernels store each result element once, its final value, from straight-line
-/// register tiles: their epilogue can rewrite those stores. (winograd_output's tiles are the
-/// body of a loop over the lanes that the loop vectorizer takes, which the epilogue in its
-/// stores keeps.)
-bool storesEachResultOnce(OpKind k) {
-  return k == OpKind::ConvNCHWc || k == OpKind::WinogradOutput;
-}
-
-/// The loop under which a kernel's work-group nest (gpu_block / gpu_thread loops, outermost)
-/// runs each work-item's statements: the innermost loop of that nest, or null when the body
-/// does not start with one. Such a kernel stores each result element once, from one
-/// work-item (the GPU GEMM), and nothing may precede or follow its nest.
-Stmt workGroupNestBody(const Stmt &body) {
-  auto isGpuLoop = [](const Stmt &s) {
-    return s && s->kind == kir::StmtKind::For &&
-           (s->loopKind == kir::LoopKind::GpuBlock || s->loopKind == kir::LoopKind::GpuThread);
-  };
-  Stmt s = body, inner;
-  while (s && ((s->kind == kir::StmtKind::Block && s->body.size() == 1) || isGpuLoop(s))) {
-    if (isGpuLoop(s))
-      inner = s;
-    s = s->body.empty() ? nullptr : s->body[0];
-  }
-  return inner;
-}
-
-/// True when `s` or a statement in it is a GemmTile writing buffer `b`.
-bool writesThroughTile(const Stmt &s, int b) {
-  if (!s)
-    return false;
-  if (s->kind == kir::StmtKind::GemmTile && s->buffer == b)
-    return true;
-  for (const Stmt &c : s->body)
-    if (writesThroughTile(c, b))
-      return true;
-  return false;
-}
-
-/// 2b. A group with an anchor: the anchor's kernels with the epilogue in their result stores.
-Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, const GroupInfo &gi,
-                                                      const std::string &prefix,
-                                                      const tuning::LowerOptions &opts) {
+/// 2b. A group with an anchor: the anchor's kernels, from the anchor's template. A template
+/// that takes the epilogue (KernelTemplate::takesEpilogue) applies it where it stores a final
+/// element of the result. Otherwise (its stores are not final, a generic lowerer, or the
+/// members change the anchor's dtype) the epilogue runs as one pass over the finished result:
+/// in the result buffer itself when the types agree, else from a scratch accumulator. On the
+/// CPU the pass ends the kernel that writes the result (a CPU kernel runs its statements in
+/// sequence); on an OpenCL device it is a kernel of its own (a kernel is one NDRange: a pass
+/// after the anchor's grid in the same kernel would run on one work-item).
+Expected<std::vector<kir::Kernel>> lowerAnchorGroup(const LoweringUnit &u, Epilogue &ep,
+                                                    const std::string &prefix,
+                                                    const tuning::LowerOptions &opts) {
   const Node &anchor = *u.anchor;
-  NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(anchor, prefix, opts));
-  const Value *res = u.node->result();
-  DType resType = lower::movedType(res->dtype());
+  tuning::LowerOptions o = opts;
+  if (ep.appliesAtStores())
+    o.epilogue = &ep;
+  NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerNode(anchor, prefix, o));
+  DType resType = ep.resultType();
   DType anchorType = lower::movedType(anchor.result()->dtype());
-  int64_t count = lower::numElementsOf(lower::extentsOf(res));
-  const Extents &ext = gi.space.out;
+  int64_t count = ep.numElements();
   int nextScratch = 0;
   for (const kir::Kernel &k : ks)
     for (const kir::BufferDecl &b : k.buffers)
       if (b.role == kir::BufferRole::Scratch)
         nextScratch = std::max(nextScratch, b.index + 1);
-  // The epilogue runs once, after the one kernel that writes the anchor's result.
+  // The epilogue runs once, in or after the one kernel that writes the anchor's result.
   int writers = 0;
   for (const kir::Kernel &k : ks)
     for (const kir::BufferDecl &b : k.buffers)
@@ -397,155 +168,26 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
   if (writers != 1)
     return anchor.error("epilogue fusion needs exactly one kernel writing the result, got {}",
                         writers);
-  int local = 0;
-  std::deque<kir::Kernel> separate; // epilogue kernels of their own (OpenCL), appended to ks
+  std::deque<kir::Kernel> separate; // passes of their own (OpenCL), appended to ks
   for (kir::Kernel &k : ks) {
-    // Anchor operands become group inputs.
+    ep.renumberOperands(k);
     int rb = -1;
     for (size_t b = 0; b < k.buffers.size(); ++b) {
-      kir::BufferDecl &d = k.buffers[b];
-      if (d.role == kir::BufferRole::Operand) {
-        const Value *v = anchor.operand(d.index);
-        d.index = static_cast<int>(std::find(u.operands.begin(), u.operands.end(), v) -
-                                   u.operands.begin());
-        d.name = "in" + std::to_string(d.index);
-      } else if (d.role == kir::BufferRole::Result) {
-        if (d.index != 0)
-          return anchor.error("kernel '{}' writes result {}; epilogue fusion needs one result",
-                              k.name, d.index);
-        rb = static_cast<int>(b);
-      }
+      const kir::BufferDecl &d = k.buffers[b];
+      if (d.role != kir::BufferRole::Result)
+        continue;
+      if (d.index != 0)
+        return anchor.error("kernel '{}' writes result {}; epilogue fusion needs one result",
+                            k.name, d.index);
+      rb = static_cast<int>(b);
     }
     if (rb < 0)
       continue;
     if (k.buffers[rb].dtype != anchorType || k.buffers[rb].numElements != count)
       return anchor.error("kernel '{}': its result buffer does not match the group's result",
                           k.name);
-    // The kernel the epilogue goes into: k itself, or (on an OpenCL device) a kernel of its
-    // own after k.
-    kir::Kernel *target = &k;
-    std::map<size_t, int> bufOf; // group input -> buffer of *target
-    for (size_t b = 0; b < k.buffers.size(); ++b)
-      if (k.buffers[b].role == kir::BufferRole::Operand)
-        bufOf[k.buffers[b].index] = static_cast<int>(b);
-    auto bufferOfInput = [&](size_t in) {
-      auto it = bufOf.find(in);
-      if (it != bufOf.end())
-        return it->second;
-      int b = static_cast<int>(target->buffers.size());
-      target->buffers.push_back(inputBuffer(u, in));
-      bufOf[in] = b;
-      return b;
-    };
-    // The epilogue of the element at flat index `at` whose anchor value is `v`; its scalar
-    // leaves are read once per kernel (however many stores the epilogue rewrites).
-    std::map<size_t, Expr> scalars;
-    auto epilogue = [&](const Expr &at, const Expr &v, const LoopExtents &env,
-                        std::vector<Stmt> &stmts, std::vector<Stmt> &hoisted) {
-      std::string t = "fz" + std::to_string(local++) + "_";
-      stmts.push_back(kir::decl(t + "a", v->type, v));
-      Composer c(
-          u, gi, t,
-          [&](size_t in) {
-            int b = bufferOfInput(in);
-            return leafValue(
-                gi, in, t + "s" + std::to_string(in), scalars, hoisted,
-                [&](Expr i) { return kir::load(b, target->buffers[b].dtype, i); },
-                [&](const Extents &le) { return leafIndexAt(at, le, ext, env); });
-          },
-          kir::var(t + "a", v->type));
-      Expr value = c.valueOf(res);
-      for (const Stmt &s : c.decls())
-        stmts.push_back(s);
-      return value;
-    };
-    // A GPU work-group nest whose work-items store each of their result elements once (the
-    // NDRange GEMM's scalar or vector stores) takes its epilogue in those stores too: nothing
-    // may follow the nest in its kernel. (A GemmTile there accumulates onto stores of the
-    // bias: those are not final, and the epilogue goes into a kernel of its own below.)
-    Stmt nest = workGroupNestBody(k.body);
-    bool nestStoresOnce = nest && !writesThroughTile(k.body, rb);
-    if ((storesEachResultOnce(anchor.kind()) || nestStoresOnce) &&
-        k.buffers[rb].dtype == resType) {
-      // Each element is stored once, from a register of a straight-line tile: the epilogue
-      // runs on the value before its store, while the tile's residual and output lines are
-      // in L1 (a pass afterwards rereads the whole result).
-      // A run of consecutive stores (a tile) is cut into chunks of one vector register's
-      // elements; each chunk computes its epilogue values first, then stores them: loads of
-      // the group's inputs never follow a store of their chunk that might alias them, so the
-      // SLP vectorizer can still turn each chunk into vector code. (All of a tile's values
-      // first, up to 2 x 14 x 16 on AVX-512, left LLVM more live vectors than registers: it
-      // spilled and shuffled RegNet-Y's fused 1x1 convs, a third of their unfused speed.)
-      const int64_t chunk =
-          std::max<int64_t>(opts.cpu.vectorBits / 8 / static_cast<int64_t>(dtypeSize(resType)), 1);
-      std::vector<Stmt> hoisted;
-      auto isResultStore = [&](const Stmt &st) {
-        return st && st->kind == kir::StmtKind::Store && st->buffer == rb;
-      };
-      // A vector store of the result (a GPU tile's vstoreN): the epilogue of each lane, then
-      // the vector store of the finished lanes.
-      auto rewriteVecStore = [&](const Stmt &st, std::vector<Stmt> &out) {
-        std::vector<Expr> lanes;
-        for (size_t l = 0; l < st->args.size(); ++l) {
-          Expr at = kir::add(st->index, i64c(static_cast<int64_t>(l)));
-          Expr value = epilogue(at, st->args[l], {}, out, hoisted);
-          std::string v = "fz" + std::to_string(local++) + "_v";
-          out.push_back(kir::decl(v, value->type, value));
-          lanes.push_back(kir::var(v, value->type));
-        }
-        out.push_back(kir::vecStore(rb, st->index, lanes));
-      };
-      std::function<void(Stmt &)> rewrite = [&](Stmt &st) {
-        if (!st)
-          return;
-        if (isResultStore(st) || (st->kind == kir::StmtKind::VecStore && st->buffer == rb))
-          st = kir::block({st});
-        std::vector<Stmt> out;
-        for (size_t i = 0; i < st->body.size();) {
-          const Stmt &c = st->body[i];
-          if (c && c->kind == kir::StmtKind::VecStore && c->buffer == rb) {
-            rewriteVecStore(c, out);
-            ++i;
-            continue;
-          }
-          if (!isResultStore(st->body[i])) {
-            rewrite(st->body[i]);
-            out.push_back(st->body[i++]);
-            continue;
-          }
-          std::vector<Stmt> stores;
-          for (; i < st->body.size() && isResultStore(st->body[i]); ++i) {
-            const Stmt &o = st->body[i];
-            Expr value = epilogue(o->index, o->value, {}, out, hoisted);
-            std::string v = "fz" + std::to_string(local++) + "_v";
-            out.push_back(kir::decl(v, value->type, value));
-            stores.push_back(kir::store(rb, o->index, kir::var(v, value->type)));
-            if (static_cast<int64_t>(stores.size()) == chunk) {
-              out.insert(out.end(), stores.begin(), stores.end());
-              stores.clear();
-            }
-          }
-          out.insert(out.end(), stores.begin(), stores.end());
-        }
-        st->body = std::move(out);
-      };
-      rewrite(k.body);
-      if (nest) {
-        // The scalar leaves are read per work-item, inside the nest.
-        hoisted.insert(hoisted.end(), nest->body.begin(), nest->body.end());
-        nest->body = {kir::block(hoisted)};
-        continue;
-      }
-      hoisted.push_back(k.body);
-      k.body = kir::block(hoisted);
+    if (ep.applied())
       continue;
-    }
-    // The epilogue runs as one pass over the finished result, after the anchor's loops: in
-    // the result buffer itself when the types agree, else from a scratch accumulator.
-    // (Rewriting each store of a register-blocked GEMM tile instead keeps LLVM from
-    // vectorizing the tile.) On an OpenCL device the pass is a kernel of its own: a kernel
-    // is one NDRange, and a pass after the anchor's grid in the same kernel would run on
-    // one work-item.
     int src = rb, ob = rb;
     if (k.buffers[rb].dtype != resType) {
       kir::BufferDecl &acc = k.buffers[rb];
@@ -567,33 +209,14 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
         ob = 1;
         e.buffers.push_back({"out0", resType, count, kir::BufferRole::Result, 0, /*written=*/true});
       }
+      e.body = ep.pass(e, src, ob, /*before=*/nullptr);
       separate.push_back(std::move(e));
-      target = &separate.back();
-      bufOf.clear();
-      scalars.clear();
+      continue;
     }
-    // Rows of the result's last dim: a leaf broadcast along rows (a bias) is then read at
-    // the column index, contiguously, instead of at a flat index modulo the row length.
-    int64_t cols = ext.empty() ? 1 : std::max<int64_t>(ext.back(), 1);
-    int64_t rows = count / cols;
-    std::string fr = "fz_r", fc = "fz_c";
-    LoopExtents env{{fr, rows}, {fc, cols}};
-    std::vector<Stmt> stmts, hoisted;
-    Expr fv = kir::add(kir::mul(kir::var(fr), i64c(cols)), kir::var(fc));
-    Expr value = epilogue(fv, kir::load(src, anchorType, fv), env, stmts, hoisted);
-    stmts.push_back(kir::store(ob, fv, value));
-    std::vector<Stmt> body;
-    if (target == &k) {
-      body.push_back(k.body);
-      body.insert(body.end(), hoisted.begin(), hoisted.end());
-    } else {
-      // The grid's loops are the whole kernel: its scalar leaves are read per work-item.
-      stmts.insert(stmts.begin(), hoisted.begin(), hoisted.end());
-    }
-    body.push_back(kir::forLoop(fr, i64c(rows), kir::forLoop(fc, i64c(cols), kir::block(stmts))));
-    target->body = body.size() == 1 ? body[0] : kir::block(body);
-    for (const kir::ScheduleStep &st : lower::defaultSchedule({fr, fc}, {rows, cols}).steps)
-      target->schedule.steps.push_back(st);
+    std::vector<Stmt> body{k.body};
+    Stmt loops = ep.pass(k, src, ob, &body);
+    body.push_back(loops);
+    k.body = kir::block(body);
   }
   for (kir::Kernel &e : separate)
     ks.push_back(std::move(e));
@@ -610,7 +233,7 @@ Expected<std::vector<kir::Kernel>> lowerEpilogueGroup(const LoweringUnit &u, con
 ///    per entry), never the [.., S, T] matrix.
 constexpr int64_t kAttnRows = 32;
 
-Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, const GroupInfo &gi,
+Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, Epilogue &ep,
                                                        const std::string &prefix,
                                                        const tuning::LowerOptions &opts) {
   const CpuTarget &cpu = opts.cpu;
@@ -647,7 +270,7 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, co
   lower::KernelBuilder kb(mm2, prefix);
   std::vector<int> bufOf(u.operands.size());
   for (size_t i = 0; i < u.operands.size(); ++i)
-    bufOf[i] = kb.declare(inputBuffer(u, i));
+    bufOf[i] = kb.declare(ep.inputBuffer(i));
   auto inputIndex = [&](const Value *v) {
     return static_cast<size_t>(std::find(u.operands.begin(), u.operands.end(), v) -
                                u.operands.begin());
@@ -714,28 +337,29 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, co
     LoopExtents env{{"b", B}, {iv, S}, {jv, T}};
     std::vector<Stmt> row{kir::decl(iv, DType::I64, kir::add(i0, rr))};
     std::string epPrefix = kb.freshName("ep") + "_";
-    std::map<size_t, Expr> scalars;
-    Composer c(
-        u, gi, epPrefix,
-        [&](size_t in) -> Expr { // scalar leaves: once per row, before its loop
-          return leafValue(
-              gi, in, epPrefix + "s" + std::to_string(in), scalars, row,
-              [&](Expr i) { return ld(bufOf[in], i); },
-              [&](const Extents &le) {
-                Expr at =
-                    kir::add(kir::mul(kir::add(kir::mul(b, i64(S)), kir::var(iv)), i64(T)), j);
-                return leafIndexAt(at, le, gi.space.out, env);
-              });
+    Epilogue::Inputs in;
+    in.buffer = [&](size_t i) { return bufOf[i]; };
+    in.load = ld;
+    std::vector<Stmt> decls;
+    Expr ev = ep.compose(
+        epPrefix,
+        [&](size_t i) -> Expr { // scalar leaves: once per row, before its loop
+          return ep.leafValue(i, epPrefix + "s" + std::to_string(i), in, row,
+                              [&](const Extents &le) {
+                                Expr at = kir::add(
+                                    kir::mul(kir::add(kir::mul(b, i64(S)), kir::var(iv)), i64(T)),
+                                    j);
+                                return ep.leafIndexAt(at, le, env);
+                              });
         },
-        kir::var(sv, t));
-    Expr ev = c.valueOf(scores);
+        kir::var(sv, t), decls);
     // Without an epilogue, the maximum and exp read the scores where the GEMM left them.
     bool identity =
-        c.decls().empty() && ev->kind == kir::ExprKind::Var && ev->name == sv && acc1 == t;
+        decls.empty() && ev->kind == kir::ExprKind::Var && ev->name == sv && acc1 == t;
     int xb = identity ? sb : pb;
     if (!identity) {
       std::vector<Stmt> epi{kir::decl(sv, t, kir::cast(ld(sb, blockAt(rr, j)), t))};
-      for (const Stmt &s : c.decls())
+      for (const Stmt &s : decls)
         epi.push_back(s);
       epi.push_back(kir::decl(evn, t, ev));
       epi.push_back(kb.store(pb, blockAt(rr, j), kir::var(evn, t)));
@@ -837,8 +461,8 @@ namespace lower {
 
 Expected<Kernels> lowerAttentionGroupUnit(const LoweringUnit &u, const std::string &prefix,
                                           const tuning::LowerOptions &opts) {
-  NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
-  return lowerAttentionGroup(u, gi, prefix, opts);
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Epilogue> ep, Epilogue::of(u));
+  return lowerAttentionGroup(u, *ep, prefix, opts);
 }
 
 bool finishesInGemm(const LoweringUnit &u) {
@@ -856,14 +480,14 @@ bool finishesInGemm(const LoweringUnit &u) {
 
 Expected<Kernels> lowerFinishedMatMulUnit(const LoweringUnit &u, const std::string &prefix,
                                           const tuning::LowerOptions &opts) {
-  NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
-  return lowerFinishedMatMulGroup(u, gi, prefix, opts, MatMulPath::Tiles);
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Epilogue> ep, Epilogue::of(u));
+  return lowerFinishedMatMulGroup(u, *ep, prefix, opts, MatMulPath::Tiles);
 }
 
 Expected<Kernels> lowerFinishedMatMulUnitNDRange(const LoweringUnit &u, const std::string &prefix,
                                                  const tuning::LowerOptions &opts) {
-  NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
-  return lowerFinishedMatMulGroup(u, gi, prefix, opts, MatMulPath::NDRange);
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Epilogue> ep, Epilogue::of(u));
+  return lowerFinishedMatMulGroup(u, *ep, prefix, opts, MatMulPath::NDRange);
 }
 
 } // namespace lower
@@ -882,14 +506,14 @@ Expected<std::vector<kir::Kernel>> lowerUnitKernels(const LoweringUnit &u,
   if (lower::isViewGroup(u))
     return lower::lowerViewGroup(u, namePrefix);
   // A group template (attention.fused_group, epilogue.gemm_finish), else the anchor's kernels
-  // with the epilogue in their stores, or one loop nest.
+  // with the epilogue (lowerAnchorGroup), or one loop nest.
   return lower::lowerWithTemplate(
       lower::chooseTemplate(u, opts), u, namePrefix, opts,
       [&](const tuning::LowerOptions &o) -> Expected<std::vector<kir::Kernel>> {
-        NNC_ASSIGN_OR_RETURN(GroupInfo gi, analyze(u));
+        NNC_ASSIGN_OR_RETURN(std::unique_ptr<Epilogue> ep, Epilogue::of(u));
         if (u.anchor)
-          return lowerEpilogueGroup(u, gi, namePrefix, o);
-        return lowerPointwiseGroup(u, gi, namePrefix);
+          return lowerAnchorGroup(u, *ep, namePrefix, o);
+        return lowerPointwiseGroup(u, *ep, namePrefix);
       });
 }
 

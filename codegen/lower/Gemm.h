@@ -11,6 +11,8 @@
 
 namespace nnc::lower {
 
+class Epilogue;
+
 /// How a GEMM C[i, j] = init(i) + sum_k A[i, k] * B[k, j] reaches its buffers: index
 /// expressions of A(i, k), B(k, j) and C(i, j) (flat element indices), and the initial
 /// accumulator of row i (null: zero).
@@ -59,6 +61,10 @@ struct GemmOperands {
   std::function<kir::Stmt(int dst, int64_t ldb, kir::Expr col0, kir::Expr cols, kir::Expr k0,
                           kir::Expr kCount)>
       produceB;
+  /// Optional (gpuGemmNest, without `finish`): a fused group's epilogue, applied to each C
+  /// element a work-item stores once (it then calls Epilogue::markApplied); a tile stored
+  /// through a GemmTile is not final, and leaves it to the planner.
+  Epilogue *epilogue = nullptr;
 };
 
 /// The tunable problem of an M x K x N GEMM run `batch` times; `layout` names how operands

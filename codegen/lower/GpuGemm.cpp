@@ -26,7 +26,9 @@
 //     needs, since it cannot vectorize across work-items around a k loop. Tiles that cross
 //     C's edge take the scalar nest of step 1.
 #include <algorithm>
+#include <optional>
 
+#include "Epilogue.h"
 #include "Gemm.h"
 
 namespace nnc::lower {
@@ -319,6 +321,19 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
     body.push_back(kir::forLoop(kt, i64(ceilDiv(k, kwg)), kir::block(tile)));
   }
 
+  // Step 4's tile, which stores C through a GemmTile (and then its elements' finish): its
+  // stores are not final, and a fused epilogue (ops.epilogue) is left to the planner.
+  DType at = kb.bufferType(ops.a);
+  bool wholeTile = !t.local && vw == t.rn && vw >= 2 && ops.strided && ops.packedNr == 0 &&
+                   ops.acc == DType::F32 && at == DType::F32 && bt == DType::F32 &&
+                   ct == DType::F32;
+  // Otherwise each work-item stores each of its elements of C once: the epilogue runs on the
+  // value before its store (its scalar inputs read per work-item, inside the nest).
+  Epilogue *ep = wholeTile ? nullptr : ops.epilogue;
+  std::optional<Epilogue::Inputs> epIn;
+  std::vector<Stmt> epHoisted;
+  if (ep)
+    epIn = ep->inputsOf(kb);
   std::vector<Stmt> hoisted, stores;
   // Vector stores of C with the local-tile schedule only: on the device-memory path the
   // scalar stores are what an OpenCL CPU device vectorizes across work-items (explicit
@@ -332,13 +347,21 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
         std::vector<Expr> values;
         for (int64_t l = 0; l < vw; ++l)
           values.push_back(kir::var(acc[r][c + l], ops.acc));
-        stores.push_back(kb.vecStore(ops.c, ops.cIndex(rows[r], cols[c]), values));
+        if (ep)
+          ep->vecStoreFinal(ops.c, ops.cIndex(rows[r], cols[c]), values, *epIn, stores,
+                            epHoisted);
+        else
+          stores.push_back(kb.vecStore(ops.c, ops.cIndex(rows[r], cols[c]), values));
       }
       continue;
     }
     for (int64_t c = 0; c < t.rn; ++c) {
-      std::vector<Stmt> s{kb.store(ops.c, ops.cIndex(rows[r], cols[c]),
-                                   kir::cast(kir::var(acc[r][c], ops.acc), ct))};
+      std::vector<Stmt> s;
+      Expr value = kir::cast(kir::var(acc[r][c], ops.acc), ct);
+      if (ep)
+        ep->storeFinal(ops.c, {{ops.cIndex(rows[r], cols[c]), value}}, 1, *epIn, s, epHoisted);
+      else
+        s.push_back(kb.store(ops.c, ops.cIndex(rows[r], cols[c]), value));
       if (ops.finish)
         s.push_back(ops.finish(rows[r], cols[c], hoisted));
       Stmt elem = kir::block(s);
@@ -358,9 +381,7 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
   // (what a device that prefers float vectors wants: PoCL's work-group vectorizer cannot
   // vectorize across work-items around a k loop). Tiles that cross the edge of C keep the
   // scalar, clamped nest.
-  DType at = kb.bufferType(ops.a);
-  if (!t.local && vw == t.rn && vw >= 2 && ops.strided && ops.packedNr == 0 &&
-      ops.acc == DType::F32 && at == DType::F32 && bt == DType::F32 && ct == DType::F32) {
+  if (wholeTile) {
     const GemmOperands::Strided &st = *ops.strided;
     std::vector<Stmt> vec;
     if (ops.init)
@@ -404,6 +425,11 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
   for (Stmt &s : tileStmts)
     all.push_back(std::move(s));
   Stmt nest = kir::block(all);
+  if (ep) {
+    ep->markApplied();
+    epHoisted.push_back(nest);
+    nest = kir::block(epHoisted);
+  }
   // Work-items inside work-groups; dimension 0 runs along the columns.
   nest = kir::forLoop(tx, i64(t.wn), nest, kir::LoopKind::GpuThread);
   nest = kir::forLoop(ty, i64(t.wm), nest, kir::LoopKind::GpuThread);

@@ -20,6 +20,7 @@
 #include <numeric>
 #include <optional>
 
+#include "Epilogue.h"
 #include "Lowerers.h"
 #include "NNLowering.h"
 #include "Templates.h"
@@ -567,6 +568,14 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   int xb = kb.operand(0), wb = kb.operand(1), bb = biasV ? kb.operand(2) : -1, ob = kb.result(0);
   // Partial sums between passes: one slot per (parallel item, tile block, column, lane).
   int part = passes > 1 ? kb.scratch(0, acc, N * G * OH * M * OW * b) : -1;
+  // A fused epilogue runs on each output of the last pass before its store, while the tile's
+  // residual and output lines are in L1 (a pass afterwards rereads the whole result). Its
+  // scalar inputs are read once, before the kernel's loops.
+  Epilogue *ep = opts ? opts->epilogue : nullptr;
+  std::optional<Epilogue::Inputs> epIn;
+  std::vector<Stmt> epHoisted;
+  if (ep)
+    epIn = ep->inputsOf(kb);
   // One flat parallel loop over (image, group of M output blocks, output row).
   Nest outer;
   Expr q = outer.add(kb, N * G * OH, "q");
@@ -750,6 +759,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     if (!hAlways)
       inner = kir::ifThen(inRange(ih, 0, H), inner);
     s.push_back(red.wrap(inner));
+    std::vector<std::pair<Expr, Expr>> outputs;
     for (int64_t m = 0; m < Mt; ++m) {
       Expr row = kir::add(kir::mul(kir::add(kir::mul(n, i64(Mb)), blockOf(m)), i64(OH)), oh);
       for (int64_t r = 0; r < R; ++r)
@@ -761,9 +771,14 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
           }
           Expr at = kir::add(
               kir::mul(kir::add(kir::mul(row, i64(OW)), kir::add(ow0, i64(r))), i64(b)), i64(j));
-          s.push_back(kb.store(ob, at, kir::cast(v, t)));
+          if (ep)
+            outputs.push_back({at, kir::cast(v, t)});
+          else
+            s.push_back(kb.store(ob, at, kir::cast(v, t)));
         }
     }
+    if (ep && pass.last)
+      ep->storeFinal(ob, outputs, ep->chunkFor(cpuOf(opts)), *epIn, s, epHoisted);
     return kir::block(s);
   };
   // The row's tiles of Mt blocks: ct.tiles tiles of ct.positions columns, the last one
@@ -812,7 +827,13 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                   ? passesOf(M)
                   : kir::ifThen(kir::lt(o, i64(fullGroups)), passesOf(M), passesOf(edgeBlocks));
   int64_t work = N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW;
-  return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
+  Stmt kernelBody = outer.wrap(body);
+  if (ep) {
+    ep->markApplied();
+    epHoisted.push_back(kernelBody);
+    kernelBody = kir::block(epHoisted);
+  }
+  return Kernels{kb.finish(kernelBody, parallelOuter(outer, work))};
 }
 
 const tuning::Space &convNchwcCpuSpace() {

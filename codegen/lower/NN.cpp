@@ -178,6 +178,8 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
     // For an OpenCL device: the NDRange GEMM (GpuGemm.cpp), its batch loops on dimension 2.
     if (!opts || !opts->gpu || g.acc != DType::F32)
       return node.error("the NDRange GEMM needs an OpenCL device and f32 accumulation");
+    if (!makeFinish)
+      g.epilogue = opts->epilogue;
     return Kernels{ndrangeGemmKernel(
         kb, g, t, batchCount, m, k, n, outer.loops,
         fmt::format("matmul batch{} sa{} sb{}{}{}", extentsStr(*batch), extentsStr(sa),
@@ -651,6 +653,7 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
     // On an OpenCL device: the NDRange GEMM (GpuGemm.cpp), one product per image and group
     // on NDRange dimension 2, its work-groups over tiles of the mg x P result (the direct
     // loops give a GPU a work-item per output row at most).
+    go.epilogue = opts->epilogue;
     kernels.push_back(ndrangeGemmKernel(kb, go, t, N * group, mg, R, P, outer.loops, layout, opts));
     return kernels;
   }

@@ -74,7 +74,8 @@ std::vector<KernelTemplate> cpuTemplates() {
        "im2col copy + GEMM (a pointwise conv reads its input in place)",
        gemm,
        whenConv(false, [](const ConvFacts &f) { return f.colBytes <= kMaxColBytes; }),
-       tunable(lowerConvIm2colGemm)},
+       tunable(lowerConvIm2colGemm),
+       /*takesEpilogue=*/true}, // on an OpenCL device (the NDRange GEMM's stores)
       {"conv_transpose.gemm_col2im",
        {OpKind::ConvTranspose},
        false,
@@ -88,14 +89,16 @@ std::vector<KernelTemplate> cpuTemplates() {
        "depthwise conv over blocked channels, lane j of the input by lane j of the weight",
        convNchwc,
        [](const LoweringUnit &u, const CpuTarget &) { return isDepthwiseConvNCHWc(*u.node); },
-       tunable(lowerConvNCHWc)},
+       tunable(lowerConvNCHWc),
+       /*takesEpilogue=*/true},
       {"conv_nchwc.direct",
        {OpKind::ConvNCHWc},
        false,
        "register-blocked direct conv over blocked channels (layout-nchwc)",
        convNchwc,
        always,
-       tunable(lowerConvNCHWc)},
+       tunable(lowerConvNCHWc),
+       /*takesEpilogue=*/true},
       {"winograd.input_transform",
        {OpKind::WinogradInput},
        false,
@@ -111,7 +114,10 @@ std::vector<KernelTemplate> cpuTemplates() {
        "Winograd output tiles Y = A^T M A",
        nullptr,
        always,
-       plain(lowerWinogradOutput)},
+       [](const LoweringUnit &u, const std::string &prefix, const tuning::LowerOptions &opts) {
+         return lowerWinogradOutput(*u.node, prefix, opts);
+       },
+       /*takesEpilogue=*/true},
       {"attention.rows",
        {OpKind::Attention},
        false,
@@ -156,7 +162,8 @@ std::vector<KernelTemplate> openclTemplates() {
        "memory, register tiles per work-item, vector loads; B packed or not",
        &gemmOpenCLSpace(),
        [](const LoweringUnit &u, const CpuTarget &) { return f32Accumulating(*u.node); },
-       tunable(lowerMatMulNDRange)},
+       tunable(lowerMatMulNDRange),
+       /*takesEpilogue=*/true},
       {"epilogue.ndrange_gemm_finish",
        {},
        true,
@@ -226,14 +233,17 @@ Expected<Kernels>
 lowerWithTemplate(const KernelTemplate *t, const LoweringUnit &u, const std::string &prefix,
                   const tuning::LowerOptions &opts,
                   const std::function<Expected<Kernels>(const tuning::LowerOptions &)> &generic) {
+  // Only a template that declares it sees a group's epilogue.
+  tuning::LowerOptions o = opts;
+  if (!t || !t->takesEpilogue)
+    o.epilogue = nullptr;
   // A group lowered generically around an anchor is named by the anchor's own choice.
   if (!opts.onTemplate || (!t && u.anchor && !u.members.empty()))
-    return t ? t->lower(u, prefix, opts) : generic(opts);
+    return t ? t->lower(u, prefix, o) : generic(o);
   tuning::TemplateChoice choice;
   choice.name = t ? t->name : "";
   choice.prefix = prefix;
   choice.op = std::string((u.anchor ? u.anchor : u.node)->opName());
-  tuning::LowerOptions o = opts;
   o.onConfig = [&](const tuning::Problem &p, const tuning::Config &c) {
     choice.configs.push_back({p, c});
     if (opts.onConfig)

@@ -36,6 +36,12 @@ struct KernelTemplate {
   std::function<Expected<Kernels>(const LoweringUnit &u, const std::string &prefix,
                                   const tuning::LowerOptions &opts)>
       lower;
+  /// True: when it lowers a fusion group's anchor, its lowering receives the group's epilogue
+  /// (opts.epilogue) and applies it where its kernel stores a final element of the result,
+  /// calling Epilogue::markApplied. A kernel whose stores are not final (it accumulates onto
+  /// stored values) leaves it unapplied, as does every template without this flag: the
+  /// planner (Fusion.cpp) then runs the epilogue as a pass after the kernel.
+  bool takesEpilogue = false;
 };
 
 /// The templates of a code target, in the order they are tried.
@@ -100,7 +106,9 @@ bool isDepthwiseConvNCHWc(const Node &node);
 /// CPU); a device gets one guarded nest (one kernel).
 Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix, bool peelBorder,
                                      int64_t l2Bytes);
-Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefix);
+/// The output transform applies opts.epilogue (a fused group's) at its stores.
+Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefix,
+                                      const tuning::LowerOptions &opts);
 
 /// The ONNX Attention op (Attention.cpp).
 Expected<Kernels> lowerAttentionRows(const Node &node, const std::string &prefix);

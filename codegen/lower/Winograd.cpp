@@ -14,7 +14,9 @@
 // tiles (OH or OW not a multiple of m) are separate loop nests that store only their valid
 // rows and columns, so no store carries a guard.
 #include <cmath>
+#include <optional>
 
+#include "Epilogue.h"
 #include "Lowerers.h"
 #include "NNLowering.h"
 #include "Templates.h"
@@ -249,7 +251,8 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
   return Kernels{kb.finish(outer.wrap(kir::block(nests)), sched)};
 }
 
-Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefix) {
+Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefix,
+                                      const tuning::LowerOptions &opts) {
   Extents ms = extentsOf(node.operand(0)), os = extentsOf(node.result());
   const WinogradMatrices &t = winogradMatrices(node.getInt("tile", 0));
   int64_t N = os[0], Kb = os[1], H = os[2], W = os[3], b = os[4];
@@ -262,6 +265,13 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
   Nest outer;
   Expr kblk = outer.add(kb, Kb, "kb"), n = outer.add(kb, N, "n");
   std::vector<std::string> lanes;
+  // A fused epilogue runs on each output before its store, while the tile is in registers.
+  // Its scalar inputs are read once, before the kernel's loops.
+  Epilogue *ep = opts.epilogue;
+  std::optional<Epilogue::Inputs> epIn;
+  std::vector<Stmt> epHoisted;
+  if (ep)
+    epIn = ep->inputsOf(kb);
   // One region of tiles: `rows` x `cols` valid outputs per tile, tile rows th0 + [0, nth),
   // tile columns tw0 + [0, ntw).
   auto region = [&](int64_t th0, int64_t nth, int64_t rows, int64_t tw0, int64_t ntw,
@@ -287,6 +297,7 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
     // t = A^T M (only the `rows` valid rows), then Y = t A.
     std::vector<double> atRows(t.at.begin(), t.at.begin() + rows * a);
     std::vector<std::string> tt = leftProduct(kb, atRows, rows, a, a, mm, body);
+    std::vector<std::pair<Expr, Expr>> outputs;
     for (int64_t u = 0; u < rows; ++u)
       for (int64_t w = 0; w < cols; ++w) {
         Expr v = linearCombination(rowOf(t.at, w, a),
@@ -295,8 +306,14 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
           v = kir::add(v, bias);
         Expr oh = kir::add(kir::mul(th, i64(m)), i64(u)),
              ow = kir::add(kir::mul(tw, i64(m)), i64(w));
-        body.push_back(kb.store(yb, nchwcIndex(n, kblk, Kb, oh, H, ow, W, lane, b), v));
+        Expr at = nchwcIndex(n, kblk, Kb, oh, H, ow, W, lane, b);
+        if (ep)
+          outputs.push_back({at, v});
+        else
+          body.push_back(kb.store(yb, at, v));
       }
+    if (ep)
+      ep->storeFinal(yb, outputs, ep->chunkFor(opts.cpu), *epIn, body, epHoisted);
     return tiles.wrap(kir::forLoop(laneV, i64(b), kir::block(body)));
   };
   int64_t fullH = H / m, fullW = W / m, remH = H % m, remW = W % m;
@@ -309,7 +326,13 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
   kir::Schedule s = parallelOuter(outer, P * K * a * a * 8);
   for (const std::string &l : lanes)
     s.steps.push_back({kir::ScheduleStep::Vectorize, l, 0, {}});
-  return Kernels{kb.finish(outer.wrap(kir::block(regions)), s)};
+  Stmt kernelBody = outer.wrap(kir::block(regions));
+  if (ep) {
+    ep->markApplied();
+    epHoisted.push_back(kernelBody);
+    kernelBody = kir::block(epHoisted);
+  }
+  return Kernels{kb.finish(kernelBody, s)};
 }
 
 } // namespace nnc::lower

@@ -344,17 +344,22 @@ graph @g(%x: f32[2,7,{0}], %w: f32[{0},33], %b: f32[33], %r: f32[2,7,33]) -> (f3
 }
 
 TEST(FusionTest, MatMulEpilogueBroadcastsAndTypes) {
-  // Leaves broadcast along a middle dim and the last dim; a bool intermediate and a cast.
-  size_t kernels = checkFusedMatchesUnfused(R"(
+  // Leaves broadcast along a middle dim and the last dim; a bool intermediate and a cast. The
+  // cast changes the dtype, so the GEMM accumulates into scratch and the epilogue runs as a
+  // pass over it at the end of the GEMM's kernel (the planner's rule for an epilogue that no
+  // template applied at its stores).
+  const std::string text = R"(
 graph @g(%x: f32[2,7,8], %w: f32[8,33], %t: f32[7,1], %z: f32[33]) -> (f64[2,7,33]) {
   %m = matmul(%x, %w) : f32[2,7,33]
   %c = less(%m, %t) : bool[2,7,33]
   %s = select(%c, %m, %z) : f32[2,7,33]
   %d = cast(%s) {to = f64} : f64[2,7,33]
   return %d
-})",
-                                            1);
-  EXPECT_EQ(kernels, 1u);
+})";
+  EXPECT_EQ(checkFusedMatchesUnfused(text, 1), 1u);
+  std::string printed = kir::printKernel(onlyKernel(text));
+  EXPECT_NE(printed.find("for fz_r"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("scratch"), std::string::npos) << printed;
 }
 
 TEST(FusionTest, MatMulEpilogueBroadcastOverBatchesKeepsColumnsContiguous) {

@@ -320,6 +320,36 @@ graph @res(%x: f32[1,40,4,7], %s: f32[1,16,4,7]) -> (f32[1,16,4,7]) {{
   EXPECT_EQ(convScratchBuffers(ks), 1);
 }
 
+TEST(LayoutTest, EpilogueAtTheTileStores) {
+  // The blocked conv's template applies a fused residual add and relu where its register
+  // tiles store the outputs: no pass over the result follows the conv's loops.
+  std::string text = fmt::format(R"(
+graph @g(%x: f32[1,16,5,6]) -> (f32[1,16,5,6]) {{
+  %v = {}
+  %w = {}
+  %s = conv(%x, %v) {{dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [1, 1]}} : f32[1,16,5,6]
+  %y = conv(%s, %w) {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : f32[1,16,5,6]
+  %a = add(%y, %s) : f32[1,16,5,6]
+  %zero = constant {{value = dense<f32[]>[0]}} : f32[]
+  %r = max(%a, %zero) : f32[1,16,5,6]
+  return %r
+}})",
+                                 denseRandom({16, 16, 1, 1}, 4), denseRandom({16, 16, 3, 3}, 5));
+  std::vector<kir::Kernel> ks;
+  Counts c = checkLayout(text, 8, nullptr, &ks);
+  EXPECT_EQ(c.blockedConvs, 2);
+  int fused = 0;
+  for (const kir::Kernel &k : ks) {
+    if (k.name.find("conv_nchwc_fused") == std::string::npos)
+      continue;
+    ++fused;
+    std::string printed = kir::printKernel(k);
+    EXPECT_NE(printed.find("var fz"), std::string::npos) << printed;
+    EXPECT_EQ(printed.find("for fz_r"), std::string::npos) << printed;
+  }
+  EXPECT_EQ(fused, 1);
+}
+
 TEST(LayoutTest, FusedEpilogueStoresInVectorChunks) {
   // A residual add and relu fused into a conv tile of 2 blocks x 6 columns x 8 lanes (96
   // stores; the residual is the first conv's result, blocked as the second's): the epilogue values

@@ -19,6 +19,10 @@
 #include "nnc/ir/CpuTarget.h"
 #include "nnc/ir/GpuTarget.h"
 
+namespace nnc::lower {
+class Epilogue;
+} // namespace nnc::lower
+
 namespace nnc::tuning {
 
 /// Knob name -> value.
@@ -118,6 +122,10 @@ struct LowerOptions {
   /// Set when the kernels are for this OpenCL device (its limits bound work-groups and
   /// local memory); unset for the CPU.
   std::optional<GpuTarget> gpu;
+  /// The fusion group's epilogue (codegen/lower/Epilogue.h) when the node being lowered is a
+  /// group's anchor and its template takes one (KernelTemplate::takesEpilogue): the template
+  /// applies it where it stores a final element of the result, or leaves it to the planner.
+  lower::Epilogue *epilogue = nullptr;
 };
 
 /// The template registry lowering for `opts` takes from: OpenCL's when the kernels are for a
