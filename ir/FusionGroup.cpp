@@ -48,8 +48,8 @@ bool isFusibleView(const Node &n) {
         return false;
     return n.operand(1) != nullptr;
   case OpKind::Gather: {
-    // A constant scalar index in range (a gather that would read out of range stands alone
-    // and reads zeros, as its kernel does).
+    // A constant scalar index in range: the view needs no runtime check (a gather that
+    // would read out of range stands alone, and its kernel reports the error).
     const Tensor *idx = n.numOperands() == 2 ? n.constantOperand(1) : nullptr;
     if (!idx || idx->rank() != 0 || (idx->dtype() != DType::I64 && idx->dtype() != DType::I32))
       return false;

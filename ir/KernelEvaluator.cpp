@@ -631,12 +631,27 @@ Error evaluateKernel(const Kernel &k, const std::vector<void *> &buffers) {
   // Invalid kernels get the verifier's message instead of undefined results.
   NNC_TRY(verifyKernel(k));
   NNC_ASSIGN_OR_RETURN(Stmt body, codegenBody(k));
+  int status = -1;
+  for (size_t b = 0; b < k.buffers.size(); ++b)
+    if (k.buffers[b].role == BufferRole::Status) {
+      status = static_cast<int>(b);
+      std::memset(buffers[b], 0, static_cast<size_t>(k.buffers[b].numElements) * sizeof(int64_t));
+    }
   Evaluator ev{k, buffers, {}, {}, {}};
   for (const LocalBuffer &l : k.locals)
     ev.localData.emplace_back(static_cast<size_t>(l.numElements) * dtypeSize(l.dtype));
   ev.stmt(body);
   if (!ev.failure.empty())
     return Error(ev.failure);
+  if (status >= 0)
+    return checkStatus(k, static_cast<const int64_t *>(buffers[status]));
+  return Error::success();
+}
+
+Error checkStatus(const Kernel &k, const int64_t *status) {
+  for (size_t c = 0; c < k.checks.size(); ++c)
+    if (status[2 * c] != 0)
+      return Error(k.checks[c].message(status[2 * c + 1]));
   return Error::success();
 }
 

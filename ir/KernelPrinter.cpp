@@ -194,6 +194,7 @@ struct Printer {
     case BufferRole::Result: return "result";
     case BufferRole::Scratch: return "scratch";
     case BufferRole::Extent: return "extent";
+    case BufferRole::Status: return "status";
     }
     return "?";
   }

@@ -401,6 +401,10 @@ Error verifyKernel(const Kernel &k) {
     const BufferDecl &d = k.buffers[b];
     if (d.numElements < 0)
       return makeError("kernel {}: buffer '{}' has {} elements", k.name, d.name, d.numElements);
+    if (d.role == BufferRole::Status &&
+        (d.dtype != DType::I64 || d.numElements != 2 * static_cast<int64_t>(k.checks.size())))
+      return makeError("kernel {}: status buffer '{}' is {}[{}] for {} checks (i64, 2 each)",
+                       k.name, d.name, dtypeName(d.dtype), d.numElements, k.checks.size());
   }
   for (const LocalBuffer &l : k.locals)
     if (l.numElements < 1 || l.name.empty())
@@ -418,6 +422,7 @@ Error verifyKernel(const Kernel &k) {
     copy.name = k.name;
     copy.buffers = k.buffers;
     copy.locals = k.locals;
+    copy.checks = k.checks;
     copy.body = *scheduled;
     Verifier v(copy);
     if (Error e = v.stmt(copy.body))

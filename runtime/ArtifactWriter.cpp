@@ -116,14 +116,25 @@ Expected<std::string> serialize(const Graph &g, const LaunchPlan &p, const Artif
   }
   w.u64(p.args.size());
   for (const Slot &s : p.args) {
+    // Only an arena slot has an offset here (a part of the status area); the format keeps
+    // it in the index. Inputs, outputs and weights move only in loops, which are refused.
+    NNC_ASSERT(s.kind == SlotKind::Arena || s.offset == 0, "a kernel parameter's offset");
     w.u8(static_cast<uint8_t>(s.kind));
-    w.i64(s.index);
+    w.i64(s.kind == SlotKind::Arena ? s.index + s.offset : s.index);
   }
   w.i64(p.arenaBytes);
   w.str(clSource);
   w.u32(static_cast<uint32_t>(binaries.size()));
   for (const std::string &b : binaries)
     w.str(b);
+  w.i64(p.statusOffset);
+  w.i64(p.statusBytes);
+  w.u32(static_cast<uint32_t>(p.checks.size()));
+  for (const RunCheck &c : p.checks) {
+    w.i64(c.offset);
+    w.str(c.before);
+    w.str(c.after);
+  }
   for (size_t i = 0; i < p.weights.size(); ++i) {
     w.align(artifact::kAlignment);
     w.patchU64(offsetAt[i], w.size());

@@ -197,6 +197,22 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
   lowerOpts.configs = tuning;
   if (gpu)
     lowerOpts.gpu = *gpu;
+  // The status area of the kernels' runtime checks: one arena request live over the whole
+  // run (the run zeroes it first and reads it last), a 64-byte aligned part per checking
+  // kernel (or loop body) so kernels may assume their buffers aligned.
+  int statusRequest = -1;
+  int64_t statusBytes = 0;
+  auto reserveStatus = [&](const std::vector<RunCheck> &checks, int64_t bytes) -> Slot {
+    if (statusRequest < 0) {
+      statusRequest = static_cast<int>(requests.size());
+      requests.push_back({"status", 0, 0, 0});
+    }
+    int64_t at = statusBytes;
+    for (const RunCheck &c : checks)
+      p.checks.push_back({at + c.offset, c.before, c.after});
+    statusBytes += (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+    return {SlotKind::Arena, statusRequest, at};
+  };
   double unitFlops = 0; // the work of the tunable GEMMs met while lowering the current unit
   lowerOpts.onTunable = [&](const tuning::Problem &tp, bool tuned) {
     tunedBySignature[tp.signature] = tuned;
@@ -285,6 +301,13 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     };
     const int64_t weightBase = static_cast<int64_t>(p.weights.size());
     p.weights.insert(p.weights.end(), body.weights.begin(), body.weights.end());
+    // The body's status area becomes a part of the outer one (every iteration reports there).
+    const Slot status = body.statusBytes > 0 ? reserveStatus(body.checks, body.statusBytes)
+                                             : Slot{SlotKind::Arena, -1};
+    auto inBodyStatus = [&](int64_t at) {
+      return body.statusBytes > 0 && at >= body.statusOffset &&
+             at < body.statusOffset + body.statusBytes;
+    };
     // Body slot -> outer slot in iteration t.
     auto slotAt = [&](const Slot &s, int64_t t) -> Slot {
       switch (s.kind) {
@@ -295,6 +318,8 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
       case SlotKind::Weight:
         return {SlotKind::Weight, weightBase + s.index, s.offset};
       case SlotKind::Arena:
+        if (inBodyStatus(s.index + s.offset))
+          return plus(status, s.index + s.offset - body.statusOffset);
         return plus(arena, s.index + s.offset);
       }
       return s;
@@ -436,7 +461,17 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
       for (const kir::BufferDecl &b : k.buffers) {
         int64_t bytes = b.numElements * static_cast<int64_t>(dtypeSize(b.dtype));
         Slot slot{SlotKind::Arena, -1};
-        if (b.role == kir::BufferRole::Extent) {
+        if (b.role == kir::BufferRole::Status) {
+          if (b.dtype != DType::I64 ||
+              b.numElements != 2 * static_cast<int64_t>(k.checks.size()))
+            return n->error("kernel '{}': status parameter '{}' does not hold its {} checks",
+                            k.name, b.name, k.checks.size());
+          std::vector<RunCheck> checks;
+          for (size_t c = 0; c < k.checks.size(); ++c)
+            checks.push_back({static_cast<int64_t>(16 * c), k.checks[c].before,
+                              k.checks[c].after});
+          slot = reserveStatus(checks, bytes);
+        } else if (b.role == kir::BufferRole::Extent) {
           const Value *r =
               b.index < static_cast<int>(n->numResults()) ? n->result(b.index) : nullptr;
           if (!r || !dynamicOutput.count(r) || b.dtype != DType::I64 || b.numElements != 1)
@@ -563,7 +598,17 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     requests[data->second].lastUse = lastLaunch;
     requests[extent->second].lastUse = lastLaunch;
   }
+  if (statusRequest >= 0) {
+    BufferRequest &q = requests[statusRequest];
+    q.bytes = statusBytes;
+    q.firstUse = 0;
+    q.lastUse = lastLaunch;
+  }
   p.plan = planBuffers(requests);
+  if (statusRequest >= 0) {
+    p.statusOffset = p.plan.entries[statusRequest].offset;
+    p.statusBytes = statusBytes;
+  }
   for (const auto &[v, o] : dynamicOutput) {
     const BufferPlan::Entry &data = p.plan.entries[requestOfValue.at(v)];
     p.outputs[o].dataOffset = data.offset;

@@ -539,11 +539,16 @@ Expected<std::vector<kir::Kernel>> lowerRotaryEmbedding(const Node &node,
        s = kir::mod(kir::div(rv, i64(view.heads)), i64(view.seq)),
        h = kir::mod(rv, i64(view.heads));
   Expr cacheRow;
+  std::vector<Stmt> row;
   if (posVal) {
     Expr pidx = kir::add(kir::mul(idBatch == 1 ? i64(0) : b, i64(idSeq)), idSeq == 1 ? i64(0) : s);
-    // The interpreter rejects out-of-range ids; a kernel cannot fail, so it clamps them.
-    cacheRow =
-        kir::max(kir::min(kir::cast(kb.load(posB, pidx), DType::I64), i64(ce[0] - 1)), i64(0));
+    // An id out of range is the interpreter's error (a runtime check, once per row); the
+    // cache is read at the id clamped into it, so no load leaves its buffer.
+    Expr id = kb.bind(row, "pid", DType::I64, kir::cast(kb.load(posB, pidx), DType::I64));
+    row.push_back(kb.check(
+        kir::op(OpKind::Or, {kir::lt(id, i64(0)), kir::ge(id, i64(ce[0]))}), id,
+        {node.describe() + ": position id ", fmt::format(" is out of range [0, {})", ce[0])}));
+    cacheRow = kir::max(kir::min(id, i64(ce[0] - 1)), i64(0));
   } else {
     cacheRow = kir::add(kir::mul(ce[0] == 1 ? i64(0) : b, i64(ce[1])), ce[1] == 1 ? i64(0) : s);
   }
@@ -563,7 +568,8 @@ Expected<std::vector<kir::Kernel>> lowerRotaryEmbedding(const Node &node,
       kb.store(out, p1, narrow(kir::sub(kir::mul(cosv, x1v), kir::mul(sinv, x2v)), ot)),
       kb.store(out, p2, narrow(kir::add(kir::mul(sinv, x1v), kir::mul(cosv, x2v)), ot)),
   });
-  std::vector<Stmt> row{kir::decl(cr, DType::I64, cacheRow), kir::forLoop(i, i64(half), pair)};
+  row.push_back(kir::decl(cr, DType::I64, cacheRow));
+  row.push_back(kir::forLoop(i, i64(half), pair));
   if (rot < view.head) {
     Expr pd = view.at(b, h, s, kir::add(kir::var(d), i64(rot)));
     row.push_back(kir::forLoop(d, i64(view.head - rot), kb.store(out, pd, kb.load(in, pd))));

@@ -1,11 +1,10 @@
 // Lowerers of the shape and data-movement ops: copies (reshape and friends), permutations
-// (transpose, depth/space), broadcasts, concat/split, slice, pad, tile, gathers, scatters and
-// the generators (range, constant_of_shape, one_hot, eye_like, trilu).
+// (transpose, depth/space), broadcasts, concat/split, slice, pad, tile and the generators
+// (range, constant_of_shape, one_hot, eye_like, trilu, nonzero). Gathers and scatters, whose
+// indices are data, are in Indexing.cpp.
 //
-// Runtime index values (gather/scatter indices, non-constant slice starts or pads) are read
-// like the interpreter reads them (negative values count from the back), but a kernel
-// cannot fail: an index that is still out of range reads 0 (gathers) or writes nothing
-// (scatters), where the interpreter reports an error. No access ever leaves its buffer.
+// Runtime slice starts and pads are read like the interpreter reads them (negative values
+// count from the back) and clamped as it clamps them, so no access ever leaves its buffer.
 #include <algorithm>
 
 #include "LowerUtil.h"
@@ -38,30 +37,12 @@ Expr andAll(const std::vector<Expr> &conds) {
   return c;
 }
 
-/// An integer operand element as i64.
-Expr loadInt(KernelBuilder &b, size_t operand, Expr index) {
-  int buf = b.operand(operand);
-  Expr v = b.load(buf, std::move(index));
-  return b.bufferType(buf) == DType::I64 ? v : kir::cast(v, DType::I64);
-}
-
 /// The values of operand i when it is a constant, else nullopt.
 std::optional<std::vector<int64_t>> constInts(const Node &node, size_t i) {
   const Tensor *t = node.constantOperand(i);
   if (!t)
     return std::nullopt;
   return t->toInt64Vector();
-}
-
-/// An index read at run time into an axis of extent `dim`: negative values count from the
-/// back; `at` is always in [0, dim) (dim > 0) and `valid` tells whether the read value was.
-struct RuntimeIndex {
-  Expr at, valid;
-};
-RuntimeIndex wrapIndex(const Expr &raw, int64_t dim) {
-  Expr w = kir::select(kir::lt(raw, imm(0)), kir::add(raw, imm(dim)), raw);
-  Expr valid = kir::land(kir::ge(w, imm(0)), kir::lt(w, imm(dim)));
-  return {clampExpr(w, 0, std::max<int64_t>(dim - 1, 0)), valid};
 }
 
 /// The scalar `value` (one element of `t`) as a kernel constant of movedType(t).
@@ -494,317 +475,6 @@ Kernels lowerPad(const Node &node, const std::string &prefix) {
   return std::vector<kir::Kernel>{b.finish(kir::block(prologue))};
 }
 
-// ---- Gathers --------------------------------------------------------------------------------
-
-/// A loop nest over `extents` where `wrap` gets the variables of the first `level` loops and
-/// the remaining loops (with `body` innermost), and returns what runs in loop `level - 1`:
-/// it computes what depends only on the outer loops once (Decls, an If). With level 0 the
-/// wrap goes into the innermost body instead, so no local lives outside the loops.
-Stmt hoistedNest(KernelBuilder &b, const Extents &extents, size_t level,
-                 const std::function<Stmt(const Idx &, Stmt)> &wrap,
-                 const std::function<Stmt(const Idx &)> &body, std::vector<std::string> *loops) {
-  if (level == 0)
-    level = extents.size();
-  std::vector<std::string> names;
-  Idx vars;
-  for (size_t d = 0; d < extents.size(); ++d) {
-    names.push_back(b.freshName("i"));
-    vars.push_back(kir::var(names.back()));
-  }
-  Stmt s = body(vars);
-  for (size_t d = extents.size(); d-- > level;)
-    s = kir::forLoop(names[d], imm(extents[d]), s);
-  s = wrap(vars, s);
-  for (size_t d = level; d-- > 0;)
-    s = kir::forLoop(names[d], imm(extents[d]), s);
-  *loops = names;
-  return s;
-}
-
-Kernels lowerGather(const Node &node, const std::string &prefix) {
-  Extents xe = extentsOf(node.operand(0)), ie = extentsOf(node.operand(1)),
-          oe = extentsOf(node.result(0));
-  int64_t r = static_cast<int64_t>(xe.size()), q = static_cast<int64_t>(ie.size());
-  if (r == 0)
-    return node.error("cannot gather from a scalar");
-  NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.getInt("axis"), r, node));
-  if (static_cast<int64_t>(oe.size()) != r - 1 + q)
-    return node.error("result rank does not match");
-  KernelBuilder b(node, prefix);
-  int out = b.result(0);
-  DType t = b.bufferType(out);
-  bool empty = numElementsOf(xe) == 0;
-  int in = empty ? -1 : b.operand(0);
-  std::vector<int64_t> xs = stridesOf(xe), is = stridesOf(ie);
-  std::string atN = b.freshName("at"), validN = b.freshName("valid");
-  Expr at = kir::var(atN), valid = kir::var(validN, DType::Bool);
-  // Constant indices all in range need no check; a constant scalar index (an attention's
-  // q, k, v = qkv[0], qkv[1], qkv[2]) is a fixed offset, so the nest is a plain copy whose
-  // innermost loop vectorizes, where a runtime scalar index is read and checked at every
-  // element (level 0 below).
-  const Tensor *ci = empty ? nullptr : node.constantOperand(1);
-  bool known = ci != nullptr;
-  for (int64_t k = 0; known && k < ci->numElements(); ++k) {
-    int64_t v = ci->elementAsInt(k);
-    known = v >= -xe[axis] && v < xe[axis];
-  }
-  if (known && q == 0) {
-    int64_t c = ci->elementAsInt(0);
-    at = imm(c < 0 ? c + xe[axis] : c);
-  }
-  // The index is read once per position of the loops up to the index dims.
-  size_t level = static_cast<size_t>(axis + q);
-  std::vector<std::string> loops;
-  Stmt nest = hoistedNest(
-      b, oe, level,
-      [&](const Idx &i, Stmt inner) {
-        if (empty || (known && q == 0))
-          return inner;
-        Idx ii(i.begin() + axis, i.begin() + axis + q);
-        RuntimeIndex ri = wrapIndex(loadInt(b, 1, flatIndex(ii, is)), xe[axis]);
-        return kir::block({kir::decl(atN, DType::I64, ri.at),
-                           kir::decl(validN, DType::Bool, ri.valid), inner});
-      },
-      [&](const Idx &i) {
-        Expr dst = flatIndex(i, stridesOf(oe));
-        if (empty)
-          return b.store(out, dst, zeroOf(t));
-        Expr src = kir::mul(at, imm(xs[axis]));
-        for (int64_t d = 0; d < axis; ++d)
-          src = kir::add(src, kir::mul(i[d], imm(xs[d])));
-        for (int64_t d = axis + 1; d < r; ++d)
-          src = kir::add(src, kir::mul(i[d - 1 + q], imm(xs[d])));
-        if (known)
-          return b.store(out, dst, b.load(in, src));
-        return b.store(out, dst, kir::select(valid, b.load(in, src), zeroOf(t)));
-      },
-      &loops);
-  bool vectorize = (level > 0 || (known && q == 0)) && level < oe.size();
-  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, oe, vectorize))};
-}
-
-Kernels lowerGatherElements(const Node &node, const std::string &prefix) {
-  Extents xe = extentsOf(node.operand(0)), ie = extentsOf(node.operand(1));
-  int64_t r = static_cast<int64_t>(xe.size());
-  if (r == 0 || static_cast<int64_t>(ie.size()) != r)
-    return node.error("data and indices must have one rank >= 1");
-  NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.getInt("axis"), r, node));
-  for (int64_t d = 0; d < r; ++d)
-    if (d != axis && ie[d] > xe[d])
-      return node.error("indices exceed data on axis {}", d);
-  KernelBuilder b(node, prefix);
-  int out = b.result(0);
-  DType t = b.bufferType(out);
-  bool empty = numElementsOf(xe) == 0;
-  int in = empty ? -1 : b.operand(0);
-  std::vector<int64_t> xs = stridesOf(xe), is = stridesOf(ie);
-  std::vector<std::string> loops;
-  Stmt nest = b.loopNest(
-      ie,
-      [&](const Idx &i) {
-        Expr dst = flatIndex(i, is);
-        if (empty)
-          return b.store(out, dst, zeroOf(t));
-        RuntimeIndex at = wrapIndex(loadInt(b, 1, dst), xe[axis]);
-        Idx c = i;
-        c[axis] = at.at;
-        return b.store(out, dst, kir::select(at.valid, b.load(in, flatIndex(c, xs)), zeroOf(t)));
-      },
-      &loops);
-  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, ie, false))};
-}
-
-Kernels lowerGatherND(const Node &node, const std::string &prefix) {
-  Extents xe = extentsOf(node.operand(0)), ie = extentsOf(node.operand(1)),
-          oe = extentsOf(node.result(0));
-  int64_t bd = node.getInt("batch_dims"), r = static_cast<int64_t>(xe.size()),
-          q = static_cast<int64_t>(ie.size());
-  if (r < 1 || q < 1 || bd < 0 || bd >= std::min(r, q))
-    return node.error("bad ranks");
-  int64_t k = ie[q - 1];
-  if (k < 1 || bd + k > r)
-    return node.error("indices index too many dims");
-  KernelBuilder b(node, prefix);
-  int out = b.result(0);
-  DType t = b.bufferType(out);
-  bool empty = numElementsOf(xe) == 0;
-  int in = empty ? -1 : b.operand(0);
-  std::vector<int64_t> xs = stridesOf(xe);
-  Extents tupleExt(ie.begin(), ie.end() - 1);
-  std::vector<int64_t> ts = stridesOf(tupleExt);
-  std::string baseN = b.freshName("base"), validN = b.freshName("valid");
-  Expr base = kir::var(baseN), valid = kir::var(validN, DType::Bool);
-  // Output dims: [batch (bd), tuple (q-1-bd), slice (r-bd-k)]; the tuple is read once per
-  // position of the first q-1 loops.
-  std::vector<std::string> loops;
-  Stmt nest = hoistedNest(
-      b, oe, static_cast<size_t>(q - 1),
-      [&](const Idx &i, Stmt inner) {
-        if (empty)
-          return inner;
-        Idx ti(i.begin(), i.begin() + (q - 1));
-        Expr tupleAt = kir::mul(flatIndex(ti, ts), imm(k));
-        Expr src = imm(0);
-        std::vector<Expr> ok;
-        for (int64_t d = 0; d < bd; ++d)
-          src = kir::add(src, kir::mul(i[d], imm(xs[d])));
-        for (int64_t j = 0; j < k; ++j) {
-          RuntimeIndex at = wrapIndex(loadInt(b, 1, kir::add(tupleAt, imm(j))), xe[bd + j]);
-          ok.push_back(at.valid);
-          src = kir::add(src, kir::mul(at.at, imm(xs[bd + j])));
-        }
-        return kir::block({kir::decl(baseN, DType::I64, src),
-                           kir::decl(validN, DType::Bool, andAll(ok)), inner});
-      },
-      [&](const Idx &i) {
-        Expr dst = flatIndex(i, stridesOf(oe));
-        if (empty)
-          return b.store(out, dst, zeroOf(t));
-        Expr src = base;
-        for (int64_t d = bd + k; d < r; ++d)
-          src = kir::add(src, kir::mul(i[q - 1 + d - bd - k], imm(xs[d])));
-        return b.store(out, dst, kir::select(valid, b.load(in, src), zeroOf(t)));
-      },
-      &loops);
-  bool vectorize = q > 1 && static_cast<size_t>(q - 1) < oe.size();
-  return std::vector<kir::Kernel>{b.finish(nest, defaultSchedule(loops, oe, vectorize))};
-}
-
-// ---- Scatters -------------------------------------------------------------------------------
-
-/// The value a scatter writes: `upd`, or `old` combined with it by the reduction.
-Expected<Expr> combine(const Node &node, DType t, Expr old, Expr upd) {
-  std::string red = node.getString("reduction", "none");
-  if (red == "none")
-    return upd;
-  if (isStorageOnly(t))
-    return node.error("reduction '{}' is not defined on {}", red, dtypeName(t));
-  OpKind k;
-  if (red == "add")
-    k = t == DType::Bool ? OpKind::Or : OpKind::Add;
-  else if (red == "mul")
-    k = t == DType::Bool ? OpKind::And : OpKind::Mul;
-  else if (red == "max")
-    k = t == DType::Bool ? OpKind::Or : OpKind::Max;
-  else if (red == "min")
-    k = t == DType::Bool ? OpKind::And : OpKind::Min;
-  else
-    return node.error("unknown reduction '{}'", red);
-  return kir::op(k, {std::move(old), std::move(upd)});
-}
-
-/// The copy kernel of a scatter: out0 = in0.
-kir::Kernel scatterCopy(const Node &node, const std::string &prefix) {
-  KernelBuilder b(node, prefix + "_copy");
-  int in = b.operand(0), out = b.result(0);
-  Extents n{numElementsOf(extentsOf(node.operand(0)))};
-  std::vector<std::string> loops;
-  Stmt body = b.loopNest(
-      n, [&](const Idx &i) { return b.store(out, i[0], b.load(in, i[0])); }, &loops);
-  return b.finish(body, defaultSchedule(loops, n));
-}
-
-Kernels lowerScatterElements(const Node &node, const std::string &prefix) {
-  Extents xe = extentsOf(node.operand(0)), ie = extentsOf(node.operand(1)),
-          ue = extentsOf(node.operand(2));
-  int64_t r = static_cast<int64_t>(xe.size());
-  if (r == 0 || static_cast<int64_t>(ie.size()) != r || ue != ie)
-    return node.error("data, indices and updates do not fit together");
-  NNC_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(node.getInt("axis"), r, node));
-  for (int64_t d = 0; d < r; ++d)
-    if (d != axis && ie[d] > xe[d])
-      return node.error("indices exceed data on axis {}", d);
-  std::vector<kir::Kernel> ks{scatterCopy(node, prefix)};
-  if (numElementsOf(ie) == 0 || numElementsOf(xe) == 0)
-    return ks; // nothing to update (indices into an empty axis are all out of range)
-  KernelBuilder b(node, prefix + "_update");
-  int out = b.result(0), upd = b.operand(2);
-  DType t = b.bufferType(out);
-  std::vector<int64_t> xs = stridesOf(xe), is = stridesOf(ie);
-  Error err = Error::success();
-  // Serial, in row-major order of the indices, so duplicates apply in order.
-  Stmt nest = b.loopNest(ie, [&](const Idx &i) -> Stmt {
-    Expr k = flatIndex(i, is);
-    RuntimeIndex at = wrapIndex(loadInt(b, 1, k), xe[axis]);
-    Idx c = i;
-    c[axis] = at.at;
-    Expr dst = flatIndex(c, xs);
-    Expected<Expr> v = combine(node, t, b.load(out, dst), b.load(upd, k));
-    if (!v) {
-      err = v.takeError();
-      return kir::block({});
-    }
-    return kir::ifThen(at.valid, b.store(out, dst, *v));
-  });
-  if (err)
-    return err;
-  ks.push_back(b.finish(nest));
-  return ks;
-}
-
-Kernels lowerScatterND(const Node &node, const std::string &prefix) {
-  Extents xe = extentsOf(node.operand(0)), ie = extentsOf(node.operand(1)),
-          ue = extentsOf(node.operand(2));
-  int64_t r = static_cast<int64_t>(xe.size()), q = static_cast<int64_t>(ie.size());
-  if (r < 1 || q < 1)
-    return node.error("data and indices must have rank >= 1");
-  int64_t k = ie[q - 1];
-  if (k > r)
-    return node.error("indices index more dims than data has");
-  Extents want(ie.begin(), ie.end() - 1);
-  want.insert(want.end(), xe.begin() + k, xe.end());
-  if (ue != want)
-    return node.error("updates {} should be {}", extentsStr(ue), extentsStr(want));
-  std::vector<kir::Kernel> ks{scatterCopy(node, prefix)};
-  if (numElementsOf(ue) == 0 || numElementsOf(xe) == 0)
-    return ks;
-  KernelBuilder b(node, prefix + "_update");
-  int out = b.result(0), upd = b.operand(2);
-  DType t = b.bufferType(out);
-  std::vector<int64_t> xs = stridesOf(xe), us = stridesOf(ue);
-  Extents tupleExt(ie.begin(), ie.end() - 1);
-  std::vector<int64_t> ts = stridesOf(tupleExt);
-  Error err = Error::success();
-  std::string baseN = b.freshName("base");
-  Expr base = kir::var(baseN);
-  // Loops over [tuples (q-1), slice (r-k)], serial so duplicates apply in order; the tuple
-  // is read once per position of the tuple loops.
-  std::vector<std::string> loops;
-  Stmt nest = hoistedNest(
-      b, ue, static_cast<size_t>(q - 1),
-      [&](const Idx &i, Stmt inner) -> Stmt {
-        Idx ti(i.begin(), i.begin() + (q - 1));
-        Expr tupleAt = kir::mul(flatIndex(ti, ts), imm(k));
-        Expr dst = imm(0);
-        std::vector<Expr> ok;
-        for (int64_t j = 0; j < k; ++j) {
-          RuntimeIndex at = wrapIndex(loadInt(b, 1, kir::add(tupleAt, imm(j))), xe[j]);
-          ok.push_back(at.valid);
-          dst = kir::add(dst, kir::mul(at.at, imm(xs[j])));
-        }
-        Stmt decl = kir::decl(baseN, DType::I64, dst);
-        if (ok.empty())
-          return kir::block({decl, inner});
-        return kir::block({decl, kir::ifThen(andAll(ok), inner)});
-      },
-      [&](const Idx &i) -> Stmt {
-        Expr dst = base;
-        for (int64_t d = k; d < r; ++d)
-          dst = kir::add(dst, kir::mul(i[q - 1 + d - k], imm(xs[d])));
-        Expected<Expr> v = combine(node, t, b.load(out, dst), b.load(upd, flatIndex(i, us)));
-        if (!v) {
-          err = v.takeError();
-          return kir::block({});
-        }
-        return b.store(out, dst, *v);
-      },
-      &loops);
-  if (err)
-    return err;
-  ks.push_back(b.finish(nest));
-  return ks;
-}
-
 // ---- Generators -----------------------------------------------------------------------------
 
 Kernels lowerRange(const Node &node, const std::string &prefix) {
@@ -1036,11 +706,6 @@ void registerDataMovementLowerers(LowererTable &t) {
   t[OpKind::Slice] = lowerSlice;
   t[OpKind::Pad] = lowerPad;
   t[OpKind::Tile] = lowerTile;
-  t[OpKind::Gather] = lowerGather;
-  t[OpKind::GatherElements] = lowerGatherElements;
-  t[OpKind::GatherND] = lowerGatherND;
-  t[OpKind::ScatterElements] = lowerScatterElements;
-  t[OpKind::ScatterND] = lowerScatterND;
   t[OpKind::Range] = lowerRange;
   t[OpKind::ConstantOfShape] = lowerConstantOfShape;
   t[OpKind::OneHot] = lowerOneHot;

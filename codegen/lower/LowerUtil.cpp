@@ -202,13 +202,34 @@ KernelBuilder::loopNest(const Extents &extents,
   return s;
 }
 
+kir::Stmt KernelBuilder::check(kir::Expr failed, kir::Expr value, kir::RuntimeCheck c) {
+  int status = find(kir::BufferRole::Status, 0);
+  if (status < 0) {
+    buffers_.push_back({"status", DType::I64, 0, kir::BufferRole::Status, 0, /*written=*/true});
+    status = static_cast<int>(buffers_.size()) - 1;
+  }
+  int64_t at = 2 * static_cast<int64_t>(checks_.size());
+  checks_.push_back(std::move(c));
+  buffers_[status].numElements = at + 2;
+  return kir::ifThen(std::move(failed),
+                     kir::block({kir::store(status, kir::intImm(at), kir::intImm(1)),
+                                 kir::store(status, kir::intImm(at + 1), std::move(value))}));
+}
+
 kir::Kernel KernelBuilder::finish(kir::Stmt body, kir::Schedule schedule) {
   kir::Kernel k;
   k.name = name_;
   k.buffers = buffers_;
+  k.checks = checks_;
   k.body = std::move(body);
   k.schedule = std::move(schedule);
   return k;
+}
+
+kir::Expr loadInt(KernelBuilder &b, size_t operand, kir::Expr index) {
+  int buf = b.operand(operand);
+  kir::Expr v = b.load(buf, std::move(index));
+  return b.bufferType(buf) == DType::I64 ? v : kir::cast(v, DType::I64);
 }
 
 kir::Schedule defaultSchedule(const std::vector<std::string> &loops, const Extents &extents,

@@ -81,6 +81,12 @@ public:
   kir::Stmt gemmTile(const kir::GemmTileShape &shape, int c, kir::Expr aOff, kir::Expr bOff,
                      kir::Expr cOff, kir::Expr kc);
 
+  /// A runtime check (kir::RuntimeCheck): the statement that, when `failed` holds, records
+  /// `value` (i64) in the kernel's status buffer (role Status, declared on first use), so
+  /// the run fails with `c`'s message. Where it sits decides its cost: put it where the
+  /// checked value is read once, outside vectorized loops.
+  kir::Stmt check(kir::Expr failed, kir::Expr value, kir::RuntimeCheck c);
+
   /// A fresh variable name `<prefix><n>` (unique in the kernel).
   std::string freshName(const std::string &prefix = "i");
   /// A fresh local `<prefix><n>` of type t = init, declared by appending to `at`; returns it.
@@ -98,9 +104,13 @@ private:
   const Node &node_;
   std::string name_;
   std::vector<kir::BufferDecl> buffers_;
+  std::vector<kir::RuntimeCheck> checks_;
   int nextName_ = 0;
   int find(kir::BufferRole role, int index) const;
 };
+
+/// Element `index` of integer operand `operand` as i64.
+kir::Expr loadInt(KernelBuilder &b, size_t operand, kir::Expr index);
 
 /// The schedule of a permutation's loop nest over `mid` (output order; `inStrides` the input
 /// strides of its loops; independent, as defaultSchedule's): when the input's contiguous loop

@@ -1,6 +1,7 @@
 // The per-op table of generic lowerers behind lowerNode(), used when no kernel template
 // (Templates.h) applies. Each family of ops registers its lowerers from its own file
-// (Elementwise.cpp, DataMovement.cpp, Reductions.cpp, NN.cpp, Composite.cpp, Layout.cpp).
+// (Elementwise.cpp, DataMovement.cpp, Indexing.cpp, Reductions.cpp, NN.cpp, Composite.cpp,
+// Layout.cpp).
 #pragma once
 
 #include <functional>
@@ -18,6 +19,8 @@ using LowererTable = std::map<OpKind, Lowerer>;
 
 void registerElementwiseLowerers(LowererTable &t); // every elementwise op, cast
 void registerDataMovementLowerers(LowererTable &t);
+/// Gather, gather_elements, gather_nd, scatter_elements and scatter_nd (Indexing.cpp).
+void registerIndexingLowerers(LowererTable &t);
 /// The ops whose result is operand 0's bytes unchanged (reshape and friends), lowered to a
 /// copy kernel; the runtime may instead bind the result to the operand's storage.
 bool isCopyOp(OpKind k);

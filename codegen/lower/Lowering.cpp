@@ -12,6 +12,7 @@ const lower::LowererTable &table() {
     lower::LowererTable t;
     lower::registerElementwiseLowerers(t);
     lower::registerDataMovementLowerers(t);
+    lower::registerIndexingLowerers(t);
     lower::registerReductionAndNNLowerers(t);
     lower::registerCompositeLowerers(t);
     lower::registerLayoutLowerers(t);

@@ -3,16 +3,18 @@
 // program text. Written by writeArtifact (compiler side), read by the C runtime; both include
 // this header so the two sides cannot drift. Little-endian, fixed-width fields, no protobuf.
 //
-// Layout (version 2; version 1 lacks the binaries):
+// Layout (version 3; version 2 lacks the checks, version 1 also the binaries):
 //   magic "NNCART01", u32 version, u32 target (0 cpu, 1 opencl), str cpu level, str notes
 //   u32 inputs  { str name, i32 onnx dtype, u32 element bytes, u32 rank, i64 dims[rank] }
 //   u32 outputs { str name, i32 onnx dtype, u32 element bytes, u32 rank, i64 dims[rank],
 //                 u8 kind (OutputSpec::Kind), i32 index }
 //   u32 weights { i32 onnx dtype, u32 rank, i64 dims[rank], u64 offset, u64 bytes }
 //   u32 kernels { str name, u64 first arg, u32 nd, i64 global[3], i64 local[3] }
-//   u64 args    { u8 kind (SlotKind), i64 index }
+//   u64 args    { u8 kind (SlotKind), i64 index (an arena slot: its byte offset) }
 //   i64 arena bytes, str OpenCL C source ("" for cpu)
 //   u32 binaries { str device binary, prefixed by the device, driver and options it is for }
+//   i64 status offset, i64 status bytes (in the arena; RunPlan::checks)
+//   u32 checks  { i64 offset in the status area, str before, str after }
 //   then each weight's bytes at its offset from the blob's start, 64-byte aligned.
 // A str is u32 length + bytes.
 #pragma once
@@ -24,7 +26,7 @@
 namespace nnc::artifact {
 
 inline constexpr char kMagic[8] = {'N', 'N', 'C', 'A', 'R', 'T', '0', '1'};
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 enum class TargetKind : uint32_t { Cpu = 0, OpenCL = 1 };
 /// The symbols of the blob and its size in lib<name>.so.
 inline constexpr const char *kDataSymbol = "nnc_artifact_data";

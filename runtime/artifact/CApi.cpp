@@ -78,6 +78,9 @@ struct nnc_model {
   std::vector<nnc::OpenCLLaunch> launches;
   std::vector<nnc::Slot> args;
   int64_t arenaBytes = 0;
+  // The kernels' runtime checks (nnc::RunPlan::checks) and their status area in the arena.
+  std::vector<nnc::RunCheck> checks;
+  int64_t statusOffset = 0, statusBytes = 0;
   std::string clSource, notes;
   std::vector<std::string> clBinaries;
   std::string description; // nnc_describe's text
@@ -118,7 +121,7 @@ bool nnc_model::parse(const uint8_t *data, uint64_t size) {
   }
   Reader r(data + sizeof kMagic, size - sizeof kMagic);
   uint32_t version = r.u32();
-  if (version != kVersion && version != 1) {
+  if (version < 1 || version > kVersion) {
     setError("{}: artifact format version {}, this runtime reads versions 1 to {}", path, version,
              kVersion);
     return false;
@@ -190,8 +193,28 @@ bool nnc_model::parse(const uint8_t *data, uint64_t size) {
   uint32_t numBinaries = version >= 2 && r.ok() ? r.u32() : 0;
   for (uint32_t b = 0; b < numBinaries && r.ok(); ++b)
     clBinaries.push_back(r.str());
+  if (version >= 3 && r.ok()) {
+    statusOffset = r.i64();
+    statusBytes = r.i64();
+    uint32_t numChecks = r.u32();
+    for (uint32_t c = 0; c < numChecks && r.ok(); ++c) {
+      nnc::RunCheck check;
+      check.offset = r.i64();
+      check.before = r.str();
+      check.after = r.str();
+      checks.push_back(std::move(check));
+    }
+  }
   if (!r.ok()) {
     setError("{}: corrupt artifact (its data ends early)", path);
+    return false;
+  }
+  bool statusFits = statusOffset >= 0 && statusBytes >= 0 && statusBytes <= arenaBytes &&
+                    statusOffset <= arenaBytes - statusBytes;
+  for (const nnc::RunCheck &c : checks)
+    statusFits = statusFits && c.offset >= 0 && c.offset + 16 <= statusBytes;
+  if (!statusFits) {
+    setError("{}: corrupt artifact (a runtime check lies outside the arena)", path);
     return false;
   }
   for (const nnc::Slot &s : args) {
@@ -284,10 +307,19 @@ bool nnc_model::runCpu(int threads) {
       break;
     }
   }
+  char *status = static_cast<char *>(arena.get()) + statusOffset;
+  if (statusBytes > 0)
+    std::memset(status, 0, static_cast<size_t>(statusBytes));
   {
     nnc::ThreadPool::Scope scope(threads == 1 ? nullptr : nnc::ThreadPool::shared(threads));
     for (size_t k = 0; k < fns.size(); ++k)
       fns[k](ptrs.data() + firstArg[k]);
+  }
+  if (statusBytes > 0) {
+    if (nnc::Error e = nnc::checkStatus(checks, status)) {
+      tlsError = e.message();
+      return false;
+    }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const TensorInfo &o = outputs[i];
@@ -372,6 +404,9 @@ bool createOpenCL(nnc_model &m) {
   p->firstArg.assign(m.firstArg.begin(), m.firstArg.end());
   p->arenaBytes = m.arenaBytes;
   p->plan.peakBytes = m.arenaBytes;
+  p->checks = m.checks;
+  p->statusOffset = m.statusOffset;
+  p->statusBytes = m.statusBytes;
   nnc::OpenCLLaunchOptions options;
   options.binaries = m.clBinaries;
   nnc::Expected<std::unique_ptr<nnc::OpenCLLaunchList>> cl =

@@ -81,6 +81,9 @@ Expected<std::vector<Tensor>> CpuLaunchList::run(const std::vector<Tensor> &inpu
                    reinterpret_cast<uintptr_t>(ptrs[a]) % kArenaAlignment == 0,
                "buffer {} of the launch plan is not {}-byte aligned", a, kArenaAlignment);
   }
+  if (p_.statusBytes > 0)
+    std::memset(static_cast<char *>(arena) + p_.statusOffset, 0,
+                static_cast<size_t>(p_.statusBytes));
   {
     ThreadPool::Scope scope(pool_);
     auto launch = [&](size_t from, size_t to) {
@@ -111,6 +114,12 @@ Expected<std::vector<Tensor>> CpuLaunchList::run(const std::vector<Tensor> &inpu
       next = l.firstKernel + l.numKernels;
     }
     launch(next, launches_.size());
+  }
+  if (p_.statusBytes > 0) {
+    if (Error e = checkStatus(p_.checks, static_cast<const char *>(arena) + p_.statusOffset)) {
+      giveArena(std::move(arenaStorage));
+      return e;
+    }
   }
   for (const OutputSpec &o : p_.outputs) {
     if (o.kind != OutputSpec::Dynamic)

@@ -8,9 +8,11 @@
 //     planned intermediates, then every input and every output the kernels write. Every kernel
 //     parameter is a (buffer, byte offset) pair, so all kernel arguments are set once, here.
 // A run writes the inputs into the arena, enqueues every kernel on an in-order queue and
-// reads the outputs back: nothing else crosses. Resident inputs (keepResident: a train step's
-// parameters and optimizer state) are written once; after a run each takes the output that
-// feeds it by swapping the two arena regions and re-setting the arguments that point there.
+// reads the outputs back; with runtime checks in the kernels (RunPlan::checks) it also clears
+// their status area first and reads it back once at the end: nothing else crosses. Resident
+// inputs (keepResident: a train step's parameters and optimizer state) are written once; after
+// a run each takes the output that feeds it by swapping the two arena regions and re-setting
+// the arguments that point there.
 #include "OpenCLLaunchList.h"
 
 #include <CL/cl.h>
@@ -461,6 +463,7 @@ private:
   std::vector<cl_kernel> kernels_;
   cl_mem arena_ = nullptr, weights_ = nullptr;
   std::vector<int64_t> inputOffset_, outputOffset_, weightOffset_;
+  std::vector<char> status_; ///< The run's status area (RunPlan::checks), read back per run.
   std::vector<ResidentInput> resident_;
   std::vector<bool> residentInput_, residentOutput_; ///< Per input / output.
   std::vector<size_t> residentKernels_; ///< Kernels with an argument in a swapped region.
@@ -712,6 +715,14 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       ++t.uploads;
       t.uploadBytes += static_cast<int64_t>(bytes);
     }
+    // The kernels' runtime checks report into a zeroed status area, read back once below.
+    if (p_.statusBytes > 0) {
+      const cl_long zero = 0;
+      NNC_CL(clEnqueueFillBuffer(queue_, arena_, &zero, sizeof zero,
+                                 static_cast<size_t>(p_.statusOffset),
+                                 static_cast<size_t>(p_.statusBytes), 0, nullptr, nullptr),
+             "clearing the status of the runtime checks");
+    }
     kernelEvents.reserve(kernels_.size());
     auto enqueue = [&](size_t from, size_t to) -> Error {
       for (size_t k = from; k < to; ++k) {
@@ -754,6 +765,14 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       next = l.firstKernel + l.numKernels;
     }
     NNC_TRY(enqueue(next, kernels_.size()));
+    if (p_.statusBytes > 0) {
+      status_.resize(static_cast<size_t>(p_.statusBytes));
+      NNC_CL(clEnqueueReadBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(p_.statusOffset),
+                                 status_.size(), status_.data(), 0, nullptr, ev(transferEvents)),
+             "downloading the status of the runtime checks");
+      ++t.downloads;
+      t.downloadBytes += p_.statusBytes;
+    }
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
       if (p_.outputs[o].kind != OutputSpec::Fresh || outputs[o].isNull())
         continue;
@@ -799,6 +818,8 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       t.downloadBytes += static_cast<int64_t>(bytes);
     }
     NNC_CL(clFinish(queue_), "running the kernels");
+    if (p_.statusBytes > 0)
+      NNC_TRY(checkStatus(p_.checks, status_.data()));
     // The outputs that feed resident inputs become those inputs for the next run.
     if (resident_.empty())
       return Error::success();

@@ -2,6 +2,7 @@
 #include "RunPlan.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include "nnc/ir/TensorCheck.h"
@@ -52,6 +53,16 @@ Expected<Tensor> dynamicOutputTensor(const OutputSpec &o, int64_t extent) {
                      o.dataBytes,
              "output {}: extent {} beyond the buffer's capacity", o.index, extent);
   return Tensor::create(o.dtype, e);
+}
+
+Error checkStatus(const std::vector<RunCheck> &checks, const void *status) {
+  for (const RunCheck &c : checks) {
+    int64_t word[2];
+    std::memcpy(word, static_cast<const char *>(status) + c.offset, sizeof word);
+    if (word[0] != 0)
+      return Error(c.before + std::to_string(word[1]) + c.after);
+  }
+  return Error::success();
 }
 
 void finishOutputs(const RunPlan &p, const std::vector<Tensor> &inputs,

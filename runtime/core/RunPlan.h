@@ -60,6 +60,14 @@ struct OutputSpec {
   int64_t dataBytes = 0;                      ///< Dynamic: the data buffer's capacity.
 };
 
+/// A runtime check of a kernel (kir::RuntimeCheck, an index within its axis): two i64 at
+/// byte `offset` of the run's status area, which the run zeroes before the first launch; the
+/// kernel writes 1 and the offending value there when the check fails.
+struct RunCheck {
+  int64_t offset = 0;
+  std::string before, after; ///< The error is before + value + after.
+};
+
 /// What a launch list needs to run: kernel k's parameters are bound to
 /// args[firstArg[k] ...] (one slot per buffer, up to firstArg[k + 1] or the end).
 struct RunPlan {
@@ -74,6 +82,11 @@ struct RunPlan {
   BufferPlan plan;
   /// The arena's size: the plan's peak rounded up to kArenaAlignment (at least that).
   int64_t arenaBytes = 0;
+  /// The kernels' runtime checks, in launch order, and the status area in the arena
+  /// (statusBytes 0: no check) that they report to; a run that ends with one failed is an
+  /// error (checkStatus).
+  std::vector<RunCheck> checks;
+  int64_t statusOffset = 0, statusBytes = 0;
 
   size_t numKernels() const { return firstArg.size(); }
   /// How many buffers kernel k takes.
@@ -93,6 +106,9 @@ Expected<std::vector<Tensor>> allocateFreshOutputs(const RunPlan &p,
 /// The (uninitialized) tensor of a Dynamic output whose data-dependent extent the run found
 /// to be `extent`; its bytes are then read from the arena at o.dataOffset.
 Expected<Tensor> dynamicOutputTensor(const OutputSpec &o, int64_t extent);
+/// The error of the first failed check of `checks` (a plan's, in launch order) in `status`,
+/// the plan's status area after a run, or success.
+Error checkStatus(const std::vector<RunCheck> &checks, const void *status);
 /// Fills the outputs that are copies of inputs, weights or earlier outputs.
 void finishOutputs(const RunPlan &p, const std::vector<Tensor> &inputs,
                    std::vector<Tensor> &outputs);

@@ -101,6 +101,26 @@ def test_bad_models_raise_nnc_error(tmp_path):
         nnc.compile(os.path.join(TINY_CNN, "model.onnx"), target="tpu")
 
 
+GATHER_MODEL = """graph @g(%x: f32[3,2], %i: i64[2]) -> (f32[2,2]) {
+  %y = gather(%x, %i) {axis = 0} : f32[2,2] @lookup
+  return %y
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["interp", "cpu"])
+def test_index_out_of_range_raises_nnc_error(tmp_path, target):
+    path = tmp_path / "gather.nir"
+    path.write_text(GATHER_MODEL)
+    model = nnc.compile(str(path), target=target)
+    x = numpy.arange(6, dtype=numpy.float32).reshape(3, 2)
+    numpy.testing.assert_array_equal(model(x, numpy.array([-1, 0]))[0], [[4, 5], [0, 1]])
+    for bad in [3, -4, 1 << 40]:
+        with pytest.raises(nnc.Error, match=re.escape(
+                f"node 'lookup' (gather): index {bad} is out of range for an axis of size 3")):
+            model(x, numpy.array([0, bad]))
+
+
 def test_bundled_model_on_threads():
     # examples/models/tiny_cnn ships with the repository: this runs on a fresh clone alone.
     m = nnc.compile(os.path.join(TINY_CNN, "model.onnx"), threads=2)

@@ -446,6 +446,33 @@ TEST(LowerComposite, RotaryEmbedding) {
   }
 }
 
+TEST(LowerComposite, RotaryPositionIdOutOfRangeIsTheInterpretersError) {
+  for (int64_t bad : {int64_t(10), int64_t(-1), int64_t(1) << 40}) {
+    Graph g;
+    Value *x = g.addInput("x", TensorType(DType::F32, shapeFromExtents({1, 3, 2, 8})));
+    Value *cos = g.addInput("cos", TensorType(DType::F32, shapeFromExtents({10, 4})));
+    Value *sin = g.addInput("sin", TensorType(DType::F32, shapeFromExtents({10, 4})));
+    Value *pos = g.addInput("pos", TensorType(DType::I64, shapeFromExtents({1, 2})));
+    AttrMap a = {{"interleaved", int64_t(0)}, {"rotary_embedding_dim", int64_t(0)}};
+    Expected<Node *> n = g.createInferred(OpKind::RotaryEmbedding, {x, cos, sin, pos}, a, "rope");
+    ASSERT_TRUE(n) << n.error().message();
+    std::mt19937 rng(3);
+    std::vector<Tensor> ops = {randomTensor(DType::F32, {1, 3, 2, 8}, rng),
+                               randomTensor(DType::F32, {10, 4}, rng),
+                               randomTensor(DType::F32, {10, 4}, rng),
+                               Tensor::fromVector<int64_t>(DType::I64, {1, 2}, {3, bad})};
+    Expected<std::vector<Tensor>> want = evaluateNode(**n, ops);
+    ASSERT_FALSE(want) << "the interpreter accepts position id " << bad;
+    EXPECT_NE(want.error().message().find("node 'rope'"), std::string::npos)
+        << want.error().message();
+    for (int mode = 0; mode < 3; ++mode) {
+      Expected<std::vector<Tensor>> got = mode == 2 ? runJit(**n, ops) : runLowered(**n, ops, mode);
+      ASSERT_FALSE(got) << "position id " << bad << " mode " << mode << ": no error";
+      EXPECT_EQ(got.error().message(), want.error().message()) << "mode " << mode;
+    }
+  }
+}
+
 TEST(LowerComposite, UnsupportedInputFailsClearly) {
   // A 3-D attention without head counts is rejected by the shape rule before lowering; a
   // lowerer still names the node when it is called on bad attributes.

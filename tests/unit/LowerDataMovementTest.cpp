@@ -235,22 +235,6 @@ TEST(LowerDataMovement, GatherND) {
   }
 }
 
-TEST(LowerDataMovement, GatherOutOfRangeReadsZero) {
-  Graph g;
-  Value *x = g.addInput("x", TensorType(DType::F32, {3}));
-  Value *i = g.addInput("i", TensorType(DType::I64, {3}));
-  Expected<Node *> n = g.createInferred(OpKind::Gather, {x, i}, {{"axis", int64_t(0)}});
-  ASSERT_TRUE(n);
-  std::vector<Tensor> ops{Tensor::fromVector<float>(DType::F32, {3}, {1, 2, 3}),
-                          Tensor::fromVector<int64_t>(DType::I64, {3}, {-1, 3, -4})};
-  Expected<std::vector<Tensor>> got = runLowered(**n, ops, false);
-  ASSERT_TRUE(got) << got.error().message();
-  const float *v = (*got)[0].data<float>();
-  EXPECT_EQ(v[0], 3.f);
-  EXPECT_EQ(v[1], 0.f);
-  EXPECT_EQ(v[2], 0.f);
-}
-
 TEST(LowerDataMovement, ScatterElements) {
   for (const char *red : {"none", "add", "mul", "max", "min"})
     for (DType d : kDTypes) {
@@ -280,23 +264,106 @@ TEST(LowerDataMovement, ScatterND) {
     }
 }
 
-TEST(LowerDataMovement, ScatterOutOfRangeWritesNothing) {
-  Graph g;
-  Value *x = g.addInput("x", TensorType(DType::F32, {3}));
-  Value *i = g.addInput("i", TensorType(DType::I64, {2}));
-  Value *u = g.addInput("u", TensorType(DType::F32, {2}));
-  Expected<Node *> n = g.createInferred(OpKind::ScatterElements, {x, i, u},
-                                        {{"axis", int64_t(0)}, {"reduction", std::string("none")}});
-  ASSERT_TRUE(n);
-  std::vector<Tensor> ops{Tensor::fromVector<float>(DType::F32, {3}, {1, 2, 3}),
-                          Tensor::fromVector<int64_t>(DType::I64, {2}, {7, -1}),
-                          Tensor::fromVector<float>(DType::F32, {2}, {10, 20})};
-  Expected<std::vector<Tensor>> got = runLowered(**n, ops, false);
-  ASSERT_TRUE(got) << got.error().message();
-  const float *v = (*got)[0].data<float>();
-  EXPECT_EQ(v[0], 1.f);
-  EXPECT_EQ(v[1], 2.f);
-  EXPECT_EQ(v[2], 20.f);
+namespace {
+
+/// One node of each op that takes indices, with its indices a graph input `i` of 2 elements
+/// whose first is `bad`: data x is f32[3,4] (u the updates).
+struct IndexCase {
+  OpKind kind;
+  AttrMap attrs;
+  Extents indices;
+  int64_t dim; ///< The extent of the axis the first index reads.
+};
+
+const IndexCase kIndexCases[] = {
+    {OpKind::Gather, {{"axis", int64_t(1)}}, {2}, 4},
+    {OpKind::GatherElements, {{"axis", int64_t(0)}}, {1, 2}, 3},
+    {OpKind::GatherND, {{"batch_dims", int64_t(0)}}, {1, 2}, 3},
+    {OpKind::ScatterElements,
+     {{"axis", int64_t(1)}, {"reduction", std::string("none")}},
+     {1, 2},
+     4},
+    {OpKind::ScatterND, {{"reduction", std::string("add")}}, {1, 2}, 3},
+};
+
+/// The node of `c` with indices {first, 1}; `inputs` receives the values of its inputs.
+Node *indexNode(Graph &g, const IndexCase &c, int64_t first, std::vector<Tensor> &inputs) {
+  std::mt19937 rng(7);
+  inputs = {randomTensor(DType::F32, {3, 4}, rng, -3, 3),
+            Tensor::fromVector<int64_t>(DType::I64, c.indices, {first, 1})};
+  std::vector<Value *> ops{g.addInput("x", TensorType(DType::F32, {3, 4})),
+                           g.addInput("i", inputs[1].type())};
+  if (c.kind == OpKind::ScatterElements || c.kind == OpKind::ScatterND) {
+    Extents ue = c.kind == OpKind::ScatterND ? Extents{1} : c.indices;
+    inputs.push_back(randomTensor(DType::F32, ue, rng, -3, 3));
+    ops.push_back(g.addInput("u", inputs.back().type()));
+  }
+  Expected<Node *> n = g.createInferred(c.kind, ops, c.attrs, "idx");
+  EXPECT_TRUE(n) << n.error().message();
+  return n ? *n : nullptr;
+}
+
+} // namespace
+
+// An index out of range is an error with the interpreter's message (naming the node, the
+// value and the axis size) from the lowered kernels too: evaluated, scheduled and compiled.
+TEST(LowerDataMovement, IndexOutOfRangeIsTheInterpretersError) {
+  for (const IndexCase &c : kIndexCases)
+    for (int64_t bad : {c.dim, -c.dim - 1, int64_t(1) << 40}) {
+      Graph g;
+      std::vector<Tensor> inputs;
+      Node *n = indexNode(g, c, bad, inputs);
+      ASSERT_TRUE(n);
+      std::string what = std::string(n->opName()) + " index " + std::to_string(bad);
+      Expected<std::vector<Tensor>> want = evaluateNode(*n, bindOperands(*n, inputs));
+      ASSERT_FALSE(want) << what << ": the interpreter accepts it";
+      std::string message = want.error().message();
+      EXPECT_NE(message.find("node 'idx'"), std::string::npos) << message;
+      EXPECT_NE(message.find(std::to_string(bad)), std::string::npos) << message;
+      for (int mode = 0; mode < 3; ++mode) {
+        std::vector<Tensor> ops = bindOperands(*n, inputs);
+        Expected<std::vector<Tensor>> got =
+            mode == 2 ? runJit(*n, ops) : runLowered(*n, ops, mode == 1);
+        ASSERT_FALSE(got) << what << " mode " << mode << ": no error";
+        EXPECT_EQ(got.error().message(), message) << what << " mode " << mode;
+      }
+    }
+}
+
+// Indices in range, negative ones included, run as before (checked against the interpreter);
+// constant indices in range make no check at all.
+TEST(LowerDataMovement, IndicesInRangeRunAndConstantOnesAreNotChecked) {
+  for (const IndexCase &c : kIndexCases)
+    for (int64_t good : {c.dim - 1, -c.dim, int64_t(-1)}) {
+      Graph g;
+      std::vector<Tensor> inputs;
+      Node *n = indexNode(g, c, good, inputs);
+      ASSERT_TRUE(n);
+      std::string what = std::string(n->opName()) + " index " + std::to_string(good);
+      checkNode(*n, inputs, what);
+      Expected<std::vector<kir::Kernel>> runtime = lowerNode(*n, "k");
+      ASSERT_TRUE(runtime) << runtime.error().message();
+      EXPECT_FALSE(runtime->back().checks.empty()) << what;
+      // The same node with the indices a constant.
+      Graph h;
+      std::vector<Value *> ops{h.addInput("x", TensorType(DType::F32, {3, 4})),
+                               constantValue(h, inputs[1])};
+      if (inputs.size() > 2)
+        ops.push_back(h.addInput("u", inputs[2].type()));
+      Expected<Node *> cn = h.createInferred(c.kind, ops, c.attrs, "idx");
+      ASSERT_TRUE(cn) << cn.error().message();
+      std::vector<Tensor> hin{inputs[0]};
+      if (inputs.size() > 2)
+        hin.push_back(inputs[2]);
+      checkNode(**cn, hin, what + " (constant)");
+      Expected<std::vector<kir::Kernel>> ks = lowerNode(**cn, "k");
+      ASSERT_TRUE(ks) << ks.error().message();
+      for (const kir::Kernel &k : *ks) {
+        EXPECT_TRUE(k.checks.empty()) << what << " (constant)\n" << kir::printKernel(k);
+        for (const kir::BufferDecl &b : k.buffers)
+          EXPECT_NE(b.role, kir::BufferRole::Status) << what << " (constant)";
+      }
+    }
 }
 
 TEST(LowerDataMovement, Range) {
@@ -399,7 +466,8 @@ TEST(LowerDataMovement, LargeScheduled) {
   ASSERT_TRUE(g);
   Expected<std::vector<kir::Kernel>> ks = lowerNode(*g, "g", testenv::testLowerOptions());
   ASSERT_TRUE(ks);
-  EXPECT_EQ((*ks)[0].schedule.str(), "gpu_grid(i2, i3, i4); split(i4, 16); vectorize(i4.i); parallel(i2)");
+  EXPECT_EQ((*ks)[0].schedule.str(),
+            "gpu_grid(i1, i2, i3); split(i3, 16); vectorize(i3.i); parallel(i1)");
   Value *x = t.input(DType::F32, {257, 259});
   t.check(OpKind::Pad, {x, t.constant(i64Vector({1, 2, 3, 0}))},
           {{"mode", std::string("constant")}}, "pad big");

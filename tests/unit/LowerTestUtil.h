@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <random>
 #include <string>
 #include <vector>
@@ -126,7 +127,9 @@ inline Expected<std::vector<Tensor>> runLowered(const Node &node, const std::vec
     results.push_back(t);
   }
   std::vector<std::vector<char>> scratch(16);
+  std::list<std::vector<char>> status;
   for (kir::Kernel k : *ks) {
+    const int64_t *statusOf = nullptr;
     if (Error e = kir::verifyKernel(k))
       return Error(k.name + ": " + e.message() + "\n" + kir::printKernel(k));
     if (scheduled) {
@@ -151,10 +154,20 @@ inline Expected<std::vector<Tensor>> runLowered(const Node &node, const std::vec
       }
       case kir::BufferRole::Extent:
         return Error(k.name + ": runLowered has no extent buffers (data-dependent shapes)");
+      case kir::BufferRole::Status: { // evaluateKernel zeroes it and reports a failed check
+        std::vector<char> &v = status.emplace_back(static_cast<size_t>(b.numElements) * 8);
+        bufs.push_back(v.data());
+        statusOf = reinterpret_cast<const int64_t *>(v.data());
+        break;
+      }
       }
     }
-    if (Error e = kir::evaluateKernel(k, bufs))
+    if (Error e = kir::evaluateKernel(k, bufs)) {
+      // A failed runtime check is the node's error, as the runtime reports it.
+      if (statusOf && kir::checkStatus(k, statusOf))
+        return e;
       return Error(k.name + ": " + e.message() + "\n" + kir::printKernel(k));
+    }
   }
   return results;
 }
@@ -177,13 +190,19 @@ inline Expected<std::vector<Tensor>> runJit(const Node &node, const std::vector<
     results.push_back(t);
   }
   std::vector<std::vector<char>> scratch(16);
+  std::list<std::vector<char>> status;
   for (const kir::Kernel &k : *ks) {
     std::vector<void *> bufs;
+    const int64_t *statusOf = nullptr;
     for (const kir::BufferDecl &b : k.buffers) {
       if (b.role == kir::BufferRole::Operand) {
         bufs.push_back(const_cast<void *>(ops.at(b.index).rawData()));
       } else if (b.role == kir::BufferRole::Result) {
         bufs.push_back(results.at(b.index).rawData());
+      } else if (b.role == kir::BufferRole::Status) {
+        std::vector<char> &v = status.emplace_back(static_cast<size_t>(b.numElements) * 8, 0);
+        bufs.push_back(v.data());
+        statusOf = reinterpret_cast<const int64_t *>(v.data());
       } else {
         std::vector<char> &v = scratch.at(b.index);
         v.resize(std::max(v.size(), static_cast<size_t>(b.numElements) * dtypeSize(b.dtype)));
@@ -194,6 +213,8 @@ inline Expected<std::vector<Tensor>> runJit(const Node &node, const std::vector<
     if (!fn)
       return Error("no JIT entry point for " + k.name);
     fn(bufs.data());
+    if (statusOf)
+      NNC_TRY(kir::checkStatus(k, statusOf));
   }
   return results;
 }

@@ -288,6 +288,10 @@ enum class BufferRole : uint8_t {
   Extent,  ///< One i64 the kernel writes: the extent of the data-dependent last dim of
            ///< result `index` (NonZero's count). That result's buffer is then sized for the
            ///< largest possible extent and holds the result packed to the actual one.
+  Status,  ///< The kernel's runtime checks (Kernel::checks): two i64 per check, which the
+           ///< runtime zeroes before a run; a kernel whose check c fails writes 1 to element
+           ///< 2c and the offending value to 2c+1 (and goes on without leaving its buffers),
+           ///< and the run then fails with the check's message. `index` is 0.
 };
 
 /// A kernel parameter: a flat buffer of `numElements` elements of `dtype`.
@@ -315,6 +319,14 @@ struct LocalBuffer {
   int64_t numElements;
 };
 inline constexpr int kLocalBufferBase = 1 << 20;
+
+/// A condition a kernel checks at run time (an index within its axis) and the error it
+/// stands for: the message is `before` + the offending value + `after`, worded as the
+/// reference interpreter words the same failure, so every target says the same thing.
+struct RuntimeCheck {
+  std::string before, after;
+  std::string message(int64_t value) const { return before + std::to_string(value) + after; }
+};
 inline bool isLocalBuffer(int b) {
   return b >= kLocalBufferBase;
 }
@@ -323,6 +335,8 @@ struct Kernel {
   std::string name;                ///< A valid C/LLVM identifier, unique in an executable.
   std::vector<BufferDecl> buffers; ///< Parameters, in call order.
   std::vector<LocalBuffer> locals; ///< Work-group local buffers (buffer kLocalBufferBase + i).
+  /// The runtime checks its BufferRole::Status buffer reports (2 elements each).
+  std::vector<RuntimeCheck> checks;
   Stmt body;                       ///< The algorithm (canonical loop nest).
   Schedule schedule;               ///< Applied by applySchedule().
   /// A key for caches and the tuner: the kernel's text without names.
@@ -369,8 +383,14 @@ Stmt expandComposites(const Stmt &body);
 /// expanded. Every backend (LLVM, OpenCL) and the kernel evaluator go through it.
 Expected<Stmt> codegenBody(const Kernel &k);
 
+/// The error of the first failed check in `status` (the 2 * k.checks.size() i64 of the kernel's
+/// BufferRole::Status buffer after a run), or success.
+Error checkStatus(const Kernel &k, const int64_t *status);
+
 /// Runs a kernel directly on buffers (a slow tree-walking evaluator, used in tests to check
-/// lowering independently of code generation). `buffers[i]` points to buffer i's data.
+/// lowering independently of code generation). `buffers[i]` points to buffer i's data. A
+/// status buffer is zeroed first and read after, as the runtime does: a failed runtime check
+/// is the returned error.
 Error evaluateKernel(const Kernel &k, const std::vector<void *> &buffers);
 
 } // namespace nnc::kir

@@ -71,7 +71,9 @@ int nnc_bind_input(nnc_model *model, int i, const void *data, int rank, const in
  * place when it is 64-byte aligned; otherwise the result is copied there after the run. */
 int nnc_bind_output(nnc_model *model, int i, void *data, size_t bytes);
 /* Runs the model on the bound buffers with `threads` threads (0: all cores, 1: this thread
- * only). 0 on success, -1 on error. */
+ * only). 0 on success, -1 on error: also when the data fails a check of the model (an index
+ * out of range for its axis), with the message naming the node in nnc_last_error; the
+ * outputs are then undefined. */
 int nnc_run(nnc_model *model, int threads);
 
 #ifdef __cplusplus
