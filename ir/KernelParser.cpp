@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -118,7 +119,16 @@ private:
     buffers_.clear();
     scope_.clear();
     NNC_TRY(expectKeyword("kernel"));
+    Token nameTok = tok_;
     NNC_ASSIGN_OR_RETURN(k.name, parseName("a kernel name"));
+    // The backends name their functions after it (an OpenCL C kernel, an LLVM function).
+    bool identifier = text::isIdentStart(k.name[0]);
+    for (char c : k.name)
+      identifier = identifier && text::isNameChar(c) && c != '.';
+    if (!identifier)
+      return errorAt(nameTok, fmt::format("kernel name '{}' is not a C identifier", k.name));
+    if (!kernelNames_.insert(k.name).second)
+      return errorAt(nameTok, fmt::format("a kernel named '{}' is already defined", k.name));
     NNC_TRY(expectPunct("("));
     if (!consumePunct(")")) {
       do {
@@ -814,6 +824,7 @@ private:
   std::string file_;
   Token tok_;
   Kernel *k_ = nullptr;
+  std::set<std::string> kernelNames_;
   std::map<std::string, int> buffers_;               ///< Parameters and locals by name.
   std::vector<std::pair<std::string, DType>> scope_; ///< Loop variables and locals.
   int depth_ = 0;

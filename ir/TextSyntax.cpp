@@ -140,7 +140,7 @@ void Lexer::lex() {
         tok_.text = op;
         return;
       }
-    if (std::strchr("+-*/%;!&|^~", c)) {
+    if (c != '\0' && std::strchr("+-*/%;!&|^~", c)) {
       bump();
       tok_.kind = Tok::Punct;
       tok_.text = std::string(1, c);
@@ -188,7 +188,7 @@ void Lexer::lex() {
     tok_.text = std::string(word);
     return;
   }
-  if (std::strchr("()[]{}<>,:=", c)) {
+  if (c != '\0' && std::strchr("()[]{}<>,:=", c)) { // (strchr finds the terminator)
     bump();
     tok_.kind = Tok::Punct;
     tok_.text = std::string(1, c);

@@ -13,7 +13,6 @@
 #include "nnc/ir/Parser.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/passes/Specialize.h"
-#include "nnc/runtime/Executable.h"
 #include "nnc/runtime/Interpreter.h"
 
 using namespace nnc;
@@ -141,11 +140,22 @@ TEST(KernelParserTest, SharedModelKernelsRoundTrip) {
       shapes.push_back(*staticExtents(v->shape()));
     Expected<std::unique_ptr<Graph>> s = specializeShapes(**g, shapes, io.evaluate);
     ASSERT_TRUE(s) << s.error().message();
-    CpuOptions opts;
-    opts.codegen.cpu = ctx.cpu;
-    Expected<std::unique_ptr<Executable>> exe = Executable::compile(**s, opts);
-    ASSERT_TRUE(exe) << exe.error().message();
-    EXPECT_GT(roundTripAll((*exe)->kernels(), name), 0);
+    Expected<std::vector<LoweringUnit>> units = loweringUnits(**s);
+    ASSERT_TRUE(units) << units.error().message();
+    // The kernels an executable is made of, for the CPU and for a generic OpenCL device.
+    tuning::LowerOptions cpu, gpu;
+    cpu.cpu = ctx.cpu;
+    gpu.gpu = GpuTarget::generic();
+    int checked = 0;
+    for (const tuning::LowerOptions *opts : {&cpu, &gpu}) {
+      for (size_t u = 0; u < units->size(); ++u) {
+        Expected<std::vector<kir::Kernel>> ks =
+            lowerUnit((*units)[u], "u" + std::to_string(u) + "_", *opts);
+        ASSERT_TRUE(ks) << ks.error().message();
+        checked += roundTripAll(*ks, std::string(name) + (opts == &gpu ? "/opencl" : ""));
+      }
+    }
+    EXPECT_GT(checked, 0);
   }
 }
 
@@ -199,7 +209,7 @@ TEST(KernelParserTest, PrecedenceAndImmediates) {
 
 TEST(KernelParserTest, QuotedNamesAndNaNPayloads) {
   kir::Kernel k;
-  k.name = "for";
+  k.name = "quoted";
   k.buffers = {kir::BufferDecl{"in put", DType::F32, 4, kir::BufferRole::Operand, 0, false},
                kir::BufferDecl{"var", DType::F32, 4, kir::BufferRole::Result, 0, true}};
   double payload;
@@ -215,7 +225,10 @@ TEST(KernelParserTest, QuotedNamesAndNaNPayloads) {
                               kir::op(OpKind::Add, {kir::load(0, DType::F32, kir::var("if")),
                                                     std::make_shared<const kir::ExprNode>(nan)})));
   std::string text = kir::printKernel(k);
-  EXPECT_NE(text.find("kernel \"for\"(\"in put\": f32[4]"), std::string::npos) << text;
+  EXPECT_NE(text.find("kernel quoted(\"in put\": f32[4] operand 0, \"var\": f32[4]"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("for \"if\" in 0..4 {"), std::string::npos) << text;
   EXPECT_NE(text.find("nan:0x7ff8000000000123f32"), std::string::npos) << text;
   expectRoundTrip(k, "quoted");
 }
@@ -248,8 +261,13 @@ TEST(KernelParserTest, MalformedInputNamesLineAndColumn) {
       {std::string(kHead) + "  var (a, b): f32x4 = x[0..+4]\n}",
        "t.kir:2:15: f32x4 has 4 lanes but 2 locals are declared"},
       {std::string(kHead) + "  y[0] = x[0] $\n}", "t.kir:2:15: unexpected character '$'"},
+      {std::string(kHead) + "  y[0] = x[0] " + std::string(1, '\0') + "\n}",
+       "t.kir:2:15: unexpected character byte 0x00"},
       {std::string(kHead) + "  y[0] = x[0]\n", "t.kir:3:1: expected a statement or '}'"},
       {std::string(kHead) + "}\nschedule: spin(i)", "t.kir:3:11: unknown schedule step 'spin'"},
+      {"kernel \"a b\"() {\n}", "t.kir:1:8: kernel name 'a b' is not a C identifier"},
+      {std::string(kHead) + "}\n" + kHead + "}",
+       "t.kir:3:8: a kernel named 'k' is already defined"},
       {std::string(kHead) + "  y[0] = " + std::string(2000, '(') + "x[0]\n}", "nest too deeply"},
   };
   for (const auto &c : cases) {
