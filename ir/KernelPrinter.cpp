@@ -1,9 +1,37 @@
 // The kernel-level IR's text form (printKernel, printStmt, printExpr) and kernel signatures.
+// KernelParser.cpp reads it back: every field of a kernel is in it.
+//
+//   kernel  ::= 'kernel' name '(' buffer,* ')' '{' local* stmt* '}' ['schedule:' step (';' step)*]
+//   buffer  ::= name ':' dtype '[' int ']' role int ['written'] ['per_thread']
+//   local   ::= 'local' name ':' dtype '[' int ']'
+//   stmt    ::= 'for' name 'in' '0..' expr [kind ['(' axis ')']] ['independent'] '{' stmt* '}'
+//             | name '[' expr ']' '=' expr                          (store)
+//             | name '[' expr '..+' N ']' '=' '(' expr,* ')'        (vector store)
+//             | 'var' name ':' dtype '=' expr                       (local)
+//             | 'var' '(' name,* ')' ':' dtype 'x' N '=' name '[' expr '..+' N ']'
+//             | name ('=' | '=reassoc' | '=reassoc,ignore_nan') expr  (assignment)
+//             | 'if' expr '{' stmt* '}' ['else' '{' stmt* '}']
+//             | 'barrier' | '{' stmt* '}'
+//             | 'gemm_tile' MR'x'NR c '[' expr '; ldc' int ']' ['+'] '=' a '[' expr '; lda' int
+//               ', ak' int ']' '*' b '[' expr '; ldb' int [', prefetch +' int [' row k >>' int]]
+//               ']' 'over k <' expr
+//   expr    ::= expr infix expr | op['.strict'] '(' expr,* ')' | 'fma'['.strict'] '(' ... ')'
+//             | 'rem(' ... ')' | 'libm.' fn '(' ... ')' | ('cast' | 'bitcast') '<' dtype opts '>'
+//             '(' expr ')' | name '[' expr ']' | name | immediate | '(' expr ')'
+// Immediates carry their dtype (`3i32`, `0.5f32`, `inff64`) except i64 (`3`) and bool
+// (`true`). A nested operand of an infix operator is parenthesized, so the text never
+// depends on precedence. Names are bare identifiers, else quoted (TextSyntax.h), as are names
+// that read as keywords. The braces of a loop, an if or the kernel are its block; a block
+// nested in a block prints its own braces when it declares locals (their scope ends there),
+// else its statements print in place.
 #include "nnc/ir/Kernel.h"
 
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
+
+#include "TextSyntax.h"
 
 namespace nnc::kir {
 
@@ -18,7 +46,7 @@ struct Printer {
       return fmt::format("local{}", b - kLocalBufferBase);
     if (anonymous || !kernel || !kernel->hasBuffer(b))
       return fmt::format("b{}", b);
-    return kernel->bufferName(b);
+    return text::kernelName(kernel->bufferName(b));
   }
 
   static const char *infix(OpKind k) {
@@ -41,8 +69,13 @@ struct Printer {
 
   static std::string floatText(double v, DType t) {
     std::string s;
-    if (std::isnan(v))
-      s = "nan";
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    uint64_t signBit = uint64_t(1) << 63;
+    if (std::isnan(v) && (bits & ~signBit) == text::kCanonicalNaN64)
+      s = bits & signBit ? "-nan" : "nan";
+    else if (std::isnan(v))
+      s = fmt::format("nan:0x{:016x}", bits); // 16 digits: the dtype suffix follows
     else if (std::isinf(v))
       s = v < 0 ? "-inf" : "inf";
     else {
@@ -73,7 +106,8 @@ struct Printer {
         return fmt::format("{}u64", static_cast<uint64_t>(e->intValue));
       return fmt::format("{}{}", e->intValue, dtypeName(e->type));
     case ExprKind::FloatImm: return floatText(e->floatValue, e->type);
-    case ExprKind::Var: return e->name;
+    case ExprKind::Var:
+      return text::kernelName(e->name);
     case ExprKind::Load:
       return fmt::format("{}[{}]", bufferName(e->buffer), e->args.empty() ? "?" : expr(e->args[0]));
     case ExprKind::Cast: {
@@ -97,7 +131,7 @@ struct Printer {
       return fmt::format("bitcast<{}>({})", dtypeName(e->type),
                          e->args.empty() ? "?" : expr(e->args[0]));
     case ExprKind::Fma:
-      return call("fma", e->args);
+      return call(e->strict ? "fma.strict" : "fma", e->args);
     case ExprKind::Rem:
       return call("rem", e->args);
     case ExprKind::Call:
@@ -106,7 +140,17 @@ struct Printer {
     return "?";
   }
 
-  void stmt(const Stmt &s, int indent, std::string &out) const {
+  /// True when block `s` itself declares locals, whose scope ends with it.
+  static bool declaresLocals(const StmtNode &s) {
+    for (const Stmt &b : s.body)
+      if (b && (b->kind == StmtKind::Decl || b->kind == StmtKind::VecLoad))
+        return true;
+    return false;
+  }
+
+  /// `s` at `indent`; `inBlock`: s is a statement of a block (not the one statement of a
+  /// loop, an if branch or the kernel, whose braces already delimit a block).
+  void stmt(const Stmt &s, int indent, std::string &out, bool inBlock = false) const {
     std::string pad(indent * 2, ' ');
     if (!s) {
       out += pad + "<null>\n";
@@ -114,12 +158,13 @@ struct Printer {
     }
     switch (s->kind) {
     case StmtKind::For:
-      out += fmt::format("{}for {} in 0..{}{}{}{} {{\n", pad, s->name, expr(s->extent),
-                         s->loopKind == LoopKind::Serial ? "" : " ",
+      out += fmt::format("{}for {} in 0..{}{}{}{}{} {{\n", pad, text::kernelName(s->name),
+                         expr(s->extent), s->loopKind == LoopKind::Serial ? "" : " ",
                          s->loopKind == LoopKind::Serial ? "" : loopKindName(s->loopKind),
                          s->loopKind == LoopKind::GpuBlock || s->loopKind == LoopKind::GpuThread
                              ? fmt::format("({})", s->gpuAxis)
-                             : "");
+                             : "",
+                         s->independent ? " independent" : "");
       for (const Stmt &b : s->body)
         stmt(b, indent + 1, out);
       out += pad + "}\n";
@@ -129,11 +174,12 @@ struct Printer {
                          expr(s->value));
       return;
     case StmtKind::Decl:
-      out += fmt::format("{}var {}: {} = {}\n", pad, s->name, dtypeName(s->type), expr(s->value));
+      out += fmt::format("{}var {}: {} = {}\n", pad, text::kernelName(s->name), dtypeName(s->type),
+                         expr(s->value));
       return;
     case StmtKind::Assign:
-      out += fmt::format("{}{} {} {}\n", pad, s->name,
-                         s->ignoresNaN    ? "=reassoc,ignore-nan"
+      out += fmt::format("{}{} {} {}\n", pad, text::kernelName(s->name),
+                         s->ignoresNaN    ? "=reassoc,ignore_nan"
                          : s->reassociate ? "=reassoc"
                                           : "=",
                          expr(s->value));
@@ -149,8 +195,15 @@ struct Printer {
       out += pad + "}\n";
       return;
     case StmtKind::Block:
+      if (inBlock && declaresLocals(*s)) {
+        out += pad + "{\n";
+        for (const Stmt &b : s->body)
+          stmt(b, indent + 1, out, true);
+        out += pad + "}\n";
+        return;
+      }
       for (const Stmt &b : s->body)
-        stmt(b, indent, out);
+        stmt(b, indent, out, true);
       return;
     case StmtKind::Barrier:
       out += pad + "barrier\n";
@@ -158,7 +211,7 @@ struct Printer {
     case StmtKind::VecLoad: {
       std::string names;
       for (size_t l = 0; l < s->names.size(); ++l)
-        names += (l ? ", " : "") + s->names[l];
+        names += (l ? ", " : "") + text::kernelName(s->names[l]);
       out += fmt::format("{}var ({}): {}x{} = {}[{}..+{}]\n", pad, names, dtypeName(s->type),
                          s->names.size(), bufferName(s->buffer), expr(s->index), s->names.size());
       return;
@@ -200,12 +253,13 @@ struct Printer {
   }
 
   std::string kernelText(const Kernel &k) const {
-    std::string out = fmt::format("kernel {}(", anonymous ? std::string("_") : k.name);
+    std::string out =
+        fmt::format("kernel {}(", anonymous ? std::string("_") : text::kernelName(k.name));
     for (size_t b = 0; b < k.buffers.size(); ++b) {
       const BufferDecl &d = k.buffers[b];
       out += fmt::format("{}{}: {}[{}] {} {}{}{}", b ? ", " : "", bufferName(static_cast<int>(b)),
                          dtypeName(d.dtype), d.numElements, roleName(d.role), d.index,
-                         d.written ? " written" : "", d.perThread ? " per-thread" : "");
+                         d.written ? " written" : "", d.perThread ? " per_thread" : "");
     }
     out += ") {\n";
     for (size_t l = 0; l < k.locals.size(); ++l)

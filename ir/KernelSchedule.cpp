@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "TextSyntax.h"
 #include "nnc/ir/Kernel.h"
 
 namespace nnc::kir {
@@ -13,24 +14,28 @@ namespace {
 
 std::string stepStr(const ScheduleStep &s) {
   switch (s.kind) {
-  case ScheduleStep::Split: return fmt::format("split({}, {})", s.loop, s.factor);
+  case ScheduleStep::Split:
+    return fmt::format("split({}, {})", text::kernelName(s.loop), s.factor);
   case ScheduleStep::Reorder: {
     std::string r = "reorder(";
     for (size_t k = 0; k < s.loops.size(); ++k)
-      r += (k ? ", " : "") + s.loops[k];
+      r += (k ? ", " : "") + text::kernelName(s.loops[k]);
     return r + ")";
   }
-  case ScheduleStep::Vectorize: return fmt::format("vectorize({})", s.loop);
-  case ScheduleStep::Unroll: return fmt::format("unroll({})", s.loop);
-  case ScheduleStep::Parallel: return fmt::format("parallel({})", s.loop);
+  case ScheduleStep::Vectorize:
+    return fmt::format("vectorize({})", text::kernelName(s.loop));
+  case ScheduleStep::Unroll:
+    return fmt::format("unroll({})", text::kernelName(s.loop));
+  case ScheduleStep::Parallel:
+    return fmt::format("parallel({})", text::kernelName(s.loop));
   case ScheduleStep::GpuBlocks:
-    return fmt::format("gpu_blocks({}, {})", s.loop, s.factor);
+    return fmt::format("gpu_blocks({}, {})", text::kernelName(s.loop), s.factor);
   case ScheduleStep::GpuThreads:
-    return fmt::format("gpu_threads({}, {})", s.loop, s.factor);
+    return fmt::format("gpu_threads({}, {})", text::kernelName(s.loop), s.factor);
   case ScheduleStep::GpuGrid: {
     std::string r = "gpu_grid(";
     for (size_t k = 0; k < s.loops.size(); ++k)
-      r += (k ? ", " : "") + s.loops[k];
+      r += (k ? ", " : "") + text::kernelName(s.loops[k]);
     return r + ")";
   }
   }

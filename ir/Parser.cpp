@@ -1,5 +1,5 @@
-// The text-IR parser: a hand-written lexer and recursive-descent parser for the grammar in
-// ir/Printer.cpp. Every malformed input gives "FILE:LINE:COL: message".
+// The text-IR parser: a recursive-descent parser, over the lexer of TextSyntax.h, for the
+// grammar in ir/Printer.cpp. Every malformed input gives "FILE:LINE:COL: message".
 #include "nnc/ir/Parser.h"
 
 #include <charconv>
@@ -18,74 +18,23 @@ namespace nnc {
 
 namespace {
 
-enum class Tok { Eof, Ident, Number, String, ValueName, AtName, Punct, Arrow, Bad };
-
-struct Token {
-  Tok kind = Tok::Eof;
-  std::string text; ///< Decoded for strings and names; the error message for Bad.
-  int line = 1, col = 1;
-};
-
-std::string charStr(char c) {
-  unsigned char u = static_cast<unsigned char>(c);
-  return u >= 0x20 && u < 0x7f ? fmt::format("'{}'", c) : fmt::format("byte 0x{:02x}", u);
-}
-
-std::string describe(const Token &t) {
-  switch (t.kind) {
-  case Tok::Eof:
-    return "end of file";
-  case Tok::Ident:
-    return fmt::format("'{}'", t.text);
-  case Tok::Number:
-    return fmt::format("number {}", t.text);
-  case Tok::String:
-    return "a string";
-  case Tok::ValueName:
-    return fmt::format("value %{}", t.text);
-  case Tok::AtName:
-    return fmt::format("@{}", t.text);
-  case Tok::Punct:
-    return fmt::format("'{}'", t.text);
-  case Tok::Arrow:
-    return "'->'";
-  case Tok::Bad:
-    return t.text;
-  }
-  return "?";
-}
+using text::charStr;
+using text::describe;
+using text::Tok;
+using text::Token;
 
 class Parser {
 public:
-  Parser(std::string_view src, std::string file) : src_(src), file_(std::move(file)) { advance(); }
+  Parser(std::string_view src, std::string file) : lexer_(src), file_(std::move(file)) {
+    advance();
+  }
 
   Expected<std::unique_ptr<Graph>> parse();
 
 private:
   /// One `graph @name(...) -> (...) { ... }`, the top-level one or a loop node's body.
   Expected<std::unique_ptr<Graph>> parseOneGraph();
-  // ---- Lexer ------------------------------------------------------------------------------
-  char peekChar(size_t ahead = 0) const {
-    return pos_ + ahead < src_.size() ? src_[pos_ + ahead] : '\0';
-  }
-  bool atEnd(size_t ahead = 0) const { return pos_ + ahead >= src_.size(); }
-  void bump() {
-    if (src_[pos_] == '\n') {
-      ++line_;
-      col_ = 1;
-    } else {
-      ++col_;
-    }
-    ++pos_;
-  }
-  void advance();
-  bool lexString(std::string &out);
-  bool lexName(std::string &out);
-  void lexNumber();
-  void badToken(std::string msg) {
-    tok_.kind = Tok::Bad;
-    tok_.text = std::move(msg);
-  }
+  void advance() { tok_ = lexer_.next(); }
 
   // ---- Parser helpers ---------------------------------------------------------------------
   Error errorAt(const Token &t, const std::string &msg) const {
@@ -123,291 +72,20 @@ private:
   Expected<int64_t> intOf(const Token &t);
   Expected<double> doubleOf(const Token &t);
 
-  std::string_view src_;
+  text::Lexer lexer_;
   std::string file_;
-  size_t pos_ = 0;
-  int line_ = 1, col_ = 1;
   Token tok_;
   std::unique_ptr<Graph> g_;
 };
-
-void Parser::advance() {
-  // Skip white space and // comments.
-  for (;;) {
-    if (atEnd())
-      break;
-    char c = peekChar();
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-      bump();
-    } else if (c == '/' && peekChar(1) == '/') {
-      while (!atEnd() && peekChar() != '\n')
-        bump();
-    } else {
-      break;
-    }
-  }
-  tok_ = Token();
-  tok_.line = line_;
-  tok_.col = col_;
-  if (atEnd())
-    return;
-  char c = peekChar();
-  if (c == '%' || c == '@') {
-    bump();
-    tok_.kind = c == '%' ? Tok::ValueName : Tok::AtName;
-    if (!lexName(tok_.text))
-      return;
-    return;
-  }
-  if (c == '"') {
-    tok_.kind = Tok::String;
-    lexString(tok_.text);
-    return;
-  }
-  if (c == '-' && peekChar(1) == '>') {
-    bump();
-    bump();
-    tok_.kind = Tok::Arrow;
-    return;
-  }
-  if (c == '-' || (c >= '0' && c <= '9')) {
-    lexNumber();
-    return;
-  }
-  if (text::isIdentStart(c)) {
-    size_t start = pos_;
-    while (!atEnd() && text::isNameChar(peekChar()))
-      bump();
-    std::string_view word = src_.substr(start, pos_ - start);
-    if (word == "inf" || word == "nan") {
-      pos_ = start;
-      col_ -= static_cast<int>(word.size());
-      lexNumber();
-      return;
-    }
-    tok_.kind = Tok::Ident;
-    tok_.text = std::string(word);
-    return;
-  }
-  if (std::strchr("()[]{}<>,:=", c)) {
-    bump();
-    tok_.kind = Tok::Punct;
-    tok_.text = std::string(1, c);
-    return;
-  }
-  badToken(fmt::format("unexpected character {}", charStr(c)));
-}
-
-bool Parser::lexName(std::string &out) {
-  if (peekChar() == '"')
-    return lexString(out);
-  size_t start = pos_;
-  while (!atEnd() && text::isNameChar(peekChar()))
-    bump();
-  if (pos_ == start) {
-    badToken(atEnd() ? "expected a name, got end of file"
-                     : fmt::format("expected a name, got {}", charStr(peekChar())));
-    return false;
-  }
-  out = std::string(src_.substr(start, pos_ - start));
-  return true;
-}
-
-bool Parser::lexString(std::string &out) {
-  bump(); // opening quote
-  out.clear();
-  for (;;) {
-    // Fast path for runs of plain characters (hex blobs of big constants).
-    size_t run = src_.find_first_of("\"\\\n", pos_);
-    if (run == std::string_view::npos)
-      run = src_.size();
-    out.append(src_.data() + pos_, run - pos_);
-    col_ += static_cast<int>(run - pos_);
-    pos_ = run;
-    if (atEnd() || peekChar() == '\n') {
-      badToken("unterminated string");
-      return false;
-    }
-    char c = peekChar();
-    bump();
-    if (c == '"')
-      return true;
-    if (c != '\\') {
-      out += c;
-      continue;
-    }
-    if (atEnd()) {
-      badToken("unterminated string");
-      return false;
-    }
-    char e = peekChar();
-    bump();
-    switch (e) {
-    case '"':
-      out += '"';
-      break;
-    case '\\':
-      out += '\\';
-      break;
-    case 'n':
-      out += '\n';
-      break;
-    case 't':
-      out += '\t';
-      break;
-    case 'x': {
-      auto hexVal = [](char h) {
-        if (h >= '0' && h <= '9')
-          return h - '0';
-        if (h >= 'a' && h <= 'f')
-          return h - 'a' + 10;
-        if (h >= 'A' && h <= 'F')
-          return h - 'A' + 10;
-        return -1;
-      };
-      int hi = atEnd() ? -1 : hexVal(peekChar());
-      int lo = atEnd(1) ? -1 : hexVal(peekChar(1));
-      if (hi < 0 || lo < 0) {
-        badToken("\\x in a string must be followed by two hex digits");
-        return false;
-      }
-      bump();
-      bump();
-      out += static_cast<char>(hi * 16 + lo);
-      break;
-    }
-    default:
-      badToken(fmt::format("unknown escape \\{} in a string", e));
-      return false;
-    }
-  }
-}
-
-void Parser::lexNumber() {
-  size_t start = pos_;
-  if (peekChar() == '-')
-    bump();
-  if (text::isIdentStart(peekChar())) {
-    // inf, nan or nan:0xBITS.
-    size_t wordStart = pos_;
-    while (!atEnd() &&
-           ((peekChar() >= 'a' && peekChar() <= 'z') || (peekChar() >= 'A' && peekChar() <= 'Z')))
-      bump();
-    std::string_view word = src_.substr(wordStart, pos_ - wordStart);
-    if (word == "nan" && peekChar() == ':' && peekChar(1) == '0' && peekChar(2) == 'x') {
-      bump();
-      while (!atEnd() && text::isNameChar(peekChar()))
-        bump();
-    }
-  } else {
-    bool hex = peekChar() == '0' && (peekChar(1) == 'x' || peekChar(1) == 'X');
-    while (!atEnd()) {
-      char c = peekChar();
-      // (A number can start the text: there is no character before it.)
-      char prev = pos_ > 0 ? src_[pos_ - 1] : '\0';
-      if (text::isNameChar(c) || (!hex && (c == '+' || c == '-') && (prev == 'e' || prev == 'E')))
-        bump();
-      else
-        break;
-    }
-  }
-  tok_.kind = Tok::Number;
-  tok_.text = std::string(src_.substr(start, pos_ - start));
-  if (tok_.text == "-")
-    badToken("expected a number after '-'");
-}
-
-// ---- Numbers ----------------------------------------------------------------------------
-
-bool looksFloat(const std::string &s) {
-  if (s.find("0x") != std::string::npos || s.find("0X") != std::string::npos)
-    return s.rfind("nan", 0) == 0 || s.rfind("-nan", 0) == 0;
-  return s.find_first_of(".eEin") != std::string::npos;
-}
-
-/// Parses an integer (decimal or 0x hex, optional '-') into a 128-bit-ish pair: magnitude
-/// and sign. Returns false on a malformed number or a magnitude above 2^64-1.
-bool parseIntText(const std::string &s, bool &negative, uint64_t &magnitude) {
-  const char *p = s.data(), *end = s.data() + s.size();
-  negative = p < end && *p == '-';
-  if (negative)
-    ++p;
-  int base = 10;
-  if (end - p > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
-    base = 16;
-    p += 2;
-  }
-  if (p == end)
-    return false;
-  auto r = std::from_chars(p, end, magnitude, base);
-  return r.ec == std::errc() && r.ptr == end;
-}
-
-/// Exact bits of a float literal for a float dtype (f32, f64, f16, bf16).
-Expected<uint64_t> floatBitsOf(const std::string &s, DType dtype) {
-  int width = static_cast<int>(dtypeSize(dtype)) * 8;
-  uint64_t signBit = uint64_t(1) << (width - 1);
-  uint64_t canonical = dtype == DType::F64   ? text::kCanonicalNaN64
-                       : dtype == DType::F32 ? text::kCanonicalNaN32
-                       : dtype == DType::F16 ? text::kCanonicalNaNF16
-                                             : text::kCanonicalNaNBF16;
-  if (s == "nan")
-    return canonical;
-  if (s == "-nan")
-    return canonical | signBit;
-  if (s.rfind("nan:", 0) == 0) {
-    bool neg;
-    uint64_t bits;
-    if (!parseIntText(s.substr(4), neg, bits) || neg)
-      return makeError("malformed NaN bits '{}'", s);
-    if (width < 64 && bits >> width)
-      return makeError("NaN bits '{}' do not fit {}", s, dtypeName(dtype));
-    return bits;
-  }
-  const char *b = s.data(), *e = s.data() + s.size();
-  bool isInf = s == "inf" || s == "-inf";
-  if (dtype == DType::F64) {
-    double d;
-    if (isInf) {
-      d = s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
-    } else {
-      auto r = std::from_chars(b, e, d);
-      if (r.ec == std::errc::result_out_of_range)
-        return makeError("{} is out of range for {}", s, dtypeName(dtype));
-      if (r.ec != std::errc() || r.ptr != e)
-        return makeError("malformed number '{}'", s);
-    }
-    uint64_t bits;
-    std::memcpy(&bits, &d, 8);
-    return bits;
-  }
-  float f;
-  if (isInf) {
-    f = s[0] == '-' ? -HUGE_VALF : HUGE_VALF;
-  } else {
-    auto r = std::from_chars(b, e, f);
-    if (r.ec == std::errc::result_out_of_range)
-      return makeError("{} is out of range for {}", s, dtypeName(dtype));
-    if (r.ec != std::errc() || r.ptr != e)
-      return makeError("malformed number '{}'", s);
-  }
-  if (dtype == DType::F32)
-    return uint64_t(floatBits(f));
-  uint16_t h = dtype == DType::F16 ? floatToHalf(f) : floatToBf16(f);
-  float back = dtype == DType::F16 ? halfToFloat(h) : bf16ToFloat(h);
-  if (std::isinf(back) && !isInf)
-    return makeError("{} is out of range for {}", s, dtypeName(dtype));
-  return uint64_t(h);
-}
 
 Expected<int64_t> Parser::intOf(const Token &t) {
   bool neg;
   uint64_t mag;
   if (t.kind != Tok::Number)
     return errorAt(t, fmt::format("expected an integer, got {}", describe(t)));
-  if (looksFloat(t.text))
+  if (text::looksFloat(t.text))
     return errorAt(t, fmt::format("expected an integer, got {}", t.text));
-  if (!parseIntText(t.text, neg, mag) || (!neg && mag > uint64_t(INT64_MAX)) ||
+  if (!text::parseIntText(t.text, neg, mag) || (!neg && mag > uint64_t(INT64_MAX)) ||
       (neg && mag > uint64_t(INT64_MAX) + 1))
     return errorAt(t, fmt::format("malformed or out-of-range integer {}", t.text));
   return neg ? static_cast<int64_t>(0 - mag) : static_cast<int64_t>(mag);
@@ -416,7 +94,7 @@ Expected<int64_t> Parser::intOf(const Token &t) {
 Expected<double> Parser::doubleOf(const Token &t) {
   if (t.kind != Tok::Number)
     return errorAt(t, fmt::format("expected a number, got {}", describe(t)));
-  Expected<uint64_t> bits = floatBitsOf(t.text, DType::F64);
+  Expected<uint64_t> bits = text::floatBitsOf(t.text, DType::F64);
   if (!bits)
     return errorAt(t, bits.error().message());
   double d;
@@ -476,7 +154,7 @@ Error Parser::parseElement(const Token &t, DType dtype, void *dst) {
   if (t.kind != Tok::Number && !(t.kind == Tok::Ident && dtype == DType::Bool))
     return errorAt(t, fmt::format("expected a {} element, got {}", dtypeName(dtype), describe(t)));
   if (isFloat(dtype)) {
-    Expected<uint64_t> bits = floatBitsOf(t.text, dtype);
+    Expected<uint64_t> bits = text::floatBitsOf(t.text, dtype);
     if (!bits)
       return errorAt(t, bits.error().message());
     if (dtype == DType::F64) {
@@ -503,7 +181,7 @@ Error Parser::parseElement(const Token &t, DType dtype, void *dst) {
   }
   bool neg;
   uint64_t mag;
-  if (looksFloat(t.text) || !parseIntText(t.text, neg, mag))
+  if (text::looksFloat(t.text) || !text::parseIntText(t.text, neg, mag))
     return errorAt(t,
                    fmt::format("expected an integer {} element, got {}", dtypeName(dtype), t.text));
   int bits = static_cast<int>(dtypeSize(dtype)) * 8;
@@ -606,7 +284,7 @@ Error Parser::parseAttr(const OpInfo &info, AttrMap &attrs) {
   };
   switch (spec->kind) {
   case AttrKind::Int: {
-    if (tok_.kind != Tok::Number || looksFloat(tok_.text))
+    if (tok_.kind != Tok::Number || text::looksFloat(tok_.text))
       return wrongKind();
     Expected<int64_t> v = intOf(tok_);
     if (!v)
@@ -651,7 +329,7 @@ Error Parser::parseAttr(const OpInfo &info, AttrMap &attrs) {
     if (!isPunct(']')) {
       for (;;) {
         if (spec->kind == AttrKind::Ints) {
-          if (tok_.kind == Tok::Number && looksFloat(tok_.text))
+          if (tok_.kind == Tok::Number && text::looksFloat(tok_.text))
             return errorAt(tok_, fmt::format("attribute '{}' of '{}' must be ints, got {}", key,
                                              info.name, tok_.text));
           Expected<int64_t> v = intOf(tok_);

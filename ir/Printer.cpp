@@ -37,39 +37,12 @@ namespace nnc {
 
 namespace {
 
-std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (c >= 0x20 && c < 0x7f)
-        out += static_cast<char>(c);
-      else
-        out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  out += '"';
-  return out;
-}
-
 /// A value, node or graph name: bare when every character is a name character.
 std::string name(std::string_view s) {
   bool bare = !s.empty();
   for (char c : s)
     bare = bare && text::isNameChar(c);
-  return bare ? std::string(s) : quote(s);
+  return bare ? std::string(s) : text::quote(s);
 }
 
 /// A symbolic dim: bare when it is an identifier that cannot be read as a number.
@@ -77,7 +50,7 @@ std::string symbol(std::string_view s) {
   bool bare = !s.empty() && text::isIdentStart(s[0]) && s != "inf" && s != "nan";
   for (char c : s)
     bare = bare && text::isNameChar(c) && c != '.';
-  return bare ? std::string(s) : quote(s);
+  return bare ? std::string(s) : text::quote(s);
 }
 
 std::string typeStr(const TensorType &t) {
@@ -199,7 +172,7 @@ std::string attrStr(const Attribute &a, const PrintOptions &opts) {
   case AttrKind::Float:
     return doubleStr(std::get<double>(a));
   case AttrKind::String:
-    return quote(std::get<std::string>(a));
+    return text::quote(std::get<std::string>(a));
   case AttrKind::Ints: {
     std::string out = "[";
     for (int64_t v : std::get<std::vector<int64_t>>(a))

@@ -5,30 +5,34 @@
 #
 # TARGET: onnx_import (model bytes -> load, check, import, optimize, verify, interpret when
 # small), text_ir (the .nir parser as nnc-opt reads it, the print/parse round trip, the
-# default pipeline) or tensor_file (the .pb TensorProto and .npy readers).
+# default pipeline), kernel_ir (the .kir parser, the print/parse round trip, the verifier and
+# the backends' body of verified kernels) or tensor_file (the .pb TensorProto and .npy
+# readers).
 #
 # The build is clang-15 with -fsanitize=fuzzer,address in $NNC_FUZZ_BUILD_DIR (default
 # build-fuzz/); extra cmake arguments come from $NNC_FUZZ_CMAKE_ARGS (say a ccache launcher).
 # The seed corpus is made once from the ONNX node tests ($NNC_SHARED, else ../shared) and the
-# lit tests' .nir files; the corpus grows in build-fuzz/corpus/TARGET across runs. An input
-# that crashes, leaks, takes over $NNC_FUZZ_TIMEOUT seconds (default 10) or makes the process
-# over $NNC_FUZZ_RSS_MB MiB (default 2048) is a finding: it lands in build-fuzz/findings/TARGET/
-# (crash-*, leak-*, timeout-*, oom-*). The run keeps going past findings (libFuzzer's fork
-# mode) unless NNC_FUZZ_STOP=1, and exits 1 when it made any. Reproduce one with
+# lit tests' .nir and .kir files; the corpus grows in build-fuzz/corpus/TARGET across runs. An
+# input that crashes, leaks, takes over $NNC_FUZZ_TIMEOUT seconds (default 10) or makes the
+# process over $NNC_FUZZ_RSS_MB MiB (default 2048) is a finding: it lands in
+# build-fuzz/findings/TARGET/ (crash-*, leak-*, timeout-*, oom-*). The run keeps going past
+# findings (libFuzzer's fork mode) unless NNC_FUZZ_STOP=1, and exits 1 when it made any.
+# Reproduce one with
 #   build-fuzz/tests/fuzz/fuzz_TARGET FILE
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 if [ $# -lt 2 ]; then
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 TARGET=$1
 SECONDS_TO_RUN=$2
 shift 2
 case "$TARGET" in
-  onnx_import | text_ir | tensor_file) ;;
-  *) echo "fuzz.sh: unknown target '$TARGET' (onnx_import, text_ir, tensor_file)" >&2; exit 2 ;;
+  onnx_import | text_ir | kernel_ir | tensor_file) ;;
+  *) echo "fuzz.sh: unknown target '$TARGET' (onnx_import, text_ir, kernel_ir, tensor_file)" >&2
+    exit 2 ;;
 esac
 BUILD_DIR=${NNC_FUZZ_BUILD_DIR:-build-fuzz}
 SHARED=${NNC_SHARED:-$ROOT/../shared}
@@ -67,8 +71,8 @@ if [ ! -d "$SEEDS" ]; then
         echo "fuzz.sh: no ONNX node tests at $SHARED/onnx-tests; starting from an empty corpus"
       fi
       ;;
-    text_ir)
-      find tests/lit -name '*.nir' | while read -r f; do
+    text_ir | kernel_ir)
+      find tests/lit -name "*.$([ "$TARGET" = text_ir ] && echo nir || echo kir)" | while read -r f; do
         cp "$f" "$SEEDS.tmp/$(echo "${f#tests/lit/}" | tr / _)"
       done
       ;;

@@ -1,6 +1,6 @@
 # lit configuration of nnc's text-in/text-out tests. Runs from the build's lit.site.cfg.py,
-# which sets the tool paths. A test is a .nir file whose `// RUN:` lines use the tools
-# below; `// CHECK:` lines are FileCheck patterns.
+# which sets the tool paths. A test is a .nir (graph IR) or .kir (kernel IR) file whose
+# `// RUN:` lines use the tools below; `// CHECK:` lines are FileCheck patterns.
 #
 # Substitutions: nnc-opt, nnc (the CLI; tests that need it say `REQUIRES: nnc-cli`),
 # FileCheck, not, split-file. Tool directories are also put first on PATH.
@@ -9,7 +9,7 @@ import lit.formats
 
 config.name = "nnc"
 config.test_format = lit.formats.ShTest(execute_external=False)
-config.suffixes = [".nir"]
+config.suffixes = [".nir", ".kir"]
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.nnc_obj_root, "tests", "lit")

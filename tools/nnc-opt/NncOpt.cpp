@@ -1,9 +1,14 @@
-// nnc-opt: reads text IR, verifies it, runs a pass pipeline and prints the result as text IR.
+// nnc-opt: reads text IR, verifies it, runs a pass pipeline and prints the result as text IR;
+// or reads kernel IR, verifies it, applies schedules and expands composite ops.
 //
 //   nnc-opt FILE.nir [--passes=a,b] [--print-ir-after=PASS] [--print-ir-after-all]
 //           [--verify-each=true|false] [--verify-input=true|false] [--stats] [-o OUT]
+//   nnc-opt FILE.kir [--apply-schedule] [--expand-composites] [--verify-each=...]
+//           [--verify-input=...] [-o OUT]
 //
-// FILE "-" (the default) reads stdin. Errors go to stderr as one line and exit with 1.
+// FILE "-" (the default) reads stdin (kernel IR with --kir). Errors go to stderr as one line
+// and exit with 1. nnc-opt links no code generator (tests/core/check_layering.sh): the LLVM IR
+// and OpenCL C of a kernel file come from `nnc inspect FILE.kir --kernels --llvm|--opencl`.
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -11,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "nnc/ir/KernelParser.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/ir/Printer.h"
 #include "nnc/ir/Verifier.h"
@@ -31,10 +37,76 @@ std::string passList() {
   return out.empty() ? "\n  (none)" : out;
 }
 
+/// Writes `text` to OUT (stdout for "" or "-").
+int writeOutput(const std::string &output, const std::string &text) {
+  if (output.empty() || output == "-") {
+    std::cout << text;
+    std::cout.flush();
+    if (!std::cout)
+      return fail("nnc-opt: error writing stdout");
+    return 0;
+  }
+  std::ofstream out(output, std::ios::binary);
+  if (!out)
+    return fail(fmt::format("{}: cannot open for writing", output));
+  out << text;
+  out.close();
+  if (!out)
+    return fail(fmt::format("{}: write error", output));
+  return 0;
+}
+
+struct KernelActions {
+  bool applySchedule = false;
+  bool expandComposites = false;
+  bool verifyInput = true;
+  bool verifyEach = true;
+};
+
+/// The kernel-IR mode: parse, verify, apply the schedules, expand composites (in the order
+/// codegenBody has them), print.
+int runKernels(const std::string &input, const std::string &output, const KernelActions &a) {
+  nnc::Expected<std::vector<nnc::kir::Kernel>> kernels = nnc::makeError("unreachable");
+  if (input == "-") {
+    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    kernels = nnc::kir::parseKernels(text, "<stdin>");
+  } else {
+    kernels = nnc::kir::parseKernelFile(input);
+  }
+  if (!kernels)
+    return fail(kernels.error().message());
+  std::string text;
+  for (nnc::kir::Kernel &k : *kernels) {
+    if (a.verifyInput)
+      if (nnc::Error e = nnc::kir::verifyKernel(k))
+        return fail(input + ": " + e.message());
+    if (a.applySchedule) {
+      nnc::Expected<nnc::kir::Stmt> body = nnc::kir::applySchedule(k);
+      if (!body)
+        return fail(fmt::format("{}: kernel {}: {}", input, k.name, body.error().message()));
+      k.body = *body;
+      k.schedule = {};
+      if (a.verifyEach)
+        if (nnc::Error e = nnc::kir::verifyKernel(k))
+          return fail(input + ": after --apply-schedule: " + e.message());
+    }
+    if (a.expandComposites) {
+      k.body = nnc::kir::expandComposites(k.body);
+      if (a.verifyEach)
+        if (nnc::Error e = nnc::kir::verifyKernel(k))
+          return fail(input + ": after --expand-composites: " + e.message());
+    }
+    text += (text.empty() ? "" : "\n") + nnc::kir::printKernel(k);
+  }
+  return writeOutput(output, text);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"nnc-opt: reads text IR (.nir), verifies it, runs passes, prints text IR."};
+  CLI::App app{"nnc-opt: reads text IR (.nir), verifies it, runs passes, prints text IR; or "
+               "reads kernel IR (.kir), verifies it, applies schedules, expands composite ops, "
+               "prints kernel IR."};
   std::string input = "-";
   std::string output;
   std::string passes;
@@ -46,7 +118,9 @@ int main(int argc, char **argv) {
   bool stats = false;
   bool listPasses = false;
   int64_t maxInline = nnc::PrintOptions().maxInlineElements;
-  app.add_option("input", input, "Input .nir file ('-' reads stdin)");
+  bool kirInput = false;
+  KernelActions kernelActions;
+  app.add_option("input", input, "Input .nir or .kir file ('-' reads stdin)");
   app.add_option("-o,--output", output, "Write the IR here instead of stdout");
   app.add_option("--passes", passes, "Comma-separated pass pipeline, e.g. a,b,c");
   app.add_option("--cpu", cpu,
@@ -64,7 +138,26 @@ int main(int argc, char **argv) {
   app.add_flag("--list-passes", listPasses, "List the known passes and exit");
   app.add_option("--max-inline-elements", maxInline,
                  "Print constants with more elements than this as hex blobs");
+  app.add_flag("--kir", kirInput, "The input is kernel IR (the default for a .kir file)");
+  app.add_flag("--apply-schedule", kernelActions.applySchedule,
+               "Kernel IR: rewrite each kernel's loop nest by its schedule (then dropped)");
+  app.add_flag("--expand-composites", kernelActions.expandComposites,
+               "Kernel IR: expand composite scalar ops (sigmoid, erf, pow, ...) into primitives");
   CLI11_PARSE(app, argc, argv);
+
+  bool kernelMode =
+      kirInput || (input.size() > 4 && input.compare(input.size() - 4, 4, ".kir") == 0);
+  if (kernelMode) {
+    if (!passes.empty() || !printAfter.empty() || printAfterAll || stats)
+      return fail("--passes, --print-ir-after(-all) and --stats are for graph IR; kernel IR "
+                  "takes --apply-schedule and --expand-composites");
+    kernelActions.verifyInput = verifyInput;
+    kernelActions.verifyEach = verifyEach;
+    return runKernels(input, output, kernelActions);
+  }
+  if (kernelActions.applySchedule || kernelActions.expandComposites)
+    return fail("--apply-schedule and --expand-composites are for kernel IR (a .kir file, or "
+                "--kir)");
 
   if (listPasses) {
     std::cout << "passes:" << passList() << "\n";

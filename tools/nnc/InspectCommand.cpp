@@ -1,8 +1,11 @@
-// `nnc inspect MODEL`: the IR after any pass (text, dot, json), the buffer plan, the kernels.
+// `nnc inspect MODEL`: the IR after any pass (text, dot, json), the buffer plan, the kernels;
+// `nnc inspect KERNELS.kir --kernels`: a kernel file's LLVM IR, assembly or OpenCL C.
 #include "Command.h"
 #include "CommandUtil.h"
 #include "Inspect.h"
 #include "nnc/codegen/LLVMCodegen.h"
+#include "nnc/codegen/OpenCLCodegen.h"
+#include "nnc/ir/KernelParser.h"
 #include "nnc/ir/Printer.h"
 #include "nnc/passes/PassManager.h"
 
@@ -29,6 +32,7 @@ struct InspectOptions {
   std::string target = "cpu"; // --target: whose pipeline and templates
   bool llvm = false;
   bool assembly = false;
+  bool opencl = false;
   std::vector<std::string> shapes; // NAME=D0xD1
   int threads = 0;
   std::string cpu; // --cpu
@@ -60,13 +64,55 @@ std::string templateLine(const tuning::TemplateChoice &c) {
   return line;
 }
 
-/// `nnc inspect --kernels [--llvm|--asm]`: the generated kernels, their LLVM IR or assembly;
-/// `--templates`: the kernel template each node or group was lowered with.
+bool isKernelFile(const std::string &path) {
+  return path.size() > 4 && path.compare(path.size() - 4, 4, ".kir") == 0;
+}
+
+/// The kernels' LLVM IR, assembly or OpenCL C (for `gpu`), or their text.
+int printKernels(const InspectOptions &o, const std::vector<kir::Kernel> &kernels,
+                 const CpuTarget &cpu, const GpuTarget &gpu) {
+  if (o.llvm || o.assembly) {
+    Expected<std::string> text =
+        o.llvm ? emitLLVMIR(kernels, true, cpu) : emitAssembly(kernels, cpu);
+    if (!text)
+      return fail(text.takeError());
+    std::cout << *text;
+    return 0;
+  }
+  if (o.opencl) {
+    Expected<OpenCLProgram> program = emitOpenCL(kernels, gpu);
+    if (!program)
+      return fail(program.takeError());
+    std::cout << program->source;
+    return 0;
+  }
+  for (const kir::Kernel &k : kernels)
+    std::cout << kir::printKernel(k) << "\n";
+  return 0;
+}
+
+/// `nnc inspect --kernels [--llvm|--asm|--opencl]`: the generated kernels, their LLVM IR,
+/// assembly or OpenCL C; `--templates`: the kernel template each node or group was lowered
+/// with. A .kir file gives the kernels itself (verified; OpenCL C for a generic device unless
+/// --target names one).
 int inspectKernels(const InspectOptions &o) {
   Expected<driver::Target> target = parseTargetOption(o.target, o.cpu, /*runsHere=*/false);
   if (!target)
     return fail(target.takeError());
   const CpuTarget *cpu = &target->cpu;
+  if (isKernelFile(o.model)) {
+    if (o.templates)
+      return fail("--templates needs a model, not a kernel file");
+    Expected<std::vector<kir::Kernel>> kernels = kir::parseKernelFile(o.model);
+    if (!kernels)
+      return fail(kernels.takeError());
+    for (const kir::Kernel &k : *kernels)
+      if (Error e = kir::verifyKernel(k))
+        return fail(e.withContext(o.model));
+    GpuTarget gpu =
+        *target == driver::Target::OpenCL ? openclCodeTarget(*target) : GpuTarget::generic();
+    return printKernels(o, *kernels, *cpu, gpu);
+  }
   // A flat list of kernels has no loops: a recurrent model's time loop is unrolled into it
   // (as for nnc compile's listings; its body's kernels repeat once per step).
   Expected<std::unique_ptr<Graph>> g =
@@ -85,24 +131,18 @@ int inspectKernels(const InspectOptions &o) {
       std::cout << line << "\n";
     return 0;
   }
-  if (o.llvm || o.assembly) {
-    Expected<std::string> text =
-        o.llvm ? emitLLVMIR(*kernels, true, *cpu) : emitAssembly(*kernels, *cpu);
-    if (!text)
-      return fail(text.takeError());
-    std::cout << *text;
-    return 0;
-  }
-  for (const kir::Kernel &k : *kernels)
-    std::cout << kir::printKernel(k) << "\n";
-  return 0;
+  if (o.opencl && !gpu)
+    return fail("--opencl needs --target opencl for a model (its kernels are lowered for it)");
+  return printKernels(o, *kernels, *cpu, gpu ? *gpu : GpuTarget::generic());
 }
 
 int inspectCommand(const InspectOptions &o) {
-  if ((o.llvm || o.assembly) && !o.kernels)
-    return fail("--llvm and --asm go with --kernels");
-  if (o.llvm && o.assembly)
-    return fail("give one of --llvm and --asm");
+  if ((o.llvm || o.assembly || o.opencl) && !o.kernels)
+    return fail("--llvm, --asm and --opencl go with --kernels");
+  if (o.llvm + o.assembly + o.opencl > 1)
+    return fail("give one of --llvm, --asm and --opencl");
+  if (isKernelFile(o.model) && !o.kernels)
+    return fail(fmt::format("{} is a kernel file: inspect it with --kernels", o.model));
   if (o.templates && (o.kernels || o.plan))
     return fail("--templates lists the template choices alone (without --kernels or --plan)");
   if (o.target != "cpu" && o.target != "opencl" && o.target.rfind("opencl:", 0) != 0)
@@ -169,7 +209,8 @@ public:
   explicit InspectCommand(CLI::App &app) {
     cmd_ = app.add_subcommand("inspect",
                               "Print a model's IR after any pass, its buffer plan or its kernels");
-    cmd_->add_option("model", o_.model, "Model file (.onnx or .nir)")->required();
+    cmd_->add_option("model", o_.model, "Model file (.onnx or .nir), or kernels (.kir)")
+        ->required();
     cmd_->add_option("--after", o_.after,
                      "Stop after this pass of the pipeline (`import`: before any pass)");
     cmd_->add_option("--format", o_.format, "text, dot or json");
@@ -191,6 +232,7 @@ public:
                      "cpu or opencl: whose pipeline and kernel templates (default cpu)");
     cmd_->add_flag("--llvm", o_.llvm, "With --kernels: their optimized LLVM IR");
     cmd_->add_flag("--asm", o_.assembly, "With --kernels: their host assembly");
+    cmd_->add_flag("--opencl", o_.opencl, "With --kernels: their OpenCL C (--target opencl)");
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");
     cmd_->add_option("--threads", o_.threads, "Threads of the executable (--plan)");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
