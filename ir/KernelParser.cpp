@@ -179,7 +179,8 @@ private:
     static const std::pair<const char *, BufferRole> kRoles[] = {{"operand", BufferRole::Operand},
                                                                  {"result", BufferRole::Result},
                                                                  {"scratch", BufferRole::Scratch},
-                                                                 {"extent", BufferRole::Extent}};
+                                                                 {"extent", BufferRole::Extent},
+                                                                 {"status", BufferRole::Status}};
     bool found = false;
     for (const auto &[word, role] : kRoles)
       if (isKeyword(word)) {
@@ -187,7 +188,7 @@ private:
         found = true;
       }
     if (!found)
-      return expected("a buffer role (operand, result, scratch or extent)");
+      return expected("a buffer role (operand, result, scratch, extent or status)");
     advance();
     NNC_ASSIGN_OR_RETURN(int64_t index, parseInt("the role's index"));
     if (index < 0 || index > INT32_MAX)
@@ -199,6 +200,13 @@ private:
     d.perThread = isKeyword("per_thread");
     if (d.perThread)
       advance();
+    // A status buffer holds two i64 per runtime check (Kernel::checks). The checks' messages
+    // name the node they came from and are not part of the text (kernels of different nodes
+    // print alike), so a parsed kernel gets one generic message per check.
+    if (d.role == BufferRole::Status && d.numElements % 2 == 0)
+      for (int64_t c = 0; c < d.numElements / 2; ++c)
+        k.checks.push_back(
+            {fmt::format("kernel {}: runtime check {} failed on the value ", k.name, c), ""});
     NNC_TRY(declareBuffer(at, d.name, static_cast<int>(k.buffers.size())));
     k.buffers.push_back(std::move(d));
     return Error::success();

@@ -1,8 +1,12 @@
 // The kernel-level IR's text form (printKernel, printStmt, printExpr) and kernel signatures.
-// KernelParser.cpp reads it back: every field of a kernel is in it.
+// KernelParser.cpp reads it back: every field of a kernel is in it, except the messages of its
+// runtime checks (they name the node, and kernels of different nodes must print alike for the
+// JIT's de-duplication); a parsed kernel has one generic message per check of its status
+// buffer (two i64 each).
 //
 //   kernel  ::= 'kernel' name '(' buffer,* ')' '{' local* stmt* '}' ['schedule:' step (';' step)*]
 //   buffer  ::= name ':' dtype '[' int ']' role int ['written'] ['per_thread']
+//   role    ::= 'operand' | 'result' | 'scratch' | 'extent' | 'status'
 //   local   ::= 'local' name ':' dtype '[' int ']'
 //   stmt    ::= 'for' name 'in' '0..' expr [kind ['(' axis ')']] ['independent'] '{' stmt* '}'
 //             | name '[' expr ']' '=' expr                          (store)

@@ -94,8 +94,7 @@ TEST(KernelParserTest, LoweredKernelsRoundTrip) {
   ASSERT_TRUE(g) << g.error().message();
   int checked = 0;
   for (CpuTarget::Level level : {CpuTarget::Level::V3, CpuTarget::Level::V4}) {
-    tuning::LowerOptions opts;
-    opts.cpu = CpuTarget::forLevel(level);
+    tuning::LowerOptions opts(CpuTarget::forLevel(level));
     for (const Node *n : loweredNodes(**g)) {
       if (!canLowerNode(*n))
         continue;
@@ -105,7 +104,7 @@ TEST(KernelParserTest, LoweredKernelsRoundTrip) {
     }
   }
   // The OpenCL templates: work-group loops, local buffers, barriers, GEMM register tiles.
-  tuning::LowerOptions gpu;
+  tuning::LowerOptions gpu(CpuTarget::forLevel(CpuTarget::Level::V4));
   gpu.gpu = GpuTarget::generic();
   for (const Node *n : loweredNodes(**g)) {
     if (!canLowerNode(*n))
@@ -131,9 +130,10 @@ TEST(KernelParserTest, SharedModelKernelsRoundTrip) {
     Expected<std::unique_ptr<Graph>> g =
         importOnnxFile((models / name / "model.onnx").string(), io);
     ASSERT_TRUE(g) << g.error().message();
+    const CpuTarget v3 = CpuTarget::forLevel(CpuTarget::Level::V3);
     PassContext ctx;
     ctx.evaluate = io.evaluate;
-    ctx.cpu = CpuTarget::forLevel(CpuTarget::Level::V3);
+    ctx.cpu = v3;
     ASSERT_FALSE(PassPipeline::defaultPipeline().run(**g, ctx));
     std::vector<Extents> shapes;
     for (const Value *v : (*g)->inputs())
@@ -143,8 +143,7 @@ TEST(KernelParserTest, SharedModelKernelsRoundTrip) {
     Expected<std::vector<LoweringUnit>> units = loweringUnits(**s);
     ASSERT_TRUE(units) << units.error().message();
     // The kernels an executable is made of, for the CPU and for a generic OpenCL device.
-    tuning::LowerOptions cpu, gpu;
-    cpu.cpu = ctx.cpu;
+    tuning::LowerOptions cpu(v3), gpu(v3);
     gpu.gpu = GpuTarget::generic();
     int checked = 0;
     for (const tuning::LowerOptions *opts : {&cpu, &gpu}) {

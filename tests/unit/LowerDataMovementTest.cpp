@@ -341,7 +341,8 @@ TEST(LowerDataMovement, IndicesInRangeRunAndConstantOnesAreNotChecked) {
       ASSERT_TRUE(n);
       std::string what = std::string(n->opName()) + " index " + std::to_string(good);
       checkNode(*n, inputs, what);
-      Expected<std::vector<kir::Kernel>> runtime = lowerNode(*n, "k");
+      Expected<std::vector<kir::Kernel>> runtime =
+          lowerNode(*n, "k", testenv::testLowerOptions());
       ASSERT_TRUE(runtime) << runtime.error().message();
       EXPECT_FALSE(runtime->back().checks.empty()) << what;
       // The same node with the indices a constant.
@@ -356,7 +357,8 @@ TEST(LowerDataMovement, IndicesInRangeRunAndConstantOnesAreNotChecked) {
       if (inputs.size() > 2)
         hin.push_back(inputs[2]);
       checkNode(**cn, hin, what + " (constant)");
-      Expected<std::vector<kir::Kernel>> ks = lowerNode(**cn, "k");
+      Expected<std::vector<kir::Kernel>> ks =
+          lowerNode(**cn, "k", testenv::testLowerOptions());
       ASSERT_TRUE(ks) << ks.error().message();
       for (const kir::Kernel &k : *ks) {
         EXPECT_TRUE(k.checks.empty()) << what << " (constant)\n" << kir::printKernel(k);

@@ -109,9 +109,7 @@ int inspectKernels(const InspectOptions &o) {
     for (const kir::Kernel &k : *kernels)
       if (Error e = kir::verifyKernel(k))
         return fail(e.withContext(o.model));
-    GpuTarget gpu =
-        *target == driver::Target::OpenCL ? openclCodeTarget(*target) : GpuTarget::generic();
-    return printKernels(o, *kernels, *cpu, gpu);
+    return printKernels(o, *kernels, *cpu, target->gpu ? *target->gpu : GpuTarget::generic());
   }
   // A flat list of kernels has no loops: a recurrent model's time loop is unrolled into it
   // (as for nnc compile's listings; its body's kernels repeat once per step).
@@ -131,9 +129,9 @@ int inspectKernels(const InspectOptions &o) {
       std::cout << line << "\n";
     return 0;
   }
-  if (o.opencl && !gpu)
+  if (o.opencl && !target->gpu)
     return fail("--opencl needs --target opencl for a model (its kernels are lowered for it)");
-  return printKernels(o, *kernels, *cpu, gpu ? *gpu : GpuTarget::generic());
+  return printKernels(o, *kernels, *cpu, target->gpu ? *target->gpu : GpuTarget::generic());
 }
 
 int inspectCommand(const InspectOptions &o) {
