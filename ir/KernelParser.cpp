@@ -5,10 +5,8 @@
 #include "nnc/ir/KernelParser.h"
 
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -846,14 +844,8 @@ Expected<std::vector<Kernel>> parseKernels(std::string_view text, const std::str
 }
 
 Expected<std::vector<Kernel>> parseKernelFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return makeError("{}: cannot open file", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad())
-    return makeError("{}: read error", path);
-  return parseKernels(ss.str(), path);
+  NNC_ASSIGN_OR_RETURN(std::string text, text::readTextFile(path));
+  return parseKernels(text, path);
 }
 
 } // namespace nnc::kir

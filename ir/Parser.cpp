@@ -5,10 +5,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 
 #include "TextSyntax.h"
 #include "nnc/ir/Verifier.h"
@@ -587,14 +585,8 @@ Expected<std::unique_ptr<Graph>> parseGraph(std::string_view text, const std::st
 }
 
 Expected<std::unique_ptr<Graph>> parseGraphFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return makeError("{}: cannot open file", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad())
-    return makeError("{}: read error", path);
-  return parseGraph(ss.str(), path);
+  NNC_ASSIGN_OR_RETURN(std::string text, text::readTextFile(path));
+  return parseGraph(text, path);
 }
 
 } // namespace nnc

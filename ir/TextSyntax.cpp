@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -398,6 +400,17 @@ Expected<uint64_t> floatBitsOf(const std::string &s, DType dtype) {
   if (std::isinf(back) && !isInf)
     return makeError("{} is out of range for {}", s, dtypeName(dtype));
   return uint64_t(h);
+}
+
+Expected<std::string> readTextFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return makeError("{}: cannot open file", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad())
+    return makeError("{}: read error", path);
+  return ss.str();
 }
 
 } // namespace nnc::text

@@ -119,4 +119,9 @@ bool parseIntText(const std::string &s, bool &negative, uint64_t &magnitude);
 /// Exact bits of a float literal for a float dtype (f32, f64, f16, bf16).
 Expected<uint64_t> floatBitsOf(const std::string &s, DType dtype);
 
+// ---- Files ----------------------------------------------------------------------------------
+
+/// The whole of a text file (graph IR or kernel IR), or an error naming the path.
+Expected<std::string> readTextFile(const std::string &path);
+
 } // namespace nnc::text
