@@ -29,13 +29,6 @@ Expr clampExpr(Expr v, int64_t lo, int64_t hi) {
 }
 /// Python's % (sign of the divisor) on i64.
 Expr pyMod(Expr a, Expr b) { return kir::op(OpKind::Mod, {std::move(a), std::move(b)}); }
-Expr zeroOf(DType t) { return kir::constant(0, t); }
-Expr andAll(const std::vector<Expr> &conds) {
-  Expr c;
-  for (const Expr &e : conds)
-    c = c ? kir::land(c, e) : e;
-  return c;
-}
 
 /// The values of operand i when it is a constant, else nullopt.
 std::optional<std::vector<int64_t>> constInts(const Node &node, size_t i) {

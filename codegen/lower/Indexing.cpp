@@ -25,13 +25,6 @@ using kir::Stmt;
 using Idx = std::vector<Expr>;
 
 Expr imm(int64_t v) { return kir::intImm(v); }
-Expr zeroOf(DType t) { return kir::constant(0, t); }
-Expr andAll(const std::vector<Expr> &conds) {
-  Expr c;
-  for (const Expr &e : conds)
-    c = c ? kir::land(c, e) : e;
-  return c;
-}
 
 /// True when operand 1 (the indices) is a constant whose every element k lies in
 /// [-dimOf(k), dimOf(k)): the kernel reads it without a check.

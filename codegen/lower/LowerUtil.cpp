@@ -226,6 +226,13 @@ kir::Kernel KernelBuilder::finish(kir::Stmt body, kir::Schedule schedule) {
   return k;
 }
 
+kir::Expr andAll(const std::vector<kir::Expr> &conds) {
+  kir::Expr c;
+  for (const kir::Expr &e : conds)
+    c = c ? kir::land(c, e) : e;
+  return c;
+}
+
 kir::Expr loadInt(KernelBuilder &b, size_t operand, kir::Expr index) {
   int buf = b.operand(operand);
   kir::Expr v = b.load(buf, std::move(index));

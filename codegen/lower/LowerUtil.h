@@ -112,6 +112,11 @@ private:
 /// Element `index` of integer operand `operand` as i64.
 kir::Expr loadInt(KernelBuilder &b, size_t operand, kir::Expr index);
 
+/// The zero of `t`.
+inline kir::Expr zeroOf(DType t) { return kir::constant(0, t); }
+/// The conjunction of `conds` (their `land`, left to right); null when there are none.
+kir::Expr andAll(const std::vector<kir::Expr> &conds);
+
 /// The schedule of a permutation's loop nest over `mid` (output order; `inStrides` the input
 /// strides of its loops; independent, as defaultSchedule's): when the input's contiguous loop
 /// is not the last, both are split into tiles that move innermost, so reads and writes both go

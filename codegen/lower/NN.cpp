@@ -31,7 +31,7 @@ Expr sumOf(const std::vector<Expr> &terms) {
   return s;
 }
 
-Expr andAll(const std::vector<Expr> &conds) {
+Expr allOf(const std::vector<Expr> &conds) {
   Expr c = kir::intImm(1, DType::Bool);
   for (const Expr &e : conds)
     c = kir::land(c, e);
@@ -611,7 +611,7 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
     Expr colIdx = colIndex(kir::add(kir::mul(n, i64(group)), kir::div(c, i64(cg))),
                            kir::add(kir::mul(kir::mod(c, i64(cg)), i64(K)), flatIndex(k, kStride)),
                            flatIndex(o, outStride));
-    Expr cond = andAll(conds);
+    Expr cond = allOf(conds);
     Stmt copy = ka.store(cb, colIdx, ka.load(xb, sumOf(xTerms)));
     Stmt body = isTrue(cond) ? copy : kir::ifThen(cond, copy, ka.store(cb, colIdx, fc(0, t)));
     kernels.push_back(ka.finish(nest.wrap(body), parallelOuter(nest, colN)));
@@ -710,7 +710,7 @@ kir::Kernel col2imGather(const Node &node, const std::string &prefix, const Conv
     oTerms.push_back(kir::mul(q[d], i64(outStride[d])));
   Stmt body = kir::block(
       {kir::decl(sum, acc, hasBias ? kir::cast(kb.load(bb, m), acc) : fc(0, acc)),
-       taps.wrap(guarded(andAll(conds), add)),
+       taps.wrap(guarded(allOf(conds), add)),
        kb.store(ob, sumOf(oTerms), kir::cast(kir::var(sum, acc), t))});
   int64_t outN = N * M * geo.outSize;
   return kb.finish(outer.wrap(body), parallelOuter(outer, outN * K));
@@ -808,7 +808,7 @@ Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
   Nest lastN;
   lastN.loops.push_back(taps.loops.back());
   taps.loops.pop_back();
-  Stmt scatter = taps.wrap(guarded(andAll(conds), lastN.wrap(upd)));
+  Stmt scatter = taps.wrap(guarded(allOf(conds), lastN.wrap(upd)));
   std::vector<Stmt> stmts{outer.wrap(kir::block({initS, scatter}))};
   if (accb != ob) {
     Nest fin;
@@ -1029,7 +1029,7 @@ Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, boo
     Stmt kwS = kwN.wrap(kir::block(
         {kir::decl(wname, acc, kir::cast(kb.load(wb, kir::add(sumOf(wTerms), kw)), acc)),
          tN.wrap(upd)}));
-    body = kir::block({initS, red.wrap(guarded(andAll(conds), kwS))});
+    body = kir::block({initS, red.wrap(guarded(allOf(conds), kwS))});
   } else {
     // for n, m: out plane = bias; for ci, i[0..L), k[0..L) (if the targets are inside):
     //   for kw: for the iw whose target is inside: out[...] += w * x[iw].
@@ -1074,7 +1074,7 @@ Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, boo
     Stmt kwS = kwN.wrap(kir::block(
         {kir::decl(wname, acc, kir::cast(kb.load(wb, kir::add(sumOf(wTerms), kw)), acc)),
          tN.wrap(upd)}));
-    body = kir::block({initS, red.wrap(guarded(andAll(conds), kwS))});
+    body = kir::block({initS, red.wrap(guarded(allOf(conds), kwS))});
   }
   std::vector<Stmt> stmts{outer.wrap(body)};
   if (accb != ob) {

@@ -10,6 +10,7 @@
 // and exit with 1. nnc-opt links no code generator (tests/core/check_layering.sh): the LLVM IR
 // and OpenCL C of a kernel file come from `nnc inspect FILE.kir --kernels --llvm|--opencl`.
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -37,10 +38,10 @@ std::string passList() {
   return out.empty() ? "\n  (none)" : out;
 }
 
-/// Writes `text` to OUT (stdout for "" or "-").
-int writeOutput(const std::string &output, const std::string &text) {
+/// Writes what `print` prints to OUT (stdout for "" or "-").
+int writeOutput(const std::string &output, const std::function<void(std::ostream &)> &print) {
   if (output.empty() || output == "-") {
-    std::cout << text;
+    print(std::cout);
     std::cout.flush();
     if (!std::cout)
       return fail("nnc-opt: error writing stdout");
@@ -49,7 +50,7 @@ int writeOutput(const std::string &output, const std::string &text) {
   std::ofstream out(output, std::ios::binary);
   if (!out)
     return fail(fmt::format("{}: cannot open for writing", output));
-  out << text;
+  print(out);
   out.close();
   if (!out)
     return fail(fmt::format("{}: write error", output));
@@ -98,7 +99,7 @@ int runKernels(const std::string &input, const std::string &output, const Kernel
     }
     text += (text.empty() ? "" : "\n") + nnc::kir::printKernel(k);
   }
-  return writeOutput(output, text);
+  return writeOutput(output, [&](std::ostream &os) { os << text; });
 }
 
 } // namespace
@@ -211,19 +212,5 @@ int main(int argc, char **argv) {
   // Print.
   nnc::PrintOptions opts;
   opts.maxInlineElements = maxInline;
-  if (output.empty() || output == "-") {
-    nnc::printGraph(g, std::cout, opts);
-    std::cout.flush();
-    if (!std::cout)
-      return fail("nnc-opt: error writing stdout");
-    return 0;
-  }
-  std::ofstream out(output, std::ios::binary);
-  if (!out)
-    return fail(fmt::format("{}: cannot open for writing", output));
-  nnc::printGraph(g, out, opts);
-  out.close();
-  if (!out)
-    return fail(fmt::format("{}: write error", output));
-  return 0;
+  return writeOutput(output, [&](std::ostream &os) { nnc::printGraph(g, os, opts); });
 }
