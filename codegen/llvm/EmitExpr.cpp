@@ -1,0 +1,353 @@
+// Kernel IR expressions -> LLVM values: immediates, variables, loads, the elementwise ops and
+// the primitives beside them (KernelEmitter.h).
+#include "llvm/KernelEmitter.h"
+
+namespace nnc::llvmcg {
+
+Value *KernelEmitter::emitExpr(const kir::Expr &ep) {
+  if (!ep) {
+    fail("null expression");
+    return b_.getInt64(0);
+  }
+  const kir::ExprNode &e = *ep;
+  switch (e.kind) {
+  case kir::ExprKind::IntImm: {
+    Type *t = computeType(e.type);
+    if (isFloat(e.type))
+      return roundTo(e.type, fpConst(t, static_cast<double>(e.intValue)));
+    return llvm::ConstantInt::get(t, static_cast<uint64_t>(e.intValue), /*isSigned=*/true);
+  }
+  case kir::ExprKind::FloatImm: {
+    Type *t = computeType(e.type);
+    if (isFloat(e.type)) {
+      if (e.type == DType::F16 || e.type == DType::BF16) {
+        // The builder folds the rounding of a constant.
+        return roundTo(e.type, f32Const(static_cast<float>(e.floatValue)));
+      }
+      return fpConst(t, e.floatValue);
+    }
+    if (e.type == DType::Bool)
+      return b_.getInt1(e.floatValue != 0);
+    return emitCast(fpConst(b_.getDoubleTy(), e.floatValue), DType::F64, e.type);
+  }
+  case kir::ExprKind::Var: {
+    auto it = scope_.find(e.name);
+    if (it == scope_.end()) {
+      fail("variable '{}' is not in scope", e.name);
+      return poison(e.type);
+    }
+    const Binding &bd = it->second;
+    if (bd.slot)
+      return b_.CreateLoad(computeType(bd.type), bd.slot, e.name);
+    return bd.value;
+  }
+  case kir::ExprKind::Load: {
+    DType dt;
+    Value *p = bufferElement(e.buffer, e.args.empty() ? nullptr : e.args[0], dt);
+    if (!p)
+      return poison(e.type);
+    llvm::LoadInst *ld = b_.CreateLoad(storageType(dt), p);
+    tagAccess(ld);
+    return loadValue(dt, ld);
+  }
+  case kir::ExprKind::Op:
+    return emitOp(e);
+  case kir::ExprKind::Cast: {
+    if (e.args.size() != 1) {
+      fail("cast needs one operand");
+      return poison(e.type);
+    }
+    DType from = e.args[0]->type;
+    if (from != e.type && (isStorageOnly(from) || isStorageOnly(e.type)))
+      return emitStorageCast(emitExpr(e.args[0]), from, e);
+    return emitCast(emitExpr(e.args[0]), from, e.type);
+  }
+  case kir::ExprKind::BitCast:
+    return b_.CreateBitCast(emitExpr(e.args.at(0)), computeType(e.type));
+  case kir::ExprKind::Fma:
+  case kir::ExprKind::Rem:
+  case kir::ExprKind::Call:
+    return emitPrimitive(e);
+  }
+  fail("unknown expression kind");
+  return poison(e.type);
+}
+
+Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
+  std::vector<Value *> a;
+  for (const kir::Expr &x : e.args)
+    a.push_back(emitExpr(x));
+  if (error_)
+    return poison(e.type);
+  size_t typeArg = e.op == OpKind::Select ? 1 : 0;
+  if (a.size() <= typeArg) {
+    fail("op {} has {} operands", opInfo(e.op).name, a.size());
+    return poison(e.type);
+  }
+  DType t = e.args[typeArg]->type;
+  const OpInfo &info = opInfo(e.op);
+  if (!info.elementwise || !typeClassAccepts(info.operandTypes, t)) {
+    fail("op {} on {} is not supported", info.name, dtypeName(t));
+    return poison(e.type);
+  }
+  bool f = isFloat(t), s = isSigned(t);
+  Type *ty = a[typeArg]->getType();
+  // Arithmetic of an expansion rounds as written (Kernel.h, ExprNode::strict).
+  llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+  if (e.strict)
+    b_.setFastMathFlags(llvm::FastMathFlags());
+  auto need = [&](size_t n) {
+    if (a.size() != n) {
+      fail("op {} expects {} operands, got {}", opInfo(e.op).name, n, a.size());
+      return false;
+    }
+    return true;
+  };
+  Value *zero = f ? fpConst(ty, 0) : llvm::ConstantInt::get(ty, 0);
+  Value *one = f ? fpConst(ty, 1) : llvm::ConstantInt::get(ty, 1);
+  Value *r = nullptr;
+  namespace I = llvm::Intrinsic;
+
+  switch (e.op) {
+  // ---- Unary ----
+  case OpKind::Neg:
+    if (!need(1))
+      break;
+    r = f ? b_.CreateFNeg(a[0]) : b_.CreateSub(zero, a[0]);
+    break;
+  case OpKind::Abs:
+    if (!need(1))
+      break;
+    if (f)
+      r = unaryIntrinsic(I::fabs, a[0]);
+    else if (s)
+      r = b_.CreateSelect(b_.CreateICmpSLT(a[0], zero), b_.CreateSub(zero, a[0]), a[0]);
+    else
+      r = a[0];
+    break;
+  case OpKind::Log:
+    if (need(1))
+      r = unaryIntrinsic(I::log, a[0]);
+    break;
+  case OpKind::Sqrt:
+    if (need(1))
+      r = unaryIntrinsic(I::sqrt, a[0]);
+    break;
+  case OpKind::Sin:
+    if (need(1))
+      r = unaryIntrinsic(I::sin, a[0]);
+    break;
+  case OpKind::Cos:
+    if (need(1))
+      r = unaryIntrinsic(I::cos, a[0]);
+    break;
+  case OpKind::Floor:
+    if (need(1))
+      r = unaryIntrinsic(I::floor, a[0]);
+    break;
+  case OpKind::Ceil:
+    if (need(1))
+      r = unaryIntrinsic(I::ceil, a[0]);
+    break;
+  case OpKind::Tan:
+    if (need(1))
+      r = libm("tan", a[0]);
+    break;
+  case OpKind::Asin:
+    if (need(1))
+      r = libm("asin", a[0]);
+    break;
+  case OpKind::Acos:
+    if (need(1))
+      r = libm("acos", a[0]);
+    break;
+  case OpKind::Atan:
+    if (need(1))
+      r = libm("atan", a[0]);
+    break;
+  case OpKind::Sinh:
+    if (need(1))
+      r = libm("sinh", a[0]);
+    break;
+  case OpKind::Cosh:
+    if (need(1))
+      r = libm("cosh", a[0]);
+    break;
+  case OpKind::Asinh:
+    if (need(1))
+      r = libm("asinh", a[0]);
+    break;
+  case OpKind::Acosh:
+    if (need(1))
+      r = libm("acosh", a[0]);
+    break;
+  case OpKind::Atanh:
+    if (need(1))
+      r = libm("atanh", a[0]);
+    break;
+  case OpKind::Not:
+    if (need(1))
+      r = b_.CreateNot(a[0]);
+    break;
+  case OpKind::BitNot:
+    if (need(1))
+      r = b_.CreateNot(a[0]);
+    break;
+
+  // ---- Binary ----
+  case OpKind::Add:
+    if (need(2))
+      r = f ? b_.CreateFAdd(a[0], a[1]) : b_.CreateAdd(a[0], a[1]);
+    break;
+  case OpKind::Sub:
+    if (need(2))
+      r = f ? b_.CreateFSub(a[0], a[1]) : b_.CreateSub(a[0], a[1]);
+    break;
+  case OpKind::Mul:
+    if (need(2))
+      r = f ? b_.CreateFMul(a[0], a[1]) : b_.CreateMul(a[0], a[1]);
+    break;
+  case OpKind::Div: {
+    if (!need(2))
+      break;
+    Value *x = a[0], *y = a[1];
+    if (f) {
+      r = b_.CreateFDiv(x, y);
+      break;
+    }
+    // Integers: division by zero gives 0; for signed types b == -1 is handled apart
+    // (INT_MIN / -1 would trap).
+    auto *cy = llvm::dyn_cast<llvm::ConstantInt>(y);
+    bool safeConst = cy && !cy->isZero() && !(s && cy->isMinusOne());
+    Value *isZero = b_.CreateICmpEQ(y, zero);
+    Value *isM1 = s ? b_.CreateICmpEQ(y, llvm::ConstantInt::getSigned(ty, -1)) : b_.getFalse();
+    Value *safeY = safeConst ? y : b_.CreateSelect(b_.CreateOr(isZero, isM1), one, y);
+    Value *q = s ? b_.CreateSDiv(x, safeY) : b_.CreateUDiv(x, safeY);
+    if (!safeConst)
+      q = b_.CreateSelect(isZero, zero, s ? b_.CreateSelect(isM1, b_.CreateSub(zero, x), q) : q);
+    r = q;
+    break;
+  }
+  case OpKind::Min:
+  case OpKind::Max: {
+    if (!need(2))
+      break;
+    Value *x = a[0], *y = a[1];
+    bool isMin = e.op == OpKind::Min;
+    if (f) {
+      // b < a ? b : a (min), a < b ? b : a (max); NaN when either is NaN.
+      Value *pick = isMin ? b_.CreateSelect(b_.CreateFCmpOLT(y, x), y, x)
+                          : b_.CreateSelect(b_.CreateFCmpOLT(x, y), y, x);
+      r = b_.CreateSelect(b_.CreateFCmpUNO(x, y), llvm::ConstantFP::getQNaN(ty), pick);
+    } else {
+      Value *lt = isMin ? (s ? b_.CreateICmpSLT(y, x) : b_.CreateICmpULT(y, x))
+                        : (s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y));
+      r = b_.CreateSelect(lt, y, x);
+    }
+    break;
+  }
+  case OpKind::And:
+  case OpKind::BitAnd:
+    if (need(2))
+      r = b_.CreateAnd(a[0], a[1]);
+    break;
+  case OpKind::Or:
+  case OpKind::BitOr:
+    if (need(2))
+      r = b_.CreateOr(a[0], a[1]);
+    break;
+  case OpKind::Xor:
+  case OpKind::BitXor:
+    if (need(2))
+      r = b_.CreateXor(a[0], a[1]);
+    break;
+  case OpKind::ShiftLeft:
+  case OpKind::ShiftRight: {
+    if (!need(2))
+      break;
+    unsigned bits = ty->getIntegerBitWidth();
+    Value *tooBig = b_.CreateICmpUGE(a[1], llvm::ConstantInt::get(ty, bits));
+    Value *amount = b_.CreateSelect(tooBig, zero, a[1]);
+    Value *sh =
+        e.op == OpKind::ShiftLeft ? b_.CreateShl(a[0], amount) : b_.CreateLShr(a[0], amount);
+    r = b_.CreateSelect(tooBig, zero, sh);
+    break;
+  }
+  case OpKind::Equal:
+    if (need(2))
+      r = f ? b_.CreateFCmpOEQ(a[0], a[1]) : b_.CreateICmpEQ(a[0], a[1]);
+    break;
+  case OpKind::Less:
+    if (need(2))
+      r = f ? b_.CreateFCmpOLT(a[0], a[1])
+            : (s ? b_.CreateICmpSLT(a[0], a[1]) : b_.CreateICmpULT(a[0], a[1]));
+    break;
+  case OpKind::LessEqual:
+    if (need(2))
+      r = f ? b_.CreateFCmpOLE(a[0], a[1])
+            : (s ? b_.CreateICmpSLE(a[0], a[1]) : b_.CreateICmpULE(a[0], a[1]));
+    break;
+  case OpKind::Greater:
+    if (need(2))
+      r = f ? b_.CreateFCmpOGT(a[0], a[1])
+            : (s ? b_.CreateICmpSGT(a[0], a[1]) : b_.CreateICmpUGT(a[0], a[1]));
+    break;
+  case OpKind::GreaterEqual:
+    if (need(2))
+      r = f ? b_.CreateFCmpOGE(a[0], a[1])
+            : (s ? b_.CreateICmpSGE(a[0], a[1]) : b_.CreateICmpUGE(a[0], a[1]));
+    break;
+  case OpKind::Select:
+    if (need(3))
+      r = b_.CreateSelect(a[0], a[1], a[2]);
+    break;
+  default:
+    fail("op {} is not an elementwise op the LLVM backend supports", opInfo(e.op).name);
+    break;
+  }
+  if (!r)
+    return poison(e.type);
+  if (r->getType()->isIntegerTy(1) || e.op == OpKind::Select)
+    return r;
+  return roundTo(e.type, r);
+}
+
+/// Fma, Rem and Call: the primitives beside the elementwise ops (Kernel.h).
+Value *KernelEmitter::emitPrimitive(const kir::ExprNode &e) {
+  std::vector<Value *> a;
+  for (const kir::Expr &x : e.args)
+    a.push_back(emitExpr(x));
+  if (error_)
+    return poison(e.type);
+  // Only the expansions build these: no contraction or reassociation around them.
+  llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+  b_.setFastMathFlags(llvm::FastMathFlags());
+  namespace I = llvm::Intrinsic;
+  switch (e.kind) {
+  case kir::ExprKind::Fma:
+    if (a.size() == 3)
+      return b_.CreateIntrinsic(I::fma, {a[0]->getType()}, a);
+    break;
+  case kir::ExprKind::Rem:
+    if (a.size() != 2)
+      break;
+    if (isFloat(e.type))
+      return roundTo(e.type, b_.CreateFRem(a[0], a[1]));
+    return isSigned(e.type) ? b_.CreateSRem(a[0], a[1]) : b_.CreateURem(a[0], a[1]);
+  case kir::ExprKind::Call:
+    if (e.name == "exp" && a.size() == 1)
+      return unaryIntrinsic(I::exp, a[0]);
+    if (e.name == "pow" && a.size() == 2)
+      return b_.CreateBinaryIntrinsic(I::pow, a[0], a[1]);
+    if ((e.name == "tanh" || e.name == "erf") && a.size() == 1)
+      return libm(e.name.c_str(), a[0]);
+    fail("call of math function '{}' with {} operands", e.name, a.size());
+    return poison(e.type);
+  default:
+    break;
+  }
+  fail("{} with {} operands", printExpr(std::make_shared<kir::ExprNode>(e)), a.size());
+  return poison(e.type);
+}
+
+} // namespace nnc::llvmcg

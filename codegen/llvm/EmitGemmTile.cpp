@@ -1,0 +1,161 @@
+// The GemmTile statement and the f32 GEMM microkernel it calls (KernelEmitter.h).
+#include "llvm/KernelEmitter.h"
+
+namespace nnc::llvmcg {
+
+void KernelEmitter::emitGemmTile(const kir::StmtNode &s) {
+  const kir::GemmTileShape &t = s.tile;
+  for (int b : {t.a, t.b, s.buffer})
+    if (b < 0 || b >= static_cast<int>(k_.buffers.size()) || k_.buffers[b].dtype != DType::F32) {
+      fail("gemm_tile on buffer {}, which is not an f32 buffer of the kernel", b);
+      return;
+    }
+  if (s.args.size() != 4) {
+    fail("gemm_tile without A, B, C offsets and a k extent");
+    return;
+  }
+  std::vector<Value *> v;
+  for (const kir::Expr &e : s.args) {
+    v.push_back(emitExpr(e));
+    if (error_)
+      return;
+    if (!v.back()->getType()->isIntegerTy(64)) {
+      fail("gemm_tile offset {} is not i64", printExpr(e));
+      return;
+    }
+  }
+  Type *f32 = b_.getFloatTy();
+  Value *pa = b_.CreateInBoundsGEP(f32, bufs_[t.a], v[0]);
+  Value *pb = b_.CreateInBoundsGEP(f32, bufs_[t.b], v[1]);
+  Value *pc = b_.CreateInBoundsGEP(f32, bufs_[s.buffer], v[2]);
+  b_.CreateCall(gemmMicrokernel(t.mr, t.nr, t.prefetchB != 0, t.prefetchShift),
+                {pa, pb, pc, v[3], b_.getInt64(t.lda), b_.getInt64(t.ak), b_.getInt64(t.ldb),
+                 b_.getInt64(t.ldc), b_.getInt1(t.accumulate), b_.getInt64(t.prefetchB)});
+}
+/// `void f32_gemm_<mr>x<nr>_<isa>(ptr a, ptr b, ptr c, i64 kc, i64 lda, i64 ak, i64 ldb,
+/// i64 ldc, i1 accumulate, i64 pfb)`: the GemmTile microkernel with mr x ceil(nr / W) accumulators
+/// of <W x float> (W: the target's f32 lanes) held in SSA values across the k loop; per k step it
+/// loads ceil(nr / W) vectors of B's row, broadcasts one A value per row and multiply-adds
+/// (llvm.fmuladd: an FMA where the target has one). A partial last vector uses masked loads
+/// and stores. The `_pfb<s>` variant also prefetches, per k step p, the B row at element offset
+/// pfb from row p >> s (GemmTileShape::prefetchB, prefetchShift). One definition per module
+/// and variant.
+llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch, int shift) {
+  unsigned w = static_cast<unsigned>(cpu_.f32Lanes());
+  const char *isa = cpu_.level == CpuTarget::Level::V4   ? "avx512"
+                    : cpu_.level == CpuTarget::Level::V3 ? "avx2"
+                                                         : "vec4";
+  std::string name = fmt::format("f32_gemm_{}x{}_{}{}", mr, nr, isa,
+                                 prefetch ? fmt::format("_pfb{}", shift) : std::string());
+  if (llvm::Function *f = m_.getFunction(name))
+    return f;
+  Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty(), *f32 = b_.getFloatTy();
+  auto *fty = llvm::FunctionType::get(
+      b_.getVoidTy(), {ptr, ptr, ptr, i64, i64, i64, i64, i64, b_.getInt1Ty(), i64}, false);
+  llvm::Function *f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
+  setTargetAttributes(f, tm_, cpu_);
+  const char *argNames[] = {"a", "b", "c", "kc", "lda", "ak", "ldb", "ldc", "accumulate", "pfb"};
+  for (unsigned i = 0; i < 10; ++i)
+    f->getArg(i)->setName(argNames[i]);
+  Value *a = f->getArg(0), *bp = f->getArg(1), *c = f->getArg(2), *kc = f->getArg(3),
+        *lda = f->getArg(4), *ak = f->getArg(5), *ldb = f->getArg(6), *ldc = f->getArg(7),
+        *accumulate = f->getArg(8), *pfb = f->getArg(9);
+  for (unsigned i = 0; i < 3; ++i)
+    f->addParamAttr(i, llvm::Attribute::NoAlias);
+
+  IRBuilder<> b(c_);
+  auto *entry = llvm::BasicBlock::Create(c_, "entry", f);
+  auto *loop = llvm::BasicBlock::Create(c_, "k", f);
+  auto *exit = llvm::BasicBlock::Create(c_, "store", f);
+  b.SetInsertPoint(entry);
+  int64_t nv = (nr + w - 1) / w;
+  unsigned lastLanes = static_cast<unsigned>(nr - (nv - 1) * w);
+  auto *vty = llvm::FixedVectorType::get(f32, w);
+  Value *zero = llvm::Constant::getNullValue(vty);
+  Value *lastMask = nullptr;
+  if (lastLanes != w) {
+    std::vector<llvm::Constant *> bits;
+    for (unsigned l = 0; l < w; ++l)
+      bits.push_back(b.getInt1(l < lastLanes));
+    lastMask = llvm::ConstantVector::get(bits);
+  }
+  llvm::Align align(4);
+  auto loadVec = [&](Value *p, int64_t v) -> Value * {
+    if (v == nv - 1 && lastMask)
+      return b.CreateMaskedLoad(vty, p, align, lastMask, zero);
+    return b.CreateAlignedLoad(vty, p, align);
+  };
+  // Initial accumulators: C's values or zero.
+  std::vector<Value *> init;
+  for (int64_t r = 0; r < mr; ++r) {
+    Value *row = b.CreateInBoundsGEP(f32, c, b.CreateMul(b.getInt64(r), ldc));
+    for (int64_t v = 0; v < nv; ++v) {
+      Value *p = b.CreateInBoundsGEP(f32, row, b.getInt64(v * w));
+      init.push_back(b.CreateSelect(accumulate, loadVec(p, v), zero));
+    }
+  }
+  b.CreateCondBr(b.CreateICmpSGT(kc, b.getInt64(0)), loop, exit);
+
+  b.SetInsertPoint(loop);
+  llvm::PHINode *kv = b.CreatePHI(i64, 2, "p");
+  kv->addIncoming(b.getInt64(0), entry);
+  std::vector<llvm::PHINode *> acc;
+  for (size_t i = 0; i < init.size(); ++i) {
+    acc.push_back(b.CreatePHI(vty, 2, "acc"));
+    acc.back()->addIncoming(init[i], entry);
+  }
+  Value *brow = b.CreateInBoundsGEP(f32, bp, b.CreateMul(kv, ldb));
+  std::vector<Value *> bv;
+  for (int64_t v = 0; v < nv; ++v)
+    bv.push_back(loadVec(b.CreateInBoundsGEP(f32, brow, b.getInt64(v * w)), v));
+  if (prefetch) {
+    // One prefetch per 64-byte line of the row (a hint: never faults, so no bounds).
+    Value *from = brow;
+    if (shift > 0)
+      from = b.CreateInBoundsGEP(f32, bp, b.CreateMul(b.CreateLShr(kv, b.getInt64(shift)), ldb));
+    Value *prow = b.CreateGEP(f32, from, pfb);
+    for (int64_t l = 0; l * 16 < nr; ++l)
+      b.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr},
+                        {b.CreateGEP(f32, prow, b.getInt64(l * 16)), b.getInt32(0), b.getInt32(3),
+                         b.getInt32(1)});
+  }
+  Value *acol = b.CreateInBoundsGEP(f32, a, b.CreateMul(kv, ak));
+  std::vector<Value *> next(init.size());
+  for (int64_t r = 0; r < mr; ++r) {
+    Value *ap = b.CreateInBoundsGEP(f32, acol, b.CreateMul(b.getInt64(r), lda));
+    Value *splat = b.CreateVectorSplat(w, b.CreateAlignedLoad(f32, ap, align));
+    for (int64_t v = 0; v < nv; ++v) {
+      size_t i = static_cast<size_t>(r * nv + v);
+      next[i] = b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vty}, {splat, bv[v], acc[i]});
+    }
+  }
+  Value *kn = b.CreateAdd(kv, b.getInt64(1), "p.next", true, true);
+  kv->addIncoming(kn, loop);
+  for (size_t i = 0; i < acc.size(); ++i)
+    acc[i]->addIncoming(next[i], loop);
+  b.CreateCondBr(b.CreateICmpSLT(kn, kc), loop, exit);
+
+  b.SetInsertPoint(exit);
+  std::vector<Value *> sums;
+  for (size_t i = 0; i < init.size(); ++i) {
+    llvm::PHINode *fin = b.CreatePHI(vty, 2, "sum");
+    fin->addIncoming(init[i], entry);
+    fin->addIncoming(next[i], loop);
+    sums.push_back(fin);
+  }
+  for (int64_t r = 0; r < mr; ++r) {
+    Value *row = b.CreateInBoundsGEP(f32, c, b.CreateMul(b.getInt64(r), ldc));
+    for (int64_t v = 0; v < nv; ++v) {
+      Value *sum = sums[static_cast<size_t>(r * nv + v)];
+      Value *p = b.CreateInBoundsGEP(f32, row, b.getInt64(v * w));
+      if (v == nv - 1 && lastMask)
+        b.CreateMaskedStore(sum, p, align, lastMask);
+      else
+        b.CreateAlignedStore(sum, p, align);
+    }
+  }
+  b.CreateRetVoid();
+  return f;
+}
+
+} // namespace nnc::llvmcg

@@ -1,0 +1,300 @@
+// Kernel IR -> LLVM IR: one function `void name(void** buffers)` per kernel, with the exact
+// scalar semantics of the reference interpreter (the elementwise ops' in nnc/ir/ScalarOps.h,
+// casts' in runtime/interp/Cast.cpp).
+//
+// Values are held in their compute type (float for f16/bf16, i1 for bool); loads and stores
+// convert from and to the storage type. An op whose result is f16/bf16 is rounded to that
+// format right away, so a fused chain gives the numbers of the node-by-node interpreter.
+//
+// KernelEmitter walks one kernel; private to codegen/llvm. Its parts: Emitter.cpp (the kernel's
+// function, the module, streaming stores), EmitExpr.cpp (expressions), EmitCast.cpp (casts),
+// EmitStmt.cpp (statements, loops, parallel loops), EmitGemmTile.cpp (the GemmTile
+// microkernel) and EmitTransposedTile.cpp (permutation tiles transposed in registers).
+#pragma once
+
+#include "nnc/ir/KernelHelpers.h"
+#include "llvm/Emitter.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Metadata.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Target/TargetMachine.h>
+
+namespace nnc::llvmcg {
+
+using llvm::IRBuilder;
+using llvm::Type;
+using llvm::Value;
+
+inline bool isSigned(DType t) {
+  return isSignedInteger(t);
+}
+
+/// A name in scope: a loop variable (an i64 value) or a local (an alloca of its compute type).
+struct Binding {
+  Value *value = nullptr;
+  Value *slot = nullptr; ///< The local's address (an alloca, or a pointer from a parallel ctx).
+  DType type = DType::I64;
+};
+using Scope = std::map<std::string, Binding>;
+
+inline bool mentionsVar(const kir::Expr &e, const std::string &var) {
+  return kir::mentions(e, {var});
+}
+
+/// Emits one kernel into a module (emit); errors are kept as the first failure (fail) and
+/// returned by emit naming the kernel.
+class KernelEmitter {
+public:
+  KernelEmitter(llvm::Module &m, const kir::Kernel &k, llvm::TargetMachine &tm,
+                const CpuTarget &cpu)
+      : m_(m), c_(m.getContext()), b_(c_), k_(k), tm_(tm), cpu_(cpu) {
+    // A multiply feeding an add may become one FMA (matmul/conv accumulators): a rounding
+    // difference within float reassociation, which every schedule is allowed.
+    llvm::FastMathFlags fmf;
+    fmf.setAllowContract(true);
+    b_.setFastMathFlags(fmf);
+  }
+
+  Error emit(const kir::Stmt &body);
+
+private:
+  // ---- Types and errors ----
+  Type *computeType(DType t) {
+    switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+      return b_.getFloatTy();
+    case DType::F64:
+      return b_.getDoubleTy();
+    case DType::I8:
+    case DType::U8:
+      return b_.getInt8Ty();
+    case DType::I16:
+    case DType::U16:
+      return b_.getInt16Ty();
+    case DType::I32:
+    case DType::U32:
+      return b_.getInt32Ty();
+    case DType::I64:
+    case DType::U64:
+      return b_.getInt64Ty();
+    case DType::Bool:
+      return b_.getInt1Ty();
+    default:
+      return b_.getInt8Ty(); // storage-only formats: raw bytes, moved but not computed
+    }
+  }
+  Type *storageType(DType t) {
+    if (t == DType::F16 || t == DType::BF16)
+      return b_.getInt16Ty();
+    if (t == DType::Bool)
+      return b_.getInt8Ty();
+    return computeType(t);
+  }
+  template <typename... Args> void fail(fmt::format_string<Args...> f, Args &&...args) {
+    if (!error_)
+      error_ = fmt::format(f, std::forward<Args>(args)...);
+  }
+  Value *poison(DType t) { return llvm::PoisonValue::get(computeType(t)); }
+
+  // ---- Conversions ----
+  Value *f32Const(double v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
+  Value *fpConst(Type *t, double v) { return llvm::ConstantFP::get(t, v); }
+  Value *intConst(Type *t, uint64_t v) { return llvm::ConstantInt::get(t, v); }
+
+  /// float -> the nearest bf16 (as float), ties to even; NaN stays NaN (floatToBf16).
+  Value *roundBf16(Value *f) {
+    Type *i32 = b_.getInt32Ty();
+    Value *x = b_.CreateBitCast(f, i32);
+    Value *absx = b_.CreateAnd(x, intConst(i32, 0x7fffffff));
+    Value *isNan = b_.CreateICmpUGT(absx, intConst(i32, 0x7f800000));
+    Value *lsb = b_.CreateAnd(b_.CreateLShr(x, 16), intConst(i32, 1));
+    Value *rounded = b_.CreateAdd(x, b_.CreateAdd(intConst(i32, 0x7fff), lsb));
+    Value *nanBits = b_.CreateOr(x, intConst(i32, 0x400000));
+    Value *r = b_.CreateSelect(isNan, nanBits, rounded);
+    r = b_.CreateAnd(r, intConst(i32, 0xffff0000u));
+    return b_.CreateBitCast(r, b_.getFloatTy());
+  }
+  /// float -> the nearest f16 (as float), ties to even.
+  Value *roundF16(Value *f) {
+    return b_.CreateFPExt(b_.CreateFPTrunc(f, b_.getHalfTy()), b_.getFloatTy());
+  }
+  /// Rounds a compute value to the precision of `t` (f16/bf16); other types are exact.
+  Value *roundTo(DType t, Value *v) {
+    if (t == DType::F16)
+      return roundF16(v);
+    if (t == DType::BF16)
+      return roundBf16(v);
+    return v;
+  }
+  Value *callHelper(const char *name, Type *ret, std::vector<Value *> args) {
+    std::vector<Type *> params;
+    for (Value *a : args)
+      params.push_back(a->getType());
+    llvm::FunctionCallee f =
+        m_.getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
+    if (auto *fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+      fn->addFnAttr(llvm::Attribute::NoUnwind);
+      fn->addFnAttr(llvm::Attribute::ReadNone);
+      fn->addFnAttr(llvm::Attribute::WillReturn);
+    }
+    llvm::CallInst *c = b_.CreateCall(f, args);
+    c->setDoesNotThrow();
+    c->setDoesNotAccessMemory();
+    return c;
+  }
+  Value *loadValue(DType t, Value *stored) {
+    switch (t) {
+    case DType::F16:
+      return b_.CreateFPExt(b_.CreateBitCast(stored, b_.getHalfTy()), b_.getFloatTy());
+    case DType::BF16:
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(stored, b_.getInt32Ty()), 16),
+                              b_.getFloatTy());
+    case DType::Bool:
+      return b_.CreateICmpNE(stored, intConst(b_.getInt8Ty(), 0));
+    default:
+      return stored;
+    }
+  }
+  Value *storeValue(DType t, Value *v) {
+    switch (t) {
+    case DType::F16:
+      return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getInt16Ty());
+    case DType::BF16:
+      return b_.CreateTrunc(b_.CreateLShr(b_.CreateBitCast(roundBf16(v), b_.getInt32Ty()), 16),
+                            b_.getInt16Ty());
+    case DType::Bool:
+      return b_.CreateZExt(v, b_.getInt8Ty());
+    default:
+      return v;
+    }
+  }
+
+  Value *emitCast(Value *v, DType from, DType to);
+  Value *emitStorageCast(Value *v, DType from, const kir::ExprNode &e);
+  Value *emitOp(const kir::ExprNode &e);
+  Value *emitPrimitive(const kir::ExprNode &e);
+  Value *emitExpr(const kir::Expr &e);
+  Value *libm(const char *fname, Value *a) {
+    bool dbl = a->getType()->isDoubleTy();
+    std::string name = dbl ? fname : std::string(fname) + "f";
+    return callHelper(name.c_str(), a->getType(), {a});
+  }
+  Value *unaryIntrinsic(llvm::Intrinsic::ID id, Value *a) { return b_.CreateUnaryIntrinsic(id, a); }
+
+  // ---- Statements ----
+  void emitStmt(const kir::Stmt &s);
+  void emitFor(const kir::StmtNode &s);
+  void emitParallelFor(const kir::StmtNode &s, Value *extent);
+  void emitGemmTile(const kir::StmtNode &s);
+  bool emitTransposedTile(const kir::StmtNode &s);
+  llvm::Function *gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch, int shift = 0);
+  /// A counted loop over [begin, end) of `var`; `kind` selects the loop metadata.
+  /// `independent`: the KIR loop's iterations are independent (a gpu_grid loop).
+  void emitLoop(const std::string &var, Value *begin, Value *end, kir::LoopKind kind,
+                const kir::Expr &extentExpr, const std::vector<kir::Stmt> &body,
+                bool independent = false);
+  llvm::MDNode *loopMetadata(kir::LoopKind kind, const kir::Expr &extent,
+                             llvm::MDNode *accessGroup);
+  /// Tags a buffer load or store with the access group of the vectorized loop around it whose
+  /// iterations are independent (see emitLoop; such a loop holds no other loop, so there is at
+  /// most one).
+  void tagAccess(llvm::Instruction *i) {
+    if (accessGroup_)
+      i->setMetadata(llvm::LLVMContext::MD_access_group, accessGroup_);
+  }
+  llvm::MDNode *accessGroup_ = nullptr;
+  llvm::AllocaInst *entryAlloca(Type *t, const std::string &name) {
+    llvm::BasicBlock &entry = fn_->getEntryBlock();
+    IRBuilder<> eb(&entry, entry.getFirstInsertionPt());
+    return eb.CreateAlloca(t, nullptr, name);
+  }
+  void loadBuffers(Value *buffersArg) {
+    bufs_.clear();
+    Type *ptr = b_.getPtrTy();
+    const llvm::DataLayout &dl = m_.getDataLayout();
+    int64_t workspaces = 0;
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      const kir::BufferDecl &d = k_.buffers[i];
+      if (d.perThread) {
+        // This thread's own (a chunk of a parallel loop, or the serial kernel), from the
+        // runtime: distinct from every parameter, as malloc's memory is.
+        if (workspaces == kWorkspaceSlots)
+          fail("kernel has more than {} per-thread scratch buffers", kWorkspaceSlots);
+        llvm::FunctionCallee f = m_.getOrInsertFunction(
+            kWorkspace, llvm::FunctionType::get(ptr, {b_.getInt64Ty(), b_.getInt64Ty()}, false));
+        if (auto *fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+          fn->addFnAttr(llvm::Attribute::NoUnwind);
+          fn->addRetAttr(llvm::Attribute::NoAlias);
+        }
+        llvm::CallInst *c =
+            b_.CreateCall(f,
+                          {b_.getInt64(workspaces++),
+                           b_.getInt64(d.numElements * static_cast<int64_t>(dtypeSize(d.dtype)))},
+                          d.name);
+        c->setDoesNotThrow();
+        bufs_.push_back(c);
+        continue;
+      }
+      Value *slot = b_.CreateConstInBoundsGEP1_64(ptr, buffersArg, i);
+      llvm::LoadInst *p = b_.CreateLoad(ptr, slot, d.name);
+      bufs_.push_back(p);
+      if (!d.written || d.role != kir::BufferRole::Result || cpu_.streamingStoreBytes <= 0 ||
+          d.numElements * int64_t(dtypeSize(d.dtype)) < cpu_.streamingStoreBytes)
+        continue;
+      // A streaming result: the runtime binds it at a kBufferAlignment boundary (arena
+      // offsets, tensor storage), so the optimizer may align its vector stores, which
+      // markStreamingStores then makes non-temporal.
+      b_.CreateAlignmentAssumption(dl, p, kBufferAlignment);
+      p->setMetadata(kStreamingMetadata, llvm::MDNode::get(c_, {}));
+    }
+  }
+  Value *bufferElement(int buffer, const kir::Expr &index, DType &dtype) {
+    if (buffer < 0 || buffer >= static_cast<int>(k_.buffers.size())) {
+      fail("access to buffer {} of {}", buffer, k_.buffers.size());
+      return nullptr;
+    }
+    dtype = k_.buffers[buffer].dtype;
+    Value *idx = emitExpr(index);
+    if (!index || !(isInteger(index->type) || index->type == DType::Bool)) {
+      fail("buffer {} indexed with a non-integer expression", k_.buffers[buffer].name);
+      return nullptr;
+    }
+    if (!idx->getType()->isIntegerTy(64))
+      idx = isSignedInteger(index->type) ? b_.CreateSExtOrTrunc(idx, b_.getInt64Ty())
+                                         : b_.CreateZExtOrTrunc(idx, b_.getInt64Ty());
+    return b_.CreateInBoundsGEP(storageType(dtype), bufs_[buffer], idx);
+  }
+
+  llvm::Module &m_;
+  llvm::LLVMContext &c_;
+  IRBuilder<> b_;
+  const kir::Kernel &k_;
+  llvm::TargetMachine &tm_;
+  const CpuTarget &cpu_;
+  llvm::Function *fn_ = nullptr;
+  Value *buffersArg_ = nullptr; ///< The current function's `void** buffers`.
+  std::vector<Value *> bufs_;
+  Scope scope_;
+  bool inParallel_ = false;
+  int outlined_ = 0;
+  std::optional<std::string> error_;
+};
+
+/// The ISA (the target machine's level and features) and, stated by nnc rather than inherited
+/// from LLVM's tuning for a CPU model name, the vector width: the loop vectorizer and the code
+/// generator use `cpu`'s full width (LLVM 15 tunes AVX-512 Intel models to prefer 256-bit
+/// vectors, which halved the width of every kernel there). Scheduling is LLVM's generic model.
+void setTargetAttributes(llvm::Function *f, llvm::TargetMachine &tm, const CpuTarget &cpu);
+
+} // namespace nnc::llvmcg
