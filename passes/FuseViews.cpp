@@ -278,8 +278,6 @@ public:
 
 } // namespace
 
-std::unique_ptr<Pass> createFuseViewsPass() {
-  return std::make_unique<FuseViewsPass>();
-}
+std::unique_ptr<Pass> createFuseViewsPass() { return std::make_unique<FuseViewsPass>(); }
 
 } // namespace nnc
