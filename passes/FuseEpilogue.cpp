@@ -7,8 +7,8 @@
 //     and then single-user views that only move elements (reshapes, transpose, from_nchwc),
 //     a float elementwise node u whose other operands are one-element constants and that is
 //     in no group, u is applied before the views instead (u(view(x)) = view(u(x)): u reads
-//     one element at the same place whatever the layout), where step 2 makes it a's
-//     epilogue. A cost check decides (worthHoisting): the template evaluates u on each
+//     one element at the same place whatever the layout; a graph output keeps its name, on
+//     the last view's result), where step 2 makes it a's epilogue. A cost check decides (worthHoisting): the template evaluates u on each
 //     element it stores, padding included, in its vectorized store loop; left behind the
 //     views, u runs in the consumer's loop, whose index math through views often keeps it
 //     one lane wide, and once for every user that reads it (a view group that selects among
@@ -101,7 +101,7 @@ bool hoistThroughViews(Graph &g, Node &a) {
   }
   Node *u = n;
   if (!u || end == before || !isFusibleElementwise(*u) || u->kind() == OpKind::Cast ||
-      u->hasAttr(kFusionGroupAttr) || g.isOutput(u->result()) || !isFloat(u->result()->dtype()) ||
+      u->hasAttr(kFusionGroupAttr) || !isFloat(u->result()->dtype()) ||
       u->result()->dtype() != end->dtype() || u->result()->shape() != end->shape())
     return false;
   // The other operands broadcast one constant element (of no higher rank than `before`, so
@@ -123,6 +123,8 @@ bool hoistThroughViews(Graph &g, Node &a) {
   std::string name = u->name(), resultName = u->result()->name();
   g.replaceAllUsesWith(u->result(), end);
   g.eraseNode(u);
+  if (g.isOutput(end)) // the graph's output keeps its name
+    g.renameValue(end, resultName);
   Node *moved = g.createNode(kind, std::move(operands), {before->type()}, std::move(attrs), name,
                              {resultName}, firstView);
   firstView->setOperand(0, moved->result());
