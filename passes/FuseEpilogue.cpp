@@ -2,14 +2,32 @@
 // add, scaling, clipping) runs in the output loop of the matmul or conv.
 //
 // Algorithm (after fuse-elementwise):
+//  0. Elementwise work behind views moves to the anchor: for each matmul or conv a not in a
+//     group whose result reaches, through single-user elementwise nodes e1..ek of its shape
+//     and then single-user views that only move elements (reshapes, transpose, from_nchwc),
+//     a float elementwise node u whose other operands are one-element constants and that is
+//     in no group, u is applied before the views instead (u(view(x)) = view(u(x)): u reads
+//     one element at the same place whatever the layout; a graph output keeps its name, on
+//     the last view's result), where step 2 makes it a's epilogue. A cost check decides (worthHoisting): the template evaluates u on each
+//     element it stores, padding included, in its vectorized store loop; left behind the
+//     views, u runs in the consumer's loop, whose index math through views often keeps it
+//     one lane wide, and once for every user that reads it (a view group that selects among
+//     several slices of u evaluates u once per slice at each element). YOLO's detect head
+//     (conv, reshape, transpose, sigmoid, slices, concat) had its sigmoid evaluated three
+//     times per output element, scalar, in the decode's concat loop.
 //  1. For each matmul or conv a not in a group, whose result is not a graph output and has
 //     one user u, an elementwise node (or cast), or several that are all in u's group:
 //  2. If u is in a group without an anchor whose result has a's result shape, a joins that
 //     group as its anchor. If u is in no group and its result has a's shape, a and u form a
 //     new group. Otherwise (the group broadcasts a's result, or already has an anchor) a
 //     stays alone.
+// An anchor never joins a group of views (fuse-views keeps anchored groups as they are and
+// takes no matmul or conv): its template keeps its kernel, and views, slices and concats of
+// its result form a group of their own.
 // Code generation (codegen/lower/Fusion.cpp) rewrites the stores of a's result.
+#include <algorithm>
 #include <map>
+#include <optional>
 
 #include "FusionStats.h"
 #include "nnc/ir/FusionGroup.h"
@@ -19,12 +37,118 @@ namespace nnc {
 
 namespace {
 
+/// The epilogue's evaluations of a hoisted op may exceed the consumer's by this factor (the
+/// blocked layout's padding: 9 channels in a block of 16 is 1.8x) and still be cheaper: the
+/// template applies it in vector registers where it stores, a loop composed through views
+/// may apply it one lane at a time.
+constexpr int64_t kEpilogueRateRatio = 2;
+
+std::optional<int64_t> staticElements(const Value *v) {
+  std::optional<Extents> e = staticExtents(v->shape());
+  return e ? checkedNumElements(*e) : std::nullopt;
+}
+
+/// Views that move elements without dropping, duplicating or padding any of the operand's
+/// meaningful ones (from_nchwc drops the block's padding, which u may compute on unseen).
+bool movesElementsOnly(const Node &n) {
+  switch (n.kind()) {
+  case OpKind::Reshape:
+  case OpKind::Flatten:
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze:
+  case OpKind::Transpose:
+  case OpKind::FromNCHWc: return n.numResults() == 1 && n.numOperands() >= 1;
+  default: return false;
+  }
+}
+
+/// The value's one user, or null when it has several, none, or is a graph output.
+Node *soleUser(const Graph &g, const Value *v) {
+  if (g.isOutput(v))
+    return nullptr;
+  std::vector<Node *> users = g.users(v);
+  return users.size() == 1 ? users[0] : nullptr;
+}
+
+/// Step 0's cost check: epilogue evaluations (every element the anchor stores) against the
+/// consumer's (each element of u's result once per user), at the rates kEpilogueRateRatio
+/// assumes.
+bool worthHoisting(const Graph &g, const Value *anchorSide, const Node &u) {
+  std::optional<int64_t> ea = staticElements(anchorSide), eu = staticElements(u.result());
+  if (!ea || !eu)
+    return false;
+  int64_t users = std::max<int64_t>(1, static_cast<int64_t>(g.users(u.result()).size()));
+  return *ea <= kEpilogueRateRatio * users * *eu;
+}
+
+/// Step 0 for anchor a: moves the first elementwise node behind a chain of views onto the
+/// value before the views. Returns whether it moved one.
+bool hoistThroughViews(Graph &g, Node &a) {
+  if (!isEpilogueAnchor(a) || a.hasAttr(kFusionGroupAttr))
+    return false;
+  Value *before = a.result(); // the value the first view reads
+  Node *n = soleUser(g, before);
+  while (n && isFusibleElementwise(*n) && !n->hasAttr(kFusionGroupAttr) &&
+         n->result()->type() == a.result()->type()) {
+    before = n->result();
+    n = soleUser(g, before);
+  }
+  Node *firstView = n;
+  Value *end = before;
+  while (n && movesElementsOnly(*n) && n->operand(0) == end && !n->hasAttr(kFusionGroupAttr)) {
+    end = n->result();
+    n = soleUser(g, end);
+  }
+  Node *u = n;
+  if (!u || end == before || !isFusibleElementwise(*u) || u->kind() == OpKind::Cast ||
+      u->hasAttr(kFusionGroupAttr) || !isFloat(u->result()->dtype()) ||
+      u->result()->dtype() != end->dtype() || u->result()->shape() != end->shape())
+    return false;
+  // The other operands broadcast one constant element (of no higher rank than `before`, so
+  // the moved op's result keeps the shape of the value it reads).
+  std::vector<Value *> operands = u->operands();
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (operands[i] == end) {
+      operands[i] = before;
+      continue;
+    }
+    const Tensor *c = operands[i] ? u->constantOperand(i) : nullptr;
+    if (!c || c->numElements() != 1 || operands[i]->rank() > before->rank())
+      return false;
+  }
+  if (!worthHoisting(g, before, *u))
+    return false;
+  OpKind kind = u->kind();
+  AttrMap attrs = u->attrs();
+  std::string name = u->name(), resultName = u->result()->name();
+  g.replaceAllUsesWith(u->result(), end);
+  g.eraseNode(u);
+  if (g.isOutput(end)) // the graph's output keeps its name
+    g.renameValue(end, resultName);
+  Node *moved = g.createNode(kind, std::move(operands), {before->type()}, std::move(attrs), name,
+                             {resultName}, firstView);
+  firstView->setOperand(0, moved->result());
+  return true;
+}
+
 class FuseEpiloguePass : public Pass {
 public:
   std::string_view name() const override { return "fuse-epilogue"; }
 
   Expected<bool> run(Graph &g, PassContext &) override {
     fusion::FusionCounters counters(g);
+    bool changed = false;
+    bool hoisted = false;
+    for (Node *a : g.nodes())
+      while (hoistThroughViews(g, *a)) {
+        addStat("hoisted-through-views");
+        hoisted = true;
+      }
+    // A hoisted op's constant operands may come after the views in graph order.
+    if (hoisted) {
+      NNC_TRY(g.topologicalSort());
+      changed = true;
+    }
     int64_t nextId = fusion::freshGroupId(g);
     std::map<int64_t, Node *> anchorOf, rootOf;
     for (Node *n : g.nodes()) {
@@ -35,7 +159,6 @@ public:
       if (isEpilogueAnchor(*n))
         anchorOf[id] = n;
     }
-    bool changed = false;
     for (Node *a : g.nodes()) {
       if (!isEpilogueAnchor(*a) || a->hasAttr(kFusionGroupAttr) || g.isOutput(a->result()))
         continue;

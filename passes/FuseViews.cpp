@@ -19,11 +19,21 @@
 //          (its members join with it),
 //     and, when the member reading v is elementwise, v has that member's shape (a broadcast
 //     value would be recomputed for every element it is broadcast to).
-//  3. A grown set that holds a view and at least two nodes becomes one group (a new id, or
+//  3. Cost check of each concat that joined in step 2a (concatStaysOut), unless code
+//     generation writes it in pieces (the root, or an operand of such a concat): inside the
+//     group it reads every operand at each of its elements, a select keeping one, so the work
+//     of every operand's members runs on all of the concat's elements; on its own (the root of
+//     a group of its own, later in this walk) each operand's work runs on that operand's
+//     elements, the concat's result is stored and read back once, and a kernel is launched.
+//     When the select costs more, the concat leaves the set and step 2 runs again without it.
+//     YOLO's box decode (a concat of xy, wh (a pow) and the 81 class scores on the last axis) ran
+//     its pow on all 85 fields.
+//  4. A grown set that holds a view and at least two nodes becomes one group (a new id, or
 //     the root group's).
 // Code generation (codegen/lower/Fusion.cpp) composes the views' index maps into the loads.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "FusionStats.h"
@@ -45,6 +55,95 @@ bool movesStorageOnly(const Node &n) {
 
 bool isView(const Node &n) {
   return isFusibleView(n) && !isFusibleElementwise(n) && !movesStorageOnly(n);
+}
+
+/// The per-element cost of one member in the units of concatStaysOut (a load or store of
+/// an element is 1): a view only changes index math, an add, compare or select is about one
+/// instruction, and any other elementwise op (exp, pow, sigmoid, erf, division, ...) expands
+/// to tens of them.
+constexpr int64_t kCheapOpCost = 1, kCostlyOpCost = 16;
+
+int64_t memberCost(const Node &n) {
+  if (isView(n))
+    return 0;
+  switch (n.kind()) {
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Neg:
+  case OpKind::Abs:
+  case OpKind::Min:
+  case OpKind::Max:
+  case OpKind::Cast:
+  case OpKind::Select:
+  case OpKind::Equal:
+  case OpKind::Less:
+  case OpKind::LessEqual:
+  case OpKind::Greater:
+  case OpKind::GreaterEqual: return kCheapOpCost;
+  default: return kCostlyOpCost;
+  }
+}
+
+std::optional<int64_t> staticElements(const Value *v) {
+  std::optional<Extents> e = staticExtents(v->shape());
+  return e ? checkedNumElements(*e) : std::nullopt;
+}
+
+/// The per-element cost of computing `v` inside a group with members `in`: the members it
+/// is computed from (each once: code generation binds a value used twice to a local).
+int64_t valueCost(const Value *v, const std::set<Node *> &in) {
+  int64_t cost = 0;
+  std::set<const Node *> seen;
+  std::vector<const Value *> work{v};
+  while (!work.empty()) {
+    const Value *x = work.back();
+    work.pop_back();
+    Node *p = x ? x->producer() : nullptr;
+    if (!p || !in.count(p) || !seen.insert(p).second)
+      continue; // a group input (its load is counted by the caller), or counted already
+    cost += memberCost(*p);
+    if (isView(*p)) {
+      for (size_t k : viewDataOperands(*p))
+        work.push_back(p->operand(k));
+    } else {
+      for (const Value *o : p->operands())
+        work.push_back(o);
+    }
+  }
+  return cost;
+}
+
+/// Whether code generation writes concat `c` operand by operand, with no select: the root,
+/// or the one operand use of such a concat (nested concats flatten into pieces).
+bool writtenInPieces(const Graph &g, const Node &c, const Node &root) {
+  if (&c == &root)
+    return true;
+  std::vector<Node *> users = g.users(c.result());
+  return users.size() == 1 && users[0]->kind() == OpKind::Concat &&
+         writtenInPieces(g, *users[0], root);
+}
+
+/// A kernel of its own costs a dispatch through the thread pool and a loop nest's set-up,
+/// worth about this many element operations: a small concat stays in the group.
+constexpr int64_t kKernelCost = 1024;
+
+/// Step 3: whether the member concat `c` costs less outside the group (see the algorithm).
+bool concatStaysOut(const Graph &g, const Node &c, const Node &root, const std::set<Node *> &in) {
+  std::optional<int64_t> ec = staticElements(c.result());
+  if (!ec || writtenInPieces(g, c, root))
+    return false;
+  // Alone: its result stored once and read once, and a kernel more.
+  int64_t fused = 0, alone = 2 * *ec + kKernelCost;
+  for (const Value *o : c.operands()) {
+    std::optional<int64_t> eo = staticElements(o);
+    if (!eo)
+      return false;
+    int64_t cost = valueCost(o, in) + 1; // the operand's own work and its load
+    fused += *ec * cost;
+    alone += *eo * cost;
+  }
+  return fused > alone;
 }
 
 class FuseViewsPass : public Pass {
@@ -85,7 +184,8 @@ public:
           continue;
         members = {root};
       }
-      std::set<Node *> in(members.begin(), members.end());
+      const std::vector<Node *> start = members;
+      std::set<Node *> in, vetoed;
       auto allInside = [&](const Value *v) {
         if (g.isOutput(v))
           return false;
@@ -95,42 +195,59 @@ public:
         return true;
       };
       std::vector<int64_t> absorbedGroups;
-      for (size_t scanned = 0; scanned < members.size(); ++scanned) {
-        Node *m = members[scanned];
-        bool mIsView = isView(*m);
-        std::vector<size_t> slots;
-        if (mIsView) {
-          slots = viewDataOperands(*m);
-        } else {
-          for (size_t k = 0; k < m->numOperands(); ++k)
-            slots.push_back(k);
-        }
-        for (size_t k : slots) {
-          Value *v = m->operand(k);
-          Node *p = v ? v->producer() : nullptr;
-          if (!p || in.count(p) || p->kind() == OpKind::Constant || !allInside(v))
-            continue;
-          if (!mIsView && v->shape() != m->result()->shape())
-            continue;
-          int64_t pid = fusionGroupOf(*p);
-          if (pid >= 0) {
-            const std::vector<Node *> &pm = groups[pid];
-            if (fixed.count(pid) || pm.empty() || pm.back() != p)
+      std::vector<Node *> concats; // joined in step 2a
+      for (bool regrow = true; regrow;) {
+        members = start;
+        in = std::set<Node *>(members.begin(), members.end());
+        absorbedGroups.clear();
+        concats.clear();
+        for (size_t scanned = 0; scanned < members.size(); ++scanned) {
+          Node *m = members[scanned];
+          bool mIsView = isView(*m);
+          std::vector<size_t> slots;
+          if (mIsView) {
+            slots = viewDataOperands(*m);
+          } else {
+            for (size_t k = 0; k < m->numOperands(); ++k)
+              slots.push_back(k);
+          }
+          for (size_t k : slots) {
+            Value *v = m->operand(k);
+            Node *p = v ? v->producer() : nullptr;
+            if (!p || in.count(p) || p->kind() == OpKind::Constant || !allInside(v))
               continue;
-            for (Node *x : pm)
-              if (in.insert(x).second)
-                members.push_back(x);
-            absorbedGroups.push_back(pid);
-          } else if (isView(*p)) {
-            if (p->kind() == OpKind::Concat && p->numOperands() > kMaxFusedConcatOperands)
+            if (!mIsView && v->shape() != m->result()->shape())
               continue;
-            in.insert(p);
-            members.push_back(p);
-          } else if (isFusibleElementwise(*p) && !movesStorageOnly(*p)) {
-            in.insert(p);
-            members.push_back(p);
+            int64_t pid = fusionGroupOf(*p);
+            if (pid >= 0) {
+              const std::vector<Node *> &pm = groups[pid];
+              if (fixed.count(pid) || pm.empty() || pm.back() != p)
+                continue;
+              for (Node *x : pm)
+                if (in.insert(x).second)
+                  members.push_back(x);
+              absorbedGroups.push_back(pid);
+            } else if (isView(*p)) {
+              if (p->kind() == OpKind::Concat &&
+                  (p->numOperands() > kMaxFusedConcatOperands || vetoed.count(p)))
+                continue;
+              in.insert(p);
+              members.push_back(p);
+              if (p->kind() == OpKind::Concat)
+                concats.push_back(p);
+            } else if (isFusibleElementwise(*p) && !movesStorageOnly(*p)) {
+              in.insert(p);
+              members.push_back(p);
+            }
           }
         }
+        regrow = false;
+        for (Node *c : concats)
+          if (concatStaysOut(g, *c, *root, in)) {
+            vetoed.insert(c);
+            addStat("concats-kept-out");
+            regrow = true;
+          }
       }
       bool hasView = false;
       for (Node *m : members)

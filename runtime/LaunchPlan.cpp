@@ -433,12 +433,19 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     for (size_t i = 0; verify && i < ks.size(); ++i)
       if (Error e = kir::verifyKernel(ks[i]))
         return n->error("lowering made a malformed kernel '{}': {}", ks[i].name, e.message());
+    // A layout conversion carries the name of the conv it was made for (layout-nchwc): the
+    // profile says which op it is, so a view group that converts a conv's result back does
+    // not read as one that holds the conv (issue 50's detect head read so).
     std::vector<std::string> sources;
-    for (const Node *m : unit.members.empty() ? std::vector<const Node *>{n} : unit.members)
-      sources.push_back(!m->name().empty()
-                            ? m->name()
-                            : fmt::format("{} %{}", m->opName(),
-                                          m->numResults() ? m->result()->name() : std::string()));
+    for (const Node *m : unit.members.empty() ? std::vector<const Node *>{n} : unit.members) {
+      bool conversion = m->kind() == OpKind::FromNCHWc || m->kind() == OpKind::ToNCHWc;
+      if (m->name().empty())
+        sources.push_back(fmt::format("{} %{}", m->opName(),
+                                      m->numResults() ? m->result()->name() : std::string()));
+      else
+        sources.push_back(conversion ? fmt::format("{} ({})", m->name(), m->opName())
+                                     : m->name());
+    }
     // The GEMM work goes to the kernel that runs the GEMM tiles (the last one when several
     // do, or none: a unit's packing and im2col kernels come before its GEMM).
     size_t flopsKernel = ks.empty() ? 0 : ks.size() - 1;
