@@ -10,7 +10,8 @@ namespace nnc {
 bool isFusibleElementwise(const Node &n) {
   if (n.numResults() != 1)
     return false;
-  return n.info().elementwise || n.kind() == OpKind::Cast;
+  return n.info().elementwise || n.kind() == OpKind::Cast || n.kind() == OpKind::Quantize ||
+         n.kind() == OpKind::Dequantize;
 }
 
 bool isReshapeView(const Node &n) {

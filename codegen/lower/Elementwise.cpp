@@ -1,11 +1,51 @@
 // Lowerers of the elementwise ops (every NNC_ELEMENTWISE entry of Ops.def, numpy
-// broadcasting) and of `cast`: one kernel, one loop nest over the (collapsed) output.
+// broadcasting), of `cast`, `quantize` and `dequantize`: one kernel, one loop nest over the
+// (collapsed) output; and the scalar formula of each (pointwiseExpr), which fused groups share.
 #include "LowerUtil.h"
 #include "Lowerers.h"
+#include "nnc/ir/Quantize.h"
 
 namespace nnc::lower {
 
 namespace {
+
+/// quantize (Ops.def), as ONNX's reference computes it: x / scale in x's dtype (f16 and bf16
+/// divide in f32 and round back, as numpy's half division does), then for an integer result
+/// round half to even, add the zero point (exact in f32: beyond 2^24 the value saturates
+/// anyway) and clamp, NaN going to the low end (a NaN compare is false). f8 results cast the
+/// quotient with `saturate`; f4e2m1 adds the zero point first, as the reference does.
+kir::Expr quantizeExpr(const Node &n, const std::vector<kir::Expr> &a) {
+  DType t = a[0]->type, q = n.result(0)->dtype();
+  DType w = t == DType::F64 ? DType::F64 : DType::F32;
+  kir::Expr x = kir::cast(a[0], w), s = kir::cast(a[1], w);
+  kir::Expr v = kir::strict(kir::op(OpKind::Div, {x, s}));
+  if (t == DType::F16 || t == DType::BF16)
+    v = kir::cast(kir::cast(v, t), w);
+  int64_t lo = 0, hi = 0;
+  if (quantizedIntRange(q, lo, hi)) {
+    v = kir::strict(kir::op(OpKind::Add, {kir::op(OpKind::Round, {v}), kir::cast(a[2], w)}));
+    kir::Expr flo = kir::constant(static_cast<double>(lo), w);
+    v = kir::select(kir::ge(v, flo), v, flo);
+    v = kir::op(OpKind::Min, {v, kir::constant(static_cast<double>(hi), w)});
+    return kir::cast(v, q);
+  }
+  if (q == DType::F4E2M1)
+    v = kir::strict(kir::op(OpKind::Add, {v, kir::cast(a[2], w)}));
+  return kir::cast(v, q, n.getInt("saturate", 1) != 0, "up");
+}
+
+/// dequantize (Ops.def): (x - zero_point) * scale in f32 (f64 for an f64 scale, and for i32
+/// x, which the reference rounds to f32 and then subtracts in f64), one rounding to `to`.
+/// The float formats' zero point is zero by the spec, and the reference ignores it.
+kir::Expr dequantizeExpr(const Node &n, const std::vector<kir::Expr> &a) {
+  DType xt = a[0]->type, to = n.result(0)->dtype();
+  DType w = a[1]->type == DType::F64 || xt == DType::I32 ? DType::F64 : DType::F32;
+  int64_t lo = 0, hi = 0;
+  bool integer = xt == DType::I32 || quantizedIntRange(xt, lo, hi);
+  kir::Expr x = xt == DType::I32 ? kir::cast(kir::cast(a[0], DType::F32), w) : kir::cast(a[0], w);
+  kir::Expr d = integer ? kir::strict(kir::op(OpKind::Sub, {x, kir::cast(a[2], w)})) : x;
+  return kir::cast(kir::strict(kir::op(OpKind::Mul, {d, kir::cast(a[1], w)})), to);
+}
 
 /// One kernel: out0[i] = f(in0[bcast(i)], in1[bcast(i)], ...) over the result's extents.
 /// With `valueTypes`, the buffers and loads have the values' own dtypes (storage-only ones
@@ -65,6 +105,18 @@ Expected<std::vector<kir::Kernel>> lowerElementwise(const Node &node, const std:
                    [kind](const std::vector<kir::Expr> &args) { return kir::op(kind, args); });
 }
 
+/// quantize and dequantize: storage-only dtypes (i4, f8, ...) included, as for cast.
+Expected<std::vector<kir::Kernel>> lowerQuantizeOp(const Node &node, const std::string &prefix) {
+  if (node.numOperands() != 3)
+    return node.error("expects 3 operands, got {}", node.numOperands());
+  for (size_t k = 0; k < 3; ++k)
+    if (!node.operand(k))
+      return node.error("operand {} is missing", k);
+  return mapKernel(
+      node, prefix, [&node](const std::vector<kir::Expr> &a) { return pointwiseExpr(node, a); },
+      /*valueTypes=*/true);
+}
+
 /// Cast (ONNX rules, runtime/interp/Cast.cpp), storage-only dtypes included: their buffers
 /// hold one byte per element and the kernel IR cast converts them with the node's `saturate`
 /// (f8 targets) and `round_mode` (f8e8m0 target) options.
@@ -88,10 +140,23 @@ Expected<std::vector<kir::Kernel>> lowerCast(const Node &node, const std::string
 
 } // namespace
 
+kir::Expr pointwiseExpr(const Node &n, const std::vector<kir::Expr> &args) {
+  switch (n.kind()) {
+  case OpKind::Cast:
+    return kir::cast(args[0], n.result(0)->dtype(), n.getInt("saturate", 1) != 0,
+                     n.getString("round_mode", "up"));
+  case OpKind::Quantize: return quantizeExpr(n, args);
+  case OpKind::Dequantize: return dequantizeExpr(n, args);
+  default: return kir::op(n.kind(), args);
+  }
+}
+
 void registerElementwiseLowerers(LowererTable &t) {
 #define NNC_ELEMENTWISE(Id, ...) t[OpKind::Id] = lowerElementwise;
 #include "nnc/ir/Ops.def"
   t[OpKind::Cast] = lowerCast;
+  t[OpKind::Quantize] = lowerQuantizeOp;
+  t[OpKind::Dequantize] = lowerQuantizeOp;
 }
 
 } // namespace nnc::lower

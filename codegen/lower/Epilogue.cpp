@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "nnc/ir/FusionGroup.h"
+
 namespace nnc::lower {
 
 using kir::Expr;
@@ -37,11 +39,7 @@ public:
       std::vector<Expr> args;
       for (const Value *o : p->operands())
         args.push_back(valueOf(o));
-      if (p->kind() == OpKind::Cast)
-        e = kir::cast(args[0], p->result()->dtype(), p->getInt("saturate", 1) != 0,
-                      p->getString("round_mode", "up"));
-      else
-        e = kir::op(p->kind(), args);
+      e = pointwiseExpr(*p, args);
       auto uit = uses_.find(v);
       if (uit != uses_.end() && uit->second > 1) {
         std::string name = prefix_ + std::to_string(decls_.size());
@@ -87,7 +85,8 @@ Expected<std::unique_ptr<Epilogue>> Epilogue::of(const LoweringUnit &u) {
       if (!o)
         return m->error("operand {} is missing", k);
       DType t = o->dtype();
-      bool ok = m->kind() == OpKind::Cast ||
+      // cast, quantize and dequantize check their own operand dtypes (shape rules).
+      bool ok = (isFusibleElementwise(*m) && !info.elementwise) ||
                 (m->kind() == OpKind::Select && k == 0 ? t == DType::Bool
                                                        : typeClassAccepts(info.operandTypes, t));
       if (!ok || isStorageOnly(t) || isStorageOnly(m->result()->dtype()))

@@ -44,6 +44,12 @@ struct Collapsed {
 
 Collapsed collapse(const Extents &out, const std::vector<Extents> &ins);
 
+/// The scalar value of a pointwise node (isFusibleElementwise: an elementwise op, cast,
+/// quantize or dequantize) from its operands' values: kir::op for the elementwise ops, a
+/// kernel IR cast with the node's options, and quantize / dequantize spelled in primitives
+/// (a division, round, compares, casts) that every backend already translates.
+kir::Expr pointwiseExpr(const Node &n, const std::vector<kir::Expr> &args);
+
 /// The dtype a kernel moves values of `t` as: `t` for arithmetic dtypes; u8 for the
 /// storage-only formats (f8, f4, i4, ...), which take one byte per element in memory, so
 /// copies need no arithmetic on them.

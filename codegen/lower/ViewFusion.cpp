@@ -261,11 +261,7 @@ public:
         NNC_ASSIGN_OR_RETURN(Expr a, valueAt(o, broadcastCoords(c, extentsOf(o))));
         args.push_back(a);
       }
-      if (p->kind() == OpKind::Cast)
-        e = kir::cast(args[0], p->result()->dtype(), p->getInt("saturate", 1) != 0,
-                      p->getString("round_mode", "up"));
-      else
-        e = kir::op(p->kind(), args);
+      e = pointwiseExpr(*p, args);
       auto uit = uses_.find(v);
       if (uit != uses_.end() && uit->second > 1) {
         std::string name = prefix_ + std::to_string(decls_.size());

@@ -413,6 +413,7 @@ const LoweringTable &loweringTable() {
     registerLossLowerings(t);
     registerRecurrentLowerings(t);
     registerTrainingLowerings(t);
+    registerQuantizeLowerings(t);
     t["Constant"] = OpLowering{{"value", "value_float", "value_floats", "value_int", "value_ints"},
                                lowerConstant};
     return t;

@@ -122,5 +122,6 @@ void registerNNLowerings(LoweringTable &t);
 void registerLossLowerings(LoweringTable &t);
 void registerRecurrentLowerings(LoweringTable &t);
 void registerTrainingLowerings(LoweringTable &t);
+void registerQuantizeLowerings(LoweringTable &t);
 
 } // namespace nnc::onnxfe

@@ -1,6 +1,7 @@
-// Shape rules of elementwise ops, constant and cast.
+// Shape rules of elementwise ops, constant, cast, quantize and dequantize.
 #include "ShapeRules.h"
 
+#include "nnc/ir/Quantize.h"
 #include "nnc/ir/ShapeUtils.h"
 
 namespace nnc::shape {
@@ -44,6 +45,60 @@ Expected<std::vector<TensorType>> inferConstant(const Node &node) {
 
 Expected<std::vector<TensorType>> inferCast(const Node &node) {
   return std::vector<TensorType>{TensorType(node.getDType("to"), node.operand(0)->shape())};
+}
+
+namespace {
+
+/// The numpy broadcast of the three operands of quantize / dequantize.
+Expected<Shape> broadcastThree(const Node &node) {
+  for (size_t i = 0; i < 3; ++i)
+    if (node.numOperands() <= i || !node.operand(i))
+      return node.error("operand {} is missing", i);
+  Shape s = node.operand(0)->shape();
+  for (size_t i = 1; i < 3; ++i) {
+    Expected<Shape> b = broadcastShapes(s, node.operand(i)->shape(), *node.graph());
+    if (!b)
+      return b.takeError().withContext(node.describe());
+    s = *b;
+  }
+  return s;
+}
+
+} // namespace
+
+Expected<std::vector<TensorType>> inferQuantize(const Node &node) {
+  NNC_ASSIGN_OR_RETURN(Shape s, broadcastThree(node));
+  DType xt = node.operand(0)->dtype(), st = node.operand(1)->dtype();
+  DType zt = node.operand(2)->dtype();
+  if (!isFloat(xt))
+    return node.error("x must have a float dtype, got {}", dtypeName(xt));
+  if (st != xt)
+    return node.error("scale has dtype {}, x has {}: they must agree", dtypeName(st),
+                      dtypeName(xt));
+  if (!isQuantizedType(zt))
+    return node.error("zero_point has dtype {}, which is not a quantized dtype (8- or 16-bit, "
+                      "4- or 2-bit integers, f8 or f4e2m1)",
+                      dtypeName(zt));
+  int64_t sat = node.getInt("saturate", 1);
+  if (sat != 0 && sat != 1)
+    return node.error("saturate must be 0 or 1, got {}", sat);
+  return std::vector<TensorType>{TensorType(zt, s)};
+}
+
+Expected<std::vector<TensorType>> inferDequantize(const Node &node) {
+  NNC_ASSIGN_OR_RETURN(Shape s, broadcastThree(node));
+  DType xt = node.operand(0)->dtype(), st = node.operand(1)->dtype();
+  DType zt = node.operand(2)->dtype(), to = node.getDType("to");
+  if (!isQuantizedType(xt) && xt != DType::I32)
+    return node.error("x has dtype {}, which is not a quantized dtype", dtypeName(xt));
+  if (zt != xt)
+    return node.error("zero_point has dtype {}, x has {}: they must agree", dtypeName(zt),
+                      dtypeName(xt));
+  if (!isFloat(st))
+    return node.error("scale must have a float dtype, got {}", dtypeName(st));
+  if (!isFloat(to))
+    return node.error("`to` must be a float dtype, got {}", dtypeName(to));
+  return std::vector<TensorType>{TensorType(to, s)};
 }
 
 } // namespace nnc::shape

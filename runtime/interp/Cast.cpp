@@ -1,7 +1,13 @@
-// Interpreter kernels of cast (every dtype to every dtype, ONNX Cast semantics) and constant.
+// Interpreter kernels of cast (every dtype to every dtype, ONNX Cast semantics), quantize,
+// dequantize (ONNX QuantizeLinear / DequantizeLinear as the reference computes them) and
+// constant.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include "nnc/ir/Quantize.h"
+#include "nnc/ir/ShapeUtils.h"
 
 #include "Scalar.h"
 #include "nnc/support/FloatFormats.h"
@@ -170,6 +176,73 @@ Expected<Tensor> castTensor(const Tensor &x, DType to, bool saturate,
   return out;
 }
 
+
+/// For each element of `out` (row-major), the flat offset of the element of an operand of
+/// extents `in` that numpy broadcasting reads there.
+std::vector<int64_t> broadcastOffsets(const Extents &out, const Extents &in) {
+  size_t r = out.size();
+  std::vector<int64_t> stride(r, 0);
+  int64_t s = 1;
+  for (size_t j = 0; j < in.size(); ++j) {
+    size_t d = in.size() - 1 - j;
+    stride[r - 1 - j] = in[d] == 1 ? 0 : s;
+    s *= in[d];
+  }
+  int64_t n = 1;
+  for (int64_t e : out)
+    n *= e;
+  std::vector<int64_t> offs(static_cast<size_t>(n));
+  std::vector<int64_t> idx(r, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    offs[static_cast<size_t>(i)] = off;
+    for (size_t j = r; j-- > 0;) {
+      ++idx[j];
+      off += stride[j];
+      if (idx[j] < out[j])
+        break;
+      off -= stride[j] * out[j];
+      idx[j] = 0;
+    }
+  }
+  return offs;
+}
+
+/// The broadcast extents of the three operands of quantize / dequantize, with each one's
+/// offsets per result element.
+Expected<Extents> broadcastThree(const Node &node, const Operands &ops,
+                                 std::vector<int64_t> (&offs)[3]) {
+  if (ops.size() != 3)
+    return node.error("expects 3 operands, got {}", ops.size());
+  for (size_t k = 0; k < 3; ++k)
+    if (ops[k].isNull())
+      return node.error("operand {} is missing", k);
+  Extents out = ops[0].extents();
+  for (size_t k = 1; k < 3; ++k) {
+    std::optional<Extents> b = broadcastExtents(out, ops[k].extents());
+    if (!b)
+      return node.error("operand shapes {}, {} and {} do not broadcast",
+                        extentsStr(ops[0].extents()), extentsStr(ops[1].extents()),
+                        extentsStr(ops[2].extents()));
+    out = *b;
+  }
+  for (size_t k = 0; k < 3; ++k)
+    offs[k] = broadcastOffsets(out, ops[k].extents());
+  return out;
+}
+
+/// x / scale as numpy divides two arrays of x's dtype: f16 and bf16 divide in f32 and round
+/// back.
+double quotient(DType t, double x, double s) {
+  switch (t) {
+  case DType::F64: return x / s;
+  case DType::F16: return halfToFloat(floatToHalf(static_cast<float>(x) / static_cast<float>(s)));
+  case DType::BF16:
+    return bf16ToFloat(floatToBf16(static_cast<float>(x) / static_cast<float>(s)));
+  default: return static_cast<float>(x) / static_cast<float>(s);
+  }
+}
+
 } // namespace
 
 Results evalCast(const Node &node, const Operands &ops) {
@@ -184,6 +257,75 @@ Results evalCast(const Node &node, const Operands &ops) {
   if (!out)
     return out.takeError().withContext(node.describe());
   return std::vector<Tensor>{std::move(*out)};
+}
+
+Results evalQuantize(const Node &node, const Operands &ops) {
+  std::vector<int64_t> offs[3];
+  NNC_ASSIGN_OR_RETURN(Extents ext, broadcastThree(node, ops, offs));
+  DType xt = ops[0].dtype(), zt = ops[2].dtype();
+  if (!isFloat(xt) || ops[1].dtype() != xt || !isQuantizedType(zt))
+    return node.error("expects a float x and scale of one dtype and a quantized zero_point, "
+                      "got {}, {} and {}",
+                      dtypeName(xt), dtypeName(ops[1].dtype()), dtypeName(zt));
+  NNC_ASSIGN_OR_RETURN(Tensor out, Tensor::create(zt, ext));
+  CastOptions opt{node.getInt("saturate", 1) != 0, E8M0Round::Up};
+  bool f32 = xt != DType::F64;
+  int64_t lo = 0, hi = 0;
+  bool integer = quantizedIntRange(zt, lo, hi);
+  for (size_t i = 0; i < offs[0].size(); ++i) {
+    double q = quotient(xt, readElement(ops[0], offs[0][i]).f, readElement(ops[1], offs[1][i]).f);
+    double zp = readElement(ops[2], offs[2][i]).asDouble();
+    Val v;
+    if (integer) {
+      // Round half to even (the default rounding mode), then saturate; NaN gives lo.
+      double r = std::nearbyint(q);
+      r = f32 ? static_cast<float>(r) + static_cast<float>(zp) : r + zp;
+      r = r >= static_cast<double>(lo) ? std::min(r, static_cast<double>(hi))
+                                       : static_cast<double>(lo);
+      v = fromSigned(static_cast<int64_t>(r));
+    } else if (zt == DType::F4E2M1) {
+      v = fromFloat(f32 ? static_cast<float>(q) + static_cast<float>(zp) : q + zp);
+    } else {
+      v = fromFloat(q); // f8: the zero point is zero by the spec, and the reference skips it
+    }
+    writeElement(out, static_cast<int64_t>(i), v, opt);
+  }
+  return std::vector<Tensor>{std::move(out)};
+}
+
+Results evalDequantize(const Node &node, const Operands &ops) {
+  std::vector<int64_t> offs[3];
+  NNC_ASSIGN_OR_RETURN(Extents ext, broadcastThree(node, ops, offs));
+  DType xt = ops[0].dtype(), st = ops[1].dtype(), to = node.getDType("to");
+  if ((!isQuantizedType(xt) && xt != DType::I32) || ops[2].dtype() != xt || !isFloat(st) ||
+      !isFloat(to))
+    return node.error("expects a quantized x and zero_point of one dtype, a float scale and "
+                      "a float `to`, got {}, {}, {} and {}",
+                      dtypeName(xt), dtypeName(st), dtypeName(ops[2].dtype()), dtypeName(to));
+  NNC_ASSIGN_OR_RETURN(Tensor out, Tensor::create(to, ext));
+  // The reference's arithmetic: f32, or f64 for an f64 scale and for i32 x (whose f32 value
+  // numpy subtracts an i32 zero point from in f64).
+  bool f64 = st == DType::F64 || xt == DType::I32;
+  int64_t lo = 0, hi = 0;
+  bool integer = xt == DType::I32 || quantizedIntRange(xt, lo, hi);
+  for (size_t i = 0; i < offs[0].size(); ++i) {
+    double x = readElement(ops[0], offs[0][i]).asDouble();
+    double s = readElement(ops[1], offs[1][i]).f;
+    double y;
+    if (f64) {
+      double d = static_cast<float>(x);
+      if (integer)
+        d -= readElement(ops[2], offs[2][i]).asDouble();
+      y = d * s;
+    } else {
+      float d = static_cast<float>(x);
+      if (integer)
+        d -= static_cast<float>(readElement(ops[2], offs[2][i]).asDouble());
+      y = d * static_cast<float>(s);
+    }
+    writeElement(out, static_cast<int64_t>(i), fromFloat(y), CastOptions{});
+  }
+  return std::vector<Tensor>{std::move(out)};
 }
 
 Results evalConstant(const Node &node, const Operands &ops) {

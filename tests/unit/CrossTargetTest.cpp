@@ -299,5 +299,127 @@ TEST(CrossTarget, IntegerCompositesOnEveryWidth) {
   }
 }
 
+// ---- quantize / dequantize (ONNX QuantizeLinear / DequantizeLinear) ----------------------------
+
+/// A rank-0 tensor of `t` whose byte(s) hold `bits` (storage-only formats: the format's bits).
+Tensor scalarBits(DType t, uint64_t bits) {
+  Tensor z = Tensor::zeros(t, {});
+  std::memcpy(z.rawData(), &bits, dtypeSize(t));
+  return z;
+}
+
+Tensor f32Scalar(float v) {
+  Tensor t = Tensor::zeros(DType::F32, {});
+  std::memcpy(t.rawData(), &v, sizeof v);
+  return t;
+}
+
+TEST(CrossTarget, QuantizeEveryFormat) {
+  // Ties at .5 round to even, both ends saturate, NaN goes to the low end; f8 with and
+  // without saturation; a negative scale flips the order.
+  const std::vector<float> &v = floatEdges();
+  struct Case {
+    DType q;
+    uint64_t zp;
+  };
+  const Case cases[] = {{DType::U8, 3},        {DType::I8, 0xfe},      {DType::U16, 300},
+                        {DType::I16, 0xff00},  {DType::U4, 2},         {DType::I4, 0xf},
+                        {DType::U2, 1},        {DType::I2, 1},         {DType::F8E4M3FN, 0},
+                        {DType::F8E4M3FNUZ, 0}, {DType::F8E5M2, 0},    {DType::F8E5M2FNUZ, 0},
+                        {DType::F4E2M1, 0x2}};
+  for (const Case &c : cases)
+    for (float scale : {1.0f, 0.37f, -2.5f})
+      for (int sat = 0; sat < 2; ++sat) {
+        std::string q(dtypeName(c.q));
+        expectSameOnEveryTarget(fmt::format(R"(
+graph @q(%x: f32[{0}], %s: f32[], %z: {1}[]) -> ({1}[{0}]) {{
+  %y = quantize(%x, %s, %z) {{saturate = {2}}} : {1}[{0}]
+  return %y
+}})",
+                                            v.size(), q, sat),
+                                {f32Tensor(v), f32Scalar(scale), scalarBits(c.q, c.zp)});
+      }
+}
+
+TEST(CrossTarget, QuantizeNarrowFloats) {
+  // f16 and bf16 x divide in their own precision before rounding (as numpy does); f64 too.
+  const std::vector<float> &v = floatEdges();
+  for (DType t : {DType::F16, DType::BF16, DType::F64})
+    for (DType q : {DType::U8, DType::I8, DType::F8E4M3FN})
+      expectSameOnEveryTarget(fmt::format(R"(
+graph @q(%x: f32[{0}], %s: f32[], %z: {2}[]) -> ({2}[{0}]) {{
+  %h = cast(%x) {{to = {1}}} : {1}[{0}]
+  %hs = cast(%s) {{to = {1}}} : {1}[]
+  %y = quantize(%h, %hs, %z) : {2}[{0}]
+  return %y
+}})",
+                                          v.size(), dtypeName(t), dtypeName(q)),
+                              {f32Tensor(v), f32Scalar(0.3f), scalarBits(q, 0)});
+}
+
+TEST(CrossTarget, DequantizeEveryFormat) {
+  // Every byte of the 8-bit formats (and every value of the narrower ones) to f32, f16, bf16.
+  for (DType x : {DType::U8, DType::I8, DType::U4, DType::I4, DType::U2, DType::I2,
+                  DType::F8E4M3FN, DType::F8E5M2, DType::F8E4M3FNUZ, DType::F4E2M1})
+    for (DType to : {DType::F32, DType::F16, DType::BF16}) {
+      int width = x == DType::U4 || x == DType::I4 || x == DType::F4E2M1 ? 16
+                  : x == DType::U2 || x == DType::I2                     ? 4
+                                                                         : 256;
+      Tensor xs = Tensor::zeros(x, {width});
+      for (int i = 0; i < width; ++i)
+        xs.data<uint8_t>()[i] = static_cast<uint8_t>(i);
+      bool integer = x == DType::U8 || x == DType::I8 || x == DType::U4 || x == DType::I4 ||
+                     x == DType::U2 || x == DType::I2;
+      expectSameOnEveryTarget(fmt::format(R"(
+graph @dq(%x: {0}[{2}], %s: f32[], %z: {0}[]) -> ({1}[{2}]) {{
+  %y = dequantize(%x, %s, %z) {{to = {1}}} : {1}[{2}]
+  return %y
+}})",
+                                          dtypeName(x), dtypeName(to), width),
+                              {xs, f32Scalar(0.0371f), scalarBits(x, integer ? 1 : 0)});
+    }
+  // i32 and i16 with an f16 scale.
+  std::vector<int64_t> iv = {0, 1, -1, 32767, -32768, 2147483647, -2147483648LL, 16777217};
+  expectSameOnEveryTarget(fmt::format(R"(
+graph @dq(%x: i64[{0}], %s: f32[]) -> (f32[{0}], f16[{0}]) {{
+  %xi = cast(%x) {{to = i32}} : i32[{0}]
+  %zi = cast(%s) {{to = i32}} : i32[]
+  %y = dequantize(%xi, %s, %zi) {{to = f32}} : f32[{0}]
+  %xh = cast(%x) {{to = i16}} : i16[{0}]
+  %zh = cast(%s) {{to = i16}} : i16[]
+  %sh = cast(%s) {{to = f16}} : f16[]
+  %y2 = dequantize(%xh, %sh, %zh) {{to = f16}} : f16[{0}]
+  return %y, %y2
+}})",
+                                      iv.size()),
+                          {i64Tensor(iv), f32Scalar(3.0f)});
+}
+
+TEST(CrossTarget, FusedDequantizeQuantizePerChannel) {
+  // The Q/DQ pattern around an elementwise op, per-channel scales broadcast along dim 1: the
+  // ops fuse into one kernel on each target and still agree with the interpreter.
+  std::vector<float> v;
+  for (int i = 0; i < 2 * 3 * 5; ++i)
+    v.push_back(static_cast<float>(i * 37 % 256));
+  expectSameOnEveryTarget(R"(
+graph @qdq(%x: f32[2,3,5], %s: f32[3,1]) -> (i8[2,3,5]) {
+  %xu = cast(%x) {to = u8} : u8[2,3,5]
+  %z = cast(%s) {to = u8} : u8[3,1]
+  %d = dequantize(%xu, %s, %z) {to = f32} : f32[2,3,5]
+  %r = max(%d, %s) : f32[2,3,5]
+  %zi = cast(%s) {to = i8} : i8[3,1]
+  %q = quantize(%r, %s, %zi) : i8[2,3,5]
+  return %q
+})",
+                          {Tensor::fromVector<float>(DType::F32, {2, 3, 5}, v),
+                           [] {
+                             Tensor t = Tensor::zeros(DType::F32, {3, 1});
+                             t.data<float>()[0] = 0.5f;
+                             t.data<float>()[1] = 2.0f;
+                             t.data<float>()[2] = 7.0f;
+                             return t;
+                           }()});
+}
+
 } // namespace
 } // namespace nnc

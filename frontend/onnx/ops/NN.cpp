@@ -122,17 +122,89 @@ Expected<Value *> subtractZeroPoint(LoweringContext &ctx, Value *x, Value *zp, i
   return ctx.emit(OpKind::Sub, {xi, zi});
 }
 
-/// MatMulInteger: (A - a_zero_point) @ (B - b_zero_point) in i32; a 1-D a_zero_point is per
-/// row of A, a 1-D b_zero_point per column of B.
+/// (A - a_zero_point) @ (B - b_zero_point) in i32, the integer accumulation of MatMulInteger
+/// and QLinearMatMul: a 1-D a_zero_point is per row of A, a 1-D b_zero_point per column of B.
+Expected<Value *> integerMatMul(LoweringContext &ctx, Value *a, Value *b, Value *aZp,
+                                Value *bZp) {
+  NNC_USER_CHECK(a->rank() >= 1 && b->rank() >= 1, "{}: A and B must have rank >= 1",
+                 ctx.place());
+  NNC_ASSIGN_OR_RETURN(Value * ai, subtractZeroPoint(ctx, a, aZp, a->rank() - 2, DType::I32));
+  NNC_ASSIGN_OR_RETURN(Value * bi, subtractZeroPoint(ctx, b, bZp, -1, DType::I32));
+  return ctx.emit(OpKind::MatMul, {ai, bi});
+}
+
 Error lowerMatMulInteger(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(Value * a, ctx.requiredInput(0, "A"));
   NNC_ASSIGN_OR_RETURN(Value * b, ctx.requiredInput(1, "B"));
-  NNC_USER_CHECK(a->rank() >= 1 && b->rank() >= 1, "{}: A and B must have rank >= 1",
-                 ctx.place());
-  NNC_ASSIGN_OR_RETURN(Value * ai,
-                       subtractZeroPoint(ctx, a, ctx.input(2), a->rank() - 2, DType::I32));
-  NNC_ASSIGN_OR_RETURN(Value * bi, subtractZeroPoint(ctx, b, ctx.input(3), -1, DType::I32));
-  NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::MatMul, {ai, bi}));
+  NNC_ASSIGN_OR_RETURN(Value * y, integerMatMul(ctx, a, b, ctx.input(2), ctx.input(3)));
+  return ctx.setOutput(0, y);
+}
+
+/// A scale of one element as a scalar; a 1-D one of several laid along dim `axis` of a
+/// result of rank `rank` (its trailing dims made 1).
+Expected<Value *> scaleAlong(LoweringContext &ctx, Value *s, int64_t axis, int64_t rank,
+                             const char *what) {
+  bool one = true;
+  for (const Dim &d : s->shape())
+    one = one && d.isStatic() && d.value() == 1;
+  if (one)
+    return s->rank() == 0 ? s : ctx.emit(OpKind::Reshape, {s, ctx.i64Vector({})});
+  if (s->rank() != 1 || axis < 0)
+    return ctx.error("{} has shape {}; it must have one element{}", what, shapeStr(s->shape()),
+                     axis < 0 ? "" : " or be 1-D");
+  Ints axes;
+  for (int64_t i = 1; i < rank - axis; ++i)
+    axes.push_back(i);
+  if (axes.empty())
+    return s;
+  return ctx.emit(OpKind::Unsqueeze, {s}, {{"axes", axes}});
+}
+
+/// The requantization of QLinearMatMul and QLinearConv as ONNX's reference computes it: the
+/// multiplier xScale * wScale / yScale in the scales' dtype, the i32 accumulator times it in
+/// f64 (numpy's int32 * float), then rounded half to even, plus yZp and saturated: a quantize
+/// by a unit scale.
+Expected<Value *> requantize(LoweringContext &ctx, Value *acc, Value *xScale, Value *wScale,
+                             Value *yScale, Value *yZp) {
+  NNC_USER_CHECK(isFloat(xScale->dtype()) && xScale->dtype() == wScale->dtype() &&
+                     xScale->dtype() == yScale->dtype(),
+                 "{}: the scales must share a float dtype, got {}, {} and {}", ctx.place(),
+                 dtypeName(xScale->dtype()), dtypeName(wScale->dtype()),
+                 dtypeName(yScale->dtype()));
+  NNC_USER_CHECK(yZp->dtype() == DType::U8 || yZp->dtype() == DType::I8,
+                 "{}: y_zero_point must be u8 or i8, got {}", ctx.place(),
+                 dtypeName(yZp->dtype()));
+  NNC_ASSIGN_OR_RETURN(Value * m, ctx.emit(OpKind::Mul, {xScale, wScale}));
+  NNC_ASSIGN_OR_RETURN(m, ctx.emit(OpKind::Div, {m, yScale}));
+  NNC_ASSIGN_OR_RETURN(m, ctx.emit(OpKind::Cast, {m}, {{"to", DType::F64}}));
+  NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::Cast, {acc}, {{"to", DType::F64}}));
+  NNC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Mul, {y, m}));
+  return ctx.emit(OpKind::Quantize, {y, ctx.scalar(DType::F64, 1.0), yZp});
+}
+
+/// QLinearMatMul: MatMulInteger's accumulation, then requantize. a_scale may be per row of a
+/// (1-D), b_scale per column of b.
+Error lowerQLinearMatMul(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * a, ctx.requiredInput(0, "a"));
+  NNC_ASSIGN_OR_RETURN(Value * aScale, ctx.requiredInput(1, "a_scale"));
+  NNC_ASSIGN_OR_RETURN(Value * aZp, ctx.requiredInput(2, "a_zero_point"));
+  NNC_ASSIGN_OR_RETURN(Value * b, ctx.requiredInput(3, "b"));
+  NNC_ASSIGN_OR_RETURN(Value * bScale, ctx.requiredInput(4, "b_scale"));
+  NNC_ASSIGN_OR_RETURN(Value * bZp, ctx.requiredInput(5, "b_zero_point"));
+  NNC_ASSIGN_OR_RETURN(Value * yScale, ctx.requiredInput(6, "y_scale"));
+  NNC_ASSIGN_OR_RETURN(Value * yZp, ctx.requiredInput(7, "y_zero_point"));
+  NNC_USER_CHECK(aZp->dtype() == a->dtype() && bZp->dtype() == b->dtype(),
+                 "{}: a_zero_point ({}) and b_zero_point ({}) must have a's ({}) and b's ({}) "
+                 "dtypes",
+                 ctx.place(), dtypeName(aZp->dtype()), dtypeName(bZp->dtype()),
+                 dtypeName(a->dtype()), dtypeName(b->dtype()));
+  NNC_ASSIGN_OR_RETURN(Value * acc, integerMatMul(ctx, a, b, aZp, bZp));
+  int64_t r = std::max<int64_t>(acc->rank(), 2);
+  NNC_ASSIGN_OR_RETURN(aScale, scaleAlong(ctx, aScale, r - 2, r, "a_scale"));
+  NNC_ASSIGN_OR_RETURN(bScale, scaleAlong(ctx, bScale, r - 1, r, "b_scale"));
+  NNC_ASSIGN_OR_RETURN(yScale, scaleAlong(ctx, yScale, -1, r, "y_scale"));
+  NNC_ASSIGN_OR_RETURN(yZp, scaleAlong(ctx, yZp, -1, r, "y_zero_point"));
+  NNC_ASSIGN_OR_RETURN(Value * y, requantize(ctx, acc, aScale, bScale, yScale, yZp));
   return ctx.setOutput(0, y);
 }
 
@@ -275,23 +347,64 @@ Error lowerConvTranspose(LoweringContext &ctx) {
   return ctx.setOutput(0, y);
 }
 
-/// ConvInteger: a convolution of the zero-point-shifted operands, computed in f64 (exact for
-/// 8-bit operands) and returned as i32.
-Error lowerConvInteger(LoweringContext &ctx) {
-  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "x"));
-  NNC_ASSIGN_OR_RETURN(Value * w, ctx.requiredInput(1, "w"));
+/// The integer accumulation of ConvInteger and QLinearConv: a convolution of the
+/// zero-point-shifted operands (a 1-D w zero point per output channel) plus the i32 bias,
+/// computed in f64 (exact for 8-bit operands) and returned as i32.
+Expected<Value *> integerConv(LoweringContext &ctx, Value *x, Value *w, Value *xZp, Value *wZp,
+                              Value *bias) {
   NNC_ASSIGN_OR_RETURN(int64_t spatial, spatialRank(ctx, x));
   NNC_ASSIGN_OR_RETURN(Window win, readWindow(ctx, spatial, /*hasDilations=*/true));
   NNC_TRY(checkKernelShape(ctx, win, w));
   NNC_ASSIGN_OR_RETURN(int64_t group, ctx.intAttr("group", 1));
   NNC_USER_CHECK(group >= 1, "{}: group must be >= 1, got {}", ctx.place(), group);
-  NNC_ASSIGN_OR_RETURN(Value * xs, subtractZeroPoint(ctx, x, ctx.input(2), -1, DType::F64));
-  NNC_ASSIGN_OR_RETURN(Value * ws, subtractZeroPoint(ctx, w, ctx.input(3), 0, DType::F64));
+  NNC_ASSIGN_OR_RETURN(Value * xs, subtractZeroPoint(ctx, x, xZp, -1, DType::F64));
+  NNC_ASSIGN_OR_RETURN(Value * ws, subtractZeroPoint(ctx, w, wZp, 0, DType::F64));
   AttrMap attrs;
   putWindow(attrs, win);
   attrs["group"] = group;
-  NNC_ASSIGN_OR_RETURN(Value * yf, ctx.emit(OpKind::Conv, {xs, ws}, attrs));
-  NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::Cast, {yf}, {{"to", DType::I32}}));
+  std::vector<Value *> ops = {xs, ws};
+  if (bias) {
+    NNC_USER_CHECK(bias->dtype() == DType::I32, "{}: B must be i32, got {}", ctx.place(),
+                   dtypeName(bias->dtype()));
+    NNC_ASSIGN_OR_RETURN(Value * bf, ctx.emit(OpKind::Cast, {bias}, {{"to", DType::F64}}));
+    ops.push_back(bf);
+  }
+  NNC_ASSIGN_OR_RETURN(Value * yf, ctx.emit(OpKind::Conv, ops, attrs));
+  return ctx.emit(OpKind::Cast, {yf}, {{"to", DType::I32}});
+}
+
+Error lowerConvInteger(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "x"));
+  NNC_ASSIGN_OR_RETURN(Value * w, ctx.requiredInput(1, "w"));
+  NNC_ASSIGN_OR_RETURN(Value * y, integerConv(ctx, x, w, ctx.input(2), ctx.input(3), nullptr));
+  return ctx.setOutput(0, y);
+}
+
+/// QLinearConv: ConvInteger's accumulation (with the bias), then requantize; w_scale may be
+/// per output channel.
+Error lowerQLinearConv(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "x"));
+  NNC_ASSIGN_OR_RETURN(Value * xScale, ctx.requiredInput(1, "x_scale"));
+  NNC_ASSIGN_OR_RETURN(Value * xZp, ctx.requiredInput(2, "x_zero_point"));
+  NNC_ASSIGN_OR_RETURN(Value * w, ctx.requiredInput(3, "w"));
+  NNC_ASSIGN_OR_RETURN(Value * wScale, ctx.requiredInput(4, "w_scale"));
+  NNC_ASSIGN_OR_RETURN(Value * wZp, ctx.requiredInput(5, "w_zero_point"));
+  NNC_ASSIGN_OR_RETURN(Value * yScale, ctx.requiredInput(6, "y_scale"));
+  Value *yZp = ctx.input(7);
+  NNC_USER_CHECK(xZp->dtype() == x->dtype() && wZp->dtype() == w->dtype(),
+                 "{}: x_zero_point ({}) and w_zero_point ({}) must have x's ({}) and w's ({}) "
+                 "dtypes",
+                 ctx.place(), dtypeName(xZp->dtype()), dtypeName(wZp->dtype()),
+                 dtypeName(x->dtype()), dtypeName(w->dtype()));
+  if (!yZp)
+    yZp = ctx.scalar(x->dtype(), 0.0);
+  NNC_ASSIGN_OR_RETURN(Value * acc, integerConv(ctx, x, w, xZp, wZp, ctx.input(8)));
+  int64_t r = acc->rank();
+  NNC_ASSIGN_OR_RETURN(xScale, scaleAlong(ctx, xScale, -1, r, "x_scale"));
+  NNC_ASSIGN_OR_RETURN(wScale, scaleAlong(ctx, wScale, 1, r, "w_scale"));
+  NNC_ASSIGN_OR_RETURN(yScale, scaleAlong(ctx, yScale, -1, r, "y_scale"));
+  NNC_ASSIGN_OR_RETURN(yZp, scaleAlong(ctx, yZp, -1, r, "y_zero_point"));
+  NNC_ASSIGN_OR_RETURN(Value * y, requantize(ctx, acc, xScale, wScale, yScale, yZp));
   return ctx.setOutput(0, y);
 }
 
@@ -653,9 +766,11 @@ void registerNNLowerings(LoweringTable &t) {
   t["MatMul"] = {{}, lowerMatMul};
   t["Gemm"] = {{"alpha", "beta", "transA", "transB", "broadcast"}, lowerGemm};
   t["MatMulInteger"] = {{}, lowerMatMulInteger};
+  t["QLinearMatMul"] = {{}, lowerQLinearMatMul};
   t["Einsum"] = {{"equation"}, lowerEinsum};
   t["Conv"] = {convAttrs, lowerConv};
   t["ConvInteger"] = {convAttrs, lowerConvInteger};
+  t["QLinearConv"] = {convAttrs, lowerQLinearConv};
   std::vector<std::string> convTAttrs = convAttrs;
   convTAttrs.insert(convTAttrs.end(), {"output_padding", "output_shape"});
   t["ConvTranspose"] = {convTAttrs, lowerConvTranspose};

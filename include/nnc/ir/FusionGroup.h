@@ -41,7 +41,8 @@ struct FusionGroup {
   bool hasViews = false; ///< A member is a view (isFusibleView).
 };
 
-/// True for the nodes a group may hold besides its anchor: elementwise ops and cast.
+/// True for the nodes a group may hold besides its anchor: elementwise ops, cast, quantize and
+/// dequantize (pointwise with numpy broadcasting, see lower::pointwiseExpr).
 bool isFusibleElementwise(const Node &n);
 /// True for the views a group without an anchor may hold: transpose, reshape, flatten,
 /// squeeze, unsqueeze, to_nchwc, from_nchwc, concat, and slice or gather whose index operands
