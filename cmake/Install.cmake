@@ -11,8 +11,9 @@ install(TARGETS nnc_ir nnc_passes nnc_codegen nnc_interp nnc_runtime_core nnc_ru
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/nnc DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # The runtime core's headers: what a deployed model's runner includes.
+# (OpenCLInternal.h is the OpenCL launch list's own, over <CL/cl.h>: not installed.)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/core/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nnc/runtime/core
-        FILES_MATCHING PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.h" PATTERN "OpenCLInternal.h" EXCLUDE)
 install(EXPORT nncTargets NAMESPACE nnc:: DESTINATION ${NNC_INSTALL_CMAKEDIR})
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/nncConfig.cmake.in

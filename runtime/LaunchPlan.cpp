@@ -96,25 +96,85 @@ bool containsGemmTile(const kir::Stmt &s) {
   return false;
 }
 
-} // namespace
+/// One buildLaunchPlan (LaunchPlan.h's steps, each a method): the plan being filled, the slot
+/// of every value bound so far, and the arena requests with their liveness.
+class PlanBuilder {
+public:
+  PlanBuilder(const Graph &g, const char *target, const tuning::ConfigSource *tuning,
+              const CpuTarget &cpu, const GpuTarget *gpu);
+  // lowerOpts_'s callbacks point at this builder.
+  PlanBuilder(const PlanBuilder &) = delete;
+  PlanBuilder &operator=(const PlanBuilder &) = delete;
 
-Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
-                                     const tuning::ConfigSource *tuning, const CpuTarget &cpu,
-                                     const GpuTarget *gpu) {
-  LaunchPlan p;
-  auto staticOf = [target](const Value *v) -> Expected<Extents> {
-    std::optional<Extents> e = staticExtents(v->shape());
-    if (!e)
-      return makeError("value %{} has the symbolic type {}; the {} target compiles static "
-                       "shapes (specialize them first)",
-                       v->name(), v->type().str(), target);
-    return *e;
+  Expected<LaunchPlan> build();
+
+private:
+  Expected<Extents> staticOf(const Value *v) const;
+  Error checkResultSizes() const;
+  Error bindInputsAndConstants();
+  Error bindOutputs();
+  Slot reserveStatus(const std::vector<RunCheck> &checks, int64_t bytes);
+  Expected<std::vector<int>> addScan(const Node &n, const std::string &prefix);
+  Error addUnit(const LoweringUnit &unit, size_t position);
+  Expected<Slot> bindParameter(const LoweringUnit &unit, const kir::Kernel &k,
+                               const kir::BufferDecl &b, int launch, const std::string &prefix,
+                               std::map<int, int> &scratchRequest,
+                               std::map<int, int> &extentRequest);
+  void reuseOperandsInPlace(const std::vector<LoweringUnit> &units);
+  void countTuningUse();
+  Error keepDynamicOutputsLive();
+  void placeBuffers();
+
+  const Graph &g_;
+  const char *target_;
+  const tuning::ConfigSource *tuning_;
+  const CpuTarget &cpu_;
+  const GpuTarget *gpu_;
+  LaunchPlan p_;
+  std::vector<Node *> nodes_; ///< The graph's nodes in order.
+  std::unordered_map<const Value *, Slot> slots_;
+  /// Results whose last dim depends on data (graph outputs only) -> their output index.
+  std::unordered_map<const Value *, int> dynamicOutput_;
+  std::vector<BufferRequest> requests_;
+  std::unordered_map<const Value *, int> requestOfValue_, extentRequestOfValue_;
+  std::vector<std::vector<int>> nodeKernels_; // per unit: launch indices
+  std::map<std::string, bool> tunedBySignature_;
+  tuning::LowerOptions lowerOpts_;
+  // The status area of the kernels' runtime checks: one arena request live over the whole
+  // run (the run zeroes it first and reads it last), a 64-byte aligned part per checking
+  // kernel (or loop body) so kernels may assume their buffers aligned.
+  int statusRequest_ = -1;
+  int64_t statusBytes_ = 0;
+  double unitFlops_ = 0; // the work of the tunable GEMMs met while lowering the current unit
+};
+
+PlanBuilder::PlanBuilder(const Graph &g, const char *target, const tuning::ConfigSource *tuning,
+                         const CpuTarget &cpu, const GpuTarget *gpu)
+    : g_(g), target_(target), tuning_(tuning), cpu_(cpu), gpu_(gpu), lowerOpts_(cpu) {
+  lowerOpts_.configs = tuning;
+  if (gpu)
+    lowerOpts_.gpu = *gpu;
+  lowerOpts_.onTunable = [this](const tuning::Problem &tp, bool tuned) {
+    tunedBySignature_[tp.signature] = tuned;
+    unitFlops_ += tp.flops;
   };
+  lowerOpts_.onWork = [this](double flops) { unitFlops_ += flops; };
+}
 
-  // 0. Every static result fits in memory: an absurd one (a 2^40-element Expand, a shape
-  // that only constant folding made huge) is refused here, naming its node, before a kernel
-  // is lowered with extents whose product overflows.
-  for (const Node *n : g.nodes())
+Expected<Extents> PlanBuilder::staticOf(const Value *v) const {
+  std::optional<Extents> e = staticExtents(v->shape());
+  if (!e)
+    return makeError("value %{} has the symbolic type {}; the {} target compiles static "
+                     "shapes (specialize them first)",
+                     v->name(), v->type().str(), target_);
+  return *e;
+}
+
+/// 0. Every static result fits in memory: an absurd one (a 2^40-element Expand, a shape
+/// that only constant folding made huge) is refused here, naming its node, before a kernel
+/// is lowered with extents whose product overflows.
+Error PlanBuilder::checkResultSizes() const {
+  for (const Node *n : g_.nodes())
     for (const Value *r : n->results()) {
       std::optional<Extents> e = staticExtents(r->shape());
       if (!e)
@@ -126,19 +186,21 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
                         "NNC_MAX_TENSOR_BYTES)",
                         r->name(), r->type().str(), maxTensorBytes());
     }
+  return Error::success();
+}
 
-  // 1. Slots of inputs, outputs and constants.
-  std::unordered_map<const Value *, Slot> slots;
-  for (size_t i = 0; i < g.inputs().size(); ++i) {
-    const Value *v = g.inputs()[i];
+/// 1. Slots of inputs and constants (weights, sharing the graph's buffers).
+Error PlanBuilder::bindInputsAndConstants() {
+  for (size_t i = 0; i < g_.inputs().size(); ++i) {
+    const Value *v = g_.inputs()[i];
     NNC_ASSIGN_OR_RETURN(Extents e, staticOf(v));
     (void)e;
-    p.inputNames.push_back(v->name());
-    p.inputTypes.push_back(v->type());
-    slots[v] = {SlotKind::Input, static_cast<int>(i)};
+    p_.inputNames.push_back(v->name());
+    p_.inputTypes.push_back(v->type());
+    slots_[v] = {SlotKind::Input, static_cast<int>(i)};
   }
-  std::vector<Node *> nodes = g.nodes();
-  for (Node *n : nodes) {
+  nodes_ = g_.nodes();
+  for (Node *n : nodes_) {
     if (n->kind() != OpKind::Constant)
       continue;
     const Tensor &t = n->getTensor("value");
@@ -146,28 +208,32 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
     if (t.dtype() != n->result()->dtype() || t.extents() != e)
       return n->error("value is {}{} but the result is declared {}", dtypeName(t.dtype()),
                       extentsStr(t.extents()), n->result()->type().str());
-    slots[n->result()] = {SlotKind::Weight, static_cast<int>(p.weights.size())};
-    p.weights.push_back(t); // shares the graph's buffer: kernels only read weights
+    slots_[n->result()] = {SlotKind::Weight, static_cast<int>(p_.weights.size())};
+    p_.weights.push_back(t); // shares the graph's buffer: kernels only read weights
   }
-  // Results whose last dim depends on data: allowed only as graph outputs (a graph that
-  // consumes one is compiled in stages by CpuModel); arena requests of their data and extent.
-  std::unordered_map<const Value *, int> dynamicOutput;
-  for (size_t o = 0; o < g.outputs().size(); ++o) {
-    const Value *v = g.outputs()[o];
+  return Error::success();
+}
+
+/// Results whose last dim depends on data: allowed only as graph outputs (a graph that
+/// consumes one is compiled in stages by CpuModel); arena requests of their data and extent.
+/// Every other output is bound per run, or is a copy of an input, weight or earlier output.
+Error PlanBuilder::bindOutputs() {
+  for (size_t o = 0; o < g_.outputs().size(); ++o) {
+    const Value *v = g_.outputs()[o];
     std::optional<Extents> leading =
         v->rank() >= 1 ? staticExtents(Shape(v->shape().begin(), v->shape().end() - 1))
                        : std::nullopt;
-    if (!isStatic(v->shape()) && leading && !v->isGraphInput() && !dynamicOutput.count(v)) {
+    if (!isStatic(v->shape()) && leading && !v->isGraphInput() && !dynamicOutput_.count(v)) {
       Extents e = *leading;
       e.push_back(-1);
-      dynamicOutput[v] = static_cast<int>(o);
-      p.outputs.push_back({OutputSpec::Dynamic, static_cast<int>(o), v->dtype(), e});
+      dynamicOutput_[v] = static_cast<int>(o);
+      p_.outputs.push_back({OutputSpec::Dynamic, static_cast<int>(o), v->dtype(), e});
       continue;
     }
     NNC_ASSIGN_OR_RETURN(Extents e, staticOf(v));
     OutputSpec spec{OutputSpec::Fresh, static_cast<int>(o), v->dtype(), e};
-    auto it = slots.find(v);
-    if (it != slots.end()) {
+    auto it = slots_.find(v);
+    if (it != slots_.end()) {
       switch (it->second.kind) {
       case SlotKind::Input:
         spec.kind = OutputSpec::FromInput;
@@ -183,399 +249,398 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
       }
       spec.index = static_cast<int>(it->second.index);
     } else {
-      slots[v] = {SlotKind::Output, static_cast<int>(o)};
+      slots_[v] = {SlotKind::Output, static_cast<int>(o)};
     }
-    p.outputs.push_back(spec);
+    p_.outputs.push_back(spec);
   }
+  return Error::success();
+}
 
-  // 2. The launch list, binding each kernel parameter to a slot; 3. liveness of arena slots.
-  std::vector<BufferRequest> requests;
-  std::unordered_map<const Value *, int> requestOfValue, extentRequestOfValue;
-  std::vector<std::vector<int>> nodeKernels; // per unit: launch indices
-  std::map<std::string, bool> tunedBySignature;
-  tuning::LowerOptions lowerOpts(cpu);
-  lowerOpts.configs = tuning;
-  if (gpu)
-    lowerOpts.gpu = *gpu;
-  // The status area of the kernels' runtime checks: one arena request live over the whole
-  // run (the run zeroes it first and reads it last), a 64-byte aligned part per checking
-  // kernel (or loop body) so kernels may assume their buffers aligned.
-  int statusRequest = -1;
-  int64_t statusBytes = 0;
-  auto reserveStatus = [&](const std::vector<RunCheck> &checks, int64_t bytes) -> Slot {
-    if (statusRequest < 0) {
-      statusRequest = static_cast<int>(requests.size());
-      requests.push_back({"status", 0, 0, 0});
-    }
-    int64_t at = statusBytes;
-    for (const RunCheck &c : checks)
-      p.checks.push_back({at + c.offset, c.before, c.after});
-    statusBytes += (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
-    return {SlotKind::Arena, statusRequest, at};
+/// The status area of the kernels' runtime checks: one arena request live over the whole
+/// run (the run zeroes it first and reads it last), a 64-byte aligned part per checking
+/// kernel (or loop body) so kernels may assume their buffers aligned.
+Slot PlanBuilder::reserveStatus(const std::vector<RunCheck> &checks, int64_t bytes) {
+  if (statusRequest_ < 0) {
+    statusRequest_ = static_cast<int>(requests_.size());
+    requests_.push_back({"status", 0, 0, 0});
+  }
+  int64_t at = statusBytes_;
+  for (const RunCheck &c : checks)
+    p_.checks.push_back({at + c.offset, c.before, c.after});
+  statusBytes_ += (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+  return {SlotKind::Arena, statusRequest_, at};
+}
+
+/// A loop node: its body's own launch plan appended as a loop (LoopPlan) over the body's
+/// launches. Everything the body touches lives across all of its launches: the operands and
+/// results, the body's arena (one request) and, per state, a second buffer. Iteration t
+/// writes state j to the result's buffer when T-1-t is even, else to the second one, and
+/// reads it where iteration t-1 wrote it (the initial state in iteration 0); step t of a
+/// sequence is its slot plus t times the step's bytes.
+Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string &prefix) {
+  NNC_ASSIGN_OR_RETURN(ScanParts sp, scanParts(n));
+  NNC_ASSIGN_OR_RETURN(Extents seq, staticOf(n.operand(sp.carried)));
+  const int64_t steps = seq[0];
+  if (steps < 1)
+    return n.error("a loop of {} steps", steps);
+  NNC_ASSIGN_OR_RETURN(LaunchPlan body, buildLaunchPlan(*n.body(), target_, tuning_, cpu_, gpu_));
+  if (!body.loops.empty())
+    return n.error("a loop inside a loop body is not supported");
+  if (body.kernels.empty())
+    return n.error("the loop body computes nothing");
+  const int first = static_cast<int>(p_.kernels.size());
+  const int last = first + static_cast<int>(body.kernels.size()) - 1;
+  auto bytesOf = [](const Value *v) {
+    return *checkedNumElements(*staticExtents(v->shape())) *
+           static_cast<int64_t>(dtypeSize(v->dtype()));
   };
-  double unitFlops = 0; // the work of the tunable GEMMs met while lowering the current unit
-  lowerOpts.onTunable = [&](const tuning::Problem &tp, bool tuned) {
-    tunedBySignature[tp.signature] = tuned;
-    unitFlops += tp.flops;
+  // The outer slot of a value, live over the whole loop.
+  auto bind = [&](const Value *v) -> Slot {
+    auto it = slots_.find(v);
+    if (it != slots_.end() && it->second.kind != SlotKind::Arena)
+      return it->second;
+    auto [rit, inserted] = requestOfValue_.emplace(v, static_cast<int>(requests_.size()));
+    if (inserted) {
+      requests_.push_back({v->name(), bytesOf(v), first, last});
+      slots_[v] = {SlotKind::Arena, rit->second};
+    }
+    BufferRequest &q = requests_[rit->second];
+    q.firstUse = std::min(q.firstUse, first);
+    q.lastUse = std::max(q.lastUse, last);
+    return {SlotKind::Arena, rit->second};
   };
-  lowerOpts.onWork = [&](double flops) { unitFlops += flops; };
-  // A loop node: its body's own launch plan appended as a loop (LoopPlan) over the body's
-  // launches. Everything the body touches lives across all of its launches: the operands and
-  // results, the body's arena (one request) and, per state, a second buffer. Iteration t
-  // writes state j to the result's buffer when T-1-t is even, else to the second one, and
-  // reads it where iteration t-1 wrote it (the initial state in iteration 0); step t of a
-  // sequence is its slot plus t times the step's bytes.
-  auto addScan = [&](const Node &n, const std::string &prefix) -> Expected<std::vector<int>> {
-    NNC_ASSIGN_OR_RETURN(ScanParts sp, scanParts(n));
-    NNC_ASSIGN_OR_RETURN(Extents seq, staticOf(n.operand(sp.carried)));
-    const int64_t steps = seq[0];
-    if (steps < 1)
-      return n.error("a loop of {} steps", steps);
-    NNC_ASSIGN_OR_RETURN(LaunchPlan body, buildLaunchPlan(*n.body(), target, tuning, cpu, gpu));
-    if (!body.loops.empty())
-      return n.error("a loop inside a loop body is not supported");
-    if (body.kernels.empty())
-      return n.error("the loop body computes nothing");
-    const int first = static_cast<int>(p.kernels.size());
-    const int last = first + static_cast<int>(body.kernels.size()) - 1;
-    auto bytesOf = [](const Value *v) {
-      return *checkedNumElements(*staticExtents(v->shape())) *
-             static_cast<int64_t>(dtypeSize(v->dtype()));
-    };
-    // The outer slot of a value, live over the whole loop.
-    auto bind = [&](const Value *v) -> Slot {
-      auto it = slots.find(v);
-      if (it != slots.end() && it->second.kind != SlotKind::Arena)
-        return it->second;
-      auto [rit, inserted] = requestOfValue.emplace(v, static_cast<int>(requests.size()));
-      if (inserted) {
-        requests.push_back({v->name(), bytesOf(v), first, last});
-        slots[v] = {SlotKind::Arena, rit->second};
-      }
-      BufferRequest &q = requests[rit->second];
-      q.firstUse = std::min(q.firstUse, first);
-      q.lastUse = std::max(q.lastUse, last);
-      return {SlotKind::Arena, rit->second};
-    };
-    auto request = [&](std::string name, int64_t bytes) -> Slot {
-      requests.push_back({std::move(name), std::max<int64_t>(bytes, 1), first, last});
-      return {SlotKind::Arena, static_cast<int64_t>(requests.size()) - 1};
-    };
-    auto plus = [](Slot s, int64_t bytes) {
-      s.offset += bytes;
-      return s;
-    };
-    auto stepOf = [&](int64_t t) { return sp.reverse ? steps - 1 - t : t; };
-    // Kernels may assume that a result as large as a streaming store is 64-byte aligned
-    // (llvmcg::kBufferAlignment); a step of a per-step output must then keep that alignment.
-    for (int64_t o = sp.carried; o < static_cast<int64_t>(n.numResults()); ++o) {
-      int64_t stepBytes = bytesOf(n.result(o)) / steps;
-      if (stepBytes % kArenaAlignment != 0 && stepBytes >= cpu.streamingStoreBytes)
-        return n.error("per-step output {} has steps of {} bytes, not a multiple of {}", o,
-                       stepBytes, kArenaAlignment);
-    }
-    std::vector<Slot> operandSlots, resultSlots, spare;
-    for (const Value *v : n.operands())
-      operandSlots.push_back(bind(v));
-    for (const Value *v : n.results())
-      resultSlots.push_back(bind(v));
-    for (int64_t j = 0; j < sp.carried; ++j)
-      spare.push_back(request(fmt::format("{}/state{}", prefix, j), bytesOf(n.result(j))));
-    const Slot arena = request(prefix + "/body", body.arenaBytes);
-    // Where state j is written in iteration t.
-    auto stateAt = [&](int64_t j, int64_t t) {
-      return (steps - 1 - t) % 2 == 0 ? resultSlots[j] : spare[j];
-    };
-    // Where body input i and body output o are in iteration t.
-    auto inputAt = [&](int64_t i, int64_t t) -> Slot {
-      if (i < sp.carried)
-        return t == 0 ? operandSlots[i] : stateAt(i, t - 1);
-      if (i < sp.carried + sp.scanInputs)
-        return plus(operandSlots[i], stepOf(t) * bytesOf(n.operand(i)) / steps);
-      return operandSlots[i];
-    };
-    auto outputAt = [&](int64_t o, int64_t t) -> Slot {
-      if (o < sp.carried)
-        return stateAt(o, t);
-      return plus(resultSlots[o], stepOf(t) * bytesOf(n.result(o)) / steps);
-    };
-    const int64_t weightBase = static_cast<int64_t>(p.weights.size());
-    p.weights.insert(p.weights.end(), body.weights.begin(), body.weights.end());
-    // The body's status area becomes a part of the outer one (every iteration reports there).
-    const Slot status = body.statusBytes > 0 ? reserveStatus(body.checks, body.statusBytes)
-                                             : Slot{SlotKind::Arena, -1};
-    auto inBodyStatus = [&](int64_t at) {
-      return body.statusBytes > 0 && at >= body.statusOffset &&
-             at < body.statusOffset + body.statusBytes;
-    };
-    // Body slot -> outer slot in iteration t.
-    auto slotAt = [&](const Slot &s, int64_t t) -> Slot {
-      switch (s.kind) {
-      case SlotKind::Input:
-        return plus(inputAt(s.index, t), s.offset);
-      case SlotKind::Output:
-        return plus(outputAt(s.index, t), s.offset);
-      case SlotKind::Weight:
-        return {SlotKind::Weight, weightBase + s.index, s.offset};
-      case SlotKind::Arena:
-        if (inBodyStatus(s.index + s.offset))
-          return plus(status, s.index + s.offset - body.statusOffset);
-        return plus(arena, s.index + s.offset);
-      }
-      return s;
-    };
-    auto varies = [&](const Slot &s) {
-      return (s.kind == SlotKind::Input && s.index < sp.carried + sp.scanInputs) ||
-             s.kind == SlotKind::Output;
-    };
-    LoopPlan loop;
-    loop.firstKernel = static_cast<size_t>(first);
-    loop.numKernels = body.kernels.size();
-    loop.count = steps;
-    std::vector<int> launchIdx;
-    for (size_t k = 0; k < body.kernels.size(); ++k) {
-      p.firstArg.push_back(p.args.size());
-      for (size_t a = 0; a < body.numArgs(k); ++a) {
-        const Slot &s = body.args[body.firstArg[k] + a];
-        if (varies(s)) {
-          LoopPlan::Binding b{p.args.size(), {}};
-          for (int64_t t = 0; t < steps; ++t)
-            b.slots.push_back(slotAt(s, t));
-          loop.bindings.push_back(std::move(b));
-        }
-        p.args.push_back(slotAt(s, 0));
-      }
-      kir::Kernel kernel = std::move(body.kernels[k]);
-      kernel.name = prefix + "_" + kernel.name;
-      launchIdx.push_back(static_cast<int>(p.kernels.size()));
-      std::vector<std::string> sources;
-      for (const std::string &src : body.kernelSources[k])
-        sources.push_back(fmt::format("{} / {}", n.name().empty() ? prefix : n.name(), src));
-      p.kernelSources.push_back(std::move(sources));
-      p.kernelFlops.push_back(body.kernelFlops[k] * static_cast<double>(steps));
-      p.kernels.push_back(std::move(kernel));
-    }
-    // Body outputs that no kernel writes: copies after each iteration.
-    for (size_t o = 0; o < body.outputs.size(); ++o) {
-      const OutputSpec &spec = body.outputs[o];
-      if (spec.kind == OutputSpec::Fresh)
-        continue;
-      if (spec.kind == OutputSpec::Dynamic)
-        return n.error("body output {} has a data-dependent shape", o);
-      LoopPlan::Copy c;
-      c.bytes = bytesOf(n.body()->outputs()[o]);
-      for (int64_t t = 0; t < steps; ++t) {
-        Slot src = spec.kind == OutputSpec::FromInput ? inputAt(spec.index, t)
-                   : spec.kind == OutputSpec::FromWeight
-                       ? Slot{SlotKind::Weight, weightBase + spec.index}
-                       : outputAt(spec.index, t);
-        c.src.push_back(src);
-        c.dst.push_back(outputAt(static_cast<int64_t>(o), t));
-      }
-      loop.copies.push_back(std::move(c));
-    }
-    p.loops.push_back(std::move(loop));
-    p.tuningUse.tunable += body.tuningUse.tunable;
-    p.tuningUse.tuned += body.tuningUse.tuned;
-    p.tuningUse.missing.insert(p.tuningUse.missing.end(), body.tuningUse.missing.begin(),
-                               body.tuningUse.missing.end());
-    return launchIdx;
+  auto request = [&](std::string name, int64_t bytes) -> Slot {
+    requests_.push_back({std::move(name), std::max<int64_t>(bytes, 1), first, last});
+    return {SlotKind::Arena, static_cast<int64_t>(requests_.size()) - 1};
   };
-  NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
-  std::unordered_map<const Node *, size_t> position;
-  for (size_t ni = 0; ni < nodes.size(); ++ni)
-    position[nodes[ni]] = ni;
-  for (const LoweringUnit &unit : units) {
-    const Node *n = unit.node;
-    for (Value *r : n->results()) {
-      if (dynamicOutput.count(r)) {
-        if (!g.users(r).empty())
-          return n->error("result %{} has the data-dependent type {} and is used in the same "
-                          "executable (compile it in stages)",
-                          r->name(), r->type().str());
-        continue;
-      }
-      NNC_TRY(staticOf(r).takeError());
+  auto plus = [](Slot s, int64_t bytes) {
+    s.offset += bytes;
+    return s;
+  };
+  auto stepOf = [&](int64_t t) { return sp.reverse ? steps - 1 - t : t; };
+  // Kernels may assume that a result as large as a streaming store is 64-byte aligned
+  // (llvmcg::kBufferAlignment); a step of a per-step output must then keep that alignment.
+  for (int64_t o = sp.carried; o < static_cast<int64_t>(n.numResults()); ++o) {
+    int64_t stepBytes = bytesOf(n.result(o)) / steps;
+    if (stepBytes % kArenaAlignment != 0 && stepBytes >= cpu_.streamingStoreBytes)
+      return n.error("per-step output {} has steps of {} bytes, not a multiple of {}", o,
+                     stepBytes, kArenaAlignment);
+  }
+  std::vector<Slot> operandSlots, resultSlots, spare;
+  for (const Value *v : n.operands())
+    operandSlots.push_back(bind(v));
+  for (const Value *v : n.results())
+    resultSlots.push_back(bind(v));
+  for (int64_t j = 0; j < sp.carried; ++j)
+    spare.push_back(request(fmt::format("{}/state{}", prefix, j), bytesOf(n.result(j))));
+  const Slot arena = request(prefix + "/body", body.arenaBytes);
+  // Where state j is written in iteration t.
+  auto stateAt = [&](int64_t j, int64_t t) {
+    return (steps - 1 - t) % 2 == 0 ? resultSlots[j] : spare[j];
+  };
+  // Where body input i and body output o are in iteration t.
+  auto inputAt = [&](int64_t i, int64_t t) -> Slot {
+    if (i < sp.carried)
+      return t == 0 ? operandSlots[i] : stateAt(i, t - 1);
+    if (i < sp.carried + sp.scanInputs)
+      return plus(operandSlots[i], stepOf(t) * bytesOf(n.operand(i)) / steps);
+    return operandSlots[i];
+  };
+  auto outputAt = [&](int64_t o, int64_t t) -> Slot {
+    if (o < sp.carried)
+      return stateAt(o, t);
+    return plus(resultSlots[o], stepOf(t) * bytesOf(n.result(o)) / steps);
+  };
+  const int64_t weightBase = static_cast<int64_t>(p_.weights.size());
+  p_.weights.insert(p_.weights.end(), body.weights.begin(), body.weights.end());
+  // The body's status area becomes a part of the outer one (every iteration reports there).
+  const Slot status = body.statusBytes > 0 ? reserveStatus(body.checks, body.statusBytes)
+                                           : Slot{SlotKind::Arena, -1};
+  auto inBodyStatus = [&](int64_t at) {
+    return body.statusBytes > 0 && at >= body.statusOffset &&
+           at < body.statusOffset + body.statusBytes;
+  };
+  // Body slot -> outer slot in iteration t.
+  auto slotAt = [&](const Slot &s, int64_t t) -> Slot {
+    switch (s.kind) {
+    case SlotKind::Input:
+      return plus(inputAt(s.index, t), s.offset);
+    case SlotKind::Output:
+      return plus(outputAt(s.index, t), s.offset);
+    case SlotKind::Weight:
+      return {SlotKind::Weight, weightBase + s.index, s.offset};
+    case SlotKind::Arena:
+      if (inBodyStatus(s.index + s.offset))
+        return plus(status, s.index + s.offset - body.statusOffset);
+      return plus(arena, s.index + s.offset);
     }
-    // A reshape (or friend) whose result is not a graph output reads its operand's storage:
-    // no kernel, and the operand's buffer lives as long as either value is used.
-    if (unit.members.empty() && isStorageView(*n) && !slots.count(n->result())) {
-      const Value *in = n->operand(0);
-      auto rit = requestOfValue.find(in);
-      auto sit = slots.find(in);
-      if (rit != requestOfValue.end()) {
-        requestOfValue[n->result()] = rit->second;
-        slots[n->result()] = {SlotKind::Arena, rit->second};
-        nodeKernels.push_back({});
-        continue;
+    return s;
+  };
+  auto varies = [&](const Slot &s) {
+    return (s.kind == SlotKind::Input && s.index < sp.carried + sp.scanInputs) ||
+           s.kind == SlotKind::Output;
+  };
+  LoopPlan loop;
+  loop.firstKernel = static_cast<size_t>(first);
+  loop.numKernels = body.kernels.size();
+  loop.count = steps;
+  std::vector<int> launchIdx;
+  for (size_t k = 0; k < body.kernels.size(); ++k) {
+    p_.firstArg.push_back(p_.args.size());
+    for (size_t a = 0; a < body.numArgs(k); ++a) {
+      const Slot &s = body.args[body.firstArg[k] + a];
+      if (varies(s)) {
+        LoopPlan::Binding b{p_.args.size(), {}};
+        for (int64_t t = 0; t < steps; ++t)
+          b.slots.push_back(slotAt(s, t));
+        loop.bindings.push_back(std::move(b));
       }
-      if (sit != slots.end() && sit->second.kind != SlotKind::Arena) {
-        slots[n->result()] = sit->second;
-        nodeKernels.push_back({});
-        continue;
-      }
+      p_.args.push_back(slotAt(s, 0));
     }
-    std::string prefix =
-        fmt::format("n{}_{}{}", position[n], sanitize((unit.anchor ? unit.anchor : n)->opName()),
-                    unit.members.empty() ? "" : "_fused");
-    if (n->kind() == OpKind::Scan) {
-      NNC_ASSIGN_OR_RETURN(std::vector<int> launchIdx, addScan(*n, prefix));
-      nodeKernels.push_back(std::move(launchIdx));
+    kir::Kernel kernel = std::move(body.kernels[k]);
+    kernel.name = prefix + "_" + kernel.name;
+    launchIdx.push_back(static_cast<int>(p_.kernels.size()));
+    std::vector<std::string> sources;
+    for (const std::string &src : body.kernelSources[k])
+      sources.push_back(fmt::format("{} / {}", n.name().empty() ? prefix : n.name(), src));
+    p_.kernelSources.push_back(std::move(sources));
+    p_.kernelFlops.push_back(body.kernelFlops[k] * static_cast<double>(steps));
+    p_.kernels.push_back(std::move(kernel));
+  }
+  // Body outputs that no kernel writes: copies after each iteration.
+  for (size_t o = 0; o < body.outputs.size(); ++o) {
+    const OutputSpec &spec = body.outputs[o];
+    if (spec.kind == OutputSpec::Fresh)
+      continue;
+    if (spec.kind == OutputSpec::Dynamic)
+      return n.error("body output {} has a data-dependent shape", o);
+    LoopPlan::Copy c;
+    c.bytes = bytesOf(n.body()->outputs()[o]);
+    for (int64_t t = 0; t < steps; ++t) {
+      Slot src = spec.kind == OutputSpec::FromInput ? inputAt(spec.index, t)
+                 : spec.kind == OutputSpec::FromWeight
+                     ? Slot{SlotKind::Weight, weightBase + spec.index}
+                     : outputAt(spec.index, t);
+      c.src.push_back(src);
+      c.dst.push_back(outputAt(static_cast<int64_t>(o), t));
+    }
+    loop.copies.push_back(std::move(c));
+  }
+  p_.loops.push_back(std::move(loop));
+  p_.tuningUse.tunable += body.tuningUse.tunable;
+  p_.tuningUse.tuned += body.tuningUse.tuned;
+  p_.tuningUse.missing.insert(p_.tuningUse.missing.end(), body.tuningUse.missing.begin(),
+                             body.tuningUse.missing.end());
+  return launchIdx;
+}
+
+/// 2. A unit's kernels appended to the launch list, each parameter bound to a slot
+/// (bindParameter); 3. the liveness of the arena requests they touch.
+Error PlanBuilder::addUnit(const LoweringUnit &unit, size_t position) {
+  const Node *n = unit.node;
+  for (Value *r : n->results()) {
+    if (dynamicOutput_.count(r)) {
+      if (!g_.users(r).empty())
+        return n->error("result %{} has the data-dependent type {} and is used in the same "
+                        "executable (compile it in stages)",
+                        r->name(), r->type().str());
       continue;
     }
-    unitFlops = 0;
-    NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix, lowerOpts));
-    // With NNC_DEBUG=verify (the tests run so), lowering's output must meet the kernel IR's
-    // rules (one loop per variable, scopes, types) before a code generator sees it. (Not
-    // always on: it walks every kernel again, a large share of a compile whose objects come
-    // from the cache.)
-    static const bool verify = debugEnabled("verify");
-    for (size_t i = 0; verify && i < ks.size(); ++i)
-      if (Error e = kir::verifyKernel(ks[i]))
-        return n->error("lowering made a malformed kernel '{}': {}", ks[i].name, e.message());
-    // A layout conversion carries the name of the conv it was made for (layout-nchwc): the
-    // profile says which op it is, so a view group that converts a conv's result back does
-    // not read as one that holds the conv (issue 50's detect head read so).
-    std::vector<std::string> sources;
-    for (const Node *m : unit.members.empty() ? std::vector<const Node *>{n} : unit.members) {
-      bool conversion = m->kind() == OpKind::FromNCHWc || m->kind() == OpKind::ToNCHWc;
-      if (m->name().empty())
-        sources.push_back(fmt::format("{} %{}", m->opName(),
-                                      m->numResults() ? m->result()->name() : std::string()));
-      else
-        sources.push_back(conversion ? fmt::format("{} ({})", m->name(), m->opName())
-                                     : m->name());
-    }
-    // The GEMM work goes to the kernel that runs the GEMM tiles (the last one when several
-    // do, or none: a unit's packing and im2col kernels come before its GEMM).
-    size_t flopsKernel = ks.empty() ? 0 : ks.size() - 1;
-    for (size_t i = 0; i < ks.size(); ++i)
-      if (containsGemmTile(ks[i].body))
-        flopsKernel = i;
-    if (ks.empty()) {
-      for (Value *r : n->results()) {
-        std::optional<int64_t> count = checkedNumElements(*staticExtents(r->shape()));
-        if (count && *count > 0)
-          return n->error("code generation produced no kernel");
-      }
-    }
-    std::map<int, int> scratchRequest; // scratch index -> request
-    std::map<int, int> extentRequest;  // result index -> request of its extent
-    std::vector<int> launchIdx;
-    for (kir::Kernel &k : ks) {
-      int launch = static_cast<int>(p.kernels.size());
-      p.firstArg.push_back(p.args.size());
-      for (const kir::BufferDecl &b : k.buffers) {
-        int64_t bytes = b.numElements * static_cast<int64_t>(dtypeSize(b.dtype));
-        Slot slot{SlotKind::Arena, -1};
-        if (b.role == kir::BufferRole::Status) {
-          if (b.dtype != DType::I64 ||
-              b.numElements != 2 * static_cast<int64_t>(k.checks.size()))
-            return n->error("kernel '{}': status parameter '{}' does not hold its {} checks",
-                            k.name, b.name, k.checks.size());
-          std::vector<RunCheck> checks;
-          for (size_t c = 0; c < k.checks.size(); ++c)
-            checks.push_back({static_cast<int64_t>(16 * c), k.checks[c].before,
-                              k.checks[c].after});
-          slot = reserveStatus(checks, bytes);
-        } else if (b.role == kir::BufferRole::Extent) {
-          const Value *r =
-              b.index < static_cast<int>(n->numResults()) ? n->result(b.index) : nullptr;
-          if (!r || !dynamicOutput.count(r) || b.dtype != DType::I64 || b.numElements != 1)
-            return n->error("kernel '{}': parameter '{}' holds the extent of result {}, "
-                            "which is not a data-dependent graph output",
-                            k.name, b.name, b.index);
-          auto [it, inserted] = extentRequest.emplace(b.index, static_cast<int>(requests.size()));
-          if (inserted)
-            requests.push_back({r->name() + "/extent", bytes, launch, launch});
-          requests[it->second].lastUse = launch;
-          extentRequestOfValue[r] = it->second;
-          slot.index = it->second;
-        } else if (b.role == kir::BufferRole::Scratch) {
-          // The CPU's per-thread scratch comes from the runtime's workspace, not the arena.
-          if (b.perThread && !lowerOpts.gpu)
-            bytes = 0;
-          auto [it, inserted] = scratchRequest.emplace(b.index, static_cast<int>(requests.size()));
-          if (inserted)
-            requests.push_back(
-                {fmt::format("{}/scratch{}", prefix, b.index), bytes, launch, launch});
-          BufferRequest &q = requests[it->second];
-          q.bytes = std::max(q.bytes, bytes);
-          q.lastUse = launch;
-          slot.index = it->second;
-        } else {
-          bool isOperand = b.role == kir::BufferRole::Operand;
-          Value *v =
-              isOperand
-                  ? (b.index < static_cast<int>(unit.operands.size()) ? unit.operands[b.index]
-                                                                      : nullptr)
-                  : (b.index < static_cast<int>(n->numResults()) ? n->result(b.index) : nullptr);
-          if (!v)
-            return n->error("kernel '{}': parameter '{}' is bound to {} {}, which the node "
-                            "does not have",
-                            k.name, b.name, isOperand ? "operand" : "result", b.index);
-          if (isOperand && b.written)
-            return n->error("kernel '{}' writes its operand parameter '{}'", k.name, b.name);
-          // A data-dependent result's buffer has the capacity its kernel declares.
-          std::optional<int64_t> count = dynamicOutput.count(v)
-                                             ? std::optional<int64_t>(b.numElements)
-                                             : checkedNumElements(*staticExtents(v->shape()));
-          // Kernels that only move storage-only values (f8, i4, ...) see them as u8 bytes.
-          bool sameType =
-              b.dtype == v->dtype() || (isStorageOnly(v->dtype()) && b.dtype == DType::U8);
-          if (!sameType || !count || b.numElements != *count)
-            return n->error("kernel '{}': parameter '{}' is {} x {} but %{} is {}", k.name, b.name,
-                            dtypeName(b.dtype), b.numElements, v->name(), v->type().str());
-          auto it = slots.find(v);
-          if (it != slots.end() && it->second.kind != SlotKind::Arena) {
-            slot = it->second;
-          } else {
-            auto [rit, inserted] = requestOfValue.emplace(v, static_cast<int>(requests.size()));
-            if (inserted) {
-              requests.push_back({v->name(), bytes, launch, launch});
-              slots[v] = {SlotKind::Arena, rit->second};
-            }
-            BufferRequest &q = requests[rit->second];
-            q.firstUse = std::min(q.firstUse, launch);
-            q.lastUse = std::max(q.lastUse, launch);
-            slot.index = rit->second;
-          }
-        }
-        p.args.push_back(slot);
-      }
-      launchIdx.push_back(launch);
-      p.kernelSources.push_back(sources);
-      p.kernelFlops.push_back(launchIdx.size() - 1 == flopsKernel ? unitFlops : 0.0);
-      p.kernels.push_back(std::move(k));
-    }
-    nodeKernels.push_back(launchIdx);
+    NNC_TRY(staticOf(r).takeError());
   }
+  // A reshape (or friend) whose result is not a graph output reads its operand's storage:
+  // no kernel, and the operand's buffer lives as long as either value is used.
+  if (unit.members.empty() && isStorageView(*n) && !slots_.count(n->result())) {
+    const Value *in = n->operand(0);
+    auto rit = requestOfValue_.find(in);
+    auto sit = slots_.find(in);
+    if (rit != requestOfValue_.end()) {
+      requestOfValue_[n->result()] = rit->second;
+      slots_[n->result()] = {SlotKind::Arena, rit->second};
+      nodeKernels_.push_back({});
+      return Error::success();
+    }
+    if (sit != slots_.end() && sit->second.kind != SlotKind::Arena) {
+      slots_[n->result()] = sit->second;
+      nodeKernels_.push_back({});
+      return Error::success();
+    }
+  }
+  std::string prefix =
+      fmt::format("n{}_{}{}", position, sanitize((unit.anchor ? unit.anchor : n)->opName()),
+                  unit.members.empty() ? "" : "_fused");
+  if (n->kind() == OpKind::Scan) {
+    NNC_ASSIGN_OR_RETURN(std::vector<int> launchIdx, addScan(*n, prefix));
+    nodeKernels_.push_back(std::move(launchIdx));
+    return Error::success();
+  }
+  unitFlops_ = 0;
+  NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix, lowerOpts_));
+  // With NNC_DEBUG=verify (the tests run so), lowering's output must meet the kernel IR's
+  // rules (one loop per variable, scopes, types) before a code generator sees it. (Not
+  // always on: it walks every kernel again, a large share of a compile whose objects come
+  // from the cache.)
+  static const bool verify = debugEnabled("verify");
+  for (size_t i = 0; verify && i < ks.size(); ++i)
+    if (Error e = kir::verifyKernel(ks[i]))
+      return n->error("lowering made a malformed kernel '{}': {}", ks[i].name, e.message());
+  // A layout conversion carries the name of the conv it was made for (layout-nchwc): the
+  // profile says which op it is, so a view group that converts a conv's result back does not
+  // read as one that holds the conv (issue 50's detect head read so).
+  std::vector<std::string> sources;
+  for (const Node *m : unit.members.empty() ? std::vector<const Node *>{n} : unit.members) {
+    bool conversion = m->kind() == OpKind::FromNCHWc || m->kind() == OpKind::ToNCHWc;
+    if (m->name().empty())
+      sources.push_back(fmt::format("{} %{}", m->opName(),
+                                    m->numResults() ? m->result()->name() : std::string()));
+    else
+      sources.push_back(conversion ? fmt::format("{} ({})", m->name(), m->opName()) : m->name());
+  }
+  // The GEMM work goes to the kernel that runs the GEMM tiles (the last one when several
+  // do, or none: a unit's packing and im2col kernels come before its GEMM).
+  size_t flopsKernel = ks.empty() ? 0 : ks.size() - 1;
+  for (size_t i = 0; i < ks.size(); ++i)
+    if (containsGemmTile(ks[i].body))
+      flopsKernel = i;
+  if (ks.empty()) {
+    for (Value *r : n->results()) {
+      std::optional<int64_t> count = checkedNumElements(*staticExtents(r->shape()));
+      if (count && *count > 0)
+        return n->error("code generation produced no kernel");
+    }
+  }
+  std::map<int, int> scratchRequest; // scratch index -> request
+  std::map<int, int> extentRequest;  // result index -> request of its extent
+  std::vector<int> launchIdx;
+  for (kir::Kernel &k : ks) {
+    int launch = static_cast<int>(p_.kernels.size());
+    p_.firstArg.push_back(p_.args.size());
+    for (const kir::BufferDecl &b : k.buffers) {
+      NNC_ASSIGN_OR_RETURN(Slot slot, bindParameter(unit, k, b, launch, prefix, scratchRequest,
+                                                    extentRequest));
+      p_.args.push_back(slot);
+    }
+    launchIdx.push_back(launch);
+    p_.kernelSources.push_back(sources);
+    p_.kernelFlops.push_back(launchIdx.size() - 1 == flopsKernel ? unitFlops_ : 0.0);
+    p_.kernels.push_back(std::move(k));
+  }
+  nodeKernels_.push_back(launchIdx);
+  return Error::success();
+}
 
-  // In place: an elementwise node with one kernel may write its result over an operand that
-  // dies there, has the result's extents, and is read only at the index being written.
-  std::vector<bool> reusedAlready(requests.size(), false);
+/// The slot of parameter `b` of kernel `k` (launch `launch`) of `unit`, by its role: the status
+/// area, a data-dependent result's extent, node scratch, or the operand or result value's.
+Expected<Slot> PlanBuilder::bindParameter(const LoweringUnit &unit, const kir::Kernel &k,
+                                          const kir::BufferDecl &b, int launch,
+                                          const std::string &prefix,
+                                          std::map<int, int> &scratchRequest,
+                                          std::map<int, int> &extentRequest) {
+  const Node *n = unit.node;
+  int64_t bytes = b.numElements * static_cast<int64_t>(dtypeSize(b.dtype));
+  Slot slot{SlotKind::Arena, -1};
+  if (b.role == kir::BufferRole::Status) {
+    if (b.dtype != DType::I64 ||
+        b.numElements != 2 * static_cast<int64_t>(k.checks.size()))
+      return n->error("kernel '{}': status parameter '{}' does not hold its {} checks",
+                      k.name, b.name, k.checks.size());
+    std::vector<RunCheck> checks;
+    for (size_t c = 0; c < k.checks.size(); ++c)
+      checks.push_back({static_cast<int64_t>(16 * c), k.checks[c].before,
+                        k.checks[c].after});
+    slot = reserveStatus(checks, bytes);
+  } else if (b.role == kir::BufferRole::Extent) {
+    const Value *r =
+        b.index < static_cast<int>(n->numResults()) ? n->result(b.index) : nullptr;
+    if (!r || !dynamicOutput_.count(r) || b.dtype != DType::I64 || b.numElements != 1)
+      return n->error("kernel '{}': parameter '{}' holds the extent of result {}, "
+                      "which is not a data-dependent graph output",
+                      k.name, b.name, b.index);
+    auto [it, inserted] = extentRequest.emplace(b.index, static_cast<int>(requests_.size()));
+    if (inserted)
+      requests_.push_back({r->name() + "/extent", bytes, launch, launch});
+    requests_[it->second].lastUse = launch;
+    extentRequestOfValue_[r] = it->second;
+    slot.index = it->second;
+  } else if (b.role == kir::BufferRole::Scratch) {
+    // The CPU's per-thread scratch comes from the runtime's workspace, not the arena.
+    if (b.perThread && !lowerOpts_.gpu)
+      bytes = 0;
+    auto [it, inserted] = scratchRequest.emplace(b.index, static_cast<int>(requests_.size()));
+    if (inserted)
+      requests_.push_back(
+          {fmt::format("{}/scratch{}", prefix, b.index), bytes, launch, launch});
+    BufferRequest &q = requests_[it->second];
+    q.bytes = std::max(q.bytes, bytes);
+    q.lastUse = launch;
+    slot.index = it->second;
+  } else {
+    bool isOperand = b.role == kir::BufferRole::Operand;
+    Value *v =
+        isOperand
+            ? (b.index < static_cast<int>(unit.operands.size()) ? unit.operands[b.index]
+                                                                : nullptr)
+            : (b.index < static_cast<int>(n->numResults()) ? n->result(b.index) : nullptr);
+    if (!v)
+      return n->error("kernel '{}': parameter '{}' is bound to {} {}, which the node "
+                      "does not have",
+                      k.name, b.name, isOperand ? "operand" : "result", b.index);
+    if (isOperand && b.written)
+      return n->error("kernel '{}' writes its operand parameter '{}'", k.name, b.name);
+    // A data-dependent result's buffer has the capacity its kernel declares.
+    std::optional<int64_t> count = dynamicOutput_.count(v)
+                                       ? std::optional<int64_t>(b.numElements)
+                                       : checkedNumElements(*staticExtents(v->shape()));
+    // Kernels that only move storage-only values (f8, i4, ...) see them as u8 bytes.
+    bool sameType =
+        b.dtype == v->dtype() || (isStorageOnly(v->dtype()) && b.dtype == DType::U8);
+    if (!sameType || !count || b.numElements != *count)
+      return n->error("kernel '{}': parameter '{}' is {} x {} but %{} is {}", k.name, b.name,
+                      dtypeName(b.dtype), b.numElements, v->name(), v->type().str());
+    auto it = slots_.find(v);
+    if (it != slots_.end() && it->second.kind != SlotKind::Arena) {
+      slot = it->second;
+    } else {
+      auto [rit, inserted] = requestOfValue_.emplace(v, static_cast<int>(requests_.size()));
+      if (inserted) {
+        requests_.push_back({v->name(), bytes, launch, launch});
+        slots_[v] = {SlotKind::Arena, rit->second};
+      }
+      BufferRequest &q = requests_[rit->second];
+      q.firstUse = std::min(q.firstUse, launch);
+      q.lastUse = std::max(q.lastUse, launch);
+      slot.index = rit->second;
+    }
+  }
+  return slot;
+}
+
+/// In place: an elementwise node with one kernel may write its result over an operand that
+/// dies there, has the result's extents, and is read only at the index being written.
+void PlanBuilder::reuseOperandsInPlace(const std::vector<LoweringUnit> &units) {
+  std::vector<bool> reusedAlready(requests_.size(), false);
   for (size_t li = 0; li < units.size(); ++li) {
     const Node *n = units[li].node;
-    if (!units[li].pointwise || nodeKernels[li].size() != 1 || n->numResults() != 1)
+    if (!units[li].pointwise || nodeKernels_[li].size() != 1 || n->numResults() != 1)
       continue;
-    int launch = nodeKernels[li][0];
-    const kir::Kernel &k = p.kernels[launch];
-    auto rit = requestOfValue.find(n->result());
-    if (rit == requestOfValue.end())
+    int launch = nodeKernels_[li][0];
+    const kir::Kernel &k = p_.kernels[launch];
+    auto rit = requestOfValue_.find(n->result());
+    if (rit == requestOfValue_.end())
       continue;
-    BufferRequest &res = requests[rit->second];
+    BufferRequest &res = requests_[rit->second];
     for (size_t oi = 0; oi < units[li].operands.size() && res.reuses < 0; ++oi) {
       const Value *o = units[li].operands[oi];
-      auto oit = o ? requestOfValue.find(o) : requestOfValue.end();
-      if (oit == requestOfValue.end() || oit->second >= rit->second || reusedAlready[oit->second])
+      auto oit = o ? requestOfValue_.find(o) : requestOfValue_.end();
+      if (oit == requestOfValue_.end() || oit->second >= rit->second || reusedAlready[oit->second])
         continue;
-      const BufferRequest &op = requests[oit->second];
+      const BufferRequest &op = requests_[oit->second];
       if (op.lastUse != launch || op.bytes != res.bytes || res.firstUse != launch ||
           *staticExtents(o->shape()) != *staticExtents(n->result()->shape()))
         continue;
       std::vector<int> from, to;
       for (size_t b = 0; b < k.buffers.size(); ++b) {
-        const Slot &s = p.args[p.firstArg[launch] + b];
+        const Slot &s = p_.args[p_.firstArg[launch] + b];
         if (s.kind == SlotKind::Arena && s.index == oit->second)
           from.push_back(static_cast<int>(b));
         if (s.kind == SlotKind::Arena && s.index == rit->second)
@@ -587,51 +652,65 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
       reusedAlready[oit->second] = true;
     }
   }
-  for (const auto &[signature, tuned] : tunedBySignature) {
-    ++p.tuningUse.tunable;
+}
+
+/// How many distinct tunable kernels there are and how many took a tuned config.
+void PlanBuilder::countTuningUse() {
+  for (const auto &[signature, tuned] : tunedBySignature_) {
+    ++p_.tuningUse.tunable;
     if (tuned)
-      ++p.tuningUse.tuned;
+      ++p_.tuningUse.tuned;
     else
-      p.tuningUse.missing.push_back(signature);
+      p_.tuningUse.missing.push_back(signature);
   }
-  // Data-dependent outputs are copied out after the last launch: they live to the end.
-  int lastLaunch = static_cast<int>(p.kernels.size()) - 1;
-  for (const auto &[v, o] : dynamicOutput) {
-    auto data = requestOfValue.find(v), extent = extentRequestOfValue.find(v);
-    if (data == requestOfValue.end() || extent == extentRequestOfValue.end())
+}
+
+/// Data-dependent outputs are copied out after the last launch: they live to the end.
+Error PlanBuilder::keepDynamicOutputsLive() {
+  int lastLaunch = static_cast<int>(p_.kernels.size()) - 1;
+  for (const auto &[v, o] : dynamicOutput_) {
+    auto data = requestOfValue_.find(v), extent = extentRequestOfValue_.find(v);
+    if (data == requestOfValue_.end() || extent == extentRequestOfValue_.end())
       return makeError("value %{} has the data-dependent type {}; no kernel computes its "
                        "extent",
                        v->name(), v->type().str());
-    requests[data->second].lastUse = lastLaunch;
-    requests[extent->second].lastUse = lastLaunch;
+    requests_[data->second].lastUse = lastLaunch;
+    requests_[extent->second].lastUse = lastLaunch;
   }
-  if (statusRequest >= 0) {
-    BufferRequest &q = requests[statusRequest];
-    q.bytes = statusBytes;
+  return Error::success();
+}
+
+/// 4. The status area's request sized, planBuffers() run, and every arena slot given its
+/// offset.
+void PlanBuilder::placeBuffers() {
+  int lastLaunch = static_cast<int>(p_.kernels.size()) - 1;
+  if (statusRequest_ >= 0) {
+    BufferRequest &q = requests_[statusRequest_];
+    q.bytes = statusBytes_;
     q.firstUse = 0;
     q.lastUse = lastLaunch;
   }
-  p.plan = planBuffers(requests);
-  if (statusRequest >= 0) {
-    p.statusOffset = p.plan.entries[statusRequest].offset;
-    p.statusBytes = statusBytes;
+  p_.plan = planBuffers(requests_);
+  if (statusRequest_ >= 0) {
+    p_.statusOffset = p_.plan.entries[statusRequest_].offset;
+    p_.statusBytes = statusBytes_;
   }
-  for (const auto &[v, o] : dynamicOutput) {
-    const BufferPlan::Entry &data = p.plan.entries[requestOfValue.at(v)];
-    p.outputs[o].dataOffset = data.offset;
-    p.outputs[o].dataBytes = data.bytes;
-    p.outputs[o].extentOffset = p.plan.entries[extentRequestOfValue.at(v)].offset;
+  for (const auto &[v, o] : dynamicOutput_) {
+    const BufferPlan::Entry &data = p_.plan.entries[requestOfValue_.at(v)];
+    p_.outputs[o].dataOffset = data.offset;
+    p_.outputs[o].dataBytes = data.bytes;
+    p_.outputs[o].extentOffset = p_.plan.entries[extentRequestOfValue_.at(v)].offset;
   }
-  p.arenaBytes = std::max<int64_t>(kArenaAlignment, (p.plan.peakBytes + kArenaAlignment - 1) /
+  p_.arenaBytes = std::max<int64_t>(kArenaAlignment, (p_.plan.peakBytes + kArenaAlignment - 1) /
                                                         kArenaAlignment * kArenaAlignment);
   // Arena slots point at plan offsets from here on.
   auto toOffset = [&](Slot &s) {
     if (s.kind == SlotKind::Arena)
-      s.index = p.plan.entries[s.index].offset;
+      s.index = p_.plan.entries[s.index].offset;
   };
-  for (Slot &s : p.args)
+  for (Slot &s : p_.args)
     toOffset(s);
-  for (LoopPlan &l : p.loops) {
+  for (LoopPlan &l : p_.loops) {
     for (LoopPlan::Binding &b : l.bindings)
       for (Slot &s : b.slots)
         toOffset(s);
@@ -642,8 +721,31 @@ Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
         toOffset(s);
     }
   }
+}
 
-  return p;
+Expected<LaunchPlan> PlanBuilder::build() {
+  NNC_TRY(checkResultSizes());
+  NNC_TRY(bindInputsAndConstants());
+  NNC_TRY(bindOutputs());
+  NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g_));
+  std::unordered_map<const Node *, size_t> position;
+  for (size_t ni = 0; ni < nodes_.size(); ++ni)
+    position[nodes_[ni]] = ni;
+  for (const LoweringUnit &unit : units)
+    NNC_TRY(addUnit(unit, position[unit.node]));
+  reuseOperandsInPlace(units);
+  countTuningUse();
+  NNC_TRY(keepDynamicOutputsLive());
+  placeBuffers();
+  return std::move(p_);
+}
+
+} // namespace
+
+Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
+                                     const tuning::ConfigSource *tuning, const CpuTarget &cpu,
+                                     const GpuTarget *gpu) {
+  return PlanBuilder(g, target, tuning, cpu, gpu).build();
 }
 
 } // namespace nnc

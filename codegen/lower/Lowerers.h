@@ -1,7 +1,7 @@
 // The per-op table of generic lowerers behind lowerNode(), used when no kernel template
 // (Templates.h) applies. Each family of ops registers its lowerers from its own file
-// (Elementwise.cpp, DataMovement.cpp, Indexing.cpp, Reductions.cpp, NN.cpp, Composite.cpp,
-// Layout.cpp).
+// (Elementwise.cpp, DataMovement.cpp, Indexing.cpp, Reductions.cpp, NN.cpp, Conv.cpp, Pool.cpp,
+// Composite.cpp, Layout.cpp).
 #pragma once
 
 #include <functional>

@@ -1,5 +1,6 @@
-// Private helpers of the reduction, NN and resize lowerers (Reductions.cpp, NN.cpp,
-// Resize.cpp): accumulator types, NaN-aware comparisons and loop nests that skip unit loops.
+// Private helpers of the reduction, NN and resize lowerers (Reductions.cpp, NN.cpp, Conv*.cpp,
+// Pool.cpp, Resize.cpp): accumulator types, NaN-aware comparisons and loop nests that skip unit
+// loops.
 #pragma once
 
 #include <functional>
@@ -12,9 +13,11 @@
 
 namespace nnc::lower {
 
-/// Register the NN ops (matmul, einsum, conv, conv_transpose, pools, lrn) and resize; called
-/// by registerReductionAndNNLowerers().
+/// Register the NN ops (einsum here, conv and conv_transpose of Conv.cpp, pools and lrn of
+/// Pool.cpp) and resize; called by registerReductionAndNNLowerers().
 void registerNNLowerers(LowererTable &t);
+void registerConvLowerers(LowererTable &t);
+void registerPoolLowerers(LowererTable &t);
 void registerResizeLowerer(LowererTable &t);
 
 /// Finishes result element (row, col) of a node viewed as a [rows, N] matrix (N its last
@@ -36,6 +39,18 @@ Expected<std::vector<kir::Kernel>> lowerMatMulFinished(const Node &node, const s
                                                        const tuning::LowerOptions *opts,
                                                        const MakeElementFinish &makeFinish,
                                                        MatMulPath path = MatMulPath::Tiles);
+
+struct GemmOperands;
+
+namespace nnl {
+/// The GEMM of `go` as one OpenCL NDRange kernel (GpuGemm.cpp), its tile from the tuned or
+/// default config of the "gemm_opencl" problem, the batch entries on NDRange dimension 2:
+/// matmul's, and the GEMMs of the conv lowerings on an OpenCL device (NN.cpp).
+kir::Kernel ndrangeGemm(KernelBuilder &kb, const GemmOperands &go, DType t, int64_t batch,
+                        int64_t m, int64_t k, int64_t n,
+                        const std::vector<std::pair<std::string, kir::Expr>> &batchLoops,
+                        const std::string &layout, const tuning::LowerOptions *opts);
+} // namespace nnl
 
 namespace nnl {
 
@@ -139,6 +154,32 @@ inline kir::Schedule parallelOuter(const Nest &outer, int64_t work) {
   if (!outer.empty() && outer.extent(0) >= 2 && work >= (int64_t(1) << 15))
     s.steps.push_back({kir::ScheduleStep::Parallel, outer.loops[0].first, 0, {}});
   return s;
+}
+
+/// The sum of `terms` (0 when there are none).
+inline kir::Expr sumOf(const std::vector<kir::Expr> &terms) {
+  kir::Expr s = i64(0);
+  for (const kir::Expr &t : terms)
+    s = kir::add(s, t);
+  return s;
+}
+
+/// The conjunction of `conds` (true when there are none).
+inline kir::Expr allOf(const std::vector<kir::Expr> &conds) {
+  kir::Expr c = kir::intImm(1, DType::Bool);
+  for (const kir::Expr &e : conds)
+    c = kir::land(c, e);
+  return c;
+}
+
+/// Whether `e` is the constant true (or any nonzero integer constant).
+inline bool isTrue(const kir::Expr &e) {
+  return e->kind == kir::ExprKind::IntImm && e->intValue != 0;
+}
+
+/// `s`, under `cond` unless that is the constant true.
+inline kir::Stmt guarded(const kir::Expr &cond, kir::Stmt s) {
+  return isTrue(cond) ? s : kir::ifThen(cond, s);
 }
 
 /// A kernel that does nothing (for results with no elements); still declares the results.

@@ -79,7 +79,7 @@ bool argScansOuterAxis(const Node &node);
 Expected<Kernels> lowerArgPerOutput(const Node &node, const std::string &prefix);
 
 /// The facts about a conv (or conv_transpose) node that its templates' predicates read
-/// (NN.cpp); nullopt when the node is malformed (its generic lowerer reports why).
+/// (Conv.cpp); nullopt when the node is malformed (its generic lowerer reports why).
 struct ConvFacts {
   int64_t outElements = 0;  ///< Result elements (0: the generic lowerer's empty kernel).
   bool rowsFit = false;     ///< Few taps per output and long rows: conv.rows_direct fits.
@@ -87,8 +87,9 @@ struct ConvFacts {
   bool forceDirect = false; ///< NNC_CONV_ALGO=direct: tests of the direct loops.
 };
 std::optional<ConvFacts> convFacts(const Node &node, bool transpose);
-/// conv's fast paths (NN.cpp): the row-vectorized direct conv, im2col + GEMM (a pointwise conv
-/// reads its input in place), and conv_transpose as GEMM + col2im.
+/// conv's fast paths: the row-vectorized direct conv (Conv.cpp), im2col + GEMM (ConvIm2col.cpp;
+/// a pointwise conv reads its input in place), and conv_transpose as GEMM + col2im
+/// (ConvTranspose.cpp).
 Expected<Kernels> lowerConvRowsDirect(const Node &node, const std::string &prefix);
 Expected<Kernels> lowerConvIm2colGemm(const Node &node, const std::string &prefix,
                                       const tuning::LowerOptions *opts);

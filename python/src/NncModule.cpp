@@ -1,5 +1,5 @@
 // The `nnc._nnc` extension module: compile an ONNX model and run it on numpy arrays, over the
-// driver API that the `nnc` CLI uses (tools/driver/Driver.h).
+// driver API that the `nnc` CLI uses (nnc/driver/Driver.h, driver/).
 //
 // Copies: an input is copied once into an nnc Tensor (64-byte aligned, as generated code
 // expects), and once more before that only when it is not C-contiguous. Outputs are not

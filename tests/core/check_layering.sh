@@ -7,7 +7,9 @@
 #  4. the core's link closure, as CMake computed it (CLOSURE_FILE), names no LLVM, libclang,
 #     protobuf, codegen or frontend target;
 #  5. no source or header of runtime/core includes a codegen, frontend, LLVM, clang or
-#     protobuf header.
+#     protobuf header;
+#  6. the libraries stand below the tools: driver/ includes neither nnc/train nor a tools/
+#     header, and train/ no tools/ header (train -> driver, tools -> both: no folder cycle).
 # Usage: check_layering.sh CORE_TEST NNC_OPT NNC CLOSURE_FILE SOURCE_DIR
 set -euo pipefail
 core_test=$1 nnc_opt=$2 nnc=$3 closure=$4 src=$5
@@ -65,5 +67,14 @@ if [[ -n $bad ]]; then
   fail=1
 else
   echo "ok: runtime/core includes no codegen, frontend, LLVM, clang or protobuf header"
+fi
+
+bad=$({ grep -HnE '#include *[<"](nnc/train/|tools/|\.\./tools/)' "$src"/driver/*.cpp
+        grep -HnE '#include *[<"](tools/|\.\./tools/)' "$src"/train/*.cpp; } || true)
+if [[ -n $bad ]]; then
+  echo "FAIL: the driver or the trainer includes a layer above it:"$'\n'"$bad"
+  fail=1
+else
+  echo "ok: driver/ includes no trainer or tools header, train/ no tools header"
 fi
 exit $fail

@@ -1,0 +1,61 @@
+// What the conv and conv_transpose lowerers share (Conv.cpp, ConvIm2col.cpp,
+// ConvTranspose.cpp): the geometry, the checked operands, tap ranges and the explicitly padded
+// input. Private to codegen/lower.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "Gemm.h"
+#include "NNLowering.h"
+#include "nnc/ir/NNGeometry.h"
+
+namespace nnc::lower::nnl {
+
+/// A conv's spatial axes: per axis its window (stride, dilation, padding, output extent), the
+/// input, output and kernel extents, and their products.
+struct ConvGeometry {
+  std::vector<WindowAxis> axes;
+  Extents inSpatial, outSpatial, kernel;
+  int64_t inSize = 1, outSize = 1, kernelSize = 1;
+};
+
+/// What conv's lowerings share: the checked operands and the geometry.
+struct ConvSetup {
+  ConvGeometry geo;
+  int64_t N = 0, C = 0, M = 0, cg = 0, mg = 0, group = 1, outN = 0;
+  DType t;
+  bool hasBias = false;
+};
+
+/// The checked operands (float, one dtype; weight and bias matching the input and group) and
+/// the geometry of conv (`transpose` false) or conv_transpose.
+Expected<ConvSetup> convSetup(const Node &node, bool transpose);
+
+/// The range of "from" positions p in [0, fromCount) whose partner p*stride - padBegin +
+/// tap*dilation lies in [0, toCount), for a kernel tap given as an expression: returns
+/// {first, count} (count >= 0).
+std::pair<kir::Expr, kir::Expr> tapRange(const WindowAxis &a, const kir::Expr &tap,
+                                         int64_t fromCount, int64_t toCount);
+
+/// The extents of a conv's input with its padding made explicit: every tap of every output
+/// lies inside.
+Extents paddedExtents(const ConvGeometry &geo);
+
+/// How a padded input's rows are stored when split into `phases` phases: the row's columns
+/// c with c % phases == f, in order, at f * (row's extent / phases, rounded up). A window of
+/// stride s then reads a run of consecutive columns of one phase (phases = s) where it read
+/// every s-th column of the row.
+Extents phasedExtents(const Extents &padded, int64_t phases);
+
+/// A kernel copying the conv's input (operand 0, N x C images) into node scratch 0 with its
+/// padding made explicit (zeros; paddedExtents) and its rows split into `phases` phases
+/// (phasedExtents; 1: as they are): per axis, zeros in the slab outside the input along it
+/// (the slabs meet at the corners), then the input's rows at their padded place (the copy
+/// vectorizes when phases is 1). Each element is written about once: zeroing the whole
+/// buffer first took a third of the kernel for a 3x1x1 conv padded only along depth.
+kir::Kernel padInputKernel(const Node &node, const std::string &prefix, const ConvGeometry &geo,
+                           int64_t N, int64_t C, DType t, int64_t phases = 1);
+
+} // namespace nnc::lower::nnl
