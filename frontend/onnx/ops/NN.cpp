@@ -122,13 +122,39 @@ Expected<Value *> subtractZeroPoint(LoweringContext &ctx, Value *x, Value *zp, i
   return ctx.emit(OpKind::Sub, {xi, zi});
 }
 
+/// True when zero point `zp` of `x` (A's when `rows`, else B's) is one matmul_integer takes:
+/// absent, or x's dtype and a scalar, one value, or one per row of A / column of B.
+bool plainZeroPoint(const Value *zp, const Value *x, bool rows) {
+  if (!zp)
+    return true;
+  if (zp->dtype() != x->dtype() || zp->rank() > 1)
+    return false;
+  if (zp->rank() == 0)
+    return true;
+  const Shape &s = x->shape();
+  Dim along = s.size() < 2 ? Dim(1) : rows ? s[s.size() - 2] : s.back();
+  const Dim &d = zp->shape()[0];
+  return d.isStatic() && (d.value() == 1 || (along.isStatic() && d.value() == along.value()));
+}
+
 /// MatMulInteger: (A - a_zero_point) @ (B - b_zero_point) in i32; a 1-D a_zero_point is per
-/// row of A, a 1-D b_zero_point per column of B.
+/// row of A, a 1-D b_zero_point per column of B. u8/i8 operands with such zero points become one
+/// matmul_integer (the integer GEMM template's op); others (N-D zero points, [..., M, 1] or
+/// [..., 1, N]) subtract their zero points in i32 and multiply with matmul.
 Error lowerMatMulInteger(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(Value * a, ctx.requiredInput(0, "A"));
   NNC_ASSIGN_OR_RETURN(Value * b, ctx.requiredInput(1, "B"));
   NNC_USER_CHECK(a->rank() >= 1 && b->rank() >= 1, "{}: A and B must have rank >= 1",
                  ctx.place());
+  auto byte = [](const Value *v) { return v->dtype() == DType::U8 || v->dtype() == DType::I8; };
+  if (byte(a) && byte(b) && plainZeroPoint(ctx.input(2), a, true) &&
+      plainZeroPoint(ctx.input(3), b, false)) {
+    std::vector<Value *> ops = {a, b, ctx.input(2), ctx.input(3)};
+    while (!ops.back()) // absent trailing zero points are no operands
+      ops.pop_back();
+    NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::MatMulInteger, ops));
+    return ctx.setOutput(0, y);
+  }
   NNC_ASSIGN_OR_RETURN(Value * ai,
                        subtractZeroPoint(ctx, a, ctx.input(2), a->rank() - 2, DType::I32));
   NNC_ASSIGN_OR_RETURN(Value * bi, subtractZeroPoint(ctx, b, ctx.input(3), -1, DType::I32));
