@@ -181,14 +181,6 @@ std::vector<KernelTemplate> openclTemplates() {
          return finishesInGemm(u) && f32Accumulating(*u.anchor);
        },
        lowerFinishedMatMulUnitNDRange},
-      {"matmul_integer.loops",
-       {OpKind::MatMulInteger},
-       false,
-       "integer matmul as one work-item per output element (the CPU's tiles would run each "
-       "tile's loop nest on one work-item)",
-       nullptr,
-       always,
-       plain(lowerMatMulIntegerLoops)},
       {"reduce.workgroup_tree",
        {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
         OpKind::ReduceProd},
@@ -213,6 +205,14 @@ std::vector<KernelTemplate> openclTemplates() {
        nullptr,
        [](const LoweringUnit &u, const CpuTarget &) { return argScansOuterAxis(*u.node); },
        plain(lowerArgPerOutput)},
+      {"matmul_integer.loops",
+       {OpKind::MatMulInteger},
+       false,
+       "integer matmul as one work-item per output element (the CPU's tiles would run each "
+       "tile's loop nest on one work-item)",
+       nullptr,
+       always,
+       plain(lowerMatMulIntegerLoops)},
   };
   for (KernelTemplate &c : cpuTemplates())
     t.push_back(std::move(c));

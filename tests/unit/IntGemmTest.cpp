@@ -61,7 +61,7 @@ TEST(IntGemm, MatchesInterpreter) {
     Extents a, b;
   } cases[] = {{{7, 5}, {5, 13}},       {{1, 1}, {1, 1}},        {{5, 9}, {9, 3}},
                {{2, 3, 5, 6}, {6, 4}},  {{2, 1, 4, 5}, {3, 5, 7}}, {{9}, {9, 6}},
-               {{6, 11}, {11}},         {{17, 33}, {33, 70}}};
+               {{6, 11}, {11}},         {{17, 33}, {33, 70}},      {{3, 0}, {0, 4}}};
   for (DType ta : {DType::U8, DType::I8})
     for (DType tb : {DType::I8, DType::U8})
       for (const Case &c : cases) {
