@@ -22,7 +22,7 @@ namespace {
 
 /// What cpuid and XCR0 say about the host.
 struct HostFeatures {
-  bool v3 = false, v4 = false, vnni = false, bf16 = false, amx = false;
+  bool v3 = false, v4 = false, vnni = false, avxVnni = false, bf16 = false, amx = false;
   std::vector<std::string> missingV3, missingV4;
 };
 
@@ -82,6 +82,7 @@ HostFeatures detectFeatures() {
   h.v3 = h.missingV3.empty();
   h.v4 = h.v3 && h.missingV4.empty();
   h.vnni = h.v4 && bit(c7, 11);
+  h.avxVnni = h.v3 && bit(a71, 4);
   h.bf16 = h.v4 && bit(a71, 5);
   h.amx = bit(d7, 24) && (xcr0 & (uint64_t(3) << 17)) == (uint64_t(3) << 17);
 #else
@@ -165,6 +166,8 @@ std::string CpuTarget::llvmFeatures() const {
   std::vector<const char *> f;
   if (avx512vnni)
     f.push_back("+avx512vnni");
+  if (avxvnni)
+    f.push_back("+avxvnni");
   if (avx512bf16)
     f.push_back("+avx512bf16");
   return fmt::format("{}", fmt::join(f, ","));
@@ -187,8 +190,9 @@ std::string CpuTarget::hostModelName() {
 
 std::string CpuTarget::str() const {
   std::string ext;
-  for (auto [on, name] : {std::pair{avx512vnni, "avx512-vnni"},
-                          std::pair{avx512bf16, "avx512-bf16"}, std::pair{amx, "amx"}})
+  for (auto [on, name] :
+       {std::pair{avx512vnni, "avx512-vnni"}, std::pair{avxvnni, "avx-vnni"},
+        std::pair{avx512bf16, "avx512-bf16"}, std::pair{amx, "amx"}})
     if (on)
       ext += std::string("; ") + name;
   return fmt::format("{}{} ({}-bit vectors, {} registers{}) L1d {} L2 {} L3 {}", levelName(),
@@ -218,6 +222,7 @@ const CpuTarget &CpuTarget::host() {
     CpuTarget r = forLevel(h.v4 ? Level::V4 : h.v3 ? Level::V3 : Level::X86_64);
     r.native = true;
     r.avx512vnni = h.vnni;
+    r.avxvnni = h.avxVnni;
     r.avx512bf16 = h.bf16;
     r.amx = h.amx;
     return r;
@@ -269,7 +274,7 @@ int CpuTarget::hostCores() {
 
 bool CpuTarget::operator==(const CpuTarget &o) const {
   return level == o.level && native == o.native && vectorBits == o.vectorBits &&
-         vectorRegisters == o.vectorRegisters && avx512vnni == o.avx512vnni &&
+         vectorRegisters == o.vectorRegisters && avx512vnni == o.avx512vnni && avxvnni == o.avxvnni &&
          avx512bf16 == o.avx512bf16 && amx == o.amx && l1dBytes == o.l1dBytes &&
          l2Bytes == o.l2Bytes && l3Bytes == o.l3Bytes &&
          streamingStoreBytes == o.streamingStoreBytes;

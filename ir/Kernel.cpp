@@ -411,6 +411,10 @@ void rewriteStmt(const Stmt &s, const std::function<Expr(const Expr &)> &replace
     rewriteStmt(b, replace);
 }
 
+const char *gemmElemsName(GemmElems e) {
+  return e == GemmElems::U8S8S32 ? "u8s8s32" : "f32";
+}
+
 const char *loopKindName(LoopKind k) {
   switch (k) {
   case LoopKind::Serial: return "serial";

@@ -598,11 +598,34 @@ struct Evaluator {
     }
   }
 
-  /// The microkernel's definition: f32 products summed in k order from the initial value.
+  /// The microkernel's definition: f32 products summed in k order from the initial value;
+  /// u8s8s32: the integer products summed in i32, wrapping.
   void gemmTile(const StmtNode &s) {
     const GemmTileShape &t = s.tile;
     int64_t a0 = expr(s.args[0]).i, b0 = expr(s.args[1]).i, c0 = expr(s.args[2]).i,
             kc = expr(s.args[3]).i;
+    if (t.elems == GemmElems::U8S8S32) {
+      if (kc % 4 != 0) {
+        failure = fmt::format("u8s8s32 gemm_tile over k < {}, not a multiple of 4", kc);
+        return;
+      }
+      for (int64_t r = 0; r < t.mr && failure.empty(); ++r)
+        for (int64_t j = 0; j < t.nr && failure.empty(); ++j) {
+          int64_t ci = c0 + r * t.ldc + j;
+          uint32_t acc = t.accumulate ? static_cast<uint32_t>(loadValue(s.buffer, ci).i) : 0u;
+          for (int64_t p = 0; p < kc && failure.empty(); ++p) {
+            int64_t a = loadValue(t.a, a0 + r * t.lda + p).i;
+            int64_t b = loadValue(t.b, b0 + p / 4 * t.ldb + 4 * j + p % 4).i;
+            acc += static_cast<uint32_t>(a * b);
+          }
+          Value v;
+          v.type = DType::I32;
+          v.i = static_cast<int32_t>(acc);
+          if (failure.empty())
+            storeValue(s.buffer, ci, v);
+        }
+      return;
+    }
     for (int64_t r = 0; r < t.mr && failure.empty(); ++r)
       for (int64_t j = 0; j < t.nr && failure.empty(); ++j) {
         int64_t ci = c0 + r * t.ldc + j;

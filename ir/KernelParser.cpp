@@ -496,12 +496,16 @@ private:
     return Error::success();
   }
 
-  // gemm_tile MRxNR C[c; ldc L] (= | +=) A[a; lda L, ak L] * B[b; ldb L[, prefetch +P[ row k >>
-  // S]]] over k < KC
+  // gemm_tile [u8s8s32] MRxNR C[c; ldc L] (= | +=) A[a; lda L, ak L] * B[b; ldb L[, prefetch
+  // +P[ row k >> S]]] over k < KC
   Expected<Stmt> parseGemmTile() {
     advance();
     Stmt s = makeStmt(StmtKind::GemmTile);
     GemmTileShape &t = s->tile;
+    if (isKeyword(gemmElemsName(GemmElems::U8S8S32))) {
+      t.elems = GemmElems::U8S8S32;
+      advance();
+    }
     size_t x = tok_.kind == Tok::Number ? tok_.text.find('x') : std::string::npos;
     bool negM, negN;
     uint64_t mr, nr;

@@ -356,14 +356,25 @@ struct Verifier {
       if (e->type != DType::I64)
         return fail("gemm_tile offset or k extent is not i64");
     }
-    for (int b : {t.a, t.b, s.buffer}) {
+    bool integer = t.elems == GemmElems::U8S8S32;
+    const DType want[3] = {integer ? DType::U8 : DType::F32, integer ? DType::I8 : DType::F32,
+                           integer ? DType::I32 : DType::F32};
+    const int operands[3] = {t.a, t.b, s.buffer};
+    for (int o = 0; o < 3; ++o) {
+      int b = operands[o];
       NNC_TRY(checkBuffer(b, "gemm_tile"));
       if (isLocalBuffer(b))
         return fail("gemm_tile on a local buffer");
-      if (k.buffers[b].dtype != DType::F32)
-        return fail(fmt::format("gemm_tile on '{}' of {} (f32 only)", k.buffers[b].name,
-                                dtypeName(k.buffers[b].dtype)));
+      if (k.buffers[b].dtype != want[o])
+        return fail(fmt::format("{} gemm_tile on '{}' of {} ({} expected)", gemmElemsName(t.elems),
+                                k.buffers[b].name, dtypeName(k.buffers[b].dtype),
+                                dtypeName(want[o])));
     }
+    if (integer && t.ak != 1)
+      return fail(fmt::format("u8s8s32 gemm_tile with ak {} (its k groups are dwords: ak 1)", t.ak));
+    if (integer && t.ldb < 4 * t.nr)
+      return fail(fmt::format("u8s8s32 gemm_tile {}x{} with ldb {} below 4 * nr", t.mr, t.nr,
+                              t.ldb));
     if (!k.buffers[s.buffer].written)
       return fail(fmt::format("gemm_tile writes '{}' which is not marked written",
                               k.buffers[s.buffer].name));
@@ -374,14 +385,18 @@ struct Verifier {
     // With constant offsets and k extent, the last element each operand touches must lie
     // in its buffer.
     auto imm = [](const Expr &e) { return e->kind == ExprKind::IntImm; };
+    if (integer && imm(s.args[3]) && s.args[3]->intValue % 4 != 0)
+      return fail(fmt::format("u8s8s32 gemm_tile over k < {}, not a multiple of 4",
+                              s.args[3]->intValue));
     if (imm(s.args[3]) && s.args[3]->intValue > 0) {
       int64_t kc = s.args[3]->intValue;
+      int64_t bLast = integer ? (kc / 4 - 1) * t.ldb + 4 * t.nr - 1 : (kc - 1) * t.ldb + t.nr - 1;
       struct Reach {
         int buffer;
         const Expr &off;
         int64_t last;
       } reach[] = {{t.a, s.args[0], (t.mr - 1) * t.lda + (kc - 1) * t.ak},
-                   {t.b, s.args[1], (kc - 1) * t.ldb + t.nr - 1},
+                   {t.b, s.args[1], bLast},
                    {s.buffer, s.args[2], (t.mr - 1) * t.ldc + t.nr - 1}};
       for (const Reach &r : reach)
         if (imm(r.off) && (r.off->intValue < 0 ||

@@ -10,6 +10,9 @@
 // same weight and width share one packed constant. The old constant stays for its other
 // users (dce removes it otherwise).
 // The matmul of an attention group (a softmax feeding operand 0) is left alone.
+// matmul_integer's i8 weights are packed the same way into the integer tile's panels
+// (packGemmPanelsK4: groups of 4 k rows interleaved per column), nr as the tiles' default
+// (CpuTarget::int8PanelWidth); a u8 weight is not (its tiles shift it to i8 while packing at run time).
 #include <algorithm>
 #include <map>
 
@@ -40,6 +43,10 @@ public:
     bool changed = false;
     std::map<std::pair<const Node *, int64_t>, Value *> packed;
     for (Node *mm : g.nodes()) {
+      if (mm->kind() == OpKind::MatMulInteger && !mm->hasAttr("packed_n")) {
+        changed |= packInteger(g, *mm, cpu, packed);
+        continue;
+      }
       if (mm->kind() != OpKind::MatMul || mm->hasAttr("packed_n"))
         continue;
       Value *a = mm->operand(0), *b = mm->operand(1);
@@ -86,6 +93,42 @@ public:
           it = it->first.first == c ? packed.erase(it) : std::next(it);
     }
     return changed;
+  }
+
+private:
+  /// matmul_integer(a, W) with W a constant i8 [..., K, N]: W as the integer tile's panels.
+  bool packInteger(Graph &g, Node &mm, const CpuTarget &cpu,
+                   std::map<std::pair<const Node *, int64_t>, Value *> &packed) {
+    Value *a = mm.operand(0), *b = mm.operand(1);
+    if (!a || !b || a->rank() < 2 || !staticExtents(a->shape()) || b->dtype() != DType::I8 ||
+        b->rank() < 2)
+      return false;
+    Node *c = b->producer();
+    if (!c || c->kind() != OpKind::Constant)
+      return false;
+    const Tensor &w = c->getTensor("value");
+    int64_t n = w.extents().back();
+    if (n < 1 || w.numElements() == 0)
+      return false;
+    int64_t nr = cpu.int8PanelWidth();
+    // Keyed apart from the f32 panels of the same constant (a negative width).
+    Value *&pv = packed[{c, -nr}];
+    if (!pv) {
+      Tensor panels = packGemmPanelsK4(w, nr);
+      pv = g.createNode(OpKind::Constant, {},
+                        {TensorType(DType::I8, shapeFromExtents(panels.extents()))},
+                        {{"value", Attribute(panels)}}, "", {b->name() + "_panels"}, &mm)
+               ->result();
+    } else {
+      addStat("packed-weights-shared");
+    }
+    mm.setOperand(1, pv);
+    mm.setAttr("packed_n", Attribute(n));
+    addStat("weights-packed");
+    if (pattern::eraseIfUnusedConstant(g, c))
+      for (auto it = packed.begin(); it != packed.end();)
+        it = it->first.first == c ? packed.erase(it) : std::next(it);
+    return true;
   }
 };
 

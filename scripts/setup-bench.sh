@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the benchmark-only peers for bench/ (never for CI: scripts/setup.sh has what builds
 # and tests need). Idempotent. ONNX Runtime comes from npm (bench/ort), not Debian.
-#   libdnnl-dev, libopenblas-dev, libeigen3-dev: the SGEMM peers (bench/sgemm)
+#   libdnnl-dev, libopenblas-dev, libeigen3-dev: the SGEMM peers (bench/sgemm); oneDNN also
+#                                 the int8 GEMM peer (nnc-igemm-bench)
 #   libclblast-dev:               CLBlast, the OpenCL SGEMM peer on the same device (bench/clblast)
 #   python3-torch:                the PyTorch peer (bench/peers_torch.py)
 #   python3-torchvision:          the exported CNNs and ViTs of bench/torch_models.py

@@ -710,6 +710,31 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     out += pad + "{\n";
     out += fmt::format("{}{} gt_a = {}, gt_b = {}, gt_c = {}, gt_k = {};\n", p2, i64t,
                        expr(s.args[0]), expr(s.args[1]), expr(s.args[2]), expr(s.args[3]));
+    if (t.elems == kir::GemmElems::U8S8S32) {
+      // The sum in an unsigned accumulator: it wraps as the i32 sum is defined to, where a
+      // signed C or OpenCL int overflowing would be undefined. Each product fits an int.
+      std::string u32t = computeType(DType::U32), i32t = computeType(DType::I32);
+      out += fmt::format("{}for ({} gt_r = 0; gt_r < {}; ++gt_r) {{\n", p2, i64t, t.mr);
+      out += fmt::format("{}for ({} gt_j = 0; gt_j < {}; ++gt_j) {{\n", p3, i64t, t.nr);
+      std::string cIdx = fmt::format("gt_c + gt_r * {} + gt_j", t.ldc);
+      out += fmt::format("{}{} gt_acc = {};\n", p4, u32t,
+                         t.accumulate ? fmt::format("({})({})", u32t,
+                                                    loadElement(DType::I32, bufferName(s.buffer),
+                                                                cIdx))
+                                      : std::string("0u"));
+      out += fmt::format(
+          "{}for ({} gt_p = 0; gt_p < gt_k; ++gt_p) gt_acc += ({})(({}){} * ({}){});\n", p4,
+          i64t, u32t, i32t,
+          loadElement(DType::U8, bufferName(t.a), fmt::format("gt_a + gt_r * {} + gt_p", t.lda)),
+          i32t,
+          loadElement(DType::I8, bufferName(t.b),
+                      fmt::format("gt_b + gt_p / 4 * {} + gt_j * 4 + gt_p % 4", t.ldb)));
+      out += p4 + storeElement(DType::I32, bufferName(s.buffer), cIdx,
+                               fmt::format("({})gt_acc", i32t)) +
+             "\n";
+      out += p3 + "}\n" + p2 + "}\n" + pad + "}\n";
+      return;
+    }
     std::string vectors =
         gemmTileVectors(t, bufferName(t.a), bufferName(t.b), bufferName(s.buffer), p2);
     if (!vectors.empty()) {

@@ -5,6 +5,8 @@ namespace nnc::llvmcg {
 
 void KernelEmitter::emitGemmTile(const kir::StmtNode &s) {
   const kir::GemmTileShape &t = s.tile;
+  if (t.elems != kir::GemmElems::F32)
+    return emitIntGemmTile(s);
   for (int b : {t.a, t.b, s.buffer})
     if (b < 0 || b >= static_cast<int>(k_.buffers.size()) || k_.buffers[b].dtype != DType::F32) {
       fail("gemm_tile on buffer {}, which is not an f32 buffer of the kernel", b);

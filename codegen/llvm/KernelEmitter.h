@@ -9,7 +9,8 @@
 // KernelEmitter walks one kernel; private to codegen/llvm. Its parts: Emitter.cpp (the kernel's
 // function, the module, streaming stores), EmitExpr.cpp (expressions), EmitCast.cpp (casts),
 // EmitStmt.cpp (statements, loops, parallel loops), EmitGemmTile.cpp (the GemmTile
-// microkernel) and EmitTransposedTile.cpp (permutation tiles transposed in registers).
+// microkernel), EmitIntGemmTile.cpp (its integer form) and EmitTransposedTile.cpp (permutation
+// tiles transposed in registers).
 #pragma once
 
 #include "nnc/ir/KernelHelpers.h"
@@ -197,6 +198,8 @@ private:
   void emitFor(const kir::StmtNode &s);
   void emitParallelFor(const kir::StmtNode &s, Value *extent);
   void emitGemmTile(const kir::StmtNode &s);
+  /// The u8s8s32 GemmTile (EmitIntGemmTile.cpp).
+  void emitIntGemmTile(const kir::StmtNode &s);
   bool emitTransposedTile(const kir::StmtNode &s);
   llvm::Function *gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch, int shift = 0);
   /// A counted loop over [begin, end) of `var`; `kind` selects the loop metadata.

@@ -18,6 +18,17 @@ namespace nnc::lower {
 void registerNNLowerers(LowererTable &t);
 void registerConvLowerers(LowererTable &t);
 void registerPoolLowerers(LowererTable &t);
+/// matmul_integer's generic nest (IntGemm.cpp): one i32 sum per output element.
+void registerIntGemmLowerer(LowererTable &t);
+Expected<std::vector<kir::Kernel>> lowerMatMulIntegerLoops(const Node &node,
+                                                           const std::string &prefix);
+/// matmul_integer as u8s8s32 GemmTiles over operands packed at run time, zero points by
+/// compensation (IntGemm.cpp; the "igemm_cpu" space).
+Expected<std::vector<kir::Kernel>> lowerMatMulIntegerTiles(const Node &node,
+                                                           const std::string &prefix,
+                                                           const tuning::LowerOptions *opts);
+/// The "igemm_cpu" space: knobs mr, nr (the tile) and par.
+const tuning::Space &igemmCpuSpace();
 void registerResizeLowerer(LowererTable &t);
 
 /// Finishes result element (row, col) of a node viewed as a [rows, N] matrix (N its last

@@ -680,6 +680,7 @@ void registerReductionAndNNLowerers(LowererTable &t) {
   t[OpKind::CumProd] = lowerCumulative;
   t[OpKind::TopK] = lowerTopK;
   registerNNLowerers(t);
+  registerIntGemmLowerer(t);
   registerResizeLowerer(t);
 }
 

@@ -61,6 +61,14 @@ std::vector<KernelTemplate> cpuTemplates() {
        gemm,
        always,
        tunable(lowerMatMulGemm)},
+      {"matmul_integer.tiles",
+       {OpKind::MatMulInteger},
+       false,
+       "integer GEMM: u8s8s32 GemmTile microkernels (vpdpbusd with VNNI, else widened 16-bit "
+       "multiply-adds) over A and B packed at run time, zero points by compensation",
+       &igemmCpuSpace(),
+       always,
+       tunable(lowerMatMulIntegerTiles)},
       {"conv.rows_direct",
        {OpKind::Conv},
        false,
@@ -197,6 +205,14 @@ std::vector<KernelTemplate> openclTemplates() {
        nullptr,
        [](const LoweringUnit &u, const CpuTarget &) { return argScansOuterAxis(*u.node); },
        plain(lowerArgPerOutput)},
+      {"matmul_integer.loops",
+       {OpKind::MatMulInteger},
+       false,
+       "integer matmul as one work-item per output element (the CPU's tiles would run each "
+       "tile's loop nest on one work-item)",
+       nullptr,
+       always,
+       plain(lowerMatMulIntegerLoops)},
   };
   for (KernelTemplate &c : cpuTemplates())
     t.push_back(std::move(c));

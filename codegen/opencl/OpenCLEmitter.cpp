@@ -99,6 +99,8 @@ protected:
   std::string gemmTileVectors(const kir::GemmTileShape &t, const std::string &a,
                               const std::string &b, const std::string &c,
                               const std::string &pad) override {
+    if (t.elems != kir::GemmElems::F32) // the scalar nest: exact integer sums
+      return "";
     int64_t w = 16;
     while (w >= 2 && t.nr % w != 0)
       w /= 2;

@@ -67,6 +67,85 @@ Expected<Shape> windowDims(const Node &node, const WindowAttrs &a, const Shape &
 
 } // namespace
 
+namespace {
+
+/// numpy matmul's result shape of operands a and b (b's shape `bs` unpacked already).
+Expected<Shape> matmulShape(const Node &node, const Value *a, const Value *b, Shape as, Shape bs) {
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), Dim(1));
+  if (bVec)
+    bs.push_back(Dim(1));
+  const Dim &ka = as.back(), &kb = bs[bs.size() - 2];
+  if (ka.isStatic() && kb.isStatic() && ka.value() != kb.value())
+    return node.error("inner dims differ: {} and {}", a->type().str(), b->type().str());
+  Shape batchA(as.begin(), as.end() - 2), batchB(bs.begin(), bs.end() - 2);
+  Expected<Shape> batch = broadcastShapes(batchA, batchB, *node.graph());
+  if (!batch)
+    return batch.takeError().withContext(node.describe());
+  Shape out = *batch;
+  if (!aVec)
+    out.push_back(as[as.size() - 2]);
+  if (!bVec)
+    out.push_back(bs.back());
+  return out;
+}
+
+} // namespace
+
+Types inferMatMulInteger(const Node &node) {
+  NNC_TRY(requireOperands(node, 2));
+  const Value *a = node.operand(0), *b = node.operand(1);
+  for (const Value *v : {a, b})
+    if (v->dtype() != DType::U8 && v->dtype() != DType::I8)
+      return node.error("expects u8 or i8 operands, got {}", dtypeName(v->dtype()));
+  if (a->rank() < 1 || b->rank() < 1)
+    return node.error("operands must have rank >= 1, got {} and {}", a->type().str(),
+                      b->type().str());
+  Shape as = a->shape(), bs = b->shape();
+  if (node.hasAttr("packed_n")) {
+    // Operand 1 holds [..., K, N] as [..., P, ceil(K/4), nr, 4] panels (ir/GemmPacking.h).
+    int64_t n = node.getInt("packed_n"), r = static_cast<int64_t>(bs.size());
+    bool ok = as.size() >= 2 && r >= 4 && as.back().isStatic() && n >= 1;
+    for (int64_t d = r - 4; ok && d < r; ++d)
+      ok = bs[d].isStatic();
+    ok = ok && bs[r - 1].value() == 4 && bs[r - 4].value() * bs[r - 2].value() >= n &&
+         (bs[r - 4].value() - 1) * bs[r - 2].value() < n &&
+         bs[r - 3].value() == (as.back().value() + 3) / 4;
+    if (!ok)
+      return node.error("packed_n = {} needs operand 0 of rank >= 2 with a static K and operand "
+                        "1 as [..., ceil(N/nr), ceil(K/4), nr, 4] panels, got {} and {}",
+                        n, a->type().str(), b->type().str());
+    Shape unpacked(bs.begin(), bs.end() - 4);
+    unpacked.push_back(as.back());
+    unpacked.push_back(Dim(n));
+    bs = unpacked;
+  }
+  // A zero point: its operand's dtype; a scalar, one element, or one per row of A (operand
+  // 2) / column of B (operand 3).
+  for (size_t z = 2; z < 4; ++z) {
+    const Value *zp = node.operand(z), *of = node.operand(z - 2);
+    if (!zp)
+      continue;
+    if (zp->dtype() != of->dtype())
+      return node.error("zero point {} has dtype {}, expected {} (its operand's)", z,
+                        dtypeName(zp->dtype()), dtypeName(of->dtype()));
+    // A's rows, or B's columns (one of each for a 1-D operand, which matmul promotes).
+    const Shape &s = z == 2 ? as : bs;
+    Dim along = s.size() < 2 ? Dim(1) : z == 2 ? s[s.size() - 2] : s.back();
+    bool ok = zp->rank() == 0;
+    if (zp->rank() == 1) {
+      const Dim &d = zp->shape()[0];
+      ok = !d.isStatic() || !along.isStatic() || d.value() == 1 || d.value() == along.value();
+    }
+    if (!ok)
+      return node.error("zero point {} {} must be a scalar or hold one value per {} ({})", z,
+                        zp->type().str(), z == 2 ? "row of A" : "column of B", along.str());
+  }
+  NNC_ASSIGN_OR_RETURN(Shape out, matmulShape(node, a, b, as, bs));
+  return std::vector<TensorType>{TensorType(DType::I32, out)};
+}
+
 Types inferMatMul(const Node &node) {
   NNC_TRY(requireOperands(node, 2));
   const Value *a = node.operand(0), *b = node.operand(1);
@@ -92,23 +171,7 @@ Types inferMatMul(const Node &node) {
     unpacked.push_back(Dim(n));
     bs = unpacked;
   }
-  bool aVec = as.size() == 1, bVec = bs.size() == 1;
-  if (aVec)
-    as.insert(as.begin(), Dim(1));
-  if (bVec)
-    bs.push_back(Dim(1));
-  const Dim &ka = as.back(), &kb = bs[bs.size() - 2];
-  if (ka.isStatic() && kb.isStatic() && ka.value() != kb.value())
-    return node.error("inner dims differ: {} and {}", a->type().str(), b->type().str());
-  Shape batchA(as.begin(), as.end() - 2), batchB(bs.begin(), bs.end() - 2);
-  Expected<Shape> batch = broadcastShapes(batchA, batchB, *node.graph());
-  if (!batch)
-    return batch.takeError().withContext(node.describe());
-  Shape out = *batch;
-  if (!aVec)
-    out.push_back(as[as.size() - 2]);
-  if (!bVec)
-    out.push_back(bs.back());
+  NNC_ASSIGN_OR_RETURN(Shape out, matmulShape(node, a, b, as, bs));
   return std::vector<TensorType>{TensorType(a->dtype(), out)};
 }
 

@@ -145,6 +145,80 @@ Results evalMatMul(const Node &node, const Operands &ops) {
   return std::vector<Tensor>{r};
 }
 
+Results evalMatMulInteger(const Node &node, const Operands &ops) {
+  const Tensor &a = ops[0];
+  // A packed weight (ir/GemmPacking.h) is unpacked to its [K, N] matrix first.
+  std::optional<Tensor> unpacked;
+  if (node.hasAttr("packed_n")) {
+    int64_t r = ops[1].rank(), n = node.getInt("packed_n");
+    const Extents &e = ops[1].extents();
+    if (a.rank() < 2 || r < 4 || e[r - 1] != 4 || e[r - 4] * e[r - 2] < n ||
+        e[r - 3] != (a.extents().back() + 3) / 4)
+      return node.error("packed operand 1 {} does not hold {} columns of {} rows",
+                        extentsStr(e), n, a.rank() ? a.extents().back() : 0);
+    unpacked = unpackGemmPanelsK4(ops[1], a.extents().back(), n);
+  }
+  const Tensor &b = unpacked ? *unpacked : ops[1];
+  for (const Tensor *t : {&a, &b})
+    if (t->dtype() != DType::U8 && t->dtype() != DType::I8)
+      return node.error("expects u8 or i8 operands, got {}", dtypeName(t->dtype()));
+  if (a.rank() < 1 || b.rank() < 1)
+    return node.error("operands must have rank >= 1");
+  Extents as = a.extents(), bs = b.extents();
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), 1);
+  if (bVec)
+    bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  if (bs[bs.size() - 2] != k)
+    return node.error("inner dims differ: {} and {}", extentsStr(a.extents()),
+                      extentsStr(b.extents()));
+  Extents batchA(as.begin(), as.end() - 2), batchB(bs.begin(), bs.end() - 2);
+  std::optional<Extents> batch = broadcastExtents(batchA, batchB);
+  if (!batch)
+    return node.error("batch dims {} and {} do not broadcast", extentsStr(batchA),
+                      extentsStr(batchB));
+  Extents out = *batch;
+  if (!aVec)
+    out.push_back(m);
+  if (!bVec)
+    out.push_back(n);
+  // Zero points as one value per row of A / column of B (a scalar repeated).
+  auto zeroPoints = [&](size_t z, int64_t count) -> Expected<std::vector<int64_t>> {
+    std::vector<int64_t> v(static_cast<size_t>(count), 0);
+    if (ops.size() <= z || ops[z].isNull())
+      return v;
+    const Tensor &t = ops[z];
+    if (t.rank() > 1 || (t.numElements() != 1 && t.numElements() != count))
+      return node.error("zero point {} {} must be a scalar or hold {} values", z,
+                        extentsStr(t.extents()), count);
+    std::vector<double> d = nn::toDoubles(t);
+    for (int64_t i = 0; i < count; ++i)
+      v[static_cast<size_t>(i)] = static_cast<int64_t>(d[t.numElements() == 1 ? 0 : i]);
+    return v;
+  };
+  NNC_ASSIGN_OR_RETURN(std::vector<int64_t> za, zeroPoints(2, m));
+  NNC_ASSIGN_OR_RETURN(std::vector<int64_t> zb, zeroPoints(3, n));
+  std::vector<int64_t> aOff = batchOffsets(*batch, batchA), bOff = batchOffsets(*batch, batchB);
+  std::vector<double> av = nn::toDoubles(a), bv = nn::toDoubles(b);
+  NNC_ASSIGN_OR_RETURN(Tensor r, Tensor::create(DType::I32, out));
+  int32_t *c = r.data<int32_t>();
+  // Exact in i64 (|products| < 2^16, so any K below 2^47 fits), then wrapped to i32 as the
+  // integer matmul's i32 sum is defined to wrap.
+  for (size_t bi = 0; bi < aOff.size(); ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += (static_cast<int64_t>(av[(aOff[bi] * m + i) * k + p]) - za[i]) *
+                 (static_cast<int64_t>(bv[(bOff[bi] * k + p) * n + j]) - zb[j]);
+        c[(static_cast<int64_t>(bi) * m + i) * n + j] =
+            static_cast<int32_t>(static_cast<uint32_t>(acc));
+      }
+  return std::vector<Tensor>{r};
+}
+
 namespace {
 
 /// The einsum loop: the output labels are the outer loop, the summed labels the inner one.

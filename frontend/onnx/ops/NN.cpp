@@ -122,12 +122,41 @@ Expected<Value *> subtractZeroPoint(LoweringContext &ctx, Value *x, Value *zp, i
   return ctx.emit(OpKind::Sub, {xi, zi});
 }
 
+/// True when zero point `zp` of `x` (A's when `rows`, else B's) is one matmul_integer takes:
+/// absent, or x's dtype and a scalar, one value, or one per row of A / column of B.
+bool plainZeroPoint(const Value *zp, const Value *x, bool rows) {
+  if (!zp)
+    return true;
+  if (zp->dtype() != x->dtype() || zp->rank() > 1)
+    return false;
+  if (zp->rank() == 0)
+    return true;
+  const Shape &s = x->shape();
+  Dim along = s.size() < 2 ? Dim(1) : rows ? s[s.size() - 2] : s.back();
+  const Dim &d = zp->shape()[0];
+  return d.isStatic() && (d.value() == 1 || (along.isStatic() && d.value() == along.value()));
+}
+
 /// (A - a_zero_point) @ (B - b_zero_point) in i32, the integer accumulation of MatMulInteger
 /// and QLinearMatMul: a 1-D a_zero_point is per row of A, a 1-D b_zero_point per column of B.
+/// u8/i8 operands with such zero points become one matmul_integer (the integer GEMM template's
+/// op); others (N-D zero points, [..., M, 1] or [..., 1, N]) subtract their zero points in i32
+/// and multiply with matmul.
 Expected<Value *> integerMatMul(LoweringContext &ctx, Value *a, Value *b, Value *aZp,
                                 Value *bZp) {
   NNC_USER_CHECK(a->rank() >= 1 && b->rank() >= 1, "{}: A and B must have rank >= 1",
                  ctx.place());
+  auto byte = [](const Value *v) { return v->dtype() == DType::U8 || v->dtype() == DType::I8; };
+  if (byte(a) && byte(b) && plainZeroPoint(aZp, a, true) && plainZeroPoint(bZp, b, false)) {
+    // Operands are positional: B's zero point without A's needs A's as an explicit zero.
+    if (!aZp && bZp)
+      aZp = ctx.scalar(a->dtype(), 0);
+    std::vector<Value *> ops = {a, b};
+    for (Value *zp : {aZp, bZp})
+      if (zp)
+        ops.push_back(zp);
+    return ctx.emit(OpKind::MatMulInteger, ops);
+  }
   NNC_ASSIGN_OR_RETURN(Value * ai, subtractZeroPoint(ctx, a, aZp, a->rank() - 2, DType::I32));
   NNC_ASSIGN_OR_RETURN(Value * bi, subtractZeroPoint(ctx, b, bZp, -1, DType::I32));
   return ctx.emit(OpKind::MatMul, {ai, bi});

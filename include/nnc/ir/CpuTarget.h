@@ -28,8 +28,23 @@ struct CpuTarget {
   bool native = false;
   int vectorBits = 128;     ///< The widest vector registers used.
   int vectorRegisters = 16; ///< Architectural vector registers at that width.
-  /// Extensions noted for later work (int8 and bf16 dot products, tile matrix units).
-  bool avx512vnni = false, avx512bf16 = false, amx = false;
+  /// Extensions beyond the level: int8 dot products (AVX512-VNNI; AVX-VNNI, their VEX form
+  /// on 256-bit vectors), bf16 dot products and tile matrix units (noted for later work).
+  bool avx512vnni = false, avxvnni = false, avx512bf16 = false, amx = false;
+  /// The widest int8 dot-product instruction (vpdpbusd) the integer GEMM tiles may use, in
+  /// bits: 512 (AVX512-VNNI on 512-bit vectors), 256 (AVX-VNNI, or AVX512-VNNI on 256-bit
+  /// vectors), or 0 (none: widened 16-bit multiply-adds instead).
+  int int8DotBits() const {
+    if (avx512vnni && vectorBits >= 512)
+      return 512;
+    return (avx512vnni || avxvnni) && vectorBits >= 256 ? 256 : 0;
+  }
+  /// The columns of an integer GEMM tile's B panel: two vectors of i32 lanes with a dot
+  /// product; one without (its widened multiply-adds take two accumulators per vector).
+  int64_t int8PanelWidth() const {
+    int dot = int8DotBits();
+    return dot ? 2 * dot / 32 : vectorBits / 32;
+  }
   /// Per-core data cache sizes (L1d, L2) and the last-level cache as thresholds use it, each
   /// kept within sane bounds whatever sysfs says (a VM may report a socket's or an invented
   /// cache).

@@ -2,7 +2,8 @@
 // matrix as P = ceil(N / nr) panels of nr columns, each contiguous over k, i.e. a [P, K, nr]
 // tensor holding element (k, j) at ((j / nr) * K + k) * nr + j % nr, zero past column N (a
 // batch of matrices [B..., K, N] is packed matrix by matrix as [B..., P, K, nr]). The
-// GEMM microkernels read one panel's kc x nr block as one contiguous stream.
+// GEMM microkernels read one panel's kc x nr block as one contiguous stream. The integer tile's
+// panels (packGemmPanelsK4) interleave groups of 4 k rows per column instead.
 #pragma once
 
 #include "nnc/ir/Tensor.h"
@@ -14,5 +15,13 @@ namespace nnc {
 Tensor packGemmPanels(const Tensor &b, int64_t nr);
 /// The [..., K, n] matrices back from their panels `p` ([..., P, K, nr], P * nr >= n).
 Tensor unpackGemmPanels(const Tensor &p, int64_t n);
+
+/// The integer GEMM tile's layout (kir::GemmElems::U8S8S32) of `b` ([..., K, N], a byte
+/// dtype): [..., ceil(N / nr), ceil(K / 4), nr, 4] panels of nr columns, each a run of groups
+/// of 4 k rows interleaved per column, element (k, j) at
+/// (((j / nr) * ceil(K / 4) + k / 4) * nr + j % nr) * 4 + k % 4, zero past K and past N.
+Tensor packGemmPanelsK4(const Tensor &b, int64_t nr);
+/// The [..., k, n] matrices back from their panels `p` ([..., P, G, nr, 4], 4G >= k).
+Tensor unpackGemmPanelsK4(const Tensor &p, int64_t k, int64_t n);
 
 } // namespace nnc

@@ -164,21 +164,36 @@ enum class StmtKind : uint8_t {
             ///< l < names.size() (2, 4, 8 or 16 lanes): one vector load (OpenCL's vloadN).
   VecStore, ///< buffers[buffer][index + l] = args[l] for each lane l (2, 4, 8 or 16): one
             ///< vector store (vstoreN).
-  GemmTile, ///< An f32 GEMM microkernel on one register tile (see GemmTileShape):
+  GemmTile, ///< A GEMM microkernel on one register tile (see GemmTileShape). f32:
             ///< for r < mr, j < nr: buffers[buffer][args[2] + r*ldc + j] =
             ///<   (accumulate ? that element : 0) + sum over p < args[3] of
             ///<   A[args[0] + r*lda + p*ak] * B[args[1] + p*ldb + j]
-            ///< with A = buffers[tile.a], B = buffers[tile.b] (all f32). The LLVM backend
-            ///< emits it as an explicit-vector function f32_gemm_<mr>x<nr>_<isa>; other
-            ///< backends as the loop nest above.
+            ///< with A = buffers[tile.a], B = buffers[tile.b] (all f32). u8s8s32 (see
+            ///< GemmElems) sums the same products in i32, with B in the dot-product layout.
+            ///< The LLVM backend emits it as an explicit-vector function
+            ///< <elems>_gemm_<mr>x<nr>_<isa>; other backends as the loop nest.
 };
+
+/// The element types of a GemmTile.
+enum class GemmElems : uint8_t {
+  F32,     ///< f32 A, B and C; products fused into the sum in k order.
+  U8S8S32, ///< u8 A, i8 B, i32 C (x86's vpdpbusd): the sum of zext(a) * sext(b) over
+           ///< p < kc, which must be a multiple of 4, wrapping in i32. A's k stride `ak` is
+           ///< 1 (a row's 4 bytes of one k group are one dword). B holds groups of 4 k rows
+           ///< interleaved per column: element (p, j) at p/4 * ldb + 4*j + p%4 (ldb >= 4*nr;
+           ///< ir/GemmPacking.h's packGemmPanelsK4 writes panels of it).
+};
+/// "f32" or "u8s8s32" (the microkernel names' prefix and the kernel IR's word).
+const char *gemmElemsName(GemmElems e);
 
 /// The static part of a GemmTile: operand buffers, tile size and element strides.
 struct GemmTileShape {
+  GemmElems elems = GemmElems::F32;
   int a = -1, b = -1;
   int64_t mr = 0, nr = 0;
   int64_t lda = 0, ak = 0; ///< A: row stride, k stride.
-  int64_t ldb = 0;         ///< B: k stride (columns are contiguous).
+  int64_t ldb = 0;         ///< B: k stride (columns are contiguous); u8s8s32: the stride
+                           ///< of a group of 4 k rows.
   int64_t ldc = 0;         ///< C: row stride (columns are contiguous).
   bool accumulate = false; ///< Add to C's values instead of overwriting them.
   /// A hint, no effect on the result: when nonzero, the k step p also prefetches the B row
