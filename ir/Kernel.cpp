@@ -352,6 +352,42 @@ Expr call(const std::string &name, std::vector<Expr> args) {
   return makeExpr(std::move(n));
 }
 
+namespace {
+Expr intPrimitive(ExprKind kind, Expr a, Expr b, bool unsignedOnly) {
+  NNC_ASSERT(a && b && a->type == b->type && isInteger(a->type) &&
+                 (!unsignedOnly || isUnsignedInteger(a->type)),
+             "integer primitive operands must share an {} dtype",
+             unsignedOnly ? "unsigned" : "integer");
+  ExprNode n;
+  n.kind = kind;
+  n.type = a->type;
+  n.args = {std::move(a), std::move(b)};
+  return makeExpr(std::move(n));
+}
+} // namespace
+
+Expr quot(Expr a, Expr b) {
+  return intPrimitive(ExprKind::Quot, std::move(a), std::move(b), /*unsignedOnly=*/false);
+}
+Expr shl(Expr a, Expr b) {
+  return intPrimitive(ExprKind::Shl, std::move(a), std::move(b), /*unsignedOnly=*/true);
+}
+Expr shr(Expr a, Expr b) {
+  return intPrimitive(ExprKind::Shr, std::move(a), std::move(b), /*unsignedOnly=*/true);
+}
+
+Expr convert(Expr e, DType to) {
+  NNC_ASSERT(e && !isStorageOnly(e->type) && !isStorageOnly(to), "convert between {} and {}",
+             e ? dtypeName(e->type) : "null", dtypeName(to));
+  if (e->type == to)
+    return e;
+  ExprNode n;
+  n.kind = ExprKind::Convert;
+  n.type = to;
+  n.args = {std::move(e)};
+  return makeExpr(std::move(n));
+}
+
 Expr strict(Expr e) {
   if (!e || (e->kind != ExprKind::Op && e->kind != ExprKind::Fma) || e->strict)
     return e;

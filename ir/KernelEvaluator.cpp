@@ -17,16 +17,9 @@
 namespace nnc::kir {
 namespace {
 
-/// A scalar: integers as their value sign- or zero-extended to 64 bits (`i`, `u` alias the
-/// same bits), floats as double holding exactly a value of the dtype, bools as 0/1 in `i`.
-struct Value {
-  DType type = DType::I64;
-  int64_t i = 0;
-  double f = 0;
-
-  uint64_t u() const { return static_cast<uint64_t>(i); }
-  bool truthy() const { return isFloat(type) ? f != 0 : i != 0; }
-};
+/// A scalar (ScalarOps.h's Number: integers sign- or zero-extended to 64 bits, floats as a
+/// double holding a value of the dtype, bools as 0/1).
+using Value = scalar::Number;
 
 template <DType D> using Storage = typename DTypeStorage<D>::type;
 template <DType D>
@@ -128,51 +121,11 @@ Value evalOp(OpKind kind, DType resultType, const Value *args) {
   return Value();
 }
 
-/// ONNX Cast of an arithmetic value (runtime/interp/Cast.cpp): floats to integers truncate
-/// toward zero (NaN gives 0, values beyond 64 bits saturate) and wrap; to bool is != 0.
+/// ONNX Cast of an arithmetic value: ScalarOps.h's one definition.
 Value castValue(const Value &v, DType to) {
   if (v.type == to) // also keeps storage-only values (raw bytes) intact
     return v;
-  Value out;
-  out.type = to;
-  if (to == DType::Bool) {
-    out.i = v.truthy();
-    return out;
-  }
-  if (isFloat(to)) {
-    if (isFloat(v.type))
-      out.f = roundTo(to, v.f);
-    else if (isUnsignedInteger(v.type) || v.type == DType::Bool)
-      out.f = to == DType::F64 ? static_cast<double>(v.u()) : static_cast<double>(
-                                                                  static_cast<float>(v.u()));
-    else
-      out.f = to == DType::F64 ? static_cast<double>(v.i) : static_cast<double>(
-                                                                 static_cast<float>(v.i));
-    out.f = roundTo(to, out.f);
-    return out;
-  }
-  uint64_t bits;
-  if (isFloat(v.type)) {
-    double t = std::trunc(v.f);
-    if (std::isnan(v.f))
-      bits = 0;
-    else if (isUnsignedInteger(to) && t >= 9223372036854775808.0)
-      bits = t >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(t);
-    else if (t >= 9223372036854775808.0)
-      bits = static_cast<uint64_t>(INT64_MAX);
-    else if (t < -9223372036854775808.0)
-      bits = static_cast<uint64_t>(INT64_MIN);
-    else
-      bits = static_cast<uint64_t>(static_cast<int64_t>(t));
-  } else {
-    bits = v.u();
-  }
-  dispatch(to, [&](auto tag) {
-    constexpr DType D = decltype(tag)::value;
-    if constexpr (!std::is_floating_point_v<Storage<D>> && !std::is_same_v<Storage<D>, bool>)
-      out = makeValue(to, static_cast<Storage<D>>(bits));
-  });
-  return out;
+  return scalar::castNumber(v, to);
 }
 
 /// The storage-only value (a byte of `t`'s bits) as its canonical arithmetic value.
@@ -428,6 +381,19 @@ struct Evaluator {
     }
     case ExprKind::Rem:
       return remValue(expr(e->args[0]), expr(e->args[1]));
+    // The machine operations: within their defined range they are the ops' formulas (and
+    // the expansions keep them there).
+    case ExprKind::Quot:
+    case ExprKind::Shl:
+    case ExprKind::Shr: {
+      Value args[3] = {expr(e->args[0]), expr(e->args[1]), Value()};
+      args[2] = args[1];
+      OpKind k = e->kind == ExprKind::Quot ? OpKind::Div
+                 : e->kind == ExprKind::Shl ? OpKind::ShiftLeft
+                                            : OpKind::ShiftRight;
+      return evalOp(k, e->type, args);
+    }
+    case ExprKind::Convert: return castValue(expr(e->args[0]), e->type);
     case ExprKind::Call: {
       std::vector<Value> args;
       for (const Expr &a : e->args)
@@ -561,7 +527,7 @@ struct Evaluator {
       return;
     }
     case StmtKind::If: {
-      bool c = expr(s->value).truthy();
+      bool c = expr(s->value).nonZero();
       size_t mark = env.size();
       if (c)
         stmt(s->body[0]);

@@ -18,18 +18,21 @@
 //     vectorizer sees the same SSA values) and the OpenCL printer prints them as locals.
 // Arithmetic the expansions create is `strict`: no backend contracts or reassociates it, so
 // every backend computes the evaluator's numbers.
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "nnc/ir/FastMath.h"
 #include "nnc/ir/Kernel.h"
+#include "nnc/ir/ScalarOps.h"
 
 namespace nnc::kir {
 
-bool isCompositeOp(OpKind k) {
+bool isCompositeOp(OpKind k, DType t) {
   switch (k) {
   case OpKind::Sigmoid:
   case OpKind::Erf:
@@ -43,10 +46,30 @@ bool isCompositeOp(OpKind k) {
   case OpKind::IsNaN:
   case OpKind::IsInf:
   case OpKind::Round:
+  case OpKind::ShiftLeft:
+  case OpKind::ShiftRight:
     return true;
+  case OpKind::Div:
+    return isInteger(t);
+  case OpKind::Min:
+  case OpKind::Max:
+    return isFloat(t);
   default:
     return false;
   }
+}
+
+bool isComposite(const ExprNode &e) {
+  if (e.kind == ExprKind::Op) {
+    size_t typeArg = e.op == OpKind::Select ? 1 : 0;
+    return e.args.size() > typeArg && isCompositeOp(e.op, e.args[typeArg]->type);
+  }
+  if (e.kind != ExprKind::Cast || e.args.size() != 1)
+    return false;
+  DType from = e.args[0]->type, to = e.type;
+  bool decode = isStorageOnly(from) && to == storageCanonical(from);
+  bool encode = isStorageOnly(to) && from == storageCanonical(to);
+  return from != to && !decode && !encode;
 }
 
 namespace {
@@ -65,6 +88,11 @@ DType unsignedOf(DType t) {
     return t;
   }
 }
+
+/// What is known of a value: it is not NaN and lies in [lo, hi].
+struct Range {
+  double lo, hi;
+};
 
 bool trivial(const Expr &e) {
   return e->kind == ExprKind::IntImm || e->kind == ExprKind::FloatImm || e->kind == ExprKind::Var;
@@ -118,13 +146,13 @@ struct ExprMathBuilder {
   F fromBits(I a) { return bitCast(a, DType::F32); }
   I iadd(I a, I b) { return op(OpKind::Add, {a, b}); }
   I isub(I a, I b) { return op(OpKind::Sub, {a, b}); }
-  I shl(I a, int n) { return op(OpKind::ShiftLeft, {a, intImm(n, DType::U32)}); }
+  I shl(I a, int n) { return kir::shl(a, intImm(n, DType::U32)); }
   M eq(F a, F b) { return kir::op(OpKind::Equal, {a, b}); }
   M mand(M a, M b) { return kir::op(OpKind::And, {a, b}); }
   M mor(M a, M b) { return kir::op(OpKind::Or, {a, b}); }
   M mnot(M a) { return kir::op(OpKind::Not, {a}); }
   F floor(F a) { return kir::op(OpKind::Floor, {a}); }
-  I shr(I a, int n) { return op(OpKind::ShiftRight, {a, intImm(n, DType::U32)}); }
+  I shr(I a, int n) { return kir::shr(a, intImm(n, DType::U32)); }
   I iand(I a, I b) { return op(OpKind::BitAnd, {a, b}); }
   I ior(I a, I b) { return op(OpKind::BitOr, {a, b}); }
 };
@@ -149,7 +177,21 @@ public:
       n->body = std::move(body);
       break;
     }
-    case StmtKind::For:
+    case StmtKind::For: {
+      // The loop variable's range, for the guards of the casts and divisions inside.
+      std::optional<Range> outer;
+      if (auto it = vars_.find(n->name); it != vars_.end())
+        outer = it->second;
+      vars_.erase(n->name);
+      if (n->extent && n->extent->kind == ExprKind::IntImm && n->extent->intValue > 0)
+        vars_[n->name] = Range{0, static_cast<double>(n->extent->intValue - 1)};
+      for (Stmt &c : n->body)
+        c = single(c);
+      vars_.erase(n->name);
+      if (outer)
+        vars_[n->name] = *outer;
+      break;
+    }
     case StmtKind::If:
       for (Stmt &c : n->body)
         c = single(c);
@@ -159,11 +201,18 @@ public:
     }
     // Step 1: expand the statement's own expressions.
     memo_.clear();
+    ranges_.clear();
     prelude_.clear();
     changed_ = false;
+    // A NaN-ignoring max/min accumulation keeps its max/min (StmtNode::ignoresNaN: each
+    // backend takes its target's instruction); its operands are expanded.
+    bool keepOp = n->kind == StmtKind::Assign && n->ignoresNaN && n->value &&
+                  n->value->kind == ExprKind::Op;
     for (Expr *slot : {&n->extent, &n->index, &n->value})
       if (*slot)
-        *slot = expand(*slot);
+        *slot = keepOp && slot == &n->value
+                    ? withArgs(*slot, [&](const Expr &a) { return expand(a); })
+                    : expand(*slot);
     for (Expr &a : n->args)
       a = expand(a);
     if (!changed_) {
@@ -249,8 +298,9 @@ private:
     if (auto it = memo_.find(e.get()); it != memo_.end())
       return it->second;
     Expr r = withArgs(e, [&](const Expr &a) { return expand(a); });
-    if (r->kind == ExprKind::Op && isCompositeOp(r->op)) {
-      r = composite(r->op, r->args);
+    if (isComposite(*r)) {
+      r = r->kind == ExprKind::Cast ? castOf(r->args[0], r->type, r->saturate, r->roundMode)
+                                    : composite(r->op, r->args);
       changed_ = true;
     }
     memo_[e.get()] = r;
@@ -259,12 +309,24 @@ private:
 
   Expr composite(OpKind k, const std::vector<Expr> &a) {
     DType t = a[0]->type;
+    switch (k) { // on any dtype, f16/bf16 included: they only compare, select and shift
+    case OpKind::Min:
+    case OpKind::Max:
+      return minMax(k == OpKind::Max, a[0], a[1]);
+    case OpKind::Div:
+      return intDiv(a[0], a[1]);
+    case OpKind::ShiftLeft:
+    case OpKind::ShiftRight:
+      return shift(k == OpKind::ShiftLeft, a[0], a[1]);
+    default:
+      break;
+    }
     if (t == DType::F16 || t == DType::BF16) {
       std::vector<Expr> wide;
       for (const Expr &x : a)
-        wide.push_back(cast(x, DType::F32));
+        wide.push_back(convert(x, DType::F32));
       Expr r = composite(k, wide);
-      return r->type == DType::Bool ? r : cast(r, t);
+      return r->type == DType::Bool ? r : convert(r, t);
     }
     const Expr &x = a[0];
     bool f = isFloat(t), f32 = t == DType::F32;
@@ -312,6 +374,265 @@ private:
     }
     NNC_ASSERT(false, "expandComposites: {} is not composite", opInfo(k).name);
     return x;
+  }
+
+  // ---- The ONNX-level rules (ScalarOps.h) as primitives ----
+
+  /// Float min/max: NaN when either operand is NaN (the canonical quiet NaN), else the
+  /// smaller (larger) one, the first on ties. An operand known not to be NaN is not tested.
+  Expr minMax(bool isMax, const Expr &x, const Expr &y) {
+    Expr pick = isMax ? select(lt(x, y), y, x) : select(lt(y, x), y, x);
+    Expr nan;
+    for (const Expr &v : {x, y})
+      if (!rangeOf(v))
+        nan = nan ? lor(nan, lnot(eq(v, v))) : lnot(eq(v, v));
+    return nan ? select(nan, constant(NAN, x->type), pick) : pick;
+  }
+
+  /// Integer division truncating toward zero: a zero divisor gives 0 and -1 negates
+  /// (wrapping: INT_MIN / -1 is INT_MIN, where the machine division traps). A divisor known
+  /// to be neither is divided by directly.
+  Expr intDiv(const Expr &x, const Expr &y) {
+    DType t = x->type;
+    bool s = isSignedInteger(t);
+    Expr zero = constant(0, t);
+    auto negated = [&] { return op(OpKind::Sub, {zero, x}); };
+    if (y->kind == ExprKind::IntImm) {
+      if (y->intValue == 0)
+        return zero;
+      if (s && y->intValue == -1)
+        return negated();
+      return quot(x, y);
+    }
+    std::optional<Range> r = rangeOf(y);
+    bool zeroOut = r && (r->lo > 0 || r->hi < 0);
+    bool minusOneOut = !s || (r && (r->lo > -1 || r->hi < -1));
+    if (zeroOut && minusOneOut)
+      return quot(x, y);
+    Expr isZero = zeroOut ? nullptr : eq(y, zero);
+    Expr isM1 = minusOneOut ? nullptr : eq(y, constant(-1, t));
+    Expr bad = isZero && isM1 ? lor(isZero, isM1) : (isZero ? isZero : isM1);
+    Expr q = quot(x, select(bad, constant(1, t), y));
+    if (isM1)
+      q = select(isM1, negated(), q);
+    return isZero ? select(isZero, zero, q) : q;
+  }
+
+  /// Unsigned shifts: 0 when the amount is at least the bit width (where the machine shift is
+  /// undefined), tested only when the amount's range reaches it.
+  Expr shift(bool left, const Expr &x, const Expr &y) {
+    DType t = x->type;
+    double bits = static_cast<double>(dtypeSize(t) * 8);
+    Expr zero = constant(0, t);
+    std::optional<Range> r = rangeOf(y);
+    if (r && r->lo >= bits)
+      return zero;
+    Expr raw = left ? shl(x, y) : shr(x, y);
+    if (r && r->hi < bits)
+      return raw;
+    return select(op(OpKind::GreaterEqual, {y, constant(bits, t)}), zero, raw);
+  }
+
+  /// A Cast (ONNX Cast rules, ScalarOps.h's castNumber) as primitives: a storage-only side is
+  /// decoded from or encoded to its canonical type (the one Cast left to the backends), to
+  /// bool compares with 0, a float to an integer goes through floatToInt, anything else is a
+  /// Convert.
+  Expr castOf(const Expr &x, DType to, bool saturate, const std::string &roundMode) {
+    DType from = x->type;
+    if (from == to)
+      return x;
+    if (isStorageOnly(from))
+      return castOf(storageCast(x, storageCanonical(from), true, ""), to, saturate, roundMode);
+    if (isStorageOnly(to))
+      return storageCast(castOf(x, storageCanonical(to), true, ""), to, saturate, roundMode);
+    if (to == DType::Bool)
+      return lnot(eq(x, constant(0, from)));
+    if (isFloat(from) && isInteger(to))
+      return floatToInt(x, to);
+    return convert(x, to);
+  }
+
+  static Expr storageCast(const Expr &x, DType to, bool saturate, const std::string &roundMode) {
+    auto n = std::make_shared<ExprNode>();
+    n->kind = ExprKind::Cast;
+    n->type = to;
+    n->args = {x};
+    n->saturate = saturate;
+    n->roundMode = roundMode;
+    return n;
+  }
+
+  /// Float to integer: truncation toward zero; NaN gives 0; beyond the 64-bit range the value
+  /// saturates (to the unsigned range for unsigned targets); the 64-bit pattern wraps to the
+  /// target. A Convert of an in-range value does the truncation; each guard is left out where
+  /// the operand's range shows it cannot fire, and a value known to fit the target converts
+  /// to it directly.
+  Expr floatToInt(Expr x, DType to) {
+    if (x->type == DType::F16 || x->type == DType::BF16)
+      x = convert(x, DType::F32); // exact
+    DType ft = x->type;
+    const double two63 = 9223372036854775808.0, two64 = 18446744073709551616.0;
+    std::optional<Range> r = rangeOf(x);
+    Range target = typeRange(to);
+    // trunc(x) in [lo, hi] fits `to` when lo > min - 1 and hi < max + 1.
+    if (r && r->lo > target.lo - 1 && r->hi < target.hi + 1)
+      return convert(x, to);
+    bool unsignedHigh = isUnsignedInteger(to) && !(r && r->hi < two63);
+    DType wide = unsignedHigh ? DType::U64 : DType::I64;
+    Expr bits;
+    if (r && r->lo > -two63 - 1 && r->hi < two63) {
+      bits = convert(convert(x, DType::I64), wide);
+    } else {
+      Expr v = convert(x, DType::I64);
+      if (!(r && r->lo >= -two63))
+        v = select(lt(x, constant(-two63, ft)), intImm(INT64_MIN), v);
+      if (!(r && r->hi < two63) && !unsignedHigh) // unsignedHigh: the select below takes it
+        v = select(ge(x, constant(two63, ft)), intImm(INT64_MAX), v);
+      if (!r)
+        v = select(lnot(eq(x, x)), intImm(0), v);
+      bits = convert(v, wide);
+      if (unsignedHigh) {
+        // [2^63, 2^64) converts as unsigned; from 2^64 on it saturates.
+        Expr high = convert(x, DType::U64);
+        if (!(r && r->hi < two64))
+          high = select(ge(x, constant(two64, ft)), intImm(-1, DType::U64), high);
+        bits = select(ge(x, constant(two63, ft)), high, bits);
+      }
+    }
+    return convert(bits, to);
+  }
+
+  // ---- What is known of a value: never NaN, and within [lo, hi] ----
+
+  /// The values of an integer (or bool) dtype.
+  static Range typeRange(DType t) {
+    if (t == DType::Bool)
+      return {0, 1};
+    double bits = static_cast<double>(dtypeSize(t) * 8);
+    if (isUnsignedInteger(t))
+      return {0, std::ldexp(1.0, static_cast<int>(bits)) - 1};
+    return {-std::ldexp(1.0, static_cast<int>(bits) - 1),
+            std::ldexp(1.0, static_cast<int>(bits) - 1) - 1};
+  }
+
+  /// [lo, hi] rounded to the float dtype `t` (rounding is monotonic).
+  static Range roundRange(Range r, DType t) {
+    auto rd = [&](double v) {
+      scalar::Number n;
+      n.type = DType::F64;
+      n.f = v;
+      return scalar::castNumber(n, t).f;
+    };
+    return {rd(r.lo), rd(r.hi)};
+  }
+
+  /// The range of a float arithmetic result from bounds computed in double: widened by more
+  /// than any rounding to the result's dtype, unknown when a bound is not finite.
+  static std::optional<Range> floatResult(double lo, double hi) {
+    if (!std::isfinite(lo) || !std::isfinite(hi))
+      return std::nullopt;
+    return Range{lo - std::fabs(lo) / 64 - 1e-300, hi + std::fabs(hi) / 64 + 1e-300};
+  }
+
+  /// What is known of `e` (nullopt: nothing; a float may be NaN). Memoized per statement:
+  /// the expansions' DAGs share operands.
+  std::optional<Range> rangeOf(const Expr &e) {
+    if (auto it = ranges_.find(e); it != ranges_.end())
+      return it->second;
+    std::optional<Range> r = computeRange(e);
+    ranges_[e] = r;
+    return r;
+  }
+
+  std::optional<Range> computeRange(const Expr &e) {
+    DType t = e->type;
+    bool integral = isInteger(t) || t == DType::Bool;
+    std::optional<Range> fallback;
+    if (integral)
+      fallback = typeRange(t);
+    switch (e->kind) {
+    case ExprKind::IntImm:
+      if (isUnsignedInteger(t))
+        return Range{double(uint64_t(e->intValue)), double(uint64_t(e->intValue))};
+      return Range{double(e->intValue), double(e->intValue)};
+    case ExprKind::FloatImm:
+      if (std::isnan(e->floatValue))
+        return std::nullopt;
+      if (isFloat(t))
+        return roundRange({e->floatValue, e->floatValue}, t);
+      return fallback;
+    case ExprKind::Var:
+      if (auto it = vars_.find(e->name); it != vars_.end())
+        return it->second;
+      return fallback;
+    case ExprKind::Cast:
+    case ExprKind::Convert: {
+      DType from = e->args[0]->type;
+      if (isStorageOnly(from) || isStorageOnly(t))
+        return fallback;
+      std::optional<Range> s = rangeOf(e->args[0]);
+      if (!s)
+        return fallback;
+      if (isFloat(t))
+        return roundRange(*s, t);
+      if (t == DType::Bool)
+        return fallback;
+      Range r = isFloat(from) ? Range{std::trunc(s->lo), std::trunc(s->hi)} : *s;
+      if (r.lo >= fallback->lo && r.hi <= fallback->hi)
+        return r;
+      return fallback;
+    }
+    case ExprKind::Op:
+      if (std::optional<Range> r = opRange(*e))
+        return r;
+      return fallback;
+    default:
+      return fallback;
+    }
+  }
+
+  std::optional<Range> opRange(const ExprNode &e) {
+    DType t = e.type;
+    bool flt = isFloat(t);
+    std::vector<Range> a;
+    for (const Expr &x : e.args) {
+      std::optional<Range> r = rangeOf(x);
+      if (!r && e.op != OpKind::Select)
+        return std::nullopt;
+      a.push_back(r ? *r : Range{NAN, NAN});
+    }
+    // An integer result is known only where it cannot wrap; exact below 2^53.
+    auto result = [&](double lo, double hi) -> std::optional<Range> {
+      if (flt)
+        return floatResult(lo, hi);
+      Range tr = typeRange(t);
+      if (lo >= tr.lo && hi <= tr.hi && std::fabs(lo) < 0x1p53 && std::fabs(hi) < 0x1p53)
+        return Range{lo, hi};
+      return std::nullopt;
+    };
+    switch (e.op) {
+    case OpKind::Add: return result(a[0].lo + a[1].lo, a[0].hi + a[1].hi);
+    case OpKind::Sub: return result(a[0].lo - a[1].hi, a[0].hi - a[1].lo);
+    case OpKind::Mul: {
+      double p[4] = {a[0].lo * a[1].lo, a[0].lo * a[1].hi, a[0].hi * a[1].lo, a[0].hi * a[1].hi};
+      return result(*std::min_element(p, p + 4), *std::max_element(p, p + 4));
+    }
+    case OpKind::Neg: return result(-a[0].hi, -a[0].lo);
+    case OpKind::Abs:
+      if (a[0].lo >= 0)
+        return a[0];
+      return result(a[0].hi <= 0 ? -a[0].hi : 0, std::max(-a[0].lo, a[0].hi));
+    case OpKind::Floor: return Range{std::floor(a[0].lo), std::floor(a[0].hi)};
+    case OpKind::Ceil: return Range{std::ceil(a[0].lo), std::ceil(a[0].hi)};
+    case OpKind::Round: return Range{std::floor(a[0].lo), std::ceil(a[0].hi)};
+    case OpKind::Min: return Range{std::min(a[0].lo, a[1].lo), std::min(a[0].hi, a[1].hi)};
+    case OpKind::Max: return Range{std::max(a[0].lo, a[1].lo), std::max(a[0].hi, a[1].hi)};
+    case OpKind::Select:
+      if (std::isnan(a[1].lo) || std::isnan(a[2].lo))
+        return std::nullopt;
+      return Range{std::min(a[1].lo, a[2].lo), std::max(a[1].hi, a[2].hi)};
+    default: return std::nullopt;
+    }
   }
 
   /// The sign bit of `s` (f32/f64) on the magnitude `m`.
@@ -382,13 +703,13 @@ private:
     std::string rn = fresh("pow.r"), bn = fresh("pow.b"), en = fresh("pow.e");
     prelude_.push_back(decl(rn, t, one));
     prelude_.push_back(decl(bn, t, x));
-    prelude_.push_back(decl(en, u, cast(y, u)));
+    prelude_.push_back(decl(en, u, convert(y, u)));
     Expr rv = var(rn, t), bv = var(bn, t), ev = var(en, u);
     Expr odd = lnot(eq(bitAnd(ev, constant(1, u)), constant(0, u)));
     prelude_.push_back(forLoop(fresh("pow.i"), intImm(static_cast<int64_t>(dtypeSize(t)) * 8),
                                block({assign(rn, select(odd, op(OpKind::Mul, {rv, bv}), rv)),
                                       assign(bn, op(OpKind::Mul, {bv, bv})),
-                                      assign(en, op(OpKind::ShiftRight, {ev, constant(1, u)}))})));
+                                      assign(en, shr(ev, constant(1, u)))})));
     r = rv;
     if (!isSignedInteger(t))
       return r;
@@ -399,6 +720,9 @@ private:
   }
 
   std::set<std::string> names_;
+  /// The ranges of the loop variables in scope.
+  std::map<std::string, Range> vars_;
+  std::map<Expr, std::optional<Range>> ranges_; ///< Holds its keys, so none is reused.
   int next_ = 0;
   std::map<const ExprNode *, Expr> memo_;
   std::vector<Stmt> prelude_;

@@ -656,8 +656,10 @@ private:
     std::string name = tok_.text;
     bool bare = tok_.kind == Tok::Ident;
     advance();
-    if (bare && (name == "cast" || name == "bitcast") && isPunct("<"))
-      return parseCast(name == "bitcast");
+    if (bare && (name == "cast" || name == "bitcast" || name == "convert") && isPunct("<"))
+      return parseCast(name == "bitcast"   ? ExprKind::BitCast
+                       : name == "convert" ? ExprKind::Convert
+                                           : ExprKind::Cast);
     if (bare && isPunct("("))
       return parseCall(at, name);
     if (isPunct("[")) {
@@ -685,11 +687,13 @@ private:
     return errorAt(at, fmt::format("'{}' is not a loop variable or local in scope", name));
   }
 
-  /// cast<dtype[, saturate=0|1][, round_mode=MODE]>(e) or bitcast<dtype>(e).
-  Expected<Expr> parseCast(bool bits) {
+  /// cast<dtype[, saturate=0|1][, round_mode=MODE]>(e), bitcast<dtype>(e) or
+  /// convert<dtype>(e).
+  Expected<Expr> parseCast(ExprKind kind) {
     advance(); // '<'
     ExprNode n;
-    n.kind = bits ? ExprKind::BitCast : ExprKind::Cast;
+    n.kind = kind;
+    bool bits = kind != ExprKind::Cast; // no options
     NNC_ASSIGN_OR_RETURN(n.type, parseDTypeName());
     while (!bits && consumePunct(",")) {
       if (isKeyword("saturate")) {
@@ -718,7 +722,8 @@ private:
     return make(std::move(n));
   }
 
-  /// `name(args)`: fma, rem, libm.FN or an elementwise op, optionally `.strict`.
+  /// `name(args)`: fma, rem, quot, shl, shr, libm.FN or an elementwise op, optionally
+  /// `.strict`.
   Expected<Expr> parseCall(const Token &at, std::string name) {
     NNC_ASSIGN_OR_RETURN(std::vector<Expr> args, parseArgs());
     bool strict = name.size() > 7 && name.compare(name.size() - 7, 7, ".strict") == 0;
@@ -741,6 +746,12 @@ private:
     // Only ops and fma are strict: `rem.strict` is looked up as an op (and is none).
     if (!strict && name == "rem")
       return primitive(ExprKind::Rem, 2);
+    if (!strict && name == "quot")
+      return primitive(ExprKind::Quot, 2);
+    if (!strict && name == "shl")
+      return primitive(ExprKind::Shl, 2);
+    if (!strict && name == "shr")
+      return primitive(ExprKind::Shr, 2);
     if (!strict && name.rfind("libm.", 0) == 0) {
       for (const MathFunction &m : kMathFunctions)
         if (name.substr(5) == m.name)

@@ -20,8 +20,9 @@
 //               ', ak' int ']' '*' b '[' expr '; ldb' int [', prefetch +' int [' row k >>' int]]
 //               ']' 'over k <' expr
 //   expr    ::= expr infix expr | op['.strict'] '(' expr,* ')' | 'fma'['.strict'] '(' ... ')'
-//             | 'rem(' ... ')' | 'libm.' fn '(' ... ')' | ('cast' | 'bitcast') '<' dtype opts '>'
-//             '(' expr ')' | name '[' expr ']' | name | immediate | '(' expr ')'
+//             | ('rem' | 'quot' | 'shl' | 'shr') '(' ... ')' | 'libm.' fn '(' ... ')'
+//             | ('cast' | 'bitcast' | 'convert') '<' dtype opts '>' '(' expr ')'
+//             | name '[' expr ']' | name | immediate | '(' expr ')'
 // Immediates carry their dtype (`3i32`, `0.5f32`, `inff64`) except i64 (`3`) and bool
 // (`true`). A nested operand of an infix operator is parenthesized, so the text never
 // depends on precedence. Names are bare identifiers, else quoted (TextSyntax.h), as are names
@@ -138,6 +139,15 @@ struct Printer {
       return call(e->strict ? "fma.strict" : "fma", e->args);
     case ExprKind::Rem:
       return call("rem", e->args);
+    case ExprKind::Quot:
+      return call("quot", e->args);
+    case ExprKind::Shl:
+      return call("shl", e->args);
+    case ExprKind::Shr:
+      return call("shr", e->args);
+    case ExprKind::Convert:
+      return fmt::format("convert<{}>({})", dtypeName(e->type),
+                         e->args.empty() ? "?" : expr(e->args[0]));
     case ExprKind::Call:
       return call("libm." + e->name, e->args);
     }

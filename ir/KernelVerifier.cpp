@@ -144,6 +144,33 @@ struct Verifier {
         return fail(fmt::format("cast to {} with round mode '{}' (up, down or nearest)",
                                 dtypeName(e->type), e->roundMode));
       return Error::success();
+    case ExprKind::Convert: {
+      if (e->args.size() != 1)
+        return fail("convert without exactly one operand");
+      NNC_TRY(expr(e->args[0]));
+      DType from = e->args[0]->type, to = e->type;
+      if (isStorageOnly(from) || isStorageOnly(to) || (to == DType::Bool && from != to))
+        return fail(fmt::format("convert from {} to {}", dtypeName(from), dtypeName(to)));
+      return Error::success();
+    }
+    case ExprKind::Quot:
+    case ExprKind::Shl:
+    case ExprKind::Shr: {
+      const char *what = e->kind == ExprKind::Quot ? "quot" : e->kind == ExprKind::Shl ? "shl"
+                                                                                        : "shr";
+      if (e->args.size() != 2)
+        return fail(fmt::format("{} takes 2 operands, got {}", what, e->args.size()));
+      for (const Expr &a : e->args) {
+        NNC_TRY(expr(a));
+        if (a->type != e->type)
+          return fail(fmt::format("{} of {} has an operand of {}", what, dtypeName(e->type),
+                                  dtypeName(a->type)));
+      }
+      bool ok = e->kind == ExprKind::Quot ? isInteger(e->type) : isUnsignedInteger(e->type);
+      if (!ok)
+        return fail(fmt::format("{} on {}", what, dtypeName(e->type)));
+      return Error::success();
+    }
     case ExprKind::BitCast: {
       if (e->args.size() != 1)
         return fail("bitcast without exactly one operand");

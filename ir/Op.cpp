@@ -31,13 +31,14 @@ template <ShapeFn F> Expected<std::vector<TensorType>> checkedInfer(const Node &
 
 std::vector<OpInfo> buildTable() {
   std::vector<OpInfo> t;
-#define NNC_ELEMENTWISE(Id, name, ar, types, result, doc, formula)                                 \
+#define NNC_ELEMENTWISE(Id, name, ar, types, result, libmName, doc, formula)                       \
   {                                                                                                \
     OpInfo i{OpKind::Id, name, ar, ar, 1, 1, {}, doc, &checkedInfer<&shape::inferElementwise>};                   \
     i.elementwise = true;                                                                          \
     i.arity = ar;                                                                                  \
     i.operandTypes = TypeClass::types;                                                             \
     i.resultClass = ResultClass::result;                                                           \
+    i.libm = libmName;                                                                             \
     t.push_back(i);                                                                                \
   }
 #define NNC_OP(Id, name, minIn, maxIn, minOut, maxOut, attrs, doc)                                 \

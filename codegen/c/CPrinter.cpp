@@ -26,7 +26,6 @@ DType unsignedOf(DType t) {
   }
 }
 
-int bitsOf(DType t) { return static_cast<int>(dtypeSize(t)) * 8; }
 
 /// The FloatFormat parameters of a float storage format, or nullopt for f8e8m0.
 std::optional<fp::FloatFormat> formatOf(DType t) {
@@ -41,6 +40,8 @@ std::optional<fp::FloatFormat> formatOf(DType t) {
 }
 
 std::string paren(const std::string &s) { return "(" + s + ")"; }
+
+bool isMinMax(OpKind k) { return k == OpKind::Min || k == OpKind::Max; }
 
 } // namespace
 
@@ -202,6 +203,8 @@ std::string CPrinter::expr(const kir::Expr &ep) {
   if (!ep)
     return fail("null expression");
   const kir::ExprNode &e = *ep;
+  if (kir::isComposite(e) && !(e.kind == kir::ExprKind::Op && isMinMax(e.op)))
+    return fail("composite " + kir::printExpr(ep) + " reached the printer (codegenBody expands it)");
   switch (e.kind) {
   case kir::ExprKind::IntImm:
     if (isFloat(e.type)) {
@@ -225,7 +228,7 @@ std::string CPrinter::expr(const kir::Expr &ep) {
     if (isInteger(e.type)) {
       uint64_t bits = fp::floatToIntBits(e.floatValue, isUnsignedInteger(e.type));
       // The low bits of the 64-bit pattern, as the LLVM emitter's cast gives.
-      return castExpr(intLiteral(static_cast<int64_t>(bits), DType::I64), DType::I64, e.type);
+      return convertExpr(intLiteral(static_cast<int64_t>(bits), DType::I64), DType::I64, e.type);
     }
     return fail(fmt::format("float constant of {}", dtypeName(e.type)));
   }
@@ -240,6 +243,20 @@ std::string CPrinter::expr(const kir::Expr &ep) {
     if (e.args.size() != 1)
       return fail("bitcast needs one operand");
     return bitCast(expr(e.args[0]), e.type);
+  case kir::ExprKind::Quot:
+  case kir::ExprKind::Shl:
+  case kir::ExprKind::Shr: {
+    if (e.args.size() != 2)
+      return fail("an integer primitive needs two operands");
+    const char *o = e.kind == kir::ExprKind::Quot ? "/" : e.kind == kir::ExprKind::Shl ? "<<"
+                                                                                          : ">>";
+    return fmt::format("(({})({} {} {}))", computeType(e.type), expr(e.args[0]), o,
+                       expr(e.args[1]));
+  }
+  case kir::ExprKind::Convert:
+    if (e.args.size() != 1)
+      return fail("convert needs one operand");
+    return convertExpr(expr(e.args[0]), e.args[0]->type, e.type);
   case kir::ExprKind::Fma:
   case kir::ExprKind::Rem:
   case kir::ExprKind::Call: {
@@ -258,30 +275,22 @@ std::string CPrinter::expr(const kir::Expr &ep) {
     // The expansion of mod/fmod keeps the divisor away from 0 and -1.
     return fmt::format("(({})({} % {}))", computeType(e.type), a[0], a[1]);
   }
-  case kir::ExprKind::Cast: {
+  case kir::ExprKind::Cast: // left by the expansion: a storage decode or encode
     if (e.args.size() != 1)
       return fail("cast needs one operand");
-    DType from = e.args[0]->type;
-    if (from != e.type && (isStorageOnly(from) || isStorageOnly(e.type)))
-      return storageCast(expr(e.args[0]), from, e);
-    return castExpr(expr(e.args[0]), from, e.type);
-  }
+    return storageCast(expr(e.args[0]), e.args[0]->type, e);
   }
   return fail("unknown expression kind");
 }
 
-/// ONNX Cast between compute values (as Emitter.cpp's emitCast).
-std::string CPrinter::castExpr(const std::string &v, DType from, DType to) {
+std::string CPrinter::convertExpr(const std::string &v, DType from, DType to) {
   if (from == to)
     return v;
-  if (isStorageOnly(from) || isStorageOnly(to))
-    return fail(fmt::format("cast from {} to {}", dtypeName(from), dtypeName(to)));
-  bool fromF = isFloat(from);
-  if (to == DType::Bool)
-    return paren(v + " != 0"); // NaN != 0 holds, like LLVM's fcmp une
+  if (isStorageOnly(from) || isStorageOnly(to) || to == DType::Bool)
+    return fail(fmt::format("convert from {} to {}", dtypeName(from), dtypeName(to)));
   std::string tt = computeType(to);
   if (isFloat(to)) {
-    if (fromF) {
+    if (isFloat(from)) {
       if (to == DType::F32 || to == DType::F64)
         return fmt::format("(({}){})", tt, v);
       if (from == DType::F64)
@@ -294,17 +303,14 @@ std::string CPrinter::castExpr(const std::string &v, DType from, DType to) {
       return roundTo(to, fmt::format("((float){})", v));
     return roundF64Helper(to) + fmt::format("((double){})", v);
   }
-  // Integer targets: through the 64-bit pattern.
-  std::string bits;
-  if (fromF)
-    bits = isUnsignedInteger(to) ? floatToU64Sat(v, from) : floatToI64Sat(v, from);
-  else
-    bits = fmt::format("(({}){})", computeType(isSignedInteger(from) ? DType::I64 : DType::U64),
-                       v);
-  return fmt::format("(({}){})", tt, bits);
+  if (isFloat(from)) // truncates; the value is in range
+    return fmt::format("(({}){})", tt, v);
+  // Integers: through the 64-bit pattern, which wraps.
+  return fmt::format("(({})(({}){}))", tt,
+                     computeType(isSignedInteger(from) ? DType::I64 : DType::U64), v);
 }
 
-/// A cast with a storage-only side: decode to the canonical type, cast, encode.
+/// A storage decode (to the canonical type) or encode (from it).
 std::string CPrinter::storageCast(const std::string &v0, DType from, const kir::ExprNode &e) {
   DType to = e.type;
   std::string v = v0;
@@ -321,12 +327,13 @@ std::string CPrinter::storageCast(const std::string &v0, DType from, const kir::
       v = storageHelper(/*encode=*/false, from) + fmt::format("(({}){})", computeType(DType::U32),
                                                               paren(v));
     }
-    from = canon;
-    if (!isStorageOnly(to))
-      return castExpr(v, from, to);
+    if (to != canon)
+      return fail(fmt::format("cast from {} to {}", dtypeName(from), dtypeName(to)));
+    return v;
   }
-  DType canon = storageCanonical(to);
-  std::string c = castExpr(v, from, canon);
+  if (from != storageCanonical(to))
+    return fail(fmt::format("cast from {} to {}", dtypeName(from), dtypeName(to)));
+  const std::string &c = v;
   if (int w = subByteWidth(to))
     return fmt::format("(({})({} & {}))", u8, c, (1u << w) - 1);
   fp::E8M0Round mode = fp::E8M0Round::Up;
@@ -365,6 +372,11 @@ std::string CPrinter::opExpr(const kir::ExprNode &e) {
   auto fn1 = [&](const char *name) { return mathFn(name, t) + paren(a[0]); };
   std::string r;
   bool isBoolResult = false;
+  if (!info.libm.empty()) { // Ops.def's libm column
+    if (arity(1))
+      r = roundTo(e.type, fn1(std::string(info.libm).c_str()));
+    return r.empty() ? "0" : r;
+  }
   switch (e.op) {
   case OpKind::Neg:
     if (arity(1))
@@ -379,38 +391,17 @@ std::string CPrinter::opExpr(const kir::ExprNode &e) {
     else
       r = a[0];
     break;
-  case OpKind::Log: if (arity(1)) r = fn1("log"); break;
-  case OpKind::Sqrt: if (arity(1)) r = fn1("sqrt"); break;
-  case OpKind::Sin: if (arity(1)) r = fn1("sin"); break;
-  case OpKind::Cos: if (arity(1)) r = fn1("cos"); break;
-  case OpKind::Tan: if (arity(1)) r = fn1("tan"); break;
-  case OpKind::Asin: if (arity(1)) r = fn1("asin"); break;
-  case OpKind::Acos: if (arity(1)) r = fn1("acos"); break;
-  case OpKind::Atan: if (arity(1)) r = fn1("atan"); break;
-  case OpKind::Sinh: if (arity(1)) r = fn1("sinh"); break;
-  case OpKind::Cosh: if (arity(1)) r = fn1("cosh"); break;
-  case OpKind::Asinh: if (arity(1)) r = fn1("asinh"); break;
-  case OpKind::Acosh: if (arity(1)) r = fn1("acosh"); break;
-  case OpKind::Atanh: if (arity(1)) r = fn1("atanh"); break;
-  case OpKind::Floor: if (arity(1)) r = fn1("floor"); break;
-  case OpKind::Ceil: if (arity(1)) r = fn1("ceil"); break;
+  // Integer min/max, and float min/max accumulated with ignoresNaN (the expansion rewrites
+  // the others): the smaller (larger) operand, the first on ties.
   case OpKind::Min:
-  case OpKind::Max:
-  case OpKind::Div:
-  case OpKind::ShiftLeft:
-  case OpKind::ShiftRight: {
-    if (!arity(2))
-      break;
-    if (f && e.op == OpKind::Div) {
-      r = bin("/");
-    } else if (!f && (e.op == OpKind::Min || e.op == OpKind::Max)) {
-      r = e.op == OpKind::Min ? fmt::format("({1} < {0} ? {1} : {0})", a[0], a[1])
-                              : fmt::format("({0} < {1} ? {1} : {0})", a[0], a[1]);
-    } else {
-      r = fmt::format("{}({}, {})", floatOrIntHelper(e.op, t), a[0], a[1]);
-    }
+    if (arity(2)) r = fmt::format("({1} < {0} ? {1} : {0})", a[0], a[1]);
     break;
-  }
+  case OpKind::Max:
+    if (arity(2)) r = fmt::format("({0} < {1} ? {1} : {0})", a[0], a[1]);
+    break;
+  case OpKind::Div: // floats (integer division is a Quot)
+    if (arity(2)) r = bin("/");
+    break;
   case OpKind::Not: if (arity(1)) r = paren("!" + a[0]); break;
   case OpKind::BitNot: if (arity(1)) r = fmt::format("(({})~{})", ct, a[0]); break;
   case OpKind::Add:
@@ -459,39 +450,6 @@ std::string CPrinter::opExpr(const kir::ExprNode &e) {
 }
 
 // ---- Helpers ----------------------------------------------------------------------------------
-
-std::string CPrinter::floatOrIntHelper(OpKind op, DType t) {
-  std::string ct = computeType(t), ut = computeType(unsignedOf(t));
-  std::string tn(dtypeName(t));
-  bool f = isFloat(t), s = isSignedInteger(t);
-  std::string one = f ? literal(1, t == DType::F64 ? t : DType::F32) : "1";
-  std::string zero = f ? literal(0, t == DType::F64 ? t : DType::F32) : "0";
-  std::string name, body;
-  switch (op) {
-  case OpKind::Min:
-  case OpKind::Max:
-    name = std::string(op == OpKind::Min ? "nnc_min_" : "nnc_max_") + tn;
-    body = fmt::format("if (a != a || b != b) return {}; return {};",
-                       literal(NAN, t == DType::F64 ? t : DType::F32),
-                       op == OpKind::Min ? "b < a ? b : a" : "a < b ? b : a");
-    break;
-  case OpKind::Div:
-    name = "nnc_div_" + tn;
-    body = fmt::format(
-        "if (b == 0) return 0; {}return ({})(a / b);",
-        s ? fmt::format("if (b == -1) return ({})(({})0 - ({})a); ", ct, ut, ut) : "", ct);
-    break;
-  case OpKind::ShiftLeft:
-  case OpKind::ShiftRight:
-    name = std::string(op == OpKind::ShiftLeft ? "nnc_shl_" : "nnc_shr_") + tn;
-    body = fmt::format("if (({0})b >= {1}) return 0; return ({2})(a {3} b);", ut, bitsOf(t), ct,
-                       op == OpKind::ShiftLeft ? "<<" : ">>");
-    break;
-  default: return fail(fmt::format("no helper for op {}", opInfo(op).name));
-  }
-  need(name, fmt::format("static inline {0} {1}({0} a, {0} b) {{ {2} }}", ct, name, body));
-  return name;
-}
 
 std::string CPrinter::roundBf16Helper() {
   std::string u32 = computeType(DType::U32);

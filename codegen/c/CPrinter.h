@@ -42,9 +42,6 @@ protected:
   /// Writes compute value `value` to element `index` of `buf`.
   virtual std::string storeElement(DType t, const std::string &buf, const std::string &index,
                                    const std::string &value);
-  /// A saturating float -> int64 conversion (NaN gives 0), and the u64 variant.
-  virtual std::string floatToI64Sat(const std::string &v, DType from) = 0;
-  virtual std::string floatToU64Sat(const std::string &v, DType from) = 0;
   /// The bits of a float as an unsigned 32-bit value and back (function names).
   virtual std::string floatAsUint() = 0;
   virtual std::string uintAsFloat() = 0;
@@ -84,7 +81,8 @@ protected:
 private:
   std::string expr(const kir::Expr &e);
   std::string opExpr(const kir::ExprNode &e);
-  std::string castExpr(const std::string &v, DType from, DType to);
+  /// Kernel.h's Convert (the machine conversion: the expansion has guarded its operand).
+  std::string convertExpr(const std::string &v, DType from, DType to);
   std::string storageCast(const std::string &v, DType from, const kir::ExprNode &e);
   std::string roundTo(DType t, const std::string &v);
   std::string literal(double v, DType t);
@@ -92,7 +90,6 @@ private:
   void stmt(const kir::Stmt &s, int indent, std::string &out);
 
   // Helpers, generated on first use; each returns its name.
-  std::string floatOrIntHelper(OpKind op, DType t);
   std::string roundBf16Helper();
   std::string roundF64Helper(DType to);
   std::string storageHelper(bool encode, DType t);

@@ -1,14 +1,15 @@
-// Casts in the LLVM emitter: between compute values, and to and from the storage-only formats
-// (KernelEmitter.h).
+// Conversions in the LLVM emitter: Kernel.h's Convert (the machine conversion of a value the
+// expansion has kept in range; the ONNX Cast rules are ir/KernelExpand.cpp's) and the storage
+// decodes and encodes, the casts the expansion leaves (KernelEmitter.h).
 #include "llvm/KernelEmitter.h"
 
 #include "nnc/support/FloatFormats.h"
 
 namespace nnc::llvmcg {
 
-/// A cast with a storage-only side (a byte holding the format's bits): decode to the
-/// canonical arithmetic type, cast, encode (FloatFormats.h helpers of MathLib.cpp for the
-/// float formats, masks for the sub-byte integers), like runtime/interp/Cast.cpp.
+/// A storage decode (a byte holding the format's bits to its canonical arithmetic type) or
+/// encode (the canonical type to the byte): FloatFormats.h helpers of MathLib.cpp for the
+/// float formats, masks for the sub-byte integers, like runtime/interp/Cast.cpp.
 Value *KernelEmitter::emitStorageCast(Value *v, DType from, const kir::ExprNode &e) {
   DType to = e.type;
   Type *i8 = b_.getInt8Ty(), *i32 = b_.getInt32Ty();
@@ -24,12 +25,17 @@ Value *KernelEmitter::emitStorageCast(Value *v, DType from, const kir::ExprNode 
     } else {
       v = callHelper(storageDecodeHelper(from).c_str(), b_.getDoubleTy(), {b_.CreateZExt(v, i32)});
     }
-    from = canon;
-    if (!isStorageOnly(to))
-      return emitCast(v, from, to);
+    if (to != canon) {
+      fail("cast from {} to {} is not a storage decode", dtypeName(from), dtypeName(to));
+      return poison(to);
+    }
+    return v;
   }
-  DType canon = storageCanonical(to);
-  Value *c = emitCast(v, from, canon);
+  if (!isStorageOnly(to) || from != storageCanonical(to)) {
+    fail("cast from {} to {} is not a storage encode", dtypeName(from), dtypeName(to));
+    return poison(to);
+  }
+  Value *c = v;
   if (int w = subByteWidth(to))
     return b_.CreateAnd(b_.CreateTrunc(c, i8), intConst(i8, (1u << w) - 1));
   fp::E8M0Round mode = fp::E8M0Round::Up;
@@ -43,21 +49,17 @@ Value *KernelEmitter::emitStorageCast(Value *v, DType from, const kir::ExprNode 
   return b_.CreateTrunc(bits, i8);
 }
 
-/// ONNX Cast between compute values (interp/Cast.cpp: floats to integers truncate, NaN is 0,
-/// values beyond the 64-bit range saturate, then the 64-bit pattern wraps to the target).
-Value *KernelEmitter::emitCast(Value *v, DType from, DType to) {
+/// Kernel.h's Convert: floats round once to float types, integers wrap, and a float converts
+/// to an integer type by truncation (its truncation fits: the expansion guards the rest).
+Value *KernelEmitter::emitConvert(Value *v, DType from, DType to) {
   if (from == to)
     return v;
   Type *tt = computeType(to);
-  if (isStorageOnly(from) || isStorageOnly(to)) {
-    fail("cast from {} to {}: the LLVM backend has no arithmetic on storage-only dtypes",
-         dtypeName(from), dtypeName(to));
+  if (isStorageOnly(from) || isStorageOnly(to) || to == DType::Bool) {
+    fail("convert from {} to {}", dtypeName(from), dtypeName(to));
     return poison(to);
   }
   bool fromF = isFloat(from);
-  if (to == DType::Bool)
-    return fromF ? b_.CreateFCmpUNE(v, fpConst(v->getType(), 0))
-                 : b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
   if (isFloat(to)) {
     if (fromF) {
       // f16/bf16 compute values are floats holding exact values.
@@ -77,23 +79,9 @@ Value *KernelEmitter::emitCast(Value *v, DType from, DType to) {
     Value *d = s ? b_.CreateSIToFP(v, b_.getDoubleTy()) : b_.CreateUIToFP(v, b_.getDoubleTy());
     return callHelper(kRoundF64ToBF16, b_.getFloatTy(), {d});
   }
-  // Integer targets.
-  Type *i64 = b_.getInt64Ty();
-  Value *bits;
-  if (fromF) {
-    Type *ft = v->getType();
-    Value *sgn = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, ft}, {v});
-    if (isUnsignedInteger(to)) {
-      Value *uns = b_.CreateIntrinsic(llvm::Intrinsic::fptoui_sat, {i64, ft}, {v});
-      Value *big = b_.CreateFCmpOGE(v, fpConst(ft, 9223372036854775808.0));
-      bits = b_.CreateSelect(big, uns, sgn);
-    } else {
-      bits = sgn;
-    }
-  } else {
-    bits = isSigned(from) ? b_.CreateSExt(v, i64) : b_.CreateZExt(v, i64);
-  }
-  return b_.CreateTrunc(bits, tt);
+  if (fromF)
+    return isSigned(to) ? b_.CreateFPToSI(v, tt) : b_.CreateFPToUI(v, tt);
+  return b_.CreateIntCast(v, tt, isSigned(from));
 }
 
 } // namespace nnc::llvmcg

@@ -2,6 +2,8 @@
 // the primitives beside them (KernelEmitter.h).
 #include "llvm/KernelEmitter.h"
 
+#include "nnc/support/FloatFormats.h"
+
 namespace nnc::llvmcg {
 
 Value *KernelEmitter::emitExpr(const kir::Expr &ep) {
@@ -28,7 +30,9 @@ Value *KernelEmitter::emitExpr(const kir::Expr &ep) {
     }
     if (e.type == DType::Bool)
       return b_.getInt1(e.floatValue != 0);
-    return emitCast(fpConst(b_.getDoubleTy(), e.floatValue), DType::F64, e.type);
+    // An integer holding a float constant: ScalarOps.h's value of the cast, folded.
+    return llvm::ConstantInt::get(
+        t, fp::floatToIntBits(e.floatValue, isUnsignedInteger(e.type)), /*isSigned=*/false);
   }
   case kir::ExprKind::Var: {
     auto it = scope_.find(e.name);
@@ -52,20 +56,25 @@ Value *KernelEmitter::emitExpr(const kir::Expr &ep) {
   }
   case kir::ExprKind::Op:
     return emitOp(e);
-  case kir::ExprKind::Cast: {
+  case kir::ExprKind::Cast: // left by the expansion: a storage decode or encode
     if (e.args.size() != 1) {
       fail("cast needs one operand");
       return poison(e.type);
     }
-    DType from = e.args[0]->type;
-    if (from != e.type && (isStorageOnly(from) || isStorageOnly(e.type)))
-      return emitStorageCast(emitExpr(e.args[0]), from, e);
-    return emitCast(emitExpr(e.args[0]), from, e.type);
-  }
+    return emitStorageCast(emitExpr(e.args[0]), e.args[0]->type, e);
+  case kir::ExprKind::Convert:
+    if (e.args.size() != 1) {
+      fail("convert needs one operand");
+      return poison(e.type);
+    }
+    return emitConvert(emitExpr(e.args[0]), e.args[0]->type, e.type);
   case kir::ExprKind::BitCast:
     return b_.CreateBitCast(emitExpr(e.args.at(0)), computeType(e.type));
   case kir::ExprKind::Fma:
   case kir::ExprKind::Rem:
+  case kir::ExprKind::Quot:
+  case kir::ExprKind::Shl:
+  case kir::ExprKind::Shr:
   case kir::ExprKind::Call:
     return emitPrimitive(e);
   }
@@ -86,6 +95,11 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
   }
   DType t = e.args[typeArg]->type;
   const OpInfo &info = opInfo(e.op);
+  if (kir::isComposite(e)) {
+    fail("composite {} reached the emitter (codegenBody expands it)",
+         printExpr(std::make_shared<kir::ExprNode>(e)));
+    return poison(e.type);
+  }
   if (!info.elementwise || !typeClassAccepts(info.operandTypes, t)) {
     fail("op {} on {} is not supported", info.name, dtypeName(t));
     return poison(e.type);
@@ -104,10 +118,14 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     return true;
   };
   Value *zero = f ? fpConst(ty, 0) : llvm::ConstantInt::get(ty, 0);
-  Value *one = f ? fpConst(ty, 1) : llvm::ConstantInt::get(ty, 1);
   Value *r = nullptr;
   namespace I = llvm::Intrinsic;
 
+  if (!info.libm.empty()) { // Ops.def's libm column
+    if (need(1))
+      r = mathCall(info.libm, {a[0]});
+    return r ? roundTo(e.type, r) : poison(e.type);
+  }
   switch (e.op) {
   // ---- Unary ----
   case OpKind::Neg:
@@ -124,66 +142,6 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
       r = b_.CreateSelect(b_.CreateICmpSLT(a[0], zero), b_.CreateSub(zero, a[0]), a[0]);
     else
       r = a[0];
-    break;
-  case OpKind::Log:
-    if (need(1))
-      r = unaryIntrinsic(I::log, a[0]);
-    break;
-  case OpKind::Sqrt:
-    if (need(1))
-      r = unaryIntrinsic(I::sqrt, a[0]);
-    break;
-  case OpKind::Sin:
-    if (need(1))
-      r = unaryIntrinsic(I::sin, a[0]);
-    break;
-  case OpKind::Cos:
-    if (need(1))
-      r = unaryIntrinsic(I::cos, a[0]);
-    break;
-  case OpKind::Floor:
-    if (need(1))
-      r = unaryIntrinsic(I::floor, a[0]);
-    break;
-  case OpKind::Ceil:
-    if (need(1))
-      r = unaryIntrinsic(I::ceil, a[0]);
-    break;
-  case OpKind::Tan:
-    if (need(1))
-      r = libm("tan", a[0]);
-    break;
-  case OpKind::Asin:
-    if (need(1))
-      r = libm("asin", a[0]);
-    break;
-  case OpKind::Acos:
-    if (need(1))
-      r = libm("acos", a[0]);
-    break;
-  case OpKind::Atan:
-    if (need(1))
-      r = libm("atan", a[0]);
-    break;
-  case OpKind::Sinh:
-    if (need(1))
-      r = libm("sinh", a[0]);
-    break;
-  case OpKind::Cosh:
-    if (need(1))
-      r = libm("cosh", a[0]);
-    break;
-  case OpKind::Asinh:
-    if (need(1))
-      r = libm("asinh", a[0]);
-    break;
-  case OpKind::Acosh:
-    if (need(1))
-      r = libm("acosh", a[0]);
-    break;
-  case OpKind::Atanh:
-    if (need(1))
-      r = libm("atanh", a[0]);
     break;
   case OpKind::Not:
     if (need(1))
@@ -207,43 +165,18 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     if (need(2))
       r = f ? b_.CreateFMul(a[0], a[1]) : b_.CreateMul(a[0], a[1]);
     break;
-  case OpKind::Div: {
-    if (!need(2))
-      break;
-    Value *x = a[0], *y = a[1];
-    if (f) {
-      r = b_.CreateFDiv(x, y);
-      break;
-    }
-    // Integers: division by zero gives 0; for signed types b == -1 is handled apart
-    // (INT_MIN / -1 would trap).
-    auto *cy = llvm::dyn_cast<llvm::ConstantInt>(y);
-    bool safeConst = cy && !cy->isZero() && !(s && cy->isMinusOne());
-    Value *isZero = b_.CreateICmpEQ(y, zero);
-    Value *isM1 = s ? b_.CreateICmpEQ(y, llvm::ConstantInt::getSigned(ty, -1)) : b_.getFalse();
-    Value *safeY = safeConst ? y : b_.CreateSelect(b_.CreateOr(isZero, isM1), one, y);
-    Value *q = s ? b_.CreateSDiv(x, safeY) : b_.CreateUDiv(x, safeY);
-    if (!safeConst)
-      q = b_.CreateSelect(isZero, zero, s ? b_.CreateSelect(isM1, b_.CreateSub(zero, x), q) : q);
-    r = q;
+  case OpKind::Div: // floats (integer division is a Quot)
+    if (need(2))
+      r = b_.CreateFDiv(a[0], a[1]);
     break;
-  }
-  case OpKind::Min:
+  case OpKind::Min: // integers (the expansion rewrites float min and max)
   case OpKind::Max: {
     if (!need(2))
       break;
     Value *x = a[0], *y = a[1];
-    bool isMin = e.op == OpKind::Min;
-    if (f) {
-      // b < a ? b : a (min), a < b ? b : a (max); NaN when either is NaN.
-      Value *pick = isMin ? b_.CreateSelect(b_.CreateFCmpOLT(y, x), y, x)
-                          : b_.CreateSelect(b_.CreateFCmpOLT(x, y), y, x);
-      r = b_.CreateSelect(b_.CreateFCmpUNO(x, y), llvm::ConstantFP::getQNaN(ty), pick);
-    } else {
-      Value *lt = isMin ? (s ? b_.CreateICmpSLT(y, x) : b_.CreateICmpULT(y, x))
-                        : (s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y));
-      r = b_.CreateSelect(lt, y, x);
-    }
+    Value *lt = e.op == OpKind::Min ? (s ? b_.CreateICmpSLT(y, x) : b_.CreateICmpULT(y, x))
+                                    : (s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y));
+    r = b_.CreateSelect(lt, y, x);
     break;
   }
   case OpKind::And:
@@ -261,18 +194,6 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     if (need(2))
       r = b_.CreateXor(a[0], a[1]);
     break;
-  case OpKind::ShiftLeft:
-  case OpKind::ShiftRight: {
-    if (!need(2))
-      break;
-    unsigned bits = ty->getIntegerBitWidth();
-    Value *tooBig = b_.CreateICmpUGE(a[1], llvm::ConstantInt::get(ty, bits));
-    Value *amount = b_.CreateSelect(tooBig, zero, a[1]);
-    Value *sh =
-        e.op == OpKind::ShiftLeft ? b_.CreateShl(a[0], amount) : b_.CreateLShr(a[0], amount);
-    r = b_.CreateSelect(tooBig, zero, sh);
-    break;
-  }
   case OpKind::Equal:
     if (need(2))
       r = f ? b_.CreateFCmpOEQ(a[0], a[1]) : b_.CreateICmpEQ(a[0], a[1]);
@@ -334,13 +255,22 @@ Value *KernelEmitter::emitPrimitive(const kir::ExprNode &e) {
     if (isFloat(e.type))
       return roundTo(e.type, b_.CreateFRem(a[0], a[1]));
     return isSigned(e.type) ? b_.CreateSRem(a[0], a[1]) : b_.CreateURem(a[0], a[1]);
+  case kir::ExprKind::Quot:
+    if (a.size() == 2)
+      return isSigned(e.type) ? b_.CreateSDiv(a[0], a[1]) : b_.CreateUDiv(a[0], a[1]);
+    break;
+  case kir::ExprKind::Shl:
+    if (a.size() == 2)
+      return b_.CreateShl(a[0], a[1]);
+    break;
+  case kir::ExprKind::Shr:
+    if (a.size() == 2)
+      return b_.CreateLShr(a[0], a[1]);
+    break;
   case kir::ExprKind::Call:
-    if (e.name == "exp" && a.size() == 1)
-      return unaryIntrinsic(I::exp, a[0]);
-    if (e.name == "pow" && a.size() == 2)
-      return b_.CreateBinaryIntrinsic(I::pow, a[0], a[1]);
-    if ((e.name == "tanh" || e.name == "erf") && a.size() == 1)
-      return libm(e.name.c_str(), a[0]);
+    for (const kir::MathFunction &m : kir::kMathFunctions)
+      if (e.name == m.name && a.size() == static_cast<size_t>(m.arity))
+        return mathCall(e.name, a);
     fail("call of math function '{}' with {} operands", e.name, a.size());
     return poison(e.type);
   default:
@@ -348,6 +278,18 @@ Value *KernelEmitter::emitPrimitive(const kir::ExprNode &e) {
   }
   fail("{} with {} operands", printExpr(std::make_shared<kir::ExprNode>(e)), a.size());
   return poison(e.type);
+}
+
+Value *KernelEmitter::mathCall(std::string_view name, const std::vector<Value *> &a) {
+  namespace I = llvm::Intrinsic;
+  static const std::pair<std::string_view, llvm::Intrinsic::ID> kIntrinsics[] = {
+      {"log", I::log},     {"sqrt", I::sqrt}, {"sin", I::sin}, {"cos", I::cos},
+      {"floor", I::floor}, {"ceil", I::ceil}, {"exp", I::exp}, {"pow", I::pow}};
+  for (const auto &[n, id] : kIntrinsics)
+    if (n == name)
+      return a.size() == 1 ? b_.CreateUnaryIntrinsic(id, a[0])
+                           : b_.CreateBinaryIntrinsic(id, a[0], a[1]);
+  return libm(std::string(name).c_str(), a[0]);
 }
 
 } // namespace nnc::llvmcg

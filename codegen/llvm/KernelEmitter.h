@@ -181,7 +181,7 @@ private:
     }
   }
 
-  Value *emitCast(Value *v, DType from, DType to);
+  Value *emitConvert(Value *v, DType from, DType to);
   Value *emitStorageCast(Value *v, DType from, const kir::ExprNode &e);
   Value *emitOp(const kir::ExprNode &e);
   Value *emitPrimitive(const kir::ExprNode &e);
@@ -192,6 +192,9 @@ private:
     return callHelper(name.c_str(), a->getType(), {a});
   }
   Value *unaryIntrinsic(llvm::Intrinsic::ID id, Value *a) { return b_.CreateUnaryIntrinsic(id, a); }
+  /// The C99 <math.h> function `name` (Ops.def's libm column, a Call's name) of `a`: LLVM's
+  /// intrinsic where it has one (which it folds and vectorizes), else the libm function.
+  Value *mathCall(std::string_view name, const std::vector<Value *> &a);
 
   // ---- Statements ----
   void emitStmt(const kir::Stmt &s);

@@ -39,17 +39,6 @@ protected:
       return fmt::format("vstore_half({}, {}, {});", value, index, buf);
     return CPrinter::storeElement(t, buf, index, value);
   }
-  std::string floatToI64Sat(const std::string &v, DType) override {
-    return "convert_long_sat(" + v + ")";
-  }
-  std::string floatToU64Sat(const std::string &v, DType from) override {
-    std::string t = computeType(from);
-    std::string name = "nnc_to_u64_" + t;
-    need(name, fmt::format("static inline ulong {0}({1} v) {{ return v >= ({1})0x1p63 ? "
-                           "convert_ulong_sat(v) : (ulong)convert_long_sat(v); }}",
-                           name, t));
-    return name + "(" + v + ")";
-  }
   std::string roundF16Helper() override {
     need("nnc_round_f16", "static inline float nnc_round_f16(float x) { ushort h; "
                           "vstore_half(x, 0, (half *)&h); return vload_half(0, (half *)&h); }");

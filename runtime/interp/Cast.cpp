@@ -1,6 +1,6 @@
-// Interpreter kernels of cast (every dtype to every dtype, ONNX Cast semantics), quantize,
-// dequantize (ONNX QuantizeLinear / DequantizeLinear as the reference computes them) and
-// constant.
+// Interpreter kernels of cast (every dtype to every dtype, ONNX Cast semantics: ScalarOps.h's
+// castNumber), quantize, dequantize (ONNX QuantizeLinear / DequantizeLinear as the reference
+// computes them) and constant.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +10,7 @@
 #include "nnc/ir/ShapeUtils.h"
 
 #include "Scalar.h"
+#include "nnc/ir/ScalarOps.h"
 #include "nnc/support/FloatFormats.h"
 #include "interp/Kernels.h"
 
@@ -18,74 +19,49 @@ namespace {
 
 using namespace nnc::fp;
 
-/// One source element, read exactly: floats as double, integers as their 64-bit pattern.
-struct Val {
-  bool isFloat = false;
-  bool isUnsigned = false;
-  double f = 0;
-  uint64_t bits = 0;
+using scalar::Number;
 
-  double asDouble() const {
-    if (isFloat)
-      return f;
-    return isUnsigned ? static_cast<double>(bits) : static_cast<double>(static_cast<int64_t>(bits));
-  }
-  bool nonZero() const { return isFloat ? f != 0 : bits != 0; }
-  /// The integer pattern a conversion to an integer type wraps: floats truncate toward zero,
-  /// NaN gives 0 and values beyond the 64-bit range saturate.
-  uint64_t intBits(bool toUnsigned) const {
-    return isFloat ? floatToIntBits(f, toUnsigned) : bits;
-  }
-};
-
-Val fromFloat(double d) {
-  Val v;
-  v.isFloat = true;
-  v.f = d;
-  return v;
-}
-Val fromSigned(int64_t i) {
-  Val v;
-  v.bits = static_cast<uint64_t>(i);
-  return v;
-}
-Val fromUnsigned(uint64_t u) {
-  Val v;
-  v.isUnsigned = true;
-  v.bits = u;
+Number floatNumber(DType t, double f) {
+  Number v;
+  v.type = t;
+  v.f = f;
   return v;
 }
 
-Val readElement(const Tensor &t, int64_t i) {
+/// One source element, exactly; a storage-only element as its canonical arithmetic value
+/// (storageCanonical: f64 for the float formats, i64/u64 for the sub-byte integers).
+Number readElement(const Tensor &t, int64_t i) {
   const void *p = t.rawData();
   const uint8_t *u8 = static_cast<const uint8_t *>(p);
-  switch (t.dtype()) {
-  case DType::F32: return fromFloat(static_cast<const float *>(p)[i]);
-  case DType::F64: return fromFloat(static_cast<const double *>(p)[i]);
-  case DType::F16: return fromFloat(halfToFloat(static_cast<const uint16_t *>(p)[i]));
-  case DType::BF16: return fromFloat(bf16ToFloat(static_cast<const uint16_t *>(p)[i]));
-  case DType::I8: return fromSigned(static_cast<const int8_t *>(p)[i]);
-  case DType::U8: return fromUnsigned(u8[i]);
-  case DType::I16: return fromSigned(static_cast<const int16_t *>(p)[i]);
-  case DType::U16: return fromUnsigned(static_cast<const uint16_t *>(p)[i]);
-  case DType::I32: return fromSigned(static_cast<const int32_t *>(p)[i]);
-  case DType::U32: return fromUnsigned(static_cast<const uint32_t *>(p)[i]);
-  case DType::I64: return fromSigned(static_cast<const int64_t *>(p)[i]);
-  case DType::U64: return fromUnsigned(static_cast<const uint64_t *>(p)[i]);
-  case DType::Bool: return fromUnsigned(static_cast<const bool *>(p)[i] ? 1 : 0);
-  case DType::F8E4M3FN: return fromFloat(fromF8E4M3FN(u8[i]));
-  case DType::F8E4M3FNUZ: return fromFloat(fromF8E4M3FNUZ(u8[i]));
-  case DType::F8E5M2: return fromFloat(fromF8E5M2(u8[i]));
-  case DType::F8E5M2FNUZ: return fromFloat(fromF8E5M2FNUZ(u8[i]));
-  case DType::F4E2M1: return fromFloat(fromF4E2M1(u8[i]));
-  case DType::F8E8M0:
-    return fromFloat(fromF8E8M0(u8[i]));
-  case DType::U4: return fromUnsigned(fromSubByteInt(u8[i], 4, false));
-  case DType::I4: return fromSigned(fromSubByteInt(u8[i], 4, true));
-  case DType::U2: return fromUnsigned(fromSubByteInt(u8[i], 2, false));
-  case DType::I2: return fromSigned(fromSubByteInt(u8[i], 2, true));
+  DType d = t.dtype();
+  switch (d) {
+  case DType::F32: return floatNumber(d, static_cast<const float *>(p)[i]);
+  case DType::F64: return floatNumber(d, static_cast<const double *>(p)[i]);
+  case DType::F16: return floatNumber(d, halfToFloat(static_cast<const uint16_t *>(p)[i]));
+  case DType::BF16: return floatNumber(d, bf16ToFloat(static_cast<const uint16_t *>(p)[i]));
+  case DType::I8: return scalar::intNumber(d, static_cast<const int8_t *>(p)[i]);
+  case DType::U8: return scalar::intNumber(d, u8[i]);
+  case DType::I16: return scalar::intNumber(d, static_cast<const int16_t *>(p)[i]);
+  case DType::U16: return scalar::intNumber(d, static_cast<const uint16_t *>(p)[i]);
+  case DType::I32: return scalar::intNumber(d, static_cast<const int32_t *>(p)[i]);
+  case DType::U32: return scalar::intNumber(d, static_cast<const uint32_t *>(p)[i]);
+  case DType::I64: return scalar::intNumber(d, static_cast<const int64_t *>(p)[i]);
+  case DType::U64: return scalar::intNumber(d, static_cast<const uint64_t *>(p)[i]);
+  case DType::Bool: return scalar::intNumber(d, static_cast<const bool *>(p)[i] ? 1 : 0);
+  case DType::F8E4M3FN: return floatNumber(DType::F64, fromF8E4M3FN(u8[i]));
+  case DType::F8E4M3FNUZ: return floatNumber(DType::F64, fromF8E4M3FNUZ(u8[i]));
+  case DType::F8E5M2: return floatNumber(DType::F64, fromF8E5M2(u8[i]));
+  case DType::F8E5M2FNUZ: return floatNumber(DType::F64, fromF8E5M2FNUZ(u8[i]));
+  case DType::F4E2M1: return floatNumber(DType::F64, fromF4E2M1(u8[i]));
+  case DType::F8E8M0: return floatNumber(DType::F64, fromF8E8M0(u8[i]));
+  case DType::U4: return scalar::intNumber(DType::U64, fromSubByteInt(u8[i], 4, false));
+  case DType::I4:
+    return scalar::intNumber(DType::I64, static_cast<uint64_t>(fromSubByteInt(u8[i], 4, true)));
+  case DType::U2: return scalar::intNumber(DType::U64, fromSubByteInt(u8[i], 2, false));
+  case DType::I2:
+    return scalar::intNumber(DType::I64, static_cast<uint64_t>(fromSubByteInt(u8[i], 2, true)));
   }
-  return Val();
+  return Number();
 }
 
 struct CastOptions {
@@ -93,60 +69,39 @@ struct CastOptions {
   E8M0Round roundMode = E8M0Round::Up;
 };
 
-void writeElement(Tensor &t, int64_t i, const Val &v, const CastOptions &opt) {
+/// Writes `v` converted to the tensor's dtype: ScalarOps.h's castNumber to the dtype (or to
+/// the canonical type of a storage-only dtype, then encoded).
+void writeElement(Tensor &t, int64_t i, const Number &v, const CastOptions &opt) {
   void *p = t.rawData();
   uint8_t *u8 = static_cast<uint8_t *>(p);
   DType d = t.dtype();
+  Number c = scalar::castNumber(v, isStorageOnly(d) ? storageCanonical(d) : d);
   switch (d) {
-  case DType::F32:
-    static_cast<float *>(p)[i] =
-        v.isFloat ? static_cast<float>(v.f)
-                  : (v.isUnsigned ? static_cast<float>(v.bits)
-                                  : static_cast<float>(static_cast<int64_t>(v.bits)));
-    return;
-  case DType::F64: static_cast<double *>(p)[i] = v.asDouble(); return;
-  case DType::F16:
-    static_cast<uint16_t *>(p)[i] = static_cast<uint16_t>(encodeFloat(v.asDouble(), kF16, false));
-    return;
-  case DType::BF16:
-    static_cast<uint16_t *>(p)[i] =
-        static_cast<uint16_t>(encodeFloat(v.asDouble(), kBF16, false));
-    return;
-  case DType::Bool: static_cast<bool *>(p)[i] = v.nonZero(); return;
-  case DType::I8: static_cast<int8_t *>(p)[i] = static_cast<int8_t>(v.intBits(false)); return;
-  case DType::U8: u8[i] = static_cast<uint8_t>(v.intBits(true)); return;
-  case DType::I16: static_cast<int16_t *>(p)[i] = static_cast<int16_t>(v.intBits(false)); return;
-  case DType::U16:
-    static_cast<uint16_t *>(p)[i] = static_cast<uint16_t>(v.intBits(true));
-    return;
-  case DType::I32: static_cast<int32_t *>(p)[i] = static_cast<int32_t>(v.intBits(false)); return;
-  case DType::U32:
-    static_cast<uint32_t *>(p)[i] = static_cast<uint32_t>(v.intBits(true));
-    return;
-  case DType::I64: static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v.intBits(false)); return;
-  case DType::U64: static_cast<uint64_t *>(p)[i] = v.intBits(true); return;
+  case DType::F32: static_cast<float *>(p)[i] = static_cast<float>(c.f); return;
+  case DType::F64: static_cast<double *>(p)[i] = c.f; return;
+  case DType::F16: static_cast<uint16_t *>(p)[i] = floatToHalf(static_cast<float>(c.f)); return;
+  case DType::BF16: static_cast<uint16_t *>(p)[i] = floatToBf16(static_cast<float>(c.f)); return;
+  case DType::Bool: static_cast<bool *>(p)[i] = c.i != 0; return;
+  case DType::I8: static_cast<int8_t *>(p)[i] = static_cast<int8_t>(c.i); return;
+  case DType::U8: u8[i] = static_cast<uint8_t>(c.i); return;
+  case DType::I16: static_cast<int16_t *>(p)[i] = static_cast<int16_t>(c.i); return;
+  case DType::U16: static_cast<uint16_t *>(p)[i] = static_cast<uint16_t>(c.i); return;
+  case DType::I32: static_cast<int32_t *>(p)[i] = static_cast<int32_t>(c.i); return;
+  case DType::U32: static_cast<uint32_t *>(p)[i] = static_cast<uint32_t>(c.i); return;
+  case DType::I64: static_cast<int64_t *>(p)[i] = c.i; return;
+  case DType::U64: static_cast<uint64_t *>(p)[i] = c.u(); return;
   // Sub-byte integers keep the low bits (two's complement), like numpy/ml_dtypes astype.
-  case DType::U4: u8[i] = toSubByteInt(v.intBits(true), 4); return;
-  case DType::I4: u8[i] = toSubByteInt(v.intBits(false), 4); return;
-  case DType::U2: u8[i] = toSubByteInt(v.intBits(true), 2); return;
-  case DType::I2: u8[i] = toSubByteInt(v.intBits(false), 2); return;
-  case DType::F8E4M3FN:
-    u8[i] = toF8E4M3FN(v.asDouble(), opt.saturate);
-    return;
-  case DType::F8E4M3FNUZ:
-    u8[i] = toF8E4M3FNUZ(v.asDouble(), opt.saturate);
-    return;
-  case DType::F8E5M2:
-    u8[i] = toF8E5M2(v.asDouble(), opt.saturate);
-    return;
-  case DType::F8E5M2FNUZ:
-    u8[i] = toF8E5M2FNUZ(v.asDouble(), opt.saturate);
-    return;
-  case DType::F4E2M1:
-    u8[i] = toF4E2M1(v.asDouble());
-    return;
+  case DType::U4:
+  case DType::I4: u8[i] = toSubByteInt(c.u(), 4); return;
+  case DType::U2:
+  case DType::I2: u8[i] = toSubByteInt(c.u(), 2); return;
+  case DType::F8E4M3FN: u8[i] = toF8E4M3FN(c.f, opt.saturate); return;
+  case DType::F8E4M3FNUZ: u8[i] = toF8E4M3FNUZ(c.f, opt.saturate); return;
+  case DType::F8E5M2: u8[i] = toF8E5M2(c.f, opt.saturate); return;
+  case DType::F8E5M2FNUZ: u8[i] = toF8E5M2FNUZ(c.f, opt.saturate); return;
+  case DType::F4E2M1: u8[i] = toF4E2M1(c.f); return;
   case DType::F8E8M0:
-    u8[i] = toF8E8M0(static_cast<float>(v.asDouble()), opt.saturate, opt.roundMode);
+    u8[i] = toF8E8M0(static_cast<float>(c.f), opt.saturate, opt.roundMode);
     return;
   }
 }

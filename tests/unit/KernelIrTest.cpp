@@ -698,7 +698,9 @@ Kernel opKernel(OpKind kind, DType t, DType out, int64_t n) {
 TEST(KernelExpand, LeavesOnlyPrimitivesAndVerifies) {
   const OpKind composites[] = {OpKind::Sigmoid,    OpKind::Erf,   OpKind::Exp,   OpKind::Tanh,
                                OpKind::Pow,        OpKind::Mod,   OpKind::FMod,  OpKind::Sign,
-                               OpKind::Reciprocal, OpKind::IsNaN, OpKind::IsInf, OpKind::Round};
+                               OpKind::Reciprocal, OpKind::IsNaN, OpKind::IsInf, OpKind::Round,
+                               OpKind::Div,        OpKind::Min,   OpKind::Max,   OpKind::ShiftLeft,
+                               OpKind::ShiftRight};
   const DType types[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I8,
                          DType::I32, DType::I64, DType::U8,  DType::U64};
   int expanded = 0;
@@ -714,7 +716,7 @@ TEST(KernelExpand, LeavesOnlyPrimitivesAndVerifies) {
       e.body = expandComposites(k.body);
       SCOPED_TRACE(printStmt(e.body));
       walkExprs(e.body, [&](const Expr &x) {
-        EXPECT_FALSE(x->kind == ExprKind::Op && isCompositeOp(x->op)) << printExpr(x);
+        EXPECT_FALSE(isComposite(*x)) << printExpr(x);
       });
       Error v = verifyKernel(e);
       EXPECT_FALSE(v) << v.message();

@@ -27,10 +27,12 @@ namespace nnc::kir {
 
 // ---- Expressions -----------------------------------------------------------------------------
 //
-// Lowering builds Ops of any elementwise kind. Backends see the primitive set only (see
-// codegenBody): immediates, Var, Load, Cast, Op of a kind that is not composite (arithmetic,
-// comparisons, logic and bit operations, select, min/max, div, abs, floor/ceil, sqrt, log and
-// the trigonometric and hyperbolic functions but tanh), BitCast, Fma, Rem and Call.
+// Lowering builds Ops of any elementwise kind and Casts. Backends see the primitive set only
+// (see codegenBody): immediates, Var, Load, Op of a kind that is not composite for its dtype
+// (arithmetic, comparisons, logic and bit operations, select, integer min/max, float div, abs,
+// floor/ceil, sqrt, log and the trigonometric and hyperbolic functions but tanh), Convert,
+// BitCast, Fma, Rem, Quot, Shl, Shr and Call, and Casts only between a storage-only dtype and
+// its canonical arithmetic type (decoding or encoding the format's bits).
 
 enum class ExprKind : uint8_t {
   IntImm,   ///< An integer constant of `type` (i64 for index math).
@@ -40,7 +42,8 @@ enum class ExprKind : uint8_t {
   Op,       ///< An elementwise op of the graph IR (add, exp, less, select, ...) on args.
   Cast,     ///< args[0] converted to `type` (ONNX Cast rules). One side may be a storage-only
             ///< dtype (f8*, f4e2m1, i4, u4, i2, u2: a byte holding the format's bits), with
-            ///< `saturate` and `roundMode` as the cast op's attributes.
+            ///< `saturate` and `roundMode` as the cast op's attributes. The expansion rewrites
+            ///< it into Converts and compares, leaving storage decodes and encodes only.
   // The primitives below exist for expandComposites() (KernelExpand.cpp); lowering does not
   // build them.
   BitCast, ///< The bits of args[0] as `type`: f32 <-> i32/u32, f64 <-> i64/u64.
@@ -51,6 +54,17 @@ enum class ExprKind : uint8_t {
   Call,    ///< The C99 <math.h> function `name` (one of kMathFunctions) of args, of `type`
            ///< (f32 or f64, the args' dtype): libm or an LLVM intrinsic on the CPU, the
            ///< built-in of the same name in OpenCL.
+  // The machine operations below are defined only on part of their operands' range; the
+  // expansions of the ONNX-level ops (div, min/max, shifts, casts) guard them, so that no
+  // backend decides what happens outside it (the evaluator gives the ONNX answer there).
+  Quot,    ///< The truncating integer quotient of args[0] by args[1] (one dtype); the divisor
+           ///< must be neither 0 nor (signed) -1.
+  Shl,     ///< args[0] << args[1] (one unsigned dtype); the amount is below the bit width.
+  Shr,     ///< args[0] >> args[1] (logical; as Shl).
+  Convert, ///< args[0] converted to `type` (arithmetic dtypes): floats round once to float
+           ///< types, integers wrap (two's complement) to integer types, and a float converted
+           ///< to an integer type truncates toward zero, its truncation representable in
+           ///< `type`. Never to bool (a cast to bool is a comparison with 0).
 };
 
 /// The math functions a Call may name, with their arity: what f64 still takes from the
@@ -114,6 +128,10 @@ Expr bitCast(Expr e, DType to);
 Expr fma(Expr a, Expr b, Expr c);
 Expr rem(Expr a, Expr b);
 Expr call(const std::string &name, std::vector<Expr> args);
+Expr quot(Expr a, Expr b);
+Expr shl(Expr a, Expr b);
+Expr shr(Expr a, Expr b);
+Expr convert(Expr e, DType to);
 /// `e` (an Op or Fma) with `strict` set.
 Expr strict(Expr e);
 /// True when `e` is an IntImm equal to v.
@@ -385,11 +403,16 @@ Error verifyKernel(const Kernel &k);
 
 /// Composite scalar ops: those expandComposites() rewrites into primitives, so that no backend
 /// implements them (sigmoid, erf, exp, tanh, pow, mod, fmod, sign, reciprocal, is_nan, is_inf,
-/// round).
-bool isCompositeOp(OpKind k);
+/// round, shifts; div on integers, min and max on floats), for operands of dtype `t` (the
+/// dtype of the op's operands, the second one's for select).
+bool isCompositeOp(OpKind k, DType t);
+/// True for the nodes that expandComposites() rewrites: composite Ops and Casts but those
+/// between a storage-only dtype and its canonical type.
+bool isComposite(const ExprNode &e);
 
-/// `body` with every composite op rewritten into primitives (Ops without the composites,
-/// Cast, BitCast, Fma, Rem, Call; see KernelExpand.cpp). An operand or intermediate value that
+/// `body` with every composite op and cast rewritten into primitives (Ops without the
+/// composites, Convert, BitCast, Fma, Rem, Quot, Shl, Shr, Call, storage decodes and encodes;
+/// see KernelExpand.cpp). An operand or intermediate value that
 /// an expansion uses more than once is bound to a Decl before the statement, so the tree-walking
 /// backends emit it once; integer pow adds a loop over the exponent's bits.
 Stmt expandComposites(const Stmt &body);

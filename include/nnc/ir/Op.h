@@ -49,6 +49,9 @@ struct OpInfo {
   int arity = 0; ///< Elementwise ops only.
   TypeClass operandTypes = TypeClass::Any;
   ResultClass resultClass = ResultClass::Same;
+  /// Elementwise ops that are one C99 <math.h> function: its name (Ops.def's libm column;
+  /// `f` appended for f32), which every backend calls; empty for the others.
+  std::string_view libm;
 
   const AttrSpec *findAttr(std::string_view n) const;
 };

@@ -1,7 +1,10 @@
-// The scalar semantics of the elementwise ops: the helpers behind the formulas of Ops.def
-// (integer wrap-around, division and remainder by zero, NaN-propagating min/max, shifts past
-// the bit width...), and one functor per elementwise op built from those formulas. Shared by
-// the reference interpreter (runtime/interp/Elementwise.cpp) and the kernel evaluator.
+// The scalar semantics of the elementwise ops and of casts: the helpers behind the formulas of
+// Ops.def (integer wrap-around, division and remainder by zero, NaN-propagating min/max, shifts
+// past the bit width...), one functor per elementwise op built from those formulas, and the
+// ONNX Cast of one value (castNumber). Shared by the reference interpreter
+// (runtime/interp/Elementwise.cpp, Cast.cpp) and the kernel evaluator; the backends get the
+// same rules from ir/KernelExpand.cpp, which writes them as primitives, and unit tests
+// (tests/unit/EdgeCaseTest.cpp) hold every backend to these definitions.
 #pragma once
 
 #include <cmath>
@@ -12,6 +15,8 @@
 #include "nnc/ir/DType.h"
 #include "nnc/ir/FastMath.h"
 #include "nnc/ir/Op.h"
+#include "nnc/support/Float16.h"
+#include "nnc/support/FloatFormats.h"
 
 namespace nnc::scalar {
 
@@ -203,6 +208,83 @@ template <typename T> T shiftRight(T a, T b) {
   return wrap<T>(static_cast<uint64_t>(a) >> static_cast<uint64_t>(b));
 }
 
+// ---- Casts ------------------------------------------------------------------------------------
+
+/// One value of an arithmetic dtype, exactly: a float as a double holding a value of its
+/// dtype, an integer as its value sign- or zero-extended to 64 bits (`i` and `u()` are the same
+/// bits), a bool as 0 or 1.
+struct Number {
+  DType type = DType::I64;
+  int64_t i = 0;
+  double f = 0;
+
+  uint64_t u() const { return static_cast<uint64_t>(i); }
+  bool nonZero() const { return isFloat(type) ? f != 0 : i != 0; }
+  /// The value as a double (integers rounded once).
+  double asDouble() const {
+    if (isFloat(type))
+      return f;
+    return isUnsignedInteger(type) || type == DType::Bool ? static_cast<double>(u())
+                                                          : static_cast<double>(i);
+  }
+};
+
+/// `bits` (a 64-bit pattern) wrapped to the integer dtype `t`, as a Number.
+inline Number intNumber(DType t, uint64_t bits) {
+  Number n;
+  n.type = t;
+  switch (t) {
+  case DType::I8: n.i = static_cast<int8_t>(bits); break;
+  case DType::U8: n.i = static_cast<uint8_t>(bits); break;
+  case DType::I16: n.i = static_cast<int16_t>(bits); break;
+  case DType::U16: n.i = static_cast<uint16_t>(bits); break;
+  case DType::I32: n.i = static_cast<int32_t>(bits); break;
+  case DType::U32: n.i = static_cast<uint32_t>(bits); break;
+  case DType::Bool: n.i = bits != 0; break;
+  default: n.i = static_cast<int64_t>(bits); break;
+  }
+  return n;
+}
+
+/// ONNX Cast of `v` to the arithmetic dtype `to`, the one definition:
+///  - to bool: v != 0 (NaN is true);
+///  - float to integer: truncation toward zero, NaN gives 0, values beyond the 64-bit range
+///    saturate (to the unsigned range for unsigned targets), then the 64-bit pattern wraps to
+///    the target's width (fp::floatToIntBits);
+///  - integer to integer: the 64-bit pattern wraps;
+///  - to f32 and f64: one rounding of the exact value; to f16 and bf16: one rounding of the
+///    value as a double (integers beyond 2^53 round twice; they overflow f16 anyway).
+inline Number castNumber(const Number &v, DType to) {
+  if (v.type == to)
+    return v;
+  Number out;
+  out.type = to;
+  if (to == DType::Bool) {
+    out.i = v.nonZero();
+    return out;
+  }
+  if (isFloat(to)) {
+    bool fromInt = !isFloat(v.type);
+    bool u = isUnsignedInteger(v.type) || v.type == DType::Bool;
+    switch (to) {
+    case DType::F32:
+      out.f = !fromInt ? static_cast<float>(v.f)
+                       : (u ? static_cast<float>(v.u()) : static_cast<float>(v.i));
+      break;
+    case DType::F16: out.f = halfToFloat(static_cast<uint16_t>(
+                         fp::encodeFloat(v.asDouble(), fp::kF16, /*saturate=*/false)));
+      break;
+    case DType::BF16: out.f = bf16ToFloat(static_cast<uint16_t>(
+                          fp::encodeFloat(v.asDouble(), fp::kBF16, /*saturate=*/false)));
+      break;
+    default: out.f = v.asDouble(); break;
+    }
+    return out;
+  }
+  uint64_t bits = isFloat(v.type) ? fp::floatToIntBits(v.f, isUnsignedInteger(to)) : v.u();
+  return intNumber(to, bits);
+}
+
 // ---- Which dtypes have arithmetic, and which an op accepts ------------------------------------
 
 /// True for the dtypes that have arithmetic (not the storage-only formats).
@@ -246,7 +328,7 @@ constexpr bool accepts(TypeClass c, DType t) {
 
 // ---- One functor per elementwise op: its kind, type class, arity and formula ------------------
 
-#define NNC_ELEMENTWISE(Id, name, arity, types, result, doc, formula)                              \
+#define NNC_ELEMENTWISE(Id, name, arity, types, result, libm, doc, formula)                        \
   struct Fn##Id {                                                                                  \
     static constexpr OpKind kKind = OpKind::Id;                                                    \
     static constexpr TypeClass kTypes = TypeClass::types;                                          \
