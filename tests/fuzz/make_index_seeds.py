@@ -10,9 +10,13 @@ never a crash or an allocation without bound; the normal test suite replays them
 (ctest fuzz_regressions_onnx_import, fuzz_regressions_text_ir) and scripts/fuzz.sh starts its
 corpus from them.
 
-Usage: make_index_seeds.py [OUT_DIR]  (default: regressions/ beside this script)
+With --nnc NNC, the CPU kernels of the text seeds (`nnc inspect --kernels`: each index read
+with its runtime check into the status buffer) become the kernel_ir target's seeds as well.
+
+Usage: make_index_seeds.py [--nnc NNC] [OUT_DIR]  (default: regressions/ beside this script)
 """
 import os
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -158,9 +162,29 @@ def text_seeds():
     return out
 
 
+def kernel_seeds(nnc, texts, tmp_dir):
+    """The CPU kernels `nnc inspect --kernels` prints for each text seed."""
+    out = {}
+    for name, text in texts.items():
+        path = os.path.join(tmp_dir, name)
+        with open(path, "wb") as f:
+            f.write(text)
+        r = subprocess.run([nnc, "inspect", path, "--kernels"], capture_output=True, check=True)
+        out[name[:-len(".nir")] + ".kir"] = r.stdout
+        os.remove(path)
+    return out
+
+
 def main():
-    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "regressions")
-    for target, made in [("onnx_import", seeds()), ("text_ir", text_seeds())]:
+    args = sys.argv[1:]
+    nnc = None
+    if args[:1] == ["--nnc"]:
+        nnc, args = args[1], args[2:]
+    out_dir = args[0] if args else os.path.join(HERE, "regressions")
+    made_all = [("onnx_import", seeds()), ("text_ir", text_seeds())]
+    if nnc:
+        made_all.append(("kernel_ir", kernel_seeds(nnc, text_seeds(), out_dir)))
+    for target, made in made_all:
         path = os.path.join(out_dir, target)
         os.makedirs(path, exist_ok=True)
         for name, data in sorted(made.items()):
