@@ -5,33 +5,37 @@
 #
 # TARGET: onnx_import (model bytes -> load, check, import, optimize, verify, interpret when
 # small), text_ir (the .nir parser as nnc-opt reads it, the print/parse round trip, the
-# default pipeline), kernel_ir (the .kir parser, the print/parse round trip, the verifier and
-# the backends' body of verified kernels) or tensor_file (the .pb TensorProto and .npy
-# readers).
+# default pipeline, interpret when small), kernel_ir (the .kir parser, the print/parse round
+# trip, the verifier and the backends' body of verified kernels), tensor_file (the .pb
+# TensorProto and .npy readers) or cpu_run (a small model compiled and run for the CPU beside
+# the interpreter: an LLVM compile per input, so far fewer inputs a second).
 #
 # The build is clang-15 with -fsanitize=fuzzer,address in $NNC_FUZZ_BUILD_DIR (default
 # build-fuzz/); extra cmake arguments come from $NNC_FUZZ_CMAKE_ARGS (say a ccache launcher).
-# The seed corpus is made once from the ONNX node tests ($NNC_SHARED, else ../shared) and the
-# lit tests' .nir and .kir files; the corpus grows in build-fuzz/corpus/TARGET across runs. An
-# input that crashes, leaks, takes over $NNC_FUZZ_TIMEOUT seconds (default 10) or makes the
-# process over $NNC_FUZZ_RSS_MB MiB (default 2048) is a finding: it lands in
-# build-fuzz/findings/TARGET/ (crash-*, leak-*, timeout-*, oom-*). The run keeps going past
-# findings (libFuzzer's fork mode) unless NNC_FUZZ_STOP=1, and exits 1 when it made any.
+# The seed corpus is made once from the ONNX node tests ($NNC_SHARED, else ../shared), the
+# lit tests' .nir and .kir files and the kept findings and hand-made hostile inputs of
+# tests/fuzz/regressions/TARGET (tests/fuzz/make_index_seeds.py writes the index ones); the
+# corpus grows in build-fuzz/corpus/TARGET across runs. An input that crashes, leaks, takes
+# over $NNC_FUZZ_TIMEOUT seconds (default 10) or makes the process over $NNC_FUZZ_RSS_MB MiB
+# (default 2048) is a finding: it lands in build-fuzz/findings/TARGET/ (crash-*, leak-*,
+# timeout-*, oom-*). The run keeps going past findings (libFuzzer's fork mode) unless
+# NNC_FUZZ_STOP=1, and exits 1 when it made any.
 # Reproduce one with
 #   build-fuzz/tests/fuzz/fuzz_TARGET FILE
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 if [ $# -lt 2 ]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 TARGET=$1
 SECONDS_TO_RUN=$2
 shift 2
 case "$TARGET" in
-  onnx_import | text_ir | kernel_ir | tensor_file) ;;
-  *) echo "fuzz.sh: unknown target '$TARGET' (onnx_import, text_ir, kernel_ir, tensor_file)" >&2
+  onnx_import | text_ir | kernel_ir | tensor_file | cpu_run) ;;
+  *) echo "fuzz.sh: unknown target '$TARGET' (onnx_import, text_ir, kernel_ir, tensor_file," \
+    "cpu_run)" >&2
     exit 2 ;;
 esac
 BUILD_DIR=${NNC_FUZZ_BUILD_DIR:-build-fuzz}
@@ -62,7 +66,7 @@ SEEDS=$BUILD_DIR/seeds/$TARGET
 if [ ! -d "$SEEDS" ]; then
   mkdir -p "$SEEDS.tmp"
   case "$TARGET" in
-    onnx_import)
+    onnx_import | cpu_run)
       if [ -d "$SHARED/onnx-tests/node" ]; then
         for m in "$SHARED"/onnx-tests/node/*/model.onnx; do
           cp "$m" "$SEEDS.tmp/$(basename "$(dirname "$m")").onnx"
@@ -116,6 +120,10 @@ npy("f32_v2", "<f4", (1,), struct.pack("<f", 1.5), version=2)
 PY
       ;;
   esac
+  for kept in tests/fuzz/regressions/"$TARGET" \
+    $([ "$TARGET" = cpu_run ] && echo tests/fuzz/regressions/onnx_import); do
+    if [ -d "$kept" ]; then cp "$kept"/* "$SEEDS.tmp"/; fi
+  done
   mv "$SEEDS.tmp" "$SEEDS"
 fi
 

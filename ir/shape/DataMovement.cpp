@@ -677,7 +677,9 @@ Expected<Types> inferRange(const Node &node) {
                                                               static_cast<float>(delta)));
     if (!(c < 9.2e18))
       return node.error("range has too many elements");
-    count = std::max<int64_t>(static_cast<int64_t>(c), 0);
+    // An empty range can be any negative count, -inf included (a limit of -inf), which
+    // does not convert to an integer.
+    count = c > 0 ? static_cast<int64_t>(c) : 0;
   } else {
     __int128 start = s->elementAsInt(0), limit = l->elementAsInt(0), delta = d->elementAsInt(0);
     if (t == DType::U64) {

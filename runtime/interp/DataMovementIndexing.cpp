@@ -389,7 +389,9 @@ Results evalRange(const Node &node, const Operands &ops) {
                                                               static_cast<float>(delta)));
     if (!(c < 9.2e18))
       return node.error("range has too many elements");
-    count = std::max<int64_t>(static_cast<int64_t>(c), 0);
+    // An empty range can be any negative count, -inf included (a limit of -inf), which
+    // does not convert to an integer.
+    count = c > 0 ? static_cast<int64_t>(c) : 0;
     NNC_ASSIGN_OR_RETURN(Tensor res, Tensor::create(t, {count}));
     size_t es = dtypeSize(t);
     for (int64_t i = 0; i < count; ++i)

@@ -15,8 +15,7 @@ using namespace nnc;
 
 namespace {
 
-/// Inputs with more elements than this (in all) are not interpreted: the interpreter's
-/// speed is not under test, and a large model would only slow the fuzzer down.
+/// The most input elements (in all) of a model that is interpreted.
 constexpr int64_t kMaxRunElements = 1 << 14;
 
 void check(bool ok) {
@@ -26,46 +25,6 @@ void check(bool ok) {
 
 void checkMessage(const Error &e) {
   check(!e.message().empty());
-}
-
-/// Small values (-1.5 .. 1.5, or -3 .. 3 for integers) of `type`, or a null tensor when the
-/// type has a symbolic dim or is storage-only.
-Tensor patternInput(const TensorType &type, int64_t &budget) {
-  if (!isStatic(type.shape) || isStorageOnly(type.dtype))
-    return Tensor();
-  Extents e;
-  for (const Dim &d : type.shape)
-    e.push_back(d.value());
-  std::optional<int64_t> n = checkedNumElements(e);
-  if (!n || *n > budget)
-    return Tensor();
-  budget -= *n;
-  Expected<Tensor> t = Tensor::create(type.dtype, e);
-  if (!t)
-    return Tensor();
-  for (int64_t i = 0; i < *n; ++i) {
-    int v = static_cast<int>(i % 7) - 3;
-    switch (type.dtype) {
-    case DType::F32:
-      t->data<float>()[i] = static_cast<float>(v) * 0.5f;
-      break;
-    case DType::F64:
-      t->data<double>()[i] = v * 0.5;
-      break;
-    case DType::I64:
-      t->data<int64_t>()[i] = v;
-      break;
-    case DType::I32:
-      t->data<int32_t>()[i] = v;
-      break;
-    case DType::Bool:
-      t->data<uint8_t>()[i] = static_cast<uint8_t>(i & 1);
-      break;
-    default:
-      break; // Other types keep the zeros Tensor::create gave them.
-    }
-  }
-  return *t;
 }
 
 void runOne(const std::string &path) {
@@ -94,15 +53,10 @@ void runOne(const std::string &path) {
     return;
   }
   check(!verify(**g));
-  int64_t budget = kMaxRunElements;
-  std::vector<Tensor> inputs;
-  for (const Value *v : (*g)->inputs()) {
-    Tensor t = patternInput(v->type(), budget);
-    if (t.isNull())
-      return;
-    inputs.push_back(std::move(t));
-  }
-  Expected<std::vector<Tensor>> outs = interpret(**g, inputs);
+  std::optional<std::vector<Tensor>> inputs = fuzz::patternInputs(**g, kMaxRunElements);
+  if (!inputs)
+    return;
+  Expected<std::vector<Tensor>> outs = interpret(**g, *inputs);
   if (!outs)
     checkMessage(outs.error());
 }

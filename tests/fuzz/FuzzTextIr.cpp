@@ -1,7 +1,8 @@
 // libFuzzer target: the text IR parser, as nnc-opt reads a .nir file. A parsed graph must
 // print, parse back and print again to the same text (the round-trip contract of Printer.h);
 // a graph that verifies then goes through the default pipeline, which must succeed or give an
-// Error, and leave a graph that verifies.
+// Error, and leave a graph that verifies; one whose inputs are all static and small is then
+// interpreted on deterministic inputs (an index out of range must be the interpreter's Error).
 #include <string_view>
 
 #include "FuzzUtil.h"
@@ -14,6 +15,9 @@
 using namespace nnc;
 
 namespace {
+
+/// The most input elements (in all) of a graph that is interpreted.
+constexpr int64_t kMaxRunElements = 1 << 14;
 
 void check(bool ok) {
   if (!ok)
@@ -61,5 +65,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   check(!verify(**g));
+  std::optional<std::vector<Tensor>> inputs = fuzz::patternInputs(**g, kMaxRunElements);
+  if (!inputs)
+    return 0;
+  Expected<std::vector<Tensor>> outs = interpret(**g, *inputs);
+  if (!outs)
+    check(!outs.error().message().empty());
   return 0;
 }

@@ -1,5 +1,6 @@
 // Shared helpers of the libFuzzer targets (tests/fuzz): a scratch file for readers that take a
-// path, and the allocation limit that keeps a fuzzed input's tensors small.
+// path, the allocation limit that keeps a fuzzed input's tensors small, and the deterministic
+// inputs on which a fuzzed graph is interpreted.
 #pragma once
 
 #include <unistd.h>
@@ -7,7 +8,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "nnc/ir/Graph.h"
+#include "nnc/ir/Tensor.h"
 
 namespace nnc::fuzz {
 
@@ -34,6 +40,62 @@ inline std::string writeScratch(const uint8_t *data, size_t size, const char *su
     std::abort();
   std::fclose(f);
   return path;
+}
+
+/// Small values of `type` (-1.5 .. 1.5 for floats; -3 .. 3 for integers, so an index into an
+/// axis of size 2 or 3 is also out of range or negative), or a null tensor when the type has a
+/// symbolic dim, is storage-only or has more than `budget` elements (which it then uses up).
+inline Tensor patternInput(const TensorType &type, int64_t &budget) {
+  if (!isStatic(type.shape) || isStorageOnly(type.dtype))
+    return Tensor();
+  Extents e;
+  for (const Dim &d : type.shape)
+    e.push_back(d.value());
+  std::optional<int64_t> n = checkedNumElements(e);
+  if (!n || *n > budget)
+    return Tensor();
+  budget -= *n;
+  Expected<Tensor> t = Tensor::create(type.dtype, e);
+  if (!t)
+    return Tensor();
+  for (int64_t i = 0; i < *n; ++i) {
+    int v = static_cast<int>(i % 7) - 3;
+    switch (type.dtype) {
+    case DType::F32:
+      t->data<float>()[i] = static_cast<float>(v) * 0.5f;
+      break;
+    case DType::F64:
+      t->data<double>()[i] = v * 0.5;
+      break;
+    case DType::I64:
+      t->data<int64_t>()[i] = v;
+      break;
+    case DType::I32:
+      t->data<int32_t>()[i] = v;
+      break;
+    case DType::Bool:
+      t->data<uint8_t>()[i] = static_cast<uint8_t>(i & 1);
+      break;
+    default:
+      break; // Other types keep the zeros Tensor::create gave them.
+    }
+  }
+  return *t;
+}
+
+/// Pattern inputs (patternInput) for every input of `g`, or nothing when one cannot be made
+/// or they hold more than `maxElements` elements in all: the interpreter's speed is not under
+/// test, and a large graph would only slow the fuzzer down.
+inline std::optional<std::vector<Tensor>> patternInputs(const Graph &g, int64_t maxElements) {
+  int64_t budget = maxElements;
+  std::vector<Tensor> inputs;
+  for (const Value *v : g.inputs()) {
+    Tensor t = patternInput(v->type(), budget);
+    if (t.isNull())
+      return std::nullopt;
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
 }
 
 } // namespace nnc::fuzz

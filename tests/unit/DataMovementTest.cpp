@@ -1,6 +1,8 @@
 // Unit tests of the data-movement ops: shape rules (static and symbolic) and interpreter values.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "nnc/ir/Graph.h"
 #include "nnc/ir/Verifier.h"
 #include "nnc/runtime/Interpreter.h"
@@ -373,6 +375,24 @@ TEST(DataMovement, RangeAndConstantOfShape) {
   EXPECT_EQ(ints(r[2]), (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(ints(r[3]), (std::vector<int64_t>(6, 7)));
   EXPECT_EQ(floats(r[4]), (std::vector<float>{1.5f, 1.5f}));
+}
+
+// A limit of -inf makes a count of -inf, which no integer holds (converting it was undefined
+// behaviour, UBSan's float-cast-overflow): the range is empty, at shape inference (constant
+// operands) and in the interpreter (a runtime limit). The same graph in text form is kept in
+// tests/fuzz/regressions/text_ir/range-to-minus-inf.nir.
+TEST(DataMovement, RangeToMinusInfinityIsEmpty) {
+  Graph g;
+  auto f = [&](float v) { return constant(g, Tensor::scalar<float>(DType::F32, v)); };
+  float inf = std::numeric_limits<float>::infinity();
+  Node *r1 = make(g, OpKind::Range, {f(0), f(-inf), f(1)});
+  EXPECT_EQ(r1->result()->type().str(), "f32[0]");
+  Value *lim = g.addInput("lim", TensorType(DType::F32, {}));
+  Node *r2 = make(g, OpKind::Range, {f(0), lim, f(1)});
+  auto r = run(g, {r1->result(), r2->result()}, {Tensor::scalar<float>(DType::F32, -inf)});
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].numElements(), 0);
+  EXPECT_EQ(r[1].numElements(), 0);
 }
 
 TEST(DataMovement, OneHotEyeLikeTrilu) {
