@@ -230,18 +230,18 @@ Results evalQuantize(const Node &node, const Operands &ops) {
   for (size_t i = 0; i < offs[0].size(); ++i) {
     double q = quotient(xt, readElement(ops[0], offs[0][i]).f, readElement(ops[1], offs[1][i]).f);
     double zp = readElement(ops[2], offs[2][i]).asDouble();
-    Val v;
+    Number v;
     if (integer) {
       // Round half to even (the default rounding mode), then saturate; NaN gives lo.
       double r = std::nearbyint(q);
       r = f32 ? static_cast<float>(r) + static_cast<float>(zp) : r + zp;
       r = r >= static_cast<double>(lo) ? std::min(r, static_cast<double>(hi))
                                        : static_cast<double>(lo);
-      v = fromSigned(static_cast<int64_t>(r));
+      v = scalar::intNumber(DType::I64, static_cast<uint64_t>(static_cast<int64_t>(r)));
     } else if (zt == DType::F4E2M1) {
-      v = fromFloat(f32 ? static_cast<float>(q) + static_cast<float>(zp) : q + zp);
+      v = floatNumber(DType::F64, f32 ? static_cast<float>(q) + static_cast<float>(zp) : q + zp);
     } else {
-      v = fromFloat(q); // f8: the zero point is zero by the spec, and the reference skips it
+      v = floatNumber(DType::F64, q); // f8: the zero point is zero by the spec, and the reference skips it
     }
     writeElement(out, static_cast<int64_t>(i), v, opt);
   }
@@ -278,7 +278,7 @@ Results evalDequantize(const Node &node, const Operands &ops) {
         d -= static_cast<float>(readElement(ops[2], offs[2][i]).asDouble());
       y = d * static_cast<float>(s);
     }
-    writeElement(out, static_cast<int64_t>(i), fromFloat(y), CastOptions{});
+    writeElement(out, static_cast<int64_t>(i), floatNumber(DType::F64, y), CastOptions{});
   }
   return std::vector<Tensor>{std::move(out)};
 }
