@@ -58,10 +58,6 @@ std::function<Expr(const Expr &)> replaceVar(const std::string &name, const Expr
   };
 }
 
-Expr substitute(const Expr &e, const std::string &name, const Expr &with) {
-  return rewrite(e, replaceVar(name, with));
-}
-
 void substituteStmt(const Stmt &s, const std::string &name, const Expr &with) {
   rewriteStmt(s, replaceVar(name, with));
 }

@@ -33,7 +33,8 @@ std::vector<OpInfo> buildTable() {
   std::vector<OpInfo> t;
 #define NNC_ELEMENTWISE(Id, name, ar, types, result, libmName, doc, formula)                       \
   {                                                                                                \
-    OpInfo i{OpKind::Id, name, ar, ar, 1, 1, {}, doc, &checkedInfer<&shape::inferElementwise>};                   \
+    OpInfo i{OpKind::Id, name, ar, ar, 1, 1, {}, doc,                                              \
+             &checkedInfer<&shape::inferElementwise>};                                             \
     i.elementwise = true;                                                                          \
     i.arity = ar;                                                                                  \
     i.operandTypes = TypeClass::types;                                                             \

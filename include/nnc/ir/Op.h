@@ -51,7 +51,7 @@ struct OpInfo {
   ResultClass resultClass = ResultClass::Same;
   /// Elementwise ops that are one C99 <math.h> function: its name (Ops.def's libm column;
   /// `f` appended for f32), which every backend calls; empty for the others.
-  std::string_view libm;
+  std::string_view libm = {};
 
   const AttrSpec *findAttr(std::string_view n) const;
 };
