@@ -40,6 +40,47 @@ std::vector<int64_t> batchOffsets(const Extents &out, const Extents &in) {
   return r;
 }
 
+/// The numpy matmul geometry of operands a and b: M, K, N, the result's extents and each
+/// batch entry's matrix offset in a and in b.
+struct MatMulGeometry {
+  int64_t m = 0, k = 0, n = 0;
+  Extents out;
+  std::vector<int64_t> aOff, bOff;
+};
+
+Expected<MatMulGeometry> matmulGeometry(const Node &node, const Tensor &a, const Tensor &b) {
+  if (a.rank() < 1 || b.rank() < 1)
+    return node.error("operands must have rank >= 1");
+  Extents as = a.extents(), bs = b.extents();
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), 1);
+  if (bVec)
+    bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  if (bs[bs.size() - 2] != k)
+    return node.error("inner dims differ: {} and {}", extentsStr(a.extents()),
+                      extentsStr(b.extents()));
+  Extents batchA(as.begin(), as.end() - 2), batchB(bs.begin(), bs.end() - 2);
+  std::optional<Extents> batch = broadcastExtents(batchA, batchB);
+  if (!batch)
+    return node.error("batch dims {} and {} do not broadcast", extentsStr(batchA),
+                      extentsStr(batchB));
+  Extents out = *batch;
+  if (!aVec)
+    out.push_back(m);
+  if (!bVec)
+    out.push_back(n);
+  MatMulGeometry g;
+  g.m = m;
+  g.k = k;
+  g.n = n;
+  g.out = out;
+  g.aOff = batchOffsets(*batch, batchA);
+  g.bOff = batchOffsets(*batch, batchB);
+  return g;
+}
+
 /// Integer matmul with wrap-around arithmetic (computed modulo 2^64, then truncated).
 template <typename T>
 void intMatMul(const T *a, const T *b, T *c, const std::vector<int64_t> &aOff,
@@ -85,29 +126,10 @@ Results evalMatMul(const Node &node, const Operands &ops) {
   if (a.dtype() != b.dtype())
     return node.error("operand dtypes differ: {} and {}", dtypeName(a.dtype()),
                       dtypeName(b.dtype()));
-  if (a.rank() < 1 || b.rank() < 1)
-    return node.error("operands must have rank >= 1");
-  Extents as = a.extents(), bs = b.extents();
-  bool aVec = as.size() == 1, bVec = bs.size() == 1;
-  if (aVec)
-    as.insert(as.begin(), 1);
-  if (bVec)
-    bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  if (bs[bs.size() - 2] != k)
-    return node.error("inner dims differ: {} and {}", extentsStr(a.extents()),
-                      extentsStr(b.extents()));
-  Extents batchA(as.begin(), as.end() - 2), batchB(bs.begin(), bs.end() - 2);
-  std::optional<Extents> batch = broadcastExtents(batchA, batchB);
-  if (!batch)
-    return node.error("batch dims {} and {} do not broadcast", extentsStr(batchA),
-                      extentsStr(batchB));
-  Extents out = *batch;
-  if (!aVec)
-    out.push_back(m);
-  if (!bVec)
-    out.push_back(n);
-  std::vector<int64_t> aOff = batchOffsets(*batch, batchA), bOff = batchOffsets(*batch, batchB);
+  NNC_ASSIGN_OR_RETURN(MatMulGeometry g, matmulGeometry(node, a, b));
+  int64_t m = g.m, k = g.k, n = g.n;
+  const Extents &out = g.out;
+  const std::vector<int64_t> &aOff = g.aOff, &bOff = g.bOff;
 
   if (isFloat(a.dtype())) {
     std::vector<double> av = nn::toDoubles(a), bv = nn::toDoubles(b);
@@ -162,28 +184,10 @@ Results evalMatMulInteger(const Node &node, const Operands &ops) {
   for (const Tensor *t : {&a, &b})
     if (t->dtype() != DType::U8 && t->dtype() != DType::I8)
       return node.error("expects u8 or i8 operands, got {}", dtypeName(t->dtype()));
-  if (a.rank() < 1 || b.rank() < 1)
-    return node.error("operands must have rank >= 1");
-  Extents as = a.extents(), bs = b.extents();
-  bool aVec = as.size() == 1, bVec = bs.size() == 1;
-  if (aVec)
-    as.insert(as.begin(), 1);
-  if (bVec)
-    bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  if (bs[bs.size() - 2] != k)
-    return node.error("inner dims differ: {} and {}", extentsStr(a.extents()),
-                      extentsStr(b.extents()));
-  Extents batchA(as.begin(), as.end() - 2), batchB(bs.begin(), bs.end() - 2);
-  std::optional<Extents> batch = broadcastExtents(batchA, batchB);
-  if (!batch)
-    return node.error("batch dims {} and {} do not broadcast", extentsStr(batchA),
-                      extentsStr(batchB));
-  Extents out = *batch;
-  if (!aVec)
-    out.push_back(m);
-  if (!bVec)
-    out.push_back(n);
+  NNC_ASSIGN_OR_RETURN(MatMulGeometry g, matmulGeometry(node, a, b));
+  int64_t m = g.m, k = g.k, n = g.n;
+  const Extents &out = g.out;
+  const std::vector<int64_t> &aOff = g.aOff, &bOff = g.bOff;
   // Zero points as one value per row of A / column of B (a scalar repeated).
   auto zeroPoints = [&](size_t z, int64_t count) -> Expected<std::vector<int64_t>> {
     std::vector<int64_t> v(static_cast<size_t>(count), 0);
@@ -200,7 +204,6 @@ Results evalMatMulInteger(const Node &node, const Operands &ops) {
   };
   NNC_ASSIGN_OR_RETURN(std::vector<int64_t> za, zeroPoints(2, m));
   NNC_ASSIGN_OR_RETURN(std::vector<int64_t> zb, zeroPoints(3, n));
-  std::vector<int64_t> aOff = batchOffsets(*batch, batchA), bOff = batchOffsets(*batch, batchB);
   std::vector<double> av = nn::toDoubles(a), bv = nn::toDoubles(b);
   NNC_ASSIGN_OR_RETURN(Tensor r, Tensor::create(DType::I32, out));
   int32_t *c = r.data<int32_t>();
