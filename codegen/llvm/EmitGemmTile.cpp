@@ -74,13 +74,7 @@ llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr, bool pref
   unsigned lastLanes = static_cast<unsigned>(nr - (nv - 1) * w);
   auto *vty = llvm::FixedVectorType::get(f32, w);
   Value *zero = llvm::Constant::getNullValue(vty);
-  Value *lastMask = nullptr;
-  if (lastLanes != w) {
-    std::vector<llvm::Constant *> bits;
-    for (unsigned l = 0; l < w; ++l)
-      bits.push_back(b.getInt1(l < lastLanes));
-    lastMask = llvm::ConstantVector::get(bits);
-  }
+  Value *lastMask = partialLaneMask(b, w, lastLanes);
   llvm::Align align(4);
   auto loadVec = [&](Value *p, int64_t v) -> Value * {
     if (v == nv - 1 && lastMask)

@@ -63,13 +63,7 @@ llvm::Function *intGemmMicrokernel(llvm::Module &m, llvm::TargetMachine &tm, con
   unsigned lastLanes = static_cast<unsigned>(nr - (nv - 1) * w);
   auto *vty = llvm::FixedVectorType::get(i32, w);
   Value *zero = llvm::Constant::getNullValue(vty);
-  Value *lastMask = nullptr;
-  if (lastLanes != w) {
-    std::vector<llvm::Constant *> on;
-    for (unsigned l = 0; l < w; ++l)
-      on.push_back(b.getInt1(l < lastLanes));
-    lastMask = llvm::ConstantVector::get(on);
-  }
+  Value *lastMask = partialLaneMask(b, w, lastLanes);
   auto loadVec = [&](Value *p, int64_t v) -> Value * {
     if (v == nv - 1 && lastMask)
       return b.CreateMaskedLoad(vty, p, llvm::Align(1), lastMask, zero);

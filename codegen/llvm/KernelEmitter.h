@@ -47,6 +47,17 @@ struct Binding {
 };
 using Scope = std::map<std::string, Binding>;
 
+/// The lane mask of a row's last vector in the GEMM microkernels: the first `lanes` of `w` lanes
+/// on; null when the row fills its last vector (no masking needed).
+inline llvm::Value *partialLaneMask(IRBuilder<> &b, unsigned w, unsigned lanes) {
+  if (lanes == w)
+    return nullptr;
+  std::vector<llvm::Constant *> on;
+  for (unsigned l = 0; l < w; ++l)
+    on.push_back(b.getInt1(l < lanes));
+  return llvm::ConstantVector::get(on);
+}
+
 inline bool mentionsVar(const kir::Expr &e, const std::string &var) {
   return kir::mentions(e, {var});
 }
