@@ -94,19 +94,9 @@ Expected<IntMatMul> analyze(const Node &node) {
                       extentsStr(batchB));
   f.batch = *batch;
   size_t nb = f.batch.size();
-  auto strides = [&](const Extents &in, int64_t matSize) {
-    std::vector<int64_t> s(nb, 0);
-    int64_t st = matSize;
-    size_t off = nb - in.size();
-    for (size_t i = in.size(); i-- > 0;) {
-      s[off + i] = in[i] == 1 ? 0 : st;
-      st *= in[i];
-    }
-    return s;
-  };
-  f.sa = strides(batchA, f.m * f.k);
-  f.sb = strides(batchB, f.packedNr > 0 ? f.packedSize : f.k * f.n);
-  f.so = strides(f.batch, f.m * f.n);
+  f.sa = batchStrides(nb, batchA, f.m * f.k);
+  f.sb = batchStrides(nb, batchB, f.packedNr > 0 ? f.packedSize : f.k * f.n);
+  f.so = batchStrides(nb, f.batch, f.m * f.n);
   f.aSigned = av->dtype() == DType::I8;
   f.bUnsigned = bv->dtype() == DType::U8;
   for (size_t z = 2; z < 4; ++z) {

@@ -17,6 +17,17 @@
 
 namespace nnc::lower {
 
+std::vector<int64_t> batchStrides(size_t nb, const Extents &in, int64_t matSize) {
+  std::vector<int64_t> s(nb, 0);
+  int64_t st = matSize;
+  size_t off = nb - in.size();
+  for (size_t i = in.size(); i-- > 0;) {
+    s[off + i] = in[i] == 1 ? 0 : st;
+    st *= in[i];
+  }
+  return s;
+}
+
 namespace {
 
 using namespace nnl;
@@ -86,19 +97,9 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
     return Kernels{emptyKernel(node, prefix)};
   // Element strides of each output batch dim in A, B and the output.
   size_t nb = batch->size();
-  auto batchStrides = [&](const Extents &in, int64_t matSize) {
-    std::vector<int64_t> s(nb, 0);
-    int64_t st = matSize;
-    size_t off = nb - in.size();
-    for (size_t i = in.size(); i-- > 0;) {
-      s[off + i] = in[i] == 1 ? 0 : st;
-      st *= in[i];
-    }
-    return s;
-  };
-  std::vector<int64_t> sa = batchStrides(batchA, m * k),
-                       sb = batchStrides(batchB, packedNr > 0 ? packedSize : k * n),
-                       so = batchStrides(*batch, m * n);
+  std::vector<int64_t> sa = batchStrides(nb, batchA, m * k),
+                       sb = batchStrides(nb, batchB, packedNr > 0 ? packedSize : k * n),
+                       so = batchStrides(nb, *batch, m * n);
   // Trailing batch dims over which B stays put (a weight shared by those entries) while A
   // moves fold into the rows: A's and the output's entries there are consecutive m-row
   // matrices, so they are one matrix of m * fold rows, and one GEMM streams B once instead of

@@ -31,6 +31,11 @@ Expected<std::vector<kir::Kernel>> lowerMatMulIntegerTiles(const Node &node,
 const tuning::Space &igemmCpuSpace();
 void registerResizeLowerer(LowererTable &t);
 
+/// Element strides, along each of a matmul's `nb` output batch dims, of an operand whose batch
+/// extents are `in` (right-aligned numpy broadcasting: a broadcast dim has stride 0) and whose
+/// matrices hold `matSize` elements.
+std::vector<int64_t> batchStrides(size_t nb, const Extents &in, int64_t matSize);
+
 /// Finishes result element (row, col) of a node viewed as a [rows, N] matrix (N its last
 /// extent) once the element's value is complete; locals to declare once before a loop of
 /// them go to `hoisted` (GemmOperands::finish).
