@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Skinny SGEMMs (M = 1, 4, 16, 64 rows by a constant weight of K x N = 512..8000): nnc against oneDNN.
+
+Decode-time matmuls (one token, a few beams, a short prompt) read a weight that a model run last
+touched a whole run ago: `nnc-sgemm-bench --flush 64` reads 64 MB before each timed call, so B
+comes from memory. For each shape and thread count the program alternates nnc, oneDNN
+(dnnl_sgemm), OpenBLAS and Eigen (where built) call by call; its figures are medians over
+--rounds calls. This script quotes them against nnc's own peaks (`nnc bench --profile`'s
+machine line: its GEMM's GFLOP/s and its fused kernel's GB/s at that thread count): GFLOP/s
+for the shapes the arithmetic bounds, weight GB/s for those the weight stream bounds (the
+larger of weight bytes / bandwidth and flops / peak decides which, as `--profile` does).
+
+    python3 bench/skinny_gemm.py [--bench build/bench/sgemm/nnc-sgemm-bench]
+        [--nnc build/tools/nnc/nnc] [--threads 1,2] [--rounds 30] [--m 1,4,16,64]
+        [--out FILE.md]
+
+Writes bench/results/gemm-skinny.md (and .json). A benchmark, not a test.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nncbench import machine, nnc, proc, report  # noqa: E402
+
+SHAPES = [(512, 512), (512, 1536), (512, 2048), (2048, 512), (512, 8000), (8000, 512)]
+
+
+def peaks(nnc_path, threads, env):
+    """nnc's measured (GFLOP/s, GB/s) at `threads`, from `nnc bench --profile` on a tiny graph."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.nir")
+        with open(path, "w") as f:
+            f.write(nnc.matmul_graph(8))
+        res, err = nnc.bench(nnc_path, path, threads, 3, 1, ["--profile"], env)
+    if err:
+        sys.exit("nnc bench --profile: " + err)
+    return res["profile"]["peak_gflops"], res["profile"]["peak_gbps"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", default=os.path.join(nnc.ROOT, "build", "bench", "sgemm",
+                                                    "nnc-sgemm-bench"))
+    ap.add_argument("--nnc", default=nnc.NNC)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--m", default="1,4,16,64")
+    ap.add_argument("--flush", type=int, default=64, help="MB read before each timed call")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    nnc.require(args.bench, "nnc-sgemm-bench", "scripts/build.sh with a BLAS peer installed")
+    nnc.require(args.nnc)
+    env = {"NNC_CACHE_DIR": os.environ.get("NNC_CACHE_DIR", os.path.expanduser(
+        "~/.cache/nnc/skinny-gemm/objects"))}
+    mach = machine.describe(args.nnc)
+    threads = [int(t) for t in args.threads.split(",")]
+    rows = []
+    for t in threads:
+        gflops_peak, gbps_peak = peaks(args.nnc, t, env)
+        for m in [int(x) for x in args.m.split(",")]:
+            for k, n in SHAPES:
+                res, err = proc.run_json([args.bench, "--m", str(m), "--k", str(k), "--n", str(n),
+                                          "--threads", str(t), "--rounds", str(args.rounds),
+                                          "--flush", str(args.flush)], env)
+                if err:
+                    sys.exit("nnc-sgemm-bench: " + err)
+                weights_ms = 4.0 * k * n / (gbps_peak * 1e6)
+                flops_ms = 2.0 * m * k * n / (gflops_peak * 1e6)
+                memory = weights_ms > flops_ms
+                row = dict(res, peak_gflops=gflops_peak, peak_gbps=gbps_peak,
+                           bound="memory" if memory else "compute")
+                rows.append(row)
+                frac = (res["nnc_weight_gbps"] / gbps_peak if memory
+                        else res["nnc_gflops"] / gflops_peak)
+                print("%dT m %3d k %5d n %5d  nnc %7.1f GFLOP/s %6.2f GB/s  onednn %7.1f GFLOP/s "
+                      "%6.2f GB/s  %s-bound, nnc at %.0f%% of its peak" % (
+                          t, m, k, n, res["nnc_gflops"], res["nnc_weight_gbps"],
+                          res.get("onednn_gflops", 0), res.get("onednn_weight_gbps", 0),
+                          "memory" if memory else "compute", 100 * frac), flush=True)
+    path = report.result_path("gemm-skinny", args.out)
+    lines = report.header("Skinny SGEMM (M = %s) by a cold constant weight: nnc vs oneDNN" %
+                          args.m, mach, machine.load(), [
+                              "B evicted before each call (%d MB read); medians of %d calls per "
+                              "peer, alternating." % (args.flush, args.rounds)])
+    lines += ["nnc's peaks (its own GEMM and fused elementwise kernel, `nnc bench --profile`): " +
+              ", ".join("%dT %.1f GFLOP/s, %.1f GB/s" % (t, r["peak_gflops"], r["peak_gbps"])
+                        for t, r in {r["threads"]: r for r in rows}.items()) + ".", ""]
+    table = []
+    for r in rows:
+        memory = r["bound"] == "memory"
+        frac = (r["nnc_weight_gbps"] / r["peak_gbps"] if memory
+                else r["nnc_gflops"] / r["peak_gflops"])
+        table.append([str(r["threads"]), str(r["m"]), str(r["k"]), str(r["n"]), r["bound"],
+                      "%.1f" % r["nnc_gflops"], "%.2f" % r["nnc_weight_gbps"],
+                      "**%.0f%%**" % (100 * frac),
+                      "%.1f" % r.get("onednn_gflops", 0), "%.2f" % r.get("onednn_weight_gbps", 0),
+                      "%.2f" % r.get("nnc_over_onednn", 0), "%.1g" % r["max_abs_diff"]])
+    lines += report.table(["threads", "M", "K", "N", "bound", "nnc GFLOP/s", "nnc weight GB/s",
+                           "nnc of its peak", "oneDNN GFLOP/s", "oneDNN weight GB/s",
+                           "nnc / oneDNN (rate)", "max abs diff"], table)
+    report.write(path, lines, {"machine": mach, "rounds": args.rounds, "flush_mb": args.flush,
+                               "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
