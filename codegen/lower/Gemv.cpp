@@ -9,10 +9,11 @@
 //     of C.
 //  2. Per panel, one GemmTile f32_gemm_<M>x<nr> of all M rows over all of k: the panel is
 //     read once for every row, A stays in place (M x K floats, in L1 after the first panel),
-//     C is written once. Its k step p also prefetches the B row `pfd` bytes further along the
-//     stream (GemmTileShape::prefetchB): past the panel's end that is the start of the next
-//     panel, which then arrives while this one computes instead of after the hardware
-//     prefetcher has found the new stream.
+//     C is written once. With pfd > 0 its k step p also prefetches the B row `pfd` bytes
+//     further along the stream (GemmTileShape::prefetchB): past the panel's end, the start of
+//     the next panel. Off by default: the panels are contiguous, so the hardware prefetcher
+//     already follows one stream (see the defaults); the tuner can turn it on where a core's
+//     prefetcher falls short of its memory bandwidth.
 //  3. The column edge (N % nr columns, zero-padded in their panel) is one tile of its own
 //     width (masked lanes), after the full panels.
 //  4. A fused epilogue (GemmOperands::finish) runs on each panel's M x nr results right after
@@ -164,9 +165,11 @@ const tuning::Space &gemvCpuSpace() {
       // A thread's share must outweigh waking the pool: 64 KiB of weight is a few
       // microseconds of streaming.
       int64_t par = weightBytes >= double(1 << 16) ? 1 : 0;
-      // A weight beyond the L2 comes from the L3 or memory, where the stream prefetch hides
-      // each panel's start; within the L2 it only takes load slots.
-      int64_t pfd = weightBytes > double(p.cpu.l2Bytes) ? 2048 : 0;
+      // No software prefetch by default: the panels are one sequential stream, which the
+      // hardware prefetcher follows; the prefetches (one per line of B) only took load slots
+      // (1 x 512 x 8000 from memory: 25 GB/s without, 18-23 with 1 or 4 KiB ahead; 4 rows:
+      // 27 against 19; bench/results/gemm-skinny.md). The tuner measures the distances.
+      int64_t pfd = 0;
       return Config{{"par", par}, {"pfd", pfd}};
     };
     return s;
