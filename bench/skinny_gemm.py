@@ -4,8 +4,10 @@
 Decode-time matmuls (one token, a few beams, a short prompt) read a weight that a model run last
 touched a whole run ago: `nnc-sgemm-bench --flush 64` reads 64 MB before each timed call, so B
 comes from memory. For each shape and thread count the program alternates nnc, oneDNN
-(dnnl_sgemm), OpenBLAS and Eigen (where built) call by call; its figures are medians over
---rounds calls. This script quotes them against nnc's own peaks (`nnc bench --profile`'s
+(dnnl_sgemm) call by call; its figures are medians over --rounds calls, timed at 1 thread by the
+calling thread's CPU time (`--clock cpu`: on a host shared with other work a call the
+scheduler preempts is not charged the wait; memory stalls still count) and at 2 threads by the
+wall clock. This script quotes them against nnc's own peaks (`nnc bench --profile`'s
 machine line: its GEMM's GFLOP/s and its fused kernel's GB/s at that thread count): GFLOP/s
 for the shapes the arithmetic bounds, weight GB/s for those the weight stream bounds (the
 larger of weight bytes / bandwidth and flops / peak decides which, as `--profile` does).
@@ -64,7 +66,8 @@ def main():
             for k, n in SHAPES:
                 res, err = proc.run_json([args.bench, "--m", str(m), "--k", str(k), "--n", str(n),
                                           "--threads", str(t), "--rounds", str(args.rounds),
-                                          "--flush", str(args.flush)], env)
+                                          "--flush", str(args.flush), "--peers", "nnc,onednn",
+                                          "--clock", "cpu" if t == 1 else "wall"], env)
                 if err:
                     sys.exit("nnc-sgemm-bench: " + err)
                 weights_ms = 4.0 * k * n / (gbps_peak * 1e6)
@@ -84,7 +87,8 @@ def main():
     lines = report.header("Skinny SGEMM (M = %s) by a cold constant weight: nnc vs oneDNN" %
                           args.m, mach, machine.load(), [
                               "B evicted before each call (%d MB read); medians of %d calls per "
-                              "peer, alternating." % (args.flush, args.rounds)])
+                              "peer, alternating; 1 thread timed by the calling thread's CPU "
+                              "time, 2 threads by the wall clock." % (args.flush, args.rounds)])
     lines += ["nnc's peaks (its own GEMM and fused elementwise kernel, `nnc bench --profile`): " +
               ", ".join("%dT %.1f GFLOP/s, %.1f GB/s" % (t, r["peak_gflops"], r["peak_gbps"])
                         for t, r in {r["threads"]: r for r in rows}.items()) + ".", ""]
