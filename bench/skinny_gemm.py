@@ -7,10 +7,13 @@ comes from memory. For each shape and thread count the program alternates nnc, o
 (dnnl_sgemm) call by call; its figures are medians over --rounds calls, timed at 1 thread by the
 calling thread's CPU time (`--clock cpu`: on a host shared with other work a call the
 scheduler preempts is not charged the wait; memory stalls still count) and at 2 threads by the
-wall clock. This script quotes them against nnc's own peaks (`nnc bench --profile`'s
-machine line: its GEMM's GFLOP/s and its fused kernel's GB/s at that thread count): GFLOP/s
-for the shapes the arithmetic bounds, weight GB/s for those the weight stream bounds (the
-larger of weight bytes / bandwidth and flops / peak decides which, as `--profile` does).
+wall clock. This script quotes them against the machine's peaks: nnc's GEMM peak (`nnc bench --profile`'s
+machine line) and as bandwidth the larger of nnc's (its fused elementwise kernel) and STREAM's
+(build/bench/nnc_stream, the best run of its best kernel: on a shared host the medians of
+both are the other tenants' as much as the machine's); GFLOP/s for the shapes the arithmetic
+bounds, weight GB/s for those the weight stream bounds (the larger of weight bytes / bandwidth
+and flops / peak decides which, as `--profile` does). Both bandwidths count the bytes a kernel
+writes too; reading a weight, one core can go past them.
 
     python3 bench/skinny_gemm.py [--bench build/bench/sgemm/nnc-sgemm-bench]
         [--nnc build/tools/nnc/nnc] [--threads 1,2] [--rounds 30] [--m 1,4,16,64]
@@ -42,11 +45,22 @@ def peaks(nnc_path, threads, env):
     return res["profile"]["peak_gflops"], res["profile"]["peak_gbps"]
 
 
+def stream_best(stream, threads):
+    """STREAM's best run of its best kernel at `threads`, GB/s (0 when it cannot run)."""
+    if not os.access(stream, os.X_OK):
+        return 0.0
+    rc, out, _ = proc.run([stream, "--elements", str(1 << 24), "--threads", str(threads),
+                           "--reps", "10", "--json"])
+    rates = [r["best_gbs"] for r in proc.json_lines(out) if "best_gbs" in r] if rc == 0 else []
+    return max(rates) if rates else 0.0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bench", default=os.path.join(nnc.ROOT, "build", "bench", "sgemm",
                                                     "nnc-sgemm-bench"))
     ap.add_argument("--nnc", default=nnc.NNC)
+    ap.add_argument("--stream", default=os.path.join(nnc.ROOT, "build", "bench", "nnc_stream"))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--m", default="1,4,16,64")
@@ -61,7 +75,9 @@ def main():
     threads = [int(t) for t in args.threads.split(",")]
     rows = []
     for t in threads:
-        gflops_peak, gbps_peak = peaks(args.nnc, t, env)
+        gflops_peak, nnc_gbps = peaks(args.nnc, t, env)
+        stream_gbps = stream_best(args.stream, t)
+        gbps_peak = max(nnc_gbps, stream_gbps)
         for m in [int(x) for x in args.m.split(",")]:
             for k, n in SHAPES:
                 res, err = proc.run_json([args.bench, "--m", str(m), "--k", str(k), "--n", str(n),
@@ -73,8 +89,8 @@ def main():
                 weights_ms = 4.0 * k * n / (gbps_peak * 1e6)
                 flops_ms = 2.0 * m * k * n / (gflops_peak * 1e6)
                 memory = weights_ms > flops_ms
-                row = dict(res, peak_gflops=gflops_peak, peak_gbps=gbps_peak,
-                           bound="memory" if memory else "compute")
+                row = dict(res, peak_gflops=gflops_peak, peak_gbps=gbps_peak, nnc_gbps=nnc_gbps,
+                           stream_gbps=stream_gbps, bound="memory" if memory else "compute")
                 rows.append(row)
                 frac = (res["nnc_weight_gbps"] / gbps_peak if memory
                         else res["nnc_gflops"] / gflops_peak)
@@ -89,8 +105,10 @@ def main():
                               "B evicted before each call (%d MB read); medians of %d calls per "
                               "peer, alternating; 1 thread timed by the calling thread's CPU "
                               "time, 2 threads by the wall clock." % (args.flush, args.rounds)])
-    lines += ["nnc's peaks (its own GEMM and fused elementwise kernel, `nnc bench --profile`): " +
-              ", ".join("%dT %.1f GFLOP/s, %.1f GB/s" % (t, r["peak_gflops"], r["peak_gbps"])
+    lines += ["Peaks: nnc's GEMM (`nnc bench --profile`), and as bandwidth the larger of nnc's "
+              "fused elementwise kernel and STREAM's best run: " +
+              ", ".join("%dT %.1f GFLOP/s, %.1f GB/s (nnc %.1f, STREAM %.1f)" % (
+                  t, r["peak_gflops"], r["peak_gbps"], r["nnc_gbps"], r["stream_gbps"])
                         for t, r in {r["threads"]: r for r in rows}.items()) + ".", ""]
     table = []
     for r in rows:

@@ -603,9 +603,8 @@ const tuning::Space &gemmCpuSpace() {
         bool cRowsShareSets = (n * 4) % 4096 == 0;
         // Nor for a skinny GEMM (at most 64 rows, a few row tiles): a panel then serves only
         // those few tiles, and blocks of k cut a cold B's stream into short runs, one per
-        // panel and k block, that the hardware prefetcher restarts on (a 16 x 512 x 8000
-        // GEMM, the decoder's LM head at T = 16: 66 GFLOP/s in 128-deep blocks, 87 in one;
-        // measured with the calling thread's CPU time, bench/results/gemm-skinny.md).
+        // panel and k block, that the hardware prefetcher restarts on (a decoder's LM head at
+        // 16 tokens measured faster in one block; bench/results/measurements-behind-defaults.md).
         bool skinny = m <= 64;
         if (8 * vw > 12 * mr && m > mr && k * nr * 4 > p.cpu.l1dBytes && !cRowsShareSets &&
             !skinny)
@@ -690,8 +689,7 @@ const tuning::Space &gemmCpuSpace() {
         // bench/results/measurements-behind-defaults.md).
         // A skinny GEMM's panel is streamed by its first row tile and re-read from the L2 by
         // the few others, with little compute between: the prefetches of the next panel only
-        // took load slots there (the same 16 x 512 x 8000 GEMM: 87 GFLOP/s without, 75 with;
-        // at 64 rows even).
+        // took load slots there (measured slower at 16 rows, even at 64).
         int64_t pf = k * n * 4 > p.cpu.l2Bytes && !produced && !skinny ? 4 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};

@@ -167,8 +167,8 @@ const tuning::Space &gemvCpuSpace() {
       int64_t par = weightBytes >= double(1 << 16) ? 1 : 0;
       // No software prefetch by default: the panels are one sequential stream, which the
       // hardware prefetcher follows; the prefetches (one per line of B) only took load slots
-      // (1 x 512 x 8000 from memory: 25 GB/s without, 18-23 with 1 or 4 KiB ahead; 4 rows:
-      // 27 against 19; bench/results/gemm-skinny.md). The tuner measures the distances.
+      // (measured slower at every distance, 1 and 4 rows: measurements-behind-defaults.md).
+      // The tuner measures the distances per machine.
       int64_t pfd = 0;
       return Config{{"par", par}, {"pfd", pfd}};
     };
