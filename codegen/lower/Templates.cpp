@@ -50,8 +50,8 @@ std::vector<KernelTemplate> cpuTemplates() {
        {OpKind::MatMul},
        false,
        "skinny GEMM (at most 4 rows) by compile-time panels: one GemmTile of all rows per "
-       "panel, each panel streamed once with a prefetch ahead, the panels split over the "
-       "threads",
+       "panel, each panel streamed once (a software prefetch ahead is a knob), the panels "
+       "split over the threads",
        &gemvCpuSpace(),
        [](const LoweringUnit &u, const CpuTarget &) { return skinnyPackedMatMul(*u.node); },
        tunable(lowerMatMulGemv)},
