@@ -3,7 +3,18 @@
 // each per round, and reported as median GFLOP/s with nnc's ratio to oneDNN.
 //
 //   nnc-sgemm-bench [--m 1024] [--k 1024] [--n 1024] [--threads 1] [--rounds 30]
-//                   [--config mk=1,mr=6,...]   (a gemm_cpu config for nnc instead of the default)
+//                   [--config mk=1,mr=6,...]   (a gemm_cpu or gemv_cpu config for nnc instead
+//                                               of the default)
+//                   [--peers nnc,onednn,openblas,eigen]   (which peers run; default all built)
+//                   [--clock wall|cpu]   (cpu: the calling thread's CPU time, with --threads 1
+//                                         only: on a host shared with other work, a call that
+//                                         the scheduler preempts is not charged the wait)
+//                   [--flush MB]   (read MB megabytes before each timed call, so B comes from
+//                                   memory, as a weight does that a model run last touched a
+//                                   whole run ago: skinny shapes, M = 1..64, stream B)
+//
+// Besides GFLOP/s, each peer's `_weight_gbps` is B's bytes over its median time: for a skinny
+// shape, how close it streams the weight to the memory bandwidth.
 //
 // OpenBLAS picks its kernels when the library loads, so the program re-executes itself with
 // OPENBLAS_CORETYPE=SkylakeX (AVX-512 hosts) and the thread counts in the environment.
@@ -13,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <random>
 #include <string>
@@ -67,6 +79,9 @@ bool hostHasAvx512() {
 int main(int argc, char **argv) {
   int64_t m = 1024, k = 1024, n = 1024;
   int threads = 1, rounds = 30;
+  int64_t flushMb = 0;
+  std::string only; // ",name,name," or empty: every peer
+  bool cpuClock = false;
   std::string config;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
@@ -76,10 +91,17 @@ int main(int argc, char **argv) {
     else if (a == "--threads") threads = std::atoi(argv[i + 1]);
     else if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
     else if (a == "--config") config = argv[i + 1];
+    else if (a == "--flush") flushMb = std::atoll(argv[i + 1]);
+    else if (a == "--peers") only = "," + std::string(argv[i + 1]) + ",";
+    else if (a == "--clock") cpuClock = std::string(argv[i + 1]) == "cpu";
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
     }
+  }
+  if (cpuClock && threads != 1) {
+    std::fprintf(stderr, "--clock cpu times the calling thread: --threads 1 only\n");
+    return 2;
   }
   if (!std::getenv("NNC_SGEMM_BENCH_CHILD")) {
     std::string t = std::to_string(threads);
@@ -180,25 +202,55 @@ int main(int argc, char **argv) {
     peers.push_back({"eigen", [&] { ec.noalias() = ea * eb; }, {}});
 #endif
 
+  if (!only.empty())
+    peers.erase(std::remove_if(peers.begin(), peers.end(),
+                               [&](const Peer &p) {
+                                 return p.name != "nnc" &&
+                                        only.find("," + p.name + ",") == std::string::npos;
+                               }),
+                peers.end());
   double flops = 2.0 * double(m) * double(k) * double(n);
+  // Reading a buffer larger than the last-level cache evicts B (clean lines: nothing to write
+  // back during the timed call).
+  std::vector<float> flush(size_t(flushMb) * (1 << 20) / sizeof(float), 1.0f);
+  volatile float flushSink = 0;
+  auto evict = [&] {
+    float s = 0;
+    for (size_t i = 0; i < flush.size(); i += 16)
+      s += flush[i];
+    flushSink = flushSink + s;
+  };
   for (Peer &p : peers) // warm up (JIT, first-touch, library initialization)
     for (int w = 0; w < 2; ++w)
       p.run();
   for (int r = 0; r < rounds; ++r)
     for (Peer &p : peers) {
+      if (!flush.empty())
+        evict();
       auto t0 = std::chrono::steady_clock::now();
+      timespec c0{}, c1{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
       p.run();
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+      double s = cpuClock ? double(c1.tv_sec - c0.tv_sec) + 1e-9 * double(c1.tv_nsec - c0.tv_nsec)
+                          : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                                .count();
       p.gflops.push_back(flops / s * 1e-9);
     }
 
   // nnc against a peer's result (the first peer there is).
   double maxErr = 0;
   const float *other = nullptr;
+  auto ran = [&](const char *name) {
+    return std::any_of(peers.begin(), peers.end(), [&](const Peer &p) { return p.name == name; });
+  };
 #ifdef NNC_HAVE_DNNL
-  other = cd.data();
-#elif defined(NNC_HAVE_OPENBLAS)
-  other = co.data();
+  if (ran("onednn"))
+    other = cd.data();
+#endif
+#ifdef NNC_HAVE_OPENBLAS
+  if (!other && ran("openblas"))
+    other = co.data();
 #endif
   if (other)
     for (size_t i = 0; i < nncOut.size(); ++i)
@@ -209,10 +261,14 @@ int main(int argc, char **argv) {
     if (p.name == "onednn")
       dnnl = median(p.gflops);
   std::printf("{\"m\": %lld, \"k\": %lld, \"n\": %lld, \"threads\": %d, \"rounds\": %d, "
-              "\"config\": \"%s\", \"max_abs_diff\": %.3g",
-              (long long)m, (long long)k, (long long)n, threads, rounds, config.c_str(), maxErr);
+              "\"config\": \"%s\", \"flush_mb\": %lld, \"clock\": \"%s\", "
+              "\"max_abs_diff\": %.3g",
+              (long long)m, (long long)k, (long long)n, threads, rounds, config.c_str(),
+              (long long)flushMb, cpuClock ? "cpu" : "wall", maxErr);
   for (Peer &p : peers)
-    std::printf(", \"%s_gflops\": %.1f", p.name.c_str(), median(p.gflops));
+    std::printf(", \"%s_gflops\": %.1f, \"%s_weight_gbps\": %.2f", p.name.c_str(),
+                median(p.gflops), p.name.c_str(),
+                median(p.gflops) * 1e9 / flops * double(k) * double(n) * 4.0 / 1e9);
   if (dnnl > 0)
     std::printf(", \"nnc_over_onednn\": %.3f", median(peers[0].gflops) / dnnl);
   std::printf("}\n");

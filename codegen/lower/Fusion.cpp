@@ -484,6 +484,12 @@ Expected<Kernels> lowerFinishedMatMulUnit(const LoweringUnit &u, const std::stri
   return lowerFinishedMatMulGroup(u, *ep, prefix, opts, MatMulPath::Tiles);
 }
 
+Expected<Kernels> lowerFinishedMatMulUnitGemv(const LoweringUnit &u, const std::string &prefix,
+                                              const tuning::LowerOptions &opts) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Epilogue> ep, Epilogue::of(u));
+  return lowerFinishedMatMulGroup(u, *ep, prefix, opts, MatMulPath::Skinny);
+}
+
 Expected<Kernels> lowerFinishedMatMulUnitNDRange(const LoweringUnit &u, const std::string &prefix,
                                                  const tuning::LowerOptions &opts) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Epilogue> ep, Epilogue::of(u));

@@ -601,7 +601,13 @@ const tuning::Space &gemmCpuSpace() {
         // On ViT-B/16's 197 x 768 x 3072 GEMM every k-block depth measured slower than one
         // block, and the shallower the slower (bench/results/measurements-behind-defaults.md).
         bool cRowsShareSets = (n * 4) % 4096 == 0;
-        if (8 * vw > 12 * mr && m > mr && k * nr * 4 > p.cpu.l1dBytes && !cRowsShareSets)
+        // Nor for a skinny GEMM (at most 64 rows, a few row tiles): a panel then serves only
+        // those few tiles, and blocks of k cut a cold B's stream into short runs, one per
+        // panel and k block, that the hardware prefetcher restarts on (a decoder's LM head at
+        // 16 tokens measured faster in one block; bench/results/measurements-behind-defaults.md).
+        bool skinny = m <= 64;
+        if (8 * vw > 12 * mr && m > mr && k * nr * 4 > p.cpu.l1dBytes && !cRowsShareSets &&
+            !skinny)
           for (int64_t cand : {512, 384, 256, 128, 64, 32})
             if (cand * nr * 4 <= p.cpu.l1dBytes / 2) {
               kc = kc == 0 ? cand : std::min(kc, cand);
@@ -681,7 +687,10 @@ const tuning::Space &gemmCpuSpace() {
         // memory for a 768-deep, 16-wide panel (48 KiB) within one tile's time, most of what
         // one core draws, and that tile waits on it (measured on transformers' weight GEMMs:
         // bench/results/measurements-behind-defaults.md).
-        int64_t pf = k * n * 4 > p.cpu.l2Bytes && !produced ? 4 : 0;
+        // A skinny GEMM's panel is streamed by its first row tile and re-read from the L2 by
+        // the few others, with little compute between: the prefetches of the next panel only
+        // took load slots there (measured slower at 16 rows, even at 64).
+        int64_t pf = k * n * 4 > p.cpu.l2Bytes && !produced && !skinny ? 4 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
       }

@@ -123,4 +123,28 @@ kir::Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch,
 /// The "gemm_cpu" space (listed by the registry in Tuning.cpp).
 const tuning::Space &gemmCpuSpace();
 
+/// The skinny GEMM (Gemv.cpp): at most this many rows by a compile-time packed weight.
+constexpr int64_t kGemvMaxRows = 4;
+/// True for a matmul by a packed f32 weight (packed_n) whose A has static extents and at most
+/// kGemvMaxRows rows per product: the template `matmul.gemv_packed_b` (cheap; node only).
+bool skinnyPackedMatMul(const Node &matmul);
+/// True when gemvNest takes `ops`: f32 strided operands, B packed (ops.packedNr), no init or
+/// produced B, 1 <= m <= kGemvMaxRows, k > 0, and an m x packedNr tile fits `cpu`'s vector
+/// registers.
+bool gemvEligible(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_t k,
+                  const CpuTarget &cpu);
+/// The tunable problem of a skinny GEMM ("gemv_cpu").
+tuning::Problem gemvProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_t n,
+                            const std::string &layout);
+/// The skinny GEMM as a stream over B's packed panels (parallel with knob par): per panel one
+/// GemmTile of all m rows over all of k that prefetches `pfd` bytes ahead in the stream, then
+/// `ops.finish` on the panel's columns; the column edge is one tile of its width. `ops` must
+/// satisfy gemvEligible. `batchLoops` go around it, as in gemmNest.
+kir::Stmt gemvNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_t k, int64_t n,
+                   const tuning::Config &cfg,
+                   const std::vector<std::pair<std::string, kir::Expr>> &batchLoops,
+                   kir::Schedule &schedule);
+/// The "gemv_cpu" space: knobs par and pfd.
+const tuning::Space &gemvCpuSpace();
+
 } // namespace nnc::lower

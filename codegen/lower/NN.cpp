@@ -170,12 +170,17 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
                     makeFinish ? " epilogue" : ""),
         opts)};
   }
-  tuning::Problem prob = gemmProblem(
-      t, batchCount, m, k, n,
+  std::string layout =
       fmt::format("matmul batch{} sa{} sb{}{}", extentsStr(*batch), extentsStr(sa),
-                  extentsStr(sb), packedNr > 0 ? fmt::format(" packed{}", packedNr) : ""));
-  tuning::Config cfg = tuning::chooseConfig(prob, opts);
+                  extentsStr(sb), packedNr > 0 ? fmt::format(" packed{}", packedNr) : "");
   kir::Schedule sched;
+  if (path == MatMulPath::Skinny && gemvEligible(kb, g, m, k, tuning::cpuOf(opts))) {
+    tuning::Config cfg =
+        tuning::chooseConfig(gemvProblem(t, batchCount, m, k, n, layout), opts);
+    Stmt body = gemvNest(kb, g, m, k, n, cfg, outer.loops, sched);
+    return Kernels{kb.finish(body, sched)};
+  }
+  tuning::Config cfg = tuning::chooseConfig(gemmProblem(t, batchCount, m, k, n, layout), opts);
   Stmt body = gemmNest(kb, g, m, k, n, cfg, outer.loops, sched);
   return Kernels{kb.finish(body, sched)};
 }
@@ -277,6 +282,11 @@ Expected<Kernels> lowerEinsum(const Node &node, const std::string &prefix) {
 Expected<Kernels> lowerMatMulGemm(const Node &node, const std::string &prefix,
                                   const tuning::LowerOptions *opts) {
   return lowerMatMul(node, prefix, opts);
+}
+
+Expected<Kernels> lowerMatMulGemv(const Node &node, const std::string &prefix,
+                                  const tuning::LowerOptions *opts) {
+  return lowerMatMul(node, prefix, opts, nullptr, MatMulPath::Skinny);
 }
 
 Expected<Kernels> lowerMatMulNDRange(const Node &node, const std::string &prefix,

@@ -44,9 +44,10 @@ using ElementFinish =
 /// Makes the finish of a kernel being built (it may declare buffers with `kb`).
 using MakeElementFinish = std::function<ElementFinish(KernelBuilder &kb)>;
 
-/// How a matmul's GEMM runs: the CPU's register-blocked loop nest (Gemm.h gemmNest), or an
+/// How a matmul's GEMM runs: the CPU's register-blocked loop nest (Gemm.h gemmNest), the
+/// CPU's skinny stream over packed panels (gemvNest; Tiles where gemvEligible fails), or an
 /// NDRange of register tiles for the OpenCL device in LowerOptions::gpu (gpuGemmNest).
-enum class MatMulPath { Tiles, NDRange };
+enum class MatMulPath { Tiles, Skinny, NDRange };
 
 /// Matmul's lowering with `makeFinish`'s statement applied to every result element inside
 /// the GEMM (per cache block on the microkernel path): a fused epilogue

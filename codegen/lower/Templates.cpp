@@ -46,6 +46,15 @@ template <typename P> auto whenConv(bool transpose, P p) {
 std::vector<KernelTemplate> cpuTemplates() {
   const tuning::Space *gemm = &gemmCpuSpace(), *convNchwc = &convNchwcCpuSpace();
   return {
+      {"matmul.gemv_packed_b",
+       {OpKind::MatMul},
+       false,
+       "skinny GEMM (at most 4 rows) by compile-time panels: one GemmTile of all rows per "
+       "panel, each panel streamed once (a software prefetch ahead is a knob), the panels "
+       "split over the threads",
+       &gemvCpuSpace(),
+       [](const LoweringUnit &u, const CpuTarget &) { return skinnyPackedMatMul(*u.node); },
+       tunable(lowerMatMulGemv)},
       {"matmul.gemm_packed_b",
        {OpKind::MatMul},
        false,
@@ -140,6 +149,15 @@ std::vector<KernelTemplate> cpuTemplates() {
        nullptr,
        [](const LoweringUnit &u, const CpuTarget &) { return u.softmax != nullptr; },
        lowerAttentionGroupUnit},
+      {"epilogue.gemv_finish",
+       {},
+       true,
+       "matmul anchor of the skinny GEMM whose elementwise epilogue runs per panel",
+       &gemvCpuSpace(),
+       [](const LoweringUnit &u, const CpuTarget &) {
+         return finishesInGemm(u) && skinnyPackedMatMul(*u.anchor);
+       },
+       lowerFinishedMatMulUnitGemv},
       {"epilogue.gemm_finish",
        {},
        true,

@@ -61,6 +61,9 @@ lowerWithTemplate(const KernelTemplate *t, const LoweringUnit &u, const std::str
 /// matmul (NN.cpp): the register-blocked GEMM of Gemm.h, B packed or not.
 Expected<Kernels> lowerMatMulGemm(const Node &node, const std::string &prefix,
                                   const tuning::LowerOptions *opts);
+/// matmul by a packed weight with few rows (NN.cpp): the skinny stream of Gemm.h gemvNest.
+Expected<Kernels> lowerMatMulGemv(const Node &node, const std::string &prefix,
+                                  const tuning::LowerOptions *opts);
 /// matmul for the OpenCL device in opts->gpu (NN.cpp, GpuGemm.cpp): an NDRange of
 /// work-groups of register tiles, B packed or not; f32 accumulation (f32, f16, bf16).
 /// A reduce_* over contiguous innermost rows (long enough for a work-group tree on `gpu`).
@@ -121,6 +124,9 @@ Expected<Kernels> lowerAttentionGroupUnit(const LoweringUnit &u, const std::stri
 bool finishesInGemm(const LoweringUnit &u);
 Expected<Kernels> lowerFinishedMatMulUnit(const LoweringUnit &u, const std::string &prefix,
                                           const tuning::LowerOptions &opts);
+/// The same group on the skinny GEMM (a matmul anchor that skinnyPackedMatMul takes).
+Expected<Kernels> lowerFinishedMatMulUnitGemv(const LoweringUnit &u, const std::string &prefix,
+                                              const tuning::LowerOptions &opts);
 /// The same group on the OpenCL device's NDRange GEMM (each work-item finishes its elements).
 Expected<Kernels> lowerFinishedMatMulUnitNDRange(const LoweringUnit &u, const std::string &prefix,
                                                  const tuning::LowerOptions &opts);

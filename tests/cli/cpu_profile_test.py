@@ -5,7 +5,8 @@ On a small conv + matmul model (text IR, with node names): the JSON profile has 
 kernel of the executable, each naming the graph nodes it computes (every node of the graph
 is named by some kernel), the kernel times are positive and their sum is at most the run's
 median plus what profiling adds (they are timed inside the runs); the GEMMs report GFLOP/s and
-the others GB/s; the peak figures are positive and kept in the cache folder for the next run;
+the others GB/s, and a GEMM its roofline (bytes / bandwidth, flops / peak, the bound);
+the peak figures are positive and kept in the cache folder for the next run;
 `--trace` writes a Chrome trace with one complete event per kernel in launch order. A fused
 softmax(Q K^T) V group reports its two GEMMs' work (2 B S T (D + E) flops). Bad use
 (`--trace` on interp, an unwritable trace path) fails with one message.
@@ -83,6 +84,24 @@ with tempfile.TemporaryDirectory() as tmp:
         for node in ("block/conv", "block/relu", "block/pool", "head/matmul"):
             check(node in named, "node %s is named by a kernel (%s)" % (node, sorted(named)))
         check(any("gflops" in k for k in kernels), "the GEMMs report GFLOP/s")
+        # The matmul's roofline: its parameters' bytes (the weight, a constant [10, 10] packed
+        # into panels, the activations and the result: at least 400 + 640 + 640) at the memory
+        # peak and its flops (2 x 16 x 10 x 10) at the GEMM peak.
+        mm = [k for k in kernels if "head/matmul" in k["sources"]]
+        check(len(mm) == 1, "one kernel computes the matmul: %s" % kernels)
+        if mm:
+            roof = mm[0].get("roofline", {})
+            check(mm[0]["bytes"] >= 1680 and mm[0]["flops"] == 2 * 16 * 10 * 10,
+                  "the matmul's bytes and flops: %s" % mm[0])
+            want_w = mm[0]["bytes"] / (prof["peak_gbps"] * 1e6)
+            want_f = mm[0]["flops"] / (prof["peak_gflops"] * 1e6)
+            check(abs(roof.get("memory_ms", -1) - want_w) <= 1e-6 + 1e-3 * want_w and
+                  abs(roof.get("flops_ms", -1) - want_f) <= 1e-6 + 1e-3 * want_f,
+                  "the roofline is bytes / bandwidth and flops / peak: %s" % mm[0])
+            check(roof.get("bound") == ("memory" if want_w > want_f else "compute"),
+                  "the larger time is the bound: %s" % mm[0])
+        check(all("roofline" not in k for k in kernels if k["flops"] == 0),
+              "a kernel without flops has no roofline")
         total = sum(k["ms"] for k in kernels)
         check(abs(total - prof["kernel_sum_ms"]) <= 1e-3 * max(total, 1e-3),
               "kernel_sum_ms is the sum of the kernels' times")
@@ -101,7 +120,9 @@ with tempfile.TemporaryDirectory() as tmp:
               "events in launch order")
     # The table, with the peaks now from the cache.
     r = nnc(["bench", model, "--threads", "1", "--iterations", "5", "--profile"], env)
-    check(r.returncode == 0 and "profile on cpu, 5 runs" in r.stdout and "[block/conv" in r.stdout,
+    check(r.returncode == 0 and "profile on cpu, 5 runs" in r.stdout and "[block/conv" in r.stdout
+          and "memory    flops  bound" in r.stdout and ("memory " in r.stdout or
+                                                        "compute" in r.stdout),
           "the table names the runs and the nodes: " + r.stdout + r.stderr)
     # The attention group: one kernel for the three nodes, rated by its GEMMs' flops.
     attn = os.path.join(tmp, "a.nir")

@@ -126,7 +126,7 @@ TEST(Templates, RegistryNamesAndSpaces) {
   for (const tuning::Space *s : tuning::allSpaces())
     spaces.push_back(s->kind);
   EXPECT_EQ(fmt::format("{}", fmt::join(spaces, ",")),
-            "gemm_cpu,igemm_cpu,conv_nchwc_cpu,gemm_opencl,reduce_opencl");
+            "gemv_cpu,gemm_cpu,igemm_cpu,conv_nchwc_cpu,gemm_opencl,reduce_opencl");
   // OpenCL: its NDRange templates first, then the CPU's (Templates.cpp says why).
   std::vector<TemplateInfo> cl = kernelTemplates(tuning::CodeTarget::OpenCL);
   ASSERT_EQ(cl.size(), cpu.size() + 5);
@@ -177,6 +177,31 @@ graph @g(%x: f32[8,64]) -> (f32[8,48]) {{
   EXPECT_EQ(choices(R"(
 graph @g(%x: f32[8,64], %w: f32[64,48]) -> (f32[8,48]) {
   %y = matmul(%x, %w) : f32[8,48]
+  return %y
+})"),
+            std::vector<std::string>{"matmul matmul.gemm"});
+  // Up to 4 rows (a batch dim over which the weight stays put counts: it folds into the rows)
+  // by a packed weight stream it with the skinny GEMM, bare or with its epilogue; 5 rows, or a
+  // weight that is an input, keep the GEMM.
+  auto skinny = [](const char *x, const char *y, bool bias) {
+    return fmt::format(R"(
+graph @g(%x: f32[{0}]) -> (f32[{1}]) {{
+  %w = {2}
+  %b = {3}
+  %y = matmul(%x, %w) : f32[{1}]
+  %z = add(%y, %b) : f32[{1}]
+  return %{4}
+}})",
+                       x, y, dense({64, 48}), dense({48}), bias ? "z" : "y");
+  };
+  EXPECT_TRUE(has(choices(skinny("1,64", "1,48", false)), "matmul matmul.gemv_packed_b"));
+  EXPECT_TRUE(has(choices(skinny("2,2,64", "2,2,48", false)), "matmul matmul.gemv_packed_b"));
+  EXPECT_TRUE(has(choices(skinny("4,64", "4,48", true)), "matmul epilogue.gemv_finish"));
+  EXPECT_TRUE(has(choices(skinny("5,64", "5,48", false)), "matmul matmul.gemm_packed_b"));
+  EXPECT_TRUE(has(choices(skinny("5,64", "5,48", true)), "matmul epilogue.gemm_finish"));
+  EXPECT_EQ(choices(R"(
+graph @g(%x: f32[1,64], %w: f32[64,48]) -> (f32[1,48]) {
+  %y = matmul(%x, %w) : f32[1,48]
   return %y
 })"),
             std::vector<std::string>{"matmul matmul.gemm"});

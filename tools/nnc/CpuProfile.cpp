@@ -115,6 +115,35 @@ std::string rateText(const Rate &r) {
   return fmt::format("{:8.1f} {}", r.value, r.flops ? "GFLOP/s" : "GB/s   ");
 }
 
+/// A GEMM kernel's roofline: the time its parameters' bytes (its weight, activations and
+/// result, each moved at least once) take at the measured memory bandwidth, and its flops at
+/// the measured GEMM peak; the larger bounds the kernel. Where memory bounds a GEMM (few rows:
+/// decode-time matmuls) its bytes are its weight's but for a few percent.
+struct Roofline {
+  bool known = false;
+  double memoryMs = 0, flopsMs = 0;
+  bool memoryBound = false;
+  double boundMs() const { return memoryBound ? memoryMs : flopsMs; }
+};
+
+Roofline rooflineOf(const KernelProfile &k, const MachinePeak &p) {
+  Roofline r;
+  if (k.flops <= 0 || p.gflops <= 0 || p.gbps <= 0)
+    return r;
+  r.known = true;
+  r.memoryMs = double(k.bytes) / (p.gbps * 1e6);
+  r.flopsMs = k.flops / (p.gflops * 1e6);
+  r.memoryBound = r.memoryMs > r.flopsMs;
+  return r;
+}
+
+std::string rooflineText(const KernelProfile &k, const Roofline &r) {
+  if (!r.known)
+    return std::string(37, ' ');
+  return fmt::format("{:8.3f} {:8.3f} {}  {:5.2f}x", r.memoryMs, r.flopsMs,
+                     r.memoryBound ? "memory " : "compute", k.ms / std::max(r.boundMs(), 1e-9));
+}
+
 } // namespace
 
 Expected<MachinePeak> machinePeak(int threads, const CpuTarget &cpu) {
@@ -175,14 +204,19 @@ std::string profileTable(const ProfileReport &r, size_t limit) {
                      "{:.1f} GB/s\n",
                      r.peak.cacheFile.empty() ? "" : ", kept in " + r.peak.cacheFile, r.peak.gflops,
                      r.peak.gbps);
-  out += "        ms  share             rate  of peak  kernel  [nodes]\n";
+  out += "GEMMs' roofline: memory = their parameters' bytes (weights, activations, result) at "
+         "the memory peak, flops = their work at the GEMM peak; the larger is the bound, x = "
+         "time / bound\n";
+  out += "        ms  share             rate  of peak    memory    flops  bound        x  "
+         "kernel  [nodes]\n";
   size_t n = limit == 0 ? r.kernels.size() : std::min(limit, r.kernels.size());
   for (size_t i = 0; i < n; ++i) {
     const KernelProfile &k = r.kernels[i];
     Rate rate = rateOf(k, r.peak);
-    out += fmt::format("  {:8.3f} {:5.1f}%  {}  {:6.1f}%  {}  [{}]\n", k.ms,
+    out += fmt::format("  {:8.3f} {:5.1f}%  {}  {:6.1f}%  {}  {}  [{}]\n", k.ms,
                        r.kernelSumMs > 0 ? 100 * k.ms / r.kernelSumMs : 0.0, rateText(rate),
-                       100 * rate.fraction, k.name, fmt::join(k.sources, ", "));
+                       100 * rate.fraction, rooflineText(k, rooflineOf(k, r.peak)), k.name,
+                       fmt::join(k.sources, ", "));
   }
   if (n < r.kernels.size())
     out += fmt::format("  ... {} more kernels (--json lists every one)\n", r.kernels.size() - n);
@@ -194,12 +228,20 @@ std::string profileJson(const ProfileReport &r) {
   for (size_t i = 0; i < r.kernels.size(); ++i) {
     const KernelProfile &k = r.kernels[i];
     Rate rate = rateOf(k, r.peak);
+    Roofline roof = rooflineOf(k, r.peak);
+    std::string roofJson =
+        roof.known ? fmt::format(", \"roofline\": {{\"memory_ms\": {:.6f}, \"flops_ms\": "
+                                 "{:.6f}, \"bound\": \"{}\", \"over_bound\": {:.4f}}}",
+                                 roof.memoryMs, roof.flopsMs,
+                                 roof.memoryBound ? "memory" : "compute",
+                                 k.ms / std::max(roof.boundMs(), 1e-9))
+                   : std::string();
     ks += fmt::format("{}{{\"name\": {}, \"sources\": {}, \"ms\": {:.6f}, \"share\": {:.5f}, "
-                      "\"flops\": {:.0f}, \"bytes\": {}, \"{}\": {:.3f}, \"peak_fraction\": "
-                      "{:.4f}}}",
+                      "\"flops\": {:.0f}, \"bytes\": {}, \"{}\": {:.3f}, "
+                      "\"peak_fraction\": {:.4f}{}}}",
                       i ? ", " : "", jsonString(k.name), jsonStrings(k.sources), k.ms,
                       r.kernelSumMs > 0 ? k.ms / r.kernelSumMs : 0.0, k.flops, k.bytes,
-                      rate.flops ? "gflops" : "gbps", rate.value, rate.fraction);
+                      rate.flops ? "gflops" : "gbps", rate.value, rate.fraction, roofJson);
   }
   return fmt::format("{{\"runs\": {}, \"kernel_sum_ms\": {:.6f}, \"median_ms\": {:.6f}, "
                      "\"peak_gflops\": {:.3f}, \"peak_gbps\": {:.3f}, \"kernels\": [{}]}}",
