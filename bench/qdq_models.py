@@ -412,7 +412,7 @@ def check(nnc_path, names, work, targets, env):
             ok = ok and good
             rows.append({"model": name, "target": label, "rel": rel, "top1": top1,
                          "bar": BARS[size], "ok": good})
-            print("%-24s %-22s max err / range %.2e (bar %.0e)%s %s" % (
+            print("%-24s %-22s max err / range %.2e (bar %g)%s %s" % (
                 name, label, rel, BARS[size],
                 "" if top1 is None else ", top-1 %s" % ("same" if top1 else "DIFFERENT"),
                 "ok" if good else "MISSED"), flush=True)
@@ -484,7 +484,7 @@ def bench(args, names, env):
     acc = []
     for name in names:
         size = MODELS[name][2]
-        cells = [name, MODELS[name][1], "%.0e" % BARS[size]]
+        cells = [name, MODELS[name][1], "%g" % BARS[size]]
         for label in ("cpu", "cpu --cpu x86-64-v3"):
             r = next((a for a in acc_rows if a["model"] == name and a["target"] == label), None)
             if r is None:

@@ -52,7 +52,7 @@ def main():
         failures.append("checked %d (model, target) pairs, expected %d" % (len(rows),
                                                                           3 * len(SMALL)))
     failures += ["%s on %s: %s" % (r["model"], r["target"], r.get("error") or
-                                   "max error / range %.2e over %.0e, top-1 %s" % (
+                                   "max error / range %.2e over %g, top-1 %s" % (
                                        r["rel"], r["bar"], r["top1"]))
                  for r in rows if not r.get("ok")]
     for f in failures:
