@@ -47,7 +47,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nncbench import machine, nnc, ort, proc, report  # noqa: E402
-from nncbench.stats import median, order  # noqa: E402
+from nncbench.stats import median, order, ratios  # noqa: E402
 
 sys.path.insert(0, os.path.join(nnc.ROOT, "scripts"))
 from onnxw import tensor  # noqa: E402
@@ -450,19 +450,26 @@ def bench(args, names, env):
                         "--input", "input=" + os.path.join(data, "input_0.pb")], env)
                 return peer.run(model, t, n_it, 2, inputs_dir=data)
 
+            rounds = []  # {engine: median_ms} of each round, for ratios within a round
             for r in range(args.rounds):
+                rounds.append({})
                 for engine in order(models, r, rotate=True):
                     res, err = run(engine)
                     if err:
                         row.setdefault("errors", {})[engine] = err
                         print("%-24s %dT %s: %s" % (name, t, engine, err), flush=True)
                         continue
+                    rounds[-1][engine] = res["median_ms"]
                     row["runs"].setdefault(engine, []).append(res["median_ms"])
                     if engine == "ort_int8" and "max_abs_err_vs_output_0" in res:
                         row["ort_int8_rel"] = res["max_abs_err_vs_output_0"] / span
                     if engine.startswith("ort"):
                         ort_version = res.get("version", ort_version)
             row["ms"] = {e: median(v) for e, v in row["runs"].items()}
+            pairs = [(rd["nnc"], rd["ort_int8"]) for rd in rounds if "nnc" in rd and
+                     "ort_int8" in rd]
+            if pairs:
+                row["nnc_over_ort_int8"] = ratios(pairs)
             print("%-24s %dT %s" % (name, t, "  ".join(
                 "%s %.3f ms" % (e, row["ms"][e]) for e in models if e in row["ms"])), flush=True)
 
@@ -502,7 +509,8 @@ def bench(args, names, env):
     lines += report.table(["model", "placement", "bar", "nnc cpu", "nnc --cpu x86-64-v3",
                            "ORT int8"], acc)
     lines += ["", "## Latency", "",
-              "ms per inference; ratios below 1: nnc's Q/DQ model is faster.", ""]
+              "ms per inference; ratios below 1: nnc's Q/DQ model is faster. The range is that "
+              "of nnc / ORT int8 taken within each round.", ""]
     trows = []
     for r in rows:
         ms = r["ms"]
@@ -513,12 +521,14 @@ def bench(args, names, env):
 
         def ratio(a, b):
             return "**%.2f**" % (ms[a] / ms[b]) if a in ms and b in ms else "—"
+        sp = r.get("nnc_over_ort_int8")
         trows.append([r["model"], r["threads"], cell("nnc"), cell("ort_int8"),
                       cell("ort_fp32"), cell("nnc_fp32"), ratio("nnc", "ort_int8"),
+                      "%.2f-%.2f" % (sp["min"], sp["max"]) if sp else "—",
                       ratio("nnc", "nnc_fp32"), ratio("ort_int8", "ort_fp32")])
     lines += report.table(["model", "threads", "nnc Q/DQ", "ORT int8", "ORT fp32", "nnc fp32",
-                           "nnc / ORT int8", "nnc Q/DQ / nnc fp32", "ORT int8 / ORT fp32"],
-                          trows)
+                           "nnc / ORT int8", "its range over rounds", "nnc Q/DQ / nnc fp32",
+                           "ORT int8 / ORT fp32"], trows)
     errors = ["- %s, %d thread(s), %s: %s" % (r["model"], r["threads"], e, m)
               for r in rows for e, m in r.get("errors", {}).items()]
     if errors:
