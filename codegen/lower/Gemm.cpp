@@ -77,14 +77,21 @@ int64_t mainRegionBlocks(int64_t m, int64_t n, int64_t mr, int64_t nr, int64_t m
   return ((rt + mcT - 1) / mcT) * ((ct + ncT - 1) / ncT);
 }
 
-/// The row block for a GEMM whose blocks run in parallel but number fewer than
+/// The multiply-adds a parallel block must hold at the least for a split to pay: far more than
+/// a fork and join of the thread pool costs (a batch-32 MLP's 32 x 400 x 120 layer stays one
+/// block).
+constexpr double kMinBlockWork = double(1 << 20);
+
+/// The row block for a GEMM of m x k x n whose blocks run in parallel but number fewer than
 /// kMinParallelBlocks with row block `mc`: the largest of the space's row blocks (at least
-/// mr) that makes enough blocks, else the one that makes the most; `mc` when none makes more.
+/// mr) that makes enough blocks, else the one that makes the most; `mc` when none makes more
+/// or the blocks would hold less than kMinBlockWork each.
 /// Rows rather than columns: every region (the column edge too) then splits, and B's columns,
 /// too few for column blocks (a 1-D conv's 200 output positions), are read once per row block
 /// while A is read once. A Conv1d of 256 channels, kernel 11, length 200 (one block of 256 x
 /// 200: a 2816-deep GEMM) ran on one thread at any thread count.
-int64_t parallelRowBlock(int64_t m, int64_t n, int64_t mr, int64_t nr, int64_t mc, int64_t nc) {
+int64_t parallelRowBlock(int64_t m, int64_t k, int64_t n, int64_t mr, int64_t nr, int64_t mc,
+                         int64_t nc) {
   int64_t have = mainRegionBlocks(m, n, mr, nr, mc, nc);
   if (have >= kMinParallelBlocks)
     return mc;
@@ -93,6 +100,8 @@ int64_t parallelRowBlock(int64_t m, int64_t n, int64_t mr, int64_t nr, int64_t m
     if (cand < mr || cand >= m)
       continue;
     int64_t blocks = mainRegionBlocks(m, n, mr, nr, cand, nc);
+    if (double(m) * double(k) * double(n) / double(blocks) < kMinBlockWork)
+      break;
     if (blocks >= kMinParallelBlocks)
       return cand;
     if (blocks > have) {
@@ -705,7 +714,7 @@ const tuning::Space &gemmCpuSpace() {
         // produced B: microkernelNest's parBlocks): enough of them for the threads, by row
         // blocks where the columns gave too few.
         if (par && (batch < 4 || produced))
-          mc = parallelRowBlock(m, n, mr, nr, mc, nc);
+          mc = parallelRowBlock(m, k, n, mr, nr, mc, nc);
         // Packing B pays when many rows reuse it.
         int64_t pb = m >= 16 ? 1 : 0;
         // A stays in place by default: its run-time copy (a scalar strided gather) costs more

@@ -292,6 +292,9 @@ TEST(Tuning, GemmRowsSplitWhenTheColumnsGiveTooFewParallelBlocks) {
   EXPECT_EQ(blocks(L::V4, 1, 256, 2816, 200), "48 0 1");
   // Four column blocks already: the rows stay as they were.
   EXPECT_EQ(blocks(L::V3, 1, 256, 3456, 392), "0 64 1");
+  // Blocks of fewer than 2^20 multiply-adds do not pay for a fork and join: a batch-32 MLP's
+  // 32 x 400 x 120 layer stays one block.
+  EXPECT_EQ(blocks(L::V4, 1, 32, 400, 120), "0 0 1");
   // A batch of four runs its products in parallel instead; too little work runs on one thread.
   EXPECT_EQ(blocks(L::V4, 4, 256, 2816, 200), "0 0 1");
   EXPECT_EQ(blocks(L::V4, 1, 16, 64, 50), "0 0 0");
