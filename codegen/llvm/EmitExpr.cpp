@@ -88,6 +88,33 @@ Value *KernelEmitter::emitOp(const kir::ExprNode &e) {
     a.push_back(emitExpr(x));
   if (error_)
     return poison(e.type);
+  // Integer and bool ops are pure: the same op on the same values is the value already
+  // emitted, where that one dominates (values_).
+  bool pure = !e.args.empty() && !isFloat(e.type) && opInfo(e.op).libm.empty();
+  for (const kir::Expr &x : e.args)
+    pure = pure && !isFloat(x->type);
+  if (!pure)
+    return emitOpOn(e, a);
+  ValueKey key{static_cast<uintptr_t>(e.kind), static_cast<uintptr_t>(e.op),
+               static_cast<uintptr_t>(e.type), static_cast<uintptr_t>(e.strict)};
+  for (const kir::Expr &x : e.args)
+    key.push_back(static_cast<uintptr_t>(x->type));
+  for (Value *v : a)
+    key.push_back(reinterpret_cast<uintptr_t>(v));
+  return numbered(std::move(key), [&] { return emitOpOn(e, a); });
+}
+
+Value *KernelEmitter::numbered(ValueKey key, const std::function<Value *()> &make) {
+  for (auto f = values_.rbegin(); f != values_.rend(); ++f)
+    if (auto it = f->find(key); it != f->end())
+      return it->second;
+  Value *r = make();
+  if (!error_)
+    values_.back().emplace(std::move(key), r);
+  return r;
+}
+
+Value *KernelEmitter::emitOpOn(const kir::ExprNode &e, const std::vector<Value *> &a) {
   size_t typeArg = e.op == OpKind::Select ? 1 : 0;
   if (a.size() <= typeArg) {
     fail("op {} has {} operands", opInfo(e.op).name, a.size());
@@ -240,6 +267,21 @@ Value *KernelEmitter::emitPrimitive(const kir::ExprNode &e) {
     a.push_back(emitExpr(x));
   if (error_)
     return poison(e.type);
+  // Integer remainders, quotients and shifts (index arithmetic) are numbered like ops.
+  if (!isFloat(e.type) && (e.kind == kir::ExprKind::Rem || e.kind == kir::ExprKind::Quot ||
+                           e.kind == kir::ExprKind::Shl || e.kind == kir::ExprKind::Shr)) {
+    ValueKey key{static_cast<uintptr_t>(e.kind), 0, static_cast<uintptr_t>(e.type), 0};
+    for (const kir::Expr &x : e.args)
+      key.push_back(static_cast<uintptr_t>(x->type));
+    for (Value *v : a)
+      key.push_back(reinterpret_cast<uintptr_t>(v));
+    if (a.size() == 2)
+      return numbered(std::move(key), [&] { return emitPrimitiveOn(e, a); });
+  }
+  return emitPrimitiveOn(e, a);
+}
+
+Value *KernelEmitter::emitPrimitiveOn(const kir::ExprNode &e, const std::vector<Value *> &a) {
   // Only the expansions build these: no contraction or reassociation around them.
   llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
   b_.setFastMathFlags(llvm::FastMathFlags());

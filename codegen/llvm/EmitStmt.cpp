@@ -89,6 +89,20 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
   }
   case kir::StmtKind::Decl: {
     Type *t = computeType(s.type);
+    // A local bound once is its value (i64 indices, float operands; a parallel body's
+    // context carries either as such).
+    if (!assigned_.count(s.name) && (s.type == DType::I64 || t->isFloatingPointTy())) {
+      Value *v = emitExpr(s.value);
+      if (error_)
+        return;
+      if (v->getType() != t) {
+        fail("local '{}' of {} initialized with {}", s.name, dtypeName(s.type),
+             printExpr(s.value));
+        return;
+      }
+      scope_[s.name] = Binding{v, nullptr, s.type};
+      return;
+    }
     llvm::AllocaInst *slot = entryAlloca(t, s.name);
     Value *v = emitExpr(s.value);
     if (error_)
@@ -161,6 +175,7 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
     b_.CreateCondBr(cond, thenB, elseB ? elseB : join);
     b_.SetInsertPoint(thenB);
     {
+      ValueFrame frame(*this);
       Scope saved = scope_;
       if (!s.body.empty())
         emitStmt(s.body[0]);
@@ -169,6 +184,7 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
     b_.CreateBr(join);
     if (elseB) {
       b_.SetInsertPoint(elseB);
+      ValueFrame frame(*this);
       Scope saved = scope_;
       emitStmt(s.body[1]);
       scope_ = std::move(saved);
@@ -257,8 +273,11 @@ void KernelEmitter::emitLoop(const std::string &var, Value *begin, Value *end, k
     group = llvm::MDNode::getDistinct(c_, {});
     accessGroup_ = group;
   }
-  for (const kir::Stmt &c : body)
-    emitStmt(c);
+  {
+    ValueFrame frame(*this);
+    for (const kir::Stmt &c : body)
+      emitStmt(c);
+  }
   if (group)
     accessGroup_ = nullptr;
   scope_ = std::move(saved);
@@ -295,15 +314,21 @@ void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
   // The context: buffers, then each scope entry (i64 value or local's address).
   std::vector<std::pair<std::string, Binding>> captured(scope_.begin(), scope_.end());
   std::vector<Type *> fields{ptr};
+  // A value is passed as i64 (an integer) or as itself (a float local bound once).
+  auto fieldType = [&](const Binding &bd) -> Type * {
+    if (bd.slot)
+      return ptr;
+    return bd.value->getType()->isIntegerTy() ? i64 : bd.value->getType();
+  };
   for (auto &[name, bd] : captured)
-    fields.push_back(bd.slot ? ptr : i64);
+    fields.push_back(fieldType(bd));
   llvm::StructType *ctxTy = llvm::StructType::get(c_, fields);
   llvm::AllocaInst *ctx = entryAlloca(ctxTy, s.name + ".ctx");
   b_.CreateStore(buffersArg_, b_.CreateStructGEP(ctxTy, ctx, 0));
   for (size_t i = 0; i < captured.size(); ++i) {
     const Binding &bd = captured[i].second;
     Value *v = bd.slot ? static_cast<Value *>(bd.slot) : bd.value;
-    if (!bd.slot && !v->getType()->isIntegerTy(64))
+    if (!bd.slot && v->getType()->isIntegerTy() && !v->getType()->isIntegerTy(64))
       v = b_.CreateSExtOrTrunc(v, i64);
     b_.CreateStore(v, b_.CreateStructGEP(ctxTy, ctx, i + 1));
   }
@@ -318,6 +343,9 @@ void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
   Value *savedArg = buffersArg_;
   std::vector<Value *> savedBufs = bufs_;
   Scope savedScope = scope_;
+  // The body is another function: none of this one's values.
+  std::vector<std::map<ValueKey, Value *>> savedValues = std::move(values_);
+  values_.assign(1, {});
   llvm::BasicBlock *savedBlock = b_.GetInsertBlock();
   fn_ = bodyFn;
   inParallel_ = true;
@@ -343,7 +371,7 @@ void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
     visit(c);
   for (size_t i = 0; i < captured.size(); ++i) {
     Binding bd = captured[i].second;
-    Value *v = b_.CreateLoad(bd.slot ? ptr : i64, b_.CreateStructGEP(ctxTy, ctxArg, i + 1),
+    Value *v = b_.CreateLoad(fields[i + 1], b_.CreateStructGEP(ctxTy, ctxArg, i + 1),
                              captured[i].first);
     // A local lives in the caller's frame and is reached through its address.
     if (bd.slot && !assigned.count(captured[i].first)) {
@@ -365,6 +393,7 @@ void KernelEmitter::emitParallelFor(const kir::StmtNode &s, Value *extent) {
   buffersArg_ = savedArg;
   bufs_ = std::move(savedBufs);
   scope_ = std::move(savedScope);
+  values_ = std::move(savedValues);
   inParallel_ = false;
   b_.SetInsertPoint(savedBlock);
 

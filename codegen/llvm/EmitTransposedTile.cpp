@@ -1,4 +1,6 @@
 // Permutation tiles transposed in registers (KernelEmitter.h).
+#include <optional>
+
 #include "llvm/KernelEmitter.h"
 
 namespace nnc::llvmcg {
@@ -115,6 +117,7 @@ bool KernelEmitter::emitTransposedTile(const kir::StmtNode &s) {
     return false;
 
   Scope saved = scope_;
+  std::optional<ValueFrame> tileValues;
   auto at = [&](int64_t a, int64_t b) {
     scope_[av] = Binding{b_.getInt64(a), nullptr, DType::I64};
     scope_[bv] = Binding{b_.getInt64(b), nullptr, DType::I64};
@@ -143,6 +146,7 @@ bool KernelEmitter::emitTransposedTile(const kir::StmtNode &s) {
     join = llvm::BasicBlock::Create(c_, av + ".tiled", fn_);
     b_.CreateCondBr(ok, vecB, scalarB);
     b_.SetInsertPoint(vecB);
+    tileValues.emplace(*this); // vecB's values do not reach the edge loop
   }
   unsigned lanes = static_cast<unsigned>(w);
   auto *vt = llvm::FixedVectorType::get(et, lanes);
@@ -184,6 +188,7 @@ bool KernelEmitter::emitTransposedTile(const kir::StmtNode &s) {
     b_.CreateAlignedStore(rows[a], p, align);
   }
   scope_ = saved;
+  tileValues.reset();
   if (scalarB) {
     b_.CreateBr(join);
     b_.SetInsertPoint(scalarB);

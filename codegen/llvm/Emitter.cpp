@@ -33,6 +33,15 @@ Error KernelEmitter::emit(const kir::Stmt &body) {
   llvm::BasicBlock *entry = llvm::BasicBlock::Create(c_, "entry", fn_);
   b_.SetInsertPoint(entry);
   loadBuffers(buffersArg_);
+  std::function<void(const kir::Stmt &)> visit = [&](const kir::Stmt &st) {
+    if (!st)
+      return;
+    if (st->kind == kir::StmtKind::Assign)
+      assigned_.insert(st->name);
+    for (const kir::Stmt &c : st->body)
+      visit(c);
+  };
+  visit(body);
   emitStmt(body);
   b_.CreateRetVoid();
   if (error_)

@@ -16,7 +16,9 @@
 #include "nnc/ir/KernelHelpers.h"
 #include "llvm/Emitter.h"
 
+#include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -195,7 +197,12 @@ private:
   Value *emitConvert(Value *v, DType from, DType to);
   Value *emitStorageCast(Value *v, DType from, const kir::ExprNode &e);
   Value *emitOp(const kir::ExprNode &e);
+  Value *emitOpOn(const kir::ExprNode &e, const std::vector<Value *> &a);
+  /// The value of a pure integer op `key` (its kind, types and operand values): the one in
+  /// values_, else make()'s, remembered in the innermost frame.
+  Value *numbered(std::vector<uintptr_t> key, const std::function<Value *()> &make);
   Value *emitPrimitive(const kir::ExprNode &e);
+  Value *emitPrimitiveOn(const kir::ExprNode &e, const std::vector<Value *> &a);
   Value *emitExpr(const kir::Expr &e);
   Value *libm(const char *fname, Value *a) {
     bool dbl = a->getType()->isDoubleTy();
@@ -303,6 +310,26 @@ private:
   Value *buffersArg_ = nullptr; ///< The current function's `void** buffers`.
   std::vector<Value *> bufs_;
   Scope scope_;
+  /// Local value numbering of integer and bool ops (index arithmetic, bounds tests): the op,
+  /// its types and its operands' values -> the value emitted for them, in frames that follow
+  /// the control flow (ValueFrame), so that a value is reused only where its definition
+  /// dominates. A kernel's index expressions repeat the same subterms per lane, tap and tile
+  /// (a blocked conv's weight and accumulator offsets), and LLVM's passes spent most of a
+  /// large kernel's compile time simplifying the copies.
+  using ValueKey = std::vector<uintptr_t>;
+  std::vector<std::map<ValueKey, Value *>> values_{1};
+  /// A frame of values_ for code emitted in blocks that do not dominate what follows them (a
+  /// loop body, an if's branches); the values it holds are forgotten when it ends.
+  struct ValueFrame {
+    explicit ValueFrame(KernelEmitter &e) : e_(e) { e_.values_.emplace_back(); }
+    ~ValueFrame() { e_.values_.pop_back(); }
+    ValueFrame(const ValueFrame &) = delete;
+    ValueFrame &operator=(const ValueFrame &) = delete;
+    KernelEmitter &e_;
+  };
+  /// Locals that some Assign updates; an i64 local that none does (an index bound once) is
+  /// its value, not a stack slot, so value numbering sees through it.
+  std::set<std::string> assigned_;
   bool inParallel_ = false;
   int outlined_ = 0;
   std::optional<std::string> error_;

@@ -63,6 +63,55 @@ bool fitsRegisters(int64_t mr, int64_t nr, int64_t vw, int64_t regs) {
   return mr * vecs + vecs + 1 <= regs;
 }
 
+/// The parallel blocks a microkernel GEMM of m x n in mr x nr tiles wants at the least when
+/// its blocks, not a batch loop, run on the thread pool: as many as the column-block rule of
+/// the defaults asks for, so that 2 or 4 threads share them evenly.
+constexpr int64_t kMinParallelBlocks = 4;
+
+/// The cache blocks of the main region (full tiles) for row block mc and column block nc
+/// (0: all), as the microkernel nest cuts them (`blocking` in microkernelNest).
+int64_t mainRegionBlocks(int64_t m, int64_t n, int64_t mr, int64_t nr, int64_t mc, int64_t nc) {
+  int64_t rt = std::max<int64_t>(m / mr, 1), ct = std::max<int64_t>(n / nr, 1);
+  int64_t mcT = mc > 0 ? std::min(std::max<int64_t>(mc / mr, 1), rt) : rt;
+  int64_t ncT = nc > 0 ? std::min(std::max<int64_t>(nc / nr, 1), ct) : ct;
+  return ((rt + mcT - 1) / mcT) * ((ct + ncT - 1) / ncT);
+}
+
+/// The multiply-adds a parallel block must hold at the least for a split to pay: far more than
+/// a fork and join of the thread pool costs (a batch-32 MLP's 32 x 400 x 120 layer stays one
+/// block).
+constexpr double kMinBlockWork = double(1 << 20);
+
+/// The row block for a GEMM of m x k x n whose blocks run in parallel but number fewer than
+/// kMinParallelBlocks with row block `mc`: the largest of the space's row blocks (at least
+/// mr) that makes enough blocks, else the one that makes the most; `mc` when none makes more
+/// or the blocks would hold less than kMinBlockWork each.
+/// Rows rather than columns: every region (the column edge too) then splits, and B's columns,
+/// too few for column blocks (a 1-D conv's 200 output positions), are read once per row block
+/// while A is read once. A Conv1d of 256 channels, kernel 11, length 200 (one block of 256 x
+/// 200: a 2816-deep GEMM) ran on one thread at any thread count.
+int64_t parallelRowBlock(int64_t m, int64_t k, int64_t n, int64_t mr, int64_t nr, int64_t mc,
+                         int64_t nc) {
+  int64_t have = mainRegionBlocks(m, n, mr, nr, mc, nc);
+  if (have >= kMinParallelBlocks)
+    return mc;
+  int64_t best = mc;
+  for (int64_t cand : {192, 96, 48, 24}) {
+    if (cand < mr || cand >= m)
+      continue;
+    int64_t blocks = mainRegionBlocks(m, n, mr, nr, cand, nc);
+    if (double(m) * double(k) * double(n) / double(blocks) < kMinBlockWork)
+      break;
+    if (blocks >= kMinParallelBlocks)
+      return cand;
+    if (blocks > have) {
+      have = blocks;
+      best = cand;
+    }
+  }
+  return best;
+}
+
 /// One region: row tiles [r0, r0 + rt*mr) x column tiles [c0, c0 + ct*nr).
 Stmt tileRegion(KernelBuilder &kb, const GemmOperands &ops, int64_t r0, int64_t rt, int64_t mr,
                 int64_t c0, int64_t ct, int64_t nr, int64_t k, const Config &cfg,
@@ -667,6 +716,11 @@ const tuning::Space &gemmCpuSpace() {
         }
         if (produced && n > ncProduced)
           nc = nc == 0 ? ncProduced : std::min(nc, ncProduced);
+        // Blocks, not the batch loop, run in parallel (batches of fewer than four, or a
+        // produced B: microkernelNest's parBlocks): enough of them for the threads, by row
+        // blocks where the columns gave too few.
+        if (par && (batch < 4 || produced))
+          mc = parallelRowBlock(m, k, n, mr, nr, mc, nc);
         // Packing B pays when many rows reuse it.
         int64_t pb = m >= 16 ? 1 : 0;
         // A stays in place by default: its run-time copy (a scalar strided gather) costs more

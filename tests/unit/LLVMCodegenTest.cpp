@@ -1001,3 +1001,57 @@ TEST(LLVMCodegen, PermutationTilesAreTransposedInRegisters) {
       EXPECT_EQ(out, want) << cs.name;
   }
 }
+
+namespace {
+
+/// Occurrences of `what` in `text`.
+size_t countOf(const std::string &text, const std::string &what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+} // namespace
+
+TEST(LLVMCodegen, IndexArithmeticIsEmittedOncePerDominatingPoint) {
+  // out[q*16 + j] = x[(q / 3)*16 + j] for 16 lanes j: the quotient is one sdiv in the loop
+  // body, not one per lane. Computed first inside an if, it is emitted again after it: the
+  // if's block does not dominate the code after it.
+  const int rows = 16, lanes = 16;
+  Kernel k;
+  k.name = "vn";
+  k.buffers = {buf("x", DType::F32, rows * lanes, BufferRole::Operand, 0, false),
+               buf("out", DType::F32, rows * lanes + rows, BufferRole::Result, 0, true)};
+  Expr q = var("q");
+  auto quot = [&] { return kir::div(q, intImm(3)); };
+  std::vector<Stmt> body;
+  // A row's extra element: x[q / 3] when q < 8, else 0, then x[q / 3] added (below).
+  Expr extra = intImm(rows * lanes);
+  body.push_back(ifThen(lt(q, intImm(8)), store(1, add(extra, q), load(0, DType::F32, quot())),
+                        store(1, add(extra, q), floatImm(0, DType::F32))));
+  for (int j = 0; j < lanes; ++j)
+    body.push_back(store(1, add(mul(q, intImm(lanes)), intImm(j)),
+                         load(0, DType::F32, add(mul(quot(), intImm(lanes)), intImm(j)))));
+  body.push_back(store(1, add(extra, q),
+                       op(OpKind::Add, {load(1, DType::F32, add(extra, q)),
+                                        load(0, DType::F32, quot())})));
+  k.body = forLoop("q", intImm(rows), block(body));
+  auto ir = emitLLVMIR({k}, /*optimized=*/false, testenv::testCpu());
+  ASSERT_TRUE(ir) << ir.takeError().message();
+  // The if's quotient, and the lanes' one, which the last statement reuses.
+  EXPECT_EQ(countOf(*ir, " sdiv "), 2u) << *ir;
+  auto m = compileOrDie({k});
+  ASSERT_TRUE(m);
+  std::vector<float> x(rows * lanes), out(rows * lanes + rows, -1.0f);
+  for (int e = 0; e < rows * lanes; ++e)
+    x[e] = static_cast<float>(e % 29) - 7.0f;
+  void *bufs[] = {x.data(), out.data()};
+  m->lookup("vn")(bufs);
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < lanes; ++j)
+      EXPECT_EQ(out[r * lanes + j], x[(r / 3) * lanes + j]) << r << " " << j;
+    float want = (r < 8 ? x[r / 3] : 0.0f) + x[r / 3];
+    EXPECT_EQ(out[rows * lanes + r], want) << r;
+  }
+}

@@ -268,6 +268,38 @@ TEST(Tuning, GemmRowsStayOneBlockWhenBsColumnBlocksOutgrowTheL2) {
   EXPECT_EQ(blocks(300, 3072, 768), "96 512 128 0");
 }
 
+TEST(Tuning, GemmRowsSplitWhenTheColumnsGiveTooFewParallelBlocks) {
+  // A parallel GEMM of one batch runs its cache blocks on the thread pool: four of them at the
+  // least. A 1-D conv's im2col GEMM (256 channels, kernel 11, length 200) has too few columns
+  // for column blocks and its rows merged into one block (the weight's column block outgrows
+  // the pinned 512 KiB L2): its rows split instead. Shapes that had enough blocks keep theirs.
+  const tuning::Space *space = tuning::findSpace("gemm_cpu");
+  ASSERT_NE(space, nullptr);
+  // "mc nc par" of the default for an m x k x n problem of `batch` products.
+  auto blocks = [&](CpuTarget::Level level, int64_t batch, int64_t m, int64_t k, int64_t n) {
+    tuning::Problem p;
+    p.kind = "gemm_cpu";
+    p.signature = fmt::format("gemm_cpu f32 b{} m{} k{} n{} conv n{} group1 bias1 im2col", batch,
+                              m, k, n, batch);
+    p.dims = {batch, m, k, n, 0};
+    p.cpu = pinned::pinnedCpuTarget(level);
+    tuning::Config c = space->defaults(p);
+    return fmt::format("{} {} {}", c["mc"], c["nc"], c["par"]);
+  };
+  using L = CpuTarget::Level;
+  // 42 row tiles of 6 (AVX2) or 32 of 8 (AVX-512) in blocks of 48 rows: 6 blocks.
+  EXPECT_EQ(blocks(L::V3, 1, 256, 2816, 200), "48 0 1");
+  EXPECT_EQ(blocks(L::V4, 1, 256, 2816, 200), "48 0 1");
+  // Four column blocks already: the rows stay as they were.
+  EXPECT_EQ(blocks(L::V3, 1, 256, 3456, 392), "0 64 1");
+  // Blocks of fewer than 2^20 multiply-adds do not pay for a fork and join: a batch-32 MLP's
+  // 32 x 400 x 120 layer stays one block.
+  EXPECT_EQ(blocks(L::V4, 1, 32, 400, 120), "0 0 1");
+  // A batch of four runs its products in parallel instead; too little work runs on one thread.
+  EXPECT_EQ(blocks(L::V4, 4, 256, 2816, 200), "0 0 1");
+  EXPECT_EQ(blocks(L::V4, 1, 16, 64, 50), "0 0 0");
+}
+
 TEST(Tuning, GemmKBlocksKeepTheBPanelInL1WhenTheTileDrawsBFast) {
   // An mr x nr tile reads 8 * vw / mr bytes of B a cycle: AVX2's 6 x 16 tile 10.7, whose
   // panels of all k stream from the L2; AVX-512's 8 x 32 tile 16, whose panels are blocked in
