@@ -234,3 +234,51 @@ TEST(ConvInteger, BadOperandsAreErrors) {
   expectError({x, constantValue(g, Tensor::zeros(DType::I8, {6, 3, 3, 3}))}, "input channels");
 }
 
+TEST(ConvInteger, RequantizedConvIsOneKernel) {
+  // conv_integer, then cast to f32, a per-channel scale, a bias, relu and quantize to u8: one
+  // fusion group anchored on the conv, so one kernel writing u8, the same bytes as the
+  // interpreter's (the epilogue's float steps are the members' own, in order).
+  std::mt19937 rng(49);
+  for (int64_t group : {1, 8}) {
+    ConvCase c{{1, 8, 9, 9}, {16, 8 / group, 3, 3}, {}, {1, 1, 1, 1}, {}, group};
+    if (group == 8)
+      c.w = {8, 1, 3, 3};
+    Tensor x = bytes(DType::U8, c.x, rng), w = bytes(DType::I8, c.w, rng);
+    int64_t m = c.w[0];
+    auto g = convGraph(c, x, w, scalarOf(DType::U8, 128), bytes(DType::I8, {m}, rng));
+    ASSERT_TRUE(g);
+    Value *acc = g->outputs()[0];
+    auto make = [&](OpKind k, std::vector<Value *> ops, AttrMap a = {}) {
+      Expected<Node *> n = g->createInferred(k, ops, a);
+      EXPECT_TRUE(n) << n.error().message();
+      return (*n)->result();
+    };
+    Tensor scale = randomTensor(DType::F32, {m, 1, 1}, rng, 1e-4, 1e-3);
+    Tensor bias = randomTensor(DType::F32, {m, 1, 1}, rng, -2, 2);
+    Value *y = make(OpKind::Cast, {acc}, {{"to", DType::F32}});
+    y = make(OpKind::Mul, {y, constantValue(*g, scale)});
+    y = make(OpKind::Add, {y, constantValue(*g, bias)});
+    y = make(OpKind::Max, {y, constantValue(*g, Tensor::zeros(DType::F32, {}))});
+    Tensor qs = Tensor::zeros(DType::F32, {});
+    qs.data<float>()[0] = 0.05f;
+    y = make(OpKind::Quantize, {y, constantValue(*g, qs), constantValue(*g, scalarOf(DType::U8, 3))});
+    g->setOutputs({y});
+    Expected<std::vector<Tensor>> want = interpret(*g, {x});
+    ASSERT_TRUE(want) << want.error().message();
+    PassContext ctx;
+    ctx.cpu = testenv::testCpu();
+    ctx.evaluate = [](const Node &node, const std::vector<Tensor> &ops) {
+      return evaluateNode(node, ops);
+    };
+    Error e = PassPipeline::defaultPipeline().run(*g, ctx);
+    ASSERT_FALSE(e) << e.message();
+    CpuOptions o(testenv::testCpu());
+    o.codegen.cacheDir = "";
+    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, o);
+    ASSERT_TRUE(exe) << exe.error().message();
+    EXPECT_EQ((*exe)->kernels().size(), 1u) << "group " << group;
+    Expected<std::vector<Tensor>> got = (*exe)->run({x});
+    ASSERT_TRUE(got) << got.error().message();
+    expectClose((*got)[0], (*want)[0], fmt::format("requantized conv, group {}", group));
+  }
+}
