@@ -21,10 +21,9 @@ Expected<IntConv> nnl::analyzeConvInteger(const Node &node) {
   if (node.hasAttr("packed_m")) {
     Extents pe = extentsOf(node.operand(1));
     int64_t k = s.C * s.geo.kernelSize;
-    if (s.group != 1 || pe.size() != 4 || pe[3] != 4 || pe[1] != (k + 3) / 4 ||
-        pe[0] * pe[2] < s.M)
-      return node.error("packed operand 1 {} does not hold {} channels of {} rows",
-                        extentsStr(pe), s.M, k);
+    if (s.group != 1 || pe.size() != 4 || pe[3] != 4 || pe[1] != (k + 3) / 4 || pe[0] * pe[2] < s.M)
+      return node.error("packed operand 1 {} does not hold {} channels of {} rows", extentsStr(pe),
+                        s.M, k);
     f.packedNr = pe[2];
   }
   for (size_t z = 2; z < 4; ++z) {
@@ -49,9 +48,9 @@ Expr nnl::IntConv::wIndex(Expr m, Expr c, Expr tap) const {
   int64_t groups = (s.C * s.geo.kernelSize + 3) / 4;
   Expr k = kir::add(kir::mul(tap, i64(s.C)), c);
   Expr group = kir::add(kir::mul(kir::div(m, i64(packedNr)), i64(groups)), kir::div(k, i64(4)));
-  return kir::add(kir::mul(kir::add(kir::mul(group, i64(packedNr)), kir::mod(m, i64(packedNr))),
-                           i64(4)),
-                  kir::mod(k, i64(4)));
+  return kir::add(
+      kir::mul(kir::add(kir::mul(group, i64(packedNr)), kir::mod(m, i64(packedNr))), i64(4)),
+      kir::mod(k, i64(4)));
 }
 
 Expr nnl::convZeroPoint(KernelBuilder &kb, const IntConv &f, size_t z, Expr m) {
@@ -85,9 +84,8 @@ Expected<Kernels> lowerConvIntegerLoops(const Node &node, const std::string &pre
   Nest red;
   Expr ci = red.add(kb, s.cg, "c");
   std::vector<Expr> k(D), conds;
-  std::vector<Expr> xTerms{
-      kir::mul(kir::add(kir::mul(n, i64(s.C)), kir::add(kir::mul(g, i64(s.cg)), ci)),
-               i64(geo.inSize))};
+  std::vector<Expr> xTerms{kir::mul(
+      kir::add(kir::mul(n, i64(s.C)), kir::add(kir::mul(g, i64(s.cg)), ci)), i64(geo.inSize))};
   std::vector<Expr> tapTerms;
   for (size_t d = 0; d < D; ++d) {
     const WindowAxis &a = geo.axes[d];
@@ -102,11 +100,11 @@ Expected<Kernels> lowerConvIntegerLoops(const Node &node, const std::string &pre
   }
   std::string acc = kb.freshName("acc");
   Expr accV = kir::var(acc, DType::I32);
-  Expr xv = kir::op(OpKind::Sub, {kir::cast(kb.load(xb, sumOf(xTerms)), DType::I32),
-                                  convZeroPoint(kb, f, 2, m)});
-  Expr wv = kir::op(OpKind::Sub, {kir::cast(kb.load(wb, f.wIndex(m, ci, sumOf(tapTerms))),
-                                            DType::I32),
-                                  convZeroPoint(kb, f, 3, m)});
+  Expr xv = kir::op(
+      OpKind::Sub, {kir::cast(kb.load(xb, sumOf(xTerms)), DType::I32), convZeroPoint(kb, f, 2, m)});
+  Expr wv =
+      kir::op(OpKind::Sub, {kir::cast(kb.load(wb, f.wIndex(m, ci, sumOf(tapTerms))), DType::I32),
+                            convZeroPoint(kb, f, 3, m)});
   Stmt upd = kir::assign(acc, kir::op(OpKind::Add, {accV, kir::op(OpKind::Mul, {xv, wv})}));
   Expr oIdx = kir::add(kir::mul(kir::add(kir::mul(n, i64(s.M)), m), i64(geo.outSize)),
                        flatIndex(o, outStride));

@@ -43,10 +43,18 @@ int64_t knob(const tuning::Config &c, const char *name, int64_t dflt) {
   return it == c.end() ? dflt : it->second;
 }
 
-Expr c32(int64_t v) { return kir::constant(double(v), DType::I32); }
-Expr addI(Expr a, Expr b) { return kir::op(OpKind::Add, {std::move(a), std::move(b)}); }
-Expr subI(Expr a, Expr b) { return kir::op(OpKind::Sub, {std::move(a), std::move(b)}); }
-Expr mulI(Expr a, Expr b) { return kir::op(OpKind::Mul, {std::move(a), std::move(b)}); }
+Expr c32(int64_t v) {
+  return kir::constant(double(v), DType::I32);
+}
+Expr addI(Expr a, Expr b) {
+  return kir::op(OpKind::Add, {std::move(a), std::move(b)});
+}
+Expr subI(Expr a, Expr b) {
+  return kir::op(OpKind::Sub, {std::move(a), std::move(b)});
+}
+Expr mulI(Expr a, Expr b) {
+  return kir::op(OpKind::Mul, {std::move(a), std::move(b)});
+}
 
 /// The largest number of taps the depthwise template unrolls per vector of outputs.
 constexpr int64_t kMaxDepthwiseTaps = 64;
@@ -90,10 +98,9 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   // The tile and the parallel split from the integer GEMM's space (igemm_cpu).
   tuning::Problem prob;
   prob.kind = "igemm_cpu";
-  prob.signature = fmt::format("igemm_cpu conv {}x{} n{} p{} k{} m{} za{} zb{}{}",
-                               dtypeName(node.operand(0)->dtype()),
-                               dtypeName(node.operand(1)->dtype()), N, P, K, M, f.zx, f.zw,
-                               f.zwPerChannel);
+  prob.signature = fmt::format(
+      "igemm_cpu conv {}x{} n{} p{} k{} m{} za{} zb{}{}", dtypeName(node.operand(0)->dtype()),
+      dtypeName(node.operand(1)->dtype()), N, P, K, M, f.zx, f.zw, f.zwPerChannel);
   // A weight packed at compile time (i8 only) fixes the panels' width.
   const bool prepacked = f.packedNr > 0 && !f.wUnsigned;
   prob.dims = {N, P, Kp, M, prepacked ? f.packedNr : 0};
@@ -143,8 +150,8 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     Expr kk = kir::add(kir::mul(g, i64(4)), e), col = kir::add(kir::mul(q, i64(nr)), jj);
     Expr kc = kir::min(kk, i64(K - 1)), cc = kir::min(col, i64(M - 1));
     Expr src = kb.load(wb, f.wIndex(cc, kir::mod(kc, i64(C)), kir::div(kc, i64(C))));
-    Expr shifted = f.wUnsigned ? kir::cast(subI(kir::cast(src, DType::I32), c32(128)), DType::I8)
-                               : src;
+    Expr shifted =
+        f.wUnsigned ? kir::cast(subI(kir::cast(src, DType::I32), c32(128)), DType::I8) : src;
     Expr at = kir::add(kir::mul(q, i64(panelSize)),
                        kir::add(kir::mul(g, i64(4 * nr)), kir::add(kir::mul(jj, i64(4)), e)));
     Stmt st = kb.store(bp, at,
@@ -158,16 +165,18 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   if (zaTerm) {
     std::string cv = kb.freshName("cj"), sv = kb.freshName("cs"), pv = kb.freshName("ck");
     Expr cj = kir::var(cv), pk = kir::var(pv);
-    Expr idx = kir::add(kir::add(kir::mul(kir::div(cj, i64(nr)), i64(panelSize)),
-                                 kir::mul(kir::mod(cj, i64(nr)), i64(4))),
-                        kir::add(kir::mul(kir::div(pk, i64(4)), i64(4 * nr)), kir::mod(pk, i64(4))));
+    Expr idx =
+        kir::add(kir::add(kir::mul(kir::div(cj, i64(nr)), i64(panelSize)),
+                          kir::mul(kir::mod(cj, i64(nr)), i64(4))),
+                 kir::add(kir::mul(kir::div(pk, i64(4)), i64(4 * nr)), kir::mod(pk, i64(4))));
     Expr sum = kir::var(sv, DType::I32);
     all.push_back(kir::forLoop(
         cv, i64(M),
-        kir::block({kir::decl(sv, DType::I32, c32(0)),
-                    kir::forLoop(pv, i64(K),
-                                 kir::assign(sv, addI(sum, kir::cast(kb.load(bp, idx), DType::I32)))),
-                    kb.store(colsum, cj, sum)})));
+        kir::block(
+            {kir::decl(sv, DType::I32, c32(0)),
+             kir::forLoop(pv, i64(K),
+                          kir::assign(sv, addI(sum, kir::cast(kb.load(bp, idx), DType::I32)))),
+             kb.store(colsum, cj, sum)})));
   }
 
   if (zaTerm || zbTerm) {
@@ -192,29 +201,34 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   std::vector<Stmt> perImage;
   std::string nv = kb.freshName("n");
   Expr n = N > 1 ? kir::var(nv) : i64(0);
-  // Step 2: the padded NHWC copy of image n: ZA everywhere the input does not cover, then the
-  // input (one pass over the padded positions, each written once).
+  // Step 2: the padded NHWC copy of image n, one pass over the padded positions writing each
+  // once along channels (ZA where the input does not cover; filling it all with ZA and then
+  // copying the input's channels to their strided places measured slower).
   {
     std::vector<std::string> names;
     Extents loops = padded;
-    Stmt fill = kb.loopNest(loops, [&](const std::vector<Expr> &pos) {
-      std::vector<Expr> conds, inPos(D);
-      for (size_t d = 0; d < D; ++d) {
-        inPos[d] = kir::sub(pos[d], i64(geo.axes[d].padBegin));
-        conds.push_back(inRange(inPos[d], 0, geo.inSpatial[d]));
-      }
-      Expr cond = allOf(conds);
-      Expr inFlat = flatIndex(inPos, inStride), padFlat = flatIndex(pos, padStride);
-      std::string cv = kb.freshName("xc");
-      Expr c = kir::var(cv);
-      // Loads clamped into range: the select keeps the padding's value.
-      Expr at = kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), c), i64(geo.inSize)),
-                         kir::max(kir::min(inFlat, i64(geo.inSize - 1)), i64(0)));
-      Expr v = kb.load(xb, at);
-      Expr vu = f.xSigned ? kir::cast(addI(kir::cast(v, DType::I32), c32(128)), DType::U8) : v;
-      Expr val = isTrue(cond) ? vu : kir::select(cond, vu, kir::cast(za, DType::U8));
-      return kir::forLoop(cv, i64(C), kb.store(xp, kir::add(kir::mul(padFlat, i64(C)), c), val));
-    }, &names);
+    Stmt fill = kb.loopNest(
+        loops,
+        [&](const std::vector<Expr> &pos) {
+          std::vector<Expr> conds, inPos(D);
+          for (size_t d = 0; d < D; ++d) {
+            inPos[d] = kir::sub(pos[d], i64(geo.axes[d].padBegin));
+            conds.push_back(inRange(inPos[d], 0, geo.inSpatial[d]));
+          }
+          Expr cond = allOf(conds);
+          Expr inFlat = flatIndex(inPos, inStride), padFlat = flatIndex(pos, padStride);
+          std::string cv = kb.freshName("xc");
+          Expr c = kir::var(cv);
+          // Loads clamped into range: the select keeps the padding's value.
+          Expr at = kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), c), i64(geo.inSize)),
+                             kir::max(kir::min(inFlat, i64(geo.inSize - 1)), i64(0)));
+          Expr v = kb.load(xb, at);
+          Expr vu = f.xSigned ? kir::cast(addI(kir::cast(v, DType::I32), c32(128)), DType::U8) : v;
+          Expr val = isTrue(cond) ? vu : kir::select(cond, vu, kir::cast(za, DType::U8));
+          return kir::forLoop(cv, i64(C),
+                              kb.store(xp, kir::add(kir::mul(padFlat, i64(C)), c), val));
+        },
+        &names);
     perImage.push_back(fill);
     if (!names.empty())
       parallel(names[0], padded[0]);
@@ -246,10 +260,10 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       }
       std::string cv = kb.freshName("ac");
       Expr c = kir::var(cv);
-      row.push_back(taps.wrap(kir::forLoop(
-          cv, i64(C),
-          kb.store(ap, kir::add(dst0, kir::add(tapFlat, c)),
-                   kb.load(xp, kir::add(src0, kir::add(tapOff, c)))))));
+      row.push_back(
+          taps.wrap(kir::forLoop(cv, i64(C),
+                                 kb.store(ap, kir::add(dst0, kir::add(tapFlat, c)),
+                                          kb.load(xp, kir::add(src0, kir::add(tapOff, c)))))));
       if (Kp > K) {
         std::string zv = kb.freshName("az");
         row.push_back(kir::forLoop(zv, i64(Kp - K),
@@ -266,14 +280,16 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       Expr sum = kir::var(sv, DType::I32);
       st.push_back(kir::forLoop(
           pv, i64(rows),
-          kir::block({kir::decl(sv, DType::I32, c32(0)),
-                      kir::forLoop(qv, i64(K),
-                                   kir::assign(sv, addI(sum, kir::cast(kb.load(ap, kir::add(
-                                                                           aBase,
-                                                                           kir::add(kir::mul(p, i64(Kp)),
-                                                                                    kir::var(qv)))),
-                                                                       DType::I32)))),
-                      kb.store(rowsum, p, sum)})));
+          kir::block(
+              {kir::decl(sv, DType::I32, c32(0)),
+               kir::forLoop(
+                   qv, i64(K),
+                   kir::assign(
+                       sv, addI(sum,
+                                kir::cast(kb.load(ap, kir::add(aBase, kir::add(kir::mul(p, i64(Kp)),
+                                                                               kir::var(qv)))),
+                                          DType::I32)))),
+               kb.store(rowsum, p, sum)})));
     }
     // The tiles: panels outside, row tiles inside (the panel stays in cache).
     int64_t tiles = rows / mr, mRem = rows % mr, fullPanels = M / nr, nRem = M % nr;
@@ -296,8 +312,9 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       std::vector<Stmt> body;
       if (tiles > 0) {
         std::string tv = kb.freshName("tr");
-        body.push_back(kir::forLoop(
-            tv, i64(tiles), tile(mr, cols, kir::add(row0, kir::mul(kir::var(tv), i64(mr))), panel)));
+        body.push_back(
+            kir::forLoop(tv, i64(tiles),
+                         tile(mr, cols, kir::add(row0, kir::mul(kir::var(tv), i64(mr))), panel)));
       }
       if (mRem > 0)
         body.push_back(tile(mRem, cols, kir::add(row0, i64(tiles * mr)), panel));
@@ -321,16 +338,16 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         v = subI(v, kb.load(mterm, m));
       st.push_back(kir::forLoop(
           mv, i64(M),
-          kir::forLoop(pv, i64(rows),
-                       kb.store(ob, kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P)),
-                                             p),
-                                v))));
+          kir::forLoop(
+              pv, i64(rows),
+              kb.store(ob, kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P)), p), v))));
     }
     return kir::block(st);
   };
   if (fullBlocks > 0) {
     std::string bv = kb.freshName("blk");
-    perImage.push_back(kir::forLoop(bv, i64(fullBlocks), block(kir::mul(kir::var(bv), i64(rb)), rb)));
+    perImage.push_back(
+        kir::forLoop(bv, i64(fullBlocks), block(kir::mul(kir::var(bv), i64(rb)), rb)));
     parallel(bv, fullBlocks);
   }
   if (lastRows > 0)
@@ -354,29 +371,32 @@ Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string 
   const int xp = kb.scratch(0, DType::I16, N * C * PS);
   kir::Schedule sched;
   std::vector<Stmt> all;
-  // x - x_zp as i16 with the padding explicit (zeros), per image and channel.
+  // x - x_zp as i16 with the padding explicit (zeros), per image and channel: zeros, then the
+  // input's rows at their padded place (both plain runs that vectorize; a select per element
+  // over the padded positions did not).
   {
-    Nest outer;
-    Expr nc = outer.add(kb, N * C, "pc");
-    std::vector<Expr> pos(D), inPos(D), conds;
-    for (size_t d = 0; d < D; ++d)
-      pos[d] = outer.add(kb, padded[d], "pp");
+    Nest zero;
+    Expr nc = zero.add(kb, N * C, "pc");
+    Expr i = zero.add(kb, PS, "pz");
+    all.push_back(
+        zero.wrap(kb.store(xp, kir::add(kir::mul(nc, i64(PS)), i), kir::constant(0, DType::I16))));
+    Nest copy;
+    Expr cc = copy.add(kb, N * C, "pc");
+    std::vector<Expr> in(D), at(D);
     for (size_t d = 0; d < D; ++d) {
-      inPos[d] = kir::sub(pos[d], i64(geo.axes[d].padBegin));
-      conds.push_back(inRange(inPos[d], 0, geo.inSpatial[d]));
+      in[d] = copy.add(kb, geo.inSpatial[d], "pi");
+      at[d] = kir::add(in[d], i64(geo.axes[d].padBegin));
     }
-    Expr cond = allOf(conds);
-    Expr at = kir::add(kir::mul(nc, i64(geo.inSize)),
-                       kir::max(kir::min(flatIndex(inPos, inStride), i64(geo.inSize - 1)), i64(0)));
-    Expr v = subI(kir::cast(kb.load(xb, at), DType::I32),
-                  convZeroPoint(kb, f, 2, i64(0)));
-    Expr val = kir::cast(isTrue(cond) ? v : kir::select(cond, v, c32(0)), DType::I16);
-    all.push_back(outer.wrap(
-        kb.store(xp, kir::add(kir::mul(nc, i64(PS)), flatIndex(pos, padStride)), val)));
-    kir::Schedule ps = parallelOuter(outer, N * C * PS);
-    for (const kir::ScheduleStep &st : ps.steps)
-      if (st.kind == kir::ScheduleStep::Parallel)
-        sched.steps.push_back(st);
+    Expr v = subI(
+        kir::cast(kb.load(xb, kir::add(kir::mul(cc, i64(geo.inSize)), flatIndex(in, inStride))),
+                  DType::I32),
+        convZeroPoint(kb, f, 2, i64(0)));
+    all.push_back(copy.wrap(kb.store(xp, kir::add(kir::mul(cc, i64(PS)), flatIndex(at, padStride)),
+                                     kir::cast(v, DType::I16))));
+    if (N * C > 1 && N * C * PS >= (int64_t(1) << 15)) {
+      sched.steps.push_back({kir::ScheduleStep::Parallel, zero.loops[0].first, 0, {}});
+      sched.steps.push_back({kir::ScheduleStep::Parallel, copy.loops[0].first, 0, {}});
+    }
   }
   // Per (image, channel, output row): vectors of L columns along the last output axis.
   const WindowAxis &aw = geo.axes[D - 1];
@@ -396,10 +416,9 @@ Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string 
   Expr zw = kb.bind(row, "dzw", DType::I32, convZeroPoint(kb, f, 3, c));
   std::vector<Expr> wts;
   for (int64_t t = 0; t < KS; ++t)
-    wts.push_back(kb.bind(row, "dw", DType::I32,
-                          subI(kir::cast(kb.load(wb, kir::add(kir::mul(c, i64(KS)), i64(t))),
-                                         DType::I32),
-                               zw)));
+    wts.push_back(kb.bind(
+        row, "dw", DType::I32,
+        subI(kir::cast(kb.load(wb, kir::add(kir::mul(c, i64(KS)), i64(t))), DType::I32), zw)));
   int64_t vectors = (OW + L - 1) / L;
   std::string vN = kb.freshName("v"), lN = kb.freshName("l");
   Expr ow = kir::add(kir::min(kir::mul(kir::var(vN), i64(L)), i64(OW - L)), kir::var(lN));

@@ -108,18 +108,18 @@ void checkOnTargets(const Graph &g, const Tensor &x, const std::string &what, in
   ASSERT_TRUE(want) << what << ": interpreter: " << want.error().message();
   for (const CpuTarget &cpu : cpuTargets())
     for (bool pipeline : {false, true}) {
-    std::unique_ptr<Graph> opt = pipeline ? optimized(g, cpu) : nullptr;
-    CpuOptions o(cpu);
-    o.threads = threads;
-    o.codegen.cacheDir = "";
-    Expected<std::unique_ptr<Executable>> exe = Executable::compile(pipeline ? *opt : g, o);
-    ASSERT_TRUE(exe) << what << " " << cpu.str() << ": " << exe.error().message();
-    Expected<std::vector<Tensor>> got = (*exe)->run({x});
-    ASSERT_TRUE(got) << what << " " << cpu.str() << ": " << got.error().message();
-    expectSame((*got)[0], (*want)[0], what + " on " + cpu.levelName() +
-                                          (cpu.int8DotBits() ? " vnni" : "") +
-                                          (pipeline ? " optimized" : ""));
-  }
+      std::unique_ptr<Graph> opt = pipeline ? optimized(g, cpu) : nullptr;
+      CpuOptions o(cpu);
+      o.threads = threads;
+      o.codegen.cacheDir = "";
+      Expected<std::unique_ptr<Executable>> exe = Executable::compile(pipeline ? *opt : g, o);
+      ASSERT_TRUE(exe) << what << " " << cpu.str() << ": " << exe.error().message();
+      Expected<std::vector<Tensor>> got = (*exe)->run({x});
+      ASSERT_TRUE(got) << what << " " << cpu.str() << ": " << got.error().message();
+      expectSame((*got)[0], (*want)[0],
+                 what + " on " + cpu.levelName() + (cpu.int8DotBits() ? " vnni" : "") +
+                     (pipeline ? " optimized" : ""));
+    }
   if (listOpenCLDevices()) {
     OpenCLOptions cl(testenv::testCpu(), testenv::testGpu());
     cl.cacheDir = "";
@@ -133,16 +133,16 @@ void checkOnTargets(const Graph &g, const Tensor &x, const std::string &what, in
 }
 
 const ConvCase kCases[] = {
-    {{1, 8, 9, 9}, {16, 8, 3, 3}, {}, {1, 1, 1, 1}, {}, 1},           // 3x3 same
-    {{2, 5, 7, 6}, {3, 5, 3, 2}, {2, 1}, {1, 0, 1, 1}, {}, 1},        // batch, odd sizes
-    {{1, 6, 10, 11}, {9, 2, 3, 3}, {1, 2}, {2, 1, 0, 2}, {2, 1}, 3},  // grouped, dilated
-    {{1, 12, 9, 9}, {12, 1, 3, 3}, {}, {1, 1, 1, 1}, {}, 12},         // depthwise
-    {{2, 4, 8, 13}, {4, 1, 3, 3}, {2, 2}, {0, 1, 1, 0}, {1, 2}, 4},   // depthwise, strided
-    {{1, 8, 4, 4}, {8, 1, 5, 5}, {}, {2, 2, 2, 2}, {}, 8},            // depthwise, wide kernel
-    {{1, 16, 7, 7}, {40, 16, 1, 1}, {}, {}, {}, 1},                   // pointwise
-    {{1, 3, 17}, {5, 3, 4}, {3}, {2, 1}, {2}, 1},                     // 1-D
-    {{2, 4, 1, 5}, {6, 2, 1, 3}, {}, {0, 1, 0, 1}, {}, 2},            // grouped 1 x 3
-    {{1, 33, 6, 5}, {70, 33, 2, 2}, {1, 1}, {1, 0, 0, 1}, {}, 1},     // K not a multiple of 4
+    {{1, 8, 9, 9}, {16, 8, 3, 3}, {}, {1, 1, 1, 1}, {}, 1},          // 3x3 same
+    {{2, 5, 7, 6}, {3, 5, 3, 2}, {2, 1}, {1, 0, 1, 1}, {}, 1},       // batch, odd sizes
+    {{1, 6, 10, 11}, {9, 2, 3, 3}, {1, 2}, {2, 1, 0, 2}, {2, 1}, 3}, // grouped, dilated
+    {{1, 12, 9, 9}, {12, 1, 3, 3}, {}, {1, 1, 1, 1}, {}, 12},        // depthwise
+    {{2, 4, 8, 13}, {4, 1, 3, 3}, {2, 2}, {0, 1, 1, 0}, {1, 2}, 4},  // depthwise, strided
+    {{1, 8, 4, 4}, {8, 1, 5, 5}, {}, {2, 2, 2, 2}, {}, 8},           // depthwise, wide kernel
+    {{1, 16, 7, 7}, {40, 16, 1, 1}, {}, {}, {}, 1},                  // pointwise
+    {{1, 3, 17}, {5, 3, 4}, {3}, {2, 1}, {2}, 1},                    // 1-D
+    {{2, 4, 1, 5}, {6, 2, 1, 3}, {}, {0, 1, 0, 1}, {}, 2},           // grouped 1 x 3
+    {{1, 33, 6, 5}, {70, 33, 2, 2}, {1, 1}, {1, 0, 0, 1}, {}, 1},    // K not a multiple of 4
 };
 
 } // namespace
@@ -178,8 +178,8 @@ TEST(ConvInteger, CompiledMatchesInterpreterOnEveryTarget) {
         int zxs[] = {tx == DType::U8 ? 0 : -128, tx == DType::U8 ? 128 : 127,
                      tx == DType::U8 ? 255 : 0};
         int zws[] = {tw == DType::U8 ? 255 : 127, tw == DType::U8 ? 128 : -128, 0};
-        int variant = static_cast<int>((&c - kCases) + 2 * int(tx == DType::I8) +
-                                       int(tw == DType::U8)) % 5;
+        int variant =
+            static_cast<int>((&c - kCases) + 2 * int(tx == DType::I8) + int(tw == DType::U8)) % 5;
         std::unique_ptr<Graph> g;
         std::string what = base;
         if (variant < 3) {
@@ -261,7 +261,8 @@ TEST(ConvInteger, RequantizedConvIsOneKernel) {
     y = make(OpKind::Max, {y, constantValue(*g, Tensor::zeros(DType::F32, {}))});
     Tensor qs = Tensor::zeros(DType::F32, {});
     qs.data<float>()[0] = 0.05f;
-    y = make(OpKind::Quantize, {y, constantValue(*g, qs), constantValue(*g, scalarOf(DType::U8, 3))});
+    y = make(OpKind::Quantize,
+             {y, constantValue(*g, qs), constantValue(*g, scalarOf(DType::U8, 3))});
     g->setOutputs({y});
     Expected<std::vector<Tensor>> want = interpret(*g, {x});
     ASSERT_TRUE(want) << want.error().message();
