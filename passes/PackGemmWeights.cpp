@@ -13,6 +13,9 @@
 // matmul_integer's i8 weights are packed the same way into the integer tile's panels
 // (packGemmPanelsK4: groups of 4 k rows interleaved per column), nr as the tiles' default
 // (CpuTarget::int8PanelWidth); a u8 weight is not (its tiles shift it to i8 while packing at run time).
+// conv_integer(x, W) of group 1 with W a constant i8 [M, C, kernel...] becomes
+// conv_integer(x, W') {packed_m = M, kernel_shape}, W' the integer panels of the [K, M] matrix
+// of k = (tap, c) that its im2col template multiplies (NHWC patches).
 #include <algorithm>
 #include <map>
 
@@ -41,8 +44,12 @@ public:
   Expected<bool> run(Graph &g, PassContext &ctx) override {
     NNC_ASSIGN_OR_RETURN(CpuTarget cpu, ctx.cpuFor(name()));
     bool changed = false;
-    std::map<std::pair<const Node *, int64_t>, Value *> packed;
+    std::map<std::pair<const Node *, int64_t>, Value *> packed, packedConv;
     for (Node *mm : g.nodes()) {
+      if (mm->kind() == OpKind::ConvInteger && !mm->hasAttr("packed_m")) {
+        changed |= packConvInteger(g, *mm, cpu, packedConv);
+        continue;
+      }
       if (mm->kind() == OpKind::MatMulInteger && !mm->hasAttr("packed_n")) {
         changed |= packInteger(g, *mm, cpu, packed);
         continue;
@@ -96,6 +103,52 @@ public:
   }
 
 private:
+  /// conv_integer(x, W) of group 1 with W a constant i8 [M, C, kernel...]: W as the [K, M]
+  /// matrix of k = tap * C + c in the integer tile's panels.
+  bool packConvInteger(Graph &g, Node &conv, const CpuTarget &cpu,
+                       std::map<std::pair<const Node *, int64_t>, Value *> &packed) {
+    Value *x = conv.operand(0), *w = conv.operand(1);
+    if (!x || !w || x->rank() < 3 || !staticExtents(x->shape()) || w->dtype() != DType::I8 ||
+        w->rank() != x->rank() || conv.getInt("group", 1) != 1 || conv.numResults() != 1)
+      return false;
+    Node *c = w->producer();
+    if (!c || c->kind() != OpKind::Constant)
+      return false;
+    const Tensor &wt = c->getTensor("value");
+    const Extents &we = wt.extents();
+    int64_t m = we[0], ch = we[1], taps = 1;
+    for (size_t d = 2; d < we.size(); ++d)
+      taps *= we[d];
+    if (m < 1 || ch < 1 || taps < 1 || ch != (*staticExtents(x->shape()))[1])
+      return false;
+    int64_t nr = cpu.int8PanelWidth();
+    Value *&pv = packed[{c, nr}];
+    if (!pv) {
+      Tensor km = Tensor::zeros(DType::I8, {ch * taps, m});
+      const auto *src = static_cast<const uint8_t *>(wt.rawData());
+      auto *dst = static_cast<uint8_t *>(km.rawData());
+      for (int64_t mi = 0; mi < m; ++mi)
+        for (int64_t ci = 0; ci < ch; ++ci)
+          for (int64_t t = 0; t < taps; ++t)
+            dst[(t * ch + ci) * m + mi] = src[(mi * ch + ci) * taps + t];
+      Tensor panels = packGemmPanelsK4(km, nr);
+      pv = g.createNode(OpKind::Constant, {},
+                        {TensorType(DType::I8, shapeFromExtents(panels.extents()))},
+                        {{"value", Attribute(panels)}}, "", {w->name() + "_panels"}, &conv)
+               ->result();
+    } else {
+      addStat("packed-weights-shared");
+    }
+    conv.setOperand(1, pv);
+    conv.setAttr("packed_m", Attribute(m));
+    conv.setAttr("kernel_shape", Attribute(Extents(we.begin() + 2, we.end())));
+    addStat("weights-packed");
+    if (pattern::eraseIfUnusedConstant(g, c))
+      for (auto it = packed.begin(); it != packed.end();)
+        it = it->first.first == c ? packed.erase(it) : std::next(it);
+    return true;
+  }
+
   /// matmul_integer(a, W) with W a constant i8 [..., K, N]: W as the integer tile's panels.
   bool packInteger(Graph &g, Node &mm, const CpuTarget &cpu,
                    std::map<std::pair<const Node *, int64_t>, Value *> &packed) {

@@ -78,6 +78,22 @@ std::vector<KernelTemplate> cpuTemplates() {
        &igemmCpuSpace(),
        always,
        tunable(lowerMatMulIntegerTiles)},
+      {"conv_integer.im2col_tiles",
+       {OpKind::ConvInteger},
+       false,
+       "integer conv, group 1: im2col of u8 NHWC patches times the weight as u8s8s32 "
+       "GemmTiles (the integer GEMM's microkernel), zero points by compensation",
+       &igemmCpuSpace(),
+       [](const LoweringUnit &u, const CpuTarget &) { return convIntegerTilesApply(*u.node); },
+       tunable(lowerConvIntegerTiles)},
+      {"conv_integer.depthwise",
+       {OpKind::ConvInteger},
+       false,
+       "depthwise integer conv: direct i32 loops vectorized along output rows over x - x_zp "
+       "padded as i16",
+       nullptr,
+       [](const LoweringUnit &u, const CpuTarget &) { return convIntegerDepthwiseApplies(*u.node); },
+       plain(lowerConvIntegerDepthwise)},
       {"conv.rows_direct",
        {OpKind::Conv},
        false,
@@ -231,6 +247,14 @@ std::vector<KernelTemplate> openclTemplates() {
        nullptr,
        always,
        plain(lowerMatMulIntegerLoops)},
+      {"conv_integer.loops",
+       {OpKind::ConvInteger},
+       false,
+       "integer conv as one work-item per output element (the CPU's templates would run "
+       "their loop nests on one work-item)",
+       nullptr,
+       always,
+       plain(lowerConvIntegerLoops)},
   };
   for (KernelTemplate &c : cpuTemplates())
     t.push_back(std::move(c));

@@ -99,6 +99,14 @@ Expected<Kernels> lowerConvIm2colGemm(const Node &node, const std::string &prefi
 Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::string &prefix,
                                                const tuning::LowerOptions *opts);
 
+/// conv_integer's CPU templates (ConvIntegerTiles.cpp): im2col + u8s8s32 GemmTiles for
+/// group 1, and the direct depthwise loops (group == C == M, few taps).
+bool convIntegerTilesApply(const Node &node);
+bool convIntegerDepthwiseApplies(const Node &node);
+Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &prefix,
+                                        const tuning::LowerOptions *opts);
+Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string &prefix);
+
 /// conv_nchwc (Layout.cpp): the register-blocked direct conv over blocked channels.
 Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                                  const tuning::LowerOptions *opts);

@@ -1,0 +1,449 @@
+// conv_integer's CPU templates: "conv_integer.im2col_tiles" (group 1: im2col of u8 patches
+// times the weight as u8s8s32 GemmTiles, the integer GEMM's microkernel) and
+// "conv_integer.depthwise" (a direct integer loop nest vectorized along output rows).
+//
+// conv_integer.im2col_tiles, the integer GEMM C[p, m] = sum_k A[p, k] * B[k, m] over the
+// output positions p (rows) and channels m (columns), k = (tap, c) in NHWC order:
+//  1. B: the weight as the tile's panels of nr columns and groups of 4 k rows (an i8 weight
+//     that pack-gemm-weights packed at compile time is read in place; otherwise it is packed
+//     here, a u8 one shifted to i8 by w - 128), and colsum[m] = sum_k B'[k, m] when x's
+//     zero point term can be nonzero.
+//  2. Per image, x transposed to NHWC with its padding made explicit: u8 (an i8 x as
+//     x + 128), the padding holding x's (shifted) zero point, so that a padded tap adds
+//     (x_zp - x_zp) * w = 0 like the interpreter's zero padding of x - x_zp.
+//  3. Per block of output rows, in parallel: the rows' patches (A, u8, K rounded up to 4 with
+//     zeros; a pointwise conv whose C is a multiple of 4 reads the NHWC copy in place), their
+//     sums rowsum[p] when w's zero point term can be nonzero, the GemmTiles into the block's
+//     part of an i32 [P, M] scratch, and the block stored transposed to the NCHW output with
+//     the zero points by compensation: with ZA = x_zp (+ 128 for an i8 x) and ZB = w_zp[m]
+//     (- 128 for a u8 w),
+//       y[m, p] = C[p, m] - ZA * colsum[m] - ZB * rowsum[p] + K * ZA * ZB,
+//     all in wrapping i32 arithmetic, so the identity holds exactly for any K.
+//
+// conv_integer.depthwise (group == C == M): x - x_zp per image and channel as i16 with the
+// padding explicit (zeros: the padded taps add nothing), then per (image, channel, output
+// row) the row in vectors of up to 16 columns (the last vector moved back to end at the row's
+// end), each tap a broadcast weight (w - w_zp) times 16 inputs.
+#include <algorithm>
+
+#include "ConvInteger.h"
+#include "Templates.h"
+#include "nnc/ir/ShapeUtils.h"
+
+namespace nnc::lower {
+
+using namespace nnl;
+using kir::Expr;
+using kir::Stmt;
+
+namespace {
+
+int64_t knob(const tuning::Config &c, const char *name, int64_t dflt) {
+  auto it = c.find(name);
+  return it == c.end() ? dflt : it->second;
+}
+
+Expr c32(int64_t v) {
+  return kir::constant(double(v), DType::I32);
+}
+Expr addI(Expr a, Expr b) {
+  return kir::op(OpKind::Add, {std::move(a), std::move(b)});
+}
+Expr subI(Expr a, Expr b) {
+  return kir::op(OpKind::Sub, {std::move(a), std::move(b)});
+}
+Expr mulI(Expr a, Expr b) {
+  return kir::op(OpKind::Mul, {std::move(a), std::move(b)});
+}
+
+/// The largest number of taps the depthwise template unrolls per vector of outputs.
+constexpr int64_t kMaxDepthwiseTaps = 64;
+
+} // namespace
+
+bool convIntegerTilesApply(const Node &node) {
+  Expected<IntConv> f = analyzeConvInteger(node);
+  if (!f)
+    return false; // the generic lowerer reports why
+  return f->s.group == 1 && f->s.outN > 0 && f->s.C > 0;
+}
+
+bool convIntegerDepthwiseApplies(const Node &node) {
+  Expected<IntConv> f = analyzeConvInteger(node);
+  if (!f)
+    return false; // the generic lowerer reports why
+  const ConvSetup &s = f->s;
+  return s.group > 1 && s.cg == 1 && s.mg == 1 && s.outN > 0 &&
+         s.geo.kernelSize <= kMaxDepthwiseTaps;
+}
+
+Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &prefix,
+                                        const tuning::LowerOptions *opts) {
+  NNC_ASSIGN_OR_RETURN(IntConv f, analyzeConvInteger(node));
+  const ConvSetup &s = f.s;
+  const ConvGeometry &geo = s.geo;
+  const size_t D = geo.axes.size();
+  const int64_t N = s.N, C = s.C, M = s.M, P = geo.outSize, KS = geo.kernelSize;
+  const int64_t K = C * KS, Kp = (K + 3) / 4 * 4, groups = Kp / 4;
+  Extents padded = paddedExtents(geo);
+  const int64_t PS = numElementsOf(padded);
+  std::vector<int64_t> padStride = stridesOf(padded), outStride = stridesOf(geo.outSpatial),
+                       kStride = stridesOf(geo.kernel), inStride = stridesOf(geo.inSpatial);
+  bool pointwise = true;
+  for (const WindowAxis &a : geo.axes)
+    pointwise = pointwise && a.kernel == 1 && a.stride == 1 && a.padBegin == 0 && a.out == a.in;
+  // A pointwise conv's NHWC copy is its A when its rows are whole groups of 4.
+  const bool inPlace = pointwise && Kp == K;
+
+  // The tile and the parallel split from the integer GEMM's space (igemm_cpu).
+  tuning::Problem prob;
+  prob.kind = "igemm_cpu";
+  prob.signature = fmt::format(
+      "igemm_cpu conv {}x{} n{} p{} k{} m{} za{} zb{}{}", dtypeName(node.operand(0)->dtype()),
+      dtypeName(node.operand(1)->dtype()), N, P, K, M, f.zx, f.zw, f.zwPerChannel);
+  // A weight packed at compile time (i8 only) fixes the panels' width.
+  const bool prepacked = f.packedNr > 0 && !f.wUnsigned;
+  prob.dims = {N, P, Kp, M, prepacked ? f.packedNr : 0};
+  prob.flops = 2.0 * double(N) * double(P) * double(K) * double(M);
+  tuning::Config cfg = tuning::chooseConfig(prob, opts);
+  const int64_t mr = std::max<int64_t>(1, std::min(knob(cfg, "mr", 4), P));
+  const int64_t nr = prepacked ? f.packedNr : knob(cfg, "nr", 16);
+  const bool par = knob(cfg, "par", 1) == 1;
+  const int64_t panels = (M + nr - 1) / nr, panelSize = groups * 4 * nr;
+  const bool zaTerm = f.zx || f.xSigned, zbTerm = f.zw || f.wUnsigned;
+  // Rows per parallel block: whole tiles, the block's patches (about 32 KiB) in cache while
+  // every panel passes them, and at least 8 blocks where there are rows enough (a share for
+  // each thread of a small image).
+  int64_t rb = std::max<int64_t>(mr, std::min<int64_t>(std::max<int64_t>(32768 / Kp, mr), P / 8));
+  rb = std::max<int64_t>(mr, rb / mr * mr);
+  const int64_t fullBlocks = P / rb, lastRows = P % rb;
+
+  KernelBuilder kb(node, prefix);
+  const int xb = kb.operand(0), wb = kb.operand(1), ob = kb.result(0);
+  const int bp = prepacked ? wb : kb.scratch(0, DType::I8, panels * panelSize);
+  const int xp = kb.scratch(1, DType::U8, PS * C);
+  const int ap = inPlace ? xp : kb.scratch(2, DType::U8, P * Kp);
+  const int cs = kb.scratch(3, DType::I32, P * M);
+  const int colsum = zaTerm ? kb.scratch(4, DType::I32, M) : -1;
+  const int rowsum = zbTerm ? kb.scratch(5, DType::I32, P) : -1;
+  // Per channel: ZB, and ZA * colsum - K * ZA * ZB (the terms that do not vary along p).
+  const int zbv = zbTerm ? kb.scratch(6, DType::I32, M) : -1;
+  const int mterm = zaTerm ? kb.scratch(7, DType::I32, M) : -1;
+  kir::Schedule sched;
+  auto parallel = [&](const std::string &loop, int64_t extent) {
+    if (par && extent > 1)
+      sched.steps.push_back({kir::ScheduleStep::Parallel, loop, 0, {}});
+  };
+  std::vector<Stmt> all;
+
+  // ZA as i32 and as the u8 the padding holds.
+  Expr za = convZeroPoint(kb, f, 2, i64(0));
+  if (f.xSigned)
+    za = addI(za, c32(128));
+
+  // Step 1: B' panels, element (kk, col) = w[col, c, tap] with kk = tap * C + c, zero past K
+  // and past M.
+  if (!prepacked) {
+    std::string qv = kb.freshName("pq"), gv = kb.freshName("pg"), jv = kb.freshName("pj"),
+                ev = kb.freshName("pe");
+    Expr q = kir::var(qv), g = kir::var(gv), jj = kir::var(jv), e = kir::var(ev);
+    Expr kk = kir::add(kir::mul(g, i64(4)), e), col = kir::add(kir::mul(q, i64(nr)), jj);
+    Expr kc = kir::min(kk, i64(K - 1)), cc = kir::min(col, i64(M - 1));
+    Expr src = kb.load(wb, f.wIndex(cc, kir::mod(kc, i64(C)), kir::div(kc, i64(C))));
+    Expr shifted =
+        f.wUnsigned ? kir::cast(subI(kir::cast(src, DType::I32), c32(128)), DType::I8) : src;
+    Expr at = kir::add(kir::mul(q, i64(panelSize)),
+                       kir::add(kir::mul(g, i64(4 * nr)), kir::add(kir::mul(jj, i64(4)), e)));
+    Stmt st = kb.store(bp, at,
+                       kir::select(kir::land(kir::lt(kk, i64(K)), kir::lt(col, i64(M))), shifted,
+                                   kir::constant(0, DType::I8)));
+    all.push_back(kir::forLoop(
+        qv, i64(panels),
+        kir::forLoop(gv, i64(groups), kir::forLoop(jv, i64(nr), kir::forLoop(ev, i64(4), st)))));
+    parallel(qv, panels);
+  }
+  if (zaTerm) {
+    std::string cv = kb.freshName("cj"), sv = kb.freshName("cs"), pv = kb.freshName("ck");
+    Expr cj = kir::var(cv), pk = kir::var(pv);
+    Expr idx =
+        kir::add(kir::add(kir::mul(kir::div(cj, i64(nr)), i64(panelSize)),
+                          kir::mul(kir::mod(cj, i64(nr)), i64(4))),
+                 kir::add(kir::mul(kir::div(pk, i64(4)), i64(4 * nr)), kir::mod(pk, i64(4))));
+    Expr sum = kir::var(sv, DType::I32);
+    all.push_back(kir::forLoop(
+        cv, i64(M),
+        kir::block(
+            {kir::decl(sv, DType::I32, c32(0)),
+             kir::forLoop(pv, i64(K),
+                          kir::assign(sv, addI(sum, kir::cast(kb.load(bp, idx), DType::I32)))),
+             kb.store(colsum, cj, sum)})));
+  }
+
+  if (zaTerm || zbTerm) {
+    std::string mv = kb.freshName("zm");
+    Expr m = kir::var(mv);
+    Expr zb = convZeroPoint(kb, f, 3, m);
+    if (f.wUnsigned)
+      zb = subI(zb, c32(128));
+    std::vector<Stmt> perM;
+    Expr zbV = zbTerm ? kb.bind(perM, "zb", DType::I32, zb) : c32(0);
+    if (zbTerm)
+      perM.push_back(kb.store(zbv, m, zbV));
+    if (zaTerm) {
+      Expr t = mulI(za, kb.load(colsum, m));
+      if (zbTerm)
+        t = subI(t, mulI(c32(K), mulI(za, zbV)));
+      perM.push_back(kb.store(mterm, m, t));
+    }
+    all.push_back(kir::forLoop(mv, i64(M), kir::block(perM)));
+  }
+
+  std::vector<Stmt> perImage;
+  std::string nv = kb.freshName("n");
+  Expr n = N > 1 ? kir::var(nv) : i64(0);
+  // Step 2: the padded NHWC copy of image n, one pass over the padded positions writing each
+  // once along channels (ZA where the input does not cover; filling it all with ZA and then
+  // copying the input's channels to their strided places measured slower).
+  {
+    std::vector<std::string> names;
+    Extents loops = padded;
+    Stmt fill = kb.loopNest(
+        loops,
+        [&](const std::vector<Expr> &pos) {
+          std::vector<Expr> conds, inPos(D);
+          for (size_t d = 0; d < D; ++d) {
+            inPos[d] = kir::sub(pos[d], i64(geo.axes[d].padBegin));
+            conds.push_back(inRange(inPos[d], 0, geo.inSpatial[d]));
+          }
+          Expr cond = allOf(conds);
+          Expr inFlat = flatIndex(inPos, inStride), padFlat = flatIndex(pos, padStride);
+          std::string cv = kb.freshName("xc");
+          Expr c = kir::var(cv);
+          // Loads clamped into range: the select keeps the padding's value.
+          Expr at = kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), c), i64(geo.inSize)),
+                             kir::max(kir::min(inFlat, i64(geo.inSize - 1)), i64(0)));
+          Expr v = kb.load(xb, at);
+          Expr vu = f.xSigned ? kir::cast(addI(kir::cast(v, DType::I32), c32(128)), DType::U8) : v;
+          Expr val = isTrue(cond) ? vu : kir::select(cond, vu, kir::cast(za, DType::U8));
+          return kir::forLoop(cv, i64(C),
+                              kb.store(xp, kir::add(kir::mul(padFlat, i64(C)), c), val));
+        },
+        &names);
+    perImage.push_back(fill);
+    if (!names.empty())
+      parallel(names[0], padded[0]);
+  }
+
+  // Step 3: blocks of output rows.
+  auto block = [&](Expr row0, int64_t rows) {
+    std::vector<Stmt> st;
+    // Patches: row p, tap t: C bytes of the NHWC copy.
+    if (!inPlace) {
+      std::string pv = kb.freshName("ar");
+      Expr p = kir::add(row0, kir::var(pv));
+      std::vector<Stmt> row;
+      Expr base = i64(0);
+      for (size_t d = 0; d < D; ++d) {
+        Expr o = kir::mod(kir::div(p, i64(outStride[d])), i64(geo.outSpatial[d]));
+        base = kir::add(base, kir::mul(o, i64(geo.axes[d].stride * padStride[d])));
+      }
+      Expr src0 = kb.bind(row, "asrc", DType::I64, kir::mul(base, i64(C)));
+      Expr dst0 = kb.bind(row, "adst", DType::I64, kir::mul(p, i64(Kp)));
+      Nest taps;
+      std::vector<Expr> k(D);
+      for (size_t d = 0; d < D; ++d)
+        k[d] = taps.add(kb, geo.kernel[d], "at");
+      Expr tapOff = i64(0), tapFlat = i64(0);
+      for (size_t d = 0; d < D; ++d) {
+        tapOff = kir::add(tapOff, kir::mul(k[d], i64(geo.axes[d].dilation * padStride[d] * C)));
+        tapFlat = kir::add(tapFlat, kir::mul(k[d], i64(kStride[d] * C)));
+      }
+      std::string cv = kb.freshName("ac");
+      Expr c = kir::var(cv);
+      row.push_back(
+          taps.wrap(kir::forLoop(cv, i64(C),
+                                 kb.store(ap, kir::add(dst0, kir::add(tapFlat, c)),
+                                          kb.load(xp, kir::add(src0, kir::add(tapOff, c)))))));
+      if (Kp > K) {
+        std::string zv = kb.freshName("az");
+        row.push_back(kir::forLoop(zv, i64(Kp - K),
+                                   kb.store(ap, kir::add(dst0, kir::add(i64(K), kir::var(zv))),
+                                            kir::constant(0, DType::U8))));
+      }
+      st.push_back(kir::forLoop(pv, i64(rows), kir::block(row)));
+    }
+    // The NHWC copy holds image n alone (step 2 refills it per image).
+    const Expr aBase = i64(0);
+    if (zbTerm) {
+      std::string pv = kb.freshName("rr"), sv = kb.freshName("rs"), qv = kb.freshName("rk");
+      Expr p = kir::add(row0, kir::var(pv));
+      Expr sum = kir::var(sv, DType::I32);
+      st.push_back(kir::forLoop(
+          pv, i64(rows),
+          kir::block(
+              {kir::decl(sv, DType::I32, c32(0)),
+               kir::forLoop(
+                   qv, i64(K),
+                   kir::assign(
+                       sv, addI(sum,
+                                kir::cast(kb.load(ap, kir::add(aBase, kir::add(kir::mul(p, i64(Kp)),
+                                                                               kir::var(qv)))),
+                                          DType::I32)))),
+               kb.store(rowsum, p, sum)})));
+    }
+    // The tiles: panels outside, row tiles inside (the panel stays in cache).
+    int64_t tiles = rows / mr, mRem = rows % mr, fullPanels = M / nr, nRem = M % nr;
+    auto tile = [&](int64_t tr, int64_t tc, Expr r0, Expr panel) {
+      kir::GemmTileShape sh;
+      sh.elems = kir::GemmElems::U8S8S32;
+      sh.a = ap;
+      sh.b = bp;
+      sh.mr = tr;
+      sh.nr = tc;
+      sh.lda = Kp;
+      sh.ak = 1;
+      sh.ldb = 4 * nr;
+      sh.ldc = M;
+      return kb.gemmTile(sh, cs, kir::add(aBase, kir::mul(r0, i64(Kp))),
+                         kir::mul(panel, i64(panelSize)),
+                         kir::add(kir::mul(r0, i64(M)), kir::mul(panel, i64(nr))), i64(Kp));
+    };
+    auto panelBody = [&](int64_t cols, Expr panel) {
+      std::vector<Stmt> body;
+      if (tiles > 0) {
+        std::string tv = kb.freshName("tr");
+        body.push_back(
+            kir::forLoop(tv, i64(tiles),
+                         tile(mr, cols, kir::add(row0, kir::mul(kir::var(tv), i64(mr))), panel)));
+      }
+      if (mRem > 0)
+        body.push_back(tile(mRem, cols, kir::add(row0, i64(tiles * mr)), panel));
+      return kir::block(body);
+    };
+    if (fullPanels > 0) {
+      std::string qv = kb.freshName("tq");
+      st.push_back(kir::forLoop(qv, i64(fullPanels), panelBody(nr, kir::var(qv))));
+    }
+    if (nRem > 0)
+      st.push_back(panelBody(nRem, i64(fullPanels)));
+    // The block's rows stored to the NCHW output with the compensation terms (read along
+    // channels, written along positions; tiles of 8 x 8 measured no faster).
+    {
+      std::string mv = kb.freshName("om"), pv = kb.freshName("op");
+      Expr m = kir::var(mv), p = kir::add(row0, kir::var(pv));
+      Expr v = kb.load(cs, kir::add(kir::mul(p, i64(M)), m));
+      if (zbTerm)
+        v = subI(v, mulI(kb.load(zbv, m), kb.load(rowsum, p)));
+      if (zaTerm)
+        v = subI(v, kb.load(mterm, m));
+      st.push_back(kir::forLoop(
+          mv, i64(M),
+          kir::forLoop(
+              pv, i64(rows),
+              kb.store(ob, kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P)), p), v))));
+    }
+    return kir::block(st);
+  };
+  if (fullBlocks > 0) {
+    std::string bv = kb.freshName("blk");
+    perImage.push_back(
+        kir::forLoop(bv, i64(fullBlocks), block(kir::mul(kir::var(bv), i64(rb)), rb)));
+    parallel(bv, fullBlocks);
+  }
+  if (lastRows > 0)
+    perImage.push_back(block(i64(fullBlocks * rb), lastRows));
+  all.push_back(N > 1 ? kir::forLoop(nv, i64(N), kir::block(perImage)) : kir::block(perImage));
+  return Kernels{kb.finish(kir::block(all), sched)};
+}
+
+Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string &prefix) {
+  NNC_ASSIGN_OR_RETURN(IntConv f, analyzeConvInteger(node));
+  const ConvSetup &s = f.s;
+  const ConvGeometry &geo = s.geo;
+  const size_t D = geo.axes.size();
+  const int64_t N = s.N, C = s.C, P = geo.outSize, KS = geo.kernelSize;
+  Extents padded = paddedExtents(geo);
+  const int64_t PS = numElementsOf(padded);
+  std::vector<int64_t> padStride = stridesOf(padded), kStride = stridesOf(geo.kernel),
+                       inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial);
+  KernelBuilder kb(node, prefix);
+  const int xb = kb.operand(0), wb = kb.operand(1), ob = kb.result(0);
+  const int xp = kb.scratch(0, DType::I16, N * C * PS);
+  kir::Schedule sched;
+  std::vector<Stmt> all;
+  // x - x_zp as i16 with the padding explicit (zeros), per image and channel: zeros, then the
+  // input's rows at their padded place (both plain runs that vectorize; a select per element
+  // over the padded positions did not).
+  {
+    Nest zero;
+    Expr nc = zero.add(kb, N * C, "pc");
+    Expr i = zero.add(kb, PS, "pz");
+    all.push_back(
+        zero.wrap(kb.store(xp, kir::add(kir::mul(nc, i64(PS)), i), kir::constant(0, DType::I16))));
+    Nest copy;
+    Expr cc = copy.add(kb, N * C, "pc");
+    std::vector<Expr> in(D), at(D);
+    for (size_t d = 0; d < D; ++d) {
+      in[d] = copy.add(kb, geo.inSpatial[d], "pi");
+      at[d] = kir::add(in[d], i64(geo.axes[d].padBegin));
+    }
+    Expr v = subI(
+        kir::cast(kb.load(xb, kir::add(kir::mul(cc, i64(geo.inSize)), flatIndex(in, inStride))),
+                  DType::I32),
+        convZeroPoint(kb, f, 2, i64(0)));
+    all.push_back(copy.wrap(kb.store(xp, kir::add(kir::mul(cc, i64(PS)), flatIndex(at, padStride)),
+                                     kir::cast(v, DType::I16))));
+    if (N * C > 1 && N * C * PS >= (int64_t(1) << 15)) {
+      sched.steps.push_back({kir::ScheduleStep::Parallel, zero.loops[0].first, 0, {}});
+      sched.steps.push_back({kir::ScheduleStep::Parallel, copy.loops[0].first, 0, {}});
+    }
+  }
+  // Per (image, channel, output row): vectors of L columns along the last output axis.
+  const WindowAxis &aw = geo.axes[D - 1];
+  const int64_t OW = aw.out, rowsPer = P / OW, L = std::min<int64_t>(16, OW);
+  Nest outer;
+  Expr q = outer.add(kb, N * C * rowsPer, "q");
+  Expr nc = kir::div(q, i64(rowsPer)), r = kir::mod(q, i64(rowsPer));
+  Expr c = kir::mod(nc, i64(C));
+  // The row's padded offset: its outer output coordinates times their strides.
+  Expr rowBase = kir::mul(nc, i64(PS));
+  for (size_t d = 0; d + 1 < D; ++d) {
+    Expr o = kir::mod(kir::div(r, i64(outStride[d] / OW)), i64(geo.outSpatial[d]));
+    rowBase = kir::add(rowBase, kir::mul(o, i64(geo.axes[d].stride * padStride[d])));
+  }
+  std::vector<Stmt> row;
+  Expr base = kb.bind(row, "drow", DType::I64, rowBase);
+  Expr zw = kb.bind(row, "dzw", DType::I32, convZeroPoint(kb, f, 3, c));
+  std::vector<Expr> wts;
+  for (int64_t t = 0; t < KS; ++t)
+    wts.push_back(kb.bind(
+        row, "dw", DType::I32,
+        subI(kir::cast(kb.load(wb, kir::add(kir::mul(c, i64(KS)), i64(t))), DType::I32), zw)));
+  int64_t vectors = (OW + L - 1) / L;
+  std::string vN = kb.freshName("v"), lN = kb.freshName("l");
+  Expr ow = kir::add(kir::min(kir::mul(kir::var(vN), i64(L)), i64(OW - L)), kir::var(lN));
+  std::string acc = kb.freshName("acc");
+  std::vector<Stmt> st{kir::decl(acc, DType::I32, c32(0))};
+  for (int64_t t = 0; t < KS; ++t) {
+    Expr off = kir::mul(ow, i64(aw.stride));
+    for (size_t d = 0; d < D; ++d) {
+      int64_t kd = (t / kStride[d]) % geo.kernel[d];
+      off = kir::add(off, i64(kd * geo.axes[d].dilation * padStride[d]));
+    }
+    Expr xv = kir::cast(kb.load(xp, kir::add(base, off)), DType::I32);
+    st.push_back(kir::assign(acc, addI(kir::var(acc, DType::I32), mulI(xv, wts[t]))));
+  }
+  Expr outAt = kir::add(kir::add(kir::mul(nc, i64(P)), kir::mul(r, i64(OW))), ow);
+  st.push_back(kb.store(ob, outAt, kir::var(acc, DType::I32)));
+  row.push_back(kir::forLoop(vN, i64(vectors), kir::forLoop(lN, i64(L), kir::block(st))));
+  kir::Schedule rs = parallelOuter(outer, N * C * P * KS);
+  for (const kir::ScheduleStep &step : rs.steps)
+    if (step.kind == kir::ScheduleStep::Parallel)
+      sched.steps.push_back(step);
+  if (L > 1)
+    sched.steps.push_back({kir::ScheduleStep::Vectorize, lN, 0, {}});
+  all.push_back(outer.wrap(kir::block(row)));
+  return Kernels{kb.finish(kir::block(all), sched)};
+}
+
+} // namespace nnc::lower
