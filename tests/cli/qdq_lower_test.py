@@ -2,8 +2,8 @@
 """lower-qdq end to end: QAT-style Q/DQ models (scripts/make_qdq_models.py) run their matmuls
 on the integer GEMM and agree with the interpreter run without any pass.
 
-For each model, `nnc run --target cpu` and `--target interp` (both with the standard pipeline,
-so with lower-qdq) are compared with `nnc run --target interp --no-optimize` (the f32 path
+For each model, `nnc run --target cpu`, `--target interp` and `--target opencl` where there is
+a device (all with their standard pipelines, so with lower-qdq) are compared with `nnc run --target interp --no-optimize` (the f32 path
 between the explicit Q/DQ ops, evaluated op by op):
   - the u8 outputs may differ by one quantization step on a few elements (at most 1 in 20),
     never by more: the integer sum is exact and the f32 path rounds each partial sum, so a
@@ -69,6 +69,12 @@ def run(args):
 
 def main():
     failures = []
+    targets = [("interp", ["--target", "interp"]), ("cpu", ["--target", "cpu"])]
+    rc, out = run(["devices"])
+    if any(line.startswith("opencl:") for line in out.splitlines()):
+        targets.append(("opencl", ["--target", "opencl"]))
+    else:
+        print("no OpenCL device: the opencl target is not checked")
     with tempfile.TemporaryDirectory() as d:
         make_qdq_models.write_all(d, "test")
         rng = random.Random(7)
@@ -84,8 +90,7 @@ def main():
                 write_u8_npy(x, [rng.randint(0, 255) for _ in range(count)], shape)
             inp = "x" if kind == "f32" else "xq"
             results = {}
-            for label, extra in [("ref", ["--target", "interp", "--no-optimize"]),
-                                 ("interp", ["--target", "interp"]), ("cpu", ["--target", "cpu"])]:
+            for label, extra in [("ref", ["--target", "interp", "--no-optimize"])] + targets:
                 o = os.path.join(d, "%s_%s" % (name, label))
                 rc, out = run(["run", path, "--input", "%s=%s" % (inp, x), "--output-dir", o,
                                "--output-format", "npy"] + extra)
@@ -99,7 +104,7 @@ def main():
                 continue
             if all(len(set(v)) < 2 for v in ref):
                 failures.append(f"{name}: the reference outputs are constant")
-            for label in ("interp", "cpu"):
+            for label, _ in targets:
                 got = results.get(label)
                 if not got:
                     continue
