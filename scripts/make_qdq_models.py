@@ -23,9 +23,14 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from onnxw import attr_int, attr_ints, model, node, tensor, value_info  # noqa: E402
+from onnxw import (attr_int, attr_ints, field_bytes, field_varint, model, node, tensor,  # noqa: E402
+                   value_info)
 
 UINT8, INT8, INT64 = 2, 3, 7
+
+
+def attr_str(name, v):
+    return field_bytes(1, name) + field_bytes(4, v) + field_varint(20, 3)
 
 
 class Builder:
@@ -176,8 +181,17 @@ def exact(seed=4):
     wz = b.const("wz", [5], [0, 3, -2, 0, 1], INT8, "b")
     wd = b.add("DequantizeLinear", [wq, ws, wz], [attr_int("axis", 1)])
     mm = b.add("MatMul", [a, wd])
+    # Data movement on the u8 data: slice, gather, concat, transpose, nearest resize.
+    sl = b.add("Slice", [xd, b.i64([1]), b.i64([5]), b.i64([3])])
+    ga = b.add("Gather", [xd, b.i64([0, 5, 2, 2])], [attr_int("axis", 3)])
+    cc = b.add("Concat", [sl, ga], [attr_int("axis", 3)])
+    tr = b.add("Transpose", [cc], [attr_ints("perm", [0, 1, 3, 2])])
+    rs = b.add("Resize", [tr, "", b.const("scales", [4], [1.0, 1.0, 2.0, 1.0])],
+               [attr_str("mode", "nearest")])
+    rq = b.add("QuantizeLinear", [rs, s, z])
     return model(b.nodes, [value_info("xq", [2, 4, 6, 6], elem_type=UINT8)],
-                 [value_info(pq, [2, 4, 6, 6], elem_type=UINT8), value_info(mm, [8, 5])],
+                 [value_info(pq, [2, 4, 6, 6], elem_type=UINT8), value_info(mm, [8, 5]),
+                  value_info(rq, [2, 4, 16, 6], elem_type=UINT8)],
                  b.inits, name="qdq_exact")
 
 

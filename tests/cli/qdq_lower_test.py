@@ -11,9 +11,10 @@ between the explicit Q/DQ ops, evaluated op by op):
     other way; one step in an activation moves the next layer's input by one of its scale
     steps, which stays under one output step;
   - the f32 outputs (the dequantized u8 outputs) likewise by at most one output scale step;
-  - the `exact` model must agree bit for bit: a max pool moved onto the u8 data and
-    requantized with the same parameters (quantize(dequantize(x)) cancelled), and a matmul
-    whose scales are powers of two, where the f32 path's sums are exact too.
+  - the `exact` model must agree bit for bit: a max pool, and slice, gather, concat,
+    transpose and nearest resize, moved onto the u8 data and requantized with the same
+    parameters (quantize(dequantize(x)) cancelled), and a matmul whose scales are powers of
+    two, where the f32 path's sums are exact too.
 `nnc inspect --templates` marks the integer GEMMs and names the matmuls and convs left in f32
 with their reason; `nnc inspect --stats` counts them.
 
@@ -39,7 +40,7 @@ MODELS = {
     "mlp": ([8, 64], "f32", [("f32", 8.0 / 255), ("u8", 1)]),
     "bert": ([1, 8, 32], "f32", [("f32", 8.0 / 255), ("u8", 1)]),
     "cnn": ([1, 3, 12, 12], "f32", [("f32", 8.0 / 255), ("u8", 1)]),
-    "exact": ([2, 4, 6, 6], "u8", [("u8", 0), ("f32", 0)]),
+    "exact": ([2, 4, 6, 6], "u8", [("u8", 0), ("f32", 0), ("u8", 0)]),
 }
 
 
