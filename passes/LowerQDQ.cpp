@@ -1,8 +1,8 @@
-// Runs the matmuls of quantize/dequantize (Q/DQ) models on the integer kernels: a QAT export
-// wraps each matmul in dequantize ops (activations and constant int8 weights) and quantizes its
-// result, and everything between ran in f32.
+// Runs the matmuls and convs of quantize/dequantize (Q/DQ) models on the integer kernels: a
+// QAT export wraps each matmul and conv in dequantize ops (activations and constant int8
+// weights) and quantizes its result, and everything between ran in f32.
 //
-// Algorithm (to a fixed point for steps 1 and 2, then one walk for step 3):
+// Algorithm (to a fixed point for steps 1 and 2, then one walk for steps 3 and 4):
 //  1. A dequantize sinks below a data-movement op that commutes with it: y = op(DQ(x, s, z))
 //     becomes DQ(op(x), s', z'), so x stays u8/i8 in memory from one op to the next. Reshape,
 //     flatten, squeeze, unsqueeze, transpose, slice, gather, max_pool (its one result), concat
@@ -20,9 +20,14 @@
 //     (za a scalar or one per row of a, zb a scalar or one per column of b; a constant zero
 //     point that is 0 is left out). The i32 sum is exact, so the result differs from the f32
 //     path only by f32 rounding (fuse-epilogue runs the cast, the scale and what follows, down
-//     to the next quantize, in the integer GEMM's output loop). A matmul that reads a
-//     dequantize (directly or through other ops) and is not rewritten keeps its f32 path and
-//     says why in its `qdq_fallback` attribute (ir/Op.h).
+//     to the next quantize, in the integer GEMM's output loop).
+//  4. conv(DQ(x, sx, zx), DQ(w, sw, zw), bias?) with u8/i8 x and w, one sx and zx, and sw and
+//     zw per output channel (axis 0) at most becomes
+//       add(mul(cast(conv_integer(x, w, zx, zw), f32), sx * sw as [M, 1, ...]), bias as
+//       [M, 1, ...]),
+//     exact in the same way (conv_integer's padding adds nothing, as 0 does to the f32 conv).
+// A matmul or conv that reads a dequantize (directly or through other ops) and is not
+// rewritten keeps its f32 path and says why in its `qdq_fallback` attribute (ir/Quantize.h).
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -383,14 +388,16 @@ bool cancel(Graph &g, Node *q) {
   return true;
 }
 
-/// A zero point of operand `which` (0: A, 1: B, rank r) of an integer matmul: absent (a
-/// constant 0), a scalar, or one value per row of A / column of B; empty `why` on success.
+/// The zero point of operand `which` (rank r) of an integer matmul or conv: absent (a constant
+/// 0), a scalar, or one value per entry of axis `keep` (A's rows, B's columns, a conv weight's
+/// output channels; -1: none) as a 1-D tensor; empty `why` on success.
 struct ZeroPoint {
   Value *value = nullptr;
   std::string why;
 };
 
-ZeroPoint matmulZeroPoint(Graph &g, const DQ &d, int which, int64_t r, Node *before) {
+ZeroPoint zeroPointAlong(Graph &g, const DQ &d, int which, int64_t r, int64_t keep,
+                         const char *per, Node *before) {
   ZeroPoint out;
   std::optional<Extents> e = fullExtents(d.zp, r);
   if (!e) {
@@ -418,17 +425,16 @@ ZeroPoint matmulZeroPoint(Graph &g, const DQ &d, int which, int64_t r, Node *bef
       return out;
     }
   }
-  // One element, or per row of A (axis r-2) / per column of B (axis r-1).
-  int64_t keep = which == 0 ? r - 2 : r - 1;
+  // One element, or one per `keep` axis entry.
   for (int64_t a = 0; a < r; ++a)
     if (a != keep && (*e)[a] != 1) {
-      out.why = fmt::format("operand {}'s zero point varies along axis {} (the integer GEMM "
+      out.why = fmt::format("operand {}'s zero point varies along axis {} (the integer kernel "
                             "takes one per {})",
-                            which, a, which == 0 ? "row" : "column");
+                            which, a, per);
       return out;
     }
   std::vector<int64_t> shape;
-  if ((*e)[keep] != 1)
+  if (keep >= 0 && (*e)[keep] != 1)
     shape.push_back((*e)[keep]);
   Expected<Node *> m = g.createInferred(
       OpKind::Reshape, {d.zp, i64Constant(g, shape, before, d.zp->name() + "_shape")}, {}, "", -1,
@@ -528,14 +534,15 @@ public:
     NNC_TRY(std::move(failed));
     changed = moves > 0;
     for (Node *n : g.nodes()) {
-      if (n->kind() != OpKind::MatMul || n->hasAttr("packed_n") || !readsDequantize(*n))
+      bool mm = n->kind() == OpKind::MatMul && !n->hasAttr("packed_n");
+      if ((!mm && n->kind() != OpKind::Conv) || !readsDequantize(*n))
         continue;
-      NNC_ASSIGN_OR_RETURN(std::string why, rewriteMatMul(g, n));
+      NNC_ASSIGN_OR_RETURN(std::string why, mm ? rewriteMatMul(g, n) : rewriteConv(g, n));
       if (why.empty()) {
-        addStat("matmuls-integer");
+        addStat(mm ? "matmuls-integer" : "convs-integer");
       } else {
         n->setAttr(kQdqFallbackAttr, Attribute(why));
-        addStat("matmuls-fp32-fallback");
+        addStat(mm ? "matmuls-fp32-fallback" : "convs-fp32-fallback");
       }
       changed = true;
     }
@@ -543,6 +550,16 @@ public:
   }
 
 private:
+  /// Step 4; the reason it does not apply (the graph unchanged) or "" after rewriting.
+  Expected<std::string> rewriteConv(Graph &g, Node *conv) {
+    for (size_t i = 0; i < 2; ++i) {
+      std::string why = whyNotDequantized(g, *conv, i);
+      if (!why.empty())
+        return why;
+    }
+    return std::string("there is no integer conv op (conv_integer) to run it on yet");
+  }
+
   /// Step 3; the reason it does not apply (the graph unchanged) or "" after rewriting.
   Expected<std::string> rewriteMatMul(Graph &g, Node *mm) {
     for (size_t i = 0; i < 2; ++i) {
@@ -575,10 +592,10 @@ private:
                          "(per-axis along axis 0 of a [K, N] weight; the integer GEMM needs it "
                          "per output column)");
     // Zero points first: they may refuse, and then nothing is left behind but dead constants.
-    ZeroPoint za = matmulZeroPoint(g, da, 0, ra, mm);
+    ZeroPoint za = zeroPointAlong(g, da, 0, ra, ra - 2, "row", mm);
     if (!za.why.empty())
       return za.why;
-    ZeroPoint zb = matmulZeroPoint(g, db, 1, rb, mm);
+    ZeroPoint zb = zeroPointAlong(g, db, 1, rb, rb - 1, "column", mm);
     if (!zb.why.empty())
       return zb.why;
     std::vector<Value *> ops = {da.x, db.x};
