@@ -60,12 +60,17 @@ def main():
                 for k in order:
                     j = bench(a.nnc, path, on if k == "on" else off, a.iterations)
                     runs[k].append((j["median_ms"], j["min_ms"]))
+            prof = subprocess.run([a.nnc, "bench", path, "--threads", "1", "--iterations",
+                                   str(a.iterations), "--profile"], capture_output=True,
+                                  text=True, timeout=900).stdout.splitlines()
+            start = next((i for i, l in enumerate(prof) if l.lstrip().startswith("ms ")), 0)
             ratios = [f[0] / n[0] for n, f in zip(runs["on"], runs["off"])]
             out[m] = {"on_median_ms": statistics.median(x[0] for x in runs["on"]),
                       "off_median_ms": statistics.median(x[0] for x in runs["off"]),
                       "on_min_ms": min(x[1] for x in runs["on"]),
                       "off_min_ms": min(x[1] for x in runs["off"]),
-                      "ratio_median": statistics.median(ratios), "runs": runs}
+                      "ratio_median": statistics.median(ratios), "runs": runs,
+                      "profile": prof[start:start + 9]}
     load_after = load()
     sizes = make_qdq_models.SIZES["bench"]
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
@@ -83,6 +88,11 @@ def main():
         lines.append("| %s | %.3f | %.3f | %.2fx | %.3f | %.3f |" % (
             m, r["on_median_ms"], r["off_median_ms"], r["ratio_median"], r["on_min_ms"],
             r["off_min_ms"]))
+    lines += ["", "The integer path's kernels (`nnc bench --profile --threads 1`, the heaviest first; "
+              "`(integer)` marks an integer GEMM or conv, `(fp32 between Q/DQ: ...)` one that "
+              "lower-qdq left in f32 and why):"]
+    for m, r in out.items():
+        lines += ["", "%s:" % m, "```"] + r["profile"] + ["```"]
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
