@@ -46,11 +46,23 @@ Expected<ConvGeometry> convGeometry(const Node &node, const Extents &xs, const E
 
 Expected<ConvSetup> nnl::convSetup(const Node &node, bool transpose) {
   const Value *xv = node.operand(0), *wv = node.operand(1);
-  const Value *biasV = node.operand(2);
+  // conv_integer: u8 or i8 operands, each its own, and no bias (operand 2 is x's zero point).
+  const bool integer = node.kind() == OpKind::ConvInteger;
+  const Value *biasV = integer ? nullptr : node.operand(2);
   DType t = xv->dtype();
-  if (!isFloat(t) || wv->dtype() != t || (biasV && biasV->dtype() != t))
-    return node.error("expects float operands of one dtype, got {}", dtypeName(t));
+  auto byte = [](DType d) { return d == DType::U8 || d == DType::I8; };
+  if (integer ? !byte(t) || !byte(wv->dtype())
+              : !isFloat(t) || wv->dtype() != t || (biasV && biasV->dtype() != t))
+    return node.error("expects {} operands, got {} and {}",
+                      integer ? "u8 or i8" : "float (one dtype)", dtypeName(t),
+                      dtypeName(wv->dtype()));
   Extents xs = extentsOf(xv), ws = extentsOf(wv);
+  if (integer && node.hasAttr("packed_m") && xs.size() >= 2) {
+    // The weight the panels hold (its shape rule checked them).
+    std::vector<int64_t> ks = node.getInts("kernel_shape", {});
+    ws = {node.getInt("packed_m"), xs[1]};
+    ws.insert(ws.end(), ks.begin(), ks.end());
+  }
   NNC_ASSIGN_OR_RETURN(ConvGeometry geo, convGeometry(node, xs, ws, transpose));
   int64_t group = node.getInt("group", 1);
   int64_t N = xs[0], C = xs[1], M, cg, mg;

@@ -29,8 +29,9 @@ struct ConvSetup {
   bool hasBias = false;
 };
 
-/// The checked operands (float, one dtype; weight and bias matching the input and group) and
-/// the geometry of conv (`transpose` false) or conv_transpose.
+/// The checked operands (float, one dtype; weight and bias matching the input and group; for
+/// conv_integer u8 or i8 and no bias) and the geometry of conv (`transpose` false),
+/// conv_integer or conv_transpose.
 Expected<ConvSetup> convSetup(const Node &node, bool transpose);
 
 /// The range of "from" positions p in [0, fromCount) whose partner p*stride - padBegin +

@@ -300,6 +300,7 @@ Expected<Kernels> lowerMatMulFinished(const Node &node, const std::string &prefi
 void registerNNLowerers(LowererTable &t) {
   t[OpKind::Einsum] = lowerEinsum;
   registerConvLowerers(t);
+  registerConvIntegerLowerer(t);
   registerPoolLowerers(t);
 }
 

@@ -29,6 +29,10 @@ Expected<std::vector<kir::Kernel>> lowerMatMulIntegerTiles(const Node &node,
                                                            const tuning::LowerOptions *opts);
 /// The "igemm_cpu" space: knobs mr, nr (the tile) and par.
 const tuning::Space &igemmCpuSpace();
+/// conv_integer's generic nest (ConvInteger.cpp): one i32 sum per output element.
+void registerConvIntegerLowerer(LowererTable &t);
+Expected<std::vector<kir::Kernel>> lowerConvIntegerLoops(const Node &node,
+                                                         const std::string &prefix);
 void registerResizeLowerer(LowererTable &t);
 
 /// Element strides, along each of a matmul's `nb` output batch dims, of an operand whose batch

@@ -213,6 +213,14 @@ std::vector<KernelTemplate> openclTemplates() {
        nullptr,
        always,
        plain(lowerMatMulIntegerLoops)},
+      {"conv_integer.loops",
+       {OpKind::ConvInteger},
+       false,
+       "integer conv as one work-item per output element (the CPU's templates would run "
+       "their loop nests on one work-item)",
+       nullptr,
+       always,
+       plain(lowerConvIntegerLoops)},
   };
   for (KernelTemplate &c : cpuTemplates())
     t.push_back(std::move(c));

@@ -225,8 +225,15 @@ Types inferEinsum(const Node &node) {
 static Expected<int64_t> checkConvOperands(const Node &node) {
   NNC_TRY(requireOperands(node, 2));
   const Value *x = node.operand(0), *w = node.operand(1);
-  NNC_TRY(requireFloat(node, x));
-  NNC_TRY(requireSameDType(node, x, w, "weight"));
+  if (node.kind() == OpKind::ConvInteger) {
+    // u8 or i8 operands, each its own.
+    for (const Value *v : {x, w})
+      if (v->dtype() != DType::U8 && v->dtype() != DType::I8)
+        return node.error("expects u8 or i8 operands, got {}", dtypeName(v->dtype()));
+  } else {
+    NNC_TRY(requireFloat(node, x));
+    NNC_TRY(requireSameDType(node, x, w, "weight"));
+  }
   if (x->rank() < 3)
     return node.error("input must have rank >= 3 (N, C, spatial...), got {}", x->type().str());
   if (w->rank() != x->rank())
@@ -244,7 +251,9 @@ static Expected<int64_t> checkConvOperands(const Node &node) {
 
 Types inferConv(const Node &node) {
   NNC_ASSIGN_OR_RETURN(int64_t group, checkConvOperands(node));
-  const Value *x = node.operand(0), *w = node.operand(1), *bias = node.operand(2);
+  const Value *x = node.operand(0), *w = node.operand(1);
+  // conv_integer's operand 2 is x's zero point, not a bias.
+  const Value *bias = node.kind() == OpKind::Conv ? node.operand(2) : nullptr;
   const Shape &xs = x->shape(), &ws = w->shape();
   if (ws[0].isStatic() && ws[0].value() % group != 0)
     return node.error("output channels {} are not divisible by group {}", ws[0].value(), group);
@@ -273,7 +282,76 @@ Types inferConv(const Node &node) {
                        windowDims(node, a, xs, Shape(ws.begin() + 2, ws.end()), false));
   Shape out{xs[0], ws[0]};
   out.insert(out.end(), spatial.begin(), spatial.end());
-  return std::vector<TensorType>{TensorType(x->dtype(), out)};
+  return std::vector<TensorType>{
+      TensorType(node.kind() == OpKind::ConvInteger ? DType::I32 : x->dtype(), out)};
+}
+
+/// conv_integer whose weight pack-gemm-weights packed (packed_m, kernel_shape): the result
+/// of the [packed_m, C, kernel_shape...] weight the panels hold.
+static Types inferPackedConvInteger(const Node &node) {
+  NNC_TRY(requireOperands(node, 2));
+  const Value *x = node.operand(0), *w = node.operand(1);
+  for (const Value *v : {x, w})
+    if (v->dtype() != DType::U8 && v->dtype() != DType::I8)
+      return node.error("expects u8 or i8 operands, got {}", dtypeName(v->dtype()));
+  std::vector<int64_t> ks = node.getInts("kernel_shape", {});
+  int64_t m = node.getInt("packed_m"), k = 1;
+  const Shape &xs = x->shape(), &ws = w->shape();
+  bool ok = x->rank() >= 3 && ks.size() + 2 == size_t(x->rank()) && xs[1].isStatic() &&
+            node.getInt("group", 1) == 1 && m >= 1 && w->rank() == 4;
+  for (int64_t v : ks)
+    ok = ok && v >= 1;
+  for (size_t d = 0; ok && d < 4; ++d)
+    ok = ws[d].isStatic();
+  if (ok) {
+    k = xs[1].value();
+    for (int64_t v : ks)
+      k *= v;
+    ok = ws[3].value() == 4 && ws[1].value() == (k + 3) / 4 &&
+         ws[0].value() * ws[2].value() >= m && (ws[0].value() - 1) * ws[2].value() < m;
+  }
+  if (!ok)
+    return node.error("packed_m = {} and kernel_shape {} need group 1, an input of static "
+                      "channels and operand 1 as [ceil(M/nr), ceil(K/4), nr, 4] panels, got {} "
+                      "and {}",
+                      m, extentsStr(ks), x->type().str(), w->type().str());
+  NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, ks.size()));
+  Shape kernel;
+  for (int64_t v : ks)
+    kernel.push_back(Dim(v));
+  NNC_ASSIGN_OR_RETURN(Shape spatial, windowDims(node, a, xs, kernel, false));
+  Shape out{xs[0], Dim(m)};
+  out.insert(out.end(), spatial.begin(), spatial.end());
+  return std::vector<TensorType>{TensorType(DType::I32, out)};
+}
+
+Types inferConvInteger(const Node &node) {
+  bool packed = node.hasAttr("packed_m");
+  NNC_ASSIGN_OR_RETURN(std::vector<TensorType> out,
+                       packed ? inferPackedConvInteger(node) : inferConv(node));
+  // x_zero_point: one element of x's dtype; w_zero_point: one, or one per output channel,
+  // of w's dtype.
+  const Dim m = packed ? Dim(node.getInt("packed_m")) : node.operand(1)->shape()[0];
+  for (size_t z = 2; z < 4; ++z) {
+    const Value *zp = node.operand(z), *of = node.operand(z - 2);
+    if (!zp)
+      continue;
+    if (zp->dtype() != of->dtype())
+      return node.error("zero point {} has dtype {}, expected {} (its operand's)", z,
+                        dtypeName(zp->dtype()), dtypeName(of->dtype()));
+    bool ok = zp->rank() == 0;
+    if (zp->rank() == 1) {
+      const Dim &d = zp->shape()[0];
+      ok = !d.isStatic() || d.value() == 1 ||
+           (z == 3 && (!m.isStatic() || d.value() == m.value()));
+    }
+    if (!ok)
+      return node.error("zero point {} {} must be {}", z, zp->type().str(),
+                        z == 2 ? "a scalar or hold one value"
+                               : fmt::format("a scalar or hold one value per output channel ({})",
+                                             m.str()));
+  }
+  return out;
 }
 
 Types inferConvTranspose(const Node &node) {

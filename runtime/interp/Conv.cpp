@@ -2,11 +2,13 @@
 // groups, dilations and padding; computed in double.
 #include <limits>
 #include <algorithm>
+#include <optional>
 
 #include <Eigen/Dense>
 
 #include "interp/Kernels.h"
 #include "interp/NNSupport.h"
+#include "nnc/ir/GemmPacking.h"
 #include "nnc/ir/NNGeometry.h"
 
 namespace nnc::interp {
@@ -118,9 +120,16 @@ void forEachTap(const std::vector<std::vector<std::vector<int64_t>>> &table,
 
 } // namespace
 
-Results evalConv(const Node &node, const Operands &ops) {
-  const Tensor &x = ops[0], &w = ops[1];
-  const Tensor &bias = ops.size() > 2 ? ops[2] : Tensor();
+namespace {
+
+/// What conv and conv_integer share: the checked geometry and the sums of products of the
+/// operands as doubles (`xv` the input, `wv` the weight, `bv` per output channel or empty),
+/// im2col + GEMM per image and group. `outExt` receives the result's extents; an empty
+/// batch gives an empty result.
+Expected<std::vector<double>> convSums(const Node &node, const Tensor &x, const Tensor &w,
+                                       int64_t biasCount, const std::vector<double> &xv,
+                                       const std::vector<double> &wv,
+                                       const std::vector<double> &bv, Extents &out) {
   NNC_ASSIGN_OR_RETURN(ConvSetup s, setupConv(node, x, w, /*transpose=*/false));
   int64_t group = node.getInt("group", 1);
   int64_t batch = x.dim(0), c = x.dim(1), m = w.dim(0);
@@ -128,19 +137,15 @@ Results evalConv(const Node &node, const Operands &ops) {
   if (m % group != 0 || w.dim(1) * group != c)
     return node.error("input {} and weight {} do not match group {}", extentsStr(x.extents()),
                       extentsStr(w.extents()), group);
-  if (!bias.isNull() && bias.numElements() != m)
-    return node.error("bias has {} values for {} output channels", bias.numElements(), m);
+  if (biasCount >= 0 && biasCount != m)
+    return node.error("bias has {} values for {} output channels", biasCount, m);
   int64_t cg = c / group, mg = m / group, rows = cg * s.kernelSize;
-  Extents out{batch, m};
+  out = {batch, m};
   out.insert(out.end(), s.outSpatial.begin(), s.outSpatial.end());
   NNC_TRY(checkBuffer(node, out, "output"));
-  if (batch * m == 0) {
-    NNC_ASSIGN_OR_RETURN(Tensor empty, Tensor::create(x.dtype(), out));
-    return std::vector<Tensor>{empty};
-  }
+  if (batch * m == 0)
+    return std::vector<double>();
   NNC_TRY(checkBuffer(node, {rows, s.outSize}, "im2col buffer"));
-  std::vector<double> xv = nn::toDoubles(x), wv = nn::toDoubles(w);
-  std::vector<double> bv = bias.isNull() ? std::vector<double>() : nn::toDoubles(bias);
   std::vector<double> col(static_cast<size_t>(rows * s.outSize));
   std::vector<double> yv(static_cast<size_t>(batch * m * s.outSize));
   auto table = tapTable(s, /*transpose=*/false);
@@ -168,7 +173,107 @@ Results evalConv(const Node &node, const Operands &ops) {
         for (int64_t j = 0; j < mg; ++j)
           ym.row(j).array() += bv[g * mg + j];
     }
+  return yv;
+}
+
+} // namespace
+
+Results evalConv(const Node &node, const Operands &ops) {
+  const Tensor &x = ops[0], &w = ops[1];
+  const Tensor &bias = ops.size() > 2 ? ops[2] : Tensor();
+  std::vector<double> bv = bias.isNull() ? std::vector<double>() : nn::toDoubles(bias);
+  Extents out;
+  NNC_ASSIGN_OR_RETURN(std::vector<double> yv,
+                       convSums(node, x, w, bias.isNull() ? -1 : bias.numElements(),
+                                nn::toDoubles(x), nn::toDoubles(w), bv, out));
+  if (yv.empty()) {
+    NNC_ASSIGN_OR_RETURN(Tensor empty, Tensor::create(x.dtype(), out));
+    return std::vector<Tensor>{empty};
+  }
   NNC_ASSIGN_OR_RETURN(Tensor r, nn::fromDoubles(x.dtype(), out, yv));
+  return std::vector<Tensor>{r};
+}
+
+namespace {
+
+/// The [M, C, kernel...] weight of a conv_integer whose operand 1 pack-gemm-weights packed
+/// (packed_m, kernel_shape): the panels' [K, M] matrix of k = tap * C + c, reordered.
+Expected<Tensor> unpackConvWeight(const Node &node, const Tensor &x, const Tensor &p) {
+  std::vector<int64_t> ks = node.getInts("kernel_shape", {});
+  int64_t m = node.getInt("packed_m"), taps = 1;
+  for (int64_t v : ks)
+    taps *= v;
+  int64_t c = x.rank() >= 3 ? x.dim(1) : 0, k = c * taps;
+  const Extents &e = p.extents();
+  if (x.rank() < 3 || ks.size() + 2 != size_t(x.rank()) || p.rank() != 4 || e[3] != 4 ||
+      e[1] != (k + 3) / 4 || e[0] * e[2] < m)
+    return node.error("packed operand 1 {} does not hold {} channels of {} rows",
+                      extentsStr(e), m, k);
+  Tensor km = unpackGemmPanelsK4(p, k, m);
+  Extents we{m, c};
+  we.insert(we.end(), ks.begin(), ks.end());
+  Tensor w = Tensor::zeros(p.dtype(), we);
+  const auto *src = static_cast<const uint8_t *>(km.rawData());
+  auto *dst = static_cast<uint8_t *>(w.rawData());
+  for (int64_t mi = 0; mi < m; ++mi)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t t = 0; t < taps; ++t)
+        dst[(mi * c + ci) * taps + t] = src[(t * c + ci) * m + mi];
+  return w;
+}
+
+} // namespace
+
+Results evalConvInteger(const Node &node, const Operands &ops) {
+  const Tensor &x = ops[0];
+  std::optional<Tensor> unpacked;
+  if (node.hasAttr("packed_m")) {
+    NNC_ASSIGN_OR_RETURN(Tensor u, unpackConvWeight(node, x, ops[1]));
+    unpacked = u;
+  }
+  const Tensor &w = unpacked ? *unpacked : ops[1];
+  for (const Tensor *t : {&x, &w})
+    if (t->dtype() != DType::U8 && t->dtype() != DType::I8)
+      return node.error("expects u8 or i8 operands, got {}", dtypeName(t->dtype()));
+  if (x.rank() < 3 || w.rank() != x.rank())
+    return node.error("input {} and weight {} must have one rank >= 3", extentsStr(x.extents()),
+                      extentsStr(w.extents()));
+  int64_t m = w.dim(0);
+  // Zero points as one value per output channel (x's repeated: it has one).
+  auto zeroPoints = [&](size_t z, int64_t count) -> Expected<std::vector<double>> {
+    std::vector<double> v(static_cast<size_t>(count), 0.0);
+    if (ops.size() <= z || ops[z].isNull())
+      return v;
+    const Tensor &t = ops[z];
+    if (t.dtype() != ops[z - 2].dtype() || t.rank() > 1 ||
+        (t.numElements() != 1 && (z == 2 || t.numElements() != count)))
+      return node.error("zero point {} {} {} must be a scalar{} of its operand's dtype", z,
+                        dtypeName(t.dtype()), extentsStr(t.extents()),
+                        z == 2 ? "" : " or hold one value per output channel");
+    std::vector<double> d = nn::toDoubles(t);
+    for (int64_t i = 0; i < count; ++i)
+      v[static_cast<size_t>(i)] = d[t.numElements() == 1 ? 0 : static_cast<size_t>(i)];
+    return v;
+  };
+  NNC_ASSIGN_OR_RETURN(std::vector<double> zx, zeroPoints(2, 1));
+  NNC_ASSIGN_OR_RETURN(std::vector<double> zw, zeroPoints(3, m));
+  std::vector<double> xv = nn::toDoubles(x), wv = nn::toDoubles(w);
+  for (double &v : xv)
+    v -= zx[0];
+  int64_t perChannel = m ? w.numElements() / m : 0;
+  for (int64_t i = 0; i < w.numElements(); ++i)
+    wv[static_cast<size_t>(i)] -= zw[static_cast<size_t>(i / perChannel)];
+  // Each product is an integer below 2^16 in magnitude, so double sums are exact for windows
+  // of fewer than 2^37 taps; wider ones are refused rather than rounded.
+  if (perChannel >= (int64_t(1) << 37))
+    return node.error("windows of {} taps are too wide for exact sums", perChannel);
+  Extents out;
+  NNC_ASSIGN_OR_RETURN(std::vector<double> yv, convSums(node, x, w, -1, xv, wv, {}, out));
+  NNC_ASSIGN_OR_RETURN(Tensor r, Tensor::create(DType::I32, out));
+  int32_t *p = r.data<int32_t>();
+  // The i32 sum wraps, as the op defines it.
+  for (size_t i = 0; i < yv.size(); ++i)
+    p[i] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(yv[i])));
   return std::vector<Tensor>{r};
 }
 

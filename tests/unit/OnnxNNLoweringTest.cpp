@@ -147,6 +147,72 @@ TEST(OnnxNNLowering, MatMulIntegerPerRowZeroPoint) {
   EXPECT_TRUE((*r)[0].bitwiseEqual(i32({2, 2}, {38, 94, 76, 208})));
 }
 
+TEST(OnnxNNLowering, QLinearConvImportsAsConvInteger) {
+  // Grouped, padded, per-channel w scale and zero point, an i32 bias: one conv_integer, the
+  // bias added after it, then the requantization (the multiplier in f32, the product in f64,
+  // rounded half to even).
+  const int64_t C = 4, M = 6, H = 5, W = 5, G = 2, cg = C / G, mg = M / G;
+  std::vector<uint8_t> x(C * H * W);
+  std::vector<int8_t> w(M * cg * 9), wz(M);
+  std::vector<float> ws(M);
+  std::vector<int32_t> bias(M);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<int8_t>((i * 53 + 5) % 256);
+  for (int64_t m = 0; m < M; ++m) {
+    wz[m] = static_cast<int8_t>(m * 40 - 128);
+    ws[m] = 0.001f * static_cast<float>(m + 1);
+    bias[m] = static_cast<int32_t>(m * 1000 - 2500);
+  }
+  auto scalarF = [](float v) { return Tensor::fromVector<float>(DType::F32, {}, {v}); };
+  auto scalarU = [](uint8_t v) { return Tensor::fromVector<uint8_t>(DType::U8, {}, {v}); };
+  Pb conv = node("QLinearConv", {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"}, {"y"},
+                 {attrInt("group", G), Pb().s(1, "pads").i(20, 7).i(8, 1).i(8, 1).i(8, 1).i(8, 1)});
+  std::vector<std::pair<std::string, Tensor>> inputs = {
+      {"x", Tensor::fromVector<uint8_t>(DType::U8, {1, C, H, W}, x)}};
+  std::vector<std::pair<std::string, Tensor>> inits = {
+      {"xs", scalarF(0.1f)},
+      {"xz", scalarU(7)},
+      {"w", Tensor::fromVector<int8_t>(DType::I8, {M, cg, 3, 3}, w)},
+      {"ws", Tensor::fromVector<float>(DType::F32, {M}, ws)},
+      {"wz", Tensor::fromVector<int8_t>(DType::I8, {M}, wz)},
+      {"ys", scalarF(0.3f)},
+      {"yz", scalarU(5)},
+      {"b", Tensor::fromVector<int32_t>(DType::I32, {M}, bias)}};
+  Expected<std::unique_ptr<Graph>> g = importModel(10, {conv}, inputs, inits, {"y"});
+  ASSERT_TRUE(g) << g.error().message();
+  int convs = 0, integerConvs = 0;
+  for (const Node *n : (*g)->nodes()) {
+    convs += n->kind() == OpKind::Conv;
+    integerConvs += n->kind() == OpKind::ConvInteger;
+  }
+  EXPECT_EQ(convs, 0);
+  EXPECT_EQ(integerConvs, 1);
+  Expected<std::vector<Tensor>> r = interpret(**g, {inputs[0].second});
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_EQ((*r)[0].dtype(), DType::U8);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t oh = 0; oh < H; ++oh)
+      for (int64_t ow = 0; ow < W; ++ow) {
+        int64_t acc = bias[m];
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t kh = 0; kh < 3; ++kh)
+            for (int64_t kw = 0; kw < 3; ++kw) {
+              int64_t ih = oh - 1 + kh, iw = ow - 1 + kw;
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                continue;
+              int64_t xv = x[((m / mg * cg + c) * H + ih) * W + iw] - 7;
+              acc += xv * (w[((m * cg + c) * 3 + kh) * 3 + kw] - wz[m]);
+            }
+        double mult = static_cast<double>(0.1f * ws[m] / 0.3f);
+        double q = std::nearbyint(static_cast<double>(acc) * mult) + 5;
+        int want = static_cast<int>(std::min(255.0, std::max(0.0, q)));
+        EXPECT_EQ((*r)[0].data<uint8_t>()[(m * H + oh) * W + ow], want)
+            << "channel " << m << " at " << oh << "," << ow;
+      }
+}
+
 TEST(OnnxNNLowering, ConvKernelShapeMismatchIsAnError) {
   auto r = runModel(11,
                     node("Conv", {"x", "w"}, {"y"},

@@ -129,14 +129,15 @@ TEST(Templates, RegistryNamesAndSpaces) {
             "gemm_cpu,igemm_cpu,conv_nchwc_cpu,gemm_opencl,reduce_opencl");
   // OpenCL: its NDRange templates first, then the CPU's (Templates.cpp says why).
   std::vector<TemplateInfo> cl = kernelTemplates(tuning::CodeTarget::OpenCL);
-  ASSERT_EQ(cl.size(), cpu.size() + 5);
+  ASSERT_EQ(cl.size(), cpu.size() + 6);
   EXPECT_EQ(cl[0].name, "matmul.ndrange_tiles");
   EXPECT_EQ(cl[1].name, "epilogue.ndrange_gemm_finish");
   EXPECT_EQ(cl[2].name, "reduce.workgroup_tree");
   EXPECT_EQ(cl[3].name, "arg.per_output");
   EXPECT_EQ(cl[4].name, "matmul_integer.loops");
+  EXPECT_EQ(cl[5].name, "conv_integer.loops");
   for (size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_EQ(cl[i + 5].name, cpu[i].name);
+    EXPECT_EQ(cl[i + 6].name, cpu[i].name);
 }
 
 TEST(Templates, MatMulOnOpenCL) {

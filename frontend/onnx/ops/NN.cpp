@@ -376,9 +376,11 @@ Error lowerConvTranspose(LoweringContext &ctx) {
   return ctx.setOutput(0, y);
 }
 
-/// The integer accumulation of ConvInteger and QLinearConv: a convolution of the
-/// zero-point-shifted operands (a 1-D w zero point per output channel) plus the i32 bias,
-/// computed in f64 (exact for 8-bit operands) and returned as i32.
+/// The integer accumulation of ConvInteger and QLinearConv, plus QLinearConv's i32 bias (an
+/// add after it). u8/i8 operands whose zero points conv_integer takes (absent, one element of
+/// the operand's dtype, or for w one per output channel) become one conv_integer (the integer
+/// conv templates' op); others (zero points of other shapes) subtract their zero points and
+/// convolve in f64 (exact for 8-bit operands), cast back to i32.
 Expected<Value *> integerConv(LoweringContext &ctx, Value *x, Value *w, Value *xZp, Value *wZp,
                               Value *bias) {
   NNC_ASSIGN_OR_RETURN(int64_t spatial, spatialRank(ctx, x));
@@ -386,15 +388,46 @@ Expected<Value *> integerConv(LoweringContext &ctx, Value *x, Value *w, Value *x
   NNC_TRY(checkKernelShape(ctx, win, w));
   NNC_ASSIGN_OR_RETURN(int64_t group, ctx.intAttr("group", 1));
   NNC_USER_CHECK(group >= 1, "{}: group must be >= 1, got {}", ctx.place(), group);
-  NNC_ASSIGN_OR_RETURN(Value * xs, subtractZeroPoint(ctx, x, xZp, -1, DType::F64));
-  NNC_ASSIGN_OR_RETURN(Value * ws, subtractZeroPoint(ctx, w, wZp, 0, DType::F64));
+  if (bias)
+    NNC_USER_CHECK(bias->dtype() == DType::I32, "{}: B must be i32, got {}", ctx.place(),
+                   dtypeName(bias->dtype()));
   AttrMap attrs;
   putWindow(attrs, win);
   attrs["group"] = group;
+  auto byte = [](const Value *v) { return v->dtype() == DType::U8 || v->dtype() == DType::I8; };
+  auto oneElement = [](const Value *v) {
+    return v->rank() == 0 ||
+           (v->rank() == 1 && v->shape()[0].isStatic() && v->shape()[0].value() == 1);
+  };
+  const Dim m = w->rank() >= 1 ? w->shape()[0] : Dim(0);
+  bool xZpPlain = !xZp || (xZp->dtype() == x->dtype() && oneElement(xZp));
+  bool wZpPlain = !wZp || (wZp->dtype() == w->dtype() &&
+                           (oneElement(wZp) || (wZp->rank() == 1 && m.isStatic() &&
+                                                wZp->shape()[0].isStatic() &&
+                                                wZp->shape()[0].value() == m.value())));
+  Value *y = nullptr;
+  if (byte(x) && byte(w) && xZpPlain && wZpPlain) {
+    // Operands are positional: w's zero point without x's needs x's as an explicit zero.
+    if (!xZp && wZp)
+      xZp = ctx.scalar(x->dtype(), 0);
+    std::vector<Value *> ops = {x, w};
+    for (Value *zp : {xZp, wZp})
+      if (zp)
+        ops.push_back(zp);
+    NNC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::ConvInteger, ops, attrs));
+    if (!bias)
+      return y;
+    // The bias per output channel: [M] laid along axis 1 of the result.
+    Ints axes;
+    for (int64_t i = 1; i <= spatial; ++i)
+      axes.push_back(i);
+    NNC_ASSIGN_OR_RETURN(Value * b, ctx.emit(OpKind::Unsqueeze, {bias}, {{"axes", axes}}));
+    return ctx.emit(OpKind::Add, {y, b});
+  }
+  NNC_ASSIGN_OR_RETURN(Value * xs, subtractZeroPoint(ctx, x, xZp, -1, DType::F64));
+  NNC_ASSIGN_OR_RETURN(Value * ws, subtractZeroPoint(ctx, w, wZp, 0, DType::F64));
   std::vector<Value *> ops = {xs, ws};
   if (bias) {
-    NNC_USER_CHECK(bias->dtype() == DType::I32, "{}: B must be i32, got {}", ctx.place(),
-                   dtypeName(bias->dtype()));
     NNC_ASSIGN_OR_RETURN(Value * bf, ctx.emit(OpKind::Cast, {bias}, {{"to", DType::F64}}));
     ops.push_back(bf);
   }

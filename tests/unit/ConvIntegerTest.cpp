@@ -1,0 +1,236 @@
+// conv_integer against the interpreter, bit for bit: its lowerings through the kernel
+// evaluator (node level), and whole graphs compiled for the CPU at each ISA level the host
+// runs (the u8s8s32 tiles' VNNI and widened paths) and for OpenCL where there is a device;
+// over strides, pads, dilations, groups, depthwise, 1-D and 2-D, batches, zero points at the
+// ends of their ranges and per output channel, u8 and i8 operands. Its shape rule's errors.
+#include "LowerTestUtil.h"
+
+#include <fmt/format.h>
+
+#include "nnc/passes/PassManager.h"
+#include "nnc/runtime/Executable.h"
+#include "nnc/runtime/OpenCL.h"
+
+using namespace nnc;
+using namespace nnc::lowertest;
+
+namespace {
+
+/// A u8 or i8 tensor over the dtype's whole range.
+Tensor bytes(DType t, const Extents &e, std::mt19937 &rng) {
+  Tensor x = Tensor::zeros(t, e);
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    static_cast<uint8_t *>(x.rawData())[i] = static_cast<uint8_t>(rng());
+  return x;
+}
+
+Tensor scalarOf(DType t, int v) {
+  Tensor z = Tensor::zeros(t, {});
+  static_cast<uint8_t *>(z.rawData())[0] = static_cast<uint8_t>(v);
+  return z;
+}
+
+struct ConvCase {
+  Extents x, w;
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t group = 1;
+};
+
+AttrMap convAttrs(const ConvCase &c) {
+  size_t d = c.x.size() - 2;
+  AttrMap a;
+  a["strides"] = c.strides.empty() ? std::vector<int64_t>(d, 1) : c.strides;
+  a["pads"] = c.pads.empty() ? std::vector<int64_t>(2 * d, 0) : c.pads;
+  a["dilations"] = c.dilations.empty() ? std::vector<int64_t>(d, 1) : c.dilations;
+  a["group"] = c.group;
+  return a;
+}
+
+/// The graph conv_integer(x, w, zx?, zw?) with x an input, w and the zero points constants.
+std::unique_ptr<Graph> convGraph(const ConvCase &c, const Tensor &x, const Tensor &w,
+                                 const Tensor &zx, const Tensor &zw, Node **node = nullptr) {
+  auto g = std::make_unique<Graph>();
+  std::vector<Value *> ops = {g->addInput("x", x.type()), constantValue(*g, w)};
+  if (!zx.isNull() || !zw.isNull())
+    ops.push_back(zx.isNull() ? nullptr : constantValue(*g, zx));
+  if (!zw.isNull())
+    ops.push_back(constantValue(*g, zw));
+  Expected<Node *> n = g->createInferred(OpKind::ConvInteger, ops, convAttrs(c), "conv");
+  EXPECT_TRUE(n) << n.error().message();
+  if (!n)
+    return nullptr;
+  g->setOutputs((*n)->results());
+  if (node)
+    *node = *n;
+  return g;
+}
+
+/// The CPU targets of the tiles' paths the host runs: x86-64-v3 (AVX2's exact widened
+/// multiply-adds; with AVX-VNNI's ymm dot products where the host has it) and the host
+/// itself (AVX512-VNNI's zmm dot products on a VNNI host); x86-64 alone on an older one.
+/// (IntGemmTileTest covers the microkernel on every ISA.)
+std::vector<CpuTarget> cpuTargets() {
+  const CpuTarget &host = CpuTarget::host();
+  std::vector<CpuTarget> t;
+  if (host.level >= CpuTarget::Level::V3) {
+    t.push_back(CpuTarget::forLevel(CpuTarget::Level::V3));
+    if (host.avxvnni) {
+      t.push_back(CpuTarget::forLevel(CpuTarget::Level::V3));
+      t.back().avxvnni = true;
+    }
+  }
+  t.push_back(host);
+  return t;
+}
+
+void expectSame(const Tensor &got, const Tensor &want, const std::string &what) {
+  expectClose(got, want, what);
+}
+
+/// The default pipeline for `cpu` run on a copy of `g` (pack-gemm-weights packs a constant
+/// i8 weight of group 1 into the tiles' panels).
+std::unique_ptr<Graph> optimized(const Graph &g, const CpuTarget &cpu) {
+  std::unique_ptr<Graph> c = g.clone();
+  PassContext ctx;
+  ctx.cpu = cpu;
+  ctx.evaluate = [](const Node &node, const std::vector<Tensor> &ops) {
+    return evaluateNode(node, ops);
+  };
+  Error e = PassPipeline::defaultPipeline().run(*c, ctx);
+  EXPECT_FALSE(e) << e.message();
+  return c;
+}
+
+/// Runs the graph on every CPU target (`threads` threads; as it is and after the default
+/// pipeline) and OpenCL, each against the interpreter.
+void checkOnTargets(const Graph &g, const Tensor &x, const std::string &what, int threads = 2) {
+  Expected<std::vector<Tensor>> want = interpret(g, {x});
+  ASSERT_TRUE(want) << what << ": interpreter: " << want.error().message();
+  for (const CpuTarget &cpu : cpuTargets())
+    for (bool pipeline : {false, true}) {
+    std::unique_ptr<Graph> opt = pipeline ? optimized(g, cpu) : nullptr;
+    CpuOptions o(cpu);
+    o.threads = threads;
+    o.codegen.cacheDir = "";
+    Expected<std::unique_ptr<Executable>> exe = Executable::compile(pipeline ? *opt : g, o);
+    ASSERT_TRUE(exe) << what << " " << cpu.str() << ": " << exe.error().message();
+    Expected<std::vector<Tensor>> got = (*exe)->run({x});
+    ASSERT_TRUE(got) << what << " " << cpu.str() << ": " << got.error().message();
+    expectSame((*got)[0], (*want)[0], what + " on " + cpu.levelName() +
+                                          (cpu.int8DotBits() ? " vnni" : "") +
+                                          (pipeline ? " optimized" : ""));
+  }
+  if (listOpenCLDevices()) {
+    OpenCLOptions cl(testenv::testCpu(), testenv::testGpu());
+    cl.cacheDir = "";
+    cl.optimize = false;
+    Expected<std::unique_ptr<OpenCLExecutable>> exe = OpenCLExecutable::compile(g, cl);
+    ASSERT_TRUE(exe) << what << " opencl: " << exe.error().message();
+    Expected<std::vector<Tensor>> got = (*exe)->run({x});
+    ASSERT_TRUE(got) << what << " opencl: " << got.error().message();
+    expectSame((*got)[0], (*want)[0], what + " on opencl");
+  }
+}
+
+const ConvCase kCases[] = {
+    {{1, 8, 9, 9}, {16, 8, 3, 3}, {}, {1, 1, 1, 1}, {}, 1},           // 3x3 same
+    {{2, 5, 7, 6}, {3, 5, 3, 2}, {2, 1}, {1, 0, 1, 1}, {}, 1},        // batch, odd sizes
+    {{1, 6, 10, 11}, {9, 2, 3, 3}, {1, 2}, {2, 1, 0, 2}, {2, 1}, 3},  // grouped, dilated
+    {{1, 12, 9, 9}, {12, 1, 3, 3}, {}, {1, 1, 1, 1}, {}, 12},         // depthwise
+    {{2, 4, 8, 13}, {4, 1, 3, 3}, {2, 2}, {0, 1, 1, 0}, {1, 2}, 4},   // depthwise, strided
+    {{1, 8, 4, 4}, {8, 1, 5, 5}, {}, {2, 2, 2, 2}, {}, 8},            // depthwise, wide kernel
+    {{1, 16, 7, 7}, {40, 16, 1, 1}, {}, {}, {}, 1},                   // pointwise
+    {{1, 3, 17}, {5, 3, 4}, {3}, {2, 1}, {2}, 1},                     // 1-D
+    {{2, 4, 1, 5}, {6, 2, 1, 3}, {}, {0, 1, 0, 1}, {}, 2},            // grouped 1 x 3
+    {{1, 33, 6, 5}, {70, 33, 2, 2}, {1, 1}, {1, 0, 0, 1}, {}, 1},     // K not a multiple of 4
+};
+
+} // namespace
+
+TEST(ConvInteger, LoweringsMatchInterpreter) {
+  std::mt19937 rng(47);
+  for (DType tx : {DType::U8, DType::I8})
+    for (DType tw : {DType::I8, DType::U8})
+      for (const ConvCase &c : kCases) {
+        Tensor x = bytes(tx, c.x, rng), w = bytes(tw, c.w, rng);
+        std::string base = fmt::format("{}{} * {}{} group {}", dtypeName(tx), extentsStr(c.x),
+                                       dtypeName(tw), extentsStr(c.w), c.group);
+        Node *n = nullptr;
+        auto g = convGraph(c, x, w, scalarOf(tx, tx == DType::U8 ? 255 : -128),
+                           bytes(tw, {c.w[0]}, rng), &n);
+        ASSERT_TRUE(g);
+        checkNode(*n, {x}, base + " zero points");
+        g = convGraph(c, x, w, Tensor(), Tensor(), &n);
+        checkNode(*n, {x}, base);
+      }
+}
+
+TEST(ConvInteger, CompiledMatchesInterpreterOnEveryTarget) {
+  std::mt19937 rng(48);
+  for (DType tx : {DType::U8, DType::I8})
+    for (DType tw : {DType::I8, DType::U8})
+      for (const ConvCase &c : kCases) {
+        Tensor x = bytes(tx, c.x, rng), w = bytes(tw, c.w, rng);
+        std::string base = fmt::format("{}{} * {}{} group {}", dtypeName(tx), extentsStr(c.x),
+                                       dtypeName(tw), extentsStr(c.w), c.group);
+        // One of five zero-point variants per case, in turn (every variant meets every
+        // case across the four dtype pairs and the cases' order).
+        int zxs[] = {tx == DType::U8 ? 0 : -128, tx == DType::U8 ? 128 : 127,
+                     tx == DType::U8 ? 255 : 0};
+        int zws[] = {tw == DType::U8 ? 255 : 127, tw == DType::U8 ? 128 : -128, 0};
+        int variant = static_cast<int>((&c - kCases) + 2 * int(tx == DType::I8) +
+                                       int(tw == DType::U8)) % 5;
+        std::unique_ptr<Graph> g;
+        std::string what = base;
+        if (variant < 3) {
+          g = convGraph(c, x, w, scalarOf(tx, zxs[variant]), scalarOf(tw, zws[variant]));
+          what += fmt::format(" zx {} zw {}", zxs[variant], zws[variant]);
+        } else if (variant == 3) {
+          g = convGraph(c, x, w, scalarOf(tx, zxs[1]), bytes(tw, {c.w[0]}, rng));
+          what += " per-channel zw";
+        } else {
+          g = convGraph(c, x, w, Tensor(), Tensor());
+          what += " no zero points";
+        }
+        ASSERT_TRUE(g);
+        checkOnTargets(*g, x, what, /*threads=*/variant == 4 ? 1 : 2);
+      }
+}
+
+TEST(ConvInteger, LongSumsWrapLikeTheInterpreter) {
+  // 255 * -128 over 70000 taps (7000 channels of 10) is below INT32_MIN: the i32 sum wraps.
+  ConvCase c{{1, 7000, 1, 12}, {2, 7000, 1, 10}, {}, {}, {}, 1};
+  Tensor x = Tensor::zeros(DType::U8, c.x), w = Tensor::zeros(DType::I8, c.w);
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    x.data<uint8_t>()[i] = 255;
+  for (int64_t i = 0; i < w.numElements(); ++i)
+    w.data<int8_t>()[i] = static_cast<int8_t>(i % 2 ? -128 : 127);
+  auto g = convGraph(c, x, w, Tensor(), Tensor());
+  ASSERT_TRUE(g);
+  Expected<std::vector<Tensor>> want = interpret(*g, {x});
+  ASSERT_TRUE(want);
+  int64_t wide = 0;
+  for (int64_t i = 0; i < 70000; ++i)
+    wide += 255 * (i % 2 ? -128 : 127);
+  EXPECT_EQ((*want)[0].data<int32_t>()[0], static_cast<int32_t>(static_cast<uint32_t>(wide)));
+  checkOnTargets(*g, x, "70000 taps");
+}
+
+TEST(ConvInteger, BadOperandsAreErrors) {
+  Graph g;
+  Value *x = g.addInput("x", TensorType(DType::U8, {Dim(1), Dim(4), Dim(5), Dim(5)}));
+  Value *w = constantValue(g, Tensor::zeros(DType::I8, {6, 4, 3, 3}));
+  ConvCase c{{1, 4, 5, 5}, {6, 4, 3, 3}};
+  auto expectError = [&](std::vector<Value *> ops, const std::string &text) {
+    Expected<Node *> n = g.createInferred(OpKind::ConvInteger, ops, convAttrs(c), "n");
+    ASSERT_FALSE(n) << text;
+    EXPECT_NE(n.error().message().find(text), std::string::npos) << n.error().message();
+  };
+  expectError({x, w, constantValue(g, Tensor::zeros(DType::U8, {4}))}, "scalar or hold one value");
+  expectError({x, w, constantValue(g, Tensor::zeros(DType::I8, {}))}, "dtype i8, expected u8");
+  expectError({x, w, nullptr, constantValue(g, Tensor::zeros(DType::I8, {5}))},
+              "one value per output channel");
+  expectError({x, constantValue(g, Tensor::zeros(DType::F32, {6, 4, 3, 3}))}, "u8 or i8");
+  expectError({x, constantValue(g, Tensor::zeros(DType::I8, {6, 3, 3, 3}))}, "input channels");
+}
+
