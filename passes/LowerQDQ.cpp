@@ -557,7 +557,92 @@ private:
       if (!why.empty())
         return why;
     }
-    return std::string("there is no integer conv op (conv_integer) to run it on yet");
+    DQ dx = *dqOf(conv->operand(0)), dw = *dqOf(conv->operand(1));
+    for (int i = 0; i < 2; ++i) {
+      const DQ &d = i == 0 ? dx : dw;
+      DType t = d.x->dtype();
+      if (t != DType::U8 && t != DType::I8)
+        return fmt::format("operand {} is dequantized from {}; the integer conv takes u8 or i8",
+                           i, dtypeName(t));
+      if (d.to != DType::F32 || d.scale->dtype() != DType::F32)
+        return fmt::format("operand {} is dequantized to {} with a {} scale, not f32", i,
+                           dtypeName(d.to), dtypeName(d.scale->dtype()));
+    }
+    Value *y0 = conv->result();
+    int64_t r = dw.x->rank();
+    if (y0->dtype() != DType::F32 || r < 3 || dx.x->rank() != r)
+      return std::string("the conv is not an f32 conv of rank >= 3");
+    // x: one scale and zero point (conv_integer takes one x zero point; a per-channel x scale
+    // would vary along the reduction).
+    if (!oneElement(dx.scale) || !oneElement(dx.zp))
+      return std::string("operand 0's scale or zero point is per-axis; the integer conv takes "
+                         "one for x");
+    // w: per output channel (axis 0) at most.
+    std::vector<int64_t> inner;
+    for (int64_t a = 1; a < r; ++a)
+      inner.push_back(a);
+    if (!uniformAlong(dw, r, inner))
+      return std::string("operand 1's scale or zero point varies along an axis other than the "
+                         "output channels (axis 0), or has no static shape");
+    ZeroPoint zx = zeroPointAlong(g, dx, 0, r, -1, "tensor", conv);
+    if (!zx.why.empty())
+      return zx.why;
+    ZeroPoint zw = zeroPointAlong(g, dw, 1, r, 0, "output channel", conv);
+    if (!zw.why.empty())
+      return zw.why;
+    std::vector<Value *> ops = {dx.x, dw.x};
+    if (zx.value || zw.value) {
+      ops.push_back(zx.value);
+      if (zw.value)
+        ops.push_back(zw.value);
+    }
+    AttrMap attrs;
+    for (const char *a : {"strides", "pads", "dilations", "group", "auto_pad"})
+      if (const Attribute *v = conv->attr(a))
+        attrs[a] = *v;
+    const std::string &res = y0->name();
+    NNC_ASSIGN_OR_RETURN(Node * ci, g.createInferred(OpKind::ConvInteger, ops, attrs,
+                                                     conv->name(), 1, {res + "_i32"}, conv));
+    NNC_ASSIGN_OR_RETURN(Node * f, g.createInferred(OpKind::Cast, {ci->result()},
+                                                    {{"to", DType::F32}}, conv->name(), 1,
+                                                    {res + "_f32"}, conv));
+    // The scales as [M, 1, ...] (or one element) against the result [N, M, spatial...].
+    std::vector<int64_t> perChannel(r - 1, 1);
+    Value *sw = dw.scale;
+    if (!oneElement(sw)) {
+      perChannel[0] = (*fullExtents(sw, r))[0];
+      NNC_ASSIGN_OR_RETURN(Node * m,
+                           g.createInferred(OpKind::Reshape,
+                                            {sw, i64Constant(g, perChannel, conv,
+                                                             sw->name() + "_shape")},
+                                            {}, "", -1, {sw->name() + "_c"}, conv));
+      sw = m->result();
+    }
+    NNC_ASSIGN_OR_RETURN(Node * scale, g.createInferred(OpKind::Mul, {dx.scale, sw}, {},
+                                                        conv->name(), 1, {res + "_scale"}, conv));
+    NNC_ASSIGN_OR_RETURN(Node * y, g.createInferred(OpKind::Mul, {f->result(), scale->result()},
+                                                    {}, conv->name(), 1, {}, conv));
+    if (Value *bias = conv->operand(2)) {
+      std::vector<int64_t> bshape(r - 1, 1);
+      std::optional<Extents> be = staticExtents(bias->shape());
+      if (!be || be->size() != 1)
+        return std::string("the bias has no static 1-D shape");
+      bshape[0] = (*be)[0];
+      NNC_ASSIGN_OR_RETURN(Node * b, g.createInferred(OpKind::Reshape,
+                                                      {bias, i64Constant(g, bshape, conv,
+                                                                         res + "_bias_shape")},
+                                                      {}, conv->name(), 1, {res + "_bias"}, conv));
+      NNC_ASSIGN_OR_RETURN(y, g.createInferred(OpKind::Add, {y->result(), b->result()}, {},
+                                               conv->name(), 1, {}, conv));
+    }
+    if (y->result()->type() != y0->type()) {
+      std::string why = fmt::format("the scales give the result type {}, not {}",
+                                    y->result()->type().str(), y0->type().str());
+      // Everything made above is unused: dce removes it.
+      return why;
+    }
+    pattern::replaceChain(g, {conv}, y0, y);
+    return std::string();
   }
 
   /// Step 3; the reason it does not apply (the graph unchanged) or "" after rewriting.

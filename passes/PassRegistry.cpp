@@ -34,8 +34,8 @@ const std::vector<PassInfo> &passRegistry() {
        "its weight when the weight is smaller than the input",
        createFoldChannelScalePass},
       {"lower-qdq",
-       "Run matmuls between dequantize and quantize ops on the integer GEMM; sink dequantize "
-       "below data movement, cancel quantize(dequantize(x))",
+       "Run matmuls and convs between dequantize and quantize ops on the integer kernels; sink "
+       "dequantize below data movement, cancel quantize(dequantize(x))",
        createLowerQDQPass},
       {"fuse-elementwise", "Group elementwise chains and trees into one kernel each",
        createFuseElementwisePass},

@@ -488,8 +488,8 @@ Error PlanBuilder::addUnit(const LoweringUnit &unit, size_t position) {
   // A layout conversion carries the name of the conv it was made for (layout-nchwc): the
   // profile says which op it is, so a view group that converts a conv's result back does not
   // read as one that holds the conv (issue 50's detect head read so).
-  // A matmul that lower-qdq ran on the integer GEMM, or left in f32 between Q/DQ ops, says so
-  // (with the reason), so the profile shows which quantized layers run integer.
+  // A matmul or conv that lower-qdq ran on an integer kernel, or left in f32 between Q/DQ ops,
+  // says so (with the reason), so the profile shows which quantized layers run integer.
   std::vector<std::string> sources;
   for (const Node *m : unit.members.empty() ? std::vector<const Node *>{n} : unit.members) {
     bool conversion = m->kind() == OpKind::FromNCHWc || m->kind() == OpKind::ToNCHWc;
@@ -500,7 +500,7 @@ Error PlanBuilder::addUnit(const LoweringUnit &unit, size_t position) {
     else
       source = conversion ? fmt::format("{} ({})", m->name(), m->opName()) : m->name();
     const Attribute *why = m->attr(kQdqFallbackAttr);
-    if (m->kind() == OpKind::MatMulInteger)
+    if (m->kind() == OpKind::MatMulInteger || m->kind() == OpKind::ConvInteger)
       source += " (integer)";
     else if (why && std::holds_alternative<std::string>(*why))
       source += fmt::format(" (fp32 between Q/DQ: {})", std::get<std::string>(*why));

@@ -188,7 +188,7 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
 
 std::string qdqNote(const LoweringUnit &u) {
   const Node &n = u.anchor ? *u.anchor : *u.node;
-  if (n.kind() == OpKind::MatMulInteger)
+  if (n.kind() == OpKind::MatMulInteger || n.kind() == OpKind::ConvInteger)
     return "integer";
   const Attribute *why = n.attr(kQdqFallbackAttr);
   if (why && std::holds_alternative<std::string>(*why))
