@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -53,7 +54,7 @@ def main():
             path = os.path.join(d, "qdq_%s.onnx" % m)
             on = subprocess.run([a.nnc, "inspect", path, "--print-pipeline"], capture_output=True,
                                 text=True).stdout.strip()
-            off = on.replace("lower-qdq,", "")
+            off = re.sub(r"lower-qdq(\{[^}]*\})?,", "", on)
             runs = {"on": [], "off": []}
             for r in range(a.rounds):
                 order = ["on", "off"] if r % 2 == 0 else ["off", "on"]

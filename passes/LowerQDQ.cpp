@@ -28,6 +28,8 @@
 //     exact in the same way (conv_integer's padding adds nothing, as 0 does to the f32 conv).
 // A matmul or conv that reads a dequantize (directly or through other ops) and is not
 // rewritten keeps its f32 path and says why in its `qdq_fallback` attribute (ir/Quantize.h).
+// Option convs=0 leaves every conv in f32 (step 4 off), for pipelines whose target has no
+// integer conv kernel faster than its f32 convs.
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -513,6 +515,8 @@ public:
   std::string_view name() const override { return "lower-qdq"; }
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
+    NNC_TRY(ctx.checkOptionNames(name(), {"convs"}));
+    NNC_ASSIGN_OR_RETURN(int64_t convs, ctx.intOption(name(), "convs", 1, 0));
     bool changed = false;
     Error failed = Error::success();
     int64_t moves = pattern::matchToFixedPoint(g, [&](Node *n) {
@@ -537,7 +541,7 @@ public:
       bool mm = n->kind() == OpKind::MatMul && !n->hasAttr("packed_n");
       if ((!mm && n->kind() != OpKind::Conv) || !readsDequantize(*n))
         continue;
-      NNC_ASSIGN_OR_RETURN(std::string why, mm ? rewriteMatMul(g, n) : rewriteConv(g, n));
+      NNC_ASSIGN_OR_RETURN(std::string why, mm ? rewriteMatMul(g, n) : rewriteConv(g, n, convs));
       if (why.empty()) {
         addStat(mm ? "matmuls-integer" : "convs-integer");
       } else {
@@ -551,12 +555,14 @@ public:
 
 private:
   /// Step 4; the reason it does not apply (the graph unchanged) or "" after rewriting.
-  Expected<std::string> rewriteConv(Graph &g, Node *conv) {
+  Expected<std::string> rewriteConv(Graph &g, Node *conv, bool enabled) {
     for (size_t i = 0; i < 2; ++i) {
       std::string why = whyNotDequantized(g, *conv, i);
       if (!why.empty())
         return why;
     }
+    if (!enabled)
+      return std::string("integer convs are off in this pipeline (lower-qdq{convs=0})");
     DQ dx = *dqOf(conv->operand(0)), dw = *dqOf(conv->operand(1));
     for (int i = 0; i < 2; ++i) {
       const DQ &d = i == 0 ? dx : dw;

@@ -68,10 +68,13 @@ const PassInfo *findPass(std::string_view name) {
 
 const std::vector<TargetPipeline> &targetPipelines() {
   // The first constant-folds keep a quantized weight's dequantize for lower-qdq; the one
-  // after it folds those it left in f32.
+  // after it folds those it left in f32. Its convs stay f32 (convs=0): conv_integer has only
+  // its direct loop nest so far, far slower than the f32 path's blocked convs (bench/qdq_ab.py
+  // measures both).
   static const std::string front =
       "shape-inference,constant-fold{keep-weight-dequantize=1},canonicalize,cse,"
-      "shape-inference,constant-fold{keep-weight-dequantize=1},lower-qdq,constant-fold,"
+      "shape-inference,constant-fold{keep-weight-dequantize=1},lower-qdq{convs=0},"
+      "constant-fold,"
       "dce,hoist-loop-invariants,recognize-layer-norm,recognize-rms-norm,recognize-softmax,"
       "fold-batch-norm,dce,";
   // fold-conv-batch-axes turns 3-D convs into 2-D ones for layout-nchwc and winograd.
