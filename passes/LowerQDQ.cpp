@@ -33,12 +33,10 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <set>
 
 #include "PatternUtil.h"
 #include "nnc/ir/FusionGroup.h"
 #include "nnc/ir/Quantize.h"
-#include "nnc/ir/ShapeUtils.h"
 #include "nnc/passes/Passes.h"
 
 namespace nnc {
