@@ -2,6 +2,7 @@
 #include "nnc/ir/Op.h"
 
 #include "nnc/ir/FusionGroup.h"
+#include "nnc/ir/Quantize.h"
 
 #include "shape/ShapeRules.h"
 
@@ -74,6 +75,10 @@ const AttrSpec *OpInfo::findAttr(std::string_view n) const {
   static const AttrSpec fusionGroup{kFusionGroupAttr, AttrKind::Int, /*required=*/false};
   if (n == fusionGroup.name)
     return &fusionGroup;
+  // Every op may say why it stayed in floating point between Q/DQ ops (ir/Quantize.h).
+  static const AttrSpec qdqFallback{kQdqFallbackAttr, AttrKind::String, /*required=*/false};
+  if (n == qdqFallback.name)
+    return &qdqFallback;
   return nullptr;
 }
 

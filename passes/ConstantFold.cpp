@@ -12,6 +12,10 @@
 //     is refused before it is allocated, and is not kept when over the limit.
 //  4. An evaluation error is not a folding failure: the node stays, and the error will be
 //     reported when the graph runs (with its run-time context).
+// Option keep-weight-dequantize=1 leaves a `dequantize` of a constant u8 or i8 tensor (a
+// quantized weight) unfolded, so that lower-qdq, which runs after it in the standard
+// pipelines, still sees the integer weight and its scale; a plain constant-fold after
+// lower-qdq folds the ones it left in floating point.
 #include "nnc/ir/TensorLimit.h"
 #include "nnc/passes/Passes.h"
 
@@ -47,9 +51,11 @@ public:
   std::string_view name() const override { return "constant-fold"; }
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
+    NNC_TRY(ctx.checkOptionNames(name(), {"keep-weight-dequantize"}));
+    NNC_ASSIGN_OR_RETURN(int64_t keep, ctx.intOption(name(), "keep-weight-dequantize", 0, 0));
     bool changed = false;
     for (Node *n : g.nodes()) {
-      if (n->kind() == OpKind::Constant)
+      if (n->kind() == OpKind::Constant || (keep && isWeightDequantize(*n)))
         continue;
       if (n->kind() == OpKind::ShapeOf && foldShape(g, n)) {
         changed = true;
@@ -78,6 +84,13 @@ public:
   }
 
 private:
+  /// dequantize(constant u8/i8, ...): the form of a weight the integer kernels take.
+  static bool isWeightDequantize(const Node &n) {
+    const Value *x = n.operand(0);
+    return n.kind() == OpKind::Dequantize && x &&
+           (x->dtype() == DType::U8 || x->dtype() == DType::I8) && n.constantOperand(0);
+  }
+
   static bool allOperandsConstant(const Node &n) {
     for (size_t i = 0; i < n.numOperands(); ++i)
       if (n.operand(i) && !n.constantOperand(i))

@@ -187,7 +187,9 @@ public:
       a->setAttr(kFusionGroupAttr, Attribute(id));
       anchorOf[id] = a;
       addStat("epilogues");
-      addStat(a->kind() == OpKind::MatMul ? "matmul-epilogues" : "conv-epilogues");
+      addStat(a->kind() == OpKind::MatMul || a->kind() == OpKind::MatMulInteger
+                  ? "matmul-epilogues"
+                  : "conv-epilogues");
       addStat("nodes-fused");
       changed = true;
     }

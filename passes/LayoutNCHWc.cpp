@@ -31,6 +31,7 @@
 #include <set>
 
 #include "PatternUtil.h"
+#include "nnc/ir/Quantize.h"
 #include "nnc/passes/Passes.h"
 
 namespace nnc {
@@ -188,7 +189,8 @@ private:
       return nullptr;
     }
     AttrMap attrs;
-    for (const char *a : {"strides", "pads", "dilations", "auto_pad"})
+    // qdq_fallback: a conv left in f32 between Q/DQ ops keeps saying why (lower-qdq).
+    for (const char *a : {"strides", "pads", "dilations", "auto_pad", kQdqFallbackAttr})
       if (conv->hasAttr(a))
         attrs[a] = conv->attrs().at(a);
     // Depthwise: one group per padded channel.

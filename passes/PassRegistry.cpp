@@ -33,6 +33,10 @@ const std::vector<PassInfo> &passRegistry() {
        "Move a per-channel scale of a blocked conv's input (a squeeze-excitation gate) into "
        "its weight when the weight is smaller than the input",
        createFoldChannelScalePass},
+      {"lower-qdq",
+       "Run matmuls and convs between dequantize and quantize ops on the integer kernels; sink "
+       "dequantize below data movement, cancel quantize(dequantize(x))",
+       createLowerQDQPass},
       {"fuse-elementwise", "Group elementwise chains and trees into one kernel each",
        createFuseElementwisePass},
       {"fuse-epilogue", "Run elementwise consumers in the output loop of a matmul or conv",
@@ -63,8 +67,14 @@ const PassInfo *findPass(std::string_view name) {
 }
 
 const std::vector<TargetPipeline> &targetPipelines() {
+  // The first constant-folds keep a quantized weight's dequantize for lower-qdq; the one
+  // after it folds those it left in f32. Its convs stay f32 (convs=0): conv_integer has only
+  // its direct loop nest so far, far slower than the f32 path's blocked convs (bench/qdq_ab.py
+  // measures both).
   static const std::string front =
-      "shape-inference,constant-fold,canonicalize,cse,shape-inference,constant-fold,"
+      "shape-inference,constant-fold{keep-weight-dequantize=1},canonicalize,cse,"
+      "shape-inference,constant-fold{keep-weight-dequantize=1},lower-qdq{convs=0},"
+      "constant-fold,"
       "dce,hoist-loop-invariants,recognize-layer-norm,recognize-rms-norm,recognize-softmax,"
       "fold-batch-norm,dce,";
   // fold-conv-batch-axes turns 3-D convs into 2-D ones for layout-nchwc and winograd.

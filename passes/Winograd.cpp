@@ -35,6 +35,7 @@
 #include <algorithm>
 
 #include "PatternUtil.h"
+#include "nnc/ir/Quantize.h"
 #include "nnc/ir/Winograd.h"
 #include "nnc/passes/Passes.h"
 
@@ -185,6 +186,10 @@ private:
     AttrMap outAttrs{{"tile", m}, {"height", oh}, {"width", ow}, {"block", b}};
     if (rows != tiles)
       outAttrs["images"] = N;
+    // A conv left in f32 between Q/DQ ops keeps saying why (lower-qdq) on the node that
+    // anchors its kernel.
+    if (const Attribute *why = conv->attr(kQdqFallbackAttr))
+      outAttrs[kQdqFallbackAttr] = *why;
     Expected<Node *> out =
         g.createInferred(OpKind::WinogradOutput, ops, outAttrs, conv->name(), -1, {}, conv);
     if (!out)

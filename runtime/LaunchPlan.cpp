@@ -11,6 +11,7 @@
 #include "BufferPlan.h"
 #include "nnc/codegen/Lowering.h"
 #include "nnc/ir/Loop.h"
+#include "nnc/ir/Quantize.h"
 #include "nnc/runtime/Interpreter.h"
 #include "nnc/support/Debug.h"
 
@@ -487,14 +488,23 @@ Error PlanBuilder::addUnit(const LoweringUnit &unit, size_t position) {
   // A layout conversion carries the name of the conv it was made for (layout-nchwc): the
   // profile says which op it is, so a view group that converts a conv's result back does not
   // read as one that holds the conv (issue 50's detect head read so).
+  // A matmul or conv that lower-qdq ran on an integer kernel, or left in f32 between Q/DQ ops,
+  // says so (with the reason), so the profile shows which quantized layers run integer.
   std::vector<std::string> sources;
   for (const Node *m : unit.members.empty() ? std::vector<const Node *>{n} : unit.members) {
     bool conversion = m->kind() == OpKind::FromNCHWc || m->kind() == OpKind::ToNCHWc;
+    std::string source;
     if (m->name().empty())
-      sources.push_back(fmt::format("{} %{}", m->opName(),
-                                    m->numResults() ? m->result()->name() : std::string()));
+      source = fmt::format("{} %{}", m->opName(),
+                           m->numResults() ? m->result()->name() : std::string());
     else
-      sources.push_back(conversion ? fmt::format("{} ({})", m->name(), m->opName()) : m->name());
+      source = conversion ? fmt::format("{} ({})", m->name(), m->opName()) : m->name();
+    const Attribute *why = m->attr(kQdqFallbackAttr);
+    if (m->kind() == OpKind::MatMulInteger || m->kind() == OpKind::ConvInteger)
+      source += " (integer)";
+    else if (why && std::holds_alternative<std::string>(*why))
+      source += fmt::format(" (fp32 between Q/DQ: {})", std::get<std::string>(*why));
+    sources.push_back(std::move(source));
   }
   // The GEMM work goes to the kernel that runs the GEMM tiles (the last one when several
   // do, or none: a unit's packing and im2col kernels come before its GEMM).

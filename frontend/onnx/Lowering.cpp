@@ -253,6 +253,11 @@ public:
   std::optional<std::vector<Value *>> tryFold(Node *n) {
     if (!st_.evaluate || !*st_.evaluate || n->numOperands() == 0)
       return std::nullopt;
+    // A dequantized u8/i8 weight stays whole for lower-qdq, which runs its matmul on the
+    // integer GEMM; the pipeline's constant-fold after lower-qdq folds the ones it leaves.
+    if (n->kind() == OpKind::Dequantize && n->operand(0) &&
+        (n->operand(0)->dtype() == DType::U8 || n->operand(0)->dtype() == DType::I8))
+      return std::nullopt;
     std::vector<Tensor> ops;
     for (size_t i = 0; i < n->numOperands(); ++i) {
       if (!n->operand(i)) {

@@ -8,6 +8,7 @@
 
 #include "nnc/codegen/Lowering.h"
 #include "nnc/ir/Loop.h"
+#include "nnc/ir/Quantize.h"
 #include "nnc/passes/Specialize.h"
 #include "nnc/runtime/OpenCLDevice.h"
 
@@ -185,19 +186,31 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
   return s;
 }
 
+std::string qdqNote(const LoweringUnit &u) {
+  const Node &n = u.anchor ? *u.anchor : *u.node;
+  if (n.kind() == OpKind::MatMulInteger || n.kind() == OpKind::ConvInteger)
+    return "integer";
+  const Attribute *why = n.attr(kQdqFallbackAttr);
+  if (why && std::holds_alternative<std::string>(*why))
+    return fmt::format("fp32 between Q/DQ: {}", std::get<std::string>(*why));
+  return "";
+}
+
 Expected<std::vector<kir::Kernel>>
 lowerGraph(const Graph &g, const driver::Target &target,
-           const std::function<void(const tuning::TemplateChoice &)> &onTemplate) {
+           const std::function<void(const tuning::TemplateChoice &, const std::string &)>
+               &onTemplate) {
   std::vector<kir::Kernel> kernels;
   tuning::LowerOptions lo(target.cpu);
   if (target == driver::Target::OpenCL) {
     NNC_ASSERT(target.gpu, "an OpenCL target without its device description");
     lo.gpu = *target.gpu;
   }
-  lo.onTemplate = onTemplate;
   std::vector<Node *> nodes = g.nodes();
   NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
   for (const LoweringUnit &u : units) {
+    if (onTemplate)
+      lo.onTemplate = [&](const tuning::TemplateChoice &c) { onTemplate(c, qdqNote(u)); };
     size_t i = std::find(nodes.begin(), nodes.end(), u.node) - nodes.begin();
     std::string op((u.anchor ? u.anchor : u.node)->opName());
     std::replace_if(

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nnc/codegen/Lowering.h"
 #include "nnc/driver/Driver.h"
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/ir/GpuTarget.h"
@@ -60,10 +61,15 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
 
 /// Every non-constant node lowered to kernels for the target (its CPU; an OpenCL target's
 /// device, with OpenCL's template registry), in order (as the executables do); `onTemplate`
-/// hears each template choice.
+/// hears each template choice, with the unit's qdqNote.
 Expected<std::vector<kir::Kernel>>
 lowerGraph(const Graph &g, const driver::Target &target,
-           const std::function<void(const tuning::TemplateChoice &)> &onTemplate = nullptr);
+           const std::function<void(const tuning::TemplateChoice &, const std::string &note)>
+               &onTemplate = nullptr);
+/// What a lowering unit's anchor (or node) says about Q/DQ lowering: "integer" for an
+/// integer GEMM or conv, "fp32 between Q/DQ: REASON" for a matmul or conv that lower-qdq left
+/// in floating point (its qdq_fallback attribute), else empty.
+std::string qdqNote(const LoweringUnit &u);
 /// A random tensor of `type` with `extents`: floats uniform in [-1, 1), integers and bools
 /// zero (they are usually indices or shapes).
 Tensor randomTensor(DType dtype, const Extents &extents, std::mt19937 &rng);

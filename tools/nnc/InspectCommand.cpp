@@ -56,11 +56,14 @@ int inspectPlan(const InspectOptions &o) {
   return 0;
 }
 
-/// One line per template choice: kernel prefix, template (or "generic"), op, configs.
-std::string templateLine(const tuning::TemplateChoice &c) {
+/// One line per template choice: kernel prefix, template (or "generic"), op, configs, and
+/// whether a Q/DQ anchor runs integer or fell back to fp32 (qdqNote).
+std::string templateLine(const tuning::TemplateChoice &c, const std::string &note) {
   std::string line = fmt::format("{} {} {}", c.prefix, c.name.empty() ? "generic" : c.name, c.op);
   for (const auto &[p, cfg] : c.configs)
     line += fmt::format(" [{} {}]", p.kind, tuning::configStr(cfg));
+  if (!note.empty())
+    line += "  " + note;
   return line;
 }
 
@@ -121,7 +124,9 @@ int inspectKernels(const InspectOptions &o) {
   // parseTargetOption).
   std::vector<std::string> choices;
   Expected<std::vector<kir::Kernel>> kernels = lowerGraph(
-      **g, *target, [&](const tuning::TemplateChoice &c) { choices.push_back(templateLine(c)); });
+      **g, *target, [&](const tuning::TemplateChoice &c, const std::string &note) {
+        choices.push_back(templateLine(c, note));
+      });
   if (!kernels)
     return fail(kernels.takeError());
   if (o.templates) {

@@ -8,6 +8,11 @@
 
 namespace nnc {
 
+/// The string attribute that any op may carry (like `fusion_group`) to say why a matmul or conv
+/// between dequantize and quantize ops was left in floating point (passes/LowerQDQ.cpp); code
+/// generation's template listing and the profile repeat it.
+inline constexpr const char *kQdqFallbackAttr = "qdq_fallback";
+
 /// The dtypes a `quantize` may produce and a `dequantize` read as its quantized operand: the
 /// 2- to 16-bit integers and the f8 (not f8e8m0) and f4e2m1 formats, as in ONNX
 /// QuantizeLinear-25; dequantize also reads i32.

@@ -36,6 +36,11 @@ std::unique_ptr<Pass> createFoldBatchNormPass();
 /// Runs a 3-D conv whose depth axis has kernel 1, stride 1 and no padding as the 2-D conv of
 /// its depth slices (transposes and reshapes around a 2-D conv).
 std::unique_ptr<Pass> createFoldConvBatchAxesPass();
+/// Runs matmuls and convs between dequantize and quantize ops on the integer kernels
+/// (matmul_integer, conv_integer and a requantizing multiply), after moving dequantize ops
+/// below data movement and cancelling quantize(dequantize(x)); a matmul or conv left in f32
+/// says why in its `qdq_fallback` attribute.
+std::unique_ptr<Pass> createLowerQDQPass();
 /// Groups chains and trees of elementwise ops into fusion groups run as one kernel; a value
 /// with consumers outside a group is recomputed when cheap, else materialized.
 std::unique_ptr<Pass> createFuseElementwisePass();
