@@ -68,15 +68,20 @@ const PassInfo *findPass(std::string_view name) {
 
 const std::vector<TargetPipeline> &targetPipelines() {
   // The first constant-folds keep a quantized weight's dequantize for lower-qdq; the one
-  // after it folds those it left in f32. Its convs stay f32 (convs=0): conv_integer has only
-  // its direct loop nest so far, far slower than the f32 path's blocked convs (bench/qdq_ab.py
-  // measures both).
-  static const std::string front =
-      "shape-inference,constant-fold{keep-weight-dequantize=1},canonicalize,cse,"
-      "shape-inference,constant-fold{keep-weight-dequantize=1},lower-qdq{convs=0},"
-      "constant-fold,"
-      "dce,hoist-loop-invariants,recognize-layer-norm,recognize-rms-norm,recognize-softmax,"
-      "fold-batch-norm,dce,";
+  // after it folds those it left in f32. On the CPU its convs run on conv_integer's templates
+  // (im2col onto the u8 x s8 GEMM tiles, a depthwise loop nest); on OpenCL devices they stay
+  // f32 (convs=0): conv_integer has only its generic loop nest there, far slower than the f32
+  // path's convs (bench/qdq_ab.py and bench/qdq_models.py measure both).
+  auto front = [](const char *lowerQdq) {
+    return std::string("shape-inference,constant-fold{keep-weight-dequantize=1},canonicalize,"
+                       "cse,shape-inference,constant-fold{keep-weight-dequantize=1},") +
+           lowerQdq +
+           ",constant-fold,"
+           "dce,hoist-loop-invariants,recognize-layer-norm,recognize-rms-norm,"
+           "recognize-softmax,fold-batch-norm,dce,";
+  };
+  static const std::string cpuFront = front("lower-qdq"),
+                           openclFront = front("lower-qdq{convs=0}");
   // fold-conv-batch-axes turns 3-D convs into 2-D ones for layout-nchwc and winograd.
   static const std::string blocked =
       "fold-conv-batch-axes,layout-nchwc,constant-fold,cse,dce,winograd,";
@@ -93,9 +98,9 @@ const std::vector<TargetPipeline> &targetPipelines() {
   // entries and heads, where unfused, Q.K^T and P.V are batched NDRange GEMMs and softmax a
   // kernel with a work-item per row.
   static const std::vector<TargetPipeline> pipelines = {
-      {"cpu", front + blocked + back + attention + views + "pack-gemm-weights,dce"},
-      {"opencl", front + back + views + "dce"},
-      {"opencl-cpu", front + blocked + back + attention + views + "dce"},
+      {"cpu", cpuFront + blocked + back + attention + views + "pack-gemm-weights,dce"},
+      {"opencl", openclFront + back + views + "dce"},
+      {"opencl-cpu", openclFront + blocked + back + attention + views + "dce"},
   };
   return pipelines;
 }

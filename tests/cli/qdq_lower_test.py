@@ -15,8 +15,9 @@ between the explicit Q/DQ ops, evaluated op by op):
     transpose and nearest resize, moved onto the u8 data and requantized with the same
     parameters (quantize(dequantize(x)) cancelled), and a matmul whose scales are powers of
     two, where the f32 path's sums are exact too.
-The standard pipelines keep convs in f32 (lower-qdq{convs=0}); the CNN is also run after
-`nnc-opt --passes=lower-qdq` with its convs on conv_integer. `nnc inspect --templates` marks
+The CPU pipeline runs the CNN's convs on conv_integer; the OpenCL pipelines keep them in f32
+(lower-qdq{convs=0}), so the CNN is also run after `nnc-opt --passes=lower-qdq` with its convs
+on conv_integer on every target. `nnc inspect --templates` marks
 the integer GEMMs and names the matmuls and convs left in f32 with their reason;
 `nnc inspect --stats` counts them.
 
@@ -96,8 +97,8 @@ def main():
             runs = [("ref", path, ["--target", "interp", "--no-optimize"])]
             runs += [(label, path, extra) for label, extra in targets]
             if name == "cnn":
-                # The standard pipelines leave convs in f32 (lower-qdq{convs=0}); the graph
-                # that lower-qdq with its convs on makes runs through them as well.
+                # The OpenCL pipelines leave convs in f32 (lower-qdq{convs=0}); the graph that
+                # lower-qdq with its convs on makes runs through every target as well.
                 imported, lowered = os.path.join(d, "cnn.nir"), os.path.join(d, "cnn_int.nir")
                 rc, out = run(["inspect", path, "--after", "import", "--full-constants"])
                 open(imported, "w").write(out)
@@ -144,12 +145,16 @@ def main():
                 failures.append(f"{name}: no integer GEMM in the templates:\n{out}")
             if name == "bert" and "fp32 between Q/DQ: operand 1 is not dequantized" not in out:
                 failures.append(f"bert: P.V (a float V) is not reported as left in f32:\n{out}")
-            if name == "cnn" and "fp32 between Q/DQ: integer convs are off" not in out:
-                failures.append(f"cnn: the convs are not reported as left in f32:\n{out}")
+            if name == "cnn" and "conv_integer." not in out:
+                failures.append(f"cnn: the convs do not run on conv_integer's templates:\n{out}")
+            if name == "cnn" and any(t[0] == "opencl" for t in targets):
+                rc, out = run(["inspect", path, "--templates", "--target", "opencl"])
+                if rc != 0 or "fp32 between Q/DQ: integer convs are off" not in out:
+                    failures.append(f"cnn: opencl's f32 convs are not reported:\n{out}")
             rc, out = run(["inspect", path, "--stats"])
             wants = {"mlp": ["matmuls-integer 3"], "bert": ["matmuls-integer 7"],
                      "exact": ["matmuls-integer 1"],
-                     "cnn": ["matmuls-integer 1", "convs-fp32-fallback 3"]}[name]
+                     "cnn": ["matmuls-integer 1", "convs-integer 3"]}[name]
             for want in wants:
                 if rc != 0 or want not in out:
                     failures.append(f"{name}: --stats does not say {want!r}:\n{out}")
