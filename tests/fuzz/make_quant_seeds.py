@@ -11,8 +11,12 @@ happen: the model runs (on the interpreter and the CPU), or import fails with on
 names the node and says what is wrong (checked on the interpreter: the importer is the same for
 every target).
 
-  make_quant_seeds.py [OUT_DIR]            writes OUT_DIR/onnx_import/quant-*.onnx
-                                           (default: regressions/ beside this script)
+  make_quant_seeds.py [--nnc NNC] [OUT_DIR]
+                                           writes OUT_DIR/onnx_import/quant-*.onnx (default:
+                                           regressions/ beside this script); with --nnc, the
+                                           graphs of the models that run (`nnc inspect`) and
+                                           their CPU kernels (`--kernels`) become the text_ir
+                                           and kernel_ir targets' seeds as well
   make_quant_seeds.py --check NNC [DIR]    checks each seed's outcome with the nnc CLI, and
                                            that DIR/onnx_import (default: regressions/) holds
                                            exactly what this script writes (ctest
@@ -379,20 +383,48 @@ def check(nnc, regressions):
     return 1 if failures else 0
 
 
+def text_seeds(nnc, models, tmp_dir):
+    """The optimized graph (.nir) and CPU kernels (.kir) `nnc inspect` prints for each model
+    that must run: quantize, dequantize, matmul_integer and their fused kernels in text."""
+    out = {"text_ir": {}, "kernel_ir": {}}
+    for name, data in sorted(models.items()):
+        if seeds()[name].error is not None:
+            continue
+        path = os.path.join(tmp_dir, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        base = name[:-len(".onnx")]
+        for target, ext, extra in [("text_ir", ".nir", ["--full-constants"]),
+                                   ("kernel_ir", ".kir", ["--kernels"])]:
+            r = subprocess.run([nnc, "inspect", path] + extra, capture_output=True, check=True)
+            if r.stdout.strip():  # a model folded at import has no kernels
+                out[target][base + ext] = r.stdout
+        os.remove(path)
+    return out
+
+
 def main():
     args = sys.argv[1:]
     if args[:1] == ["--check"]:
         return check(args[1], args[2] if len(args) > 2 else os.path.join(HERE, "regressions"))
-    out_dir = os.path.join(args[0] if args else os.path.join(HERE, "regressions"), "onnx_import")
-    os.makedirs(out_dir, exist_ok=True)
-    for name in os.listdir(out_dir):
-        if name.startswith("quant-"):
-            os.remove(os.path.join(out_dir, name))
-    made = written()
-    for name, data in sorted(made.items()):
-        with open(os.path.join(out_dir, name), "wb") as f:
-            f.write(data)
-    print("wrote %d seeds to %s" % (len(made), out_dir))
+    nnc = None
+    if args[:1] == ["--nnc"]:
+        nnc, args = args[1], args[2:]
+    root = args[0] if args else os.path.join(HERE, "regressions")
+    made = {"onnx_import": written()}
+    if nnc:
+        with tempfile.TemporaryDirectory() as tmp:
+            made.update(text_seeds(nnc, made["onnx_import"], tmp))
+    for target, files in made.items():
+        out_dir = os.path.join(root, target)
+        os.makedirs(out_dir, exist_ok=True)
+        for name in os.listdir(out_dir):
+            if name.startswith("quant-"):
+                os.remove(os.path.join(out_dir, name))
+        for name, data in sorted(files.items()):
+            with open(os.path.join(out_dir, name), "wb") as f:
+                f.write(data)
+        print("wrote %d seeds to %s" % (len(files), out_dir))
     return 0
 
 
