@@ -11,7 +11,8 @@
 # the interpreter: an LLVM compile per input, so far fewer inputs a second).
 #
 # The build is clang-15 with -fsanitize=fuzzer,address in $NNC_FUZZ_BUILD_DIR (default
-# build-fuzz/); extra cmake arguments come from $NNC_FUZZ_CMAKE_ARGS (say a ccache launcher).
+# build-fuzz/; NNC_FUZZ_NO_BUILD=1 skips the build of a binary that is there); extra cmake
+# arguments come from $NNC_FUZZ_CMAKE_ARGS (say a ccache launcher).
 # The seed corpus is made once from the ONNX node tests ($NNC_SHARED, else ../shared), the
 # lit tests' .nir and .kir files and the kept findings and hand-made hostile inputs of
 # tests/fuzz/regressions/TARGET (tests/fuzz/make_index_seeds.py writes the index ones,
@@ -28,7 +29,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 if [ $# -lt 2 ]; then
-  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 TARGET=$1
@@ -60,7 +61,10 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
     -DNNC_FUZZ=ON -DNNC_BUILD_TESTS=OFF -DNNC_BUILD_BENCH=OFF ${NNC_FUZZ_CMAKE_ARGS:-} >/dev/null
 fi
-ninja -C "$BUILD_DIR" "fuzz_$TARGET"
+# NNC_FUZZ_NO_BUILD=1 runs the binary as it is (say while the same folder builds other targets).
+if [ "${NNC_FUZZ_NO_BUILD:-0}" != 1 ] || [ ! -x "$BUILD_DIR/tests/fuzz/fuzz_$TARGET" ]; then
+  ninja -C "$BUILD_DIR" "fuzz_$TARGET"
+fi
 FUZZER=$BUILD_DIR/tests/fuzz/fuzz_$TARGET
 
 # The seed corpus, made once per target.
