@@ -139,7 +139,13 @@ public:
     fusion::FusionCounters counters(g);
     bool changed = false;
     bool hoisted = false;
+    // The anchors first: a hoist erases the elementwise node it moves, which a walk over a
+    // snapshot of every node would visit afterwards (anchors are never the moved node).
+    std::vector<Node *> anchors;
     for (Node *a : g.nodes())
+      if (isEpilogueAnchor(*a))
+        anchors.push_back(a);
+    for (Node *a : anchors)
       while (hoistThroughViews(g, *a)) {
         addStat("hoisted-through-views");
         hoisted = true;

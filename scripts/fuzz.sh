@@ -11,11 +11,14 @@
 # the interpreter: an LLVM compile per input, so far fewer inputs a second).
 #
 # The build is clang-15 with -fsanitize=fuzzer,address in $NNC_FUZZ_BUILD_DIR (default
-# build-fuzz/); extra cmake arguments come from $NNC_FUZZ_CMAKE_ARGS (say a ccache launcher).
+# build-fuzz/; NNC_FUZZ_NO_BUILD=1 skips the build of a binary that is there); extra cmake
+# arguments come from $NNC_FUZZ_CMAKE_ARGS (say a ccache launcher).
 # The seed corpus is made once from the ONNX node tests ($NNC_SHARED, else ../shared), the
 # lit tests' .nir and .kir files and the kept findings and hand-made hostile inputs of
-# tests/fuzz/regressions/TARGET (tests/fuzz/make_index_seeds.py writes the index ones); the
-# corpus grows in build-fuzz/corpus/TARGET across runs. An input that crashes, leaks, takes
+# tests/fuzz/regressions/TARGET (tests/fuzz/make_index_seeds.py writes the index ones,
+# make_quant_seeds.py the quantized models); the corpus grows in build-fuzz/corpus/TARGET
+# across runs. onnx_import and cpu_run also take tests/fuzz/onnx.dict (op and attribute names,
+# dtype codes, float bit patterns such as NaN, inf and denormals) as their dictionary. An input that crashes, leaks, takes
 # over $NNC_FUZZ_TIMEOUT seconds (default 10) or makes the process over $NNC_FUZZ_RSS_MB MiB
 # (default 2048) is a finding: it lands in build-fuzz/findings/TARGET/ (crash-*, leak-*,
 # timeout-*, oom-*). The run keeps going past findings (libFuzzer's fork mode) unless
@@ -26,7 +29,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 if [ $# -lt 2 ]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 TARGET=$1
@@ -58,7 +61,10 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
     -DNNC_FUZZ=ON -DNNC_BUILD_TESTS=OFF -DNNC_BUILD_BENCH=OFF ${NNC_FUZZ_CMAKE_ARGS:-} >/dev/null
 fi
-ninja -C "$BUILD_DIR" "fuzz_$TARGET"
+# NNC_FUZZ_NO_BUILD=1 runs the binary as it is (say while the same folder builds other targets).
+if [ "${NNC_FUZZ_NO_BUILD:-0}" != 1 ] || [ ! -x "$BUILD_DIR/tests/fuzz/fuzz_$TARGET" ]; then
+  ninja -C "$BUILD_DIR" "fuzz_$TARGET"
+fi
 FUZZER=$BUILD_DIR/tests/fuzz/fuzz_$TARGET
 
 # The seed corpus, made once per target.
@@ -135,8 +141,13 @@ KEEP_GOING=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
 if [ "${NNC_FUZZ_STOP:-0}" = 1 ]; then
   KEEP_GOING=()
 fi
+# The ONNX targets' dictionary: op and attribute names, dtype codes, float bit patterns.
+DICT=()
+case "$TARGET" in
+  onnx_import | cpu_run) DICT=(-dict="$ROOT/tests/fuzz/onnx.dict") ;;
+esac
 status=0
-"$FUZZER" "$CORPUS" "$SEEDS" -max_total_time="$SECONDS_TO_RUN" \
+"$FUZZER" "$CORPUS" "$SEEDS" -max_total_time="$SECONDS_TO_RUN" "${DICT[@]}" \
   -timeout="${NNC_FUZZ_TIMEOUT:-10}" -rss_limit_mb="${NNC_FUZZ_RSS_MB:-2048}" \
   -artifact_prefix="$FINDINGS/" -print_final_stats=1 -print_funcs=0 "${KEEP_GOING[@]}" "$@" || status=$?
 after=$(find "$FINDINGS" -type f | wc -l)

@@ -98,6 +98,15 @@ public:
   }
 };
 
+/// True when `v` holds exactly one element, whatever its rank (a per-tensor scale or zero
+/// point: [] and [1, 1] alike).
+inline bool oneElement(const Value *v) {
+  for (const Dim &d : v->shape())
+    if (!d.isStatic() || d.value() != 1)
+      return false;
+  return true;
+}
+
 using LowerFn = std::function<Error(LoweringContext &)>;
 
 struct OpLowering {

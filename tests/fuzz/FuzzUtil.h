@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,9 +43,20 @@ inline std::string writeScratch(const uint8_t *data, size_t size, const char *su
   return path;
 }
 
-/// Small values of `type` (-1.5 .. 1.5 for floats; -3 .. 3 for integers, so an index into an
-/// axis of size 2 or 3 is also out of range or negative), or a null tensor when the type has a
-/// symbolic dim, is storage-only or has more than `budget` elements (which it then uses up).
+/// The k-th (0 .. 6) of seven pattern values of an 8- or 16-bit integer type T: its extremes
+/// and the values next to zero, what a quantized model's data and zero points hold.
+template <typename T> T extremePattern(int k) {
+  const T v[7] = {std::numeric_limits<T>::min(), static_cast<T>(std::numeric_limits<T>::min() + 1),
+                  T(0), T(1), static_cast<T>(std::numeric_limits<T>::max() / 2 + 1),
+                  static_cast<T>(std::numeric_limits<T>::max() - 1),
+                  std::numeric_limits<T>::max()};
+  return v[k];
+}
+
+/// Small values of `type` (-1.5 .. 1.5 for floats; -3 .. 3 for i32 and i64, so an index into
+/// an axis of size 2 or 3 is also out of range or negative; the extremes for the 8- and 16-bit
+/// integers, extremePattern), or a null tensor when the type has a symbolic dim, is
+/// storage-only or has more than `budget` elements (which it then uses up).
 inline Tensor patternInput(const TensorType &type, int64_t &budget) {
   if (!isStatic(type.shape) || isStorageOnly(type.dtype))
     return Tensor();
@@ -72,6 +84,18 @@ inline Tensor patternInput(const TensorType &type, int64_t &budget) {
       break;
     case DType::I32:
       t->data<int32_t>()[i] = v;
+      break;
+    case DType::I8:
+      t->data<int8_t>()[i] = extremePattern<int8_t>(v + 3);
+      break;
+    case DType::U8:
+      t->data<uint8_t>()[i] = extremePattern<uint8_t>(v + 3);
+      break;
+    case DType::I16:
+      t->data<int16_t>()[i] = extremePattern<int16_t>(v + 3);
+      break;
+    case DType::U16:
+      t->data<uint16_t>()[i] = extremePattern<uint16_t>(v + 3);
       break;
     case DType::Bool:
       t->data<uint8_t>()[i] = static_cast<uint8_t>(i & 1);

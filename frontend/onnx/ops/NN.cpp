@@ -122,6 +122,33 @@ Expected<Value *> subtractZeroPoint(LoweringContext &ctx, Value *x, Value *zp, i
   return ctx.emit(OpKind::Sub, {xi, zi});
 }
 
+/// Checks an 8-bit integer operand `x` (input `what`) of the integer matmul and conv ops and its
+/// zero point `zp` (input `zpWhat`, absent: null): ONNX types both u8 or i8, the same for both.
+Error checkIntegerOperand(LoweringContext &ctx, const Value *x, const char *what,
+                          const Value *zp, const char *zpWhat) {
+  if (x->dtype() != DType::U8 && x->dtype() != DType::I8)
+    return ctx.error("{} must be u8 or i8, got {}", what, dtypeName(x->dtype()));
+  if (zp && zp->dtype() != x->dtype())
+    return ctx.error("{} has dtype {}, {} has {}: they must agree", zpWhat,
+                     dtypeName(zp->dtype()), what, dtypeName(x->dtype()));
+  return Error::success();
+}
+
+/// Checks a 1-D zero point or scale `v` (input `what`) of matmul operand `x` (named `xName`):
+/// one element, or one per row of A (`rows`) / column of B. Others (N-D) broadcast against x
+/// as shapes do.
+Error checkRowOrColumn(LoweringContext &ctx, const Value *v, const Value *x, bool rows,
+                       const char *what, const char *xName) {
+  if (!v || v->rank() != 1 || x->rank() < 2)
+    return Error::success();
+  const Dim &along = rows ? x->shape()[x->rank() - 2] : x->shape().back();
+  const Dim &d = v->shape()[0];
+  if (d.isStatic() && along.isStatic() && d.value() != 1 && d.value() != along.value())
+    return ctx.error("{} has {} elements: it takes one, or one per {} of {} ({})", what,
+                     d.value(), rows ? "row" : "column", xName, along.value());
+  return Error::success();
+}
+
 /// True when zero point `zp` of `x` (A's when `rows`, else B's) is one matmul_integer takes:
 /// absent, or x's dtype and a scalar, one value, or one per row of A / column of B.
 bool plainZeroPoint(const Value *zp, const Value *x, bool rows) {
@@ -165,6 +192,10 @@ Expected<Value *> integerMatMul(LoweringContext &ctx, Value *a, Value *b, Value 
 Error lowerMatMulInteger(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(Value * a, ctx.requiredInput(0, "A"));
   NNC_ASSIGN_OR_RETURN(Value * b, ctx.requiredInput(1, "B"));
+  NNC_TRY(checkIntegerOperand(ctx, a, "A", ctx.input(2), "a_zero_point"));
+  NNC_TRY(checkIntegerOperand(ctx, b, "B", ctx.input(3), "b_zero_point"));
+  NNC_TRY(checkRowOrColumn(ctx, ctx.input(2), a, /*rows=*/true, "a_zero_point", "A"));
+  NNC_TRY(checkRowOrColumn(ctx, ctx.input(3), b, /*rows=*/false, "b_zero_point", "B"));
   NNC_ASSIGN_OR_RETURN(Value * y, integerMatMul(ctx, a, b, ctx.input(2), ctx.input(3)));
   return ctx.setOutput(0, y);
 }
@@ -173,10 +204,7 @@ Error lowerMatMulInteger(LoweringContext &ctx) {
 /// result of rank `rank` (its trailing dims made 1).
 Expected<Value *> scaleAlong(LoweringContext &ctx, Value *s, int64_t axis, int64_t rank,
                              const char *what) {
-  bool one = true;
-  for (const Dim &d : s->shape())
-    one = one && d.isStatic() && d.value() == 1;
-  if (one)
+  if (oneElement(s))
     return s->rank() == 0 ? s : ctx.emit(OpKind::Reshape, {s, ctx.i64Vector({})});
   if (s->rank() != 1 || axis < 0)
     return ctx.error("{} has shape {}; it must have one element{}", what, shapeStr(s->shape()),
@@ -222,11 +250,12 @@ Error lowerQLinearMatMul(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(Value * bZp, ctx.requiredInput(5, "b_zero_point"));
   NNC_ASSIGN_OR_RETURN(Value * yScale, ctx.requiredInput(6, "y_scale"));
   NNC_ASSIGN_OR_RETURN(Value * yZp, ctx.requiredInput(7, "y_zero_point"));
-  NNC_USER_CHECK(aZp->dtype() == a->dtype() && bZp->dtype() == b->dtype(),
-                 "{}: a_zero_point ({}) and b_zero_point ({}) must have a's ({}) and b's ({}) "
-                 "dtypes",
-                 ctx.place(), dtypeName(aZp->dtype()), dtypeName(bZp->dtype()),
-                 dtypeName(a->dtype()), dtypeName(b->dtype()));
+  NNC_TRY(checkIntegerOperand(ctx, a, "a", aZp, "a_zero_point"));
+  NNC_TRY(checkIntegerOperand(ctx, b, "b", bZp, "b_zero_point"));
+  NNC_TRY(checkRowOrColumn(ctx, aZp, a, /*rows=*/true, "a_zero_point", "a"));
+  NNC_TRY(checkRowOrColumn(ctx, bZp, b, /*rows=*/false, "b_zero_point", "b"));
+  NNC_TRY(checkRowOrColumn(ctx, aScale, a, /*rows=*/true, "a_scale", "a"));
+  NNC_TRY(checkRowOrColumn(ctx, bScale, b, /*rows=*/false, "b_scale", "b"));
   NNC_ASSIGN_OR_RETURN(Value * acc, integerMatMul(ctx, a, b, aZp, bZp));
   int64_t r = std::max<int64_t>(acc->rank(), 2);
   NNC_ASSIGN_OR_RETURN(aScale, scaleAlong(ctx, aScale, r - 2, r, "a_scale"));
@@ -376,6 +405,22 @@ Error lowerConvTranspose(LoweringContext &ctx) {
   return ctx.setOutput(0, y);
 }
 
+/// Checks `v` (input `what`: w's zero point or scale) of a quantized conv with weight `w`:
+/// one element (per tensor) or 1-D with one per output channel.
+Error checkPerChannel(LoweringContext &ctx, const Value *v, const Value *w, const char *what) {
+  if (!v || oneElement(v))
+    return Error::success();
+  if (v->rank() != 1)
+    return ctx.error("{} has shape {}: it takes one element, or one per output channel",
+                     what, shapeStr(v->shape()));
+  const Dim &d = v->shape()[0];
+  if (w->rank() >= 1 && d.isStatic() && w->shape()[0].isStatic() &&
+      d.value() != w->shape()[0].value())
+    return ctx.error("{} has {} elements: it takes one, or one per output channel ({})", what,
+                     d.value(), w->shape()[0].value());
+  return Error::success();
+}
+
 /// The integer accumulation of ConvInteger and QLinearConv, plus QLinearConv's i32 bias (an
 /// add after it). u8/i8 operands whose zero points conv_integer takes (absent, one element of
 /// the operand's dtype, or for w one per output channel) become one conv_integer (the integer
@@ -391,18 +436,23 @@ Expected<Value *> integerConv(LoweringContext &ctx, Value *x, Value *w, Value *x
   if (bias)
     NNC_USER_CHECK(bias->dtype() == DType::I32, "{}: B must be i32, got {}", ctx.place(),
                    dtypeName(bias->dtype()));
+  if (xZp && !oneElement(xZp))
+    return ctx.error("x_zero_point has shape {}: it takes one element (per tensor)",
+                     shapeStr(xZp->shape()));
+  NNC_TRY(checkPerChannel(ctx, wZp, w, "w_zero_point"));
   AttrMap attrs;
   putWindow(attrs, win);
   attrs["group"] = group;
   auto byte = [](const Value *v) { return v->dtype() == DType::U8 || v->dtype() == DType::I8; };
-  auto oneElement = [](const Value *v) {
+  // conv_integer takes a zero point of rank 0 or [1] (or [M] for w).
+  auto scalarOrOne = [](const Value *v) {
     return v->rank() == 0 ||
            (v->rank() == 1 && v->shape()[0].isStatic() && v->shape()[0].value() == 1);
   };
   const Dim m = w->rank() >= 1 ? w->shape()[0] : Dim(0);
-  bool xZpPlain = !xZp || (xZp->dtype() == x->dtype() && oneElement(xZp));
+  bool xZpPlain = !xZp || (xZp->dtype() == x->dtype() && scalarOrOne(xZp));
   bool wZpPlain = !wZp || (wZp->dtype() == w->dtype() &&
-                           (oneElement(wZp) || (wZp->rank() == 1 && m.isStatic() &&
+                           (scalarOrOne(wZp) || (wZp->rank() == 1 && m.isStatic() &&
                                                 wZp->shape()[0].isStatic() &&
                                                 wZp->shape()[0].value() == m.value())));
   Value *y = nullptr;
@@ -438,6 +488,8 @@ Expected<Value *> integerConv(LoweringContext &ctx, Value *x, Value *w, Value *x
 Error lowerConvInteger(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "x"));
   NNC_ASSIGN_OR_RETURN(Value * w, ctx.requiredInput(1, "w"));
+  NNC_TRY(checkIntegerOperand(ctx, x, "x", ctx.input(2), "x_zero_point"));
+  NNC_TRY(checkIntegerOperand(ctx, w, "w", ctx.input(3), "w_zero_point"));
   NNC_ASSIGN_OR_RETURN(Value * y, integerConv(ctx, x, w, ctx.input(2), ctx.input(3), nullptr));
   return ctx.setOutput(0, y);
 }
@@ -453,13 +505,11 @@ Error lowerQLinearConv(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(Value * wZp, ctx.requiredInput(5, "w_zero_point"));
   NNC_ASSIGN_OR_RETURN(Value * yScale, ctx.requiredInput(6, "y_scale"));
   Value *yZp = ctx.input(7);
-  NNC_USER_CHECK(xZp->dtype() == x->dtype() && wZp->dtype() == w->dtype(),
-                 "{}: x_zero_point ({}) and w_zero_point ({}) must have x's ({}) and w's ({}) "
-                 "dtypes",
-                 ctx.place(), dtypeName(xZp->dtype()), dtypeName(wZp->dtype()),
-                 dtypeName(x->dtype()), dtypeName(w->dtype()));
+  NNC_TRY(checkIntegerOperand(ctx, x, "x", xZp, "x_zero_point"));
+  NNC_TRY(checkIntegerOperand(ctx, w, "w", wZp, "w_zero_point"));
   if (!yZp)
     yZp = ctx.scalar(x->dtype(), 0.0);
+  NNC_TRY(checkPerChannel(ctx, wScale, w, "w_scale"));
   NNC_ASSIGN_OR_RETURN(Value * acc, integerConv(ctx, x, w, xZp, wZp, ctx.input(8)));
   int64_t r = acc->rank();
   NNC_ASSIGN_OR_RETURN(xScale, scaleAlong(ctx, xScale, -1, r, "x_scale"));

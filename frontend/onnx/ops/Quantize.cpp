@@ -1,6 +1,8 @@
 // ONNX lowerings of QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear onto the IR's
 // pointwise quantize / dequantize ops: per-axis and blocked scales and zero points become
 // tensors that broadcast against x (views of them), so the ops stay plain pointwise ops.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "nnc/ir/Quantize.h"
@@ -26,14 +28,6 @@ Expected<QuantLayout> readLayout(LoweringContext &ctx) {
   if (l.blockSize < 0)
     return ctx.error("block_size must be >= 0, got {}", l.blockSize);
   return l;
-}
-
-/// True when `v` holds exactly one element (a per-tensor scale or zero point).
-bool oneElement(const Value *v) {
-  for (const Dim &d : v->shape())
-    if (!d.isStatic() || d.value() != 1)
-      return false;
-  return true;
 }
 
 /// Whether a zero point and a scale agree: the same shape, or one element each ([] and [1]
@@ -80,7 +74,9 @@ Expected<Value *> broadcastable(LoweringContext &ctx, Value *v, const Value *x,
     if (!a.isStatic() || !b.isStatic())
       return ctx.error("blocked quantization needs static shapes, got x {} and {} {}",
                        shapeStr(x->shape()), what, shapeStr(v->shape()));
-    int64_t want = d == axis ? (b.value() + l.blockSize - 1) / l.blockSize : b.value();
+    // ceil(x[axis] / block_size), without the overflow of x[axis] + block_size - 1.
+    int64_t want = d == axis ? b.value() / l.blockSize + (b.value() % l.blockSize != 0)
+                             : b.value();
     if (a.value() != want)
       return ctx.error("{} has shape {}, but x {} with block_size {} along axis {} needs {} "
                        "elements on dim {}",
@@ -88,14 +84,16 @@ Expected<Value *> broadcastable(LoweringContext &ctx, Value *v, const Value *x,
                        d);
     vs.push_back(a.value());
   }
-  // Repeat each element block_size times along the axis: [.., n, ..] -> [.., n, block, ..]
-  // -> [.., n * block, ..], then drop the padding of a last, partial block.
+  // Repeat each element block times along the axis: [.., n, ..] -> [.., n, block, ..]
+  // -> [.., n * block, ..], then drop the padding of a last, partial block. A block_size past
+  // x[axis] is one block of x[axis] elements: repeating it more would only be sliced off.
+  int64_t block = std::min(l.blockSize, xd.value());
   NNC_ASSIGN_OR_RETURN(Value * u, ctx.emit(OpKind::Unsqueeze, {v}, {{"axes", Ints{axis + 1}}}));
   Ints wide = vs;
-  wide.insert(wide.begin() + axis + 1, l.blockSize);
+  wide.insert(wide.begin() + axis + 1, block);
   NNC_ASSIGN_OR_RETURN(Value * e, ctx.emit(OpKind::Expand, {u, ctx.i64Vector(wide)}));
   Ints flat = vs;
-  flat[axis] *= l.blockSize;
+  flat[axis] *= block;
   NNC_ASSIGN_OR_RETURN(Value * f, ctx.emit(OpKind::Reshape, {e, ctx.i64Vector(flat)}));
   if (flat[axis] == xd.value())
     return f;
