@@ -38,11 +38,6 @@ using kir::Stmt;
 
 namespace {
 
-int64_t knob(const tuning::Config &c, const char *name, int64_t dflt) {
-  auto it = c.find(name);
-  return it == c.end() ? dflt : it->second;
-}
-
 Expr c32(int64_t v) {
   return kir::constant(double(v), DType::I32);
 }

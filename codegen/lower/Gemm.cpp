@@ -52,11 +52,6 @@ std::pair<int64_t, int64_t> vectorShape(const tuning::Problem &p) {
   return {p.cpu.f32Lanes(), p.cpu.vectorRegisters};
 }
 
-int64_t knob(const Config &c, const char *name, int64_t dflt) {
-  auto it = c.find(name);
-  return it == c.end() ? dflt : it->second;
-}
-
 /// Accumulator registers a tile of mr x nr uses, plus the B vectors and one broadcast.
 bool fitsRegisters(int64_t mr, int64_t nr, int64_t vw, int64_t regs) {
   int64_t vecs = (nr + vw - 1) / vw;

@@ -36,11 +36,6 @@ Expr i64c(int64_t v) {
   return kir::intImm(v);
 }
 
-int64_t knob(const Config &c, const char *name, int64_t dflt) {
-  auto it = c.find(name);
-  return it == c.end() ? dflt : it->second;
-}
-
 /// Accumulator vectors of an mr x nr tile, plus its B vectors and one broadcast, fit the
 /// target's vector registers.
 bool tileFits(int64_t mr, int64_t nr, int64_t lanes, int64_t regs) {

@@ -163,11 +163,6 @@ Expected<Kernels> lowerMatMulIntegerLoops(const Node &node, const std::string &p
 
 namespace {
 
-int64_t knob(const tuning::Config &c, const char *name, int64_t dflt) {
-  auto it = c.find(name);
-  return it == c.end() ? dflt : it->second;
-}
-
 /// i32 lanes of the vectors the integer tiles use.
 int64_t intLanes(const CpuTarget &cpu) {
   int dot = cpu.int8DotBits();

@@ -11,6 +11,12 @@
 
 namespace nnc::lower {
 
+/// Knob `name` of a tuning config, `dflt` where the config does not set it.
+inline int64_t knob(const tuning::Config &c, const char *name, int64_t dflt) {
+  auto it = c.find(name);
+  return it == c.end() ? dflt : it->second;
+}
+
 /// The static extents of `v` (lowerNode has checked that operand shapes are static; result
 /// shapes are asserted static here).
 Extents extentsOf(const Value *v);
