@@ -27,6 +27,7 @@
 #include <algorithm>
 
 #include "ConvInteger.h"
+#include "Gemm.h"
 #include "Templates.h"
 #include "nnc/ir/ShapeUtils.h"
 
@@ -139,22 +140,13 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   // Step 1: B' panels, element (kk, col) = w[col, c, tap] with kk = tap * C + c, zero past K
   // and past M.
   if (!prepacked) {
-    std::string qv = kb.freshName("pq"), gv = kb.freshName("pg"), jv = kb.freshName("pj"),
-                ev = kb.freshName("pe");
-    Expr q = kir::var(qv), g = kir::var(gv), jj = kir::var(jv), e = kir::var(ev);
-    Expr kk = kir::add(kir::mul(g, i64(4)), e), col = kir::add(kir::mul(q, i64(nr)), jj);
-    Expr kc = kir::min(kk, i64(K - 1)), cc = kir::min(col, i64(M - 1));
-    Expr src = kb.load(wb, f.wIndex(cc, kir::mod(kc, i64(C)), kir::div(kc, i64(C))));
-    Expr shifted =
-        f.wUnsigned ? kir::cast(subI(kir::cast(src, DType::I32), c32(128)), DType::I8) : src;
-    Expr at = kir::add(kir::mul(q, i64(panelSize)),
-                       kir::add(kir::mul(g, i64(4 * nr)), kir::add(kir::mul(jj, i64(4)), e)));
-    Stmt st = kb.store(bp, at,
-                       kir::select(kir::land(kir::lt(kk, i64(K)), kir::lt(col, i64(M))), shifted,
-                                   kir::constant(0, DType::I8)));
-    all.push_back(kir::forLoop(
-        qv, i64(panels),
-        kir::forLoop(gv, i64(groups), kir::forLoop(jv, i64(nr), kir::forLoop(ev, i64(4), st)))));
+    std::string qv;
+    all.push_back(packIntGemmPanels(
+        kb, bp, K, M, nr, f.wUnsigned,
+        [&](Expr kc, Expr cc) {
+          return kb.load(wb, f.wIndex(cc, kir::mod(kc, i64(C)), kir::div(kc, i64(C))));
+        },
+        qv));
     parallel(qv, panels);
   }
   if (zaTerm) {

@@ -147,4 +147,14 @@ kir::Stmt gemvNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_
 /// The "gemv_cpu" space: knobs par and pfd.
 const tuning::Space &gemvCpuSpace();
 
+/// The loop nest that packs a K x N operand of the u8 x s8 -> s32 GemmTiles into buffer `bp` as
+/// their B panels (ir/GemmPacking.h: [ceil(N/nr)][ceil(K/4)][nr][4] i8): element (k, n) is
+/// `load(min(k, K - 1), min(n, N - 1))` (the load stays in bounds), shifted from u8 to i8 by
+/// -128 when `isUnsigned`, and 0 past K or N. `panelVar` receives the name of the outermost
+/// loop, over the panels, for the caller's parallel schedule.
+kir::Stmt packIntGemmPanels(KernelBuilder &kb, int bp, int64_t K, int64_t N, int64_t nr,
+                            bool isUnsigned,
+                            const std::function<kir::Expr(kir::Expr k, kir::Expr n)> &load,
+                            std::string &panelVar);
+
 } // namespace nnc::lower

@@ -286,23 +286,10 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
   // and where the tiles read B' (the weight's own panels, or the scratch they are packed in).
   const Expr bEntry = bMoves ? bOff : i64(0), bBase = prepacked ? bEntry : i64(0);
   if (!prepacked) {
-    std::string qv = kb.freshName("pq"), gv = kb.freshName("pg"), jv = kb.freshName("pj"),
-                ev = kb.freshName("pe");
-    Expr q = kir::var(qv), g = kir::var(gv), jj = kir::var(jv), e = kir::var(ev);
-    Expr kk = kir::add(kir::mul(g, i64(4)), e), col = kir::add(kir::mul(q, i64(nr)), jj);
-    Expr src = kb.load(bb, f.bIndex(bEntry, kir::min(kk, i64(k - 1)), kir::min(col, i64(n - 1))));
-    Expr shifted = f.bUnsigned
-                       ? kir::cast(kir::op(OpKind::Sub, {kir::cast(src, DType::I32), c32(128)}),
-                                   DType::I8)
-                       : src;
-    Expr at = kir::add(kir::mul(q, i64(panelSize)),
-                       kir::add(kir::mul(g, i64(4 * nr)), kir::add(kir::mul(jj, i64(4)), e)));
-    Stmt st = kb.store(bp, at,
-                       kir::select(kir::land(kir::lt(kk, i64(k)), kir::lt(col, i64(n))), shifted,
-                                   kir::constant(0, DType::I8)));
-    packB.push_back(kir::forLoop(
-        qv, i64(panels),
-        kir::forLoop(gv, i64(groups), kir::forLoop(jv, i64(nr), kir::forLoop(ev, i64(4), st)))));
+    std::string qv;
+    packB.push_back(packIntGemmPanels(
+        kb, bp, k, n, nr, f.bUnsigned,
+        [&](Expr kc, Expr cc) { return kb.load(bb, f.bIndex(bEntry, kc, cc)); }, qv));
     parallel(qv, panels);
   }
   if (zaTerm) {
@@ -449,6 +436,34 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
 
 void registerIntGemmLowerer(LowererTable &t) {
   t[OpKind::MatMulInteger] = lowerMatMulIntegerLoops;
+}
+
+Stmt packIntGemmPanels(KernelBuilder &kb, int bp, int64_t K, int64_t N, int64_t nr,
+                       bool isUnsigned, const std::function<Expr(Expr k, Expr n)> &load,
+                       std::string &panelVar) {
+  const int64_t groups = (K + 3) / 4, panels = (N + nr - 1) / nr, panelSize = groups * 4 * nr;
+  std::string qv = kb.freshName("pq"), gv = kb.freshName("pg"), jv = kb.freshName("pj"),
+              ev = kb.freshName("pe");
+  Expr q = kir::var(qv), g = kir::var(gv), jj = kir::var(jv), e = kir::var(ev);
+  Expr kk = kir::add(kir::mul(g, kir::intImm(4)), e);
+  Expr col = kir::add(kir::mul(q, kir::intImm(nr)), jj);
+  Expr src = load(kir::min(kk, kir::intImm(K - 1)), kir::min(col, kir::intImm(N - 1)));
+  Expr shifted =
+      isUnsigned ? kir::cast(kir::op(OpKind::Sub, {kir::cast(src, DType::I32),
+                                                   kir::constant(128.0, DType::I32)}),
+                             DType::I8)
+                 : src;
+  Expr at = kir::add(kir::mul(q, kir::intImm(panelSize)),
+                     kir::add(kir::mul(g, kir::intImm(4 * nr)),
+                              kir::add(kir::mul(jj, kir::intImm(4)), e)));
+  Stmt st = kb.store(bp, at,
+                     kir::select(kir::land(kir::lt(kk, kir::intImm(K)), kir::lt(col, kir::intImm(N))),
+                                 shifted, kir::constant(0, DType::I8)));
+  panelVar = qv;
+  return kir::forLoop(qv, kir::intImm(panels),
+                      kir::forLoop(gv, kir::intImm(groups),
+                                   kir::forLoop(jv, kir::intImm(nr),
+                                                kir::forLoop(ev, kir::intImm(4), st))));
 }
 
 } // namespace nnc::lower
