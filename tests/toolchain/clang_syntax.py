@@ -12,13 +12,23 @@ compile_commands.json, with the build's own include paths, definitions and langu
 Only errors fail the check (warnings are off: the project does not build with -Werror, and
 GCC's warnings are what the test build shows). Generated sources (protobuf's) are skipped.
 
+A file that passed is not checked again while nothing it reads has changed: BUILD_DIR/
+clang_syntax.cache keeps, per passed file, a key made of clang's version, the file's clang
+command and the path, modification time and size of every file it includes. The include list is
+GCC's, from the build's dependency log (`ninja -t deps`): the test command builds before it tests,
+so the log is current; a file the log does not list as up to date is always checked. A rerun of
+the test command after a change so checks only the files that change reaches.
+
 Usage: clang_syntax.py BUILD_DIR SOURCE_DIR [--jobs N] [--clang clang++-15] [--only REGEX]
-(--only: the files whose path relative to SOURCE_DIR matches REGEX, for a quick rerun)
+                       [--no-cache]
+(--only: the files whose path relative to SOURCE_DIR matches REGEX, for a quick rerun;
+--no-cache: check every file and leave the cache as it is)
 Exit: 0 when every file compiles, 1 when one does not (each failure's errors are printed) or
 when clang-15 is missing (scripts/setup.sh installs it: a missing compiler is a broken set-up,
 not a reason to pass).
 """
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -56,6 +66,49 @@ def clang_args(entry, clang):
     return out + ["-fsyntax-only", "-w", "-ferror-limit=20"]
 
 
+def object_of(entry):
+    """The object file a compile_commands entry writes (its -o), relative to its directory."""
+    args = entry["arguments"] if "arguments" in entry else shlex.split(entry["command"])
+    for i, a in enumerate(args[:-1]):
+        if a == "-o":
+            return args[i + 1]
+    return None
+
+
+def dependency_log(build_dir):
+    """{object path: [files it read]} for the objects whose ninja deps entry is VALID."""
+    try:
+        r = subprocess.run(["ninja", "-C", build_dir, "-t", "deps"], capture_output=True,
+                           text=True)
+    except OSError:
+        return {}
+    deps, current = {}, None
+    for line in r.stdout.splitlines():
+        if not line.startswith(" "):
+            m = re.match(r"^(.*): #deps \d+, deps mtime \d+ \((\w+)\)", line)
+            current = None
+            if m and m.group(2) == "VALID":
+                current = deps.setdefault(m.group(1), [])
+        elif current is not None and line.strip():
+            current.append(line.strip())
+    return deps
+
+
+def cache_key(version, args, directory, files):
+    """The key of one check: clang's version, its command, and each input's stat; None when
+    an input is gone (the file must be checked)."""
+    h = hashlib.sha256()
+    h.update(version.encode())
+    h.update("\0".join(args).encode())
+    for f in files:
+        try:
+            st = os.stat(os.path.join(directory, f))
+        except OSError:
+            return None
+        h.update(f"\0{f}\0{st.st_mtime_ns}\0{st.st_size}".encode())
+    return h.hexdigest()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("build_dir")
@@ -63,6 +116,8 @@ def main():
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--clang", default="clang++-15")
     p.add_argument("--only", help="check only the files whose relative path matches this regex")
+    p.add_argument("--no-cache", action="store_true",
+                   help="check every file; neither read nor write the cache")
     a = p.parse_args()
     if shutil.which(a.clang) is None:
         print(f"{a.clang} is not installed (scripts/setup.sh installs it with clang-15)")
@@ -95,6 +150,24 @@ def main():
         print(f"{db} names no source file under {src}")
         return 1
 
+    cache_path = os.path.join(a.build_dir, "clang_syntax.cache")
+    cache, keys = {}, {}
+    if not a.no_cache:
+        version = subprocess.run([a.clang, "--version"], capture_output=True,
+                                 text=True).stdout
+        log = dependency_log(a.build_dir)
+        for path, e in files:
+            obj = object_of(e)
+            if obj is not None and obj in log:
+                keys[path] = cache_key(version, clang_args(e, a.clang), e["directory"],
+                                       log[obj])
+        try:
+            with open(cache_path) as f:
+                cache = json.load(f)
+        except (OSError, ValueError):
+            cache = {}
+    todo = [(p, e) for p, e in files if keys.get(p) is None or cache.get(p) != keys[p]]
+
     def check(item):
         path, e = item
         r = subprocess.run(clang_args(e, a.clang), cwd=e["directory"], capture_output=True,
@@ -104,13 +177,22 @@ def main():
     start = time.monotonic()
     failed = []
     with ThreadPoolExecutor(max(a.jobs, 1)) as pool:
-        for path, rc, err in pool.map(check, files):
+        for path, rc, err in pool.map(check, todo):
             if rc != 0:
                 failed.append(os.path.relpath(path, src))
                 print(f"FAIL {os.path.relpath(path, src)}\n{err}")
+                cache.pop(path, None)
+            elif keys.get(path) is not None:
+                cache[path] = keys[path]
     secs = time.monotonic() - start
-    print(f"clang-15 -fsyntax-only: {len(files) - len(failed)} passed, {len(failed)} failed "
-          f"({len(files)} files, {secs:.0f} s)")
+    if not a.no_cache:
+        tmp = cache_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(cache, f, indent=0, sort_keys=True)
+        os.replace(tmp, cache_path)
+    print(f"clang-15 -fsyntax-only: {len(todo) - len(failed)} passed, {len(failed)} failed "
+          f"({len(todo)} of {len(files)} files checked, the rest unchanged since they passed; "
+          f"{secs:.0f} s)")
     return 1 if failed else 0
 
 
