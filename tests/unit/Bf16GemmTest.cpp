@@ -40,9 +40,10 @@ std::optional<CpuTarget> bf16Host() {
 }
 
 /// Values whose bf16 rounding is a multiple of 1/4 of magnitude at most 4, each off that
-/// value by less than half a bf16 unit (or by exactly half, a tie that rounds to the even
-/// neighbour): rounding must remove the offset, and sums of up to thousands of their products
-/// are exact in f32, whatever the order.
+/// value by a third of the smaller of the bf16 units on either side of it (a power of two has
+/// a unit half as large below it), or by exactly half a unit away from zero, a tie that
+/// rounds to the even neighbour: rounding must remove the offset, and sums of up to thousands
+/// of their products are exact in f32, whatever the order.
 std::vector<float> dyadicValues(int64_t n, std::mt19937 &rng) {
   std::vector<float> v(static_cast<size_t>(n));
   std::uniform_int_distribution<int> q(-16, 16), kind(0, 3);
@@ -55,9 +56,11 @@ std::vector<float> dyadicValues(int64_t n, std::mt19937 &rng) {
     }
     // One bf16 unit at |base| (8 significant bits): 2^(exponent - 7).
     float ulp = std::ldexp(1.0f, std::ilogb(base) - 7);
-    // 1: a third of a unit above; 2: a third below; 3: a tie, broken toward the even neighbour
-    // (base, a multiple of 1/4 with few significant bits, is even).
-    x = k == 1 ? base + ulp / 3 : k == 2 ? base - ulp / 3 : base + ulp / 2;
+    // 1: a third of the unit below |base| above; 2: as much below; 3: a tie, broken toward the
+    // even neighbour (base, a multiple of 1/4 with few significant bits, is even).
+    x = k == 1   ? base + ulp / 6
+        : k == 2 ? base - ulp / 6
+                 : base + std::copysign(ulp / 2, base);
   }
   return v;
 }
@@ -176,6 +179,8 @@ TEST(Bf16Gemm, TileJitMatchesEvaluator) {
     std::vector<float> av = dyadicValues(static_cast<int64_t>(a.size()), rng),
                        bv = dyadicValues(static_cast<int64_t>(b.size()), rng),
                        want = dyadicValues(k.buffers[2].numElements, rng);
+    for (float &c0 : want) // C's initial values exact too
+      c0 = roundBf16(c0);
     for (size_t i = 0; i < a.size(); ++i)
       a[i] = floatToBf16(av[i]);
     for (size_t i = 0; i < b.size(); ++i)
@@ -214,7 +219,7 @@ TEST(Bf16Gemm, MatMulBitExactAgainstRoundedOperands) {
   // block, and rows past one parallel block.
   struct Case {
     int64_t m, k, n;
-  } cases[] = {{7, 33, 70}, {1, 96, 40}, {2, 5, 3}, {40, 1536, 48}, {200, 64, 96}};
+  } cases[] = {{7, 33, 70}, {1, 96, 40}, {2, 5, 3}, {72, 1537, 48}, {200, 64, 96}};
   std::mt19937 rng(47);
   for (const Case &c : cases)
     for (int threads : {1, 2}) {
