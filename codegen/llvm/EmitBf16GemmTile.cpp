@@ -9,16 +9,19 @@ namespace nnc::llvmcg {
 namespace {
 
 /// `void bf16_gemm_<mr>x<nr>_avx512bf16(ptr a, ptr b, ptr c, i64 kc, i64 lda, i64 ldb, i64 ldc,
-/// i1 accumulate)`: mr x ceil(nr / 16) accumulators of <16 x float> held in SSA values across
-/// the loop over kc / 2 pairs of k. Per pair it loads ceil(nr / 16) vectors of B's pair (16
-/// columns of 2 interleaved bf16 each, one dword per column), and per row one dword of A (the
-/// row's 2 bf16 of the pair) broadcast to every lane, then vdpbf16ps: lane j += the 2 products
-/// of A's pair and column j's pair, in f32. A partial last vector uses masked loads and
-/// stores. One definition per module and variant.
+/// i1 accumulate, i64 pfb)`: mr x ceil(nr / 16) accumulators of <16 x float> held in SSA
+/// values across the loop over kc / 2 pairs of k. Per pair it loads ceil(nr / 16) vectors of
+/// B's pair (16 columns of 2 interleaved bf16 each, one dword per column), and per row one
+/// dword of A (the row's 2 bf16 of the pair) broadcast to every lane, then vdpbf16ps: lane j
+/// += the 2 products of A's pair and column j's pair, in f32. A partial last vector uses
+/// masked loads and stores. The `_pfb<s>` variant also prefetches, per pair g, B's pair row
+/// g >> s at element offset pfb (GemmTileShape::prefetchB, prefetchShift: the tile's k step
+/// is a pair). One definition per module and variant.
 llvm::Function *bf16GemmMicrokernel(llvm::Module &m, llvm::TargetMachine &tm, const CpuTarget &cpu,
-                                    int64_t mr, int64_t nr) {
+                                    int64_t mr, int64_t nr, bool prefetch, int shift) {
   constexpr unsigned w = 16;
-  std::string name = fmt::format("bf16_gemm_{}x{}_avx512bf16", mr, nr);
+  std::string name = fmt::format("bf16_gemm_{}x{}_avx512bf16{}", mr, nr,
+                                 prefetch ? fmt::format("_pfb{}", shift) : std::string());
   if (llvm::Function *f = m.getFunction(name))
     return f;
   llvm::LLVMContext &ctx = m.getContext();
@@ -26,16 +29,16 @@ llvm::Function *bf16GemmMicrokernel(llvm::Module &m, llvm::TargetMachine &tm, co
   Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty(), *i32 = b.getInt32Ty(), *i16 = b.getInt16Ty(),
        *f32 = b.getFloatTy();
   auto *fty = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, i64, i64, i64, i64,
-                                                      b.getInt1Ty()},
+                                                      b.getInt1Ty(), i64},
                                       false);
   llvm::Function *f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m);
   setTargetAttributes(f, tm, cpu);
-  const char *argNames[] = {"a", "b", "c", "kc", "lda", "ldb", "ldc", "accumulate"};
-  for (unsigned i = 0; i < 8; ++i)
+  const char *argNames[] = {"a", "b", "c", "kc", "lda", "ldb", "ldc", "accumulate", "pfb"};
+  for (unsigned i = 0; i < 9; ++i)
     f->getArg(i)->setName(argNames[i]);
   Value *a = f->getArg(0), *bp = f->getArg(1), *c = f->getArg(2), *kc = f->getArg(3),
         *lda = f->getArg(4), *ldb = f->getArg(5), *ldc = f->getArg(6),
-        *accumulate = f->getArg(7);
+        *accumulate = f->getArg(7), *pfb = f->getArg(8);
   for (unsigned i = 0; i < 3; ++i)
     f->addParamAttr(i, llvm::Attribute::NoAlias);
 
@@ -84,6 +87,17 @@ llvm::Function *bf16GemmMicrokernel(llvm::Module &m, llvm::TargetMachine &tm, co
                                       llvm::Constant::getNullValue(ity16)));
     else
       bv.push_back(b.CreateAlignedLoad(ity16, p, llvm::Align(2)));
+  }
+  if (prefetch) {
+    // One prefetch per 64-byte line (32 bf16) of the pair row (a hint: never faults).
+    Value *from = shift > 0 ? b.CreateInBoundsGEP(
+                                  i16, bp, b.CreateMul(b.CreateLShr(g, b.getInt64(shift)), ldb))
+                            : brow;
+    Value *prow = b.CreateGEP(i16, from, pfb);
+    for (int64_t l = 0; l * 32 < 2 * nr; ++l)
+      b.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr},
+                        {b.CreateGEP(i16, prow, b.getInt64(l * 32)), b.getInt32(0), b.getInt32(3),
+                         b.getInt32(1)});
   }
   llvm::Function *dp =
       llvm::Intrinsic::getDeclaration(&m, llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512);
@@ -159,9 +173,9 @@ void KernelEmitter::emitBf16GemmTile(const kir::StmtNode &s) {
   Value *pa = b_.CreateInBoundsGEP(b_.getInt16Ty(), bufs_[t.a], v[0]);
   Value *pb = b_.CreateInBoundsGEP(b_.getInt16Ty(), bufs_[t.b], v[1]);
   Value *pc = b_.CreateInBoundsGEP(b_.getFloatTy(), bufs_[s.buffer], v[2]);
-  b_.CreateCall(bf16GemmMicrokernel(m_, tm_, cpu_, t.mr, t.nr),
+  b_.CreateCall(bf16GemmMicrokernel(m_, tm_, cpu_, t.mr, t.nr, t.prefetchB != 0, t.prefetchShift),
                 {pa, pb, pc, v[3], b_.getInt64(t.lda), b_.getInt64(t.ldb), b_.getInt64(t.ldc),
-                 b_.getInt1(t.accumulate)});
+                 b_.getInt1(t.accumulate), b_.getInt64(t.prefetchB)});
 }
 
 } // namespace nnc::llvmcg

@@ -251,9 +251,8 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
   // A is packed once, before the batch loops, when no batch moves it.
   bool packA = knob(cfg, "pa", 0) == 1 && ops.packScratch >= 0 && k > 0 &&
                st.aBase->kind == kir::ExprKind::IntImm && !ops.bf16;
-  // A produced block was just written: it is in cache already. (The bf16 tile has no
-  // prefetching variant.)
-  bool prefetch = knob(cfg, "pf", 0) > 0 && !produced && !ops.bf16;
+  // A produced block was just written: it is in cache already.
+  bool prefetch = knob(cfg, "pf", 0) > 0 && !produced;
 
   std::vector<Stmt> before;
   int bsrc = ops.b, asrc = ops.a;
@@ -442,10 +441,14 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
         share *= 2;
         ++shift;
       }
-      int64_t rowsPerTile = (kc + share - 1) / share;
+      // A bf16 tile steps (and prefetches) by pairs of k rows, ldb apart.
+      int64_t steps = ops.bf16 ? kc / 2 : kc;
+      int64_t rowsPerTile = (steps + share - 1) / share;
       kir::GemmTileShape pf = shape;
       pf.prefetchShift = shift;
-      int64_t next = (pack || ops.packedNr > 0) ? k * shape.ldb : nrR;
+      int64_t next = ops.bf16                          ? k / 2 * shape.ldb
+                     : (pack || ops.packedNr > 0) ? k * shape.ldb
+                                                  : nrR;
       for (int64_t t = share - 1; t >= 0; --t) {
         pf.prefetchB = next + t * rowsPerTile * shape.ldb;
         tile = kir::ifThen(kir::lt(it, i64c(t + 1)), tileAt(pf, row0, aPanel), tile);
@@ -661,7 +664,10 @@ const tuning::Space &gemmCpuSpace() {
         // which the L2's bandwidth covers (2 vectors per k step), while fewer k blocks re-read
         // C less (K = 3072 on a 1 MiB L2, a transformer's second MLP GEMM, measured faster
         // whole than in blocks of 512).
-        int64_t kc = k <= 1024 || k * nr * 4 <= p.cpu.l2Bytes / 4 ? 0 : 512;
+        // Bytes of a B element: 2 for bf16 panels (--precision bf16), whose k blocks then hold
+        // twice the rows in the same bytes of cache.
+        const int64_t eb = p.signature.find(" bf16packed") != std::string::npos ? 2 : 4;
+        int64_t kc = k <= 1024 || k * nr * eb <= p.cpu.l2Bytes / 4 ? 0 : 512;
         // Unless the tile draws B faster than the L2 was seen to deliver it. Every row tile of
         // a block reads the column tile's panel (kc x nr) whole; a k step of an mr x nr tile
         // takes mr * nr / vw FMAs, on two FMA pipes half as many cycles, and reads nr * 4 bytes
@@ -683,10 +689,10 @@ const tuning::Space &gemmCpuSpace() {
         // panel and k block, that the hardware prefetcher restarts on (a decoder's LM head at
         // 16 tokens measured faster in one block; bench/results/measurements-behind-defaults.md).
         bool skinny = m <= 64;
-        if (8 * vw > 12 * mr && m > mr && k * nr * 4 > p.cpu.l1dBytes && !cRowsShareSets &&
+        if (8 * vw > 12 * mr && m > mr && k * nr * eb > p.cpu.l1dBytes && !cRowsShareSets &&
             !skinny)
           for (int64_t cand : {512, 384, 256, 128, 64, 32})
-            if (cand * nr * 4 <= p.cpu.l1dBytes / 2) {
+            if (cand * nr * eb <= p.cpu.l1dBytes / 2) {
               kc = kc == 0 ? cand : std::min(kc, cand);
               break;
             }
@@ -729,7 +735,7 @@ const tuning::Space &gemmCpuSpace() {
         // even or slower there. ConvNeXt-T's 196 x 384 x 1536 GEMMs, whose B column blocks
         // (384 KiB) stay in the L2, measured slower in one block, so they keep the row blocks.
         bool rowsMerged = false;
-        if (mc != 0 && !produced && k * (nc == 0 ? n : nc) * 4 > p.cpu.l2Bytes &&
+        if (mc != 0 && !produced && k * (nc == 0 ? n : nc) * eb > p.cpu.l2Bytes &&
             m * 256 * 4 <= p.cpu.l2Bytes / 2) {
           rowsMerged = true;
           int64_t merged = m / mc;
@@ -772,7 +778,7 @@ const tuning::Space &gemmCpuSpace() {
         // A skinny GEMM's panel is streamed by its first row tile and re-read from the L2 by
         // the few others, with little compute between: the prefetches of the next panel only
         // took load slots there (measured slower at 16 rows, even at 64).
-        int64_t pf = k * n * 4 > p.cpu.l2Bytes && !produced && !skinny ? 4 : 0;
+        int64_t pf = k * n * eb > p.cpu.l2Bytes && !produced && !skinny ? 4 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
       }

@@ -215,11 +215,13 @@ TEST(Bf16Gemm, MatMulBitExactAgainstRoundedOperands) {
   std::optional<CpuTarget> cpu = bf16Host();
   if (!cpu)
     GTEST_SKIP() << "the host lacks AVX512-BF16: " << CpuTarget::host().str();
-  // Odd k (a zero pair half), edge rows and columns, one row (panels of 64), k past one k
-  // block, and rows past one parallel block.
+  // Odd k (a zero pair half), edge rows and columns, one row (panels of 64), odd k in k
+  // blocks (72 x 1537), rows past one parallel block, and a weight beyond the L2 whose first
+  // row tiles prefetch the next panel (the _pfb tile variants).
   struct Case {
     int64_t m, k, n;
-  } cases[] = {{7, 33, 70}, {1, 96, 40}, {2, 5, 3}, {72, 1537, 48}, {200, 64, 96}};
+  } cases[] = {{7, 33, 70},     {1, 96, 40},   {2, 5, 3},
+               {72, 1537, 48},  {200, 64, 96}, {130, 2048, 288}};
   std::mt19937 rng(47);
   for (const Case &c : cases)
     for (int threads : {1, 2}) {
