@@ -88,6 +88,12 @@ Expected<Target> makeTarget(const std::string &name, const CpuTarget &cpu, std::
   return t;
 }
 
+Error setPrecision(Target &t, const std::string &name) {
+  if (name != "fp32" && name != "f32" && t != Target::Cpu)
+    return makeError("--precision {}: only the cpu target has it (target {})", name, t.name());
+  return t.cpu.setPrecision(name);
+}
+
 std::string targetName(const Target &t) {
   return t.name();
 }

@@ -195,9 +195,25 @@ std::string CpuTarget::str() const {
         std::pair{avx512bf16, "avx512-bf16"}, std::pair{amx, "amx"}})
     if (on)
       ext += std::string("; ") + name;
-  return fmt::format("{}{} ({}-bit vectors, {} registers{}) L1d {} L2 {} L3 {}", levelName(),
+  return fmt::format("{}{} ({}-bit vectors, {} registers{}) L1d {} L2 {} L3 {}{}", levelName(),
                      native ? " native" : "", vectorBits, vectorRegisters, ext, sizeStr(l1dBytes),
-                     sizeStr(l2Bytes), sizeStr(l3Bytes));
+                     sizeStr(l2Bytes), sizeStr(l3Bytes),
+                     precision == Precision::BF16 ? " precision bf16" : "");
+}
+
+Error CpuTarget::setPrecision(const std::string &name) {
+  if (name == "fp32" || name == "f32") {
+    precision = Precision::F32;
+    return Error::success();
+  }
+  if (name != "bf16")
+    return makeError("--precision '{}': unknown (available: fp32, bf16)", name);
+  if (!avx512bf16 || vectorBits < 512)
+    return makeError("--precision bf16 needs AVX512-BF16 on 512-bit vectors (the bf16 dot "
+                     "product vdpbf16ps), which CPU target {} lacks{}",
+                     levelName(), native ? "" : " (only --cpu native has the host's extensions)");
+  precision = Precision::BF16;
+  return Error::success();
 }
 
 CpuTarget CpuTarget::forLevel(Level level) {
@@ -275,7 +291,8 @@ int CpuTarget::hostCores() {
 bool CpuTarget::operator==(const CpuTarget &o) const {
   return level == o.level && native == o.native && vectorBits == o.vectorBits &&
          vectorRegisters == o.vectorRegisters && avx512vnni == o.avx512vnni && avxvnni == o.avxvnni &&
-         avx512bf16 == o.avx512bf16 && amx == o.amx && l1dBytes == o.l1dBytes &&
+         avx512bf16 == o.avx512bf16 && amx == o.amx && precision == o.precision &&
+         l1dBytes == o.l1dBytes &&
          l2Bytes == o.l2Bytes && l3Bytes == o.l3Bytes &&
          streamingStoreBytes == o.streamingStoreBytes;
 }

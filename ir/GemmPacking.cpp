@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "nnc/support/Error.h"
+#include "nnc/support/Float16.h"
 
 namespace nnc {
 
@@ -59,24 +60,53 @@ Tensor unpackGemmPanels(const Tensor &p, int64_t n) {
   return out;
 }
 
-Tensor packGemmPanelsK4(const Tensor &b, int64_t nr) {
-  NNC_ASSERT(b.rank() >= 2 && nr >= 1 && dtypeSize(b.dtype()) == 1,
-             "packGemmPanelsK4: expected a byte matrix and nr >= 1");
+namespace {
+
+/// Panels of nr columns over groups of `G` k rows interleaved per column ([..., P, ceil(K/G),
+/// nr, G]) of the matrices `b` of elements E, zero past K and N: the dot-product tiles' layout.
+template <typename E, int64_t G> Tensor packGrouped(const Tensor &b, int64_t nr, DType dtype) {
   int64_t r = b.rank(), k = b.extents()[r - 2], n = b.extents()[r - 1];
-  int64_t panels = (n + nr - 1) / nr, groups = (k + 3) / 4;
+  int64_t panels = (n + nr - 1) / nr, groups = (k + G - 1) / G;
   int64_t batch = b.numElements() / std::max<int64_t>(k * n, 1);
   Extents shape(b.extents().begin(), b.extents().end() - 2);
-  shape.insert(shape.end(), {panels, groups, nr, 4});
-  Tensor out = Tensor::zeros(b.dtype(), shape);
-  const uint8_t *src = static_cast<const uint8_t *>(b.rawData());
-  uint8_t *dst = static_cast<uint8_t *>(out.rawData());
-  int64_t matrix = panels * groups * nr * 4;
+  shape.insert(shape.end(), {panels, groups, nr, G});
+  Tensor out = Tensor::zeros(dtype, shape);
+  const E *src = static_cast<const E *>(b.rawData());
+  E *dst = static_cast<E *>(out.rawData());
+  int64_t matrix = panels * groups * nr * G;
   for (int64_t q = 0; q < batch; ++q)
     for (int64_t p = 0; p < k; ++p)
       for (int64_t j = 0; j < n; ++j)
-        dst[q * matrix + (((j / nr) * groups + p / 4) * nr + j % nr) * 4 + p % 4] =
+        dst[q * matrix + (((j / nr) * groups + p / G) * nr + j % nr) * G + p % G] =
             src[(q * k + p) * n + j];
   return out;
+}
+
+/// The [..., k, n] matrices back from grouped panels `p` ([..., P, groups, nr, G]).
+template <typename E, int64_t G> Tensor unpackGrouped(const Tensor &p, int64_t k, int64_t n) {
+  int64_t r = p.rank();
+  int64_t panels = p.extents()[r - 4], groups = p.extents()[r - 3], nr = p.extents()[r - 2];
+  int64_t matrix = panels * groups * nr * G;
+  int64_t batch = p.numElements() / std::max<int64_t>(matrix, 1);
+  Extents shape(p.extents().begin(), p.extents().end() - 4);
+  shape.insert(shape.end(), {k, n});
+  Tensor out = Tensor::zeros(p.dtype(), shape);
+  const E *src = static_cast<const E *>(p.rawData());
+  E *dst = static_cast<E *>(out.rawData());
+  for (int64_t q = 0; q < batch; ++q)
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        dst[(q * k + i) * n + j] =
+            src[q * matrix + (((j / nr) * groups + i / G) * nr + j % nr) * G + i % G];
+  return out;
+}
+
+} // namespace
+
+Tensor packGemmPanelsK4(const Tensor &b, int64_t nr) {
+  NNC_ASSERT(b.rank() >= 2 && nr >= 1 && dtypeSize(b.dtype()) == 1,
+             "packGemmPanelsK4: expected a byte matrix and nr >= 1");
+  return packGrouped<uint8_t, 4>(b, nr, b.dtype());
 }
 
 Tensor unpackGemmPanelsK4(const Tensor &p, int64_t k, int64_t n) {
@@ -85,20 +115,29 @@ Tensor unpackGemmPanelsK4(const Tensor &p, int64_t k, int64_t n) {
                  p.extents()[r - 3] * 4 >= k && dtypeSize(p.dtype()) == 1,
              "unpackGemmPanelsK4: expected [..., P, G, nr, 4] byte panels covering {} x {}", k,
              n);
-  int64_t panels = p.extents()[r - 4], groups = p.extents()[r - 3], nr = p.extents()[r - 2];
-  int64_t matrix = panels * groups * nr * 4;
-  int64_t batch = p.numElements() / std::max<int64_t>(matrix, 1);
-  Extents shape(p.extents().begin(), p.extents().end() - 4);
-  shape.insert(shape.end(), {k, n});
-  Tensor out = Tensor::zeros(p.dtype(), shape);
-  const uint8_t *src = static_cast<const uint8_t *>(p.rawData());
-  uint8_t *dst = static_cast<uint8_t *>(out.rawData());
-  for (int64_t q = 0; q < batch; ++q)
-    for (int64_t i = 0; i < k; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        dst[(q * k + i) * n + j] =
-            src[q * matrix + (((j / nr) * groups + i / 4) * nr + j % nr) * 4 + i % 4];
-  return out;
+  return unpackGrouped<uint8_t, 4>(p, k, n);
+}
+
+Tensor packGemmPanelsBf16(const Tensor &b, int64_t nr) {
+  NNC_ASSERT(b.rank() >= 2 && nr >= 1 && (b.dtype() == DType::F32 || b.dtype() == DType::BF16),
+             "packGemmPanelsBf16: expected an f32 or bf16 matrix and nr >= 1");
+  if (b.dtype() == DType::BF16)
+    return packGrouped<uint16_t, 2>(b, nr, DType::BF16);
+  Tensor rounded = Tensor::zeros(DType::BF16, b.extents());
+  const float *src = b.data<float>();
+  uint16_t *dst = rounded.data<uint16_t>();
+  for (int64_t i = 0; i < b.numElements(); ++i)
+    dst[i] = floatToBf16(src[i]);
+  return packGrouped<uint16_t, 2>(rounded, nr, DType::BF16);
+}
+
+Tensor unpackGemmPanelsBf16(const Tensor &p, int64_t k, int64_t n) {
+  int64_t r = p.rank();
+  NNC_ASSERT(r >= 4 && p.extents()[r - 1] == 2 && p.extents()[r - 4] * p.extents()[r - 2] >= n &&
+                 p.extents()[r - 3] * 2 >= k && p.dtype() == DType::BF16,
+             "unpackGemmPanelsBf16: expected [..., P, G, nr, 2] bf16 panels covering {} x {}", k,
+             n);
+  return unpackGrouped<uint16_t, 2>(p, k, n);
 }
 
 } // namespace nnc

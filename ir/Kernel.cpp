@@ -448,7 +448,7 @@ void rewriteStmt(const Stmt &s, const std::function<Expr(const Expr &)> &replace
 }
 
 const char *gemmElemsName(GemmElems e) {
-  return e == GemmElems::U8S8S32 ? "u8s8s32" : "f32";
+  return e == GemmElems::U8S8S32 ? "u8s8s32" : e == GemmElems::BF16 ? "bf16" : "f32";
 }
 
 const char *loopKindName(LoopKind k) {

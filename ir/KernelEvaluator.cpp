@@ -565,7 +565,8 @@ struct Evaluator {
   }
 
   /// The microkernel's definition: f32 products summed in k order from the initial value;
-  /// u8s8s32: the integer products summed in i32, wrapping.
+  /// u8s8s32: the integer products summed in i32, wrapping; bf16: the (exact) products of the
+  /// bf16 values added in k order to an f32 sum.
   void gemmTile(const StmtNode &s) {
     const GemmTileShape &t = s.tile;
     int64_t a0 = expr(s.args[0]).i, b0 = expr(s.args[1]).i, c0 = expr(s.args[2]).i,
@@ -587,6 +588,26 @@ struct Evaluator {
           Value v;
           v.type = DType::I32;
           v.i = static_cast<int32_t>(acc);
+          if (failure.empty())
+            storeValue(s.buffer, ci, v);
+        }
+      return;
+    }
+    if (t.elems == GemmElems::BF16) {
+      if (kc % 2 != 0) {
+        failure = fmt::format("bf16 gemm_tile over k < {}, not a multiple of 2", kc);
+        return;
+      }
+      for (int64_t r = 0; r < t.mr && failure.empty(); ++r)
+        for (int64_t j = 0; j < t.nr && failure.empty(); ++j) {
+          int64_t ci = c0 + r * t.ldc + j;
+          float acc = t.accumulate ? static_cast<float>(loadValue(s.buffer, ci).f) : 0.0f;
+          for (int64_t p = 0; p < kc && failure.empty(); ++p)
+            acc += static_cast<float>(loadValue(t.a, a0 + r * t.lda + p).f) *
+                   static_cast<float>(loadValue(t.b, b0 + p / 2 * t.ldb + 2 * j + p % 2).f);
+          Value v;
+          v.type = DType::F32;
+          v.f = acc;
           if (failure.empty())
             storeValue(s.buffer, ci, v);
         }

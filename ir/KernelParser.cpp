@@ -496,16 +496,17 @@ private:
     return Error::success();
   }
 
-  // gemm_tile [u8s8s32] MRxNR C[c; ldc L] (= | +=) A[a; lda L, ak L] * B[b; ldb L[, prefetch
+  // gemm_tile [u8s8s32 | bf16] MRxNR C[c; ldc L] (= | +=) A[a; lda L, ak L] * B[b; ldb L[, prefetch
   // +P[ row k >> S]]] over k < KC
   Expected<Stmt> parseGemmTile() {
     advance();
     Stmt s = makeStmt(StmtKind::GemmTile);
     GemmTileShape &t = s->tile;
-    if (isKeyword(gemmElemsName(GemmElems::U8S8S32))) {
-      t.elems = GemmElems::U8S8S32;
-      advance();
-    }
+    for (GemmElems e : {GemmElems::U8S8S32, GemmElems::BF16})
+      if (isKeyword(gemmElemsName(e))) {
+        t.elems = e;
+        advance();
+      }
     size_t x = tok_.kind == Tok::Number ? tok_.text.find('x') : std::string::npos;
     bool negM, negN;
     uint64_t mr, nr;

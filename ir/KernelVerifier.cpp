@@ -383,8 +383,9 @@ struct Verifier {
       if (e->type != DType::I64)
         return fail("gemm_tile offset or k extent is not i64");
     }
-    bool integer = t.elems == GemmElems::U8S8S32;
-    const DType want[3] = {integer ? DType::U8 : DType::F32, integer ? DType::I8 : DType::F32,
+    bool integer = t.elems == GemmElems::U8S8S32, bf16 = t.elems == GemmElems::BF16;
+    const DType want[3] = {integer ? DType::U8 : bf16 ? DType::BF16 : DType::F32,
+                           integer ? DType::I8 : bf16 ? DType::BF16 : DType::F32,
                            integer ? DType::I32 : DType::F32};
     const int operands[3] = {t.a, t.b, s.buffer};
     for (int o = 0; o < 3; ++o) {
@@ -399,6 +400,10 @@ struct Verifier {
     }
     if (integer && t.ak != 1)
       return fail(fmt::format("u8s8s32 gemm_tile with ak {} (its k groups are dwords: ak 1)", t.ak));
+    if (bf16 && t.ak != 1)
+      return fail(fmt::format("bf16 gemm_tile with ak {} (its k pairs are dwords: ak 1)", t.ak));
+    if (bf16 && t.ldb < 2 * t.nr)
+      return fail(fmt::format("bf16 gemm_tile {}x{} with ldb {} below 2 * nr", t.mr, t.nr, t.ldb));
     if (integer && t.ldb < 4 * t.nr)
       return fail(fmt::format("u8s8s32 gemm_tile {}x{} with ldb {} below 4 * nr", t.mr, t.nr,
                               t.ldb));
@@ -415,9 +420,14 @@ struct Verifier {
     if (integer && imm(s.args[3]) && s.args[3]->intValue % 4 != 0)
       return fail(fmt::format("u8s8s32 gemm_tile over k < {}, not a multiple of 4",
                               s.args[3]->intValue));
+    if (bf16 && imm(s.args[3]) && s.args[3]->intValue % 2 != 0)
+      return fail(fmt::format("bf16 gemm_tile over k < {}, not a multiple of 2",
+                              s.args[3]->intValue));
     if (imm(s.args[3]) && s.args[3]->intValue > 0) {
       int64_t kc = s.args[3]->intValue;
-      int64_t bLast = integer ? (kc / 4 - 1) * t.ldb + 4 * t.nr - 1 : (kc - 1) * t.ldb + t.nr - 1;
+      int64_t bLast = integer ? (kc / 4 - 1) * t.ldb + 4 * t.nr - 1
+                      : bf16  ? (kc / 2 - 1) * t.ldb + 2 * t.nr - 1
+                              : (kc - 1) * t.ldb + t.nr - 1;
       struct Reach {
         int buffer;
         const Expr &off;

@@ -13,6 +13,11 @@
 // matmul_integer's i8 weights are packed the same way into the integer tile's panels
 // (packGemmPanelsK4: groups of 4 k rows interleaved per column), nr as the tiles' default
 // (CpuTarget::int8PanelWidth); a u8 weight is not (its tiles shift it to i8 while packing at run time).
+// Under --precision bf16 (CpuTarget::precision) a [K, N] f32 weight is packed as bf16 instead,
+// rounded to nearest even, in the bf16 tile's panels of k pairs (packGemmPanelsBf16): the
+// matmul then multiplies f32 by bf16 panels, which its bf16 GEMM template runs with A rounded
+// to bf16 and f32 sums. A batch of weight matrices stays f32 (its batch loops move A, which
+// the bf16 GEMM packs once).
 // conv_integer(x, W) of group 1 with W a constant i8 [M, C, kernel...] becomes
 // conv_integer(x, W') {packed_m = M, kernel_shape}, W' the integer panels of the [K, M] matrix
 // of k = (tap, c) that its im2col template multiplies (NHWC patches).
@@ -44,7 +49,8 @@ public:
   Expected<bool> run(Graph &g, PassContext &ctx) override {
     NNC_ASSIGN_OR_RETURN(CpuTarget cpu, ctx.cpuFor(name()));
     bool changed = false;
-    std::map<std::pair<const Node *, int64_t>, Value *> packed, packedConv;
+    std::map<std::pair<const Node *, int64_t>, Value *> packed, packedConv, packedBf16;
+    bool bf16 = cpu.precision == CpuTarget::Precision::BF16;
     for (Node *mm : g.nodes()) {
       if (mm->kind() == OpKind::ConvInteger && !mm->hasAttr("packed_m")) {
         changed |= packConvInteger(g, *mm, cpu, packedConv);
@@ -79,13 +85,17 @@ public:
       // (one per time step) share their weight, which must stay one stream in cache, not a
       // copy per step (an LSTM of 64 steps read 64 MB of panels instead of 1 MB).
       int64_t nr = panelWidth(cpu, rows);
-      Value *&pv = packed[{c, nr}];
+      bool asBf16 = bf16 && w.rank() == 2;
+      Value *&pv = (asBf16 ? packedBf16 : packed)[{c, nr}];
       if (!pv) {
-        Tensor panels = packGemmPanels(w, nr);
+        Tensor panels = asBf16 ? packGemmPanelsBf16(w, nr) : packGemmPanels(w, nr);
         pv = g.createNode(OpKind::Constant, {},
-                          {TensorType(DType::F32, shapeFromExtents(panels.extents()))},
-                          {{"value", Attribute(panels)}}, "", {b->name() + "_panels"}, mm)
+                          {TensorType(panels.dtype(), shapeFromExtents(panels.extents()))},
+                          {{"value", Attribute(panels)}}, "",
+                          {b->name() + (asBf16 ? "_bf16_panels" : "_panels")}, mm)
                  ->result();
+        if (asBf16)
+          addStat("weights-packed-bf16");
       } else {
         addStat("packed-weights-shared");
       }
@@ -96,8 +106,9 @@ public:
       // The unpacked weight is freed as soon as its last matmul moved to the panels (a later
       // node may reuse the erased node's address: forget its entries).
       if (pattern::eraseIfUnusedConstant(g, c))
-        for (auto it = packed.begin(); it != packed.end();)
-          it = it->first.first == c ? packed.erase(it) : std::next(it);
+        for (auto *map : {&packed, &packedBf16})
+          for (auto it = map->begin(); it != map->end();)
+            it = it->first.first == c ? map->erase(it) : std::next(it);
     }
     return changed;
   }

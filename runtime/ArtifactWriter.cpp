@@ -251,10 +251,11 @@ Expected<ArtifactInfo> writeArtifact(const Graph &g, const ArtifactOptions &o) {
       link.push_back(obj);
       temps.push_back(obj);
     }
-    notes += fmt::format("target cpu {}{}, {} kernels, tuned configs for {} of {} tunable "
+    notes += fmt::format("target cpu {}{}{}, {} kernels, tuned configs for {} of {} tunable "
                          "kernels",
-                         o.cpu.levelName(), o.cpu.native ? " (native)" : "", p.kernels.size(),
-                         p.tuningUse.tuned, p.tuningUse.tunable);
+                         o.cpu.levelName(), o.cpu.native ? " (native)" : "",
+                         o.cpu.precision == CpuTarget::Precision::BF16 ? " precision bf16" : "",
+                         p.kernels.size(), p.tuningUse.tuned, p.tuningUse.tunable);
   }
   notes += fmt::format(", arena {} bytes", p.arenaBytes);
   // 3. The data, included by an assembler file.

@@ -705,6 +705,17 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     out += fmt::format("{}{} gt_acc = {};\n", p4, f32t,
                        t.accumulate ? loadElement(DType::F32, bufferName(s.buffer), cIdx)
                                     : std::string("0.0f"));
+    if (t.elems == kir::GemmElems::BF16) {
+      // The bf16 values' products are exact in f32: only the sum rounds, in k order.
+      out += fmt::format(
+          "{}for ({} gt_p = 0; gt_p < gt_k; ++gt_p) gt_acc += {} * {};\n", p4, i64t,
+          loadElement(DType::BF16, bufferName(t.a), fmt::format("gt_a + gt_r * {} + gt_p", t.lda)),
+          loadElement(DType::BF16, bufferName(t.b),
+                      fmt::format("gt_b + gt_p / 2 * {} + gt_j * 2 + gt_p % 2", t.ldb)));
+      out += p4 + storeElement(DType::F32, bufferName(s.buffer), cIdx, "gt_acc") + "\n";
+      out += p3 + "}\n" + p2 + "}\n" + pad + "}\n";
+      return;
+    }
     out += fmt::format(
         "{}for ({} gt_p = 0; gt_p < gt_k; ++gt_p) gt_acc = fma({}, {}, gt_acc);\n", p4, i64t,
         loadElement(DType::F32, bufferName(t.a),

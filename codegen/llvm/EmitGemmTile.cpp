@@ -5,6 +5,8 @@ namespace nnc::llvmcg {
 
 void KernelEmitter::emitGemmTile(const kir::StmtNode &s) {
   const kir::GemmTileShape &t = s.tile;
+  if (t.elems == kir::GemmElems::BF16)
+    return emitBf16GemmTile(s);
   if (t.elems != kir::GemmElems::F32)
     return emitIntGemmTile(s);
   for (int b : {t.a, t.b, s.buffer})

@@ -221,6 +221,8 @@ private:
   void emitGemmTile(const kir::StmtNode &s);
   /// The u8s8s32 GemmTile (EmitIntGemmTile.cpp).
   void emitIntGemmTile(const kir::StmtNode &s);
+  /// The bf16 GemmTile (EmitBf16GemmTile.cpp).
+  void emitBf16GemmTile(const kir::StmtNode &s);
   bool emitTransposedTile(const kir::StmtNode &s);
   llvm::Function *gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch, int shift = 0);
   /// A counted loop over [begin, end) of `var`; `kind` selects the loop metadata.

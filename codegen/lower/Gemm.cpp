@@ -217,11 +217,18 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
                      const Config &cfg, const std::vector<std::pair<std::string, Expr>> &batchLoops,
                      kir::Schedule &schedule) {
   const GemmOperands::Strided &st = *ops.strided;
+  // bf16 tiles take k in pairs: A's packed rows and B's panels run to K rounded up to even
+  // (zeros past K), and every k block but the last ends on a pair.
+  const int64_t kReal = k;
+  if (ops.bf16)
+    k = (k + 1) / 2 * 2;
   int64_t mr = std::min(knob(cfg, "mr", 6), m);
   int64_t nr = std::min(ops.packedNr > 0 ? ops.packedNr : knob(cfg, "nr", 32), n);
   int64_t kc = knob(cfg, "kc", 0);
   if (kc <= 0 || kc > k)
     kc = k;
+  if (ops.bf16 && k > 0)
+    kc = std::max<int64_t>(kc / 2 * 2, 2);
   int64_t mc = knob(cfg, "mc", 0), nc = knob(cfg, "nc", 0);
   int64_t mcT = mc > 0 ? std::max<int64_t>(mc / mr, 1) : std::numeric_limits<int64_t>::max();
   int64_t ncT = nc > 0 ? std::max<int64_t>(nc / nr, 1) : std::numeric_limits<int64_t>::max();
@@ -243,7 +250,7 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
   int64_t kBlocks = k == 0 ? 1 : (k + kc - 1) / kc;
   // A is packed once, before the batch loops, when no batch moves it.
   bool packA = knob(cfg, "pa", 0) == 1 && ops.packScratch >= 0 && k > 0 &&
-               st.aBase->kind == kir::ExprKind::IntImm;
+               st.aBase->kind == kir::ExprKind::IntImm && !ops.bf16;
   // A produced block was just written: it is in cache already.
   bool prefetch = knob(cfg, "pf", 0) > 0 && !produced;
 
@@ -278,6 +285,26 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
     packPanels(abuf, ops.a, aIdx, 0, rowTiles, mr, false);
     packPanels(abuf, ops.a, aIdx, rowTiles * mr, 1, mRem, false);
     asrc = abuf;
+  }
+  if (ops.bf16 && k > 0) {
+    // A rounded to bf16 (nearest even) into rows of k (even) values, zero past K.
+    NNC_ASSERT(ops.packedNr > 0 && ops.packScratch >= 0 && st.aBase->kind == kir::ExprKind::IntImm,
+               "bf16 GEMM without compile-time B panels, or with A at a moving base");
+    asrc = kb.scratch(ops.packScratch + 1, DType::BF16, m * k);
+    std::string iv = kb.freshName("ai"), pv = kb.freshName("ap");
+    Expr i = kir::var(iv), p = kir::var(pv);
+    Expr src = kir::add(kir::add(st.aBase, kir::mul(i, i64c(st.aRow))), kir::mul(p, i64c(st.aCol)));
+    std::vector<Stmt> row = {kir::forLoop(
+        pv, i64c(kReal),
+        kb.store(asrc, kir::add(kir::mul(i, i64c(k)), p), kir::cast(kb.load(ops.a, src), DType::BF16)))};
+    if (kReal < k)
+      row.push_back(kb.store(asrc, kir::add(kir::mul(i, i64c(k)), i64c(kReal)),
+                             kir::constant(0, DType::BF16)));
+    if (st.aCol == 1 && kReal >= 8)
+      schedule.steps.push_back({kir::ScheduleStep::Vectorize, pv, 0, {}});
+    if (par && m > 1)
+      schedule.steps.push_back({kir::ScheduleStep::Parallel, iv, 0, {}});
+    before.push_back(kir::forLoop(iv, i64c(m), kir::block(row)));
   }
   if (pack) {
     int pbuf = kb.scratch(ops.packScratch, DType::F32, k * n);
@@ -354,7 +381,7 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
       // Panels of width w (the edge panel of a run-time pack is nRem wide; compile-time
       // panels are all packedNr wide, zero-padded) start at c0*k + J*k*w.
       int64_t w = ops.packedNr > 0 ? ops.packedNr : nrR;
-      ldb = w;
+      ldb = ops.bf16 ? 2 * w : w; // bf16: the stride of a pair of k rows
       bOff = kir::add(kir::add(pack ? i64c(0) : st.bBase, i64c(c0 * k)),
                       kir::add(kir::mul(J, i64c(k * w)), kir::mul(kOff, i64c(w))));
     } else {
@@ -370,15 +397,18 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
       shape.mr = rows;
       shape.nr = nrR;
       shape.ldc = st.cRow;
-      shape.lda = packA ? 1 : st.aRow;
-      shape.ak = packA ? rows : st.aCol;
+      shape.lda = ops.bf16 ? k : packA ? 1 : st.aRow;
+      shape.ak = ops.bf16 ? 1 : packA ? rows : st.aCol;
       shape.ldb = ldb;
+      if (ops.bf16)
+        shape.elems = kir::GemmElems::BF16;
       return shape;
     };
     auto tileAt = [&](const kir::GemmTileShape &shape, Expr row0, Expr aPanel) -> Stmt {
-      Expr aOff = packA ? kir::add(aPanel, kir::mul(kOff, i64c(shape.mr)))
-                        : kir::add(kir::add(st.aBase, kir::mul(row0, i64c(st.aRow))),
-                                   kir::mul(kOff, i64c(st.aCol)));
+      Expr aOff = ops.bf16 ? kir::add(kir::mul(row0, i64c(k)), kOff)
+                  : packA  ? kir::add(aPanel, kir::mul(kOff, i64c(shape.mr)))
+                           : kir::add(kir::add(st.aBase, kir::mul(row0, i64c(st.aRow))),
+                                      kir::mul(kOff, i64c(st.aCol)));
       Expr cOff = kir::add(kir::add(st.cBase, kir::mul(row0, i64c(st.cRow))), col0);
       if (ops.init || kBlocks > 1) {
         kir::GemmTileShape sh = shape;
@@ -411,10 +441,14 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
         share *= 2;
         ++shift;
       }
-      int64_t rowsPerTile = (kc + share - 1) / share;
+      // A bf16 tile steps (and prefetches) by pairs of k rows, ldb apart.
+      int64_t steps = ops.bf16 ? kc / 2 : kc;
+      int64_t rowsPerTile = (steps + share - 1) / share;
       kir::GemmTileShape pf = shape;
       pf.prefetchShift = shift;
-      int64_t next = (pack || ops.packedNr > 0) ? k * shape.ldb : nrR;
+      int64_t next = ops.bf16                          ? k / 2 * shape.ldb
+                     : (pack || ops.packedNr > 0) ? k * shape.ldb
+                                                  : nrR;
       for (int64_t t = share - 1; t >= 0; --t) {
         pf.prefetchB = next + t * rowsPerTile * shape.ldb;
         tile = kir::ifThen(kir::lt(it, i64c(t + 1)), tileAt(pf, row0, aPanel), tile);
@@ -520,6 +554,8 @@ tuning::Problem gemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_
 Stmt gemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_t k, int64_t n,
               const Config &cfg, const std::vector<std::pair<std::string, Expr>> &batchLoops,
               kir::Schedule &schedule) {
+  if (ops.bf16) // only the bf16 tiles read B's pairs and round A
+    return microkernelNest(kb, ops, m, k, n, cfg, batchLoops, schedule);
   if (knob(cfg, "mk", 0) == 1 && microkernelEligible(kb, ops))
     return microkernelNest(kb, ops, m, k, n, cfg, batchLoops, schedule);
   int64_t mr = std::min(knob(cfg, "mr", 1), m), nr = std::min(knob(cfg, "nr", 8), n);
@@ -628,7 +664,10 @@ const tuning::Space &gemmCpuSpace() {
         // which the L2's bandwidth covers (2 vectors per k step), while fewer k blocks re-read
         // C less (K = 3072 on a 1 MiB L2, a transformer's second MLP GEMM, measured faster
         // whole than in blocks of 512).
-        int64_t kc = k <= 1024 || k * nr * 4 <= p.cpu.l2Bytes / 4 ? 0 : 512;
+        // Bytes of a B element: 2 for bf16 panels (--precision bf16), whose k blocks then hold
+        // twice the rows in the same bytes of cache.
+        const int64_t eb = p.signature.find(" bf16packed") != std::string::npos ? 2 : 4;
+        int64_t kc = k <= 1024 || k * nr * eb <= p.cpu.l2Bytes / 4 ? 0 : 512;
         // Unless the tile draws B faster than the L2 was seen to deliver it. Every row tile of
         // a block reads the column tile's panel (kc x nr) whole; a k step of an mr x nr tile
         // takes mr * nr / vw FMAs, on two FMA pipes half as many cycles, and reads nr * 4 bytes
@@ -650,10 +689,10 @@ const tuning::Space &gemmCpuSpace() {
         // panel and k block, that the hardware prefetcher restarts on (a decoder's LM head at
         // 16 tokens measured faster in one block; bench/results/measurements-behind-defaults.md).
         bool skinny = m <= 64;
-        if (8 * vw > 12 * mr && m > mr && k * nr * 4 > p.cpu.l1dBytes && !cRowsShareSets &&
+        if (8 * vw > 12 * mr && m > mr && k * nr * eb > p.cpu.l1dBytes && !cRowsShareSets &&
             !skinny)
           for (int64_t cand : {512, 384, 256, 128, 64, 32})
-            if (cand * nr * 4 <= p.cpu.l1dBytes / 2) {
+            if (cand * nr * eb <= p.cpu.l1dBytes / 2) {
               kc = kc == 0 ? cand : std::min(kc, cand);
               break;
             }
@@ -696,7 +735,7 @@ const tuning::Space &gemmCpuSpace() {
         // even or slower there. ConvNeXt-T's 196 x 384 x 1536 GEMMs, whose B column blocks
         // (384 KiB) stay in the L2, measured slower in one block, so they keep the row blocks.
         bool rowsMerged = false;
-        if (mc != 0 && !produced && k * (nc == 0 ? n : nc) * 4 > p.cpu.l2Bytes &&
+        if (mc != 0 && !produced && k * (nc == 0 ? n : nc) * eb > p.cpu.l2Bytes &&
             m * 256 * 4 <= p.cpu.l2Bytes / 2) {
           rowsMerged = true;
           int64_t merged = m / mc;
@@ -739,7 +778,7 @@ const tuning::Space &gemmCpuSpace() {
         // A skinny GEMM's panel is streamed by its first row tile and re-read from the L2 by
         // the few others, with little compute between: the prefetches of the next panel only
         // took load slots there (measured slower at 16 rows, even at 64).
-        int64_t pf = k * n * 4 > p.cpu.l2Bytes && !produced && !skinny ? 4 : 0;
+        int64_t pf = k * n * eb > p.cpu.l2Bytes && !produced && !skinny ? 4 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
       }

@@ -44,6 +44,12 @@ struct GemmOperands {
   /// says; a compile-time packed weight, or conv's im2col written in panels); the microkernel
   /// path then uses nr = packedNr and reads the panels directly.
   int64_t packedNr = 0;
+  /// With packedNr: B is a bf16 weight in panels of k pairs (packGemmPanelsBf16, zero past K),
+  /// so the microkernel path runs, whatever the config's mk, with bf16 tiles
+  /// (kir::GemmElems::BF16): A (f32, strided, at a constant base: no batch loop moves it) is
+  /// rounded to bf16 as it is packed, once, into scratch packScratch + 1, rows of K rounded up
+  /// to even.
+  bool bf16 = false;
   /// Optional: the statement that finishes C element (i, j) once its sum is complete (a
   /// fused epilogue reading C there and writing the final value). Locals it needs declared
   /// once before a loop of such statements go to `hoisted`. The microkernel path runs it

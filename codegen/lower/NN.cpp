@@ -58,16 +58,31 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
                               MatMulPath path = MatMulPath::Tiles) {
   const Value *av = node.operand(0), *bv = node.operand(1);
   DType t = av->dtype();
-  if (t != bv->dtype() || !isNumeric(t))
+  // An f32 A by a bf16 weight in panels of k pairs (--precision bf16; ir/GemmPacking.h).
+  bool bf16 = node.hasAttr("packed_n") && t == DType::F32 && bv->dtype() == DType::BF16;
+  if ((t != bv->dtype() && !bf16) || !isNumeric(t))
     return node.error("operands must have one numeric dtype, got {} and {}", dtypeName(t),
                       dtypeName(bv->dtype()));
   Extents as = extentsOf(av), bs = extentsOf(bv);
   if (as.empty() || bs.empty())
     return node.error("operands must have rank >= 1");
   // A weight packed into column panels (ir/GemmPacking.h): [..., P, K, nr] holding
-  // [..., K, packed_n]; one matrix of panels takes P * K * nr elements.
+  // [..., K, packed_n]; one matrix of panels takes P * K * nr elements (bf16: [..., P,
+  // ceil(K/2), nr, 2]).
   int64_t packedNr = 0, packedSize = 0;
-  if (node.hasAttr("packed_n")) {
+  if (bf16) {
+    size_t r = bs.size();
+    if (r < 4 || as.size() < 2 || bs[r - 1] != 2 || bs[r - 4] * bs[r - 2] < node.getInt("packed_n") ||
+        bs[r - 3] != (as.back() + 1) / 2)
+      return node.error("packed operand 1 {} does not hold {} columns of {} rows in bf16 pairs",
+                        extentsStr(bs), node.getInt("packed_n"), as.back());
+    packedNr = bs[r - 2];
+    packedSize = bs[r - 4] * bs[r - 3] * bs[r - 2] * 2;
+    Extents unpacked(bs.begin(), bs.end() - 4);
+    unpacked.push_back(as.back());
+    unpacked.push_back(node.getInt("packed_n"));
+    bs = unpacked;
+  } else if (node.hasAttr("packed_n")) {
     size_t r = bs.size();
     if (r < 3 || as.size() < 2 || bs[r - 3] * bs[r - 1] < node.getInt("packed_n"))
       return node.error("packed operand 1 {} does not hold {} columns", extentsStr(bs),
@@ -139,6 +154,14 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   g.acc = accType(t, /*wide=*/false);
   g.aIndex = [&](Expr i, Expr p) { return kir::add(aOff, kir::add(kir::mul(i, i64(k)), p)); };
   g.bIndex = [&](Expr p, Expr j) {
+    if (bf16) {
+      int64_t pairs = (k + 1) / 2;
+      Expr pair = kir::add(kir::mul(kir::div(j, i64(packedNr)), i64(pairs)), kir::div(p, i64(2)));
+      return kir::add(bOff, kir::add(kir::mul(kir::add(kir::mul(pair, i64(packedNr)),
+                                                       kir::mod(j, i64(packedNr))),
+                                              i64(2)),
+                                     kir::mod(p, i64(2))));
+    }
     if (packedNr > 0)
       return kir::add(bOff,
                       kir::add(kir::mul(kir::add(kir::mul(kir::div(j, i64(packedNr)), i64(k)), p),
@@ -150,6 +173,11 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   g.strided = GemmOperands::Strided{aOff, bOff, oOff, k, 1, n, n};
   g.packScratch = 0;
   g.packedNr = packedNr;
+  g.bf16 = bf16;
+  if (bf16 && aOff->kind != kir::ExprKind::IntImm)
+    return node.error("a bf16 weight with batch dims {} that move operand 0 (only a [K, N] "
+                      "weight, whose batch entries fold into the rows, is packed as bf16)",
+                      extentsStr(*batch));
   if (makeFinish) {
     ElementFinish finish = makeFinish(kb);
     g.finish = [&, finish](Expr i, Expr j, std::vector<Stmt> &hoisted) {
@@ -159,7 +187,7 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   int64_t batchCount = outN / (m * n);
   if (path == MatMulPath::NDRange) {
     // For an OpenCL device: the NDRange GEMM (GpuGemm.cpp), its batch loops on dimension 2.
-    if (!opts || !opts->gpu || g.acc != DType::F32)
+    if (!opts || !opts->gpu || g.acc != DType::F32 || bf16)
       return node.error("the NDRange GEMM needs an OpenCL device and f32 accumulation");
     if (!makeFinish)
       g.epilogue = opts->epilogue;
@@ -172,7 +200,8 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   }
   std::string layout =
       fmt::format("matmul batch{} sa{} sb{}{}", extentsStr(*batch), extentsStr(sa),
-                  extentsStr(sb), packedNr > 0 ? fmt::format(" packed{}", packedNr) : "");
+                  extentsStr(sb),
+                  packedNr > 0 ? fmt::format(" {}packed{}", bf16 ? "bf16" : "", packedNr) : "");
   kir::Schedule sched;
   if (path == MatMulPath::Skinny && gemvEligible(kb, g, m, k, tuning::cpuOf(opts))) {
     tuning::Config cfg =

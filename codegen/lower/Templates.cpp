@@ -55,6 +55,17 @@ std::vector<KernelTemplate> cpuTemplates() {
        &gemvCpuSpace(),
        [](const LoweringUnit &u, const CpuTarget &) { return skinnyPackedMatMul(*u.node); },
        tunable(lowerMatMulGemv)},
+      {"matmul.bf16_gemm_packed_b",
+       {OpKind::MatMul},
+       false,
+       "bf16 GEMM (--precision bf16): bf16 GemmTile microkernels (vdpbf16ps, f32 sums) over a "
+       "weight packed at compile time as bf16 k pairs, A rounded to bf16 as it is packed",
+       gemm,
+       [](const LoweringUnit &u, const CpuTarget &) {
+         return u.node->hasAttr("packed_n") && u.node->operand(1) &&
+                u.node->operand(1)->dtype() == DType::BF16;
+       },
+       tunable(lowerMatMulGemm)},
       {"matmul.gemm_packed_b",
        {OpKind::MatMul},
        false,

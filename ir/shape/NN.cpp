@@ -146,9 +146,34 @@ Types inferMatMulInteger(const Node &node) {
   return std::vector<TensorType>{TensorType(DType::I32, out)};
 }
 
+/// matmul {packed_n} of an f32 operand 0 by bf16 panels: the bf16 GEMM tile's form
+/// (--precision bf16; ir/GemmPacking.h's packGemmPanelsBf16).
+Types inferBf16MatMul(const Node &node, const Value *a, const Value *b) {
+  Shape as = a->shape(), bs = b->shape();
+  int64_t n = node.getInt("packed_n"), r = static_cast<int64_t>(bs.size());
+  bool ok = as.size() >= 2 && r >= 4 && as.back().isStatic() && n >= 1;
+  for (int64_t d = r - 4; ok && d < r; ++d)
+    ok = bs[d].isStatic();
+  ok = ok && bs[r - 1].value() == 2 && bs[r - 4].value() * bs[r - 2].value() >= n &&
+       (bs[r - 4].value() - 1) * bs[r - 2].value() < n &&
+       bs[r - 3].value() == (as.back().value() + 1) / 2;
+  if (!ok)
+    return node.error("packed_n = {} of bf16 panels needs operand 0 of rank >= 2 with a static "
+                      "K and operand 1 as [..., ceil(N/nr), ceil(K/2), nr, 2] panels, got {} "
+                      "and {}",
+                      n, a->type().str(), b->type().str());
+  Shape unpacked(bs.begin(), bs.end() - 4);
+  unpacked.push_back(as.back());
+  unpacked.push_back(Dim(n));
+  NNC_ASSIGN_OR_RETURN(Shape out, matmulShape(node, a, b, as, unpacked));
+  return std::vector<TensorType>{TensorType(DType::F32, out)};
+}
+
 Types inferMatMul(const Node &node) {
   NNC_TRY(requireOperands(node, 2));
   const Value *a = node.operand(0), *b = node.operand(1);
+  if (node.hasAttr("packed_n") && a->dtype() == DType::F32 && b->dtype() == DType::BF16)
+    return inferBf16MatMul(node, a, b);
   NNC_TRY(requireSameDType(node, a, b, "operand 1"));
   if (!isNumeric(a->dtype()))
     return node.error("expects a numeric dtype, got {}", dtypeName(a->dtype()));

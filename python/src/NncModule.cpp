@@ -49,9 +49,12 @@ template <typename T> T take(Expected<T> e) {
 
 /// The target `name` for the CPU $NNC_CPU names (else the host), an OpenCL target's device
 /// chosen: made once per compile, train or tune call, as the CLI makes it from its options.
-driver::Target targetOf(const std::string &name) {
+driver::Target targetOf(const std::string &name, const std::string &precision = "fp32") {
   CpuTarget cpu = take(CpuTarget::fromEnvironment());
-  return take(driver::makeTarget(name, cpu));
+  driver::Target t = take(driver::makeTarget(name, cpu));
+  if (Error e = driver::setPrecision(t, precision))
+    raise(e);
+  return t;
 }
 
 /// The numpy dtype of an nnc dtype; nullopt for those numpy lacks (bf16, sub-byte types).
@@ -135,8 +138,8 @@ class Model {
 public:
   static std::unique_ptr<Model> compile(const std::string &path, const std::string &targetName,
                                         int threads, const std::string &tuningCache,
-                                        bool verbose) {
-    std::unique_ptr<Model> m(new Model(targetOf(targetName)));
+                                        bool verbose, const std::string &precision) {
+    std::unique_ptr<Model> m(new Model(targetOf(targetName, precision)));
     std::unique_ptr<driver::ModelFile> file = take(driver::ModelFile::open(path));
     std::vector<OnnxIssue> issues = file->check();
     if (!issues.empty()) {
@@ -491,19 +494,22 @@ PYBIND11_MODULE(_nnc, m) {
   m.def(
       "compile",
       [](const py::object &model, const std::string &target, int threads,
-         const std::optional<std::string> &tuningCache, bool verbose) {
+         const std::optional<std::string> &tuningCache, bool verbose,
+         const std::string &precision) {
         ModelSource source(model);
         return source.naming([&] {
           return Model::compile(source.path(), target, threads, tuningCache.value_or(""),
-                                verbose);
+                                verbose, precision);
         });
       },
       py::arg("model"), py::arg("target") = "cpu", py::arg("threads") = 1,
       py::arg("tuning_cache") = py::none(), py::arg("verbose") = false,
+      py::arg("precision") = "fp32",
       "Compiles an ONNX model (a path, or the model's bytes) for a target ('cpu', 'interp', "
       "'opencl[:P.D]', 'auto'); threads: the cpu thread pool (0: all cores); tuning_cache: "
       "the cache of tuned configs to use (default: nnc's, when it exists); verbose: say on "
-      "stderr when the cache of per-shape programs drops one.");
+      "stderr when the cache of per-shape programs drops one; precision: 'fp32' or 'bf16' "
+      "(matmuls with bf16 operands and f32 sums, as `nnc run --precision bf16`).");
 
   m.def("tune", &tune, py::arg("model"), py::arg("target") = "cpu", py::arg("budget") = 60.0,
         py::arg("threads") = 1, py::arg("trials") = 0, py::arg("cache") = py::none(),

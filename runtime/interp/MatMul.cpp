@@ -10,6 +10,7 @@
 #include "nnc/ir/GemmPacking.h"
 #include "nnc/ir/NNGeometry.h"
 #include "nnc/ir/ShapeUtils.h"
+#include "nnc/support/Float16.h"
 
 namespace nnc::interp {
 
@@ -115,6 +116,34 @@ Results evalMatMul(const Node &node, const Operands &ops) {
   const Tensor &a = ops[0];
   // A packed weight (ir/GemmPacking.h) is unpacked to its [K, N] matrix first.
   std::optional<Tensor> unpacked;
+  // bf16 panels (--precision bf16): A rounded to bf16, the products summed (here exactly, in
+  // f64) into an f32 result.
+  if (node.hasAttr("packed_n") && a.dtype() == DType::F32 && ops[1].dtype() == DType::BF16) {
+    int64_t r = ops[1].rank(), n = node.getInt("packed_n");
+    const Extents &e = ops[1].extents();
+    if (a.rank() < 2 || r < 4 || e[r - 1] != 2 || e[r - 4] * e[r - 2] < n ||
+        e[r - 3] != (a.extents().back() + 1) / 2)
+      return node.error("packed operand 1 {} does not hold {} columns of {} rows in bf16 pairs",
+                        extentsStr(e), n, a.rank() ? a.extents().back() : 0);
+    Tensor b = unpackGemmPanelsBf16(ops[1], a.extents().back(), n);
+    Tensor ra = Tensor::zeros(DType::BF16, a.extents());
+    for (int64_t i = 0; i < a.numElements(); ++i)
+      ra.data<uint16_t>()[i] = floatToBf16(a.data<float>()[i]);
+    NNC_ASSIGN_OR_RETURN(MatMulGeometry g, matmulGeometry(node, ra, b));
+    std::vector<double> av = nn::toDoubles(ra), bv = nn::toDoubles(b);
+    std::vector<double> cv(static_cast<size_t>(nn::product(g.out)));
+    for (size_t bi = 0; bi < g.aOff.size(); ++bi) {
+      Eigen::Map<const RowMatrix> ma(av.data() + g.aOff[bi] * g.m * g.k, g.m, g.k);
+      Eigen::Map<const RowMatrix> mb(bv.data() + g.bOff[bi] * g.k * g.n, g.k, g.n);
+      Eigen::Map<RowMatrix> mc(cv.data() + static_cast<int64_t>(bi) * g.m * g.n, g.m, g.n);
+      if (g.k == 0)
+        mc.setZero();
+      else
+        mc.noalias() = ma * mb;
+    }
+    NNC_ASSIGN_OR_RETURN(Tensor out, nn::fromDoubles(DType::F32, g.out, cv));
+    return std::vector<Tensor>{out};
+  }
   if (node.hasAttr("packed_n")) {
     int64_t r = ops[1].rank();
     if (r < 3 || ops[1].extents()[r - 3] * ops[1].extents()[r - 1] < node.getInt("packed_n"))

@@ -31,6 +31,14 @@ path = [os.path.dirname(config.nnc_opt), os.path.dirname(config.filecheck)]
 if config.nnc:
     path.append(os.path.dirname(config.nnc))
 config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PATH", "")])
+# Tests of the code --precision bf16 runs need the bf16 dot product on the host (the
+# avx512_bf16 flag of /proc/cpuinfo; nnc's own check is CpuTarget::setPrecision).
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        if "avx512_bf16" in cpuinfo.read().split():
+            config.available_features.add("avx512-bf16")
+except OSError:
+    pass
 config.environment["NNC_SHARED"] = config.nnc_shared_dir
 if os.path.isdir(config.nnc_shared_dir):
     config.available_features.add("shared-data")

@@ -128,6 +128,32 @@ def test_bundled_model_on_threads():
                                   data_file(TINY_CNN, "output_0.pb"), rtol=1e-3, atol=1e-7)
 
 
+def host_has_bf16():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "avx512_bf16" in f.read().split()
+    except OSError:
+        return False
+
+
+@needs_lenet
+def test_precision_bf16_close_to_fp32_or_refused(lenet):
+    # LeNet's fully connected layers run with bf16 weights and operands (its convs stay fp32);
+    # a host without AVX512-BF16 refuses the option, naming it.
+    path = os.path.join(LENET, "model.onnx")
+    if not host_has_bf16():
+        with pytest.raises(nnc.Error, match="--precision bf16 needs AVX512-BF16"):
+            nnc.compile(path, precision="bf16")
+        return
+    x = data_file(LENET, "input_0.pb")
+    want = lenet(x)[0]
+    got = nnc.compile(path, threads=1, precision="bf16")(x)[0]
+    span = float(want.max() - want.min())
+    diff = float(numpy.abs(got - want).max())
+    assert 0 < diff <= 2e-2 * span
+    assert numpy.argmax(got) == numpy.argmax(want)
+
+
 @needs_lenet
 def test_readme_python_session_runs_as_written(tmp_path):
     readme = os.environ.get("NNC_README", os.path.join(os.path.dirname(__file__), "../../README.md"))

@@ -23,6 +23,7 @@ struct BenchOptions {
   std::string model;
   std::string target = "cpu";
   std::string cpu; // --cpu
+  std::string precision = "fp32";
   std::string inputsDir;
   std::vector<std::string> inputs; // NAME=FILE
   std::vector<std::string> shapes; // NAME=D0xD1
@@ -98,6 +99,8 @@ int benchCommand(const BenchOptions &o) {
   Expected<driver::Target> target = parseTargetOption(o.target, o.cpu);
   if (!target)
     return fail(target.takeError());
+  if (Error e = driver::setPrecision(*target, o.precision))
+    return fail(e);
   if (o.iterations < 1 || o.warmup < 0 || o.threads < 0)
     return fail("--iterations must be at least 1, --warmup and --threads at least 0");
   // The model file is read once (its inputs listed, then imported); "compile" counts from here.
@@ -373,6 +376,7 @@ public:
     cmd_->add_option("model", o_.model, "Model file (.onnx or .nir)")->required();
     cmd_->add_option("--target", o_.target, "cpu (default), interp, opencl[:P.D] or auto");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
+    cmd_->add_option("--precision", o_.precision, kPrecisionOptionHelp);
     cmd_->add_flag("--profile", o_.profile,
                    "cpu: each kernel's time, graph nodes and rate against this machine's "
                    "peak, worst first; opencl: device time per kernel, transfers and host "

@@ -85,6 +85,10 @@ Expected<driver::Target> parseTargetOption(const std::string &name, const std::s
 /// that only is written out (`runsHere` false: compile, inspect) may be for a level the host
 /// lacks.
 Expected<CpuTarget> parseCpuOption(const std::string &name, bool runsHere = true);
+/// The help of --precision (driver::setPrecision).
+inline constexpr const char *kPrecisionOptionHelp =
+    "cpu: matmul precision: fp32 (default) or bf16 (weights packed as bf16, the other operand "
+    "rounded to bf16, f32 sums; needs AVX512-BF16)";
 /// The help of --cpu.
 inline constexpr const char *kCpuOptionHelp =
     "CPU code: native (default), x86-64-v4 (AVX-512) or x86-64-v3 (AVX2); $NNC_CPU sets the "

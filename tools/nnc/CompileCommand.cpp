@@ -27,6 +27,7 @@ struct CompileOptions {
   std::string emit;
   std::string target = "cpu";
   std::string cpu; // --cpu
+  std::string precision = "fp32";
   bool genericGpu = false; // --generic-gpu
   bool noDeviceBinary = false; // --no-device-binary (lib, opencl)
   std::vector<std::string> shapes;
@@ -86,6 +87,8 @@ int compileCommand(const CompileOptions &opts) {
       parseTargetOption(o.target, o.cpu, /*runsHere=*/false, o.genericGpu ? &generic : nullptr);
   if (!target)
     return fail(target.takeError());
+  if (Error e = driver::setPrecision(*target, o.precision))
+    return fail(e);
   bool opencl = *target == driver::Target::OpenCL;
   if (o.emit.empty())
     o.emit = opencl ? "cl" : "obj";
@@ -171,6 +174,7 @@ public:
                      "lib: the thread count whose tuned configs to use (default 1)");
     cmd_->add_option("--target", o_.target, "cpu (default) or opencl");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
+    cmd_->add_option("--precision", o_.precision, kPrecisionOptionHelp);
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");
     cmd_->add_flag("--no-device-binary", o_.noDeviceBinary,
                    "With --emit=lib --target opencl: carry the OpenCL C source alone, not also "

@@ -29,6 +29,7 @@ struct InspectOptions {
   bool templates = false;
   bool printPipeline = false;
   bool fullConstants = false; // --full-constants: no elision of large constants
+  std::string precision = "fp32";
   std::string target = "cpu"; // --target: whose pipeline and templates
   bool llvm = false;
   bool assembly = false;
@@ -102,6 +103,8 @@ int inspectKernels(const InspectOptions &o) {
   Expected<driver::Target> target = parseTargetOption(o.target, o.cpu, /*runsHere=*/false);
   if (!target)
     return fail(target.takeError());
+  if (Error e = driver::setPrecision(*target, o.precision))
+    return fail(e);
   const CpuTarget *cpu = &target->cpu;
   if (isKernelFile(o.model)) {
     if (o.templates)
@@ -161,6 +164,8 @@ int inspectCommand(const InspectOptions &o) {
   Expected<driver::Target> target = parseTargetOption(o.target, o.cpu, /*runsHere=*/false);
   if (!target)
     return fail(target.takeError());
+  if (Error e = driver::setPrecision(*target, o.precision))
+    return fail(e);
   Expected<PassPipeline> standard = PassPipeline::forTarget(driver::pipelineTarget(*target));
   if (!standard)
     return fail(standard.takeError());
@@ -239,6 +244,7 @@ public:
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");
     cmd_->add_option("--threads", o_.threads, "Threads of the executable (--plan)");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
+    cmd_->add_option("--precision", o_.precision, kPrecisionOptionHelp);
   }
   int run() override { return inspectCommand(o_); }
 

@@ -3,6 +3,7 @@
 #include "CommandUtil.h"
 #include "nnc/support/Debug.h"
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -20,6 +21,7 @@ struct RunOptions {
   std::vector<std::string> inputs; // NAME=FILE
   std::string target = "cpu";
   std::string cpu; // --cpu
+  std::string precision = "fp32";
   std::string outputFormat = "pb";
   int threads = 0;
   bool optimize = true;
@@ -47,10 +49,63 @@ std::string previewTensor(const Tensor &t) {
   return "[" + s + "]";
 }
 
+/// What --precision bf16 costs in accuracy: the model compiled and run again in fp32 on the
+/// same inputs, and per floating-point output the largest |bf16 - fp32|, that relative to the
+/// fp32 output's range, and how many rows (along the last axis) keep their arg-max (top-1).
+Error reportPrecisionDifference(const RunOptions &o, const driver::Target &target,
+                                const std::map<std::string, Tensor> &byName,
+                                const std::vector<Tensor> &inputs,
+                                const std::vector<Tensor> &outs) {
+  driver::Target fp32 = target;
+  fp32.cpu.precision = CpuTarget::Precision::F32;
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(o.model, byName));
+  if (o.optimize)
+    NNC_TRY(driver::optimize(*g, fp32));
+  driver::ExecOptions eo;
+  eo.threads = o.threads;
+  eo.tuningCache = o.tuningCache;
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<driver::Runner> runner,
+                       driver::Runner::create(*g, fp32, eo));
+  NNC_ASSIGN_OR_RETURN(std::vector<Tensor> want, runner->run(inputs));
+  for (size_t k = 0; k < outs.size() && k < want.size(); ++k) {
+    const Tensor &a = outs[k], &e = want[k];
+    if (!isFloat(e.dtype()) || a.extents() != e.extents())
+      continue;
+    double maxDiff = 0, lo = 0, hi = 0;
+    for (int64_t i = 0; i < e.numElements(); ++i) {
+      double x = a.elementAsDouble(i), y = e.elementAsDouble(i);
+      maxDiff = std::max(maxDiff, std::abs(x - y));
+      lo = i ? std::min(lo, y) : y;
+      hi = i ? std::max(hi, y) : y;
+    }
+    std::string top1;
+    int64_t row = e.rank() ? e.extents().back() : 1;
+    if (row > 1) {
+      int64_t rows = e.numElements() / row, same = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t ia = r * row, ie = r * row;
+        for (int64_t j = r * row; j < (r + 1) * row; ++j) {
+          ia = a.elementAsDouble(j) > a.elementAsDouble(ia) ? j : ia;
+          ie = e.elementAsDouble(j) > e.elementAsDouble(ie) ? j : ie;
+        }
+        same += ia == ie;
+      }
+      top1 = fmt::format(", top-1 the same in {}/{} rows", same, rows);
+    }
+    std::cout << fmt::format("precision bf16: output {} '{}': largest |bf16 - fp32| {:.4g} "
+                             "({:.3g} of the fp32 output's range [{:.4g}, {:.4g}]){}\n",
+                             k, g->outputs()[k]->name(), maxDiff,
+                             hi > lo ? maxDiff / (hi - lo) : 0.0, lo, hi, top1);
+  }
+  return Error::success();
+}
+
 int runCommand(const RunOptions &o) {
   Expected<driver::Target> target = parseTargetOption(o.target, o.cpu);
   if (!target)
     return fail(target.takeError());
+  if (Error e = driver::setPrecision(*target, o.precision))
+    return fail(e);
   if (o.outputFormat != "pb" && o.outputFormat != "npy")
     return fail(fmt::format("--output-format must be pb or npy, not '{}'", o.outputFormat));
   // The model file is read once: checked, its inputs listed, then imported. "compile" counts
@@ -146,6 +201,9 @@ int runCommand(const RunOptions &o) {
     std::cout << fmt::format("target {}: compile {:.2f} ms{}, run {:.3f} ms\n",
                              driver::targetName(*target), compileMs, cacheNote, runMs);
   }
+  if (target->cpu.precision == CpuTarget::Precision::BF16)
+    if (Error e = reportPrecisionDifference(o, *target, byName, inputs, *outs))
+      return fail(e.withContext("the fp32 run beside --precision bf16"));
   if (!o.expectedDir.empty()) {
     int bad = 0;
     for (size_t k = 0; k < outs->size(); ++k) {
@@ -180,6 +238,9 @@ public:
                      "Compare outputs with output_K.pb here (exit 1 when they differ)");
     cmd_->add_option("--target", o_.target, "cpu (default), interp, opencl[:P.D] or auto");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
+    cmd_->add_option("--precision", o_.precision,
+                     std::string(kPrecisionOptionHelp) +
+                         "; bf16 also runs fp32 and prints the largest difference");
     cmd_->add_option("--threads", o_.threads, "cpu: threads (default: all cores; 1: serial)")
         ->check(CLI::NonNegativeNumber);
     cmd_->add_flag("!--no-optimize", o_.optimize, "Skip the graph optimization pipeline");

@@ -27,6 +27,7 @@ public:
     cmd_->add_option("--target", target_,
                      "cpu (default) or opencl[:P.D] (the OpenCL device's kernels, timed on it)");
     cmd_->add_option("--cpu", cpu_, kCpuOptionHelp);
+    cmd_->add_option("--precision", precision_, kPrecisionOptionHelp);
     cmd_->add_option("--threads", threads_, "Threads the kernels run on (default 1)")
         ->check(CLI::NonNegativeNumber);
     cmd_->add_option("--budget", budget_, "Seconds to spend (default 60)")
@@ -41,7 +42,7 @@ public:
   int run() override;
 
 private:
-  std::string model_, cachePath_, target_ = "cpu", cpu_;
+  std::string model_, cachePath_, target_ = "cpu", cpu_, precision_ = "fp32";
   int threads_ = 1, trials_ = 0;
   double budget_ = 60;
   bool quiet_ = false;
@@ -51,6 +52,8 @@ int TuneCommand::run() {
   Expected<driver::Target> target = parseTargetOption(target_, cpu_);
   if (!target)
     return fail(target.takeError());
+  if (Error e = driver::setPrecision(*target, precision_))
+    return fail(e);
   std::string path = cachePath_.empty() ? TuningCache::defaultPath() : cachePath_;
   TuneOptions opts(target->cpu);
   opts.threads = threads_;

@@ -38,6 +38,10 @@ Expected<Target> makeTarget(const std::string &name, const CpuTarget &cpu,
 /// conformance runner in each test's child process: the OpenCL driver must not start in the
 /// parent it forks from).
 Error chooseDevice(Target &t);
+/// The matmul precision `name` (--precision, nnc.compile's precision: "fp32" or "bf16") for
+/// target `t`'s code (CpuTarget::setPrecision, whose error names what a CPU lacks for bf16);
+/// bf16 only for the cpu target.
+Error setPrecision(Target &t, const std::string &name);
 /// "interp", "cpu", "opencl" or "opencl:P.D" (Target::name()).
 std::string targetName(const Target &t);
 

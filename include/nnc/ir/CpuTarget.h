@@ -31,6 +31,19 @@ struct CpuTarget {
   /// Extensions beyond the level: int8 dot products (AVX512-VNNI; AVX-VNNI, their VEX form
   /// on 256-bit vectors), bf16 dot products and tile matrix units (noted for later work).
   bool avx512vnni = false, avxvnni = false, avx512bf16 = false, amx = false;
+  /// The precision of matmul operands in the generated code (--precision): f32, or bf16
+  /// (bf16): a constant weight is packed as bf16 at compile time, the other operand rounded to
+  /// bf16 (nearest even) as it is packed, and the products summed in f32 by the bf16 dot
+  /// product (AVX512-BF16's vdpbf16ps); everything else stays f32. A code-generation choice,
+  /// not a property of the machine: str() names it, so tuned configs and cached objects of
+  /// the two precisions stay apart.
+  enum class Precision { F32, BF16 };
+  Precision precision = Precision::F32;
+  /// Sets `precision` from its option value, "fp32" or "bf16"; an error names the option and
+  /// what this target lacks for bf16 (AVX512-BF16 on 512-bit vectors).
+  Error setPrecision(const std::string &name);
+  /// "fp32" or "bf16".
+  const char *precisionName() const { return precision == Precision::BF16 ? "bf16" : "fp32"; }
   /// The widest int8 dot-product instruction (vpdpbusd) the integer GEMM tiles may use, in
   /// bits: 512 (AVX512-VNNI on 512-bit vectors), 256 (AVX-VNNI, or AVX512-VNNI on 256-bit
   /// vectors), or 0 (none: widened 16-bit multiply-adds instead).
@@ -60,7 +73,8 @@ struct CpuTarget {
   /// "x86-64", "x86-64-v3", "x86-64-v4".
   std::string levelName() const;
   /// One line for `nnc devices`, cache keys and notes: "x86-64-v4 native (512-bit vectors,
-  /// 32 registers; avx512-vnni) L1d 48K L2 1M L3 32M".
+  /// 32 registers; avx512-vnni) L1d 48K L2 1M L3 32M" (" precision bf16" appended under
+  /// --precision bf16).
   std::string str() const;
 
   /// A target at `level` with the host's cache sizes (for any host: cross-compiling; tests

@@ -24,4 +24,12 @@ Tensor packGemmPanelsK4(const Tensor &b, int64_t nr);
 /// The [..., k, n] matrices back from their panels `p` ([..., P, G, nr, 4], 4G >= k).
 Tensor unpackGemmPanelsK4(const Tensor &p, int64_t k, int64_t n);
 
+/// The bf16 GEMM tile's layout (kir::GemmElems::BF16) of `b` ([..., K, N], f32 or bf16),
+/// rounded to bf16 (nearest even): [..., ceil(N / nr), ceil(K / 2), nr, 2] bf16 panels of nr
+/// columns, each a run of pairs of k rows interleaved per column, element (k, j) at
+/// (((j / nr) * ceil(K / 2) + k / 2) * nr + j % nr) * 2 + k % 2, zero past K and past N.
+Tensor packGemmPanelsBf16(const Tensor &b, int64_t nr);
+/// The bf16 [..., k, n] matrices back from their panels `p` ([..., P, G, nr, 2], 2G >= k).
+Tensor unpackGemmPanelsBf16(const Tensor &p, int64_t k, int64_t n);
+
 } // namespace nnc

@@ -200,8 +200,14 @@ enum class GemmElems : uint8_t {
            ///< 1 (a row's 4 bytes of one k group are one dword). B holds groups of 4 k rows
            ///< interleaved per column: element (p, j) at p/4 * ldb + 4*j + p%4 (ldb >= 4*nr;
            ///< ir/GemmPacking.h's packGemmPanelsK4 writes panels of it).
+  BF16,    ///< bf16 A and B, f32 C (x86's vdpbf16ps): the products (exact in f32) added to C's
+           ///< f32 sum over p < kc, which must be even, each addition rounded to nearest even
+           ///< in an order the tile chooses within a pair of k (denormals flushed to zero).
+           ///< A's k stride `ak` is 1 (a row's 2 values of one k pair are one dword). B holds
+           ///< pairs of k rows interleaved per column: element (p, j) at p/2 * ldb + 2*j + p%2
+           ///< (ldb >= 2*nr; ir/GemmPacking.h's packGemmPanelsBf16 writes panels of it).
 };
-/// "f32" or "u8s8s32" (the microkernel names' prefix and the kernel IR's word).
+/// "f32", "u8s8s32" or "bf16" (the microkernel names' prefix and the kernel IR's word).
 const char *gemmElemsName(GemmElems e);
 
 /// The static part of a GemmTile: operand buffers, tile size and element strides.
@@ -211,7 +217,7 @@ struct GemmTileShape {
   int64_t mr = 0, nr = 0;
   int64_t lda = 0, ak = 0; ///< A: row stride, k stride.
   int64_t ldb = 0;         ///< B: k stride (columns are contiguous); u8s8s32: the stride
-                           ///< of a group of 4 k rows.
+                           ///< of a group of 4 k rows; bf16: of a pair of k rows.
   int64_t ldc = 0;         ///< C: row stride (columns are contiguous).
   bool accumulate = false; ///< Add to C's values instead of overwriting them.
   /// A hint, no effect on the result: when nonzero, the k step p also prefetches the B row
