@@ -14,19 +14,25 @@
 //  3. Per block of output rows, in parallel: the rows' patches (A, u8, K rounded up to 4 with
 //     zeros; a pointwise conv whose C is a multiple of 4 reads the NHWC copy in place), their
 //     sums rowsum[p] when w's zero point term can be nonzero, the GemmTiles into the block's
-//     part of an i32 [P, M] scratch, and the block stored transposed to the NCHW output with
-//     the zero points by compensation: with ZA = x_zp (+ 128 for an i8 x) and ZB = w_zp[m]
-//     (- 128 for a u8 w),
+//     i32 [rows, M] sums, and the block stored transposed to the NCHW output with the zero
+//     points by compensation: with ZA = x_zp (+ 128 for an i8 x) and ZB = w_zp[m] (- 128 for
+//     a u8 w),
 //       y[m, p] = C[p, m] - ZA * colsum[m] - ZB * rowsum[p] + K * ZA * ZB,
-//     all in wrapping i32 arithmetic, so the identity holds exactly for any K.
+//     all in wrapping i32 arithmetic, so the identity holds exactly for any K. A fused
+//     group's epilogue (the requantization: cast, scale, bias, relu, residual, quantize)
+//     applies to y there, so the group's u8 result is stored once, without an i32 copy of it.
+//     The block's patches, row sums and i32 sums are the thread's own scratch (perThread),
+//     reused block after block while they are in cache.
 //
 // conv_integer.depthwise (group == C == M): x - x_zp per image and channel as i16 with the
 // padding explicit (zeros: the padded taps add nothing), then per (image, channel, output
 // row) the row in vectors of up to 16 columns (the last vector moved back to end at the row's
-// end), each tap a broadcast weight (w - w_zp) times 16 inputs.
+// end), each tap a broadcast weight (w - w_zp) times 16 inputs; a fused group's epilogue
+// applies to each sum before its store.
 #include <algorithm>
 
 #include "ConvInteger.h"
+#include "Epilogue.h"
 #include "Gemm.h"
 #include "Templates.h"
 #include "nnc/ir/ShapeUtils.h"
@@ -115,13 +121,25 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   const int64_t fullBlocks = P / rb, lastRows = P % rb;
 
   KernelBuilder kb(node, prefix);
-  const int xb = kb.operand(0), wb = kb.operand(1), ob = kb.result(0);
+  // A fused group's epilogue applies at the output's stores (step 3); its scalar inputs are
+  // read once, before the kernel's loops.
+  Epilogue *ep = opts ? opts->epilogue : nullptr;
+  std::optional<Epilogue::Inputs> epIn;
+  std::vector<Stmt> epHoisted;
+  const int xb = kb.operand(0), wb = kb.operand(1);
+  const int ob = ep ? ep->resultBuffer(kb) : kb.result(0);
+  if (ep)
+    epIn = ep->inputsOf(kb);
   const int bp = prepacked ? wb : kb.scratch(0, DType::I8, panels * panelSize);
   const int xp = kb.scratch(1, DType::U8, PS * C);
-  const int ap = inPlace ? xp : kb.scratch(2, DType::U8, P * Kp);
-  const int cs = kb.scratch(3, DType::I32, P * M);
+  // Per block (the thread's own): patches, i32 sums and row sums of its rows, indexed from
+  // the block's first row (the NHWC copy that a pointwise conv reads in place: from image
+  // row 0).
+  const int64_t blockRows = std::min(rb, P);
+  const int ap = inPlace ? xp : kb.scratch(2, DType::U8, blockRows * Kp, /*perThread=*/true);
+  const int cs = kb.scratch(3, DType::I32, blockRows * M, /*perThread=*/true);
   const int colsum = zaTerm ? kb.scratch(4, DType::I32, M) : -1;
-  const int rowsum = zbTerm ? kb.scratch(5, DType::I32, P) : -1;
+  const int rowsum = zbTerm ? kb.scratch(5, DType::I32, blockRows, /*perThread=*/true) : -1;
   // Per channel: ZB, and ZA * colsum - K * ZA * ZB (the terms that do not vary along p).
   const int zbv = zbTerm ? kb.scratch(6, DType::I32, M) : -1;
   const int mterm = zaTerm ? kb.scratch(7, DType::I32, M) : -1;
@@ -221,10 +239,14 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       parallel(names[0], padded[0]);
   }
 
-  // Step 3: blocks of output rows.
+  // Step 3: blocks of output rows. Row r of a block is output position row0 + r; the block's
+  // patches, row sums and sums are indexed by r, a pointwise conv's A in place by position.
   auto block = [&](Expr row0, int64_t rows) {
     std::vector<Stmt> st;
-    // Patches: row p, tap t: C bytes of the NHWC copy.
+    auto aRowAt = [&](Expr r) {
+      return kir::mul(inPlace ? kir::add(row0, std::move(r)) : std::move(r), i64(Kp));
+    };
+    // Patches: row r, tap t: C bytes of the NHWC copy.
     if (!inPlace) {
       std::string pv = kb.freshName("ar");
       Expr p = kir::add(row0, kir::var(pv));
@@ -235,7 +257,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         base = kir::add(base, kir::mul(o, i64(geo.axes[d].stride * padStride[d])));
       }
       Expr src0 = kb.bind(row, "asrc", DType::I64, kir::mul(base, i64(C)));
-      Expr dst0 = kb.bind(row, "adst", DType::I64, kir::mul(p, i64(Kp)));
+      Expr dst0 = kb.bind(row, "adst", DType::I64, aRowAt(kir::var(pv)));
       Nest taps;
       std::vector<Expr> k(D);
       for (size_t d = 0; d < D; ++d)
@@ -259,11 +281,9 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       }
       st.push_back(kir::forLoop(pv, i64(rows), kir::block(row)));
     }
-    // The NHWC copy holds image n alone (step 2 refills it per image).
-    const Expr aBase = i64(0);
     if (zbTerm) {
       std::string pv = kb.freshName("rr"), sv = kb.freshName("rs"), qv = kb.freshName("rk");
-      Expr p = kir::add(row0, kir::var(pv));
+      Expr r = kir::var(pv);
       Expr sum = kir::var(sv, DType::I32);
       st.push_back(kir::forLoop(
           pv, i64(rows),
@@ -271,12 +291,10 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
               {kir::decl(sv, DType::I32, c32(0)),
                kir::forLoop(
                    qv, i64(K),
-                   kir::assign(
-                       sv, addI(sum,
-                                kir::cast(kb.load(ap, kir::add(aBase, kir::add(kir::mul(p, i64(Kp)),
-                                                                               kir::var(qv)))),
-                                          DType::I32)))),
-               kb.store(rowsum, p, sum)})));
+                   kir::assign(sv, addI(sum, kir::cast(kb.load(ap, kir::add(aRowAt(r),
+                                                                            kir::var(qv))),
+                                                       DType::I32)))),
+               kb.store(rowsum, r, sum)})));
     }
     // The tiles: panels outside, row tiles inside (the panel stays in cache).
     int64_t tiles = rows / mr, mRem = rows % mr, fullPanels = M / nr, nRem = M % nr;
@@ -291,8 +309,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       sh.ak = 1;
       sh.ldb = 4 * nr;
       sh.ldc = M;
-      return kb.gemmTile(sh, cs, kir::add(aBase, kir::mul(r0, i64(Kp))),
-                         kir::mul(panel, i64(panelSize)),
+      return kb.gemmTile(sh, cs, aRowAt(r0), kir::mul(panel, i64(panelSize)),
                          kir::add(kir::mul(r0, i64(M)), kir::mul(panel, i64(nr))), i64(Kp));
     };
     auto panelBody = [&](int64_t cols, Expr panel) {
@@ -300,11 +317,10 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       if (tiles > 0) {
         std::string tv = kb.freshName("tr");
         body.push_back(
-            kir::forLoop(tv, i64(tiles),
-                         tile(mr, cols, kir::add(row0, kir::mul(kir::var(tv), i64(mr))), panel)));
+            kir::forLoop(tv, i64(tiles), tile(mr, cols, kir::mul(kir::var(tv), i64(mr)), panel)));
       }
       if (mRem > 0)
-        body.push_back(tile(mRem, cols, kir::add(row0, i64(tiles * mr)), panel));
+        body.push_back(tile(mRem, cols, i64(tiles * mr), panel));
       return kir::block(body);
     };
     if (fullPanels > 0) {
@@ -314,20 +330,28 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     if (nRem > 0)
       st.push_back(panelBody(nRem, i64(fullPanels)));
     // The block's rows stored to the NCHW output with the compensation terms (read along
-    // channels, written along positions; tiles of 8 x 8 measured no faster).
+    // channels, written along positions; tiles of 8 x 8 measured no faster), each through the
+    // fused epilogue when there is one.
     {
-      std::string mv = kb.freshName("om"), pv = kb.freshName("op");
-      Expr m = kir::var(mv), p = kir::add(row0, kir::var(pv));
-      Expr v = kb.load(cs, kir::add(kir::mul(p, i64(M)), m));
+      std::string mv = kb.freshName("om"), rv = kb.freshName("op");
+      Expr m = kir::var(mv), r = kir::var(rv);
+      Expr v = kb.load(cs, kir::add(kir::mul(r, i64(M)), m));
       if (zbTerm)
-        v = subI(v, mulI(kb.load(zbv, m), kb.load(rowsum, p)));
+        v = subI(v, mulI(kb.load(zbv, m), kb.load(rowsum, r)));
       if (zaTerm)
         v = subI(v, kb.load(mterm, m));
-      st.push_back(kir::forLoop(
-          mv, i64(M),
-          kir::forLoop(
-              pv, i64(rows),
-              kb.store(ob, kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P)), p), v))));
+      std::vector<Stmt> inner;
+      // The output position as a local of extent P, so that the epilogue's inputs are indexed
+      // by (image, channel, position) without divisions.
+      std::string posv = kb.freshName("opos");
+      inner.push_back(kir::decl(posv, DType::I64, kir::add(row0, r)));
+      Expr at = kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P)), kir::var(posv));
+      if (ep) {
+        LoopExtents env{{mv, M}, {posv, P}, {nv, N}};
+        v = ep->apply(at, v, env, *epIn, inner, epHoisted);
+      }
+      inner.push_back(kb.store(ob, at, v));
+      st.push_back(kir::forLoop(mv, i64(M), kir::forLoop(rv, i64(rows), kir::block(inner))));
     }
     return kir::block(st);
   };
@@ -340,10 +364,16 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   if (lastRows > 0)
     perImage.push_back(block(i64(fullBlocks * rb), lastRows));
   all.push_back(N > 1 ? kir::forLoop(nv, i64(N), kir::block(perImage)) : kir::block(perImage));
+  if (ep) {
+    ep->markApplied();
+    epHoisted.insert(epHoisted.end(), all.begin(), all.end());
+    all = std::move(epHoisted);
+  }
   return Kernels{kb.finish(kir::block(all), sched)};
 }
 
-Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string &prefix) {
+Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string &prefix,
+                                            const tuning::LowerOptions *opts) {
   NNC_ASSIGN_OR_RETURN(IntConv f, analyzeConvInteger(node));
   const ConvSetup &s = f.s;
   const ConvGeometry &geo = s.geo;
@@ -354,7 +384,13 @@ Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string 
   std::vector<int64_t> padStride = stridesOf(padded), kStride = stridesOf(geo.kernel),
                        inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial);
   KernelBuilder kb(node, prefix);
-  const int xb = kb.operand(0), wb = kb.operand(1), ob = kb.result(0);
+  Epilogue *ep = opts ? opts->epilogue : nullptr;
+  std::optional<Epilogue::Inputs> epIn;
+  std::vector<Stmt> epHoisted;
+  const int xb = kb.operand(0), wb = kb.operand(1);
+  const int ob = ep ? ep->resultBuffer(kb) : kb.result(0);
+  if (ep)
+    epIn = ep->inputsOf(kb);
   const int xp = kb.scratch(0, DType::I16, N * C * PS);
   kir::Schedule sched;
   std::vector<Stmt> all;
@@ -399,6 +435,11 @@ Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string 
     rowBase = kir::add(rowBase, kir::mul(o, i64(geo.axes[d].stride * padStride[d])));
   }
   std::vector<Stmt> row;
+  // The row's (image, channel) and output row as locals of known extent: the epilogue's
+  // inputs are indexed from them without divisions.
+  std::string ncv = kb.freshName("dnc"), rv = kb.freshName("dr");
+  row.push_back(kir::decl(ncv, DType::I64, nc));
+  row.push_back(kir::decl(rv, DType::I64, r));
   Expr base = kb.bind(row, "drow", DType::I64, rowBase);
   Expr zw = kb.bind(row, "dzw", DType::I32, convZeroPoint(kb, f, 3, c));
   std::vector<Expr> wts;
@@ -420,8 +461,19 @@ Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string 
     Expr xv = kir::cast(kb.load(xp, kir::add(base, off)), DType::I32);
     st.push_back(kir::assign(acc, addI(kir::var(acc, DType::I32), mulI(xv, wts[t]))));
   }
-  Expr outAt = kir::add(kir::add(kir::mul(nc, i64(P)), kir::mul(r, i64(OW))), ow);
-  st.push_back(kb.store(ob, outAt, kir::var(acc, DType::I32)));
+  Expr value = kir::var(acc, DType::I32);
+  std::string owv = kb.freshName("dow");
+  st.push_back(kir::decl(owv, DType::I64, ow));
+  Expr outAt = kir::add(kir::mul(kir::var(ncv), i64(P)),
+                        kir::add(kir::mul(kir::var(rv), i64(OW)), kir::var(owv)));
+  if (ep) {
+    // The last vector of a row moved back stores some outputs twice: the same final values
+    // (the group's inputs are not its result's storage: the planner shares storage in place
+    // only for pointwise kernels).
+    LoopExtents env{{ncv, N * C}, {rv, rowsPer}, {owv, OW}};
+    value = ep->apply(outAt, value, env, *epIn, st, epHoisted);
+  }
+  st.push_back(kb.store(ob, outAt, value));
   row.push_back(kir::forLoop(vN, i64(vectors), kir::forLoop(lN, i64(L), kir::block(st))));
   kir::Schedule rs = parallelOuter(outer, N * C * P * KS);
   for (const kir::ScheduleStep &step : rs.steps)
@@ -430,6 +482,11 @@ Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string 
   if (L > 1)
     sched.steps.push_back({kir::ScheduleStep::Vectorize, lN, 0, {}});
   all.push_back(outer.wrap(kir::block(row)));
+  if (ep) {
+    ep->markApplied();
+    epHoisted.insert(epHoisted.end(), all.begin(), all.end());
+    all = std::move(epHoisted);
+  }
   return Kernels{kb.finish(kir::block(all), sched)};
 }
 

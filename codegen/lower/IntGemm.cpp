@@ -17,8 +17,14 @@
 //       sum A'B' - ZA_i * colsum(B')_j - ZB_j * rowsum(A')_i + K * ZA_i * ZB_j,
 //     the sums taken while packing, the terms that are zero left out. Everything wraps in
 //     i32, as the op's sum does, so the identity holds exactly for any K.
+//  4. A fused group's epilogue (the requantization to u8, or the dequantization to f32): each
+//     tile writes its sums into the thread's own i32 tile, and right after it, while they are
+//     in L1, the compensation and the epilogue finish the tile's elements into the group's
+//     result (no i32 result, no pass over it). Without an epilogue the tiles write the result
+//     and step 3 compensates it in place.
 #include <algorithm>
 
+#include "Epilogue.h"
 #include "Gemm.h"
 #include "NNLowering.h"
 #include "Templates.h"
@@ -257,11 +263,19 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
   const bool zaTerm = f.za || f.aSigned, zbTerm = f.zb || f.bUnsigned;
 
   KernelBuilder kb(node, prefix);
-  int ab = kb.operand(0), bb = kb.operand(1), ob = kb.result(0);
+  Epilogue *ep = opts ? opts->epilogue : nullptr;
+  std::optional<Epilogue::Inputs> epIn;
+  std::vector<Stmt> epHoisted;
+  int ab = kb.operand(0), bb = kb.operand(1);
+  int ob = ep ? ep->resultBuffer(kb) : kb.result(0);
+  if (ep)
+    epIn = ep->inputsOf(kb);
   int bp = prepacked ? bb : kb.scratch(0, DType::I8, panels * panelSize);
   int ap = f.aSigned || k % 4 != 0 ? kb.scratch(1, DType::U8, m * kp) : -1;
   int colsum = zaTerm ? kb.scratch(2, DType::I32, n) : -1;
   int rowsum = zbTerm ? kb.scratch(3, DType::I32, m) : -1;
+  // Step 4's tile of sums (ldc nr).
+  int tileSums = ep ? kb.scratch(4, DType::I32, mr * nr, /*perThread=*/true) : -1;
   kir::Schedule sched;
   auto c32 = [](int64_t v) { return kir::constant(double(v), DType::I32); };
   auto parallel = [&](const std::string &loop, int64_t extent) {
@@ -278,6 +292,27 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
     oOff = kir::add(oOff, kir::mul(v, i64(f.so[d])));
   }
   bool bMoves = std::any_of(f.sb.begin(), f.sb.end(), [](int64_t s) { return s != 0; });
+  // The batch loops' extents, for the epilogue's index arithmetic.
+  LoopExtents batchEnv;
+  for (const auto &[name, extent] : outer.loops)
+    batchEnv[name] = extent->intValue;
+
+  // Step 3's compensation of the sum v of element (i, j).
+  auto compensated = [&](Expr v, Expr i, Expr j) {
+    Expr za = zeroPoint(kb, f, 2, i), zb = zeroPoint(kb, f, 3, j);
+    if (f.aSigned)
+      za = kir::op(OpKind::Add, {za, c32(128)});
+    if (f.bUnsigned)
+      zb = kir::op(OpKind::Sub, {zb, c32(128)});
+    auto mul = [](Expr a, Expr b) { return kir::op(OpKind::Mul, {a, b}); };
+    if (zaTerm)
+      v = kir::op(OpKind::Sub, {v, mul(za, kb.load(colsum, j))});
+    if (zbTerm)
+      v = kir::op(OpKind::Sub, {v, mul(zb, kb.load(rowsum, i))});
+    if (zaTerm && zbTerm)
+      v = kir::op(OpKind::Add, {v, mul(c32(k), mul(za, zb))});
+    return v;
+  };
 
   // Step 1, B: element (kk, col) of panel q, group g, column jj, byte e, read clamped into
   // range and zeroed outside it (the load stays in bounds either way).
@@ -362,7 +397,7 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
   {
     std::string qv = kb.freshName("tq");
     int64_t fullPanels = n / nr, nRem = n % nr, rowTiles = m / mr, mRem = m % mr;
-    auto tile = [&](int64_t rows, int64_t cols, Expr row0, Expr panel) {
+    auto tile = [&](int64_t rows, int64_t cols, Expr row0, Expr panel) -> Stmt {
       kir::GemmTileShape sh;
       sh.elems = kir::GemmElems::U8S8S32;
       sh.a = asrc;
@@ -372,12 +407,35 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
       sh.lda = kp;
       sh.ak = 1;
       sh.ldb = 4 * nr;
-      sh.ldc = n;
-      return kb.gemmTile(sh, ob, kir::add(aBase, kir::mul(row0, i64(kp))),
-                         kir::add(bBase, kir::mul(panel, i64(panelSize))),
-                         kir::add(oOff, kir::add(kir::mul(row0, i64(n)),
-                                                 kir::mul(panel, i64(nr)))),
-                         i64(kp));
+      sh.ldc = ep ? nr : n;
+      Expr aAt = kir::add(aBase, kir::mul(row0, i64(kp))),
+           bAt = kir::add(bBase, kir::mul(panel, i64(panelSize)));
+      if (!ep)
+        return kb.gemmTile(sh, ob, aAt, bAt,
+                           kir::add(oOff, kir::add(kir::mul(row0, i64(n)),
+                                                   kir::mul(panel, i64(nr)))),
+                           i64(kp));
+      // Step 4: the tile's elements (i, j) finished from its sums. i and j are locals of
+      // extent m and n, so that the epilogue's inputs are indexed without divisions.
+      std::string rv = kb.freshName("fr"), jv = kb.freshName("fj"), iv = kb.freshName("fi"),
+                  cv = kb.freshName("fc");
+      Expr i = kir::var(iv), j = kir::var(cv);
+      std::vector<Stmt> inner{
+          kir::decl(iv, DType::I64, kir::add(row0, kir::var(rv))),
+          kir::decl(cv, DType::I64, kir::add(kir::mul(panel, i64(nr)), kir::var(jv)))};
+      Expr v = compensated(
+          kb.load(tileSums, kir::add(kir::mul(kir::var(rv), i64(nr)), kir::var(jv))), i, j);
+      Expr at = kir::add(oOff, kir::add(kir::mul(i, i64(n)), j));
+      LoopExtents env = batchEnv;
+      env[iv] = m;
+      env[cv] = n;
+      v = ep->apply(at, v, env, *epIn, inner, epHoisted);
+      inner.push_back(kb.store(ob, at, v));
+      if (cols >= 8)
+        sched.steps.push_back({kir::ScheduleStep::Vectorize, jv, 0, {}});
+      return kir::block(
+          {kb.gemmTile(sh, tileSums, aAt, bAt, i64(0), i64(kp)),
+           kir::forLoop(rv, i64(rows), kir::forLoop(jv, i64(cols), kir::block(inner)))});
     };
     auto panelBody = [&](int64_t cols, Expr panel) {
       std::vector<Stmt> body;
@@ -399,26 +457,13 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
       perEntry.push_back(panelBody(nRem, i64(fullPanels)));
   }
 
-  // Step 3: the compensation terms.
-  if (zaTerm || zbTerm) {
+  // Step 3: the compensation terms (step 4 applied them with the epilogue).
+  if ((zaTerm || zbTerm) && !ep) {
     std::string iv = kb.freshName("ci"), jv = kb.freshName("cj");
     Expr i = kir::var(iv), j = kir::var(jv);
     Expr cIdx = kir::add(oOff, kir::add(kir::mul(i, i64(n)), j));
-    Expr za = zeroPoint(kb, f, 2, i), zb = zeroPoint(kb, f, 3, j);
-    if (f.aSigned)
-      za = kir::op(OpKind::Add, {za, c32(128)});
-    if (f.bUnsigned)
-      zb = kir::op(OpKind::Sub, {zb, c32(128)});
-    Expr v = kb.load(ob, cIdx);
-    auto mul = [](Expr a, Expr b) { return kir::op(OpKind::Mul, {a, b}); };
-    if (zaTerm)
-      v = kir::op(OpKind::Sub, {v, mul(za, kb.load(colsum, j))});
-    if (zbTerm)
-      v = kir::op(OpKind::Sub, {v, mul(zb, kb.load(rowsum, i))});
-    if (zaTerm && zbTerm)
-      v = kir::op(OpKind::Add, {v, mul(c32(k), mul(za, zb))});
-    perEntry.push_back(
-        kir::forLoop(iv, i64(m), kir::forLoop(jv, i64(n), kb.store(ob, cIdx, v))));
+    perEntry.push_back(kir::forLoop(
+        iv, i64(m), kir::forLoop(jv, i64(n), kb.store(ob, cIdx, compensated(kb.load(ob, cIdx), i, j)))));
     parallel(iv, m);
     if (n >= 16)
       sched.steps.push_back({kir::ScheduleStep::Vectorize, jv, 0, {}});
@@ -428,8 +473,12 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
   for (size_t d = outer.loops.size(); d-- > 0;)
     body = kir::forLoop(outer.loops[d].first, outer.loops[d].second, body);
   std::vector<Stmt> all;
+  if (ep) {
+    ep->markApplied();
+    all = epHoisted;
+  }
   if (!bMoves)
-    all = packB;
+    all.insert(all.end(), packB.begin(), packB.end());
   all.push_back(body);
   return Kernels{kb.finish(kir::block(all), sched)};
 }
