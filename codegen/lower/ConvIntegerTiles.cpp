@@ -5,9 +5,9 @@
 // conv_integer.im2col_tiles, the integer GEMM C[p, m] = sum_k A[p, k] * B[k, m] over the
 // output positions p (rows) and channels m (columns), k = (tap, c) in NHWC order:
 //  1. B: the weight as the tile's panels of nr columns and groups of 4 k rows (an i8 weight
-//     that pack-gemm-weights packed at compile time is read in place; otherwise it is packed
-//     here, a u8 one shifted to i8 by w - 128), and colsum[m] = sum_k B'[k, m] when x's
-//     zero point term can be nonzero.
+//     that pack-gemm-weights packed at compile time is read in place, with its column sums
+//     from operand 4; otherwise it is packed here, a u8 one shifted to i8 by w - 128), and
+//     colsum[m] = sum_k B'[k, m] when x's zero point term can be nonzero.
 //  2. Per image, x transposed to NHWC with its padding made explicit: u8 (an i8 x as
 //     x + 128), the padding holding x's (shifted) zero point, so that a padded tap adds
 //     (x_zp - x_zp) * w = 0 like the interpreter's zero padding of x - x_zp.
@@ -138,7 +138,8 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   const int64_t blockRows = std::min(rb, P);
   const int ap = inPlace ? xp : kb.scratch(2, DType::U8, blockRows * Kp, /*perThread=*/true);
   const int cs = kb.scratch(3, DType::I32, blockRows * M, /*perThread=*/true);
-  const int colsum = zaTerm ? kb.scratch(4, DType::I32, M) : -1;
+  const bool sumsGiven = prepacked && f.colSums;
+  const int colsum = !zaTerm ? -1 : sumsGiven ? kb.operand(4) : kb.scratch(4, DType::I32, M);
   const int rowsum = zbTerm ? kb.scratch(5, DType::I32, blockRows, /*perThread=*/true) : -1;
   // Per channel: ZB, and ZA * colsum - K * ZA * ZB (the terms that do not vary along p).
   const int zbv = zbTerm ? kb.scratch(6, DType::I32, M) : -1;
@@ -167,7 +168,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         qv));
     parallel(qv, panels);
   }
-  if (zaTerm) {
+  if (zaTerm && !sumsGiven) {
     std::string cv = kb.freshName("cj"), sv = kb.freshName("cs"), pv = kb.freshName("ck");
     Expr cj = kir::var(cv), pk = kir::var(pv);
     Expr idx =

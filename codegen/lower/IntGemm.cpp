@@ -15,7 +15,8 @@
 //  3. Zero points by compensation: with ZA = za + (128 for an i8 A) and ZB = zb - (128 for a
 //     u8 B), (A - za)(B - zb) summed over k is
 //       sum A'B' - ZA_i * colsum(B')_j - ZB_j * rowsum(A')_i + K * ZA_i * ZB_j,
-//     the sums taken while packing, the terms that are zero left out. Everything wraps in
+//     the sums taken while packing (B's column sums of a weight packed at compile time come
+//     with it, operand 4), the terms that are zero left out. Everything wraps in
 //     i32, as the op's sum does, so the identity holds exactly for any K.
 //  4. A fused group's epilogue (the requantization to u8, or the dequantization to f32): each
 //     tile writes its sums into the thread's own i32 tile, and right after it, while they are
@@ -49,6 +50,8 @@ struct IntMatMul {
   /// > 0: B is a weight packed at compile time in panels of packedNr columns
   /// (packGemmPanelsK4), each matrix packedSize elements.
   int64_t packedNr = 0, packedSize = 0;
+  /// Operand 4 holds the packed weight's i32 column sums (pack-gemm-weights).
+  bool colSums = false;
 
   /// The flat index of B(p, j) from the batch entry's offset.
   Expr bIndex(Expr bOff, Expr p, Expr j) const {
@@ -78,6 +81,7 @@ Expected<IntMatMul> analyze(const Node &node) {
                         node.getInt("packed_n"), as.back());
     f.packedNr = bs[r - 2];
     f.packedSize = bs[r - 4] * bs[r - 3] * bs[r - 2] * 4;
+    f.colSums = node.operand(4) != nullptr;
     Extents unpacked(bs.begin(), bs.end() - 4);
     unpacked.push_back(as.back());
     unpacked.push_back(node.getInt("packed_n"));
@@ -272,7 +276,9 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
     epIn = ep->inputsOf(kb);
   int bp = prepacked ? bb : kb.scratch(0, DType::I8, panels * panelSize);
   int ap = f.aSigned || k % 4 != 0 ? kb.scratch(1, DType::U8, m * kp) : -1;
-  int colsum = zaTerm ? kb.scratch(2, DType::I32, n) : -1;
+  // An i8 weight packed at compile time brings its column sums (operand 4).
+  const bool sumsGiven = prepacked && f.colSums;
+  int colsum = !zaTerm ? -1 : sumsGiven ? kb.operand(4) : kb.scratch(2, DType::I32, n);
   int rowsum = zbTerm ? kb.scratch(3, DType::I32, m) : -1;
   // Step 4's tile of sums (ldc nr).
   int tileSums = ep ? kb.scratch(4, DType::I32, mr * nr, /*perThread=*/true) : -1;
@@ -327,7 +333,7 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
         [&](Expr kc, Expr cc) { return kb.load(bb, f.bIndex(bEntry, kc, cc)); }, qv));
     parallel(qv, panels);
   }
-  if (zaTerm) {
+  if (zaTerm && !sumsGiven) {
     // colsum(B')_j over the packed panel's column.
     std::string cv = kb.freshName("cj"), sv = kb.freshName("cs"), pv = kb.freshName("ck");
     Expr cj = kir::var(cv), pk = kir::var(pv);

@@ -211,6 +211,10 @@ TEST(ConvInteger, BadOperandsAreErrors) {
               "one value per output channel");
   expectError({x, constantValue(g, Tensor::zeros(DType::F32, {6, 4, 3, 3}))}, "u8 or i8");
   expectError({x, constantValue(g, Tensor::zeros(DType::I8, {6, 3, 3, 3}))}, "input channels");
+  // Column sums (operand 4) belong to a weight that pack-gemm-weights packed.
+  expectError({x, w, nullptr, nullptr, constantValue(g, Tensor::zeros(DType::I32, {6}))},
+              "operand 4 (the weight's column sums) i32[6] needs an i8 weight of one matrix "
+              "packed with packed_m");
 }
 
 TEST(ConvInteger, RequantizedConvIsOneKernel) {
