@@ -436,7 +436,14 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
       env[iv] = m;
       env[cv] = n;
       v = ep->apply(at, v, env, *epIn, inner, epHoisted);
-      inner.push_back(kb.store(ob, at, v));
+      // Stored at an index that names the column loop, which is independent: LLVM vectorizes
+      // it without run-time overlap checks.
+      inner.push_back(kb.store(
+          ob,
+          kir::add(oOff, kir::add(kir::mul(kir::add(row0, kir::var(rv)), i64(n)),
+                                  kir::add(kir::mul(panel, i64(nr)), kir::var(jv)))),
+          v));
+      sched.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {jv}});
       if (cols >= 8)
         sched.steps.push_back({kir::ScheduleStep::Vectorize, jv, 0, {}});
       return kir::block(

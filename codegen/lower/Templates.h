@@ -105,15 +105,14 @@ Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::stri
                                                const tuning::LowerOptions *opts);
 
 /// conv_integer's CPU templates (ConvIntegerTiles.cpp): im2col + u8s8s32 GemmTiles for
-/// group 1, and the direct depthwise loops (group == C == M, few taps). Both, and
-/// matmul_integer's tiles, apply a fused group's epilogue (opts->epilogue, of any dtype) at
-/// their final stores.
+/// group 1, and the direct depthwise loops (group == C == M, few taps). The first, like
+/// matmul_integer's tiles, applies a fused group's epilogue (opts->epilogue, of any dtype) at
+/// its final stores.
 bool convIntegerTilesApply(const Node &node);
 bool convIntegerDepthwiseApplies(const Node &node);
 Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &prefix,
                                         const tuning::LowerOptions *opts);
-Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string &prefix,
-                                            const tuning::LowerOptions *opts);
+Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string &prefix);
 
 /// conv_nchwc (Layout.cpp): the register-blocked direct conv over blocked channels.
 Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
