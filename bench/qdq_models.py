@@ -26,6 +26,7 @@ input, not one of the calibration batches); the float model in WORK/fp32_BASE/ l
     /usr/bin/python3 bench/qdq_models.py check  [--nnc PATH] [--only NAMES] [--targets ...]
     /usr/bin/python3 bench/qdq_models.py bench  [--nnc PATH] [--threads 1,2] [--rounds 3]
                                                 [--only NAMES] [--scale S] [--out FILE.md]
+                                                [--base NNC] [--engines nnc,nnc_base,...]
 
 check: `nnc run` of each export on cpu (x86-64-v4 where the host has it), `--cpu x86-64-v3`,
 and the interpreter for the small CNNs, against PyTorch's fake-quant output: the largest
@@ -36,7 +37,9 @@ bench: the check on cpu, then per model and thread count four engines, each in i
 process, the order rotated every round: nnc on the Q/DQ model (`nnc bench --json`), ONNX
 Runtime on it (its default session options: its graph optimizer turns the Q/DQ pairs into its
 own integer kernels), ONNX Runtime and nnc on the fp32 model. Each figure is the median over
-rounds of each run's median. Writes bench/results/qdq-models.md (.json beside it) unless --out.
+rounds of each run's median. --base runs a second nnc binary (say, main's) on the Q/DQ model
+in the same rounds; --engines leaves engines out. Writes bench/results/qdq-models.md (.json
+beside it) unless --out.
 
 A benchmark, not a test (tests/cli/qdq_torch_test.py asserts the small CNNs' accuracy).
 """
@@ -437,6 +440,10 @@ def bench(args, names, env):
         folder, ffolder = os.path.join(args.work, name), float_folder(args.work, base)
         span = float(np.ptp(np.load(os.path.join(folder, "expected.npy")))) or 1.0
         models = {"nnc": folder, "ort_int8": folder, "ort_fp32": ffolder, "nnc_fp32": ffolder}
+        if args.base:
+            models["nnc_base"] = folder
+        if args.engines:
+            models = {e: f for e, f in models.items() if e in args.engines.split(",")}
         for t in threads:
             n_it = max(3, int(its * args.scale))
             row = {"model": name, "placement": placement, "threads": t, "ms": {}, "runs": {}}
@@ -446,7 +453,8 @@ def bench(args, names, env):
                 model = os.path.join(models[engine], "model.onnx")
                 data = os.path.join(models[engine], "test_data_set_0")
                 if engine.startswith("nnc"):
-                    return nnc.bench(args.nnc, model, t, n_it, 2, [
+                    binary = args.base if engine == "nnc_base" else args.nnc
+                    return nnc.bench(binary, model, t, n_it, 2, [
                         "--input", "input=" + os.path.join(data, "input_0.pb")], env)
                 return peer.run(model, t, n_it, 2, inputs_dir=data)
 
@@ -470,6 +478,10 @@ def bench(args, names, env):
                      "ort_int8" in rd]
             if pairs:
                 row["nnc_over_ort_int8"] = ratios(pairs)
+            pairs = [(rd["nnc"], rd["nnc_base"]) for rd in rounds if "nnc" in rd and
+                     "nnc_base" in rd]
+            if pairs:
+                row["nnc_over_base"] = ratios(pairs)
             print("%-24s %dT %s" % (name, t, "  ".join(
                 "%s %.3f ms" % (e, row["ms"][e]) for e in models if e in row["ms"])), flush=True)
 
@@ -483,8 +495,10 @@ def bench(args, names, env):
         "Models: `bench/qdq_models.py`'s docstring (QAT fake-quant, BN folded, opset 13, "
         "random weights). \"nnc\" and \"ORT int8\" run the Q/DQ model; \"ORT fp32\" and "
         "\"nnc fp32\" the same float model without fake quantization. Each figure is the "
-        "median over %d round(s) of each run's median, the four engines each in its own "
-        "process, their order rotated every round." % args.rounds, "",
+        "median over %d round(s) of each run's median, the engines each in its own "
+        "process, their order rotated every round.%s" % (
+            args.rounds, (" \"nnc base\": %s on the Q/DQ model in the same rounds." % args.base)
+            if args.base else ""), "",
         "## Accuracy against PyTorch's fake-quant output", "",
         "max |output - PyTorch| / (max - min of PyTorch's output); top-1: the same class as "
         "PyTorch (classifiers). ORT int8's figure is from its timed run's output.", ""]
@@ -526,9 +540,15 @@ def bench(args, names, env):
                       cell("ort_fp32"), cell("nnc_fp32"), ratio("nnc", "ort_int8"),
                       "%.2f-%.2f" % (sp["min"], sp["max"]) if sp else "—",
                       ratio("nnc", "nnc_fp32"), ratio("ort_int8", "ort_fp32")])
+        if args.base:
+            bp = r.get("nnc_over_base")
+            trows[-1] += [cell("nnc_base"), ratio("nnc", "nnc_base"),
+                          "%.2f-%.2f" % (bp["min"], bp["max"]) if bp else "—"]
     lines += report.table(["model", "threads", "nnc Q/DQ", "ORT int8", "ORT fp32", "nnc fp32",
                            "nnc / ORT int8", "its range over rounds", "nnc Q/DQ / nnc fp32",
-                           "ORT int8 / ORT fp32"], trows)
+                           "ORT int8 / ORT fp32"] +
+                          (["nnc base Q/DQ", "nnc / nnc base", "its range over rounds"]
+                           if args.base else []), trows)
     errors = ["- %s, %d thread(s), %s: %s" % (r["model"], r["threads"], e, m)
               for r in rows for e, m in r.get("errors", {}).items()]
     if errors:
@@ -552,6 +572,12 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the iteration counts")
+    ap.add_argument("--base", default=None,
+                    help="bench: another nnc binary run on the Q/DQ model in the same rounds "
+                         "(engine nnc_base; an A/B of two builds)")
+    ap.add_argument("--engines", default=None,
+                    help="bench: comma-separated subset of nnc,nnc_base,ort_int8,ort_fp32,"
+                         "nnc_fp32 (default: all)")
     ort.add_arguments(ap)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()

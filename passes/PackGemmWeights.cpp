@@ -21,6 +21,9 @@
 // conv_integer(x, W) of group 1 with W a constant i8 [M, C, kernel...] becomes
 // conv_integer(x, W') {packed_m = M, kernel_shape}, W' the integer panels of the [K, M] matrix
 // of k = (tap, c) that its im2col template multiplies (NHWC patches).
+// Where x's zero point term of the tiles' compensation can be nonzero (a zero point is given,
+// or x is i8), the integer ops also get the weight matrix's i32 column sums (sum over k) as
+// operand 4, a constant, so the tiles do not sum the weight on every run.
 #include <algorithm>
 #include <map>
 
@@ -51,6 +54,7 @@ public:
     bool changed = false;
     std::map<std::pair<const Node *, int64_t>, Value *> packed, packedConv, packedBf16;
     bool bf16 = cpu.precision == CpuTarget::Precision::BF16;
+    sums_.clear();
     for (Node *mm : g.nodes()) {
       if (mm->kind() == OpKind::ConvInteger && !mm->hasAttr("packed_m")) {
         changed |= packConvInteger(g, *mm, cpu, packedConv);
@@ -114,6 +118,34 @@ public:
   }
 
 private:
+  /// The column sums of each packed integer weight (panels value -> sums value).
+  std::map<const Value *, Value *> sums_;
+
+  /// Gives the integer op `node`, whose operand 1 is now `panels` (the [K, N] i8 matrix
+  /// `km`), the matrix's i32 column sums as operand 4 when its x (operand 0) has a zero point
+  /// term: a zero point (operand 2) or an i8 x.
+  void addColumnSums(Graph &g, Node &node, Value *panels, const Tensor &km) {
+    if (!node.operand(2) && node.operand(0)->dtype() != DType::I8)
+      return;
+    Value *&sv = sums_[panels];
+    if (!sv) {
+      int64_t k = km.extents()[0], n = km.extents()[1];
+      Tensor sums = Tensor::zeros(DType::I32, {n});
+      const auto *src = static_cast<const int8_t *>(km.rawData());
+      auto *dst = sums.data<int32_t>();
+      for (int64_t r = 0; r < k; ++r)
+        for (int64_t j = 0; j < n; ++j)
+          dst[j] += src[r * n + j];
+      sv = g.createNode(OpKind::Constant, {}, {TensorType(DType::I32, shapeFromExtents({n}))},
+                        {{"value", Attribute(sums)}}, "", {panels->name() + "_colsums"}, &node)
+               ->result();
+    }
+    std::vector<Value *> ops = node.operands();
+    ops.resize(5, nullptr);
+    ops[4] = sv;
+    node.setOperands(ops);
+  }
+
   /// conv_integer(x, W) of group 1 with W a constant i8 [M, C, kernel...]: W as the [K, M]
   /// matrix of k = tap * C + c in the integer tile's panels.
   bool packConvInteger(Graph &g, Node &conv, const CpuTarget &cpu,
@@ -134,14 +166,14 @@ private:
       return false;
     int64_t nr = cpu.int8PanelWidth();
     Value *&pv = packed[{c, nr}];
+    Tensor km = Tensor::zeros(DType::I8, {ch * taps, m});
+    const auto *src = static_cast<const uint8_t *>(wt.rawData());
+    auto *dst = static_cast<uint8_t *>(km.rawData());
+    for (int64_t mi = 0; mi < m; ++mi)
+      for (int64_t ci = 0; ci < ch; ++ci)
+        for (int64_t t = 0; t < taps; ++t)
+          dst[(t * ch + ci) * m + mi] = src[(mi * ch + ci) * taps + t];
     if (!pv) {
-      Tensor km = Tensor::zeros(DType::I8, {ch * taps, m});
-      const auto *src = static_cast<const uint8_t *>(wt.rawData());
-      auto *dst = static_cast<uint8_t *>(km.rawData());
-      for (int64_t mi = 0; mi < m; ++mi)
-        for (int64_t ci = 0; ci < ch; ++ci)
-          for (int64_t t = 0; t < taps; ++t)
-            dst[(t * ch + ci) * m + mi] = src[(mi * ch + ci) * taps + t];
       Tensor panels = packGemmPanelsK4(km, nr);
       pv = g.createNode(OpKind::Constant, {},
                         {TensorType(DType::I8, shapeFromExtents(panels.extents()))},
@@ -153,6 +185,7 @@ private:
     conv.setOperand(1, pv);
     conv.setAttr("packed_m", Attribute(m));
     conv.setAttr("kernel_shape", Attribute(Extents(we.begin() + 2, we.end())));
+    addColumnSums(g, conv, pv, km);
     addStat("weights-packed");
     if (pattern::eraseIfUnusedConstant(g, c))
       for (auto it = packed.begin(); it != packed.end();)
@@ -188,6 +221,8 @@ private:
     }
     mm.setOperand(1, pv);
     mm.setAttr("packed_n", Attribute(n));
+    if (w.rank() == 2)
+      addColumnSums(g, mm, pv, w);
     addStat("weights-packed");
     if (pattern::eraseIfUnusedConstant(g, c))
       for (auto it = packed.begin(); it != packed.end();)

@@ -25,6 +25,7 @@ Expected<IntConv> nnl::analyzeConvInteger(const Node &node) {
       return node.error("packed operand 1 {} does not hold {} channels of {} rows", extentsStr(pe),
                         s.M, k);
     f.packedNr = pe[2];
+    f.colSums = node.operand(4) != nullptr;
   }
   for (size_t z = 2; z < 4; ++z) {
     const Value *zp = node.numOperands() > z ? node.operand(z) : nullptr;

@@ -18,6 +18,8 @@ struct IntConv {
   bool zwPerChannel = false; ///< w_zero_point holds one value per output channel.
   /// > 0: w arrived packed by pack-gemm-weights (packed_m) in panels of this many channels.
   int64_t packedNr = 0;
+  /// Operand 4 holds the packed weight's i32 column sums (pack-gemm-weights).
+  bool colSums = false;
 
   /// The flat index into operand 1 of weight element (m, c, tap) (tap: the kernel's
   /// row-major offset).

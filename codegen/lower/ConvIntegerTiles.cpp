@@ -5,28 +5,36 @@
 // conv_integer.im2col_tiles, the integer GEMM C[p, m] = sum_k A[p, k] * B[k, m] over the
 // output positions p (rows) and channels m (columns), k = (tap, c) in NHWC order:
 //  1. B: the weight as the tile's panels of nr columns and groups of 4 k rows (an i8 weight
-//     that pack-gemm-weights packed at compile time is read in place; otherwise it is packed
-//     here, a u8 one shifted to i8 by w - 128), and colsum[m] = sum_k B'[k, m] when x's
-//     zero point term can be nonzero.
+//     that pack-gemm-weights packed at compile time is read in place, with its column sums
+//     from operand 4; otherwise it is packed here, a u8 one shifted to i8 by w - 128), and
+//     colsum[m] = sum_k B'[k, m] when x's zero point term can be nonzero.
 //  2. Per image, x transposed to NHWC with its padding made explicit: u8 (an i8 x as
 //     x + 128), the padding holding x's (shifted) zero point, so that a padded tap adds
 //     (x_zp - x_zp) * w = 0 like the interpreter's zero padding of x - x_zp.
 //  3. Per block of output rows, in parallel: the rows' patches (A, u8, K rounded up to 4 with
 //     zeros; a pointwise conv whose C is a multiple of 4 reads the NHWC copy in place), their
 //     sums rowsum[p] when w's zero point term can be nonzero, the GemmTiles into the block's
-//     part of an i32 [P, M] scratch, and the block stored transposed to the NCHW output with
-//     the zero points by compensation: with ZA = x_zp (+ 128 for an i8 x) and ZB = w_zp[m]
-//     (- 128 for a u8 w),
+//     i32 [rows, M] sums, and the block stored transposed to the NCHW output with the zero
+//     points by compensation: with ZA = x_zp (+ 128 for an i8 x) and ZB = w_zp[m] (- 128 for
+//     a u8 w),
 //       y[m, p] = C[p, m] - ZA * colsum[m] - ZB * rowsum[p] + K * ZA * ZB,
-//     all in wrapping i32 arithmetic, so the identity holds exactly for any K.
+//     all in wrapping i32 arithmetic, so the identity holds exactly for any K. A fused
+//     group's epilogue (the requantization: cast, scale, bias, relu, residual, quantize)
+//     applies to y there, channels innermost, so the group's u8 result is stored once,
+//     without an i32 copy of it.
+//     The block's patches, row sums and i32 sums are the thread's own scratch (perThread),
+//     reused block after block while they are in cache.
 //
 // conv_integer.depthwise (group == C == M): x - x_zp per image and channel as i16 with the
 // padding explicit (zeros: the padded taps add nothing), then per (image, channel, output
 // row) the row in vectors of up to 16 columns (the last vector moved back to end at the row's
-// end), each tap a broadcast weight (w - w_zp) times 16 inputs.
+// end), each tap a broadcast weight (w - w_zp) times 16 inputs. It leaves a fused group's
+// epilogue to the planner's pass: applied to each vector of sums before its store, it
+// measured slower on MobileNetV2's Q/DQ export.
 #include <algorithm>
 
 #include "ConvInteger.h"
+#include "Epilogue.h"
 #include "Gemm.h"
 #include "Templates.h"
 #include "nnc/ir/ShapeUtils.h"
@@ -115,13 +123,26 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   const int64_t fullBlocks = P / rb, lastRows = P % rb;
 
   KernelBuilder kb(node, prefix);
-  const int xb = kb.operand(0), wb = kb.operand(1), ob = kb.result(0);
+  // A fused group's epilogue applies at the output's stores (step 3); its scalar inputs are
+  // read once, before the kernel's loops.
+  Epilogue *ep = opts ? opts->epilogue : nullptr;
+  std::optional<Epilogue::Inputs> epIn;
+  std::vector<Stmt> epHoisted;
+  const int xb = kb.operand(0), wb = kb.operand(1);
+  const int ob = ep ? ep->resultBuffer(kb) : kb.result(0);
+  if (ep)
+    epIn = ep->inputsOf(kb);
   const int bp = prepacked ? wb : kb.scratch(0, DType::I8, panels * panelSize);
   const int xp = kb.scratch(1, DType::U8, PS * C);
-  const int ap = inPlace ? xp : kb.scratch(2, DType::U8, P * Kp);
-  const int cs = kb.scratch(3, DType::I32, P * M);
-  const int colsum = zaTerm ? kb.scratch(4, DType::I32, M) : -1;
-  const int rowsum = zbTerm ? kb.scratch(5, DType::I32, P) : -1;
+  // Per block (the thread's own): patches, i32 sums and row sums of its rows, indexed from
+  // the block's first row (the NHWC copy that a pointwise conv reads in place: from image
+  // row 0).
+  const int64_t blockRows = std::min(rb, P);
+  const int ap = inPlace ? xp : kb.scratch(2, DType::U8, blockRows * Kp, /*perThread=*/true);
+  const int cs = kb.scratch(3, DType::I32, blockRows * M, /*perThread=*/true);
+  const bool sumsGiven = prepacked && f.colSums;
+  const int colsum = !zaTerm ? -1 : sumsGiven ? kb.operand(4) : kb.scratch(4, DType::I32, M);
+  const int rowsum = zbTerm ? kb.scratch(5, DType::I32, blockRows, /*perThread=*/true) : -1;
   // Per channel: ZB, and ZA * colsum - K * ZA * ZB (the terms that do not vary along p).
   const int zbv = zbTerm ? kb.scratch(6, DType::I32, M) : -1;
   const int mterm = zaTerm ? kb.scratch(7, DType::I32, M) : -1;
@@ -149,7 +170,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         qv));
     parallel(qv, panels);
   }
-  if (zaTerm) {
+  if (zaTerm && !sumsGiven) {
     std::string cv = kb.freshName("cj"), sv = kb.freshName("cs"), pv = kb.freshName("ck");
     Expr cj = kir::var(cv), pk = kir::var(pv);
     Expr idx =
@@ -221,10 +242,14 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       parallel(names[0], padded[0]);
   }
 
-  // Step 3: blocks of output rows.
+  // Step 3: blocks of output rows. Row r of a block is output position row0 + r; the block's
+  // patches, row sums and sums are indexed by r, a pointwise conv's A in place by position.
   auto block = [&](Expr row0, int64_t rows) {
     std::vector<Stmt> st;
-    // Patches: row p, tap t: C bytes of the NHWC copy.
+    auto aRowAt = [&](Expr r) {
+      return kir::mul(inPlace ? kir::add(row0, std::move(r)) : std::move(r), i64(Kp));
+    };
+    // Patches: row r, tap t: C bytes of the NHWC copy.
     if (!inPlace) {
       std::string pv = kb.freshName("ar");
       Expr p = kir::add(row0, kir::var(pv));
@@ -235,7 +260,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         base = kir::add(base, kir::mul(o, i64(geo.axes[d].stride * padStride[d])));
       }
       Expr src0 = kb.bind(row, "asrc", DType::I64, kir::mul(base, i64(C)));
-      Expr dst0 = kb.bind(row, "adst", DType::I64, kir::mul(p, i64(Kp)));
+      Expr dst0 = kb.bind(row, "adst", DType::I64, aRowAt(kir::var(pv)));
       Nest taps;
       std::vector<Expr> k(D);
       for (size_t d = 0; d < D; ++d)
@@ -259,11 +284,9 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       }
       st.push_back(kir::forLoop(pv, i64(rows), kir::block(row)));
     }
-    // The NHWC copy holds image n alone (step 2 refills it per image).
-    const Expr aBase = i64(0);
     if (zbTerm) {
       std::string pv = kb.freshName("rr"), sv = kb.freshName("rs"), qv = kb.freshName("rk");
-      Expr p = kir::add(row0, kir::var(pv));
+      Expr r = kir::var(pv);
       Expr sum = kir::var(sv, DType::I32);
       st.push_back(kir::forLoop(
           pv, i64(rows),
@@ -271,12 +294,10 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
               {kir::decl(sv, DType::I32, c32(0)),
                kir::forLoop(
                    qv, i64(K),
-                   kir::assign(
-                       sv, addI(sum,
-                                kir::cast(kb.load(ap, kir::add(aBase, kir::add(kir::mul(p, i64(Kp)),
-                                                                               kir::var(qv)))),
-                                          DType::I32)))),
-               kb.store(rowsum, p, sum)})));
+                   kir::assign(sv, addI(sum, kir::cast(kb.load(ap, kir::add(aRowAt(r),
+                                                                            kir::var(qv))),
+                                                       DType::I32)))),
+               kb.store(rowsum, r, sum)})));
     }
     // The tiles: panels outside, row tiles inside (the panel stays in cache).
     int64_t tiles = rows / mr, mRem = rows % mr, fullPanels = M / nr, nRem = M % nr;
@@ -291,8 +312,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       sh.ak = 1;
       sh.ldb = 4 * nr;
       sh.ldc = M;
-      return kb.gemmTile(sh, cs, kir::add(aBase, kir::mul(r0, i64(Kp))),
-                         kir::mul(panel, i64(panelSize)),
+      return kb.gemmTile(sh, cs, aRowAt(r0), kir::mul(panel, i64(panelSize)),
                          kir::add(kir::mul(r0, i64(M)), kir::mul(panel, i64(nr))), i64(Kp));
     };
     auto panelBody = [&](int64_t cols, Expr panel) {
@@ -300,11 +320,10 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       if (tiles > 0) {
         std::string tv = kb.freshName("tr");
         body.push_back(
-            kir::forLoop(tv, i64(tiles),
-                         tile(mr, cols, kir::add(row0, kir::mul(kir::var(tv), i64(mr))), panel)));
+            kir::forLoop(tv, i64(tiles), tile(mr, cols, kir::mul(kir::var(tv), i64(mr)), panel)));
       }
       if (mRem > 0)
-        body.push_back(tile(mRem, cols, kir::add(row0, i64(tiles * mr)), panel));
+        body.push_back(tile(mRem, cols, i64(tiles * mr), panel));
       return kir::block(body);
     };
     if (fullPanels > 0) {
@@ -313,21 +332,37 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     }
     if (nRem > 0)
       st.push_back(panelBody(nRem, i64(fullPanels)));
-    // The block's rows stored to the NCHW output with the compensation terms (read along
-    // channels, written along positions; tiles of 8 x 8 measured no faster).
+    // The block's rows stored to the NCHW output with the compensation terms.
     {
-      std::string mv = kb.freshName("om"), pv = kb.freshName("op");
-      Expr m = kir::var(mv), p = kir::add(row0, kir::var(pv));
-      Expr v = kb.load(cs, kir::add(kir::mul(p, i64(M)), m));
+      std::string mv = kb.freshName("om"), rv = kb.freshName("op");
+      Expr m = kir::var(mv), r = kir::var(rv);
+      Expr v = kb.load(cs, kir::add(kir::mul(r, i64(M)), m));
       if (zbTerm)
-        v = subI(v, mulI(kb.load(zbv, m), kb.load(rowsum, p)));
+        v = subI(v, mulI(kb.load(zbv, m), kb.load(rowsum, r)));
       if (zaTerm)
         v = subI(v, kb.load(mterm, m));
-      st.push_back(kir::forLoop(
-          mv, i64(M),
-          kir::forLoop(
-              pv, i64(rows),
-              kb.store(ob, kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P)), p), v))));
+      Expr at = kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P)), kir::add(row0, r));
+      if (!ep) {
+        // Read along channels, written along positions (tiles of 8 x 8 measured no faster).
+        st.push_back(kir::forLoop(mv, i64(M), kir::forLoop(rv, i64(rows), kb.store(ob, at, v))));
+      } else {
+        // Through the fused epilogue, channels innermost: the sums, the per-channel scales
+        // and biases are read contiguously and the epilogue vectorizes over channels, in
+        // loops as long as M. (Positions innermost, the loops are as long as a block's rows,
+        // a few for deep layers, and ResNet-50's Q/DQ export measured slower than with the
+        // epilogue as a pass.) The channels are independent: no run-time overlap checks.
+        // The output position is a local of extent P, so that the epilogue's inputs are
+        // indexed by (image, channel, position) without divisions.
+        std::string posv = kb.freshName("opos");
+        std::vector<Stmt> inner{kir::decl(posv, DType::I64, kir::add(row0, r))};
+        Expr epAt =
+            kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P)), kir::var(posv));
+        LoopExtents env{{mv, M}, {posv, P}, {nv, N}};
+        inner.push_back(kb.store(ob, at, ep->apply(epAt, v, env, *epIn, inner, epHoisted)));
+        st.push_back(kir::forLoop(rv, i64(rows), kir::forLoop(mv, i64(M), kir::block(inner))));
+        sched.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {mv}});
+        sched.steps.push_back({kir::ScheduleStep::Vectorize, mv, 0, {}});
+      }
     }
     return kir::block(st);
   };
@@ -340,6 +375,11 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   if (lastRows > 0)
     perImage.push_back(block(i64(fullBlocks * rb), lastRows));
   all.push_back(N > 1 ? kir::forLoop(nv, i64(N), kir::block(perImage)) : kir::block(perImage));
+  if (ep) {
+    ep->markApplied();
+    epHoisted.insert(epHoisted.end(), all.begin(), all.end());
+    all = std::move(epHoisted);
+  }
   return Kernels{kb.finish(kir::block(all), sched)};
 }
 

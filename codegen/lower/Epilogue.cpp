@@ -126,8 +126,15 @@ DType Epilogue::resultType() const { return movedType(u_.node->result()->dtype()
 
 int64_t Epilogue::numElements() const { return numElementsOf(extentsOf(u_.node->result())); }
 
-bool Epilogue::appliesAtStores() const {
-  return u_.anchor && !u_.softmax && movedType(u_.anchor->result()->dtype()) == resultType();
+bool Epilogue::appliesAtStores() const { return u_.anchor && !u_.softmax; }
+
+bool Epilogue::changesType() const {
+  return u_.anchor && movedType(u_.anchor->result()->dtype()) != resultType();
+}
+
+int Epilogue::resultBuffer(KernelBuilder &kb) const {
+  return kb.declare({"out0", resultType(), numElements(), kir::BufferRole::Result, 0,
+                     /*written=*/true});
 }
 
 kir::BufferDecl Epilogue::inputBuffer(size_t k) const {

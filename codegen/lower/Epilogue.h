@@ -56,10 +56,18 @@ public:
   DType resultType() const;
   int64_t numElements() const;
   /// True when a template may apply the epilogue at its own final stores: the group has an
-  /// anchor (no softmax) whose result keeps its dtype through the members, so the anchor's
-  /// result buffer is the group's. (Otherwise the members run as a pass after the anchor, from
-  /// a scratch accumulator.)
+  /// anchor (no softmax). (Otherwise the members run as a pass after the anchor.)
   bool appliesAtStores() const;
+  /// True when the members change the anchor's dtype (an integer accumulator requantized to
+  /// u8). Only a template that declares it (KernelTemplate::convertsEpilogue) takes such an
+  /// epilogue: its result buffer (resultBuffer) then has the group's dtype, and it stores the
+  /// final values where it would store the anchor's. Otherwise the anchor accumulates in a
+  /// scratch buffer and the members run as a pass from it.
+  bool changesType() const;
+  /// The group's result as a buffer of a kernel that `kb` builds for the anchor: result 0 of
+  /// resultType() and numElements(). A template that applies the epilogue declares its
+  /// result with it instead of KernelBuilder::result.
+  int resultBuffer(KernelBuilder &kb) const;
 
   /// The declaration of group input k as a kernel buffer ("in<k>", role Operand, index k).
   kir::BufferDecl inputBuffer(size_t k) const;

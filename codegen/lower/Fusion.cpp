@@ -16,7 +16,9 @@
 //     stores are not final: it accumulates onto stored values) E runs as one pass over the
 //     finished result: a loop at the end of the kernel on the CPU, a kernel of its own on an
 //     OpenCL device; when E changes the dtype, the anchor accumulates in a scratch buffer
-//     instead. A matmul anchor whose result keeps its dtype applies E in place inside its GEMM,
+//     instead, unless its template stores the converted values itself (the integer templates:
+//     KernelTemplate::convertsEpilogue, requantizing the i32 sums at their final stores). A
+//     matmul anchor whose result keeps its dtype applies E in place inside its GEMM,
 //     per cache block (lowerMatMulFinished, the group template epilogue.gemm_finish), so the
 //     result is not read back from memory in a second pass.
 #include <algorithm>
@@ -137,9 +139,11 @@ Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &
 }
 
 /// 2b. A group with an anchor: the anchor's kernels, from the anchor's template. A template
-/// that takes the epilogue (KernelTemplate::takesEpilogue) applies it where it stores a final
-/// element of the result. Otherwise (its stores are not final, a generic lowerer, or the
-/// members change the anchor's dtype) the epilogue runs as one pass over the finished result:
+/// that takes the epilogue (KernelTemplate::takesEpilogue; convertsEpilogue too when the
+/// members change the anchor's dtype) applies it where it stores a final element of the
+/// result, into a result buffer of the group's dtype. Otherwise (its stores are not final, a
+/// generic lowerer, or a dtype change it does not take) the epilogue runs as one pass over the
+/// finished result:
 /// in the result buffer itself when the types agree, else from a scratch accumulator. On the
 /// CPU the pass ends the kernel that writes the result (a CPU kernel runs its statements in
 /// sequence); on an OpenCL device it is a kernel of its own (a kernel is one NDRange: a pass
@@ -183,7 +187,9 @@ Expected<std::vector<kir::Kernel>> lowerAnchorGroup(const LoweringUnit &u, Epilo
     }
     if (rb < 0)
       continue;
-    if (k.buffers[rb].dtype != anchorType || k.buffers[rb].numElements != count)
+    // A template that applied the epilogue stored the group's dtype.
+    if (k.buffers[rb].dtype != (ep.applied() ? resType : anchorType) ||
+        k.buffers[rb].numElements != count)
       return anchor.error("kernel '{}': its result buffer does not match the group's result",
                           k.name);
     if (ep.applied())

@@ -15,10 +15,17 @@
 //  3. Zero points by compensation: with ZA = za + (128 for an i8 A) and ZB = zb - (128 for a
 //     u8 B), (A - za)(B - zb) summed over k is
 //       sum A'B' - ZA_i * colsum(B')_j - ZB_j * rowsum(A')_i + K * ZA_i * ZB_j,
-//     the sums taken while packing, the terms that are zero left out. Everything wraps in
+//     the sums taken while packing (B's column sums of a weight packed at compile time come
+//     with it, operand 4), the terms that are zero left out. Everything wraps in
 //     i32, as the op's sum does, so the identity holds exactly for any K.
+//  4. A fused group's epilogue (the requantization to u8, or the dequantization to f32): each
+//     tile writes its sums into the thread's own i32 tile, and right after it, while they are
+//     in L1, the compensation and the epilogue finish the tile's elements into the group's
+//     result (no i32 result, no pass over it). Without an epilogue the tiles write the result
+//     and step 3 compensates it in place.
 #include <algorithm>
 
+#include "Epilogue.h"
 #include "Gemm.h"
 #include "NNLowering.h"
 #include "Templates.h"
@@ -43,6 +50,8 @@ struct IntMatMul {
   /// > 0: B is a weight packed at compile time in panels of packedNr columns
   /// (packGemmPanelsK4), each matrix packedSize elements.
   int64_t packedNr = 0, packedSize = 0;
+  /// Operand 4 holds the packed weight's i32 column sums (pack-gemm-weights).
+  bool colSums = false;
 
   /// The flat index of B(p, j) from the batch entry's offset.
   Expr bIndex(Expr bOff, Expr p, Expr j) const {
@@ -72,6 +81,7 @@ Expected<IntMatMul> analyze(const Node &node) {
                         node.getInt("packed_n"), as.back());
     f.packedNr = bs[r - 2];
     f.packedSize = bs[r - 4] * bs[r - 3] * bs[r - 2] * 4;
+    f.colSums = node.operand(4) != nullptr;
     Extents unpacked(bs.begin(), bs.end() - 4);
     unpacked.push_back(as.back());
     unpacked.push_back(node.getInt("packed_n"));
@@ -257,11 +267,21 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
   const bool zaTerm = f.za || f.aSigned, zbTerm = f.zb || f.bUnsigned;
 
   KernelBuilder kb(node, prefix);
-  int ab = kb.operand(0), bb = kb.operand(1), ob = kb.result(0);
+  Epilogue *ep = opts ? opts->epilogue : nullptr;
+  std::optional<Epilogue::Inputs> epIn;
+  std::vector<Stmt> epHoisted;
+  int ab = kb.operand(0), bb = kb.operand(1);
+  int ob = ep ? ep->resultBuffer(kb) : kb.result(0);
+  if (ep)
+    epIn = ep->inputsOf(kb);
   int bp = prepacked ? bb : kb.scratch(0, DType::I8, panels * panelSize);
   int ap = f.aSigned || k % 4 != 0 ? kb.scratch(1, DType::U8, m * kp) : -1;
-  int colsum = zaTerm ? kb.scratch(2, DType::I32, n) : -1;
+  // An i8 weight packed at compile time brings its column sums (operand 4).
+  const bool sumsGiven = prepacked && f.colSums;
+  int colsum = !zaTerm ? -1 : sumsGiven ? kb.operand(4) : kb.scratch(2, DType::I32, n);
   int rowsum = zbTerm ? kb.scratch(3, DType::I32, m) : -1;
+  // Step 4's tile of sums (ldc nr).
+  int tileSums = ep ? kb.scratch(4, DType::I32, mr * nr, /*perThread=*/true) : -1;
   kir::Schedule sched;
   auto c32 = [](int64_t v) { return kir::constant(double(v), DType::I32); };
   auto parallel = [&](const std::string &loop, int64_t extent) {
@@ -278,6 +298,27 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
     oOff = kir::add(oOff, kir::mul(v, i64(f.so[d])));
   }
   bool bMoves = std::any_of(f.sb.begin(), f.sb.end(), [](int64_t s) { return s != 0; });
+  // The batch loops' extents, for the epilogue's index arithmetic.
+  LoopExtents batchEnv;
+  for (const auto &[name, extent] : outer.loops)
+    batchEnv[name] = extent->intValue;
+
+  // Step 3's compensation of the sum v of element (i, j).
+  auto compensated = [&](Expr v, Expr i, Expr j) {
+    Expr za = zeroPoint(kb, f, 2, i), zb = zeroPoint(kb, f, 3, j);
+    if (f.aSigned)
+      za = kir::op(OpKind::Add, {za, c32(128)});
+    if (f.bUnsigned)
+      zb = kir::op(OpKind::Sub, {zb, c32(128)});
+    auto mul = [](Expr a, Expr b) { return kir::op(OpKind::Mul, {a, b}); };
+    if (zaTerm)
+      v = kir::op(OpKind::Sub, {v, mul(za, kb.load(colsum, j))});
+    if (zbTerm)
+      v = kir::op(OpKind::Sub, {v, mul(zb, kb.load(rowsum, i))});
+    if (zaTerm && zbTerm)
+      v = kir::op(OpKind::Add, {v, mul(c32(k), mul(za, zb))});
+    return v;
+  };
 
   // Step 1, B: element (kk, col) of panel q, group g, column jj, byte e, read clamped into
   // range and zeroed outside it (the load stays in bounds either way).
@@ -292,7 +333,7 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
         [&](Expr kc, Expr cc) { return kb.load(bb, f.bIndex(bEntry, kc, cc)); }, qv));
     parallel(qv, panels);
   }
-  if (zaTerm) {
+  if (zaTerm && !sumsGiven) {
     // colsum(B')_j over the packed panel's column.
     std::string cv = kb.freshName("cj"), sv = kb.freshName("cs"), pv = kb.freshName("ck");
     Expr cj = kir::var(cv), pk = kir::var(pv);
@@ -362,7 +403,7 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
   {
     std::string qv = kb.freshName("tq");
     int64_t fullPanels = n / nr, nRem = n % nr, rowTiles = m / mr, mRem = m % mr;
-    auto tile = [&](int64_t rows, int64_t cols, Expr row0, Expr panel) {
+    auto tile = [&](int64_t rows, int64_t cols, Expr row0, Expr panel) -> Stmt {
       kir::GemmTileShape sh;
       sh.elems = kir::GemmElems::U8S8S32;
       sh.a = asrc;
@@ -372,12 +413,42 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
       sh.lda = kp;
       sh.ak = 1;
       sh.ldb = 4 * nr;
-      sh.ldc = n;
-      return kb.gemmTile(sh, ob, kir::add(aBase, kir::mul(row0, i64(kp))),
-                         kir::add(bBase, kir::mul(panel, i64(panelSize))),
-                         kir::add(oOff, kir::add(kir::mul(row0, i64(n)),
-                                                 kir::mul(panel, i64(nr)))),
-                         i64(kp));
+      sh.ldc = ep ? nr : n;
+      Expr aAt = kir::add(aBase, kir::mul(row0, i64(kp))),
+           bAt = kir::add(bBase, kir::mul(panel, i64(panelSize)));
+      if (!ep)
+        return kb.gemmTile(sh, ob, aAt, bAt,
+                           kir::add(oOff, kir::add(kir::mul(row0, i64(n)),
+                                                   kir::mul(panel, i64(nr)))),
+                           i64(kp));
+      // Step 4: the tile's elements (i, j) finished from its sums. i and j are locals of
+      // extent m and n, so that the epilogue's inputs are indexed without divisions.
+      std::string rv = kb.freshName("fr"), jv = kb.freshName("fj"), iv = kb.freshName("fi"),
+                  cv = kb.freshName("fc");
+      Expr i = kir::var(iv), j = kir::var(cv);
+      std::vector<Stmt> inner{
+          kir::decl(iv, DType::I64, kir::add(row0, kir::var(rv))),
+          kir::decl(cv, DType::I64, kir::add(kir::mul(panel, i64(nr)), kir::var(jv)))};
+      Expr v = compensated(
+          kb.load(tileSums, kir::add(kir::mul(kir::var(rv), i64(nr)), kir::var(jv))), i, j);
+      Expr at = kir::add(oOff, kir::add(kir::mul(i, i64(n)), j));
+      LoopExtents env = batchEnv;
+      env[iv] = m;
+      env[cv] = n;
+      v = ep->apply(at, v, env, *epIn, inner, epHoisted);
+      // Stored at an index that names the column loop, which is independent: LLVM vectorizes
+      // it without run-time overlap checks.
+      inner.push_back(kb.store(
+          ob,
+          kir::add(oOff, kir::add(kir::mul(kir::add(row0, kir::var(rv)), i64(n)),
+                                  kir::add(kir::mul(panel, i64(nr)), kir::var(jv)))),
+          v));
+      sched.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {jv}});
+      if (cols >= 8)
+        sched.steps.push_back({kir::ScheduleStep::Vectorize, jv, 0, {}});
+      return kir::block(
+          {kb.gemmTile(sh, tileSums, aAt, bAt, i64(0), i64(kp)),
+           kir::forLoop(rv, i64(rows), kir::forLoop(jv, i64(cols), kir::block(inner)))});
     };
     auto panelBody = [&](int64_t cols, Expr panel) {
       std::vector<Stmt> body;
@@ -399,26 +470,13 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
       perEntry.push_back(panelBody(nRem, i64(fullPanels)));
   }
 
-  // Step 3: the compensation terms.
-  if (zaTerm || zbTerm) {
+  // Step 3: the compensation terms (step 4 applied them with the epilogue).
+  if ((zaTerm || zbTerm) && !ep) {
     std::string iv = kb.freshName("ci"), jv = kb.freshName("cj");
     Expr i = kir::var(iv), j = kir::var(jv);
     Expr cIdx = kir::add(oOff, kir::add(kir::mul(i, i64(n)), j));
-    Expr za = zeroPoint(kb, f, 2, i), zb = zeroPoint(kb, f, 3, j);
-    if (f.aSigned)
-      za = kir::op(OpKind::Add, {za, c32(128)});
-    if (f.bUnsigned)
-      zb = kir::op(OpKind::Sub, {zb, c32(128)});
-    Expr v = kb.load(ob, cIdx);
-    auto mul = [](Expr a, Expr b) { return kir::op(OpKind::Mul, {a, b}); };
-    if (zaTerm)
-      v = kir::op(OpKind::Sub, {v, mul(za, kb.load(colsum, j))});
-    if (zbTerm)
-      v = kir::op(OpKind::Sub, {v, mul(zb, kb.load(rowsum, i))});
-    if (zaTerm && zbTerm)
-      v = kir::op(OpKind::Add, {v, mul(c32(k), mul(za, zb))});
-    perEntry.push_back(
-        kir::forLoop(iv, i64(m), kir::forLoop(jv, i64(n), kb.store(ob, cIdx, v))));
+    perEntry.push_back(kir::forLoop(
+        iv, i64(m), kir::forLoop(jv, i64(n), kb.store(ob, cIdx, compensated(kb.load(ob, cIdx), i, j)))));
     parallel(iv, m);
     if (n >= 16)
       sched.steps.push_back({kir::ScheduleStep::Vectorize, jv, 0, {}});
@@ -428,8 +486,12 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
   for (size_t d = outer.loops.size(); d-- > 0;)
     body = kir::forLoop(outer.loops[d].first, outer.loops[d].second, body);
   std::vector<Stmt> all;
+  if (ep) {
+    ep->markApplied();
+    all = epHoisted;
+  }
   if (!bMoves)
-    all = packB;
+    all.insert(all.end(), packB.begin(), packB.end());
   all.push_back(body);
   return Kernels{kb.finish(kir::block(all), sched)};
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "Epilogue.h"
 #include "Gemm.h"
 #include "Lowerers.h"
 #include "NNLowering.h"
@@ -88,7 +89,9 @@ std::vector<KernelTemplate> cpuTemplates() {
        "multiply-adds) over A and B packed at run time, zero points by compensation",
        &igemmCpuSpace(),
        always,
-       tunable(lowerMatMulIntegerTiles)},
+       tunable(lowerMatMulIntegerTiles),
+       /*takesEpilogue=*/true,
+       /*convertsEpilogue=*/true},
       {"conv_integer.im2col_tiles",
        {OpKind::ConvInteger},
        false,
@@ -96,7 +99,9 @@ std::vector<KernelTemplate> cpuTemplates() {
        "GemmTiles (the integer GEMM's microkernel), zero points by compensation",
        &igemmCpuSpace(),
        [](const LoweringUnit &u, const CpuTarget &) { return convIntegerTilesApply(*u.node); },
-       tunable(lowerConvIntegerTiles)},
+       tunable(lowerConvIntegerTiles),
+       /*takesEpilogue=*/true,
+       /*convertsEpilogue=*/true},
       {"conv_integer.depthwise",
        {OpKind::ConvInteger},
        false,
@@ -302,9 +307,11 @@ Expected<Kernels>
 lowerWithTemplate(const KernelTemplate *t, const LoweringUnit &u, const std::string &prefix,
                   const tuning::LowerOptions &opts,
                   const std::function<Expected<Kernels>(const tuning::LowerOptions &)> &generic) {
-  // Only a template that declares it sees a group's epilogue.
+  // Only a template that declares it sees a group's epilogue (one that changes the dtype
+  // only when it declares that too).
   tuning::LowerOptions o = opts;
-  if (!t || !t->takesEpilogue)
+  if (!t || !t->takesEpilogue ||
+      (o.epilogue && o.epilogue->changesType() && !t->convertsEpilogue))
     o.epilogue = nullptr;
   // A group lowered generically around an anchor is named by the anchor's own choice.
   if (!opts.onTemplate || (!t && u.anchor && !u.members.empty()))

@@ -42,6 +42,11 @@ struct KernelTemplate {
   /// stored values) leaves it unapplied, as does every template without this flag: the
   /// planner (Fusion.cpp) then runs the epilogue as a pass after the kernel.
   bool takesEpilogue = false;
+  /// True (with takesEpilogue): it also takes an epilogue that changes the result's dtype
+  /// (Epilogue::changesType: an integer accumulator requantized to u8, or dequantized to f32),
+  /// declaring its result buffer with Epilogue::resultBuffer. Without it such an epilogue
+  /// runs as a pass from a scratch accumulator of the anchor's dtype.
+  bool convertsEpilogue = false;
 };
 
 /// The templates of a code target, in the order they are tried.
@@ -100,7 +105,9 @@ Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::stri
                                                const tuning::LowerOptions *opts);
 
 /// conv_integer's CPU templates (ConvIntegerTiles.cpp): im2col + u8s8s32 GemmTiles for
-/// group 1, and the direct depthwise loops (group == C == M, few taps).
+/// group 1, and the direct depthwise loops (group == C == M, few taps). The first, like
+/// matmul_integer's tiles, applies a fused group's epilogue (opts->epilogue, of any dtype) at
+/// its final stores.
 bool convIntegerTilesApply(const Node &node);
 bool convIntegerDepthwiseApplies(const Node &node);
 Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &prefix,

@@ -93,6 +93,22 @@ Expected<Shape> matmulShape(const Node &node, const Value *a, const Value *b, Sh
 
 } // namespace
 
+/// Operand 4 of matmul_integer / conv_integer (pack-gemm-weights): the i32 column sums of a
+/// packed i8 weight of one matrix, one per column (`countAttr`'s value). `packed`: the node
+/// has such a weight.
+static Error checkPackedColumnSums(const Node &node, const char *countAttr, bool packed) {
+  const Value *sums = node.operand(4);
+  if (!sums)
+    return Error::success();
+  int64_t n = packed ? node.getInt(countAttr) : 0;
+  if (!packed || node.operand(1)->dtype() != DType::I8 || sums->dtype() != DType::I32 ||
+      sums->rank() != 1 || !sums->shape()[0].isStatic() || sums->shape()[0].value() != n)
+    return node.error("operand 4 (the weight's column sums) {} needs an i8 weight of one "
+                      "matrix packed with {} and one i32 per column",
+                      sums->type().str(), countAttr);
+  return Error::success();
+}
+
 Types inferMatMulInteger(const Node &node) {
   NNC_TRY(requireOperands(node, 2));
   const Value *a = node.operand(0), *b = node.operand(1);
@@ -142,6 +158,7 @@ Types inferMatMulInteger(const Node &node) {
       return node.error("zero point {} {} must be a scalar or hold one value per {} ({})", z,
                         zp->type().str(), z == 2 ? "row of A" : "column of B", along.str());
   }
+  NNC_TRY(checkPackedColumnSums(node, "packed_n", node.hasAttr("packed_n") && b->rank() == 4));
   NNC_ASSIGN_OR_RETURN(Shape out, matmulShape(node, a, b, as, bs));
   return std::vector<TensorType>{TensorType(DType::I32, out)};
 }
@@ -376,6 +393,7 @@ Types inferConvInteger(const Node &node) {
                                : fmt::format("a scalar or hold one value per output channel ({})",
                                              m.str()));
   }
+  NNC_TRY(checkPackedColumnSums(node, "packed_m", packed));
   return out;
 }
 

@@ -3,12 +3,9 @@
 // runs (the u8s8s32 tiles' VNNI and widened paths) and for OpenCL where there is a device;
 // over strides, pads, dilations, groups, depthwise, 1-D and 2-D, batches, zero points at the
 // ends of their ranges and per output channel, u8 and i8 operands. Its shape rule's errors.
-#include "LowerTestUtil.h"
-
 #include <fmt/format.h>
 
-#include "nnc/passes/PassManager.h"
-#include "nnc/runtime/Executable.h"
+#include "IntGroupTestUtil.h"
 #include "nnc/runtime/OpenCL.h"
 
 using namespace nnc;
@@ -65,24 +62,6 @@ std::unique_ptr<Graph> convGraph(const ConvCase &c, const Tensor &x, const Tenso
   return g;
 }
 
-/// The CPU targets of the tiles' paths the host runs: x86-64-v3 (AVX2's exact widened
-/// multiply-adds; with AVX-VNNI's ymm dot products where the host has it) and the host
-/// itself (AVX512-VNNI's zmm dot products on a VNNI host); x86-64 alone on an older one.
-/// (IntGemmTileTest covers the microkernel on every ISA.)
-std::vector<CpuTarget> cpuTargets() {
-  const CpuTarget &host = CpuTarget::host();
-  std::vector<CpuTarget> t;
-  if (host.level >= CpuTarget::Level::V3) {
-    t.push_back(CpuTarget::forLevel(CpuTarget::Level::V3));
-    if (host.avxvnni) {
-      t.push_back(CpuTarget::forLevel(CpuTarget::Level::V3));
-      t.back().avxvnni = true;
-    }
-  }
-  t.push_back(host);
-  return t;
-}
-
 void expectSame(const Tensor &got, const Tensor &want, const std::string &what) {
   expectClose(got, want, what);
 }
@@ -106,7 +85,7 @@ std::unique_ptr<Graph> optimized(const Graph &g, const CpuTarget &cpu) {
 void checkOnTargets(const Graph &g, const Tensor &x, const std::string &what, int threads = 2) {
   Expected<std::vector<Tensor>> want = interpret(g, {x});
   ASSERT_TRUE(want) << what << ": interpreter: " << want.error().message();
-  for (const CpuTarget &cpu : cpuTargets())
+  for (const CpuTarget &cpu : intTileTargets())
     for (bool pipeline : {false, true}) {
       std::unique_ptr<Graph> opt = pipeline ? optimized(g, cpu) : nullptr;
       CpuOptions o(cpu);
@@ -232,54 +211,65 @@ TEST(ConvInteger, BadOperandsAreErrors) {
               "one value per output channel");
   expectError({x, constantValue(g, Tensor::zeros(DType::F32, {6, 4, 3, 3}))}, "u8 or i8");
   expectError({x, constantValue(g, Tensor::zeros(DType::I8, {6, 3, 3, 3}))}, "input channels");
+  // Column sums (operand 4) belong to a weight that pack-gemm-weights packed.
+  expectError({x, w, nullptr, nullptr, constantValue(g, Tensor::zeros(DType::I32, {6}))},
+              "operand 4 (the weight's column sums) i32[6] needs an i8 weight of one matrix "
+              "packed with packed_m");
 }
 
 TEST(ConvInteger, RequantizedConvIsOneKernel) {
-  // conv_integer, then cast to f32, a per-channel scale, a bias, relu and quantize to u8: one
-  // fusion group anchored on the conv, so one kernel writing u8, the same bytes as the
-  // interpreter's (the epilogue's float steps are the members' own, in order).
+  // conv_integer, then cast to f32, a per-channel scale, a bias, relu, a residual (a u8
+  // input dequantized) and quantize to u8, or the f32 values themselves: one fusion group
+  // anchored on the conv, one kernel, the same bytes as the interpreter's (the epilogue's
+  // float steps are the members' own, in order), on one and two threads. The im2col tiles
+  // store the group's result themselves; the depthwise template leaves the epilogue to the
+  // planner's pass.
   std::mt19937 rng(49);
-  for (int64_t group : {1, 8}) {
-    ConvCase c{{1, 8, 9, 9}, {16, 8 / group, 3, 3}, {}, {1, 1, 1, 1}, {}, group};
-    if (group == 8)
-      c.w = {8, 1, 3, 3};
-    Tensor x = bytes(DType::U8, c.x, rng), w = bytes(DType::I8, c.w, rng);
-    int64_t m = c.w[0];
-    auto g = convGraph(c, x, w, scalarOf(DType::U8, 128), bytes(DType::I8, {m}, rng));
-    ASSERT_TRUE(g);
-    Value *acc = g->outputs()[0];
-    auto make = [&](OpKind k, std::vector<Value *> ops, AttrMap a = {}) {
-      Expected<Node *> n = g->createInferred(k, ops, a);
-      EXPECT_TRUE(n) << n.error().message();
-      return (*n)->result();
-    };
-    Tensor scale = randomTensor(DType::F32, {m, 1, 1}, rng, 1e-4, 1e-3);
-    Tensor bias = randomTensor(DType::F32, {m, 1, 1}, rng, -2, 2);
-    Value *y = make(OpKind::Cast, {acc}, {{"to", DType::F32}});
-    y = make(OpKind::Mul, {y, constantValue(*g, scale)});
-    y = make(OpKind::Add, {y, constantValue(*g, bias)});
-    y = make(OpKind::Max, {y, constantValue(*g, Tensor::zeros(DType::F32, {}))});
-    Tensor qs = Tensor::zeros(DType::F32, {});
-    qs.data<float>()[0] = 0.05f;
-    y = make(OpKind::Quantize,
-             {y, constantValue(*g, qs), constantValue(*g, scalarOf(DType::U8, 3))});
-    g->setOutputs({y});
-    Expected<std::vector<Tensor>> want = interpret(*g, {x});
-    ASSERT_TRUE(want) << want.error().message();
-    PassContext ctx;
-    ctx.cpu = testenv::testCpu();
-    ctx.evaluate = [](const Node &node, const std::vector<Tensor> &ops) {
-      return evaluateNode(node, ops);
-    };
-    Error e = PassPipeline::defaultPipeline().run(*g, ctx);
-    ASSERT_FALSE(e) << e.message();
-    CpuOptions o(testenv::testCpu());
-    o.codegen.cacheDir = "";
-    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, o);
-    ASSERT_TRUE(exe) << exe.error().message();
-    EXPECT_EQ((*exe)->kernels().size(), 1u) << "group " << group;
-    Expected<std::vector<Tensor>> got = (*exe)->run({x});
-    ASSERT_TRUE(got) << got.error().message();
-    expectClose((*got)[0], (*want)[0], fmt::format("requantized conv, group {}", group));
-  }
+  for (int64_t group : {1, 8})
+    for (DType tx : {DType::U8, DType::I8})
+      for (bool quantized : {true, false}) {
+        ConvCase c{{1, 8, 9, 9}, {16, 8 / group, 3, 3}, {}, {1, 1, 1, 1}, {}, group};
+        if (group == 8)
+          c.w = {8, 1, 3, 3};
+        Tensor x = bytes(tx, c.x, rng), w = bytes(DType::I8, c.w, rng);
+        int64_t m = c.w[0];
+        auto g = convGraph(c, x, w, scalarOf(tx, tx == DType::U8 ? 128 : -3),
+                           bytes(DType::I8, {m}, rng));
+        ASSERT_TRUE(g);
+        Value *acc = g->outputs()[0];
+        auto make = [&](OpKind k, std::vector<Value *> ops, AttrMap a = {}) {
+          Expected<Node *> n = g->createInferred(k, ops, a);
+          EXPECT_TRUE(n) << n.error().message();
+          return (*n)->result();
+        };
+        auto scalarF32 = [&](float v) {
+          Tensor t = Tensor::zeros(DType::F32, {});
+          t.data<float>()[0] = v;
+          return constantValue(*g, t);
+        };
+        Tensor scale = randomTensor(DType::F32, {m, 1, 1}, rng, 1e-4, 1e-3);
+        Tensor bias = randomTensor(DType::F32, {m, 1, 1}, rng, -2, 2);
+        Value *y = make(OpKind::Cast, {acc}, {{"to", DType::F32}});
+        y = make(OpKind::Mul, {y, constantValue(*g, scale)});
+        y = make(OpKind::Add, {y, constantValue(*g, bias)});
+        y = make(OpKind::Max, {y, constantValue(*g, Tensor::zeros(DType::F32, {}))});
+        std::vector<Tensor> inputs{x};
+        if (quantized) {
+          Extents re = *staticExtents(acc->shape());
+          Value *r = g->addInput("r", TensorType(DType::U8, shapeFromExtents(re)));
+          inputs.push_back(bytes(DType::U8, re, rng));
+          y = make(OpKind::Add,
+                   {y, make(OpKind::Dequantize,
+                            {r, scalarF32(0.02f), constantValue(*g, scalarOf(DType::U8, 7))},
+                            {{"to", DType::F32}})});
+          y = make(OpKind::Quantize,
+                   {y, scalarF32(0.05f), constantValue(*g, scalarOf(DType::U8, 3))});
+        }
+        g->setOutputs({y});
+        for (int threads : {1, 2})
+          checkIntegerGroup(*g, inputs,
+                            fmt::format("{} conv group {}{}, {} thread(s)", dtypeName(tx), group,
+                                        quantized ? " requantized" : " dequantized", threads),
+                            threads, /*atStores=*/group == 1);
+      }
 }

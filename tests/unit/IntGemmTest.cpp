@@ -1,10 +1,9 @@
 // matmul_integer (its CPU template of integer GEMM tiles, and the generic nest) against the
 // interpreter, over operand signedness, zero points, odd sizes, batches and a k whose i32 sums
-// wrap; its shape rule's errors.
-#include "LowerTestUtil.h"
-
+// wrap; the tiles storing a fused requantizing group's result; its shape rule's errors.
 #include <fmt/format.h>
 
+#include "IntGroupTestUtil.h"
 #include "nnc/ir/GemmPacking.h"
 
 using namespace nnc;
@@ -128,3 +127,42 @@ TEST(IntGemm, BadZeroPointIsAnError) {
       << n.error().message();
 }
 
+
+TEST(IntGemm, RequantizedMatMulIsOneKernel) {
+  // matmul_integer by a constant weight (an i8 one packed at compile time, a u8 one at run
+  // time), then cast to f32, a per-column scale, a bias and quantize to u8, or the f32 values
+  // themselves: one fusion group whose tiles finish each tile of the result itself (odd m, k
+  // and n: edge tiles; a batch of 2), the same bytes as the interpreter's.
+  std::mt19937 rng(51);
+  const int64_t m = 13, k = 38, n = 70;
+  for (DType ta : {DType::U8, DType::I8})
+    for (DType tb : {DType::I8, DType::U8})
+      for (bool quantized : {true, false}) {
+        Graph g;
+        Tensor a = bytes(ta, {2, m, k}, rng);
+        auto scalarF32 = [&](float v) {
+          Tensor t = Tensor::zeros(DType::F32, {});
+          t.data<float>()[0] = v;
+          return constantValue(g, t);
+        };
+        auto make = [&](OpKind kind, std::vector<Value *> ops, AttrMap attrs = {}) {
+          Expected<Node *> node = g.createInferred(kind, ops, attrs);
+          EXPECT_TRUE(node) << node.error().message();
+          return (*node)->result();
+        };
+        Value *y = make(OpKind::MatMulInteger,
+                        {g.addInput("a", a.type()), constantValue(g, bytes(tb, {k, n}, rng)),
+                         constantValue(g, scalarOf(ta, ta == DType::U8 ? 131 : -5)),
+                         constantValue(g, bytes(tb, {n}, rng))});
+        y = make(OpKind::Cast, {y}, {{"to", DType::F32}});
+        y = make(OpKind::Mul, {y, constantValue(g, randomTensor(DType::F32, {n}, rng, 1e-4, 1e-3))});
+        y = make(OpKind::Add, {y, constantValue(g, randomTensor(DType::F32, {n}, rng, -2, 2))});
+        if (quantized)
+          y = make(OpKind::Quantize,
+                   {y, scalarF32(0.04f), constantValue(g, scalarOf(DType::U8, 120))});
+        g.setOutputs({y});
+        checkIntegerGroup(g, {a},
+                          fmt::format("{} x {} matmul{}", dtypeName(ta), dtypeName(tb),
+                                      quantized ? " requantized" : " dequantized"));
+      }
+}

@@ -1,0 +1,71 @@
+// Test helpers for the integer templates (ConvIntegerTest, IntGemmTest): the CPU targets of
+// their tiles' paths that the host runs, and a check that a graph whose integer anchor carries
+// a fused requantizing (or dequantizing) epilogue compiles, on each of them, to one kernel
+// that stores the group's result at the template's own stores, bit for bit the interpreter's.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "LowerTestUtil.h"
+#include "nnc/passes/PassManager.h"
+#include "nnc/runtime/Executable.h"
+
+namespace nnc::lowertest {
+
+/// The CPU targets of the tiles' paths the host runs: x86-64-v3 (AVX2's exact widened
+/// multiply-adds; with AVX-VNNI's ymm dot products where the host has it) and the host
+/// itself (AVX512-VNNI's zmm dot products on a VNNI host); x86-64 alone on an older one.
+/// (IntGemmTileTest covers the microkernel on every ISA.)
+inline std::vector<CpuTarget> intTileTargets() {
+  const CpuTarget &host = CpuTarget::host();
+  std::vector<CpuTarget> t;
+  if (host.level >= CpuTarget::Level::V3) {
+    t.push_back(CpuTarget::forLevel(CpuTarget::Level::V3));
+    if (host.avxvnni) {
+      t.push_back(CpuTarget::forLevel(CpuTarget::Level::V3));
+      t.back().avxvnni = true;
+    }
+  }
+  t.push_back(host);
+  return t;
+}
+
+/// `g` (one output: a group anchored on matmul_integer or conv_integer) after the default
+/// pipeline for each target of intTileTargets(), on `threads` threads, against the
+/// interpreter: one kernel, the same bytes, and with `atStores` no i32 copy of the result in
+/// scratch (the planner's pass after a template that left the epilogue unapplied
+/// accumulates into one).
+inline void checkIntegerGroup(const Graph &g, const std::vector<Tensor> &inputs,
+                              const std::string &what, int threads = 2, bool atStores = true) {
+  Expected<std::vector<Tensor>> want = interpret(g, inputs);
+  ASSERT_TRUE(want) << what << ": interpreter: " << want.error().message();
+  int64_t count = (*want)[0].numElements();
+  for (const CpuTarget &cpu : intTileTargets()) {
+    std::string on = what + " on " + cpu.levelName() + (cpu.int8DotBits() ? " vnni" : "");
+    std::unique_ptr<Graph> c = g.clone();
+    PassContext ctx;
+    ctx.cpu = cpu;
+    ctx.evaluate = [](const Node &node, const std::vector<Tensor> &ops) {
+      return evaluateNode(node, ops);
+    };
+    Error e = PassPipeline::defaultPipeline().run(*c, ctx);
+    ASSERT_FALSE(e) << on << ": " << e.message();
+    CpuOptions o(cpu);
+    o.threads = threads;
+    o.codegen.cacheDir = "";
+    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*c, o);
+    ASSERT_TRUE(exe) << on << ": " << exe.error().message();
+    ASSERT_EQ((*exe)->kernels().size(), 1u) << on;
+    for (const kir::BufferDecl &b : (*exe)->kernels()[0].buffers)
+      EXPECT_FALSE(atStores && b.role == kir::BufferRole::Scratch && !b.perThread &&
+                   b.dtype == DType::I32 && b.numElements == count)
+          << on << ": scratch " << b.name << " holds the result's i32 sums";
+    Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
+    ASSERT_TRUE(got) << on << ": " << got.error().message();
+    expectClose((*got)[0], (*want)[0], on);
+  }
+}
+
+} // namespace nnc::lowertest
