@@ -340,7 +340,9 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   if (lastRows > 0)
     perImage.push_back(block(i64(fullBlocks * rb), lastRows));
   all.push_back(N > 1 ? kir::forLoop(nv, i64(N), kir::block(perImage)) : kir::block(perImage));
-  return Kernels{kb.finish(kir::block(all), sched)};
+  kir::Kernel k = kb.finish(kir::block(all), sched);
+  k.flops = prob.flops;
+  return Kernels{std::move(k)};
 }
 
 Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string &prefix) {
