@@ -568,9 +568,8 @@ void PlanBuilder::reuseOperandsInPlace(const std::vector<LoweringUnit> &units) {
 /// over the first of its inPlaceOver operands that qualifies. Every parameter bound to that
 /// operand's buffer must be one the result is in place over (a value passed twice, or through
 /// a view).
-void PlanBuilder::reuseInPlace(const LoweringUnit &unit, int launch,
-                               const kir::BufferDecl &result, const Slot &resultSlot,
-                               std::vector<bool> &reusedAlready) {
+void PlanBuilder::reuseInPlace(const LoweringUnit &unit, int launch, const kir::BufferDecl &result,
+                               const Slot &resultSlot, std::vector<bool> &reusedAlready) {
   if (resultSlot.kind != SlotKind::Arena || resultSlot.index < 0)
     return;
   const kir::Kernel &k = p_.kernels[launch];

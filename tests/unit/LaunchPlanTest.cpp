@@ -68,7 +68,8 @@ graph @g(%x: f32[4,8], %b: f32[8]) -> (f32[4,8], f32[4,8], i32[4,8], f32[8]) {
 }
 )");
   ASSERT_TRUE(g);
-  std::vector<std::vector<kir::Kernel>> ks = lowerUnits(*g, tuning::LowerOptions(testenv::testCpu()));
+  tuning::LowerOptions cpu(testenv::testCpu());
+  std::vector<std::vector<kir::Kernel>> ks = lowerUnits(*g, cpu);
   ASSERT_EQ(ks.size(), 4u);
   for (const auto &unit : ks)
     ASSERT_EQ(unit.size(), 1u);
@@ -97,7 +98,8 @@ graph @g(%x: f32[4,8], %b: f32[8], %y: f32[4,8], %w: f32[8,8]) -> (f32[4,8], f32
 }
 )");
   ASSERT_TRUE(g);
-  std::vector<std::vector<kir::Kernel>> ks = lowerUnits(*g, tuning::LowerOptions(testenv::testCpu()));
+  tuning::LowerOptions cpu(testenv::testCpu());
+  std::vector<std::vector<kir::Kernel>> ks = lowerUnits(*g, cpu);
   ASSERT_EQ(ks.size(), 2u);
   ASSERT_EQ(ks[0].size(), 1u);
   EXPECT_EQ(inPlaceOf(ks[0][0]), "in0, in2") << kir::printKernel(ks[0][0]);
