@@ -4,6 +4,8 @@
 // parsed kernel gives back the text it came from.
 #include "nnc/ir/KernelParser.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -128,11 +130,19 @@ private:
     if (!kernelNames_.insert(k.name).second)
       return errorAt(nameTok, fmt::format("a kernel named '{}' is already defined", k.name));
     NNC_TRY(expectPunct("("));
+    inPlaceNames_.clear();
     if (!consumePunct(")")) {
       do {
         NNC_TRY(parseBuffer(k));
       } while (consumePunct(","));
       NNC_TRY(expectPunct(")"));
+    }
+    // in_place names parameters, which may come after the one that names them.
+    for (const auto &[b, at] : inPlaceNames_) {
+      auto it = buffers_.find(at.text);
+      if (it == buffers_.end())
+        return errorAt(at, fmt::format("unknown buffer '{}'", at.text));
+      k.buffers[b].inPlaceOver.push_back(it->second);
     }
     NNC_TRY(expectPunct("{"));
     while (isKeyword("local")) {
@@ -155,6 +165,18 @@ private:
       do {
         NNC_TRY(parseStep(k.schedule));
       } while (consumePunct(";"));
+    }
+    if (isKeyword("flops")) {
+      advance();
+      NNC_TRY(expectPunct(":"));
+      Token at = tok_;
+      if (tok_.kind != Tok::Number)
+        return expected("a number of flops");
+      const char *b = at.text.data(), *e = b + at.text.size();
+      auto r = std::from_chars(b, e, k.flops);
+      if (r.ec != std::errc() || r.ptr != e || !std::isfinite(k.flops) || k.flops < 0)
+        return errorAt(at, fmt::format("malformed number of flops '{}'", at.text));
+      advance();
     }
     return Error::success();
   }
@@ -198,6 +220,17 @@ private:
     d.perThread = isKeyword("per_thread");
     if (d.perThread)
       advance();
+    if (isKeyword("in_place")) {
+      advance();
+      NNC_TRY(expectPunct("("));
+      do {
+        if (!isName())
+          return expected("a buffer name");
+        inPlaceNames_.push_back({k.buffers.size(), tok_});
+        advance();
+      } while (consumePunct(","));
+      NNC_TRY(expectPunct(")"));
+    }
     // A status buffer holds two i64 per runtime check (Kernel::checks). The checks' messages
     // name the node they came from and are not part of the text (kernels of different nodes
     // print alike), so a parsed kernel gets one generic message per check.
@@ -849,6 +882,8 @@ private:
   std::set<std::string> kernelNames_;
   std::map<std::string, int> buffers_;               ///< Parameters and locals by name.
   std::vector<std::pair<std::string, DType>> scope_; ///< Loop variables and locals.
+  /// The names in the parameters' in_place lists: (parameter, name), resolved after the list.
+  std::vector<std::pair<size_t, Token>> inPlaceNames_;
   int depth_ = 0;
 };
 

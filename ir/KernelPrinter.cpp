@@ -5,7 +5,9 @@
 // buffer (two i64 each).
 //
 //   kernel  ::= 'kernel' name '(' buffer,* ')' '{' local* stmt* '}' ['schedule:' step (';' step)*]
+//               ['flops:' number]
 //   buffer  ::= name ':' dtype '[' int ']' role int ['written'] ['per_thread']
+//               ['in_place' '(' name,* ')']
 //   role    ::= 'operand' | 'result' | 'scratch' | 'extent' | 'status'
 //   local   ::= 'local' name ':' dtype '[' int ']'
 //   stmt    ::= 'for' name 'in' '0..' expr [kind ['(' axis ')']] ['independent'] '{' stmt* '}'
@@ -35,6 +37,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "TextSyntax.h"
 
@@ -274,6 +277,12 @@ struct Printer {
       out += fmt::format("{}{}: {}[{}] {} {}{}{}", b ? ", " : "", bufferName(static_cast<int>(b)),
                          dtypeName(d.dtype), d.numElements, roleName(d.role), d.index,
                          d.written ? " written" : "", d.perThread ? " per_thread" : "");
+      if (!d.inPlaceOver.empty()) {
+        std::vector<std::string> over;
+        for (int o : d.inPlaceOver)
+          over.push_back(bufferName(o));
+        out += fmt::format(" in_place({})", fmt::join(over, ", "));
+      }
     }
     out += ") {\n";
     for (size_t l = 0; l < k.locals.size(); ++l)
@@ -283,6 +292,8 @@ struct Printer {
     out += "}\n";
     if (!k.schedule.steps.empty())
       out += "schedule: " + k.schedule.str() + "\n";
+    if (k.flops != 0)
+      out += fmt::format("flops: {}\n", k.flops);
     return out;
   }
 };

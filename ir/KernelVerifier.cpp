@@ -2,6 +2,7 @@
 // before and after the schedule.
 #include "nnc/ir/Kernel.h"
 
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -457,7 +458,21 @@ Error verifyKernel(const Kernel &k) {
         (d.dtype != DType::I64 || d.numElements != 2 * static_cast<int64_t>(k.checks.size())))
       return makeError("kernel {}: status buffer '{}' is {}[{}] for {} checks (i64, 2 each)",
                        k.name, d.name, dtypeName(d.dtype), d.numElements, k.checks.size());
+    // What in_place may name: the result's element i takes operand element i's place.
+    if (!d.inPlaceOver.empty() && (d.role != BufferRole::Result || !d.written))
+      return makeError("kernel {}: buffer '{}' is in place over operands but is not a written "
+                       "result",
+                       k.name, d.name);
+    for (int o : d.inPlaceOver)
+      if (o < 0 || o >= static_cast<int>(k.buffers.size()) ||
+          k.buffers[o].role != BufferRole::Operand || k.buffers[o].numElements != d.numElements)
+        return makeError("kernel {}: result '{}' is in place over '{}', which is not an operand "
+                         "parameter of its {} elements",
+                         k.name, d.name, k.hasBuffer(o) ? k.bufferName(o) : std::to_string(o),
+                         d.numElements);
   }
+  if (k.flops < 0 || !std::isfinite(k.flops))
+    return makeError("kernel {}: its work is {} flops", k.name, k.flops);
   for (const LocalBuffer &l : k.locals)
     if (l.numElements < 1 || l.name.empty())
       return makeError("kernel {}: local buffer '{}' has {} elements", k.name, l.name,

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -19,82 +18,11 @@ namespace nnc {
 
 namespace {
 
-void visitExprs(const kir::Expr &e, const std::function<void(const kir::ExprNode &)> &f) {
-  if (!e)
-    return;
-  f(*e);
-  for (const kir::Expr &a : e->args)
-    visitExprs(a, f);
-}
-
-void visitStmts(const kir::Stmt &s, const std::function<void(const kir::StmtNode &)> &f) {
-  if (!s)
-    return;
-  f(*s);
-  for (const kir::Stmt &b : s->body)
-    visitStmts(b, f);
-}
-
-/// True when the kernel reads every element of the buffers in `from` only in the one store
-/// to `to`, at exactly the index it stores to, and never reads `to`: then `to` may share
-/// storage with `from` (each element is read before the same element is written).
-bool isPointwiseOver(const kir::Kernel &k, const std::vector<int> &from,
-                     const std::vector<int> &to) {
-  auto in = [](const std::vector<int> &v, int b) {
-    return std::find(v.begin(), v.end(), b) != v.end();
-  };
-  int stores = 0, loadsInStore = 0, loadsTotal = 0;
-  bool ok = true;
-  auto countLoads = [&](const kir::Expr &e, int &counter, const std::string *index) {
-    visitExprs(e, [&](const kir::ExprNode &x) {
-      if (x.kind != kir::ExprKind::Load)
-        return;
-      if (in(to, x.buffer))
-        ok = false;
-      if (in(from, x.buffer)) {
-        ++counter;
-        if (index && kir::printExpr(x.args[0]) != *index)
-          ok = false;
-      }
-    });
-  };
-  visitStmts(k.body, [&](const kir::StmtNode &s) {
-    countLoads(s.extent, loadsTotal, nullptr);
-    countLoads(s.index, loadsTotal, nullptr);
-    countLoads(s.value, loadsTotal, nullptr);
-    if (s.kind == kir::StmtKind::Store && in(from, s.buffer))
-      ok = false;
-    if (s.kind == kir::StmtKind::GemmTile) // reads whole rows and columns of its operands
-      ok = false;
-    if (s.kind == kir::StmtKind::VecLoad || s.kind == kir::StmtKind::VecStore ||
-        !k.locals.empty()) // vector lanes and work-group tiles read other elements
-      ok = false;
-    if (s.kind == kir::StmtKind::Store && in(to, s.buffer)) {
-      ++stores;
-      std::string index = kir::printExpr(s.index);
-      countLoads(s.value, loadsInStore, &index);
-    }
-  });
-  return ok && stores == 1 && loadsInStore >= 1 && loadsInStore == loadsTotal;
-}
-
 std::string sanitize(std::string_view s) {
   std::string out;
   for (char c : s)
     out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return out;
-}
-
-/// True when `s` (a statement tree) runs a GEMM microkernel tile.
-bool containsGemmTile(const kir::Stmt &s) {
-  if (!s)
-    return false;
-  if (s->kind == kir::StmtKind::GemmTile)
-    return true;
-  for (const kir::Stmt &b : s->body)
-    if (containsGemmTile(b))
-      return true;
-  return false;
 }
 
 /// One buildLaunchPlan (LaunchPlan.h's steps, each a method): the plan being filled, the slot
@@ -122,6 +50,8 @@ private:
                                std::map<int, int> &scratchRequest,
                                std::map<int, int> &extentRequest);
   void reuseOperandsInPlace(const std::vector<LoweringUnit> &units);
+  void reuseInPlace(const LoweringUnit &unit, int launch, const kir::BufferDecl &result,
+                    const Slot &resultSlot, std::vector<bool> &reusedAlready);
   void countTuningUse();
   Error keepDynamicOutputsLive();
   void placeBuffers();
@@ -146,7 +76,6 @@ private:
   // kernel (or loop body) so kernels may assume their buffers aligned.
   int statusRequest_ = -1;
   int64_t statusBytes_ = 0;
-  double unitFlops_ = 0; // the work of the tunable GEMMs met while lowering the current unit
 };
 
 PlanBuilder::PlanBuilder(const Graph &g, const char *target, const tuning::ConfigSource *tuning,
@@ -157,9 +86,7 @@ PlanBuilder::PlanBuilder(const Graph &g, const char *target, const tuning::Confi
     lowerOpts_.gpu = *gpu;
   lowerOpts_.onTunable = [this](const tuning::Problem &tp, bool tuned) {
     tunedBySignature_[tp.signature] = tuned;
-    unitFlops_ += tp.flops;
   };
-  lowerOpts_.onWork = [this](double flops) { unitFlops_ += flops; };
 }
 
 Expected<Extents> PlanBuilder::staticOf(const Value *v) const {
@@ -475,7 +402,6 @@ Error PlanBuilder::addUnit(const LoweringUnit &unit, size_t position) {
     nodeKernels_.push_back(std::move(launchIdx));
     return Error::success();
   }
-  unitFlops_ = 0;
   NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks, lowerUnit(unit, prefix, lowerOpts_));
   // With NNC_DEBUG=verify (the tests run so), lowering's output must meet the kernel IR's
   // rules (one loop per variable, scopes, types) before a code generator sees it. (Not
@@ -506,12 +432,6 @@ Error PlanBuilder::addUnit(const LoweringUnit &unit, size_t position) {
       source += fmt::format(" (fp32 between Q/DQ: {})", std::get<std::string>(*why));
     sources.push_back(std::move(source));
   }
-  // The GEMM work goes to the kernel that runs the GEMM tiles (the last one when several
-  // do, or none: a unit's packing and im2col kernels come before its GEMM).
-  size_t flopsKernel = ks.empty() ? 0 : ks.size() - 1;
-  for (size_t i = 0; i < ks.size(); ++i)
-    if (containsGemmTile(ks[i].body))
-      flopsKernel = i;
   if (ks.empty()) {
     for (Value *r : n->results()) {
       std::optional<int64_t> count = checkedNumElements(*staticExtents(r->shape()));
@@ -532,7 +452,7 @@ Error PlanBuilder::addUnit(const LoweringUnit &unit, size_t position) {
     }
     launchIdx.push_back(launch);
     p_.kernelSources.push_back(sources);
-    p_.kernelFlops.push_back(launchIdx.size() - 1 == flopsKernel ? unitFlops_ : 0.0);
+    p_.kernelFlops.push_back(k.flops);
     p_.kernels.push_back(std::move(k));
   }
   nodeKernels_.push_back(launchIdx);
@@ -625,42 +545,60 @@ Expected<Slot> PlanBuilder::bindParameter(const LoweringUnit &unit, const kir::K
   return slot;
 }
 
-/// In place: an elementwise node with one kernel may write its result over an operand that
-/// dies there, has the result's extents, and is read only at the index being written.
+/// In place: a kernel may write a result over an operand that lowering declared it in place
+/// over (BufferDecl::inPlaceOver) where the operand's buffer dies at that kernel, the result's
+/// buffer is first written there, and the two have the same extents and bytes. (A loop body's
+/// kernels were planned in the body's own arena.)
 void PlanBuilder::reuseOperandsInPlace(const std::vector<LoweringUnit> &units) {
   std::vector<bool> reusedAlready(requests_.size(), false);
   for (size_t li = 0; li < units.size(); ++li) {
-    const Node *n = units[li].node;
-    if (!units[li].pointwise || nodeKernels_[li].size() != 1 || n->numResults() != 1)
+    if (units[li].node->kind() == OpKind::Scan)
       continue;
-    int launch = nodeKernels_[li][0];
-    const kir::Kernel &k = p_.kernels[launch];
-    auto rit = requestOfValue_.find(n->result());
-    if (rit == requestOfValue_.end())
-      continue;
-    BufferRequest &res = requests_[rit->second];
-    for (size_t oi = 0; oi < units[li].operands.size() && res.reuses < 0; ++oi) {
-      const Value *o = units[li].operands[oi];
-      auto oit = o ? requestOfValue_.find(o) : requestOfValue_.end();
-      if (oit == requestOfValue_.end() || oit->second >= rit->second || reusedAlready[oit->second])
-        continue;
-      const BufferRequest &op = requests_[oit->second];
-      if (op.lastUse != launch || op.bytes != res.bytes || res.firstUse != launch ||
-          *staticExtents(o->shape()) != *staticExtents(n->result()->shape()))
-        continue;
-      std::vector<int> from, to;
-      for (size_t b = 0; b < k.buffers.size(); ++b) {
-        const Slot &s = p_.args[p_.firstArg[launch] + b];
-        if (s.kind == SlotKind::Arena && s.index == oit->second)
-          from.push_back(static_cast<int>(b));
-        if (s.kind == SlotKind::Arena && s.index == rit->second)
-          to.push_back(static_cast<int>(b));
-      }
-      if (!isPointwiseOver(k, from, to))
-        continue;
-      res.reuses = oit->second;
-      reusedAlready[oit->second] = true;
+    for (int launch : nodeKernels_[li]) {
+      const kir::Kernel &k = p_.kernels[launch];
+      for (size_t b = 0; b < k.buffers.size(); ++b)
+        if (!k.buffers[b].inPlaceOver.empty())
+          reuseInPlace(units[li], launch, k.buffers[b], p_.args[p_.firstArg[launch] + b],
+                       reusedAlready);
     }
+  }
+}
+
+/// Result parameter `result` of launch `launch` (a kernel of `unit`), bound to `resultSlot`,
+/// over the first of its inPlaceOver operands that qualifies. Every parameter bound to that
+/// operand's buffer must be one the result is in place over (a value passed twice, or through
+/// a view).
+void PlanBuilder::reuseInPlace(const LoweringUnit &unit, int launch, const kir::BufferDecl &result,
+                               const Slot &resultSlot, std::vector<bool> &reusedAlready) {
+  if (resultSlot.kind != SlotKind::Arena || resultSlot.index < 0)
+    return;
+  const kir::Kernel &k = p_.kernels[launch];
+  const Slot *args = &p_.args[p_.firstArg[launch]];
+  BufferRequest &res = requests_[resultSlot.index];
+  const Extents resultExtents = *staticExtents(unit.node->result(result.index)->shape());
+  for (int o : result.inPlaceOver) {
+    if (res.reuses >= 0)
+      return;
+    if (o < 0 || o >= static_cast<int>(k.buffers.size()) ||
+        k.buffers[o].role != kir::BufferRole::Operand)
+      continue; // not an operand (verifyKernel says so under NNC_DEBUG=verify)
+    const Slot &os = args[o];
+    if (os.kind != SlotKind::Arena || os.index >= resultSlot.index || reusedAlready[os.index])
+      continue;
+    const BufferRequest &op = requests_[os.index];
+    const Value *operand = unit.operands[k.buffers[o].index];
+    if (op.lastUse != launch || op.bytes != res.bytes || res.firstUse != launch ||
+        *staticExtents(operand->shape()) != resultExtents)
+      continue;
+    bool allOver = true;
+    for (size_t b = 0; b < k.buffers.size(); ++b)
+      if (args[b].kind == SlotKind::Arena && args[b].index == os.index)
+        allOver = allOver && std::find(result.inPlaceOver.begin(), result.inPlaceOver.end(),
+                                       static_cast<int>(b)) != result.inPlaceOver.end();
+    if (!allOver)
+      continue;
+    res.reuses = static_cast<int>(os.index);
+    reusedAlready[os.index] = true;
   }
 }
 

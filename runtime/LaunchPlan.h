@@ -22,7 +22,8 @@ struct LaunchPlan : RunPlan {
   /// How many distinct tunable kernels took a tuned config.
   TuningUse tuningUse;
   /// Per kernel: the graph nodes it computes (their names, or op and result where a node has
-  /// none), and its arithmetic work where lowering knows it (matmul and conv GEMMs; else 0).
+  /// none), and its arithmetic work per run where lowering knows it (kir::Kernel::flops, times
+  /// the iterations of a loop body's kernel; else 0).
   std::vector<std::vector<std::string>> kernelSources;
   std::vector<double> kernelFlops;
 };
@@ -36,7 +37,8 @@ struct LaunchPlan : RunPlan {
 ///     A loop node (scan) contributes its body's launch plan, built the same way, as a
 ///     LoopPlan: the body's kernels once in the list, run T times with per-iteration slots.
 ///  3. Liveness of arena buffers over the launch order (first and last kernel that touches
-///     them); an elementwise kernel may write its result over an operand that dies there.
+///     them); a kernel may write a result over an operand that dies there where lowering says
+///     it may (kir::BufferDecl::inPlaceOver).
 ///  4. planBuffers() gives the offsets; arena slots hold them from then on.
 /// Tunable kernels take their configs from `tuning` (null: heuristic defaults); CPU kernels
 /// are lowered for `cpu`, OpenCL kernels for `gpu` (set exactly when the plan is OpenCL's).

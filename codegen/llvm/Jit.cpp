@@ -455,13 +455,16 @@ private:
 // ---- Parts -----------------------------------------------------------------------------------
 
 /// What makes two kernels the same code: their text without the kernel's and the buffers'
-/// names and the buffers' slot indices (which only say where the runtime finds the data).
+/// names, the buffers' slot indices (which only say where the runtime finds the data) and what
+/// only the launch plan and a profile read (in-place results, the work).
 std::string dedupKey(const kir::Kernel &k) {
   kir::Kernel anon = k;
   anon.name = "_";
+  anon.flops = 0;
   for (kir::BufferDecl &b : anon.buffers) {
     b.name.clear();
     b.index = 0;
+    b.inPlaceOver.clear();
   }
   return anon.signature();
 }

@@ -162,8 +162,9 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
   bool blocked =
       !pointwise && !gpu && t == DType::F32 && (pays || (algo && std::string(algo) == "blocked"));
   tuning::Config cfg;
+  tuning::Problem problem = gemmProblem(t, N * group, mg, R, P, layout, blocked);
   if (!gpu) {
-    cfg = tuning::chooseConfig(gemmProblem(t, N * group, mg, R, P, layout, blocked), opts);
+    cfg = tuning::chooseConfig(problem, opts);
     blocked = blocked && cfg.count("mk") && cfg.at("mk") == 1;
   }
   // The producer reads the input with its padding made explicit (none to add: in place).
@@ -252,6 +253,7 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
     };
   Stmt body = gemmNest(kb, go, mg, R, P, cfg, outer.loops, sched);
   kernels.push_back(kb.finish(body, sched));
+  kernels.back().flops = problem.flops;
   return kernels;
 }
 

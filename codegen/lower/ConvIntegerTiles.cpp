@@ -380,7 +380,9 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     epHoisted.insert(epHoisted.end(), all.begin(), all.end());
     all = std::move(epHoisted);
   }
-  return Kernels{kb.finish(kir::block(all), sched)};
+  kir::Kernel k = kb.finish(kir::block(all), sched);
+  k.flops = prob.flops;
+  return Kernels{std::move(k)};
 }
 
 Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string &prefix) {

@@ -101,10 +101,12 @@ Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
           ndrangeGemm(ka, go, t, N * group, R, cg, I, outer.loops, layout, opts));
     } else {
       go.packScratch = 2;
-      tuning::Config cfg = tuning::chooseConfig(gemmProblem(t, N * group, R, cg, I, layout), opts);
+      tuning::Problem p = gemmProblem(t, N * group, R, cg, I, layout);
+      tuning::Config cfg = tuning::chooseConfig(p, opts);
       kir::Schedule sched;
       Stmt body = gemmNest(ka, go, R, cg, I, cfg, outer.loops, sched);
       kernels.push_back(ka.finish(body, sched));
+      kernels.back().flops = p.flops;
     }
   }
   if (opts && opts->gpu) {

@@ -49,7 +49,8 @@ kir::Expr dequantizeExpr(const Node &n, const std::vector<kir::Expr> &a) {
 
 /// One kernel: out0[i] = f(in0[bcast(i)], in1[bcast(i)], ...) over the result's extents.
 /// With `valueTypes`, the buffers and loads have the values' own dtypes (storage-only ones
-/// included: a byte per element, as the executable binds them) rather than movedType.
+/// included: a byte per element, as the executable binds them) rather than movedType. The
+/// result is in place over the operands that are not broadcast (read at i only).
 Expected<std::vector<kir::Kernel>>
 mapKernel(const Node &node, const std::string &prefix,
           const std::function<kir::Expr(const std::vector<kir::Expr> &)> &f,
@@ -78,6 +79,9 @@ mapKernel(const Node &node, const std::string &prefix,
       },
       &loops);
   kir::Kernel k = b.finish(body, defaultSchedule(loops, c.out));
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (c.in[i] == c.out)
+      k.buffers[ob].inPlaceOver.push_back(bufs[i]);
   if (valueTypes) {
     for (size_t i = 0; i < ins.size(); ++i)
       k.buffers[bufs[i]].dtype = node.operand(i)->dtype();

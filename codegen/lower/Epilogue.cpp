@@ -189,6 +189,13 @@ Expr Epilogue::compose(const std::string &prefix, const std::function<Expr(size_
   return v;
 }
 
+bool Epilogue::readsOnlyAtElement(size_t k) const {
+  if (leafSlot_[k] < 0)
+    return false;
+  const Extents &le = space_.in[leafSlot_[k]];
+  return le == space_.out && numElementsOf(le) != 1; // one element: read once (leafValue)
+}
+
 Expr Epilogue::leafValue(size_t k, const std::string &local, Inputs &in,
                          std::vector<Stmt> &hoisted,
                          const std::function<Expr(const Extents &)> &indexOf) const {

@@ -52,6 +52,9 @@ public:
   const Collapsed &space() const { return space_; }
   /// The position of group input k in space().in (-1: no member reads it).
   int slotOf(size_t k) const { return leafSlot_[k]; }
+  /// True when a composition reads group input k only at the element it computes (the input
+  /// has the value's extents, so leafValue loads it at that element's own index).
+  bool readsOnlyAtElement(size_t k) const;
   /// The dtype (movedType) of the group's result and its element count.
   DType resultType() const;
   int64_t numElements() const;

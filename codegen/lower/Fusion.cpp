@@ -64,6 +64,9 @@ Expected<std::vector<kir::Kernel>> lowerPointwiseGroup(const LoweringUnit &u, Ep
   int ob = static_cast<int>(k.buffers.size());
   k.buffers.push_back({"out0", lower::movedType(res->dtype()), count, kir::BufferRole::Result, 0,
                        /*written=*/true});
+  for (size_t i = 0; i < u.operands.size(); ++i)
+    if (ep.readsOnlyAtElement(i))
+      k.buffers[ob].inPlaceOver.push_back(bufOf[i]);
   const Extents &ext = ep.space().out;
   std::vector<std::string> loops;
   std::vector<Expr> idx;
@@ -269,8 +272,6 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, Ep
                      extentsStr(qe), extentsStr(ke), extentsStr(ve));
   if (B * S * E == 0)
     return std::vector<kir::Kernel>{};
-  if (opts.onWork)
-    opts.onWork(2.0 * double(B) * double(S) * double(T) * double(D + E));
   // Accumulators as the matmul lowering's (f32 for f32).
   DType acc1 = lower::nnl::accType(t, /*wide=*/false), acc2 = acc1;
   lower::KernelBuilder kb(mm2, prefix);
@@ -425,7 +426,10 @@ Expected<std::vector<kir::Kernel>> lowerAttentionGroup(const LoweringUnit &u, Ep
   Stmt body = kir::forLoop("b", i64(B), kir::block(perBatch));
   if (B >= 2 && B * S * T * (D + E) >= 65536)
     sched.steps.push_back({kir::ScheduleStep::Parallel, "b", 0, {}});
-  return std::vector<kir::Kernel>{kb.finish(body, sched)};
+  kir::Kernel k = kb.finish(body, sched);
+  // The two GEMMs' work (they are no tunable problems of their own).
+  k.flops = 2.0 * double(B) * double(S) * double(T) * double(D + E);
+  return std::vector<kir::Kernel>{std::move(k)};
 }
 
 } // namespace
@@ -446,7 +450,6 @@ Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g) {
     u.node = n;
     if (it == groupOf.end()) {
       u.operands = n->operands();
-      u.pointwise = n->info().elementwise;
     } else {
       const FusionGroup &fg = *it->second;
       if (fg.root != n)
@@ -455,8 +458,6 @@ Expected<std::vector<LoweringUnit>> loweringUnits(const Graph &g) {
       u.members.assign(fg.members.begin(), fg.members.end());
       u.anchor = fg.anchor;
       u.softmax = fg.softmax;
-      // A view reads its operands at other indices than it writes.
-      u.pointwise = fg.anchor == nullptr && !fg.hasViews;
     }
     units.push_back(std::move(u));
   }

@@ -254,7 +254,8 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
   NNC_ASSIGN_OR_RETURN(IntMatMul f, analyze(node));
   if (numElementsOf(extentsOf(node.result(0))) == 0 || f.k == 0)
     return lowerMatMulIntegerLoops(node, prefix);
-  tuning::Config cfg = tuning::chooseConfig(igemmProblem(node, f), opts);
+  tuning::Problem problem = igemmProblem(node, f);
+  tuning::Config cfg = tuning::chooseConfig(problem, opts);
   const int64_t m = f.m, k = f.k, n = f.n;
   const int64_t kp = (k + 3) / 4 * 4, groups = kp / 4;
   const int64_t mr = std::min(knob(cfg, "mr", 4), m);
@@ -493,7 +494,9 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
   if (!bMoves)
     all.insert(all.end(), packB.begin(), packB.end());
   all.push_back(body);
-  return Kernels{kb.finish(kir::block(all), sched)};
+  kir::Kernel kernel = kb.finish(kir::block(all), sched);
+  kernel.flops = problem.flops;
+  return Kernels{std::move(kernel)};
 }
 
 void registerIntGemmLowerer(LowererTable &t) {

@@ -833,7 +833,9 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     epHoisted.push_back(kernelBody);
     kernelBody = kir::block(epHoisted);
   }
-  return Kernels{kb.finish(kernelBody, parallelOuter(outer, work))};
+  kir::Kernel k = kb.finish(kernelBody, parallelOuter(outer, work));
+  k.flops = prob.flops;
+  return Kernels{std::move(k)};
 }
 
 const tuning::Space &convNchwcCpuSpace() {

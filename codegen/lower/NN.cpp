@@ -43,12 +43,13 @@ kir::Kernel ndrangeGemmKernel(KernelBuilder &kb, const GemmOperands &go, DType t
                               int64_t m, int64_t k, int64_t n,
                               const std::vector<std::pair<std::string, Expr>> &batchLoops,
                               const std::string &layout, const tuning::LowerOptions *opts) {
-  GpuGemmTile tile =
-      gpuGemmTileOf(tuning::chooseConfig(gpuGemmProblem(t, batch, m, k, n, layout), opts));
+  tuning::Problem p = gpuGemmProblem(t, batch, m, k, n, layout);
+  GpuGemmTile tile = gpuGemmTileOf(tuning::chooseConfig(p, opts));
   std::vector<kir::LocalBuffer> locals;
   Stmt body = gpuGemmNest(kb, go, batch, m, k, n, batchLoops, tile, locals);
   kir::Kernel kernel = kb.finish(body, {});
   kernel.locals = std::move(locals);
+  kernel.flops = p.flops;
   return kernel;
 }
 
@@ -203,15 +204,15 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
                   extentsStr(sb),
                   packedNr > 0 ? fmt::format(" {}packed{}", bf16 ? "bf16" : "", packedNr) : "");
   kir::Schedule sched;
-  if (path == MatMulPath::Skinny && gemvEligible(kb, g, m, k, tuning::cpuOf(opts))) {
-    tuning::Config cfg =
-        tuning::chooseConfig(gemvProblem(t, batchCount, m, k, n, layout), opts);
-    Stmt body = gemvNest(kb, g, m, k, n, cfg, outer.loops, sched);
-    return Kernels{kb.finish(body, sched)};
-  }
-  tuning::Config cfg = tuning::chooseConfig(gemmProblem(t, batchCount, m, k, n, layout), opts);
-  Stmt body = gemmNest(kb, g, m, k, n, cfg, outer.loops, sched);
-  return Kernels{kb.finish(body, sched)};
+  bool skinny = path == MatMulPath::Skinny && gemvEligible(kb, g, m, k, tuning::cpuOf(opts));
+  tuning::Problem p = skinny ? gemvProblem(t, batchCount, m, k, n, layout)
+                             : gemmProblem(t, batchCount, m, k, n, layout);
+  tuning::Config cfg = tuning::chooseConfig(p, opts);
+  Stmt body = skinny ? gemvNest(kb, g, m, k, n, cfg, outer.loops, sched)
+                     : gemmNest(kb, g, m, k, n, cfg, outer.loops, sched);
+  kir::Kernel kernel = kb.finish(body, sched);
+  kernel.flops = p.flops;
+  return Kernels{std::move(kernel)};
 }
 
 // ---- einsum ------------------------------------------------------------------------------------

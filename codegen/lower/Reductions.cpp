@@ -253,7 +253,8 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
   //     barrier, in which item t < h combines partial[t] with partial[t + h];
   //  3. item 0 finalizes partial[0] into the output.
   if (int64_t G = gpu && !isBool ? workGroupTreeSize(groups, count, *gpu) : 0) {
-    G = tuning::chooseConfig(reduceOpenCLProblem(acc, outN, count), opts).at("wg");
+    tuning::Problem problem = reduceOpenCLProblem(acc, outN, count);
+    G = tuning::chooseConfig(problem, opts).at("wg");
     std::string row = kb.freshName("row"), tn = kb.freshName("t"), it = kb.freshName("i");
     Expr rowV = kir::var(row), tV = kir::var(tn);
     Expr oIdx = i64(0), iBase = i64(0);
@@ -293,6 +294,7 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
     nest = kir::forLoop(row, i64(outN), nest, kir::LoopKind::GpuBlock);
     kir::Kernel k = kb.finish(nest, {});
     k.locals.push_back({kb.freshName("partial"), acc, G});
+    k.flops = problem.flops;
     return Kernels{std::move(k)};
   }
 

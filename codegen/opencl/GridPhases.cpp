@@ -121,6 +121,10 @@ std::vector<kir::Kernel> splitGridPhases(std::vector<kir::Kernel> kernels) {
           kir::Kernel p = k;
           if (i > 0)
             p.name = k.name + "_p" + std::to_string(i);
+          // The work stays with the last phase: those before it prepare its operands (pack
+          // panels, copy windows), as a template's kernels before its GEMM do.
+          if (i + 1 < bodies.size())
+            p.flops = 0;
           std::set<std::string> loops;
           loopNames(bodies[i].back(), loops);
           p.schedule = stepsFor(k.schedule, loops);

@@ -55,9 +55,6 @@ struct LoweringUnit {
   std::vector<const Node *> members; ///< A group's members (graph order); empty for a node.
   const Node *anchor = nullptr;      ///< A group's matmul/conv, or null.
   const Node *softmax = nullptr;     ///< An attention group's softmax, or null.
-  /// The unit's kernels read operands only at the index they write (an elementwise node or
-  /// a group without an anchor): the executable may then reuse an operand's storage.
-  bool pointwise = false;
 };
 
 /// The units of `g` in execution order (constants excluded): fusion groups of several

@@ -112,10 +112,6 @@ struct LowerOptions {
   std::function<void(const Problem &p, const Config &c)> onConfig;
   /// Called once per template choice (after the template's kernels are made).
   std::function<void(const TemplateChoice &c)> onTemplate;
-  /// Called with the floating-point work (flops) of GEMMs that lowering builds into a kernel
-  /// without a tunable problem of their own (the attention group's two), so a profile can
-  /// rate the kernel as the GEMMs reported through onTunable are.
-  std::function<void(double flops)> onWork;
   /// The CPU the kernels are generated for (an OpenCL target's too: its registry also holds
   /// CPU templates, and some graph-level choices read the CPU's caches).
   CpuTarget cpu;

@@ -346,6 +346,12 @@ struct BufferDecl {
   /// runtime's nnc_workspace, at the start of each chunk) instead of this parameter, and the
   /// launch plan for the CPU reserves no arena space for it.
   bool perThread = false;
+  /// A result: the operand parameters the kernel reads only at the element it stores to this
+  /// result, in the iteration that stores it and before it does (and it never reads this
+  /// result), so the result may be written over one of them where that operand's value is
+  /// not read after the kernel. Lowering states it (an elementwise loop nest knows which
+  /// operands it loads at the index it stores); the launch plan reuses buffers by it.
+  std::vector<int> inPlaceOver = {};
 };
 
 /// A buffer in an OpenCL work-group's local memory, shared by its work-items and declared by
@@ -378,6 +384,11 @@ struct Kernel {
   std::vector<RuntimeCheck> checks;
   Stmt body;                       ///< The algorithm (canonical loop nest).
   Schedule schedule;               ///< Applied by applySchedule().
+  /// The arithmetic work of one launch, where lowering knows it: the GEMMs (2 per
+  /// multiply-add) or the work-group reduction of the tunable problem the kernel runs, or the
+  /// attention group's two GEMMs; 0 elsewhere. A profile rates the kernel by it; code
+  /// generation ignores it.
+  double flops = 0;
   /// A key for caches and the tuner: the kernel's text without names.
   std::string signature() const;
   /// Buffer b's dtype, element count and name, for a parameter or a local buffer; b must
