@@ -11,14 +11,16 @@
 //  2. With an anchor (matmul, conv): the group's lower::Epilogue E (Epilogue.h) is built once
 //     and handed to the anchor's template. A template whose kernel stores each result element
 //     once, with its final value, at the element's flat index I (the blocked conv, Winograd's
-//     output transform, the OpenCL GEMM's work-items) writes `t = v; out[I] = E(t, leaves at
-//     I)` there itself, the leaves' indices derived from I. After any other template (its
-//     stores are not final: it accumulates onto stored values) E runs as one pass over the
-//     finished result: a loop at the end of the kernel on the CPU, a kernel of its own on an
-//     OpenCL device; when E changes the dtype, the anchor accumulates in a scratch buffer
-//     instead. A matmul anchor whose result keeps its dtype applies E in place inside its GEMM,
-//     per cache block (lowerMatMulFinished, the group template epilogue.gemm_finish), so the
-//     result is not read back from memory in a second pass.
+//     output transform, the row conv, the OpenCL GEMM's work-items) writes `t = v; out[I] =
+//     E(t, leaves at I)` there itself, the leaves' indices derived from I; one that
+//     accumulates onto its result (the CPU GEMM, the direct convs, col2im) finishes each
+//     element in place once it is complete (Epilogue::inPlace). After a template that does
+//     neither (the OpenCL GEMM's GemmTile path, a template without takesEpilogue) E runs as
+//     one pass over the finished result: a loop at the end of the kernel on the CPU, a kernel
+//     of its own on an OpenCL device; when E changes the dtype, the anchor accumulates in a
+//     scratch buffer instead. A matmul anchor whose result keeps its dtype is the group
+//     template epilogue.gemm_finish (lowerMatMulFinished), its GEMM finishing per cache
+//     block.
 #include <algorithm>
 #include <deque>
 #include <functional>
@@ -39,8 +41,6 @@ namespace {
 
 using kir::Expr;
 using kir::Stmt;
-
-Expr i64c(int64_t v) { return kir::intImm(v); }
 
 using lower::Epilogue;
 using lower::LoopExtents;
@@ -102,32 +102,11 @@ Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &
                                                             const tuning::LowerOptions &opts,
                                                             lower::MatMulPath path) {
   const Node &anchor = *u.anchor;
-  DType t = lower::movedType(anchor.result()->dtype());
   int64_t count = ep.numElements();
   int64_t cols = std::max<int64_t>(lower::extentsOf(anchor.result()).back(), 1);
   int64_t rows = count / cols;
   auto makeFinish = [&](lower::KernelBuilder &kb) -> lower::ElementFinish {
-    auto in = std::make_shared<Epilogue::Inputs>(ep.inputsOf(kb));
-    return [&, in, kbp = &kb](Expr row, Expr col, std::vector<Stmt> &hoisted) -> Stmt {
-      lower::KernelBuilder &kb = *kbp;
-      std::string p = ep.freshPrefix();
-      std::vector<Stmt> stmts{kir::decl(p + "r", DType::I64, row),
-                              kir::decl(p + "c", DType::I64, col)};
-      LoopExtents env{{p + "r", rows}, {p + "c", cols}};
-      Expr at = kir::add(kir::mul(kir::var(p + "r"), i64c(cols)), kir::var(p + "c"));
-      int rb = kb.result(0);
-      stmts.push_back(kir::decl(p + "a", t, kb.load(rb, at)));
-      in->scalars.clear(); // `hoisted` belongs to this call's place in the GEMM
-      Expr value = ep.compose(
-          p,
-          [&](size_t i) {
-            return ep.leafValue(i, p + "s" + std::to_string(i), *in, hoisted,
-                                [&](const Extents &le) { return ep.leafIndexAt(at, le, env); });
-          },
-          kir::var(p + "a", t), stmts);
-      stmts.push_back(kb.store(rb, at, value));
-      return kir::block(stmts);
-    };
+    return ep.inPlace(kb, rows, cols);
   };
   NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks,
                        lower::lowerMatMulFinished(anchor, prefix, &opts, makeFinish, path));
@@ -137,8 +116,8 @@ Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &
 }
 
 /// 2b. A group with an anchor: the anchor's kernels, from the anchor's template. A template
-/// that takes the epilogue (KernelTemplate::takesEpilogue) applies it where it stores a final
-/// element of the result. Otherwise (its stores are not final, a generic lowerer, or the
+/// that takes the epilogue (KernelTemplate::takesEpilogue) applies it where it writes a final
+/// element of the result. Otherwise (a kernel with no such place, a generic lowerer, or the
 /// members change the anchor's dtype) the epilogue runs as one pass over the finished result:
 /// in the result buffer itself when the types agree, else from a scratch accumulator. On the
 /// CPU the pass ends the kernel that writes the result (a CPU kernel runs its statements in
