@@ -1,7 +1,9 @@
-// Conv and conv_transpose as direct loops (their generic lowering) and the row-vectorized
-// direct conv, with what every conv lowering shares (ConvLowering.h): the geometry, the checked
-// operands and the explicitly padded input. The im2col GEMM is ConvIm2col.cpp, conv_transpose's
-// GEMM ConvTranspose.cpp. Semantics follow runtime/interp/Conv.cpp.
+// Conv and conv_transpose as direct loops (the templates conv.direct and conv_transpose.direct,
+// and their generic lowering) and the row-vectorized direct conv, with what every conv lowering
+// shares (ConvLowering.h): the geometry, the checked operands, the explicitly padded input and
+// where a fused epilogue runs in a kernel that accumulates onto its result. The im2col GEMM is
+// ConvIm2col.cpp, conv_transpose's GEMM ConvTranspose.cpp. Semantics follow
+// runtime/interp/Conv.cpp.
 #include <algorithm>
 #include <cstdlib>
 #include <optional>

@@ -14,13 +14,13 @@
 //     output transform, the row conv, the OpenCL GEMM's work-items) writes `t = v; out[I] =
 //     E(t, leaves at I)` there itself, the leaves' indices derived from I; one that
 //     accumulates onto its result (the CPU GEMM, the direct convs, col2im) finishes each
-//     element in place once it is complete (Epilogue::inPlace). After a template that does
-//     neither (the OpenCL GEMM's GemmTile path, a template without takesEpilogue) E runs as
-//     one pass over the finished result: a loop at the end of the kernel on the CPU, a kernel
-//     of its own on an OpenCL device; when E changes the dtype, the anchor accumulates in a
-//     scratch buffer instead. A matmul anchor whose result keeps its dtype is the group
-//     template epilogue.gemm_finish (lowerMatMulFinished), its GEMM finishing per cache
-//     block.
+//     element in place once it is complete (Epilogue::inPlace). After any other template (no
+//     such place: the OpenCL GEMM's GemmTile path) E runs as one pass over the
+//     finished result: a loop at the end of the kernel on the CPU, a kernel of its own on an
+//     OpenCL device; when E changes the dtype, the anchor accumulates in a scratch buffer
+//     instead. A matmul anchor whose result keeps its dtype applies E in place inside its GEMM,
+//     per cache block (lowerMatMulFinished, the group template epilogue.gemm_finish), so the
+//     result is not read back from memory in a second pass.
 #include <algorithm>
 #include <deque>
 #include <functional>
@@ -116,8 +116,8 @@ Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &
 }
 
 /// 2b. A group with an anchor: the anchor's kernels, from the anchor's template. A template
-/// that takes the epilogue (KernelTemplate::takesEpilogue) applies it where it writes a final
-/// element of the result. Otherwise (a kernel with no such place, a generic lowerer, or the
+/// that takes the epilogue (KernelTemplate::takesEpilogue) applies it where it stores a final
+/// element of the result. Otherwise (its stores are not final, a generic lowerer, or the
 /// members change the anchor's dtype) the epilogue runs as one pass over the finished result:
 /// in the result buffer itself when the types agree, else from a scratch accumulator. On the
 /// CPU the pass ends the kernel that writes the result (a CPU kernel runs its statements in
