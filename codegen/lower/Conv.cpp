@@ -6,6 +6,7 @@
 // runtime/interp/Conv.cpp.
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "ConvLowering.h"
 #include "Templates.h"
@@ -231,9 +232,11 @@ bool rowConvApplies(const ConvGeometry &geo, int64_t cg, DType t) {
 /// row oh, the row in vectors of 16 columns (the last one shifted back to end at the row's
 /// end, recomputing a few columns) with one accumulator per channel of the block: each tap
 /// loads 16 consecutive padded inputs and multiplies them by the tap's weight. A fused
-/// epilogue `ep` then finishes the block's output rows in place, while they are in L1 (applied
-/// to the accumulators before their stores instead, it slowed the loop of FMAs that bounds
-/// the kernel).
+/// epilogue `ep` runs on the block's accumulators before their stores (the recomputed columns
+/// of a row's last vector store the same final values again). (Finishing each block's rows
+/// in place after their stores instead kept the epilogue out of the loop of FMAs, but a row
+/// that is not whole vectors then finishes its last columns one by one: LeNet's 28-wide rows
+/// ran slower than with the epilogue at the stores.)
 Kernels lowerConvRows(const Node &node, const std::string &prefix, const ConvGeometry &geo,
                       int64_t N, int64_t C, int64_t M, int64_t cg, int64_t mg, DType t,
                       bool hasBias, Epilogue *ep) {
@@ -254,6 +257,11 @@ Kernels lowerConvRows(const Node &node, const std::string &prefix, const ConvGeo
   KernelBuilder kb(node, prefix);
   int pb = kb.scratch(0, t, N * C * HP * WP), wb = kb.operand(1),
       bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
+  // The epilogue's scalar inputs are read once, before the kernel's loops.
+  std::optional<Epilogue::Inputs> epIn;
+  std::vector<Stmt> epHoisted;
+  if (ep)
+    epIn = ep->inputsOf(kb);
   Nest outer;
   Expr q = outer.add(kb, N * blocks * OH, "q");
   Expr n = kir::div(q, i64(blocks * OH)), blk = kir::mod(kir::div(q, i64(OH)), i64(blocks)),
@@ -296,27 +304,24 @@ Kernels lowerConvRows(const Node &node, const std::string &prefix, const ConvGeo
               aN[j], kir::add(kir::var(aN[j], acc), kir::mul(kir::var(xN, acc), weight(j, tap)))));
       }
   for (int64_t j = 0; j < mt; ++j) {
-    Expr at = kir::add(
-        kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), kir::add(m0, i64(j))), i64(OH)),
-                          oh),
-                 i64(OW)),
-        ow);
-    st.push_back(kb.store(ob, at, kir::cast(kir::var(aN[j], acc), t)));
+    Expr plane = kir::add(kir::mul(n, i64(M)), kir::add(m0, i64(j)));
+    Expr at = kir::add(kir::mul(kir::add(kir::mul(plane, i64(OH)), oh), i64(OW)), ow);
+    Expr value = kir::cast(kir::var(aN[j], acc), t);
+    if (ep)
+      value = ep->applyAt(plane, kir::add(kir::mul(oh, i64(OW)), ow), N * M, OH * OW, value,
+                          *epIn, st, epHoisted);
+    st.push_back(kb.store(ob, at, value));
   }
   row.push_back(kir::forLoop(vN, i64(vectors), kir::forLoop(lN, i64(16), kir::block(st))));
   kir::Schedule sched = parallelOuter(outer, N * M * OH * OW * taps);
   sched.steps.push_back({kir::ScheduleStep::Vectorize, lN, 0, {}});
+  Stmt body = outer.wrap(kir::block(row));
   if (ep) {
-    // The block's rows are complete (the last vector rewrote a few columns): finish them in
-    // place while they are in L1, each element once.
-    std::string jv = kb.freshName("fj");
-    Expr rowOf = kir::add(
-        kir::mul(kir::add(kir::mul(n, i64(M)), kir::add(m0, kir::var(jv))), i64(OH)), oh);
-    row.push_back(kir::forLoop(
-        jv, i64(mt), finishRow(kb, ep->inPlace(kb, N * M * OH, OW), rowOf, OW, sched)));
     ep->markApplied();
+    epHoisted.push_back(body);
+    body = kir::block(epHoisted);
   }
-  kernels.push_back(kb.finish(outer.wrap(kir::block(row)), sched));
+  kernels.push_back(kb.finish(body, sched));
   return kernels;
 }
 

@@ -11,11 +11,11 @@
 //  2. With an anchor (matmul, conv): the group's lower::Epilogue E (Epilogue.h) is built once
 //     and handed to the anchor's template. A template whose kernel stores each result element
 //     once, with its final value, at the element's flat index I (the blocked conv, Winograd's
-//     output transform, the OpenCL GEMM's work-items) writes `t = v; out[I] = E(t, leaves at
-//     I)` there itself, the leaves' indices derived from I; one that accumulates onto its
-//     result, or keeps E out of its inner loop (the CPU GEMM, the row and direct convs,
-//     col2im), finishes each element in place once it is complete (Epilogue::inPlace). After
-//     any other template (the OpenCL GEMM's GemmTile path) E runs as one pass over the
+//     output transform, the row conv, the OpenCL GEMM's work-items) writes `t = v; out[I] =
+//     E(t, leaves at I)` there itself, the leaves' indices derived from I; one that
+//     accumulates onto its result (the CPU GEMM, the direct convs, col2im) finishes each
+//     element in place once it is complete (Epilogue::inPlace). After any other template (no
+//     such place: the OpenCL GEMM's GemmTile path) E runs as one pass over the
 //     finished result: a loop at the end of the kernel on the CPU, a kernel of its own on an
 //     OpenCL device; when E changes the dtype, the anchor accumulates in a scratch buffer
 //     instead. A matmul anchor whose result keeps its dtype applies E in place inside its GEMM,
