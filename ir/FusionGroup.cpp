@@ -79,7 +79,8 @@ std::vector<size_t> viewDataOperands(const Node &n) {
 
 bool isEpilogueAnchor(const Node &n) {
   return (n.kind() == OpKind::MatMul || n.kind() == OpKind::MatMulInteger ||
-          n.kind() == OpKind::Conv || n.kind() == OpKind::ConvNCHWc ||
+          n.kind() == OpKind::Conv || n.kind() == OpKind::ConvTranspose ||
+          n.kind() == OpKind::ConvNCHWc ||
           n.kind() == OpKind::ConvInteger || n.kind() == OpKind::WinogradOutput) &&
          n.numResults() == 1;
 }

@@ -24,7 +24,8 @@
 // An anchor never joins a group of views (fuse-views keeps anchored groups as they are and
 // takes no matmul or conv): its template keeps its kernel, and views, slices and concats of
 // its result form a group of their own.
-// Code generation (codegen/lower/Fusion.cpp) rewrites the stores of a's result.
+// Code generation (codegen/lower/Fusion.cpp) hands the group's epilogue to a's template, which
+// applies it where it writes a final element of a's result.
 #include <algorithm>
 #include <map>
 #include <optional>

@@ -1,9 +1,12 @@
-// Conv and conv_transpose as direct loops (their generic lowering) and the row-vectorized
-// direct conv, with what every conv lowering shares (ConvLowering.h): the geometry, the checked
-// operands and the explicitly padded input. The im2col GEMM is ConvIm2col.cpp, conv_transpose's
-// GEMM ConvTranspose.cpp. Semantics follow runtime/interp/Conv.cpp.
+// Conv and conv_transpose as direct loops (the templates conv.direct and conv_transpose.direct,
+// and their generic lowering) and the row-vectorized direct conv, with what every conv lowering
+// shares (ConvLowering.h): the geometry, the checked operands, the explicitly padded input and
+// where a fused epilogue runs in a kernel that accumulates onto its result. The im2col GEMM is
+// ConvIm2col.cpp, conv_transpose's GEMM ConvTranspose.cpp. Semantics follow
+// runtime/interp/Conv.cpp.
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "ConvLowering.h"
 #include "Templates.h"
@@ -179,6 +182,34 @@ kir::Kernel nnl::padInputKernel(const Node &node, const std::string &prefix,
   return kb.finish(kir::block(stmts), sched);
 }
 
+Stmt nnl::finishRow(KernelBuilder &kb, const Epilogue::InPlace &finish, const Expr &row,
+                    int64_t cols, kir::Schedule &sched) {
+  std::string c = kb.freshName("fc");
+  std::vector<Stmt> stmts;
+  Stmt elem = finish(row, kir::var(c), stmts);
+  stmts.push_back(kir::forLoop(c, i64(cols), elem));
+  if (cols >= 4)
+    sched.steps.push_back({kir::ScheduleStep::Vectorize, c, 0, {}});
+  return kir::block(stmts);
+}
+
+Stmt nnl::castResult(KernelBuilder &kb, int accb, int ob, DType t, int64_t rows, int64_t cols,
+                     Epilogue *ep) {
+  Nest fin;
+  if (!ep) {
+    Expr f = fin.add(kb, rows * cols, "f");
+    return fin.wrap(kb.store(ob, f, kir::cast(kb.load(accb, f), t)));
+  }
+  Expr r = fin.add(kb, rows, "fr"), c = fin.add(kb, cols, "fc");
+  Expr f = kir::add(kir::mul(r, i64(cols)), c);
+  Epilogue::Inputs in = ep->inputsOf(kb);
+  std::vector<Stmt> stmts, hoisted;
+  Expr value = ep->applyAt(r, c, rows, cols, kir::cast(kb.load(accb, f), t), in, stmts, hoisted);
+  stmts.push_back(kb.store(ob, f, value));
+  hoisted.push_back(fin.wrap(kir::block(stmts)));
+  return kir::block(hoisted);
+}
+
 namespace {
 
 /// Convs with few taps per output (cg * KH * KW <= kRowConvTaps: the first layer of a small
@@ -200,10 +231,15 @@ bool rowConvApplies(const ConvGeometry &geo, int64_t cg, DType t) {
 /// The second runs, for each image n, block of up to 8 output channels of a group and output
 /// row oh, the row in vectors of 16 columns (the last one shifted back to end at the row's
 /// end, recomputing a few columns) with one accumulator per channel of the block: each tap
-/// loads 16 consecutive padded inputs and multiplies them by the tap's weight.
+/// loads 16 consecutive padded inputs and multiplies them by the tap's weight. A fused
+/// epilogue `ep` runs on the block's accumulators before their stores (the recomputed columns
+/// of a row's last vector store the same final values again). (Finishing each block's rows
+/// in place after their stores instead kept the epilogue out of the loop of FMAs, but a row
+/// that is not whole vectors then finishes its last columns one by one: LeNet's 28-wide rows
+/// ran slower than with the epilogue at the stores.)
 Kernels lowerConvRows(const Node &node, const std::string &prefix, const ConvGeometry &geo,
                       int64_t N, int64_t C, int64_t M, int64_t cg, int64_t mg, DType t,
-                      bool hasBias) {
+                      bool hasBias, Epilogue *ep) {
   const WindowAxis &ah = geo.axes[0], &aw = geo.axes[1];
   int64_t OH = ah.out, OW = aw.out, KH = ah.kernel, KW = aw.kernel;
   // The padded input: every tap of every output inside it.
@@ -221,6 +257,11 @@ Kernels lowerConvRows(const Node &node, const std::string &prefix, const ConvGeo
   KernelBuilder kb(node, prefix);
   int pb = kb.scratch(0, t, N * C * HP * WP), wb = kb.operand(1),
       bb = hasBias ? kb.operand(2) : -1, ob = kb.result(0);
+  // The epilogue's scalar inputs are read once, before the kernel's loops.
+  std::optional<Epilogue::Inputs> epIn;
+  std::vector<Stmt> epHoisted;
+  if (ep)
+    epIn = ep->inputsOf(kb);
   Nest outer;
   Expr q = outer.add(kb, N * blocks * OH, "q");
   Expr n = kir::div(q, i64(blocks * OH)), blk = kir::mod(kir::div(q, i64(OH)), i64(blocks)),
@@ -263,23 +304,34 @@ Kernels lowerConvRows(const Node &node, const std::string &prefix, const ConvGeo
               aN[j], kir::add(kir::var(aN[j], acc), kir::mul(kir::var(xN, acc), weight(j, tap)))));
       }
   for (int64_t j = 0; j < mt; ++j) {
-    Expr at = kir::add(
-        kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), kir::add(m0, i64(j))), i64(OH)),
-                          oh),
-                 i64(OW)),
-        ow);
-    st.push_back(kb.store(ob, at, kir::cast(kir::var(aN[j], acc), t)));
+    Expr plane = kir::add(kir::mul(n, i64(M)), kir::add(m0, i64(j)));
+    Expr at = kir::add(kir::mul(kir::add(kir::mul(plane, i64(OH)), oh), i64(OW)), ow);
+    Expr value = kir::cast(kir::var(aN[j], acc), t);
+    if (ep)
+      value = ep->applyAt(plane, kir::add(kir::mul(oh, i64(OW)), ow), N * M, OH * OW, value,
+                          *epIn, st, epHoisted);
+    st.push_back(kb.store(ob, at, value));
   }
   row.push_back(kir::forLoop(vN, i64(vectors), kir::forLoop(lN, i64(16), kir::block(st))));
   kir::Schedule sched = parallelOuter(outer, N * M * OH * OW * taps);
   sched.steps.push_back({kir::ScheduleStep::Vectorize, lN, 0, {}});
-  kernels.push_back(kb.finish(outer.wrap(kir::block(row)), sched));
+  Stmt body = outer.wrap(kir::block(row));
+  if (ep) {
+    ep->markApplied();
+    epHoisted.push_back(body);
+    body = kir::block(epHoisted);
+  }
+  kernels.push_back(kb.finish(body, sched));
   return kernels;
 }
 
-/// Conv and conv_transpose as direct loops: the generic lowering, for any size (the
-/// templates of Templates.cpp take the convs their faster paths fit).
-Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, bool transpose) {
+/// Conv and conv_transpose as direct loops, for any size (the templates conv.direct and
+/// conv_transpose.direct, after those of faster paths that fit fewer convs; and the generic
+/// lowering). They accumulate onto the result, so a fused epilogue `ep` finishes each output
+/// row (conv) or plane (conv_transpose) in place once its last tap is added, or runs in the
+/// final cast from a wider accumulator.
+Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, bool transpose,
+                                Epilogue *ep = nullptr) {
   NNC_ASSIGN_OR_RETURN(ConvSetup s, convSetup(node, transpose));
   const ConvGeometry &geo = s.geo;
   const Value *biasV = node.operand(2);
@@ -301,6 +353,12 @@ Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, boo
   Expr plane = kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(geo.outSize));
   Expr initValue = bb >= 0 ? kir::cast(kb.load(bb, m), acc) : fc(0, acc);
   const WindowAxis &last = geo.axes[L];
+  // The epilogue in place, when the result is the accumulator.
+  Epilogue::InPlace finish;
+  kir::Schedule sched;
+  int64_t cols = transpose ? geo.outSize : last.out;
+  if (ep && accb == ob)
+    finish = ep->inPlace(kb, outN / cols, cols);
   Stmt body;
   if (!transpose) {
     // for n, m, o[0..L): out row = bias; for ci, k[0..L) (if the taps are inside):
@@ -352,6 +410,13 @@ Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, boo
         {kir::decl(wname, acc, kir::cast(kb.load(wb, kir::add(sumOf(wTerms), kw)), acc)),
          tN.wrap(upd)}));
     body = kir::block({initS, red.wrap(guarded(allOf(conds), kwS))});
+    if (finish) {
+      // Output row (n, m, o[0..L)) of the result seen as rows of the last axis.
+      std::vector<Expr> rowTerms{kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(geo.outSize / cols))};
+      for (size_t d = 0; d < L; ++d)
+        rowTerms.push_back(kir::mul(o[d], i64(outStride[d] / cols)));
+      body = kir::block({body, finishRow(kb, finish, sumOf(rowTerms), cols, sched)});
+    }
   } else {
     // for n, m: out plane = bias; for ci, i[0..L), k[0..L) (if the targets are inside):
     //   for kw: for the iw whose target is inside: out[...] += w * x[iw].
@@ -397,15 +462,19 @@ Expected<Kernels> lowerConvLike(const Node &node, const std::string &prefix, boo
         {kir::decl(wname, acc, kir::cast(kb.load(wb, kir::add(sumOf(wTerms), kw)), acc)),
          tN.wrap(upd)}));
     body = kir::block({initS, red.wrap(guarded(allOf(conds), kwS))});
+    if (finish)
+      body = kir::block({body, finishRow(kb, finish, kir::add(kir::mul(n, i64(M)), m), cols,
+                                         sched)});
   }
   std::vector<Stmt> stmts{outer.wrap(body)};
-  if (accb != ob) {
-    Nest fin;
-    Expr f = fin.add(kb, outN, "f");
-    stmts.push_back(fin.wrap(kb.store(ob, f, kir::cast(kb.load(accb, f), t))));
-  }
+  if (accb != ob)
+    stmts.push_back(castResult(kb, accb, ob, t, outN / cols, cols, ep));
+  if (ep)
+    ep->markApplied();
   int64_t work = N * M * (transpose ? geo.inSize : geo.outSize) * cg * geo.kernelSize;
-  return Kernels{kb.finish(kir::block(stmts), parallelOuter(outer, work))};
+  kir::Schedule outerSched = parallelOuter(outer, work);
+  outerSched.steps.insert(outerSched.steps.end(), sched.steps.begin(), sched.steps.end());
+  return Kernels{kb.finish(kir::block(stmts), outerSched)};
 }
 
 } // namespace
@@ -426,9 +495,17 @@ std::optional<ConvFacts> convFacts(const Node &node, bool transpose) {
   return f;
 }
 
-Expected<Kernels> lowerConvRowsDirect(const Node &node, const std::string &prefix) {
+Expected<Kernels> lowerConvRowsDirect(const Node &node, const std::string &prefix,
+                                      const tuning::LowerOptions *opts) {
   NNC_ASSIGN_OR_RETURN(ConvSetup s, convSetup(node, false));
-  return lowerConvRows(node, prefix, s.geo, s.N, s.C, s.M, s.cg, s.mg, s.t, s.hasBias);
+  return lowerConvRows(node, prefix, s.geo, s.N, s.C, s.M, s.cg, s.mg, s.t, s.hasBias,
+                       opts ? opts->epilogue : nullptr);
+}
+
+Expected<Kernels> lowerConvDirect(const Node &node, const std::string &prefix,
+                                  const tuning::LowerOptions *opts) {
+  return lowerConvLike(node, prefix, node.kind() == OpKind::ConvTranspose,
+                       opts ? opts->epilogue : nullptr);
 }
 
 void registerConvLowerers(LowererTable &t) {

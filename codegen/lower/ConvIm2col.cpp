@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "ConvLowering.h"
+#include "Epilogue.h"
 #include "Templates.h"
 #include "nnc/ir/ShapeUtils.h"
 
@@ -246,6 +247,15 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
     return kernels;
   }
   go.packScratch = 1;
+  if (Epilogue *ep = opts ? opts->epilogue : nullptr) {
+    // A fused epilogue finishes each element in place once its sum is complete: per cache
+    // block on the microkernel path, while the block is in cache (Gemm.h finish).
+    Epilogue::InPlace finish = ep->inPlace(kb, N * M, P);
+    go.finish = [finish, outRow0](Expr i, Expr p, std::vector<Stmt> &hoisted) {
+      return finish(kir::add(outRow0, i), p, hoisted);
+    };
+    ep->markApplied();
+  }
   kir::Schedule sched;
   if (blocked)
     go.produceB = [&](int dst, int64_t ldb, Expr col0, Expr cols, Expr k0, Expr kCount) {

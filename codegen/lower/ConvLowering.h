@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "Epilogue.h"
 #include "Gemm.h"
 #include "NNLowering.h"
 #include "nnc/ir/NNGeometry.h"
@@ -58,5 +59,18 @@ Extents phasedExtents(const Extents &padded, int64_t phases);
 /// buffer first took a third of the kernel for a 3x1x1 conv padded only along depth.
 kir::Kernel padInputKernel(const Node &node, const std::string &prefix, const ConvGeometry &geo,
                            int64_t N, int64_t C, DType t, int64_t phases = 1);
+
+/// Where a conv kernel that accumulates onto its result (the direct loops, col2im's scatter)
+/// applies a fused epilogue: the loop over result elements [row * cols, (row + 1) * cols),
+/// which the kernel runs once their sums are complete, finishing each in place (`finish`:
+/// Epilogue::inPlace), its locals before it, its inner loop vectorized through `sched`.
+kir::Stmt finishRow(KernelBuilder &kb, const Epilogue::InPlace &finish, const kir::Expr &row,
+                    int64_t cols, kir::Schedule &sched);
+
+/// The last loop of a conv kernel that accumulates in a wider scratch `accb` (f16, bf16): the
+/// result `ob` of rows x cols elements is the accumulator cast to `t`, or with a fused
+/// epilogue `ep` (its result dtype `t`) the group's value there.
+kir::Stmt castResult(KernelBuilder &kb, int accb, int ob, DType t, int64_t rows, int64_t cols,
+                     Epilogue *ep);
 
 } // namespace nnc::lower::nnl

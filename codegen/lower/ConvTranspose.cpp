@@ -15,9 +15,11 @@ using kir::Stmt;
 /// gathers the column entries of the taps that land on it (tap k of axis d reaches output q
 /// from input i = (q + pad - k*dilation) / stride when that divides and lies in the input),
 /// instead of the CPU's scatter of each tap row into the output plane (a plane per
-/// work-item). Each output element is written once, with its bias.
+/// work-item). Each output element is written once, with its bias, and a fused epilogue `ep`
+/// applied there.
 kir::Kernel col2imGather(const Node &node, const std::string &prefix, const ConvGeometry &geo,
-                         int64_t N, int64_t M, DType t, bool hasBias, int64_t colN) {
+                         int64_t N, int64_t M, DType t, bool hasBias, int64_t colN,
+                         Epilogue *ep) {
   size_t D = geo.axes.size();
   int64_t K = geo.kernelSize, I = geo.inSize;
   DType acc = accType(t, /*wide=*/false);
@@ -51,24 +53,38 @@ kir::Kernel col2imGather(const Node &node, const std::string &prefix, const Conv
   std::vector<Expr> oTerms{kir::mul(nm, i64(geo.outSize))};
   for (size_t d = 0; d < D; ++d)
     oTerms.push_back(kir::mul(q[d], i64(outStride[d])));
-  Stmt body = kir::block(
-      {kir::decl(sum, acc, hasBias ? kir::cast(kb.load(bb, m), acc) : fc(0, acc)),
-       taps.wrap(guarded(allOf(conds), add)),
-       kb.store(ob, sumOf(oTerms), kir::cast(kir::var(sum, acc), t))});
+  std::vector<Stmt> stmts{
+      kir::decl(sum, acc, hasBias ? kir::cast(kb.load(bb, m), acc) : fc(0, acc)),
+      taps.wrap(guarded(allOf(conds), add))};
+  Expr value = kir::cast(kir::var(sum, acc), t);
+  // The epilogue's scalar inputs are read once, before the kernel's loops.
+  std::vector<Stmt> hoisted;
+  if (ep) {
+    Epilogue::Inputs in = ep->inputsOf(kb);
+    value = ep->applyAt(nm, flatIndex(q, outStride), N * M, geo.outSize, value, in, stmts,
+                        hoisted);
+    ep->markApplied();
+  }
+  stmts.push_back(kb.store(ob, sumOf(oTerms), value));
   int64_t outN = N * M * geo.outSize;
-  return kb.finish(outer.wrap(body), parallelOuter(outer, outN * K));
+  hoisted.push_back(outer.wrap(kir::block(stmts)));
+  return kb.finish(hoisted.size() == 1 ? hoisted[0] : kir::block(hoisted),
+                   parallelOuter(outer, outN * K));
 }
 
 /// conv_transpose as GEMM + col2im (the interpreter's method): a first kernel computes, per
 /// image n and group g, col[n, g] (R x I, R = mg * taps) = W_g^T (R x cg) * x[n, g] (cg x I),
 /// w[g*cg + ci, r] being A(r, ci) (strided: rows 1 apart, columns R apart), as the tunable
 /// register-blocked GEMM (Gemm.h: microkernels for f32); the second scatter-adds each
-/// (channel, tap) row of col into the output plane (only the taps that land inside it). On an
-/// OpenCL device the GEMM is the NDRange GEMM and col2im gathers (col2imGather).
+/// (channel, tap) row of col into the output plane (only the taps that land inside it), then
+/// finishes the plane with a fused epilogue, in place while it is in cache (or in the final
+/// cast from a wider accumulator). On an OpenCL device the GEMM is the NDRange GEMM and
+/// col2im gathers (col2imGather), applying the epilogue at its stores.
 Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
                                const ConvGeometry &geo, int64_t N, int64_t C, int64_t M,
                                int64_t cg, int64_t mg, int64_t group, DType t, bool hasBias,
                                const tuning::LowerOptions *opts) {
+  Epilogue *ep = opts ? opts->epilogue : nullptr;
   size_t D = geo.axes.size(), L = D - 1;
   int64_t K = geo.kernelSize, I = geo.inSize, P = geo.outSize, R = mg * K;
   DType acc = accType(t, /*wide=*/false);
@@ -110,7 +126,7 @@ Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
     }
   }
   if (opts && opts->gpu) {
-    kernels.push_back(col2imGather(node, prefix, geo, N, M, t, hasBias, colN));
+    kernels.push_back(col2imGather(node, prefix, geo, N, M, t, hasBias, colN, ep));
     return kernels;
   }
   KernelBuilder kb(node, prefix);
@@ -154,13 +170,18 @@ Kernels lowerConvTransposeGemm(const Node &node, const std::string &prefix,
   lastN.loops.push_back(taps.loops.back());
   taps.loops.pop_back();
   Stmt scatter = taps.wrap(guarded(allOf(conds), lastN.wrap(upd)));
-  std::vector<Stmt> stmts{outer.wrap(kir::block({initS, scatter}))};
-  if (accb != ob) {
-    Nest fin;
-    Expr f = fin.add(kb, outN, "f");
-    stmts.push_back(fin.wrap(kb.store(ob, f, kir::cast(kb.load(accb, f), t))));
-  }
-  kernels.push_back(kb.finish(kir::block(stmts), parallelOuter(outer, outN + colN)));
+  std::vector<Stmt> perPlane{initS, scatter};
+  kir::Schedule sched;
+  if (ep && accb == ob)
+    perPlane.push_back(finishRow(kb, ep->inPlace(kb, N * M, P), nm, P, sched));
+  std::vector<Stmt> stmts{outer.wrap(kir::block(perPlane))};
+  if (accb != ob)
+    stmts.push_back(castResult(kb, accb, ob, t, N * M, P, ep));
+  if (ep)
+    ep->markApplied();
+  kir::Schedule outerSched = parallelOuter(outer, outN + colN);
+  outerSched.steps.insert(outerSched.steps.end(), sched.steps.begin(), sched.steps.end());
+  kernels.push_back(kb.finish(kir::block(stmts), outerSched));
   return kernels;
 }
 

@@ -272,6 +272,43 @@ int64_t Epilogue::chunkFor(const CpuTarget &cpu) const {
   return std::max<int64_t>(cpu.vectorBits / 8 / static_cast<int64_t>(dtypeSize(resultType())), 1);
 }
 
+Expr Epilogue::applyAt(const Expr &row, const Expr &col, int64_t rows, int64_t cols,
+                       const Expr &acc, Inputs &in, std::vector<Stmt> &stmts,
+                       std::vector<Stmt> &hoisted) {
+  std::string p = freshPrefix();
+  stmts.push_back(kir::decl(p + "r", DType::I64, row));
+  stmts.push_back(kir::decl(p + "c", DType::I64, col));
+  LoopExtents env{{p + "r", rows}, {p + "c", cols}};
+  Expr at = kir::add(kir::mul(kir::var(p + "r"), i64c(cols)), kir::var(p + "c"));
+  return apply(at, acc, env, in, stmts, hoisted);
+}
+
+Epilogue::InPlace Epilogue::inPlace(KernelBuilder &kb, int64_t rows, int64_t cols) {
+  auto in = std::make_shared<Inputs>(inputsOf(kb));
+  DType t = movedType(u_.anchor->result()->dtype());
+  return [this, in, kbp = &kb, rows, cols, t](Expr row, Expr col,
+                                             std::vector<Stmt> &hoisted) -> Stmt {
+    KernelBuilder &kb = *kbp;
+    std::string p = freshPrefix();
+    std::vector<Stmt> stmts{kir::decl(p + "r", DType::I64, row),
+                            kir::decl(p + "c", DType::I64, col)};
+    LoopExtents env{{p + "r", rows}, {p + "c", cols}};
+    Expr at = kir::add(kir::mul(kir::var(p + "r"), i64c(cols)), kir::var(p + "c"));
+    int rb = kb.result(0);
+    stmts.push_back(kir::decl(p + "a", t, kb.load(rb, at)));
+    in->scalars.clear(); // `hoisted` belongs to this call's place in the kernel
+    Expr value = compose(
+        p,
+        [&](size_t i) {
+          return leafValue(i, p + "s" + std::to_string(i), *in, hoisted,
+                           [&](const Extents &le) { return leafIndexAt(at, le, env); });
+        },
+        kir::var(p + "a", t), stmts);
+    stmts.push_back(kb.store(rb, at, value));
+    return kir::block(stmts);
+  };
+}
+
 Stmt Epilogue::pass(kir::Kernel &k, int src, int dst, std::vector<Stmt> *before) {
   Inputs in;
   auto bufOf = std::make_shared<std::map<size_t, int>>();

@@ -2,7 +2,7 @@
 // group's anchor (matmul, conv) computes for one result element into the group's result there.
 // It is built once per group from the group analysis and handed to the anchor's kernel template
 // (tuning::LowerOptions::epilogue), which calls it where it writes a final element; the
-// planner (Fusion.cpp) runs it as a pass of its own after a template whose stores are not final
+// planner (Fusion.cpp) runs it as a pass of its own after a template with no place for it
 // (KernelTemplate::takesEpilogue in Templates.h).
 //
 // What an element's epilogue sees: the element's flat index in the group's result, the value
@@ -122,6 +122,24 @@ public:
                      std::vector<kir::Stmt> &out, std::vector<kir::Stmt> &hoisted);
   /// The elements per chunk of storeFinal for `cpu`: one vector register of the result dtype.
   int64_t chunkFor(const CpuTarget &cpu) const;
+
+  /// The group's result at element (row, col) of the result seen as a [rows, cols] matrix (cols
+  /// a product of its trailing extents) whose anchor value is `acc`: apply() at the flat index
+  /// row * cols + col, declaring `row` and `col` as locals, so that the leaves' indices simplify
+  /// knowing their ranges (a per-channel input is read at row % channels, not at a division of
+  /// the flat index per element).
+  kir::Expr applyAt(const kir::Expr &row, const kir::Expr &col, int64_t rows, int64_t cols,
+                    const kir::Expr &acc, Inputs &in, std::vector<kir::Stmt> &stmts,
+                    std::vector<kir::Stmt> &hoisted);
+  /// A statement that finishes, in place, an element of the result of a kernel that `kb` builds
+  /// once the anchor's value there is complete: element (row, col) of the result seen as a
+  /// [rows, cols] matrix is read from the kernel's result buffer, and its final value stored
+  /// back (GemmOperands::finish; a template whose stores accumulate, after an element's last
+  /// one). Group inputs are read through `kb` (inputsOf); scalar inputs once per call, into
+  /// that call's `hoisted`, which the caller places before its loop of these statements.
+  using InPlace =
+      std::function<kir::Stmt(kir::Expr row, kir::Expr col, std::vector<kir::Stmt> &hoisted)>;
+  InPlace inPlace(KernelBuilder &kb, int64_t rows, int64_t cols);
 
   /// Called by a template that applied the epilogue at every final store of the anchor's
   /// result: the planner then adds no pass of its own.

@@ -11,9 +11,11 @@
 //  2. With an anchor (matmul, conv): the group's lower::Epilogue E (Epilogue.h) is built once
 //     and handed to the anchor's template. A template whose kernel stores each result element
 //     once, with its final value, at the element's flat index I (the blocked conv, Winograd's
-//     output transform, the OpenCL GEMM's work-items) writes `t = v; out[I] = E(t, leaves at
-//     I)` there itself, the leaves' indices derived from I. After any other template (its
-//     stores are not final: it accumulates onto stored values) E runs as one pass over the
+//     output transform, the row conv, the OpenCL GEMM's work-items) writes `t = v; out[I] =
+//     E(t, leaves at I)` there itself, the leaves' indices derived from I; one that
+//     accumulates onto its result (the CPU GEMM, the direct convs, col2im) finishes each
+//     element in place once it is complete (Epilogue::inPlace). After any other template (no
+//     such place: the OpenCL GEMM's GemmTile path) E runs as one pass over the
 //     finished result: a loop at the end of the kernel on the CPU, a kernel of its own on an
 //     OpenCL device; when E changes the dtype, the anchor accumulates in a scratch buffer
 //     instead, unless its template stores the converted values itself (the integer templates:
@@ -41,8 +43,6 @@ namespace {
 
 using kir::Expr;
 using kir::Stmt;
-
-Expr i64c(int64_t v) { return kir::intImm(v); }
 
 using lower::Epilogue;
 using lower::LoopExtents;
@@ -107,32 +107,11 @@ Expected<std::vector<kir::Kernel>> lowerFinishedMatMulGroup(const LoweringUnit &
                                                             const tuning::LowerOptions &opts,
                                                             lower::MatMulPath path) {
   const Node &anchor = *u.anchor;
-  DType t = lower::movedType(anchor.result()->dtype());
   int64_t count = ep.numElements();
   int64_t cols = std::max<int64_t>(lower::extentsOf(anchor.result()).back(), 1);
   int64_t rows = count / cols;
   auto makeFinish = [&](lower::KernelBuilder &kb) -> lower::ElementFinish {
-    auto in = std::make_shared<Epilogue::Inputs>(ep.inputsOf(kb));
-    return [&, in, kbp = &kb](Expr row, Expr col, std::vector<Stmt> &hoisted) -> Stmt {
-      lower::KernelBuilder &kb = *kbp;
-      std::string p = ep.freshPrefix();
-      std::vector<Stmt> stmts{kir::decl(p + "r", DType::I64, row),
-                              kir::decl(p + "c", DType::I64, col)};
-      LoopExtents env{{p + "r", rows}, {p + "c", cols}};
-      Expr at = kir::add(kir::mul(kir::var(p + "r"), i64c(cols)), kir::var(p + "c"));
-      int rb = kb.result(0);
-      stmts.push_back(kir::decl(p + "a", t, kb.load(rb, at)));
-      in->scalars.clear(); // `hoisted` belongs to this call's place in the GEMM
-      Expr value = ep.compose(
-          p,
-          [&](size_t i) {
-            return ep.leafValue(i, p + "s" + std::to_string(i), *in, hoisted,
-                                [&](const Extents &le) { return ep.leafIndexAt(at, le, env); });
-          },
-          kir::var(p + "a", t), stmts);
-      stmts.push_back(kb.store(rb, at, value));
-      return kir::block(stmts);
-    };
+    return ep.inPlace(kb, rows, cols);
   };
   NNC_ASSIGN_OR_RETURN(std::vector<kir::Kernel> ks,
                        lower::lowerMatMulFinished(anchor, prefix, &opts, makeFinish, path));

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "Epilogue.h"
 #include "Gemm.h"
 #include "NNLowering.h"
 #include "Templates.h"
@@ -179,12 +180,20 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
     return node.error("a bf16 weight with batch dims {} that move operand 0 (only a [K, N] "
                       "weight, whose batch entries fold into the rows, is packed as bf16)",
                       extentsStr(*batch));
-  if (makeFinish) {
-    ElementFinish finish = makeFinish(kb);
+  // The finish of each result element: a group template's, or on the CPU the epilogue of a
+  // group whose template this is (the result seen as rows of the GEMM's n columns: a
+  // matrix-vector product's, n = 1, too).
+  ElementFinish finish;
+  if (makeFinish)
+    finish = makeFinish(kb);
+  else if (opts && opts->epilogue && path != MatMulPath::NDRange) {
+    finish = opts->epilogue->inPlace(kb, outN / n, n);
+    opts->epilogue->markApplied();
+  }
+  if (finish)
     g.finish = [&, finish](Expr i, Expr j, std::vector<Stmt> &hoisted) {
       return finish(kir::add(rowOff, i), j, hoisted);
     };
-  }
   int64_t batchCount = outN / (m * n);
   if (path == MatMulPath::NDRange) {
     // For an OpenCL device: the NDRange GEMM (GpuGemm.cpp), its batch loops on dimension 2.

@@ -42,6 +42,15 @@ template <typename P> auto whenConv(bool transpose, P p) {
   };
 }
 
+/// The direct loops take every well-formed, non-empty conv (the generic lowerer, which they
+/// are, reports the others).
+auto whenAnyConv(bool transpose) {
+  return [transpose](const LoweringUnit &u, const CpuTarget &) {
+    std::optional<ConvFacts> f = convFacts(*u.node, transpose);
+    return f && f->outElements > 0;
+  };
+}
+
 /// The CPU's templates, in the order they are tried: a specific template before a general one
 /// of the same op.
 std::vector<KernelTemplate> cpuTemplates() {
@@ -55,7 +64,8 @@ std::vector<KernelTemplate> cpuTemplates() {
        "split over the threads",
        &gemvCpuSpace(),
        [](const LoweringUnit &u, const CpuTarget &) { return skinnyPackedMatMul(*u.node); },
-       tunable(lowerMatMulGemv)},
+       tunable(lowerMatMulGemv),
+       /*takesEpilogue=*/true},
       {"matmul.bf16_gemm_packed_b",
        {OpKind::MatMul},
        false,
@@ -66,14 +76,16 @@ std::vector<KernelTemplate> cpuTemplates() {
          return u.node->hasAttr("packed_n") && u.node->operand(1) &&
                 u.node->operand(1)->dtype() == DType::BF16;
        },
-       tunable(lowerMatMulGemm)},
+       tunable(lowerMatMulGemm),
+       /*takesEpilogue=*/true},
       {"matmul.gemm_packed_b",
        {OpKind::MatMul},
        false,
        "GEMM reading B as column panels packed at compile time (pack-gemm-weights)",
        gemm,
        [](const LoweringUnit &u, const CpuTarget &) { return u.node->hasAttr("packed_n"); },
-       tunable(lowerMatMulGemm)},
+       tunable(lowerMatMulGemm),
+       /*takesEpilogue=*/true},
       {"matmul.gemm",
        {OpKind::MatMul},
        false,
@@ -81,7 +93,8 @@ std::vector<KernelTemplate> cpuTemplates() {
        "scalar register tiles",
        gemm,
        always,
-       tunable(lowerMatMulGemm)},
+       tunable(lowerMatMulGemm),
+       /*takesEpilogue=*/true},
       {"matmul_integer.tiles",
        {OpKind::MatMulInteger},
        false,
@@ -116,7 +129,8 @@ std::vector<KernelTemplate> cpuTemplates() {
        "direct conv vectorized along output rows, for few taps per output (first layers)",
        nullptr,
        whenConv(false, [](const ConvFacts &f) { return f.rowsFit; }),
-       plain(lowerConvRowsDirect)},
+       tunable(lowerConvRowsDirect),
+       /*takesEpilogue=*/true},
       {"conv.im2col_gemm",
        {OpKind::Conv},
        false,
@@ -124,14 +138,32 @@ std::vector<KernelTemplate> cpuTemplates() {
        gemm,
        whenConv(false, [](const ConvFacts &f) { return f.colBytes <= kMaxColBytes; }),
        tunable(lowerConvIm2colGemm),
-       /*takesEpilogue=*/true}, // on an OpenCL device (the NDRange GEMM's stores)
+       /*takesEpilogue=*/true},
+      {"conv.direct",
+       {OpKind::Conv},
+       false,
+       "direct loops, any conv: per output row the bias, then every tap's multiply-add",
+       nullptr,
+       whenAnyConv(false),
+       tunable(lowerConvDirect),
+       /*takesEpilogue=*/true},
       {"conv_transpose.gemm_col2im",
        {OpKind::ConvTranspose},
        false,
        "GEMM into a column matrix, then col2im sums the taps",
        gemm,
        whenConv(true, [](const ConvFacts &f) { return f.colBytes <= kMaxColBytes; }),
-       tunable(lowerConvTransposeGemmCol2im)},
+       tunable(lowerConvTransposeGemmCol2im),
+       /*takesEpilogue=*/true},
+      {"conv_transpose.direct",
+       {OpKind::ConvTranspose},
+       false,
+       "direct loops, any conv_transpose: per output plane the bias, then every input's taps "
+       "added where they land",
+       nullptr,
+       whenAnyConv(true),
+       tunable(lowerConvDirect),
+       /*takesEpilogue=*/true},
       {"conv_nchwc.depthwise",
        {OpKind::ConvNCHWc},
        false,

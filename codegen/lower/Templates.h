@@ -37,10 +37,11 @@ struct KernelTemplate {
                                   const tuning::LowerOptions &opts)>
       lower;
   /// True: when it lowers a fusion group's anchor, its lowering receives the group's epilogue
-  /// (opts.epilogue) and applies it where its kernel stores a final element of the result,
-  /// calling Epilogue::markApplied. A kernel whose stores are not final (it accumulates onto
-  /// stored values) leaves it unapplied, as does every template without this flag: the
-  /// planner (Fusion.cpp) then runs the epilogue as a pass after the kernel.
+  /// (opts.epilogue) and applies it where its kernel writes a final element of the result (at
+  /// a store of the final value, or in place once an accumulated element is complete),
+  /// calling Epilogue::markApplied. A kernel with no such place leaves it unapplied, as does
+  /// every template without this flag: the planner (Fusion.cpp) then runs the epilogue as a
+  /// pass after the kernel.
   bool takesEpilogue = false;
   /// True (with takesEpilogue): it also takes an epilogue that changes the result's dtype
   /// (Epilogue::changesType: an integer accumulator requantized to u8, or dequantized to f32),
@@ -95,14 +96,19 @@ struct ConvFacts {
   bool forceDirect = false; ///< NNC_CONV_ALGO=direct: tests of the direct loops.
 };
 std::optional<ConvFacts> convFacts(const Node &node, bool transpose);
-/// conv's fast paths: the row-vectorized direct conv (Conv.cpp), im2col + GEMM (ConvIm2col.cpp;
-/// a pointwise conv reads its input in place), and conv_transpose as GEMM + col2im
-/// (ConvTranspose.cpp).
-Expected<Kernels> lowerConvRowsDirect(const Node &node, const std::string &prefix);
+/// conv's templates: the row-vectorized direct conv (Conv.cpp), im2col + GEMM (ConvIm2col.cpp;
+/// a pointwise conv reads its input in place), conv_transpose as GEMM + col2im
+/// (ConvTranspose.cpp), and the direct loops of conv or conv_transpose (Conv.cpp), which take
+/// any size. Each applies a fused group's epilogue (opts->epilogue) where its result elements
+/// become final.
+Expected<Kernels> lowerConvRowsDirect(const Node &node, const std::string &prefix,
+                                      const tuning::LowerOptions *opts);
 Expected<Kernels> lowerConvIm2colGemm(const Node &node, const std::string &prefix,
                                       const tuning::LowerOptions *opts);
 Expected<Kernels> lowerConvTransposeGemmCol2im(const Node &node, const std::string &prefix,
                                                const tuning::LowerOptions *opts);
+Expected<Kernels> lowerConvDirect(const Node &node, const std::string &prefix,
+                                  const tuning::LowerOptions *opts);
 
 /// conv_integer's CPU templates (ConvIntegerTiles.cpp): im2col + u8s8s32 GemmTiles for
 /// group 1, and the direct depthwise loops (group == C == M, few taps). The first, like

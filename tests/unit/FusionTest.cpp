@@ -418,6 +418,57 @@ graph @g(%x: f32[2,3,6,6], %w: f32[4,3,3,3], %res: f32[2,4,6,6]) -> (f32[2,4,6,6
                            1);
 }
 
+TEST(FusionTest, ConvEpiloguesInEveryConvTemplate) {
+  // A per-channel scale, a residual add and a clip after the kernel of each conv template: the
+  // row conv, im2col + GEMM (the col matrix whole, or produced per cache block), the direct
+  // loops, and conv_transpose's GEMM + col2im and direct loops, in f32 and f16 (accumulating
+  // in f32 scratch). The template applies the epilogue where it writes final elements, so the
+  // group is the anchor's kernels alone, on the CPU and on an OpenCL device.
+  struct Case {
+    const char *algo; // NNC_CONV_ALGO
+    const char *x, *w, *y;
+    int64_t channels, group;
+    bool transpose;
+    size_t kernels;
+  };
+  const Case cases[] = {
+      {"", "2,3,20,20", "4,3,3,3", "2,4,20,20", 4, 1, false, 2},         // conv.rows_direct
+      {"", "2,16,9,9", "24,8,3,3", "2,24,9,9", 24, 2, false, 2},         // conv.im2col_gemm
+      {"blocked", "2,16,9,9", "24,8,3,3", "2,24,9,9", 24, 2, false, 2},  // padding, GEMM
+      {"direct", "2,16,9,9", "24,8,3,3", "2,24,9,9", 24, 2, false, 1},   // conv.direct
+      {"", "2,8,5,5", "8,2,3,3", "2,4,11,11", 4, 2, true, 2},     // conv_transpose.gemm_col2im
+      {"direct", "2,8,5,5", "8,2,3,3", "2,4,11,11", 4, 2, true, 1}, // conv_transpose.direct
+  };
+  for (const Case &c : cases)
+    for (const char *t : {"f32", "f16"}) {
+      std::string conv =
+          c.transpose ? fmt::format("conv_transpose(%x, %w) {{dilations = [1, 1], group = {}, "
+                                    "output_padding = [0, 0], pads = [0, 0, 0, 0], strides = "
+                                    "[2, 2]}}",
+                                    c.group)
+                      : fmt::format("conv(%x, %w) {{dilations = [1, 1], group = {}, pads = [1, "
+                                    "1, 1, 1], strides = [1, 1]}}",
+                                    c.group);
+      std::string text = fmt::format(R"(
+graph @g(%x: {0}[{1}], %w: {0}[{2}], %s: {0}[1,{4},1,1], %res: {0}[{3}]) -> ({0}[{3}]) {{
+  %lo = constant {{value = dense<{0}[]>[-1]}} : {0}[]
+  %hi = constant {{value = dense<{0}[]>[2]}} : {0}[]
+  %c = {5} : {0}[{3}]
+  %m = mul(%c, %s) : {0}[{3}]
+  %a = add(%m, %res) : {0}[{3}]
+  %u = max(%a, %lo) : {0}[{3}]
+  %r = min(%u, %hi) : {0}[{3}]
+  return %r
+}})",
+                                     t, c.x, c.w, c.y, c.channels, conv);
+      SCOPED_TRACE(std::string(c.algo) + " " + t + text);
+      if (*c.algo)
+        setenv("NNC_CONV_ALGO", c.algo, 1);
+      EXPECT_EQ(checkFusedMatchesUnfused(text, 1, nullptr, /*onOpenCL=*/true), c.kernels);
+      unsetenv("NNC_CONV_ALGO");
+    }
+}
+
 TEST(FusionTest, EinsumProductsAsMatMul) {
   // canonicalize rewrites these einsums as matmuls between transposes and reshapes (MaxViT's
   // attention products, a result transposed, rows and columns of several labels); the

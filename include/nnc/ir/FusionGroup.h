@@ -58,7 +58,8 @@ std::vector<size_t> viewDataOperands(const Node &n);
 /// them when they stand alone): reshape, flatten, squeeze, unsqueeze.
 bool isReshapeView(const Node &n);
 
-/// True for the ops that may anchor a group (their lowerings write each output element once).
+/// True for the ops that may anchor a group (each of their templates applies the group's
+/// epilogue where it writes a final element: codegen/lower/Epilogue.h).
 bool isEpilogueAnchor(const Node &n);
 
 /// The groups of `g`, ordered by the position of their roots. Fails, naming a node, when a
