@@ -146,30 +146,10 @@ void KernelEmitter::emitBf16GemmTile(const kir::StmtNode &s) {
          cpu_.levelName());
     return;
   }
-  const DType want[3] = {DType::BF16, DType::BF16, DType::F32};
-  const int operands[3] = {t.a, t.b, s.buffer};
-  for (int o = 0; o < 3; ++o) {
-    int b = operands[o];
-    if (b < 0 || b >= static_cast<int>(k_.buffers.size()) || k_.buffers[b].dtype != want[o]) {
-      fail("bf16 gemm_tile on buffer {}, which is not a {} buffer of the kernel", b,
-           dtypeName(want[o]));
-      return;
-    }
-  }
-  if (s.args.size() != 4 || t.ak != 1) {
-    fail("bf16 gemm_tile without A, B, C offsets and a k extent, or with ak != 1");
+  std::array<Value *, 4> v;
+  if (!gemmTileArgs(s, {DType::BF16, DType::BF16, DType::F32}, "bf16 gemm_tile",
+                    /*unitAk=*/true, v))
     return;
-  }
-  std::vector<Value *> v;
-  for (const kir::Expr &e : s.args) {
-    v.push_back(emitExpr(e));
-    if (error_)
-      return;
-    if (!v.back()->getType()->isIntegerTy(64)) {
-      fail("gemm_tile offset {} is not i64", printExpr(e));
-      return;
-    }
-  }
   Value *pa = b_.CreateInBoundsGEP(b_.getInt16Ty(), bufs_[t.a], v[0]);
   Value *pb = b_.CreateInBoundsGEP(b_.getInt16Ty(), bufs_[t.b], v[1]);
   Value *pc = b_.CreateInBoundsGEP(b_.getFloatTy(), bufs_[s.buffer], v[2]);

@@ -3,31 +3,44 @@
 
 namespace nnc::llvmcg {
 
+bool KernelEmitter::gemmTileArgs(const kir::StmtNode &s, const std::array<DType, 3> &want,
+                                 std::string_view what, bool unitAk,
+                                 std::array<Value *, 4> &out) {
+  const kir::GemmTileShape &t = s.tile;
+  const int operands[3] = {t.a, t.b, s.buffer};
+  for (int o = 0; o < 3; ++o) {
+    int b = operands[o];
+    if (b < 0 || b >= static_cast<int>(k_.buffers.size()) || k_.buffers[b].dtype != want[o]) {
+      fail("{} on buffer {}, which is not a buffer of the kernel of dtype {}", what, b,
+           dtypeName(want[o]));
+      return false;
+    }
+  }
+  if (s.args.size() != 4 || (unitAk && t.ak != 1)) {
+    fail("{} without A, B, C offsets and a k extent{}", what, unitAk ? ", or with ak != 1" : "");
+    return false;
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    out[i] = emitExpr(s.args[i]);
+    if (error_)
+      return false;
+    if (!out[i]->getType()->isIntegerTy(64)) {
+      fail("gemm_tile offset {} is not i64", printExpr(s.args[i]));
+      return false;
+    }
+  }
+  return true;
+}
+
 void KernelEmitter::emitGemmTile(const kir::StmtNode &s) {
   const kir::GemmTileShape &t = s.tile;
   if (t.elems == kir::GemmElems::BF16)
     return emitBf16GemmTile(s);
   if (t.elems != kir::GemmElems::F32)
     return emitIntGemmTile(s);
-  for (int b : {t.a, t.b, s.buffer})
-    if (b < 0 || b >= static_cast<int>(k_.buffers.size()) || k_.buffers[b].dtype != DType::F32) {
-      fail("gemm_tile on buffer {}, which is not an f32 buffer of the kernel", b);
-      return;
-    }
-  if (s.args.size() != 4) {
-    fail("gemm_tile without A, B, C offsets and a k extent");
+  std::array<Value *, 4> v;
+  if (!gemmTileArgs(s, {DType::F32, DType::F32, DType::F32}, "gemm_tile", false, v))
     return;
-  }
-  std::vector<Value *> v;
-  for (const kir::Expr &e : s.args) {
-    v.push_back(emitExpr(e));
-    if (error_)
-      return;
-    if (!v.back()->getType()->isIntegerTy(64)) {
-      fail("gemm_tile offset {} is not i64", printExpr(e));
-      return;
-    }
-  }
   Type *f32 = b_.getFloatTy();
   Value *pa = b_.CreateInBoundsGEP(f32, bufs_[t.a], v[0]);
   Value *pb = b_.CreateInBoundsGEP(f32, bufs_[t.b], v[1]);

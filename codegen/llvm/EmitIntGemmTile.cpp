@@ -190,30 +190,10 @@ llvm::Function *intGemmMicrokernel(llvm::Module &m, llvm::TargetMachine &tm, con
 
 void KernelEmitter::emitIntGemmTile(const kir::StmtNode &s) {
   const kir::GemmTileShape &t = s.tile;
-  const DType want[3] = {DType::U8, DType::I8, DType::I32};
-  const int operands[3] = {t.a, t.b, s.buffer};
-  for (int o = 0; o < 3; ++o) {
-    int b = operands[o];
-    if (b < 0 || b >= static_cast<int>(k_.buffers.size()) || k_.buffers[b].dtype != want[o]) {
-      fail("u8s8s32 gemm_tile on buffer {}, which is not a {} buffer of the kernel", b,
-           dtypeName(want[o]));
-      return;
-    }
-  }
-  if (s.args.size() != 4 || t.ak != 1) {
-    fail("u8s8s32 gemm_tile without A, B, C offsets and a k extent, or with ak != 1");
+  std::array<Value *, 4> v;
+  if (!gemmTileArgs(s, {DType::U8, DType::I8, DType::I32}, "u8s8s32 gemm_tile",
+                    /*unitAk=*/true, v))
     return;
-  }
-  std::vector<Value *> v;
-  for (const kir::Expr &e : s.args) {
-    v.push_back(emitExpr(e));
-    if (error_)
-      return;
-    if (!v.back()->getType()->isIntegerTy(64)) {
-      fail("gemm_tile offset {} is not i64", printExpr(e));
-      return;
-    }
-  }
   Value *pa = b_.CreateInBoundsGEP(b_.getInt8Ty(), bufs_[t.a], v[0]);
   Value *pb = b_.CreateInBoundsGEP(b_.getInt8Ty(), bufs_[t.b], v[1]);
   Value *pc = b_.CreateInBoundsGEP(b_.getInt32Ty(), bufs_[s.buffer], v[2]);

@@ -16,6 +16,7 @@
 #include "nnc/ir/KernelHelpers.h"
 #include "llvm/Emitter.h"
 
+#include <array>
 #include <functional>
 #include <map>
 #include <set>
@@ -219,6 +220,11 @@ private:
   void emitFor(const kir::StmtNode &s);
   void emitParallelFor(const kir::StmtNode &s, Value *extent);
   void emitGemmTile(const kir::StmtNode &s);
+  /// The A, B and C offsets and the k extent of GemmTile `s` as i64 values, after checking that
+  /// its A, B and C buffers have the dtypes `want` and its arguments are the four offsets (and,
+  /// with `unitAk`, that A's k stride is 1). False after fail() naming `what` (the tile kind).
+  bool gemmTileArgs(const kir::StmtNode &s, const std::array<DType, 3> &want,
+                    std::string_view what, bool unitAk, std::array<Value *, 4> &out);
   /// The u8s8s32 GemmTile (EmitIntGemmTile.cpp).
   void emitIntGemmTile(const kir::StmtNode &s);
   /// The bf16 GemmTile (EmitBf16GemmTile.cpp).
