@@ -32,6 +32,23 @@ bool KernelEmitter::gemmTileArgs(const kir::StmtNode &s, const std::array<DType,
   return true;
 }
 
+llvm::Function *
+microkernelFunction(llvm::Module &m, llvm::TargetMachine &tm, const CpuTarget &cpu,
+                    const std::string &name,
+                    const std::vector<std::pair<const char *, llvm::Type *>> &params) {
+  std::vector<llvm::Type *> types;
+  for (const auto &p : params)
+    types.push_back(p.second);
+  auto *fty = llvm::FunctionType::get(llvm::Type::getVoidTy(m.getContext()), types, false);
+  llvm::Function *f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m);
+  setTargetAttributes(f, tm, cpu);
+  for (unsigned i = 0; i < params.size(); ++i)
+    f->getArg(i)->setName(params[i].first);
+  for (unsigned i = 0; i < 3; ++i)
+    f->addParamAttr(i, llvm::Attribute::NoAlias);
+  return f;
+}
+
 void KernelEmitter::emitGemmTile(const kir::StmtNode &s) {
   const kir::GemmTileShape &t = s.tile;
   if (t.elems == kir::GemmElems::BF16)
@@ -67,18 +84,20 @@ llvm::Function *KernelEmitter::gemmMicrokernel(int64_t mr, int64_t nr, bool pref
   if (llvm::Function *f = m_.getFunction(name))
     return f;
   Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty(), *f32 = b_.getFloatTy();
-  auto *fty = llvm::FunctionType::get(
-      b_.getVoidTy(), {ptr, ptr, ptr, i64, i64, i64, i64, i64, b_.getInt1Ty(), i64}, false);
-  llvm::Function *f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m_);
-  setTargetAttributes(f, tm_, cpu_);
-  const char *argNames[] = {"a", "b", "c", "kc", "lda", "ak", "ldb", "ldc", "accumulate", "pfb"};
-  for (unsigned i = 0; i < 10; ++i)
-    f->getArg(i)->setName(argNames[i]);
+  llvm::Function *f = microkernelFunction(m_, tm_, cpu_, name,
+                                          {{"a", ptr},
+                                           {"b", ptr},
+                                           {"c", ptr},
+                                           {"kc", i64},
+                                           {"lda", i64},
+                                           {"ak", i64},
+                                           {"ldb", i64},
+                                           {"ldc", i64},
+                                           {"accumulate", b_.getInt1Ty()},
+                                           {"pfb", i64}});
   Value *a = f->getArg(0), *bp = f->getArg(1), *c = f->getArg(2), *kc = f->getArg(3),
         *lda = f->getArg(4), *ak = f->getArg(5), *ldb = f->getArg(6), *ldc = f->getArg(7),
         *accumulate = f->getArg(8), *pfb = f->getArg(9);
-  for (unsigned i = 0; i < 3; ++i)
-    f->addParamAttr(i, llvm::Attribute::NoAlias);
 
   IRBuilder<> b(c_);
   auto *entry = llvm::BasicBlock::Create(c_, "entry", f);

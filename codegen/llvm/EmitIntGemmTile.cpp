@@ -41,19 +41,19 @@ llvm::Function *intGemmMicrokernel(llvm::Module &m, llvm::TargetMachine &tm, con
   IRBuilder<> b(ctx);
   Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty(), *i32 = b.getInt32Ty(), *i8 = b.getInt8Ty(),
        *i16 = b.getInt16Ty();
-  auto *fty = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, i64, i64, i64, i64,
-                                                      b.getInt1Ty()},
-                                      false);
-  llvm::Function *f = llvm::Function::Create(fty, llvm::Function::InternalLinkage, name, m);
-  setTargetAttributes(f, tm, cpu);
-  const char *argNames[] = {"a", "b", "c", "kc", "lda", "ldb", "ldc", "accumulate"};
-  for (unsigned i = 0; i < 8; ++i)
-    f->getArg(i)->setName(argNames[i]);
+  llvm::Function *f = microkernelFunction(
+      m, tm, cpu, name,
+      {{"a", ptr},
+       {"b", ptr},
+       {"c", ptr},
+       {"kc", i64},
+       {"lda", i64},
+       {"ldb", i64},
+       {"ldc", i64},
+       {"accumulate", b.getInt1Ty()}});
   Value *a = f->getArg(0), *bp = f->getArg(1), *c = f->getArg(2), *kc = f->getArg(3),
         *lda = f->getArg(4), *ldb = f->getArg(5), *ldc = f->getArg(6),
         *accumulate = f->getArg(7);
-  for (unsigned i = 0; i < 3; ++i)
-    f->addParamAttr(i, llvm::Attribute::NoAlias);
 
   auto *entry = llvm::BasicBlock::Create(ctx, "entry", f);
   auto *loop = llvm::BasicBlock::Create(ctx, "k", f);

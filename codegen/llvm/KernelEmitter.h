@@ -349,4 +349,12 @@ private:
 /// vectors, which halved the width of every kernel there). Scheduling is LLVM's generic model.
 void setTargetAttributes(llvm::Function *f, llvm::TargetMachine &tm, const CpuTarget &cpu);
 
+/// A GemmTile microkernel's function `name` in `m`: internal, returning void, its parameters
+/// `params` (name and type, in order; the first three are the A, B and C pointers, marked
+/// noalias), with `cpu`'s target attributes.
+llvm::Function *
+microkernelFunction(llvm::Module &m, llvm::TargetMachine &tm, const CpuTarget &cpu,
+                    const std::string &name,
+                    const std::vector<std::pair<const char *, llvm::Type *>> &params);
+
 } // namespace nnc::llvmcg
