@@ -70,12 +70,7 @@ void expectSame(const Tensor &got, const Tensor &want, const std::string &what) 
 /// i8 weight of group 1 into the tiles' panels).
 std::unique_ptr<Graph> optimized(const Graph &g, const CpuTarget &cpu) {
   std::unique_ptr<Graph> c = g.clone();
-  PassContext ctx;
-  ctx.cpu = cpu;
-  ctx.evaluate = [](const Node &node, const std::vector<Tensor> &ops) {
-    return evaluateNode(node, ops);
-  };
-  Error e = PassPipeline::defaultPipeline().run(*c, ctx);
+  Error e = runDefaultPipeline(*c, cpu);
   EXPECT_FALSE(e) << e.message();
   return c;
 }

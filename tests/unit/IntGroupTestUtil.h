@@ -32,6 +32,17 @@ inline std::vector<CpuTarget> intTileTargets() {
   return t;
 }
 
+/// The default pipeline for `cpu`, constants folded by the interpreter, run on `g`
+/// (pack-gemm-weights packs a constant i8 weight into the integer tiles' panels).
+inline Error runDefaultPipeline(Graph &g, const CpuTarget &cpu) {
+  PassContext ctx;
+  ctx.cpu = cpu;
+  ctx.evaluate = [](const Node &node, const std::vector<Tensor> &ops) {
+    return evaluateNode(node, ops);
+  };
+  return PassPipeline::defaultPipeline().run(g, ctx);
+}
+
 /// `g` (one output: a group anchored on matmul_integer or conv_integer) after the default
 /// pipeline for each target of intTileTargets(), on `threads` threads, against the
 /// interpreter: one kernel, the same bytes, and with `atStores` no i32 copy of the result in
@@ -45,12 +56,7 @@ inline void checkIntegerGroup(const Graph &g, const std::vector<Tensor> &inputs,
   for (const CpuTarget &cpu : intTileTargets()) {
     std::string on = what + " on " + cpu.levelName() + (cpu.int8DotBits() ? " vnni" : "");
     std::unique_ptr<Graph> c = g.clone();
-    PassContext ctx;
-    ctx.cpu = cpu;
-    ctx.evaluate = [](const Node &node, const std::vector<Tensor> &ops) {
-      return evaluateNode(node, ops);
-    };
-    Error e = PassPipeline::defaultPipeline().run(*c, ctx);
+    Error e = runDefaultPipeline(*c, cpu);
     ASSERT_FALSE(e) << on << ": " << e.message();
     CpuOptions o(cpu);
     o.threads = threads;
