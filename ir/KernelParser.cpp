@@ -177,6 +177,11 @@ private:
       if (r.ec != std::errc() || r.ptr != e || !std::isfinite(k.flops) || k.flops < 0)
         return errorAt(at, fmt::format("malformed number of flops '{}'", at.text));
       advance();
+      for (GemmElems e : {GemmElems::U8S8S32, GemmElems::BF16})
+        if (isKeyword(gemmElemsName(e))) {
+          k.flopsElems = e;
+          advance();
+        }
     }
     return Error::success();
   }

@@ -5,7 +5,7 @@
 // buffer (two i64 each).
 //
 //   kernel  ::= 'kernel' name '(' buffer,* ')' '{' local* stmt* '}' ['schedule:' step (';' step)*]
-//               ['flops:' number]
+//               ['flops:' number ['u8s8s32' | 'bf16']]
 //   buffer  ::= name ':' dtype '[' int ']' role int ['written'] ['per_thread']
 //               ['in_place' '(' name,* ')']
 //   role    ::= 'operand' | 'result' | 'scratch' | 'extent' | 'status'
@@ -293,7 +293,10 @@ struct Printer {
     if (!k.schedule.steps.empty())
       out += "schedule: " + k.schedule.str() + "\n";
     if (k.flops != 0)
-      out += fmt::format("flops: {}\n", k.flops);
+      out += fmt::format("flops: {}{}\n", k.flops,
+                         k.flopsElems == GemmElems::F32
+                             ? std::string()
+                             : std::string(" ") + gemmElemsName(k.flopsElems));
     return out;
   }
 };

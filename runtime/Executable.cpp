@@ -101,6 +101,7 @@ std::vector<KernelProfile> CpuExecutable::kernelProfile() const {
     k.sources = p_.kernelSources[i];
     k.ms = profiledRuns_ > 0 ? kernelMs_[i] / double(profiledRuns_) : 0.0;
     k.flops = p_.kernelFlops[i];
+    k.flopsElems = p_.kernels[i].flopsElems;
     for (const kir::BufferDecl &b : p_.kernels[i].buffers)
       k.bytes += b.numElements * static_cast<int64_t>(dtypeSize(b.dtype));
     out.push_back(std::move(k));

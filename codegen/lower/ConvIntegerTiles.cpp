@@ -382,6 +382,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   }
   kir::Kernel k = kb.finish(kir::block(all), sched);
   k.flops = prob.flops;
+  k.flopsElems = kir::GemmElems::U8S8S32;
   return Kernels{std::move(k)};
 }
 

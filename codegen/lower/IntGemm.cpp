@@ -496,6 +496,7 @@ Expected<Kernels> lowerMatMulIntegerTiles(const Node &node, const std::string &p
   all.push_back(body);
   kir::Kernel kernel = kb.finish(kir::block(all), sched);
   kernel.flops = problem.flops;
+  kernel.flopsElems = kir::GemmElems::U8S8S32;
   return Kernels{std::move(kernel)};
 }
 

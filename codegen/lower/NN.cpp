@@ -221,6 +221,7 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
                      : gemmNest(kb, g, m, k, n, cfg, outer.loops, sched);
   kir::Kernel kernel = kb.finish(body, sched);
   kernel.flops = p.flops;
+  kernel.flopsElems = g.bf16 ? kir::GemmElems::BF16 : kir::GemmElems::F32;
   return Kernels{std::move(kernel)};
 }
 

@@ -8,7 +8,10 @@ median plus what profiling adds (they are timed inside the runs); the GEMMs repo
 the others GB/s, and a GEMM its roofline (bytes / bandwidth, flops / peak, the bound);
 the peak figures are positive and kept in the cache folder for the next run;
 `--trace` writes a Chrome trace with one complete event per kernel in launch order. A fused
-softmax(Q K^T) V group reports its two GEMMs' work (2 B S T (D + E) flops). Bad use
+softmax(Q K^T) V group reports its two GEMMs' work (2 B S T (D + E) flops). An integer GEMM
+(matmul_integer, u8 x s8) reports GOP/s against the machine's int8 peak, and under
+`--precision bf16` (where the CPU has it) the matmul runs bf16 tiles rated against the bf16
+peak, while the other kernels keep the f32 peaks. Bad use
 (`--trace` on interp, an unwritable trace path) fails with one message.
 
 Usage: cpu_profile_test.py NNC_BINARY
@@ -45,6 +48,12 @@ ATTENTION = """graph @a(%q: f32[2,40,16], %kt: f32[2,16,40], %v: f32[2,40,8]) ->
   return %y
 }
 """
+INTEGER = """graph @q(%%x: u8[16,64]) -> (i32[16,32]) {
+  %%w = constant {value = dense<i8[64,32]>[%s]} : i8[64,32]
+  %%y = matmul_integer(%%x, %%w) : i32[16,32] @"q/matmul"
+  return %%y
+}
+""" % ", ".join(str((i * 37) % 255 - 127) for i in range(64 * 32))
 failures = []
 
 
@@ -137,6 +146,45 @@ with tempfile.TemporaryDirectory() as tmp:
         if group:
             check("gflops" in group[0] and group[0]["flops"] == 2 * 2 * 40 * 40 * (16 + 8),
                   "the attention kernel's flops: %s" % group[0])
+    # The integer GEMM: GOP/s, its roofline at the int8 peak.
+    qmodel = os.path.join(tmp, "q.nir")
+    with open(qmodel, "w") as f:
+        f.write(INTEGER)
+    r = nnc(["bench", qmodel, "--threads", "1", "--iterations", "5", "--profile", "--json"], env)
+    check(r.returncode == 0, "bench --profile of the integer model exits 0: " + r.stderr)
+    if r.returncode == 0:
+        prof = json.loads(r.stdout.strip().splitlines()[-1])["profile"]
+        check(prof.get("peak_gops_int8", 0) > 0 and prof.get("peak_gflops_bf16", -1) >= 0,
+              "the int8 peak is measured and the bf16 one present: %s" % prof)
+        q = [k for k in prof["kernels"] if any(s.startswith("q/matmul") for s in k["sources"])]
+        check(len(q) == 1 and q[0].get("operands") == "u8s8s32" and "gops" in q[0] and
+              q[0]["flops"] == 2 * 16 * 64 * 32, "the integer GEMM reports GOP/s: %s" % q)
+        if len(q) == 1 and prof.get("peak_gops_int8", 0) > 0:
+            want_f = q[0]["flops"] / (prof["peak_gops_int8"] * 1e6)
+            got = q[0].get("roofline", {}).get("flops_ms", -1)
+            check(abs(got - want_f) <= 1e-6 + 1e-3 * want_f,
+                  "the integer GEMM's roofline uses the int8 peak: %s" % q[0])
+    r = nnc(["bench", qmodel, "--threads", "1", "--iterations", "2", "--profile"], env)
+    check(r.returncode == 0 and "GOP/s u8 x s8" in r.stdout and "GOP/s  " in r.stdout,
+          "the table names the int8 peak and rate: " + r.stdout + r.stderr)
+    # bf16, where this CPU has the dot product.
+    devices = nnc(["devices"], env).stdout
+    if "avx512-bf16" in devices and "512-bit" in devices:
+        r = nnc(["bench", model, "--threads", "1", "--iterations", "5", "--profile", "--json",
+                 "--precision", "bf16"], env)
+        check(r.returncode == 0, "bench --profile --precision bf16 exits 0: " + r.stderr)
+        if r.returncode == 0:
+            prof = json.loads(r.stdout.strip().splitlines()[-1])["profile"]
+            mm = [k for k in prof["kernels"] if "head/matmul" in k["sources"]]
+            check(prof.get("peak_gflops_bf16", 0) > 0 and len(mm) == 1 and
+                  mm[0].get("operands") == "bf16", "the matmul runs bf16 tiles: %s" % mm)
+            if len(mm) == 1 and prof.get("peak_gflops_bf16", 0) > 0:
+                want_f = mm[0]["flops"] / (prof["peak_gflops_bf16"] * 1e6)
+                got = mm[0].get("roofline", {}).get("flops_ms", -1)
+                check(abs(got - want_f) <= 1e-6 + 1e-3 * want_f,
+                      "the bf16 GEMM's roofline uses the bf16 peak: %s" % mm[0])
+    else:
+        print("note: no AVX512-BF16 on this CPU; the bf16 case is not run")
     r = nnc(["bench", model, "--target", "interp", "--trace", trace], env)
     check(r.returncode != 0 and "--trace" in r.stderr, "--trace on interp is refused: " + r.stderr)
     r = nnc(["bench", model, "--iterations", "2", "--trace", os.path.join(tmp, "no", "dir", "t.json")],

@@ -45,20 +45,43 @@ Expected<MachinePeak> measurePeak(int threads, const CpuTarget &cpu) {
   MachinePeak peak;
   // GEMM: [512, 512] x a constant [512, 512], so the weight is packed once at compile time.
   const int64_t n = 512;
+  const double work = 2.0 * double(n * n * n);
   Tensor w = Tensor::zeros(DType::F32, {n, n}), a = Tensor::zeros(DType::F32, {n, n});
+  Tensor w8 = Tensor::zeros(DType::I8, {n, n}), a8 = Tensor::zeros(DType::U8, {n, n});
   uint32_t state = 12345;
   for (int64_t i = 0; i < n * n; ++i) {
     state = state * 1664525u + 1013904223u;
     w.data<float>()[i] = float(int(state >> 9) % 2001 - 1000) * 1e-3f;
     a.data<float>()[i] = float(int(state >> 13) % 2001 - 1000) * 1e-3f;
+    w8.data<int8_t>()[i] = static_cast<int8_t>(int(state >> 9) % 255 - 127);
+    a8.data<uint8_t>()[i] = static_cast<uint8_t>(state >> 24);
   }
+  CpuTarget f32 = cpu;
+  f32.precision = CpuTarget::Precision::F32;
   {
     GraphBuilder b("peak_gemm");
     Var x = b.input("x", DType::F32, {n, n});
     b.output(matmul(x, b.constant(w)));
-    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileBuilt(b, threads, cpu));
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileBuilt(b, threads, f32));
     NNC_ASSIGN_OR_RETURN(double ms, bestMs(*exe, {a}, 3, 20));
-    peak.gflops = 2.0 * double(n * n * n) / (ms * 1e6);
+    peak.gflops = work / (ms * 1e6);
+  }
+  // The same product with bf16 operands, where the target has the bf16 dot product.
+  if (CpuTarget bf16 = cpu; !bf16.setPrecision("bf16")) {
+    GraphBuilder b("peak_gemm_bf16");
+    Var x = b.input("x", DType::F32, {n, n});
+    b.output(matmul(x, b.constant(w)));
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileBuilt(b, threads, bf16));
+    NNC_ASSIGN_OR_RETURN(double ms, bestMs(*exe, {a}, 3, 20));
+    peak.gflopsBf16 = work / (ms * 1e6);
+  }
+  {
+    GraphBuilder b("peak_gemm_int8");
+    Var x = b.input("x", DType::U8, {n, n});
+    b.output(b.op(OpKind::MatMulInteger, {x, b.constant(w8)}));
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, compileBuilt(b, threads, f32));
+    NNC_ASSIGN_OR_RETURN(double ms, bestMs(*exe, {a8}, 3, 20));
+    peak.gopsInt8 = work / (ms * 1e6);
   }
   // Memory: y = x * 1.5 + 0.25 over 16M floats, one fused kernel.
   {
@@ -106,13 +129,27 @@ Rate rateOf(const KernelProfile &k, const MachinePeak &p) {
     return r;
   r.flops = k.flops > 0;
   r.value = r.flops ? k.flops / (k.ms * 1e6) : double(k.bytes) / (k.ms * 1e6);
-  double peak = r.flops ? p.gflops : p.gbps;
+  double peak = r.flops ? p.gemmPeak(k.flopsElems) : p.gbps;
   r.fraction = peak > 0 ? r.value / peak : 0;
   return r;
 }
 
-std::string rateText(const Rate &r) {
-  return fmt::format("{:8.1f} {}", r.value, r.flops ? "GFLOP/s" : "GB/s   ");
+/// The unit of a kernel's rate: integer work is counted in operations (2 per multiply-add).
+const char *rateUnit(const KernelProfile &k, const Rate &r) {
+  if (!r.flops)
+    return "GB/s   ";
+  return k.flopsElems == kir::GemmElems::U8S8S32 ? "GOP/s  " : "GFLOP/s";
+}
+
+/// The JSON key of a kernel's rate.
+const char *rateKey(const KernelProfile &k, const Rate &r) {
+  if (!r.flops)
+    return "gbps";
+  return k.flopsElems == kir::GemmElems::U8S8S32 ? "gops" : "gflops";
+}
+
+std::string rateText(const KernelProfile &k, const Rate &r) {
+  return fmt::format("{:8.1f} {}", r.value, rateUnit(k, r));
 }
 
 /// A GEMM kernel's roofline: the time its parameters' bytes (its weight, activations and
@@ -128,11 +165,12 @@ struct Roofline {
 
 Roofline rooflineOf(const KernelProfile &k, const MachinePeak &p) {
   Roofline r;
-  if (k.flops <= 0 || p.gflops <= 0 || p.gbps <= 0)
+  double gemm = p.gemmPeak(k.flopsElems);
+  if (k.flops <= 0 || gemm <= 0 || p.gbps <= 0)
     return r;
   r.known = true;
   r.memoryMs = double(k.bytes) / (p.gbps * 1e6);
-  r.flopsMs = k.flops / (p.gflops * 1e6);
+  r.flopsMs = k.flops / (gemm * 1e6);
   r.memoryBound = r.memoryMs > r.flopsMs;
   return r;
 }
@@ -148,11 +186,15 @@ std::string rooflineText(const KernelProfile &k, const Roofline &r) {
 
 Expected<MachinePeak> machinePeak(int threads, const CpuTarget &cpu) {
   threads = effectiveThreads(threads);
-  std::string fingerprint = cpuDeviceFingerprint(threads, cpu);
+  // One entry per machine, whatever precision this run compiles for: it holds every peak.
+  CpuTarget machine = cpu;
+  machine.precision = CpuTarget::Precision::F32;
+  std::string fingerprint = cpuDeviceFingerprint(threads, machine);
   std::string objects = CodegenOptions::defaultObjectCacheDir();
   std::string file =
       objects.empty() ? "" : (fs::path(objects).parent_path() / "machine-peak.txt").string();
-  // One line per fingerprint: "GFLOPS GBPS<tab>FINGERPRINT".
+  // One line per fingerprint: "GFLOPS GBPS GOPS_INT8 GFLOPS_BF16<tab>FINGERPRINT" (a line of
+  // an older nnc, with fewer figures, is measured again).
   if (!file.empty()) {
     std::ifstream in(file);
     std::string line;
@@ -162,7 +204,8 @@ Expected<MachinePeak> machinePeak(int threads, const CpuTarget &cpu) {
         continue;
       std::istringstream fields(line.substr(0, tab));
       MachinePeak p;
-      if (fields >> p.gflops >> p.gbps && p.gflops > 0 && p.gbps > 0) {
+      if (fields >> p.gflops >> p.gbps >> p.gopsInt8 >> p.gflopsBf16 && p.gflops > 0 &&
+          p.gbps > 0 && p.gopsInt8 > 0 && p.gflopsBf16 >= 0) {
         p.cacheFile = file;
         p.fromCache = true;
         return p;
@@ -174,7 +217,8 @@ Expected<MachinePeak> machinePeak(int threads, const CpuTarget &cpu) {
     std::error_code ec;
     fs::create_directories(fs::path(file).parent_path(), ec);
     std::ofstream out(file, std::ios::app);
-    out << fmt::format("{:.3f} {:.3f}\t{}\n", p.gflops, p.gbps, fingerprint);
+    out << fmt::format("{:.3f} {:.3f} {:.3f} {:.3f}\t{}\n", p.gflops, p.gbps, p.gopsInt8,
+                       p.gflopsBf16, fingerprint);
     if (out)
       p.cacheFile = file;
   }
@@ -200,13 +244,16 @@ std::string profileTable(const ProfileReport &r, size_t limit) {
       "{:.3f} ms\n",
       r.runs, r.kernels.size(), r.kernelSumMs,
       r.medianMs > 0 ? 100 * r.kernelSumMs / r.medianMs : 0.0, r.medianMs);
-  out += fmt::format("peak of this machine (nnc's own kernels{}): GEMM {:.1f} GFLOP/s, memory "
-                     "{:.1f} GB/s\n",
+  out += fmt::format("peak of this machine (nnc's own kernels{}): GEMM {:.1f} GFLOP/s f32, {:.1f} "
+                     "GOP/s u8 x s8, {}; memory {:.1f} GB/s\n",
                      r.peak.cacheFile.empty() ? "" : ", kept in " + r.peak.cacheFile, r.peak.gflops,
+                     r.peak.gopsInt8,
+                     r.peak.gflopsBf16 > 0 ? fmt::format("{:.1f} GFLOP/s bf16", r.peak.gflopsBf16)
+                                           : std::string("no bf16 dot product"),
                      r.peak.gbps);
   out += "GEMMs' roofline: memory = their parameters' bytes (weights, activations, result) at "
-         "the memory peak, flops = their work at the GEMM peak; the larger is the bound, x = "
-         "time / bound\n";
+         "the memory peak, flops = their work at the GEMM peak of their operands (f32, u8 x s8 "
+         "or bf16); the larger is the bound, x = time / bound\n";
   out += "        ms  share             rate  of peak    memory    flops  bound        x  "
          "kernel  [nodes]\n";
   size_t n = limit == 0 ? r.kernels.size() : std::min(limit, r.kernels.size());
@@ -214,7 +261,7 @@ std::string profileTable(const ProfileReport &r, size_t limit) {
     const KernelProfile &k = r.kernels[i];
     Rate rate = rateOf(k, r.peak);
     out += fmt::format("  {:8.3f} {:5.1f}%  {}  {:6.1f}%  {}  {}  [{}]\n", k.ms,
-                       r.kernelSumMs > 0 ? 100 * k.ms / r.kernelSumMs : 0.0, rateText(rate),
+                       r.kernelSumMs > 0 ? 100 * k.ms / r.kernelSumMs : 0.0, rateText(k, rate),
                        100 * rate.fraction, rooflineText(k, rooflineOf(k, r.peak)), k.name,
                        fmt::join(k.sources, ", "));
   }
@@ -237,15 +284,18 @@ std::string profileJson(const ProfileReport &r) {
                                  k.ms / std::max(roof.boundMs(), 1e-9))
                    : std::string();
     ks += fmt::format("{}{{\"name\": {}, \"sources\": {}, \"ms\": {:.6f}, \"share\": {:.5f}, "
-                      "\"flops\": {:.0f}, \"bytes\": {}, \"{}\": {:.3f}, "
+                      "\"flops\": {:.0f}, \"operands\": \"{}\", \"bytes\": {}, \"{}\": {:.3f}, "
                       "\"peak_fraction\": {:.4f}{}}}",
                       i ? ", " : "", jsonString(k.name), jsonStrings(k.sources), k.ms,
-                      r.kernelSumMs > 0 ? k.ms / r.kernelSumMs : 0.0, k.flops, k.bytes,
-                      rate.flops ? "gflops" : "gbps", rate.value, rate.fraction, roofJson);
+                      r.kernelSumMs > 0 ? k.ms / r.kernelSumMs : 0.0, k.flops,
+                      kir::gemmElemsName(k.flopsElems), k.bytes, rateKey(k, rate), rate.value,
+                      rate.fraction, roofJson);
   }
   return fmt::format("{{\"runs\": {}, \"kernel_sum_ms\": {:.6f}, \"median_ms\": {:.6f}, "
-                     "\"peak_gflops\": {:.3f}, \"peak_gbps\": {:.3f}, \"kernels\": [{}]}}",
-                     r.runs, r.kernelSumMs, r.medianMs, r.peak.gflops, r.peak.gbps, ks);
+                     "\"peak_gflops\": {:.3f}, \"peak_gops_int8\": {:.3f}, \"peak_gflops_bf16\": "
+                     "{:.3f}, \"peak_gbps\": {:.3f}, \"kernels\": [{}]}}",
+                     r.runs, r.kernelSumMs, r.medianMs, r.peak.gflops, r.peak.gopsInt8,
+                     r.peak.gflopsBf16, r.peak.gbps, ks);
 }
 
 std::string profileTrace(const ProfileReport &r, const Executable &exe) {
@@ -257,7 +307,7 @@ std::string profileTrace(const ProfileReport &r, const Executable &exe) {
                           "\"dur\": {:.3f}, \"pid\": 1, \"tid\": 1, \"args\": {{\"nodes\": {}, "
                           "\"{}\": {:.3f}, \"peak_fraction\": {:.4f}}}}}",
                           events.empty() ? "" : ",\n  ", jsonString(k.name), ts, k.ms * 1e3,
-                          jsonStrings(k.sources), rate.flops ? "gflops" : "gbps", rate.value,
+                          jsonStrings(k.sources), rateKey(k, rate), rate.value,
                           rate.fraction);
     ts += k.ms * 1e3;
   }

@@ -11,17 +11,24 @@
 namespace nnc::tools {
 
 /// What this machine reaches at `threads` threads, measured with nnc's own kernels: the
-/// GFLOP/s of a 512 x 512 x 512 f32 matmul by a constant weight, and the GB/s of a fused
-/// elementwise kernel over 16M floats (64 MiB read, 64 MiB written). `cacheFile` is where the
-/// figures were kept.
+/// GFLOP/s of a 512 x 512 x 512 f32 matmul by a constant weight, the same product's GOP/s
+/// as matmul_integer (u8 x a constant s8, i32 sums: VNNI or widened multiply-adds, as the
+/// target has them) and its GFLOP/s with bf16 operands (0 where the target has no bf16 dot
+/// product), and the GB/s of a fused elementwise kernel over 16M floats (64 MiB read, 64 MiB
+/// written). `cacheFile` is where the figures were kept.
 struct MachinePeak {
-  double gflops = 0, gbps = 0;
+  double gflops = 0, gbps = 0, gopsInt8 = 0, gflopsBf16 = 0;
   std::string cacheFile;
   bool fromCache = false;
+  /// The GEMM peak for work on these operands (0: not measured for this target).
+  double gemmPeak(kir::GemmElems e) const {
+    return e == kir::GemmElems::U8S8S32 ? gopsInt8 : e == kir::GemmElems::BF16 ? gflopsBf16 : gflops;
+  }
 };
 
-/// The peak of this device fingerprint and thread count: read from the cache, else measured
-/// (about a second) and stored.
+/// The peak of this device fingerprint and thread count, whatever `cpu`'s precision (each
+/// kernel is rated against the peak of its own operands): read from the cache, else measured
+/// (a few seconds) and stored.
 Expected<MachinePeak> machinePeak(int threads, const CpuTarget &cpu);
 
 /// The profiled kernels, worst first, with shares of `medianMs` and rates.

@@ -389,6 +389,9 @@ struct Kernel {
   /// attention group's two GEMMs; 0 elsewhere. A profile rates the kernel by it; code
   /// generation ignores it.
   double flops = 0;
+  /// The operands of that work: f32, bf16, or u8 x s8 summed in i32 (as the GEMM tiles' own
+  /// GemmElems), so that a profile rates the kernel against the machine's peak for them.
+  GemmElems flopsElems = GemmElems::F32;
   /// A key for caches and the tuner: the kernel's text without names.
   std::string signature() const;
   /// Buffer b's dtype, element count and name, for a parameter or a local buffer; b must

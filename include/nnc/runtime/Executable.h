@@ -26,6 +26,8 @@ struct KernelProfile {
   std::vector<std::string> sources; ///< The graph nodes it computes (ONNX node names).
   double ms = 0;                    ///< Mean wall time per profiled run.
   double flops = 0;                 ///< Arithmetic work per run where known (GEMMs), else 0.
+  /// The operands of that work (f32, bf16, u8 x s8): which of the machine's peaks rates it.
+  kir::GemmElems flopsElems = kir::GemmElems::F32;
   int64_t bytes = 0; ///< Bytes of its parameters: what it reads or writes at least once.
 };
 
