@@ -351,6 +351,8 @@ void registerNNLowerers(LowererTable &t) {
   registerConvLowerers(t);
   registerConvIntegerLowerer(t);
   registerPoolLowerers(t);
+  registerGridSampleLowerer(t);
+  registerDetectionLowerers(t);
 }
 
 } // namespace nnc::lower

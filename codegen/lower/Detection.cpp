@@ -1,0 +1,291 @@
+// Lowerers of the detection ops, with the interpreter's arithmetic
+// (runtime/interp/Detection.cpp): roi_align, one kernel over (roi, channel, bin) whose
+// sampling grid per bin is a loop of the roi's data-dependent extent; non_max_suppression,
+// one serial kernel that per (batch, class) picks the best remaining candidate, keeps it
+// unless a kept box overlaps it beyond the threshold, and writes the kept rows packed with
+// their count as the result's data-dependent extent.
+#include <fmt/format.h>
+
+#include "NNLowering.h"
+
+namespace nnc::lower {
+
+namespace {
+
+using namespace nnl;
+using kir::Expr;
+using kir::Stmt;
+using Kernels = std::vector<kir::Kernel>;
+
+Expr sadd(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Add, {std::move(a), std::move(b)})); }
+Expr ssub(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Sub, {std::move(a), std::move(b)})); }
+Expr smul(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Mul, {std::move(a), std::move(b)})); }
+Expr sdiv(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Div, {std::move(a), std::move(b)})); }
+Expr D(double v) { return fc(v, DType::F64); }
+Expr T(bool v) { return kir::intImm(v ? 1 : 0, DType::Bool); }
+
+Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
+  Extents xe = extentsOf(node.operand(0)), ye = extentsOf(node.result(0));
+  DType t = node.operand(0)->dtype();
+  int64_t n = xe[0], c = xe[1], h = xe[2], w = xe[3], r = ye[0];
+  int64_t ph = ye[2], pw = ye[3];
+  if (numElementsOf(ye) == 0)
+    return Kernels{emptyKernel(node, prefix)};
+  int64_t ratio = node.getInt("sampling_ratio", 0);
+  double scale = node.getFloat("spatial_scale", 1.0);
+  bool avg = node.getString("mode", "avg") == "avg";
+  bool halfPixel = node.getString("coordinate_transformation_mode", "half_pixel") == "half_pixel";
+  double offset = halfPixel ? 0.5 : 0.0;
+
+  KernelBuilder kb(node, prefix);
+  int xb = kb.operand(0), rb = kb.operand(1), bb = kb.operand(2), yb = kb.result(0);
+  Nest outer;
+  Expr ri = outer.add(kb, r, "r"), ci = outer.add(kb, c, "c");
+  Expr oy = outer.add(kb, ph, "oy"), ox = outer.add(kb, pw, "ox");
+  std::vector<Stmt> body;
+  auto bind = [&](const char *hint, DType dt, Expr e) { return kb.bind(body, hint, dt, e); };
+  // The batch index, checked once per output element as the interpreter checks it.
+  Expr b = bind("b", DType::I64, kir::cast(kb.load(bb, ri), DType::I64));
+  kir::RuntimeCheck check{node.describe() + ": batch index ",
+                          fmt::format(" is out of range for a batch of {}", n)};
+  body.push_back(kb.check(bor(kir::lt(b, i64(0)), kir::ge(b, i64(n))), b, std::move(check)));
+  Expr bc = bind("b", DType::I64, kir::min(kir::max(b, i64(0)), i64(n - 1)));
+  auto roi = [&](int64_t k) {
+    return ssub(smul(kir::cast(kb.load(rb, kir::add(kir::mul(ri, i64(4)), i64(k))), DType::F64),
+                     D(scale)),
+                D(offset));
+  };
+  Expr x0 = bind("x0", DType::F64, roi(0)), y0 = bind("y0", DType::F64, roi(1));
+  Expr rw = bind("rw", DType::F64, ssub(roi(2), x0)), rh = bind("rh", DType::F64, ssub(roi(3), y0));
+  if (!halfPixel) {
+    rw = bind("rw", DType::F64, kir::max(rw, D(1)));
+    rh = bind("rh", DType::F64, kir::max(rh, D(1)));
+  }
+  Expr bh = bind("bh", DType::F64, sdiv(rh, D(double(ph))));
+  Expr bw = bind("bw", DType::F64, sdiv(rw, D(double(pw))));
+  auto gridOf = [&](const Expr &extent, int64_t bins) -> Expr {
+    if (ratio > 0)
+      return i64(ratio);
+    Expr g = bind("g", DType::F64, kir::op(OpKind::Ceil, {sdiv(extent, D(double(bins)))}));
+    // NaN and g < 1 sample nothing; an absurd g is capped (interp gridOf()).
+    Expr capped = kir::select(gt(g, D(1e6)), D(1e6), kir::select(kir::ge(g, D(1)), g, D(0)));
+    return bind("gn", DType::I64, kir::cast(capped, DType::I64));
+  };
+  Expr gh = gridOf(rh, ph), gw = gridOf(rw, pw);
+  Expr count = bind("cnt", DType::F64, kir::cast(kir::max(kir::mul(gh, gw), i64(1)), DType::F64));
+  Expr img = bind("img", DType::I64, kir::mul(kir::add(kir::mul(bc, i64(c)), ci), i64(h * w)));
+  std::string acc = kb.freshName("acc"), first = kb.freshName("first");
+  Expr accE = kir::var(acc, DType::F64), firstE = kir::var(first, DType::Bool);
+  body.push_back(kir::decl(acc, DType::F64, D(0)));
+  body.push_back(kir::decl(first, DType::Bool, T(true)));
+  std::string iy = kb.freshName("iy"), ix = kb.freshName("ix");
+  std::vector<Stmt> s;
+  auto sbind = [&](const char *hint, DType dt, Expr e) { return kb.bind(s, hint, dt, e); };
+  Expr yy = sbind("yy", DType::F64,
+                  sadd(sadd(y0, smul(kir::cast(oy, DType::F64), bh)),
+                       sdiv(smul(sadd(kir::cast(kir::var(iy), DType::F64), D(0.5)), bh),
+                            kir::cast(gh, DType::F64))));
+  Expr xx = sbind("xx", DType::F64,
+                  sadd(sadd(x0, smul(kir::cast(ox, DType::F64), bw)),
+                       sdiv(smul(sadd(kir::cast(kir::var(ix), DType::F64), D(0.5)), bw),
+                            kir::cast(gw, DType::F64))));
+  Expr inside = sbind("in", DType::Bool,
+                      bnot(bor(bor(kir::lt(yy, D(-1)), gt(yy, D(double(h)))),
+                               bor(kir::lt(xx, D(-1)), gt(xx, D(double(w)))))));
+  // Outside samples are 0 (their weights are); clamp them first so every read is in bounds.
+  Expr yc = sbind("yc", DType::F64, kir::min(kir::max(yy, D(0)), D(double(h))));
+  Expr xc = sbind("xc", DType::F64, kir::min(kir::max(xx, D(0)), D(double(w))));
+  Expr ylo = sbind("yl", DType::I64, kir::cast(yc, DType::I64));
+  Expr xlo = sbind("xl", DType::I64, kir::cast(xc, DType::I64));
+  Expr yEdge = sbind("ye", DType::Bool, kir::ge(ylo, i64(h - 1)));
+  Expr xEdge = sbind("xe", DType::Bool, kir::ge(xlo, i64(w - 1)));
+  Expr yl = sbind("yl", DType::I64, kir::select(yEdge, i64(h - 1), ylo));
+  Expr xl = sbind("xl", DType::I64, kir::select(xEdge, i64(w - 1), xlo));
+  Expr yh = kir::select(yEdge, i64(h - 1), kir::add(ylo, i64(1)));
+  Expr xh = kir::select(xEdge, i64(w - 1), kir::add(xlo, i64(1)));
+  Expr ly = sbind("ly", DType::F64,
+                  ssub(kir::select(yEdge, kir::cast(yl, DType::F64), yc), kir::cast(yl, DType::F64)));
+  Expr lx = sbind("lx", DType::F64,
+                  ssub(kir::select(xEdge, kir::cast(xl, DType::F64), xc), kir::cast(xl, DType::F64)));
+  Expr hy = sbind("hy", DType::F64, ssub(D(1), ly)), hx = sbind("hx", DType::F64, ssub(D(1), lx));
+  auto px = [&](const Expr &yi, const Expr &xi) {
+    return kir::cast(kb.load(xb, kir::add(img, kir::add(kir::mul(yi, i64(w)), xi))), DType::F64);
+  };
+  auto term = [&](Expr wy, Expr wx, const Expr &yi, const Expr &xi) {
+    return sbind("v", DType::F64, kir::select(inside, smul(smul(wy, wx), px(yi, xi)), D(0)));
+  };
+  Expr v1 = term(hy, hx, yl, xl), v2 = term(hy, lx, yl, xh);
+  Expr v3 = term(ly, hx, yh, xl), v4 = term(ly, lx, yh, xh);
+  if (avg) {
+    s.push_back(kir::assign(acc, sadd(accE, sadd(sadd(sadd(v1, v2), v3), v4))));
+  } else {
+    Expr m = kir::max(kir::max(v1, v2), kir::max(v3, v4));
+    s.push_back(kir::assign(acc, kir::select(firstE, m, kir::max(accE, m))));
+    s.push_back(kir::assign(first, T(false)));
+  }
+  body.push_back(kir::forLoop(iy, gh, kir::forLoop(ix, gw, kir::block(s))));
+  Expr result = avg ? sdiv(accE, count) : accE;
+  Expr yAt = kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(ri, i64(c)), ci), i64(ph)), oy),
+                               i64(pw)),
+                      ox);
+  body.push_back(kb.store(yb, yAt, kir::cast(result, t)));
+  Kernels kernels;
+  kernels.push_back(kb.finish(outer.wrap(kir::block(body)),
+                              parallelOuter(outer, numElementsOf(ye) * 64)));
+  return kernels;
+}
+
+Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &prefix) {
+  Extents be = extentsOf(node.operand(0)), se = extentsOf(node.operand(1));
+  DType ct = computeType(node.operand(0)->dtype());
+  int64_t nb = be[0], nbox = be[1], nc = se[1];
+  bool center = node.getInt("center_point_box", 0) != 0;
+  auto present = [&](size_t i) {
+    return i < node.numOperands() && node.operand(i) &&
+           numElementsOf(extentsOf(node.operand(i))) > 0;
+  };
+  // The result holds at most min(max_output_boxes_per_class, boxes) rows per (batch, class).
+  int64_t perClass = nbox;
+  if (const Tensor *m = present(2) ? node.constantOperand(2) : nullptr)
+    perClass = std::max<int64_t>(0, std::min<int64_t>(perClass, m->toInt64Vector()[0]));
+  if (!present(2))
+    perClass = 0;
+  int64_t capacity = std::max<int64_t>(nb * nc * perClass * 3, 1);
+
+  KernelBuilder kb(node, prefix);
+  int boxes = kb.operand(0), scores = kb.operand(1);
+  auto [out, extent] = kb.dynamicResult(0, capacity);
+  int cand = kb.scratch(0, DType::U8, std::max<int64_t>(nbox, 1));
+  int kept = kb.scratch(1, DType::I64, std::max<int64_t>(nbox, 1));
+  std::vector<Stmt> body;
+  auto bind = [&](std::vector<Stmt> &at, const char *hint, DType t, Expr e) {
+    return kb.bind(at, hint, t, std::move(e));
+  };
+  Expr maxOut = present(2) ? bind(body, "maxout", DType::I64,
+                                  kir::max(kir::cast(kb.load(kb.operand(2), i64(0)), DType::I64),
+                                           i64(0)))
+                           : i64(0);
+  Expr iou = present(3) ? bind(body, "iou", ct, kir::cast(kb.load(kb.operand(3), i64(0)), ct))
+                        : fc(0, ct);
+  Expr scoreThr = present(4) ? bind(body, "sthr", ct,
+                                    kir::cast(kb.load(kb.operand(4), i64(0)), ct))
+                             : Expr();
+  std::string total = kb.freshName("total");
+  Expr totalE = kir::var(total);
+  body.push_back(kir::decl(total, DType::I64, i64(0)));
+
+  std::vector<Stmt> cls; // per (batch, class)
+  std::string bv = kb.freshName("b"), cv = kb.freshName("cl");
+  Expr b = kir::var(bv), cl = kir::var(cv);
+  auto score = [&](const Expr &i) {
+    return kir::cast(kb.load(scores, kir::add(kir::mul(kir::add(kir::mul(b, i64(nc)), cl),
+                                                       i64(nbox)),
+                                              i)),
+                     ct);
+  };
+  std::string left = kb.freshName("left"), cnt = kb.freshName("cnt");
+  Expr leftE = kir::var(left), cntE = kir::var(cnt);
+  cls.push_back(kir::decl(left, DType::I64, i64(0)));
+  cls.push_back(kir::decl(cnt, DType::I64, i64(0)));
+  {
+    std::string i = kb.freshName("i");
+    Expr pass = scoreThr ? gt(score(kir::var(i)), scoreThr) : T(true);
+    std::vector<Stmt> mark;
+    Expr ok = bind(mark, "ok", DType::Bool, pass);
+    mark.push_back(kb.store(cand, kir::var(i),
+                            kir::select(ok, kir::intImm(1, DType::U8), kir::intImm(0, DType::U8))));
+    mark.push_back(kir::assign(left, kir::add(leftE, kir::select(ok, i64(1), i64(0)))));
+    cls.push_back(kir::forLoop(i, i64(nbox), kir::block(mark)));
+  }
+  // One pick per step while candidates remain and the class may keep more.
+  std::vector<Stmt> pick;
+  std::string best = kb.freshName("best"), bestS = kb.freshName("bs");
+  Expr bestE = kir::var(best), bestSE = kir::var(bestS, ct);
+  pick.push_back(kir::decl(best, DType::I64, i64(-1)));
+  pick.push_back(kir::decl(bestS, ct, fc(0, ct)));
+  {
+    std::string i = kb.freshName("i");
+    Expr iE = kir::var(i);
+    std::vector<Stmt> scan;
+    Expr s = bind(scan, "s", ct, score(iE));
+    Expr better = kir::land(bnot(eq(kb.load(cand, iE), kir::intImm(0, DType::U8))),
+                            bor(kir::lt(bestE, i64(0)), greaterNaN(s, bestSE)));
+    scan.push_back(kir::ifThen(better, kir::block({kir::assign(best, iE), kir::assign(bestS, s)})));
+    pick.push_back(kir::forLoop(i, i64(nbox), kir::block(scan)));
+  }
+  pick.push_back(kb.store(cand, bestE, kir::intImm(0, DType::U8)));
+  pick.push_back(kir::assign(left, kir::sub(leftE, i64(1))));
+  // Box corners of box j of batch b, in the interpreter's order (suppresses()).
+  auto corners = [&](std::vector<Stmt> &at, const Expr &j, Expr (&lo)[2], Expr (&hi)[2]) {
+    Expr base = kir::mul(kir::add(kir::mul(b, i64(nbox)), j), i64(4));
+    Expr v[4];
+    for (int k = 0; k < 4; ++k)
+      v[k] = bind(at, "bx", ct, kir::cast(kb.load(boxes, kir::add(base, i64(k))), ct));
+    if (center) {
+      Expr hw = bind(at, "hw", ct, sdiv(v[2], fc(2, ct)));
+      Expr hh = bind(at, "hh", ct, sdiv(v[3], fc(2, ct)));
+      lo[0] = bind(at, "x0", ct, ssub(v[0], hw));
+      hi[0] = bind(at, "x1", ct, sadd(v[0], hw));
+      lo[1] = bind(at, "y0", ct, ssub(v[1], hh));
+      hi[1] = bind(at, "y1", ct, sadd(v[1], hh));
+    } else {
+      lo[0] = bind(at, "x0", ct, kir::min(v[1], v[3]));
+      hi[0] = bind(at, "x1", ct, kir::max(v[1], v[3]));
+      lo[1] = bind(at, "y0", ct, kir::min(v[0], v[2]));
+      hi[1] = bind(at, "y1", ct, kir::max(v[0], v[2]));
+    }
+  };
+  std::string keep = kb.freshName("keep");
+  Expr keepE = kir::var(keep, DType::Bool);
+  pick.push_back(kir::decl(keep, DType::Bool, T(true)));
+  Expr alo[2], ahi[2];
+  corners(pick, bestE, alo, ahi);
+  {
+    std::string j = kb.freshName("j");
+    std::vector<Stmt> cmp;
+    Expr blo[2], bhi[2];
+    corners(cmp, kb.load(kept, kir::var(j)), blo, bhi);
+    Expr ix0 = bind(cmp, "ix0", ct, kir::max(alo[0], blo[0]));
+    Expr ix1 = bind(cmp, "ix1", ct, kir::min(ahi[0], bhi[0]));
+    Expr iy0 = bind(cmp, "iy0", ct, kir::max(alo[1], blo[1]));
+    Expr iy1 = bind(cmp, "iy1", ct, kir::min(ahi[1], bhi[1]));
+    Expr inter = bind(cmp, "inter", ct, smul(ssub(ix1, ix0), ssub(iy1, iy0)));
+    Expr a0 = bind(cmp, "a0", ct, smul(ssub(ahi[0], alo[0]), ssub(ahi[1], alo[1])));
+    Expr a1 = bind(cmp, "a1", ct, smul(ssub(bhi[0], blo[0]), ssub(bhi[1], blo[1])));
+    Expr uni = bind(cmp, "uni", ct, ssub(sadd(a0, a1), inter));
+    Expr zero = fc(0, ct);
+    Expr overlaps = kir::land(kir::land(gt(ix1, ix0), gt(iy1, iy0)),
+                              kir::land(kir::land(gt(inter, zero), gt(a0, zero)),
+                                        kir::land(gt(a1, zero), gt(uni, zero))));
+    Expr suppressed = kir::land(overlaps, gt(sdiv(inter, uni), iou));
+    cmp.push_back(kir::ifThen(suppressed, kir::assign(keep, T(false))));
+    pick.push_back(kir::forLoop(j, cntE, kir::block(cmp)));
+  }
+  std::vector<Stmt> add{kb.store(kept, cntE, bestE)};
+  Expr row = kir::mul(totalE, i64(3));
+  add.push_back(kb.store(out, row, b));
+  add.push_back(kb.store(out, kir::add(row, i64(1)), cl));
+  add.push_back(kb.store(out, kir::add(row, i64(2)), bestE));
+  add.push_back(kir::assign(cnt, kir::add(cntE, i64(1))));
+  add.push_back(kir::assign(total, kir::add(totalE, i64(1))));
+  pick.push_back(kir::ifThen(keepE, kir::block(add)));
+  std::string step = kb.freshName("step");
+  Expr more = kir::land(gt(leftE, i64(0)), kir::lt(cntE, maxOut));
+  if (perClass < nbox)
+    more = kir::land(more, kir::lt(cntE, i64(perClass))); // the capacity's bound, if constant
+  cls.push_back(kir::forLoop(step, i64(nbox), kir::ifThen(more, kir::block(pick))));
+  body.push_back(kir::forLoop(bv, i64(nb), kir::forLoop(cv, i64(nc), kir::block(cls))));
+  body.push_back(kb.store(extent, i64(0), totalE));
+  Kernels kernels;
+  kernels.push_back(kb.finish(kir::block(body)));
+  return kernels;
+}
+
+} // namespace
+
+void registerDetectionLowerers(LowererTable &t) {
+  t[OpKind::RoiAlign] = lowerRoiAlign;
+  t[OpKind::NonMaxSuppression] = lowerNonMaxSuppression;
+}
+
+} // namespace nnc::lower
