@@ -193,7 +193,10 @@ Results evalNonMaxSuppression(const Node &node, const Operands &ops) {
   if (be.size() != 3 || be[2] != 4 || se.size() != 3 || se[0] != be[0] || se[2] != be[1])
     return node.error("boxes {} and scores {} must be [B, n, 4] and [B, classes, n]",
                       extentsStr(be), extentsStr(se));
-  int64_t maxOut = std::max<int64_t>(static_cast<int64_t>(scalarOr(ops, 2, 0)), 0);
+  // Read as an integer: exporters pass INT64_MAX, which a double does not hold.
+  int64_t maxOut = ops.size() > 2 && !ops[2].isNull() && ops[2].numElements() > 0
+                       ? std::max<int64_t>(ops[2].elementAsInt(0), 0)
+                       : 0;
   bool hasScore = ops.size() > 4 && !ops[4].isNull() && ops[4].numElements() > 0;
   bool center = node.getInt("center_point_box", 0) != 0;
   std::vector<int64_t> rows =
