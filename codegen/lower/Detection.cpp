@@ -1,6 +1,8 @@
 // Lowerers of the detection ops, with the interpreter's arithmetic
-// (runtime/interp/Detection.cpp): roi_align, one kernel over (roi, channel, bin) whose
-// sampling grid per bin is a loop of the roi's data-dependent extent; non_max_suppression,
+// (runtime/interp/Detection.cpp): roi_align, one kernel over (roi, bin) whose sampling grid
+// is a loop of the roi's data-dependent extent, each sample's position and weights computed
+// once for all channels (summed in the compute type, the interpreter's in f64);
+// non_max_suppression,
 // one serial kernel that per (batch, class) picks the best remaining candidate, keeps it
 // unless a kept box overlaps it beyond the threshold, and writes the kept rows packed with
 // their count as the result's data-dependent extent.
@@ -26,7 +28,7 @@ Expr T(bool v) { return kir::intImm(v ? 1 : 0, DType::Bool); }
 
 Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
   Extents xe = extentsOf(node.operand(0)), ye = extentsOf(node.result(0));
-  DType t = node.operand(0)->dtype();
+  DType t = node.operand(0)->dtype(), ct = computeType(t);
   int64_t n = xe[0], c = xe[1], h = xe[2], w = xe[3], r = ye[0];
   int64_t ph = ye[2], pw = ye[3];
   if (numElementsOf(ye) == 0)
@@ -39,12 +41,14 @@ Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
 
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), rb = kb.operand(1), bb = kb.operand(2), yb = kb.result(0);
+  // The sums of every output element in the compute type: element (r, c, oy, ox) is only
+  // touched by its bin's iteration, so the bins run independently.
+  int accb = kb.scratch(0, ct, numElementsOf(ye));
   Nest outer;
-  Expr ri = outer.add(kb, r, "r"), ci = outer.add(kb, c, "c");
-  Expr oy = outer.add(kb, ph, "oy"), ox = outer.add(kb, pw, "ox");
+  Expr ri = outer.add(kb, r, "r"), oy = outer.add(kb, ph, "oy"), ox = outer.add(kb, pw, "ox");
   std::vector<Stmt> body;
   auto bind = [&](const char *hint, DType dt, Expr e) { return kb.bind(body, hint, dt, e); };
-  // The batch index, checked once per output element as the interpreter checks it.
+  // The batch index, checked once per bin as the interpreter checks it per roi.
   Expr b = bind("b", DType::I64, kir::cast(kb.load(bb, ri), DType::I64));
   kir::RuntimeCheck check{node.describe() + ": batch index ",
                           fmt::format(" is out of range for a batch of {}", n)};
@@ -72,12 +76,19 @@ Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
     return bind("gn", DType::I64, kir::cast(capped, DType::I64));
   };
   Expr gh = gridOf(rh, ph), gw = gridOf(rw, pw);
-  Expr count = bind("cnt", DType::F64, kir::cast(kir::max(kir::mul(gh, gw), i64(1)), DType::F64));
-  Expr img = bind("img", DType::I64, kir::mul(kir::add(kir::mul(bc, i64(c)), ci), i64(h * w)));
-  std::string acc = kb.freshName("acc"), first = kb.freshName("first");
-  Expr accE = kir::var(acc, DType::F64), firstE = kir::var(first, DType::Bool);
-  body.push_back(kir::decl(acc, DType::F64, D(0)));
-  body.push_back(kir::decl(first, DType::Bool, T(true)));
+  Expr count = bind("cnt", ct, kir::cast(kir::max(kir::mul(gh, gw), i64(1)), ct));
+  Expr img = bind("img", DType::I64, kir::mul(bc, i64(c * h * w)));
+  auto accAt = [&](const Expr &ch) {
+    return kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(ri, i64(c)), ch), i64(ph)), oy),
+                             i64(pw)),
+                    ox);
+  };
+  {
+    std::string ch = kb.freshName("c");
+    body.push_back(kir::forLoop(ch, i64(c), kb.store(accb, accAt(kir::var(ch)), fc(0, ct))));
+  }
+  // Per sample: its position, corners and weights once (f64, the interpreter's operations),
+  // then every channel's weighted corners.
   std::string iy = kb.freshName("iy"), ix = kb.freshName("ix");
   std::vector<Stmt> s;
   auto sbind = [&](const char *hint, DType dt, Expr e) { return kb.bind(s, hint, dt, e); };
@@ -92,7 +103,7 @@ Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
   Expr inside = sbind("in", DType::Bool,
                       bnot(bor(bor(kir::lt(yy, D(-1)), gt(yy, D(double(h)))),
                                bor(kir::lt(xx, D(-1)), gt(xx, D(double(w)))))));
-  // Outside samples are 0 (their weights are); clamp them first so every read is in bounds.
+  // Outside samples add 0; clamp them first so every read is in bounds.
   Expr yc = sbind("yc", DType::F64, kir::min(kir::max(yy, D(0)), D(double(h))));
   Expr xc = sbind("xc", DType::F64, kir::min(kir::max(xx, D(0)), D(double(w))));
   Expr ylo = sbind("yl", DType::I64, kir::cast(yc, DType::I64));
@@ -101,34 +112,46 @@ Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
   Expr xEdge = sbind("xe", DType::Bool, kir::ge(xlo, i64(w - 1)));
   Expr yl = sbind("yl", DType::I64, kir::select(yEdge, i64(h - 1), ylo));
   Expr xl = sbind("xl", DType::I64, kir::select(xEdge, i64(w - 1), xlo));
-  Expr yh = kir::select(yEdge, i64(h - 1), kir::add(ylo, i64(1)));
-  Expr xh = kir::select(xEdge, i64(w - 1), kir::add(xlo, i64(1)));
+  Expr yh = sbind("yh", DType::I64, kir::select(yEdge, i64(h - 1), kir::add(ylo, i64(1))));
+  Expr xh = sbind("xh", DType::I64, kir::select(xEdge, i64(w - 1), kir::add(xlo, i64(1))));
   Expr ly = sbind("ly", DType::F64,
                   ssub(kir::select(yEdge, kir::cast(yl, DType::F64), yc), kir::cast(yl, DType::F64)));
   Expr lx = sbind("lx", DType::F64,
                   ssub(kir::select(xEdge, kir::cast(xl, DType::F64), xc), kir::cast(xl, DType::F64)));
   Expr hy = sbind("hy", DType::F64, ssub(D(1), ly)), hx = sbind("hx", DType::F64, ssub(D(1), lx));
-  auto px = [&](const Expr &yi, const Expr &xi) {
-    return kir::cast(kb.load(xb, kir::add(img, kir::add(kir::mul(yi, i64(w)), xi))), DType::F64);
+  auto weight = [&](const Expr &wy, const Expr &wx) {
+    return sbind("wt", ct, kir::select(inside, kir::cast(smul(wy, wx), ct), fc(0, ct)));
   };
-  auto term = [&](Expr wy, Expr wx, const Expr &yi, const Expr &xi) {
-    return sbind("v", DType::F64, kir::select(inside, smul(smul(wy, wx), px(yi, xi)), D(0)));
+  Expr w1 = weight(hy, hx), w2 = weight(hy, lx), w3 = weight(ly, hx), w4 = weight(ly, lx);
+  auto at = [&](const Expr &yi, const Expr &xi) {
+    return sbind("o", DType::I64, kir::add(img, kir::add(kir::mul(yi, i64(w)), xi)));
   };
-  Expr v1 = term(hy, hx, yl, xl), v2 = term(hy, lx, yl, xh);
-  Expr v3 = term(ly, hx, yh, xl), v4 = term(ly, lx, yh, xh);
-  if (avg) {
-    s.push_back(kir::assign(acc, sadd(accE, sadd(sadd(sadd(v1, v2), v3), v4))));
-  } else {
-    Expr m = kir::max(kir::max(v1, v2), kir::max(v3, v4));
-    s.push_back(kir::assign(acc, kir::select(firstE, m, kir::max(accE, m))));
-    s.push_back(kir::assign(first, T(false)));
+  Expr o1 = at(yl, xl), o2 = at(yl, xh), o3 = at(yh, xl), o4 = at(yh, xh);
+  Expr first = sbind("first", DType::Bool,
+                     kir::land(eq(kir::var(iy), i64(0)), eq(kir::var(ix), i64(0))));
+  {
+    std::string ch = kb.freshName("c");
+    Expr chE = kir::var(ch), plane = kir::mul(chE, i64(h * w));
+    auto term = [&](const Expr &wt, const Expr &o) {
+      Expr v = kir::cast(kb.load(xb, kir::add(o, plane)), ct);
+      return kir::select(inside, kir::mul(wt, v), fc(0, ct));
+    };
+    Expr v1 = term(w1, o1), v2 = term(w2, o2), v3 = term(w3, o3), v4 = term(w4, o4);
+    Expr accE = kb.load(accb, accAt(chE));
+    Expr next = avg ? kir::add(accE, kir::add(kir::add(kir::add(v1, v2), v3), v4))
+                    : kir::select(first, kir::max(kir::max(v1, v2), kir::max(v3, v4)),
+                                  kir::max(accE, kir::max(kir::max(v1, v2), kir::max(v3, v4))));
+    s.push_back(kir::forLoop(ch, i64(c), kb.store(accb, accAt(chE), next)));
   }
   body.push_back(kir::forLoop(iy, gh, kir::forLoop(ix, gw, kir::block(s))));
-  Expr result = avg ? sdiv(accE, count) : accE;
-  Expr yAt = kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(ri, i64(c)), ci), i64(ph)), oy),
-                               i64(pw)),
-                      ox);
-  body.push_back(kb.store(yb, yAt, kir::cast(result, t)));
+  {
+    std::string ch = kb.freshName("c");
+    Expr a = kb.load(accb, accAt(kir::var(ch)));
+    body.push_back(kir::forLoop(ch, i64(c), kb.store(yb, accAt(kir::var(ch)),
+                                                     kir::cast(avg ? kir::op(OpKind::Div, {a, count})
+                                                                   : a,
+                                                               t))));
+  }
   Kernels kernels;
   kernels.push_back(kb.finish(outer.wrap(kir::block(body)),
                               parallelOuter(outer, numElementsOf(ye) * 64)));
