@@ -282,7 +282,8 @@ Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &pr
                                         kir::land(gt(a1, zero), gt(uni, zero))));
     Expr suppressed = kir::land(overlaps, gt(sdiv(inter, uni), iou));
     cmp.push_back(kir::ifThen(suppressed, kir::assign(keep, T(false))));
-    pick.push_back(kir::forLoop(j, cntE, kir::block(cmp)));
+    // Once suppressed, the remaining kept boxes need no test.
+    pick.push_back(kir::forLoop(j, cntE, kir::ifThen(keepE, kir::block(cmp))));
   }
   std::vector<Stmt> add{kb.store(kept, cntE, bestE)};
   Expr row = kir::mul(totalE, i64(3));
