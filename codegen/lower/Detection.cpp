@@ -19,12 +19,24 @@ using kir::Expr;
 using kir::Stmt;
 using Kernels = std::vector<kir::Kernel>;
 
-Expr sadd(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Add, {std::move(a), std::move(b)})); }
-Expr ssub(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Sub, {std::move(a), std::move(b)})); }
-Expr smul(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Mul, {std::move(a), std::move(b)})); }
-Expr sdiv(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Div, {std::move(a), std::move(b)})); }
-Expr D(double v) { return fc(v, DType::F64); }
-Expr T(bool v) { return kir::intImm(v ? 1 : 0, DType::Bool); }
+Expr sadd(Expr a, Expr b) {
+  return kir::strict(kir::op(OpKind::Add, {std::move(a), std::move(b)}));
+}
+Expr ssub(Expr a, Expr b) {
+  return kir::strict(kir::op(OpKind::Sub, {std::move(a), std::move(b)}));
+}
+Expr smul(Expr a, Expr b) {
+  return kir::strict(kir::op(OpKind::Mul, {std::move(a), std::move(b)}));
+}
+Expr sdiv(Expr a, Expr b) {
+  return kir::strict(kir::op(OpKind::Div, {std::move(a), std::move(b)}));
+}
+Expr D(double v) {
+  return fc(v, DType::F64);
+}
+Expr T(bool v) {
+  return kir::intImm(v ? 1 : 0, DType::Bool);
+}
 
 Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
   Extents xe = extentsOf(node.operand(0)), ye = extentsOf(node.result(0));
@@ -55,9 +67,9 @@ Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
   body.push_back(kb.check(bor(kir::lt(b, i64(0)), kir::ge(b, i64(n))), b, std::move(check)));
   Expr bc = bind("b", DType::I64, kir::min(kir::max(b, i64(0)), i64(n - 1)));
   auto roi = [&](int64_t k) {
-    return ssub(smul(kir::cast(kb.load(rb, kir::add(kir::mul(ri, i64(4)), i64(k))), DType::F64),
-                     D(scale)),
-                D(offset));
+    return ssub(
+        smul(kir::cast(kb.load(rb, kir::add(kir::mul(ri, i64(4)), i64(k))), DType::F64), D(scale)),
+        D(offset));
   };
   Expr x0 = bind("x0", DType::F64, roi(0)), y0 = bind("y0", DType::F64, roi(1));
   Expr rw = bind("rw", DType::F64, ssub(roi(2), x0)), rh = bind("rh", DType::F64, ssub(roi(3), y0));
@@ -79,9 +91,8 @@ Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
   Expr count = bind("cnt", ct, kir::cast(kir::max(kir::mul(gh, gw), i64(1)), ct));
   Expr img = bind("img", DType::I64, kir::mul(bc, i64(c * h * w)));
   auto accAt = [&](const Expr &ch) {
-    return kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(ri, i64(c)), ch), i64(ph)), oy),
-                             i64(pw)),
-                    ox);
+    return kir::add(
+        kir::mul(kir::add(kir::mul(kir::add(kir::mul(ri, i64(c)), ch), i64(ph)), oy), i64(pw)), ox);
   };
   {
     std::string ch = kb.freshName("c");
@@ -114,10 +125,12 @@ Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
   Expr xl = sbind("xl", DType::I64, kir::select(xEdge, i64(w - 1), xlo));
   Expr yh = sbind("yh", DType::I64, kir::select(yEdge, i64(h - 1), kir::add(ylo, i64(1))));
   Expr xh = sbind("xh", DType::I64, kir::select(xEdge, i64(w - 1), kir::add(xlo, i64(1))));
-  Expr ly = sbind("ly", DType::F64,
-                  ssub(kir::select(yEdge, kir::cast(yl, DType::F64), yc), kir::cast(yl, DType::F64)));
-  Expr lx = sbind("lx", DType::F64,
-                  ssub(kir::select(xEdge, kir::cast(xl, DType::F64), xc), kir::cast(xl, DType::F64)));
+  Expr ly =
+      sbind("ly", DType::F64,
+            ssub(kir::select(yEdge, kir::cast(yl, DType::F64), yc), kir::cast(yl, DType::F64)));
+  Expr lx =
+      sbind("lx", DType::F64,
+            ssub(kir::select(xEdge, kir::cast(xl, DType::F64), xc), kir::cast(xl, DType::F64)));
   Expr hy = sbind("hy", DType::F64, ssub(D(1), ly)), hx = sbind("hx", DType::F64, ssub(D(1), lx));
   auto weight = [&](const Expr &wy, const Expr &wx) {
     return sbind("wt", ct, kir::select(inside, kir::cast(smul(wy, wx), ct), fc(0, ct)));
@@ -127,8 +140,8 @@ Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
     return sbind("o", DType::I64, kir::add(img, kir::add(kir::mul(yi, i64(w)), xi)));
   };
   Expr o1 = at(yl, xl), o2 = at(yl, xh), o3 = at(yh, xl), o4 = at(yh, xh);
-  Expr first = sbind("first", DType::Bool,
-                     kir::land(eq(kir::var(iy), i64(0)), eq(kir::var(ix), i64(0))));
+  Expr first =
+      sbind("first", DType::Bool, kir::land(eq(kir::var(iy), i64(0)), eq(kir::var(ix), i64(0))));
   {
     std::string ch = kb.freshName("c");
     Expr chE = kir::var(ch), plane = kir::mul(chE, i64(h * w));
@@ -147,14 +160,14 @@ Expected<Kernels> lowerRoiAlign(const Node &node, const std::string &prefix) {
   {
     std::string ch = kb.freshName("c");
     Expr a = kb.load(accb, accAt(kir::var(ch)));
-    body.push_back(kir::forLoop(ch, i64(c), kb.store(yb, accAt(kir::var(ch)),
-                                                     kir::cast(avg ? kir::op(OpKind::Div, {a, count})
-                                                                   : a,
-                                                               t))));
+    body.push_back(
+        kir::forLoop(ch, i64(c),
+                     kb.store(yb, accAt(kir::var(ch)),
+                              kir::cast(avg ? kir::op(OpKind::Div, {a, count}) : a, t))));
   }
   Kernels kernels;
-  kernels.push_back(kb.finish(outer.wrap(kir::block(body)),
-                              parallelOuter(outer, numElementsOf(ye) * 64)));
+  kernels.push_back(
+      kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, numElementsOf(ye) * 64)));
   return kernels;
 }
 
@@ -184,15 +197,14 @@ Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &pr
   auto bind = [&](std::vector<Stmt> &at, const char *hint, DType t, Expr e) {
     return kb.bind(at, hint, t, std::move(e));
   };
-  Expr maxOut = present(2) ? bind(body, "maxout", DType::I64,
-                                  kir::max(kir::cast(kb.load(kb.operand(2), i64(0)), DType::I64),
-                                           i64(0)))
-                           : i64(0);
-  Expr iou = present(3) ? bind(body, "iou", ct, kir::cast(kb.load(kb.operand(3), i64(0)), ct))
-                        : fc(0, ct);
-  Expr scoreThr = present(4) ? bind(body, "sthr", ct,
-                                    kir::cast(kb.load(kb.operand(4), i64(0)), ct))
-                             : Expr();
+  Expr maxOut = present(2)
+                    ? bind(body, "maxout", DType::I64,
+                           kir::max(kir::cast(kb.load(kb.operand(2), i64(0)), DType::I64), i64(0)))
+                    : i64(0);
+  Expr iou =
+      present(3) ? bind(body, "iou", ct, kir::cast(kb.load(kb.operand(3), i64(0)), ct)) : fc(0, ct);
+  Expr scoreThr =
+      present(4) ? bind(body, "sthr", ct, kir::cast(kb.load(kb.operand(4), i64(0)), ct)) : Expr();
   std::string total = kb.freshName("total");
   Expr totalE = kir::var(total);
   body.push_back(kir::decl(total, DType::I64, i64(0)));
@@ -201,10 +213,8 @@ Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &pr
   std::string bv = kb.freshName("b"), cv = kb.freshName("cl");
   Expr b = kir::var(bv), cl = kir::var(cv);
   auto score = [&](const Expr &i) {
-    return kir::cast(kb.load(scores, kir::add(kir::mul(kir::add(kir::mul(b, i64(nc)), cl),
-                                                       i64(nbox)),
-                                              i)),
-                     ct);
+    return kir::cast(
+        kb.load(scores, kir::add(kir::mul(kir::add(kir::mul(b, i64(nc)), cl), i64(nbox)), i)), ct);
   };
   std::string left = kb.freshName("left"), cnt = kb.freshName("cnt");
   Expr leftE = kir::var(left), cntE = kir::var(cnt);
@@ -239,7 +249,7 @@ Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &pr
   pick.push_back(kb.store(cand, bestE, kir::intImm(0, DType::U8)));
   pick.push_back(kir::assign(left, kir::sub(leftE, i64(1))));
   // Box corners of box j of batch b, in the interpreter's order (suppresses()).
-  auto corners = [&](std::vector<Stmt> &at, const Expr &j, Expr (&lo)[2], Expr (&hi)[2]) {
+  auto corners = [&](std::vector<Stmt> &at, const Expr &j, Expr(&lo)[2], Expr(&hi)[2]) {
     Expr base = kir::mul(kir::add(kir::mul(b, i64(nbox)), j), i64(4));
     Expr v[4];
     for (int k = 0; k < 4; ++k)

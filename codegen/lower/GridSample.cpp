@@ -18,11 +18,21 @@ using kir::Stmt;
 using Kernels = std::vector<kir::Kernel>;
 
 /// Strict float arithmetic, so the coordinates round as the interpreter's do.
-Expr sadd(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Add, {std::move(a), std::move(b)})); }
-Expr ssub(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Sub, {std::move(a), std::move(b)})); }
-Expr smul(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Mul, {std::move(a), std::move(b)})); }
-Expr sdiv(Expr a, Expr b) { return kir::strict(kir::op(OpKind::Div, {std::move(a), std::move(b)})); }
-Expr floorOf(Expr a) { return kir::op(OpKind::Floor, {std::move(a)}); }
+Expr sadd(Expr a, Expr b) {
+  return kir::strict(kir::op(OpKind::Add, {std::move(a), std::move(b)}));
+}
+Expr ssub(Expr a, Expr b) {
+  return kir::strict(kir::op(OpKind::Sub, {std::move(a), std::move(b)}));
+}
+Expr smul(Expr a, Expr b) {
+  return kir::strict(kir::op(OpKind::Mul, {std::move(a), std::move(b)}));
+}
+Expr sdiv(Expr a, Expr b) {
+  return kir::strict(kir::op(OpKind::Div, {std::move(a), std::move(b)}));
+}
+Expr floorOf(Expr a) {
+  return kir::op(OpKind::Floor, {std::move(a)});
+}
 
 struct AxisTap {
   Expr index; ///< i64, inside the image.
@@ -79,8 +89,8 @@ public:
                     : sdiv(ssub(smul(sadd(g, C(1)), len), C(1)), C(2));
     x = bind("x", ct_, x);
     const double limit = 16777216.0; // 2^24: keeps every later index conversion exact
-    x = bind("x", ct_, kir::min(kir::max(kir::select(isNaN(x), C(-limit), x), C(-limit)),
-                                C(limit)));
+    x = bind("x", ct_,
+             kir::min(kir::max(kir::select(isNaN(x), C(-limit), x), C(-limit)), C(limit)));
     if (mode_ == "nearest") // half to even on every rank, as the interpreter
       x = bind("x", ct_, kir::op(OpKind::Round, {x}));
     double lo = align_ ? 0.0 : -0.5;
@@ -98,8 +108,7 @@ public:
     Expr t = bind("t", ct_, ssub(x, fl));
     Expr i0 = bind("i0", DType::I64, kir::cast(fl, DType::I64));
     if (mode_ == "linear")
-      return {pixel(i0, size, lo, hi, ssub(C(1), t)),
-              pixel(kir::add(i0, i64(1)), size, lo, hi, t)};
+      return {pixel(i0, size, lo, hi, ssub(C(1), t)), pixel(kir::add(i0, i64(1)), size, lo, hi, t)};
     const double a = -0.75;
     Expr u = bind("u", ct_, sadd(t, C(1))), v = bind("v", ct_, ssub(C(1), t));
     Expr w = bind("w", ct_, ssub(C(2), t));
@@ -160,9 +169,8 @@ Expected<Kernels> lowerGridSample(const Node &node, const std::string &prefix) {
     Expr row = kir::mul(kir::add(kir::mul(b, i64(positions)), p), i64(static_cast<int64_t>(k)));
     std::vector<std::vector<AxisTap>> axes(k);
     for (size_t d = 0; d < k; ++d) {
-      Expr g = tb.bind("g", ct,
-                       kir::cast(kb.load(gb, kir::add(row, i64(static_cast<int64_t>(k - 1 - d)))),
-                                 ct));
+      Expr g = tb.bind(
+          "g", ct, kir::cast(kb.load(gb, kir::add(row, i64(static_cast<int64_t>(k - 1 - d)))), ct));
       axes[d] = tb.taps(g, xe[2 + d]);
     }
     std::vector<int64_t> ti(k, 0);
@@ -175,8 +183,7 @@ Expected<Kernels> lowerGridSample(const Node &node, const std::string &prefix) {
         valid = isTrue(a.valid) ? valid : (isTrue(valid) ? a.valid : kir::land(valid, a.valid));
         w = w ? kir::mul(w, a.weight) : a.weight;
       }
-      Expr at = kir::add(kir::mul(kir::add(kir::mul(b, i64(taps)), i64(combo)), i64(positions)),
-                         p);
+      Expr at = kir::add(kir::mul(kir::add(kir::mul(b, i64(taps)), i64(combo)), i64(positions)), p);
       body.push_back(kb.store(ob, at, isTrue(valid) ? off : kir::select(valid, off, i64(0))));
       body.push_back(kb.store(wb, at, isTrue(valid) ? w : kir::select(valid, w, fc(0, ct))));
       for (size_t d = k; d-- > 0;) {
@@ -203,13 +210,13 @@ Expected<Kernels> lowerGridSample(const Node &node, const std::string &prefix) {
         [&](const std::vector<Expr> &i) -> Stmt {
           Expr base = kir::mul(kir::add(kir::mul(i[0], i64(c)), i[1]), i64(image));
           auto term = [&](Expr tap) {
-            Expr at = kir::add(kir::mul(kir::add(kir::mul(i[0], i64(taps)), tap), i64(positions)),
-                               i[2]);
+            Expr at =
+                kir::add(kir::mul(kir::add(kir::mul(i[0], i64(taps)), tap), i64(positions)), i[2]);
             Expr v = kb.load(xb, kir::add(base, kb.load(ob, at)));
             return kir::mul(kb.load(wb, at), kir::cast(v, ct));
           };
-          Expr yAt = kir::add(kir::mul(kir::add(kir::mul(i[0], i64(c)), i[1]), i64(positions)),
-                              i[2]);
+          Expr yAt =
+              kir::add(kir::mul(kir::add(kir::mul(i[0], i64(c)), i[1]), i64(positions)), i[2]);
           if (unrolled) {
             Expr sum;
             for (int64_t j = 0; j < taps; ++j)
@@ -217,11 +224,11 @@ Expected<Kernels> lowerGridSample(const Node &node, const std::string &prefix) {
             return kb.store(yb, yAt, kir::cast(sum, t));
           }
           std::string acc = kb.freshName("acc"), j = kb.freshName("k");
-          return kir::block({kir::decl(acc, ct, fc(0, ct)),
-                             kir::forLoop(j, i64(taps),
-                                          kir::assign(acc, kir::add(kir::var(acc, ct),
-                                                                    term(kir::var(j))))),
-                             kb.store(yb, yAt, kir::cast(kir::var(acc, ct), t))});
+          return kir::block(
+              {kir::decl(acc, ct, fc(0, ct)),
+               kir::forLoop(j, i64(taps),
+                            kir::assign(acc, kir::add(kir::var(acc, ct), term(kir::var(j))))),
+               kb.store(yb, yAt, kir::cast(kir::var(acc, ct), t))});
         },
         &loops);
     kernels.push_back(kb.finish(nest, defaultSchedule(loops, {n, c, positions}, unrolled)));
@@ -231,6 +238,8 @@ Expected<Kernels> lowerGridSample(const Node &node, const std::string &prefix) {
 
 } // namespace
 
-void registerGridSampleLowerer(LowererTable &t) { t[OpKind::GridSample] = lowerGridSample; }
+void registerGridSampleLowerer(LowererTable &t) {
+  t[OpKind::GridSample] = lowerGridSample;
+}
 
 } // namespace nnc::lower

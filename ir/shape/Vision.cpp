@@ -24,7 +24,9 @@ Error requireDim(const Node &node, const Value *v, size_t d, int64_t want, const
 }
 
 /// A dim both values give (the static one where only one is).
-Dim sameDim(const Dim &a, const Dim &b) { return a.isStatic() ? a : b; }
+Dim sameDim(const Dim &a, const Dim &b) {
+  return a.isStatic() ? a : b;
+}
 
 Error requireSameDim(const Node &node, const Dim &a, const Dim &b, const char *what) {
   if (a.isStatic() && b.isStatic() && a.value() != b.value())

@@ -111,8 +111,7 @@ namespace {
 
 /// Whether box j suppresses box i: their IoU exceeds `threshold`, in the compute type T as
 /// ONNX's reference has it.
-template <typename T>
-bool suppresses(const T *bi, const T *bj, bool centerPoint, T threshold) {
+template <typename T> bool suppresses(const T *bi, const T *bj, bool centerPoint, T threshold) {
   T xmin[2], xmax[2], ymin[2], ymax[2];
   const T *b[2] = {bi, bj};
   for (int k = 0; k < 2; ++k) {
@@ -203,8 +202,8 @@ Results evalNonMaxSuppression(const Node &node, const Operands &ops) {
       boxes.dtype() == DType::F64
           ? select<double>(boxes, scores, maxOut, scalarOr(ops, 3, 0), hasScore,
                            scalarOr(ops, 4, 0), center)
-          : select<float>(boxes, scores, maxOut, static_cast<float>(scalarOr(ops, 3, 0)),
-                          hasScore, static_cast<float>(scalarOr(ops, 4, 0)), center);
+          : select<float>(boxes, scores, maxOut, static_cast<float>(scalarOr(ops, 3, 0)), hasScore,
+                          static_cast<float>(scalarOr(ops, 4, 0)), center);
   int64_t count = static_cast<int64_t>(rows.size()) / 3;
   return std::vector<Tensor>{Tensor::fromVector<int64_t>(DType::I64, {count, 3}, rows)};
 }

@@ -87,8 +87,8 @@ void axisTaps(T g, int64_t size, const std::string &mode, const std::string &pad
 }
 
 template <typename T>
-Results sample(const Tensor &x, const Tensor &grid, const std::string &mode,
-               const std::string &pad, bool align) {
+Results sample(const Tensor &x, const Tensor &grid, const std::string &mode, const std::string &pad,
+               bool align) {
   Extents xe = x.extents(), ge = grid.extents();
   size_t k = xe.size() - 2;
   int64_t n = xe[0], c = xe[1];
@@ -138,8 +138,7 @@ Results sample(const Tensor &x, const Tensor &grid, const std::string &mode,
 Results evalGridSample(const Node &node, const Operands &ops) {
   const Tensor &x = ops[0], &grid = ops[1];
   Extents xe = x.extents(), ge = grid.extents();
-  if (ge.size() != xe.size() || ge.back() != static_cast<int64_t>(xe.size()) - 2 ||
-      ge[0] != xe[0])
+  if (ge.size() != xe.size() || ge.back() != static_cast<int64_t>(xe.size()) - 2 || ge[0] != xe[0])
     return node.error("grid {} does not fit X {}: it must be [N, O1.., {}]", extentsStr(ge),
                       extentsStr(xe), static_cast<int64_t>(xe.size()) - 2);
   std::string mode = node.getString("mode", "linear");

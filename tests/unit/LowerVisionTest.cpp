@@ -73,8 +73,7 @@ TEST(LowerVision, GridSampleOfTheWrongGridIsTheNodesError) {
                                         "gs");
   ASSERT_FALSE(n);
   EXPECT_NE(n.error().message().find("'gs'"), std::string::npos) << n.error().message();
-  EXPECT_NE(n.error().message().find("dim 3 must be 2"), std::string::npos)
-      << n.error().message();
+  EXPECT_NE(n.error().message().find("dim 3 must be 2"), std::string::npos) << n.error().message();
   Value *grid2 = g.addInput("grid2", TensorType(DType::F32, {1, 3, 3, 2}));
   Expected<Node *> m = g.createInferred(OpKind::GridSample, {x, grid2},
                                         {{"mode", std::string("bilinear")},
@@ -115,15 +114,15 @@ TEST(LowerVision, RoiAlignBatchIndexOutOfRangeStopsEveryPath) {
   Tensor bi = Tensor::fromVector<int64_t>(DType::I64, {1}, {2});
   std::vector<Value *> ops{g.addInput("x", x.type()), g.addInput("rois", rois.type()),
                            g.addInput("bi", bi.type())};
-  Expected<Node *> n = g.createInferred(OpKind::RoiAlign, ops,
-                                        {{"mode", std::string("avg")},
-                                         {"output_height", int64_t(1)},
-                                         {"output_width", int64_t(1)},
-                                         {"sampling_ratio", int64_t(0)},
-                                         {"spatial_scale", 1.0},
-                                         {"coordinate_transformation_mode",
-                                          std::string("half_pixel")}},
-                                        "ra");
+  Expected<Node *> n =
+      g.createInferred(OpKind::RoiAlign, ops,
+                       {{"mode", std::string("avg")},
+                        {"output_height", int64_t(1)},
+                        {"output_width", int64_t(1)},
+                        {"sampling_ratio", int64_t(0)},
+                        {"spatial_scale", 1.0},
+                        {"coordinate_transformation_mode", std::string("half_pixel")}},
+                       "ra");
   ASSERT_TRUE(n) << n.error().message();
   g.setOutputs((*n)->results());
   const std::string want = "batch index 2 is out of range for a batch of 2";

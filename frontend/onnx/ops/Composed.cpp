@@ -45,11 +45,11 @@ Error lowerReverseSequence(LoweringContext &ctx) {
   for (int64_t i = 0; i < steps; ++i)
     t[static_cast<size_t>(i)] = i;
   // [T, 1] and [1, B] for time_axis 0; [1, T] and [B, 1] for time_axis 1.
-  std::vector<int64_t> tShape = timeAxis == 0 ? std::vector<int64_t>{steps, 1}
-                                              : std::vector<int64_t>{1, steps};
+  std::vector<int64_t> tShape =
+      timeAxis == 0 ? std::vector<int64_t>{steps, 1} : std::vector<int64_t>{1, steps};
   Value *tv = ctx.constant(Tensor::fromVector<int64_t>(DType::I64, tShape, t));
-  std::vector<int64_t> lShape = timeAxis == 0 ? std::vector<int64_t>{1, -1}
-                                              : std::vector<int64_t>{-1, 1};
+  std::vector<int64_t> lShape =
+      timeAxis == 0 ? std::vector<int64_t>{1, -1} : std::vector<int64_t>{-1, 1};
   NNC_ASSIGN_OR_RETURN(Value * lv, ctx.emit(K::Reshape, {lens, ctx.i64Vector(lShape)},
                                             {{"allowzero", Attribute(int64_t(0))}}));
   NNC_ASSIGN_OR_RETURN(Value * last, ctx.emit(K::Sub, {lv, ctx.scalar(DType::I64, 1)}));
@@ -64,8 +64,8 @@ Error lowerReverseSequence(LoweringContext &ctx) {
   }
   NNC_ASSIGN_OR_RETURN(Value * shape, ctx.emit(K::ShapeOf, {x}));
   NNC_ASSIGN_OR_RETURN(Value * full, ctx.emit(K::Expand, {idx, shape}));
-  NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(K::GatherElements, {x, full},
-                                           {{"axis", Attribute(timeAxis)}}));
+  NNC_ASSIGN_OR_RETURN(Value * y,
+                       ctx.emit(K::GatherElements, {x, full}, {{"axis", Attribute(timeAxis)}}));
   return ctx.setOutput(0, y);
 }
 
@@ -109,8 +109,8 @@ Error lowerCol2Im(LoweringContext &ctx) {
     blocks *= perAxis[d];
     padded *= padShape[d];
     if (kSize > (int64_t(1) << 24) || padded > (int64_t(1) << 32))
-      return ctx.error("image_shape [{}] or block_shape [{}] is too large",
-                       fmt::join(image, ", "), fmt::join(block, ", "));
+      return ctx.error("image_shape [{}] or block_shape [{}] is too large", fmt::join(image, ", "),
+                       fmt::join(block, ", "));
   }
   int64_t rows = x->shape()[1].value(), cols = x->shape()[2].value();
   if (rows % kSize != 0 || cols != blocks)
@@ -140,13 +140,13 @@ Error lowerCol2Im(LoweringContext &ctx) {
     }
   }
   Attribute noZero(int64_t(0));
-  NNC_ASSIGN_OR_RETURN(Value * upd, ctx.emit(K::Reshape, {x, ctx.i64Vector({0, c, -1})},
-                                             {{"allowzero", noZero}}));
+  NNC_ASSIGN_OR_RETURN(
+      Value * upd, ctx.emit(K::Reshape, {x, ctx.i64Vector({0, c, -1})}, {{"allowzero", noZero}}));
   Value *iv = ctx.constant(Tensor::fromVector<int64_t>(DType::I64, {1, 1, kSize * blocks}, idx));
   NNC_ASSIGN_OR_RETURN(Value * updShape, ctx.emit(K::ShapeOf, {upd}));
   NNC_ASSIGN_OR_RETURN(Value * indices, ctx.emit(K::Expand, {iv, updShape}));
-  NNC_ASSIGN_OR_RETURN(Value * n, ctx.emit(K::Slice, {updShape, ctx.i64Vector({0}),
-                                                       ctx.i64Vector({1})}));
+  NNC_ASSIGN_OR_RETURN(Value * n,
+                       ctx.emit(K::Slice, {updShape, ctx.i64Vector({0}), ctx.i64Vector({1})}));
   NNC_ASSIGN_OR_RETURN(Value * zShape, ctx.emit(K::Concat, {n, ctx.i64Vector({c, padded})},
                                                 {{"axis", Attribute(int64_t(0))}}));
   NNC_ASSIGN_OR_RETURN(Value * zeros,
@@ -157,8 +157,8 @@ Error lowerCol2Im(LoweringContext &ctx) {
                                               {"reduction", Attribute(std::string("add"))}}));
   std::vector<int64_t> shape{0, c};
   shape.insert(shape.end(), padShape.begin(), padShape.end());
-  NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(K::Reshape, {sum, ctx.i64Vector(shape)},
-                                           {{"allowzero", noZero}}));
+  NNC_ASSIGN_OR_RETURN(Value * y,
+                       ctx.emit(K::Reshape, {sum, ctx.i64Vector(shape)}, {{"allowzero", noZero}}));
   std::vector<int64_t> crop(2 * (k + 2), 0);
   bool any = false;
   for (size_t d = 0; d < k; ++d) {
@@ -190,8 +190,8 @@ Error lowerCosineWindow(LoweringContext &ctx, const std::vector<double> &a) {
                                         {{"allowzero", Attribute(int64_t(0))}}));
   }
   NNC_ASSIGN_OR_RETURN(Value * sizeF, ctx.emit(K::Cast, {size}, {{"to", DType::F64}}));
-  NNC_ASSIGN_OR_RETURN(Value * n, ctx.emit(K::Range, {ctx.scalar(DType::F64, 0), sizeF,
-                                                       ctx.scalar(DType::F64, 1)}));
+  NNC_ASSIGN_OR_RETURN(
+      Value * n, ctx.emit(K::Range, {ctx.scalar(DType::F64, 0), sizeF, ctx.scalar(DType::F64, 1)}));
   Value *period = sizeF;
   if (!periodic) {
     NNC_ASSIGN_OR_RETURN(period, ctx.emit(K::Sub, {sizeF, ctx.scalar(DType::F64, 1)}));

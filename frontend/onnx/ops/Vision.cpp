@@ -11,7 +11,9 @@ namespace nnc::onnxfe {
 
 namespace {
 
-Attribute intA(int64_t v) { return Attribute(v); }
+Attribute intA(int64_t v) {
+  return Attribute(v);
+}
 
 /// GridSample-16 (4-D; modes bilinear, nearest, bicubic) and -20 (N-D; linear, nearest,
 /// cubic) as grid_sample, whose modes are -20's names.
@@ -53,8 +55,7 @@ Error lowerAffineGrid(LoweringContext &ctx) {
   std::vector<int64_t> size = sizeT.toInt64Vector();
   NNC_ASSIGN_OR_RETURN(int64_t align, ctx.intAttr("align_corners", 0));
   if (size.size() != 4 && size.size() != 5)
-    return ctx.error("'size' must be [N, C, H, W] or [N, C, D, H, W], has {} entries",
-                     size.size());
+    return ctx.error("'size' must be [N, C, H, W] or [N, C, D, H, W], has {} entries", size.size());
   int64_t k = static_cast<int64_t>(size.size()) - 2;
   if (!isFloat(theta->dtype()) || theta->rank() != 3)
     return ctx.error("theta must be a floating-point [N, {}, {}], got {}", k, k + 1,
@@ -93,14 +94,13 @@ Error lowerAffineGrid(LoweringContext &ctx) {
     NNC_ASSIGN_OR_RETURN(baseV, ctx.emit(OpKind::Cast, {baseV}, {{"to", theta->dtype()}}));
   }
   NNC_ASSIGN_OR_RETURN(Value * prod, ctx.emit(OpKind::MatMul, {theta, baseV}));
-  NNC_ASSIGN_OR_RETURN(Value * t,
-                       ctx.emit(OpKind::Transpose, {prod},
-                                {{"perm", Attribute(std::vector<int64_t>{0, 2, 1})}}));
+  NNC_ASSIGN_OR_RETURN(Value * t, ctx.emit(OpKind::Transpose, {prod},
+                                           {{"perm", Attribute(std::vector<int64_t>{0, 2, 1})}}));
   std::vector<int64_t> shape{size[0]};
   shape.insert(shape.end(), spatial.begin(), spatial.end());
   shape.push_back(k);
-  NNC_ASSIGN_OR_RETURN(Value * grid, ctx.emit(OpKind::Reshape, {t, ctx.i64Vector(shape)},
-                                              {{"allowzero", intA(0)}}));
+  NNC_ASSIGN_OR_RETURN(
+      Value * grid, ctx.emit(OpKind::Reshape, {t, ctx.i64Vector(shape)}, {{"allowzero", intA(0)}}));
   return ctx.setOutput(0, grid);
 }
 
@@ -119,14 +119,13 @@ Error lowerRoiAlign(LoweringContext &ctx) {
   if (bi->dtype() != DType::I64) {
     NNC_ASSIGN_OR_RETURN(bi, ctx.emit(OpKind::Cast, {bi}, {{"to", DType::I64}}));
   }
-  NNC_ASSIGN_OR_RETURN(
-      Value * y, ctx.emit(OpKind::RoiAlign, {x, rois, bi},
-                          {{"mode", Attribute(mode)},
-                           {"output_height", intA(oh)},
-                           {"output_width", intA(ow)},
-                           {"sampling_ratio", intA(ratio)},
-                           {"spatial_scale", Attribute(scale)},
-                           {"coordinate_transformation_mode", Attribute(ctm)}}));
+  NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::RoiAlign, {x, rois, bi},
+                                           {{"mode", Attribute(mode)},
+                                            {"output_height", intA(oh)},
+                                            {"output_width", intA(ow)},
+                                            {"sampling_ratio", intA(ratio)},
+                                            {"spatial_scale", Attribute(scale)},
+                                            {"coordinate_transformation_mode", Attribute(ctm)}}));
   return ctx.setOutput(0, y);
 }
 
@@ -142,8 +141,8 @@ Error lowerNonMaxSuppression(LoweringContext &ctx) {
   }
   while (!ops.back())
     ops.pop_back();
-  NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(OpKind::NonMaxSuppression, ops,
-                                           {{"center_point_box", intA(cpb)}}));
+  NNC_ASSIGN_OR_RETURN(Value * y,
+                       ctx.emit(OpKind::NonMaxSuppression, ops, {{"center_point_box", intA(cpb)}}));
   return ctx.setOutput(0, y);
 }
 
