@@ -2,10 +2,9 @@
 // (runtime/interp/Detection.cpp): roi_align, one kernel over (roi, bin) whose sampling grid
 // is a loop of the roi's data-dependent extent, each sample's position and weights computed
 // once for all channels (summed in the compute type, the interpreter's in f64);
-// non_max_suppression,
-// one serial kernel that per (batch, class) picks the best remaining candidate, keeps it
-// unless a kept box overlaps it beyond the threshold, and writes the kept rows packed with
-// their count as the result's data-dependent extent.
+// non_max_suppression, one serial kernel that per (batch, class) sorts the candidates by
+// score (a merge sort), keeps each in turn unless a kept box overlaps it beyond the threshold,
+// and writes the kept rows packed with their count as the result's data-dependent extent.
 #include <fmt/format.h>
 
 #include "NNLowering.h"
@@ -191,7 +190,8 @@ Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &pr
   KernelBuilder kb(node, prefix);
   int boxes = kb.operand(0), scores = kb.operand(1);
   auto [out, extent] = kb.dynamicResult(0, capacity);
-  int cand = kb.scratch(0, DType::U8, std::max<int64_t>(nbox, 1));
+  int order = kb.scratch(0, DType::I64, std::max<int64_t>(nbox, 1));
+  int merged = kb.scratch(2, DType::I64, std::max<int64_t>(nbox, 1));
   int kept = kb.scratch(1, DType::I64, std::max<int64_t>(nbox, 1));
   std::vector<Stmt> body;
   auto bind = [&](std::vector<Stmt> &at, const char *hint, DType t, Expr e) {
@@ -221,33 +221,46 @@ Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &pr
   cls.push_back(kir::decl(left, DType::I64, i64(0)));
   cls.push_back(kir::decl(cnt, DType::I64, i64(0)));
   {
+    // The candidates (past the score threshold) packed into `order`.
     std::string i = kb.freshName("i");
     Expr pass = scoreThr ? gt(score(kir::var(i)), scoreThr) : T(true);
-    std::vector<Stmt> mark;
-    Expr ok = bind(mark, "ok", DType::Bool, pass);
-    mark.push_back(kb.store(cand, kir::var(i),
-                            kir::select(ok, kir::intImm(1, DType::U8), kir::intImm(0, DType::U8))));
-    mark.push_back(kir::assign(left, kir::add(leftE, kir::select(ok, i64(1), i64(0)))));
-    cls.push_back(kir::forLoop(i, i64(nbox), kir::block(mark)));
+    cls.push_back(
+        kir::forLoop(i, i64(nbox),
+                     kir::ifThen(pass, kir::block({kb.store(order, leftE, kir::var(i)),
+                                                   kir::assign(left, kir::add(leftE, i64(1)))}))));
   }
-  // One pick per step while candidates remain and the class may keep more.
+  // A bottom-up merge sort of the candidates by descending score (NaN first); a stable merge
+  // keeps equal scores in ascending box order, the interpreter's order.
+  for (int64_t width = 1; width < nbox; width *= 2) {
+    std::string blk = kb.freshName("blk"), t = kb.freshName("t"), u = kb.freshName("u");
+    std::string li = kb.freshName("li"), ri = kb.freshName("ri");
+    Expr lo = kir::mul(kir::var(blk), i64(2 * width));
+    std::vector<Stmt> m;
+    Expr mid = bind(m, "mid", DType::I64, kir::min(kir::add(lo, i64(width)), leftE));
+    Expr hi = bind(m, "hi", DType::I64, kir::min(kir::add(lo, i64(2 * width)), leftE));
+    Expr liE = kir::var(li), riE = kir::var(ri);
+    m.push_back(kir::decl(li, DType::I64, lo));
+    m.push_back(kir::decl(ri, DType::I64, mid));
+    std::vector<Stmt> step;
+    Expr lb = bind(step, "lb", DType::I64, kb.load(order, kir::min(liE, i64(nbox - 1))));
+    Expr rb = bind(step, "rb", DType::I64, kb.load(order, kir::min(riE, i64(nbox - 1))));
+    Expr takeRight =
+        bind(step, "tr", DType::Bool,
+             kir::land(kir::lt(riE, hi), bor(kir::ge(liE, mid), greaterNaN(score(rb), score(lb)))));
+    step.push_back(kb.store(merged, kir::add(lo, kir::var(t)), kir::select(takeRight, rb, lb)));
+    step.push_back(kir::assign(ri, kir::add(riE, kir::select(takeRight, i64(1), i64(0)))));
+    step.push_back(kir::assign(li, kir::add(liE, kir::select(takeRight, i64(0), i64(1)))));
+    m.push_back(kir::forLoop(t, kir::sub(hi, lo), kir::block(step)));
+    m.push_back(kir::forLoop(
+        u, kir::sub(hi, lo),
+        kb.store(order, kir::add(lo, kir::var(u)), kb.load(merged, kir::add(lo, kir::var(u))))));
+    int64_t blocks = (nbox + 2 * width - 1) / (2 * width);
+    cls.push_back(kir::forLoop(blk, i64(blocks), kir::ifThen(kir::lt(lo, leftE), kir::block(m))));
+  }
+  // The candidates in that order: each kept unless a kept box overlaps it too much.
+  std::string pos = kb.freshName("pos");
   std::vector<Stmt> pick;
-  std::string best = kb.freshName("best"), bestS = kb.freshName("bs");
-  Expr bestE = kir::var(best), bestSE = kir::var(bestS, ct);
-  pick.push_back(kir::decl(best, DType::I64, i64(-1)));
-  pick.push_back(kir::decl(bestS, ct, fc(0, ct)));
-  {
-    std::string i = kb.freshName("i");
-    Expr iE = kir::var(i);
-    std::vector<Stmt> scan;
-    Expr s = bind(scan, "s", ct, score(iE));
-    Expr better = kir::land(bnot(eq(kb.load(cand, iE), kir::intImm(0, DType::U8))),
-                            bor(kir::lt(bestE, i64(0)), greaterNaN(s, bestSE)));
-    scan.push_back(kir::ifThen(better, kir::block({kir::assign(best, iE), kir::assign(bestS, s)})));
-    pick.push_back(kir::forLoop(i, i64(nbox), kir::block(scan)));
-  }
-  pick.push_back(kb.store(cand, bestE, kir::intImm(0, DType::U8)));
-  pick.push_back(kir::assign(left, kir::sub(leftE, i64(1))));
+  Expr bestE = bind(pick, "best", DType::I64, kb.load(order, kir::var(pos)));
   // Box corners of box j of batch b, in the interpreter's order (suppresses()).
   auto corners = [&](std::vector<Stmt> &at, const Expr &j, Expr(&lo)[2], Expr(&hi)[2]) {
     Expr base = kir::mul(kir::add(kir::mul(b, i64(nbox)), j), i64(4));
@@ -303,11 +316,10 @@ Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &pr
   add.push_back(kir::assign(cnt, kir::add(cntE, i64(1))));
   add.push_back(kir::assign(total, kir::add(totalE, i64(1))));
   pick.push_back(kir::ifThen(keepE, kir::block(add)));
-  std::string step = kb.freshName("step");
-  Expr more = kir::land(gt(leftE, i64(0)), kir::lt(cntE, maxOut));
+  Expr more = kir::land(kir::lt(kir::var(pos), leftE), kir::lt(cntE, maxOut));
   if (perClass < nbox)
     more = kir::land(more, kir::lt(cntE, i64(perClass))); // the capacity's bound, if constant
-  cls.push_back(kir::forLoop(step, i64(nbox), kir::ifThen(more, kir::block(pick))));
+  cls.push_back(kir::forLoop(pos, i64(nbox), kir::ifThen(more, kir::block(pick))));
   body.push_back(kir::forLoop(bv, i64(nb), kir::forLoop(cv, i64(nc), kir::block(cls))));
   body.push_back(kb.store(extent, i64(0), totalE));
   Kernels kernels;
