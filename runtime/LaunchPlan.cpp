@@ -142,20 +142,22 @@ Error PlanBuilder::bindInputsAndConstants() {
   return Error::success();
 }
 
-/// Results whose last dim depends on data: allowed only as graph outputs (a graph that
-/// consumes one is compiled in stages by CpuModel); arena requests of their data and extent.
-/// Every other output is bound per run, or is a copy of an input, weight or earlier output.
+/// Results with one dim that depends on data (the others static): allowed only as graph
+/// outputs (a graph that consumes one is compiled in stages by CpuModel); arena requests of
+/// their data and extent. Every other output is bound per run, or is a copy of an input,
+/// weight or earlier output.
 Error PlanBuilder::bindOutputs() {
   for (size_t o = 0; o < g_.outputs().size(); ++o) {
     const Value *v = g_.outputs()[o];
-    std::optional<Extents> leading =
-        v->rank() >= 1 ? staticExtents(Shape(v->shape().begin(), v->shape().end() - 1))
-                       : std::nullopt;
-    if (!isStatic(v->shape()) && leading && !v->isGraphInput() && !dynamicOutput_.count(v)) {
-      Extents e = *leading;
-      e.push_back(-1);
+    Extents dyn;
+    int symbolic = 0;
+    for (const Dim &d : v->shape()) {
+      symbolic += d.isStatic() ? 0 : 1;
+      dyn.push_back(d.isStatic() ? d.value() : -1);
+    }
+    if (symbolic == 1 && !v->isGraphInput() && !dynamicOutput_.count(v)) {
       dynamicOutput_[v] = static_cast<int>(o);
-      p_.outputs.push_back({OutputSpec::Dynamic, static_cast<int>(o), v->dtype(), e});
+      p_.outputs.push_back({OutputSpec::Dynamic, static_cast<int>(o), v->dtype(), dyn});
       continue;
     }
     NNC_ASSIGN_OR_RETURN(Extents e, staticOf(v));

@@ -120,8 +120,11 @@ int KernelBuilder::result(size_t i) {
 
 std::pair<int, int> KernelBuilder::dynamicResult(size_t i, int64_t capacity) {
   const Value *v = node_.result(i);
-  NNC_ASSERT(v->rank() >= 1 && !v->shape().back().isStatic(),
-             "result {} of {} has no data-dependent last dim", i, node_.describe());
+  int symbolic = 0;
+  for (const Dim &d : v->shape())
+    symbolic += d.isStatic() ? 0 : 1;
+  NNC_ASSERT(symbolic == 1, "result {} of {} has no single data-dependent dim", i,
+             node_.describe());
   int data = find(kir::BufferRole::Result, static_cast<int>(i));
   if (data < 0) {
     buffers_.push_back({"out" + std::to_string(i), movedType(v->dtype()), capacity,

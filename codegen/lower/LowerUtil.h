@@ -72,7 +72,8 @@ public:
   /// The buffer (index into Kernel::buffers) of operand i / result i.
   int operand(size_t i);
   int result(size_t i);
-  /// Result i, whose last dim depends on data, as a buffer of `capacity` elements, and the
+  /// Result i, one of whose dims depends on data (the others static), as a buffer of
+  /// `capacity` elements written packed in row-major order for the actual extent, and the
   /// i64 buffer (role Extent) the kernel writes that dim's actual extent to.
   std::pair<int, int> dynamicResult(size_t i, int64_t capacity);
   /// A scratch buffer `index` of the node (declared once; written).

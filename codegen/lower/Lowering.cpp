@@ -32,7 +32,7 @@ bool hasTemplateFor(OpKind k) {
 
 bool lowersDataDependentResults(const Node &node) {
   // The lowerers that declare KernelBuilder::dynamicResult.
-  return node.kind() == OpKind::NonZero;
+  return node.kind() == OpKind::NonZero || node.kind() == OpKind::NonMaxSuppression;
 }
 
 bool isStorageView(const Node &node) {

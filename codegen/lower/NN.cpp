@@ -352,6 +352,8 @@ void registerNNLowerers(LowererTable &t) {
   registerConvLowerers(t);
   registerConvIntegerLowerer(t);
   registerPoolLowerers(t);
+  registerGridSampleLowerer(t);
+  registerDetectionLowerers(t);
 }
 
 } // namespace nnc::lower

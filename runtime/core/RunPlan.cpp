@@ -47,7 +47,9 @@ Expected<std::vector<Tensor>> allocateFreshOutputs(const RunPlan &p,
 
 Expected<Tensor> dynamicOutputTensor(const OutputSpec &o, int64_t extent) {
   Extents e = o.extents;
-  e.back() = extent;
+  for (int64_t &d : e)
+    if (d < 0)
+      d = extent;
   NNC_ASSERT(extent >= 0 &&
                  checkedNumElements(e).value_or(INT64_MAX) * int64_t(dtypeSize(o.dtype)) <=
                      o.dataBytes,

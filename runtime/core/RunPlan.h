@@ -49,13 +49,14 @@ struct LoopPlan {
 
 /// How output p of a run is produced.
 struct OutputSpec {
-  /// Dynamic: a result whose last dim depends on data (NonZero). Its kernel writes it packed
-  /// into an arena buffer sized for the largest extent and writes the extent beside it; the
-  /// run copies it out once the extent is known.
+  /// Dynamic: a result one of whose dims depends on data (NonZero's last, NonMaxSuppression's
+  /// first). Its kernel writes it packed (row-major for the actual extent) into an arena
+  /// buffer sized for the largest extent and writes the extent beside it; the run copies it
+  /// out once the extent is known.
   enum Kind : uint8_t { Fresh, FromInput, FromWeight, CopyOfOutput, Dynamic } kind;
   int index = 0; ///< Input, weight or earlier output position.
   DType dtype = DType::F32;
-  Extents extents; ///< Dynamic: the last extent is unknown (-1).
+  Extents extents; ///< Dynamic: the one unknown extent is -1.
   int64_t dataOffset = -1, extentOffset = -1; ///< Dynamic: in the arena.
   int64_t dataBytes = 0;                      ///< Dynamic: the data buffer's capacity.
 };

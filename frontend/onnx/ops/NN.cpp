@@ -12,6 +12,8 @@
 namespace nnc::onnxfe {
 
 void registerNormalizationLowerings(LoweringTable &t);
+void registerVisionLowerings(LoweringTable &t);
+void registerComposedLowerings(LoweringTable &t);
 
 namespace {
 
@@ -918,6 +920,8 @@ void registerNNLowerings(LoweringTable &t) {
   t["RotaryEmbedding"] = {{"interleaved", "num_heads", "rotary_embedding_dim"},
                           lowerRotaryEmbedding};
   registerNormalizationLowerings(t);
+  registerVisionLowerings(t);
+  registerComposedLowerings(t);
 }
 
 } // namespace nnc::onnxfe

@@ -22,8 +22,9 @@ namespace nnc {
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix,
                                              const tuning::LowerOptions &opts);
 
-/// True when lowerNode produces this node's results even where their last dim depends on
-/// the data (NonZero): the kernels write the extent to a BufferRole::Extent buffer.
+/// True when lowerNode produces this node's results even where a dim of theirs depends on
+/// the data (NonZero, NonMaxSuppression): the kernels write the extent to a
+/// BufferRole::Extent buffer.
 bool lowersDataDependentResults(const Node &node);
 
 /// True when the node's result holds exactly operand 0's bytes (reshape, flatten, squeeze,

@@ -1,0 +1,236 @@
+// ONNX lowerings of operators that are a few existing IR ops each: ReverseSequence (a
+// gather_elements along the time axis with indices built from the lengths), Col2Im (a
+// scatter-add of the columns into the padded image, then a crop) and the DFT windows
+// HannWindow, HammingWindow and BlackmanWindow (cosines of a range).
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include <fmt/ranges.h>
+
+#include "onnx/Lowering.h"
+
+namespace nnc::onnxfe {
+
+namespace {
+
+using K = OpKind;
+
+/// ReverseSequence-10: along time_axis, the first sequence_lens[b] elements of batch entry b
+/// reversed and the rest kept: y = gather_elements(x, idx, time_axis) with
+/// idx[t, b] = t < len[b] ? len[b] - 1 - t : t, broadcast over the other axes. A length past
+/// the time axis reads out of range: gather_elements' error.
+Error lowerReverseSequence(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * lens, ctx.requiredInput(1, "sequence_lens"));
+  NNC_ASSIGN_OR_RETURN(int64_t batchAxis, ctx.intAttr("batch_axis", 1));
+  NNC_ASSIGN_OR_RETURN(int64_t timeAxis, ctx.intAttr("time_axis", 0));
+  int64_t rank = x->rank();
+  if (rank < 2)
+    return ctx.error("input must have rank >= 2, got {}", x->type().str());
+  if (!((batchAxis == 0 && timeAxis == 1) || (batchAxis == 1 && timeAxis == 0)))
+    return ctx.error("batch_axis {} and time_axis {} must be 0 and 1 in some order", batchAxis,
+                     timeAxis);
+  if (!isInteger(lens->dtype()) || lens->rank() != 1)
+    return ctx.error("sequence_lens must be an integer vector, got {}", lens->type().str());
+  const Dim &td = x->shape()[static_cast<size_t>(timeAxis)];
+  if (!td.isStatic())
+    return ctx.error("the time axis has the symbolic size {}: ReverseSequence needs it static",
+                     td.str());
+  if (lens->dtype() != DType::I64) {
+    NNC_ASSIGN_OR_RETURN(lens, ctx.emit(K::Cast, {lens}, {{"to", DType::I64}}));
+  }
+  int64_t steps = td.value();
+  std::vector<int64_t> t(static_cast<size_t>(steps));
+  for (int64_t i = 0; i < steps; ++i)
+    t[static_cast<size_t>(i)] = i;
+  // [T, 1] and [1, B] for time_axis 0; [1, T] and [B, 1] for time_axis 1.
+  std::vector<int64_t> tShape =
+      timeAxis == 0 ? std::vector<int64_t>{steps, 1} : std::vector<int64_t>{1, steps};
+  Value *tv = ctx.constant(Tensor::fromVector<int64_t>(DType::I64, tShape, t));
+  std::vector<int64_t> lShape =
+      timeAxis == 0 ? std::vector<int64_t>{1, -1} : std::vector<int64_t>{-1, 1};
+  NNC_ASSIGN_OR_RETURN(Value * lv, ctx.emit(K::Reshape, {lens, ctx.i64Vector(lShape)},
+                                            {{"allowzero", Attribute(int64_t(0))}}));
+  NNC_ASSIGN_OR_RETURN(Value * last, ctx.emit(K::Sub, {lv, ctx.scalar(DType::I64, 1)}));
+  NNC_ASSIGN_OR_RETURN(Value * rev, ctx.emit(K::Sub, {last, tv}));
+  NNC_ASSIGN_OR_RETURN(Value * inSeq, ctx.emit(K::Less, {tv, lv}));
+  NNC_ASSIGN_OR_RETURN(Value * idx, ctx.emit(K::Select, {inSeq, rev, tv}));
+  if (rank > 2) {
+    std::vector<int64_t> withOnes{0, 0};
+    withOnes.resize(static_cast<size_t>(rank), 1);
+    NNC_ASSIGN_OR_RETURN(idx, ctx.emit(K::Reshape, {idx, ctx.i64Vector(withOnes)},
+                                       {{"allowzero", Attribute(int64_t(0))}}));
+  }
+  NNC_ASSIGN_OR_RETURN(Value * shape, ctx.emit(K::ShapeOf, {x}));
+  NNC_ASSIGN_OR_RETURN(Value * full, ctx.emit(K::Expand, {idx, shape}));
+  NNC_ASSIGN_OR_RETURN(Value * y,
+                       ctx.emit(K::GatherElements, {x, full}, {{"axis", Attribute(timeAxis)}}));
+  return ctx.setOutput(0, y);
+}
+
+/// Col2Im-18: input [N, C * prod(block), L] holds, per channel and block offset b, the L
+/// sliding-block positions l; each adds its value at padded-image position l * stride +
+/// b * dilation. So the op is a scatter_elements with reduction add of the columns into
+/// zeros of the padded image (indices constant from the constant image_shape and
+/// block_shape), then a crop of the pads (a Pad with negative pads).
+Error lowerCol2Im(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
+  if (!ctx.input(1) || !ctx.input(2))
+    return ctx.error("needs the inputs image_shape and block_shape");
+  NNC_ASSIGN_OR_RETURN(Tensor imageT, ctx.constantInput(1, "image_shape"));
+  NNC_ASSIGN_OR_RETURN(Tensor blockT, ctx.constantInput(2, "block_shape"));
+  std::vector<int64_t> image = imageT.toInt64Vector(), block = blockT.toInt64Vector();
+  size_t k = image.size();
+  if (k == 0 || block.size() != k)
+    return ctx.error("image_shape [{}] and block_shape [{}] must have one positive length",
+                     fmt::join(image, ", "), fmt::join(block, ", "));
+  NNC_ASSIGN_OR_RETURN(std::vector<int64_t> dil,
+                       ctx.intsAttr("dilations", std::vector<int64_t>(k, 1)));
+  NNC_ASSIGN_OR_RETURN(std::vector<int64_t> strides,
+                       ctx.intsAttr("strides", std::vector<int64_t>(k, 1)));
+  NNC_ASSIGN_OR_RETURN(std::vector<int64_t> pads,
+                       ctx.intsAttr("pads", std::vector<int64_t>(2 * k, 0)));
+  if (dil.size() != k || strides.size() != k || pads.size() != 2 * k)
+    return ctx.error("dilations and strides need {} values and pads {}", k, 2 * k);
+  if (x->rank() != 3 || !x->shape()[1].isStatic() || !x->shape()[2].isStatic())
+    return ctx.error("input must be [N, C * prod(block_shape), L] with static C and L, got {}",
+                     x->type().str());
+  int64_t kSize = 1, blocks = 1, padded = 1;
+  std::vector<int64_t> padShape(k), perAxis(k);
+  for (size_t d = 0; d < k; ++d) {
+    if (image[d] <= 0 || block[d] <= 0 || dil[d] <= 0 || strides[d] <= 0 || pads[d] < 0 ||
+        pads[k + d] < 0)
+      return ctx.error("sizes, dilations and strides must be positive and pads non-negative");
+    padShape[d] = image[d] + pads[d] + pads[k + d];
+    int64_t span = dil[d] * (block[d] - 1) + 1;
+    perAxis[d] = padShape[d] >= span ? (padShape[d] - span) / strides[d] + 1 : 0;
+    kSize *= block[d];
+    blocks *= perAxis[d];
+    padded *= padShape[d];
+    if (kSize > (int64_t(1) << 24) || padded > (int64_t(1) << 32))
+      return ctx.error("image_shape [{}] or block_shape [{}] is too large", fmt::join(image, ", "),
+                       fmt::join(block, ", "));
+  }
+  int64_t rows = x->shape()[1].value(), cols = x->shape()[2].value();
+  if (rows % kSize != 0 || cols != blocks)
+    return ctx.error("input {} does not hold C * {} rows of {} blocks for image_shape [{}]",
+                     x->type().str(), kSize, blocks, fmt::join(image, ", "));
+  int64_t c = rows / kSize;
+  // indices[b * L + l]: the flat padded-image position block offset b of block l adds to.
+  std::vector<int64_t> idx(static_cast<size_t>(kSize * blocks));
+  std::vector<int64_t> bi(k, 0);
+  for (int64_t b = 0; b < kSize; ++b) {
+    std::vector<int64_t> li(k, 0);
+    for (int64_t l = 0; l < blocks; ++l) {
+      int64_t at = 0;
+      for (size_t d = 0; d < k; ++d)
+        at = at * padShape[d] + li[d] * strides[d] + bi[d] * dil[d];
+      idx[static_cast<size_t>(b * blocks + l)] = at;
+      for (size_t d = k; d-- > 0;) {
+        if (++li[d] < perAxis[d])
+          break;
+        li[d] = 0;
+      }
+    }
+    for (size_t d = k; d-- > 0;) {
+      if (++bi[d] < block[d])
+        break;
+      bi[d] = 0;
+    }
+  }
+  Attribute noZero(int64_t(0));
+  NNC_ASSIGN_OR_RETURN(
+      Value * upd, ctx.emit(K::Reshape, {x, ctx.i64Vector({0, c, -1})}, {{"allowzero", noZero}}));
+  Value *iv = ctx.constant(Tensor::fromVector<int64_t>(DType::I64, {1, 1, kSize * blocks}, idx));
+  NNC_ASSIGN_OR_RETURN(Value * updShape, ctx.emit(K::ShapeOf, {upd}));
+  NNC_ASSIGN_OR_RETURN(Value * indices, ctx.emit(K::Expand, {iv, updShape}));
+  NNC_ASSIGN_OR_RETURN(Value * n,
+                       ctx.emit(K::Slice, {updShape, ctx.i64Vector({0}), ctx.i64Vector({1})}));
+  NNC_ASSIGN_OR_RETURN(Value * zShape, ctx.emit(K::Concat, {n, ctx.i64Vector({c, padded})},
+                                                {{"axis", Attribute(int64_t(0))}}));
+  NNC_ASSIGN_OR_RETURN(Value * zeros,
+                       ctx.emit(K::ConstantOfShape, {zShape},
+                                {{"value", Attribute(Tensor::zeros(x->dtype(), {1}))}}));
+  NNC_ASSIGN_OR_RETURN(Value * sum, ctx.emit(K::ScatterElements, {zeros, indices, upd},
+                                             {{"axis", Attribute(int64_t(2))},
+                                              {"reduction", Attribute(std::string("add"))}}));
+  std::vector<int64_t> shape{0, c};
+  shape.insert(shape.end(), padShape.begin(), padShape.end());
+  NNC_ASSIGN_OR_RETURN(Value * y,
+                       ctx.emit(K::Reshape, {sum, ctx.i64Vector(shape)}, {{"allowzero", noZero}}));
+  std::vector<int64_t> crop(2 * (k + 2), 0);
+  bool any = false;
+  for (size_t d = 0; d < k; ++d) {
+    crop[2 + d] = -pads[d];
+    crop[k + 4 + d] = -pads[k + d];
+    any = any || pads[d] != 0 || pads[k + d] != 0;
+  }
+  if (any) {
+    NNC_ASSIGN_OR_RETURN(y, ctx.emit(K::Pad, {y, ctx.i64Vector(crop)},
+                                     {{"mode", Attribute(std::string("constant"))}}));
+  }
+  return ctx.setOutput(0, y);
+}
+
+/// The generalized cosine windows of the DFT family: w[n] = sum_k (-1)^k a_k cos(2 pi k n / N)
+/// for n < size, N = size when periodic, size - 1 otherwise; computed in f64 and cast to
+/// output_datatype (as ONNX's reference computes them).
+Error lowerCosineWindow(LoweringContext &ctx, const std::vector<double> &a) {
+  NNC_ASSIGN_OR_RETURN(Value * size, ctx.requiredInput(0, "size"));
+  NNC_ASSIGN_OR_RETURN(int64_t periodic, ctx.intAttr("periodic", 1));
+  NNC_ASSIGN_OR_RETURN(int64_t code, ctx.intAttr("output_datatype", 1));
+  std::optional<DType> out = dtypeFromOnnx(static_cast<int>(code));
+  if (!out || !isNumeric(*out))
+    return ctx.error("unsupported output_datatype {}", code);
+  if (!isInteger(size->dtype()) || size->rank() > 1)
+    return ctx.error("size must be an integer scalar, got {}", size->type().str());
+  if (size->rank() == 1) {
+    NNC_ASSIGN_OR_RETURN(size, ctx.emit(K::Reshape, {size, ctx.i64Vector({})},
+                                        {{"allowzero", Attribute(int64_t(0))}}));
+  }
+  NNC_ASSIGN_OR_RETURN(Value * sizeF, ctx.emit(K::Cast, {size}, {{"to", DType::F64}}));
+  NNC_ASSIGN_OR_RETURN(
+      Value * n, ctx.emit(K::Range, {ctx.scalar(DType::F64, 0), sizeF, ctx.scalar(DType::F64, 1)}));
+  Value *period = sizeF;
+  if (!periodic) {
+    NNC_ASSIGN_OR_RETURN(period, ctx.emit(K::Sub, {sizeF, ctx.scalar(DType::F64, 1)}));
+  }
+  // 2 pi n / N, as the reference orders it: n * pi * 2 / N.
+  NNC_ASSIGN_OR_RETURN(Value * npi, ctx.emit(K::Mul, {n, ctx.scalar(DType::F64, M_PI)}));
+  NNC_ASSIGN_OR_RETURN(Value * npi2, ctx.emit(K::Mul, {npi, ctx.scalar(DType::F64, 2)}));
+  NNC_ASSIGN_OR_RETURN(Value * phase, ctx.emit(K::Div, {npi2, period}));
+  Value *w = ctx.scalar(DType::F64, a[0]);
+  for (size_t k = 1; k < a.size(); ++k) {
+    Value *arg = phase;
+    if (k > 1) {
+      NNC_ASSIGN_OR_RETURN(arg, ctx.emit(K::Mul, {phase, ctx.scalar(DType::F64, double(k))}));
+    }
+    NNC_ASSIGN_OR_RETURN(Value * c, ctx.emit(K::Cos, {arg}));
+    NNC_ASSIGN_OR_RETURN(Value * term, ctx.emit(K::Mul, {c, ctx.scalar(DType::F64, a[k])}));
+    NNC_ASSIGN_OR_RETURN(w, ctx.emit(k % 2 ? K::Sub : K::Add, {w, term}));
+  }
+  if (*out != DType::F64) {
+    NNC_ASSIGN_OR_RETURN(w, ctx.emit(K::Cast, {w}, {{"to", *out}}));
+  }
+  return ctx.setOutput(0, w);
+}
+
+} // namespace
+
+void registerComposedLowerings(LoweringTable &t) {
+  t["ReverseSequence"] = {{"batch_axis", "time_axis"}, lowerReverseSequence};
+  t["Col2Im"] = {{"dilations", "pads", "strides"}, lowerCol2Im};
+  const std::vector<std::string> window = {"output_datatype", "periodic"};
+  t["HannWindow"] = {window, [](LoweringContext &ctx) {
+                       return lowerCosineWindow(ctx, {0.5, 0.5});
+                     }};
+  t["HammingWindow"] = {window, [](LoweringContext &ctx) {
+                          return lowerCosineWindow(ctx, {25.0 / 46.0, 1.0 - 25.0 / 46.0});
+                        }};
+  t["BlackmanWindow"] = {window, [](LoweringContext &ctx) {
+                           return lowerCosineWindow(ctx, {0.42, 0.5, 0.08});
+                         }};
+}
+
+} // namespace nnc::onnxfe
