@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "IntGroupTestUtil.h"
+#include "nnc/ir/NNGeometry.h"
 #include "nnc/runtime/OpenCL.h"
 
 using namespace nnc;
@@ -33,9 +34,11 @@ struct ConvCase {
   int64_t group = 1;
 };
 
-AttrMap convAttrs(const ConvCase &c) {
+AttrMap convAttrs(const ConvCase &c, bool channelsLast = false) {
   size_t d = c.x.size() - 2;
   AttrMap a;
+  if (channelsLast)
+    a["channels_last"] = int64_t{1};
   a["strides"] = c.strides.empty() ? std::vector<int64_t>(d, 1) : c.strides;
   a["pads"] = c.pads.empty() ? std::vector<int64_t>(2 * d, 0) : c.pads;
   a["dilations"] = c.dilations.empty() ? std::vector<int64_t>(d, 1) : c.dilations;
@@ -43,16 +46,19 @@ AttrMap convAttrs(const ConvCase &c) {
   return a;
 }
 
-/// The graph conv_integer(x, w, zx?, zw?) with x an input, w and the zero points constants.
+/// The graph conv_integer(x, w, zx?, zw?) with x an input, w and the zero points constants
+/// (`channelsLast`: channels_last = 1, x of c.x's extents with the channels last).
 std::unique_ptr<Graph> convGraph(const ConvCase &c, const Tensor &x, const Tensor &w,
-                                 const Tensor &zx, const Tensor &zw, Node **node = nullptr) {
+                                 const Tensor &zx, const Tensor &zw, Node **node = nullptr,
+                                 bool channelsLast = false) {
   auto g = std::make_unique<Graph>();
   std::vector<Value *> ops = {g->addInput("x", x.type()), constantValue(*g, w)};
   if (!zx.isNull() || !zw.isNull())
     ops.push_back(zx.isNull() ? nullptr : constantValue(*g, zx));
   if (!zw.isNull())
     ops.push_back(constantValue(*g, zw));
-  Expected<Node *> n = g->createInferred(OpKind::ConvInteger, ops, convAttrs(c), "conv");
+  Expected<Node *> n =
+      g->createInferred(OpKind::ConvInteger, ops, convAttrs(c, channelsLast), "conv");
   EXPECT_TRUE(n) << n.error().message();
   if (!n)
     return nullptr;
@@ -169,6 +175,49 @@ TEST(ConvInteger, CompiledMatchesInterpreterOnEveryTarget) {
         ASSERT_TRUE(g);
         checkOnTargets(*g, x, what, /*threads=*/variant == 4 ? 1 : 2);
       }
+}
+
+TEST(ConvInteger, ChannelsLastMatchesChannelsFirst) {
+  // channels_last = 1 (layout-nhwc): x [N, spatial..., C] and the result [N, spatial..., M].
+  // The interpreter's result is the channels-first one transposed; every lowering and CPU
+  // target (the tiles read a u8 x without padding in place and copy the others row by row)
+  // and OpenCL match it bit for bit.
+  std::mt19937 rng(50);
+  for (DType tx : {DType::U8, DType::I8})
+    for (const ConvCase &c : kCases) {
+      std::vector<int64_t> toLast = channelsPerm(c.x.size(), true);
+      Tensor xf = bytes(tx, c.x, rng), w = bytes(DType::I8, c.w, rng);
+      Tensor zx = scalarOf(tx, tx == DType::U8 ? 200 : -5), zw = bytes(DType::I8, {c.w[0]}, rng);
+      auto first = convGraph(c, xf, w, zx, zw);
+      ASSERT_TRUE(first);
+      Expected<std::vector<Tensor>> want = interpret(*first, {xf});
+      ASSERT_TRUE(want) << want.error().message();
+      // x and the expected result with the channels last.
+      Graph perm;
+      Value *in = perm.addInput("x", xf.type());
+      Value *out = perm.addInput("y", (*want)[0].type());
+      Expected<Node *> tx1 = perm.createInferred(OpKind::Transpose, {in}, {{"perm", toLast}});
+      Expected<Node *> ty1 = perm.createInferred(
+          OpKind::Transpose, {out}, {{"perm", channelsPerm((*want)[0].rank(), true)}});
+      ASSERT_TRUE(tx1 && ty1);
+      perm.setOutputs({(*tx1)->result(), (*ty1)->result()});
+      Expected<std::vector<Tensor>> moved = interpret(perm, {xf, (*want)[0]});
+      ASSERT_TRUE(moved) << moved.error().message();
+      const Tensor &x = (*moved)[0];
+      ConvCase cl = c;
+      cl.x = permuted(c.x, toLast);
+      std::string what = fmt::format("channels_last {}{} * i8{} group {}", dtypeName(tx),
+                                     extentsStr(cl.x), extentsStr(c.w), c.group);
+      Node *n = nullptr;
+      // ConvCase::x is only the input's extents here: the attributes do not depend on it.
+      auto last = convGraph(cl, x, w, zx, zw, &n, /*channelsLast=*/true);
+      ASSERT_TRUE(last);
+      Expected<std::vector<Tensor>> got = interpret(*last, {x});
+      ASSERT_TRUE(got) << what << ": " << got.error().message();
+      expectSame((*got)[0], (*moved)[1], what + " in the interpreter");
+      checkNode(*n, {x}, what);
+      checkOnTargets(*last, x, what);
+    }
 }
 
 TEST(ConvInteger, LongSumsWrapLikeTheInterpreter) {
