@@ -17,7 +17,9 @@
 //     quantize and dequantize (numpy broadcasting, no axis attribute) whose operands are
 //     to-first results of the user's result shape, single-element values, or other constants
 //     (unsqueezed to the result's rank and transposed to last; constant-fold folds both);
-//     reduce_mean/reduce_max/reduce_sum over spatial axes with keepdims (the axes renumbered).
+//     reduce_mean/reduce_max/reduce_sum over spatial axes with keepdims (the axes renumbered);
+//     2-D max_pool (one result) and avg_pool, as 3-D windows over [N, 1, H, W, C] that are 1
+//     wide on the channels (an unsqueeze and a squeeze around them: views).
 //  3. transpose{to last}(transpose{to first}(v)) is v; dce removes the to-first transposes
 //     left without users.
 #include "PatternUtil.h"
@@ -198,6 +200,8 @@ private:
       }
       attrs["axes"] = axes;
       ops.push_back(p->operand(0));
+    } else if ((k == OpKind::MaxPool && u->numResults() == 1) || k == OpKind::AvgPool) {
+      return movePool(u);
     } else {
       return nullptr;
     }
@@ -206,6 +210,33 @@ private:
       return nullptr;
     addStat("nodes-moved");
     return replaceWithFirst(u, *y);
+  }
+
+  /// Step 2 for a pool `u` of rank 4.
+  Expected<Node *> movePool(Node *u) {
+    Node *p = u->operand(0)->producer();
+    std::vector<int64_t> k = u->getInts("kernel_shape", {});
+    if (!isChannelsTranspose(p, /*toLast=*/false) || u->result()->rank() != 4 || k.size() != 2)
+      return nullptr;
+    std::vector<int64_t> s = pattern::intsOr(*u, "strides", 2, 1),
+                         d = pattern::intsOr(*u, "dilations", 2, 1),
+                         pads = pattern::intsOr(*u, "pads", 4, 0);
+    AttrMap attrs = u->attrs();
+    attrs["kernel_shape"] = std::vector<int64_t>{k[0], k[1], 1};
+    attrs["strides"] = std::vector<int64_t>{s[0], s[1], 1};
+    attrs["dilations"] = std::vector<int64_t>{d[0], d[1], 1};
+    if (u->hasAttr("pads"))
+      attrs["pads"] = std::vector<int64_t>{pads[0], pads[1], 0, pads[2], pads[3], 0};
+    const std::vector<int64_t> one{1};
+    NNC_ASSIGN_OR_RETURN(Value * x5,
+                         make(OpKind::Unsqueeze, {p->operand(0)}, {{"axes", one}}, u));
+    Expected<Value *> y5 = make(u->kind(), {x5}, attrs, u);
+    if (!y5) // a shape rule refused the 3-D form: u stays (the unsqueeze is left for dce)
+      return nullptr;
+    NNC_ASSIGN_OR_RETURN(Value * y, make(OpKind::Squeeze, {*y5}, {{"axes", one}}, u,
+                                         u->result()->name()));
+    addStat("nodes-moved");
+    return replaceWithFirst(u, y);
   }
 
   /// Step 3.
