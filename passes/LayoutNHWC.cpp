@@ -15,8 +15,12 @@
 //  2. Users of a to-first transpose's result move into channels last, their result converted
 //     back by a new to-first transpose (worklist until nothing moves): elementwise ops, cast,
 //     quantize and dequantize (numpy broadcasting, no axis attribute) whose operands are
-//     to-first results of the user's result shape, single-element values, or other constants
-//     (unsqueezed to the result's rank and transposed to last; constant-fold folds both);
+//     to-first results of the user's result shape, single-element values, other constants
+//     (unsqueezed to the result's rank and transposed to last; constant-fold folds both), or
+//     other activations of the result's shape, transposed to last (one transpose either way:
+//     of that operand, or of the user's result if it stayed); an operand that is the only use
+//     of a dequantize or cast moves with it, so the transpose moves the narrower tensor (a
+//     residual's u8 input, not its f32 dequantized value);
 //     reduce_mean/reduce_max/reduce_sum over spatial axes with keepdims (the axes renumbered);
 //     2-D max_pool (one result) and avg_pool, as 3-D windows over [N, 1, H, W, C] that are 1
 //     wide on the channels (an unsqueeze and a squeeze around them: views).
@@ -152,8 +156,30 @@ private:
       return nullptr;
     if (isChannelsTranspose(v->producer(), /*toLast=*/false))
       return v->shape() == shape ? v->producer()->operand(0) : nullptr;
-    if (!isConstant(v) || !staticShape(v) || v->rank() > int64_t(shape.size()))
+    if (!staticShape(v) || v->rank() > int64_t(shape.size()))
       return nullptr;
+    if (!isConstant(v)) {
+      if (v->shape() != shape)
+        return nullptr;
+      Node *p = v->producer();
+      if (p && (p->kind() == OpKind::Dequantize || p->kind() == OpKind::Cast) &&
+          g_->users(v).size() == 1 && !g_->isOutput(v) && p->operand(0)->shape() == shape) {
+        std::vector<Value *> ops = p->operands();
+        bool scalars = true;
+        for (size_t i = 1; i < ops.size(); ++i)
+          scalars = scalars && ops[i] && isConstant(ops[i]) && ops[i]->rank() <= 1 &&
+                    (ops[i]->rank() == 0 || ops[i]->shape()[0] == Dim(1));
+        if (scalars) {
+          NNC_ASSIGN_OR_RETURN(ops[0], transpose(ops[0], /*toLast=*/true, before));
+          Expected<Value *> moved = make(p->kind(), ops, p->attrs(), before, v->name());
+          if (moved) {
+            addStat("nodes-moved");
+            return *moved;
+          }
+        }
+      }
+      return transpose(v, /*toLast=*/true, before);
+    }
     int64_t count = 1;
     for (const Dim &d : v->shape())
       count *= d.value();
