@@ -29,6 +29,7 @@
 
 #include "PatternUtil.h"
 #include "nnc/ir/GemmPacking.h"
+#include "nnc/ir/NNGeometry.h"
 #include "nnc/passes/Passes.h"
 
 namespace nnc {
@@ -162,7 +163,8 @@ private:
     int64_t m = we[0], ch = we[1], taps = 1;
     for (size_t d = 2; d < we.size(); ++d)
       taps *= we[d];
-    if (m < 1 || ch < 1 || taps < 1 || ch != (*staticExtents(x->shape()))[1])
+    Extents xe = *staticExtents(x->shape());
+    if (m < 1 || ch < 1 || taps < 1 || ch != (channelsLast(conv) ? xe.back() : xe[1]))
       return false;
     int64_t nr = cpu.int8PanelWidth();
     Value *&pv = packed[{c, nr}];

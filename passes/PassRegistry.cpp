@@ -51,6 +51,8 @@ const std::vector<PassInfo> &passRegistry() {
        createPackGemmWeightsPass},
       {"layout-nchwc", "Run 2-D convs in the blocked channel layout with pre-packed weights",
        createLayoutNCHWcPass},
+      {"layout-nhwc", "Run integer convs on channels-last (NHWC) activations between quantized ops",
+       createLayoutNHWCPass},
       {"winograd", "Run 3x3 stride-1 blocked convs as Winograd F(m x m, 3x3) with a batched GEMM",
        createWinogradPass},
       {"autodiff", "Append the gradients of the loss output w.r.t. the float inputs as outputs",
@@ -85,6 +87,10 @@ const std::vector<TargetPipeline> &targetPipelines() {
   // fold-conv-batch-axes turns 3-D convs into 2-D ones for layout-nchwc and winograd.
   static const std::string blocked =
       "fold-conv-batch-axes,layout-nchwc,constant-fold,cse,dce,winograd,";
+  // The CPU's integer convs keep their activations channels last from one to the next (the
+  // OpenCL pipelines keep convs f32, and conv_integer has only its generic nest there).
+  static const std::string blockedCpu =
+      "fold-conv-batch-axes,layout-nchwc,layout-nhwc,constant-fold,cse,dce,winograd,";
   static const std::string back = "fold-channel-scale,fuse-elementwise,fuse-epilogue,";
   static const std::string attention = "fuse-attention,", views = "fuse-views,";
   // An OpenCL CPU device (PoCL) runs the CPU's layout-nchwc conv and winograd kernels too:
@@ -98,7 +104,7 @@ const std::vector<TargetPipeline> &targetPipelines() {
   // entries and heads, where unfused, Q.K^T and P.V are batched NDRange GEMMs and softmax a
   // kernel with a work-item per row.
   static const std::vector<TargetPipeline> pipelines = {
-      {"cpu", cpuFront + blocked + back + attention + views + "pack-gemm-weights,dce"},
+      {"cpu", cpuFront + blockedCpu + back + attention + views + "pack-gemm-weights,dce"},
       {"opencl", openclFront + back + views + "dce"},
       {"opencl-cpu", openclFront + blocked + back + attention + views + "dce"},
   };

@@ -60,6 +60,9 @@ Expected<ConvSetup> nnl::convSetup(const Node &node, bool transpose) {
                       integer ? "u8 or i8" : "float (one dtype)", dtypeName(t),
                       dtypeName(wv->dtype()));
   Extents xs = extentsOf(xv), ws = extentsOf(wv);
+  // A channels_last conv_integer's geometry is that of its input with the channels first.
+  if (channelsLast(node) && xs.size() >= 3)
+    xs = permuted(xs, channelsPerm(xs.size(), false));
   if (integer && node.hasAttr("packed_m") && xs.size() >= 2) {
     // The weight the panels hold (its shape rule checked them).
     std::vector<int64_t> ks = node.getInts("kernel_shape", {});

@@ -16,6 +16,7 @@ Expected<IntConv> nnl::analyzeConvInteger(const Node &node) {
   NNC_ASSIGN_OR_RETURN(ConvSetup s, convSetup(node, /*transpose=*/false));
   IntConv f;
   f.s = s;
+  f.last = channelsLast(node);
   f.xSigned = node.operand(0)->dtype() == DType::I8;
   f.wUnsigned = node.operand(1)->dtype() == DType::U8;
   if (node.hasAttr("packed_m")) {
@@ -54,6 +55,18 @@ Expr nnl::IntConv::wIndex(Expr m, Expr c, Expr tap) const {
       kir::mod(k, i64(4)));
 }
 
+Expr nnl::IntConv::xIndex(Expr n, Expr c, Expr pos) const {
+  if (last)
+    return kir::add(kir::mul(kir::add(kir::mul(n, i64(s.geo.inSize)), pos), i64(s.C)), c);
+  return kir::add(kir::mul(kir::add(kir::mul(n, i64(s.C)), c), i64(s.geo.inSize)), pos);
+}
+
+Expr nnl::IntConv::yIndex(Expr n, Expr m, Expr pos) const {
+  if (last)
+    return kir::add(kir::mul(kir::add(kir::mul(n, i64(s.geo.outSize)), pos), i64(s.M)), m);
+  return kir::add(kir::mul(kir::add(kir::mul(n, i64(s.M)), m), i64(s.geo.outSize)), pos);
+}
+
 Expr nnl::convZeroPoint(KernelBuilder &kb, const IntConv &f, size_t z, Expr m) {
   bool given = z == 2 ? f.zx : f.zw;
   if (!given)
@@ -85,8 +98,7 @@ Expected<Kernels> lowerConvIntegerLoops(const Node &node, const std::string &pre
   Nest red;
   Expr ci = red.add(kb, s.cg, "c");
   std::vector<Expr> k(D), conds;
-  std::vector<Expr> xTerms{kir::mul(
-      kir::add(kir::mul(n, i64(s.C)), kir::add(kir::mul(g, i64(s.cg)), ci)), i64(geo.inSize))};
+  std::vector<Expr> xTerms;
   std::vector<Expr> tapTerms;
   for (size_t d = 0; d < D; ++d) {
     const WindowAxis &a = geo.axes[d];
@@ -101,14 +113,14 @@ Expected<Kernels> lowerConvIntegerLoops(const Node &node, const std::string &pre
   }
   std::string acc = kb.freshName("acc");
   Expr accV = kir::var(acc, DType::I32);
-  Expr xv = kir::op(
-      OpKind::Sub, {kir::cast(kb.load(xb, sumOf(xTerms)), DType::I32), convZeroPoint(kb, f, 2, m)});
+  Expr xAt = f.xIndex(n, kir::add(kir::mul(g, i64(s.cg)), ci), sumOf(xTerms));
+  Expr xv = kir::op(OpKind::Sub,
+                    {kir::cast(kb.load(xb, xAt), DType::I32), convZeroPoint(kb, f, 2, m)});
   Expr wv =
       kir::op(OpKind::Sub, {kir::cast(kb.load(wb, f.wIndex(m, ci, sumOf(tapTerms))), DType::I32),
                             convZeroPoint(kb, f, 3, m)});
   Stmt upd = kir::assign(acc, kir::op(OpKind::Add, {accV, kir::op(OpKind::Mul, {xv, wv})}));
-  Expr oIdx = kir::add(kir::mul(kir::add(kir::mul(n, i64(s.M)), m), i64(geo.outSize)),
-                       flatIndex(o, outStride));
+  Expr oIdx = f.yIndex(n, m, flatIndex(o, outStride));
   Stmt body = kir::block({kir::decl(acc, DType::I32, kir::constant(0, DType::I32)),
                           red.wrap(guarded(allOf(conds), upd)), kb.store(ob, oIdx, accV)});
   int64_t work = s.outN * s.cg * geo.kernelSize;

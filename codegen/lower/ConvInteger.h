@@ -12,6 +12,8 @@ namespace nnc::lower::nnl {
 /// zero points are given.
 struct IntConv {
   ConvSetup s;
+  /// x and the result are channels last ([N, spatial..., C]; channels_last = 1).
+  bool last = false;
   bool xSigned = false;   ///< x is i8 (the tiles read u8: x + 128).
   bool wUnsigned = false; ///< w is u8 (the tiles read i8: w - 128).
   bool zx = false, zw = false;
@@ -24,6 +26,10 @@ struct IntConv {
   /// The flat index into operand 1 of weight element (m, c, tap) (tap: the kernel's
   /// row-major offset).
   kir::Expr wIndex(kir::Expr m, kir::Expr c, kir::Expr tap) const;
+  /// The flat index into x of channel `c` of image `n` at flat spatial position `pos`.
+  kir::Expr xIndex(kir::Expr n, kir::Expr c, kir::Expr pos) const;
+  /// The flat index into the result of channel `m` of image `n` at output position `pos`.
+  kir::Expr yIndex(kir::Expr n, kir::Expr m, kir::Expr pos) const;
 };
 
 /// The checked conv_integer `node` (u8/i8 operands, conv's geometry and groups, zero points

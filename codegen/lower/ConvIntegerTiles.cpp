@@ -10,11 +10,14 @@
 //     colsum[m] = sum_k B'[k, m] when x's zero point term can be nonzero.
 //  2. Per image, x transposed to NHWC with its padding made explicit: u8 (an i8 x as
 //     x + 128), the padding holding x's (shifted) zero point, so that a padded tap adds
-//     (x_zp - x_zp) * w = 0 like the interpreter's zero padding of x - x_zp.
+//     (x_zp - x_zp) * w = 0 like the interpreter's zero padding of x - x_zp. A channels_last
+//     x (layout-nhwc) is copied row by row; a u8 one whose windows need no padding is not
+//     copied at all: its rows are read where they are.
 //  3. Per block of output rows, in parallel: the rows' patches (A, u8, K rounded up to 4 with
 //     zeros; a pointwise conv whose C is a multiple of 4 reads the NHWC copy in place), their
 //     sums rowsum[p] when w's zero point term can be nonzero, the GemmTiles into the block's
-//     i32 [rows, M] sums, and the block stored transposed to the NCHW output with the zero
+//     i32 [rows, M] sums, and the block stored (transposed to an NCHW output; a channels_last
+//     output has the sums' own [positions, channels] order) with the zero
 //     points by compensation: with ZA = x_zp (+ 128 for an i8 x) and ZB = w_zp[m] (- 128 for
 //     a u8 w),
 //       y[m, p] = C[p, m] - ZA * colsum[m] - ZB * rowsum[p] + K * ZA * ZB,
@@ -77,7 +80,7 @@ bool convIntegerDepthwiseApplies(const Node &node) {
   if (!f)
     return false; // the generic lowerer reports why
   const ConvSetup &s = f->s;
-  return s.group > 1 && s.cg == 1 && s.mg == 1 && s.outN > 0 &&
+  return !f->last && s.group > 1 && s.cg == 1 && s.mg == 1 && s.outN > 0 &&
          s.geo.kernelSize <= kMaxDepthwiseTaps;
 }
 
@@ -96,7 +99,12 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   bool pointwise = true;
   for (const WindowAxis &a : geo.axes)
     pointwise = pointwise && a.kernel == 1 && a.stride == 1 && a.padBegin == 0 && a.out == a.in;
-  // A pointwise conv's NHWC copy is its A when its rows are whole groups of 4.
+  // A u8 channels_last input that needs no padding is read where it is (no NHWC copy).
+  bool unpadded = true;
+  for (size_t d = 0; d < D; ++d)
+    unpadded = unpadded && padded[d] == geo.inSpatial[d];
+  const bool direct = f.last && !f.xSigned && unpadded;
+  // A pointwise conv's NHWC rows are its A when they are whole groups of 4.
   const bool inPlace = pointwise && Kp == K;
 
   // The tile and the parallel split from the integer GEMM's space (igemm_cpu).
@@ -133,7 +141,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   if (ep)
     epIn = ep->inputsOf(kb);
   const int bp = prepacked ? wb : kb.scratch(0, DType::I8, panels * panelSize);
-  const int xp = kb.scratch(1, DType::U8, PS * C);
+  const int xp = direct ? xb : kb.scratch(1, DType::U8, PS * C);
   // Per block (the thread's own): patches, i32 sums and row sums of its rows, indexed from
   // the block's first row (the NHWC copy that a pointwise conv reads in place: from image
   // row 0).
@@ -209,10 +217,12 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   std::vector<Stmt> perImage;
   std::string nv = kb.freshName("n");
   Expr n = N > 1 ? kir::var(nv) : i64(0);
+  // Image n's first element in xp: x itself, or the copy of one image.
+  Expr xImage = direct ? kir::mul(n, i64(PS * C)) : i64(0);
   // Step 2: the padded NHWC copy of image n, one pass over the padded positions writing each
   // once along channels (ZA where the input does not cover; filling it all with ZA and then
   // copying the input's channels to their strided places measured slower).
-  {
+  if (!direct) {
     std::vector<std::string> names;
     Extents loops = padded;
     Stmt fill = kb.loopNest(
@@ -228,8 +238,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
           std::string cv = kb.freshName("xc");
           Expr c = kir::var(cv);
           // Loads clamped into range: the select keeps the padding's value.
-          Expr at = kir::add(kir::mul(kir::add(kir::mul(n, i64(C)), c), i64(geo.inSize)),
-                             kir::max(kir::min(inFlat, i64(geo.inSize - 1)), i64(0)));
+          Expr at = f.xIndex(n, c, kir::max(kir::min(inFlat, i64(geo.inSize - 1)), i64(0)));
           Expr v = kb.load(xb, at);
           Expr vu = f.xSigned ? kir::cast(addI(kir::cast(v, DType::I32), c32(128)), DType::U8) : v;
           Expr val = isTrue(cond) ? vu : kir::select(cond, vu, kir::cast(za, DType::U8));
@@ -247,7 +256,9 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   auto block = [&](Expr row0, int64_t rows) {
     std::vector<Stmt> st;
     auto aRowAt = [&](Expr r) {
-      return kir::mul(inPlace ? kir::add(row0, std::move(r)) : std::move(r), i64(Kp));
+      if (!inPlace)
+        return kir::mul(std::move(r), i64(Kp));
+      return kir::add(xImage, kir::mul(kir::add(row0, std::move(r)), i64(Kp)));
     };
     // Patches: row r, tap t: C bytes of the NHWC copy.
     if (!inPlace) {
@@ -259,7 +270,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         Expr o = kir::mod(kir::div(p, i64(outStride[d])), i64(geo.outSpatial[d]));
         base = kir::add(base, kir::mul(o, i64(geo.axes[d].stride * padStride[d])));
       }
-      Expr src0 = kb.bind(row, "asrc", DType::I64, kir::mul(base, i64(C)));
+      Expr src0 = kb.bind(row, "asrc", DType::I64, kir::add(xImage, kir::mul(base, i64(C))));
       Expr dst0 = kb.bind(row, "adst", DType::I64, aRowAt(kir::var(pv)));
       Nest taps;
       std::vector<Expr> k(D);
@@ -332,7 +343,8 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     }
     if (nRem > 0)
       st.push_back(panelBody(nRem, i64(fullPanels)));
-    // The block's rows stored to the NCHW output with the compensation terms.
+    // The block's rows stored to the output (NCHW, or channels_last: the sums' own layout)
+    // with the compensation terms.
     {
       std::string mv = kb.freshName("om"), rv = kb.freshName("op");
       Expr m = kir::var(mv), r = kir::var(rv);
@@ -341,8 +353,11 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         v = subI(v, mulI(kb.load(zbv, m), kb.load(rowsum, r)));
       if (zaTerm)
         v = subI(v, kb.load(mterm, m));
-      Expr at = kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P)), kir::add(row0, r));
-      if (!ep) {
+      Expr at = f.yIndex(n, m, kir::add(row0, r));
+      if (!ep && f.last) {
+        st.push_back(kir::forLoop(rv, i64(rows), kir::forLoop(mv, i64(M), kb.store(ob, at, v))));
+        sched.steps.push_back({kir::ScheduleStep::Vectorize, mv, 0, {}});
+      } else if (!ep) {
         // Read along channels, written along positions (tiles of 8 x 8 measured no faster).
         st.push_back(kir::forLoop(mv, i64(M), kir::forLoop(rv, i64(rows), kb.store(ob, at, v))));
       } else {
@@ -355,8 +370,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         // indexed by (image, channel, position) without divisions.
         std::string posv = kb.freshName("opos");
         std::vector<Stmt> inner{kir::decl(posv, DType::I64, kir::add(row0, r))};
-        Expr epAt =
-            kir::add(kir::mul(kir::add(kir::mul(n, i64(M)), m), i64(P)), kir::var(posv));
+        Expr epAt = f.yIndex(n, m, kir::var(posv));
         LoopExtents env{{mv, M}, {posv, P}, {nv, N}};
         inner.push_back(kb.store(ob, at, ep->apply(epAt, v, env, *epIn, inner, epHoisted)));
         st.push_back(kir::forLoop(rv, i64(rows), kir::forLoop(mv, i64(M), kir::block(inner))));

@@ -265,14 +265,17 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
     return Kernels{emptyKernel(node, prefix)};
   size_t D = geo.axes.size();
   std::vector<int64_t> inStride = stridesOf(geo.inSpatial), outStride = stridesOf(geo.outSpatial);
-  // Lanes: an innermost axis of at most 16 the window does not pool (kernel 1, stride 1, no
-  // pad; the channel lanes of the blocked NCHWc layout). Each output row of lanes then walks
+  // Lanes: an innermost axis the window does not pool (kernel 1, stride 1, no pad; the
+  // channel lanes of the blocked NCHWc layout, or the channels of a channels-last one), of at
+  // most 16 or a multiple of 16 (then in chunks of 16). Each output row of lanes then walks
   // the window once with one accumulator per lane, which vectorizes; a window loop per
   // element stays scalar.
   const WindowAxis &la = geo.axes.back();
   bool lanes = D >= 2 && la.kernel == 1 && la.stride == 1 && la.padBegin == 0 &&
-               la.padEnd == 0 && la.out == la.in && la.in >= 4 && la.in <= 16 &&
+               la.padEnd == 0 && la.out == la.in && la.in >= 4 &&
+               (la.in <= 16 || la.in % 16 == 0) &&
                (isMax ? node.numResults() == 1 : accType(t, /*wide=*/false) == t);
+  const int64_t L = std::min<int64_t>(la.in, 16);
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), yb = kb.result(0);
   Nest outer, taps;
@@ -280,8 +283,11 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
   std::vector<Expr> o(D), pos(D), inCount(D), padCount(D);
   std::vector<Expr> outTerms{kir::mul(p, i64(geo.outSize))};
   for (size_t d = 0; d < D; ++d) {
-    // The lane axis contributes its own loop variable below (here 0).
-    o[d] = lanes && d + 1 == D ? i64(0) : outer.add(kb, geo.outSpatial[d], "o");
+    // The lane axis contributes its own loop variable below (here the chunk's first lane).
+    if (lanes && d + 1 == D)
+      o[d] = la.in == L ? i64(0) : kir::mul(outer.add(kb, la.in / L, "lc"), i64(L));
+    else
+      o[d] = outer.add(kb, geo.outSpatial[d], "o");
     outTerms.push_back(kir::mul(o[d], i64(outStride[d])));
   }
   // Only the taps inside the input are visited (like the interpreter, so a huge kernel or pad
@@ -331,7 +337,6 @@ Expected<Kernels> lowerPool(const Node &node, const std::string &prefix, bool is
   if (lanes) {
     // One accumulator local per lane, updated lane by lane in each tap: LLVM packs the
     // lanes' loads and selects into vectors (SLP), and nothing goes through memory.
-    int64_t L = la.in;
     Expr count = windowCount(includePad);
     DType ct = isMax ? computeType(t) : t;
     bool fl = isFloat(ct);

@@ -115,6 +115,18 @@ std::vector<KernelTemplate> cpuTemplates() {
        tunable(lowerConvIntegerTiles),
        /*takesEpilogue=*/true,
        /*convertsEpilogue=*/true},
+      {"conv_integer.depthwise_nhwc",
+       {OpKind::ConvInteger},
+       false,
+       "depthwise integer conv on channels-last activations: i32 sums vectorized along the "
+       "channels over x - x_zp padded as i16, the epilogue at the stores",
+       nullptr,
+       [](const LoweringUnit &u, const CpuTarget &) {
+         return convIntegerDepthwiseNHWCApplies(*u.node);
+       },
+       tunable(lowerConvIntegerDepthwiseNHWC),
+       /*takesEpilogue=*/true,
+       /*convertsEpilogue=*/true},
       {"conv_integer.depthwise",
        {OpKind::ConvInteger},
        false,

@@ -119,6 +119,11 @@ bool convIntegerDepthwiseApplies(const Node &node);
 Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &prefix,
                                         const tuning::LowerOptions *opts);
 Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string &prefix);
+/// The depthwise conv_integer on channels-last activations (ConvIntegerDepthwiseNHWC.cpp):
+/// vectorized along the channels, a fused group's epilogue (of any dtype) at its stores.
+bool convIntegerDepthwiseNHWCApplies(const Node &node);
+Expected<Kernels> lowerConvIntegerDepthwiseNHWC(const Node &node, const std::string &prefix,
+                                                const tuning::LowerOptions *opts);
 
 /// conv_nchwc (Layout.cpp): the register-blocked direct conv over blocked channels.
 Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,

@@ -262,6 +262,19 @@ Types inferEinsum(const Node &node) {
   return std::vector<TensorType>{TensorType(t, out)};
 }
 
+/// A conv's input shape with the channels at axis 1 (a channels_last conv_integer's moved
+/// there from the end).
+static Shape convInputShape(const Node &node) {
+  const Shape &s = node.operand(0)->shape();
+  return channelsLast(node) && s.size() >= 3 ? permuted(s, channelsPerm(s.size(), false)) : s;
+}
+
+/// A conv's result type of shape `out` (channels at axis 1) in the node's layout.
+static Types convResult(const Node &node, DType t, const Shape &out) {
+  return std::vector<TensorType>{
+      TensorType(t, channelsLast(node) ? permuted(out, channelsPerm(out.size(), true)) : out)};
+}
+
 /// The checks conv and conv_transpose share: operands, dtypes, ranks and `group` against
 /// the input channels. Returns the group.
 static Expected<int64_t> checkConvOperands(const Node &node) {
@@ -283,7 +296,9 @@ static Expected<int64_t> checkConvOperands(const Node &node) {
   int64_t group = node.getInt("group", 1);
   if (group < 1)
     return node.error("group {} must be >= 1", group);
-  const Dim &c = x->shape()[1];
+  if (node.getInt("channels_last", 0) != 0 && !channelsLast(node))
+    return node.error("channels_last must be 0 or 1, got {}", node.getInt("channels_last", 0));
+  const Dim c = convInputShape(node)[1];
   if (c.isStatic() && group > std::max<int64_t>(c.value(), 1))
     return node.error("group {} is larger than the {} input channels", group, c.value());
   if (c.isStatic() && c.value() % group != 0)
@@ -296,7 +311,7 @@ Types inferConv(const Node &node) {
   const Value *x = node.operand(0), *w = node.operand(1);
   // conv_integer's operand 2 is x's zero point, not a bias.
   const Value *bias = node.kind() == OpKind::Conv ? node.operand(2) : nullptr;
-  const Shape &xs = x->shape(), &ws = w->shape();
+  const Shape xs = convInputShape(node), &ws = w->shape();
   if (ws[0].isStatic() && ws[0].value() % group != 0)
     return node.error("output channels {} are not divisible by group {}", ws[0].value(), group);
   if (xs[1].isStatic() && ws[1].isStatic() && ws[1].value() * group != xs[1].value())
@@ -324,8 +339,7 @@ Types inferConv(const Node &node) {
                        windowDims(node, a, xs, Shape(ws.begin() + 2, ws.end()), false));
   Shape out{xs[0], ws[0]};
   out.insert(out.end(), spatial.begin(), spatial.end());
-  return std::vector<TensorType>{
-      TensorType(node.kind() == OpKind::ConvInteger ? DType::I32 : x->dtype(), out)};
+  return convResult(node, node.kind() == OpKind::ConvInteger ? DType::I32 : x->dtype(), out);
 }
 
 /// conv_integer whose weight pack-gemm-weights packed (packed_m, kernel_shape): the result
@@ -338,7 +352,9 @@ static Types inferPackedConvInteger(const Node &node) {
       return node.error("expects u8 or i8 operands, got {}", dtypeName(v->dtype()));
   std::vector<int64_t> ks = node.getInts("kernel_shape", {});
   int64_t m = node.getInt("packed_m"), k = 1;
-  const Shape &xs = x->shape(), &ws = w->shape();
+  if (node.getInt("channels_last", 0) != 0 && !channelsLast(node))
+    return node.error("channels_last must be 0 or 1, got {}", node.getInt("channels_last", 0));
+  const Shape xs = convInputShape(node), &ws = w->shape();
   bool ok = x->rank() >= 3 && ks.size() + 2 == size_t(x->rank()) && xs[1].isStatic() &&
             node.getInt("group", 1) == 1 && m >= 1 && w->rank() == 4;
   for (int64_t v : ks)
@@ -364,7 +380,7 @@ static Types inferPackedConvInteger(const Node &node) {
   NNC_ASSIGN_OR_RETURN(Shape spatial, windowDims(node, a, xs, kernel, false));
   Shape out{xs[0], Dim(m)};
   out.insert(out.end(), spatial.begin(), spatial.end());
-  return std::vector<TensorType>{TensorType(DType::I32, out)};
+  return convResult(node, DType::I32, out);
 }
 
 Types inferConvInteger(const Node &node) {

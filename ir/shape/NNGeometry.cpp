@@ -37,6 +37,24 @@ bool mulAdd(int64_t a, int64_t b, int64_t c, int64_t &r) {
 
 } // namespace
 
+bool channelsLast(const Node &node) {
+  return node.kind() == OpKind::ConvInteger && node.getInt("channels_last", 0) == 1;
+}
+
+std::vector<int64_t> channelsPerm(size_t rank, bool toLast) {
+  std::vector<int64_t> p{0};
+  if (toLast) {
+    for (size_t i = 2; i < rank; ++i)
+      p.push_back(int64_t(i));
+    p.push_back(1);
+  } else {
+    p.push_back(int64_t(rank) - 1);
+    for (size_t i = 1; i + 1 < rank; ++i)
+      p.push_back(int64_t(i));
+  }
+  return p;
+}
+
 Expected<WindowAttrs> readWindowAttrs(const Node &node, size_t n) {
   WindowAttrs a;
   a.strides = node.getInts("strides", {});

@@ -2,6 +2,7 @@
 // groups, dilations and padding; computed in double.
 #include <limits>
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include <Eigen/Dense>
@@ -222,10 +223,32 @@ Expected<Tensor> unpackConvWeight(const Node &node, const Tensor &x, const Tenso
   return w;
 }
 
+/// `t` with its axes permuted: result axis i is t's axis perm[i].
+Tensor permutedTensor(const Tensor &t, const std::vector<int64_t> &perm) {
+  Extents out = permuted(t.extents(), perm), inStride = nn::stridesOf(t.extents());
+  Tensor r = Tensor::zeros(t.dtype(), out);
+  const size_t es = dtypeSize(t.dtype());
+  const auto *src = static_cast<const char *>(t.rawData());
+  auto *dst = static_cast<char *>(r.rawData());
+  std::vector<int64_t> idx(out.size(), 0);
+  for (int64_t i = 0; i < r.numElements(); ++i) {
+    int64_t at = 0;
+    for (size_t d = 0; d < out.size(); ++d)
+      at += idx[d] * inStride[static_cast<size_t>(perm[d])];
+    std::memcpy(dst + i * es, src + at * es, es);
+    nn::nextIndex(idx, out);
+  }
+  return r;
+}
+
 } // namespace
 
 Results evalConvInteger(const Node &node, const Operands &ops) {
-  const Tensor &x = ops[0];
+  // channels_last: the same sums on x moved to channels first, the result moved back.
+  const bool last = channelsLast(node);
+  if (last && ops[0].rank() < 3)
+    return node.error("channels_last input {} must have rank >= 3", extentsStr(ops[0].extents()));
+  const Tensor x = last ? permutedTensor(ops[0], channelsPerm(ops[0].rank(), false)) : ops[0];
   std::optional<Tensor> unpacked;
   if (node.hasAttr("packed_m")) {
     NNC_ASSIGN_OR_RETURN(Tensor u, unpackConvWeight(node, x, ops[1]));
@@ -274,6 +297,8 @@ Results evalConvInteger(const Node &node, const Operands &ops) {
   // The i32 sum wraps, as the op defines it.
   for (size_t i = 0; i < yv.size(); ++i)
     p[i] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(yv[i])));
+  if (last)
+    r = permutedTensor(r, channelsPerm(r.rank(), true));
   return std::vector<Tensor>{r};
 }
 

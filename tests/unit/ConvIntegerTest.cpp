@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "IntGroupTestUtil.h"
+#include "nnc/ir/NNGeometry.h"
 #include "nnc/runtime/OpenCL.h"
 
 using namespace nnc;
@@ -33,9 +34,11 @@ struct ConvCase {
   int64_t group = 1;
 };
 
-AttrMap convAttrs(const ConvCase &c) {
+AttrMap convAttrs(const ConvCase &c, bool channelsLast = false) {
   size_t d = c.x.size() - 2;
   AttrMap a;
+  if (channelsLast)
+    a["channels_last"] = int64_t{1};
   a["strides"] = c.strides.empty() ? std::vector<int64_t>(d, 1) : c.strides;
   a["pads"] = c.pads.empty() ? std::vector<int64_t>(2 * d, 0) : c.pads;
   a["dilations"] = c.dilations.empty() ? std::vector<int64_t>(d, 1) : c.dilations;
@@ -43,16 +46,19 @@ AttrMap convAttrs(const ConvCase &c) {
   return a;
 }
 
-/// The graph conv_integer(x, w, zx?, zw?) with x an input, w and the zero points constants.
+/// The graph conv_integer(x, w, zx?, zw?) with x an input, w and the zero points constants
+/// (`channelsLast`: channels_last = 1, x of c.x's extents with the channels last).
 std::unique_ptr<Graph> convGraph(const ConvCase &c, const Tensor &x, const Tensor &w,
-                                 const Tensor &zx, const Tensor &zw, Node **node = nullptr) {
+                                 const Tensor &zx, const Tensor &zw, Node **node = nullptr,
+                                 bool channelsLast = false) {
   auto g = std::make_unique<Graph>();
   std::vector<Value *> ops = {g->addInput("x", x.type()), constantValue(*g, w)};
   if (!zx.isNull() || !zw.isNull())
     ops.push_back(zx.isNull() ? nullptr : constantValue(*g, zx));
   if (!zw.isNull())
     ops.push_back(constantValue(*g, zw));
-  Expected<Node *> n = g->createInferred(OpKind::ConvInteger, ops, convAttrs(c), "conv");
+  Expected<Node *> n =
+      g->createInferred(OpKind::ConvInteger, ops, convAttrs(c, channelsLast), "conv");
   EXPECT_TRUE(n) << n.error().message();
   if (!n)
     return nullptr;
@@ -171,6 +177,49 @@ TEST(ConvInteger, CompiledMatchesInterpreterOnEveryTarget) {
       }
 }
 
+TEST(ConvInteger, ChannelsLastMatchesChannelsFirst) {
+  // channels_last = 1 (layout-nhwc): x [N, spatial..., C] and the result [N, spatial..., M].
+  // The interpreter's result is the channels-first one transposed; every lowering and CPU
+  // target (the tiles read a u8 x without padding in place and copy the others row by row)
+  // and OpenCL match it bit for bit.
+  std::mt19937 rng(50);
+  for (DType tx : {DType::U8, DType::I8})
+    for (const ConvCase &c : kCases) {
+      std::vector<int64_t> toLast = channelsPerm(c.x.size(), true);
+      Tensor xf = bytes(tx, c.x, rng), w = bytes(DType::I8, c.w, rng);
+      Tensor zx = scalarOf(tx, tx == DType::U8 ? 200 : -5), zw = bytes(DType::I8, {c.w[0]}, rng);
+      auto first = convGraph(c, xf, w, zx, zw);
+      ASSERT_TRUE(first);
+      Expected<std::vector<Tensor>> want = interpret(*first, {xf});
+      ASSERT_TRUE(want) << want.error().message();
+      // x and the expected result with the channels last.
+      Graph perm;
+      Value *in = perm.addInput("x", xf.type());
+      Value *out = perm.addInput("y", (*want)[0].type());
+      Expected<Node *> tx1 = perm.createInferred(OpKind::Transpose, {in}, {{"perm", toLast}});
+      Expected<Node *> ty1 = perm.createInferred(
+          OpKind::Transpose, {out}, {{"perm", channelsPerm((*want)[0].rank(), true)}});
+      ASSERT_TRUE(tx1 && ty1);
+      perm.setOutputs({(*tx1)->result(), (*ty1)->result()});
+      Expected<std::vector<Tensor>> moved = interpret(perm, {xf, (*want)[0]});
+      ASSERT_TRUE(moved) << moved.error().message();
+      const Tensor &x = (*moved)[0];
+      ConvCase cl = c;
+      cl.x = permuted(c.x, toLast);
+      std::string what = fmt::format("channels_last {}{} * i8{} group {}", dtypeName(tx),
+                                     extentsStr(cl.x), extentsStr(c.w), c.group);
+      Node *n = nullptr;
+      // ConvCase::x is only the input's extents here: the attributes do not depend on it.
+      auto last = convGraph(cl, x, w, zx, zw, &n, /*channelsLast=*/true);
+      ASSERT_TRUE(last);
+      Expected<std::vector<Tensor>> got = interpret(*last, {x});
+      ASSERT_TRUE(got) << what << ": " << got.error().message();
+      expectSame((*got)[0], (*moved)[1], what + " in the interpreter");
+      checkNode(*n, {x}, what);
+      checkOnTargets(*last, x, what);
+    }
+}
+
 TEST(ConvInteger, LongSumsWrapLikeTheInterpreter) {
   // 255 * -128 over 70000 taps (7000 channels of 10) is below INT32_MIN: the i32 sum wraps.
   ConvCase c{{1, 7000, 1, 12}, {2, 7000, 1, 10}, {}, {}, {}, 1};
@@ -216,9 +265,10 @@ TEST(ConvInteger, RequantizedConvIsOneKernel) {
   // conv_integer, then cast to f32, a per-channel scale, a bias, relu, a residual (a u8
   // input dequantized) and quantize to u8, or the f32 values themselves: one fusion group
   // anchored on the conv, one kernel, the same bytes as the interpreter's (the epilogue's
-  // float steps are the members' own, in order), on one and two threads. The im2col tiles
-  // store the group's result themselves; the depthwise template leaves the epilogue to the
-  // planner's pass.
+  // float steps are the members' own, in order), on one and two threads, beside the
+  // transposes at the graph's edges (the default pipeline runs the conv channels last). The
+  // im2col tiles and the channels-last depthwise template store the group's result
+  // themselves.
   std::mt19937 rng(49);
   for (int64_t group : {1, 8})
     for (DType tx : {DType::U8, DType::I8})
@@ -265,6 +315,6 @@ TEST(ConvInteger, RequantizedConvIsOneKernel) {
           checkIntegerGroup(*g, inputs,
                             fmt::format("{} conv group {}{}, {} thread(s)", dtypeName(tx), group,
                                         quantized ? " requantized" : " dequantized", threads),
-                            threads, /*atStores=*/group == 1);
+                            threads, /*atStores=*/true);
       }
 }

@@ -43,6 +43,24 @@ Expected<WindowAxis> windowAxis(const Node &node, const WindowAttrs &a, size_t a
 Expected<WindowAxis> transposeWindowAxis(const Node &node, const WindowAttrs &a, size_t axis,
                                          int64_t in, int64_t kernel);
 
+/// True when conv_integer `node` holds its activations channels last (channels_last = 1): x
+/// [N, spatial..., C] and the result [N, spatial..., M] (the layout-nhwc pass sets it).
+bool channelsLast(const Node &node);
+
+/// The permutation of a rank-`rank` tensor (rank >= 2) that moves axis 1, the channels, to the
+/// end ([0, 2, ..., rank - 1, 1]; `toLast` true) or back from the end ([0, rank - 1, 1, ...,
+/// rank - 2]).
+std::vector<int64_t> channelsPerm(size_t rank, bool toLast);
+
+/// `v` permuted: element i of the result is v[perm[i]].
+template <class T>
+std::vector<T> permuted(const std::vector<T> &v, const std::vector<int64_t> &perm) {
+  std::vector<T> r;
+  for (int64_t p : perm)
+    r.push_back(v[static_cast<size_t>(p)]);
+  return r;
+}
+
 /// An einsum equation with every axis named by a label id: letters keep their character code;
 /// the broadcast (ellipsis) axes are 256 + their position in the right-aligned ellipsis.
 struct EinsumLabels {

@@ -58,6 +58,10 @@ std::unique_ptr<Pass> createPackGemmWeightsPass();
 /// weights packed at compile time), moves layout-agnostic ops between them into that layout
 /// and cancels the transforms that meet. Option `block` (default: the host's f32 lanes).
 std::unique_ptr<Pass> createLayoutNCHWcPass();
+/// Runs the integer convs of group 1 and the depthwise ones (conv_integer) on channels-last
+/// activations (channels_last = 1; option `depthwise`, default 1), moves the elementwise ops, quantize/dequantize and spatial reductions
+/// between them into that layout and cancels the transposes that meet (passes/LayoutNHWC.cpp).
+std::unique_ptr<Pass> createLayoutNHWCPass();
 std::unique_ptr<Pass> createWinogradPass();
 /// Moves a per-input-channel scale of a single image (a squeeze-excitation gate) from a
 /// blocked conv's input into its constant weight when the weight is the smaller tensor.
