@@ -98,8 +98,6 @@ Error syncScanBody(Node &scan) {
 
 namespace nnc {
 
-namespace {
-
 Error unrollScan(Graph &g, Node *n) {
   NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
   if (!p.steps.isStatic())
@@ -170,8 +168,6 @@ Error unrollScan(Graph &g, Node *n) {
   g.eraseNode(n);
   return Error::success();
 }
-
-} // namespace
 
 Error unrollScans(Graph &g) {
   for (Node *n : g.nodes())

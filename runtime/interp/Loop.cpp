@@ -62,3 +62,34 @@ Results evalScan(const Node &node, const Operands &ops) {
 }
 
 } // namespace nnc::interp
+
+namespace nnc::interp {
+
+/// Only the taken branch runs: the other may fail on the values that made it untaken (an
+/// index out of range, a division by zero).
+Results evalIf(const Node &node, const Operands &ops) {
+  NNC_ASSIGN_OR_RETURN(size_t k, ifResults(node));
+  if (ops[0].numElements() != 1)
+    return node.error("the condition has {} elements", ops[0].numElements());
+  const bool taken = ops[0].elementAsDouble(0) != 0;
+  std::unique_ptr<Graph> branch = node.body()->clone();
+  std::vector<Value *> outs(branch->outputs().begin() + (taken ? 0 : k),
+                            branch->outputs().begin() + (taken ? k : 2 * k));
+  branch->setOutputs(outs);
+  std::vector<Node *> nodes = branch->nodes();
+  for (size_t i = nodes.size(); i-- > 0;) {
+    bool used = false;
+    for (const Value *r : nodes[i]->results())
+      used = used || branch->hasUses(r);
+    if (!used)
+      branch->eraseNode(nodes[i]);
+  }
+  std::vector<Tensor> in(ops.begin() + 1, ops.end());
+  Expected<std::vector<Tensor>> out = interpret(*branch, in);
+  if (!out)
+    return out.error().withContext(
+        fmt::format("{}, {} branch", node.describe(), taken ? "then" : "else"));
+  return out;
+}
+
+} // namespace nnc::interp
