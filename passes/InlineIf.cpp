@@ -6,8 +6,10 @@
 //     constant): the taken branch's nodes are copied before the node and its results replace
 //     the node's; the other branch is dropped unseen.
 //  2. A condition known only at run time, where each result has the same static type in both
-//     branches: both branches are copied and each result becomes select(cond, then, else).
-//     Both then run, so this trades the untaken branch's work for one executable.
+//     branches and no node of either can stop the run (an index check, a nested loop or If):
+//     both branches are copied and each result becomes select(cond, then, else). Both then
+//     run, so this trades the untaken branch's work for one executable; the untaken branch
+//     must not fail on the values that made it untaken.
 //  3. Otherwise the node stays. Its results' shapes are unknown until the condition is, so
 //     staged execution stops before it and specializes the rest on the condition's value,
 //     and step 1 applies there.
@@ -33,7 +35,7 @@ public:
         continue;
       }
       NNC_ASSIGN_OR_RETURN(std::vector<TensorType> types, bodyOutputTypes(*n, 1));
-      bool same = true;
+      bool same = !mayStopTheRun(*n->body());
       for (size_t i = 0; i < k; ++i)
         same = same && types[i] == types[k + i] && isStatic(types[i].shape);
       if (!same)
@@ -45,6 +47,25 @@ public:
   }
 
 private:
+  /// True when some node of `body` checks its data at run time and may end the run with an
+  /// error: the index-taking ops, and nodes with bodies of their own.
+  static bool mayStopTheRun(const Graph &body) {
+    for (const Node *b : body.nodes()) {
+      switch (b->kind()) {
+      case OpKind::Gather:
+      case OpKind::GatherElements:
+      case OpKind::GatherND:
+      case OpKind::ScatterElements:
+      case OpKind::ScatterND:
+      case OpKind::RotaryEmbedding:
+        return true;
+      default:
+        if (b->body())
+          return true;
+      }
+    }
+    return false;
+  }
   /// Step 2: both halves copied, then selected.
   static Error selectBoth(Graph &g, Node *n, size_t k) {
     std::vector<Value *> thenOut = copyIfBranch(g, n, true), elseOut = copyIfBranch(g, n, false);
