@@ -8,8 +8,9 @@
 //     rules.
 //  2. If the body's inputs are all static but some value in it is not, and the step count is
 //     static and the unrolled graph stays within kMaxUnrolledNodes, replace the node by its
-//     body once per step (unrollScan). Otherwise leave it: a later stage or the code
-//     generator names what is unknown.
+//     body once per step (unrollScan); a loop of zero steps by its initial states and empty
+//     per-step outputs. Otherwise leave it: a later stage or the code generator names what
+//     is unknown.
 #include "nnc/ir/Loop.h"
 #include "nnc/passes/Passes.h"
 
@@ -30,12 +31,15 @@ public:
         continue;
       NNC_TRY(syncScanBody(*n));
       NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
-      if (!p.steps.isStatic() || p.steps.value() < 1 ||
+      if (!p.steps.isStatic() ||
           p.steps.value() > kMaxUnrolledNodes / std::max<int64_t>(1, n->body()->numNodes()))
         continue;
-      NNC_ASSIGN_OR_RETURN(bool dynamic, stepDependentShapes(*n->body()));
-      if (!dynamic)
-        continue;
+      // A loop of no steps is its initial states (a Loop whose condition starts false).
+      if (p.steps.value() > 0) {
+        NNC_ASSIGN_OR_RETURN(bool dynamic, stepDependentShapes(*n->body()));
+        if (!dynamic)
+          continue;
+      }
       NNC_TRY(unrollScan(g, n));
       changed = true;
     }

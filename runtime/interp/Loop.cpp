@@ -49,10 +49,11 @@ Results evalScan(const Node &node, const Operands &ops) {
   for (int64_t o = 0; o < p.scanOutputs; ++o) {
     if (steps > 0)
       continue;
-    std::optional<Extents> e = staticExtents(node.result(p.carried + o)->shape());
+    std::optional<Extents> e = staticExtents(body.outputs()[p.carried + o]->shape());
     if (!e)
-      return node.error("cannot give the per-step outputs of zero steps a shape");
-    (*e)[0] = 0;
+      return node.error("cannot give the per-step outputs of zero steps a shape (a step is {})",
+                        body.outputs()[p.carried + o]->type().str());
+    e->insert(e->begin(), 0);
     stacked[o] = Tensor::zeros(node.result(p.carried + o)->dtype(), *e);
   }
   std::vector<Tensor> results = std::move(states);

@@ -218,12 +218,12 @@ def main():
         run_case(targets, path, args, loop_answer(y0, w, 4), "Loop M=4", d)
         path = os.path.join(d, "loop_inputs.onnx")
         write(path, loop_model(True))
-        for trips, cond in [(3, 1), (5, 1)]:
-            dd = os.path.join(d, f"m{trips}")
+        for trips, cond in [(3, 1), (5, 1), (3, 0)]:
+            dd = os.path.join(d, f"m{trips}_c{cond}")
             os.makedirs(dd)
             a = pb(dd, "M", [], [trips], INT64) + pb(dd, "cond", [], [cond], BOOL)
             a += pb(dd, "y0", [2], y0) + pb(dd, "w", [2], w)
-            run_case(targets, path, a, loop_answer(y0, w, trips),
+            run_case(targets, path, a, loop_answer(y0, w, trips * cond),
                      f"Loop M={trips} cond={cond} as inputs", dd)
         print(f"ok: Loop, constant and run-time trip counts ({', '.join(targets)})")
 

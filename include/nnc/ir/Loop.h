@@ -77,7 +77,8 @@ std::vector<Value *> scanGradient(GradEmitter &e, const Node &scan, const std::v
 /// concatenated. T must be static. The artifact writer, which has no loops yet, needs this
 /// form.
 Error unrollScans(Graph &g);
-/// unrollScans of one scan node `n` of `g`.
+/// unrollScans of one scan node `n` of `g` (a loop of zero steps becomes its initial states
+/// and empty per-step outputs, whose shapes must then be static).
 Error unrollScan(Graph &g, Node *n);
 
 } // namespace nnc
