@@ -13,8 +13,8 @@ Expected<std::vector<TensorType>> bodyOutputTypes(const Node &n, size_t firstOpe
     return n.error("has no body");
   if (body->inputs().size() + firstOperand != n.numOperands())
     return n.error("the body takes {} inputs but the node passes it {} operands",
-                   body->inputs().size(), n.numOperands() - std::min(firstOperand,
-                                                                      n.numOperands()));
+                   body->inputs().size(),
+                   n.numOperands() - std::min(firstOperand, n.numOperands()));
   std::unique_ptr<Graph> copy = body->clone();
   for (size_t i = 0; i < copy->inputs().size(); ++i) {
     const Value *x = n.operand(firstOperand + i);

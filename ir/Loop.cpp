@@ -114,8 +114,8 @@ Error unrollScan(Graph &g, Node *n) {
                         step->type().str());
       e->insert(e->begin(), 0);
       TensorType t(r->dtype(), shapeFromExtents(*e));
-      Node *k = g.createNode(OpKind::Constant, {}, {t}, {{"value", Tensor::zeros(t.dtype, *e)}},
-                             "", {}, n);
+      Node *k = g.createNode(OpKind::Constant, {}, {t}, {{"value", Tensor::zeros(t.dtype, *e)}}, "",
+                             {}, n);
       g.replaceAllUsesWith(r, k->result());
     }
     for (int64_t j = 0; j < p.carried; ++j)

@@ -70,9 +70,9 @@ private:
   static Error selectBoth(Graph &g, Node *n, size_t k) {
     std::vector<Value *> thenOut = copyIfBranch(g, n, true), elseOut = copyIfBranch(g, n, false);
     for (size_t i = 0; i < k; ++i) {
-      NNC_ASSIGN_OR_RETURN(Node * s, g.createInferred(OpKind::Select,
-                                                      {n->operand(0), thenOut[i], elseOut[i]},
-                                                      {}, n->name(), -1, {}, n));
+      NNC_ASSIGN_OR_RETURN(Node * s,
+                           g.createInferred(OpKind::Select, {n->operand(0), thenOut[i], elseOut[i]},
+                                            {}, n->name(), -1, {}, n));
       g.replaceAllUsesWith(n->result(i), s->result());
     }
     g.eraseNode(n);
@@ -82,6 +82,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Pass> createInlineIfPass() { return std::make_unique<InlineIfPass>(); }
+std::unique_ptr<Pass> createInlineIfPass() {
+  return std::make_unique<InlineIfPass>();
+}
 
 } // namespace nnc

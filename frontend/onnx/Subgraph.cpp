@@ -16,8 +16,8 @@ Value *ImportState::lookup(const std::string &name) {
   // A constant is copied, so that lowerings needing compile-time values (Reshape's shape,
   // Slice's axes) see it inside the subgraph as they would outside.
   if (Node *p = outer->producer(); p && p->kind() == OpKind::Constant) {
-    Node *c = graph->createNode(OpKind::Constant, {}, {outer->type()}, p->attrs(), p->name(),
-                                {name});
+    Node *c =
+        graph->createNode(OpKind::Constant, {}, {outer->type()}, p->attrs(), p->name(), {name});
     return values[name] = c->result();
   }
   Value *in = graph->addInput(name, outer->type());
@@ -49,8 +49,8 @@ Expected<ImportedSubgraph> importSubgraph(ImportState &outer, const onnx::GraphP
   for (int i = 0; i < gp.input_size(); ++i) {
     const onnx::ValueInfoProto &vi = gp.input(i);
     NNC_USER_CHECK(!vi.name().empty(), "{}: subgraph input {} has no name", place, i);
-    NNC_USER_CHECK(!st.values.count(vi.name()), "{}: subgraph input '{}' is declared twice",
-                   place, vi.name());
+    NNC_USER_CHECK(!st.values.count(vi.name()), "{}: subgraph input '{}' is declared twice", place,
+                   vi.name());
     const TensorType &t = inputTypes[i];
     if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0) {
       std::optional<DType> declared = dtypeFromOnnx(vi.type().tensor_type().elem_type());
@@ -66,9 +66,9 @@ Expected<ImportedSubgraph> importSubgraph(ImportState &outer, const onnx::GraphP
     st.values[vi.name()] = body->addInput(vi.name(), t);
   }
   for (const onnx::TensorProto &t : gp.initializer()) {
-    NNC_ASSIGN_OR_RETURN(Tensor v, tensorFromProto(t, outer.baseDir,
-                                                   fmt::format("{}: initializer '{}'", place,
-                                                               t.name())));
+    NNC_ASSIGN_OR_RETURN(
+        Tensor v,
+        tensorFromProto(t, outer.baseDir, fmt::format("{}: initializer '{}'", place, t.name())));
     Node *n = body->createNode(OpKind::Constant, {}, {v.type()}, {{"value", Attribute(v)}}, "",
                                {t.name()});
     st.values[t.name()] = n->result();
@@ -84,7 +84,8 @@ Expected<ImportedSubgraph> importSubgraph(ImportState &outer, const onnx::GraphP
                      "unsupported)",
                      place, o.name());
     Value *v = st.lookup(o.name());
-    NNC_USER_CHECK(v, "{}: subgraph output '{}' is not produced by any node, input or "
+    NNC_USER_CHECK(v,
+                   "{}: subgraph output '{}' is not produced by any node, input or "
                    "initializer (of the subgraph or an enclosing graph)",
                    place, o.name());
     outs.push_back(v);

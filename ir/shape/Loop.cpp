@@ -51,8 +51,8 @@ Expected<std::vector<TensorType>> inferIf(const Node &node) {
   for (size_t i = 0; i < k; ++i) {
     const TensorType &t = body[i], &e = body[k + i];
     if (t.dtype != e.dtype || t.rank() != e.rank())
-      return node.error("result {} is {} in the then branch but {} in the else branch", i,
-                        t.str(), e.str());
+      return node.error("result {} is {} in the then branch but {} in the else branch", i, t.str(),
+                        e.str());
     TensorType r = t;
     for (size_t d = 0; d < r.shape.size(); ++d) {
       if (t.shape[d] == e.shape[d])

@@ -93,8 +93,8 @@ Error lowerScan(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(Ints inAxes, ctx.intsAttr("scan_input_axes", Ints(m, 0)));
   NNC_ASSIGN_OR_RETURN(Ints inDirs, ctx.intsAttr("scan_input_directions", Ints(m, 0)));
   if (static_cast<int64_t>(inAxes.size()) != m || static_cast<int64_t>(inDirs.size()) != m)
-    return ctx.error("scan_input_axes and scan_input_directions need {} entries, have {} and {}",
-                     m, inAxes.size(), inDirs.size());
+    return ctx.error("scan_input_axes and scan_input_directions need {} entries, have {} and {}", m,
+                     inAxes.size(), inDirs.size());
   std::vector<Value *> operands;
   std::vector<TensorType> bodyTypes;
   for (int64_t i = 0; i < numInputs; ++i) {
@@ -142,8 +142,8 @@ Error lowerScan(LoweringContext &ctx) {
     if (outDirs[o] == 1) {
       NNC_ASSIGN_OR_RETURN(y, reverseAxis(ctx, y, 0));
     }
-    NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.normalizeAxis(outAxes[o], y->rank(),
-                                                         "scan_output_axes"));
+    NNC_ASSIGN_OR_RETURN(int64_t axis,
+                         ctx.normalizeAxis(outAxes[o], y->rank(), "scan_output_axes"));
     NNC_ASSIGN_OR_RETURN(y, moveAxis(ctx, y, 0, axis));
     NNC_TRY(ctx.setOutput(static_cast<size_t>(n + o), y));
   }
