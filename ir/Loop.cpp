@@ -98,14 +98,31 @@ Error syncScanBody(Node &scan) {
 
 namespace nnc {
 
-namespace {
-
 Error unrollScan(Graph &g, Node *n) {
   NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
   if (!p.steps.isStatic())
     return n->error("cannot unroll a loop of {} steps (the sequence length must be static)",
                     p.steps.str());
   const int64_t steps = p.steps.value();
+  if (steps == 0) { // the initial states, and per-step outputs of no steps
+    for (int64_t o = 0; o < p.scanOutputs; ++o) {
+      Value *r = n->result(p.carried + o);
+      const Value *step = n->body()->outputs()[p.carried + o];
+      std::optional<Extents> e = staticExtents(step->shape());
+      if (!e)
+        return n->error("cannot give the per-step outputs of zero steps a shape (a step is {})",
+                        step->type().str());
+      e->insert(e->begin(), 0);
+      TensorType t(r->dtype(), shapeFromExtents(*e));
+      Node *k = g.createNode(OpKind::Constant, {}, {t}, {{"value", Tensor::zeros(t.dtype, *e)}}, "",
+                             {}, n);
+      g.replaceAllUsesWith(r, k->result());
+    }
+    for (int64_t j = 0; j < p.carried; ++j)
+      g.replaceAllUsesWith(n->result(j), n->operand(j));
+    g.eraseNode(n);
+    return Error::success();
+  }
   const Graph &body = *n->body();
   auto emit = [&](OpKind k, std::vector<Value *> ops, AttrMap a,
                   int results = -1) -> Expected<Node *> {
@@ -170,8 +187,6 @@ Error unrollScan(Graph &g, Node *n) {
   g.eraseNode(n);
   return Error::success();
 }
-
-} // namespace
 
 Error unrollScans(Graph &g) {
   for (Node *n : g.nodes())

@@ -12,6 +12,13 @@ const std::vector<PassInfo> &passRegistry() {
       {"hoist-loop-invariants",
        "Run the loop-body nodes that read only invariants once, before the loop",
        createHoistLoopInvariantsPass},
+      {"inline-if",
+       "Replace If by its taken branch, or by both branches and selects when the condition is "
+       "only known at run time",
+       createInlineIfPass},
+      {"unroll-dynamic-loops",
+       "Unroll loops of a known, small step count whose body's shapes depend on the step",
+       createUnrollDynamicLoopsPass},
       {"canonicalize", "Algebraic simplifications (x*1, x+0, transpose/reshape chains)",
        createCanonicalizePass},
       {"recognize-layer-norm", "Replace decomposed LayerNorm chains with layer_norm",
@@ -75,8 +82,9 @@ const std::vector<TargetPipeline> &targetPipelines() {
   // f32 (convs=0): conv_integer has only its generic loop nest there, far slower than the f32
   // path's convs (bench/qdq_ab.py and bench/qdq_models.py measure both).
   auto front = [](const char *lowerQdq) {
-    return std::string("shape-inference,constant-fold{keep-weight-dequantize=1},canonicalize,"
-                       "cse,shape-inference,constant-fold{keep-weight-dequantize=1},") +
+    return std::string("shape-inference,constant-fold{keep-weight-dequantize=1},inline-if,"
+                       "canonicalize,cse,shape-inference,"
+                       "constant-fold{keep-weight-dequantize=1},") +
            lowerQdq +
            ",constant-fold,"
            "dce,hoist-loop-invariants,recognize-layer-norm,recognize-rms-norm,"

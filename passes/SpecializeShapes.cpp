@@ -5,8 +5,9 @@
 //  1. Clone the graph; give each input its concrete extents, checking rank, static dims and
 //     that each symbol binds to one extent.
 //  2. Replace the uses of value-specialized inputs with constants.
-//  3. Run shape-inference, constant-fold and dce until no type changes (shape computations
-//     such as Shape -> Gather -> Concat fold into the constants that shape rules read).
+//  3. Run shape-inference, constant-fold, unroll-dynamic-loops and dce until no type changes
+//     (shape computations such as Shape -> Gather -> Concat fold into the constants that
+//     shape rules read; a loop whose body's shapes depend on the step is unrolled).
 //  4. If a result shape is still unknown, report which small inputs that shape may depend
 //     on, and fail naming the node (or, when data-dependent shapes are allowed, return the
 //     graph: its caller runs it in stages).
@@ -96,7 +97,8 @@ Expected<std::unique_ptr<Graph>> specializeShapes(const Graph &g,
 
   // Shape inference propagates the extents, constant folding turns shape computations into
   // constants that later shape rules read; repeat until nothing changes.
-  Expected<PassPipeline> pipeline = PassPipeline::parse("shape-inference,constant-fold,dce");
+  Expected<PassPipeline> pipeline =
+      PassPipeline::parse("shape-inference,constant-fold,unroll-dynamic-loops,dce");
   NNC_ASSERT(pipeline, "{}", pipeline.error().message());
   PassContext ctx;
   ctx.evaluate = evaluate;

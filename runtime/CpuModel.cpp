@@ -173,9 +173,15 @@ private:
             return std::shared_ptr<Program>();
       }
       numFirst += inFirst ? 1 : 0;
-      if (numFirst == 0)
-        return n->error("result %{} has shape {} that depends on the values of operands too "
-                        "large to specialize on; the CPU target cannot compile it",
+      // A first stage of constants alone computes nothing the rest could specialize on: the
+      // rest would start where this graph does, again and again.
+      bool onlyConstants = true;
+      for (size_t i = 0; i < numFirst; ++i)
+        onlyConstants = onlyConstants && nodes[i]->kind() == OpKind::Constant;
+      if (onlyConstants)
+        return n->error("result %{} has shape {} that depends on data (operands too large to "
+                        "specialize on, or a loop body's shapes that change from step to "
+                        "step); the CPU target cannot compile it",
                         n->result()->name(), n->result()->type().str());
     }
     auto prog = std::make_shared<Program>();

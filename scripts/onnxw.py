@@ -78,11 +78,21 @@ def value_info(name, dims, elem_type=FLOAT):
 
 
 
+def graph(nodes, inputs, outputs, initializers=(), name="g"):
+    """A GraphProto from encoded nodes, value_infos and tensors."""
+    g = b"".join(field_bytes(1, n) for n in nodes) + field_bytes(2, name)
+    g += b"".join(field_bytes(5, t) for t in initializers)
+    g += b"".join(field_bytes(11, i) for i in inputs)
+    return g + b"".join(field_bytes(12, o) for o in outputs)
+
+
+def attr_graph(name, g):
+    """A graph attribute (If's branches, Loop's and Scan's bodies) holding GraphProto `g`."""
+    return field_bytes(1, name) + field_bytes(6, g) + field_varint(20, 5)
+
+
 def model(nodes, inputs, outputs, initializers=(), opset=13, name="g", ir_version=8):
     """A ModelProto from encoded nodes, value_infos and tensors."""
-    graph = b"".join(field_bytes(1, n) for n in nodes) + field_bytes(2, name)
-    graph += b"".join(field_bytes(5, t) for t in initializers)
-    graph += b"".join(field_bytes(11, i) for i in inputs)
-    graph += b"".join(field_bytes(12, o) for o in outputs)
+    graph_ = graph(nodes, inputs, outputs, initializers, name)
     m = field_varint(1, ir_version) + field_bytes(2, "nnc onnxw.py")
-    return m + field_bytes(7, graph) + field_bytes(8, field_bytes(1, "") + field_varint(2, opset))
+    return m + field_bytes(7, graph_) + field_bytes(8, field_bytes(1, "") + field_varint(2, opset))

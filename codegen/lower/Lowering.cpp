@@ -53,6 +53,11 @@ bool canLowerNode(const Node &node) {
 
 Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string &namePrefix,
                                              const tuning::LowerOptions &opts) {
+  // inline-if replaces every If whose condition is known or whose branches agree in type;
+  // what is left has results whose shapes depend on the condition.
+  if (node.kind() == OpKind::If)
+    return node.error("the condition is only known at run time and the branches' results "
+                      "differ in shape: it runs in stages (nnc run), not in one executable");
   auto it = table().find(node.kind());
   if (it == table().end() && !hasTemplateFor(node.kind()))
     return node.error("no CPU code generation for op '{}' yet", node.opName());

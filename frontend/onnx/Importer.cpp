@@ -105,10 +105,12 @@ const OpLowering *checkNode(const LoadedModel &lm, const onnx::NodeProto &n, int
                         "references are unsupported",
                         a.name(), a.ref_attr_name()));
       ok = false;
-    } else if (a.type() == onnx::AttributeProto::GRAPH ||
-               a.type() == onnx::AttributeProto::GRAPHS || a.has_g() || a.graphs_size()) {
-      issue(fmt::format("subgraph attribute '{}' is unsupported (control flow is not "
-                        "supported)",
+    } else if ((a.type() == onnx::AttributeProto::GRAPH ||
+                a.type() == onnx::AttributeProto::GRAPHS || a.has_g() || a.graphs_size()) &&
+               std::find(l.attributes.begin(), l.attributes.end(), a.name()) ==
+                   l.attributes.end()) {
+      issue(fmt::format("subgraph attribute '{}' is unsupported (this operator takes no "
+                        "subgraph of that name)",
                         a.name()));
       ok = false;
     } else if (std::find(l.attributes.begin(), l.attributes.end(), a.name()) ==
@@ -154,6 +156,51 @@ Expected<TensorType> inputType(const onnx::ValueInfoProto &vi, Graph &g,
                  "{}-byte limit, NNC_MAX_TENSOR_BYTES)",
                  place, vi.name(), TensorType(*dt, s).str(), maxTensorBytes());
   return TensorType(*dt, s);
+}
+
+/// Lowers the nodes of `gp` into `st` in order; `prefix` starts each error ("FILE: " for the
+/// main graph; a subgraph's errors get their place from the node that holds it).
+Error lowerGraphNodes(const LoadedModel &lm, ImportState &st, const onnx::GraphProto &gp,
+                      const std::string &prefix) {
+  // Where each value is defined, to tell use-before-definition from a dangling name.
+  std::map<std::string, size_t> definedAt;
+  for (int i = 0; i < gp.node_size(); ++i)
+    for (const std::string &o : gp.node(i).output())
+      if (!o.empty())
+        definedAt.emplace(o, static_cast<size_t>(i));
+
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const onnx::NodeProto &n = gp.node(i);
+    size_t idx = static_cast<size_t>(i);
+    std::string place = prefix + nodePlace(n, idx);
+    std::string firstIssue;
+    int64_t opset = 0;
+    const OpLowering *l = checkNode(lm, n, &opset, [&](const std::string &m) {
+      if (firstIssue.empty())
+        firstIssue = m;
+    });
+    if (!l)
+      return Error(place + ": " + firstIssue);
+    for (const std::string &in : n.input()) {
+      if (in.empty() || st.lookup(in))
+        continue;
+      auto it = definedAt.find(in);
+      if (it != definedAt.end())
+        return makeError("{}: input '{}' is used before it is defined by {} (the graph is not "
+                         "topologically sorted or has a cycle)",
+                         place, in, nodePlace(gp.node(static_cast<int>(it->second)), it->second));
+      return makeError("{}: dangling input '{}': no graph input, initializer or node output has "
+                       "this name{}",
+                       place, in, st.parent ? " (in this graph or an enclosing one)" : "");
+    }
+    for (const std::string &o : n.output())
+      NNC_USER_CHECK(o.empty() || !st.values.count(o),
+                     "{}: output '{}' is already defined (ONNX values are assigned once)", place,
+                     o);
+    if (Error e = lowerNode(st, n, idx, opset, *l))
+      return prefix.empty() ? e : e.withContext(prefix.substr(0, prefix.size() - 2));
+  }
+  return Error::success();
 }
 
 } // namespace
@@ -222,44 +269,10 @@ Expected<std::unique_ptr<Graph>> OnnxModel::import(const ImportOptions &options)
     st.values[t.name()] = n->result();
   }
 
-  // Where each value is defined, to tell use-before-definition from a dangling name.
-  std::map<std::string, size_t> definedAt;
-  for (int i = 0; i < gp.node_size(); ++i)
-    for (const std::string &o : gp.node(i).output())
-      if (!o.empty())
-        definedAt.emplace(o, static_cast<size_t>(i));
-
-  for (int i = 0; i < gp.node_size(); ++i) {
-    const onnx::NodeProto &n = gp.node(i);
-    size_t idx = static_cast<size_t>(i);
-    std::string place = fmt::format("{}: {}", path, nodePlace(n, idx));
-    std::string firstIssue;
-    int64_t opset = 0;
-    const OpLowering *l = checkNode(*lm, n, &opset, [&](const std::string &m) {
-      if (firstIssue.empty())
-        firstIssue = m;
-    });
-    if (!l)
-      return Error(place + ": " + firstIssue);
-    for (const std::string &in : n.input()) {
-      if (in.empty() || st.values.count(in))
-        continue;
-      auto it = definedAt.find(in);
-      if (it != definedAt.end())
-        return makeError("{}: input '{}' is used before it is defined by {} (the graph is not "
-                         "topologically sorted or has a cycle)",
-                         place, in, nodePlace(gp.node(static_cast<int>(it->second)), it->second));
-      return makeError("{}: dangling input '{}': no graph input, initializer or node output has "
-                       "this name",
-                       place, in);
-    }
-    for (const std::string &o : n.output())
-      NNC_USER_CHECK(o.empty() || !st.values.count(o),
-                     "{}: output '{}' is already defined (ONNX values are assigned once)", place,
-                     o);
-    if (Error e = lowerNode(st, n, idx, opset, *l))
-      return e.withContext(path);
-  }
+  st.lowerGraph = [lm](ImportState &sub, const onnx::GraphProto &body) {
+    return lowerGraphNodes(*lm, sub, body, "");
+  };
+  NNC_TRY(lowerGraphNodes(*lm, st, gp, path + ": "));
 
   std::vector<Value *> outs;
   for (const auto &o : gp.output()) {

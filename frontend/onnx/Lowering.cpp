@@ -70,10 +70,9 @@ public:
         inputs_.push_back(nullptr);
         continue;
       }
-      auto it = st_.values.find(name);
-      NNC_ASSERT(it != st_.values.end(), "{}: input '{}' not resolved by the importer", place(),
-                 name);
-      inputs_.push_back(it->second);
+      Value *v = st_.lookup(name);
+      NNC_ASSERT(v, "{}: input '{}' not resolved by the importer", place(), name);
+      inputs_.push_back(v);
     }
     return Error::success();
   }
@@ -164,6 +163,20 @@ public:
       return kindError(*a, "a tensor");
     return tensorFromProto(a->t(), st_.baseDir,
                            fmt::format("{}: attribute '{}'", place(), name));
+  }
+
+  Expected<const onnx::GraphProto *> graphAttr(const std::string &name) const override {
+    const onnx::AttributeProto *a = find(name);
+    if (!a)
+      return error("missing graph attribute '{}'", name);
+    if (attrType(*a) != onnx::AttributeProto::GRAPH)
+      return kindError(*a, "a graph");
+    return &a->g();
+  }
+  Expected<ImportedSubgraph> subgraph(const std::string &name,
+                                      const std::vector<TensorType> &inputTypes) override {
+    NNC_ASSIGN_OR_RETURN(const onnx::GraphProto *gp, graphAttr(name));
+    return importSubgraph(st_, *gp, inputTypes, place() + " / " + name);
   }
 
   const Tensor *tryConstantInput(size_t i) const override {
@@ -419,6 +432,7 @@ const LoweringTable &loweringTable() {
     registerRecurrentLowerings(t);
     registerTrainingLowerings(t);
     registerQuantizeLowerings(t);
+    registerControlFlowLowerings(t);
     t["Constant"] = OpLowering{{"value", "value_float", "value_floats", "value_int", "value_ints"},
                                lowerConstant};
     return t;

@@ -14,9 +14,12 @@
 namespace onnx {
 class NodeProto;
 class AttributeProto;
+class GraphProto;
 } // namespace onnx
 
 namespace nnc::onnxfe {
+
+struct ImportedSubgraph;
 
 /// What a lowering sees of one ONNX node, and how it emits IR.
 class LoweringContext {
@@ -53,6 +56,12 @@ public:
   stringsAttr(const std::string &name, const std::vector<std::string> &dflt) const = 0;
   /// A tensor attribute; error when absent.
   virtual Expected<Tensor> tensorAttr(const std::string &name) const = 0;
+  /// A graph attribute (If's branches, Loop's and Scan's bodies); error when absent.
+  virtual Expected<const onnx::GraphProto *> graphAttr(const std::string &name) const = 0;
+  /// Graph attribute `name` imported as a graph of its own (OnnxInternal.h), its inputs typed
+  /// `inputTypes`; the outer values it reads are captured.
+  virtual Expected<ImportedSubgraph> subgraph(const std::string &name,
+                                              const std::vector<TensorType> &inputTypes) = 0;
 
   /// The compile-time value of input i: an initializer, a Constant node's output, a value
   /// folded from constants, or an ImportOptions::knownInputs entry. Error (naming `what`)
@@ -132,5 +141,6 @@ void registerLossLowerings(LoweringTable &t);
 void registerRecurrentLowerings(LoweringTable &t);
 void registerTrainingLowerings(LoweringTable &t);
 void registerQuantizeLowerings(LoweringTable &t);
+void registerControlFlowLowerings(LoweringTable &t);
 
 } // namespace nnc::onnxfe

@@ -43,7 +43,35 @@ struct ImportState {
   bool forTraining = false;
   /// Opset version per domain ("" for the default domain).
   std::map<std::string, int64_t> opsets;
+
+  // ---- Subgraphs (If's branches, Loop's and Scan's bodies) ----
+  /// The state of the graph this one is nested in (null for the main graph).
+  ImportState *parent = nullptr;
+  /// Values of enclosing graphs this graph reads, in first-use order: each is a graph input
+  /// appended after the subgraph's own (its value comes from the node, as a loop invariant).
+  std::vector<Value *> captured;
+  /// Lowers the nodes of a subgraph into `state` (set by the importer, which holds the
+  /// model's opsets and functions).
+  std::function<Error(ImportState &state, const onnx::GraphProto &graph)> lowerGraph;
+
+  /// The value of ONNX name `name`: this graph's, else an enclosing graph's, captured (a
+  /// constant is copied into this graph instead); null when no scope defines it.
+  Value *lookup(const std::string &name);
 };
+
+/// A subgraph attribute of a node imported as a graph of its own: its inputs are the
+/// subgraph's inputs (with the types the lowering gives) followed by the captured outer
+/// values, which the lowering passes to its node as operands in that order.
+struct ImportedSubgraph {
+  std::shared_ptr<Graph> graph;
+  std::vector<Value *> captured; ///< Outer values, in the order of graph's extra inputs.
+};
+
+/// Imports `gp` (attribute `attr` of the node at `place`) nested in `outer`, its inputs typed
+/// `inputTypes` (one per declared input).
+Expected<ImportedSubgraph> importSubgraph(ImportState &outer, const onnx::GraphProto &gp,
+                                          const std::vector<TensorType> &inputTypes,
+                                          const std::string &place);
 
 /// Lowers one ONNX node (index `index` in the graph) through `lowering`.
 Error lowerNode(ImportState &state, const onnx::NodeProto &node, size_t index, int64_t opset,

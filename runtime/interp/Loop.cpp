@@ -49,16 +49,48 @@ Results evalScan(const Node &node, const Operands &ops) {
   for (int64_t o = 0; o < p.scanOutputs; ++o) {
     if (steps > 0)
       continue;
-    std::optional<Extents> e = staticExtents(node.result(p.carried + o)->shape());
+    std::optional<Extents> e = staticExtents(body.outputs()[p.carried + o]->shape());
     if (!e)
-      return node.error("cannot give the per-step outputs of zero steps a shape");
-    (*e)[0] = 0;
+      return node.error("cannot give the per-step outputs of zero steps a shape (a step is {})",
+                        body.outputs()[p.carried + o]->type().str());
+    e->insert(e->begin(), 0);
     stacked[o] = Tensor::zeros(node.result(p.carried + o)->dtype(), *e);
   }
   std::vector<Tensor> results = std::move(states);
   for (Tensor &s : stacked)
     results.push_back(std::move(s));
   return results;
+}
+
+} // namespace nnc::interp
+
+namespace nnc::interp {
+
+/// Only the taken branch runs: the other may fail on the values that made it untaken (an
+/// index out of range, a division by zero).
+Results evalIf(const Node &node, const Operands &ops) {
+  NNC_ASSIGN_OR_RETURN(size_t k, ifResults(node));
+  if (ops[0].numElements() != 1)
+    return node.error("the condition has {} elements", ops[0].numElements());
+  const bool taken = ops[0].elementAsDouble(0) != 0;
+  std::unique_ptr<Graph> branch = node.body()->clone();
+  std::vector<Value *> outs(branch->outputs().begin() + (taken ? 0 : k),
+                            branch->outputs().begin() + (taken ? k : 2 * k));
+  branch->setOutputs(outs);
+  std::vector<Node *> nodes = branch->nodes();
+  for (size_t i = nodes.size(); i-- > 0;) {
+    bool used = false;
+    for (const Value *r : nodes[i]->results())
+      used = used || branch->hasUses(r);
+    if (!used)
+      branch->eraseNode(nodes[i]);
+  }
+  std::vector<Tensor> in(ops.begin() + 1, ops.end());
+  Expected<std::vector<Tensor>> out = interpret(*branch, in);
+  if (!out)
+    return out.error().withContext(
+        fmt::format("{}, {} branch", node.describe(), taken ? "then" : "else"));
+  return out;
 }
 
 } // namespace nnc::interp

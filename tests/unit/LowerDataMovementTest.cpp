@@ -454,6 +454,8 @@ TEST(LowerDataMovement, EveryOpIsLowered) {
   for (const OpInfo &op : allOps()) {
     if (op.kind == OpKind::Constant)
       continue; // weights, bound by the executable
+    if (op.kind == OpKind::If)
+      continue; // replaced by inline-if; one left runs in stages, each stage without it
     Node *n = g.createNode(op.kind, {}, {});
     EXPECT_TRUE(canLowerNode(*n)) << op.name;
   }

@@ -24,6 +24,21 @@ struct ScanParts {
 Node *copyNode(Graph &g, const Node &n, std::unordered_map<const Value *, Value *> &map,
                Node *before = nullptr);
 
+/// The types the body of `n` gives its outputs when its inputs take the types of n's operands
+/// from `firstOperand` on (the body's shape rules rerun on a copy): a body whose node was
+/// specialized to other shapes than it was built with.
+Expected<std::vector<TensorType>> bodyOutputTypes(const Node &n, size_t firstOperand);
+
+/// Checks an `if` node's operands and body (cond a bool scalar, one body input per captured
+/// operand, an even number of body outputs) and returns the number of results.
+Expected<size_t> ifResults(const Node &n);
+
+/// Copies the nodes of the body's half that `thenBranch` selects (only those that half needs)
+/// before the `if` node `n` of `g`, reading n's operands; returns the half's results there.
+std::vector<Value *> copyIfBranch(Graph &g, Node *n, bool thenBranch);
+/// Replaces the `if` node `n` by its `thenBranch` half (copyIfBranch), erasing n.
+void inlineIfBranch(Graph &g, Node *n, bool thenBranch);
+
 /// Reads a scan node's attributes and checks them against its operands and body.
 Expected<ScanParts> scanParts(const Node &scan);
 
@@ -62,5 +77,8 @@ std::vector<Value *> scanGradient(GradEmitter &e, const Node &scan, const std::v
 /// concatenated. T must be static. The artifact writer, which has no loops yet, needs this
 /// form.
 Error unrollScans(Graph &g);
+/// unrollScans of one scan node `n` of `g` (a loop of zero steps becomes its initial states
+/// and empty per-step outputs, whose shapes must then be static).
+Error unrollScan(Graph &g, Node *n);
 
 } // namespace nnc

@@ -16,6 +16,11 @@ std::unique_ptr<Pass> createConstantFoldPass();
 /// Removes nodes whose results are unused.
 std::unique_ptr<Pass> createDeadCodeEliminationPass();
 std::unique_ptr<Pass> createHoistLoopInvariantsPass();
+/// Replaces each `if` node by its taken branch (a constant condition) or by both branches and
+/// a select (results of one static type); leaves the rest for staged execution.
+std::unique_ptr<Pass> createInlineIfPass();
+/// Unrolls loops of a static, small step count whose body's shapes depend on the step.
+std::unique_ptr<Pass> createUnrollDynamicLoopsPass();
 /// Merges nodes with the same op, operands and attributes (constants by value).
 std::unique_ptr<Pass> createCommonSubexpressionEliminationPass();
 /// Algebraic simplifications to a fixed point: x*1, x+0, x-0, x/1, cast to the same type,

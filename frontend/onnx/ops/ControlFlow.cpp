@@ -1,0 +1,324 @@
+// ONNX lowerings of the control-flow operators. Their subgraphs are imported as graphs of the
+// IR (the outer values they read captured as extra inputs) and compiled with the model:
+//  - Scan becomes the IR's `scan` node; scan axes other than 0 and reversed directions are
+//    transposes and reversing slices around it.
+//  - Loop becomes a `scan` whose sequence is the iteration number 0 .. n-1, where n is the
+//    trip count M (zero when the initial condition is false). That is exact when the body
+//    passes its condition through unchanged or sets it to a constant true (the pattern
+//    exporters emit), or when the node has no condition input (the body's is then ignored).
+//    A body that computes its condition from data is refused, naming the node. M known only
+//    at run time makes the results' shapes depend on it: staged execution specializes on it.
+//  - If with a condition known while importing is its taken branch inlined; otherwise an
+//    `if` node holding both branches, which the inline-if pass resolves once the condition
+//    is known or, where both branches give the same types, turns into selects.
+#include <climits>
+#include <unordered_map>
+
+#include "nnc/ir/Loop.h"
+#include "onnx/Lowering.h"
+#include "onnx/OnnxInternal.h"
+
+namespace nnc::onnxfe {
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+/// x reversed along `axis`.
+Expected<Value *> reverseAxis(LoweringContext &ctx, Value *x, int64_t axis) {
+  return ctx.emit(OpKind::Slice, {x, ctx.i64Vector({-1}), ctx.i64Vector({INT64_MIN}),
+                                  ctx.i64Vector({axis}), ctx.i64Vector({-1})});
+}
+
+/// x with axis `from` moved to position `to` (the others in order).
+Expected<Value *> moveAxis(LoweringContext &ctx, Value *x, int64_t from, int64_t to) {
+  if (from == to)
+    return x;
+  Ints perm;
+  for (int64_t i = 0; i < x->rank(); ++i)
+    if (i != from)
+      perm.push_back(i);
+  perm.insert(perm.begin() + to, from);
+  return ctx.emit(OpKind::Transpose, {x}, {{"perm", perm}});
+}
+
+/// A `scan` node over `operands` (states, sequences, invariants) with `body`, its result types
+/// from its shape rule.
+Expected<Node *> emitScan(LoweringContext &ctx, std::vector<Value *> operands,
+                          std::shared_ptr<Graph> body, int64_t carried, int64_t sequences) {
+  size_t results = body->outputs().size();
+  Node *scan = ctx.graph().createNode(
+      OpKind::Scan, std::move(operands), std::vector<TensorType>(results),
+      {{"num_carried", carried}, {"num_scan_inputs", sequences}, {"reverse", int64_t{0}}},
+      ctx.proto().name());
+  scan->setBody(std::move(body));
+  Expected<std::vector<TensorType>> types = scan->info().infer(*scan);
+  if (!types) {
+    ctx.graph().eraseNode(scan);
+    return types.error().withContext(ctx.place());
+  }
+  for (size_t i = 0; i < results; ++i)
+    scan->result(i)->setType((*types)[i]);
+  return scan;
+}
+
+/// A loop-carried value must keep its type from step to step: the loop's buffers are sized
+/// once.
+Error checkStates(LoweringContext &ctx, const Graph &body, const std::vector<Value *> &initial,
+                  size_t firstOutput) {
+  for (size_t j = 0; j < initial.size(); ++j) {
+    const TensorType &in = initial[j]->type(), &out = body.outputs()[firstOutput + j]->type();
+    bool same = in.dtype == out.dtype && in.rank() == out.rank();
+    for (int64_t d = 0; same && d < in.rank(); ++d)
+      same = !in.shape[d].isStatic() || !out.shape[d].isStatic() || in.shape[d] == out.shape[d];
+    if (!same)
+      return ctx.error("loop-carried value {} starts as {} but the body makes it {}; a value "
+                       "whose type changes from step to step is unsupported",
+                       j, in.str(), out.str());
+  }
+  return Error::success();
+}
+
+Error lowerScan(LoweringContext &ctx) {
+  if (ctx.opset() < 9)
+    return ctx.error("Scan of opset {} (with a batch axis and sequence_lens) is unsupported; "
+                     "opset 9 and later are",
+                     ctx.opset());
+  NNC_ASSIGN_OR_RETURN(int64_t m, ctx.intAttr("num_scan_inputs", -1));
+  const int64_t numInputs = static_cast<int64_t>(ctx.numInputs());
+  if (m < 1 || m > numInputs)
+    return ctx.error("attribute 'num_scan_inputs' = {} must be in [1, {}] (the number of inputs)",
+                     m, numInputs);
+  const int64_t n = numInputs - m;
+  NNC_ASSIGN_OR_RETURN(Ints inAxes, ctx.intsAttr("scan_input_axes", Ints(m, 0)));
+  NNC_ASSIGN_OR_RETURN(Ints inDirs, ctx.intsAttr("scan_input_directions", Ints(m, 0)));
+  if (static_cast<int64_t>(inAxes.size()) != m || static_cast<int64_t>(inDirs.size()) != m)
+    return ctx.error("scan_input_axes and scan_input_directions need {} entries, have {} and {}", m,
+                     inAxes.size(), inDirs.size());
+  std::vector<Value *> operands;
+  std::vector<TensorType> bodyTypes;
+  for (int64_t i = 0; i < numInputs; ++i) {
+    NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(static_cast<size_t>(i), "Scan input"));
+    if (i >= n) {
+      const int64_t s = i - n;
+      if (x->rank() < 1)
+        return ctx.error("scan input {} is a scalar; it needs an axis to scan", s);
+      NNC_ASSIGN_OR_RETURN(int64_t axis,
+                           ctx.normalizeAxis(inAxes[s], x->rank(), "scan_input_axes"));
+      if (inDirs[s] != 0 && inDirs[s] != 1)
+        return ctx.error("scan_input_directions[{}] = {} is not 0 or 1", s, inDirs[s]);
+      NNC_ASSIGN_OR_RETURN(x, moveAxis(ctx, x, axis, 0));
+      if (inDirs[s] == 1) {
+        NNC_ASSIGN_OR_RETURN(x, reverseAxis(ctx, x, 0));
+      }
+    }
+    operands.push_back(x);
+    TensorType t = x->type();
+    if (i >= n)
+      t.shape.erase(t.shape.begin());
+    bodyTypes.push_back(std::move(t));
+  }
+  NNC_ASSIGN_OR_RETURN(ImportedSubgraph body, ctx.subgraph("body", bodyTypes));
+  const int64_t outs = static_cast<int64_t>(body.graph->outputs().size());
+  if (outs < n)
+    return ctx.error("the body returns {} values, fewer than its {} states", outs, n);
+  const int64_t k = outs - n;
+  std::vector<Value *> initial(operands.begin(), operands.begin() + n);
+  NNC_TRY(checkStates(ctx, *body.graph, initial, 0));
+  NNC_ASSIGN_OR_RETURN(Ints outAxes, ctx.intsAttr("scan_output_axes", Ints(k, 0)));
+  NNC_ASSIGN_OR_RETURN(Ints outDirs, ctx.intsAttr("scan_output_directions", Ints(k, 0)));
+  if (static_cast<int64_t>(outAxes.size()) != k || static_cast<int64_t>(outDirs.size()) != k)
+    return ctx.error("scan_output_axes and scan_output_directions need {} entries, have {} and "
+                     "{}",
+                     k, outAxes.size(), outDirs.size());
+  operands.insert(operands.end(), body.captured.begin(), body.captured.end());
+  NNC_ASSIGN_OR_RETURN(Node * scan, emitScan(ctx, operands, body.graph, n, m));
+  for (int64_t j = 0; j < n; ++j)
+    NNC_TRY(ctx.setOutput(static_cast<size_t>(j), scan->result(j)));
+  for (int64_t o = 0; o < k; ++o) {
+    Value *y = scan->result(n + o);
+    if (outDirs[o] != 0 && outDirs[o] != 1)
+      return ctx.error("scan_output_directions[{}] = {} is not 0 or 1", o, outDirs[o]);
+    if (outDirs[o] == 1) {
+      NNC_ASSIGN_OR_RETURN(y, reverseAxis(ctx, y, 0));
+    }
+    NNC_ASSIGN_OR_RETURN(int64_t axis,
+                         ctx.normalizeAxis(outAxes[o], y->rank(), "scan_output_axes"));
+    NNC_ASSIGN_OR_RETURN(y, moveAxis(ctx, y, 0, axis));
+    NNC_TRY(ctx.setOutput(static_cast<size_t>(n + o), y));
+  }
+  return Error::success();
+}
+
+/// A rank-0 or one-element value as a scalar.
+Expected<Value *> asScalar(LoweringContext &ctx, Value *v, const char *what) {
+  if (!oneElement(v))
+    return ctx.error("{} must hold one element, not {}", what, v->type().str());
+  if (v->rank() == 0)
+    return v;
+  return ctx.emit(OpKind::Reshape, {v, ctx.i64Vector({})});
+}
+
+Error lowerLoop(LoweringContext &ctx) {
+  Value *maxTrips = ctx.input(0), *cond = ctx.input(1);
+  if (maxTrips) {
+    NNC_ASSIGN_OR_RETURN(maxTrips, asScalar(ctx, maxTrips, "the trip count M"));
+    if (maxTrips->dtype() != DType::I64)
+      return ctx.error("the trip count M must be int64, not {}", dtypeName(maxTrips->dtype()));
+  }
+  if (cond) {
+    NNC_ASSIGN_OR_RETURN(cond, asScalar(ctx, cond, "the condition"));
+    if (cond->dtype() != DType::Bool)
+      return ctx.error("the condition must be bool, not {}", dtypeName(cond->dtype()));
+  }
+  std::vector<Value *> initial;
+  std::vector<TensorType> bodyTypes = {TensorType(DType::I64, {}), TensorType(DType::Bool, {})};
+  for (size_t i = 2; i < ctx.numInputs(); ++i) {
+    NNC_ASSIGN_OR_RETURN(Value * v, ctx.requiredInput(i, "loop-carried value"));
+    initial.push_back(v);
+    bodyTypes.push_back(v->type());
+  }
+  const size_t n = initial.size();
+  NNC_ASSIGN_OR_RETURN(ImportedSubgraph body, ctx.subgraph("body", bodyTypes));
+  Graph &b = *body.graph;
+  if (b.outputs().size() < n + 1)
+    return ctx.error("the body returns {} values; it needs the condition and {} loop-carried "
+                     "values",
+                     b.outputs().size(), n);
+  NNC_TRY(checkStates(ctx, b, initial, 1));
+  const size_t k = b.outputs().size() - 1 - n;
+  // How the body's condition evolves: kept (passed through or constant true), false after
+  // the first step, or computed (unsupported).
+  Value *condOut = b.outputs()[0];
+  bool keeps = condOut == b.inputs()[1], stops = false;
+  if (Node *p = condOut->producer(); p && p->kind() == OpKind::Constant) {
+    const Tensor &c = p->getTensor("value");
+    if (c.numElements() == 1) {
+      keeps = c.elementAsDouble(0) != 0;
+      stops = !keeps;
+    }
+  }
+  if (cond && !keeps && !stops)
+    return ctx.error("the body computes the loop's condition from data, so the number of "
+                     "iterations is only known while it runs; loops whose body passes the "
+                     "condition through unchanged or sets it to a constant are supported (or "
+                     "give no condition input)");
+  if (!maxTrips && !(cond && stops))
+    return ctx.error("the loop has no trip count M and its condition never turns false: it "
+                     "would run forever");
+  // The number of iterations n: M, at most 1 when the body stops, 0 unless cond holds.
+  auto i64 = [&](int64_t v) { return ctx.scalar(DType::I64, static_cast<double>(v)); };
+  Value *trips = maxTrips ? maxTrips : i64(1);
+  if (cond && stops) {
+    NNC_ASSIGN_OR_RETURN(trips, ctx.emit(OpKind::Min, {trips, i64(1)}));
+  }
+  if (cond) {
+    NNC_ASSIGN_OR_RETURN(trips, ctx.emit(OpKind::Select, {cond, trips, i64(0)}));
+  }
+  NNC_ASSIGN_OR_RETURN(trips, ctx.emit(OpKind::Max, {trips, i64(0)}));
+  NNC_ASSIGN_OR_RETURN(Value * iters, ctx.emit(OpKind::Range, {i64(0), trips, i64(1)}));
+
+  // The scan's body: inputs (states, iteration number, condition, captured), outputs
+  // (states, per-step outputs); the condition is true in every step that runs.
+  auto step = std::make_shared<Graph>(b.name());
+  std::unordered_map<const Value *, Value *> map;
+  std::vector<size_t> order;
+  for (size_t j = 0; j < n; ++j)
+    order.push_back(2 + j);
+  order.push_back(0);
+  order.push_back(1);
+  for (size_t c = 0; c < body.captured.size(); ++c)
+    order.push_back(2 + n + c);
+  for (size_t i : order)
+    map[b.inputs()[i]] = step->addInput(b.inputs()[i]->name(), b.inputs()[i]->type());
+  for (const Node *node : b.nodes())
+    copyNode(*step, *node, map);
+  std::vector<Value *> outs;
+  for (size_t o = 1; o < b.outputs().size(); ++o)
+    outs.push_back(map.at(b.outputs()[o]));
+  step->setOutputs(outs);
+
+  std::vector<Value *> operands = initial;
+  operands.push_back(iters);
+  operands.push_back(ctx.constant(Tensor::scalar<bool>(DType::Bool, true)));
+  operands.insert(operands.end(), body.captured.begin(), body.captured.end());
+  NNC_ASSIGN_OR_RETURN(Node * scan, emitScan(ctx, operands, step, static_cast<int64_t>(n), 1));
+  for (size_t o = 0; o < n + k; ++o)
+    NNC_TRY(ctx.setOutput(o, scan->result(o)));
+  return Error::success();
+}
+
+Error lowerIf(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * cond, ctx.requiredInput(0, "cond"));
+  NNC_ASSIGN_OR_RETURN(cond, asScalar(ctx, cond, "the condition"));
+  if (cond->dtype() != DType::Bool)
+    return ctx.error("the condition must be bool, not {}", dtypeName(cond->dtype()));
+  // A condition known now: only the taken branch is imported (the other may hold what this
+  // model never runs).
+  const Tensor *known = nullptr;
+  if (Node *p = cond->producer(); p && p->kind() == OpKind::Constant)
+    known = &p->getTensor("value");
+  else if (cond == ctx.input(0))
+    known = ctx.tryConstantInput(0);
+  if (known) {
+    const char *taken = known->elementAsDouble(0) != 0 ? "then_branch" : "else_branch";
+    NNC_ASSIGN_OR_RETURN(ImportedSubgraph br, ctx.subgraph(taken, {}));
+    std::unordered_map<const Value *, Value *> map;
+    for (size_t i = 0; i < br.captured.size(); ++i)
+      map[br.graph->inputs()[i]] = br.captured[i];
+    for (const Node *node : br.graph->nodes())
+      copyNode(ctx.graph(), *node, map);
+    for (size_t o = 0; o < br.graph->outputs().size(); ++o)
+      NNC_TRY(ctx.setOutput(o, map.at(br.graph->outputs()[o])));
+    return Error::success();
+  }
+  NNC_ASSIGN_OR_RETURN(ImportedSubgraph thenBr, ctx.subgraph("then_branch", {}));
+  NNC_ASSIGN_OR_RETURN(ImportedSubgraph elseBr, ctx.subgraph("else_branch", {}));
+  const size_t k = thenBr.graph->outputs().size();
+  if (elseBr.graph->outputs().size() != k)
+    return ctx.error("then_branch returns {} values but else_branch {}", k,
+                     elseBr.graph->outputs().size());
+  if (k == 0)
+    return ctx.error("the branches return no values");
+  // One body: the captured values of both branches as inputs, then's results, else's.
+  auto both = std::make_shared<Graph>("branches");
+  std::vector<Value *> operands = {cond}, outs;
+  for (ImportedSubgraph *br : {&thenBr, &elseBr}) {
+    std::unordered_map<const Value *, Value *> map;
+    for (size_t i = 0; i < br->captured.size(); ++i) {
+      map[br->graph->inputs()[i]] =
+          both->addInput(br->graph->inputs()[i]->name(), br->captured[i]->type());
+      operands.push_back(br->captured[i]);
+    }
+    for (const Node *node : br->graph->nodes())
+      copyNode(*both, *node, map);
+    for (Value *o : br->graph->outputs())
+      outs.push_back(map.at(o));
+  }
+  both->setOutputs(outs);
+  Node *n = ctx.graph().createNode(OpKind::If, operands, std::vector<TensorType>(k), {},
+                                   ctx.proto().name());
+  n->setBody(both);
+  Expected<std::vector<TensorType>> types = n->info().infer(*n);
+  if (!types) {
+    ctx.graph().eraseNode(n);
+    return types.error().withContext(ctx.place());
+  }
+  for (size_t o = 0; o < k; ++o) {
+    n->result(o)->setType((*types)[o]);
+    NNC_TRY(ctx.setOutput(o, n->result(o)));
+  }
+  return Error::success();
+}
+
+} // namespace
+
+void registerControlFlowLowerings(LoweringTable &t) {
+  t["Scan"] = {{"body", "num_scan_inputs", "scan_input_axes", "scan_input_directions",
+                "scan_output_axes", "scan_output_directions"},
+               lowerScan};
+  t["Loop"] = {{"body"}, lowerLoop};
+  t["If"] = {{"then_branch", "else_branch"}, lowerIf};
+}
+
+} // namespace nnc::onnxfe

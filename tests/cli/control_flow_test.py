@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""ONNX control flow (Scan, Loop, If) through the nnc CLI on interp, cpu and opencl.
+
+Models written here (scripts/onnxw.py), each checked against answers computed in Python:
+- Scan with two states, two scanned inputs and two scan outputs, every axis and direction
+  attribute other than its default, and a body reading a value of the outer graph;
+- Loop with a constant trip count and no condition input, a body reading an outer value and
+  its iteration number, a loop-carried value and a scan output; the same with the trip count
+  and the condition as graph inputs (the results' shapes then depend on them: staged);
+- If with a run-time condition whose branches give one type (both run, then a select) and
+  whose branches give different shapes (staged), for both values of the condition;
+and the errors: a Loop whose body computes its condition, a Loop of an absurd trip count,
+a body reading a value no scope defines. OpenCL parts run where a device is found.
+
+Usage: control_flow_test.py NNC_BINARY
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
+from onnxw import (attr_graph, attr_int, attr_ints, graph, model, node,  # noqa: E402
+                   tensor, value_info)
+from train_data import read_npy  # noqa: E402
+
+NNC = sys.argv[1]
+FLOAT, INT64, BOOL = 1, 7, 9
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(args):
+    return subprocess.run(args, capture_output=True, text=True, timeout=600)
+
+
+def close(a, b):
+    return len(a) == len(b) and all(abs(x - y) <= 1e-5 * (1 + abs(y)) for x, y in zip(a, b))
+
+
+def scalar_vi(name, elem):
+    return value_info(name, [], elem)
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def pb(d, name, dims, values, elem=FLOAT):
+    path = os.path.join(d, name + ".pb")
+    fmt = {FLOAT: "f", INT64: "q", BOOL: "B"}[elem]
+    write(path, tensor(name, dims, values, elem, fmt))
+    return ["--input", f"{name}={path}"]
+
+
+# ---- Scan: states s [2] (sum), c [] (count); x [2,3] scanned along axis 1 backwards,
+# z [3,2] along axis 0; w [2] from the outer graph. y1 = s' stacked along axis 1 in reverse
+# order, y2 = c' stacked along axis 0.
+def scan_model():
+    body = graph(
+        [node("Mul", ["xt", "w"], ["xw"], "mul"),
+         node("Add", ["s_in", "xw"], ["s1"], "add1"),
+         node("Add", ["s1", "zt"], ["s_out"], "add2"),
+         node("Add", ["c_in", "one"], ["c_out"], "inc"),
+         node("Identity", ["s_out"], ["y1"], "id1"),
+         node("Identity", ["c_out"], ["y2"], "id2")],
+        [value_info("s_in", [2]), scalar_vi("c_in", FLOAT), value_info("xt", [2]),
+         value_info("zt", [2])],
+        [value_info("s_out", [2]), scalar_vi("c_out", FLOAT), value_info("y1", [2]),
+         scalar_vi("y2", FLOAT)],
+        name="scan_body")
+    scan = node("Scan", ["s0", "c0", "x", "z"], ["s", "c", "y1s", "y2s"], "scan",
+                [attr_graph("body", body), attr_int("num_scan_inputs", 2),
+                 attr_ints("scan_input_axes", [1, 0]), attr_ints("scan_input_directions", [1, 0]),
+                 attr_ints("scan_output_axes", [1, 0]),
+                 attr_ints("scan_output_directions", [1, 0])])
+    return model([scan],
+                 [value_info("s0", [2]), scalar_vi("c0", FLOAT), value_info("x", [2, 3]),
+                  value_info("z", [3, 2]), value_info("w", [2])],
+                 [value_info("s", [2]), scalar_vi("c", FLOAT), value_info("y1s", [2, 3]),
+                  value_info("y2s", [3])],
+                 [tensor("one", [], [1.0])], opset=16)
+
+
+def scan_case(d):
+    s0, c0 = [0.5, -1.0], 2.0
+    x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # [2,3]
+    z = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5]  # [3,2]
+    w = [2.0, -3.0]
+    args = pb(d, "s0", [2], s0) + pb(d, "c0", [], [c0]) + pb(d, "x", [2, 3], x)
+    args += pb(d, "z", [3, 2], z) + pb(d, "w", [2], w)
+    s, c, y1, y2 = list(s0), c0, [], []
+    for k in range(3):
+        xt = [x[0 * 3 + (2 - k)], x[1 * 3 + (2 - k)]]  # axis 1, reversed
+        zt = z[2 * k:2 * k + 2]
+        s = [s[i] + xt[i] * w[i] + zt[i] for i in range(2)]
+        c += 1
+        y1.append(list(s))
+        y2.append(c)
+    # y1s [2,3]: step k's [2] at column 2-k (reverse output direction), along axis 1.
+    y1s = [y1[2 - j][i] for i in range(2) for j in range(3)]
+    return args, [s, [c], y1s, y2]
+
+
+# ---- Loop: y [2]; body y' = y + i * w (w outer), scan output y'.
+def loop_model(trips_input):
+    body = graph(
+        [node("Cast", ["i"], ["fi"], "cast", [attr_int("to", FLOAT)]),
+         node("Mul", ["fi", "w"], ["iw"], "mul"),
+         node("Add", ["y_in", "iw"], ["y_out"], "add"),
+         node("Identity", ["y_out"], ["scan_out"], "id")],
+        [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), value_info("y_in", [2])],
+        [scalar_vi("cond_in", BOOL), value_info("y_out", [2]), value_info("scan_out", [2])],
+        name="loop_body")
+    if trips_input:
+        ins = ["M", "cond", "y0"]
+        inputs = [scalar_vi("M", INT64), scalar_vi("cond", BOOL), value_info("y0", [2]),
+                  value_info("w", [2])]
+        inits = []
+    else:
+        ins = ["M", "", "y0"]
+        inputs = [value_info("y0", [2]), value_info("w", [2])]
+        inits = [tensor("M", [], [4], INT64, "q")]
+    loop = node("Loop", ins, ["y", "ys"], "loop", [attr_graph("body", body)])
+    return model([loop], inputs, [value_info("y", [2]), value_info("ys", [4, 2])], inits,
+                 opset=16)
+
+
+def loop_answer(y0, w, trips):
+    y, ys = list(y0), []
+    for i in range(trips):
+        y = [y[j] + i * w[j] for j in range(2)]
+        ys += y
+    return [y, ys]
+
+
+# ---- If: then = x * a, else = x + b (a, b outer); different shapes: else = concat(x, x).
+def if_model(same_shape):
+    then_b = graph([node("Mul", ["x", "a"], ["t"], "then_mul")], [], [value_info("t", [3])],
+                   name="then")
+    if same_shape:
+        else_b = graph([node("Add", ["x", "b"], ["e"], "else_add")], [], [value_info("e", [3])],
+                       name="else")
+    else:
+        else_b = graph([node("Concat", ["x", "x"], ["e"], "else_cat", [attr_int("axis", 0)])],
+                       [], [value_info("e", [6])], name="else")
+    # The condition is computed (sign > 0), so it is not known while importing (`nnc run`
+    # gives the importer the graph inputs' values) and the If stays a node for inline-if.
+    n = node("If", ["cond"], ["y"], "branch",
+             [attr_graph("then_branch", then_b), attr_graph("else_branch", else_b)])
+    positive = node("Greater", ["sign", "zero"], ["cond"], "positive")
+    return model([positive, n], [scalar_vi("sign", FLOAT), value_info("x", [3]),
+                                 value_info("a", [3]), value_info("b", [3])],
+                 [value_info("y", [3])], [tensor("zero", [], [0.0])], opset=16)
+
+
+def error_line(stderr):
+    lines = [l for l in stderr.strip().splitlines() if l.strip()]
+    return lines[-1] if lines else ""
+
+
+def run_case(targets, path, args, expect, what, out_root):
+    for t in targets:
+        out = os.path.join(out_root, f"out_{t}")
+        r = run([NNC, "run", path, "--target", t, "-q", "--output-dir", out,
+                 "--output-format", "npy"] + args)
+        w = f"{what} --target {t}"
+        check(r.returncode == 0, f"{w}: exit {r.returncode}: {r.stderr}")
+        if r.returncode != 0:
+            continue
+        for k, e in enumerate(expect):
+            got, _ = read_npy(os.path.join(out, f"output_{k}.npy"))
+            check(close(list(got), e), f"{w}: output {k} is {list(got)}, expected {e}")
+
+
+def expect_error(targets, path, args, want, what):
+    for t in targets:
+        r = run([NNC, "run", path, "--target", t, "-q"] + args)
+        w = f"{what} --target {t}"
+        check(r.returncode == 1, f"{w}: exit {r.returncode}, not 1")
+        check(want in r.stderr, f"{w}: stderr lacks '{want}': {r.stderr!r}")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="nnc-control-flow-") as tmp:
+        probe = os.path.join(tmp, "probe.nir")
+        with open(probe, "w") as f:
+            f.write("graph @p(%x: f32[2]) -> (f32[2]) {\n  %y = add(%x, %x) : f32[2]\n"
+                    "  return %y\n}\n")
+        r = run([NNC, "run", probe, "--target", "opencl", "-q"] + pb(tmp, "x", [2], [1.0, 2.0]))
+        targets = ["interp", "cpu"]
+        if r.returncode != 0:
+            print("SKIP: the opencl parts (no OpenCL device: {})".format(error_line(r.stderr)))
+        else:
+            targets.append("opencl")
+
+        d = os.path.join(tmp, "scan")
+        os.makedirs(d)
+        path = os.path.join(d, "scan.onnx")
+        write(path, scan_model())
+        args, expect = scan_case(d)
+        run_case(targets, path, args, expect, "Scan", d)
+        print(f"ok: Scan with axes, directions and an outer value ({', '.join(targets)})")
+
+        d = os.path.join(tmp, "loop")
+        os.makedirs(d)
+        path = os.path.join(d, "loop.onnx")
+        write(path, loop_model(False))
+        y0, w = [1.0, -2.0], [0.5, 3.0]
+        args = pb(d, "y0", [2], y0) + pb(d, "w", [2], w)
+        run_case(targets, path, args, loop_answer(y0, w, 4), "Loop M=4", d)
+        path = os.path.join(d, "loop_inputs.onnx")
+        write(path, loop_model(True))
+        for trips, cond in [(3, 1), (5, 1), (3, 0)]:
+            dd = os.path.join(d, f"m{trips}_c{cond}")
+            os.makedirs(dd)
+            a = pb(dd, "M", [], [trips], INT64) + pb(dd, "cond", [], [cond], BOOL)
+            a += pb(dd, "y0", [2], y0) + pb(dd, "w", [2], w)
+            run_case(targets, path, a, loop_answer(y0, w, trips * cond),
+                     f"Loop M={trips} cond={cond} as inputs", dd)
+        print(f"ok: Loop, constant and run-time trip counts ({', '.join(targets)})")
+
+        d = os.path.join(tmp, "if")
+        os.makedirs(d)
+        x, a_, b_ = [1.0, 2.0, 3.0], [2.0, 3.0, 4.0], [10.0, 20.0, 30.0]
+        for same in [True, False]:
+            path = os.path.join(d, f"if_{same}.onnx")
+            write(path, if_model(same))
+            for cond in [1, 0]:
+                dd = os.path.join(d, f"{same}_{cond}")
+                os.makedirs(dd)
+                args = pb(dd, "sign", [], [1.0 if cond else -1.0]) + pb(dd, "x", [3], x)
+                args += pb(dd, "a", [3], a_) + pb(dd, "b", [3], b_)
+                if cond:
+                    y = [x[i] * a_[i] for i in range(3)]
+                elif same:
+                    y = [x[i] + b_[i] for i in range(3)]
+                else:
+                    y = x + x
+                run_case(targets, path, args, [y],
+                         f"If ({'one type' if same else 'two shapes'}) cond={cond}", dd)
+        print(f"ok: If with a run-time condition ({', '.join(targets)})")
+
+        # A body that computes the loop's condition: refused, naming the node.
+        d = os.path.join(tmp, "errors")
+        os.makedirs(d)
+        body = graph([node("Less", ["y_in", "ten"], ["c"], "less"),
+                      node("Add", ["y_in", "y_in"], ["y_out"], "dbl")],
+                     [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("y_in", FLOAT)],
+                     [scalar_vi("c", BOOL), scalar_vi("y_out", FLOAT)], name="b")
+        path = os.path.join(d, "while.onnx")
+        write(path, model([node("Loop", ["M", "cond", "y0"], ["y"], "while_loop",
+                                [attr_graph("body", body)])],
+                          [scalar_vi("y0", FLOAT)], [scalar_vi("y", FLOAT)],
+                          [tensor("M", [], [100], INT64, "q"), tensor("cond", [], [1], BOOL, "B"),
+                           tensor("ten", [], [10.0])], opset=16))
+        expect_error(targets, path, pb(d, "y0", [], [1.0]),
+                     "node 'while_loop' (Loop): the body computes the loop's condition", "while")
+        # An absurd trip count: refused, not allocated.
+        body = graph([node("Add", ["y_in", "y_in"], ["y_out"], "dbl")],
+                     [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("y_in", FLOAT)],
+                     [scalar_vi("cond_in", BOOL), scalar_vi("y_out", FLOAT),
+                      scalar_vi("y_out", FLOAT)], name="b")
+        path = os.path.join(d, "huge.onnx")
+        write(path, model([node("Loop", ["M", "", "y0"], ["y", "ys"], "huge_loop",
+                                [attr_graph("body", body)])],
+                          [scalar_vi("y0", FLOAT)], [scalar_vi("y", FLOAT)],
+                          [tensor("M", [], [1 << 40], INT64, "q")], opset=16))
+        for t in targets:
+            r = run([NNC, "run", path, "--target", t, "-q"] + pb(d, "y0", [], [1.0]))
+            check(r.returncode == 1 and "limit" in r.stderr,
+                  f"Loop of 2^40 steps --target {t}: exit {r.returncode}: {r.stderr!r}")
+        # A body reading a value that no scope defines.
+        body = graph([node("Add", ["y_in", "nowhere"], ["y_out"], "reads_nothing")],
+                     [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("y_in", FLOAT)],
+                     [scalar_vi("cond_in", BOOL), scalar_vi("y_out", FLOAT)], name="b")
+        path = os.path.join(d, "missing.onnx")
+        write(path, model([node("Loop", ["M", "", "y0"], ["y"], "outer_loop",
+                                [attr_graph("body", body)])],
+                          [scalar_vi("y0", FLOAT)], [scalar_vi("y", FLOAT)],
+                          [tensor("M", [], [3], INT64, "q")], opset=16))
+        expect_error(["interp"], path, pb(d, "y0", [], [1.0]),
+                     "dangling input 'nowhere'", "missing outer value")
+        print(f"ok: control-flow errors ({', '.join(targets)})")
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
