@@ -20,6 +20,7 @@
 #include <numeric>
 #include <optional>
 
+#include "ConvNchwcTile.h"
 #include "Epilogue.h"
 #include "Lowerers.h"
 #include "NNLowering.h"
@@ -589,6 +590,20 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                   ? i64(0)
                   : kir::mul(kir::div(kir::mul(blockOf(0), i64(b)), i64(mg)), i64(Kc));
   bool hAlways = ah.padBegin == 0 && (OH - 1) * ah.stride + (KH - 1) * ah.dilation < H;
+  // f32 tiles run as ConvTiles (one shared explicit-vector microkernel per tile shape, see
+  // ConvNchwcTile.h); other element types keep the scalar tile below, whose lanes LLVM's SLP
+  // vectorizer packs.
+  bool vectorTiles = t == DType::F32 && acc == DType::F32 &&
+                     kb.bufferType(wb) == DType::F32 && (bb < 0 || kb.bufferType(bb) == DType::F32) &&
+                     kb.bufferType(ob) == DType::F32 && !(opts && opts->gpu);
+  NchwcTiles tiles;
+  std::optional<Epilogue::InPlace> finish;
+  if (vectorTiles) {
+    tiles = NchwcTiles{xb, wb, bb, ob, part, plain, depthwise, hAlways, Cx, H, W, OH, OW, Mb,
+                       Kc, KH, KW, bi, b, M, ah, aw, q, n, oh, blockOf(0), icb0};
+    if (ep)
+      finish = ep->inPlace(kb, N * Mb * OH * OW, b);
+  }
   // A pass over input blocks [kcBase, kcBase + kcCount) of the group's: the first starts from
   // the bias, the last stores the result (where a fused epilogue applies), the others start
   // from and end in the partial sums' scratch.
@@ -601,6 +616,10 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   // `first` is ow0 when it is a constant (-1 inside a loop of interior tiles); when some of
   // its columns lie outside the interior, its kernel columns split into runs (see `taps`).
   auto tile = [&](Expr ow0, int64_t first, int64_t R, int64_t Mt, const Pass &pass) -> Stmt {
+    if (vectorTiles)
+      return nchwcVectorTile(kb, tiles, ow0, first, R, Mt,
+                             NchwcPass{pass.kcBase, pass.kcCount, pass.first, pass.last},
+                             finish ? &*finish : nullptr, epHoisted);
     std::vector<Stmt> s;
     // The partial sum of block m, column r, lane j.
     auto partAt = [&](int64_t m, int64_t r, int64_t j) {
@@ -730,30 +749,9 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
     if (first < 0) {
       inner = taps(0, KW, std::vector<bool>(R, true));
     } else {
-      // Column r reads inside the input for kw in [lo[r], hi[r]).
-      std::vector<int64_t> lo(R), hi(R), cuts{0, KW};
-      for (int64_t r = 0; r < R; ++r) {
-        int64_t base = (first + r) * aw.stride - aw.padBegin, d = aw.dilation;
-        // base + kw d >= 0 and base + kw d <= W - 1.
-        lo[r] = base >= 0 ? 0 : (-base + d - 1) / d;
-        hi[r] = W - 1 - base < 0 ? 0 : std::min(KW, (W - 1 - base) / d + 1);
-        lo[r] = std::min(lo[r], KW);
-        hi[r] = std::max(hi[r], lo[r]);
-        cuts.push_back(lo[r]);
-        cuts.push_back(hi[r]);
-      }
-      std::sort(cuts.begin(), cuts.end());
-      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
       std::vector<Stmt> runs;
-      for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-        int64_t a = cuts[c], e = cuts[c + 1];
-        std::vector<bool> active(R);
-        bool any = false;
-        for (int64_t r = 0; r < R; ++r)
-          any |= active[r] = lo[r] <= a && e <= hi[r];
-        if (any)
-          runs.push_back(taps(a, e - a, active));
-      }
+      for (const KwRun &run : kwRuns(first, R, aw, W, KW))
+        runs.push_back(taps(run.begin, run.end - run.begin, run.active));
       inner = kir::block(runs);
     }
     if (!hAlways)
