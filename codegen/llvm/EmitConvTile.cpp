@@ -62,7 +62,15 @@ void KernelEmitter::emitConvTile(const kir::StmtNode &s) {
   bool init = t.init >= 0;
   Value *pi = init ? b_.CreateInBoundsGEP(f32, bufs_[t.init], v[3]) : pc;
   auto i64 = [&](int64_t x) { return b_.getInt64(x); };
-  b_.CreateCall(convMicrokernel(t),
+  // Constant extents of the two inner reduction dims (kernel columns, input lanes) are the
+  // function's own, so that LLVM unrolls those loops (or drops a loop of one) once in the
+  // shared function; -1: an argument.
+  std::array<int64_t, 2> inner;
+  for (int d = 0; d < 2; ++d) {
+    const kir::Expr &e = s.args[6 + d];
+    inner[d] = e->kind == kir::ExprKind::IntImm ? std::max<int64_t>(e->intValue, 0) : -1;
+  }
+  b_.CreateCall(convMicrokernel(t, inner),
                 {px, pw, pc, pi, v[4], v[5], v[6], v[7], i64(t.xs[0]), i64(t.ws[0]),
                  i64(t.xs[1]), i64(t.ws[1]), i64(t.xs[2]), i64(t.ws[2]), i64(t.ccol),
                  i64(t.cblk), i64(init ? t.icol : t.ccol), i64(init ? t.iblk : t.cblk),
@@ -78,13 +86,17 @@ void KernelEmitter::emitConvTile(const kir::StmtNode &s) {
 /// innermost step uses (the column, block and innermost reduction strides) are constants of
 /// the function, so its addresses are immediate offsets; the outer strides are arguments.
 /// One definition per module and variant.
-llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t) {
+llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
+                                               const std::array<int64_t, 2> &inner) {
   const char *isa = cpu_.level == CpuTarget::Level::V4   ? "avx512"
                     : cpu_.level == CpuTarget::Level::V3 ? "avx2"
                                                          : "vec4";
   std::string name =
-      fmt::format("f32_conv_{}x{}x{}{}_c{}_b{}_k{}_{}_{}", t.cols, t.blocks, t.lanes,
-                  t.depthwise ? "_dw" : "", t.xcol, t.wblk, t.xs[3], t.ws[3], isa);
+      fmt::format("f32_conv_{}x{}x{}{}_c{}_b{}_k{}_{}{}{}_{}", t.cols, t.blocks, t.lanes,
+                  t.depthwise ? "_dw" : "", t.xcol, t.wblk, t.xs[3], t.ws[3],
+                  inner[0] >= 0 ? fmt::format("_kw{}x{}_{}", inner[0], t.xs[2], t.ws[2])
+                                : std::string(),
+                  inner[1] >= 0 ? fmt::format("_n{}", inner[1]) : std::string(), isa);
   if (llvm::Function *f = m_.getFunction(name))
     return f;
   Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty(), *f32 = b_.getFloatTy();
@@ -96,10 +108,20 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t) {
        {"cblk", i64}, {"icol", i64}, {"iblk", i64}, {"hasInit", b_.getInt1Ty()}});
   // The initial values may be C's own elements: C is not noalias.
   f->removeParamAttr(2, llvm::Attribute::NoAlias);
+  // One copy per shape, not one per tile: inlined at each call, the tiles' copies cost the
+  // optimizer about as much as the scalar tiles did, for no run-time gain.
+  if (const char *e = std::getenv("NNC_CT_INLINE"); !(e && *e))
+    f->addFnAttr(llvm::Attribute::NoInline);
   Value *x = f->getArg(0), *w = f->getArg(1), *c = f->getArg(2), *ini = f->getArg(3);
-  Value *n[4] = {f->getArg(4), f->getArg(5), f->getArg(6), f->getArg(7)};
-  Value *xs[3] = {f->getArg(8), f->getArg(10), f->getArg(12)};
-  Value *ws[3] = {f->getArg(9), f->getArg(11), f->getArg(13)};
+  auto fixedOr = [&](int64_t v, Value *arg) -> Value * {
+    return v >= 0 ? b_.getInt64(v) : arg;
+  };
+  Value *n[4] = {f->getArg(4), f->getArg(5), fixedOr(inner[0], f->getArg(6)),
+                 fixedOr(inner[1], f->getArg(7))};
+  Value *xs[3] = {f->getArg(8), f->getArg(10),
+                  fixedOr(inner[0] >= 0 ? t.xs[2] : -1, f->getArg(12))};
+  Value *ws[3] = {f->getArg(9), f->getArg(11),
+                  fixedOr(inner[0] >= 0 ? t.ws[2] : -1, f->getArg(13))};
   Value *ccol = f->getArg(14), *cblk = f->getArg(15), *icol = f->getArg(16),
         *iblk = f->getArg(17), *hasInit = f->getArg(18);
 

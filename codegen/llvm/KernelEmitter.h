@@ -227,7 +227,10 @@ private:
                     std::string_view what, bool unitAk, std::array<Value *, 4> &out);
   /// The ConvTile and its f32 microkernel (EmitConvTile.cpp).
   void emitConvTile(const kir::StmtNode &s);
-  llvm::Function *convMicrokernel(const kir::ConvTileShape &t);
+  /// `inner`: the extents of the two inner reduction dims where constant (else -1), made the
+  /// function's.
+  llvm::Function *convMicrokernel(const kir::ConvTileShape &t,
+                                  const std::array<int64_t, 2> &inner);
   /// The u8s8s32 GemmTile (EmitIntGemmTile.cpp).
   void emitIntGemmTile(const kir::StmtNode &s);
   /// The bf16 GemmTile (EmitBf16GemmTile.cpp).
