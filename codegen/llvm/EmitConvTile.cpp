@@ -108,10 +108,9 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
        {"cblk", i64}, {"icol", i64}, {"iblk", i64}, {"hasInit", b_.getInt1Ty()}});
   // The initial values may be C's own elements: C is not noalias.
   f->removeParamAttr(2, llvm::Attribute::NoAlias);
-  // One copy per shape, not one per tile: inlined at each call, the tiles' copies cost the
-  // optimizer about as much as the scalar tiles did, for no run-time gain.
-  if (const char *e = std::getenv("NNC_CT_INLINE"); !(e && *e))
-    f->addFnAttr(llvm::Attribute::NoInline);
+  // One copy per shape, not one per tile: inlined at each call, every tile's copy went through
+  // the optimizer again (a slower compile, and no faster run).
+  f->addFnAttr(llvm::Attribute::NoInline);
   Value *x = f->getArg(0), *w = f->getArg(1), *c = f->getArg(2), *ini = f->getArg(3);
   auto fixedOr = [&](int64_t v, Value *arg) -> Value * {
     return v >= 0 ? b_.getInt64(v) : arg;
