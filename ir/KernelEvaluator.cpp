@@ -585,6 +585,10 @@ struct Evaluator {
             for (int64_t b = 0; b < n[1]; ++b)
               for (int64_t c = 0; c < n[2]; ++c)
                 for (int64_t d = 0; d < n[3] && failure.empty(); ++d) {
+                  if (!t.kwCols.empty() &&
+                      (c >= static_cast<int64_t>(t.kwCols.size()) || r < t.kwCols[c][0] ||
+                       r >= t.kwCols[c][1]))
+                    continue;
                   int64_t xo = a * t.xs[0] + b * t.xs[1] + c * t.xs[2] + d * t.xs[3];
                   int64_t wo = a * t.ws[0] + b * t.ws[1] + c * t.ws[2] + d * t.ws[3];
                   acc = std::fma(static_cast<float>(loadValue(t.x, xb + xo).f),

@@ -600,6 +600,7 @@ private:
 
   // conv_tile [depthwise] COLSxBLOCKSxLANES C[c; col L, blk L] = [I[i; col L, blk L] +]
   // X[x; col L] * W[w; blk L] over (N0; x S, w S), (N1; ...), (N2; ...), (N3; ...)
+  // [columns (LO, HI), ...]
   Expected<Stmt> parseConvTile() {
     advance();
     Stmt s = makeStmt(StmtKind::ConvTile);
@@ -676,6 +677,18 @@ private:
       NNC_TRY(expectPunct(","));
       NNC_TRY(parseParam("w", t.ws[d]));
       NNC_TRY(expectPunct(")"));
+    }
+    if (isKeyword("columns")) {
+      advance();
+      do {
+        std::array<int64_t, 2> w{};
+        NNC_TRY(expectPunct("("));
+        NNC_ASSIGN_OR_RETURN(w[0], parseInt("a window's first column"));
+        NNC_TRY(expectPunct(","));
+        NNC_ASSIGN_OR_RETURN(w[1], parseInt("a window's end column"));
+        NNC_TRY(expectPunct(")"));
+        t.kwCols.push_back(w);
+      } while (consumePunct(","));
     }
     return s;
   }

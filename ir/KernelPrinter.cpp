@@ -24,6 +24,7 @@
 //             | 'conv_tile' ['depthwise'] COLS'x'BLOCKS'x'LANES c '[' expr '; col' int ', blk' int
 //               ']' '=' [i '[' expr '; col' int ', blk' int ']' '+'] x '[' expr '; col' int ']'
 //               '*' w '[' expr '; blk' int ']' 'over' ('(' expr '; x' int ', w' int ')'),4
+//               ['columns' ('(' int ',' int ')'),+]
 //   expr    ::= expr infix expr | op['.strict'] '(' expr,* ')' | 'fma'['.strict'] '(' ... ')'
 //             | ('rem' | 'quot' | 'shl' | 'shr') '(' ... ')' | 'libm.' fn '(' ... ')'
 //             | ('cast' | 'bitcast' | 'convert') '<' dtype opts '>' '(' expr ')'
@@ -250,6 +251,11 @@ struct Printer {
       for (int d = 0; d < 4; ++d)
         dims += fmt::format("{}({}; x {}, w {})", d ? ", " : "", expr(s->args[4 + d]), t.xs[d],
                             t.ws[d]);
+      if (!t.kwCols.empty()) {
+        dims += " columns";
+        for (size_t i = 0; i < t.kwCols.size(); ++i)
+          dims += fmt::format("{} ({}, {})", i ? "," : "", t.kwCols[i][0], t.kwCols[i][1]);
+      }
       out += fmt::format(
           "{}conv_tile {}{}x{}x{} {}[{}; col {}, blk {}] = {}{}[{}; col {}] * {}[{}; blk {}] "
           "over {}\n",

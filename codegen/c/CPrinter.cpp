@@ -684,12 +684,23 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
                                              t.icol)));
     out += fmt::format("{}{} ct_xb = ct_x + ct_r * {}{}, ct_wb = ct_w + ct_m * {} + ct_j;\n", p3,
                        i64t, t.xcol, t.depthwise ? " + ct_j" : "", t.wblk);
+    std::string window;
+    if (!t.kwCols.empty()) {
+      std::string lo, hi;
+      for (size_t i = 0; i < t.kwCols.size(); ++i) {
+        lo += fmt::format("{}{}", i ? ", " : "", t.kwCols[i][0]);
+        hi += fmt::format("{}{}", i ? ", " : "", t.kwCols[i][1]);
+      }
+      out += fmt::format("{}{} ct_lo[{}] = {{{}}}, ct_hi[{}] = {{{}}};\n", p3, i64t,
+                         t.kwCols.size(), lo, t.kwCols.size(), hi);
+      window = "if (ct_r >= ct_lo[ct_2] && ct_r < ct_hi[ct_2]) ";
+    }
     out += fmt::format("{}for ({} ct_0 = 0; ct_0 < ct_n0; ++ct_0)\n", p3, i64t);
     out += fmt::format("{}for ({} ct_1 = 0; ct_1 < ct_n1; ++ct_1)\n", p3, i64t);
     out += fmt::format("{}for ({} ct_2 = 0; ct_2 < ct_n2; ++ct_2)\n", p3, i64t);
     out += fmt::format("{}for ({} ct_3 = 0; ct_3 < ct_n3; ++ct_3)\n", p3, i64t);
     out += fmt::format(
-        "{}ct_acc = fma({}, {}, ct_acc);\n", p4,
+        "{}{}ct_acc = fma({}, {}, ct_acc);\n", p4, window,
         loadElement(DType::F32, bufferName(t.x),
                     fmt::format("ct_xb + ct_0 * {} + ct_1 * {} + ct_2 * {} + ct_3 * {}", t.xs[0],
                                 t.xs[1], t.xs[2], t.xs[3])),

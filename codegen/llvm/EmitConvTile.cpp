@@ -54,8 +54,13 @@ void KernelEmitter::emitConvTile(const kir::StmtNode &s) {
       return;
     }
   }
+  if (!t.kwCols.empty() && (s.args[6]->kind != kir::ExprKind::IntImm ||
+                           s.args[6]->intValue != static_cast<int64_t>(t.kwCols.size()))) {
+    fail("conv_tile with column windows over a kernel-column extent other than theirs");
+    return;
+  }
   Type *f32 = b_.getFloatTy();
-  Value *px = b_.CreateInBoundsGEP(f32, bufs_[t.x], v[0]);
+  Value *px = b_.CreateGEP(f32, bufs_[t.x], v[0]); // an edge tile's may lie before X
   Value *pw = b_.CreateInBoundsGEP(f32, bufs_[t.w], v[1]);
   Value *pc = b_.CreateInBoundsGEP(f32, bufs_[s.buffer], v[2]);
   // Without initial values the tile reads C's own elements (never used) in their place.
@@ -97,6 +102,11 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
                   inner[0] >= 0 ? fmt::format("_kw{}x{}_{}", inner[0], t.xs[2], t.ws[2])
                                 : std::string(),
                   inner[1] >= 0 ? fmt::format("_n{}", inner[1]) : std::string(), isa);
+  if (!t.kwCols.empty()) {
+    name += "_cols";
+    for (const auto &w : t.kwCols)
+      name += fmt::format("_{}_{}", w[0], w[1]);
+  }
   if (llvm::Function *f = m_.getFunction(name))
     return f;
   Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty(), *f32 = b_.getFloatTy();
@@ -143,23 +153,19 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
                            acc.back(), llvm::Align(4 * lanes));
     }
   auto accAt = [&](int64_t m, int64_t r) { return acc[static_cast<size_t>(m * t.cols + r)]; };
-  // The reduction: three outer loops stepping x and w by argument strides, the innermost by
-  // the function's constants.
-  std::function<void(int, Value *, Value *)> level = [&](int d, Value *xp, Value *wp) {
-    countedLoop(b, f, n[d], d == 0 ? "i0" : d == 1 ? "i1" : d == 2 ? "i2" : "i3", [&](Value *i) {
-      if (d < 3) {
-        level(d + 1, b.CreateInBoundsGEP(f32, xp, b.CreateMul(i, xs[d])),
-              b.CreateInBoundsGEP(f32, wp, b.CreateMul(i, ws[d])));
-        return;
-      }
-      Value *xi = b.CreateInBoundsGEP(f32, xp, b.CreateMul(i, b.getInt64(t.xs[3])));
+  // The reduction: loops stepping x and w by argument strides, the innermost by the
+  // function's constants. X's pointers are not inbounds: an edge tile's first column may lie
+  // before its row (its window leaves it out there), even before X's buffer.
+  auto steps = [&](Value *xp, Value *wp, int64_t lo, int64_t hi) {
+    countedLoop(b, f, n[3], "i3", [&](Value *i) {
+      Value *xi = b.CreateGEP(f32, xp, b.CreateMul(i, b.getInt64(t.xs[3])));
       Value *wi = b.CreateInBoundsGEP(f32, wp, b.CreateMul(i, b.getInt64(t.ws[3])));
       std::vector<Value *> wv;
       for (int64_t m = 0; m < t.blocks; ++m)
         wv.push_back(b.CreateAlignedLoad(
             vty, b.CreateInBoundsGEP(f32, wi, b.getInt64(m * t.wblk)), align));
-      for (int64_t r = 0; r < t.cols; ++r) {
-        Value *xr = b.CreateInBoundsGEP(f32, xi, b.getInt64(r * t.xcol));
+      for (int64_t r = lo; r < hi; ++r) {
+        Value *xr = b.CreateGEP(f32, xi, b.getInt64(r * t.xcol));
         Value *xv = t.depthwise ? b.CreateAlignedLoad(vty, xr, align)
                                 : b.CreateVectorSplat(lanes, b.CreateAlignedLoad(f32, xr, align));
         for (int64_t m = 0; m < t.blocks; ++m) {
@@ -170,6 +176,23 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
           b.CreateAlignedStore(sum, a, llvm::Align(4 * lanes));
         }
       }
+    });
+  };
+  std::function<void(int, Value *, Value *)> level = [&](int d, Value *xp, Value *wp) {
+    if (d == 2 && !t.kwCols.empty()) {
+      // Each kernel column over its window of columns.
+      for (size_t k = 0; k < t.kwCols.size(); ++k)
+        if (t.kwCols[k][0] < t.kwCols[k][1])
+          steps(b.CreateGEP(f32, xp, b.getInt64(int64_t(k) * t.xs[2])),
+                b.CreateInBoundsGEP(f32, wp, b.getInt64(int64_t(k) * t.ws[2])), t.kwCols[k][0],
+                t.kwCols[k][1]);
+      return;
+    }
+    if (d == 3)
+      return steps(xp, wp, 0, t.cols);
+    countedLoop(b, f, n[d], d == 0 ? "i0" : d == 1 ? "i1" : "i2", [&](Value *i) {
+      level(d + 1, b.CreateGEP(f32, xp, b.CreateMul(i, xs[d])),
+            b.CreateInBoundsGEP(f32, wp, b.CreateMul(i, ws[d])));
     });
   };
   level(0, x, w);

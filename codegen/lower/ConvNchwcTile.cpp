@@ -3,11 +3,11 @@
 // A tile is one ConvTile over its columns, blocks and the pass's reduction (input blocks,
 // kernel rows, kernel columns, input lanes): the kernel rows that fall outside the input are
 // left out by starting at the first inside and counting only those, so no tap is guarded. An
-// edge tile runs one ConvTile per run of kernel columns over just the columns that read
-// inside the input for those taps, accumulating in C; a run over all its columns goes first
-// and starts from the initial values, else a ConvTile with no reduction copies them to C
-// first. The sums are stored where the scalar tile stored them (the output on the last pass,
-// else the partial sums' scratch); a fused epilogue then finishes the tile's elements in place.
+// edge tile's ConvTile gives each kernel column the window of its columns that read inside
+// the input there (ConvTileShape::kwCols), so its taps in the padding are never multiplied
+// and its accumulators stay in registers across its kernel columns. The sums are stored to
+// the output on the last pass, else to the partial sums' scratch; a fused epilogue then
+// finishes the tile's elements in place.
 #include "ConvNchwcTile.h"
 
 #include <algorithm>
@@ -141,57 +141,43 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
         i64(g.bi * g.b));
   };
   // One ConvTile over columns [r0, r0 + cols) and kernel columns [kw, kw + kwCount), from
-  // the tile's initial values or (accumulating) from C.
-  auto call = [&](int64_t r0, int64_t cols, int64_t kw, int64_t kwCount, bool fromC) {
+  // the tile's initial values.
+  auto call = [&](int64_t r0, int64_t cols, int64_t kw, int64_t kwCount) {
     kir::ConvTileShape t = shape;
     t.cols = cols;
     t.ccol = g.b;
     t.cblk = cblk;
     Expr iAt = i64(0);
-    if (fromC) {
-      t.init = c;
-      t.icol = g.b;
-      t.iblk = cblk;
-      iAt = cAt(r0);
-    } else if (init >= 0) {
+    if (init >= 0) {
       t.init = init;
       t.icol = icol;
       t.iblk = iblk;
       iAt = kir::add(initAt, i64(r0 * icol));
     }
-    // A tile that only copies its initial values reads no X or W (offsets 0: the edge
-    // column's X offset may lie before the row).
-    bool reads = kwCount > 0;
     return kb.convTile(t, c,
-                       {reads ? xAt(r0, kw) : i64(0), reads ? wAt(kw) : i64(0), cAt(r0), iAt,
-                        i64(pass.kcCount), khCount, i64(kwCount), i64(ci)});
+                       {xAt(r0, kw), wAt(kw), cAt(r0), iAt, i64(pass.kcCount), khCount,
+                        i64(kwCount), i64(ci)});
   };
   if (first < 0) {
-    s.push_back(call(0, R, 0, g.KW, false));
+    s.push_back(call(0, R, 0, g.KW));
   } else {
-    std::vector<KwRun> runs = kwRuns(first, R, aw, g.W, g.KW);
-    auto whole = std::find_if(runs.begin(), runs.end(), [](const KwRun &r) {
-      return std::all_of(r.active.begin(), r.active.end(), [](bool a) { return a; });
-    });
-    if (whole != runs.end())
-      std::rotate(runs.begin(), whole, whole + 1);
-    else // no run over every column: C starts as the initial values
-      s.push_back(call(0, R, 0, 0, false));
-    bool fromC = whole == runs.end();
-    for (const KwRun &run : runs) {
-      for (int64_t r = 0; r < R;) {
-        if (!run.active[r]) {
-          ++r;
-          continue;
+    // An edge tile: one ConvTile whose kernel columns each take the columns that read inside
+    // the input for them (a run's columns are contiguous: the left edge's first columns and
+    // the right edge's last fall out), so its accumulators stay in registers across them.
+    kir::Stmt one = call(0, R, 0, g.KW);
+    std::vector<std::array<int64_t, 2>> cols(g.KW, {0, 0});
+    for (const KwRun &run : kwRuns(first, R, aw, g.W, g.KW)) {
+      int64_t lo = R, hi = 0;
+      for (int64_t r = 0; r < R; ++r)
+        if (run.active[r]) {
+          lo = std::min(lo, r);
+          hi = std::max(hi, r + 1);
         }
-        int64_t e = r;
-        while (e < R && run.active[e])
-          ++e;
-        s.push_back(call(r, e - r, run.begin, run.end - run.begin, fromC));
-        r = e;
-      }
-      fromC = true;
+      for (int64_t kw = run.begin; kw < run.end; ++kw)
+        cols[kw] = {lo, hi};
     }
+    one->conv.kwCols = std::move(cols);
+    s.push_back(one);
   }
   if (pass.last && finish) {
     // The group's epilogue on each element of the tile, in place: the result seen as rows of

@@ -919,7 +919,8 @@ TEST(LLVMCodegen, ConvTileMatchesEvaluator) {
   // 0), from zero, accumulating onto C itself (init = C), depthwise (X read as vectors), with
   // constant inner extents (made the microkernel's own) and with extents computed from a loop
   // variable (the microkernel's arguments, one of them 0 on the first iteration: the tile then
-  // only copies its initial values). Quarter and half integers sum exactly: the JIT's fused
+  // only copies its initial values), an edge tile's column windows. Quarter and half integers
+  // sum exactly: the JIT's fused
   // multiply-adds give the evaluator's numbers.
   Kernel k;
   k.name = "conv";
@@ -954,6 +955,10 @@ TEST(LLVMCodegen, ConvTileMatchesEvaluator) {
   dw.depthwise = true;
   dw.xs = {0, 40, 8, 0};
   dw.ws = {0, 24, 8, 0};
+  // An edge tile: kernel column 0 leaves out column 0 (whose X would lie before the buffer,
+  // at offset -16), kernel column 2 leaves out column 2.
+  ConvTileShape edge = t;
+  edge.kwCols = {{1, 3}, {0, 3}, {0, 2}};
   auto n = [](int64_t v) { return intImm(v); };
   Expr i = var("i");
   k.body = block({
@@ -962,6 +967,7 @@ TEST(LLVMCodegen, ConvTileMatchesEvaluator) {
       forLoop("i", n(3),
               convTile(onC, 3, {add(i, n(1)), n(2), n(0), n(0), n(2), n(2), i, add(i, n(2))})),
       convTile(dw, 3, {n(11), n(13), n(128), n(0), n(1), n(3), n(3), n(1)}),
+      convTile(edge, 3, {n(-16), n(5), n(0), n(0), n(1), n(2), n(3), n(16)}),
   });
   ASSERT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
   std::vector<float> x(512), w(1024), bias(32), want(256), got;

@@ -198,6 +198,7 @@ enum class StmtKind : uint8_t {
             ///<     reduction indices i0 < args[4], i1 < args[5], i2 < args[6], i3 < args[7]
             ///<     in that nesting order, of X[args[0] + r*xcol + sum_d i_d*xs[d] (+ j when
             ///<     depthwise)] * W[args[1] + m*wblk + sum_d i_d*ws[d] + j]
+            ///<     (with conv.kwCols, only the columns it gives for i2)
             ///< with X = buffers[conv.x], W = buffers[conv.w], I = buffers[conv.init].
             ///< The LLVM backend emits it as an explicit-vector function
             ///< <elems>_conv_<cols>x<blocks>x<lanes>_..._<isa> shared by every tile of that
@@ -260,6 +261,11 @@ struct ConvTileShape {
   int64_t ccol = 0, cblk = 0;   ///< C: column and block strides.
   int64_t icol = 0, iblk = 0;   ///< init: column and block strides (0: shared, as a bias's).
   std::array<int64_t, 4> xs{}, ws{}; ///< The reduction dims' strides in X and W.
+  /// When not empty, reduction dim 2 (a conv's kernel columns; its extent, args[6], must be
+  /// this many, a constant) adds index i's products to columns [kwCols[i][0], kwCols[i][1])
+  /// only: an edge tile, whose other columns would read outside the input there, in one
+  /// tile.
+  std::vector<std::array<int64_t, 2>> kwCols;
 };
 
 struct StmtNode;
