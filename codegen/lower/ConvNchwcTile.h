@@ -13,8 +13,8 @@
 namespace nnc::lower {
 
 /// The kernel columns an edge tile's columns read inside the input: runs [begin, end) of kw in
-/// which the same columns (`active`) stay inside, in kw order. A tile of R columns from
-/// output column `first` on an input row of W columns.
+/// which the same columns (`active`, contiguous) stay inside, in kw order. A tile of R columns
+/// from output column `first` on an input row of W columns.
 struct KwRun {
   int64_t begin = 0, end = 0;
   std::vector<bool> active;
@@ -40,9 +40,9 @@ struct NchwcPass {
   bool first = false, last = false;
 };
 
-/// The statements of one tile: output columns [ow0, ow0 + R) of the row x Mt blocks, as
-/// ConvTiles (an edge tile, whose first column `first` is a constant, >= 0, as one per run of
-/// kernel columns over the columns that read inside the input). On the last pass, `finish`
+/// The statements of one tile: output columns [ow0, ow0 + R) of the row x Mt blocks, as a
+/// ConvTile (an edge tile, whose first column `first` is a constant, >= 0, with each kernel
+/// column's window of the columns that read inside the input). On the last pass, `finish`
 /// (when set) applies the group's epilogue in place to the tile's stored sums; its scalar
 /// inputs go to `hoisted`.
 kir::Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const kir::Expr &ow0,
