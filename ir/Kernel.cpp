@@ -560,6 +560,20 @@ Stmt gemmTile(const GemmTileShape &shape, int c, Expr aOff, Expr bOff, Expr cOff
   return s;
 }
 
+Stmt convTile(const ConvTileShape &shape, int c, std::vector<Expr> args) {
+  NNC_ASSERT(shape.x >= 0 && shape.w >= 0 && c >= 0 && shape.cols > 0 && shape.blocks > 0 &&
+                 shape.lanes > 0 && args.size() == 8,
+             "convTile: bad buffers, tile size or arguments");
+  for (const Expr &e : args)
+    NNC_ASSERT(e && e->type == DType::I64, "convTile: offsets and extents must be i64");
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::ConvTile;
+  s->buffer = c;
+  s->conv = shape;
+  s->args = std::move(args);
+  return s;
+}
+
 Stmt barrier() {
   auto s = std::make_shared<StmtNode>();
   s->kind = StmtKind::Barrier;

@@ -544,6 +544,7 @@ struct Evaluator {
       return;
     }
     case StmtKind::GemmTile: gemmTile(*s); return;
+    case StmtKind::ConvTile: convTile(*s); return;
     case StmtKind::Barrier:
       return; // one work-item alone (outside workGroup) waits for none
     case StmtKind::VecLoad: {
@@ -562,6 +563,43 @@ struct Evaluator {
       return;
     }
     }
+  }
+
+  /// The conv tile's definition: each element's products fused into its sum in the
+  /// reduction's nesting order, from its initial value.
+  void convTile(const StmtNode &s) {
+    const ConvTileShape &t = s.conv;
+    int64_t x0 = expr(s.args[0]).i, w0 = expr(s.args[1]).i, c0 = expr(s.args[2]).i,
+            i0 = expr(s.args[3]).i;
+    std::array<int64_t, 4> n{};
+    for (int d = 0; d < 4; ++d)
+      n[d] = std::max<int64_t>(0, expr(s.args[4 + d]).i);
+    for (int64_t m = 0; m < t.blocks && failure.empty(); ++m)
+      for (int64_t r = 0; r < t.cols && failure.empty(); ++r)
+        for (int64_t j = 0; j < t.lanes && failure.empty(); ++j) {
+          float acc = t.init < 0 ? 0.0f
+                                 : static_cast<float>(
+                                       loadValue(t.init, i0 + m * t.iblk + r * t.icol + j).f);
+          int64_t xb = x0 + r * t.xcol + (t.depthwise ? j : 0), wb = w0 + m * t.wblk + j;
+          for (int64_t a = 0; a < n[0]; ++a)
+            for (int64_t b = 0; b < n[1]; ++b)
+              for (int64_t c = 0; c < n[2]; ++c)
+                for (int64_t d = 0; d < n[3] && failure.empty(); ++d) {
+                  if (!t.kwCols.empty() &&
+                      (c >= static_cast<int64_t>(t.kwCols.size()) || r < t.kwCols[c][0] ||
+                       r >= t.kwCols[c][1]))
+                    continue;
+                  int64_t xo = a * t.xs[0] + b * t.xs[1] + c * t.xs[2] + d * t.xs[3];
+                  int64_t wo = a * t.ws[0] + b * t.ws[1] + c * t.ws[2] + d * t.ws[3];
+                  acc = std::fma(static_cast<float>(loadValue(t.x, xb + xo).f),
+                                 static_cast<float>(loadValue(t.w, wb + wo).f), acc);
+                }
+          Value v;
+          v.type = DType::F32;
+          v.f = acc;
+          if (failure.empty())
+            storeValue(s.buffer, c0 + m * t.cblk + r * t.ccol + j, v);
+        }
   }
 
   /// The microkernel's definition: f32 products summed in k order from the initial value;

@@ -354,6 +354,8 @@ private:
     }
     if (isKeyword("gemm_tile"))
       return parseGemmTile();
+    if (isKeyword("conv_tile"))
+      return parseConvTile();
     if (!isName())
       return expected("a statement");
     Token at = tok_;
@@ -598,6 +600,101 @@ private:
     NNC_TRY(expectKeyword("k"));
     NNC_TRY(expectPunct("<"));
     NNC_ASSIGN_OR_RETURN(s->args[3], parseExpr());
+    return s;
+  }
+
+  // conv_tile [depthwise] COLSxBLOCKSxLANES C[c; col L, blk L] = [I[i; col L, blk L] +]
+  // X[x; col L] * W[w; blk L] over (N0; x S, w S), (N1; ...), (N2; ...), (N3; ...)
+  // [columns (LO, HI), ...]
+  Expected<Stmt> parseConvTile() {
+    advance();
+    Stmt s = makeStmt(StmtKind::ConvTile);
+    ConvTileShape &t = s->conv;
+    if (isKeyword("depthwise")) {
+      t.depthwise = true;
+      advance();
+    }
+    int64_t sizes[3];
+    std::string text = tok_.kind == Tok::Number ? tok_.text : std::string();
+    for (int i = 0; i < 3; ++i) {
+      size_t x = i < 2 ? text.find('x') : text.size();
+      bool neg;
+      uint64_t v;
+      if (x == std::string::npos || !text::parseIntText(text.substr(0, x), neg, v) || neg ||
+          v > uint64_t(INT64_MAX))
+        return expected("a conv tile size such as 4x2x16");
+      sizes[i] = static_cast<int64_t>(v);
+      text = i < 2 ? text.substr(x + 1) : std::string();
+    }
+    t.cols = sizes[0];
+    t.blocks = sizes[1];
+    t.lanes = sizes[2];
+    advance();
+    s->args.resize(8);
+    NNC_ASSIGN_OR_RETURN(s->buffer, parseBufferRef());
+    NNC_TRY(expectPunct("["));
+    NNC_ASSIGN_OR_RETURN(s->args[2], parseExpr());
+    NNC_TRY(expectPunct(";"));
+    NNC_TRY(parseParam("col", t.ccol));
+    NNC_TRY(expectPunct(","));
+    NNC_TRY(parseParam("blk", t.cblk));
+    NNC_TRY(expectPunct("]"));
+    NNC_TRY(expectPunct("="));
+    NNC_ASSIGN_OR_RETURN(int first, parseBufferRef());
+    NNC_TRY(expectPunct("["));
+    NNC_ASSIGN_OR_RETURN(Expr firstOff, parseExpr());
+    NNC_TRY(expectPunct(";"));
+    NNC_TRY(parseParam("col", t.xcol));
+    if (consumePunct(",")) {
+      // The initial values' operand; X follows.
+      t.init = first;
+      s->args[3] = std::move(firstOff);
+      t.icol = t.xcol;
+      NNC_TRY(parseParam("blk", t.iblk));
+      NNC_TRY(expectPunct("]"));
+      NNC_TRY(expectPunct("+"));
+      NNC_ASSIGN_OR_RETURN(t.x, parseBufferRef());
+      NNC_TRY(expectPunct("["));
+      NNC_ASSIGN_OR_RETURN(s->args[0], parseExpr());
+      NNC_TRY(expectPunct(";"));
+      NNC_TRY(parseParam("col", t.xcol));
+    } else {
+      t.x = first;
+      s->args[0] = std::move(firstOff);
+      s->args[3] = intImm(0);
+    }
+    NNC_TRY(expectPunct("]"));
+    NNC_TRY(expectPunct("*"));
+    NNC_ASSIGN_OR_RETURN(t.w, parseBufferRef());
+    NNC_TRY(expectPunct("["));
+    NNC_ASSIGN_OR_RETURN(s->args[1], parseExpr());
+    NNC_TRY(expectPunct(";"));
+    NNC_TRY(parseParam("blk", t.wblk));
+    NNC_TRY(expectPunct("]"));
+    NNC_TRY(expectKeyword("over"));
+    for (int d = 0; d < 4; ++d) {
+      if (d)
+        NNC_TRY(expectPunct(","));
+      NNC_TRY(expectPunct("("));
+      NNC_ASSIGN_OR_RETURN(s->args[4 + d], parseExpr());
+      NNC_TRY(expectPunct(";"));
+      NNC_TRY(parseParam("x", t.xs[d]));
+      NNC_TRY(expectPunct(","));
+      NNC_TRY(parseParam("w", t.ws[d]));
+      NNC_TRY(expectPunct(")"));
+    }
+    if (isKeyword("columns")) {
+      advance();
+      do {
+        std::array<int64_t, 2> w{};
+        NNC_TRY(expectPunct("("));
+        NNC_ASSIGN_OR_RETURN(w[0], parseInt("a window's first column"));
+        NNC_TRY(expectPunct(","));
+        NNC_ASSIGN_OR_RETURN(w[1], parseInt("a window's end column"));
+        NNC_TRY(expectPunct(")"));
+        t.kwCols.push_back(w);
+      } while (consumePunct(","));
+    }
     return s;
   }
 

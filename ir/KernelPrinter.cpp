@@ -21,6 +21,10 @@
 //             | 'gemm_tile' MR'x'NR c '[' expr '; ldc' int ']' ['+'] '=' a '[' expr '; lda' int
 //               ', ak' int ']' '*' b '[' expr '; ldb' int [', prefetch +' int [' row k >>' int]]
 //               ']' 'over k <' expr
+//             | 'conv_tile' ['depthwise'] COLS'x'BLOCKS'x'LANES c '[' expr '; col' int ', blk' int
+//               ']' '=' [i '[' expr '; col' int ', blk' int ']' '+'] x '[' expr '; col' int ']'
+//               '*' w '[' expr '; blk' int ']' 'over' ('(' expr '; x' int ', w' int ')'),4
+//               ['columns' ('(' int ',' int ')'),+]
 //   expr    ::= expr infix expr | op['.strict'] '(' expr,* ')' | 'fma'['.strict'] '(' ... ')'
 //             | ('rem' | 'quot' | 'shl' | 'shr') '(' ... ')' | 'libm.' fn '(' ... ')'
 //             | ('cast' | 'bitcast' | 'convert') '<' dtype opts '>' '(' expr ')'
@@ -239,6 +243,29 @@ struct Printer {
         values += (l ? ", " : "") + expr(s->args[l]);
       out += fmt::format("{}{}[{}..+{}] = ({})\n", pad, bufferName(s->buffer), expr(s->index),
                          s->args.size(), values);
+      return;
+    }
+    case StmtKind::ConvTile: {
+      const ConvTileShape &t = s->conv;
+      std::string dims;
+      for (int d = 0; d < 4; ++d)
+        dims += fmt::format("{}({}; x {}, w {})", d ? ", " : "", expr(s->args[4 + d]), t.xs[d],
+                            t.ws[d]);
+      if (!t.kwCols.empty()) {
+        dims += " columns";
+        for (size_t i = 0; i < t.kwCols.size(); ++i)
+          dims += fmt::format("{} ({}, {})", i ? "," : "", t.kwCols[i][0], t.kwCols[i][1]);
+      }
+      out += fmt::format(
+          "{}conv_tile {}{}x{}x{} {}[{}; col {}, blk {}] = {}{}[{}; col {}] * {}[{}; blk {}] "
+          "over {}\n",
+          pad, t.depthwise ? "depthwise " : "", t.cols, t.blocks, t.lanes, bufferName(s->buffer),
+          expr(s->args[2]), t.ccol, t.cblk,
+          t.init >= 0 ? fmt::format("{}[{}; col {}, blk {}] + ", bufferName(t.init),
+                                    expr(s->args[3]), t.icol, t.iblk)
+                      : std::string(),
+          bufferName(t.x), expr(s->args[0]), t.xcol, bufferName(t.w), expr(s->args[1]), t.wblk,
+          dims);
       return;
     }
     case StmtKind::GemmTile: {

@@ -371,8 +371,107 @@ struct Verifier {
       return Error::success();
     }
     case StmtKind::GemmTile: return gemmTile(*s);
+    case StmtKind::ConvTile: return convTile(*s);
     }
     return fail("unknown statement kind");
+  }
+
+  Error convTile(const StmtNode &s) {
+    const ConvTileShape &t = s.conv;
+    if (s.args.size() != 8)
+      return fail("conv_tile without X, W, C and init offsets and four reduction extents");
+    for (const Expr &e : s.args) {
+      NNC_TRY(expr(e));
+      if (e->type != DType::I64)
+        return fail("conv_tile offset or extent is not i64");
+    }
+    if (t.elems != GemmElems::F32)
+      return fail(fmt::format("{} conv_tile (only f32 tiles exist)", gemmElemsName(t.elems)));
+    std::vector<int> operands{t.x, t.w, s.buffer};
+    if (t.init >= 0)
+      operands.push_back(t.init);
+    for (int b : operands) {
+      NNC_TRY(checkBuffer(b, "conv_tile"));
+      if (isLocalBuffer(b))
+        return fail("conv_tile on a local buffer");
+      if (k.buffers[b].dtype != DType::F32)
+        return fail(fmt::format("conv_tile on '{}' of {} (f32 expected)", k.buffers[b].name,
+                                dtypeName(k.buffers[b].dtype)));
+    }
+    if (!k.buffers[s.buffer].written)
+      return fail(fmt::format("conv_tile writes '{}' which is not marked written",
+                              k.buffers[s.buffer].name));
+    if (t.cols <= 0 || t.blocks <= 0 || t.lanes <= 0 || (t.depthwise && t.blocks != 1))
+      return fail(fmt::format("conv_tile {}x{}x{}{}", t.cols, t.blocks, t.lanes,
+                              t.depthwise ? " depthwise (one block)" : ""));
+    bool negative = t.xcol < 0 || t.wblk < 0 || t.ccol < 0 || t.cblk < 0 || t.icol < 0 ||
+                    t.iblk < 0;
+    for (int d = 0; d < 4; ++d)
+      negative = negative || t.xs[d] < 0 || t.ws[d] < 0;
+    if (negative)
+      return fail(fmt::format("conv_tile {}x{}x{} with a negative stride", t.cols, t.blocks,
+                              t.lanes));
+    if (!t.kwCols.empty()) {
+      if (s.args[6]->kind != ExprKind::IntImm ||
+          s.args[6]->intValue != static_cast<int64_t>(t.kwCols.size()))
+        return fail(fmt::format("conv_tile with {} kernel columns' windows over {} kernel columns",
+                                t.kwCols.size(), printExpr(s.args[6])));
+      for (const auto &w : t.kwCols)
+        if (w[0] < 0 || w[0] > w[1] || w[1] > t.cols)
+          return fail(fmt::format("conv_tile column window [{}, {}) outside its {} columns",
+                                  w[0], w[1], t.cols));
+    }
+    // With constant offsets and extents, the last element each operand touches must lie in
+    // its buffer.
+    auto imm = [](const Expr &e) { return e->kind == ExprKind::IntImm; };
+    bool constant = true, empty = false;
+    int64_t xr = 0, wr = 0, xLo = 0;
+    for (int d = 0; d < 4; ++d) {
+      constant = constant && imm(s.args[4 + d]);
+      if (!constant)
+        break;
+      int64_t n = s.args[4 + d]->intValue;
+      empty = empty || n <= 0;
+      if (d != 2 || t.kwCols.empty())
+        xr += (n - 1) * t.xs[d];
+      wr += (n - 1) * t.ws[d];
+    }
+    int64_t xCols = (t.cols - 1) * t.xcol;
+    if (!t.kwCols.empty()) {
+      // The X elements the windows read: from the first column of the first window that has
+      // one to the last column of the last.
+      bool any = false;
+      for (size_t i = 0; i < t.kwCols.size(); ++i) {
+        if (t.kwCols[i][1] <= t.kwCols[i][0])
+          continue;
+        int64_t lo = t.kwCols[i][0] * t.xcol + int64_t(i) * t.xs[2];
+        int64_t hi = (t.kwCols[i][1] - 1) * t.xcol + int64_t(i) * t.xs[2];
+        xLo = any ? std::min(xLo, lo) : lo;
+        xCols = any ? std::max(xCols, hi) : hi;
+        any = true;
+      }
+      empty = empty || !any;
+    }
+    struct Reach {
+      int buffer;
+      const Expr &off;
+      int64_t last;
+      bool check;
+    } reach[] = {
+        {t.x, s.args[0], xCols + xr + (t.depthwise ? t.lanes - 1 : 0), constant && !empty},
+        {t.w, s.args[1], (t.blocks - 1) * t.wblk + wr + t.lanes - 1, constant && !empty},
+        {s.buffer, s.args[2], (t.blocks - 1) * t.cblk + (t.cols - 1) * t.ccol + t.lanes - 1,
+         true},
+        {t.init, s.args[3], (t.blocks - 1) * t.iblk + (t.cols - 1) * t.icol + t.lanes - 1,
+         t.init >= 0}};
+    for (const Reach &r : reach)
+      if (r.check && imm(r.off) &&
+          (r.off->intValue + (r.buffer == t.x ? xLo : 0) < 0 ||
+           r.off->intValue + r.last >= k.buffers[r.buffer].numElements))
+        return fail(fmt::format("conv_tile reaches element {} of '{}' ({} elements)",
+                                r.off->intValue + r.last, k.buffers[r.buffer].name,
+                                k.buffers[r.buffer].numElements));
+    return Error::success();
   }
 
   Error gemmTile(const StmtNode &s) {

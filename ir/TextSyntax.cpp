@@ -46,7 +46,7 @@ namespace {
 /// Words the kernel syntax reads as keywords where a name may stand.
 bool isReservedWord(std::string_view s) {
   static constexpr const char *kWords[] = {
-      "for",      "in",   "var",   "if",  "else", "barrier", "gemm_tile", "local",   "kernel",
+      "for",      "in",   "var",   "if",  "else", "barrier", "gemm_tile", "conv_tile", "local", "kernel",
       "schedule", "true", "false", "inf", "nan",  "reassoc", "cast",      "bitcast", "independent"};
   for (const char *w : kWords)
     if (s == w)

@@ -655,6 +655,62 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     }
     out += pad + "}\n";
     return;
+  case kir::StmtKind::ConvTile: {
+    // The tile's definition as a plain loop nest (one fma per product, in the reduction's
+    // order).
+    const kir::ConvTileShape &t = s.conv;
+    for (int b : {t.x, t.w, s.buffer, t.init < 0 ? t.x : t.init})
+      if (b < 0 || b >= static_cast<int>(k_->buffers.size())) {
+        fail(fmt::format("conv_tile on buffer {} of {}", b, k_->buffers.size()));
+        return;
+      }
+    std::string i64t = computeType(DType::I64), f32t = computeType(DType::F32);
+    std::string p2 = pad + "  ", p3 = pad + "    ", p4 = pad + "      ";
+    out += pad + "{\n";
+    out += fmt::format("{}{} ct_x = {}, ct_w = {}, ct_c = {}, ct_i = {};\n", p2, i64t,
+                       expr(s.args[0]), expr(s.args[1]), expr(s.args[2]), expr(s.args[3]));
+    out += fmt::format("{}{} ct_n0 = {}, ct_n1 = {}, ct_n2 = {}, ct_n3 = {};\n", p2, i64t,
+                       expr(s.args[4]), expr(s.args[5]), expr(s.args[6]), expr(s.args[7]));
+    out += fmt::format("{}for ({} ct_e = 0; ct_e < {}; ++ct_e) {{\n", p2, i64t,
+                       t.blocks * t.cols * t.lanes);
+    out += fmt::format("{}{} ct_m = ct_e / {}, ct_r = ct_e / {} % {}, ct_j = ct_e % {};\n", p3,
+                       i64t, t.cols * t.lanes, t.lanes, t.cols, t.lanes);
+    std::string cIdx = fmt::format("ct_c + ct_m * {} + ct_r * {} + ct_j", t.cblk, t.ccol);
+    out += fmt::format(
+        "{}{} ct_acc = {};\n", p3, f32t,
+        t.init < 0 ? std::string("0.0f")
+                   : loadElement(DType::F32, bufferName(t.init),
+                                 fmt::format("ct_i + ct_m * {} + ct_r * {} + ct_j", t.iblk,
+                                             t.icol)));
+    out += fmt::format("{}{} ct_xb = ct_x + ct_r * {}{}, ct_wb = ct_w + ct_m * {} + ct_j;\n", p3,
+                       i64t, t.xcol, t.depthwise ? " + ct_j" : "", t.wblk);
+    std::string window;
+    if (!t.kwCols.empty()) {
+      std::string lo, hi;
+      for (size_t i = 0; i < t.kwCols.size(); ++i) {
+        lo += fmt::format("{}{}", i ? ", " : "", t.kwCols[i][0]);
+        hi += fmt::format("{}{}", i ? ", " : "", t.kwCols[i][1]);
+      }
+      out += fmt::format("{}{} ct_lo[{}] = {{{}}}, ct_hi[{}] = {{{}}};\n", p3, i64t,
+                         t.kwCols.size(), lo, t.kwCols.size(), hi);
+      window = "if (ct_r >= ct_lo[ct_2] && ct_r < ct_hi[ct_2]) ";
+    }
+    out += fmt::format("{}for ({} ct_0 = 0; ct_0 < ct_n0; ++ct_0)\n", p3, i64t);
+    out += fmt::format("{}for ({} ct_1 = 0; ct_1 < ct_n1; ++ct_1)\n", p3, i64t);
+    out += fmt::format("{}for ({} ct_2 = 0; ct_2 < ct_n2; ++ct_2)\n", p3, i64t);
+    out += fmt::format("{}for ({} ct_3 = 0; ct_3 < ct_n3; ++ct_3)\n", p3, i64t);
+    out += fmt::format(
+        "{}{}ct_acc = fma({}, {}, ct_acc);\n", p4, window,
+        loadElement(DType::F32, bufferName(t.x),
+                    fmt::format("ct_xb + ct_0 * {} + ct_1 * {} + ct_2 * {} + ct_3 * {}", t.xs[0],
+                                t.xs[1], t.xs[2], t.xs[3])),
+        loadElement(DType::F32, bufferName(t.w),
+                    fmt::format("ct_wb + ct_0 * {} + ct_1 * {} + ct_2 * {} + ct_3 * {}", t.ws[0],
+                                t.ws[1], t.ws[2], t.ws[3])));
+    out += p3 + storeElement(DType::F32, bufferName(s.buffer), cIdx, "ct_acc") + "\n";
+    out += p2 + "}\n" + pad + "}\n";
+    return;
+  }
   case kir::StmtKind::GemmTile: {
     // The microkernel's definition as a plain loop nest (one fma per product, k in order).
     const kir::GemmTileShape &t = s.tile;

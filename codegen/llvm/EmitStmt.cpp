@@ -19,6 +19,7 @@ bool parallelAccessesHold(const std::string &var, const std::vector<kir::Stmt> &
     switch (s->kind) {
     case kir::StmtKind::For:
     case kir::StmtKind::GemmTile:
+    case kir::StmtKind::ConvTile:
     case kir::StmtKind::Barrier:
       return false;
     case kir::StmtKind::Store:
@@ -56,6 +57,9 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
     return;
   case kir::StmtKind::GemmTile:
     emitGemmTile(s);
+    return;
+  case kir::StmtKind::ConvTile:
+    emitConvTile(s);
     return;
   case kir::StmtKind::VecLoad: // lane by lane; LLVM's vectorizers see the adjacent accesses
     for (size_t l = 0; l < s.names.size(); ++l)

@@ -9,8 +9,8 @@
 // KernelEmitter walks one kernel; private to codegen/llvm. Its parts: Emitter.cpp (the kernel's
 // function, the module, streaming stores), EmitExpr.cpp (expressions), EmitCast.cpp (casts),
 // EmitStmt.cpp (statements, loops, parallel loops), EmitGemmTile.cpp (the GemmTile
-// microkernel), EmitIntGemmTile.cpp (its integer form) and EmitTransposedTile.cpp (permutation
-// tiles transposed in registers).
+// microkernel), EmitIntGemmTile.cpp (its integer form), EmitConvTile.cpp (the ConvTile
+// microkernel) and EmitTransposedTile.cpp (permutation tiles transposed in registers).
 #pragma once
 
 #include "nnc/ir/KernelHelpers.h"
@@ -225,6 +225,12 @@ private:
   /// with `unitAk`, that A's k stride is 1). False after fail() naming `what` (the tile kind).
   bool gemmTileArgs(const kir::StmtNode &s, const std::array<DType, 3> &want,
                     std::string_view what, bool unitAk, std::array<Value *, 4> &out);
+  /// The ConvTile and its f32 microkernel (EmitConvTile.cpp).
+  void emitConvTile(const kir::StmtNode &s);
+  /// `inner`: the extents of the two inner reduction dims where constant (else -1), made the
+  /// function's.
+  llvm::Function *convMicrokernel(const kir::ConvTileShape &t,
+                                  const std::array<int64_t, 2> &inner);
   /// The u8s8s32 GemmTile (EmitIntGemmTile.cpp).
   void emitIntGemmTile(const kir::StmtNode &s);
   /// The bf16 GemmTile (EmitBf16GemmTile.cpp).

@@ -3,8 +3,10 @@
 //
 // Algorithm (conv_nchwc): one flat parallel loop runs over (image, group of M output channel
 // blocks, output row). The row is cut into register tiles of R columns x M blocks x b lanes of
-// accumulators (LLVM keeps them in vector registers; M and R come from a cost model of one
-// multiply-add step, chooseConvTile). A tile loops over the input channel blocks of its group,
+// accumulators (in vector registers; M and R come from a cost model of one multiply-add
+// step, chooseConvTile). Each tile is a ConvTile statement, which the LLVM backend emits as one
+// explicit-vector microkernel per tile shape (ConvNchwcTile.h, EmitConvTile.cpp). A tile loops
+// over the input channel blocks of its group,
 // the kernel rows (skipped when outside the input) and columns and the b input lanes; each
 // step loads M vectors of b packed weights w[ob, icb, kh, kw, ci, 0..b) and one input value
 // per column, and does R x M x b multiply-adds. Tiles whose taps all lie inside the input run
@@ -20,6 +22,7 @@
 #include <numeric>
 #include <optional>
 
+#include "ConvNchwcTile.h"
 #include "Epilogue.h"
 #include "Lowerers.h"
 #include "NNLowering.h"
@@ -480,6 +483,11 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   Extents xs = extentsOf(xv), ws = extentsOf(wv), os = extentsOf(node.result());
   DType t = xv->dtype();
   DType acc = accType(t, /*wide=*/false);
+  // The layout pass blocks f32 convs only; the ConvTile microkernel is f32's.
+  for (const Value *v : {xv, wv, biasV, static_cast<const Value *>(node.result())})
+    if (v && v->dtype() != DType::F32)
+      return makeError("conv_nchwc %{}: operand %{} of {}, not f32", node.result()->name(),
+                       v->name(), dtypeName(v->dtype()));
   NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, 2));
   RowGeometry g;
   NNC_ASSIGN_OR_RETURN(g.h, windowAxis(node, a, 0, xs[2], ws[2]));
@@ -568,14 +576,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   int xb = kb.operand(0), wb = kb.operand(1), bb = biasV ? kb.operand(2) : -1, ob = kb.result(0);
   // Partial sums between passes: one slot per (parallel item, tile block, column, lane).
   int part = passes > 1 ? kb.scratch(0, acc, N * G * OH * M * OW * b) : -1;
-  // A fused epilogue runs on each output of the last pass before its store, while the tile's
-  // residual and output lines are in L1 (a pass afterwards rereads the whole result). Its
-  // scalar inputs are read once, before the kernel's loops.
   Epilogue *ep = opts ? opts->epilogue : nullptr;
-  std::optional<Epilogue::Inputs> epIn;
   std::vector<Stmt> epHoisted;
-  if (ep)
-    epIn = ep->inputsOf(kb);
   // One flat parallel loop over (image, group of M output blocks, output row).
   Nest outer;
   Expr q = outer.add(kb, N * G * OH, "q");
@@ -589,197 +591,25 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                   ? i64(0)
                   : kir::mul(kir::div(kir::mul(blockOf(0), i64(b)), i64(mg)), i64(Kc));
   bool hAlways = ah.padBegin == 0 && (OH - 1) * ah.stride + (KH - 1) * ah.dilation < H;
+  // The tiles are ConvTiles (ConvNchwcTile.h): one shared explicit-vector microkernel per
+  // tile shape. A fused epilogue finishes each tile's elements in place after its last pass,
+  // while the tile's output and residual lines are in L1 (a pass afterwards would reread the
+  // whole result); its scalar inputs are read once, before the kernel's loops.
+  NchwcTiles tiles{xb, wb, bb, ob, part, plain, depthwise, hAlways, Cx, H, W, OH, OW, Mb,
+                   Kc, KH, KW, bi, b, M, ah, aw, q, n, oh, blockOf(0), icb0};
+  std::optional<Epilogue::InPlace> finish;
+  if (ep)
+    finish = ep->inPlace(kb, N * Mb * OH * OW, b);
   // A pass over input blocks [kcBase, kcBase + kcCount) of the group's: the first starts from
   // the bias, the last stores the result (where a fused epilogue applies), the others start
   // from and end in the partial sums' scratch.
-  struct Pass {
-    Expr kcBase;
-    int64_t kcCount;
-    bool first, last;
-  };
+  using Pass = NchwcPass;
   // One tile: output columns [ow0, ow0 + R) of row oh x Mt blocks from the group's first.
   // `first` is ow0 when it is a constant (-1 inside a loop of interior tiles); when some of
-  // its columns lie outside the interior, its kernel columns split into runs (see `taps`).
+  // its columns lie outside the interior, its kernel columns split into runs (kwRuns).
   auto tile = [&](Expr ow0, int64_t first, int64_t R, int64_t Mt, const Pass &pass) -> Stmt {
-    std::vector<Stmt> s;
-    // The partial sum of block m, column r, lane j.
-    auto partAt = [&](int64_t m, int64_t r, int64_t j) {
-      return kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(q, i64(M)), i64(m)), i64(OW)),
-                                        kir::add(ow0, i64(r))),
-                               i64(b)),
-                      i64(j));
-    };
-    // accN[m][r][j]: block m, column r, lane j.
-    std::vector<std::vector<std::vector<std::string>>> accN(
-        Mt, std::vector<std::vector<std::string>>(R, std::vector<std::string>(b)));
-    for (int64_t m = 0; m < Mt; ++m)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t j = 0; j < b; ++j) {
-          accN[m][r][j] = kb.freshName("c");
-          Expr init =
-              !pass.first ? kb.load(part, partAt(m, r, j))
-              : bb >= 0
-                  ? kir::cast(kb.load(bb, kir::add(kir::mul(blockOf(m), i64(b)), i64(j))), acc)
-                  : fc(0, acc);
-          s.push_back(kir::decl(accN[m][r][j], acc, init));
-        }
-    Nest red;
-    Expr kc = kir::add(pass.kcBase, red.add(kb, pass.kcCount, "kc"));
-    Expr kh = red.add(kb, KH, "kh");
-    Expr ih = kir::add(kir::sub(kir::mul(oh, i64(ah.stride)), i64(ah.padBegin)),
-                       kir::mul(kh, i64(ah.dilation)));
-    // Packed weights of block m: w[blk, kc, kh, kw, ci, 0..b).
-    auto wRow = [&](int64_t m, const Expr &kw, const Expr &ci) {
-      return kir::add(
-          kir::mul(kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(blockOf(m), i64(Kc)), kc),
-                                                       i64(KH)),
-                                              kh),
-                                     i64(KW)),
-                            kw),
-                   i64(bi)),
-          ci);
-    };
-    auto fma = [&](const std::string &c, Expr x, const std::string &w) {
-      return kir::assign(c, kir::add(kir::var(c, acc), kir::mul(std::move(x), kir::var(w, acc))));
-    };
-    // The taps kw in [kwBegin, kwBegin + kwCount) of the columns in `active`, whose input
-    // columns all lie inside the input for those taps.
-    auto taps = [&](int64_t kwBegin, int64_t kwCount, const std::vector<bool> &active) {
-      Nest kwN;
-      Expr kw = kir::add(i64(kwBegin), kwN.add(kb, kwCount, "kw"));
-      Nest ciN;
-      Expr ci = ciN.add(kb, depthwise ? 1 : bi, "ci");
-      // Input element (column r, lane).
-      auto xLoad = [&](int64_t r, Expr lane) {
-        Expr col =
-            kir::add(kir::sub(kir::mul(kir::add(ow0, i64(r)), i64(aw.stride)), i64(aw.padBegin)),
-                     kir::mul(kw, i64(aw.dilation)));
-        Expr at;
-        if (plain) {
-          at = kir::add(
-              kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cx)), kc), i64(H)), ih), i64(W)),
-              col);
-        } else {
-          Expr blk = depthwise ? o : kir::add(icb0, kc);
-          Expr pos = kir::add(
-              kir::mul(kir::add(kir::mul(kir::add(kir::mul(n, i64(Cx)), blk), i64(H)), ih), i64(W)),
-              col);
-          at = kir::add(kir::mul(pos, i64(b)), std::move(lane));
-        }
-        return kir::cast(kb.load(xb, at), acc);
-      };
-      std::vector<Stmt> step;
-      // The weight vector of block m, declared where it is first used.
-      std::vector<std::vector<std::string>> wN(Mt, std::vector<std::string>(b));
-      auto loadWeights = [&](int64_t m) {
-        Expr row = wRow(m, kw, ci);
-        for (int64_t j = 0; j < b; ++j) {
-          wN[m][j] = kb.freshName("w");
-          step.push_back(kir::decl(
-              wN[m][j], acc, kir::cast(kb.load(wb, kir::add(kir::mul(row, i64(b)), i64(j))), acc)));
-        }
-      };
-      bool blockByBlock = !depthwise && R < Mt;
-      if (!blockByBlock)
-        for (int64_t m = 0; m < Mt; ++m)
-          loadWeights(m);
-      if (depthwise) {
-        for (int64_t r = 0; r < R; ++r)
-          if (active[r])
-            for (int64_t j = 0; j < b; ++j)
-              step.push_back(fma(accN[0][r][j], xLoad(r, i64(j)), wN[0][j]));
-      } else {
-        // Column by column, so one broadcast is live at a time beside the accumulators; with
-        // fewer columns than blocks, block by block, one weight vector live beside the
-        // columns' broadcasts (convTileMaxColumns).
-        if (!blockByBlock) {
-          for (int64_t r = 0; r < R; ++r) {
-            if (!active[r])
-              continue;
-            std::string aN = kb.freshName("a");
-            step.push_back(kir::decl(aN, acc, xLoad(r, ci)));
-            for (int64_t m = 0; m < Mt; ++m)
-              for (int64_t j = 0; j < b; ++j)
-                step.push_back(fma(accN[m][r][j], kir::var(aN, acc), wN[m][j]));
-          }
-        } else {
-          std::vector<std::string> aN(R);
-          for (int64_t r = 0; r < R; ++r)
-            if (active[r]) {
-              aN[r] = kb.freshName("a");
-              step.push_back(kir::decl(aN[r], acc, xLoad(r, ci)));
-            }
-          for (int64_t m = 0; m < Mt; ++m) {
-            loadWeights(m);
-            for (int64_t r = 0; r < R; ++r)
-              if (active[r])
-                for (int64_t j = 0; j < b; ++j)
-                  step.push_back(fma(accN[m][r][j], kir::var(aN[r], acc), wN[m][j]));
-          }
-        }
-      }
-      return kwN.wrap(ciN.wrap(kir::block(step)));
-    };
-    // Interior tiles take every tap of every column. An edge tile (constant first column)
-    // splits the taps into runs where the same columns read inside the input, and each run
-    // multiplies only those columns: no guards, and no multiply-adds of the zero padding
-    // (Inception's 1x7 convs on 17 columns have a third of their columns at an edge, where a
-    // guarded load and select per tap cost more than the multiply-add it guards).
-    // (An edge tile none of whose columns reach into the padding makes one run of all taps.)
-    Stmt inner;
-    if (first < 0) {
-      inner = taps(0, KW, std::vector<bool>(R, true));
-    } else {
-      // Column r reads inside the input for kw in [lo[r], hi[r]).
-      std::vector<int64_t> lo(R), hi(R), cuts{0, KW};
-      for (int64_t r = 0; r < R; ++r) {
-        int64_t base = (first + r) * aw.stride - aw.padBegin, d = aw.dilation;
-        // base + kw d >= 0 and base + kw d <= W - 1.
-        lo[r] = base >= 0 ? 0 : (-base + d - 1) / d;
-        hi[r] = W - 1 - base < 0 ? 0 : std::min(KW, (W - 1 - base) / d + 1);
-        lo[r] = std::min(lo[r], KW);
-        hi[r] = std::max(hi[r], lo[r]);
-        cuts.push_back(lo[r]);
-        cuts.push_back(hi[r]);
-      }
-      std::sort(cuts.begin(), cuts.end());
-      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-      std::vector<Stmt> runs;
-      for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-        int64_t a = cuts[c], e = cuts[c + 1];
-        std::vector<bool> active(R);
-        bool any = false;
-        for (int64_t r = 0; r < R; ++r)
-          any |= active[r] = lo[r] <= a && e <= hi[r];
-        if (any)
-          runs.push_back(taps(a, e - a, active));
-      }
-      inner = kir::block(runs);
-    }
-    if (!hAlways)
-      inner = kir::ifThen(inRange(ih, 0, H), inner);
-    s.push_back(red.wrap(inner));
-    std::vector<std::pair<Expr, Expr>> outputs;
-    for (int64_t m = 0; m < Mt; ++m) {
-      Expr row = kir::add(kir::mul(kir::add(kir::mul(n, i64(Mb)), blockOf(m)), i64(OH)), oh);
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t j = 0; j < b; ++j) {
-          Expr v = kir::var(accN[m][r][j], acc);
-          if (!pass.last) {
-            s.push_back(kb.store(part, partAt(m, r, j), v));
-            continue;
-          }
-          Expr at = kir::add(
-              kir::mul(kir::add(kir::mul(row, i64(OW)), kir::add(ow0, i64(r))), i64(b)), i64(j));
-          if (ep)
-            outputs.push_back({at, kir::cast(v, t)});
-          else
-            s.push_back(kb.store(ob, at, kir::cast(v, t)));
-        }
-    }
-    if (ep && pass.last)
-      ep->storeFinal(ob, outputs, ep->chunkFor(cpuOf(opts)), *epIn, s, epHoisted);
-    return kir::block(s);
+    return nchwcVectorTile(kb, tiles, ow0, first, R, Mt, pass, finish ? &*finish : nullptr,
+                           epHoisted);
   };
   // The row's tiles of Mt blocks: ct.tiles tiles of ct.positions columns, the last one
   // possibly narrower. Runs of equal, interior tiles become one loop; the others (the edges)

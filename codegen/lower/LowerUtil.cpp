@@ -176,6 +176,12 @@ kir::Stmt KernelBuilder::gemmTile(const kir::GemmTileShape &shape, int c, kir::E
   return kir::gemmTile(shape, c, std::move(aOff), std::move(bOff), std::move(cOff), std::move(kc));
 }
 
+kir::Stmt KernelBuilder::convTile(const kir::ConvTileShape &shape, int c,
+                                  std::vector<kir::Expr> args) {
+  buffers_[c].written = true;
+  return kir::convTile(shape, c, std::move(args));
+}
+
 std::string KernelBuilder::freshName(const std::string &prefix) {
   return prefix + std::to_string(nextName_++);
 }

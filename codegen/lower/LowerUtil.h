@@ -93,6 +93,8 @@ public:
   /// Marks `c` written and returns the GemmTile (kir::gemmTile) writing it.
   kir::Stmt gemmTile(const kir::GemmTileShape &shape, int c, kir::Expr aOff, kir::Expr bOff,
                      kir::Expr cOff, kir::Expr kc);
+  /// Marks `c` written and returns the ConvTile (kir::convTile) writing it.
+  kir::Stmt convTile(const kir::ConvTileShape &shape, int c, std::vector<kir::Expr> args);
 
   /// A runtime check (kir::RuntimeCheck): the statement that, when `failed` holds, records
   /// `value` (i64) in the kernel's status buffer (role Status, declared on first use), so

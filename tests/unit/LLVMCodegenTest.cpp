@@ -914,6 +914,86 @@ TEST(LLVMCodegen, GemmTileMatchesEvaluator) {
   }
 }
 
+TEST(LLVMCodegen, ConvTileMatchesEvaluator) {
+  // Conv tiles over a reduction of four dims: from a bias broadcast over the columns (icol
+  // 0), from zero, accumulating onto C itself (init = C), depthwise (X read as vectors), with
+  // constant inner extents (made the microkernel's own) and with extents computed from a loop
+  // variable (the microkernel's arguments, one of them 0 on the first iteration: the tile then
+  // only copies its initial values), an edge tile's column windows. Quarter and half integers
+  // sum exactly: the JIT's fused
+  // multiply-adds give the evaluator's numbers.
+  Kernel k;
+  k.name = "conv";
+  k.buffers = {buf("x", DType::F32, 512, BufferRole::Operand, 0, false),
+               buf("w", DType::F32, 1024, BufferRole::Operand, 1, false),
+               buf("bias", DType::F32, 32, BufferRole::Operand, 2, false),
+               buf("c", DType::F32, 256, BufferRole::Result, 0, true)};
+  ConvTileShape t;
+  t.x = 0;
+  t.w = 1;
+  t.cols = 3;
+  t.blocks = 2;
+  t.lanes = 16;
+  t.xcol = 16;
+  t.wblk = 400;
+  t.ccol = 16;
+  t.cblk = 64;
+  t.xs = {128, 32, 16, 1};
+  t.ws = {200, 96, 16, 1};
+  ConvTileShape fromBias = t;
+  fromBias.init = 2;
+  fromBias.icol = 0;
+  fromBias.iblk = 16;
+  ConvTileShape onC = t;
+  onC.init = 3;
+  onC.icol = 16;
+  onC.iblk = 64;
+  ConvTileShape dw = t;
+  dw.blocks = 1;
+  dw.cols = 5;
+  dw.lanes = 8;
+  dw.depthwise = true;
+  dw.xs = {0, 40, 8, 0};
+  dw.ws = {0, 24, 8, 0};
+  // An edge tile: kernel column 0 leaves out column 0 (whose X would lie before the buffer,
+  // at offset -16), kernel column 2 leaves out column 2.
+  ConvTileShape edge = t;
+  edge.kwCols = {{1, 3}, {0, 3}, {0, 2}};
+  auto n = [](int64_t v) { return intImm(v); };
+  Expr i = var("i");
+  k.body = block({
+      convTile(fromBias, 3, {n(0), n(0), n(0), n(0), n(2), n(2), n(3), n(16)}),
+      convTile(t, 3, {n(3), n(7), n(128), n(0), n(1), n(3), n(2), n(5)}),
+      forLoop("i", n(3),
+              convTile(onC, 3, {add(i, n(1)), n(2), n(0), n(0), n(2), n(2), i, add(i, n(2))})),
+      convTile(dw, 3, {n(11), n(13), n(128), n(0), n(1), n(3), n(3), n(1)}),
+      convTile(edge, 3, {n(-16), n(5), n(0), n(0), n(1), n(2), n(3), n(16)}),
+  });
+  ASSERT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
+  std::vector<float> x(512), w(1024), bias(32), want(256), got;
+  for (size_t j = 0; j < x.size(); ++j)
+    x[j] = static_cast<float>(int(j * 7 % 13) - 6) * 0.25f;
+  for (size_t j = 0; j < w.size(); ++j)
+    w[j] = static_cast<float>(int(j * 5 % 11) - 5) * 0.5f;
+  for (size_t j = 0; j < bias.size(); ++j)
+    bias[j] = static_cast<float>(int(j % 7) - 3);
+  for (size_t j = 0; j < want.size(); ++j)
+    want[j] = static_cast<float>(j % 9) - 4.0f;
+  got = want;
+  ASSERT_FALSE(evaluateKernel(k, {x.data(), w.data(), bias.data(), want.data()}));
+  for (const char *cpu : {"x86-64-v3", "x86-64-v4"}) {
+    CodegenOptions o = noCache();
+    o.cpu = *CpuTarget::parse(cpu);
+    auto m = compileOrDie({k}, o);
+    ASSERT_TRUE(m);
+    std::vector<float> c = got;
+    void *bufs[] = {x.data(), w.data(), bias.data(), c.data()};
+    m->lookup("conv")(bufs);
+    for (size_t j = 0; j < c.size(); ++j)
+      EXPECT_EQ(c[j], want[j]) << cpu << " element " << j;
+  }
+}
+
 TEST(LLVMCodegen, GemmTileOutOfBoundsIsRejected) {
   Kernel k;
   k.name = "tile_oob";

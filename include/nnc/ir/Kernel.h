@@ -11,6 +11,7 @@
 // gives the same numbers (up to float reassociation where a reduction loop is split).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -190,6 +191,18 @@ enum class StmtKind : uint8_t {
             ///< GemmElems) sums the same products in i32, with B in the dot-product layout.
             ///< The LLVM backend emits it as an explicit-vector function
             ///< <elems>_gemm_<mr>x<nr>_<isa>; other backends as the loop nest.
+  ConvTile, ///< A direct convolution's register tile (see ConvTileShape). f32: for
+            ///< m < blocks, r < cols, j < lanes:
+            ///<   buffers[buffer][args[2] + m*cblk + r*ccol + j] =
+            ///<     (init < 0 ? 0 : I[args[3] + m*iblk + r*icol + j]) + sum, over the
+            ///<     reduction indices i0 < args[4], i1 < args[5], i2 < args[6], i3 < args[7]
+            ///<     in that nesting order, of X[args[0] + r*xcol + sum_d i_d*xs[d] (+ j when
+            ///<     depthwise)] * W[args[1] + m*wblk + sum_d i_d*ws[d] + j]
+            ///<     (with conv.kwCols, only the columns it gives for i2)
+            ///< with X = buffers[conv.x], W = buffers[conv.w], I = buffers[conv.init].
+            ///< The LLVM backend emits it as an explicit-vector function
+            ///< <elems>_conv_<cols>x<blocks>x<lanes>_..._<isa> shared by every tile of that
+            ///< shape; other backends as the loop nest.
 };
 
 /// The element types of a GemmTile.
@@ -230,6 +243,31 @@ struct GemmTileShape {
   int prefetchShift = 0;
 };
 
+/// The static part of a ConvTile: a register tile of `cols` output columns x `blocks` output
+/// channel blocks of `lanes` lanes, its operands' buffers and element strides. The reduction's
+/// four nested dims (a conv's input blocks, kernel rows, kernel columns, input lanes) each step
+/// X by xs[d] and W by ws[d] elements; their extents are the statement's args[4..7], so a tile
+/// near an edge runs the same function over fewer kernel rows or columns.
+struct ConvTileShape {
+  GemmElems elems = GemmElems::F32; ///< The element types (f32 only so far).
+  int x = -1, w = -1;
+  int init = -1; ///< The buffer of the initial values (a bias, partial sums), -1: zero.
+  int64_t cols = 0, blocks = 0, lanes = 0;
+  /// Input lane j pairs with weight lane j (X read as a vector at +j) instead of one X value
+  /// broadcast over the lanes.
+  bool depthwise = false;
+  int64_t xcol = 0;             ///< X: the stride from one output column to the next.
+  int64_t wblk = 0;             ///< W: the stride from one output block to the next.
+  int64_t ccol = 0, cblk = 0;   ///< C: column and block strides.
+  int64_t icol = 0, iblk = 0;   ///< init: column and block strides (0: shared, as a bias's).
+  std::array<int64_t, 4> xs{}, ws{}; ///< The reduction dims' strides in X and W.
+  /// When not empty, reduction dim 2 (a conv's kernel columns; its extent, args[6], must be
+  /// this many, a constant) adds index i's products to columns [kwCols[i][0], kwCols[i][1])
+  /// only: an edge tile, whose other columns would read outside the input there, in one
+  /// tile.
+  std::vector<std::array<int64_t, 2>> kwCols;
+};
+
 struct StmtNode;
 /// Statements form a tree that schedule transforms rewrite in place.
 using Stmt = std::shared_ptr<StmtNode>;
@@ -259,6 +297,8 @@ struct StmtNode {
   std::vector<Expr> args; ///< GemmTile: A offset, B offset, C offset, k extent (i64);
                           ///< VecStore: the lanes' values.
   GemmTileShape tile;     ///< GemmTile.
+  ConvTileShape conv;     ///< ConvTile; its args: X, W, C and init offsets, the four
+                          ///< reduction extents (i64).
   std::vector<std::string> names; ///< VecLoad: the lanes' locals.
 };
 
@@ -284,6 +324,9 @@ Stmt vecLoad(std::vector<std::string> names, DType t, int buffer, Expr index);
 Stmt vecStore(int buffer, Expr index, std::vector<Expr> values);
 /// A GemmTile writing buffer `c` at offset cOff, reading A at aOff and B at bOff, k extent kc.
 Stmt gemmTile(const GemmTileShape &shape, int c, Expr aOff, Expr bOff, Expr cOff, Expr kc);
+/// A ConvTile writing buffer `c`; args as StmtNode::conv says (X, W, C, init offsets and the
+/// four reduction extents).
+Stmt convTile(const ConvTileShape &shape, int c, std::vector<Expr> args);
 
 // ---- Schedules -------------------------------------------------------------------------------
 
