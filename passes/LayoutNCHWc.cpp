@@ -91,16 +91,7 @@ public:
       if (!from)
         continue;
       changed = true;
-      std::vector<Node *> work{from};
-      while (!work.empty()) {
-        Node *f = work.back();
-        work.pop_back();
-        for (Node *u : g.users(f->result())) {
-          NNC_ASSIGN_OR_RETURN(Node * moved, moveIntoBlocked(u));
-          if (moved)
-            work.push_back(moved);
-        }
-      }
+      NNC_TRY(pattern::propagateToUsers(g, from, [&](Node *u) { return moveIntoBlocked(u); }));
     }
     for (Node *n : g.nodes())
       if (n->kind() == OpKind::ToNCHWc && cancel(n))

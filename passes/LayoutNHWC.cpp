@@ -71,16 +71,7 @@ public:
       if (!from)
         continue;
       changed = true;
-      std::vector<Node *> work{from};
-      while (!work.empty()) {
-        Node *f = work.back();
-        work.pop_back();
-        for (Node *u : g.users(f->result())) {
-          NNC_ASSIGN_OR_RETURN(Node * moved, moveToLast(u));
-          if (moved)
-            work.push_back(moved);
-        }
-      }
+      NNC_TRY(pattern::propagateToUsers(g, from, [&](Node *u) { return moveToLast(u); }));
     }
     for (Node *n : g.nodes())
       if (isChannelsTranspose(n, /*toLast=*/true) && cancel(n))

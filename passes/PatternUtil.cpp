@@ -105,6 +105,21 @@ int64_t matchToFixedPoint(Graph &g, const std::function<bool(Node *)> &match) {
   return matches;
 }
 
+Error propagateToUsers(Graph &g, Node *from,
+                       const std::function<Expected<Node *>(Node *)> &move) {
+  std::vector<Node *> work{from};
+  while (!work.empty()) {
+    Node *f = work.back();
+    work.pop_back();
+    for (Node *u : g.users(f->result())) {
+      NNC_ASSIGN_OR_RETURN(Node * moved, move(u));
+      if (moved)
+        work.push_back(moved);
+    }
+  }
+  return Error::success();
+}
+
 void replaceChain(Graph &g, const std::vector<Node *> &chain, Value *y, Node *replacement) {
   g.replaceAllUsesWith(y, replacement->result());
   std::string name = y->name();

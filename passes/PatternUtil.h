@@ -46,6 +46,11 @@ Value *onesOverTrailingDims(Graph &g, const Value *x, int64_t axis, Node *before
 /// again on a fresh node list, until a whole walk matches nothing. Returns the matches.
 int64_t matchToFixedPoint(Graph &g, const std::function<bool(Node *)> &match);
 
+/// A layout pass's propagation: offers each user of `from`'s result (`from` converts a value
+/// out of the layout) to `move`, which moves the user into the layout and returns the
+/// conversion out of it that now feeds the user's users (offered in turn), or null to leave it.
+Error propagateToUsers(Graph &g, Node *from, const std::function<Expected<Node *>(Node *)> &move);
+
 /// Points the uses of `y` at `replacement`'s result, which takes y's name, and erases
 /// `chain` (the nodes that computed y, in graph order; all unused once y is replaced).
 void replaceChain(Graph &g, const std::vector<Node *> &chain, Value *y, Node *replacement);
