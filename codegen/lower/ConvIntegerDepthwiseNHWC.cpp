@@ -23,10 +23,6 @@ using kir::Stmt;
 
 namespace {
 
-Expr subI(Expr a, Expr b) {
-  return kir::op(OpKind::Sub, {std::move(a), std::move(b)});
-}
-
 /// The largest number of taps unrolled per vector of channels.
 constexpr int64_t kMaxTaps = 64;
 
@@ -70,7 +66,7 @@ Expected<Kernels> lowerConvIntegerDepthwiseNHWC(const Node &node, const std::str
   {
     Nest wn;
     Expr t = wn.add(kb, KS, "wt"), c = wn.add(kb, C, "wc");
-    Expr v = subI(kir::cast(kb.load(wb, f.wIndex(c, i64(0), t)), DType::I32),
+    Expr v = kir::sub(kir::cast(kb.load(wb, f.wIndex(c, i64(0), t)), DType::I32),
                   convZeroPoint(kb, f, 3, c));
     all.push_back(
         wn.wrap(kb.store(wp, kir::add(kir::mul(t, i64(C)), c), kir::cast(v, DType::I16))));
@@ -91,7 +87,7 @@ Expected<Kernels> lowerConvIntegerDepthwiseNHWC(const Node &node, const std::str
     for (size_t d = 0; d < D; ++d)
       at[d] = kir::add(in[d], i64(geo.axes[d].padBegin));
     Expr c = copy.add(kb, C, "pc");
-    Expr v = subI(kir::cast(kb.load(xb, f.xIndex(n, c, flatIndex(in, inStride))), DType::I32),
+    Expr v = kir::sub(kir::cast(kb.load(xb, f.xIndex(n, c, flatIndex(in, inStride))), DType::I32),
                   convZeroPoint(kb, f, 2, i64(0)));
     Expr to = kir::add(
         kir::mul(kir::add(kir::mul(n, i64(PS)), flatIndex(at, padStride)), i64(C)), c);

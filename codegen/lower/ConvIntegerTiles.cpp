@@ -53,15 +53,6 @@ namespace {
 Expr c32(int64_t v) {
   return kir::constant(double(v), DType::I32);
 }
-Expr addI(Expr a, Expr b) {
-  return kir::op(OpKind::Add, {std::move(a), std::move(b)});
-}
-Expr subI(Expr a, Expr b) {
-  return kir::op(OpKind::Sub, {std::move(a), std::move(b)});
-}
-Expr mulI(Expr a, Expr b) {
-  return kir::op(OpKind::Mul, {std::move(a), std::move(b)});
-}
 
 /// The largest number of taps the depthwise template unrolls per vector of outputs.
 constexpr int64_t kMaxDepthwiseTaps = 64;
@@ -164,7 +155,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   // ZA as i32 and as the u8 the padding holds.
   Expr za = convZeroPoint(kb, f, 2, i64(0));
   if (f.xSigned)
-    za = addI(za, c32(128));
+    za = kir::add(za, c32(128));
 
   // Step 1: B' panels, element (kk, col) = w[col, c, tap] with kk = tap * C + c, zero past K
   // and past M.
@@ -191,7 +182,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         kir::block(
             {kir::decl(sv, DType::I32, c32(0)),
              kir::forLoop(pv, i64(K),
-                          kir::assign(sv, addI(sum, kir::cast(kb.load(bp, idx), DType::I32)))),
+                          kir::assign(sv, kir::add(sum, kir::cast(kb.load(bp, idx), DType::I32)))),
              kb.store(colsum, cj, sum)})));
   }
 
@@ -200,15 +191,15 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     Expr m = kir::var(mv);
     Expr zb = convZeroPoint(kb, f, 3, m);
     if (f.wUnsigned)
-      zb = subI(zb, c32(128));
+      zb = kir::sub(zb, c32(128));
     std::vector<Stmt> perM;
     Expr zbV = zbTerm ? kb.bind(perM, "zb", DType::I32, zb) : c32(0);
     if (zbTerm)
       perM.push_back(kb.store(zbv, m, zbV));
     if (zaTerm) {
-      Expr t = mulI(za, kb.load(colsum, m));
+      Expr t = kir::mul(za, kb.load(colsum, m));
       if (zbTerm)
-        t = subI(t, mulI(c32(K), mulI(za, zbV)));
+        t = kir::sub(t, kir::mul(c32(K), kir::mul(za, zbV)));
       perM.push_back(kb.store(mterm, m, t));
     }
     all.push_back(kir::forLoop(mv, i64(M), kir::block(perM)));
@@ -240,7 +231,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
           // Loads clamped into range: the select keeps the padding's value.
           Expr at = f.xIndex(n, c, kir::max(kir::min(inFlat, i64(geo.inSize - 1)), i64(0)));
           Expr v = kb.load(xb, at);
-          Expr vu = f.xSigned ? kir::cast(addI(kir::cast(v, DType::I32), c32(128)), DType::U8) : v;
+          Expr vu = f.xSigned ? kir::cast(kir::add(kir::cast(v, DType::I32), c32(128)), DType::U8) : v;
           Expr val = isTrue(cond) ? vu : kir::select(cond, vu, kir::cast(za, DType::U8));
           return kir::forLoop(cv, i64(C),
                               kb.store(xp, kir::add(kir::mul(padFlat, i64(C)), c), val));
@@ -305,7 +296,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
               {kir::decl(sv, DType::I32, c32(0)),
                kir::forLoop(
                    qv, i64(K),
-                   kir::assign(sv, addI(sum, kir::cast(kb.load(ap, kir::add(aRowAt(r),
+                   kir::assign(sv, kir::add(sum, kir::cast(kb.load(ap, kir::add(aRowAt(r),
                                                                             kir::var(qv))),
                                                        DType::I32)))),
                kb.store(rowsum, r, sum)})));
@@ -350,9 +341,9 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       Expr m = kir::var(mv), r = kir::var(rv);
       Expr v = kb.load(cs, kir::add(kir::mul(r, i64(M)), m));
       if (zbTerm)
-        v = subI(v, mulI(kb.load(zbv, m), kb.load(rowsum, r)));
+        v = kir::sub(v, kir::mul(kb.load(zbv, m), kb.load(rowsum, r)));
       if (zaTerm)
-        v = subI(v, kb.load(mterm, m));
+        v = kir::sub(v, kb.load(mterm, m));
       Expr at = f.yIndex(n, m, kir::add(row0, r));
       if (!ep && f.last) {
         st.push_back(kir::forLoop(rv, i64(rows), kir::forLoop(mv, i64(M), kb.store(ob, at, v))));
@@ -431,7 +422,7 @@ Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string 
       in[d] = copy.add(kb, geo.inSpatial[d], "pi");
       at[d] = kir::add(in[d], i64(geo.axes[d].padBegin));
     }
-    Expr v = subI(
+    Expr v = kir::sub(
         kir::cast(kb.load(xb, kir::add(kir::mul(cc, i64(geo.inSize)), flatIndex(in, inStride))),
                   DType::I32),
         convZeroPoint(kb, f, 2, i64(0)));
@@ -462,7 +453,7 @@ Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string 
   for (int64_t t = 0; t < KS; ++t)
     wts.push_back(kb.bind(
         row, "dw", DType::I32,
-        subI(kir::cast(kb.load(wb, kir::add(kir::mul(c, i64(KS)), i64(t))), DType::I32), zw)));
+        kir::sub(kir::cast(kb.load(wb, kir::add(kir::mul(c, i64(KS)), i64(t))), DType::I32), zw)));
   int64_t vectors = (OW + L - 1) / L;
   std::string vN = kb.freshName("v"), lN = kb.freshName("l");
   Expr ow = kir::add(kir::min(kir::mul(kir::var(vN), i64(L)), i64(OW - L)), kir::var(lN));
@@ -475,7 +466,7 @@ Expected<Kernels> lowerConvIntegerDepthwise(const Node &node, const std::string 
       off = kir::add(off, i64(kd * geo.axes[d].dilation * padStride[d]));
     }
     Expr xv = kir::cast(kb.load(xp, kir::add(base, off)), DType::I32);
-    st.push_back(kir::assign(acc, addI(kir::var(acc, DType::I32), mulI(xv, wts[t]))));
+    st.push_back(kir::assign(acc, kir::add(kir::var(acc, DType::I32), kir::mul(xv, wts[t]))));
   }
   Expr outAt = kir::add(kir::add(kir::mul(nc, i64(P)), kir::mul(r, i64(OW))), ow);
   st.push_back(kb.store(ob, outAt, kir::var(acc, DType::I32)));
