@@ -17,19 +17,6 @@ using kir::Expr;
 using kir::Stmt;
 using Kernels = std::vector<kir::Kernel>;
 
-/// Strict float arithmetic, so the coordinates round as the interpreter's do.
-Expr sadd(Expr a, Expr b) {
-  return kir::strict(kir::op(OpKind::Add, {std::move(a), std::move(b)}));
-}
-Expr ssub(Expr a, Expr b) {
-  return kir::strict(kir::op(OpKind::Sub, {std::move(a), std::move(b)}));
-}
-Expr smul(Expr a, Expr b) {
-  return kir::strict(kir::op(OpKind::Mul, {std::move(a), std::move(b)}));
-}
-Expr sdiv(Expr a, Expr b) {
-  return kir::strict(kir::op(OpKind::Div, {std::move(a), std::move(b)}));
-}
 Expr floorOf(Expr a) {
   return kir::op(OpKind::Floor, {std::move(a)});
 }

@@ -242,6 +242,19 @@ kir::Expr andAll(const std::vector<kir::Expr> &conds) {
   return c;
 }
 
+kir::Expr sadd(kir::Expr a, kir::Expr b) {
+  return kir::strict(kir::op(OpKind::Add, {std::move(a), std::move(b)}));
+}
+kir::Expr ssub(kir::Expr a, kir::Expr b) {
+  return kir::strict(kir::op(OpKind::Sub, {std::move(a), std::move(b)}));
+}
+kir::Expr smul(kir::Expr a, kir::Expr b) {
+  return kir::strict(kir::op(OpKind::Mul, {std::move(a), std::move(b)}));
+}
+kir::Expr sdiv(kir::Expr a, kir::Expr b) {
+  return kir::strict(kir::op(OpKind::Div, {std::move(a), std::move(b)}));
+}
+
 kir::Expr loadInt(KernelBuilder &b, size_t operand, kir::Expr index) {
   int buf = b.operand(operand);
   kir::Expr v = b.load(buf, std::move(index));

@@ -132,6 +132,13 @@ inline kir::Expr zeroOf(DType t) { return kir::constant(0, t); }
 /// The conjunction of `conds` (their `land`, left to right); null when there are none.
 kir::Expr andAll(const std::vector<kir::Expr> &conds);
 
+/// Strict float arithmetic (no reassociation or contraction), so that coordinates computed in
+/// a kernel round as the interpreter's do.
+kir::Expr sadd(kir::Expr a, kir::Expr b);
+kir::Expr ssub(kir::Expr a, kir::Expr b);
+kir::Expr smul(kir::Expr a, kir::Expr b);
+kir::Expr sdiv(kir::Expr a, kir::Expr b);
+
 /// The schedule of a permutation's loop nest over `mid` (output order; `inStrides` the input
 /// strides of its loops; independent, as defaultSchedule's): when the input's contiguous loop
 /// is not the last, both are split into tiles that move innermost, so reads and writes both go
