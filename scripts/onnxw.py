@@ -55,6 +55,10 @@ def attr_ints(name, vs):
     return field_bytes(1, name) + b"".join(field_varint(8, v) for v in vs) + field_varint(20, 7)
 
 
+def attr_string(name, v):
+    return field_bytes(1, name) + field_bytes(4, v) + field_varint(20, 3)
+
+
 def attr_float(name, v):
     return field_bytes(1, name) + field_float(2, v) + field_varint(20, 1)
 

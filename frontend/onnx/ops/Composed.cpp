@@ -1,7 +1,9 @@
 // ONNX lowerings of operators that are a few existing IR ops each: ReverseSequence (a
 // gather_elements along the time axis with indices built from the lengths), Col2Im (a
 // scatter-add of the columns into the padded image, then a crop) and the DFT windows
-// HannWindow, HammingWindow and BlackmanWindow (cosines of a range).
+// HannWindow, HammingWindow and BlackmanWindow (cosines of a range), MelWeightMatrix (a
+// constant of its constant inputs) and TensorScatter (a scatter_elements along the sequence
+// axis with indices built from the write positions).
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -216,6 +218,151 @@ Error lowerCosineWindow(LoweringContext &ctx, const std::vector<double> &a) {
   return ctx.setOutput(0, w);
 }
 
+/// MelWeightMatrix-17: the [dft_length / 2 + 1, num_mel_bins] matrix of triangular mel
+/// filters. Its shape is its inputs' values, which models give as constants, so it is built
+/// here as a constant, in f64 as ONNX's reference computes it: num_mel_bins + 2 edges equally
+/// spaced on the mel scale mel(f) = 2595 log10(1 + f / 700) from lower_edge_hertz to
+/// upper_edge_hertz (the step is the range over num_mel_bins + 2), each mapped back to hertz
+/// and to the spectrogram bin floor((dft_length + 1) f / sample_rate); filter i rises from
+/// edge i to edge i + 1 and falls to edge i + 2.
+Error lowerMelWeightMatrix(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(int64_t code, ctx.intAttr("output_datatype", 1));
+  std::optional<DType> out = dtypeFromOnnx(static_cast<int>(code));
+  if (!out || !isNumeric(*out))
+    return ctx.error("unsupported output_datatype {}", code);
+  const char *names[] = {"num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
+                         "upper_edge_hertz"};
+  double v[5];
+  for (size_t i = 0; i < 5; ++i) {
+    NNC_ASSIGN_OR_RETURN(Tensor t, ctx.constantInput(i, names[i]));
+    if (t.numElements() != 1)
+      return ctx.error("{} must be a scalar, got {} elements", names[i], t.numElements());
+    if (i < 3 && !isInteger(t.dtype()))
+      return ctx.error("{} must be an integer, got {}", names[i], dtypeName(t.dtype()));
+    v[i] = t.elementAsDouble(0);
+  }
+  int64_t bins = static_cast<int64_t>(v[0]), dft = static_cast<int64_t>(v[1]);
+  double rate = v[2], lo = v[3], hi = v[4];
+  if (bins <= 0 || dft <= 0 || rate <= 0 || bins > (int64_t(1) << 16) || dft > (int64_t(1) << 24))
+    return ctx.error("num_mel_bins {}, dft_length {} and sample_rate {} must be positive (and "
+                     "at most 65536 bins and 2^24 DFT points)",
+                     bins, dft, rate);
+  if (!(lo >= 0) || !(hi >= lo) || !std::isfinite(hi))
+    return ctx.error("the edges {} Hz to {} Hz must satisfy 0 <= lower <= upper", lo, hi);
+  int64_t rows = dft / 2 + 1;
+  double melLo = 2595 * std::log10(1 + lo / 700), melHi = 2595 * std::log10(1 + hi / 700);
+  double step = (melHi - melLo) / static_cast<double>(bins + 2);
+  std::vector<int64_t> edge(static_cast<size_t>(bins + 2));
+  for (int64_t i = 0; i < bins + 2; ++i) {
+    double hz = 700 * (std::pow(10.0, (static_cast<double>(i) * step + melLo) / 2595) - 1);
+    edge[static_cast<size_t>(i)] =
+        static_cast<int64_t>(std::floor(static_cast<double>(dft + 1) * hz / rate));
+  }
+  std::vector<double> w(static_cast<size_t>(rows * bins), 0.0);
+  auto at = [&](int64_t row, int64_t col) -> Expected<double *> {
+    if (row < 0 || row >= rows)
+      return ctx.error("the mel filter {} reaches spectrogram bin {}, outside the {} bins of "
+                       "dft_length {}: lower the upper edge ({} Hz) or raise sample_rate",
+                       col, row, rows, dft, hi);
+    return &w[static_cast<size_t>(row * bins + col)];
+  };
+  for (int64_t i = 0; i < bins; ++i) {
+    int64_t left = edge[static_cast<size_t>(i)], center = edge[static_cast<size_t>(i + 1)],
+            right = edge[static_cast<size_t>(i + 2)];
+    if (center == left) {
+      NNC_ASSIGN_OR_RETURN(double *p, at(center, i));
+      *p = 1;
+    } else {
+      for (int64_t j = left; j <= center; ++j) {
+        NNC_ASSIGN_OR_RETURN(double *p, at(j, i));
+        *p = static_cast<double>(j - left) / static_cast<double>(center - left);
+      }
+    }
+    for (int64_t j = center; j < right; ++j) {
+      NNC_ASSIGN_OR_RETURN(double *p, at(j, i));
+      *p = static_cast<double>(right - j) / static_cast<double>(right - center);
+    }
+  }
+  Value *m = ctx.constant(Tensor::fromVector<double>(DType::F64, {rows, bins}, w));
+  if (*out != DType::F64) {
+    NNC_ASSIGN_OR_RETURN(m, ctx.emit(K::Cast, {m}, {{"to", *out}}));
+  }
+  return ctx.setOutput(0, m);
+}
+
+/// TensorScatter-24, the KV-cache update: present = past with, per batch entry b, the update's
+/// sequence_length rows written along `axis` from write_indices[b] (0 when absent); in
+/// "circular" mode the positions wrap modulo max_sequence_length. So a scatter_elements along
+/// the axis with indices idx[b, .., s, ..] = write_indices[b] + s (mod max_sequence_length)
+/// broadcast over the other axes. In "linear" mode a write past the end (or below
+/// -max_sequence_length) is an index out of range: scatter_elements' error, at run time; a
+/// negative position counts from the end, as the spec's numpy pseudocode indexes.
+Error lowerTensorScatter(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * past, ctx.requiredInput(0, "past_cache"));
+  NNC_ASSIGN_OR_RETURN(Value * upd, ctx.requiredInput(1, "update"));
+  Value *writeIdx = ctx.input(2);
+  NNC_ASSIGN_OR_RETURN(std::string mode, ctx.stringAttr("mode", "linear"));
+  if (mode != "linear" && mode != "circular")
+    return ctx.error("mode must be linear or circular, got '{}'", mode);
+  int64_t rank = past->rank();
+  NNC_ASSIGN_OR_RETURN(int64_t axisAttr, ctx.intAttr("axis", -2));
+  NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.normalizeAxis(axisAttr, rank));
+  if (rank < 2 || axis == 0)
+    return ctx.error("past_cache {} needs rank >= 2 and a sequence axis other than the batch "
+                     "axis 0 (axis = {})",
+                     past->type().str(), axisAttr);
+  if (upd->rank() != rank || upd->dtype() != past->dtype())
+    return ctx.error("update {} must have past_cache's rank and dtype ({})", upd->type().str(),
+                     past->type().str());
+  for (int64_t d = 0; d < rank; ++d) {
+    const Dim &a = past->shape()[static_cast<size_t>(d)], &b = upd->shape()[static_cast<size_t>(d)];
+    if (d != axis && a.isStatic() && b.isStatic() && a.value() != b.value())
+      return ctx.error("update {} and past_cache {} differ in axis {}, not only in the sequence "
+                       "axis {}",
+                       upd->type().str(), past->type().str(), d, axis);
+  }
+  const Dim &seqDim = upd->shape()[static_cast<size_t>(axis)];
+  const Dim &maxDim = past->shape()[static_cast<size_t>(axis)];
+  if (seqDim.isStatic() && maxDim.isStatic() && seqDim.value() > maxDim.value())
+    return ctx.error("the update's sequence length {} exceeds max_sequence_length {}",
+                     seqDim.value(), maxDim.value());
+  // s along the axis: [1, .., S, .., 1].
+  NNC_ASSIGN_OR_RETURN(Value * updShape, ctx.emit(K::ShapeOf, {upd}));
+  NNC_ASSIGN_OR_RETURN(Value * seqLen, ctx.emit(K::Gather, {updShape, ctx.scalar(DType::I64, double(axis))},
+                                                {{"axis", Attribute(int64_t(0))}}));
+  NNC_ASSIGN_OR_RETURN(Value * s, ctx.emit(K::Range, {ctx.scalar(DType::I64, 0), seqLen,
+                                                      ctx.scalar(DType::I64, 1)}));
+  std::vector<int64_t> sShape(static_cast<size_t>(rank), 1);
+  sShape[static_cast<size_t>(axis)] = -1;
+  NNC_ASSIGN_OR_RETURN(Value * idx, ctx.emit(K::Reshape, {s, ctx.i64Vector(sShape)},
+                                             {{"allowzero", Attribute(int64_t(0))}}));
+  if (writeIdx) {
+    if (!isInteger(writeIdx->dtype()) || writeIdx->rank() != 1)
+      return ctx.error("write_indices must be an integer vector of the batch size, got {}",
+                       writeIdx->type().str());
+    if (writeIdx->dtype() != DType::I64) {
+      NNC_ASSIGN_OR_RETURN(writeIdx, ctx.emit(K::Cast, {writeIdx}, {{"to", DType::I64}}));
+    }
+    std::vector<int64_t> bShape(static_cast<size_t>(rank), 1);
+    bShape[0] = -1;
+    NNC_ASSIGN_OR_RETURN(Value * wb, ctx.emit(K::Reshape, {writeIdx, ctx.i64Vector(bShape)},
+                                              {{"allowzero", Attribute(int64_t(0))}}));
+    NNC_ASSIGN_OR_RETURN(idx, ctx.emit(K::Add, {wb, idx}));
+  }
+  if (mode == "circular") {
+    NNC_ASSIGN_OR_RETURN(Value * pastShape, ctx.emit(K::ShapeOf, {past}));
+    NNC_ASSIGN_OR_RETURN(Value * maxLen,
+                         ctx.emit(K::Gather, {pastShape, ctx.scalar(DType::I64, double(axis))},
+                                  {{"axis", Attribute(int64_t(0))}}));
+    NNC_ASSIGN_OR_RETURN(idx, ctx.emit(K::Mod, {idx, maxLen}));
+  }
+  NNC_ASSIGN_OR_RETURN(Value * full, ctx.emit(K::Expand, {idx, updShape}));
+  NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(K::ScatterElements, {past, full, upd},
+                                           {{"axis", Attribute(axis)},
+                                            {"reduction", Attribute(std::string("none"))}}));
+  return ctx.setOutput(0, y);
+}
+
 } // namespace
 
 void registerComposedLowerings(LoweringTable &t) {
@@ -231,6 +378,8 @@ void registerComposedLowerings(LoweringTable &t) {
   t["BlackmanWindow"] = {window, [](LoweringContext &ctx) {
                            return lowerCosineWindow(ctx, {0.42, 0.5, 0.08});
                          }};
+  t["MelWeightMatrix"] = {{"output_datatype"}, lowerMelWeightMatrix};
+  t["TensorScatter"] = {{"axis", "mode"}, lowerTensorScatter};
 }
 
 } // namespace nnc::onnxfe
