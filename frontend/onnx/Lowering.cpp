@@ -195,6 +195,12 @@ public:
     const Attribute *a = p->attr("value");
     return a ? std::get_if<Tensor>(a) : nullptr;
   }
+  std::optional<Tensor> knownInputValue(size_t i) const override {
+    if (const Tensor *t = tryConstantInput(i))
+      return *t;
+    Value *v = input(i);
+    return v ? knownValue(st_, v) : std::nullopt;
+  }
   Expected<Tensor> constantInput(size_t i, const std::string &what) const override {
     if (const Tensor *t = tryConstantInput(i))
       return *t;

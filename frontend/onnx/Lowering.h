@@ -69,6 +69,10 @@ public:
   virtual Expected<Tensor> constantInput(size_t i, const std::string &what) const = 0;
   /// Like constantInput but without an error: null when not known.
   virtual const Tensor *tryConstantInput(size_t i) const = 0;
+  /// The value input i has at import time when it follows from constants and known inputs
+  /// through side-effect-free nodes (evaluated, the graph unchanged), e.g. a condition
+  /// computed from a shape input; nullopt otherwise.
+  virtual std::optional<Tensor> knownInputValue(size_t i) const = 0;
 
   // ---- Emitting IR (shape rules run at once; their errors name this node) ----
   virtual Graph &graph() = 0;

@@ -59,6 +59,12 @@ struct ImportState {
   Value *lookup(const std::string &name);
 };
 
+/// The value of `v` (a value of `st`'s graph) when it follows, at import time, from
+/// constants and the caller's known integer and bool inputs, also across the captures of
+/// enclosing graphs; nullopt when it depends on a run-time value or is too large to evaluate
+/// here. Leaves the graph as it is (KnownValue.cpp).
+std::optional<Tensor> knownValue(const ImportState &st, const Value *v);
+
 /// A subgraph attribute of a node imported as a graph of its own: its inputs are the
 /// subgraph's inputs (with the types the lowering gives) followed by the captured outer
 /// values, which the lowering passes to its node as operands in that order.

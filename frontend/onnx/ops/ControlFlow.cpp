@@ -255,11 +255,7 @@ Error lowerIf(LoweringContext &ctx) {
     return ctx.error("the condition must be bool, not {}", dtypeName(cond->dtype()));
   // A condition known now: only the taken branch is imported (the other may hold what this
   // model never runs).
-  const Tensor *known = nullptr;
-  if (Node *p = cond->producer(); p && p->kind() == OpKind::Constant)
-    known = &p->getTensor("value");
-  else if (cond == ctx.input(0))
-    known = ctx.tryConstantInput(0);
+  std::optional<Tensor> known = ctx.knownInputValue(0);
   if (known) {
     const char *taken = known->elementAsDouble(0) != 0 ? "then_branch" : "else_branch";
     NNC_ASSIGN_OR_RETURN(ImportedSubgraph br, ctx.subgraph(taken, {}));
