@@ -34,9 +34,10 @@ Tensor checkLowered(OpKind kind, const Tensor &x, AttrMap attrs, const std::stri
     const Tensor &a = (*got)[0], &b = (*want)[0];
     EXPECT_EQ(a.dtype(), b.dtype()) << what;
     EXPECT_EQ(a.byteSize(), b.byteSize()) << what;
-    if (a.byteSize() == b.byteSize())
+    if (a.byteSize() == b.byteSize()) {
       EXPECT_EQ(std::memcmp(a.rawData(), b.rawData(), a.byteSize()), 0)
           << what << (scheduled ? " (scheduled)" : "");
+    }
   }
   return (*want)[0];
 }

@@ -192,7 +192,7 @@ TEST(OnnxSignal, DftKeepsHalfPrecisionTypes) {
     ASSERT_TRUE(y) << y.error().message();
     const Tensor &out = (*y)[0];
     ASSERT_EQ(out.dtype(), t);
-    ASSERT_EQ(extentsStr(out.extents()), "[1, 5, 2]");
+    ASSERT_EQ(extentsStr(out.extents()), "[1,5,2]");
     EXPECT_NEAR(out.elementAsDouble(0), 11.5, 0.1); // bin 0: the sum
     EXPECT_EQ(out.elementAsDouble(1), 0.0);         // its imaginary part exactly 0
     EXPECT_EQ(out.elementAsDouble(9), 0.0);         // the Nyquist bin's too
