@@ -69,9 +69,9 @@ Expected<std::vector<kir::Kernel>> lowerDet(const Node &node, const std::string 
     Expr top = kb.bind(s, "top", ct, kb.load(ab, at(k, c)));
     s.push_back(kb.store(ab, at(k, c), kb.load(ab, at(pE, c))));
     s.push_back(kb.store(ab, at(pE, c), top));
-    col.push_back(
-        kir::ifThen(bnot(eq(pE, k)), kir::block({kir::forLoop(j, kir::sub(i64(m), k), kir::block(s)),
-                                                 kir::assign(det, kir::op(OpKind::Neg, {detE}))})));
+    col.push_back(kir::ifThen(bnot(eq(pE, k)),
+                              kir::block({kir::forLoop(j, kir::sub(i64(m), k), kir::block(s)),
+                                          kir::assign(det, kir::op(OpKind::Neg, {detE}))})));
   }
   // 3. The pivot into det, then the elimination below it.
   Expr pivot = kb.bind(col, "piv", ct, kb.load(ab, at(k, k)));

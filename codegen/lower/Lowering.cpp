@@ -42,9 +42,9 @@ bool isStorageView(const Node &node) {
   const Value *in = node.operand(0), *out = node.result(0);
   std::optional<Extents> ie = staticExtents(in->shape()), oe = staticExtents(out->shape());
   // A bitcast keeps the bytes, but for a bool result of other bytes (made 0 or 1).
-  bool sameBytes = in->dtype() == out->dtype() ||
-                   (bitcast && dtypeSize(in->dtype()) == dtypeSize(out->dtype()) &&
-                    out->dtype() != DType::Bool);
+  bool sameBytes =
+      in->dtype() == out->dtype() ||
+      (bitcast && dtypeSize(in->dtype()) == dtypeSize(out->dtype()) && out->dtype() != DType::Bool);
   return sameBytes && ie && oe && lower::numElementsOf(*ie) == lower::numElementsOf(*oe);
 }
 

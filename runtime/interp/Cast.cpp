@@ -1,6 +1,6 @@
 // Interpreter kernels of cast (every dtype to every dtype, ONNX Cast semantics: ScalarOps.h's
-// castNumber), bitcast (the bytes reinterpreted), quantize, dequantize (ONNX QuantizeLinear / DequantizeLinear as the reference
-// computes them) and constant.
+// castNumber), bitcast (the bytes reinterpreted), quantize, dequantize (ONNX QuantizeLinear /
+// DequantizeLinear as the reference computes them) and constant.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -51,10 +51,10 @@ Tensor f64(const Extents &e, const std::vector<double> &v) {
 TEST(Det, KnownDeterminants) {
   // A 2x2, a 3x3 that needs a row swap (zero first pivot), a singular one (its second pivot
   // is 0), a permutation (det -1) and the identity.
-  Tensor x = f64({5, 3, 3}, {2, 0, 0, 0, 3, 0, 0, 0, 4,   //
-                             0, 1, 2, 3, 4, 5, 6, 7, 9,   //
-                             1, 2, 3, 2, 4, 6, 1, 0, 1,   //
-                             0, 1, 0, 1, 0, 0, 0, 0, 1,   //
+  Tensor x = f64({5, 3, 3}, {2, 0, 0, 0, 3, 0, 0, 0, 4, //
+                             0, 1, 2, 3, 4, 5, 6, 7, 9, //
+                             1, 2, 3, 2, 4, 6, 1, 0, 1, //
+                             0, 1, 0, 1, 0, 0, 0, 0, 1, //
                              1, 0, 0, 0, 1, 0, 0, 0, 1});
   Tensor d = checkLowered(OpKind::Det, x, {}, "det 5x3x3");
   ASSERT_EQ(d.numElements(), 5);
@@ -103,17 +103,17 @@ TEST(BitCast, ReinterpretsTheBits) {
 TEST(BitCast, LoweringMatchesTheInterpreter) {
   std::mt19937 rng(26);
   const std::pair<DType, DType> pairs[] = {
-      {DType::F32, DType::I32},    {DType::I32, DType::F32},     {DType::U32, DType::F32},
-      {DType::F64, DType::I64},    {DType::U64, DType::F64},     {DType::F16, DType::I16},
-      {DType::BF16, DType::U16},   {DType::I16, DType::F16},     {DType::F16, DType::BF16},
-      {DType::I8, DType::U8},      {DType::Bool, DType::U8},     {DType::U8, DType::Bool},
-      {DType::F8E4M3FN, DType::I8}, {DType::U8, DType::F8E5M2},  {DType::I4, DType::U4},
-      {DType::U4, DType::F4E2M1},  {DType::I2, DType::U2},       {DType::F32, DType::F32}};
+      {DType::F32, DType::I32},     {DType::I32, DType::F32},   {DType::U32, DType::F32},
+      {DType::F64, DType::I64},     {DType::U64, DType::F64},   {DType::F16, DType::I16},
+      {DType::BF16, DType::U16},    {DType::I16, DType::F16},   {DType::F16, DType::BF16},
+      {DType::I8, DType::U8},       {DType::Bool, DType::U8},   {DType::U8, DType::Bool},
+      {DType::F8E4M3FN, DType::I8}, {DType::U8, DType::F8E5M2}, {DType::I4, DType::U4},
+      {DType::U4, DType::F4E2M1},   {DType::I2, DType::U2},     {DType::F32, DType::F32}};
   for (const auto &[from, to] : pairs)
     for (const Extents &e : std::vector<Extents>{{}, {7}, {2, 3, 5}})
-      checkLowered(OpKind::BitCast, randomTensor(from, e, rng, -1e3, 1e3), {{"to", to}},
-                   fmt::format("bitcast {} -> {} {}", dtypeName(from), dtypeName(to),
-                               extentsStr(e)));
+      checkLowered(
+          OpKind::BitCast, randomTensor(from, e, rng, -1e3, 1e3), {{"to", to}},
+          fmt::format("bitcast {} -> {} {}", dtypeName(from), dtypeName(to), extentsStr(e)));
 }
 
 TEST(BitCast, TheBitWidthsMustAgree) {

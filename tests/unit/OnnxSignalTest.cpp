@@ -146,15 +146,14 @@ void checkDft(int64_t opset, const DftCase &c, std::mt19937 &rng) {
 
 TEST(OnnxSignal, DftEveryAxisLengthAndDirection) {
   std::mt19937 rng(17);
-  const DftCase cases[] = {
-      {{2, 5, 3, 1}, 1, -1, false, false}, {{2, 5, 3, 1}, 2, -1, false, false},
-      {{2, 5, 3, 2}, 1, -1, false, false}, {{2, 5, 3, 2}, 2, -1, true, false},
-      {{2, 5, 3, 1}, -3, -1, true, false}, {{2, 5, 3, 1}, 1, 8, false, false},
-      {{2, 5, 3, 2}, 1, 3, false, false},  {{2, 5, 3, 1}, 0, -1, false, false},
-      {{2, 7, 3, 1}, 1, -1, false, true},  {{2, 6, 3, 1}, -2, 9, false, true},
-      {{2, 4, 3, 2}, 1, -1, true, true},   {{2, 4, 3, 2}, 1, 7, true, true},
-      {{2, 4, 3, 2}, 1, 4, true, true},    {{2, 3, 1}, 1, 5, true, true},
-      {{6, 1}, 0, -1, false, false},       {{6, 2}, -2, 4, true, false}};
+  const DftCase cases[] = {{{2, 5, 3, 1}, 1, -1, false, false}, {{2, 5, 3, 1}, 2, -1, false, false},
+                           {{2, 5, 3, 2}, 1, -1, false, false}, {{2, 5, 3, 2}, 2, -1, true, false},
+                           {{2, 5, 3, 1}, -3, -1, true, false}, {{2, 5, 3, 1}, 1, 8, false, false},
+                           {{2, 5, 3, 2}, 1, 3, false, false},  {{2, 5, 3, 1}, 0, -1, false, false},
+                           {{2, 7, 3, 1}, 1, -1, false, true},  {{2, 6, 3, 1}, -2, 9, false, true},
+                           {{2, 4, 3, 2}, 1, -1, true, true},   {{2, 4, 3, 2}, 1, 7, true, true},
+                           {{2, 4, 3, 2}, 1, 4, true, true},    {{2, 3, 1}, 1, 5, true, true},
+                           {{6, 1}, 0, -1, false, false},       {{6, 2}, -2, 4, true, false}};
   for (const DftCase &c : cases) {
     checkDft(17, c, rng);
     checkDft(20, c, rng);
@@ -184,9 +183,8 @@ TEST(OnnxSignal, DftKeepsHalfPrecisionTypes) {
       else
         x.data<uint16_t>()[i] = t == DType::F16 ? floatToHalf(v[i]) : floatToBf16(v[i]);
     }
-    Expected<std::unique_ptr<Graph>> g =
-        importModel(17, {node("DFT", {"x"}, {"y"}, {attrInt("onesided", 1)})}, {{"x", x}}, {},
-                    {"y"});
+    Expected<std::unique_ptr<Graph>> g = importModel(
+        17, {node("DFT", {"x"}, {"y"}, {attrInt("onesided", 1)})}, {{"x", x}}, {}, {"y"});
     ASSERT_TRUE(g) << g.error().message();
     Expected<std::vector<Tensor>> y = interpret(**g, {x});
     ASSERT_TRUE(y) << y.error().message();
@@ -217,12 +215,11 @@ TEST(OnnxSignal, DftErrorsNameTheProblem) {
             std::string::npos);
   // irfft of one bin has no default length.
   Tensor one = Tensor::zeros(DType::F32, {1, 1, 2});
-  Expected<std::unique_ptr<Graph>> g = importModel(
-      17, {node("DFT", {"x"}, {"y"}, {attrInt("inverse", 1), attrInt("onesided", 1)})},
-      {{"x", one}}, {}, {"y"});
+  Expected<std::unique_ptr<Graph>> g =
+      importModel(17, {node("DFT", {"x"}, {"y"}, {attrInt("inverse", 1), attrInt("onesided", 1)})},
+                  {{"x", one}}, {}, {"y"});
   ASSERT_FALSE(g);
-  EXPECT_NE(g.error().message().find("must be positive"), std::string::npos)
-      << g.error().message();
+  EXPECT_NE(g.error().message().find("must be positive"), std::string::npos) << g.error().message();
 }
 
 /// ONNX STFT evaluated directly (as the ONNX reference does): [batch, frames, bins, 2].

@@ -118,8 +118,8 @@ Error checkSize(LoweringContext &ctx, int64_t rows, int64_t cols) {
 
 /// x [..., used, ..., parts] (the signal axis `axis`, the parts last; of the compute dtype)
 /// times `w` [used * parts, out * q] along the signal axis: [..., out, ..., q].
-Expected<Value *> transformAxis(LoweringContext &ctx, Value *x, int64_t axis, Value *w,
-                                int64_t out, int64_t q) {
+Expected<Value *> transformAxis(LoweringContext &ctx, Value *x, int64_t axis, Value *w, int64_t out,
+                                int64_t q) {
   int64_t r = x->rank();
   int64_t used = x->shape()[static_cast<size_t>(axis)].value();
   int64_t parts = x->shape().back().value();
@@ -135,14 +135,13 @@ Expected<Value *> transformAxis(LoweringContext &ctx, Value *x, int64_t axis, Va
   }
   std::vector<int64_t> flat(static_cast<size_t>(r - 2), 0);
   flat.push_back(used * parts);
-  NNC_ASSIGN_OR_RETURN(x, ctx.emit(K::Reshape, {x, ctx.i64Vector(flat)},
-                                   {{"allowzero", intA(0)}}));
+  NNC_ASSIGN_OR_RETURN(x, ctx.emit(K::Reshape, {x, ctx.i64Vector(flat)}, {{"allowzero", intA(0)}}));
   NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(K::MatMul, {x, w}));
   std::vector<int64_t> split(static_cast<size_t>(r - 2), 0);
   split.push_back(out);
   split.push_back(q);
-  NNC_ASSIGN_OR_RETURN(y, ctx.emit(K::Reshape, {y, ctx.i64Vector(split)},
-                                   {{"allowzero", intA(0)}}));
+  NNC_ASSIGN_OR_RETURN(y,
+                       ctx.emit(K::Reshape, {y, ctx.i64Vector(split)}, {{"allowzero", intA(0)}}));
   if (moved) {
     std::vector<int64_t> inv(perm.size());
     for (size_t d = 0; d < perm.size(); ++d)
@@ -154,8 +153,7 @@ Expected<Value *> transformAxis(LoweringContext &ctx, Value *x, int64_t axis, Va
 
 /// The first `n` entries of x along `axis`.
 Expected<Value *> prefix(LoweringContext &ctx, Value *x, int64_t axis, int64_t n) {
-  return ctx.emit(K::Slice,
-                  {x, ctx.i64Vector({0}), ctx.i64Vector({n}), ctx.i64Vector({axis})});
+  return ctx.emit(K::Slice, {x, ctx.i64Vector({0}), ctx.i64Vector({n}), ctx.i64Vector({axis})});
 }
 
 /// Checks a signal input: a float tensor of rank >= `minRank` whose last dim is 1 (real) or 2
@@ -263,8 +261,8 @@ Error lowerSTFT(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(bool onesided, flagAttr(ctx, "onesided", 1));
   int64_t s = x->shape()[1].value();
   Value *window = ctx.input(2);
-  if (window && (window->rank() != 1 || !window->shape()[0].isStatic() ||
-                 window->dtype() != x->dtype()))
+  if (window &&
+      (window->rank() != 1 || !window->shape()[0].isStatic() || window->dtype() != x->dtype()))
     return ctx.error("window must be a vector of static length and the signal's dtype {}, "
                      "got {}",
                      dtypeName(x->dtype()), window->type().str());
@@ -307,14 +305,13 @@ Error lowerSTFT(LoweringContext &ctx) {
     if (ct != t) {
       NNC_ASSIGN_OR_RETURN(win, ctx.emit(K::Cast, {win}, {{"to", ct}}));
     }
-    NNC_ASSIGN_OR_RETURN(win, ctx.emit(K::Reshape, {win, ctx.i64Vector({used, 1})},
-                                       {{"allowzero", intA(0)}}));
-    NNC_ASSIGN_OR_RETURN(Value * rows, ctx.emit(K::Reshape,
-                                                {w, ctx.i64Vector({used, parts * bins * 2})},
-                                                {{"allowzero", intA(0)}}));
+    NNC_ASSIGN_OR_RETURN(
+        win, ctx.emit(K::Reshape, {win, ctx.i64Vector({used, 1})}, {{"allowzero", intA(0)}}));
+    NNC_ASSIGN_OR_RETURN(Value * rows,
+                         ctx.emit(K::Reshape, {w, ctx.i64Vector({used, parts * bins * 2})},
+                                  {{"allowzero", intA(0)}}));
     NNC_ASSIGN_OR_RETURN(Value * scaled, ctx.emit(K::Mul, {rows, win}));
-    NNC_ASSIGN_OR_RETURN(w, ctx.emit(K::Reshape,
-                                     {scaled, ctx.i64Vector({used * parts, bins * 2})},
+    NNC_ASSIGN_OR_RETURN(w, ctx.emit(K::Reshape, {scaled, ctx.i64Vector({used * parts, bins * 2})},
                                      {{"allowzero", intA(0)}}));
   }
   NNC_ASSIGN_OR_RETURN(Value * y, transformAxis(ctx, framed, 2, w, bins, 2));
