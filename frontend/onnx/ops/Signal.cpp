@@ -213,8 +213,10 @@ Error lowerDFT(LoweringContext &ctx) {
   if (ctx.input(1)) {
     NNC_ASSIGN_OR_RETURN(length, scalarInput(ctx, 1, "dft_length"));
   }
-  if (length < 1)
-    return ctx.error("the DFT length is {} (signal axis of {}): it must be positive", length, n);
+  if (length < 1 || length > kMaxTwiddle)
+    return ctx.error("the DFT length is {} (signal axis of {}): it must be positive and at "
+                     "most {}",
+                     length, n, kMaxTwiddle);
   DType t = x->dtype(), ct = computeDType(t);
   if (ct != t) {
     NNC_ASSIGN_OR_RETURN(x, ctx.emit(K::Cast, {x}, {{"to", ct}}));
