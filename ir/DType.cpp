@@ -62,4 +62,20 @@ int subByteWidth(DType t) {
   return t == DType::I4 || t == DType::U4 ? 4 : (t == DType::I2 || t == DType::U2 ? 2 : 0);
 }
 
+int dtypeBits(DType t) {
+  if (t == DType::F4E2M1)
+    return 4;
+  int sub = subByteWidth(t);
+  return sub ? sub : 8 * static_cast<int>(dtypeSize(t));
+}
+
+DType bitsType(DType t) {
+  switch (dtypeSize(t)) {
+  case 2: return DType::U16;
+  case 4: return DType::U32;
+  case 8: return DType::U64;
+  default: return DType::U8;
+  }
+}
+
 } // namespace nnc

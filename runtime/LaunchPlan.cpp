@@ -523,9 +523,9 @@ Expected<Slot> PlanBuilder::bindParameter(const LoweringUnit &unit, const kir::K
     std::optional<int64_t> count = dynamicOutput_.count(v)
                                        ? std::optional<int64_t>(b.numElements)
                                        : checkedNumElements(*staticExtents(v->shape()));
-    // Kernels that only move storage-only values (f8, i4, ...) see them as u8 bytes.
-    bool sameType =
-        b.dtype == v->dtype() || (isStorageOnly(v->dtype()) && b.dtype == DType::U8);
+    // Kernels that only move values may see them as the unsigned integers of their size
+    // (bitsType): storage-only values (f8, i4, ...) as u8 bytes, bitcast's both sides.
+    bool sameType = b.dtype == v->dtype() || b.dtype == bitsType(v->dtype());
     if (!sameType || !count || b.numElements != *count)
       return n->error("kernel '{}': parameter '{}' is {} x {} but %{} is {}", k.name, b.name,
                       dtypeName(b.dtype), b.numElements, v->name(), v->type().str());

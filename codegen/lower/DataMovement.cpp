@@ -1,7 +1,7 @@
-// Lowerers of the shape and data-movement ops: copies (reshape and friends), permutations
-// (transpose, depth/space), broadcasts, concat/split, slice, pad, tile and the generators
-// (range, constant_of_shape, one_hot, eye_like, trilu, nonzero). Gathers and scatters, whose
-// indices are data, are in Indexing.cpp.
+// Lowerers of the shape and data-movement ops: copies (reshape and friends, bitcast),
+// permutations (transpose, depth/space), broadcasts, concat/split, slice, pad, tile and the
+// generators (range, constant_of_shape, one_hot, eye_like, trilu, nonzero). Gathers and
+// scatters, whose indices are data, are in Indexing.cpp.
 //
 // Runtime slice starts and pads are read like the interpreter reads them (negative values
 // count from the back) and clamped as it clamps them, so no access ever leaves its buffer.
@@ -64,6 +64,33 @@ Kernels lowerCopy(const Node &node, const std::string &prefix) {
   Stmt body = b.loopNest(
       n, [&](const Idx &i) { return b.store(out, i[0], b.load(in, i[0])); }, &loops);
   return std::vector<kir::Kernel>{b.finish(body, defaultSchedule(loops, n))};
+}
+
+/// bitcast: the operand's bytes copied, both buffers seen as the unsigned integer of the
+/// element size (bitsType); a bool result from another dtype holds min(bits, 1). Where no
+/// graph output is in between, the runtime binds the result to the operand's storage instead
+/// (isStorageView).
+Kernels lowerBitCast(const Node &node, const std::string &prefix) {
+  KernelBuilder b(node, prefix);
+  DType from = node.operand(0)->dtype(), to = node.result(0)->dtype(), bits = bitsType(to);
+  int64_t n = numElementsOf(extentsOf(node.result(0)));
+  if (bitsType(from) != bits || n != numElementsOf(extentsOf(node.operand(0))))
+    return node.error("cannot reinterpret {} as {}", node.operand(0)->type().str(),
+                      node.result(0)->type().str());
+  int in = b.declare({"in0", bits, n, kir::BufferRole::Operand, 0, /*written=*/false});
+  int out = b.declare({"out0", bits, n, kir::BufferRole::Result, 0, /*written=*/true});
+  bool toBool = to == DType::Bool && from != DType::Bool;
+  std::vector<std::string> loops;
+  Stmt body = b.loopNest(
+      {n},
+      [&](const Idx &i) {
+        Expr v = b.load(in, i[0]);
+        if (toBool)
+          v = kir::op(OpKind::Min, {v, kir::intImm(1, bits)});
+        return b.store(out, i[0], v);
+      },
+      &loops);
+  return std::vector<kir::Kernel>{b.finish(body, defaultSchedule(loops, {n}))};
 }
 
 } // namespace
@@ -692,6 +719,7 @@ void registerDataMovementLowerers(LowererTable &t) {
   t[OpKind::ShapeOf] = lowerShapeOf;
   for (OpKind k : kCopyOps)
     t[k] = lowerCopy;
+  t[OpKind::BitCast] = lowerBitCast;
   t[OpKind::Transpose] = lowerTranspose;
   t[OpKind::Expand] = lowerExpand;
   t[OpKind::Concat] = lowerConcat;

@@ -230,8 +230,11 @@ Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &pr
     m.push_back(kir::decl(li, DType::I64, lo));
     m.push_back(kir::decl(ri, DType::I64, mid));
     std::vector<Stmt> step;
-    Expr lb = bind(step, "lb", DType::I64, kb.load(order, kir::min(liE, i64(nbox - 1))));
-    Expr rb = bind(step, "rb", DType::I64, kb.load(order, kir::min(riE, i64(nbox - 1))));
+    // A run that is used up reads position hi - 1 instead: entries from `left` on were never
+    // written, and a box index read there would address the scores out of bounds.
+    Expr last = kir::sub(hi, i64(1));
+    Expr lb = bind(step, "lb", DType::I64, kb.load(order, kir::min(liE, last)));
+    Expr rb = bind(step, "rb", DType::I64, kb.load(order, kir::min(riE, last)));
     Expr takeRight =
         bind(step, "tr", DType::Bool,
              kir::land(kir::lt(riE, hi), bor(kir::ge(liE, mid), greaterNaN(score(rb), score(lb)))));

@@ -36,12 +36,16 @@ bool lowersDataDependentResults(const Node &node) {
 }
 
 bool isStorageView(const Node &node) {
-  if (!lower::isCopyOp(node.kind()) || node.numResults() != 1 || !node.operand(0))
+  bool bitcast = node.kind() == OpKind::BitCast;
+  if ((!lower::isCopyOp(node.kind()) && !bitcast) || node.numResults() != 1 || !node.operand(0))
     return false;
   const Value *in = node.operand(0), *out = node.result(0);
   std::optional<Extents> ie = staticExtents(in->shape()), oe = staticExtents(out->shape());
-  return in->dtype() == out->dtype() && ie && oe && lower::numElementsOf(*ie) ==
-                                                      lower::numElementsOf(*oe);
+  // A bitcast keeps the bytes, but for a bool result of other bytes (made 0 or 1).
+  bool sameBytes =
+      in->dtype() == out->dtype() ||
+      (bitcast && dtypeSize(in->dtype()) == dtypeSize(out->dtype()) && out->dtype() != DType::Bool);
+  return sameBytes && ie && oe && lower::numElementsOf(*ie) == lower::numElementsOf(*oe);
 }
 
 bool canLowerNode(const Node &node) {

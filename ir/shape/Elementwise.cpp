@@ -1,4 +1,4 @@
-// Shape rules of elementwise ops, constant, cast, quantize and dequantize.
+// Shape rules of elementwise ops, constant, cast, bitcast, quantize and dequantize.
 #include "ShapeRules.h"
 
 #include "nnc/ir/Quantize.h"
@@ -45,6 +45,14 @@ Expected<std::vector<TensorType>> inferConstant(const Node &node) {
 
 Expected<std::vector<TensorType>> inferCast(const Node &node) {
   return std::vector<TensorType>{TensorType(node.getDType("to"), node.operand(0)->shape())};
+}
+
+Expected<std::vector<TensorType>> inferBitCast(const Node &node) {
+  DType from = node.operand(0)->dtype(), to = node.getDType("to");
+  if (dtypeBits(from) != dtypeBits(to))
+    return node.error("cannot reinterpret {} ({} bits) as {} ({} bits): the bit widths differ",
+                      dtypeName(from), dtypeBits(from), dtypeName(to), dtypeBits(to));
+  return std::vector<TensorType>{TensorType(to, node.operand(0)->shape())};
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// Shape rules of the linear-algebra and neural-network ops: matmul, einsum, conv,
+// Shape rules of the linear-algebra and neural-network ops: matmul, det, einsum, conv,
 // conv_transpose, pools, lrn and resize.
 #include "ShapeRules.h"
 
@@ -215,6 +215,18 @@ Types inferMatMul(const Node &node) {
   }
   NNC_ASSIGN_OR_RETURN(Shape out, matmulShape(node, a, b, as, bs));
   return std::vector<TensorType>{TensorType(a->dtype(), out)};
+}
+
+Types inferDet(const Node &node) {
+  NNC_TRY(requireOperands(node, 1));
+  const Value *x = node.operand(0);
+  if (!isFloat(x->dtype()))
+    return node.error("expects a float dtype, got {}", dtypeName(x->dtype()));
+  const Shape &s = x->shape();
+  // Two symbolic dims may be equal at run time, but only the same dim is known square.
+  if (s.size() < 2 || !(s[s.size() - 1] == s[s.size() - 2]))
+    return node.error("needs a batch of square matrices [..., M, M], got {}", x->type().str());
+  return std::vector<TensorType>{TensorType(x->dtype(), Shape(s.begin(), s.end() - 2))};
 }
 
 Types inferEinsum(const Node &node) {

@@ -1,6 +1,6 @@
 // Interpreter kernels of cast (every dtype to every dtype, ONNX Cast semantics: ScalarOps.h's
-// castNumber), quantize, dequantize (ONNX QuantizeLinear / DequantizeLinear as the reference
-// computes them) and constant.
+// castNumber), bitcast (the bytes reinterpreted), quantize, dequantize (ONNX QuantizeLinear /
+// DequantizeLinear as the reference computes them) and constant.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -279,6 +279,25 @@ Results evalDequantize(const Node &node, const Operands &ops) {
       y = d * static_cast<float>(s);
     }
     writeElement(out, static_cast<int64_t>(i), floatNumber(DType::F64, y), CastOptions{});
+  }
+  return std::vector<Tensor>{std::move(out)};
+}
+
+Results evalBitCast(const Node &node, const Operands &ops) {
+  const Tensor &x = ops[0];
+  DType to = node.getDType("to");
+  if (dtypeBits(x.dtype()) != dtypeBits(to))
+    return node.error("cannot reinterpret {} as {}: the bit widths differ",
+                      dtypeName(x.dtype()), dtypeName(to));
+  NNC_ASSIGN_OR_RETURN(Tensor out, Tensor::create(to, x.extents()));
+  size_t bytes = static_cast<size_t>(x.numElements()) * dtypeSize(to);
+  if (bytes)
+    std::memcpy(out.rawData(), x.rawData(), bytes);
+  // A bool holds 0 or 1: other bytes are true.
+  if (to == DType::Bool && x.dtype() != DType::Bool) {
+    uint8_t *p = static_cast<uint8_t *>(out.rawData());
+    for (size_t i = 0; i < bytes; ++i)
+      p[i] = p[i] != 0;
   }
   return std::vector<Tensor>{std::move(out)};
 }

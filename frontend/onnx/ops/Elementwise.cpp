@@ -475,6 +475,20 @@ Error lowerCast(C &c) {
   return c.setOutput(0, y);
 }
 
+/// BitCast-26: the input's bits as dtype `to`, of the same bit width (the shape rule's check).
+Error lowerBitCast(C &c) {
+  NNC_TRY(checkInputs(c, 1, 1));
+  NNC_ASSIGN_OR_RETURN(Value * x, req(c, 0));
+  if (!c.hasAttr("to"))
+    return c.error("missing attribute 'to'");
+  NNC_ASSIGN_OR_RETURN(int64_t code, c.intAttr("to", 0));
+  std::optional<DType> to = dtypeFromOnnx(static_cast<int>(code));
+  if (!to)
+    return c.error("unsupported target type {} (attribute 'to')", code);
+  NNC_ASSIGN_OR_RETURN(Value * y, c.emit(K::BitCast, {x}, {{"to", *to}}));
+  return c.setOutput(0, y);
+}
+
 Error lowerCastLike(C &c) {
   NNC_TRY(checkInputs(c, 2, 2));
   NNC_ASSIGN_OR_RETURN(Value * x, req(c, 0));
@@ -741,6 +755,7 @@ void registerElementwiseLowerings(LoweringTable &t) {
   t["Gelu"] = OpLowering{{"approximate"}, lowerGelu};
   t["Cast"] = OpLowering{{"to", "saturate", "round_mode"}, lowerCast};
   t["CastLike"] = OpLowering{{"saturate", "round_mode"}, lowerCastLike};
+  t["BitCast"] = OpLowering{{"to"}, lowerBitCast};
   t["Dropout"] = OpLowering{{"ratio", "seed", "is_test", "consumed_inputs"}, lowerDropout};
   t["Size"] = OpLowering{{}, lowerSize};
 }

@@ -1,4 +1,5 @@
-// ONNX lowerings of the shape, data-movement, gather/scatter and tensor-creation operators.
+// ONNX lowerings of the shape, data-movement, gather/scatter and tensor-creation operators, and
+// Det.
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -586,6 +587,11 @@ Error lowerTrilu(LoweringContext &ctx) {
   return single(ctx, ctx.emit(OpKind::Trilu, ops, {{"upper", intA(upper)}}));
 }
 
+Error lowerDet(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
+  return single(ctx, ctx.emit(OpKind::Det, {x}));
+}
+
 Error lowerNonZero(LoweringContext &ctx) {
   NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
   return single(ctx, ctx.emit(OpKind::NonZero, {x}));
@@ -681,6 +687,7 @@ void registerTensorLowerings(LoweringTable &t) {
   t["OneHot"] = {{"axis"}, lowerOneHot};
   t["EyeLike"] = {{"dtype", "k"}, lowerEyeLike};
   t["Trilu"] = {{"upper"}, lowerTrilu};
+  t["Det"] = {{}, lowerDet};
   t["NonZero"] = {{}, lowerNonZero};
   t["Compress"] = {{"axis"}, lowerCompress};
   t["DepthToSpace"] = {{"blocksize", "mode"}, lowerDepthToSpace};

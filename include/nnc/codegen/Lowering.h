@@ -28,8 +28,8 @@ Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string
 bool lowersDataDependentResults(const Node &node);
 
 /// True when the node's result holds exactly operand 0's bytes (reshape, flatten, squeeze,
-/// unsqueeze with static shapes): lowerNode gives a copy kernel, but an executable may bind
-/// the result to the operand's storage and launch nothing.
+/// unsqueeze with static shapes; bitcast but to bool): lowerNode gives a copy kernel, but an
+/// executable may bind the result to the operand's storage and launch nothing.
 bool isStorageView(const Node &node);
 
 /// True when lowerNode supports this node (for `nnc check --target cpu` and statistics).

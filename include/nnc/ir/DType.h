@@ -67,5 +67,11 @@ inline bool isNumeric(DType t) { return isFloat(t) || isInteger(t); }
 DType storageCanonical(DType t);
 /// The bits of a sub-byte integer (4 for i4/u4, 2 for i2/u2), else 0.
 int subByteWidth(DType t);
+/// The bits of one value: 4 for i4, u4 and f4e2m1, 2 for i2 and u2, else 8 * dtypeSize (bool
+/// 8), which is ONNX BitCast's bit width.
+int dtypeBits(DType t);
+/// The unsigned integer dtype of t's size in memory (u8 for the one-byte and sub-byte types):
+/// what a kernel that only moves t's bytes may see them as.
+DType bitsType(DType t);
 
 } // namespace nnc
