@@ -354,6 +354,7 @@ void registerNNLowerers(LowererTable &t) {
   registerPoolLowerers(t);
   registerGridSampleLowerer(t);
   registerDetectionLowerers(t);
+  registerLinearAttentionLowerer(t);
 }
 
 } // namespace nnc::lower

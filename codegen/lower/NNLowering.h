@@ -37,6 +37,8 @@ void registerResizeLowerer(LowererTable &t);
 /// grid_sample (GridSample.cpp); roi_align and non_max_suppression (Detection.cpp).
 void registerGridSampleLowerer(LowererTable &t);
 void registerDetectionLowerers(LowererTable &t);
+/// linear_attention (LinearAttention.cpp).
+void registerLinearAttentionLowerer(LowererTable &t);
 
 /// Element strides, along each of a matmul's `nb` output batch dims, of an operand whose batch
 /// extents are `in` (right-aligned numpy broadcasting: a broadcast dim has stride 0) and whose

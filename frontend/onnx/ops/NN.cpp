@@ -14,6 +14,8 @@ namespace nnc::onnxfe {
 void registerNormalizationLowerings(LoweringTable &t);
 void registerVisionLowerings(LoweringTable &t);
 void registerComposedLowerings(LoweringTable &t);
+void registerLinearAttentionLowerings(LoweringTable &t);
+void registerFlexAttentionLowerings(LoweringTable &t);
 
 namespace {
 
@@ -922,6 +924,8 @@ void registerNNLowerings(LoweringTable &t) {
   registerNormalizationLowerings(t);
   registerVisionLowerings(t);
   registerComposedLowerings(t);
+  registerLinearAttentionLowerings(t);
+  registerFlexAttentionLowerings(t);
 }
 
 } // namespace nnc::onnxfe
