@@ -70,6 +70,13 @@ Error lowerFlexAttention(LoweringContext &ctx) {
                      q->type().str(), k->type().str());
   if (hkv.value() <= 0 || hq.value() % hkv.value() != 0)
     return ctx.error("Q's {} heads are not a multiple of K's {}", hq.value(), hkv.value());
+  auto differ = [](const Dim &a, const Dim &b) {
+    return a.isStatic() && b.isStatic() && a.value() != b.value();
+  };
+  if (differ(k->shape()[1], v->shape()[1]) || differ(k->shape()[2], v->shape()[2]) ||
+      differ(q->shape()[3], k->shape()[3]))
+    return ctx.error("K {} and V {} must share heads and length, and Q {} and K the head size",
+                     k->type().str(), v->type().str(), q->type().str());
   DType t = q->dtype();
   DType sp = t == DType::F64 ? DType::F64 : DType::F32;
   if (ctx.hasAttr("softmax_precision")) {
