@@ -105,18 +105,20 @@ Expected<Kernels> lowerLinearAttention(const Node &node, const std::string &pref
     return kb.store(sb, stateAt(d),
                     kir::add(load(sb, stateAt(d)), kir::mul(load(kbuf, keyAt(d)), v)));
   }));
-  for (int64_t j = 0; j < group; ++j) {
-    Expr hq = kir::add(kir::mul(h, i64(group)), i64(j));
-    Expr qRow = kir::add(kir::mul(row, i64(qHeads)), hq);
-    std::string acc = kb.freshName("acc");
-    step.push_back(kir::decl(acc, ct, nnl::fc(0, ct)));
-    step.push_back(overD([&](const Expr &d) {
-      Expr qd = load(qb, kir::add(kir::mul(qRow, i64(dk)), d));
-      return kir::accumulate(acc, kir::add(kir::var(acc, ct), kir::mul(qd, load(sb, stateAt(d)))));
-    }));
-    Expr y = kir::mul(nnl::fc(scale, ct), kir::var(acc, ct));
-    step.push_back(kb.store(ob, kir::add(kir::mul(qRow, i64(dv)), m), composite::narrow(y, t)));
-  }
+  // The query heads of this kv head (a loop of one statement per head; none for one).
+  std::string jn = group > 1 ? kb.freshName("j") : "";
+  Expr hq = kir::add(kir::mul(h, i64(group)), group > 1 ? kir::var(jn) : i64(0));
+  Expr qRow = kir::add(kir::mul(row, i64(qHeads)), hq);
+  std::string acc = kb.freshName("acc");
+  std::vector<Stmt> read;
+  read.push_back(kir::decl(acc, ct, nnl::fc(0, ct)));
+  read.push_back(overD([&](const Expr &d) {
+    Expr qd = load(qb, kir::add(kir::mul(qRow, i64(dk)), d));
+    return kir::accumulate(acc, kir::add(kir::var(acc, ct), kir::mul(qd, load(sb, stateAt(d)))));
+  }));
+  Expr y = kir::mul(nnl::fc(scale, ct), kir::var(acc, ct));
+  read.push_back(kb.store(ob, kir::add(kir::mul(qRow, i64(dv)), m), composite::narrow(y, t)));
+  step.push_back(group > 1 ? kir::forLoop(jn, i64(group), kir::block(read)) : kir::block(read));
   body.push_back(kir::forLoop(tn, i64(steps), kir::block(step)));
   if (!inPlace)
     body.push_back(overD([&](const Expr &d) {
