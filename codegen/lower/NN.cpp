@@ -355,6 +355,7 @@ void registerNNLowerers(LowererTable &t) {
   registerGridSampleLowerer(t);
   registerDetectionLowerers(t);
   registerDetLowerer(t);
+  registerLinearAttentionLowerer(t);
 }
 
 } // namespace nnc::lower

@@ -39,6 +39,8 @@ void registerGridSampleLowerer(LowererTable &t);
 void registerDetectionLowerers(LowererTable &t);
 /// det (Det.cpp).
 void registerDetLowerer(LowererTable &t);
+/// linear_attention (LinearAttention.cpp).
+void registerLinearAttentionLowerer(LowererTable &t);
 
 /// Element strides, along each of a matmul's `nb` output batch dims, of an operand whose batch
 /// extents are `in` (right-aligned numpy broadcasting: a broadcast dim has stride 0) and whose

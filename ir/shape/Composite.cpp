@@ -1,4 +1,5 @@
-// Shape rules of the composite ops: softmax family, normalizations, attention, rotary embedding.
+// Shape rules of the composite ops: softmax family, normalizations, attention, linear attention,
+// rotary embedding.
 #include "ShapeRules.h"
 
 #include <cmath>
@@ -312,6 +313,73 @@ Expected<Types> inferAttention(const Node &node) {
   return Types{TensorType(q->dtype(), y), TensorType(k->dtype(), {batch, kvHeads, total, headSize}),
                TensorType(v->dtype(), {batch, kvHeads, total, vHeadSize}),
                TensorType(q->dtype(), {batch, qHeads, qLen, total})};
+}
+
+Expected<Types> inferLinearAttention(const Node &node) {
+  Graph &g = *node.graph();
+  NNC_ASSIGN_OR_RETURN(Value * q, floatOperand(node, 0, "query"));
+  NNC_ASSIGN_OR_RETURN(Value * k, floatOperand(node, 1, "key"));
+  NNC_ASSIGN_OR_RETURN(Value * v, floatOperand(node, 2, "value"));
+  NNC_ASSIGN_OR_RETURN(Value * past, optionalFloatOperand(node, 3, "past_state"));
+  NNC_ASSIGN_OR_RETURN(Value * decay, optionalFloatOperand(node, 4, "decay"));
+  NNC_ASSIGN_OR_RETURN(Value * beta, optionalFloatOperand(node, 5, "beta"));
+  const std::string &rule = node.getString("update_rule");
+  if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta")
+    return node.error("unknown update_rule '{}' (linear, gated, delta or gated_delta)", rule);
+  bool gating = rule == "gated" || rule == "gated_delta";
+  bool delta = rule == "delta" || rule == "gated_delta";
+  if (gating != (decay != nullptr))
+    return node.error("update_rule '{}' {} the decay input", rule, gating ? "needs" : "takes no");
+  if (delta != (beta != nullptr))
+    return node.error("update_rule '{}' {} the beta input", rule, delta ? "needs" : "takes no");
+  int64_t qh = node.getInt("q_num_heads"), kvh = node.getInt("kv_num_heads");
+  if (qh <= 0 || kvh <= 0 || qh % kvh != 0)
+    return node.error("q_num_heads ({}) must be a positive multiple of kv_num_heads ({})", qh, kvh);
+  if (node.hasAttr("scale") && !std::isfinite(node.getFloat("scale")))
+    return node.error("scale must be finite");
+  for (const Value *t : {k, v, decay, beta})
+    if (t && t->dtype() != q->dtype())
+      return node.error("query, key, value, decay and beta must have one dtype, got {} and {}",
+                        dtypeName(q->dtype()), dtypeName(t->dtype()));
+  for (const Value *t : {q, k, v, decay, beta})
+    if (t && t->rank() != 3)
+      return node.error("query, key, value, decay and beta must be [B, T, heads * size], got {}",
+                        t->type().str());
+  const Shape &qs = q->shape(), &ks = k->shape(), &vs = v->shape();
+  for (const Value *t : {k, v, decay, beta}) {
+    if (!t)
+      continue;
+    NNC_TRY(checkSameDim(node, qs[0], t->shape()[0], "batch sizes differ"));
+    NNC_TRY(checkSameDim(node, qs[1], t->shape()[1], "sequence lengths differ"));
+  }
+  NNC_ASSIGN_OR_RETURN(Dim dk, divDim(node, qs[2], qh, "query hidden"));
+  NNC_ASSIGN_OR_RETURN(Dim kdk, divDim(node, ks[2], kvh, "key hidden"));
+  NNC_TRY(checkSameDim(node, dk, kdk, "query and key head sizes differ"));
+  NNC_ASSIGN_OR_RETURN(Dim dv, divDim(node, vs[2], kvh, "value hidden"));
+  if (decay) {
+    const Dim &last = decay->shape()[2];
+    if (last.isStatic() && last.value() != kvh &&
+        !(dk.isStatic() && last.value() == kvh * dk.value()))
+      return node.error("decay's last dim {} must be kv_num_heads ({}) or kv_num_heads * d_k",
+                        last.value(), kvh);
+  }
+  if (beta) {
+    const Dim &last = beta->shape()[2];
+    if (last.isStatic() && last.value() != kvh && last.value() != 1)
+      return node.error("beta's last dim {} must be kv_num_heads ({}) or 1", last.value(), kvh);
+  }
+  Shape state{qs[0], Dim(kvh), dk, dv};
+  if (past) {
+    if (past->rank() != 4)
+      return node.error("past_state must be [B, kv_num_heads, d_k, d_v], got {}",
+                        past->type().str());
+    const char *what[] = {"past_state batch size differs", "past_state head count differs",
+                          "past_state d_k differs", "past_state d_v differs"};
+    for (size_t d = 0; d < 4; ++d)
+      NNC_TRY(checkSameDim(node, past->shape()[d], state[d], what[d]));
+  }
+  return Types{TensorType(q->dtype(), {qs[0], qs[1], mulDim(Dim(qh), dv, g)}),
+               TensorType(past ? past->dtype() : q->dtype(), state)};
 }
 
 Expected<Types> inferRotaryEmbedding(const Node &node) {

@@ -1,10 +1,12 @@
 // ONNX lowerings of operators that are a few existing IR ops each: ReverseSequence (a
 // gather_elements along the time axis with indices built from the lengths), Col2Im (a
-// scatter-add of the columns into the padded image, then a crop) and the DFT windows
+// scatter-add of the columns into the padded image, then a crop), the DFT windows
 // HannWindow, HammingWindow and BlackmanWindow (cosines of a range), MelWeightMatrix (a
-// constant of its constant inputs) and TensorScatter (a scatter_elements along the sequence
-// axis with indices built from the write positions).
+// constant of its constant inputs), TensorScatter (a scatter_elements along the sequence
+// axis with indices built from the write positions) and CausalConvWithState (a concat, a
+// depthwise conv, a slice).
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -361,6 +363,68 @@ Error lowerTensorScatter(LoweringContext &ctx) {
                                            {{"axis", Attribute(axis)},
                                             {"reduction", Attribute(std::string("none"))}}));
   return ctx.setOutput(0, y);
+/// CausalConvWithState-27: padded = concat(past_state or zeros [B, C, k - 1], input) along
+/// time; output = the depthwise conv (group C, no pads) of padded with weight [C, 1, k] and
+/// bias, then x * sigmoid(x) for activation silu/swish; present_state = the last k - 1 steps
+/// of padded (empty for k = 1: a slice from past the end).
+Error lowerCausalConvWithState(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "input"));
+  NNC_ASSIGN_OR_RETURN(Value * w, ctx.requiredInput(1, "weight"));
+  Value *bias = ctx.input(2), *past = ctx.input(3);
+  NNC_ASSIGN_OR_RETURN(std::string act, ctx.stringAttr("activation", "none"));
+  if (act != "none" && act != "silu" && act != "swish")
+    return ctx.error("unknown activation '{}' (none, silu or swish)", act);
+  if (!isFloat(x->dtype()) || x->rank() != 3)
+    return ctx.error("input must be a float [batch, channels, length], got {}", x->type().str());
+  if (w->rank() != 3 || !w->shape()[0].isStatic() || !w->shape()[2].isStatic())
+    return ctx.error("weight must be [channels, 1, k] with static channels and k, got {}",
+                     w->type().str());
+  int64_t c = w->shape()[0].value(), k = w->shape()[2].value();
+  const Dim &xc = x->shape()[1];
+  if (k < 1 || (xc.isStatic() && xc.value() != c) ||
+      (w->shape()[1].isStatic() && w->shape()[1].value() != 1))
+    return ctx.error("weight {} is not [channels, 1, k >= 1] for input {}", w->type().str(),
+                     x->type().str());
+  Attribute time(int64_t(2));
+  Value *padded = x;
+  if (past) {
+    if (past->rank() != 3)
+      return ctx.error("past_state must be [batch, channels, k - 1], got {}", past->type().str());
+    const Dim &pl = past->shape()[2];
+    if (pl.isStatic() && pl.value() != k - 1)
+      return ctx.error("past_state {} must hold k - 1 = {} steps", past->type().str(), k - 1);
+    NNC_ASSIGN_OR_RETURN(padded, ctx.emit(K::Concat, {past, x}, {{"axis", time}}));
+  } else if (k > 1) {
+    NNC_ASSIGN_OR_RETURN(Value * shape, ctx.emit(K::ShapeOf, {x}));
+    NNC_ASSIGN_OR_RETURN(Value * bc,
+                         ctx.emit(K::Slice, {shape, ctx.i64Vector({0}), ctx.i64Vector({2})}));
+    NNC_ASSIGN_OR_RETURN(Value * zShape, ctx.emit(K::Concat, {bc, ctx.i64Vector({k - 1})},
+                                                  {{"axis", Attribute(int64_t(0))}}));
+    NNC_ASSIGN_OR_RETURN(Value * zeros,
+                         ctx.emit(K::ConstantOfShape, {zShape},
+                                  {{"value", Attribute(Tensor::zeros(x->dtype(), {1}))}}));
+    NNC_ASSIGN_OR_RETURN(padded, ctx.emit(K::Concat, {zeros, x}, {{"axis", time}}));
+  }
+  std::vector<Value *> ops{padded, w};
+  if (bias)
+    ops.push_back(bias);
+  NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(K::Conv, ops,
+                                           {{"strides", Attribute(std::vector<int64_t>{1})},
+                                            {"pads", Attribute(std::vector<int64_t>{0, 0})},
+                                            {"dilations", Attribute(std::vector<int64_t>{1})},
+                                            {"group", Attribute(c)}}));
+  if (act != "none") {
+    NNC_ASSIGN_OR_RETURN(Value * s, ctx.emit(K::Sigmoid, {y}));
+    NNC_ASSIGN_OR_RETURN(y, ctx.emit(K::Mul, {y, s}));
+  }
+  NNC_TRY(ctx.setOutput(0, y));
+  if (!ctx.hasOutput(1))
+    return Error::success();
+  const int64_t end = std::numeric_limits<int64_t>::max();
+  NNC_ASSIGN_OR_RETURN(Value * present,
+                       ctx.emit(K::Slice, {padded, ctx.i64Vector({k > 1 ? -(k - 1) : end}),
+                                           ctx.i64Vector({end}), ctx.i64Vector({2})}));
+  return ctx.setOutput(1, present);
 }
 
 } // namespace
@@ -368,6 +432,7 @@ Error lowerTensorScatter(LoweringContext &ctx) {
 void registerComposedLowerings(LoweringTable &t) {
   t["ReverseSequence"] = {{"batch_axis", "time_axis"}, lowerReverseSequence};
   t["Col2Im"] = {{"dilations", "pads", "strides"}, lowerCol2Im};
+  t["CausalConvWithState"] = {{"activation"}, lowerCausalConvWithState};
   const std::vector<std::string> window = {"output_datatype", "periodic"};
   t["HannWindow"] = {window, [](LoweringContext &ctx) {
                        return lowerCosineWindow(ctx, {0.5, 0.5});

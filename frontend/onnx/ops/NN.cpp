@@ -15,6 +15,8 @@ void registerNormalizationLowerings(LoweringTable &t);
 void registerVisionLowerings(LoweringTable &t);
 void registerComposedLowerings(LoweringTable &t);
 void registerSignalLowerings(LoweringTable &t);
+void registerLinearAttentionLowerings(LoweringTable &t);
+void registerFlexAttentionLowerings(LoweringTable &t);
 
 namespace {
 
@@ -924,6 +926,8 @@ void registerNNLowerings(LoweringTable &t) {
   registerVisionLowerings(t);
   registerComposedLowerings(t);
   registerSignalLowerings(t);
+  registerLinearAttentionLowerings(t);
+  registerFlexAttentionLowerings(t);
 }
 
 } // namespace nnc::onnxfe
