@@ -354,6 +354,8 @@ void registerNNLowerers(LowererTable &t) {
   registerPoolLowerers(t);
   registerGridSampleLowerer(t);
   registerDetectionLowerers(t);
+  registerUniqueLowerer(t);
+  registerMLLowerers(t);
 }
 
 } // namespace nnc::lower

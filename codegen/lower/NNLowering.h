@@ -37,6 +37,9 @@ void registerResizeLowerer(LowererTable &t);
 /// grid_sample (GridSample.cpp); roi_align and non_max_suppression (Detection.cpp).
 void registerGridSampleLowerer(LowererTable &t);
 void registerDetectionLowerers(LowererTable &t);
+/// unique (Unique.cpp); tfidf_vectorizer and tree_ensemble (ML.cpp).
+void registerUniqueLowerer(LowererTable &t);
+void registerMLLowerers(LowererTable &t);
 
 /// Element strides, along each of a matmul's `nb` output batch dims, of an operand whose batch
 /// extents are `in` (right-aligned numpy broadcasting: a broadcast dim has stride 0) and whose

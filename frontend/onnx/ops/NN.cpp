@@ -14,6 +14,7 @@ namespace nnc::onnxfe {
 void registerNormalizationLowerings(LoweringTable &t);
 void registerVisionLowerings(LoweringTable &t);
 void registerComposedLowerings(LoweringTable &t);
+void registerDeformConvLowerings(LoweringTable &t);
 
 namespace {
 
@@ -922,6 +923,7 @@ void registerNNLowerings(LoweringTable &t) {
   registerNormalizationLowerings(t);
   registerVisionLowerings(t);
   registerComposedLowerings(t);
+  registerDeformConvLowerings(t);
 }
 
 } // namespace nnc::onnxfe
