@@ -178,8 +178,9 @@ Expected<Kernels> lowerTreeEnsemble(const Node &node, const std::string &prefix)
       Expr begin = kb.bind(visit, "mb", DType::I64, clampTo(field(7), numMembers + 1));
       Expr end = kb.bind(visit, "me", DType::I64, kir::min(field(8), i64(numMembers)));
       Expr mv = kir::cast(kb.load(mb, kir::add(begin, kir::var(m))), ct);
+      Expr isMember = kb.bind(visit, "ismember", DType::Bool, eq(mode, i64(6)));
       visit.push_back(kir::ifThen(
-          eq(mode, i64(6)),
+          isMember,
           kir::forLoop(m, kir::max(kir::sub(end, begin), i64(0)),
                        kir::assign(in, bor(kir::var(in, DType::Bool), eq(mv, xv))))));
       member = kir::var(in, DType::Bool);
@@ -233,14 +234,20 @@ Expected<Kernels> lowerTreeEnsemble(const Node &node, const std::string &prefix)
     body.push_back(kir::decl(sum, at, fc(0, at)));
     Expr mxE = kir::var(mx, at), sumE = kir::var(sum, at);
     each([&](const Expr &slot) {
-      Expr v = kb.load(acc, slot);
-      Expr e = kir::op(OpKind::Exp, {kir::sub(v, mxE)});
+      // The value and its exponential as locals: the store changes what a load would read.
+      std::vector<Stmt> s;
+      Expr v = kb.bind(s, "v", at, kb.load(acc, slot));
+      Expr e = kb.bind(s, "e", at, kir::op(OpKind::Exp, {kir::sub(v, mxE)}));
       Stmt soft = kir::block({kb.store(acc, slot, e), kir::assign(sum, kir::add(sumE, e))});
-      if (post == 1)
-        return soft;
-      Expr nonzero = bor(gt(v, fc(1e-7, at)), kir::lt(v, fc(-1e-7, at)));
-      return kir::ifThen(nonzero, soft,
-                         kb.store(acc, slot, kir::mul(v, kir::op(OpKind::Exp, {kir::sub(fc(0, at), mxE)}))));
+      if (post == 1) {
+        s.push_back(soft);
+        return kir::block(s);
+      }
+      Expr nonzero = kb.bind(s, "nz", DType::Bool, bor(gt(v, fc(1e-7, at)), kir::lt(v, fc(-1e-7, at))));
+      s.push_back(kir::ifThen(
+          nonzero, soft,
+          kb.store(acc, slot, kir::mul(v, kir::op(OpKind::Exp, {kir::sub(fc(0, at), mxE)})))));
+      return kir::block(s);
     });
     each([&](const Expr &slot) { return kb.store(acc, slot, kir::op(OpKind::Div, {kb.load(acc, slot), sumE})); });
   } else if (post == 2) {

@@ -63,8 +63,11 @@ Expected<Kernels> lowerUnique(const Node &node, const std::string &prefix) {
     // NaN orders after every number (greaterNaN) and equals NaN.
     step.push_back(kir::assign(c, kir::select(greaterNaN(va, vb), i64(1),
                                               kir::select(greaterNaN(vb, va), i64(-1), i64(0)))));
-    at.push_back(kir::forLoop(j, i64(slice),
-                              kir::ifThen(eq(kir::var(c), i64(0)), kir::block(step))));
+    // (Conditions are bound to locals: OpenCL C warns of `if ((a == b))`.)
+    std::vector<Stmt> iter;
+    Expr open = bind(iter, "open", DType::Bool, eq(kir::var(c), i64(0)));
+    iter.push_back(kir::ifThen(open, kir::block(step)));
+    at.push_back(kir::forLoop(j, i64(slice), kir::block(iter)));
     return kir::var(c);
   };
   {
@@ -130,7 +133,8 @@ Expected<Kernels> lowerUnique(const Node &node, const std::string &prefix) {
     body.push_back(kir::decl(next, DType::I64, i64(0)));
     std::vector<Stmt> walk;
     Expr gs = bind(walk, "gs", DType::I64, kb.load(group, kir::var(s)));
-    walk.push_back(kir::ifThen(eq(kb.load(first, gs), kir::var(s)),
+    Expr isFirst = bind(walk, "isfirst", DType::Bool, eq(kb.load(first, gs), kir::var(s)));
+    walk.push_back(kir::ifThen(isFirst,
                                kir::block({kb.store(rank, gs, kir::var(next, DType::I64)),
                                            kir::assign(next, kir::add(kir::var(next), i64(1)))})));
     body.push_back(kir::forLoop(s, i64(n), kir::block(walk)));
