@@ -59,28 +59,26 @@ Expected<Kernels> lowerTfIdfVectorizer(const Node &node, const std::string &pref
     std::vector<Stmt> look;
     std::vector<Expr> items;
     for (int64_t k = 0; k < n; ++k)
-      items.push_back(kb.bind(look, "it", DType::I64,
-                              kir::cast(kb.load(xb, kir::add(rowX, kir::add(s, kir::mul(i64(k), d)))),
-                                        DType::I64)));
+      items.push_back(kb.bind(
+          look, "it", DType::I64,
+          kir::cast(kb.load(xb, kir::add(rowX, kir::add(s, kir::mul(i64(k), d)))), DType::I64)));
     std::string found = kb.freshName("found"), g = kb.freshName("g");
     look.push_back(kir::decl(found, DType::I64, i64(-1)));
     std::vector<Expr> same;
     for (int64_t k = 0; k < n; ++k)
-      same.push_back(eq(
-          kb.load(pool, kir::add(i64(start + k), kir::mul(kir::var(g), i64(n)))), items[size_t(k)]));
+      same.push_back(eq(kb.load(pool, kir::add(i64(start + k), kir::mul(kir::var(g), i64(n)))),
+                        items[size_t(k)]));
     look.push_back(kir::forLoop(
-        g, i64(count),
-        kir::assign(found, kir::select(allOf(same), kir::var(g), kir::var(found)))));
+        g, i64(count), kir::assign(found, kir::select(allOf(same), kir::var(g), kir::var(found)))));
     std::vector<Stmt> hit;
-    Expr col = kb.bind(hit, "col", DType::I64,
-                       kb.load(cols, kir::add(i64(id0), kir::var(found))));
+    Expr col = kb.bind(hit, "col", DType::I64, kb.load(cols, kir::add(i64(id0), kir::var(found))));
     Expr inside = kb.bind(hit, "in", DType::Bool, inRange(col, 0, size));
     kir::RuntimeCheck check{node.describe() + ": ngram_indexes holds the column ",
                             fmt::format(", outside the {} output columns", size)};
     hit.push_back(kb.check(bnot(inside), col, std::move(check)));
     Expr at = kir::add(rowY, col);
-    hit.push_back(kir::ifThen(inside, kb.store(yb, at, kir::add(kb.load(yb, at),
-                                                                fc(1, DType::F32)))));
+    hit.push_back(
+        kir::ifThen(inside, kb.store(yb, at, kir::add(kb.load(yb, at), fc(1, DType::F32)))));
     look.push_back(kir::ifThen(kir::ge(kir::var(found), i64(0)), kir::block(hit)));
     perStart.push_back(kir::ifThen(fits, kir::block(look)));
   }
@@ -96,9 +94,9 @@ Expected<Kernels> lowerTfIdfVectorizer(const Node &node, const std::string &pref
     body.push_back(kir::forLoop(i, i64(size), kb.store(yb, at, v)));
   }
   Kernels kernels;
-  kernels.push_back(kb.finish(outer.wrap(kir::block(body)),
-                              parallelOuter(outer, rows * (skip + 1) * c * std::max<int64_t>(
-                                                                             poolSize, 1))));
+  kernels.push_back(
+      kb.finish(outer.wrap(kir::block(body)),
+                parallelOuter(outer, rows * (skip + 1) * c * std::max<int64_t>(poolSize, 1))));
   return kernels;
 }
 
@@ -110,8 +108,9 @@ Expr erfInv(KernelBuilder &kb, std::vector<Stmt> &at, const Expr &x, DType t) {
   Expr lg = kb.bind(at, "lg", t, kir::op(OpKind::Log, {y}));
   Expr v = kb.bind(at, "v", t, kir::add(k(2 / (3.14159 * 0.147)), kir::mul(k(0.5), lg)));
   Expr v2 = kb.bind(at, "v2", t, kir::mul(k(1 / 0.147), lg));
-  Expr v3 = kb.bind(at, "v3", t,
-                    kir::add(kir::sub(k(0), v), kir::op(OpKind::Sqrt, {kir::sub(kir::mul(v, v), v2)})));
+  Expr v3 =
+      kb.bind(at, "v3", t,
+              kir::add(kir::sub(k(0), v), kir::op(OpKind::Sqrt, {kir::sub(kir::mul(v, v), v2)})));
   return kir::mul(sgn, kir::op(OpKind::Sqrt, {kir::sub(v3, v)}));
 }
 
@@ -122,8 +121,8 @@ Expected<Kernels> lowerTreeEnsemble(const Node &node, const std::string &prefix)
   int64_t numNodes = extentsOf(node.operand(1))[0];
   int64_t numLeaves = numElementsOf(extentsOf(node.operand(3)));
   int64_t numTrees = numElementsOf(extentsOf(node.operand(5)));
-  bool hasMembers = node.numOperands() > 6 && node.operand(6) &&
-                    numElementsOf(extentsOf(node.operand(6))) > 0;
+  bool hasMembers =
+      node.numOperands() > 6 && node.operand(6) && numElementsOf(extentsOf(node.operand(6))) > 0;
   int64_t agg = node.getInt("aggregate_function"), post = node.getInt("post_transform");
   int64_t targets = node.getInt("n_targets"), depth = node.getInt("depth");
   if (rows == 0)
@@ -139,14 +138,15 @@ Expected<Kernels> lowerTreeEnsemble(const Node &node, const std::string &prefix)
   Expr r = outer.add(kb, rows, "r");
   Expr rowAcc = kir::mul(r, i64(targets));
   std::vector<Stmt> body;
-  double tMax = t == DType::F64 ? 1.7976931348623157e308
+  double tMax = t == DType::F64   ? 1.7976931348623157e308
                 : t == DType::F32 ? 3.4028234663852886e38
                 : t == DType::F16 ? 65504.0
                                   : 3.3895313892515355e38;
   Expr init = fc(agg == 2 ? tMax : agg == 3 ? -tMax : 0.0, at);
   {
     std::string k = kb.freshName("k");
-    body.push_back(kir::forLoop(k, i64(targets), kb.store(acc, kir::add(rowAcc, kir::var(k)), init)));
+    body.push_back(
+        kir::forLoop(k, i64(targets), kb.store(acc, kir::add(rowAcc, kir::var(k)), init)));
   }
   auto clampTo = [](const Expr &e, int64_t n) { return kir::min(kir::max(e, i64(0)), i64(n - 1)); };
   std::string tv = kb.freshName("tree");
@@ -180,9 +180,8 @@ Expected<Kernels> lowerTreeEnsemble(const Node &node, const std::string &prefix)
       Expr mv = kir::cast(kb.load(mb, kir::add(begin, kir::var(m))), ct);
       Expr isMember = kb.bind(visit, "ismember", DType::Bool, eq(mode, i64(6)));
       visit.push_back(kir::ifThen(
-          isMember,
-          kir::forLoop(m, kir::max(kir::sub(end, begin), i64(0)),
-                       kir::assign(in, bor(kir::var(in, DType::Bool), eq(mv, xv))))));
+          isMember, kir::forLoop(m, kir::max(kir::sub(end, begin), i64(0)),
+                                 kir::assign(in, bor(kir::var(in, DType::Bool), eq(mv, xv))))));
       member = kir::var(in, DType::Bool);
     }
     Expr cond = kir::select(
@@ -200,16 +199,15 @@ Expected<Kernels> lowerTreeEnsemble(const Node &node, const std::string &prefix)
                           bnot(eq(kir::select(goTrue, field(3), field(5)), i64(0))));
     visit.push_back(kir::assign(leaf, kir::select(isLeaf, next, i64(-1))));
     visit.push_back(kir::assign(cur, next));
-    tree.push_back(kir::forLoop(step, i64(depth), kir::ifThen(kir::lt(leafE, i64(0)),
-                                                              kir::block(visit))));
+    tree.push_back(
+        kir::forLoop(step, i64(depth), kir::ifThen(kir::lt(leafE, i64(0)), kir::block(visit))));
   }
   {
     // The leaf's weight into its target's accumulator.
     std::vector<Stmt> add;
     Expr lf = kb.bind(add, "lf", DType::I64, clampTo(leafE, std::max<int64_t>(numLeaves, 1)));
     Expr w = kb.bind(add, "w", at, kir::cast(kb.load(leafWeights, lf), at));
-    Expr target = kb.bind(add, "tg", DType::I64,
-                          clampTo(kb.load(leafTargets, lf), targets));
+    Expr target = kb.bind(add, "tg", DType::I64, clampTo(kb.load(leafTargets, lf), targets));
     Expr slot = kir::add(rowAcc, target);
     Expr old = kb.load(acc, slot);
     Expr v = agg == 0   ? kir::add(old, kir::op(OpKind::Div, {w, fc(double(numTrees), at)}))
@@ -230,7 +228,9 @@ Expected<Kernels> lowerTreeEnsemble(const Node &node, const std::string &prefix)
   if (post == 1 || post == 3) {
     std::string mx = kb.freshName("mx"), sum = kb.freshName("sum");
     body.push_back(kir::decl(mx, at, kb.load(acc, rowAcc)));
-    each([&](const Expr &slot) { return kir::assign(mx, kir::max(kir::var(mx, at), kb.load(acc, slot))); });
+    each([&](const Expr &slot) {
+      return kir::assign(mx, kir::max(kir::var(mx, at), kb.load(acc, slot)));
+    });
     body.push_back(kir::decl(sum, at, fc(0, at)));
     Expr mxE = kir::var(mx, at), sumE = kir::var(sum, at);
     each([&](const Expr &slot) {
@@ -243,18 +243,23 @@ Expected<Kernels> lowerTreeEnsemble(const Node &node, const std::string &prefix)
         s.push_back(soft);
         return kir::block(s);
       }
-      Expr nonzero = kb.bind(s, "nz", DType::Bool, bor(gt(v, fc(1e-7, at)), kir::lt(v, fc(-1e-7, at))));
+      Expr nonzero =
+          kb.bind(s, "nz", DType::Bool, bor(gt(v, fc(1e-7, at)), kir::lt(v, fc(-1e-7, at))));
       s.push_back(kir::ifThen(
           nonzero, soft,
           kb.store(acc, slot, kir::mul(v, kir::op(OpKind::Exp, {kir::sub(fc(0, at), mxE)})))));
       return kir::block(s);
     });
-    each([&](const Expr &slot) { return kb.store(acc, slot, kir::op(OpKind::Div, {kb.load(acc, slot), sumE})); });
+    each([&](const Expr &slot) {
+      return kb.store(acc, slot, kir::op(OpKind::Div, {kb.load(acc, slot), sumE}));
+    });
   } else if (post == 2) {
     each([&](const Expr &slot) {
       Expr v = kb.load(acc, slot);
       return kb.store(acc, slot,
-                      kir::op(OpKind::Div, {fc(1, at), kir::add(fc(1, at), kir::op(OpKind::Exp, {kir::sub(fc(0, at), v)}))}));
+                      kir::op(OpKind::Div,
+                              {fc(1, at), kir::add(fc(1, at), kir::op(OpKind::Exp,
+                                                                      {kir::sub(fc(0, at), v)}))}));
     });
   } else if (post == 4) {
     std::string k = kb.freshName("k");

@@ -50,8 +50,8 @@ Expected<Kernels> lowerUnique(const Node &node, const std::string &prefix) {
     // Element j of slice s: j = o * inner + i.
     Expr o = inner == 1 ? j : kir::div(j, i64(inner));
     Expr i = inner == 1 ? i64(0) : kir::mod(j, i64(inner));
-    return kir::cast(kb.load(xb, kir::add(kir::mul(kir::add(kir::mul(o, i64(n)), s), i64(inner)), i)),
-                     ct);
+    return kir::cast(
+        kb.load(xb, kir::add(kir::mul(kir::add(kir::mul(o, i64(n)), s), i64(inner)), i)), ct);
   };
   // Appends to `at` the comparison of slices a and b; returns an i64 -1, 0 or 1.
   auto compare = [&](std::vector<Stmt> &at, const Expr &a, const Expr &b) {
@@ -111,14 +111,15 @@ Expected<Kernels> lowerUnique(const Node &node, const std::string &prefix) {
     std::vector<Stmt> walk;
     Expr s = bind(walk, "s", DType::I64, kb.load(order, kE));
     std::vector<Stmt> cmpAt;
-    Expr prev = bind(cmpAt, "p", DType::I64, kb.load(order, kir::max(kir::sub(kE, i64(1)), i64(0))));
+    Expr prev =
+        bind(cmpAt, "p", DType::I64, kb.load(order, kir::max(kir::sub(kE, i64(1)), i64(0))));
     Expr c = compare(cmpAt, prev, s);
     for (Stmt &st : cmpAt)
       walk.push_back(st);
     Expr fresh = bind(walk, "fresh", DType::Bool, bor(eq(kE, i64(0)), bnot(eq(c, i64(0)))));
-    walk.push_back(kir::ifThen(fresh, kir::block({kir::assign(g, kir::add(gE, i64(1))),
-                                                  kb.store(first, gE, s),
-                                                  kb.store(count, gE, i64(0))})));
+    walk.push_back(
+        kir::ifThen(fresh, kir::block({kir::assign(g, kir::add(gE, i64(1))), kb.store(first, gE, s),
+                                       kb.store(count, gE, i64(0))})));
     walk.push_back(kb.store(group, s, gE));
     walk.push_back(kb.store(count, gE, kir::add(kb.load(count, gE), i64(1))));
     body.push_back(kir::forLoop(k, i64(n), kir::block(walk)));
@@ -134,9 +135,9 @@ Expected<Kernels> lowerUnique(const Node &node, const std::string &prefix) {
     std::vector<Stmt> walk;
     Expr gs = bind(walk, "gs", DType::I64, kb.load(group, kir::var(s)));
     Expr isFirst = bind(walk, "isfirst", DType::Bool, eq(kb.load(first, gs), kir::var(s)));
-    walk.push_back(kir::ifThen(isFirst,
-                               kir::block({kb.store(rank, gs, kir::var(next, DType::I64)),
-                                           kir::assign(next, kir::add(kir::var(next), i64(1)))})));
+    walk.push_back(
+        kir::ifThen(isFirst, kir::block({kb.store(rank, gs, kir::var(next, DType::I64)),
+                                         kir::assign(next, kir::add(kir::var(next), i64(1)))})));
     body.push_back(kir::forLoop(s, i64(n), kir::block(walk)));
   }
   {
@@ -157,7 +158,8 @@ Expected<Kernels> lowerUnique(const Node &node, const std::string &prefix) {
     std::string q = kb.freshName("q"), o = kb.freshName("o"), i = kb.freshName("i");
     auto [yb, ye] = kb.dynamicResult(0, std::max<int64_t>(numElementsOf(xe), 1));
     Expr qE = kir::var(q), oE = kir::var(o), iE = kir::var(i);
-    Expr src = kir::add(kir::mul(kir::add(kir::mul(oE, i64(n)), kb.load(pick, qE)), i64(inner)), iE);
+    Expr src =
+        kir::add(kir::mul(kir::add(kir::mul(oE, i64(n)), kb.load(pick, qE)), i64(inner)), iE);
     Expr dst = kir::add(kir::mul(kir::add(kir::mul(oE, u), qE), i64(inner)), iE);
     body.push_back(kir::forLoop(
         o, i64(outer),

@@ -68,8 +68,8 @@ Types inferTfIdfVectorizer(const Node &node) {
   int64_t lo = node.getInt("min_gram_length"), hi = node.getInt("max_gram_length");
   int64_t skip = node.getInt("max_skip_count"), size = node.getInt("output_size");
   if (lo < 1 || hi < lo)
-    return node.error("min_gram_length {} and max_gram_length {} must satisfy 1 <= min <= max",
-                      lo, hi);
+    return node.error("min_gram_length {} and max_gram_length {} must satisfy 1 <= min <= max", lo,
+                      hi);
   if (skip < 0)
     return node.error("max_skip_count must not be negative, got {}", skip);
   if (size < 1)
@@ -93,8 +93,8 @@ Types inferTfIdfVectorizer(const Node &node) {
     total += (end - starts[n]) / int64_t(n + 1);
   }
   if (pool >= 0 && grams >= 0 && total != grams)
-    return node.error("the pool holds {} n-grams but columns (ngram_indexes) has {} entries",
-                      total, grams);
+    return node.error("the pool holds {} n-grams but columns (ngram_indexes) has {} entries", total,
+                      grams);
   if (const Value *w = node.operand(3)) {
     NNC_TRY(requireVector(node, w, DType::F32, -1, "weights"));
     int64_t nw = staticCount(w);

@@ -88,12 +88,18 @@ bool goesTrue(const int64_t *row, double split, double v, const std::vector<doub
   if (row[6] != 0 && std::isnan(v))
     return true;
   switch (row[1]) {
-  case 0: return v <= split;
-  case 1: return v < split;
-  case 2: return v >= split;
-  case 3: return v > split;
-  case 4: return v == split;
-  case 5: return v != split;
+  case 0:
+    return v <= split;
+  case 1:
+    return v < split;
+  case 2:
+    return v >= split;
+  case 3:
+    return v > split;
+  case 4:
+    return v == split;
+  case 5:
+    return v != split;
   default:
     for (int64_t m = row[7]; m < row[8]; ++m)
       if (members[size_t(m)] == v)
@@ -131,8 +137,8 @@ Results evalTreeEnsemble(const Node &node, const Operands &ops) {
   // The importer checked the tables; a hand-written graph gets the same checks here.
   for (int64_t i = 0; i < numNodes; ++i) {
     const int64_t *row = &nodes[size_t(i * 9)];
-    bool ok = row[0] >= 0 && row[0] < features && row[1] >= 0 && row[1] <= 6 &&
-              row[2] >= 0 && row[2] < (row[3] ? numLeaves : numNodes) && row[4] >= 0 &&
+    bool ok = row[0] >= 0 && row[0] < features && row[1] >= 0 && row[1] <= 6 && row[2] >= 0 &&
+              row[2] < (row[3] ? numLeaves : numNodes) && row[4] >= 0 &&
               row[4] < (row[5] ? numLeaves : numNodes) && row[7] >= 0 && row[7] <= row[8] &&
               row[8] <= static_cast<int64_t>(members.size());
     if (!ok)
@@ -141,7 +147,7 @@ Results evalTreeEnsemble(const Node &node, const Operands &ops) {
   for (int64_t l : leafTargets)
     if (l < 0 || l >= targets)
       return node.error("leaf target {} is outside the {} targets", l, targets);
-  double dtMax = x.dtype() == DType::F64 ? std::numeric_limits<double>::max()
+  double dtMax = x.dtype() == DType::F64   ? std::numeric_limits<double>::max()
                  : x.dtype() == DType::F32 ? double(std::numeric_limits<float>::max())
                  : x.dtype() == DType::F16 ? 65504.0
                                            : 3.3895313892515355e38;

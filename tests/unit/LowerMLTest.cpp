@@ -51,16 +51,16 @@ TEST(LowerML, TfIdfVectorizerEveryModeGramRangeAndSkip) {
 TEST(LowerML, TfIdfVectorizerPoolNotMatchingItsCountsIsTheNodesError) {
   Graph g;
   Value *x = g.addInput("x", TensorType(DType::I64, {4}));
-  Expected<Node *> n =
-      g.createInferred(OpKind::TfIdfVectorizer,
-                       {x, constantValue(g, i64Vector({1, 2, 3})), constantValue(g, i64Vector({0}))},
-                       {{"min_gram_length", int64_t(2)},
-                        {"max_gram_length", int64_t(2)},
-                        {"max_skip_count", int64_t(0)},
-                        {"mode", std::string("TF")},
-                        {"ngram_counts", std::vector<int64_t>{0, 0}},
-                        {"output_size", int64_t(1)}},
-                       "tf");
+  Expected<Node *> n = g.createInferred(
+      OpKind::TfIdfVectorizer,
+      {x, constantValue(g, i64Vector({1, 2, 3})), constantValue(g, i64Vector({0}))},
+      {{"min_gram_length", int64_t(2)},
+       {"max_gram_length", int64_t(2)},
+       {"max_skip_count", int64_t(0)},
+       {"mode", std::string("TF")},
+       {"ngram_counts", std::vector<int64_t>{0, 0}},
+       {"output_size", int64_t(1)}},
+      "tf");
   ASSERT_FALSE(n);
   EXPECT_NE(n.error().message().find("'tf'"), std::string::npos) << n.error().message();
   EXPECT_NE(n.error().message().find("2-grams"), std::string::npos) << n.error().message();

@@ -60,8 +60,9 @@ Error lowerDeformConv(LoweringContext &ctx) {
   Extents spatial(xs.begin() + 1, xs.end());
   NNC_ASSIGN_OR_RETURN(int64_t group, ctx.intAttr("group", 1));
   NNC_ASSIGN_OR_RETURN(int64_t og, ctx.intAttr("offset_group", 1));
-  NNC_ASSIGN_OR_RETURN(std::vector<int64_t> kernel,
-                       ctx.intsAttr("kernel_shape", std::vector<int64_t>(ws.begin() + 2, ws.end())));
+  NNC_ASSIGN_OR_RETURN(
+      std::vector<int64_t> kernel,
+      ctx.intsAttr("kernel_shape", std::vector<int64_t>(ws.begin() + 2, ws.end())));
   NNC_ASSIGN_OR_RETURN(std::vector<int64_t> dil,
                        ctx.intsAttr("dilations", std::vector<int64_t>(size_t(k), 1)));
   NNC_ASSIGN_OR_RETURN(std::vector<int64_t> strides,
@@ -71,8 +72,7 @@ Error lowerDeformConv(LoweringContext &ctx) {
   if (int64_t(kernel.size()) != k || int64_t(dil.size()) != k || int64_t(strides.size()) != k ||
       int64_t(pads.size()) != 2 * k)
     return ctx.error("kernel_shape, dilations and strides need {} values and pads {}", k, 2 * k);
-  if (group < 1 || og < 1 || c % group != 0 || oc % group != 0 || c % og != 0 ||
-      ws[1] * group != c)
+  if (group < 1 || og < 1 || c % group != 0 || oc % group != 0 || c % og != 0 || ws[1] * group != c)
     return ctx.error("group {} and offset_group {} must divide X's {} channels and W {} "
                      "must be [oC, C / group, ...] with oC divisible by group",
                      group, og, c, w->type().str());
@@ -80,16 +80,16 @@ Error lowerDeformConv(LoweringContext &ctx) {
   Extents out(static_cast<size_t>(k));
   for (int64_t d = 0; d < k; ++d) {
     size_t u = size_t(d);
-    if (kernel[u] != ws[u + 2] || kernel[u] < 1 || dil[u] < 1 || strides[u] < 1 ||
-        pads[u] < 0 || pads[u + size_t(k)] < 0)
+    if (kernel[u] != ws[u + 2] || kernel[u] < 1 || dil[u] < 1 || strides[u] < 1 || pads[u] < 0 ||
+        pads[u + size_t(k)] < 0)
       return ctx.error("kernel_shape [{}] must match W {}, dilations and strides be positive "
                        "and pads non-negative",
                        fmt::join(kernel, ", "), w->type().str());
     int64_t span = (kernel[u] - 1) * dil[u] + 1;
     int64_t padded = spatial[u] + pads[u] + pads[u + size_t(k)];
     if (padded < span)
-      return ctx.error("the kernel (span {}) does not fit the padded input ({}) on axis {}",
-                       span, padded, d + 2);
+      return ctx.error("the kernel (span {}) does not fit the padded input ({}) on axis {}", span,
+                       padded, d + 2);
     out[u] = (padded - span) / strides[u] + 1;
     taps *= kernel[u];
     positions *= out[u];
@@ -161,11 +161,10 @@ Error lowerDeformConv(LoweringContext &ctx) {
   std::vector<int64_t> xShape{-1, c / og};
   xShape.insert(xShape.end(), spatial.begin(), spatial.end());
   NNC_ASSIGN_OR_RETURN(Value * xg, reshape(x, xShape));
-  NNC_ASSIGN_OR_RETURN(Value * samples,
-                       ctx.emit(K::GridSample, {xg, grid},
-                                {{"mode", Attribute(std::string("linear"))},
-                                 {"padding_mode", Attribute(std::string("zeros"))},
-                                 {"align_corners", intA(0)}}));
+  NNC_ASSIGN_OR_RETURN(Value * samples, ctx.emit(K::GridSample, {xg, grid},
+                                                 {{"mode", Attribute(std::string("linear"))},
+                                                  {"padding_mode", Attribute(std::string("zeros"))},
+                                                  {"align_corners", intA(0)}}));
   if (mask) {
     NNC_ASSIGN_OR_RETURN(samples, reshape(samples, {-1, og, c / og, taps, positions}));
     NNC_ASSIGN_OR_RETURN(Value * m, reshape(mask, {0, og, 1, taps, positions}));

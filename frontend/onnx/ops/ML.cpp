@@ -79,8 +79,8 @@ Error lowerBinarizer(LoweringContext &ctx) {
 
 /// A constant of x's float dtype `t` holding `v` (built in f64, cast when t is narrower).
 Expected<Value *> floatConstant(LoweringContext &ctx, const std::vector<double> &v, DType t) {
-  Value *c = ctx.constant(
-      Tensor::fromVector<double>(DType::F64, {static_cast<int64_t>(v.size())}, v));
+  Value *c =
+      ctx.constant(Tensor::fromVector<double>(DType::F64, {static_cast<int64_t>(v.size())}, v));
   if (t == DType::F64)
     return c;
   return ctx.emit(K::Cast, {c}, {{"to", t}});
@@ -102,8 +102,8 @@ Error lowerTfIdfVectorizer(LoweringContext &ctx) {
   if (!isInteger(x->dtype()))
     return ctx.error("X must be an integer tensor, got {}", x->type().str());
   if (x->rank() == 0) {
-    NNC_ASSIGN_OR_RETURN(x, ctx.emit(K::Reshape, {x, ctx.i64Vector({1})},
-                                     {{"allowzero", Attribute(int64_t(0))}}));
+    NNC_ASSIGN_OR_RETURN(
+        x, ctx.emit(K::Reshape, {x, ctx.i64Vector({1})}, {{"allowzero", Attribute(int64_t(0))}}));
   }
   NNC_ASSIGN_OR_RETURN(int64_t lo, ctx.intAttr("min_gram_length", 1));
   NNC_ASSIGN_OR_RETURN(int64_t hi, ctx.intAttr("max_gram_length", 1));
@@ -122,8 +122,7 @@ Error lowerTfIdfVectorizer(LoweringContext &ctx) {
   std::vector<Value *> ops{x, ctx.i64Vector(pool), ctx.i64Vector(columns)};
   if (!weights.empty()) {
     std::vector<float> w(weights.begin(), weights.end());
-    ops.push_back(
-        ctx.constant(Tensor::fromVector<float>(DType::F32, {int64_t(w.size())}, w)));
+    ops.push_back(ctx.constant(Tensor::fromVector<float>(DType::F32, {int64_t(w.size())}, w)));
   }
   NNC_ASSIGN_OR_RETURN(Value * y, ctx.emit(K::TfIdfVectorizer, ops,
                                            {{"min_gram_length", Attribute(lo)},
@@ -249,9 +248,9 @@ Error lowerTreeEnsemble(LoweringContext &ctx) {
         return ctx.error("membership_values has no NaN-ended set for member node {}", i);
       ++nextMember;
     }
-    table.insert(table.end(), {featureIds[i], modes[i], trueIds[i], trueLeafs[i] != 0,
-                               falseIds[i], falseLeafs[i] != 0, missing[i] != 0, begin,
-                               int64_t(memberList.size())});
+    table.insert(table.end(),
+                 {featureIds[i], modes[i], trueIds[i], trueLeafs[i] != 0, falseIds[i],
+                  falseLeafs[i] != 0, missing[i] != 0, begin, int64_t(memberList.size())});
   }
   if (nextMember != members.size())
     return ctx.error("membership_values holds more sets than there are member nodes");
@@ -273,8 +272,8 @@ Error lowerTreeEnsemble(LoweringContext &ctx) {
   Value *nodesV = ctx.constant(Tensor::fromVector<int64_t>(DType::I64, {int64_t(m), 9}, table));
   NNC_ASSIGN_OR_RETURN(Value * splitsV, floatConstant(ctx, splits, dt));
   NNC_ASSIGN_OR_RETURN(Value * weightsV, floatConstant(ctx, weights, dt));
-  std::vector<Value *> ops{x, nodesV, splitsV, ctx.i64Vector(leafTargets), weightsV,
-                           ctx.i64Vector(rootRows)};
+  std::vector<Value *> ops{
+      x, nodesV, splitsV, ctx.i64Vector(leafTargets), weightsV, ctx.i64Vector(rootRows)};
   if (!memberList.empty()) {
     NNC_ASSIGN_OR_RETURN(Value * membersV, floatConstant(ctx, memberList, dt));
     ops.push_back(membersV);
@@ -296,13 +295,12 @@ void registerMLLowerings(LoweringTable &t) {
                           lowerTfIdfVectorizer};
   t["ai.onnx.ml:ArrayFeatureExtractor"] = {{}, lowerArrayFeatureExtractor};
   t["ai.onnx.ml:Binarizer"] = {{"threshold"}, lowerBinarizer};
-  t["ai.onnx.ml:TreeEnsemble"] = {{"aggregate_function", "leaf_targetids", "leaf_weights",
-                                   "membership_values", "n_targets", "nodes_falseleafs",
-                                   "nodes_falsenodeids", "nodes_featureids", "nodes_hitrates",
-                                   "nodes_missing_value_tracks_true", "nodes_modes",
-                                   "nodes_splits", "nodes_trueleafs", "nodes_truenodeids",
-                                   "post_transform", "tree_roots"},
-                                  lowerTreeEnsemble};
+  t["ai.onnx.ml:TreeEnsemble"] = {
+      {"aggregate_function", "leaf_targetids", "leaf_weights", "membership_values", "n_targets",
+       "nodes_falseleafs", "nodes_falsenodeids", "nodes_featureids", "nodes_hitrates",
+       "nodes_missing_value_tracks_true", "nodes_modes", "nodes_splits", "nodes_trueleafs",
+       "nodes_truenodeids", "post_transform", "tree_roots"},
+      lowerTreeEnsemble};
 }
 
 } // namespace nnc::onnxfe
