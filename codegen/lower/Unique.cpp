@@ -34,6 +34,12 @@ Expected<Kernels> lowerUnique(const Node &node, const std::string &prefix) {
   }
   int64_t slice = outer * inner, cap = std::max<int64_t>(n, 1);
   size_t results = node.numResults();
+  // A result nothing reads (an output the model leaves unnamed before a wanted one) is not
+  // written: a data-dependent one has no buffer to go to.
+  auto live = [&](size_t i) {
+    const Graph *g = node.graph();
+    return i < results && (!g || g->hasUses(node.result(i)) || g->isOutput(node.result(i)));
+  };
   bool sorted = node.getInt("sorted", 1) != 0;
 
   KernelBuilder kb(node, prefix);
@@ -146,7 +152,7 @@ Expected<Kernels> lowerUnique(const Node &node, const std::string &prefix) {
     std::vector<Stmt> put;
     Expr r = bind(put, "r", DType::I64, kb.load(rank, qE));
     put.push_back(kb.store(pick, r, kb.load(first, qE)));
-    if (results > 3) {
+    if (live(3)) {
       auto [cb, ce] = kb.dynamicResult(3, cap);
       put.push_back(kb.store(cb, r, kb.load(count, qE)));
       body.push_back(kb.store(ce, i64(0), u));
@@ -154,7 +160,7 @@ Expected<Kernels> lowerUnique(const Node &node, const std::string &prefix) {
     body.push_back(kir::forLoop(q, u, kir::block(put)));
   }
   // 4. The results.
-  {
+  if (live(0)) {
     std::string q = kb.freshName("q"), o = kb.freshName("o"), i = kb.freshName("i");
     auto [yb, ye] = kb.dynamicResult(0, std::max<int64_t>(numElementsOf(xe), 1));
     Expr qE = kir::var(q), oE = kir::var(o), iE = kir::var(i);
@@ -166,13 +172,13 @@ Expected<Kernels> lowerUnique(const Node &node, const std::string &prefix) {
         kir::forLoop(q, u, kir::forLoop(i, i64(inner), kb.store(yb, dst, kb.load(xb, src))))));
     body.push_back(kb.store(ye, i64(0), u));
   }
-  if (results > 1) {
+  if (live(1)) {
     auto [ib, ie] = kb.dynamicResult(1, cap);
     std::string q = kb.freshName("q");
     body.push_back(kir::forLoop(q, u, kb.store(ib, kir::var(q), kb.load(pick, kir::var(q)))));
     body.push_back(kb.store(ie, i64(0), u));
   }
-  if (results > 2) {
+  if (live(2)) {
     int vb = kb.result(2);
     std::string s = kb.freshName("s");
     body.push_back(kir::forLoop(
