@@ -376,6 +376,9 @@ Error PlanBuilder::addUnit(const LoweringUnit &unit, size_t position) {
                         r->name(), r->type().str());
       continue;
     }
+    // A data-dependent result nothing reads is not written (its lowering skips it).
+    if (lowersDataDependentResults(*n) && !g_.hasUses(r) && !g_.isOutput(r))
+      continue;
     NNC_TRY(staticOf(r).takeError());
   }
   // A reshape (or friend) whose result is not a graph output reads its operand's storage:

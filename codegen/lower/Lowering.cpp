@@ -32,7 +32,8 @@ bool hasTemplateFor(OpKind k) {
 
 bool lowersDataDependentResults(const Node &node) {
   // The lowerers that declare KernelBuilder::dynamicResult.
-  return node.kind() == OpKind::NonZero || node.kind() == OpKind::NonMaxSuppression;
+  return node.kind() == OpKind::NonZero || node.kind() == OpKind::NonMaxSuppression ||
+         node.kind() == OpKind::Unique;
 }
 
 bool isStorageView(const Node &node) {

@@ -356,6 +356,8 @@ void registerNNLowerers(LowererTable &t) {
   registerDetectionLowerers(t);
   registerDetLowerer(t);
   registerLinearAttentionLowerer(t);
+  registerUniqueLowerer(t);
+  registerMLLowerers(t);
 }
 
 } // namespace nnc::lower

@@ -41,6 +41,9 @@ void registerDetectionLowerers(LowererTable &t);
 void registerDetLowerer(LowererTable &t);
 /// linear_attention (LinearAttention.cpp).
 void registerLinearAttentionLowerer(LowererTable &t);
+/// unique (Unique.cpp); tfidf_vectorizer and tree_ensemble (ML.cpp).
+void registerUniqueLowerer(LowererTable &t);
+void registerMLLowerers(LowererTable &t);
 
 /// Element strides, along each of a matmul's `nb` output batch dims, of an operand whose batch
 /// extents are `in` (right-aligned numpy broadcasting: a broadcast dim has stride 0) and whose

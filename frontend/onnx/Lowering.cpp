@@ -439,6 +439,7 @@ const LoweringTable &loweringTable() {
     registerTrainingLowerings(t);
     registerQuantizeLowerings(t);
     registerControlFlowLowerings(t);
+    registerMLLowerings(t);
     t["Constant"] = OpLowering{{"value", "value_float", "value_floats", "value_int", "value_ints"},
                                lowerConstant};
     return t;

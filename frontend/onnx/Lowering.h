@@ -146,5 +146,7 @@ void registerRecurrentLowerings(LoweringTable &t);
 void registerTrainingLowerings(LoweringTable &t);
 void registerQuantizeLowerings(LoweringTable &t);
 void registerControlFlowLowerings(LoweringTable &t);
+/// The ai.onnx.ml operators (ops/ML.cpp), keyed "ai.onnx.ml:Name".
+void registerMLLowerings(LoweringTable &t);
 
 } // namespace nnc::onnxfe

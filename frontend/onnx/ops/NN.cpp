@@ -17,6 +17,7 @@ void registerComposedLowerings(LoweringTable &t);
 void registerSignalLowerings(LoweringTable &t);
 void registerLinearAttentionLowerings(LoweringTable &t);
 void registerFlexAttentionLowerings(LoweringTable &t);
+void registerDeformConvLowerings(LoweringTable &t);
 
 namespace {
 
@@ -928,6 +929,7 @@ void registerNNLowerings(LoweringTable &t) {
   registerSignalLowerings(t);
   registerLinearAttentionLowerings(t);
   registerFlexAttentionLowerings(t);
+  registerDeformConvLowerings(t);
 }
 
 } // namespace nnc::onnxfe

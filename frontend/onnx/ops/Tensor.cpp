@@ -597,6 +597,26 @@ Error lowerNonZero(LoweringContext &ctx) {
   return single(ctx, ctx.emit(OpKind::NonZero, {x}));
 }
 
+/// Unique-11 as unique, with as many results as the last wanted output needs.
+Error lowerUnique(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(0, "X"));
+  NNC_ASSIGN_OR_RETURN(int64_t sorted, ctx.intAttr("sorted", 1));
+  AttrMap attrs{{"sorted", intA(sorted)}};
+  if (ctx.hasAttr("axis")) {
+    NNC_ASSIGN_OR_RETURN(int64_t axis, ctx.intAttr("axis", 0));
+    NNC_ASSIGN_OR_RETURN(axis, ctx.normalizeAxis(axis, x->rank()));
+    attrs["axis"] = intA(axis);
+  }
+  int n = 1;
+  for (int i = 1; i < 4; ++i)
+    if (ctx.hasOutput(size_t(i)))
+      n = i + 1;
+  NNC_ASSIGN_OR_RETURN(std::vector<Value *> ys, ctx.emitMulti(OpKind::Unique, {x}, attrs, n));
+  for (size_t i = 0; i < ys.size(); ++i)
+    NNC_TRY(ctx.setOutput(i, ys[i]));
+  return Error::success();
+}
+
 /// Compress(x, condition) = gather(x, squeeze(nonzero(condition))) along the axis, after
 /// cutting x to the condition's length (a shorter condition drops the rest).
 Error lowerCompress(LoweringContext &ctx) {
@@ -689,6 +709,7 @@ void registerTensorLowerings(LoweringTable &t) {
   t["Trilu"] = {{"upper"}, lowerTrilu};
   t["Det"] = {{}, lowerDet};
   t["NonZero"] = {{}, lowerNonZero};
+  t["Unique"] = {{"axis", "sorted"}, lowerUnique};
   t["Compress"] = {{"axis"}, lowerCompress};
   t["DepthToSpace"] = {{"blocksize", "mode"}, lowerDepthToSpace};
   t["SpaceToDepth"] = {{"blocksize"}, lowerSpaceToDepth};

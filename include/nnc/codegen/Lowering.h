@@ -23,7 +23,7 @@ Expected<std::vector<kir::Kernel>> lowerNode(const Node &node, const std::string
                                              const tuning::LowerOptions &opts);
 
 /// True when lowerNode produces this node's results even where a dim of theirs depends on
-/// the data (NonZero, NonMaxSuppression): the kernels write the extent to a
+/// the data (NonZero, NonMaxSuppression, Unique): the kernels write the extent to a
 /// BufferRole::Extent buffer.
 bool lowersDataDependentResults(const Node &node);
 
