@@ -54,11 +54,16 @@ def i64(name, dims, values):
     return tensor(name, dims, values, INT64, "q")
 
 
-# ---- batched_nms's guard: y = [] if count(x > 0) == 0 else nonzero(x > 2).
+# ---- batched_nms's guard: y = [] if count(x > 0) == 0 else nonzero(x * x + x > 6), and
+# z = 2 * float(nonzero(x > 0)) + 1. The elementwise chains inside the branch and of z fuse
+# into groups numbered 0 in each graph, and both run in the stage after the first NonZero;
+# inlined there, the branch's must keep a group of its own.
 def nms_guard_model():
     then_b = graph([node("Identity", ["empty"], ["t"], "then_empty")], [],
                    [value_info("t", [1, 0], INT64)], name="then")
-    else_b = graph([node("Greater", ["x", "two"], ["big"], "else_greater"),
+    else_b = graph([node("Mul", ["x", "x"], ["sq"], "else_square"),
+                    node("Add", ["sq", "x"], ["sum"], "else_add"),
+                    node("Greater", ["sum", "six"], ["big"], "else_greater"),
                     node("NonZero", ["big"], ["e"], "else_nonzero")], [],
                    [value_info("e", [1, "M"], INT64)], name="else")
     nodes = [node("Greater", ["x", "zero"], ["pos"], "positive"),
@@ -67,9 +72,14 @@ def nms_guard_model():
              node("ReduceProd", ["s"], ["count"], "count", [attr_int("keepdims", 0)]),
              node("Equal", ["count", "zero_i"], ["none"], "none"),
              node("If", ["none"], ["y"], "guard",
-                  [attr_graph("then_branch", then_b), attr_graph("else_branch", else_b)])]
-    return model(nodes, [value_info("x", [6])], [value_info("y", [1, "K"], INT64)],
-                 [tensor("zero", [], [0.0]), tensor("two", [], [2.0]), i64("zero_i", [], [0]),
+                  [attr_graph("then_branch", then_b), attr_graph("else_branch", else_b)]),
+             node("Cast", ["boxes"], ["fb"], "float_boxes", [attr_int("to", FLOAT)]),
+             node("Mul", ["fb", "two"], ["b2"], "double"),
+             node("Add", ["b2", "one"], ["z"], "plus_one")]
+    return model(nodes, [value_info("x", [6])],
+                 [value_info("y", [1, "K"], INT64), value_info("z", [1, "B"])],
+                 [tensor("zero", [], [0.0]), tensor("one", [], [1.0]), tensor("two", [], [2.0]),
+                  tensor("six", [], [6.0]), i64("zero_i", [], [0]),
                   i64("empty", [1, 0], [])], opset=13)
 
 
@@ -101,8 +111,9 @@ def run_case(targets, path, args, want, what, d):
         check(r.returncode == 0, f"{w}: exit {r.returncode}: {r.stderr}")
         if r.returncode != 0:
             continue
-        got = read_npy(os.path.join(out, "output_0.npy"))
-        check(got == want, f"{w}: {got}, expected {want}")
+        for k, want_k in enumerate(want):
+            got = read_npy(os.path.join(out, f"output_{k}.npy"))
+            check(got == want_k, f"{w}: output {k} is {got}, expected {want_k}")
 
 
 def main():
@@ -118,11 +129,12 @@ def main():
 
         for name, make, cases in [
                 ("nms_guard", nms_guard_model,
-                 [([-1, -2, -3, -4, -5, -6], ([], [1, 0])),
-                  ([1, 3, -1, 4, 0, 2.5], ([1, 3, 5], [1, 3]))]),
+                 [([-1, -2, -3, -4, -5, -6], [([], [1, 0]), ([], [1, 0])]),
+                  ([1, 3, -1, 4, 0, 2.5], [([1, 3, 5], [1, 3]), ([1, 3, 7, 11], [1, 4])]),
+                  ([1, 1.5, -1, 0.5, 0, 2], [([], [1, 0]), ([1, 3, 7, 11], [1, 4])])]),
                 ("squeeze", squeeze_model,
-                 [([1, 3, -1, 4, 0, 2.5], ([0, 1, 3, 5], [4])),
-                  ([-1, -2, -3, -4, -5, 6], ([5], [1]))])]:
+                 [([1, 3, -1, 4, 0, 2.5], [([0, 1, 3, 5], [4])]),
+                  ([-1, -2, -3, -4, -5, 6], [([5], [1])])])]:
             before = len(failures)
             path = os.path.join(tmp, name + ".onnx")
             write(path, make())
@@ -131,7 +143,7 @@ def main():
             for k, (x, want) in enumerate(cases):
                 d = os.path.join(tmp, f"{name}_{k}")
                 os.makedirs(d)
-                run_case(targets, path, pb(d, "x", [6], x), (list(want[0]), list(want[1])),
+                run_case(targets, path, pb(d, "x", [6], x), [(list(v), list(e)) for v, e in want],
                          f"{name} x={x}", d)
             if len(failures) == before:
                 print(f"ok: {name} ({', '.join(targets)})")
