@@ -2,7 +2,7 @@
 """nnc on detection and optical-flow models: torchvision exports, `nnc check`, `nnc run` vs PyTorch.
 
 Exports torchvision's SSDlite320-MobileNetV3, Faster R-CNN-MobileNetV3-320-FPN, RetinaNet
-(ResNet-50 FPN, --only) and RAFT-small with Debian's PyTorch (random weights from a fixed seed,
+(ResNet-50 FPN, 320x320) and RAFT-small with Debian's PyTorch (random weights from a fixed seed,
 nothing downloaded; opset 13, 16 for RAFT's GridSample). Random weights give low, near-uniform
 scores, so the detectors' score thresholds are 0 and their detection counts small: boxes do
 survive NMS and the comparison is not vacuous. For each model:
@@ -117,6 +117,13 @@ def _raft(size, updates):
     return make
 
 
+def _spread_retinanet_scores(det):
+    """RetinaNet's class logits start at std 0.01 around the prior's bias: the top 20 scores
+    were all 0.011 within 2e-4, a range that float32 rounding fills (interp's error 1.6e-4 of
+    it). Std 0.1 spreads them wider (the prior bias stays)."""
+    det.head.classification_head.cls_logits.weight.normal_(0.0, 0.1)
+
+
 # name -> constructor. The detectors see 320x320 images (their transforms resize to 320 anyway:
 # a smaller image would only add an upsampling); RAFT needs sides divisible by 8, and 128 keeps
 # its correlation pyramid (4 levels) above 1x1.
@@ -128,22 +135,10 @@ MODELS = {
         "fasterrcnn_mobilenet_v3_large_320_fpn", 320, box_score_thresh=0.0,
         box_detections_per_img=20),
     "raft_small": _raft(128, 3),
-}
-
-def _spread_retinanet_scores(det):
-    """RetinaNet's class logits start at std 0.01 around the prior's bias: every score is
-    0.011 +- 1e-4, a range in which float32's rounding alone is 1e-4. Std 0.1 spreads them as a
-    trained model's are (the prior bias stays)."""
-    det.head.classification_head.cls_logits.weight.normal_(0.0, 0.1)
-
-
-EXTRA = {
     "retinanet_resnet50_fpn": _detector(
         "retinanet_resnet50_fpn", 320, adjust=_spread_retinanet_scores, min_size=320,
         max_size=320, score_thresh=0.0, detections_per_img=20, topk_candidates=100),
 }
-
-ALL_MODELS = dict(MODELS, **EXTRA)
 
 
 # ---- helpers --------------------------------------------------------------------------------
@@ -162,7 +157,7 @@ def export(name, work):
     os.makedirs(folder, exist_ok=True)
     torch.manual_seed(0)
     try:
-        model, inputs, in_names, out_names, opset, kind = ALL_MODELS[name]()
+        model, inputs, in_names, out_names, opset, kind = MODELS[name]()
         model.eval()
         with torch.no_grad():
             outs = model(*inputs)
@@ -174,10 +169,21 @@ def export(name, work):
         export_s = time.monotonic() - t0
     except Exception as ex:  # an export that PyTorch 1.13 cannot do is reported, not fatal
         return folder, None, "export failed: %s" % str(ex).strip().splitlines()[0][:200]
+    # The same model in float64: how far PyTorch's own float32 result is from it is the floor
+    # under any float32 comparison (a deep net's top-20 scores span a tiny range). Not every
+    # model runs in float64 (RAFT builds its coordinate grids in float32).
+    try:
+        with torch.no_grad():
+            outs64 = model.double()(*[x.double() for x in inputs])
+        outs64 = outs64 if isinstance(outs64, tuple) else (outs64,)
+    except RuntimeError:
+        outs64 = ()
     for k, x in enumerate(inputs):
         np.save(os.path.join(folder, "input_%d.npy" % k), x.numpy())
     for k, y in enumerate(outs):
         np.save(os.path.join(folder, "expected_%d.npy" % k), y.numpy())
+    for k, y in enumerate(outs64):
+        np.save(os.path.join(folder, "expected64_%d.npy" % k), y.numpy())
     meta = {"inputs": in_names, "outputs": out_names, "opset": opset, "kind": kind,
             "input_shapes": [list(x.shape) for x in inputs],
             "output_shapes": [list(y.shape) for y in outs], "export_s": export_s}
@@ -194,17 +200,23 @@ def sorted_detections(boxes, scores, labels):
     return boxes[order], scores[order], labels[order]
 
 
-def compare(meta, folder, out):
-    """(worst max-abs-error / range over the outputs, {output: (error, range)}, error text)."""
+def load_outputs(meta, folder, stem):
+    """The arrays folder/STEM_K.npy, one per output; None when one is missing."""
     import numpy as np
-    want = [np.load(os.path.join(folder, "expected_%d.npy" % k))
-            for k in range(len(meta["outputs"]))]
-    got = []
-    for k in range(len(meta["outputs"])):
-        path = os.path.join(out, "output_%d.npy" % k)
-        if not os.path.exists(path):
-            return None, None, "no %s" % os.path.basename(path)
-        got.append(np.load(path))
+    paths = [os.path.join(folder, "%s_%d.npy" % (stem, k)) for k in range(len(meta["outputs"]))]
+    return [np.load(p) for p in paths] if all(os.path.exists(p) for p in paths) else None
+
+
+def compare(meta, folder, out, reference="expected", got_stem="output"):
+    """(worst max-abs-error / range over the outputs, {output: (error, range)}, error text):
+    out/GOT_STEM_K.npy against folder/REFERENCE_K.npy."""
+    import numpy as np
+    want = load_outputs(meta, folder, reference)
+    got = load_outputs(meta, out, got_stem)
+    if want is None:
+        return None, None, "no %s outputs" % reference
+    if got is None:
+        return None, None, "an output is missing in %s" % out
     for k, (g, w) in enumerate(zip(got, want)):
         if g.shape != w.shape:
             return None, None, "%s: shape %s, PyTorch's %s" % (meta["outputs"][k], g.shape,
@@ -244,6 +256,10 @@ def run(nnc_path, folder, meta, target, env):
     return out, secs, None
 
 
+def fmt(x):
+    return "-" if x is None else "%.1e" % x
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nnc", default=nnc.NNC)
@@ -254,8 +270,8 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.list:
-        for n in ALL_MODELS:
-            print(n + ("" if n in MODELS else " (--only)"))
+        for n in MODELS:
+            print(n)
         return
     try:
         import torch
@@ -264,7 +280,7 @@ def main():
                  "python3-torch; run this with /usr/bin/python3)" % sys.executable)
     nnc.require(args.nnc)
     names = args.only.split(",") if args.only else list(MODELS)
-    unknown = [n for n in names if n not in ALL_MODELS]
+    unknown = [n for n in names if n not in MODELS]
     if unknown:
         sys.exit("unknown model(s): %s (--list shows them)" % ", ".join(unknown))
     targets = args.targets.split(",")
@@ -287,7 +303,10 @@ def main():
         row["output_shapes"] = meta["output_shapes"]
         ok, line = check(args.nnc, folder, env)
         row["check"] = "ok" if ok else line
-        print("%-40s check: %s" % (name, "ok" if ok else line), flush=True)
+        row["torch_vs_float64"] = compare(meta, folder, folder, "expected64", "expected")[0]
+        print("%-40s check: %s; PyTorch float32 vs float64: %s" % (
+            name, "ok" if ok else line, "%.1e" % row["torch_vs_float64"]
+            if row["torch_vs_float64"] is not None else "-"), flush=True)
         row["runs"] = {}
         for target in targets:
             out, secs, err = run(args.nnc, folder, meta, target, env)
@@ -303,9 +322,11 @@ def main():
                 print("%-40s %-6s wrong output: %s" % (name, target, err), flush=True)
                 continue
             res["max_error_over_range"] = worst
+            res["vs_float64"] = compare(meta, folder, out, "expected64")[0]
             res["outputs"] = {k: {"max_abs_error": e, "range": s} for k, (e, s) in per.items()}
-            print("%-40s %-6s %.1f s  max error/range %.1e (%s)  %s" % (
+            print("%-40s %-6s %.1f s  max error/range %.1e (%s; vs float64 %.1e)  %s" % (
                 name, target, secs, worst, "ok" if worst <= BAR else "ABOVE 1e-4",
+                res["vs_float64"] if res["vs_float64"] is not None else float("nan"),
                 "  ".join("%s %.1e/%.3g" % (k, e, s) for k, (e, s) in per.items())),
                 flush=True)
 
@@ -316,24 +337,28 @@ def main():
                           python="/usr/bin/python3")
     lines += ["Outputs compared as the script's docstring says: detections sorted by score "
               "(ties by label, box), then max |nnc - PyTorch| / (max - min of PyTorch's "
-              "output), the worst output of the model. Bar: %.0e." % BAR, ""]
+              "output), the worst output of the model. Bar: %.0e. In brackets the same "
+              "measure against PyTorch in float64; the column before the targets is PyTorch's "
+              "own float32 result against its float64 one (the floor of any float32 "
+              "comparison), and the run's wall time (compile included)." % BAR, ""]
     table_rows = []
     for r in rows:
         if "error" in r:
-            table_rows.append([r["model"], "-", r["error"]] + ["-"] * len(targets))
+            table_rows.append([r["model"], "-", r["error"], "-"] + ["-"] * len(targets))
             continue
         cells = [r["model"], "opset %d, in %s, out %s" % (
             r["opset"], " ".join("x".join(map(str, s)) for s in r["input_shapes"]),
             " ".join("x".join(map(str, s)) or "scalar" for s in r["output_shapes"])),
-            r["check"]]
+            r["check"], fmt(r.get("torch_vs_float64"))]
         for t in targets:
             res = r["runs"].get(t, {})
             if "error" in res:
                 cells.append("fails: " + res["error"][:120])
             else:
-                cells.append("%.1e (%.0f s)" % (res["max_error_over_range"], res["seconds"]))
+                cells.append("%s (f64 %s), %.0f s" % (fmt(res["max_error_over_range"]),
+                                                     fmt(res.get("vs_float64")), res["seconds"]))
         table_rows.append(cells)
-    lines += report.table(["model", "export", "nnc check"] + [
+    lines += report.table(["model", "export", "nnc check", "PyTorch f32 vs f64"] + [
         "%s: max err / range" % t for t in targets], table_rows)
     report.write(path, lines, {"machine": mach, "torch": torch.__version__, "models": rows})
 
