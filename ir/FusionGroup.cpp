@@ -92,6 +92,21 @@ int64_t fusionGroupOf(const Node &n) {
   return std::get<int64_t>(*a);
 }
 
+void freshFusionGroups(Graph &g, const std::vector<Node *> &copies) {
+  int64_t next = 0;
+  for (const Node *n : g.nodes())
+    next = std::max(next, fusionGroupOf(*n) + 1);
+  std::map<int64_t, int64_t> fresh;
+  for (Node *c : copies) {
+    int64_t id = fusionGroupOf(*c);
+    if (id < 0)
+      continue;
+    auto [it, added] = fresh.emplace(id, next);
+    next += added ? 1 : 0;
+    c->setAttr(kFusionGroupAttr, it->second);
+  }
+}
+
 namespace {
 /// The normalized `axis` of a softmax node, or -1 when it is out of range.
 int64_t normalizeLastAxis(const Node &softmax) {

@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "nnc/ir/FusionGroup.h"
 #include "nnc/ir/Loop.h"
 
 namespace nnc {
@@ -75,9 +76,12 @@ std::vector<Value *> copyIfBranch(Graph &g, Node *n, bool thenBranch) {
   std::unordered_map<const Value *, Value *> map;
   for (size_t i = 0; i < body.inputs().size(); ++i)
     map[body.inputs()[i]] = n->operand(i + 1);
+  std::vector<Node *> copies;
   for (size_t i = 0; i < nodes.size(); ++i)
     if (copy[i])
-      copyNode(g, *nodes[i], map, n);
+      copies.push_back(copyNode(g, *nodes[i], map, n));
+  // A fused body's group ids are its own: out here they would join the graph's groups.
+  freshFusionGroups(g, copies);
   std::vector<Value *> out;
   for (size_t k = 0; k < half; ++k)
     out.push_back(map.at(body.outputs()[first + k]));

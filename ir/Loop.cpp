@@ -4,6 +4,8 @@
 
 #include <unordered_map>
 
+#include "nnc/ir/FusionGroup.h"
+
 namespace nnc {
 
 Node *copyNode(Graph &g, const Node &n, std::unordered_map<const Value *, Value *> &map,
@@ -157,8 +159,11 @@ Error unrollScan(Graph &g, Node *n) {
                               : ii < p.carried + p.scanInputs ? stepsOf[ii - p.carried][t]
                                                               : n->operand(i);
     }
+    std::vector<Node *> copies;
     for (const Node *b : body.nodes())
-      copyNode(g, *b, map, n);
+      copies.push_back(copyNode(g, *b, map, n));
+    // Each step's copy of a fused body gets groups of its own.
+    freshFusionGroups(g, copies);
     for (int64_t j = 0; j < p.carried; ++j)
       states[j] = map.at(body.outputs()[j]);
     for (int64_t o = 0; o < p.scanOutputs; ++o)

@@ -88,4 +88,33 @@ void sliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t &f
   first = start;
 }
 
+std::optional<Tensor> staticShapeElements(const Node &gather) {
+  if (gather.kind() != OpKind::Gather || gather.numOperands() != 2 || !gather.operand(0))
+    return std::nullopt;
+  const Node *shape = gather.operand(0)->producer();
+  const Tensor *indices = gather.constantOperand(1);
+  if (!shape || shape->kind() != OpKind::ShapeOf || !indices || !shape->operand(0) ||
+      !isInteger(indices->dtype()))
+    return std::nullopt;
+  const Shape &dims = shape->operand(0)->shape();
+  int64_t rank = static_cast<int64_t>(dims.size());
+  auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank); };
+  int64_t start = clamp(shape->getInt("start", 0)), end = clamp(shape->getInt("end", rank));
+  int64_t len = std::max<int64_t>(end - start, 0);
+  int64_t axis = gather.getInt("axis", 0);
+  if (axis != 0 && axis != -1)
+    return std::nullopt;
+  std::vector<int64_t> values;
+  for (int64_t k = 0; k < indices->numElements(); ++k) {
+    int64_t i = static_cast<int64_t>(indices->elementAsDouble(k));
+    if (i < -len || i >= len)
+      return std::nullopt;
+    const Dim &d = dims[static_cast<size_t>(start + (i < 0 ? i + len : i))];
+    if (!d.isStatic())
+      return std::nullopt;
+    values.push_back(d.value());
+  }
+  return Tensor::fromVector<int64_t>(DType::I64, indices->extents(), values);
+}
+
 } // namespace nnc

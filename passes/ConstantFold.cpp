@@ -3,7 +3,9 @@
 //
 // Algorithm:
 //  1. Walk nodes in order (so folded results feed later folds in the same walk).
-//  2. A `shape` node whose operand has a static shape becomes an i64 constant.
+//  2. A `shape` node whose operand has a static shape becomes an i64 constant; so does a
+//     `gather` of constant indices from a `shape` whose operand has the picked dims static
+//     (the others may be symbols: staticShapeElements).
 //  3. A node (other than `constant`) whose present operands are all `constant` results, and
 //     each of whose results holds at most kMaxFoldElements more elements than those operands
 //     together (foldLimit), is evaluated; each result becomes a `constant` node that takes
@@ -16,6 +18,7 @@
 // quantized weight) unfolded, so that lower-qdq, which runs after it in the standard
 // pipelines, still sees the integer weight and its scale; a plain constant-fold after
 // lower-qdq folds the ones it left in floating point.
+#include "nnc/ir/ShapeUtils.h"
 #include "nnc/ir/TensorLimit.h"
 #include "nnc/passes/Passes.h"
 
@@ -58,6 +61,12 @@ public:
       if (n->kind() == OpKind::Constant || (keep && isWeightDequantize(*n)))
         continue;
       if (n->kind() == OpKind::ShapeOf && foldShape(g, n)) {
+        changed = true;
+        continue;
+      }
+      if (std::optional<Tensor> dims = staticShapeElements(*n)) {
+        replaceWithConstants(g, n, {*dims});
+        addStat("shapes-folded");
         changed = true;
         continue;
       }

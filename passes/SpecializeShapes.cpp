@@ -5,9 +5,11 @@
 //  1. Clone the graph; give each input its concrete extents, checking rank, static dims and
 //     that each symbol binds to one extent.
 //  2. Replace the uses of value-specialized inputs with constants.
-//  3. Run shape-inference, constant-fold, unroll-dynamic-loops and dce until no type changes
-//     (shape computations such as Shape -> Gather -> Concat fold into the constants that
-//     shape rules read; a loop whose body's shapes depend on the step is unrolled).
+//  3. Run shape-inference, constant-fold, inline-if, unroll-dynamic-loops and dce until no
+//     type changes (shape computations such as Shape -> Gather -> Concat fold into the
+//     constants that shape rules read; an If whose condition they make constant becomes its
+//     taken branch, so that a data-dependent node inside it (NonMaxSuppression) can end a
+//     stage; a loop whose body's shapes depend on the step is unrolled).
 //  4. If a result shape is still unknown, report which small inputs that shape may depend
 //     on, and fail naming the node (or, when data-dependent shapes are allowed, return the
 //     graph: its caller runs it in stages).
@@ -98,7 +100,7 @@ Expected<std::unique_ptr<Graph>> specializeShapes(const Graph &g,
   // Shape inference propagates the extents, constant folding turns shape computations into
   // constants that later shape rules read; repeat until nothing changes.
   Expected<PassPipeline> pipeline =
-      PassPipeline::parse("shape-inference,constant-fold,unroll-dynamic-loops,dce");
+      PassPipeline::parse("shape-inference,constant-fold,inline-if,unroll-dynamic-loops,dce");
   NNC_ASSERT(pipeline, "{}", pipeline.error().message());
   PassContext ctx;
   ctx.evaluate = evaluate;

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "nnc/ir/ShapeUtils.h"
 #include "nnc/ir/TensorLimit.h"
 #include "nnc/ir/Verifier.h"
 #include "onnx/OnnxInternal.h"
@@ -270,6 +271,13 @@ public:
   /// Replaces `n` by constants when all its operands are constants and an evaluator was
   /// given (ImportOptions::evaluate); nullopt (and `n` untouched) otherwise.
   std::optional<std::vector<Value *>> tryFold(Node *n) {
+    // Static dims read through the shape of a partly dynamic value: constants, so that an If
+    // testing them is resolved while importing.
+    if (std::optional<Tensor> dims = staticShapeElements(*n)) {
+      Value *c = constant(*dims);
+      graph().eraseNode(n);
+      return std::vector<Value *>{c};
+    }
     if (!st_.evaluate || !*st_.evaluate || n->numOperands() == 0)
       return std::nullopt;
     // A dequantized u8/i8 weight stays whole for lower-qdq, which runs its matmul on the

@@ -70,4 +70,10 @@ Expected<std::vector<FusionGroup>> fusionGroups(const Graph &g);
 /// The group id of `n`, or -1 when it is not in a group.
 int64_t fusionGroupOf(const Node &n);
 
+/// Gives the groups of `copies` (nodes just copied into `g` from a body, an If's branch or a
+/// loop step, whose group ids are the body's own) ids no other node of `g` has, one new id per
+/// id they had: copied groups stay whole and never merge with the graph's groups of the same
+/// number, nor with those of another copy of the same body.
+void freshFusionGroups(Graph &g, const std::vector<Node *> &copies);
+
 } // namespace nnc

@@ -1,4 +1,5 @@
-// Helpers for shape rules and builders: broadcasting, axis normalization.
+// Helpers for shape rules and builders: broadcasting, axis normalization, static dims read
+// through a shape.
 #pragma once
 
 #include "nnc/ir/Graph.h"
@@ -23,5 +24,11 @@ Expected<std::vector<int64_t>> normalizeAxes(const std::vector<int64_t> &axes, i
 /// end; step != 0): the first index taken and how many.
 void sliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t &first,
                int64_t &count);
+
+/// What `gather(shape(x), indices)` computes when `indices` is a constant and every dim of x
+/// it picks is static, even where others are not (x's rows counted by NonMaxSuppression:
+/// torch.squeeze(x, 1) exports `If(Shape(x)[1] == 1, Squeeze, Identity)`); nullopt for any
+/// other node, an index out of range, or a picked dim known only at run time.
+std::optional<Tensor> staticShapeElements(const Node &gather);
 
 } // namespace nnc
