@@ -233,7 +233,7 @@ Error writeValueFile(const std::string &path, const OnnxValue &v, const std::str
   if (v.form.kind == ValueForm::Kind::Tensor && v.tensors.size() == 1)
     return writeTensorFile(path, v.tensors[0], name);
   NNC_USER_CHECK(!hasExtension(path, ".npy"),
-                 "{}: output '{}' is a {}: it is written as .pb (--output-format pb)", path, name,
+                 "{}: output '{}' is {}: it is written as .pb (--output-format pb)", path, name,
                  v.form.str());
   return writeOnnxValueFile(path, v, name);
 }
@@ -478,9 +478,9 @@ std::string compareValues(const OnnxValue &expected, const OnnxValue &actual, do
   };
   bool sameKind = e.kind == a.kind || (optTensor(e) && optTensor(a));
   if (!sameKind || e.holdsSequence() != a.holdsSequence() || e.present != a.present)
-    return fmt::format("a {} but expected a {}", a.str(), e.str());
+    return fmt::format("{} but expected {}", a.str(), e.str());
   if (expected.tensors.size() != actual.tensors.size())
-    return fmt::format("a {} but expected a {}", a.str(), e.str());
+    return fmt::format("{} but expected {}", a.str(), e.str());
   for (size_t i = 0; i < expected.tensors.size(); ++i) {
     std::string d = compareTensors(expected.tensors[i], actual.tensors[i], rtol, atol);
     if (!d.empty())

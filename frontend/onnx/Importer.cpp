@@ -196,7 +196,7 @@ Expected<StaticValue> compositeInput(const onnx::ValueInfoProto &vi, const Value
   std::string what = fmt::format("{}: graph input '{}'", place, vi.name());
   NNC_ASSIGN_OR_RETURN(ValueForm declared, declaredForm(vi.type(), what));
   NNC_USER_CHECK(given.kind == declared.kind && given.holdsSequence() == declared.holdsSequence(),
-                 "{} is declared {} but is given as a {}", what,
+                 "{} is declared {} but is given as {}", what,
                  declared.holdsSequence() ? (declared.kind == ValueForm::Kind::Optional
                                                  ? "an optional sequence"
                                                  : "a sequence")

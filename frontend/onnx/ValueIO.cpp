@@ -22,12 +22,12 @@ std::string ValueForm::str() const {
   std::string seq = fmt::format("sequence of {} {}", elements.size(),
                                 elements.size() == 1 ? "tensor" : "tensors");
   switch (kind) {
-  case Kind::Tensor: return "tensor";
-  case Kind::Sequence: return seq;
+  case Kind::Tensor: return "a tensor";
+  case Kind::Sequence: return "a " + seq;
   case Kind::Optional:
     if (!present)
-      return ofSequence ? "empty optional (of a sequence)" : "empty optional (of a tensor)";
-    return "optional " + (ofSequence ? seq : std::string("tensor"));
+      return ofSequence ? "an empty optional (of a sequence)" : "an empty optional (of a tensor)";
+    return "an optional " + (ofSequence ? seq : std::string("tensor"));
   }
   return "";
 }
@@ -215,7 +215,7 @@ Expected<OnnxValue> readOnnxValueFile(const std::string &path, ValueForm::Kind k
 Error writeOnnxValueFile(const std::string &path, const OnnxValue &v, const std::string &name) {
   const ValueForm &f = v.form;
   NNC_USER_CHECK(v.tensors.size() == f.elements.size(),
-                 "{}: value '{}' is a {} but holds {} tensors", path, name, f.str(),
+                 "{}: value '{}' is {} but holds {} tensors", path, name, f.str(),
                  v.tensors.size());
   if (f.kind == ValueForm::Kind::Tensor) {
     NNC_USER_CHECK(v.tensors.size() == 1, "{}: tensor value '{}' holds {} tensors", path, name,

@@ -31,8 +31,11 @@ struct ValueForm {
   std::vector<TensorType> elements;
 
   /// A sequence, or an optional of one.
-  bool holdsSequence() const { return kind == Kind::Sequence || (kind == Kind::Optional && ofSequence); }
-  /// "tensor", "sequence of 3 tensors", "optional sequence of 2 tensors", "empty optional".
+  bool holdsSequence() const {
+    return kind == Kind::Sequence || (kind == Kind::Optional && ofSequence);
+  }
+  /// "a tensor", "a sequence of 3 tensors", "an optional sequence of 2 tensors", "an empty
+  /// optional (of a tensor)".
   std::string str() const;
 };
 
