@@ -52,6 +52,9 @@ struct ImportState {
   /// This scope lowers a subgraph into the parent's graph in place (inlineGraph): values of
   /// enclosing scopes are used directly, not captured.
   bool inlined = false;
+  /// Main graph: the nodes of subgraphs lowered in place so far (each step of an unrolled
+  /// loop, each element of a SequenceMap counts anew), bounded by inlineGraph.
+  int64_t inlinedNodes = 0;
   /// Values of enclosing graphs this graph reads, in first-use order: each is a graph input
   /// appended after the subgraph's own (its value comes from the node, as a loop invariant).
   std::vector<Value *> captured;

@@ -49,6 +49,9 @@ const StaticValue *ImportState::lookupComposite(const std::string &name) {
 
 namespace {
 
+/// Most nodes lowered in place over a whole import.
+constexpr int64_t kMaxInlinedNodes = int64_t(1) << 20;
+
 /// Checks that `v`, bound to subgraph input `vi`, is of the kind (and element type) the
 /// input declares.
 Error checkBinding(const onnx::ValueInfoProto &vi, const ImportValue &v,
@@ -93,6 +96,14 @@ Expected<std::vector<ImportValue>> inlineGraph(ImportState &outer, const onnx::G
                  gp.input_size(), inputs.size());
   NNC_USER_CHECK(gp.sparse_initializer_size() == 0, "{}: sparse initializers are unsupported",
                  place);
+  ImportState *root = &outer;
+  while (root->parent)
+    root = root->parent;
+  root->inlinedNodes += gp.node_size();
+  NNC_USER_CHECK(root->inlinedNodes <= kMaxInlinedNodes,
+                 "{}: lowering subgraphs in place (the steps of a loop carrying sequences, the "
+                 "elements of a SequenceMap) makes more than {} nodes",
+                 place, kMaxInlinedNodes);
   ImportState st;
   st.graph = outer.graph;
   st.baseDir = outer.baseDir;
@@ -190,8 +201,9 @@ Expected<ImportedSubgraph> importSubgraph(ImportState &outer, const onnx::GraphP
                      place, vi.name(), vi.type().tensor_type().elem_type(), t.str());
     } else if (vi.has_type()) {
       NNC_USER_CHECK(vi.type().has_tensor_type(),
-                     "{}: subgraph input '{}' is not a tensor (sequence and optional values are "
-                     "unsupported)",
+                     "{}: subgraph input '{}' is not a tensor (a sequence or optional input is "
+                     "supported only where the subgraph is lowered in place: SequenceMap, an "
+                     "If with a known condition, a Loop carrying sequences)",
                      place, vi.name());
     }
     st.values[vi.name()] = body->addInput(vi.name(), t);
@@ -209,9 +221,18 @@ Expected<ImportedSubgraph> importSubgraph(ImportState &outer, const onnx::GraphP
     return e.withContext(place);
   std::vector<Value *> outs;
   for (const onnx::ValueInfoProto &o : gp.output()) {
+    bool composite = st.lookupComposite(o.name()) ||
+                     (o.has_type() && (o.type().has_sequence_type() ||
+                                       o.type().has_optional_type()));
+    NNC_USER_CHECK(!composite,
+                   "{}: subgraph output '{}' is a sequence or an optional, which nnc resolves "
+                   "while importing: that needs the subgraph lowered in place (the branch of an If "
+                   "whose condition is known at import time, the body of a Loop carrying "
+                   "sequences or of a SequenceMap), which this one is not",
+                   place, o.name());
     if (o.has_type())
       NNC_USER_CHECK(o.type().has_tensor_type(),
-                     "{}: subgraph output '{}' is not a tensor (sequence and optional values are "
+                     "{}: subgraph output '{}' is not a tensor (maps and sparse tensors are "
                      "unsupported)",
                      place, o.name());
     Value *v = st.lookup(o.name());
