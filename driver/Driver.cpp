@@ -107,19 +107,46 @@ Error checkModelPath(const std::string &path) {
 }
 } // namespace
 
+namespace {
+/// The boundary of a graph whose inputs and outputs are tensors (a .nir file).
+OnnxBoundary tensorBoundary(const Graph &g) {
+  OnnxBoundary b;
+  auto form = [](const Value *v) {
+    ValueForm f;
+    f.dtype = v->dtype();
+    f.elements = {v->type()};
+    return f;
+  };
+  for (const Value *v : g.inputs()) {
+    b.inputNames.push_back(v->name());
+    b.inputs.push_back(form(v));
+  }
+  for (const Value *v : g.outputs()) {
+    b.outputNames.push_back(v->name());
+    b.outputs.push_back(form(v));
+  }
+  return b;
+}
+} // namespace
+
 Expected<std::unique_ptr<Graph>> loadModel(const std::string &path,
-                                           const std::map<std::string, Tensor> &knownInputs) {
+                                           const std::map<std::string, Tensor> &knownInputs,
+                                           const std::map<std::string, ValueForm> &inputForms,
+                                           OnnxBoundary *boundary) {
   NNC_TRY(checkModelPath(path));
   if (hasExtension(path, ".nir")) {
     NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, parseGraphFile(path));
     if (Error e = verify(*g))
       return e.withContext(path);
+    if (boundary)
+      *boundary = tensorBoundary(*g);
     return g;
   }
   ImportOptions opts;
   opts.knownInputs = knownInputs;
+  opts.inputForms = inputForms;
   opts.evaluate = interpreterEvaluator();
-  return importOnnxFile(path, opts);
+  return importOnnxFile(path, opts, boundary);
 }
 
 Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::string &path) {
@@ -142,14 +169,26 @@ std::vector<OnnxIssue> ModelFile::check() const {
   return onnx_ ? onnx_->check() : std::vector<OnnxIssue>();
 }
 
-Expected<std::unique_ptr<Graph>> ModelFile::load(const std::map<std::string, Tensor> &knownInputs) {
-  if (nir_)
+Expected<std::vector<ValueForm>> ModelFile::inputForms() const {
+  if (onnx_)
+    return onnx_->inputForms();
+  return std::vector<ValueForm>(names_.size());
+}
+
+Expected<std::unique_ptr<Graph>> ModelFile::load(const std::map<std::string, Tensor> &knownInputs,
+                                                 const std::map<std::string, ValueForm> &inputForms,
+                                                 OnnxBoundary *boundary) {
+  if (nir_) {
+    if (boundary)
+      *boundary = tensorBoundary(*nir_);
     return std::move(nir_);
+  }
   NNC_USER_CHECK(onnx_ != nullptr, "the model was loaded already");
   ImportOptions opts;
   opts.knownInputs = knownInputs;
+  opts.inputForms = inputForms;
   opts.evaluate = interpreterEvaluator();
-  Expected<std::unique_ptr<Graph>> g = onnx_->import(opts);
+  Expected<std::unique_ptr<Graph>> g = onnx_->import(opts, boundary);
   onnx_.reset(); // the parsed file is no longer needed
   return g;
 }
@@ -176,6 +215,54 @@ Error writeTensorFile(const std::string &path, const Tensor &t, const std::strin
   if (hasExtension(path, ".npy"))
     return writeNpyFile(path, t);
   return writeTensorProtoFile(path, t, name);
+}
+
+Expected<OnnxValue> readValueFile(const std::string &path, ValueForm::Kind kind) {
+  if (kind == ValueForm::Kind::Tensor) {
+    NNC_ASSIGN_OR_RETURN(Tensor t, readTensorFile(path));
+    return OnnxValue::ofTensor(std::move(t));
+  }
+  NNC_USER_CHECK(!hasExtension(path, ".npy"),
+                 "{}: a sequence or optional value is read from a .pb file (SequenceProto or "
+                 "OptionalProto), not .npy",
+                 path);
+  return readOnnxValueFile(path, kind);
+}
+
+Error writeValueFile(const std::string &path, const OnnxValue &v, const std::string &name) {
+  if (v.form.kind == ValueForm::Kind::Tensor && v.tensors.size() == 1)
+    return writeTensorFile(path, v.tensors[0], name);
+  NNC_USER_CHECK(!hasExtension(path, ".npy"),
+                 "{}: output '{}' is {}: it is written as .pb (--output-format pb)", path, name,
+                 v.form.str());
+  return writeOnnxValueFile(path, v, name);
+}
+
+Expected<std::vector<OnnxValue>> groupOutputs(const std::vector<ValueForm> &forms,
+                                              std::vector<Tensor> outs) {
+  std::vector<OnnxValue> values;
+  size_t at = 0;
+  for (const ValueForm &f : forms) {
+    NNC_USER_CHECK(at + f.elements.size() <= outs.size(),
+                   "the graph has {} outputs, fewer than the model's outputs hold", outs.size());
+    OnnxValue v;
+    v.form = f;
+    for (size_t i = 0; i < f.elements.size(); ++i)
+      v.tensors.push_back(std::move(outs[at++]));
+    values.push_back(std::move(v));
+  }
+  NNC_USER_CHECK(at == outs.size(), "the graph has {} outputs but the model's outputs hold {}",
+                 outs.size(), at);
+  return values;
+}
+
+void ModelInputs::add(const std::string &name, OnnxValue v) {
+  if (v.form.kind == ValueForm::Kind::Tensor && v.tensors.size() == 1)
+    known[name] = v.tensors[0];
+  else
+    forms[name] = v.form;
+  for (Tensor &t : v.tensors)
+    tensors.push_back(std::move(t));
 }
 
 PassContext::Evaluator interpreterEvaluator() {
@@ -378,6 +465,28 @@ std::string compareTensors(const Tensor &expected, const Tensor &actual, double 
   if (bad == 0)
     return "";
   return fmt::format("{} of {} elements differ; first: {}", bad, expected.numElements(), first);
+}
+
+std::string compareValues(const OnnxValue &expected, const OnnxValue &actual, double rtol,
+                          double atol) {
+  const ValueForm &e = expected.form, &a = actual.form;
+  // A tensor compares equal to a present optional tensor: ONNX test data writes some
+  // optional outputs as plain tensors.
+  auto optTensor = [](const ValueForm &f) {
+    return f.kind == ValueForm::Kind::Tensor ||
+           (f.kind == ValueForm::Kind::Optional && f.present && !f.ofSequence);
+  };
+  bool sameKind = e.kind == a.kind || (optTensor(e) && optTensor(a));
+  if (!sameKind || e.holdsSequence() != a.holdsSequence() || e.present != a.present)
+    return fmt::format("{} but expected {}", a.str(), e.str());
+  if (expected.tensors.size() != actual.tensors.size())
+    return fmt::format("{} but expected {}", a.str(), e.str());
+  for (size_t i = 0; i < expected.tensors.size(); ++i) {
+    std::string d = compareTensors(expected.tensors[i], actual.tensors[i], rtol, atol);
+    if (!d.empty())
+      return e.holdsSequence() ? fmt::format("tensor {}: {}", i, d) : d;
+  }
+  return "";
 }
 
 } // namespace nnc::driver

@@ -126,8 +126,8 @@ Expected<TensorType> inputType(const onnx::ValueInfoProto &vi, Graph &g,
                                const std::string &place) {
   NNC_USER_CHECK(vi.has_type(), "{}: graph input '{}' has no type", place, vi.name());
   NNC_USER_CHECK(vi.type().has_tensor_type(),
-                 "{}: graph input '{}' is not a tensor (sequence, map, optional and sparse "
-                 "inputs are unsupported)",
+                 "{}: graph input '{}' is not a tensor, a sequence or an optional (map and "
+                 "sparse inputs are unsupported)",
                  place, vi.name());
   const auto &tt = vi.type().tensor_type();
   std::optional<DType> dt = dtypeFromOnnx(tt.elem_type());
@@ -158,6 +158,69 @@ Expected<TensorType> inputType(const onnx::ValueInfoProto &vi, Graph &g,
   return TensorType(*dt, s);
 }
 
+/// The declared form of a graph input or output's type: its kind and element type.
+Expected<ValueForm> declaredForm(const onnx::TypeProto &t, const std::string &what) {
+  ValueForm f;
+  const onnx::TypeProto *elem = &t;
+  if (t.has_optional_type()) {
+    f.kind = ValueForm::Kind::Optional;
+    elem = &t.optional_type().elem_type();
+  }
+  if (elem->has_sequence_type()) {
+    if (f.kind == ValueForm::Kind::Optional)
+      f.ofSequence = true;
+    else
+      f.kind = ValueForm::Kind::Sequence;
+    elem = &elem->sequence_type().elem_type();
+  }
+  if (f.kind == ValueForm::Kind::Tensor && !elem->has_sequence_type() &&
+      !elem->has_tensor_type())
+    return f; // no type, a map or a sparse tensor: the importer says what is wrong
+  NNC_USER_CHECK(elem->has_tensor_type(),
+                 "{} is not a tensor, a sequence of tensors or an optional of either (maps, "
+                 "sparse tensors and nested sequences are unsupported)",
+                 what);
+  if (elem->tensor_type().elem_type() != 0) {
+    std::optional<DType> dt = dtypeFromOnnx(elem->tensor_type().elem_type());
+    NNC_USER_CHECK(dt.has_value(), "{} has unsupported element type {}", what,
+                   elem->tensor_type().elem_type());
+    f.dtype = *dt;
+  }
+  return f;
+}
+
+/// Graph inputs for a sequence or optional input `vi` of the form `given` (the caller's):
+/// one per tensor it holds, named NAME.0, NAME.1, ... Checked against the declared type.
+Expected<StaticValue> compositeInput(const onnx::ValueInfoProto &vi, const ValueForm &given,
+                                     Graph &g, const std::string &place) {
+  std::string what = fmt::format("{}: graph input '{}'", place, vi.name());
+  NNC_ASSIGN_OR_RETURN(ValueForm declared, declaredForm(vi.type(), what));
+  NNC_USER_CHECK(given.kind == declared.kind && given.holdsSequence() == declared.holdsSequence(),
+                 "{} is declared {} but is given as {}", what,
+                 declared.holdsSequence() ? (declared.kind == ValueForm::Kind::Optional
+                                                 ? "an optional sequence"
+                                                 : "a sequence")
+                                          : "an optional tensor",
+                 given.str());
+  NNC_USER_CHECK(given.holdsSequence() || !given.present || given.elements.size() == 1,
+                 "{} is an optional tensor but is given {} tensors", what, given.elements.size());
+  NNC_USER_CHECK(given.present || given.elements.empty(), "{} is absent but is given {} tensors",
+                 what, given.elements.size());
+  StaticValue v;
+  v.optional = declared.kind == ValueForm::Kind::Optional;
+  v.present = given.present;
+  v.ofSequence = declared.holdsSequence();
+  v.dtype = declared.dtype;
+  for (size_t i = 0; i < given.elements.size(); ++i) {
+    const TensorType &t = given.elements[i];
+    NNC_USER_CHECK(t.dtype == declared.dtype, "{}: tensor {} is {} but the model declares {}",
+                   what, i, t.str(), dtypeName(declared.dtype));
+    v.elements.push_back(
+        g.addInput(v.ofSequence ? fmt::format("{}.{}", vi.name(), i) : vi.name(), t));
+  }
+  return v;
+}
+
 /// Lowers the nodes of `gp` into `st` in order; `prefix` starts each error ("FILE: " for the
 /// main graph; a subgraph's errors get their place from the node that holds it).
 Error lowerGraphNodes(const LoadedModel &lm, ImportState &st, const onnx::GraphProto &gp,
@@ -182,7 +245,7 @@ Error lowerGraphNodes(const LoadedModel &lm, ImportState &st, const onnx::GraphP
     if (!l)
       return Error(place + ": " + firstIssue);
     for (const std::string &in : n.input()) {
-      if (in.empty() || st.lookup(in))
+      if (in.empty() || st.defines(in))
         continue;
       auto it = definedAt.find(in);
       if (it != definedAt.end())
@@ -194,7 +257,7 @@ Error lowerGraphNodes(const LoadedModel &lm, ImportState &st, const onnx::GraphP
                        place, in, st.parent ? " (in this graph or an enclosing one)" : "");
     }
     for (const std::string &o : n.output())
-      NNC_USER_CHECK(o.empty() || !st.values.count(o),
+      NNC_USER_CHECK(o.empty() || (!st.values.count(o) && !st.composites.count(o)),
                      "{}: output '{}' is already defined (ONNX values are assigned once)", place,
                      o);
     if (Error e = lowerNode(st, n, idx, opset, *l))
@@ -214,12 +277,16 @@ Expected<std::unique_ptr<OnnxModel>> OnnxModel::load(const std::string &path) {
 }
 
 Expected<std::unique_ptr<Graph>> importOnnxFile(const std::string &path,
-                                                const ImportOptions &options) {
+                                                const ImportOptions &options,
+                                                OnnxBoundary *boundary) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<OnnxModel> m, OnnxModel::load(path));
-  return m->import(options);
+  return m->import(options, boundary);
 }
 
-Expected<std::unique_ptr<Graph>> OnnxModel::import(const ImportOptions &options) {
+Expected<std::unique_ptr<Graph>> OnnxModel::import(const ImportOptions &options,
+                                                   OnnxBoundary *boundary) {
+  if (boundary)
+    *boundary = OnnxBoundary();
   LoadedModel *lm = m_.get();
   const std::string &path = lm->path;
   onnx::GraphProto &gp = *lm->model.mutable_graph();
@@ -253,10 +320,31 @@ Expected<std::unique_ptr<Graph>> OnnxModel::import(const ImportOptions &options)
     NNC_USER_CHECK(!vi.name().empty(), "{}: a graph input has no name", path);
     if (initNames.count(vi.name()))
       continue; // An initializer-backed input (old models): a constant.
-    NNC_USER_CHECK(!st.values.count(vi.name()), "{}: graph input '{}' is declared twice", path,
-                   vi.name());
+    NNC_USER_CHECK(!st.values.count(vi.name()) && !st.composites.count(vi.name()),
+                   "{}: graph input '{}' is declared twice", path, vi.name());
+    if (vi.has_type() && (vi.type().has_sequence_type() || vi.type().has_optional_type())) {
+      auto form = options.inputForms.find(vi.name());
+      NNC_USER_CHECK(form != options.inputForms.end(),
+                     "{}: graph input '{}' is a {}: its length and element types must be given "
+                     "when importing (nnc resolves sequences and optionals at import time)",
+                     path, vi.name(), vi.type().has_sequence_type() ? "sequence" : "optional");
+      NNC_ASSIGN_OR_RETURN(StaticValue v, compositeInput(vi, form->second, g, path));
+      if (boundary) {
+        boundary->inputNames.push_back(vi.name());
+        boundary->inputs.push_back(form->second);
+      }
+      st.composites[vi.name()] = std::move(v);
+      continue;
+    }
     NNC_ASSIGN_OR_RETURN(TensorType type, inputType(vi, g, path));
     st.values[vi.name()] = g.addInput(vi.name(), type);
+    if (boundary) {
+      ValueForm f;
+      f.dtype = type.dtype;
+      f.elements = {type};
+      boundary->inputNames.push_back(vi.name());
+      boundary->inputs.push_back(std::move(f));
+    }
   }
   for (onnx::TensorProto &t : *gp.mutable_initializer()) {
     NNC_ASSIGN_OR_RETURN(Tensor v,
@@ -276,13 +364,42 @@ Expected<std::unique_ptr<Graph>> OnnxModel::import(const ImportOptions &options)
 
   std::vector<Value *> outs;
   for (const auto &o : gp.output()) {
-    auto it = st.values.find(o.name());
-    NNC_USER_CHECK(it != st.values.end(),
-                   "{}: graph output '{}' is not produced by any node, input or initializer",
-                   path, o.name());
-    outs.push_back(it->second);
+    ValueForm form;
+    if (auto c = st.composites.find(o.name()); c != st.composites.end()) {
+      const StaticValue &v = c->second;
+      form.kind = v.optional ? ValueForm::Kind::Optional : ValueForm::Kind::Sequence;
+      form.present = v.present;
+      form.ofSequence = v.optional && v.ofSequence;
+      form.dtype = v.dtype;
+      for (Value *e : v.elements) {
+        form.elements.push_back(e->type());
+        outs.push_back(e);
+      }
+    } else {
+      auto it = st.values.find(o.name());
+      NNC_USER_CHECK(it != st.values.end(),
+                     "{}: graph output '{}' is not produced by any node, input or initializer",
+                     path, o.name());
+      if (o.has_type() && (o.type().has_sequence_type() || o.type().has_optional_type())) {
+        // A tensor where the model declares an optional (of a tensor): a present one.
+        NNC_USER_CHECK(o.type().has_optional_type() &&
+                           !o.type().optional_type().elem_type().has_sequence_type(),
+                       "{}: graph output '{}' is declared a sequence but is a tensor", path,
+                       o.name());
+        form.kind = ValueForm::Kind::Optional;
+      }
+      form.dtype = it->second->dtype();
+      form.elements = {it->second->type()};
+      outs.push_back(it->second);
+    }
+    if (boundary) {
+      boundary->outputNames.push_back(o.name());
+      boundary->outputs.push_back(std::move(form));
+    }
   }
-  NNC_USER_CHECK(!outs.empty(), "{}: the graph has no outputs", path);
+  NNC_USER_CHECK(!outs.empty(),
+                 "{}: the graph has no outputs{}", path,
+                 gp.output_size() ? " (its outputs are empty sequences or optionals)" : "");
   g.setOutputs(outs);
   if (Error e = verify(g))
     return e.withContext(fmt::format("{}: internal error: the imported graph does not verify",
@@ -305,6 +422,22 @@ std::vector<std::string> OnnxModel::inputNames() const {
     if (!inits.count(i.name()))
       names.push_back(i.name());
   return names;
+}
+
+Expected<std::vector<ValueForm>> OnnxModel::inputForms() const {
+  const onnx::GraphProto &gp = m_->model.graph();
+  std::set<std::string> inits;
+  for (const auto &t : gp.initializer())
+    inits.insert(t.name());
+  std::vector<ValueForm> forms;
+  for (const auto &i : gp.input())
+    if (!inits.count(i.name())) {
+      NNC_ASSIGN_OR_RETURN(
+          ValueForm f, declaredForm(i.type(), fmt::format("{}: graph input '{}'", m_->path,
+                                                          i.name())));
+      forms.push_back(std::move(f));
+    }
+  return forms;
 }
 
 namespace {

@@ -32,6 +32,9 @@ public:
 private:
   std::optional<Tensor> compute(const ImportState &st, const Value *v, int depth) {
     if (v->isGraphInput()) {
+      // A subgraph lowered in place shares its enclosing graph and its inputs.
+      if (st.inlined && st.parent)
+        return of(*st.parent, v, depth + 1);
       if (!st.parent) {
         if (!st.knownInputs)
           return std::nullopt;

@@ -65,9 +65,20 @@ public:
   Context(ImportState &st, const onnx::NodeProto &node, size_t index, int64_t opset)
       : st_(st), node_(node), index_(index), opset_(opset) {}
 
-  Error resolveInputs() {
+  /// Resolves the node's inputs; a sequence or optional given to a lowering that is not
+  /// `composite` is an error naming the input.
+  Error resolveInputs(bool composite) {
     for (const std::string &name : node_.input()) {
+      composites_.emplace_back();
       if (name.empty()) {
+        inputs_.push_back(nullptr);
+        continue;
+      }
+      if (const StaticValue *s = st_.lookupComposite(name)) {
+        if (!composite)
+          return error("input {} '{}' is a {}; this operator takes tensors", inputs_.size(),
+                       name, s->kindName());
+        composites_.back() = *s;
         inputs_.push_back(nullptr);
         continue;
       }
@@ -88,6 +99,9 @@ public:
     return i < numOutputs() && !node_.output(static_cast<int>(i)).empty();
   }
   bool forTraining() const override { return st_.forTraining; }
+  const StaticValue *compositeInput(size_t i) const override {
+    return i < composites_.size() && composites_[i] ? &*composites_[i] : nullptr;
+  }
 
   const onnx::AttributeProto *find(const std::string &name) const {
     for (const auto &a : node_.attribute())
@@ -179,15 +193,22 @@ public:
     NNC_ASSIGN_OR_RETURN(const onnx::GraphProto *gp, graphAttr(name));
     return importSubgraph(st_, *gp, inputTypes, place() + " / " + name);
   }
+  Expected<std::vector<ImportValue>>
+  inlineSubgraph(const std::string &name, const std::vector<ImportValue> &inputs) override {
+    NNC_ASSIGN_OR_RETURN(const onnx::GraphProto *gp, graphAttr(name));
+    return inlineGraph(st_, *gp, inputs, place() + " / " + name);
+  }
 
   const Tensor *tryConstantInput(size_t i) const override {
     Value *v = input(i);
     if (!v)
       return nullptr;
     if (v->isGraphInput()) {
+      // By the graph input's own name: in a subgraph lowered in place, the node's name for
+      // it may be the subgraph's.
       if (!st_.knownInputs)
         return nullptr;
-      auto it = st_.knownInputs->find(node_.input(static_cast<int>(i)));
+      auto it = st_.knownInputs->find(v->name());
       return it == st_.knownInputs->end() ? nullptr : &it->second;
     }
     Node *p = v->producer();
@@ -349,12 +370,24 @@ public:
     return constant(Tensor::fromVector<int64_t>(DType::I64, {static_cast<int64_t>(v.size())}, v));
   }
 
+  Error setCompositeOutput(size_t i, StaticValue v) override {
+    if (!hasOutput(i))
+      return Error::success();
+    const std::string &name = node_.output(static_cast<int>(i));
+    NNC_USER_CHECK(!st_.values.count(name) && !st_.composites.count(name),
+                   "{}: output '{}' is already defined (ONNX values must be assigned once)",
+                   place(), name);
+    st_.composites[name] = std::move(v);
+    return Error::success();
+  }
+
   Error setOutput(size_t i, Value *v) override {
     NNC_ASSERT(v, "{}: setOutput({}) with a null value", place(), i);
     if (!hasOutput(i))
       return Error::success();
     const std::string &name = node_.output(static_cast<int>(i));
-    NNC_USER_CHECK(!st_.values.count(name), "{}: output '{}' is already defined (ONNX values "
+    NNC_USER_CHECK(!st_.values.count(name) && !st_.composites.count(name),
+                   "{}: output '{}' is already defined (ONNX values "
                    "must be assigned once)", place(), name);
     st_.values[name] = v;
     // Values emitted for this node take the ONNX name; a value passed through (Identity)
@@ -372,6 +405,7 @@ private:
   size_t index_;
   int64_t opset_;
   std::vector<Value *> inputs_;
+  std::vector<std::optional<StaticValue>> composites_;
   std::set<Value *> created_;
   std::set<Value *> named_;
   std::optional<std::string> scalarError_;
@@ -422,14 +456,14 @@ std::string nodePlace(const onnx::NodeProto &n, size_t index) {
 Error lowerNode(ImportState &state, const onnx::NodeProto &node, size_t index, int64_t opset,
                 const OpLowering &lowering) {
   Context ctx(state, node, index, opset);
-  NNC_TRY(ctx.resolveInputs());
+  NNC_TRY(ctx.resolveInputs(lowering.composite));
   Error e = lowering.lower(ctx);
   if (ctx.scalarError())
     return Error(*ctx.scalarError());
   NNC_TRY(e);
   for (int i = 0; i < node.output_size(); ++i) {
     const std::string &name = node.output(i);
-    NNC_USER_CHECK(name.empty() || state.values.count(name),
+    NNC_USER_CHECK(name.empty() || state.values.count(name) || state.composites.count(name),
                    "{}: output {} '{}' is not supported by this lowering", ctx.place(), i, name);
   }
   return Error::success();
@@ -448,6 +482,7 @@ const LoweringTable &loweringTable() {
     registerQuantizeLowerings(t);
     registerControlFlowLowerings(t);
     registerMLLowerings(t);
+    registerSequenceLowerings(t);
     t["Constant"] = OpLowering{{"value", "value_float", "value_floats", "value_int", "value_ints"},
                                lowerConstant};
     return t;

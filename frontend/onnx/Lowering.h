@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "nnc/ir/Graph.h"
@@ -20,6 +21,29 @@ class GraphProto;
 namespace nnc::onnxfe {
 
 struct ImportedSubgraph;
+
+/// A sequence or optional value, resolved while importing to the tensor values it holds (a
+/// static sequence: its length and each element are known at import time). nnc's IR has
+/// tensors only; the sequence and optional operators rearrange these lists.
+struct StaticValue {
+  bool optional = false;    ///< An optional (else a sequence).
+  bool present = true;      ///< Optional: holds a value.
+  bool ofSequence = true;   ///< A sequence, or an optional holding (or typed to hold) one.
+  DType dtype = DType::F32; ///< The element type, known even when there are no elements.
+  std::vector<Value *> elements; ///< A sequence's tensors; an optional tensor's one.
+
+  static StaticValue sequence(DType t, std::vector<Value *> elements) {
+    StaticValue v;
+    v.dtype = t;
+    v.elements = std::move(elements);
+    return v;
+  }
+  /// "sequence", "optional" (for errors).
+  const char *kindName() const { return optional ? "optional" : "sequence"; }
+};
+
+/// What an ONNX name denotes while importing: a tensor or a static sequence or optional.
+using ImportValue = std::variant<Value *, StaticValue>;
 
 /// What a lowering sees of one ONNX node, and how it emits IR.
 class LoweringContext {
@@ -41,6 +65,10 @@ public:
   virtual bool hasOutput(size_t i) const = 0;
   /// ImportOptions::forTraining.
   virtual bool forTraining() const = 0;
+  /// Input i when it is a sequence or an optional; null when it is a tensor or absent.
+  /// Only lowerings registered with OpLowering::composite see such inputs (input() is null
+  /// for them); any other operator given one is an error naming the input.
+  virtual const StaticValue *compositeInput(size_t i) const = 0;
 
   // ---- Attributes (defaults when absent; wrong kinds are errors) ----
   virtual bool hasAttr(const std::string &name) const = 0;
@@ -62,6 +90,11 @@ public:
   /// `inputTypes`; the outer values it reads are captured.
   virtual Expected<ImportedSubgraph> subgraph(const std::string &name,
                                               const std::vector<TensorType> &inputTypes) = 0;
+  /// Graph attribute `name` lowered into this graph in place (an If's taken branch, one step
+  /// of an unrolled Loop, SequenceMap's body for one element), its inputs bound to `inputs`
+  /// (one per declared input); returns the values of its outputs.
+  virtual Expected<std::vector<ImportValue>> inlineSubgraph(const std::string &name,
+                                                            const std::vector<ImportValue> &inputs) = 0;
 
   /// The compile-time value of input i: an initializer, a Constant node's output, a value
   /// folded from constants, or an ImportOptions::knownInputs entry. Error (naming `what`)
@@ -90,6 +123,20 @@ public:
   virtual Value *i64Vector(const std::vector<int64_t> &v) = 0;
   /// Binds ONNX output i to `v` (ignored when the output is not wanted).
   virtual Error setOutput(size_t i, Value *v) = 0;
+  /// Binds ONNX output i to a sequence or optional.
+  virtual Error setCompositeOutput(size_t i, StaticValue v) = 0;
+  /// Binds ONNX output i to whichever `v` holds.
+  Error setOutputValue(size_t i, const ImportValue &v) {
+    if (const StaticValue *s = std::get_if<StaticValue>(&v))
+      return setCompositeOutput(i, *s);
+    return setOutput(i, std::get<Value *>(v));
+  }
+  /// Input i as whichever it is (a null tensor when absent).
+  ImportValue inputValue(size_t i) const {
+    if (const StaticValue *s = compositeInput(i))
+      return *s;
+    return input(i);
+  }
 
   /// Input i, or an error naming it (`what`) when a required input is absent.
   Expected<Value *> requiredInput(size_t i, const char *what) const {
@@ -127,6 +174,8 @@ struct OpLowering {
   /// and refused by the importer.
   std::vector<std::string> attributes;
   LowerFn lower;
+  /// The lowering takes or gives sequences and optionals (LoweringContext::compositeInput).
+  bool composite = false;
 };
 
 /// ONNX op type (default domain; "ai.onnx.preview:Name" style keys for other domains are
@@ -148,5 +197,6 @@ void registerQuantizeLowerings(LoweringTable &t);
 void registerControlFlowLowerings(LoweringTable &t);
 /// The ai.onnx.ml operators (ops/ML.cpp), keyed "ai.onnx.ml:Name".
 void registerMLLowerings(LoweringTable &t);
+void registerSequenceLowerings(LoweringTable &t);
 
 } // namespace nnc::onnxfe

@@ -34,6 +34,8 @@ struct ImportState {
   std::string baseDir;
   /// ONNX value name -> IR value.
   std::map<std::string, Value *> values;
+  /// ONNX value name -> sequence or optional (names in neither map are undefined).
+  std::map<std::string, StaticValue> composites;
   /// ONNX names of graph inputs whose values the caller supplied (ImportOptions::knownInputs).
   const std::map<std::string, Tensor> *knownInputs = nullptr;
   /// ImportOptions::evaluate (may be empty).
@@ -47,6 +49,12 @@ struct ImportState {
   // ---- Subgraphs (If's branches, Loop's and Scan's bodies) ----
   /// The state of the graph this one is nested in (null for the main graph).
   ImportState *parent = nullptr;
+  /// This scope lowers a subgraph into the parent's graph in place (inlineGraph): values of
+  /// enclosing scopes are used directly, not captured.
+  bool inlined = false;
+  /// Main graph: the nodes of subgraphs lowered in place so far (each step of an unrolled
+  /// loop, each element of a SequenceMap counts anew), bounded by inlineGraph.
+  int64_t inlinedNodes = 0;
   /// Values of enclosing graphs this graph reads, in first-use order: each is a graph input
   /// appended after the subgraph's own (its value comes from the node, as a loop invariant).
   std::vector<Value *> captured;
@@ -57,6 +65,15 @@ struct ImportState {
   /// The value of ONNX name `name`: this graph's, else an enclosing graph's, captured (a
   /// constant is copied into this graph instead); null when no scope defines it.
   Value *lookup(const std::string &name);
+  /// Like lookup, for a sequence or optional (its tensors captured alike).
+  const StaticValue *lookupComposite(const std::string &name);
+  /// True when some scope defines `name` (a tensor, sequence or optional).
+  bool defines(const std::string &name) { return lookupComposite(name) || lookup(name); }
+
+private:
+  /// `outer`, a value of an enclosing graph, made available in this one (`name` its ONNX
+  /// name, or a tensor of a sequence's): a copied constant, else a captured input.
+  Value *capture(Value *outer, const std::string &name);
 };
 
 /// The value of `v` (a value of `st`'s graph) when it follows, at import time, from
@@ -78,6 +95,12 @@ struct ImportedSubgraph {
 Expected<ImportedSubgraph> importSubgraph(ImportState &outer, const onnx::GraphProto &gp,
                                           const std::vector<TensorType> &inputTypes,
                                           const std::string &place);
+
+/// Lowers `gp` (attribute of the node at `place`) into `outer`'s graph in place, its inputs
+/// bound to `inputs` (one per declared input); returns the values of its outputs.
+Expected<std::vector<ImportValue>> inlineGraph(ImportState &outer, const onnx::GraphProto &gp,
+                                               const std::vector<ImportValue> &inputs,
+                                               const std::string &place);
 
 /// Lowers one ONNX node (index `index` in the graph) through `lowering`.
 Error lowerNode(ImportState &state, const onnx::NodeProto &node, size_t index, int64_t opset,

@@ -62,32 +62,49 @@ std::string roundTrip(const Graph &g, const std::string &what) {
   return fmt::format("{}: print/parse/print differs at line {}", what, line);
 }
 
+/// A data set's inputs (input_K.pb, read as the model's types say) and the model loaded with
+/// them known; `boundary` receives how its outputs group the graph's.
+struct LoadedSet {
+  std::unique_ptr<Graph> graph;
+  driver::ModelInputs inputs;
+  OnnxBoundary boundary;
+};
+
+Expected<LoadedSet> loadWithInputs(const fs::path &model, const fs::path &set) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<driver::ModelFile> file,
+                       driver::ModelFile::open(model.string()));
+  const std::vector<std::string> &names = file->inputNames();
+  NNC_ASSIGN_OR_RETURN(std::vector<ValueForm> forms, file->inputForms());
+  LoadedSet ls;
+  for (size_t k = 0;; ++k) {
+    fs::path p = set / fmt::format("input_{}.pb", k);
+    if (!fs::exists(p))
+      break;
+    ValueForm::Kind kind = k < forms.size() ? forms[k].kind : ValueForm::Kind::Tensor;
+    NNC_ASSIGN_OR_RETURN(OnnxValue v, driver::readValueFile(p.string(), kind));
+    if (k < names.size())
+      ls.inputs.add(names[k], std::move(v));
+    else
+      for (Tensor &t : v.tensors)
+        ls.inputs.tensors.push_back(std::move(t));
+  }
+  NNC_ASSIGN_OR_RETURN(ls.graph, file->load(ls.inputs.known, ls.inputs.forms, &ls.boundary));
+  return ls;
+}
+
 /// Imports with the first data set's inputs known, then checks the round trip of the
 /// imported graph and of the optimized one (by the CPU pipeline for `cpu`).
 std::string roundTripTest(const fs::path &dir, const CpuTarget &cpu) {
-  fs::path model = dir / "model.onnx";
-  Expected<std::vector<std::string>> names = driver::modelInputNames(model.string());
-  if (!names)
-    return names.error().message();
-  std::map<std::string, Tensor> known;
-  for (size_t k = 0; k < names->size(); ++k) {
-    fs::path p = dir / "test_data_set_0" / fmt::format("input_{}.pb", k);
-    if (!fs::exists(p))
-      continue;
-    Expected<Tensor> t = driver::readTensorFile(p.string());
-    if (!t)
-      return t.error().message();
-    known[(*names)[k]] = *t;
-  }
-  Expected<std::unique_ptr<Graph>> g = driver::loadModel(model.string(), known);
-  if (!g)
-    return g.error().message();
-  std::string r = roundTrip(**g, "imported");
+  Expected<LoadedSet> ls = loadWithInputs(dir / "model.onnx", dir / "test_data_set_0");
+  if (!ls)
+    return ls.error().message();
+  Graph &g = *ls->graph;
+  std::string r = roundTrip(g, "imported");
   if (!r.empty())
     return r;
-  if (Error e = driver::optimize(**g, cpu))
+  if (Error e = driver::optimize(g, cpu))
     return "optimize: " + e.message();
-  return roundTrip(**g, "optimized");
+  return roundTrip(g, "optimized");
 }
 
 /// Runs one test; returns "" on success or the reason it failed. Runs in a child process,
@@ -97,9 +114,6 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
     return e.message();
   bool optimize = opts.optimize;
   fs::path model = dir / "model.onnx";
-  Expected<std::vector<std::string>> names = driver::modelInputNames(model.string());
-  if (!names)
-    return names.error().message();
   std::vector<fs::path> sets;
   for (const auto &e : fs::directory_iterator(dir))
     if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
@@ -108,28 +122,20 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
   if (sets.empty())
     return "no test_data_set_* folder";
   for (const fs::path &set : sets) {
-    std::vector<Tensor> inputs;
-    std::map<std::string, Tensor> known;
-    for (size_t k = 0;; ++k) {
-      fs::path p = set / fmt::format("input_{}.pb", k);
-      if (!fs::exists(p))
-        break;
-      Expected<Tensor> t = driver::readTensorFile(p.string());
-      if (!t)
-        return t.error().message();
-      if (k < names->size())
-        known[(*names)[k]] = *t;
-      inputs.push_back(*t);
-    }
-    Expected<std::unique_ptr<Graph>> g = driver::loadModel(model.string(), known);
-    if (!g)
-      return g.error().message();
+    Expected<LoadedSet> ls = loadWithInputs(model, set);
+    if (!ls)
+      return ls.error().message();
+    Graph &g = *ls->graph;
     if (optimize)
-      if (Error e = driver::optimize(**g, target))
+      if (Error e = driver::optimize(g, target))
         return "optimize: " + e.message();
     driver::ExecOptions eo;
     eo.openclOptimize = opts.openclOptimize;
-    Expected<std::vector<Tensor>> outs = driver::execute(**g, inputs, target, eo);
+    Expected<std::vector<Tensor>> flat = driver::execute(g, ls->inputs.tensors, target, eo);
+    if (!flat)
+      return flat.error().message();
+    Expected<std::vector<OnnxValue>> outs =
+        driver::groupOutputs(ls->boundary.outputs, std::move(*flat));
     if (!outs)
       return outs.error().message();
     for (size_t k = 0;; ++k) {
@@ -139,12 +145,12 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
           return fmt::format("{} outputs but {} expected", outs->size(), k);
         break;
       }
-      Expected<Tensor> want = driver::readTensorFile(p.string());
-      if (!want)
-        return want.error().message();
       if (k >= outs->size())
         return fmt::format("missing output {}", k);
-      std::string diff = driver::compareTensors(*want, (*outs)[k], opts.rtol, opts.atol);
+      Expected<OnnxValue> want = driver::readValueFile(p.string(), (*outs)[k].form.kind);
+      if (!want)
+        return want.error().message();
+      std::string diff = driver::compareValues(*want, (*outs)[k], opts.rtol, opts.atol);
       if (!diff.empty())
         return fmt::format("{}: output {}: {}", set.filename().string(), k, diff);
     }

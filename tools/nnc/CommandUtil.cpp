@@ -106,6 +106,38 @@ Expected<std::map<std::string, Tensor>> readInputs(const std::vector<std::string
   return byName;
 }
 
+Expected<std::map<std::string, OnnxValue>> readInputValues(const std::vector<std::string> &names,
+                                                           const std::vector<ValueForm> &forms,
+                                                           const std::string &inputsDir,
+                                                           const std::vector<std::string> &specs) {
+  std::map<std::string, OnnxValue> byName;
+  auto kindOf = [&](size_t k) {
+    return k < forms.size() ? forms[k].kind : ValueForm::Kind::Tensor;
+  };
+  if (!inputsDir.empty()) {
+    if (!fs::is_directory(inputsDir))
+      return makeError("--inputs-dir {}: no such directory", inputsDir);
+    for (size_t k = 0; k < names.size(); ++k) {
+      fs::path p = fs::path(inputsDir) / fmt::format("input_{}.pb", k);
+      if (!fs::exists(p))
+        continue;
+      NNC_ASSIGN_OR_RETURN(byName[names[k]], driver::readValueFile(p.string(), kindOf(k)));
+    }
+  }
+  for (const std::string &spec : specs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos)
+      return makeError("--input '{}': expected NAME=FILE", spec);
+    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end())
+      return makeError("--input '{}': the model has no input named '{}'", spec, name);
+    NNC_ASSIGN_OR_RETURN(byName[name],
+                         driver::readValueFile(file, kindOf(static_cast<size_t>(it - names.begin()))));
+  }
+  return byName;
+}
+
 Expected<std::map<std::string, Extents>> parseShapeSpecs(const std::vector<std::string> &specs) {
   std::map<std::string, Extents> shapes;
   for (const std::string &spec : specs) {

@@ -47,6 +47,12 @@ int effectiveThreads(int requested);
 Expected<std::map<std::string, Tensor>> readInputs(const std::vector<std::string> &names,
                                                    const std::string &inputsDir,
                                                    const std::vector<std::string> &specs);
+/// readInputs for a model whose inputs may be sequences or optionals, of the declared
+/// `forms` (ModelFile::inputForms, one per name): the values by input name.
+Expected<std::map<std::string, OnnxValue>> readInputValues(const std::vector<std::string> &names,
+                                                           const std::vector<ValueForm> &forms,
+                                                           const std::string &inputsDir,
+                                                           const std::vector<std::string> &specs);
 /// Parses --shape NAME=2x3x4 (NAME= for a scalar) into extents by input name.
 Expected<std::map<std::string, Extents>> parseShapeSpecs(const std::vector<std::string> &specs);
 /// The extents of an input's declared type, each symbolic dim taken as 1 (with a note on

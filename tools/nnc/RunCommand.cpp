@@ -53,12 +53,12 @@ std::string previewTensor(const Tensor &t) {
 /// same inputs, and per floating-point output the largest |bf16 - fp32|, that relative to the
 /// fp32 output's range, and how many rows (along the last axis) keep their arg-max (top-1).
 Error reportPrecisionDifference(const RunOptions &o, const driver::Target &target,
-                                const std::map<std::string, Tensor> &byName,
-                                const std::vector<Tensor> &inputs,
+                                const driver::ModelInputs &in,
                                 const std::vector<Tensor> &outs) {
   driver::Target fp32 = target;
   fp32.cpu.precision = CpuTarget::Precision::F32;
-  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(o.model, byName));
+  const std::vector<Tensor> &inputs = in.tensors;
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(o.model, in.known, in.forms));
   if (o.optimize)
     NNC_TRY(driver::optimize(*g, fp32));
   driver::ExecOptions eo;
@@ -119,25 +119,31 @@ int runCommand(const RunOptions &o) {
   if (reportUnsupported(o.model, (*file)->check()))
     return 1;
   const std::vector<std::string> &names = (*file)->inputNames();
+  Expected<std::vector<ValueForm>> forms = (*file)->inputForms();
+  if (!forms)
+    return fail(forms.takeError());
 
-  // Inputs: DIR/input_K.pb by position, then NAME=FILE overrides.
+  // Inputs: DIR/input_K.pb by position, then NAME=FILE overrides. A sequence or optional
+  // input gives the graph as many inputs as it holds tensors (OnnxBoundary).
   PhaseTimer inputsTime("read inputs");
-  Expected<std::map<std::string, Tensor>> read = readInputs(names, o.inputsDir, o.inputs);
+  Expected<std::map<std::string, OnnxValue>> read =
+      readInputValues(names, *forms, o.inputsDir, o.inputs);
   if (!read)
     return fail(read.takeError());
-  std::map<std::string, Tensor> &byName = *read;
-  std::vector<Tensor> inputs;
+  driver::ModelInputs in;
   for (const std::string &n : names) {
-    auto it = byName.find(n);
-    if (it == byName.end())
+    auto it = read->find(n);
+    if (it == read->end())
       return fail(fmt::format("no value for model input '{}' (give --inputs-dir or --input "
                               "{}=FILE)",
                               n, n));
-    inputs.push_back(it->second);
+    in.add(n, std::move(it->second));
   }
+  const std::vector<Tensor> &inputs = in.tensors;
   inputsTime.stop();
   PhaseTimer importTime("import");
-  Expected<std::unique_ptr<Graph>> g = (*file)->load(byName);
+  OnnxBoundary boundary;
+  Expected<std::unique_ptr<Graph>> g = (*file)->load(in.known, in.forms, &boundary);
   if (!g)
     return fail(g.takeError());
   importTime.stop();
@@ -180,15 +186,19 @@ int runCommand(const RunOptions &o) {
   if (!outs)
     return fail(outs.takeError());
   double runMs = msSince(t1);
+  // The model's outputs: a sequence or optional groups the graph outputs it holds.
+  Expected<std::vector<OnnxValue>> values = driver::groupOutputs(boundary.outputs, *outs);
+  if (!values)
+    return fail(values.takeError());
 
   if (!o.outputDir.empty()) {
     std::error_code ec;
     fs::create_directories(o.outputDir, ec);
     if (ec)
       return fail(fmt::format("--output-dir {}: {}", o.outputDir, ec.message()));
-    for (size_t k = 0; k < outs->size(); ++k) {
+    for (size_t k = 0; k < values->size(); ++k) {
       fs::path p = fs::path(o.outputDir) / fmt::format("output_{}.{}", k, o.outputFormat);
-      if (Error e = driver::writeTensorFile(p.string(), (*outs)[k], (*g)->outputs()[k]->name()))
+      if (Error e = driver::writeValueFile(p.string(), (*values)[k], boundary.outputNames[k]))
         return fail(e);
     }
   }
@@ -202,16 +212,16 @@ int runCommand(const RunOptions &o) {
                              driver::targetName(*target), compileMs, cacheNote, runMs);
   }
   if (target->cpu.precision == CpuTarget::Precision::BF16)
-    if (Error e = reportPrecisionDifference(o, *target, byName, inputs, *outs))
+    if (Error e = reportPrecisionDifference(o, *target, in, *outs))
       return fail(e.withContext("the fp32 run beside --precision bf16"));
   if (!o.expectedDir.empty()) {
     int bad = 0;
-    for (size_t k = 0; k < outs->size(); ++k) {
+    for (size_t k = 0; k < values->size(); ++k) {
       fs::path p = fs::path(o.expectedDir) / fmt::format("output_{}.pb", k);
-      Expected<Tensor> want = driver::readTensorFile(p.string());
+      Expected<OnnxValue> want = driver::readValueFile(p.string(), (*values)[k].form.kind);
       if (!want)
         return fail(want.takeError());
-      std::string diff = driver::compareTensors(*want, (*outs)[k]);
+      std::string diff = driver::compareValues(*want, (*values)[k]);
       if (!diff.empty()) {
         std::cerr << fmt::format("nnc: output {} differs from {}: {}\n", k, p.string(), diff);
         ++bad;
@@ -219,7 +229,7 @@ int runCommand(const RunOptions &o) {
     }
     if (bad)
       return 1;
-    std::cout << fmt::format("all {} outputs match {} (rtol 1e-3, atol 1e-7)\n", outs->size(),
+    std::cout << fmt::format("all {} outputs match {} (rtol 1e-3, atol 1e-7)\n", values->size(),
                              o.expectedDir);
   }
   return 0;

@@ -79,10 +79,113 @@ Error checkStates(LoweringContext &ctx, const Graph &body, const std::vector<Val
   return Error::success();
 }
 
+/// Batch entry b of x (its axis 0 dropped).
+Expected<Value *> batchEntry(LoweringContext &ctx, Value *x, int64_t b) {
+  NNC_ASSIGN_OR_RETURN(Value * s, ctx.emit(OpKind::Slice, {x, ctx.i64Vector({b}),
+                                                           ctx.i64Vector({b + 1}),
+                                                           ctx.i64Vector({0})}));
+  return ctx.emit(OpKind::Squeeze, {s}, {{"axes", Ints{0}}});
+}
+
+/// The values stacked along a new axis 0.
+Expected<Value *> stack(LoweringContext &ctx, const std::vector<Value *> &xs) {
+  std::vector<Value *> parts;
+  for (Value *x : xs) {
+    NNC_ASSIGN_OR_RETURN(Value * u, ctx.emit(OpKind::Unsqueeze, {x}, {{"axes", Ints{0}}}));
+    parts.push_back(u);
+  }
+  if (parts.size() == 1)
+    return parts[0];
+  return ctx.emit(OpKind::Concat, parts, {{"axis", int64_t{0}}});
+}
+
+/// Scan of opset 8: inputs (sequence_lens, states, scan inputs) and outputs carry a leading
+/// batch axis; each batch entry is scanned on its own (the scan inputs along their axis 1,
+/// `directions` reversing some) by a `scan` node per entry, the results stacked. The batch
+/// must be static, and sequence_lens (when given) known at import time and full-length.
+Error lowerScan8(LoweringContext &ctx) {
+  NNC_ASSIGN_OR_RETURN(int64_t m, ctx.intAttr("num_scan_inputs", -1));
+  const int64_t numInputs = static_cast<int64_t>(ctx.numInputs());
+  if (m < 1 || m > numInputs - 1)
+    return ctx.error("attribute 'num_scan_inputs' = {} must be in [1, {}] (the number of inputs "
+                     "after sequence_lens)",
+                     m, numInputs - 1);
+  const int64_t n = numInputs - 1 - m;
+  NNC_ASSIGN_OR_RETURN(Ints dirs, ctx.intsAttr("directions", Ints(m, 0)));
+  if (static_cast<int64_t>(dirs.size()) != m)
+    return ctx.error("attribute 'directions' needs {} entries, has {}", m, dirs.size());
+  std::vector<Value *> xs;
+  for (int64_t i = 1; i < numInputs; ++i) {
+    NNC_ASSIGN_OR_RETURN(Value * x, ctx.requiredInput(static_cast<size_t>(i), "Scan input"));
+    if (x->rank() < (i > n ? 2 : 1))
+      return ctx.error("input {} has rank {}; it needs a batch axis{}", i, x->rank(),
+                       i > n ? " and a sequence axis" : "");
+    xs.push_back(x);
+  }
+  const Dim &batchDim = xs[0]->shape()[0];
+  if (!batchDim.isStatic())
+    return ctx.error("the batch axis has extent {}, known only at run time (Scan of opset 8 is "
+                     "lowered per batch entry)",
+                     batchDim.str());
+  const int64_t batch = batchDim.value();
+  if (batch == 0)
+    return ctx.error("the batch is empty");
+  for (Value *x : xs)
+    if (!x->shape()[0].isStatic() || x->shape()[0].value() != batch)
+      return ctx.error("the inputs' batch axes differ ({} and {})", batch, x->shape()[0].str());
+  if (ctx.input(0)) {
+    NNC_ASSIGN_OR_RETURN(Tensor lens, ctx.constantInput(0, "sequence_lens"));
+    const Dim &t = xs[static_cast<size_t>(n)]->shape()[1];
+    for (int64_t b = 0; b < lens.numElements(); ++b)
+      if (!t.isStatic() || lens.elementAsInt(b) != t.value())
+        return ctx.error("sequence_lens[{}] = {} is shorter than the sequence axis ({}); only "
+                         "full-length sequences are supported",
+                         b, lens.elementAsInt(b), t.str());
+  }
+  std::vector<TensorType> bodyTypes;
+  for (int64_t i = 0; i < n + m; ++i) {
+    TensorType t = xs[i]->type();
+    t.shape.erase(t.shape.begin(), t.shape.begin() + (i < n ? 1 : 2));
+    bodyTypes.push_back(std::move(t));
+  }
+  NNC_ASSIGN_OR_RETURN(ImportedSubgraph body, ctx.subgraph("body", bodyTypes));
+  const int64_t outs = static_cast<int64_t>(body.graph->outputs().size());
+  if (outs < n)
+    return ctx.error("the body returns {} values, fewer than its {} states", outs, n);
+  std::vector<std::vector<Value *>> results(static_cast<size_t>(outs));
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Value *> operands;
+    for (int64_t i = 0; i < n + m; ++i) {
+      NNC_ASSIGN_OR_RETURN(Value * x, batchEntry(ctx, xs[i], b));
+      if (i >= n && dirs[i - n] != 0) {
+        if (dirs[i - n] != 1)
+          return ctx.error("directions[{}] = {} is not 0 or 1", i - n, dirs[i - n]);
+        NNC_ASSIGN_OR_RETURN(x, reverseAxis(ctx, x, 0));
+      }
+      operands.push_back(x);
+    }
+    if (b == 0)
+      NNC_TRY(checkStates(ctx, *body.graph,
+                          std::vector<Value *>(operands.begin(), operands.begin() + n), 0));
+    operands.insert(operands.end(), body.captured.begin(), body.captured.end());
+    std::shared_ptr<Graph> g = b == 0 ? body.graph : std::shared_ptr<Graph>(body.graph->clone());
+    NNC_ASSIGN_OR_RETURN(Node * scan, emitScan(ctx, operands, g, n, m));
+    for (int64_t o = 0; o < outs; ++o)
+      results[o].push_back(scan->result(o));
+  }
+  for (int64_t o = 0; o < outs; ++o) {
+    NNC_ASSIGN_OR_RETURN(Value * y, stack(ctx, results[o]));
+    NNC_TRY(ctx.setOutput(static_cast<size_t>(o), y));
+  }
+  return Error::success();
+}
+
 Error lowerScan(LoweringContext &ctx) {
   if (ctx.opset() < 9)
-    return ctx.error("Scan of opset {} (with a batch axis and sequence_lens) is unsupported; "
-                     "opset 9 and later are",
+    return lowerScan8(ctx);
+  if (ctx.hasAttr("directions"))
+    return ctx.error("attribute 'directions' is Scan's of opset 8; opset {} has "
+                     "scan_input_directions",
                      ctx.opset());
   NNC_ASSIGN_OR_RETURN(int64_t m, ctx.intAttr("num_scan_inputs", -1));
   const int64_t numInputs = static_cast<int64_t>(ctx.numInputs());
@@ -159,7 +262,101 @@ Expected<Value *> asScalar(LoweringContext &ctx, Value *v, const char *what) {
   return ctx.emit(OpKind::Reshape, {v, ctx.i64Vector({})});
 }
 
+/// Most steps a Loop carrying sequences is unrolled to.
+constexpr int64_t kMaxUnrolledSteps = 4096;
+
+/// A Loop whose loop-carried values include sequences or optionals: unrolled while importing,
+/// each step its body lowered in place with the iteration number a constant, so positions
+/// computed from it are known. The trip count and the condition must be known at import
+/// time, and the body's condition must be a constant in every step.
+Error lowerLoopUnrolled(LoweringContext &ctx) {
+  std::optional<int64_t> trips;
+  if (ctx.input(0)) {
+    NNC_ASSIGN_OR_RETURN(Tensor m, ctx.constantInput(0, "the trip count M of a loop carrying "
+                                                        "sequences"));
+    if (m.numElements() != 1 || m.dtype() != DType::I64)
+      return ctx.error("the trip count M must be an int64 scalar, not {}", m.type().str());
+    trips = m.elementAsInt(0);
+  }
+  bool cond = true;
+  if (ctx.input(1)) {
+    NNC_ASSIGN_OR_RETURN(Tensor c, ctx.constantInput(1, "the condition of a loop carrying "
+                                                        "sequences"));
+    if (c.numElements() != 1 || c.dtype() != DType::Bool)
+      return ctx.error("the condition must be a bool scalar, not {}", c.type().str());
+    cond = c.elementAsDouble(0) != 0;
+  }
+  std::vector<ImportValue> states;
+  for (size_t i = 2; i < ctx.numInputs(); ++i) {
+    if (!ctx.input(i) && !ctx.compositeInput(i))
+      return ctx.error("loop-carried value {} is missing", i - 2);
+    states.push_back(ctx.inputValue(i));
+  }
+  const size_t n = states.size();
+  NNC_ASSIGN_OR_RETURN(const onnx::GraphProto *bodyProto, ctx.graphAttr("body"));
+  if (static_cast<size_t>(bodyProto->output_size()) < n + 1)
+    return ctx.error("the body returns {} values; it needs the condition and {} loop-carried "
+                     "values",
+                     bodyProto->output_size(), n);
+  const size_t k = static_cast<size_t>(bodyProto->output_size()) - 1 - n;
+  std::vector<std::vector<Value *>> scanned(k);
+  int64_t step = 0;
+  for (; cond && (!trips || step < *trips); ++step) {
+    if (step == kMaxUnrolledSteps)
+      return ctx.error("a loop carrying sequences is unrolled while importing, and this one "
+                       "runs more than {} steps",
+                       kMaxUnrolledSteps);
+    std::vector<ImportValue> args = {ctx.scalar(DType::I64, static_cast<double>(step)),
+                                     ctx.constant(Tensor::scalar<bool>(DType::Bool, true))};
+    args.insert(args.end(), states.begin(), states.end());
+    NNC_ASSIGN_OR_RETURN(std::vector<ImportValue> outs, ctx.inlineSubgraph("body", args));
+    Value *const *c = std::get_if<Value *>(&outs[0]);
+    Node *p = c ? (*c)->producer() : nullptr;
+    if (!p || p->kind() != OpKind::Constant || p->getTensor("value").numElements() != 1)
+      return ctx.error("the body computes the loop's condition from data; a loop carrying "
+                       "sequences is unrolled while importing and needs it known in every "
+                       "step");
+    cond = p->getTensor("value").elementAsDouble(0) != 0;
+    for (size_t j = 0; j < n; ++j)
+      states[j] = outs[1 + j];
+    for (size_t o = 0; o < k; ++o) {
+      Value *const *y = std::get_if<Value *>(&outs[1 + n + o]);
+      if (!y)
+        return ctx.error("the body's scan output {} is not a tensor", o);
+      scanned[o].push_back(*y);
+    }
+  }
+  for (size_t j = 0; j < n; ++j)
+    NNC_TRY(ctx.setOutputValue(j, states[j]));
+  for (size_t o = 0; o < k; ++o) {
+    if (!ctx.hasOutput(n + o))
+      continue;
+    if (scanned[o].empty())
+      return ctx.error("the loop runs no step, so the shape of its scan output {} is unknown",
+                       o);
+    std::vector<Value *> parts;
+    for (Value *y : scanned[o]) {
+      NNC_ASSIGN_OR_RETURN(Value * u,
+                           ctx.emit(OpKind::Unsqueeze, {y}, {{"axes", Ints{0}}}));
+      parts.push_back(u);
+    }
+    Value *y = parts[0];
+    if (parts.size() > 1) {
+      NNC_ASSIGN_OR_RETURN(y, ctx.emit(OpKind::Concat, parts, {{"axis", int64_t{0}}}));
+    }
+    NNC_TRY(ctx.setOutput(n + o, y));
+  }
+  return Error::success();
+}
+
 Error lowerLoop(LoweringContext &ctx) {
+  for (size_t i = 0; i < 2; ++i)
+    if (const StaticValue *s = ctx.compositeInput(i))
+      return ctx.error("input {} ({}) must be a tensor, not a {}", i,
+                       i == 0 ? "the trip count M" : "the condition", s->kindName());
+  for (size_t i = 2; i < ctx.numInputs(); ++i)
+    if (ctx.compositeInput(i))
+      return lowerLoopUnrolled(ctx);
   Value *maxTrips = ctx.input(0), *cond = ctx.input(1);
   if (maxTrips) {
     NNC_ASSIGN_OR_RETURN(maxTrips, asScalar(ctx, maxTrips, "the trip count M"));
@@ -258,14 +455,9 @@ Error lowerIf(LoweringContext &ctx) {
   std::optional<Tensor> known = ctx.knownInputValue(0);
   if (known) {
     const char *taken = known->elementAsDouble(0) != 0 ? "then_branch" : "else_branch";
-    NNC_ASSIGN_OR_RETURN(ImportedSubgraph br, ctx.subgraph(taken, {}));
-    std::unordered_map<const Value *, Value *> map;
-    for (size_t i = 0; i < br.captured.size(); ++i)
-      map[br.graph->inputs()[i]] = br.captured[i];
-    for (const Node *node : br.graph->nodes())
-      copyNode(ctx.graph(), *node, map);
-    for (size_t o = 0; o < br.graph->outputs().size(); ++o)
-      NNC_TRY(ctx.setOutput(o, map.at(br.graph->outputs()[o])));
+    NNC_ASSIGN_OR_RETURN(std::vector<ImportValue> outs, ctx.inlineSubgraph(taken, {}));
+    for (size_t o = 0; o < outs.size(); ++o)
+      NNC_TRY(ctx.setOutputValue(o, outs[o]));
     return Error::success();
   }
   NNC_ASSIGN_OR_RETURN(ImportedSubgraph thenBr, ctx.subgraph("then_branch", {}));
@@ -311,9 +503,9 @@ Error lowerIf(LoweringContext &ctx) {
 
 void registerControlFlowLowerings(LoweringTable &t) {
   t["Scan"] = {{"body", "num_scan_inputs", "scan_input_axes", "scan_input_directions",
-                "scan_output_axes", "scan_output_directions"},
+                "scan_output_axes", "scan_output_directions", "directions"},
                lowerScan};
-  t["Loop"] = {{"body"}, lowerLoop};
+  t["Loop"] = {{"body"}, lowerLoop, /*composite=*/true};
   t["If"] = {{"then_branch", "else_branch"}, lowerIf};
 }
 

@@ -661,12 +661,6 @@ Error lowerSize(C &c) {
   return c.setOutput(0, y);
 }
 
-Error lowerIdentity(C &c) {
-  NNC_TRY(checkInputs(c, 1, 1));
-  NNC_ASSIGN_OR_RETURN(Value * x, req(c, 0));
-  return c.setOutput(0, x);
-}
-
 } // namespace
 
 void registerElementwiseLowerings(LoweringTable &t) {
@@ -682,7 +676,6 @@ void registerElementwiseLowerings(LoweringTable &t) {
                          [k, mean](C &c) { return lowerVariadic(c, k, mean); }};
   };
 
-  t["Identity"] = OpLowering{{}, lowerIdentity};
   unary("Abs", K::Abs);
   unary("Neg", K::Neg);
   unary("Sign", K::Sign);

@@ -46,9 +46,14 @@ Error setPrecision(Target &t, const std::string &name);
 std::string targetName(const Target &t);
 
 /// Loads a model: .onnx through the importer, .nir through the text parser. `knownInputs`
-/// (by input name) supply compile-time values the model passes as graph inputs.
+/// (by input name) supply compile-time values the model passes as graph inputs;
+/// `inputForms` the lengths of its sequence and optional inputs (ImportOptions::inputForms);
+/// `boundary`, when given, receives how its inputs and outputs map onto the graph's (.nir:
+/// one tensor each).
 Expected<std::unique_ptr<Graph>> loadModel(const std::string &path,
-                                           const std::map<std::string, Tensor> &knownInputs = {});
+                                           const std::map<std::string, Tensor> &knownInputs = {},
+                                           const std::map<std::string, ValueForm> &inputForms = {},
+                                           OnnxBoundary *boundary = nullptr);
 
 /// A model file read once, for callers that check it, list its inputs and load it (the free
 /// functions around it read the file anew each).
@@ -59,8 +64,12 @@ public:
   const std::vector<std::string> &inputNames() const { return names_; }
   /// ONNX: the unsupported operators and attributes (checkOnnxFile); .nir: none.
   std::vector<OnnxIssue> check() const;
+  /// The declared forms of the inputs (OnnxModel::inputForms; .nir: tensors).
+  Expected<std::vector<ValueForm>> inputForms() const;
   /// As loadModel. Moves the model's data into the graph: call it once.
-  Expected<std::unique_ptr<Graph>> load(const std::map<std::string, Tensor> &knownInputs = {});
+  Expected<std::unique_ptr<Graph>> load(const std::map<std::string, Tensor> &knownInputs = {},
+                                        const std::map<std::string, ValueForm> &inputForms = {},
+                                        OnnxBoundary *boundary = nullptr);
 
 private:
   std::unique_ptr<OnnxModel> onnx_;
@@ -74,6 +83,26 @@ Expected<std::vector<std::string>> modelInputNames(const std::string &path);
 Expected<Tensor> readTensorFile(const std::string &path);
 /// Writes a tensor as .pb or .npy, by extension.
 Error writeTensorFile(const std::string &path, const Tensor &t, const std::string &name);
+
+/// Reads a model input or output of kind `kind` (the model's type for it): a tensor as
+/// readTensorFile, a sequence or an optional from a .pb SequenceProto or OptionalProto.
+Expected<OnnxValue> readValueFile(const std::string &path, ValueForm::Kind kind);
+/// Writes a model value: a tensor as writeTensorFile, a sequence or optional as .pb.
+Error writeValueFile(const std::string &path, const OnnxValue &v, const std::string &name);
+/// The graph's outputs `outs` grouped into the model's outputs by their `forms`
+/// (OnnxBoundary::outputs); an error when the counts do not match.
+Expected<std::vector<OnnxValue>> groupOutputs(const std::vector<ValueForm> &forms,
+                                              std::vector<Tensor> outs);
+/// The inputs of a model read from files, as the importer and the runner take them: the
+/// values of tensor inputs (ImportOptions::knownInputs), the forms of sequence and optional
+/// ones (ImportOptions::inputForms), and all their tensors in graph-input order.
+struct ModelInputs {
+  std::map<std::string, Tensor> known;
+  std::map<std::string, ValueForm> forms;
+  std::vector<Tensor> tensors;
+  /// Adds input `name` with value `v`.
+  void add(const std::string &name, OnnxValue v);
+};
 
 /// The reference interpreter as the evaluator that constant folding and the importer use.
 PassContext::Evaluator interpreterEvaluator();
@@ -145,5 +174,9 @@ Expected<std::vector<Tensor>> execute(const Graph &g, const std::vector<Tensor> 
 /// and extents must match. Returns an empty string when equal, else what differs.
 std::string compareTensors(const Tensor &expected, const Tensor &actual, double rtol = 1e-3,
                            double atol = 1e-7);
+/// compareTensors over model values: the forms (kind, presence, length) must match, then
+/// each tensor.
+std::string compareValues(const OnnxValue &expected, const OnnxValue &actual, double rtol = 1e-3,
+                          double atol = 1e-7);
 
 } // namespace nnc::driver
