@@ -363,6 +363,8 @@ Error lowerTensorScatter(LoweringContext &ctx) {
                                            {{"axis", Attribute(axis)},
                                             {"reduction", Attribute(std::string("none"))}}));
   return ctx.setOutput(0, y);
+}
+
 /// CausalConvWithState-27: padded = concat(past_state or zeros [B, C, k - 1], input) along
 /// time; output = the depthwise conv (group C, no pads) of padded with weight [C, 1, k] and
 /// bias, then x * sigmoid(x) for activation silu/swish; present_state = the last k - 1 steps
