@@ -86,16 +86,35 @@ Error checkBinding(const onnx::ValueInfoProto &vi, const ImportValue &v,
   return Error::success();
 }
 
+/// The checks both ways of importing a subgraph make: its declared inputs match what the
+/// operator gives it, and it has no sparse initializers.
+Error checkSubgraphShape(const onnx::GraphProto &gp, size_t numInputs, const std::string &place) {
+  NNC_USER_CHECK(gp.input_size() == static_cast<int>(numInputs),
+                 "{}: the subgraph declares {} inputs; this operator gives it {}", place,
+                 gp.input_size(), numInputs);
+  NNC_USER_CHECK(gp.sparse_initializer_size() == 0, "{}: sparse initializers are unsupported",
+                 place);
+  return Error::success();
+}
+
+/// The state of a graph nested in `outer` and built into `graph`: the model-wide settings
+/// (base folder, evaluator, training mode, opsets, lowering) are the outer graph's.
+void initNestedState(ImportState &st, ImportState &outer, Graph *graph) {
+  st.graph = graph;
+  st.baseDir = outer.baseDir;
+  st.evaluate = outer.evaluate;
+  st.forTraining = outer.forTraining;
+  st.opsets = outer.opsets;
+  st.parent = &outer;
+  st.lowerGraph = outer.lowerGraph;
+}
+
 } // namespace
 
 Expected<std::vector<ImportValue>> inlineGraph(ImportState &outer, const onnx::GraphProto &gp,
                                                const std::vector<ImportValue> &inputs,
                                                const std::string &place) {
-  NNC_USER_CHECK(gp.input_size() == static_cast<int>(inputs.size()),
-                 "{}: the subgraph declares {} inputs; this operator gives it {}", place,
-                 gp.input_size(), inputs.size());
-  NNC_USER_CHECK(gp.sparse_initializer_size() == 0, "{}: sparse initializers are unsupported",
-                 place);
+  NNC_TRY(checkSubgraphShape(gp, inputs.size(), place));
   ImportState *root = &outer;
   while (root->parent)
     root = root->parent;
@@ -105,15 +124,9 @@ Expected<std::vector<ImportValue>> inlineGraph(ImportState &outer, const onnx::G
                  "elements of a SequenceMap) makes more than {} nodes",
                  place, kMaxInlinedNodes);
   ImportState st;
-  st.graph = outer.graph;
-  st.baseDir = outer.baseDir;
+  initNestedState(st, outer, outer.graph);
   st.knownInputs = outer.knownInputs;
-  st.evaluate = outer.evaluate;
-  st.forTraining = outer.forTraining;
-  st.opsets = outer.opsets;
-  st.parent = &outer;
   st.inlined = true;
-  st.lowerGraph = outer.lowerGraph;
   for (int i = 0; i < gp.input_size(); ++i) {
     const onnx::ValueInfoProto &vi = gp.input(i);
     NNC_USER_CHECK(!vi.name().empty(), "{}: subgraph input {} has no name", place, i);
@@ -170,20 +183,10 @@ Expected<std::vector<ImportValue>> inlineGraph(ImportState &outer, const onnx::G
 Expected<ImportedSubgraph> importSubgraph(ImportState &outer, const onnx::GraphProto &gp,
                                           const std::vector<TensorType> &inputTypes,
                                           const std::string &place) {
-  NNC_USER_CHECK(gp.input_size() == static_cast<int>(inputTypes.size()),
-                 "{}: the subgraph declares {} inputs; this operator gives it {}", place,
-                 gp.input_size(), inputTypes.size());
-  NNC_USER_CHECK(gp.sparse_initializer_size() == 0, "{}: sparse initializers are unsupported",
-                 place);
+  NNC_TRY(checkSubgraphShape(gp, inputTypes.size(), place));
   auto body = std::make_shared<Graph>(gp.name().empty() ? "body" : gp.name());
   ImportState st;
-  st.graph = body.get();
-  st.baseDir = outer.baseDir;
-  st.evaluate = outer.evaluate;
-  st.forTraining = outer.forTraining;
-  st.opsets = outer.opsets;
-  st.parent = &outer;
-  st.lowerGraph = outer.lowerGraph;
+  initNestedState(st, outer, body.get());
   for (const TensorType &t : inputTypes)
     for (const Dim &d : t.shape)
       if (!d.isStatic())
