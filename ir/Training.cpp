@@ -1,6 +1,8 @@
 // Losses and optimizer updates built from existing ops (see include/nnc/ir/Training.h).
 #include "nnc/ir/Training.h"
 
+#include <cmath>
+
 namespace nnc {
 
 namespace {
@@ -58,19 +60,36 @@ uint64_t splitMix64(uint64_t z) {
 Value *counterUniform(GradEmitter &e, Value *counter, uint64_t stream, Value *like) {
   if (!counter || !like)
     return nullptr;
+  return counterUniform(e, counter, stream, e.shapeOf(like), like->dtype());
+}
+
+Value *counterUniform(GradEmitter &e, Value *counter, uint64_t stream, Value *shape,
+                      DType dtype) {
+  if (!counter || !shape)
+    return nullptr;
+  // As many bits as the dtype's significand holds: the integer and the scaled result are
+  // exact, and the result stays below 1.
+  int bits = 0;
+  switch (dtype) {
+  case DType::F64: bits = 53; break;
+  case DType::F32: bits = 24; break;
+  case DType::F16: bits = 11; break;
+  case DType::BF16: bits = 8; break;
+  default:
+    return e.fail(makeError("counterUniform draws f64, f32, f16 or bf16 numbers, not {}",
+                            dtypeName(dtype)));
+  }
   Value *c = e.op(OpKind::Cast, {counter}, {{"to", DType::U64}});
   Value *state = splitMix(e, e.add(c, u64(e, stream * kGolden)));
-  // Element indices 1..n in like's shape (a shape known only at run time too).
-  Value *shape = e.shapeOf(like);
+  // Element indices 1..n in the shape (a shape known only at run time too).
   Value *one = e.scalar(1, DType::I64);
   Value *n = e.op(OpKind::ReduceProd, {shape}, {{"axes", Ints{}}, {"keepdims", int64_t(0)}});
   Value *i = e.op(OpKind::Range, {one, e.add(n, one), one});
   i = e.op(OpKind::Reshape, {e.op(OpKind::Cast, {i}, {{"to", DType::U64}}), shape});
   Value *z = splitMix(e, e.add(state, e.mul(i, u64(e, kGolden))));
-  // The top 24 bits convert to f32 exactly, on every backend.
-  Value *top =
-      e.op(OpKind::Cast, {e.op(OpKind::ShiftRight, {z, u64(e, 40)})}, {{"to", like->dtype()}});
-  return e.mulScalar(top, 0x1p-24);
+  Value *top = e.op(OpKind::Cast, {e.op(OpKind::ShiftRight, {z, u64(e, 64 - bits)})},
+                    {{"to", dtype}});
+  return e.mulScalar(top, std::ldexp(1.0, -bits));
 }
 
 std::array<Value *, 2> dropoutTraining(GradEmitter &e, Value *x, Value *ratio, Value *counter,

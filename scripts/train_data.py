@@ -57,7 +57,7 @@ def write_npy(path, values, shape, dtype="f4"):
 
 
 def read_npy(path):
-    """(flat values, shape) of a little-endian f4 / f8 / i8 .npy file."""
+    """(flat values, shape) of a little-endian f4 / f8 / i4 / i8 / bool .npy file."""
     with open(path, "rb") as f:
         data = f.read()
     hlen = struct.unpack("<H", data[8:10])[0]
@@ -65,7 +65,7 @@ def read_npy(path):
     descr = header.split("'descr':")[1].split("'")[1]
     shape_s = header.split("'shape':")[1].split("(")[1].split(")")[0]
     shape = [int(d) for d in shape_s.split(",") if d.strip()]
-    code = {"<f4": "f", "<f8": "d", "<i8": "q"}[descr]
+    code = {"<f4": "f", "<f8": "d", "<i4": "i", "<i8": "q", "|b1": "?"}[descr]
     n = 1
     for d in shape:
         n *= d

@@ -483,6 +483,7 @@ const LoweringTable &loweringTable() {
     registerControlFlowLowerings(t);
     registerMLLowerings(t);
     registerSequenceLowerings(t);
+    registerRandomLowerings(t);
     t["Constant"] = OpLowering{{"value", "value_float", "value_floats", "value_int", "value_ints"},
                                lowerConstant};
     return t;

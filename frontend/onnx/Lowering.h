@@ -198,5 +198,7 @@ void registerControlFlowLowerings(LoweringTable &t);
 /// The ai.onnx.ml operators (ops/ML.cpp), keyed "ai.onnx.ml:Name".
 void registerMLLowerings(LoweringTable &t);
 void registerSequenceLowerings(LoweringTable &t);
+/// RandomUniform, RandomNormal, their -Like forms, Bernoulli, Multinomial (ops/Random.cpp).
+void registerRandomLowerings(LoweringTable &t);
 
 } // namespace nnc::onnxfe

@@ -77,12 +77,17 @@ std::array<Value *, 3> batchNormTraining(GradEmitter &e, Value *x, Value *scale,
                                          Value *mean, Value *var, double epsilon, double momentum);
 
 /// Uniform numbers in [0, 1) of `like`'s shape and (float) dtype, from a counter-based
-/// generator: element i (row-major) is the top 24 bits of SplitMix64's output i + 1 from the
-/// state mix(counter + stream * golden), over 2^24. Each element is a function of (counter,
-/// stream, i) alone, built of exact integer ops (u64 add, mul, xor, shift), so every backend
-/// draws the same numbers; a new counter (nnc::Trainer's step count) draws new ones, and
-/// streams keep generators in one graph apart. `counter` is an i64 scalar.
+/// generator: element i (row-major) is the top b bits of SplitMix64's output i + 1 from the
+/// state mix(counter + stream * golden), over 2^b, b the dtype's significand bits (53 for
+/// f64, 24 for f32, 11 for f16, 8 for bf16). Each element is a function of (counter, stream,
+/// i) alone, built of exact integer ops (u64 add, mul, xor, shift), so every backend draws
+/// the same numbers; a new counter (nnc::Trainer's step count) draws new ones, and streams
+/// keep generators in one graph apart. `counter` is an i64 scalar.
 Value *counterUniform(GradEmitter &e, Value *counter, uint64_t stream, Value *like);
+/// The same numbers for the shape `shape` (a 1-D i64 value) and float dtype `dtype` (f64,
+/// f32, f16 or bf16; another is the emitter's error).
+Value *counterUniform(GradEmitter &e, Value *counter, uint64_t stream, Value *shape,
+                      DType dtype);
 
 /// The graph input (i64 scalar) through which a model's training-mode random ops (an ONNX
 /// model's Dropout imported for training) take nnc::Trainer's step count as their counter.
