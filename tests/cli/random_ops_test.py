@@ -225,6 +225,14 @@ def main():
                                            [attr_ints("shape", [2]), attr_float("low", 2.0),
                                             attr_float("high", 1.0)])],
                                      [], [value_info("y", [2])]), "ru_lh"),
+            ("absurd shape", model([node("RandomUniform", [], ["y"], "ru_huge",
+                                         [attr_ints("shape", [1 << 20, 1 << 20, 1 << 10])])],
+                                   [], [value_info("y", [1 << 20, 1 << 20, 1 << 10])]),
+             "ru_huge"),
+            ("absurd sample_size", model([node("Multinomial", ["x"], ["y"], "multi_huge",
+                                               [attr_int("sample_size", 1 << 40)])],
+                                         [value_info("x", [2, 3])],
+                                         [value_info("y", [2, 1 << 40], INT32)]), "multi_huge"),
         ]
         for what, onnx, name in bad:
             path = os.path.join(tmp, f"bad_{name}.onnx")

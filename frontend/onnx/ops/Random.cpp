@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <fmt/ranges.h>
+
 #include "nnc/ir/Gradients.h"
 #include "nnc/ir/Training.h"
 #include "onnx.pb.h"
@@ -122,8 +124,13 @@ Expected<ShapeAndType> shapeAndType(LoweringContext &ctx, bool like) {
   for (int64_t d : shape)
     if (d < 0)
       return ctx.error("attribute 'shape' has a negative extent {}", d);
-  r.shape = ctx.i64Vector(shape);
   NNC_ASSIGN_OR_RETURN(r.dtype, floatDtypeAttr(ctx, "dtype", DType::F32));
+  // The draw is made of u64 temporaries of the result's shape.
+  std::optional<int64_t> count = checkedNumElements(shape);
+  if (!count || *count > maxTensorBytes() / 8)
+    return ctx.error("the result [{}] is too large to draw (NNC_MAX_TENSOR_BYTES)",
+                     fmt::join(shape, ", "));
+  r.shape = ctx.i64Vector(shape);
   return r;
 }
 
@@ -214,6 +221,14 @@ Error lowerMultinomial(LoweringContext &ctx) {
   std::optional<DType> out = dtypeFromOnnx(static_cast<int>(code));
   if (!out || (*out != DType::I32 && *out != DType::I64))
     return ctx.error("attribute 'dtype' must be int32 (6) or int64 (7), got {}", code);
+  // The draw compares every sample with every class: [batch, samples, classes] temporaries.
+  std::optional<int64_t> staticCount =
+      checkedNumElements(Extents{samples, x->shape()[0].isStatic() ? x->shape()[0].value() : 1,
+                                 x->shape()[1].isStatic() ? x->shape()[1].value() : 1});
+  if (!staticCount || *staticCount > maxTensorBytes() / 8)
+    return ctx.error("{} samples of each of {} rows over {} classes are too many to draw "
+                     "(NNC_MAX_TENSOR_BYTES)",
+                     samples, x->shape()[0].str(), x->shape()[1].str());
   const Dim &classes = x->shape()[1];
   if (classes.isStatic() && classes.value() == 0)
     return ctx.error("input has no classes to draw from");
