@@ -4,9 +4,9 @@ checks them.
 
 Scan, Loop and If models, well-formed ones that run and broken ones a fuzzer should start from:
 a Loop of an absurd trip count (must be refused, never allocated), a body reading an outer
-value that no scope defines, a body that computes its loop condition, a loop-carried value
-whose type changes, branches whose results differ in rank, scan axes out of range, a Scan
-with no scanned input. Each model's control-flow node is named after the seed, and each seed
+value that no scope defines, a loop body and an If branch whose nodes form a cycle, a body
+that computes its loop condition, a loop-carried value whose type changes, branches whose
+results differ in rank, scan axes out of range, a Scan with no scanned input. Each model's control-flow node is named after the seed, and each seed
 says what must happen: the model runs (on the interpreter and the CPU), or it stops with one
 error line that names the node and says what is wrong (on the interpreter and the CPU).
 
@@ -108,6 +108,15 @@ def seeds():
         [("y0", [3], FLOAT), ("cond", [], BOOL)],
         [tensor("M", [], [50], INT64, "q"), tensor("ten", [], [10.0])], [("y", [3], FLOAT)],
         error="the body computes the loop's condition")
+    # Two body nodes that read each other's results: a cycle inside a subgraph.
+    cyclic = loop_body([node("Add", ["y_in", "b"], ["a"], "first"),
+                        node("Relu", ["a"], ["b"], "second"),
+                        node("Identity", ["a"], ["y_out"], "out")],
+                       [("y_in", [3], FLOAT)], [("cond_in", [], BOOL), ("y_out", [3], FLOAT)])
+    s["cflow-loop-body-cycle.onnx"] = Seed(
+        lambda n: node("Loop", ["M", "", "y0"], ["y"], n, [attr_graph("body", cyclic)]),
+        [("y0", [3], FLOAT)], [tensor("M", [], [2], INT64, "q")], [("y", [3], FLOAT)],
+        error="is used before it is defined by node 'second'")
     retype = loop_body([node("Cast", ["y_in"], ["y_out"], "cast", [attr_int("to", INT64)])],
                        [("y_in", [3], FLOAT)], [("cond_in", [], BOOL), ("y_out", [3], INT64)])
     s["cflow-loop-state-changes-type.onnx"] = Seed(
@@ -121,6 +130,13 @@ def seeds():
         lambda n: node("If", ["cond"], ["y"], n,
                        [attr_graph("then_branch", then_b), attr_graph("else_branch", else_b)]),
         [("cond", [], BOOL), ("x", [4], FLOAT)], [], [("y", [4], FLOAT)])
+    cyclic_b = graph([node("Mul", ["x", "q"], ["p"], "first"), node("Neg", ["p"], ["q"], "second")],
+                     [], [vi("p", [4])], name="then")
+    s["cflow-if-branch-cycle.onnx"] = Seed(
+        lambda n: node("If", ["cond"], ["y"], n,
+                       [attr_graph("then_branch", cyclic_b), attr_graph("else_branch", else_b)]),
+        [("cond", [], BOOL), ("x", [4], FLOAT)], [], [("y", [4], FLOAT)],
+        error="is used before it is defined by node 'second'")
     scalar_b = graph([node("ReduceSum", ["x"], ["e"], "sum", [attr_int("keepdims", 0)])], [],
                      [vi("e", [])], name="else")
     # The condition is computed, so that neither the importer nor specialization knows it.
