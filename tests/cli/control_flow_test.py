@@ -15,7 +15,6 @@ a body reading a value no scope defines. OpenCL parts run where a device is foun
 Usage: control_flow_test.py NNC_BINARY
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -25,19 +24,10 @@ from onnxw import (attr_graph, attr_int, attr_ints, graph, model, node,  # noqa:
                    tensor, value_info)
 from train_data import read_npy  # noqa: E402
 
+from clitest import BOOL, FLOAT, INT64, check, pb, run, write  # noqa: E402
+import clitest  # noqa: E402
+
 NNC = sys.argv[1]
-FLOAT, INT64, BOOL = 1, 7, 9
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(args):
-    return subprocess.run(args, capture_output=True, text=True, timeout=600)
 
 
 def close(a, b):
@@ -46,18 +36,6 @@ def close(a, b):
 
 def scalar_vi(name, elem):
     return value_info(name, [], elem)
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def pb(d, name, dims, values, elem=FLOAT):
-    path = os.path.join(d, name + ".pb")
-    fmt = {FLOAT: "f", INT64: "q", BOOL: "B"}[elem]
-    write(path, tensor(name, dims, values, elem, fmt))
-    return ["--input", f"{name}={path}"]
 
 
 # ---- Scan: states s [2] (sum), c [] (count); x [2,3] scanned along axis 1 backwards,
@@ -161,11 +139,6 @@ def if_model(same_shape):
                  [value_info("y", [3])], [tensor("zero", [], [0.0])], opset=16)
 
 
-def error_line(stderr):
-    lines = [l for l in stderr.strip().splitlines() if l.strip()]
-    return lines[-1] if lines else ""
-
-
 def run_case(targets, path, args, expect, what, out_root):
     for t in targets:
         out = os.path.join(out_root, f"out_{t}")
@@ -190,16 +163,7 @@ def expect_error(targets, path, args, want, what):
 
 def main():
     with tempfile.TemporaryDirectory(prefix="nnc-control-flow-") as tmp:
-        probe = os.path.join(tmp, "probe.nir")
-        with open(probe, "w") as f:
-            f.write("graph @p(%x: f32[2]) -> (f32[2]) {\n  %y = add(%x, %x) : f32[2]\n"
-                    "  return %y\n}\n")
-        r = run([NNC, "run", probe, "--target", "opencl", "-q"] + pb(tmp, "x", [2], [1.0, 2.0]))
-        targets = ["interp", "cpu"]
-        if r.returncode != 0:
-            print("SKIP: the opencl parts (no OpenCL device: {})".format(error_line(r.stderr)))
-        else:
-            targets.append("opencl")
+        targets = clitest.targets(NNC, tmp)
 
         d = os.path.join(tmp, "scan")
         os.makedirs(d)
@@ -289,10 +253,7 @@ def main():
         expect_error(["interp"], path, pb(d, "y0", [], [1.0]),
                      "dangling input 'nowhere'", "missing outer value")
         print(f"ok: control-flow errors ({', '.join(targets)})")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        return 1
-    return 0
+    return clitest.finish()
 
 
 if __name__ == "__main__":

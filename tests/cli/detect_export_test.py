@@ -15,7 +15,6 @@ for both values of the data the conditions test.
 Usage: detect_export_test.py NNC_BINARY
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -24,30 +23,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts
 from onnxw import attr_graph, attr_int, attr_ints, graph, model, node, tensor, value_info  # noqa
 from train_data import read_npy  # noqa: E402
 
+from clitest import FLOAT, INT64, check, pb, run, write  # noqa: E402
+import clitest  # noqa: E402
+
 NNC = sys.argv[1]
-FLOAT, INT64 = 1, 7
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(args):
-    return subprocess.run(args, capture_output=True, text=True, timeout=600)
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def pb(d, name, dims, values, elem=FLOAT):
-    path = os.path.join(d, name + ".pb")
-    write(path, tensor(name, dims, values, elem, {FLOAT: "f", INT64: "q"}[elem]))
-    return ["--input", f"{name}={path}"]
 
 
 def i64(name, dims, values):
@@ -118,14 +97,7 @@ def run_case(targets, path, args, want, what, d):
 
 def main():
     with tempfile.TemporaryDirectory(prefix="nnc-detect-export-") as tmp:
-        probe = os.path.join(tmp, "probe.nir")
-        with open(probe, "w") as f:
-            f.write("graph @p(%x: f32[2]) -> (f32[2]) {\n  %y = add(%x, %x) : f32[2]\n"
-                    "  return %y\n}\n")
-        r = run([NNC, "run", probe, "--target", "opencl", "-q"] + pb(tmp, "x", [2], [1.0, 2.0]))
-        targets = ["interp", "cpu"] + (["opencl"] if r.returncode == 0 else [])
-        if r.returncode != 0:
-            print("SKIP: the opencl parts (no OpenCL device)")
+        targets = clitest.targets(NNC, tmp)
 
         for name, make, cases in [
                 ("nms_guard", nms_guard_model,
@@ -135,7 +107,7 @@ def main():
                 ("squeeze", squeeze_model,
                  [([1, 3, -1, 4, 0, 2.5], [([0, 1, 3, 5], [4])]),
                   ([-1, -2, -3, -4, -5, 6], [([5], [1])])])]:
-            before = len(failures)
+            before = len(clitest.failures)
             path = os.path.join(tmp, name + ".onnx")
             write(path, make())
             r = run([NNC, "check", path])
@@ -145,12 +117,9 @@ def main():
                 os.makedirs(d)
                 run_case(targets, path, pb(d, "x", [6], x), [(list(v), list(e)) for v, e in want],
                          f"{name} x={x}", d)
-            if len(failures) == before:
+            if len(clitest.failures) == before:
                 print(f"ok: {name} ({', '.join(targets)})")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        return 1
-    return 0
+    return clitest.finish()
 
 
 if __name__ == "__main__":

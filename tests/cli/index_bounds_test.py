@@ -13,7 +13,6 @@ OpenCL parts run where a device is found (PoCL in CI) and say so when skipped.
 Usage: index_bounds_test.py NNC_BINARY NNC_EXEC_BINARY
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -22,20 +21,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts
 from onnxw import tensor  # noqa: E402
 from train_data import read_npy, write_npy  # noqa: E402
 
+from clitest import INT64, check, error_line  # noqa: E402
+import clitest  # noqa: E402
+
 NNC, NNC_EXEC = sys.argv[1], sys.argv[2]
-INT64 = 7
 X = [float(v) for v in range(12)]  # data: f32[3,4], x[r][c] = 4r + c
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def run(args):
-    return subprocess.run(args, capture_output=True, text=True, timeout=300)
+    return clitest.run(args, timeout=300)
 
 
 def gather(i):
@@ -121,11 +115,6 @@ def write_inputs(d, name, indices):
         with open(os.path.join(d, f"input_{k}.pb"), "wb") as f:
             f.write(pb)
     return args
-
-
-def error_line(stderr):
-    lines = [l for l in stderr.strip().splitlines() if l.strip()]
-    return lines[-1] if lines else ""
 
 
 def main():
@@ -217,8 +206,7 @@ def main():
                     check(want_full in r.stderr,
                           f"{what}: stderr lacks '{want_full}': {r.stderr!r}")
         print(f"ok: a gather in a loop body ({', '.join(targets)})")
-    if failures:
-        print(f"{len(failures)} failure(s)")
+    if clitest.finish():
         return 1
     print("all index bounds checks passed")
     return 0

@@ -15,33 +15,18 @@ Usage: random_ops_test.py NNC_BINARY
 """
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
-from onnxw import attr_float, attr_int, attr_ints, model, node, tensor, value_info  # noqa: E402
+from onnxw import attr_float, attr_int, attr_ints, model, node, value_info  # noqa: E402
 from train_data import read_npy  # noqa: E402
 
+from clitest import BOOL, DOUBLE, FLOAT, INT32, INT64, check, pb, run, write  # noqa: E402
+import clitest  # noqa: E402
+
 NNC = sys.argv[1]
-FLOAT, INT32, INT64, BOOL, DOUBLE = 1, 6, 7, 9, 11
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(args):
-    return subprocess.run(args, capture_output=True, text=True, timeout=600)
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 def mean_std(v):
@@ -59,9 +44,7 @@ class Case:
         write(self.path, onnx)
         self.args = []
         for iname, dims, values, elem in inputs:
-            p = os.path.join(self.dir, iname + ".pb")
-            write(p, tensor(iname, dims, values, elem, {FLOAT: "f", INT64: "q"}[elem]))
-            self.args += ["--input", f"{iname}={p}"]
+            self.args += pb(self.dir, iname, dims, values, elem)
         self.name = name
         self.targets = targets
 
@@ -92,17 +75,7 @@ def within(name, got, want, tol):
 
 def main():
     with tempfile.TemporaryDirectory(prefix="nnc-random-") as tmp:
-        probe = os.path.join(tmp, "probe.nir")
-        write(probe, b"graph @p(%x: f32[2]) -> (f32[2]) {\n  %y = add(%x, %x) : f32[2]\n"
-              b"  return %y\n}\n")
-        p = os.path.join(tmp, "x.pb")
-        write(p, tensor("x", [2], [1.0, 2.0]))
-        r = run([NNC, "run", probe, "--target", "opencl", "-q", "--input", f"x={p}"])
-        targets = ["interp", "cpu"]
-        if r.returncode != 0:
-            print("SKIP: the opencl parts (no OpenCL device)")
-        else:
-            targets.append("opencl")
+        targets = clitest.targets(NNC, tmp)
 
         # RandomUniform: range, mean, spread; another seed draws other numbers.
         n = 100000
@@ -241,10 +214,7 @@ def main():
             check(r.returncode == 1 and name in r.stderr,
                   f"{what}: nnc check exit {r.returncode}, stderr {r.stderr!r}")
         print("ok: bad attributes refused with the node named")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        return 1
-    return 0
+    return clitest.finish()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@
 Usage: sequence_test.py NNC_BINARY
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -21,24 +20,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts
 from onnxw import (attr_int, field_bytes, field_varint, model, node, tensor,  # noqa: E402
                    value_info)
 
+from clitest import FLOAT, INT64, check, run, write  # noqa: E402
+import clitest  # noqa: E402
+
 NNC = sys.argv[1]
-FLOAT, INT64 = 1, 7
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(args):
-    return subprocess.run(args, capture_output=True, text=True, timeout=600)
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 def sequence_vi(name, elem=FLOAT):
@@ -118,7 +103,6 @@ with tempfile.TemporaryDirectory() as d:
           and "run time" in r.stderr and "Traceback" not in r.stderr,
           f"run-time position: {r.returncode} {r.stderr}")
 
-if failures:
-    print(f"{len(failures)} failure(s)")
+if clitest.finish():
     sys.exit(1)
 print("sequence CLI tests passed")

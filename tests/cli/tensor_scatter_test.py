@@ -12,7 +12,6 @@ OpenCL parts run where a device is found (PoCL in CI) and say so when skipped.
 Usage: tensor_scatter_test.py NNC_BINARY
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -21,32 +20,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts
 from onnxw import attr_string, model, node, tensor, value_info  # noqa: E402
 from train_data import read_npy  # noqa: E402
 
+from clitest import FLOAT, INT32, INT64, check, pb, run, write  # noqa: E402
+import clitest  # noqa: E402
+
 NNC = sys.argv[1]
-FLOAT, INT32, INT64 = 1, 6, 7
 B, MAX, S, D = 2, 5, 2, 3  # batch, max_sequence_length, update length, head size
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(args):
-    return subprocess.run(args, capture_output=True, text=True, timeout=600)
-
-
-def write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def pb(d, name, dims, values, elem=FLOAT):
-    path = os.path.join(d, name + ".pb")
-    fmt = {FLOAT: "f", INT32: "i", INT64: "q"}[elem]
-    write(path, tensor(name, dims, values, elem, fmt))
-    return ["--input", f"{name}={path}"]
 
 
 def scatter_model(mode):
@@ -81,15 +59,7 @@ def main():
     past = [float(v) for v in range(B * MAX * D)]
     upd = [100.0 + v for v in range(B * S * D)]
     with tempfile.TemporaryDirectory(prefix="nnc-tensor-scatter-") as tmp:
-        probe = os.path.join(tmp, "probe.nir")
-        write(probe, b"graph @p(%x: f32[2]) -> (f32[2]) {\n  %y = add(%x, %x) : f32[2]\n"
-              b"  return %y\n}\n")
-        r = run([NNC, "run", probe, "--target", "opencl", "-q"] + pb(tmp, "x", [2], [1.0, 2.0]))
-        targets = ["interp", "cpu"]
-        if r.returncode != 0:
-            print("SKIP: the opencl parts (no OpenCL device)")
-        else:
-            targets.append("opencl")
+        targets = clitest.targets(NNC, tmp)
         # A negative linear position counts from the end, as the spec's numpy pseudocode
         # indexes; one below -max_sequence_length is out of range.
         cases = [("linear", [0, 3], None), ("circular", [4, 3], None), ("linear", [-1, 0], None),
@@ -125,10 +95,7 @@ def main():
         check("outside the 9 bins" in r.stderr and "mel" in r.stderr,
               f"MelWeightMatrix past Nyquist: stderr {r.stderr!r}")
         print("ok: MelWeightMatrix reaching past the spectrogram is refused")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        return 1
-    return 0
+    return clitest.finish()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,65 @@
+"""What the CLI tests (tests/cli/*_test.py) share: recording failures, running nnc, writing
+input tensors, and finding out whether the machine has an OpenCL device.
+
+A test imports it after putting scripts/ on sys.path (for onnxw), checks with check(), and
+ends with `return finish()` (or sys.exit(finish())): 1 when any check failed.
+"""
+import os
+import subprocess
+
+from onnxw import tensor
+
+# TensorProto.DataType codes and the struct format of one element.
+FLOAT, INT32, INT64, BOOL, DOUBLE = 1, 6, 7, 9, 11
+_FORMAT = {FLOAT: "f", INT32: "i", INT64: "q", BOOL: "B", DOUBLE: "d"}
+
+failures = []
+
+
+def check(cond, what):
+    """Records `what` as a failure (and prints it) unless `cond` holds."""
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def finish():
+    """The exit status: 1 (with the count printed) when a check failed, else 0."""
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        return 1
+    return 0
+
+
+def run(args, timeout=600):
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def pb(d, name, dims, values, elem=FLOAT):
+    """Writes tensor `name` as d/name.pb; returns nnc's arguments that feed it."""
+    path = os.path.join(d, name + ".pb")
+    write(path, tensor(name, dims, values, elem, _FORMAT[elem]))
+    return ["--input", f"{name}={path}"]
+
+
+def error_line(stderr):
+    """The last non-empty line of a run's stderr (its error)."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def targets(nnc, tmp):
+    """["interp", "cpu"], and "opencl" when a one-op graph runs there; says when it skips."""
+    probe = os.path.join(tmp, "probe.nir")
+    write(probe, b"graph @p(%x: f32[2]) -> (f32[2]) {\n  %y = add(%x, %x) : f32[2]\n"
+          b"  return %y\n}\n")
+    r = run([nnc, "run", probe, "--target", "opencl", "-q"] + pb(tmp, "x", [2], [1.0, 2.0]))
+    if r.returncode != 0:
+        print(f"SKIP: the opencl parts (no OpenCL device: {error_line(r.stderr)})")
+        return ["interp", "cpu"]
+    return ["interp", "cpu", "opencl"]
