@@ -9,18 +9,15 @@
 #include <tuple>
 
 #include "nnc/passes/Passes.h"
+#include "nnc/support/Hash.h"
 
 namespace nnc {
 
 namespace {
 uint64_t digest(const Attribute &a) {
   // A cheap digest that only needs to separate most unequal attributes; attrEqual decides.
-  uint64_t h = 1469598103934665603ull ^ a.index();
-  auto mix = [&](const void *p, size_t n) {
-    const auto *b = static_cast<const uint8_t *>(p);
-    for (size_t i = 0; i < n; ++i)
-      h = (h ^ b[i]) * 1099511628211ull;
-  };
+  uint64_t h = kFnv1aOffset ^ a.index();
+  auto mix = [&](const void *p, size_t n) { h = fnv1a(p, n, h); };
   if (const Tensor *t = std::get_if<Tensor>(&a)) {
     mix(t->extents().data(), t->extents().size() * sizeof(int64_t));
     mix(t->rawData(), std::min<size_t>(t->byteSize(), 4096));

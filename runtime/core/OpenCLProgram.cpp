@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "nnc/support/Hash.h"
 #include "nnc/support/Warning.h"
 
 namespace nnc {
@@ -19,14 +20,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-uint64_t fnv1a(const std::string &s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+/// The program cache's and the artifacts' checksums and keys are FNV-1a from this start value
+/// (a digit short of FNV's own offset basis, as they were first written); kept so that
+/// existing caches and `--emit=lib` artifacts still find their device binaries.
+constexpr uint64_t kProgramHashStart = 1469598103934665603ull;
+
+uint64_t programHash(const std::string &s) { return fnv1a(s, kProgramHashStart); }
 
 /// The last build's log of `program` on `d`.
 std::string buildLog(cl_program program, const ClDevice &d) {
@@ -97,12 +96,12 @@ ProgramCache::ProgramCache(std::string dir, const ClDevice &d, const std::string
     : dir_(std::move(dir)) {
   key_ = fmt::format("nnc-opencl-2\n{}\n{}\n{}\n{}\n{}\n{:016x}{:016x}\n", options,
                      d.info.platformName, d.info.deviceName, d.info.version, d.info.driverVersion,
-                     fnv1a(source), fnv1a(source + "\x01"));
-  path_ = dir_.empty() ? "" : fmt::format("{}/{:016x}.bin", dir_, fnv1a(key_));
+                     programHash(source), programHash(source + "\x01"));
+  path_ = dir_.empty() ? "" : fmt::format("{}/{:016x}.bin", dir_, programHash(key_));
 }
 
 std::string ProgramCache::entry(const std::string &binary) const {
-  return key_ + fmt::format("{:016x}\n", fnv1a(binary)) + binary;
+  return key_ + fmt::format("{:016x}\n", programHash(binary)) + binary;
 }
 
 std::optional<std::string> ProgramCache::match(const std::string &entry, bool *corrupt) const {
@@ -113,7 +112,7 @@ std::optional<std::string> ProgramCache::match(const std::string &entry, bool *c
                            ? entry.substr(key_.size() + kSumChars)
                            : std::string();
   if (binary.empty() ||
-      entry.compare(key_.size(), kSumChars, fmt::format("{:016x}\n", fnv1a(binary))) != 0) {
+      entry.compare(key_.size(), kSumChars, fmt::format("{:016x}\n", programHash(binary))) != 0) {
     if (corrupt)
       *corrupt = true;
     return std::nullopt;
@@ -154,7 +153,7 @@ void ProgramCache::store(const std::string &binary) const {
     std::ofstream out(tmp, std::ios::binary);
     if (!out)
       return skipped(std::strerror(errno));
-    out << key_ << fmt::format("{:016x}\n", fnv1a(binary)) << binary;
+    out << key_ << fmt::format("{:016x}\n", programHash(binary)) << binary;
     out.flush();
     if (!out) {
       int err = errno;

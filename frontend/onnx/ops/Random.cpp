@@ -22,6 +22,7 @@
 
 #include "nnc/ir/Gradients.h"
 #include "nnc/ir/Training.h"
+#include "nnc/support/Hash.h"
 #include "onnx.pb.h"
 #include "onnx/Lowering.h"
 
@@ -34,16 +35,6 @@ using K = OpKind;
 /// Streams of the two uniforms RandomNormal's Box-Muller transform takes.
 constexpr uint64_t kNormalRadius = 0, kNormalAngle = 1;
 constexpr double kPi = 3.14159265358979323846;
-
-/// FNV-1a of `s`: a stream that is the same on every machine and compile.
-uint64_t stableHash(const std::string &s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 /// The (counter, stream) a random node draws with; see the file comment.
 struct Generator {
@@ -68,10 +59,10 @@ Expected<Generator> generatorOf(LoweringContext &ctx) {
       counter = g.addInput(kStepCounterInput, TensorType(DType::I64, {}));
     // Each random op adds a use of the counter; the node's name keeps its stream apart
     // from Dropout's (which count uses).
-    return Generator{counter, stableHash(ctx.place())};
+    return Generator{counter, fnv1a(ctx.place())};
   }
   std::string name = ctx.proto().output_size() > 0 ? ctx.proto().output(0) : ctx.place();
-  return Generator{ctx.scalar(DType::I64, 0), stableHash(name)};
+  return Generator{ctx.scalar(DType::I64, 0), fnv1a(name)};
 }
 
 /// The float dtype named by attribute `attr`, or `dflt` when absent; an error for a type
