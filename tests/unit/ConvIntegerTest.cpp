@@ -243,7 +243,9 @@ TEST(ConvInteger, BadOperandsAreErrors) {
   Graph g;
   Value *x = g.addInput("x", TensorType(DType::U8, {Dim(1), Dim(4), Dim(5), Dim(5)}));
   Value *w = constantValue(g, Tensor::zeros(DType::I8, {6, 4, 3, 3}));
-  ConvCase c{{1, 4, 5, 5}, {6, 4, 3, 3}};
+  ConvCase c;
+  c.x = {1, 4, 5, 5};
+  c.w = {6, 4, 3, 3};
   auto expectError = [&](std::vector<Value *> ops, const std::string &text) {
     Expected<Node *> n = g.createInferred(OpKind::ConvInteger, ops, convAttrs(c), "n");
     ASSERT_FALSE(n) << text;

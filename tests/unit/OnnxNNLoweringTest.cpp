@@ -341,7 +341,9 @@ TEST(OnnxNNLowering, LstmEveryAttributeAgainstReference) {
   // Bidirectional, layout 1, clip, input_forget, peepholes, sequence_lens, initial states and
   // activations with alpha/beta: what the ONNX node tests leave out.
   for (int64_t layout : {0, 1}) {
-    LstmRef ref{4, 3, 2, 3, 2, 0.9, 0.3, 0.45, true};
+    LstmRef ref;
+    ref.T = 4, ref.N = 3, ref.I = 2, ref.H = 3, ref.D = 2;
+    ref.clip = 0.9, ref.alpha = 0.3, ref.beta = 0.45, ref.inputForget = true;
     auto fill = [](size_t n, float scale, float phase) {
       std::vector<float> v(n);
       for (size_t i = 0; i < n; ++i)

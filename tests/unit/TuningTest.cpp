@@ -107,7 +107,9 @@ TEST(Tuning, EveryGemmConfigComputesTheSameNumbers) {
     else
       c["kc"] = 0, c["mc"] = 0, c["pb"] = 0, c["pa"] = 0, c["pf"] = 0;
     // Each problem applies the config only where valid for it; the big one decides here.
-    tuning::Problem big{"gemm_cpu", "", {1, 37, 53, 70}, 0};
+    tuning::Problem big;
+    big.kind = "gemm_cpu";
+    big.dims = {1, 37, 53, 70};
     big.cpu = testenv::testCpu(); // what the executables below compile for
     if (!space->valid(c, big))
       continue;
@@ -154,8 +156,11 @@ TEST(Tuning, RecordsOfAnotherDeviceOrSpaceVersionAreIgnored) {
     ASSERT_TRUE(exe) << exe.error().message();
     EXPECT_EQ((*exe)->tuningUse().tunable, 3);
     EXPECT_EQ((*exe)->tuningUse().tuned, 0);
-    for (const std::string &sig : (*exe)->tuningUse().missing)
-      problems.push_back({"gemm_cpu", sig, {}, 0});
+    for (const std::string &sig : (*exe)->tuningUse().missing) {
+      problems.emplace_back();
+      problems.back().kind = "gemm_cpu";
+      problems.back().signature = sig;
+    }
   }
   ASSERT_EQ(problems.size(), 3u);
   auto compileTuned = [&](const std::string &device) {
