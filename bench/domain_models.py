@@ -299,8 +299,10 @@ def write_report(args, mach, rows, targets, torch_version, ort_version, peer, wa
     path = report.result_path("domain-models", args.out)
     import torchvision
     lines = report.header("Models from other domains: nnc vs PyTorch (issues 48, 50)", mach,
-                          machine.load(), ["PyTorch %s, torchvision %s; random weights, seed 0."
-                                           % (torch_version, torchvision.__version__)],
+                          machine.load(), ["PyTorch %s, torchvision %s; random weights, seed 0; "
+                                           "nnc binary %s." % (torch_version,
+                                                                torchvision.__version__,
+                                                                args.nnc)],
                           python="/usr/bin/python3")
     lines += ["Per model: `nnc check` (it must pass), then per input case and target `nnc run` "
               "against PyTorch's outputs on the same inputs: max |nnc - PyTorch| / (max - min "
