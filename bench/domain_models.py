@@ -412,7 +412,11 @@ NOTES = [
     "target, one output moved by a quantization step (qdq_models.py's bar 2e-3). (5) OpenCL "
     "(PoCL on this CPU): in one run DLRM b128's last batch row came out 0.2501 instead of "
     "0.3004 (5.3e-2 of the range), the other 127 rows right; 54 reruns of that case (serial "
-    "and 3 at once) were all right: an intermittent fault, not located.",
+    "and 3 at once) were all right: an intermittent fault. Located afterwards (branch domain, "
+    "commit 657d913): the reduce_sum of the pooled embeddings ([B, 4, 64] over the 4) marked its "
+    "reduced loop independent, so the OpenCL grid ran it across work-groups that raced on one "
+    "scratch element; fixed in codegen/lower/Reductions.cpp (a run of main's b1948f0 binary "
+    "still shows it).",
 ]
 
 
