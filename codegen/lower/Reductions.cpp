@@ -226,8 +226,13 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
     Stmt initS = initN.wrap(kb.store(sb, o, init));
     Nest walk;
     std::vector<Expr> idx;
-    for (const DimGroup &g : groups)
+    std::vector<std::string> keptLoops; // the walk's loops over kept dims (extent-1 dims have none)
+    for (const DimGroup &g : groups) {
+      size_t before = walk.loops.size();
       idx.push_back(walk.add(kb, g.extent));
+      if (walk.loops.size() > before && !g.reduced)
+        keptLoops.push_back(walk.loops.back().first);
+    }
     Expr iIdx = i64(0), oIdx = i64(0);
     for (size_t d = 0; d < groups.size(); ++d) {
       iIdx = kir::add(iIdx, kir::mul(idx[d], i64(groups[d].inStride)));
@@ -241,8 +246,20 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
     Stmt finS = finN.wrap(kb.store(ob, f, finalize(kb.load(sb, f))));
     kir::Schedule sched;
     // Parallel only where the outermost walked dim is kept (no two threads share a row).
-    if (!groups.front().reduced)
+    if (!groups.front().reduced) {
       sched = parallelOuter(walk, work);
+      // The walked loops of reduced dims are not independent: their iterations add into the
+      // same scratch elements. Marked so (parallelOuter marks every loop of the nest), an
+      // OpenCL device collapsed them into the NDRange with the kept ones, and work-items of
+      // different work-groups raced on a scratch element (a DLRM's pooled embeddings,
+      // [B, 4, 64] summed over the 4, came out wrong now and then on PoCL). Without them the
+      // grid stops at the first reduced loop; the kept loops inside it stay independent.
+      for (kir::ScheduleStep &st : sched.steps) {
+        if (st.kind != kir::ScheduleStep::GpuGrid)
+          continue;
+        st.loops = keptLoops;
+      }
+    }
     return Kernels{kb.finish(kir::block({initS, walkS, finS}), sched)};
   }
 
