@@ -2,9 +2,9 @@
 """PyTorch-exported recurrent models (ONNX LSTM/GRU) against PyTorch's own outputs.
 
 Exports, with random weights from a fixed seed and opset 13: a batch-first 2-layer LSTM
-(input 64, hidden 256), a 1-layer GRU and a bidirectional LSTM, each with a dynamic batch dim;
-runs them with `nnc run` on the CPU (batch 3, and batch 5 on the same file for the dynamic
-dim) and checks every output (Y, h_n, c_n) against PyTorch's: max error <= 1e-4 of the output's
+(input 64, hidden 256), a 1-layer GRU and a bidirectional LSTM, each with a dynamic batch dim
+and a dynamic sequence length; runs them with `nnc run` on the CPU (batch 3 of 16 steps, and
+batch 5 of 9 steps on the same file) and checks every output (Y, h_n, c_n) against PyTorch's: max error <= 1e-4 of the output's
 range. Needs PyTorch (Debian's python3-torch, for /usr/bin/python3); without it the test says
 so and is skipped (77).
 
@@ -44,12 +44,13 @@ def export(name, model, inputs, batch_first, folder):
     path = os.path.join(folder, name + ".onnx")
     x = torch.randn(3, SEQ, inputs) if batch_first else torch.randn(SEQ, 3, inputs)
     batch_axis = 0 if batch_first else 1
+    seq_axis = 1 - batch_axis
     with torch.no_grad():
         n_out = len(model(x))
     names = ["y", "h_n", "c_n"][:n_out]
     torch.onnx.export(model, (x,), path, input_names=["x"], output_names=names,
                       opset_version=13,
-                      dynamic_axes={"x": {batch_axis: "batch"}})
+                      dynamic_axes={"x": {batch_axis: "batch", seq_axis: "seq"}})
     return path, batch_axis
 
 
@@ -81,8 +82,8 @@ def main():
     for name, (model, inputs, batch_first) in models().items():
         model.eval()
         path, batch_axis = export(name, model, inputs, batch_first, folder)
-        for batch in (3, 5):
-            shape = [SEQ, SEQ, inputs]
+        for batch, seq in ((3, SEQ), (5, 9)):
+            shape = [seq, seq, inputs]
             shape[batch_axis] = batch
             x = torch.randn(*shape)
             with torch.no_grad():

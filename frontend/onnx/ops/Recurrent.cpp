@@ -94,7 +94,11 @@ private:
   DType dtype_ = DType::F32;
   int64_t numGates_ = 1;
   int64_t hidden_ = 0;
-  int64_t steps_ = 0;
+  /// The sequence length: X's time dim, static or symbolic (a model exported with a dynamic
+  /// length: each run's specialization makes it static before the scan is compiled).
+  Dim stepsDim_;
+  /// Its value when static, else -1.
+  int64_t steps_ = -1;
   int64_t layout_ = 0;
   int64_t numDirections_ = 1;
   std::string directionName_;
@@ -283,7 +287,16 @@ Error RecurrentLowering::runDirection(int64_t d, bool reverse, Value *&y, Value 
     NNC_ASSIGN_OR_RETURN(Value * bias, op(OpKind::Concat, biases, {{"axis", int64_t{0}}}));
     NNC_ASSIGN_OR_RETURN(proj, op(OpKind::Add, {proj, bias}));
   }
-  NNC_ASSIGN_OR_RETURN(Value * proj3, op(OpKind::Reshape, {proj, i64s({steps_, -1, G * H})}));
+  Value *proj3Shape = nullptr;
+  if (steps_ >= 0) {
+    proj3Shape = i64s({steps_, -1, G * H});
+  } else { // [T, N] of X, then G*H
+    NNC_ASSIGN_OR_RETURN(Value * tn,
+                         op(OpKind::ShapeOf, {x_}, {{"start", int64_t{0}}, {"end", int64_t{2}}}));
+    NNC_ASSIGN_OR_RETURN(proj3Shape,
+                         op(OpKind::Concat, {tn, i64s({G * H})}, {{"axis", int64_t{0}}}));
+  }
+  NNC_ASSIGN_OR_RETURN(Value * proj3, op(OpKind::Reshape, {proj, proj3Shape}));
   // The recurrent weights of the gates whose pre-activation is x + H R^T, as one [H, K*H]
   // matrix (one matmul per step); GRU's hidden gate, which multiplies by r first without
   // linear_before_reset, has its own.
@@ -313,10 +326,21 @@ Error RecurrentLowering::runDirection(int64_t d, bool reverse, Value *&y, Value 
   // sequence_lens: live[t, n] = t < lens[n], a second sequence of the loop.
   Value *live = nullptr;
   if (lens_) {
-    std::vector<int64_t> ts(steps_);
-    for (int64_t t = 0; t < steps_; ++t)
-      ts[t] = t;
-    Value *range = constant(Tensor::fromVector<int64_t>(DType::I64, {steps_, 1, 1}, ts));
+    Value *range = nullptr;
+    if (steps_ >= 0) {
+      std::vector<int64_t> ts(steps_);
+      for (int64_t t = 0; t < steps_; ++t)
+        ts[t] = t;
+      range = constant(Tensor::fromVector<int64_t>(DType::I64, {steps_, 1, 1}, ts));
+    } else { // 0 .. T-1 of a run-time T, as [T, 1, 1]
+      NNC_ASSIGN_OR_RETURN(Value * t1, op(OpKind::ShapeOf, {x_},
+                                          {{"start", int64_t{0}}, {"end", int64_t{1}}}));
+      NNC_ASSIGN_OR_RETURN(Value * t, op(OpKind::Reshape, {t1, i64s({})}));
+      Value *zero = constant(Tensor::scalar<int64_t>(DType::I64, 0));
+      Value *one = constant(Tensor::scalar<int64_t>(DType::I64, 1));
+      NNC_ASSIGN_OR_RETURN(Value * ts, op(OpKind::Range, {zero, t, one}));
+      NNC_ASSIGN_OR_RETURN(range, op(OpKind::Reshape, {ts, i64s({-1, 1, 1})}));
+    }
     NNC_ASSIGN_OR_RETURN(live, op(OpKind::Less, {range, lens_})); // [T, N, 1]
   }
 
@@ -466,7 +490,7 @@ Error RecurrentLowering::runDirection(int64_t d, bool reverse, Value *&y, Value 
   if (lstm)
     types.push_back(c0->type());
   TensorType yType = h0->type();
-  yType.shape.insert(yType.shape.begin(), Dim(steps_));
+  yType.shape.insert(yType.shape.begin(), stepsDim_);
   types.push_back(yType);
   Node *scan = outer.createNode(OpKind::Scan, operands, types,
                                 {{"num_carried", int64_t{carried}},
@@ -544,11 +568,11 @@ Error RecurrentLowering::run() {
     }
   }
   x_ = x;
-  NNC_USER_CHECK(x->shape()[0].isStatic(),
-                 "{}: the sequence length (X dim {}) must be static; it is '{}'", ctx_.place(),
-                 layout_ == 1 ? 1 : 0, x->shape()[0].str());
-  steps_ = x->shape()[0].value();
-  NNC_USER_CHECK(steps_ >= 1, "{}: the sequence length is 0", ctx_.place());
+  stepsDim_ = x->shape()[0];
+  if (stepsDim_.isStatic()) {
+    steps_ = stepsDim_.value();
+    NNC_USER_CHECK(steps_ >= 1, "{}: the sequence length is 0", ctx_.place());
+  }
   const Dim &batch = x->shape()[1];
   NNC_TRY(checkTensor(h0_, "initial_h", {D, -1, H}));
   NNC_TRY(checkTensor(c0_, "initial_c", {D, -1, H}));
@@ -568,8 +592,9 @@ Error RecurrentLowering::run() {
       full = true;
       for (int64_t i = 0; i < c->numElements(); ++i) {
         int64_t l = static_cast<int64_t>(c->elementAsDouble(i));
-        NNC_USER_CHECK(l >= 0 && l <= steps_, "{}: sequence_lens[{}] = {} is outside [0, {}]",
-                       ctx_.place(), i, l, steps_);
+        NNC_USER_CHECK(l >= 0 && (steps_ < 0 || l <= steps_),
+                       "{}: sequence_lens[{}] = {} is outside [0, {}]", ctx_.place(), i, l,
+                       stepsDim_.str());
         full = full && l == steps_;
       }
     }
