@@ -186,11 +186,7 @@ def main():
     ort.add_arguments(ap)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        sys.exit("PyTorch is not importable by %s (scripts/setup-bench.sh installs "
-                 "python3-torch; run this with /usr/bin/python3)" % sys.executable)
+    torch = proc.require_torch()
     nnc.require(args.nnc)
     peer = ort.from_arguments(args)
     if peer.missing():

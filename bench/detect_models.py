@@ -295,11 +295,7 @@ def main():
         for n in MODELS:
             print(n)
         return
-    try:
-        import torch
-    except ImportError:
-        sys.exit("PyTorch is not importable by %s (scripts/setup-bench.sh installs "
-                 "python3-torch; run this with /usr/bin/python3)" % sys.executable)
+    torch = proc.require_torch()
     nnc.require(args.nnc)
     names = args.only.split(",") if args.only else list(MODELS)
     unknown = [n for n in names if n not in MODELS]

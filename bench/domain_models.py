@@ -443,11 +443,7 @@ def main():
         for n, exports in MODELS.items():
             print(n)
         return
-    try:
-        import torch
-    except ImportError:
-        sys.exit("PyTorch is not importable by %s (scripts/setup-bench.sh installs "
-                 "python3-torch; run this with /usr/bin/python3)" % sys.executable)
+    torch = proc.require_torch()
     nnc.require(args.nnc)
     peer = ort.from_arguments(args)
     if args.bench and peer.missing():

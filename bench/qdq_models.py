@@ -589,11 +589,7 @@ def main():
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         sys.exit("unknown model(s): %s (`list` shows them)" % ", ".join(unknown))
-    try:
-        import torch
-    except ImportError:
-        sys.exit("PyTorch is not importable by %s (scripts/setup-bench.sh installs "
-                 "python3-torch; run this with /usr/bin/python3)" % sys.executable)
+    torch = proc.require_torch()
     torch.set_num_threads(1)
     exported = export(names, args.work, args.force)
     failed = [n for n, e in exported.items() if e]

@@ -279,11 +279,7 @@ def main():
         for n, (fam, _, _) in ALL_MODELS.items():
             print("%-28s %s%s" % (n, fam, " (sibling)" if n in SIBLINGS else ""))
         return
-    try:
-        import torch
-    except ImportError:
-        sys.exit("PyTorch is not importable by %s (scripts/setup-bench.sh installs "
-                 "python3-torch; run this with /usr/bin/python3)" % sys.executable)
+    torch = proc.require_torch()
     nnc.require(args.nnc)
     peer = ort.from_arguments(args)
     if peer.missing():

@@ -63,3 +63,14 @@ def timed(cmd, env=None):
     if rc != 0 or not rss:
         sys.exit("%s failed (exit %d):\n%s%s" % (" ".join(cmd), rc, out, err))
     return out, wall, int(rss.group(1)) / 1024.0
+
+
+def require_torch():
+    """The torch module, or exit saying how to get it (the scripts that export PyTorch models
+    run with Debian's python3-torch)."""
+    try:
+        import torch
+    except ImportError:
+        sys.exit("PyTorch is not importable by %s (scripts/setup-bench.sh installs "
+                 "python3-torch; run this with /usr/bin/python3)" % sys.executable)
+    return torch
