@@ -109,6 +109,17 @@ void initNestedState(ImportState &st, ImportState &outer, Graph *graph) {
   st.lowerGraph = outer.lowerGraph;
 }
 
+/// The tensor subgraph output `name` names, or an error when nothing defines it.
+Expected<Value *> subgraphOutput(ImportState &st, const std::string &name,
+                                 const std::string &place) {
+  Value *v = st.lookup(name);
+  NNC_USER_CHECK(v,
+                 "{}: subgraph output '{}' is not produced by any node, input or "
+                 "initializer (of the subgraph or an enclosing graph)",
+                 place, name);
+  return v;
+}
+
 } // namespace
 
 Expected<std::vector<ImportValue>> inlineGraph(ImportState &outer, const onnx::GraphProto &gp,
@@ -170,11 +181,7 @@ Expected<std::vector<ImportValue>> inlineGraph(ImportState &outer, const onnx::G
       outs.push_back(*s);
       continue;
     }
-    Value *v = st.lookup(o.name());
-    NNC_USER_CHECK(v,
-                   "{}: subgraph output '{}' is not produced by any node, input or "
-                   "initializer (of the subgraph or an enclosing graph)",
-                   place, o.name());
+    NNC_ASSIGN_OR_RETURN(Value * v, subgraphOutput(st, o.name(), place));
     outs.push_back(v);
   }
   return outs;
@@ -238,11 +245,7 @@ Expected<ImportedSubgraph> importSubgraph(ImportState &outer, const onnx::GraphP
                      "{}: subgraph output '{}' is not a tensor (maps and sparse tensors are "
                      "unsupported)",
                      place, o.name());
-    Value *v = st.lookup(o.name());
-    NNC_USER_CHECK(v,
-                   "{}: subgraph output '{}' is not produced by any node, input or "
-                   "initializer (of the subgraph or an enclosing graph)",
-                   place, o.name());
+    NNC_ASSIGN_OR_RETURN(Value * v, subgraphOutput(st, o.name(), place));
     outs.push_back(v);
   }
   body->setOutputs(outs);

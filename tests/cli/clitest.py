@@ -63,3 +63,20 @@ def targets(nnc, tmp):
         print(f"SKIP: the opencl parts (no OpenCL device: {error_line(r.stderr)})")
         return ["interp", "cpu"]
     return ["interp", "cpu", "opencl"]
+
+
+def run_case(nnc, targets, path, args, expect, what, out_root, matches):
+    """Runs model `path` with `args` on each target; output k (read_npy's (values, shape))
+    must satisfy matches(output, expect[k])."""
+    from train_data import read_npy
+    for t in targets:
+        out = os.path.join(out_root, f"out_{t}")
+        r = run([nnc, "run", path, "--target", t, "-q", "--output-dir", out,
+                 "--output-format", "npy"] + args)
+        w = f"{what} --target {t}"
+        check(r.returncode == 0, f"{w}: exit {r.returncode}: {r.stderr}")
+        if r.returncode != 0:
+            continue
+        for k, e in enumerate(expect):
+            got = read_npy(os.path.join(out, f"output_{k}.npy"))
+            check(matches(got, e), f"{w}: output {k} is {got}, expected {e}")

@@ -22,7 +22,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
 from onnxw import (attr_graph, attr_int, attr_ints, graph, model, node,  # noqa: E402
                    tensor, value_info)
-from train_data import read_npy  # noqa: E402
 
 from clitest import BOOL, FLOAT, INT64, check, pb, run, write  # noqa: E402
 import clitest  # noqa: E402
@@ -140,17 +139,9 @@ def if_model(same_shape):
 
 
 def run_case(targets, path, args, expect, what, out_root):
-    for t in targets:
-        out = os.path.join(out_root, f"out_{t}")
-        r = run([NNC, "run", path, "--target", t, "-q", "--output-dir", out,
-                 "--output-format", "npy"] + args)
-        w = f"{what} --target {t}"
-        check(r.returncode == 0, f"{w}: exit {r.returncode}: {r.stderr}")
-        if r.returncode != 0:
-            continue
-        for k, e in enumerate(expect):
-            got, _ = read_npy(os.path.join(out, f"output_{k}.npy"))
-            check(close(list(got), e), f"{w}: output {k} is {list(got)}, expected {e}")
+    """Each output's values close to `expect`'s."""
+    clitest.run_case(NNC, targets, path, args, expect, what, out_root,
+                     lambda got, e: close(list(got[0]), e))
 
 
 def expect_error(targets, path, args, want, what):

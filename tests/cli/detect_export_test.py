@@ -21,7 +21,6 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
 from onnxw import attr_graph, attr_int, attr_ints, graph, model, node, tensor, value_info  # noqa
-from train_data import read_npy  # noqa: E402
 
 from clitest import FLOAT, INT64, check, pb, run, write  # noqa: E402
 import clitest  # noqa: E402
@@ -82,17 +81,8 @@ def squeeze_model():
 
 
 def run_case(targets, path, args, want, what, d):
-    for t in targets:
-        out = os.path.join(d, f"out_{t}")
-        r = run([NNC, "run", path, "--target", t, "-q", "--output-dir", out,
-                 "--output-format", "npy"] + args)
-        w = f"{what} --target {t}"
-        check(r.returncode == 0, f"{w}: exit {r.returncode}: {r.stderr}")
-        if r.returncode != 0:
-            continue
-        for k, want_k in enumerate(want):
-            got = read_npy(os.path.join(out, f"output_{k}.npy"))
-            check(got == want_k, f"{w}: output {k} is {got}, expected {want_k}")
+    """Each output's (values, shape) exactly as `want` has it."""
+    clitest.run_case(NNC, targets, path, args, want, what, d, lambda got, e: got == e)
 
 
 def main():

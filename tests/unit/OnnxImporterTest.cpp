@@ -13,6 +13,7 @@
 #include "nnc/runtime/Interpreter.h"
 #include "nnc/support/Float16.h"
 #include "onnx.pb.h"
+#include "OnnxProtoUtil.h"
 
 using namespace nnc;
 namespace fs = std::filesystem;
@@ -73,14 +74,7 @@ void addInput(onnx::ModelProto &m, const std::string &name, int elemType,
 onnx::NodeProto *addNode(onnx::ModelProto &m, const std::string &op, const std::string &name,
                          const std::vector<std::string> &ins,
                          const std::vector<std::string> &outs) {
-  auto *n = m.mutable_graph()->add_node();
-  n->set_op_type(op);
-  n->set_name(name);
-  for (const auto &i : ins)
-    n->add_input(i);
-  for (const auto &o : outs)
-    n->add_output(o);
-  return n;
+  return testonnx::addNode(m.mutable_graph(), op, name, ins, outs);
 }
 
 void addOutput(onnx::ModelProto &m, const std::string &name) {

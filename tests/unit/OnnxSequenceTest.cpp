@@ -12,6 +12,7 @@
 #include "nnc/frontend/OnnxImporter.h"
 #include "nnc/runtime/Interpreter.h"
 #include "onnx.pb.h"
+#include "OnnxProtoUtil.h"
 
 using namespace nnc;
 
@@ -52,20 +53,10 @@ public:
   void output(const std::string &name) { model_.mutable_graph()->add_output()->set_name(name); }
   onnx::NodeProto *node(const std::string &op, const std::vector<std::string> &ins,
                         const std::vector<std::string> &outs, const std::string &name) {
-    onnx::NodeProto *n = model_.mutable_graph()->add_node();
-    n->set_op_type(op);
-    n->set_name(name);
-    for (const auto &i : ins)
-      n->add_input(i);
-    for (const auto &o : outs)
-      n->add_output(o);
-    return n;
+    return testonnx::addNode(model_.mutable_graph(), op, name, ins, outs);
   }
   static void intAttr(onnx::NodeProto *n, const std::string &name, int64_t v) {
-    onnx::AttributeProto *a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(v);
+    testonnx::addIntAttr(n, name, v);
   }
   void constant(const std::string &name, int64_t v) {
     onnx::NodeProto *n = node("Constant", {}, {name}, name + "_const");

@@ -80,32 +80,6 @@ int effectiveThreads(int requested) {
   return CpuTarget::hostCores();
 }
 
-Expected<std::map<std::string, Tensor>> readInputs(const std::vector<std::string> &names,
-                                                   const std::string &inputsDir,
-                                                   const std::vector<std::string> &specs) {
-  std::map<std::string, Tensor> byName;
-  if (!inputsDir.empty()) {
-    if (!fs::is_directory(inputsDir))
-      return makeError("--inputs-dir {}: no such directory", inputsDir);
-    for (size_t k = 0; k < names.size(); ++k) {
-      fs::path p = fs::path(inputsDir) / fmt::format("input_{}.pb", k);
-      if (!fs::exists(p))
-        continue;
-      NNC_ASSIGN_OR_RETURN(byName[names[k]], driver::readTensorFile(p.string()));
-    }
-  }
-  for (const std::string &spec : specs) {
-    size_t eq = spec.find('=');
-    if (eq == std::string::npos)
-      return makeError("--input '{}': expected NAME=FILE", spec);
-    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
-    if (std::find(names.begin(), names.end(), name) == names.end())
-      return makeError("--input '{}': the model has no input named '{}'", spec, name);
-    NNC_ASSIGN_OR_RETURN(byName[name], driver::readTensorFile(file));
-  }
-  return byName;
-}
-
 Expected<std::map<std::string, OnnxValue>> readInputValues(const std::vector<std::string> &names,
                                                            const std::vector<ValueForm> &forms,
                                                            const std::string &inputsDir,
@@ -135,6 +109,17 @@ Expected<std::map<std::string, OnnxValue>> readInputValues(const std::vector<std
     NNC_ASSIGN_OR_RETURN(byName[name],
                          driver::readValueFile(file, kindOf(static_cast<size_t>(it - names.begin()))));
   }
+  return byName;
+}
+
+Expected<std::map<std::string, Tensor>> readInputs(const std::vector<std::string> &names,
+                                                   const std::string &inputsDir,
+                                                   const std::vector<std::string> &specs) {
+  // Every input a tensor: readInputValues with no forms reads each as one.
+  NNC_ASSIGN_OR_RETURN(auto values, readInputValues(names, {}, inputsDir, specs));
+  std::map<std::string, Tensor> byName;
+  for (auto &[name, v] : values)
+    byName[name] = std::move(v.tensors.front());
   return byName;
 }
 

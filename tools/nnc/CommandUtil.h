@@ -48,7 +48,8 @@ Expected<std::map<std::string, Tensor>> readInputs(const std::vector<std::string
                                                    const std::string &inputsDir,
                                                    const std::vector<std::string> &specs);
 /// readInputs for a model whose inputs may be sequences or optionals, of the declared
-/// `forms` (ModelFile::inputForms, one per name): the values by input name.
+/// `forms` (ModelFile::inputForms, one per name; none: every input a tensor): the values by
+/// input name.
 Expected<std::map<std::string, OnnxValue>> readInputValues(const std::vector<std::string> &names,
                                                            const std::vector<ValueForm> &forms,
                                                            const std::string &inputsDir,
