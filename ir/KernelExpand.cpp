@@ -20,6 +20,7 @@
 // every backend computes the evaluator's numbers.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -93,6 +94,23 @@ DType unsignedOf(DType t) {
 struct Range {
   double lo, hi;
 };
+
+/// True when `a` and `b` are the same expression, node by node (at most `budget` nodes
+/// compared; beyond, false). Loads of one buffer and index are one value within a statement.
+bool sameExpr(const Expr &a, const Expr &b, int &budget) {
+  if (a == b)
+    return true;
+  if (--budget < 0 || a->kind != b->kind || a->type != b->type || a->intValue != b->intValue ||
+      std::memcmp(&a->floatValue, &b->floatValue, sizeof(double)) != 0 || a->name != b->name ||
+      a->buffer != b->buffer || a->op != b->op || a->strict != b->strict ||
+      a->saturate != b->saturate || a->roundMode != b->roundMode ||
+      a->args.size() != b->args.size())
+    return false;
+  for (size_t i = 0; i < a->args.size(); ++i)
+    if (!sameExpr(a->args[i], b->args[i], budget))
+      return false;
+  return true;
+}
 
 bool trivial(const Expr &e) {
   return e->kind == ExprKind::IntImm || e->kind == ExprKind::FloatImm || e->kind == ExprKind::Var;
@@ -386,7 +404,14 @@ private:
     for (const Expr &v : {x, y})
       if (!rangeOf(v))
         nan = nan ? lor(nan, lnot(eq(v, v))) : lnot(eq(v, v));
-    return nan ? select(nan, constant(NAN, x->type), pick) : pick;
+    if (nan)
+      return select(nan, constant(NAN, x->type), pick);
+    // The select alone spans both operands' ranges; the min or max is tighter (a clamp's
+    // bound is what lets a later conversion skip its guards).
+    Range rx = *rangeOf(x), ry = *rangeOf(y);
+    ranges_[pick] = isMax ? Range{std::max(rx.lo, ry.lo), std::max(rx.hi, ry.hi)}
+                          : Range{std::min(rx.lo, ry.lo), std::min(rx.hi, ry.hi)};
+    return pick;
   }
 
   /// Integer division truncating toward zero: a zero divisor gives 0 and -1 negates
@@ -627,12 +652,44 @@ private:
     case OpKind::Round: return Range{std::floor(a[0].lo), std::ceil(a[0].hi)};
     case OpKind::Min: return Range{std::min(a[0].lo, a[1].lo), std::min(a[0].hi, a[1].hi)};
     case OpKind::Max: return Range{std::max(a[0].lo, a[1].lo), std::max(a[0].hi, a[1].hi)};
-    case OpKind::Select:
+    case OpKind::Select: {
+      // select(x >= k, x, f) is in [k, inf] or f's range, never NaN where f is not: the
+      // guard that clamps and sends NaN to the low end (guardedTrueBranch).
+      if (std::isnan(a[1].lo))
+        if (std::optional<Range> side = guardedTrueBranch(e))
+          a[1] = *side;
       if (std::isnan(a[1].lo) || std::isnan(a[2].lo))
         return std::nullopt;
       return Range{std::min(a[1].lo, a[2].lo), std::max(a[1].hi, a[2].hi)};
+    }
     default: return std::nullopt;
     }
+  }
+
+  /// The values of a select's true branch where its condition compares that branch's value
+  /// with a known one: x in [k.lo, inf] where x >= k or x > k holds, in [-inf, k.hi] where
+  /// x <= k or x < k does (the compare is false for NaN, so the branch is never NaN). The
+  /// false branch learns nothing: it also holds NaN.
+  std::optional<Range> guardedTrueBranch(const ExprNode &sel) {
+    const Expr &c = sel.args[0], &x = sel.args[1];
+    if (c->kind != ExprKind::Op || c->args.size() != 2 || !isFloat(x->type))
+      return std::nullopt;
+    for (int side = 0; side < 2; ++side) {
+      int budget = 64;
+      if (!sameExpr(c->args[side], x, budget))
+        continue;
+      std::optional<Range> other = rangeOf(c->args[1 - side]);
+      if (!other)
+        return std::nullopt;
+      bool greater = c->op == OpKind::Greater || c->op == OpKind::GreaterEqual;
+      bool less = c->op == OpKind::Less || c->op == OpKind::LessEqual;
+      if (!greater && !less)
+        return std::nullopt;
+      if (greater == (side == 0)) // x > k, or k < x
+        return Range{other->lo, INFINITY};
+      return Range{-INFINITY, other->hi};
+    }
+    return std::nullopt;
   }
 
   /// The sign bit of `s` (f32/f64) on the magnitude `m`.

@@ -2,7 +2,7 @@
 // QAT export wraps each matmul and conv in dequantize ops (activations and constant int8
 // weights) and quantizes its result, and everything between ran in f32.
 //
-// Algorithm (to a fixed point for steps 1 and 2, then one walk for steps 3 and 4):
+// Algorithm (to a fixed point for steps 1, 2 and 2b, then one walk for steps 3 and 4):
 //  1. A dequantize sinks below a data-movement op that commutes with it: y = op(DQ(x, s, z))
 //     becomes DQ(op(x), s', z'), so x stays u8/i8 in memory from one op to the next. Reshape,
 //     flatten, squeeze, unsqueeze, transpose, slice, gather, max_pool (its one result), concat
@@ -14,6 +14,9 @@
 //  2. Q(DQ(x, s, z), s, z) is x when x is an 8- or 16-bit integer and s is a constant f32
 //     scale in [FLT_MIN, 2^100]: DQ's product (x - z) * s is within an ulp of the real
 //     value, and Q's quotient rounds back to x - z exactly for |x - z| < 2^16.
+//  2b. Q(max(y, c), s, z) is max(Q(y, s, z), Q(c, s, z)) for a NaN-free y, constants c, s > 0
+//     and z (min likewise): Q does not decrease, so it commutes with max and min. A Clip or
+//     Relu between DQ(x, s, z) and Q(., s, z) becomes, with step 2, a clamp of x itself.
 //  3. matmul(DQ(a, sa, za), DQ(b, sb, zb)) with u8/i8 a and b of rank >= 2, f32 results, and
 //     scales and zero points constant along the reduction axis K becomes
 //       mul(cast(matmul_integer(a, b, za, zb), f32), sa * sb)
@@ -388,6 +391,71 @@ bool cancel(Graph &g, Node *q) {
   return true;
 }
 
+/// True when `v` is never NaN: a dequantize of an integer with a bounded constant scale, or a
+/// max or min of such a value and a non-NaN constant.
+bool nanFree(const Value *v, int depth = 0) {
+  const Node *p = v ? v->producer() : nullptr;
+  if (!p || depth > 8)
+    return false;
+  if (std::optional<DQ> d = dqOf(v))
+    return movableType(d->x->dtype()) && boundedScale(d->scale, /*positive=*/false);
+  if ((p->kind() != OpKind::Max && p->kind() != OpKind::Min) || p->numOperands() != 2)
+    return false;
+  for (int i = 0; i < 2; ++i)
+    if (const Tensor *c = constantOf(p->operand(i))) {
+      for (int64_t e = 0; e < c->numElements(); ++e)
+        if (std::isnan(c->elementAsDouble(e)))
+          return false;
+      return nanFree(p->operand(1 - i), depth + 1);
+    }
+  return false;
+}
+
+/// Step 2b: Q(max(y, c), s, z) -> max(Q(y, s, z), Q(c, s, z)), and min likewise, for a
+/// constant c, a constant positive scale s, a constant z and a NaN-free y (a clamp between a
+/// dequantize and a quantize: Clip and Relu). Q is non-decreasing in its operand then, and a
+/// non-decreasing map commutes with max and min exactly; Q(c) is folded by the evaluator, so
+/// it is the same integer the quantize would give. With step 2 a ReLU6 between DQ(x, s, z) and
+/// Q(., s, z) becomes a clamp of x in its own integer type.
+Expected<bool> quantizeBeforeClamp(Graph &g, Node *q, const PassContext &ctx) {
+  if (q->kind() != OpKind::Quantize || !ctx.evaluate || !movableType(q->result()->dtype()) ||
+      !boundedScale(q->operand(1), /*positive=*/true) || !constantOf(q->operand(2)))
+    return false;
+  Node *m = q->operand(0)->producer();
+  if (!m || (m->kind() != OpKind::Max && m->kind() != OpKind::Min) || m->numOperands() != 2 ||
+      !nanFree(m->result()))
+    return false;
+  int ci = constantOf(m->operand(0)) ? 0 : 1;
+  Value *c = m->operand(ci), *y = m->operand(1 - ci);
+  if (!constantOf(c) || constantOf(y))
+    return false;
+  std::vector<Node *> made;
+  auto quantize = [&](Value *x, const std::string &name) -> Expected<Node *> {
+    NNC_ASSIGN_OR_RETURN(Node * n, g.createInferred(OpKind::Quantize,
+                                                    {x, q->operand(1), q->operand(2)}, q->attrs(),
+                                                    q->name(), 1, {name}, q));
+    made.push_back(n);
+    return n;
+  };
+  NNC_ASSIGN_OR_RETURN(Node * qc, quantize(c, c->name() + "_q"));
+  Value *qcv = folded(g, qc, ctx, q);
+  if (qcv != qc->result())
+    made.pop_back(); // folded into a constant
+  NNC_ASSIGN_OR_RETURN(Node * qy, quantize(y, y->name() + "_q"));
+  Expected<Node *> r = g.createInferred(m->kind(), ci == 0 ? std::vector<Value *>{qcv, qy->result()}
+                                                           : std::vector<Value *>{qy->result(), qcv},
+                                        {}, m->name(), 1, {}, q);
+  if (!constantOf(qcv) || !r || (*r)->result()->type() != q->result()->type()) {
+    if (r)
+      g.eraseNode(*r);
+    for (auto it = made.rbegin(); it != made.rend(); ++it)
+      g.eraseNode(*it);
+    return false;
+  }
+  pattern::replaceChain(g, {q}, q->result(), *r);
+  return true;
+}
+
 /// The zero point of operand `which` (rank r) of an integer matmul or conv: absent (a constant
 /// 0), a scalar, or one value per entry of axis `keep` (A's rows, B's columns, a conv weight's
 /// output channels; -1: none) as a 1-D tensor; empty `why` on success.
@@ -522,6 +590,15 @@ public:
         return false;
       if (cancel(g, n)) {
         addStat("qdq-cancelled");
+        return true;
+      }
+      Expected<bool> clamp = quantizeBeforeClamp(g, n, ctx);
+      if (!clamp) {
+        failed = clamp.takeError();
+        return false;
+      }
+      if (*clamp) {
+        addStat("clamp-quantized");
         return true;
       }
       Expected<bool> s = sink(g, n, ctx);

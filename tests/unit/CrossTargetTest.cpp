@@ -6,9 +6,12 @@
 // every target.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include <fmt/format.h>
 
 #include "TestTarget.h"
 #include "nnc/ir/Parser.h"
@@ -419,6 +422,85 @@ graph @qdq(%x: f32[2,3,5], %s: f32[3,1]) -> (i8[2,3,5]) {
                              t.data<float>()[2] = 7.0f;
                              return t;
                            }()});
+}
+
+TEST(CrossTarget, QuantizeByAConstantScaleRoundsLikeTheDivision) {
+  // A constant scale in [2^-100, 2^100] quantizes without a division (a reciprocal and one
+  // correction step); the integers must be those of x / s: values at and a few ulps around
+  // every half-way point (k + 0.5) s of the 8- and 16-bit ranges' edges and middles, each
+  // saturating end, zeros, infinities and NaN. Scales: typical, a mantissa of all ones, near
+  // the bounds, and one beyond them (the division kept).
+  for (float sv : {0.0235294f, 1.0f, 0x1.fffffep-1f, 0x1.000002p+0f, 3.0517578e-05f, 0.1f, 7.0f,
+                   0x1p-100f, 0x1.8p+99f, 0x1.7ffffep-37f, 1e-35f}) {
+    SCOPED_TRACE(sv);
+    std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX,
+                             FLT_MIN, -FLT_MIN, 1e-40f};
+    auto around = [&](double k) {
+      float x = static_cast<float>((k + 0.5) * sv);
+      if (!std::isfinite(x))
+        return;
+      for (int d = -3; d <= 3; ++d) {
+        float v = x;
+        for (int i = 0; i < std::abs(d); ++i)
+          v = std::nextafter(v, d < 0 ? -INFINITY : INFINITY);
+        xs.push_back(v);
+      }
+    };
+    for (int k = -300; k <= 300; ++k)
+      around(k);
+    for (int k : {-32775, -32770, -32769, -32768, -32767, 32760, 32766, 32767, 32768, 32770})
+      around(k);
+    int64_t n = static_cast<int64_t>(xs.size());
+    std::string text = fmt::format(R"(
+graph @q(%x: f32[{0}]) -> (u8[{0}], i8[{0}], i16[{0}], u16[{0}]) {{
+  %s = constant {{value = dense<f32[]>[{1:.9g}]}} : f32[]
+  %zu = constant {{value = dense<u8[]>[3]}} : u8[]
+  %zi = constant {{value = dense<i8[]>[-5]}} : i8[]
+  %zs = constant {{value = dense<i16[]>[7]}} : i16[]
+  %zw = constant {{value = dense<u16[]>[0]}} : u16[]
+  %a = quantize(%x, %s, %zu) : u8[{0}]
+  %b = quantize(%x, %s, %zi) : i8[{0}]
+  %c = quantize(%x, %s, %zs) : i16[{0}]
+  %d = quantize(%x, %s, %zw) : u16[{0}]
+  return %a, %b, %c, %d
+}})",
+                                   n, sv);
+    expectSameOnEveryTarget(text, {Tensor::fromVector<float>(DType::F32, {n}, xs)});
+  }
+}
+
+TEST(CrossTarget, ClampBetweenDequantizeAndQuantize) {
+  // A ReLU6 and a ReLU between a dequantize and a quantize (lower-qdq clamps the integers
+  // instead): every u8 and i8 value, requantized with the same parameters and with others.
+  std::vector<float> all;
+  for (int i = 0; i < 256; ++i)
+    all.push_back(static_cast<float>(i));
+  expectSameOnEveryTarget(R"(
+graph @clamp(%xf: f32[256]) -> (u8[256], u8[256], i8[256], i8[256]) {
+  %x = cast(%xf) {to = u8} : u8[256]
+  %h = constant {value = dense<f32[]>[128]} : f32[]
+  %xs = sub(%xf, %h) : f32[256]
+  %y = cast(%xs) {to = i8} : i8[256]
+  %s = constant {value = dense<f32[]>[0.0470588]} : f32[]
+  %z = constant {value = dense<u8[]>[100]} : u8[]
+  %s2 = constant {value = dense<f32[]>[0.031]} : f32[]
+  %z2 = constant {value = dense<u8[]>[7]} : u8[]
+  %zi = constant {value = dense<i8[]>[-20]} : i8[]
+  %lo = constant {value = dense<f32[]>[0]} : f32[]
+  %hi = constant {value = dense<f32[]>[6]} : f32[]
+  %d = dequantize(%x, %s, %z) {to = f32} : f32[256]
+  %m = max(%d, %lo) : f32[256]
+  %c = min(%m, %hi) : f32[256]
+  %q = quantize(%c, %s, %z) : u8[256]
+  %q2 = quantize(%c, %s2, %z2) : u8[256]
+  %dy = dequantize(%y, %s, %zi) {to = f32} : f32[256]
+  %r = max(%lo, %dy) : f32[256]
+  %qy = quantize(%r, %s, %zi) : i8[256]
+  %r6 = min(%dy, %hi) : f32[256]
+  %qy6 = quantize(%r6, %s2, %zi) : i8[256]
+  return %q, %q2, %qy, %qy6
+})",
+                          {Tensor::fromVector<float>(DType::F32, {256}, all)});
 }
 
 } // namespace
