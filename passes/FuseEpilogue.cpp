@@ -21,6 +21,11 @@
 //     group as its anchor. If u is in no group and its result has a's shape, a and u form a
 //     new group. Otherwise (the group broadcasts a's result, or already has an anchor) a
 //     stays alone.
+//  3. If u is in a group that has its anchor, and a's result reaches through single-user
+//     members e1..ek of that group (reading nothing else the group computes) a value of fewer
+//     bytes per element (the requantization of an integer conv's i32 sums to u8, before a
+//     residual add), a and e1..ek form a group of their own: a stores the narrow value, which
+//     the other group reads, instead of its wide sums.
 // An anchor never joins a group of views (fuse-views keeps anchored groups as they are and
 // takes no matmul or conv): its template keeps its kernel, and views, slices and concats of
 // its result form a group of their own.
@@ -132,6 +137,37 @@ bool hoistThroughViews(Graph &g, Node &a) {
   return true;
 }
 
+/// Step 3's chain: from a's result, nodes e1..ek of group `id`, each the one user of the
+/// previous value, of a's result shape, reading nothing else that the group computes, where
+/// ek's result has fewer bytes per element than a's (a requantization to u8 of an i32 sum)
+/// and its users are in the group; the longest such prefix up to the narrowest value. Empty
+/// when there is none.
+std::vector<Node *> narrowingChain(const Graph &g, const Node &a, int64_t id) {
+  std::vector<Node *> chain, best;
+  size_t narrowest = dtypeSize(a.result()->dtype());
+  const Value *v = a.result();
+  for (Node *n = soleUser(g, v); n && fusionGroupOf(*n) == id && isFusibleElementwise(*n) &&
+                                 n->numResults() == 1 &&
+                                 n->result()->shape() == a.result()->shape();
+       n = soleUser(g, v)) {
+    for (const Value *o : n->operands())
+      if (o && o != v && o->producer() && fusionGroupOf(*o->producer()) == id)
+        return best; // reads the group's own work: it cannot leave the group
+    chain.push_back(n);
+    v = n->result();
+    bool usersInGroup = !g.isOutput(v) && g.hasUses(v);
+    for (const Node *u : g.users(v))
+      usersInGroup = usersInGroup && fusionGroupOf(*u) == id;
+    if (!usersInGroup)
+      break;
+    if (dtypeSize(v->dtype()) < narrowest) {
+      narrowest = dtypeSize(v->dtype());
+      best = chain;
+    }
+  }
+  return best;
+}
+
 class FuseEpiloguePass : public Pass {
 public:
   std::string_view name() const override { return "fuse-epilogue"; }
@@ -180,6 +216,22 @@ public:
         continue;
       Node *u = users[0];
       int64_t id = fusionGroupOf(*u);
+      if (id >= 0 && users.size() == 1 && anchorOf.count(id)) {
+        // Step 3: the group has its anchor already; a's narrowing chain becomes a's own.
+        if (std::vector<Node *> chain = narrowingChain(g, *a, id); !chain.empty()) {
+          int64_t own = nextId++;
+          for (Node *n : chain)
+            n->setAttr(kFusionGroupAttr, Attribute(own));
+          a->setAttr(kFusionGroupAttr, Attribute(own));
+          rootOf[own] = chain.back();
+          anchorOf[own] = a;
+          addStat("epilogues");
+          addStat("narrowing-chains-split");
+          addStat("nodes-fused");
+          changed = true;
+        }
+        continue;
+      }
       if (id >= 0) {
         if (anchorOf.count(id) || rootOf[id]->result()->shape() != a->result()->shape())
           continue;
