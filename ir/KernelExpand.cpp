@@ -46,7 +46,6 @@ bool isCompositeOp(OpKind k, DType t) {
   case OpKind::Reciprocal:
   case OpKind::IsNaN:
   case OpKind::IsInf:
-  case OpKind::Round:
   case OpKind::ShiftLeft:
   case OpKind::ShiftRight:
     return true;
@@ -378,8 +377,6 @@ private:
       return lnot(eq(x, x));
     case OpKind::IsInf:
       return eq(op(OpKind::Abs, {x}), constant(INFINITY, t));
-    case OpKind::Round:
-      return roundEven(x);
     case OpKind::Pow:
       if (f32)
         return fastmath::pow(b, x, a[1]);
@@ -697,16 +694,6 @@ private:
     DType ft = m->type, it = ft == DType::F32 ? DType::U32 : DType::U64;
     Expr sign = intImm(ft == DType::F32 ? int64_t(0x80000000u) : INT64_MIN, it);
     return bitCast(bitOr(bitCast(m, it), bitAnd(bitCast(s, it), sign)), ft);
-  }
-
-  /// Round half to even: below 2^p (p the mantissa bits) |x| + 2^p - 2^p rounds |x| to an
-  /// integer in the current (nearest-even) mode; from 2^p on, and for inf and NaN, x is exact.
-  static Expr roundEven(const Expr &x) {
-    DType t = x->type;
-    Expr big = constant(t == DType::F32 ? 0x1p23 : 0x1p52, t);
-    Expr m = op(OpKind::Abs, {x});
-    Expr r = strictOp(OpKind::Sub, {strictOp(OpKind::Add, {m, big}), big});
-    return select(lt(m, big), copySign(r, x), x);
   }
 
   /// ONNX Mod (`python`: the sign of the divisor) or FMod (the sign of the dividend) over a
