@@ -57,6 +57,15 @@ Expr c32(int64_t v) {
 /// The largest number of taps the depthwise template unrolls per vector of outputs.
 constexpr int64_t kMaxDepthwiseTaps = 64;
 
+/// The parallel groups of panels a conv with shared patches is split into, at the least
+/// (fewer where it has fewer panels): each group makes its own copy of nothing, so more
+/// groups than threads only balance the work.
+constexpr int64_t kMinPanelGroups = 4;
+
+/// The depth of a k block of a conv with shared patches: a panel's block of 256 x 32 bytes
+/// (8 KiB) and the rows' 256-byte slices stay in L1 together.
+constexpr int64_t kSharedKBlock = 256;
+
 } // namespace
 
 bool convIntegerTilesApply(const Node &node) {
@@ -119,6 +128,25 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   // each thread of a small image).
   int64_t rb = std::max<int64_t>(mr, std::min<int64_t>(std::max<int64_t>(32768 / Kp, mr), P / 8));
   rb = std::max<int64_t>(mr, rb / mr * mr);
+  // A weight too big to stay in the L2 from one block to the next (a deep layer: few
+  // positions, many channels) would stream from memory once per block of rows. Where the
+  // image's patches fit in half the L2, they are made once, shared, and the threads split
+  // the panels instead: groups of whole panels, each group's tiles over all rows, so every
+  // weight byte is read once (ResNet-50's 7x7 3x3 convs: 7 blocks of 8 rows each streamed
+  // all 2.4 MB of the weight).
+  const int64_t l2 = cpuOf(opts).l2Bytes, fullPanels0 = M / nr;
+  int64_t cg = 1;
+  if (Kp * M > l2 / 2 && P * Kp <= l2 / 2 && M % nr == 0 && fullPanels0 >= 2 && par) {
+    cg = fullPanels0;
+    for (int64_t d = 1; d <= fullPanels0; ++d)
+      if (fullPanels0 % d == 0 && d >= kMinPanelGroups) {
+        cg = d;
+        break;
+      }
+  }
+  const bool shared = cg > 1;
+  if (shared)
+    rb = P;
   const int64_t fullBlocks = P / rb, lastRows = P % rb;
 
   KernelBuilder kb(node, prefix);
@@ -137,11 +165,12 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   // the block's first row (the NHWC copy that a pointwise conv reads in place: from image
   // row 0).
   const int64_t blockRows = std::min(rb, P);
-  const int ap = inPlace ? xp : kb.scratch(2, DType::U8, blockRows * Kp, /*perThread=*/true);
+  const int ap = inPlace ? xp : kb.scratch(2, DType::U8, blockRows * Kp, /*perThread=*/!shared);
   const int cs = kb.scratch(3, DType::I32, blockRows * M, /*perThread=*/true);
   const bool sumsGiven = prepacked && f.colSums;
   const int colsum = !zaTerm ? -1 : sumsGiven ? kb.operand(4) : kb.scratch(4, DType::I32, M);
-  const int rowsum = zbTerm ? kb.scratch(5, DType::I32, blockRows, /*perThread=*/true) : -1;
+  const int rowsum =
+      zbTerm ? kb.scratch(5, DType::I32, blockRows, /*perThread=*/!shared) : -1;
   // Per channel: ZB, and ZA * colsum - K * ZA * ZB (the terms that do not vary along p).
   const int zbv = zbTerm ? kb.scratch(6, DType::I32, M) : -1;
   const int mterm = zaTerm ? kb.scratch(7, DType::I32, M) : -1;
@@ -244,7 +273,10 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
 
   // Step 3: blocks of output rows. Row r of a block is output position row0 + r; the block's
   // patches, row sums and sums are indexed by r, a pointwise conv's A in place by position.
-  auto block = [&](Expr row0, int64_t rows) {
+  // `part`: 0 the whole block; with shared patches, 1 the patches and row sums (rows in
+  // parallel), 2 the tiles and stores of panel group g.
+  const int64_t groupPanels = (M / nr) / cg, groupCols = groupPanels * nr;
+  auto block = [&](Expr row0, int64_t rows, int part, Expr g) {
     std::vector<Stmt> st;
     auto aRowAt = [&](Expr r) {
       if (!inPlace)
@@ -252,7 +284,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       return kir::add(xImage, kir::mul(kir::add(row0, std::move(r)), i64(Kp)));
     };
     // Patches: row r, tap t: C bytes of the NHWC copy.
-    if (!inPlace) {
+    if (!inPlace && part != 2) {
       std::string pv = kb.freshName("ar");
       Expr p = kir::add(row0, kir::var(pv));
       std::vector<Stmt> row;
@@ -285,8 +317,10 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
                                             kir::constant(0, DType::U8))));
       }
       st.push_back(kir::forLoop(pv, i64(rows), kir::block(row)));
+      if (part == 1)
+        parallel(pv, rows);
     }
-    if (zbTerm) {
+    if (zbTerm && part != 2) {
       std::string pv = kb.freshName("rr"), sv = kb.freshName("rs"), qv = kb.freshName("rk");
       Expr r = kir::var(pv);
       Expr sum = kir::var(sv, DType::I32);
@@ -300,10 +334,16 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
                                                                             kir::var(qv))),
                                                        DType::I32)))),
                kb.store(rowsum, r, sum)})));
+      if (part == 1)
+        parallel(pv, rows);
     }
+    if (part == 1)
+      return kir::block(st);
     // The tiles: panels outside, row tiles inside (the panel stays in cache).
     int64_t tiles = rows / mr, mRem = rows % mr, fullPanels = M / nr, nRem = M % nr;
-    auto tile = [&](int64_t tr, int64_t tc, Expr r0, Expr panel) {
+    // A tile over k in [k0, k0 + kc), adding to the sums after the first k block.
+    auto tile = [&](int64_t tr, int64_t tc, Expr r0, Expr panel, Expr k0, int64_t kc,
+                    bool accumulate) {
       kir::GemmTileShape sh;
       sh.elems = kir::GemmElems::U8S8S32;
       sh.a = ap;
@@ -314,21 +354,47 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       sh.ak = 1;
       sh.ldb = 4 * nr;
       sh.ldc = M;
-      return kb.gemmTile(sh, cs, aRowAt(r0), kir::mul(panel, i64(panelSize)),
-                         kir::add(kir::mul(r0, i64(M)), kir::mul(panel, i64(nr))), i64(Kp));
+      sh.accumulate = accumulate;
+      return kb.gemmTile(sh, cs, kir::add(aRowAt(r0), k0),
+                         kir::add(kir::mul(panel, i64(panelSize)), kir::mul(k0, i64(nr))),
+                         kir::add(kir::mul(r0, i64(M)), kir::mul(panel, i64(nr))), i64(kc));
     };
-    auto panelBody = [&](int64_t cols, Expr panel) {
+    auto rowTiles = [&](int64_t cols, Expr panel, Expr k0, int64_t kc, bool accumulate) {
       std::vector<Stmt> body;
       if (tiles > 0) {
         std::string tv = kb.freshName("tr");
-        body.push_back(
-            kir::forLoop(tv, i64(tiles), tile(mr, cols, kir::mul(kir::var(tv), i64(mr)), panel)));
+        body.push_back(kir::forLoop(
+            tv, i64(tiles),
+            tile(mr, cols, kir::mul(kir::var(tv), i64(mr)), panel, k0, kc, accumulate)));
       }
       if (mRem > 0)
-        body.push_back(tile(mRem, cols, i64(tiles * mr), panel));
+        body.push_back(tile(mRem, cols, i64(tiles * mr), panel, k0, kc, accumulate));
       return kir::block(body);
     };
-    if (fullPanels > 0) {
+    // With shared patches all rows pass each panel: in k blocks of about kSharedKBlock, so
+    // that the panel's block (kc x nr bytes) stays in L1 while every row tile reads it (the
+    // whole panel, 4608 x 32 bytes for a 3x3 conv of 512 channels, streamed from L2 per tile).
+    const int64_t kBlocks = part == 2 ? (Kp + kSharedKBlock - 1) / kSharedKBlock : 1;
+    const int64_t kc = (groups + kBlocks - 1) / kBlocks * 4, kLast = Kp - (kBlocks - 1) * kc;
+    auto panelBody = [&](int64_t cols, Expr panel) {
+      if (kBlocks == 1)
+        return rowTiles(cols, panel, i64(0), Kp, false);
+      std::vector<Stmt> body{rowTiles(cols, panel, i64(0), kc, false)};
+      if (kBlocks > 2) {
+        std::string kv = kb.freshName("kb");
+        body.push_back(kir::forLoop(
+            kv, i64(kBlocks - 2),
+            rowTiles(cols, panel, kir::mul(kir::add(kir::var(kv), i64(1)), i64(kc)), kc, true)));
+      }
+      body.push_back(rowTiles(cols, panel, i64((kBlocks - 1) * kc), kLast, true));
+      return kir::block(body);
+    };
+    if (part == 2) { // group g's panels (whole ones: M is a multiple of nr)
+      std::string qv = kb.freshName("tq");
+      st.push_back(kir::forLoop(
+          qv, i64(groupPanels),
+          panelBody(nr, kir::add(kir::mul(g, i64(groupPanels)), kir::var(qv)))));
+    } else if (fullPanels > 0) {
       std::string qv = kb.freshName("tq");
       st.push_back(kir::forLoop(qv, i64(fullPanels), panelBody(nr, kir::var(qv))));
     }
@@ -337,8 +403,17 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     // The block's rows stored to the output (NCHW, or channels_last: the sums' own layout)
     // with the compensation terms.
     {
+      // Group g's columns: m is a local of extent M (as the position is below).
       std::string mv = kb.freshName("om"), rv = kb.freshName("op");
-      Expr m = kir::var(mv), r = kir::var(rv);
+      std::string colv = part == 2 ? kb.freshName("ocol") : mv;
+      const int64_t cols = part == 2 ? groupCols : M;
+      Expr m = kir::var(colv), r = kir::var(rv);
+      auto withCol = [&](std::vector<Stmt> body) {
+        if (part == 2)
+          body.insert(body.begin(), kir::decl(colv, DType::I64,
+                                              kir::add(kir::mul(g, i64(groupCols)), kir::var(mv))));
+        return kir::block(body);
+      };
       Expr v = kb.load(cs, kir::add(kir::mul(r, i64(M)), m));
       if (zbTerm)
         v = kir::sub(v, kir::mul(kb.load(zbv, m), kb.load(rowsum, r)));
@@ -346,11 +421,13 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         v = kir::sub(v, kb.load(mterm, m));
       Expr at = f.yIndex(n, m, kir::add(row0, r));
       if (!ep && f.last) {
-        st.push_back(kir::forLoop(rv, i64(rows), kir::forLoop(mv, i64(M), kb.store(ob, at, v))));
+        st.push_back(kir::forLoop(
+            rv, i64(rows), kir::forLoop(mv, i64(cols), withCol({kb.store(ob, at, v)}))));
         sched.steps.push_back({kir::ScheduleStep::Vectorize, mv, 0, {}});
       } else if (!ep) {
         // Read along channels, written along positions (tiles of 8 x 8 measured no faster).
-        st.push_back(kir::forLoop(mv, i64(M), kir::forLoop(rv, i64(rows), kb.store(ob, at, v))));
+        st.push_back(kir::forLoop(
+            mv, i64(cols), withCol({kir::forLoop(rv, i64(rows), kb.store(ob, at, v))})));
       } else {
         // Through the fused epilogue, channels innermost: the sums, the per-channel scales
         // and biases are read contiguously and the epilogue vectorizes over channels, in
@@ -362,23 +439,30 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         std::string posv = kb.freshName("opos");
         std::vector<Stmt> inner{kir::decl(posv, DType::I64, kir::add(row0, r))};
         Expr epAt = f.yIndex(n, m, kir::var(posv));
-        LoopExtents env{{mv, M}, {posv, P}, {nv, N}};
+        LoopExtents env{{colv, M}, {posv, P}, {nv, N}};
         inner.push_back(kb.store(ob, at, ep->apply(epAt, v, env, *epIn, inner, epHoisted)));
-        st.push_back(kir::forLoop(rv, i64(rows), kir::forLoop(mv, i64(M), kir::block(inner))));
+        st.push_back(kir::forLoop(rv, i64(rows), kir::forLoop(mv, i64(cols), withCol(inner))));
         sched.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {mv}});
         sched.steps.push_back({kir::ScheduleStep::Vectorize, mv, 0, {}});
       }
     }
     return kir::block(st);
   };
-  if (fullBlocks > 0) {
-    std::string bv = kb.freshName("blk");
-    perImage.push_back(
-        kir::forLoop(bv, i64(fullBlocks), block(kir::mul(kir::var(bv), i64(rb)), rb)));
-    parallel(bv, fullBlocks);
+  if (shared) {
+    perImage.push_back(block(i64(0), P, 1, nullptr));
+    std::string gv = kb.freshName("grp");
+    perImage.push_back(kir::forLoop(gv, i64(cg), block(i64(0), P, 2, kir::var(gv))));
+    parallel(gv, cg);
+  } else {
+    if (fullBlocks > 0) {
+      std::string bv = kb.freshName("blk");
+      perImage.push_back(kir::forLoop(
+          bv, i64(fullBlocks), block(kir::mul(kir::var(bv), i64(rb)), rb, 0, nullptr)));
+      parallel(bv, fullBlocks);
+    }
+    if (lastRows > 0)
+      perImage.push_back(block(i64(fullBlocks * rb), lastRows, 0, nullptr));
   }
-  if (lastRows > 0)
-    perImage.push_back(block(i64(fullBlocks * rb), lastRows));
   all.push_back(N > 1 ? kir::forLoop(nv, i64(N), kir::block(perImage)) : kir::block(perImage));
   if (ep) {
     ep->markApplied();

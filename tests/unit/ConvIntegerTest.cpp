@@ -177,6 +177,19 @@ TEST(ConvInteger, CompiledMatchesInterpreterOnEveryTarget) {
       }
 }
 
+TEST(ConvInteger, DeepLayerSharesItsPatchesAndSplitsThePanels) {
+  // A weight bigger than half the L2 (2304 x 512 bytes) and few positions (25): the tiles
+  // template makes the patches once and splits the panels into parallel groups, each over all
+  // rows in k blocks that add to the sums (rows 25 = 3 tiles of 8 and an edge of 1, K 2304 =
+  // 9 blocks of 256); with zero points on both sides, per-channel on w's.
+  std::mt19937 rng(53);
+  ConvCase c{{1, 256, 5, 5}, {512, 256, 3, 3}, {}, {1, 1, 1, 1}, {}, 1};
+  Tensor x = bytes(DType::U8, c.x, rng), w = bytes(DType::I8, c.w, rng);
+  auto g = convGraph(c, x, w, scalarOf(DType::U8, 131), bytes(DType::I8, {c.w[0]}, rng));
+  ASSERT_TRUE(g);
+  checkOnTargets(*g, x, "u8[1,256,5,5] * i8[512,256,3,3] per-channel zw");
+}
+
 TEST(ConvInteger, ChannelsLastMatchesChannelsFirst) {
   // channels_last = 1 (layout-nhwc): x [N, spatial..., C] and the result [N, spatial..., M].
   // The interpreter's result is the channels-first one transposed; every lowering and CPU
