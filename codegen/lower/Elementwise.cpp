@@ -11,6 +11,24 @@ namespace nnc::lower {
 
 namespace {
 
+/// Operand `i` of `n` as an immediate when it is a one-element constant of an 8- to 32-bit
+/// integer or f32 dtype (its value exactly), else `loaded`: a quantize's or dequantize's
+/// per-tensor scale and zero point, whose known values let the kernel expansion drop guards
+/// (a product of known ranges is never NaN) instead of reading a buffer each kernel.
+kir::Expr immediateOr(const Node &n, size_t i, const kir::Expr &loaded) {
+  const Value *v = n.numOperands() > i ? n.operand(i) : nullptr;
+  const Node *p = v ? v->producer() : nullptr;
+  if (!p || p->kind() != OpKind::Constant)
+    return loaded;
+  const Tensor &t = p->getTensor("value");
+  DType d = t.dtype();
+  bool ok = d == DType::F32 || d == DType::U8 || d == DType::I8 || d == DType::U16 ||
+            d == DType::I16 || d == DType::I32;
+  if (!ok || t.numElements() != 1 || d != loaded->type)
+    return loaded;
+  return kir::constant(t.elementAsDouble(0), d);
+}
+
 /// x / s for an f32 x and quantize `n`'s scale s when s is one constant f32 in [2^-100, 2^100],
 /// without a division (a vector division takes 10-16 cycles; this, 4 operations): with
 /// y = RN(1/s) folded, q = RN(x y), the remainder x - q s exact by one fma, and q' = RN(q + r y)
@@ -45,7 +63,8 @@ kir::Expr quotientByConstant(const Node &n, const kir::Expr &x) {
 kir::Expr quantizeExpr(const Node &n, const std::vector<kir::Expr> &a) {
   DType t = a[0]->type, q = n.result(0)->dtype();
   DType w = t == DType::F64 ? DType::F64 : DType::F32;
-  kir::Expr x = kir::cast(a[0], w), s = kir::cast(a[1], w);
+  kir::Expr x = kir::cast(a[0], w), s = kir::cast(immediateOr(n, 1, a[1]), w);
+  kir::Expr zp = immediateOr(n, 2, a[2]);
   int64_t lo = 0, hi = 0;
   bool toInt = quantizedIntRange(q, lo, hi);
   kir::Expr v = toInt ? quotientByConstant(n, x) : nullptr;
@@ -54,14 +73,14 @@ kir::Expr quantizeExpr(const Node &n, const std::vector<kir::Expr> &a) {
   if (t == DType::F16 || t == DType::BF16)
     v = kir::cast(kir::cast(v, t), w);
   if (toInt) {
-    v = kir::strict(kir::op(OpKind::Add, {kir::op(OpKind::Round, {v}), kir::cast(a[2], w)}));
+    v = kir::strict(kir::op(OpKind::Add, {kir::op(OpKind::Round, {v}), kir::cast(zp, w)}));
     kir::Expr flo = kir::constant(static_cast<double>(lo), w);
     v = kir::select(kir::ge(v, flo), v, flo);
     v = kir::op(OpKind::Min, {v, kir::constant(static_cast<double>(hi), w)});
     return kir::cast(v, q);
   }
   if (q == DType::F4E2M1)
-    v = kir::strict(kir::op(OpKind::Add, {v, kir::cast(a[2], w)}));
+    v = kir::strict(kir::op(OpKind::Add, {v, kir::cast(zp, w)}));
   return kir::cast(v, q, n.getInt("saturate", 1) != 0, "up");
 }
 
@@ -74,8 +93,10 @@ kir::Expr dequantizeExpr(const Node &n, const std::vector<kir::Expr> &a) {
   int64_t lo = 0, hi = 0;
   bool integer = xt == DType::I32 || quantizedIntRange(xt, lo, hi);
   kir::Expr x = xt == DType::I32 ? kir::cast(kir::cast(a[0], DType::F32), w) : kir::cast(a[0], w);
-  kir::Expr d = integer ? kir::strict(kir::op(OpKind::Sub, {x, kir::cast(a[2], w)})) : x;
-  return kir::cast(kir::strict(kir::op(OpKind::Mul, {d, kir::cast(a[1], w)})), to);
+  kir::Expr d =
+      integer ? kir::strict(kir::op(OpKind::Sub, {x, kir::cast(immediateOr(n, 2, a[2]), w)})) : x;
+  return kir::cast(kir::strict(kir::op(OpKind::Mul, {d, kir::cast(immediateOr(n, 1, a[1]), w)})),
+                   to);
 }
 
 /// One kernel: out0[i] = f(in0[bcast(i)], in1[bcast(i)], ...) over the result's extents.

@@ -208,6 +208,15 @@ Expr Epilogue::leafValue(size_t k, const std::string &local, Inputs &in,
   if (it != in.scalars.end())
     return it->second;
   Expr v = in.load(in.buffer(k), i64c(0));
+  // A one-element constant (a relu's zero, a quantize's scale) is its value: known, the
+  // kernel expansion leaves out the NaN guards a loaded scalar needs.
+  if (const Node *p = u_.operands[k]->producer(); p && p->kind() == OpKind::Constant) {
+    const Tensor &t = p->getTensor("value");
+    DType d = t.dtype();
+    if (d == v->type && (d == DType::F32 || d == DType::F64 || isInteger(d)) &&
+        t.numElements() == 1)
+      return in.scalars[k] = kir::constant(t.elementAsDouble(0), d);
+  }
   hoisted.push_back(kir::decl(local, v->type, v));
   return in.scalars[k] = kir::var(local, v->type);
 }
