@@ -8,13 +8,13 @@
 //     a float elementwise node u whose other operands are one-element constants and that is
 //     in no group, u is applied before the views instead (u(view(x)) = view(u(x)): u reads
 //     one element at the same place whatever the layout; a graph output keeps its name, on
-//     the last view's result), where step 2 makes it a's epilogue. A cost check decides (worthHoisting): the template evaluates u on each
-//     element it stores, padding included, in its vectorized store loop; left behind the
-//     views, u runs in the consumer's loop, whose index math through views often keeps it
-//     one lane wide, and once for every user that reads it (a view group that selects among
-//     several slices of u evaluates u once per slice at each element). YOLO's detect head
-//     (conv, reshape, transpose, sigmoid, slices, concat) had its sigmoid evaluated three
-//     times per output element, scalar, in the decode's concat loop.
+//     the last view's result), where step 2 makes it a's epilogue. A cost check decides
+//     (worthHoisting): the template evaluates u on each element it stores, padding included, in its
+//     vectorized store loop; left behind the views, u runs in the consumer's loop, whose index math
+//     through views often keeps it one lane wide, and once for every user that reads it (a view
+//     group that selects among several slices of u evaluates u once per slice at each element).
+//     YOLO's detect head (conv, reshape, transpose, sigmoid, slices, concat) had its sigmoid
+//     evaluated three times per output element, scalar, in the decode's concat loop.
 //  1. For each matmul or conv a not in a group, whose result is not a graph output and has
 //     one user u, an elementwise node (or cast), or several that are all in u's group:
 //  2. If u is in a group without an anchor whose result has a's result shape, a joins that
@@ -146,9 +146,9 @@ std::vector<Node *> narrowingChain(const Graph &g, const Node &a, int64_t id) {
   std::vector<Node *> chain, best;
   size_t narrowest = dtypeSize(a.result()->dtype());
   const Value *v = a.result();
-  for (Node *n = soleUser(g, v); n && fusionGroupOf(*n) == id && isFusibleElementwise(*n) &&
-                                 n->numResults() == 1 &&
-                                 n->result()->shape() == a.result()->shape();
+  for (Node *n = soleUser(g, v);
+       n && fusionGroupOf(*n) == id && isFusibleElementwise(*n) && n->numResults() == 1 &&
+       n->result()->shape() == a.result()->shape();
        n = soleUser(g, v)) {
     for (const Value *o : n->operands())
       if (o && o != v && o->producer() && fusionGroupOf(*o->producer()) == id)

@@ -431,9 +431,9 @@ Expected<bool> quantizeBeforeClamp(Graph &g, Node *q, const PassContext &ctx) {
     return false;
   std::vector<Node *> made;
   auto quantize = [&](Value *x, const std::string &name) -> Expected<Node *> {
-    NNC_ASSIGN_OR_RETURN(Node * n, g.createInferred(OpKind::Quantize,
-                                                    {x, q->operand(1), q->operand(2)}, q->attrs(),
-                                                    q->name(), 1, {name}, q));
+    NNC_ASSIGN_OR_RETURN(Node * n,
+                         g.createInferred(OpKind::Quantize, {x, q->operand(1), q->operand(2)},
+                                          q->attrs(), q->name(), 1, {name}, q));
     made.push_back(n);
     return n;
   };
@@ -442,8 +442,9 @@ Expected<bool> quantizeBeforeClamp(Graph &g, Node *q, const PassContext &ctx) {
   if (qcv != qc->result())
     made.pop_back(); // folded into a constant
   NNC_ASSIGN_OR_RETURN(Node * qy, quantize(y, y->name() + "_q"));
-  Expected<Node *> r = g.createInferred(m->kind(), ci == 0 ? std::vector<Value *>{qcv, qy->result()}
-                                                           : std::vector<Value *>{qy->result(), qcv},
+  Expected<Node *> r = g.createInferred(m->kind(),
+                                        ci == 0 ? std::vector<Value *>{qcv, qy->result()}
+                                                : std::vector<Value *>{qy->result(), qcv},
                                         {}, m->name(), 1, {}, q);
   if (!constantOf(qcv) || !r || (*r)->result()->type() != q->result()->type()) {
     if (r)

@@ -325,8 +325,8 @@ Value *KernelEmitter::emitPrimitiveOn(const kir::ExprNode &e, const std::vector<
 Value *KernelEmitter::mathCall(std::string_view name, const std::vector<Value *> &a) {
   namespace I = llvm::Intrinsic;
   static const std::pair<std::string_view, llvm::Intrinsic::ID> kIntrinsics[] = {
-      {"log", I::log},     {"sqrt", I::sqrt}, {"sin", I::sin}, {"cos", I::cos},
-      {"floor", I::floor}, {"ceil", I::ceil}, {"exp", I::exp}, {"pow", I::pow},
+      {"log", I::log},       {"sqrt", I::sqrt}, {"sin", I::sin}, {"cos", I::cos},
+      {"floor", I::floor},   {"ceil", I::ceil}, {"exp", I::exp}, {"pow", I::pow},
       {"rint", I::roundeven}}; // round half to even: vrndscaleps / vroundps
   for (const auto &[n, id] : kIntrinsics)
     if (n == name)

@@ -169,8 +169,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   const int cs = kb.scratch(3, DType::I32, blockRows * M, /*perThread=*/true);
   const bool sumsGiven = prepacked && f.colSums;
   const int colsum = !zaTerm ? -1 : sumsGiven ? kb.operand(4) : kb.scratch(4, DType::I32, M);
-  const int rowsum =
-      zbTerm ? kb.scratch(5, DType::I32, blockRows, /*perThread=*/!shared) : -1;
+  const int rowsum = zbTerm ? kb.scratch(5, DType::I32, blockRows, /*perThread=*/!shared) : -1;
   // Per channel: ZB, and ZA * colsum - K * ZA * ZB (the terms that do not vary along p).
   const int zbv = zbTerm ? kb.scratch(6, DType::I32, M) : -1;
   const int mterm = zaTerm ? kb.scratch(7, DType::I32, M) : -1;
@@ -391,9 +390,9 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     };
     if (part == 2) { // group g's panels (whole ones: M is a multiple of nr)
       std::string qv = kb.freshName("tq");
-      st.push_back(kir::forLoop(
-          qv, i64(groupPanels),
-          panelBody(nr, kir::add(kir::mul(g, i64(groupPanels)), kir::var(qv)))));
+      st.push_back(
+          kir::forLoop(qv, i64(groupPanels),
+                       panelBody(nr, kir::add(kir::mul(g, i64(groupPanels)), kir::var(qv)))));
     } else if (fullPanels > 0) {
       std::string qv = kb.freshName("tq");
       st.push_back(kir::forLoop(qv, i64(fullPanels), panelBody(nr, kir::var(qv))));
@@ -421,13 +420,13 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         v = kir::sub(v, kb.load(mterm, m));
       Expr at = f.yIndex(n, m, kir::add(row0, r));
       if (!ep && f.last) {
-        st.push_back(kir::forLoop(
-            rv, i64(rows), kir::forLoop(mv, i64(cols), withCol({kb.store(ob, at, v)}))));
+        st.push_back(kir::forLoop(rv, i64(rows),
+                                  kir::forLoop(mv, i64(cols), withCol({kb.store(ob, at, v)}))));
         sched.steps.push_back({kir::ScheduleStep::Vectorize, mv, 0, {}});
       } else if (!ep) {
         // Read along channels, written along positions (tiles of 8 x 8 measured no faster).
-        st.push_back(kir::forLoop(
-            mv, i64(cols), withCol({kir::forLoop(rv, i64(rows), kb.store(ob, at, v))})));
+        st.push_back(kir::forLoop(mv, i64(cols),
+                                  withCol({kir::forLoop(rv, i64(rows), kb.store(ob, at, v))})));
       } else {
         // Through the fused epilogue, channels innermost: the sums, the per-channel scales
         // and biases are read contiguously and the epilogue vectorizes over channels, in
@@ -456,8 +455,8 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   } else {
     if (fullBlocks > 0) {
       std::string bv = kb.freshName("blk");
-      perImage.push_back(kir::forLoop(
-          bv, i64(fullBlocks), block(kir::mul(kir::var(bv), i64(rb)), rb, 0, nullptr)));
+      perImage.push_back(kir::forLoop(bv, i64(fullBlocks),
+                                      block(kir::mul(kir::var(bv), i64(rb)), rb, 0, nullptr)));
       parallel(bv, fullBlocks);
     }
     if (lastRows > 0)

@@ -213,8 +213,9 @@ Expr Epilogue::leafValue(size_t k, const std::string &local, Inputs &in,
   if (const Node *p = u_.operands[k]->producer(); p && p->kind() == OpKind::Constant) {
     const Tensor &t = p->getTensor("value");
     DType d = t.dtype();
-    if (d == v->type && (d == DType::F32 || d == DType::F64 || isInteger(d)) &&
-        t.numElements() == 1)
+    // (Integers of at most 32 bits: a double holds them exactly, not a 64-bit hash constant.)
+    bool exact = d == DType::F32 || d == DType::F64 || (isInteger(d) && dtypeSize(d) <= 4);
+    if (d == v->type && exact && t.numElements() == 1)
       return in.scalars[k] = kir::constant(t.elementAsDouble(0), d);
   }
   hoisted.push_back(kir::decl(local, v->type, v));

@@ -433,8 +433,8 @@ TEST(CrossTarget, QuantizeByAConstantScaleRoundsLikeTheDivision) {
   for (float sv : {0.0235294f, 1.0f, 0x1.fffffep-1f, 0x1.000002p+0f, 3.0517578e-05f, 0.1f, 7.0f,
                    0x1p-100f, 0x1.8p+99f, 0x1.7ffffep-37f, 1e-35f}) {
     SCOPED_TRACE(sv);
-    std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX,
-                             FLT_MIN, -FLT_MIN, 1e-40f};
+    std::vector<float> xs = {0.0f,    -0.0f,    INFINITY, -INFINITY, NAN,
+                             FLT_MAX, -FLT_MAX, FLT_MIN,  -FLT_MIN,  1e-40f};
     auto around = [&](double k) {
       float x = static_cast<float>((k + 0.5) * sv);
       if (!std::isfinite(x))
