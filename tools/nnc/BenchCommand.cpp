@@ -101,6 +101,7 @@ int benchCommand(const BenchOptions &o) {
     return fail(target.takeError());
   if (Error e = driver::setPrecision(*target, o.precision))
     return fail(e);
+  warnIfBf16IsSlower(*target, o.threads);
   if (o.iterations < 1 || o.warmup < 0 || o.threads < 0)
     return fail("--iterations must be at least 1, --warmup and --threads at least 0");
   // The model file is read once (its inputs listed, then imported); "compile" counts from here.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "CommandUtil.h"
@@ -184,45 +185,89 @@ std::string rooflineText(const KernelProfile &k, const Roofline &r) {
 
 } // namespace
 
-Expected<MachinePeak> machinePeak(int threads, const CpuTarget &cpu) {
-  threads = effectiveThreads(threads);
+namespace {
+
+/// Where the peaks of this machine are kept, and the key of this device and thread count.
+struct PeakKey {
+  std::string file, fingerprint;
+  int threads = 1;
+};
+
+PeakKey peakKey(int threads, const CpuTarget &cpu) {
+  PeakKey k;
+  k.threads = effectiveThreads(threads);
   // One entry per machine, whatever precision this run compiles for: it holds every peak.
   CpuTarget machine = cpu;
   machine.precision = CpuTarget::Precision::F32;
-  std::string fingerprint = cpuDeviceFingerprint(threads, machine);
+  k.fingerprint = cpuDeviceFingerprint(k.threads, machine);
   std::string objects = CodegenOptions::defaultObjectCacheDir();
-  std::string file =
-      objects.empty() ? "" : (fs::path(objects).parent_path() / "machine-peak.txt").string();
+  k.file = objects.empty() ? "" : (fs::path(objects).parent_path() / "machine-peak.txt").string();
+  return k;
+}
+
+std::optional<MachinePeak> readPeak(const PeakKey &k) {
+  if (k.file.empty())
+    return std::nullopt;
   // One line per fingerprint: "GFLOPS GBPS GOPS_INT8 GFLOPS_BF16<tab>FINGERPRINT" (a line of
   // an older nnc, with fewer figures, is measured again).
-  if (!file.empty()) {
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line)) {
-      size_t tab = line.find('\t');
-      if (tab == std::string::npos || line.substr(tab + 1) != fingerprint)
-        continue;
-      std::istringstream fields(line.substr(0, tab));
-      MachinePeak p;
-      if (fields >> p.gflops >> p.gbps >> p.gopsInt8 >> p.gflopsBf16 && p.gflops > 0 &&
-          p.gbps > 0 && p.gopsInt8 > 0 && p.gflopsBf16 >= 0) {
-        p.cacheFile = file;
-        p.fromCache = true;
-        return p;
-      }
+  std::ifstream in(k.file);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t tab = line.find('\t');
+    if (tab == std::string::npos || line.substr(tab + 1) != k.fingerprint)
+      continue;
+    std::istringstream fields(line.substr(0, tab));
+    MachinePeak p;
+    if (fields >> p.gflops >> p.gbps >> p.gopsInt8 >> p.gflopsBf16 && p.gflops > 0 &&
+        p.gbps > 0 && p.gopsInt8 > 0 && p.gflopsBf16 >= 0) {
+      p.cacheFile = k.file;
+      p.fromCache = true;
+      return p;
     }
   }
-  NNC_ASSIGN_OR_RETURN(MachinePeak p, measurePeak(threads, cpu));
-  if (!file.empty()) {
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<MachinePeak> cachedMachinePeak(int threads, const CpuTarget &cpu) {
+  return readPeak(peakKey(threads, cpu));
+}
+
+Expected<MachinePeak> machinePeak(int threads, const CpuTarget &cpu) {
+  PeakKey k = peakKey(threads, cpu);
+  if (std::optional<MachinePeak> p = readPeak(k))
+    return *p;
+  NNC_ASSIGN_OR_RETURN(MachinePeak p, measurePeak(k.threads, cpu));
+  if (!k.file.empty()) {
     std::error_code ec;
-    fs::create_directories(fs::path(file).parent_path(), ec);
-    std::ofstream out(file, std::ios::app);
+    fs::create_directories(fs::path(k.file).parent_path(), ec);
+    std::ofstream out(k.file, std::ios::app);
     out << fmt::format("{:.3f} {:.3f} {:.3f} {:.3f}\t{}\n", p.gflops, p.gbps, p.gopsInt8,
-                       p.gflopsBf16, fingerprint);
+                       p.gflopsBf16, k.fingerprint);
     if (out)
-      p.cacheFile = file;
+      p.cacheFile = k.file;
   }
   return p;
+}
+
+std::string bf16SpeedNote(const MachinePeak &peak) {
+  if (peak.gflopsBf16 <= 0 || peak.gflopsBf16 >= peak.gflops)
+    return "";
+  return fmt::format("note: on this CPU nnc's bf16 GEMM peaks at {:.1f} GFLOP/s, below its f32 "
+                     "peak of {:.1f} (its bf16 dot products are slower than its f32 FMAs): "
+                     "--precision bf16 costs accuracy without a speed-up here (peaks measured by "
+                     "nnc's own kernels{})",
+                     peak.gflopsBf16, peak.gflops,
+                     peak.cacheFile.empty() ? "" : ", kept in " + peak.cacheFile);
+}
+
+void warnIfBf16IsSlower(const Target &target, int threads) {
+  if (target.kind != Target::Cpu || target.cpu.precision != CpuTarget::Precision::BF16)
+    return;
+  if (std::optional<MachinePeak> p = cachedMachinePeak(threads, target.cpu))
+    if (std::string note = bf16SpeedNote(*p); !note.empty())
+      std::cerr << "nnc: " << note << "\n";
 }
 
 ProfileReport makeProfileReport(const Executable &exe, double medianMs, const MachinePeak &peak) {

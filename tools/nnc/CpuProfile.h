@@ -3,9 +3,11 @@
 // device fingerprint and cached), as a table, as JSON, and as a Chrome trace.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "nnc/ir/Target.h"
 #include "nnc/runtime/Executable.h"
 
 namespace nnc::tools {
@@ -30,6 +32,16 @@ struct MachinePeak {
 /// kernel is rated against the peak of its own operands): read from the cache, else measured
 /// (a few seconds) and stored.
 Expected<MachinePeak> machinePeak(int threads, const CpuTarget &cpu);
+/// The peak kept for this device fingerprint and thread count, if one was measured before
+/// (never measures).
+std::optional<MachinePeak> cachedMachinePeak(int threads, const CpuTarget &cpu);
+/// For --precision bf16: a note where nnc's bf16 GEMM peak on this machine is below its f32
+/// one (the bf16 dot products slower than the f32 FMAs, as on Intel's AVX512-BF16 without
+/// AMX), saying that bf16 gives no speed-up there; empty otherwise.
+std::string bf16SpeedNote(const MachinePeak &peak);
+/// Prints bf16SpeedNote on stderr for a CPU target whose code is bf16 (--precision bf16) when
+/// the machine's peaks at `threads` threads are kept (it measures nothing).
+void warnIfBf16IsSlower(const Target &target, int threads);
 
 /// The profiled kernels, worst first, with shares of `medianMs` and rates.
 struct ProfileReport {

@@ -1,6 +1,7 @@
 // `nnc run MODEL`: run a model on inputs (ONNX test-data layout), write and check its outputs.
 #include "Command.h"
 #include "CommandUtil.h"
+#include "CpuProfile.h"
 #include "nnc/support/Debug.h"
 
 #include <cmath>
@@ -106,6 +107,7 @@ int runCommand(const RunOptions &o) {
     return fail(target.takeError());
   if (Error e = driver::setPrecision(*target, o.precision))
     return fail(e);
+  warnIfBf16IsSlower(*target, o.threads);
   if (o.outputFormat != "pb" && o.outputFormat != "npy")
     return fail(fmt::format("--output-format must be pb or npy, not '{}'", o.outputFormat));
   // The model file is read once: checked, its inputs listed, then imported. "compile" counts
