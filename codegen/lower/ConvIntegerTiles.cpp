@@ -241,7 +241,56 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   // Step 2: the padded NHWC copy of image n, one pass over the padded positions writing each
   // once along channels (ZA where the input does not cover; filling it all with ZA and then
   // copying the input's channels to their strided places measured slower).
-  if (!direct) {
+  if (!direct && f.last && D > 0) {
+    // A channels-last x: each padded row is the left padding, the input row's W x C
+    // contiguous bytes and the right padding, three runs that vectorize (per element, a
+    // compare and a select of clamped loads: a 3-channel stem conv's copy ran a byte at a
+    // time). The rows outside the input along the outer axes hold ZA throughout.
+    Extents outer(padded.begin(), padded.end() - 1);
+    std::vector<std::string> names;
+    Stmt fill = kb.loopNest(
+        outer,
+        [&](const std::vector<Expr> &pos) {
+          std::vector<Expr> conds, inPos(D), padPos(D);
+          for (size_t d = 0; d + 1 < D; ++d) {
+            Expr p = kir::sub(pos[d], i64(geo.axes[d].padBegin));
+            conds.push_back(inRange(p, 0, geo.inSpatial[d]));
+            inPos[d] = kir::max(kir::min(p, i64(geo.inSpatial[d] - 1)), i64(0));
+            padPos[d] = pos[d];
+          }
+          inPos[D - 1] = i64(0);
+          padPos[D - 1] = i64(0);
+          Expr cond = allOf(conds);
+          std::vector<Stmt> row;
+          Expr dst = kb.bind(row, "xd", DType::I64, kir::mul(flatIndex(padPos, padStride), i64(C)));
+          Expr src = kb.bind(row, "xs", DType::I64, f.xIndex(n, i64(0), flatIndex(inPos, inStride)));
+          Expr zpU8 = kir::cast(za, DType::U8);
+          const int64_t left = geo.axes[D - 1].padBegin * C, mid = geo.inSpatial[D - 1] * C,
+                        right = padded[D - 1] * C - left - mid;
+          auto run = [&](int64_t from, int64_t count, bool input) {
+            if (count <= 0)
+              return;
+            std::string jv = kb.freshName("xj");
+            Expr j = kir::var(jv), val = zpU8;
+            if (input) {
+              Expr v = kb.load(xb, kir::add(src, j));
+              Expr vu = f.xSigned ? kir::cast(kir::add(kir::cast(v, DType::I32), c32(128)), DType::U8)
+                                  : v;
+              val = isTrue(cond) ? vu : kir::select(cond, vu, zpU8);
+            }
+            row.push_back(
+                kir::forLoop(jv, i64(count), kb.store(xp, kir::add(dst, kir::add(i64(from), j)), val)));
+          };
+          run(0, left, false);
+          run(left, mid, true);
+          run(left + mid, right, false);
+          return kir::block(row);
+        },
+        &names);
+    perImage.push_back(fill);
+    if (!names.empty())
+      parallel(names[0], padded[0]);
+  } else if (!direct) {
     std::vector<std::string> names;
     Extents loops = padded;
     Stmt fill = kb.loopNest(
