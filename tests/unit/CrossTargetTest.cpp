@@ -429,9 +429,9 @@ TEST(CrossTarget, QuantizeByAConstantScaleRoundsLikeTheDivision) {
   // correction step); the integers must be those of x / s: values at and a few ulps around
   // every half-way point (k + 0.5) s of the 8- and 16-bit ranges' edges and middles, each
   // saturating end, zeros, infinities and NaN. Scales: typical, a mantissa of all ones, near
-  // the bounds, and one beyond them (the division kept).
+  // the bounds, one beyond them (the division kept) and two negative ones.
   for (float sv : {0.0235294f, 1.0f, 0x1.fffffep-1f, 0x1.000002p+0f, 3.0517578e-05f, 0.1f, 7.0f,
-                   0x1p-100f, 0x1.8p+99f, 0x1.7ffffep-37f, 1e-35f}) {
+                   0x1p-100f, 0x1.8p+99f, 0x1.7ffffep-37f, 1e-35f, -0.0235294f, -0x1.fffffep+7f}) {
     SCOPED_TRACE(sv);
     std::vector<float> xs = {0.0f,    -0.0f,    INFINITY, -INFINITY, NAN,
                              FLT_MAX, -FLT_MAX, FLT_MIN,  -FLT_MIN,  1e-40f};
