@@ -417,7 +417,7 @@ bool nanFree(const Value *v, int depth = 0) {
 /// non-decreasing map commutes with max and min exactly; Q(c) is folded by the evaluator, so
 /// it is the same integer the quantize would give. With step 2 a ReLU6 between DQ(x, s, z) and
 /// Q(., s, z) becomes a clamp of x in its own integer type.
-Expected<bool> quantizeBeforeClamp(Graph &g, Node *q, const PassContext &ctx) {
+bool quantizeBeforeClamp(Graph &g, Node *q, const PassContext &ctx) {
   if (q->kind() != OpKind::Quantize || !ctx.evaluate || !movableType(q->result()->dtype()) ||
       !boundedScale(q->operand(1), /*positive=*/true) || !constantOf(q->operand(2)))
     return false;
@@ -429,29 +429,40 @@ Expected<bool> quantizeBeforeClamp(Graph &g, Node *q, const PassContext &ctx) {
   Value *c = m->operand(ci), *y = m->operand(1 - ci);
   if (!constantOf(c) || constantOf(y))
     return false;
+  // Whatever does not come out as expected leaves the graph as it was (dead nodes aside, which
+  // dce removes): the rewrite is an optimization, never a reason to refuse the model.
   std::vector<Node *> made;
-  auto quantize = [&](Value *x, const std::string &name) -> Expected<Node *> {
-    NNC_ASSIGN_OR_RETURN(Node * n,
-                         g.createInferred(OpKind::Quantize, {x, q->operand(1), q->operand(2)},
-                                          q->attrs(), q->name(), 1, {name}, q));
-    made.push_back(n);
-    return n;
+  auto undo = [&] {
+    for (auto it = made.rbegin(); it != made.rend(); ++it)
+      g.eraseNode(*it);
+    return false;
   };
-  NNC_ASSIGN_OR_RETURN(Node * qc, quantize(c, c->name() + "_q"));
+  auto quantize = [&](Value *x, const std::string &name) -> Node * {
+    Expected<Node *> n = g.createInferred(OpKind::Quantize, {x, q->operand(1), q->operand(2)},
+                                          q->attrs(), q->name(), 1, {name}, q);
+    if (!n)
+      return nullptr;
+    made.push_back(*n);
+    return *n;
+  };
+  Node *qc = quantize(c, c->name() + "_q");
+  if (!qc)
+    return undo();
   Value *qcv = folded(g, qc, ctx, q);
   if (qcv != qc->result())
     made.pop_back(); // folded into a constant
-  NNC_ASSIGN_OR_RETURN(Node * qy, quantize(y, y->name() + "_q"));
+  Node *qy = constantOf(qcv) ? quantize(y, y->name() + "_q") : nullptr;
+  if (!qy)
+    return undo();
   Expected<Node *> r = g.createInferred(m->kind(),
                                         ci == 0 ? std::vector<Value *>{qcv, qy->result()}
                                                 : std::vector<Value *>{qy->result(), qcv},
                                         {}, m->name(), 1, {}, q);
-  if (!constantOf(qcv) || !r || (*r)->result()->type() != q->result()->type()) {
-    if (r)
-      g.eraseNode(*r);
-    for (auto it = made.rbegin(); it != made.rend(); ++it)
-      g.eraseNode(*it);
-    return false;
+  if (!r)
+    return undo();
+  if ((*r)->result()->type() != q->result()->type()) {
+    g.eraseNode(*r);
+    return undo();
   }
   pattern::replaceChain(g, {q}, q->result(), *r);
   return true;
@@ -593,12 +604,7 @@ public:
         addStat("qdq-cancelled");
         return true;
       }
-      Expected<bool> clamp = quantizeBeforeClamp(g, n, ctx);
-      if (!clamp) {
-        failed = clamp.takeError();
-        return false;
-      }
-      if (*clamp) {
+      if (quantizeBeforeClamp(g, n, ctx)) {
         addStat("clamp-quantized");
         return true;
       }
