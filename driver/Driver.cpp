@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "nnc/frontend/OnnxImporter.h"
+#include "nnc/ir/FusionGroup.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/ir/Verifier.h"
 #include "nnc/passes/PassManager.h"
@@ -277,6 +278,59 @@ Specializer shapeSpecializer() {
   };
 }
 
+namespace {
+
+/// The CPU pipeline's passes from the blocked conv layout on (shapeSpecializer(Target)): the
+/// layouts and Winograd need static shapes, and the fusion passes regroup what they made.
+constexpr const char *kSpecializedPasses =
+    "layout-nchwc,constant-fold,cse,dce,winograd,fold-channel-scale,fuse-elementwise,"
+    "fuse-epilogue,fuse-attention,fuse-views,pack-gemm-weights,dce";
+
+bool allStatic(const Graph &g) {
+  for (const Value *in : g.inputs())
+    if (!isStatic(in->shape()))
+      return false;
+  for (const Node *n : g.nodes())
+    for (const Value *v : n->results())
+      if (!isStatic(v->shape()))
+        return false;
+  return true;
+}
+
+bool hasFloatConv(const Graph &g) {
+  for (const Node *n : g.nodes())
+    if (n->kind() == OpKind::Conv && n->result()->dtype() == DType::F32)
+      return true;
+  return false;
+}
+
+} // namespace
+
+Specializer shapeSpecializer(const Target &target) {
+  Specializer base = shapeSpecializer();
+  if (target != Target::Cpu)
+    return base;
+  CpuTarget cpu = target.cpu;
+  return [base, cpu](const Graph &g, const std::vector<Extents> &shapes,
+                     const std::map<int, Tensor> &values,
+                     std::set<int> *wanted) -> Expected<std::unique_ptr<Graph>> {
+    NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> s, base(g, shapes, values, wanted));
+    if (!allStatic(*s) || !hasFloatConv(*s))
+      return s;
+    // The groups are formed again with the convs' new kernels.
+    for (Node *n : s->nodes())
+      n->removeAttr(kFusionGroupAttr);
+    NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, PassPipeline::parse(kSpecializedPasses));
+    PassContext ctx;
+    ctx.cpu = cpu;
+    ctx.evaluate = interpreterEvaluator();
+    ctx.stats = debugEnabled("time");
+    NNC_TRY(pipeline.run(*s, ctx));
+    NNC_TRY(verify(*s));
+    return s;
+  };
+}
+
 std::string pipelineTarget(const Target &t) {
   // The interpreter runs what the CPU would: its graph is the CPU's.
   if (t != Target::OpenCL)
@@ -400,7 +454,7 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
       }
     }
     PhaseTimer t("runner: clone graph");
-    NNC_ASSIGN_OR_RETURN(r->cpu_, CpuModel::create(g.clone(), cpu, shapeSpecializer()));
+    NNC_ASSIGN_OR_RETURN(r->cpu_, CpuModel::create(g.clone(), cpu, shapeSpecializer(target)));
   }
   return r;
 }

@@ -448,6 +448,62 @@ TEST(CpuModel, RunsEveryBatchSizeAndCachesExecutables) {
   EXPECT_FALSE((*m)->run({randomF32({3, 6}, 0)}));
 }
 
+TEST(CpuModel, SymbolicConvsGetTheStaticShapePassesOnceSpecialized) {
+  // A conv whose height and width are symbolic when the pipeline runs: no pass of the
+  // symbolic graph can block its channels or take Winograd. Specialized to a run's shape,
+  // shapeSpecializer(target) runs those passes on it, so its kernels are the ones a static
+  // model gets (not im2col + GEMM), and the results still match the interpreter's.
+  std::string w, b;
+  for (int i = 0; i < 16 * 16 * 9; ++i)
+    w += fmt::format("{}{}", i ? ", " : "", 0.01 * double((i * 7) % 13 - 6));
+  for (int i = 0; i < 16; ++i)
+    b += fmt::format("{}{}", i ? ", " : "", 0.1 * double(i % 5 - 2));
+  auto g = parse(fmt::format(R"(
+graph @conv(%x: f32[1,16,H,W]) -> (f32[1,16,H,W]) {{
+  %w = constant {{value = dense<f32[16,16,3,3]>[{}]}} : f32[16,16,3,3]
+  %b = constant {{value = dense<f32[16]>[{}]}} : f32[16]
+  %zero = constant {{value = dense<f32[]>[0]}} : f32[]
+  %c = conv(%x, %w, %b) {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : f32[1,16,H,W]
+  %y = max(%c, %zero) : f32[1,16,H,W]
+  return %y
+}}
+)",
+                             w, b));
+  ASSERT_TRUE(g);
+  std::unique_ptr<Graph> reference = g->clone();
+  CpuOptions opts = testOptions(1);
+  Target target(Target::Cpu, opts.codegen.cpu);
+  // The pipeline on the symbolic graph, as a model file gets it.
+  PassContext ctx;
+  ctx.cpu = target.cpu;
+  ctx.evaluate = interp();
+  Expected<PassPipeline> pipeline = PassPipeline::forTarget("cpu");
+  ASSERT_TRUE(pipeline) << pipeline.error().message();
+  Error e = pipeline->run(*g, ctx);
+  ASSERT_FALSE(e) << e.message();
+  Expected<std::unique_ptr<CpuModel>> m =
+      CpuModel::create(std::move(g), opts, driver::shapeSpecializer(target));
+  ASSERT_TRUE(m) << m.error().message();
+  for (int64_t h : {12, 9}) {
+    Tensor x = randomF32({1, 16, h, 10}, static_cast<unsigned>(h));
+    Expected<std::vector<Tensor>> want = interpret(*reference, {x});
+    ASSERT_TRUE(want) << want.error().message();
+    Expected<std::vector<Tensor>> got = (*m)->run({x});
+    ASSERT_TRUE(got) << got.error().message();
+    expectClose((*want)[0], (*got)[0], "height " + std::to_string(h));
+    Expected<Executable *> exe = (*m)->executableFor({{1, 16, h, 10}});
+    ASSERT_TRUE(exe) << exe.error().message();
+    bool blocked = false, gemm = false;
+    for (const KernelProfile &k : (*exe)->kernelProfile()) {
+      blocked = blocked || k.name.find("nchwc") != std::string::npos ||
+                k.name.find("winograd") != std::string::npos;
+      gemm = gemm || k.name.find("im2col") != std::string::npos;
+    }
+    EXPECT_TRUE(blocked && !gemm) << "height " << h << ": the conv's kernels are not the "
+                                  << "static-shape ones";
+  }
+}
+
 TEST(CpuModel, CacheStaysBounded) {
   auto g = parse(R"(
 graph @neg(%x: f32[N]) -> (f32[N]) {

@@ -109,6 +109,11 @@ PassContext::Evaluator interpreterEvaluator();
 
 /// nnc::specializeShapes with the interpreter as evaluator, for CpuModel.
 Specializer shapeSpecializer();
+/// shapeSpecializer, and then, for the CPU, the passes that need static shapes once more on
+/// a specialized graph whose shapes all became static and that still holds f32 convs: the
+/// pipeline ran on the symbolic graph, where layout-nchwc and winograd take no conv, so a
+/// dynamic-shape model ran every conv as im2col + GEMM at any shape (kSpecializedPasses).
+Specializer shapeSpecializer(const Target &target);
 
 /// The name of the graph pipeline a target runs (PassPipeline::forTarget): "cpu" (also for
 /// interp); "opencl-cpu" for an OpenCL device of type cpu (Target::openclType, else the
