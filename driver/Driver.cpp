@@ -280,11 +280,32 @@ Specializer shapeSpecializer() {
 
 namespace {
 
-/// The CPU pipeline's passes from the blocked conv layout on (shapeSpecializer(Target)): the
-/// layouts and Winograd need static shapes, and the fusion passes regroup what they made.
-constexpr const char *kSpecializedPasses =
-    "layout-nchwc,constant-fold,cse,dce,winograd,fold-channel-scale,fuse-elementwise,"
-    "fuse-epilogue,fuse-attention,fuse-views,pack-gemm-weights,dce";
+/// The CPU pipeline's passes from layout-nchwc on (shapeSpecializer(Target)), taken from the
+/// pipeline itself: the blocked layout and Winograd need static shapes, and the fusion passes
+/// regroup what they made. layout-nhwc is left out: it runs on integer convs, which the
+/// specialized graph already holds in their channels-last form.
+Expected<PassPipeline> specializedPasses() {
+  NNC_ASSIGN_OR_RETURN(PassPipeline cpu, PassPipeline::forTarget("cpu"));
+  std::string all = cpu.str(), kept;
+  bool from = false;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= all.size(); ++i) {
+    if (i < all.size() && all[i] == '{')
+      ++depth;
+    if (i < all.size() && all[i] == '}')
+      --depth;
+    if (i < all.size() && (all[i] != ',' || depth > 0))
+      continue;
+    std::string pass = all.substr(start, i - start);
+    start = i + 1;
+    from = from || pass.rfind("layout-nchwc", 0) == 0;
+    if (from && pass.rfind("layout-nhwc", 0) != 0)
+      kept += (kept.empty() ? "" : ",") + pass;
+  }
+  NNC_USER_CHECK(!kept.empty(), "the CPU pipeline has no layout-nchwc pass to rerun");
+  return PassPipeline::parse(kept);
+}
 
 bool allStatic(const Graph &g) {
   for (const Value *in : g.inputs())
@@ -320,7 +341,7 @@ Specializer shapeSpecializer(const Target &target) {
     // The groups are formed again with the convs' new kernels.
     for (Node *n : s->nodes())
       n->removeAttr(kFusionGroupAttr);
-    NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, PassPipeline::parse(kSpecializedPasses));
+    NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, specializedPasses());
     PassContext ctx;
     ctx.cpu = cpu;
     ctx.evaluate = interpreterEvaluator();

@@ -112,7 +112,7 @@ Specializer shapeSpecializer();
 /// shapeSpecializer, and then, for the CPU, the passes that need static shapes once more on
 /// a specialized graph whose shapes all became static and that still holds f32 convs: the
 /// pipeline ran on the symbolic graph, where layout-nchwc and winograd take no conv, so a
-/// dynamic-shape model ran every conv as im2col + GEMM at any shape (kSpecializedPasses).
+/// dynamic-shape model ran every conv as im2col + GEMM at any shape.
 Specializer shapeSpecializer(const Target &target);
 
 /// The name of the graph pipeline a target runs (PassPipeline::forTarget): "cpu" (also for
