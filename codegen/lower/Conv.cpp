@@ -113,6 +113,14 @@ Extents nnl::paddedExtents(const ConvGeometry &geo) {
   return e;
 }
 
+nnl::PaddedRowRuns nnl::paddedRowRuns(const ConvGeometry &geo, int64_t channels) {
+  PaddedRowRuns r;
+  r.left = geo.axes.back().padBegin * channels;
+  r.mid = geo.inSpatial.back() * channels;
+  r.right = paddedExtents(geo).back() * channels - r.left - r.mid;
+  return r;
+}
+
 Extents nnl::phasedExtents(const Extents &padded, int64_t phases) {
   Extents e = padded;
   e.back() = (e.back() + phases - 1) / phases * phases;

@@ -90,8 +90,7 @@ Expected<Kernels> lowerConvIntegerDepthwiseNHWC(const Node &node, const std::str
     Expr rowAt = kb.bind(
         row, "zr", DType::I64,
         kir::mul(kir::add(kir::mul(zn, i64(PS)), flatIndex(pos, padStride)), i64(C)));
-    const int64_t left = geo.axes[D - 1].padBegin * C, mid = geo.inSpatial[D - 1] * C,
-                  right = padded[D - 1] * C - left - mid;
+    const auto [left, mid, right] = paddedRowRuns(geo, C);
     auto zeros = [&](int64_t from, int64_t count) {
       std::string jv = kb.freshName("zj");
       return kir::forLoop(jv, i64(count),

@@ -134,12 +134,12 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   // the panels instead: groups of whole panels, each group's tiles over all rows, so every
   // weight byte is read once (ResNet-50's 7x7 3x3 convs: 7 blocks of 8 rows each streamed
   // all 2.4 MB of the weight).
-  const int64_t l2 = cpuOf(opts).l2Bytes, fullPanels0 = M / nr;
+  const int64_t l2 = cpuOf(opts).l2Bytes;
   int64_t cg = 1;
-  if (Kp * M > l2 / 2 && P * Kp <= l2 / 2 && M % nr == 0 && fullPanels0 >= 2 && par) {
-    cg = fullPanels0;
-    for (int64_t d = 1; d <= fullPanels0; ++d)
-      if (fullPanels0 % d == 0 && d >= kMinPanelGroups) {
+  if (Kp * M > l2 / 2 && P * Kp <= l2 / 2 && M % nr == 0 && panels >= 2 && par) {
+    cg = panels;
+    for (int64_t d = 1; d <= panels; ++d)
+      if (panels % d == 0 && d >= kMinPanelGroups) {
         cg = d;
         break;
       }
@@ -241,6 +241,10 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   // Step 2: the padded NHWC copy of image n, one pass over the padded positions writing each
   // once along channels (ZA where the input does not cover; filling it all with ZA and then
   // copying the input's channels to their strided places measured slower).
+  // x as the tiles' u8: an i8 x shifted by 128.
+  auto asU8 = [&](Expr v) {
+    return f.xSigned ? kir::cast(kir::add(kir::cast(v, DType::I32), c32(128)), DType::U8) : v;
+  };
   if (!direct && f.last && D > 0) {
     // A channels-last x: each padded row is the left padding, the input row's W x C
     // contiguous bytes and the right padding, three runs that vectorize (per element, a
@@ -265,8 +269,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
           Expr dst = kb.bind(row, "xd", DType::I64, kir::mul(flatIndex(padPos, padStride), i64(C)));
           Expr src = kb.bind(row, "xs", DType::I64, f.xIndex(n, i64(0), flatIndex(inPos, inStride)));
           Expr zpU8 = kir::cast(za, DType::U8);
-          const int64_t left = geo.axes[D - 1].padBegin * C, mid = geo.inSpatial[D - 1] * C,
-                        right = padded[D - 1] * C - left - mid;
+          const auto [left, mid, right] = paddedRowRuns(geo, C);
           auto run = [&](int64_t from, int64_t count, bool input) {
             if (count <= 0)
               return;
@@ -274,8 +277,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
             Expr j = kir::var(jv), val = zpU8;
             if (input) {
               Expr v = kb.load(xb, kir::add(src, j));
-              Expr vu = f.xSigned ? kir::cast(kir::add(kir::cast(v, DType::I32), c32(128)), DType::U8)
-                                  : v;
+              Expr vu = asU8(v);
               val = isTrue(cond) ? vu : kir::select(cond, vu, zpU8);
             }
             row.push_back(
@@ -308,7 +310,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
           // Loads clamped into range: the select keeps the padding's value.
           Expr at = f.xIndex(n, c, kir::max(kir::min(inFlat, i64(geo.inSize - 1)), i64(0)));
           Expr v = kb.load(xb, at);
-          Expr vu = f.xSigned ? kir::cast(kir::add(kir::cast(v, DType::I32), c32(128)), DType::U8) : v;
+          Expr vu = asU8(v);
           Expr val = isTrue(cond) ? vu : kir::select(cond, vu, kir::cast(za, DType::U8));
           return kir::forLoop(cv, i64(C),
                               kb.store(xp, kir::add(kir::mul(padFlat, i64(C)), c), val));
@@ -321,10 +323,11 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
 
   // Step 3: blocks of output rows. Row r of a block is output position row0 + r; the block's
   // patches, row sums and sums are indexed by r, a pointwise conv's A in place by position.
-  // `part`: 0 the whole block; with shared patches, 1 the patches and row sums (rows in
-  // parallel), 2 the tiles and stores of panel group g.
+  // `part`: Whole, the whole block; with shared patches, Patches (the patches and row sums,
+  // rows in parallel) or Group (the tiles and stores of panel group g).
+  enum class Part { Whole, Patches, Group };
   const int64_t groupPanels = (M / nr) / cg, groupCols = groupPanels * nr;
-  auto block = [&](Expr row0, int64_t rows, int part, Expr g) {
+  auto block = [&](Expr row0, int64_t rows, Part part, Expr g) {
     std::vector<Stmt> st;
     auto aRowAt = [&](Expr r) {
       if (!inPlace)
@@ -332,7 +335,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       return kir::add(xImage, kir::mul(kir::add(row0, std::move(r)), i64(Kp)));
     };
     // Patches: row r, tap t: C bytes of the NHWC copy.
-    if (!inPlace && part != 2) {
+    if (!inPlace && part != Part::Group) {
       std::string pv = kb.freshName("ar");
       Expr p = kir::add(row0, kir::var(pv));
       std::vector<Stmt> row;
@@ -365,10 +368,10 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
                                             kir::constant(0, DType::U8))));
       }
       st.push_back(kir::forLoop(pv, i64(rows), kir::block(row)));
-      if (part == 1)
+      if (part == Part::Patches)
         parallel(pv, rows);
     }
-    if (zbTerm && part != 2) {
+    if (zbTerm && part != Part::Group) {
       std::string pv = kb.freshName("rr"), sv = kb.freshName("rs"), qv = kb.freshName("rk");
       Expr r = kir::var(pv);
       Expr sum = kir::var(sv, DType::I32);
@@ -382,10 +385,10 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
                                                                             kir::var(qv))),
                                                        DType::I32)))),
                kb.store(rowsum, r, sum)})));
-      if (part == 1)
+      if (part == Part::Patches)
         parallel(pv, rows);
     }
-    if (part == 1)
+    if (part == Part::Patches)
       return kir::block(st);
     // The tiles: panels outside, row tiles inside (the panel stays in cache).
     int64_t tiles = rows / mr, mRem = rows % mr, fullPanels = M / nr, nRem = M % nr;
@@ -422,7 +425,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     // With shared patches all rows pass each panel: in k blocks of about kSharedKBlock, so
     // that the panel's block (kc x nr bytes) stays in L1 while every row tile reads it (the
     // whole panel, 4608 x 32 bytes for a 3x3 conv of 512 channels, streamed from L2 per tile).
-    const int64_t kBlocks = part == 2 ? (Kp + kSharedKBlock - 1) / kSharedKBlock : 1;
+    const int64_t kBlocks = part == Part::Group ? (Kp + kSharedKBlock - 1) / kSharedKBlock : 1;
     const int64_t kc = (groups + kBlocks - 1) / kBlocks * 4, kLast = Kp - (kBlocks - 1) * kc;
     auto panelBody = [&](int64_t cols, Expr panel) {
       if (kBlocks == 1)
@@ -437,7 +440,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       body.push_back(rowTiles(cols, panel, i64((kBlocks - 1) * kc), kLast, true));
       return kir::block(body);
     };
-    if (part == 2) { // group g's panels (whole ones: M is a multiple of nr)
+    if (part == Part::Group) { // group g's panels (whole ones: M is a multiple of nr)
       std::string qv = kb.freshName("tq");
       st.push_back(
           kir::forLoop(qv, i64(groupPanels),
@@ -453,11 +456,11 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     {
       // Group g's columns: m is a local of extent M (as the position is below).
       std::string mv = kb.freshName("om"), rv = kb.freshName("op");
-      std::string colv = part == 2 ? kb.freshName("ocol") : mv;
-      const int64_t cols = part == 2 ? groupCols : M;
+      std::string colv = part == Part::Group ? kb.freshName("ocol") : mv;
+      const int64_t cols = part == Part::Group ? groupCols : M;
       Expr m = kir::var(colv), r = kir::var(rv);
       auto withCol = [&](std::vector<Stmt> body) {
-        if (part == 2)
+        if (part == Part::Group)
           body.insert(body.begin(), kir::decl(colv, DType::I64,
                                               kir::add(kir::mul(g, i64(groupCols)), kir::var(mv))));
         return kir::block(body);
@@ -497,19 +500,19 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     return kir::block(st);
   };
   if (shared) {
-    perImage.push_back(block(i64(0), P, 1, nullptr));
+    perImage.push_back(block(i64(0), P, Part::Patches, nullptr));
     std::string gv = kb.freshName("grp");
-    perImage.push_back(kir::forLoop(gv, i64(cg), block(i64(0), P, 2, kir::var(gv))));
+    perImage.push_back(kir::forLoop(gv, i64(cg), block(i64(0), P, Part::Group, kir::var(gv))));
     parallel(gv, cg);
   } else {
     if (fullBlocks > 0) {
       std::string bv = kb.freshName("blk");
       perImage.push_back(kir::forLoop(bv, i64(fullBlocks),
-                                      block(kir::mul(kir::var(bv), i64(rb)), rb, 0, nullptr)));
+                                      block(kir::mul(kir::var(bv), i64(rb)), rb, Part::Whole, nullptr)));
       parallel(bv, fullBlocks);
     }
     if (lastRows > 0)
-      perImage.push_back(block(i64(fullBlocks * rb), lastRows, 0, nullptr));
+      perImage.push_back(block(i64(fullBlocks * rb), lastRows, Part::Whole, nullptr));
   }
   all.push_back(N > 1 ? kir::forLoop(nv, i64(N), kir::block(perImage)) : kir::block(perImage));
   if (ep) {

@@ -45,6 +45,13 @@ std::pair<kir::Expr, kir::Expr> tapRange(const WindowAxis &a, const kir::Expr &t
 /// lies inside.
 Extents paddedExtents(const ConvGeometry &geo);
 
+/// A channels-last padded row (paddedExtents' last axis, `channels` elements per position)
+/// as three runs of elements: the left padding, the input row, the right padding.
+struct PaddedRowRuns {
+  int64_t left = 0, mid = 0, right = 0;
+};
+PaddedRowRuns paddedRowRuns(const ConvGeometry &geo, int64_t channels);
+
 /// How a padded input's rows are stored when split into `phases` phases: the row's columns
 /// c with c % phases == f, in order, at f * (row's extent / phases, rounded up). A window of
 /// stride s then reads a run of consecutive columns of one phase (phases = s) where it read

@@ -11,22 +11,12 @@ namespace nnc::lower {
 
 namespace {
 
-/// Operand `i` of `n` as an immediate when it is a one-element constant of an 8- to 32-bit
-/// integer or f32 dtype (its value exactly), else `loaded`: a quantize's or dequantize's
-/// per-tensor scale and zero point, whose known values let the kernel expansion drop guards
-/// (a product of known ranges is never NaN) instead of reading a buffer each kernel.
+/// Operand `i` of `n` as an immediate when it is a one-element constant (exactImmediate),
+/// else `loaded`: a quantize's or dequantize's per-tensor scale and zero point, whose known
+/// values let the kernel expansion drop guards (a product of known ranges is never NaN).
 kir::Expr immediateOr(const Node &n, size_t i, const kir::Expr &loaded) {
-  const Value *v = n.numOperands() > i ? n.operand(i) : nullptr;
-  const Node *p = v ? v->producer() : nullptr;
-  if (!p || p->kind() != OpKind::Constant)
-    return loaded;
-  const Tensor &t = p->getTensor("value");
-  DType d = t.dtype();
-  bool ok = d == DType::F32 || d == DType::U8 || d == DType::I8 || d == DType::U16 ||
-            d == DType::I16 || d == DType::I32;
-  if (!ok || t.numElements() != 1 || d != loaded->type)
-    return loaded;
-  return kir::constant(t.elementAsDouble(0), d);
+  kir::Expr c = exactImmediate(n.constantOperand(i), loaded->type);
+  return c ? c : loaded;
 }
 
 /// x / s for an f32 x and quantize `n`'s scale s when s is one constant f32 in [2^-100, 2^100],
@@ -38,13 +28,10 @@ kir::Expr immediateOr(const Node &n, size_t i, const kir::Expr &loaded) {
 /// any 8- or 16-bit range, or inf or NaN) q itself is used, as the remainder would overflow.
 /// nullptr where the scale is not such a constant.
 kir::Expr quotientByConstant(const Node &n, const kir::Expr &x) {
-  const Node *p = n.operand(1)->producer();
-  if (x->type != DType::F32 || !p || p->kind() != OpKind::Constant)
+  const Tensor *st = n.constantOperand(1);
+  if (x->type != DType::F32 || !st || st->dtype() != DType::F32 || st->numElements() != 1)
     return nullptr;
-  const Tensor &st = p->getTensor("value");
-  if (st.dtype() != DType::F32 || st.numElements() != 1)
-    return nullptr;
-  float sv = st.data<float>()[0];
+  float sv = st->data<float>()[0];
   if (!(std::fabs(sv) >= 0x1p-100f && std::fabs(sv) <= 0x1p100f))
     return nullptr;
   kir::Expr s = kir::constant(sv, DType::F32), y = kir::constant(1.0f / sv, DType::F32);

@@ -210,14 +210,10 @@ Expr Epilogue::leafValue(size_t k, const std::string &local, Inputs &in,
   Expr v = in.load(in.buffer(k), i64c(0));
   // A one-element constant (a relu's zero, a quantize's scale) is its value: known, the
   // kernel expansion leaves out the NaN guards a loaded scalar needs.
-  if (const Node *p = u_.operands[k]->producer(); p && p->kind() == OpKind::Constant) {
-    const Tensor &t = p->getTensor("value");
-    DType d = t.dtype();
-    // (Integers of at most 32 bits: a double holds them exactly, not a 64-bit hash constant.)
-    bool exact = d == DType::F32 || d == DType::F64 || (isInteger(d) && dtypeSize(d) <= 4);
-    if (d == v->type && exact && t.numElements() == 1)
-      return in.scalars[k] = kir::constant(t.elementAsDouble(0), d);
-  }
+  const Node *p = u_.operands[k]->producer();
+  if (p && p->kind() == OpKind::Constant)
+    if (Expr c = exactImmediate(&p->getTensor("value"), v->type))
+      return in.scalars[k] = c;
   hoisted.push_back(kir::decl(local, v->type, v));
   return in.scalars[k] = kir::var(local, v->type);
 }

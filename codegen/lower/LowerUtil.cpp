@@ -35,6 +35,13 @@ kir::Expr flatIndex(const std::vector<kir::Expr> &idx, const std::vector<int64_t
   return sum;
 }
 
+kir::Expr exactImmediate(const Tensor *t, DType type) {
+  if (!t || t->numElements() != 1 || t->dtype() != type)
+    return nullptr;
+  bool exact = type == DType::F32 || type == DType::F64 || (isInteger(type) && dtypeSize(type) <= 4);
+  return exact ? kir::constant(t->elementAsDouble(0), type) : nullptr;
+}
+
 kir::Expr broadcastIndex(const std::vector<kir::Expr> &outIdx, const Extents &in) {
   NNC_ASSERT(in.size() <= outIdx.size());
   size_t lead = outIdx.size() - in.size();

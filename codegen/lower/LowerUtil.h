@@ -31,6 +31,11 @@ kir::Expr flatIndex(const std::vector<kir::Expr> &idx, const std::vector<int64_t
 /// output position `outIdx`: stride 0 on the operand's size-1 dims.
 kir::Expr broadcastIndex(const std::vector<kir::Expr> &outIdx, const Extents &in);
 
+/// The value of `t`, a one-element constant, as an immediate of `type`: when `t` has that
+/// dtype and a double holds its value exactly (f32, f64, integers of at most 32 bits; not a
+/// 64-bit hash constant). Else (or for a null `t`) nullptr: the caller loads it.
+kir::Expr exactImmediate(const Tensor *t, DType type);
+
 /// Loop variables in scope with their (constant) extents.
 using LoopExtents = std::map<std::string, int64_t>;
 /// e / m for a non-negative index e whose terms (the operands of its additions) are each
