@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "PeerThreads.h"
 #include "nnc/codegen/Tuning.h"
 #include "nnc/frontend/GraphBuilder.h"
 #include "nnc/passes/PassManager.h"
@@ -103,17 +104,11 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "--clock cpu times the calling thread: --threads 1 only\n");
     return 2;
   }
-  if (!std::getenv("NNC_SGEMM_BENCH_CHILD")) {
-    std::string t = std::to_string(threads);
-    setenv("NNC_SGEMM_BENCH_CHILD", "1", 1);
-    setenv("OMP_NUM_THREADS", t.c_str(), 1);
-    setenv("OPENBLAS_NUM_THREADS", t.c_str(), 1);
-    if (hostHasAvx512() && !std::getenv("OPENBLAS_CORETYPE"))
-      setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    execv("/proc/self/exe", argv);
-    std::perror("execv");
+  if (nncbench::reexecWithPeerThreads(argv, threads, "NNC_SGEMM_BENCH_CHILD", [] {
+        if (hostHasAvx512() && !std::getenv("OPENBLAS_CORETYPE"))
+          setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+      }) != 0)
     return 1;
-  }
 
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
