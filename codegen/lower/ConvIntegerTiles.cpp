@@ -26,7 +26,10 @@
 //     applies to y there, channels innermost, so the group's u8 result is stored once,
 //     without an i32 copy of it.
 //     The block's patches, row sums and i32 sums are the thread's own scratch (perThread),
-//     reused block after block while they are in cache.
+//     reused block after block while they are in cache. Where the packed weight fits in half
+//     the L1 and an epilogue is fused, the row tiles run outside the panels instead, and each
+//     row tile is finished right after its tiles from a row tile's worth of sums, still in L1
+//     (the block's sums, 400 KB for a 56 x 56 x 256 layer, went through the L2).
 //
 // conv_integer.depthwise (group == C == M): x - x_zp per image and channel as i16 with the
 // padding explicit (zeros: the padded taps add nothing), then per (image, channel, output
@@ -166,7 +169,11 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   // row 0).
   const int64_t blockRows = std::min(rb, P);
   const int ap = inPlace ? xp : kb.scratch(2, DType::U8, blockRows * Kp, /*perThread=*/!shared);
-  const int cs = kb.scratch(3, DType::I32, blockRows * M, /*perThread=*/true);
+  // A weight small enough to stay in L1 while every row tile passes all of it: row tiles
+  // outside, and each finished from a tile of sums that stays in L1 (not a block's).
+  const bool rowsOuter = !shared && ep && panels * panelSize <= cpuOf(opts).l1dBytes / 2;
+  const int cs = kb.scratch(3, DType::I32, (rowsOuter ? std::min(mr, P) : blockRows) * M,
+                            /*perThread=*/true);
   const bool sumsGiven = prepacked && f.colSums;
   const int colsum = !zaTerm ? -1 : sumsGiven ? kb.operand(4) : kb.scratch(4, DType::I32, M);
   const int rowsum = zbTerm ? kb.scratch(5, DType::I32, blockRows, /*perThread=*/!shared) : -1;
@@ -267,7 +274,8 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
           Expr cond = allOf(conds);
           std::vector<Stmt> row;
           Expr dst = kb.bind(row, "xd", DType::I64, kir::mul(flatIndex(padPos, padStride), i64(C)));
-          Expr src = kb.bind(row, "xs", DType::I64, f.xIndex(n, i64(0), flatIndex(inPos, inStride)));
+          Expr src =
+              kb.bind(row, "xs", DType::I64, f.xIndex(n, i64(0), flatIndex(inPos, inStride)));
           Expr zpU8 = kir::cast(za, DType::U8);
           const auto [left, mid, right] = paddedRowRuns(geo, C);
           auto run = [&](int64_t from, int64_t count, bool input) {
@@ -280,8 +288,8 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
               Expr vu = asU8(v);
               val = isTrue(cond) ? vu : kir::select(cond, vu, zpU8);
             }
-            row.push_back(
-                kir::forLoop(jv, i64(count), kb.store(xp, kir::add(dst, kir::add(i64(from), j)), val)));
+            row.push_back(kir::forLoop(jv, i64(count),
+                                       kb.store(xp, kir::add(dst, kir::add(i64(from), j)), val)));
           };
           run(0, left, false);
           run(left, mid, true);
@@ -381,9 +389,9 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
               {kir::decl(sv, DType::I32, c32(0)),
                kir::forLoop(
                    qv, i64(K),
-                   kir::assign(sv, kir::add(sum, kir::cast(kb.load(ap, kir::add(aRowAt(r),
-                                                                            kir::var(qv))),
-                                                       DType::I32)))),
+                   kir::assign(
+                       sv, kir::add(sum, kir::cast(kb.load(ap, kir::add(aRowAt(r), kir::var(qv))),
+                                                   DType::I32)))),
                kb.store(rowsum, r, sum)})));
       if (part == Part::Patches)
         parallel(pv, rows);
@@ -394,7 +402,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     int64_t tiles = rows / mr, mRem = rows % mr, fullPanels = M / nr, nRem = M % nr;
     // A tile over k in [k0, k0 + kc), adding to the sums after the first k block.
     auto tile = [&](int64_t tr, int64_t tc, Expr r0, Expr panel, Expr k0, int64_t kc,
-                    bool accumulate) {
+                    bool accumulate, Expr cRow = nullptr) {
       kir::GemmTileShape sh;
       sh.elems = kir::GemmElems::U8S8S32;
       sh.a = ap;
@@ -408,7 +416,8 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       sh.accumulate = accumulate;
       return kb.gemmTile(sh, cs, kir::add(aRowAt(r0), k0),
                          kir::add(kir::mul(panel, i64(panelSize)), kir::mul(k0, i64(nr))),
-                         kir::add(kir::mul(r0, i64(M)), kir::mul(panel, i64(nr))), i64(kc));
+                         kir::add(kir::mul(cRow ? cRow : r0, i64(M)), kir::mul(panel, i64(nr))),
+                         i64(kc));
     };
     auto rowTiles = [&](int64_t cols, Expr panel, Expr k0, int64_t kc, bool accumulate) {
       std::vector<Stmt> body;
@@ -440,6 +449,77 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       body.push_back(rowTiles(cols, panel, i64((kBlocks - 1) * kc), kLast, true));
       return kir::block(body);
     };
+    // The rows [rBase, rBase + count) stored to the output (NCHW, or channels_last: the sums'
+    // own layout) with the compensation terms; their sums at row csBase + r of the scratch.
+    auto stores = [&](Expr rBase, int64_t count, Expr csBase) -> Stmt {
+      // Group g's columns: m is a local of extent M (as the position is below).
+      std::string mv = kb.freshName("om"), rv = kb.freshName("op");
+      std::string colv = part == Part::Group ? kb.freshName("ocol") : mv;
+      const int64_t cols = part == Part::Group ? groupCols : M;
+      Expr m = kir::var(colv), r = kir::add(rBase, kir::var(rv));
+      auto withCol = [&](std::vector<Stmt> body) {
+        if (part == Part::Group)
+          body.insert(body.begin(), kir::decl(colv, DType::I64,
+                                              kir::add(kir::mul(g, i64(groupCols)), kir::var(mv))));
+        return kir::block(body);
+      };
+      Expr v = kb.load(cs, kir::add(kir::mul(kir::add(csBase, kir::var(rv)), i64(M)), m));
+      if (zbTerm)
+        v = kir::sub(v, kir::mul(kb.load(zbv, m), kb.load(rowsum, r)));
+      if (zaTerm)
+        v = kir::sub(v, kb.load(mterm, m));
+      Expr at = f.yIndex(n, m, kir::add(row0, r));
+      if (!ep && f.last) {
+        sched.steps.push_back({kir::ScheduleStep::Vectorize, mv, 0, {}});
+        return kir::forLoop(rv, i64(count),
+                            kir::forLoop(mv, i64(cols), withCol({kb.store(ob, at, v)})));
+      }
+      if (!ep) // read along channels, written along positions (tiles of 8 x 8 measured no faster)
+        return kir::forLoop(mv, i64(cols),
+                            withCol({kir::forLoop(rv, i64(count), kb.store(ob, at, v))}));
+      // Through the fused epilogue, channels innermost: the sums, the per-channel scales and
+      // biases are read contiguously and the epilogue vectorizes over channels, in loops as
+      // long as M. (Positions innermost, the loops are as long as a block's rows, a few for
+      // deep layers, and ResNet-50's Q/DQ export measured slower than with the epilogue as a
+      // pass.) The channels are independent: no run-time overlap checks. The output position
+      // is a local of extent P, so that the epilogue's inputs are indexed by (image, channel,
+      // position) without divisions.
+      std::string posv = kb.freshName("opos");
+      std::vector<Stmt> inner{kir::decl(posv, DType::I64, kir::add(row0, r))};
+      Expr epAt = f.yIndex(n, m, kir::var(posv));
+      LoopExtents env{{colv, M}, {posv, P}, {nv, N}};
+      inner.push_back(kb.store(ob, at, ep->apply(epAt, v, env, *epIn, inner, epHoisted)));
+      sched.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {mv}});
+      sched.steps.push_back({kir::ScheduleStep::Vectorize, mv, 0, {}});
+      return kir::forLoop(rv, i64(count), kir::forLoop(mv, i64(cols), withCol(inner)));
+    };
+    if (rowsOuter && part == Part::Whole) {
+      // Row tiles outside, every panel inside (the whole weight stays in L1), each row tile
+      // finished right after its tiles from the thread's tile of sums while it is in L1.
+      auto rowTile = [&](Expr r0, int64_t tr) {
+        std::vector<Stmt> body;
+        if (fullPanels == 1) {
+          body.push_back(tile(tr, nr, r0, i64(0), i64(0), Kp, false, i64(0)));
+        } else if (fullPanels > 1) {
+          std::string qv = kb.freshName("tq");
+          body.push_back(kir::forLoop(qv, i64(fullPanels),
+                                      tile(tr, nr, r0, kir::var(qv), i64(0), Kp, false, i64(0))));
+        }
+        if (nRem > 0)
+          body.push_back(tile(tr, nRem, r0, i64(fullPanels), i64(0), Kp, false, i64(0)));
+        body.push_back(stores(r0, tr, i64(0)));
+        return kir::block(body);
+      };
+      if (tiles == 1) {
+        st.push_back(rowTile(i64(0), mr));
+      } else if (tiles > 1) {
+        std::string tv = kb.freshName("tr");
+        st.push_back(kir::forLoop(tv, i64(tiles), rowTile(kir::mul(kir::var(tv), i64(mr)), mr)));
+      }
+      if (mRem > 0)
+        st.push_back(rowTile(i64(tiles * mr), mRem));
+      return kir::block(st);
+    }
     if (part == Part::Group) { // group g's panels (whole ones: M is a multiple of nr)
       std::string qv = kb.freshName("tq");
       st.push_back(
@@ -451,52 +531,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     }
     if (nRem > 0)
       st.push_back(panelBody(nRem, i64(fullPanels)));
-    // The block's rows stored to the output (NCHW, or channels_last: the sums' own layout)
-    // with the compensation terms.
-    {
-      // Group g's columns: m is a local of extent M (as the position is below).
-      std::string mv = kb.freshName("om"), rv = kb.freshName("op");
-      std::string colv = part == Part::Group ? kb.freshName("ocol") : mv;
-      const int64_t cols = part == Part::Group ? groupCols : M;
-      Expr m = kir::var(colv), r = kir::var(rv);
-      auto withCol = [&](std::vector<Stmt> body) {
-        if (part == Part::Group)
-          body.insert(body.begin(), kir::decl(colv, DType::I64,
-                                              kir::add(kir::mul(g, i64(groupCols)), kir::var(mv))));
-        return kir::block(body);
-      };
-      Expr v = kb.load(cs, kir::add(kir::mul(r, i64(M)), m));
-      if (zbTerm)
-        v = kir::sub(v, kir::mul(kb.load(zbv, m), kb.load(rowsum, r)));
-      if (zaTerm)
-        v = kir::sub(v, kb.load(mterm, m));
-      Expr at = f.yIndex(n, m, kir::add(row0, r));
-      if (!ep && f.last) {
-        st.push_back(kir::forLoop(rv, i64(rows),
-                                  kir::forLoop(mv, i64(cols), withCol({kb.store(ob, at, v)}))));
-        sched.steps.push_back({kir::ScheduleStep::Vectorize, mv, 0, {}});
-      } else if (!ep) {
-        // Read along channels, written along positions (tiles of 8 x 8 measured no faster).
-        st.push_back(kir::forLoop(mv, i64(cols),
-                                  withCol({kir::forLoop(rv, i64(rows), kb.store(ob, at, v))})));
-      } else {
-        // Through the fused epilogue, channels innermost: the sums, the per-channel scales
-        // and biases are read contiguously and the epilogue vectorizes over channels, in
-        // loops as long as M. (Positions innermost, the loops are as long as a block's rows,
-        // a few for deep layers, and ResNet-50's Q/DQ export measured slower than with the
-        // epilogue as a pass.) The channels are independent: no run-time overlap checks.
-        // The output position is a local of extent P, so that the epilogue's inputs are
-        // indexed by (image, channel, position) without divisions.
-        std::string posv = kb.freshName("opos");
-        std::vector<Stmt> inner{kir::decl(posv, DType::I64, kir::add(row0, r))};
-        Expr epAt = f.yIndex(n, m, kir::var(posv));
-        LoopExtents env{{colv, M}, {posv, P}, {nv, N}};
-        inner.push_back(kb.store(ob, at, ep->apply(epAt, v, env, *epIn, inner, epHoisted)));
-        st.push_back(kir::forLoop(rv, i64(rows), kir::forLoop(mv, i64(cols), withCol(inner))));
-        sched.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {mv}});
-        sched.steps.push_back({kir::ScheduleStep::Vectorize, mv, 0, {}});
-      }
-    }
+    st.push_back(stores(i64(0), rows, i64(0)));
     return kir::block(st);
   };
   if (shared) {
@@ -507,8 +542,8 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
   } else {
     if (fullBlocks > 0) {
       std::string bv = kb.freshName("blk");
-      perImage.push_back(kir::forLoop(bv, i64(fullBlocks),
-                                      block(kir::mul(kir::var(bv), i64(rb)), rb, Part::Whole, nullptr)));
+      perImage.push_back(kir::forLoop(
+          bv, i64(fullBlocks), block(kir::mul(kir::var(bv), i64(rb)), rb, Part::Whole, nullptr)));
       parallel(bv, fullBlocks);
     }
     if (lastRows > 0)

@@ -210,8 +210,8 @@ TEST(ConvInteger, ChannelsLastMatchesChannelsFirst) {
       Value *in = perm.addInput("x", xf.type());
       Value *out = perm.addInput("y", (*want)[0].type());
       Expected<Node *> tx1 = perm.createInferred(OpKind::Transpose, {in}, {{"perm", toLast}});
-      Expected<Node *> ty1 = perm.createInferred(
-          OpKind::Transpose, {out}, {{"perm", channelsPerm((*want)[0].rank(), true)}});
+      Expected<Node *> ty1 = perm.createInferred(OpKind::Transpose, {out},
+                                                 {{"perm", channelsPerm((*want)[0].rank(), true)}});
       ASSERT_TRUE(tx1 && ty1);
       perm.setOutputs({(*tx1)->result(), (*ty1)->result()});
       Expected<std::vector<Tensor>> moved = interpret(perm, {xf, (*want)[0]});
@@ -283,53 +283,59 @@ TEST(ConvInteger, RequantizedConvIsOneKernel) {
   // float steps are the members' own, in order), on one and two threads, beside the
   // transposes at the graph's edges (the default pipeline runs the conv channels last). The
   // im2col tiles and the channels-last depthwise template store the group's result
-  // themselves.
+  // themselves. 40 output channels: a whole panel and a narrower one (the tiles run row
+  // tiles outside the panels where the weight fits in L1, and the 81 positions leave a
+  // partial row tile).
   std::mt19937 rng(49);
   for (int64_t group : {1, 8})
-    for (DType tx : {DType::U8, DType::I8})
-      for (bool quantized : {true, false}) {
-        ConvCase c{{1, 8, 9, 9}, {16, 8 / group, 3, 3}, {}, {1, 1, 1, 1}, {}, group};
-        if (group == 8)
-          c.w = {8, 1, 3, 3};
-        Tensor x = bytes(tx, c.x, rng), w = bytes(DType::I8, c.w, rng);
-        int64_t m = c.w[0];
-        auto g = convGraph(c, x, w, scalarOf(tx, tx == DType::U8 ? 128 : -3),
-                           bytes(DType::I8, {m}, rng));
-        ASSERT_TRUE(g);
-        Value *acc = g->outputs()[0];
-        auto make = [&](OpKind k, std::vector<Value *> ops, AttrMap a = {}) {
-          Expected<Node *> n = g->createInferred(k, ops, a);
-          EXPECT_TRUE(n) << n.error().message();
-          return (*n)->result();
-        };
-        auto scalarF32 = [&](float v) {
-          Tensor t = Tensor::zeros(DType::F32, {});
-          t.data<float>()[0] = v;
-          return constantValue(*g, t);
-        };
-        Tensor scale = randomTensor(DType::F32, {m, 1, 1}, rng, 1e-4, 1e-3);
-        Tensor bias = randomTensor(DType::F32, {m, 1, 1}, rng, -2, 2);
-        Value *y = make(OpKind::Cast, {acc}, {{"to", DType::F32}});
-        y = make(OpKind::Mul, {y, constantValue(*g, scale)});
-        y = make(OpKind::Add, {y, constantValue(*g, bias)});
-        y = make(OpKind::Max, {y, constantValue(*g, Tensor::zeros(DType::F32, {}))});
-        std::vector<Tensor> inputs{x};
-        if (quantized) {
-          Extents re = *staticExtents(acc->shape());
-          Value *r = g->addInput("r", TensorType(DType::U8, shapeFromExtents(re)));
-          inputs.push_back(bytes(DType::U8, re, rng));
-          y = make(OpKind::Add,
-                   {y, make(OpKind::Dequantize,
-                            {r, scalarF32(0.02f), constantValue(*g, scalarOf(DType::U8, 7))},
-                            {{"to", DType::F32}})});
-          y = make(OpKind::Quantize,
-                   {y, scalarF32(0.05f), constantValue(*g, scalarOf(DType::U8, 3))});
+    for (int64_t outC : {16, 40})
+      for (DType tx : {DType::U8, DType::I8})
+        for (bool quantized : {true, false}) {
+          if (group == 8 && outC != 16)
+            continue;
+          ConvCase c{{1, 8, 9, 9}, {outC, 8 / group, 3, 3}, {}, {1, 1, 1, 1}, {}, group};
+          if (group == 8)
+            c.w = {8, 1, 3, 3};
+          Tensor x = bytes(tx, c.x, rng), w = bytes(DType::I8, c.w, rng);
+          int64_t m = c.w[0];
+          auto g = convGraph(c, x, w, scalarOf(tx, tx == DType::U8 ? 128 : -3),
+                             bytes(DType::I8, {m}, rng));
+          ASSERT_TRUE(g);
+          Value *acc = g->outputs()[0];
+          auto make = [&](OpKind k, std::vector<Value *> ops, AttrMap a = {}) {
+            Expected<Node *> n = g->createInferred(k, ops, a);
+            EXPECT_TRUE(n) << n.error().message();
+            return (*n)->result();
+          };
+          auto scalarF32 = [&](float v) {
+            Tensor t = Tensor::zeros(DType::F32, {});
+            t.data<float>()[0] = v;
+            return constantValue(*g, t);
+          };
+          Tensor scale = randomTensor(DType::F32, {m, 1, 1}, rng, 1e-4, 1e-3);
+          Tensor bias = randomTensor(DType::F32, {m, 1, 1}, rng, -2, 2);
+          Value *y = make(OpKind::Cast, {acc}, {{"to", DType::F32}});
+          y = make(OpKind::Mul, {y, constantValue(*g, scale)});
+          y = make(OpKind::Add, {y, constantValue(*g, bias)});
+          y = make(OpKind::Max, {y, constantValue(*g, Tensor::zeros(DType::F32, {}))});
+          std::vector<Tensor> inputs{x};
+          if (quantized) {
+            Extents re = *staticExtents(acc->shape());
+            Value *r = g->addInput("r", TensorType(DType::U8, shapeFromExtents(re)));
+            inputs.push_back(bytes(DType::U8, re, rng));
+            y = make(OpKind::Add,
+                     {y, make(OpKind::Dequantize,
+                              {r, scalarF32(0.02f), constantValue(*g, scalarOf(DType::U8, 7))},
+                              {{"to", DType::F32}})});
+            y = make(OpKind::Quantize,
+                     {y, scalarF32(0.05f), constantValue(*g, scalarOf(DType::U8, 3))});
+          }
+          g->setOutputs({y});
+          for (int threads : {1, 2})
+            checkIntegerGroup(*g, inputs,
+                              fmt::format("{} conv group {}, {} channels{}, {} thread(s)",
+                                          dtypeName(tx), group, outC,
+                                          quantized ? " requantized" : " dequantized", threads),
+                              threads, /*atStores=*/true);
         }
-        g->setOutputs({y});
-        for (int threads : {1, 2})
-          checkIntegerGroup(*g, inputs,
-                            fmt::format("{} conv group {}{}, {} thread(s)", dtypeName(tx), group,
-                                        quantized ? " requantized" : " dequantized", threads),
-                            threads, /*atStores=*/true);
-      }
 }
