@@ -36,8 +36,18 @@ Expected<ScanParts> scanParts(const Node &scan) {
   p.carried = scan.getInt("num_carried");
   p.scanInputs = scan.getInt("num_scan_inputs");
   p.reverse = scan.getInt("reverse", 0) != 0;
+  p.whileLoop = scan.getInt("while", 0) != 0;
   const int64_t ops = static_cast<int64_t>(scan.numOperands());
-  if (p.carried < 0 || p.scanInputs < 1 || p.carried + p.scanInputs > ops)
+  if (p.whileLoop) {
+    if (p.carried < 1 || p.scanInputs != 0 || p.reverse || p.carried > ops)
+      return scan.error("a while loop needs its condition as state 0, no sequences and no "
+                        "`reverse` (num_carried = {}, num_scan_inputs = {})",
+                        p.carried, p.scanInputs);
+    const Value *c = scan.operand(0);
+    if (c && (c->dtype() != DType::Bool || c->rank() != 0))
+      return scan.error("a while loop's state 0 is its condition, a bool scalar, not {}",
+                        c->type().str());
+  } else if (p.carried < 0 || p.scanInputs < 1 || p.carried + p.scanInputs > ops)
     return scan.error("num_carried = {} and num_scan_inputs = {} do not fit {} operands (at "
                       "least one sequence is needed)",
                       p.carried, p.scanInputs, ops);
@@ -49,6 +59,12 @@ Expected<ScanParts> scanParts(const Node &scan) {
   if (outs < p.carried)
     return scan.error("the body returns {} values, fewer than its {} states", outs, p.carried);
   p.scanOutputs = outs - p.carried;
+  if (p.whileLoop)
+    p.steps = Dim::symbol("while"); // known only as it runs
+  if (p.whileLoop && p.scanOutputs != 0)
+    return scan.error("a while loop returns {} per-step outputs; it has none (its number of "
+                      "steps is known only as it runs)",
+                      p.scanOutputs);
   for (int64_t i = 0; i < ops; ++i)
     if (!scan.operand(i))
       return scan.error("operand {} is missing", i);
@@ -102,6 +118,8 @@ namespace nnc {
 
 Error unrollScan(Graph &g, Node *n) {
   NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
+  if (p.whileLoop)
+    return n->error("cannot unroll a while loop (its number of steps is known only as it runs)");
   if (!p.steps.isStatic())
     return n->error("cannot unroll a loop of {} steps (the sequence length must be static)",
                     p.steps.str());

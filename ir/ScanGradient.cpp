@@ -13,6 +13,9 @@ namespace nnc {
 Error saveScanSteps(Node &scan) {
   NNC_TRY(syncScanBody(scan));
   NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(scan));
+  if (p.whileLoop)
+    return scan.error("the gradient of a while loop (its number of steps known only as it "
+                      "runs) is not supported");
   const Graph &body = *scan.body();
   const std::vector<Value *> &outs = body.outputs();
   std::set<const Value *> perStep(outs.begin() + p.carried, outs.end());
@@ -78,6 +81,11 @@ std::vector<Value *> scanGradient(GradEmitter &e, const Node &scan,
     return dx;
   }
   const ScanParts &p = *parts;
+  if (p.whileLoop) {
+    e.fail(scan.error("the gradient of a while loop (its number of steps known only as it "
+                      "runs) is not supported"));
+    return dx;
+  }
   const Graph &body = *scan.body();
   const int64_t firstInvariant = p.carried + p.scanInputs;
   const int64_t numOperands = static_cast<int64_t>(scan.numOperands());

@@ -31,7 +31,7 @@ public:
         continue;
       NNC_TRY(syncScanBody(*n));
       NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
-      if (!p.steps.isStatic() ||
+      if (p.whileLoop || !p.steps.isStatic() ||
           p.steps.value() > kMaxUnrolledNodes / std::max<int64_t>(1, n->body()->numNodes()))
         continue;
       // A loop of no steps is its initial states (a Loop whose condition starts false).

@@ -206,11 +206,17 @@ Slot PlanBuilder::reserveStatus(const std::vector<RunCheck> &checks, int64_t byt
 /// results, the body's arena (one request) and, per state, a second buffer. Iteration t
 /// writes state j to the result's buffer when T-1-t is even, else to the second one, and
 /// reads it where iteration t-1 wrote it (the initial state in iteration 0); step t of a
-/// sequence is its slot plus t times the step's bytes.
+/// sequence is its slot plus t times the step's bytes. A while loop's iterations are known
+/// only as it runs: its iteration t writes the states to the results when t is even, else to
+/// the second buffers, so t = 0, 1 and 2 stand for every iteration (LoopPlan::phase), and a
+/// final copy brings the states to the results where the last iteration left them elsewhere.
 Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string &prefix) {
   NNC_ASSIGN_OR_RETURN(ScanParts sp, scanParts(n));
-  NNC_ASSIGN_OR_RETURN(Extents seq, staticOf(n.operand(sp.carried)));
-  const int64_t steps = seq[0];
+  int64_t steps = 3; // a while loop's phases
+  if (!sp.whileLoop) {
+    NNC_ASSIGN_OR_RETURN(Extents seq, staticOf(n.operand(sp.carried)));
+    steps = seq[0];
+  }
   if (steps < 1)
     return n.error("a loop of {} steps", steps);
   NNC_ASSIGN_OR_RETURN(LaunchPlan body, buildLaunchPlan(*n.body(), target_, tuning_, cpu_, gpu_));
@@ -264,9 +270,9 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   for (int64_t j = 0; j < sp.carried; ++j)
     spare.push_back(request(fmt::format("{}/state{}", prefix, j), bytesOf(n.result(j))));
   const Slot arena = request(prefix + "/body", body.arenaBytes);
-  // Where state j is written in iteration t.
+  // Where state j is written in iteration t (the last one's writes are the results).
   auto stateAt = [&](int64_t j, int64_t t) {
-    return (steps - 1 - t) % 2 == 0 ? resultSlots[j] : spare[j];
+    return (sp.whileLoop ? t : steps - 1 - t) % 2 == 0 ? resultSlots[j] : spare[j];
   };
   // Where body input i and body output o are in iteration t.
   auto inputAt = [&](int64_t i, int64_t t) -> Slot {
@@ -313,7 +319,10 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   LoopPlan loop;
   loop.firstKernel = static_cast<size_t>(first);
   loop.numKernels = body.kernels.size();
-  loop.count = steps;
+  loop.count = sp.whileLoop ? -1 : steps;
+  if (sp.whileLoop)
+    for (int64_t t = 0; t < steps; ++t)
+      loop.condition.push_back(inputAt(0, t));
   std::vector<int> launchIdx;
   for (size_t k = 0; k < body.kernels.size(); ++k) {
     p_.firstArg.push_back(p_.args.size());
@@ -334,7 +343,7 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
     for (const std::string &src : body.kernelSources[k])
       sources.push_back(fmt::format("{} / {}", n.name().empty() ? prefix : n.name(), src));
     p_.kernelSources.push_back(std::move(sources));
-    p_.kernelFlops.push_back(body.kernelFlops[k] * static_cast<double>(steps));
+    p_.kernelFlops.push_back(body.kernelFlops[k] * static_cast<double>(sp.whileLoop ? 1 : steps));
     p_.kernels.push_back(std::move(kernel));
   }
   // Body outputs that no kernel writes: copies after each iteration.
@@ -355,6 +364,16 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
       c.dst.push_back(outputAt(static_cast<int64_t>(o), t));
     }
     loop.copies.push_back(std::move(c));
+  }
+  // A while loop stopped before iteration t has its states where iteration t would read them.
+  for (int64_t j = 0; sp.whileLoop && j < sp.carried; ++j) {
+    LoopPlan::Copy c;
+    c.bytes = bytesOf(n.result(j));
+    for (int64_t t = 0; t < steps; ++t) {
+      c.src.push_back(inputAt(j, t));
+      c.dst.push_back(resultSlots[j]);
+    }
+    loop.finish.push_back(std::move(c));
   }
   p_.loops.push_back(std::move(loop));
   p_.tuningUse.tunable += body.tuningUse.tunable;
@@ -667,12 +686,15 @@ void PlanBuilder::placeBuffers() {
     for (LoopPlan::Binding &b : l.bindings)
       for (Slot &s : b.slots)
         toOffset(s);
-    for (LoopPlan::Copy &c : l.copies) {
-      for (Slot &s : c.src)
-        toOffset(s);
-      for (Slot &s : c.dst)
-        toOffset(s);
-    }
+    for (Slot &s : l.condition)
+      toOffset(s);
+    for (std::vector<LoopPlan::Copy> *copies : {&l.copies, &l.finish})
+      for (LoopPlan::Copy &c : *copies) {
+        for (Slot &s : c.src)
+          toOffset(s);
+        for (Slot &s : c.dst)
+          toOffset(s);
+      }
   }
 }
 

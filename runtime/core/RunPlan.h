@@ -30,6 +30,12 @@ struct Slot {
 /// iteration; those that do not (a step of a sequence, a ping-ponged state) are rebound per
 /// iteration. After each iteration's launches, `copies` move the body outputs that no kernel
 /// writes (an output that is another output, an input or a weight).
+///
+/// A while loop (count < 0) runs until the bool at condition[phase(t)] is false, tested before
+/// each iteration t; its bindings' slots and its copies are indexed by phase(t) (its states
+/// ping-pong between two buffers, so iterations 1, 3, ... and 2, 4, ... each look alike), and
+/// after the loop, when it stopped before iteration t, `finish` (indexed by phase(t)) moves
+/// the final states to the results.
 struct LoopPlan {
   size_t firstKernel = 0, numKernels = 0;
   int64_t count = 0;
@@ -45,7 +51,18 @@ struct LoopPlan {
     int64_t bytes = 0;
   };
   std::vector<Copy> copies;
+  /// A while loop's condition per phase, and its final copies (a phase whose src is dst has
+  /// nothing to move).
+  std::vector<Slot> condition;
+  std::vector<Copy> finish;
+  bool isWhile() const { return count < 0; }
+  /// Where iteration t of a while loop indexes its slots: 0 for t = 0, then 1, 2, 1, 2, ...
+  static size_t phase(int64_t t) { return t == 0 ? 0 : 1 + static_cast<size_t>((t - 1) % 2); }
 };
+
+inline bool sameSlot(const Slot &a, const Slot &b) {
+  return a.kind == b.kind && a.index == b.index && a.offset == b.offset;
+}
 
 /// How output p of a run is produced.
 struct OutputSpec {

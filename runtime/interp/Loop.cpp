@@ -7,8 +7,25 @@
 
 namespace nnc::interp {
 
+/// A while loop: the body runs as long as state 0 is true.
+Results evalWhile(const Node &node, const Operands &ops) {
+  const Graph &body = *node.body();
+  std::vector<Tensor> in(ops.begin(), ops.end());
+  for (int64_t t = 0; in[0].elementAsDouble(0) != 0; ++t) {
+    Expected<std::vector<Tensor>> out = interpret(body, in);
+    if (!out)
+      return out.error().withContext(fmt::format("{}, step {}", node.describe(), t));
+    for (size_t j = 0; j < out->size(); ++j)
+      in[j] = std::move((*out)[j]);
+  }
+  in.resize(node.numResults());
+  return in;
+}
+
 Results evalScan(const Node &node, const Operands &ops) {
   NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(node));
+  if (p.whileLoop)
+    return evalWhile(node, ops);
   const Graph &body = *node.body();
   const int64_t steps = ops[p.carried].dim(0);
   std::vector<Tensor> states(ops.begin(), ops.begin() + p.carried);

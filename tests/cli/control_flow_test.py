@@ -9,8 +9,10 @@ Models written here (scripts/onnxw.py), each checked against answers computed in
   and the condition as graph inputs (the results' shapes then depend on them: staged);
 - If with a run-time condition whose branches give one type (both run, then a select) and
   whose branches give different shapes (staged), for both values of the condition;
-and the errors: a Loop whose body computes its condition, a Loop of an absurd trip count,
-a body reading a value no scope defines. OpenCL parts run where a device is found.
+- Loop whose body computes its condition (a while loop), with and without a trip count, for
+  conditions that stop it at once, after some steps, and at the trip count;
+and the errors: a while loop with a per-step output, a Loop of an absurd trip count, a body
+reading a value no scope defines. OpenCL parts run where a device is found.
 
 Usage: control_flow_test.py NNC_BINARY
 """
@@ -118,6 +120,51 @@ def loop_answer(y0, w, trips):
     return [y, ys]
 
 
+# ---- While loop: y doubles and s adds the iteration number while y < 10 (and i < M where
+# the trip count is given); the condition is computed by the body from the loop-carried y.
+def while_model(trips_input, scan_output=False):
+    outs = [scalar_vi("c", BOOL), scalar_vi("y_out", FLOAT), scalar_vi("s_out", FLOAT)]
+    if scan_output:
+        outs.append(scalar_vi("y_out", FLOAT))
+    body = graph([node("Add", ["y_in", "y_in"], ["y_out"], "dbl"),
+                  node("Cast", ["i"], ["fi"], "cast", [attr_int("to", FLOAT)]),
+                  node("Add", ["s_in", "fi"], ["s_out"], "count"),
+                  node("Less", ["y_out", "ten"], ["c"], "less")],
+                 [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("y_in", FLOAT),
+                  scalar_vi("s_in", FLOAT)], outs, name="b")
+    inputs = [scalar_vi("y0", FLOAT), scalar_vi("cond", BOOL)]
+    if trips_input:
+        inputs.append(scalar_vi("M", INT64))
+    results = ["y", "s"] + (["ys"] if scan_output else [])
+    loop = node("Loop", ["M" if trips_input else "", "cond", "y0", "zero"], results,
+                "while_loop", [attr_graph("body", body)])
+    return model([loop], inputs, [scalar_vi("y", FLOAT), scalar_vi("s", FLOAT)],
+                 [tensor("ten", [], [10.0]), tensor("zero", [], [0.0])], opset=16)
+
+
+# A while loop whose condition stays true (y >= 0 for y0 >= 0): y += table[i], the table
+# holding 3 values, so step 3's Gather reads past it.
+def while_bounds_model():
+    body = graph([node("Gather", ["table", "i"], ["t"], "lookup", [attr_int("axis", 0)]),
+                  node("Add", ["y_in", "t"], ["y_out"], "add"),
+                  node("GreaterOrEqual", ["y_out", "zero"], ["c"], "nonneg")],
+                 [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("y_in", FLOAT)],
+                 [scalar_vi("c", BOOL), scalar_vi("y_out", FLOAT)], name="b")
+    loop = node("Loop", ["", "go", "y0"], ["y"], "endless", [attr_graph("body", body)])
+    return model([loop], [scalar_vi("y0", FLOAT)], [scalar_vi("y", FLOAT)],
+                 [tensor("table", [3], [1.0, 2.0, 3.0]), tensor("zero", [], [0.0]),
+                  tensor("go", [], [1], BOOL, "B")], opset=16)
+
+
+def while_answer(y0, trips, cond):
+    y, s, i, go = y0, 0.0, 0, bool(cond) and (trips is None or trips > 0)
+    while go:
+        y, s = y + y, s + i
+        i += 1
+        go = y < 10 and (trips is None or i < trips)
+    return [[y], [s]]
+
+
 # ---- If: then = x * a, else = x + b (a, b outer); different shapes: else = concat(x, x).
 def if_model(same_shape):
     then_b = graph([node("Mul", ["x", "a"], ["t"], "then_mul")], [], [value_info("t", [3])],
@@ -203,21 +250,40 @@ def main():
                          f"If ({'one type' if same else 'two shapes'}) cond={cond}", dd)
         print(f"ok: If with a run-time condition ({', '.join(targets)})")
 
-        # A body that computes the loop's condition: refused, naming the node.
+        # While loops: a body that computes the loop's condition from data.
+        d = os.path.join(tmp, "while")
+        os.makedirs(d)
+        for trips_input in [False, True]:
+            path = os.path.join(d, f"while_{trips_input}.onnx")
+            write(path, while_model(trips_input))
+            cases = [(1.0, None, 1), (20.0, None, 1), (1.0, None, 0)] if not trips_input else \
+                [(1.0, 100, 1), (1.0, 2, 1), (1.0, 0, 1), (20.0, 5, 1), (3.0, 100, 0)]
+            for y0, trips, cond in cases:
+                dd = os.path.join(d, f"{trips_input}_{y0}_{trips}_{cond}")
+                os.makedirs(dd)
+                a = pb(dd, "y0", [], [y0]) + pb(dd, "cond", [], [cond], BOOL)
+                if trips_input:
+                    a += pb(dd, "M", [], [trips], INT64)
+                run_case(targets, path, a, while_answer(y0, trips, cond),
+                         f"while loop y0={y0} M={trips} cond={cond}", dd)
+        print(f"ok: Loop whose body computes its condition ({', '.join(targets)})")
+
+        # A while loop that never stops by itself reads past a table in its fourth step: the
+        # index error stops it (on every target), instead of a loop that runs forever.
+        path = os.path.join(d, "while_bounds.onnx")
+        write(path, while_bounds_model())
+        expect_error(targets, path, pb(d, "y0", [], [1.0]),
+                     "index 3 is out of range for an axis of size 3", "while loop past a table")
+        print(f"ok: an index error stops a while loop ({', '.join(targets)})")
+
+        # A while loop with a per-step output: refused, naming the node.
         d = os.path.join(tmp, "errors")
         os.makedirs(d)
-        body = graph([node("Less", ["y_in", "ten"], ["c"], "less"),
-                      node("Add", ["y_in", "y_in"], ["y_out"], "dbl")],
-                     [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("y_in", FLOAT)],
-                     [scalar_vi("c", BOOL), scalar_vi("y_out", FLOAT)], name="b")
-        path = os.path.join(d, "while.onnx")
-        write(path, model([node("Loop", ["M", "cond", "y0"], ["y"], "while_loop",
-                                [attr_graph("body", body)])],
-                          [scalar_vi("y0", FLOAT)], [scalar_vi("y", FLOAT)],
-                          [tensor("M", [], [100], INT64, "q"), tensor("cond", [], [1], BOOL, "B"),
-                           tensor("ten", [], [10.0])], opset=16))
-        expect_error(targets, path, pb(d, "y0", [], [1.0]),
-                     "node 'while_loop' (Loop): the body computes the loop's condition", "while")
+        path = os.path.join(d, "while_scan.onnx")
+        write(path, while_model(False, scan_output=True))
+        expect_error(targets, path, pb(d, "y0", [], [1.0]) + pb(d, "cond", [], [1], BOOL),
+                     "node 'while_loop' (Loop): the body computes the loop's condition from data "
+                     "and returns 1 per-step", "while with a scan output")
         # An absurd trip count: refused, not allocated.
         body = graph([node("Add", ["y_in", "y_in"], ["y_out"], "dbl")],
                      [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("y_in", FLOAT)],

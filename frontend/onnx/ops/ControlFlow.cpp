@@ -6,8 +6,12 @@
 //    trip count M (zero when the initial condition is false). That is exact when the body
 //    passes its condition through unchanged or sets it to a constant true (the pattern
 //    exporters emit), or when the node has no condition input (the body's is then ignored).
-//    A body that computes its condition from data is refused, naming the node. M known only
-//    at run time makes the results' shapes depend on it: staged execution specializes on it.
+//    M known only at run time makes the results' shapes depend on it: staged execution
+//    specializes on it.
+//  - A Loop whose body computes its condition from data (a while loop) becomes a `scan` with
+//    `while` = 1 over (condition, iteration number, loop-carried values), which stops once
+//    the condition is false: the runtime tests it before each step. Per-step outputs are
+//    refused there (their row count is known only when the loop ends).
 //  - If with a condition known while importing is its taken branch inlined; otherwise an
 //    `if` node holding both branches, which the inline-if pass resolves once the condition
 //    is known or, where both branches give the same types, turns into selects.
@@ -45,12 +49,14 @@ Expected<Value *> moveAxis(LoweringContext &ctx, Value *x, int64_t from, int64_t
 /// A `scan` node over `operands` (states, sequences, invariants) with `body`, its result types
 /// from its shape rule.
 Expected<Node *> emitScan(LoweringContext &ctx, std::vector<Value *> operands,
-                          std::shared_ptr<Graph> body, int64_t carried, int64_t sequences) {
+                          std::shared_ptr<Graph> body, int64_t carried, int64_t sequences,
+                          bool whileLoop = false) {
   size_t results = body->outputs().size();
-  Node *scan = ctx.graph().createNode(
-      OpKind::Scan, std::move(operands), std::vector<TensorType>(results),
-      {{"num_carried", carried}, {"num_scan_inputs", sequences}, {"reverse", int64_t{0}}},
-      ctx.proto().name());
+  AttrMap attrs{{"num_carried", carried}, {"num_scan_inputs", sequences}, {"reverse", int64_t{0}}};
+  if (whileLoop)
+    attrs["while"] = int64_t{1};
+  Node *scan = ctx.graph().createNode(OpKind::Scan, std::move(operands),
+                                      std::vector<TensorType>(results), attrs, ctx.proto().name());
   scan->setBody(std::move(body));
   Expected<std::vector<TensorType>> types = scan->info().infer(*scan);
   if (!types) {
@@ -349,6 +355,82 @@ Error lowerLoopUnrolled(LoweringContext &ctx) {
   return Error::success();
 }
 
+/// A Loop whose body computes its condition from data: a `scan` with `while` = 1 whose
+/// states are (the condition, the iteration number, the loop-carried values); its body runs
+/// the Loop's body and returns the body's condition, and the trip count M's where there is
+/// one (cond and i + 1 < M), with i + 1. Per-step outputs would have as many rows as the loop
+/// runs steps, known only at its end: refused.
+Error lowerWhileLoop(LoweringContext &ctx, const ImportedSubgraph &body,
+                     const std::vector<Value *> &initial, Value *maxTrips, Value *cond) {
+  const Graph &b = *body.graph;
+  const size_t n = initial.size(), k = b.outputs().size() - 1 - n;
+  if (k > 0)
+    return ctx.error("the body computes the loop's condition from data and returns {} per-step "
+                     "(scan) output(s): their number of rows is known only once the loop ends, "
+                     "which is unsupported (a loop with loop-carried values only is)",
+                     k);
+  auto w = std::make_shared<Graph>(b.name());
+  std::unordered_map<const Value *, Value *> map;
+  Value *c = w->addInput("cond", TensorType(DType::Bool, {}));
+  Value *i = w->addInput("iteration", TensorType(DType::I64, {}));
+  map[b.inputs()[1]] = c; // true in every step that runs
+  map[b.inputs()[0]] = i;
+  for (size_t j = 0; j < n; ++j)
+    map[b.inputs()[2 + j]] = w->addInput(b.inputs()[2 + j]->name(), b.inputs()[2 + j]->type());
+  for (size_t q = 0; q < body.captured.size(); ++q)
+    map[b.inputs()[2 + n + q]] =
+        w->addInput(b.inputs()[2 + n + q]->name(), b.inputs()[2 + n + q]->type());
+  Value *limit = maxTrips ? w->addInput("trip_count", TensorType(DType::I64, {})) : nullptr;
+  for (const Node *node : b.nodes())
+    copyNode(*w, *node, map);
+  auto make = [&](OpKind kind, std::vector<Value *> ops) -> Expected<Value *> {
+    Expected<Node *> node = w->createInferred(kind, std::move(ops));
+    if (!node)
+      return node.error().withContext(ctx.place());
+    return (*node)->result();
+  };
+  auto wConstant = [&](Tensor t) {
+    TensorType type = t.type();
+    return w->createNode(OpKind::Constant, {}, {type}, {{"value", std::move(t)}})->result();
+  };
+  Value *next = map.at(b.outputs()[0]);
+  if (!oneElement(next) || next->dtype() != DType::Bool)
+    return ctx.error("the body's condition must be one bool, not {}", next->type().str());
+  if (next->rank() > 0) {
+    NNC_ASSIGN_OR_RETURN(
+        next,
+        make(OpKind::Reshape, {next, wConstant(Tensor::fromVector<int64_t>(DType::I64, {0}, {}))}));
+  }
+  NNC_ASSIGN_OR_RETURN(Value * iNext,
+                       make(OpKind::Add, {i, wConstant(Tensor::scalar<int64_t>(DType::I64, 1))}));
+  if (limit) {
+    NNC_ASSIGN_OR_RETURN(Value * below, make(OpKind::Less, {iNext, limit}));
+    NNC_ASSIGN_OR_RETURN(next, make(OpKind::And, {next, below}));
+  }
+  std::vector<Value *> outs{next, iNext};
+  for (size_t j = 0; j < n; ++j)
+    outs.push_back(map.at(b.outputs()[1 + j]));
+  w->setOutputs(outs);
+
+  // The initial condition: cond, and 0 < M.
+  Value *c0 = cond ? cond : ctx.constant(Tensor::scalar<bool>(DType::Bool, true));
+  if (maxTrips) {
+    NNC_ASSIGN_OR_RETURN(Value * runs,
+                         ctx.emit(OpKind::Less, {ctx.scalar(DType::I64, 0), maxTrips}));
+    NNC_ASSIGN_OR_RETURN(c0, ctx.emit(OpKind::And, {c0, runs}));
+  }
+  std::vector<Value *> operands{c0, ctx.scalar(DType::I64, 0)};
+  operands.insert(operands.end(), initial.begin(), initial.end());
+  operands.insert(operands.end(), body.captured.begin(), body.captured.end());
+  if (maxTrips)
+    operands.push_back(maxTrips);
+  NNC_ASSIGN_OR_RETURN(Node * scan, emitScan(ctx, operands, w, static_cast<int64_t>(2 + n), 0,
+                                             /*whileLoop=*/true));
+  for (size_t j = 0; j < n; ++j)
+    NNC_TRY(ctx.setOutput(j, scan->result(2 + j)));
+  return Error::success();
+}
+
 Error lowerLoop(LoweringContext &ctx) {
   for (size_t i = 0; i < 2; ++i)
     if (const StaticValue *s = ctx.compositeInput(i))
@@ -396,10 +478,7 @@ Error lowerLoop(LoweringContext &ctx) {
     }
   }
   if (cond && !keeps && !stops)
-    return ctx.error("the body computes the loop's condition from data, so the number of "
-                     "iterations is only known while it runs; loops whose body passes the "
-                     "condition through unchanged or sets it to a constant are supported (or "
-                     "give no condition input)");
+    return lowerWhileLoop(ctx, body, initial, maxTrips, cond);
   if (!maxTrips && !(cond && stops))
     return ctx.error("the loop has no trip count M and its condition never turns false: it "
                      "would run forever");
