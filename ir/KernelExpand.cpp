@@ -219,6 +219,7 @@ public:
     // Step 1: expand the statement's own expressions.
     memo_.clear();
     ranges_.clear();
+    integral_.clear();
     prelude_.clear();
     changed_ = false;
     // A NaN-ignoring max/min accumulation keeps its max/min (StmtNode::ignoresNaN: each
@@ -471,7 +472,106 @@ private:
       return lnot(eq(x, constant(0, from)));
     if (isFloat(from) && isInteger(to))
       return floatToInt(x, to);
+    // Back to the float it was converted from: the same value where that was a whole number
+    // the integer holds (a quantized value dequantized again in a requantizing epilogue),
+    // but for the sign of a zero (-0 comes back +0: adding +0 does that where -0 can occur).
+    if (isFloat(to) && x->kind == ExprKind::Convert && isInteger(from) &&
+        x->args[0]->type == to && integralOf(x->args[0])) {
+      const Expr &w = x->args[0];
+      std::optional<Range> r = rangeOf(w);
+      Range held = typeRange(from);
+      if (r && r->lo >= held.lo && r->hi <= held.hi)
+        return neverNegativeZero(w) ? w : strictOp(OpKind::Add, {w, constant(0, to)});
+    }
     return convert(x, to);
+  }
+
+  /// A constant that is not -0 (a float immediate, or an integer one converted).
+  static bool constantNotNegativeZero(const Expr &e) {
+    if (e->kind == ExprKind::FloatImm)
+      return !(e->floatValue == 0 && std::signbit(e->floatValue));
+    return (e->kind == ExprKind::Cast || e->kind == ExprKind::Convert) &&
+           e->args[0]->kind == ExprKind::IntImm;
+  }
+
+  /// True when `e` is never -0: a value converted from an integer, a sum with a constant
+  /// other than -0 (round to nearest gives -0 only for -0 + -0), a difference from a nonzero
+  /// constant or -0, and minima, maxima and selections of such.
+  static bool neverNegativeZero(const Expr &e) {
+    if (constantNotNegativeZero(e))
+      return true;
+    if ((e->kind == ExprKind::Cast || e->kind == ExprKind::Convert) && !isFloat(e->args[0]->type))
+      return true;
+    if (e->kind != ExprKind::Op)
+      return false;
+    switch (e->op) {
+    case OpKind::Add:
+      return constantNotNegativeZero(e->args[0]) || constantNotNegativeZero(e->args[1]);
+    case OpKind::Sub: {
+      const Expr &b = e->args[1];
+      if (b->kind == ExprKind::FloatImm)
+        return !(b->floatValue == 0 && !std::signbit(b->floatValue));
+      return constantNotNegativeZero(b) && b->args[0]->intValue != 0;
+    }
+    case OpKind::Min:
+    case OpKind::Max:
+      return neverNegativeZero(e->args[0]) && neverNegativeZero(e->args[1]);
+    case OpKind::Select:
+      return neverNegativeZero(e->args[1]) && neverNegativeZero(e->args[2]);
+    default:
+      return false;
+    }
+  }
+
+  /// True when every value `e` takes that is not NaN is a whole number: integers, rounding,
+  /// whole constants, and sums, differences, products, negations, magnitudes, minima, maxima
+  /// and selections of whole numbers (a float's exact result is whole, and so is its rounding:
+  /// floats from 2^24 (f32) on are all whole).
+  bool integralOf(const Expr &e) {
+    if (auto it = integral_.find(e); it != integral_.end())
+      return it->second;
+    bool r = false;
+    if (!isFloat(e->type)) {
+      r = true;
+    } else {
+      switch (e->kind) {
+      case ExprKind::FloatImm:
+        r = std::isfinite(e->floatValue) && std::floor(e->floatValue) == e->floatValue;
+        break;
+      case ExprKind::Cast:
+      case ExprKind::Convert:
+        r = !isFloat(e->args[0]->type) || integralOf(e->args[0]);
+        break;
+      case ExprKind::Op:
+        switch (e->op) {
+        case OpKind::Round:
+        case OpKind::Floor:
+        case OpKind::Ceil:
+          r = true;
+          break;
+        case OpKind::Add:
+        case OpKind::Sub:
+        case OpKind::Mul:
+        case OpKind::Neg:
+        case OpKind::Abs:
+        case OpKind::Min:
+        case OpKind::Max:
+          r = std::all_of(e->args.begin(), e->args.end(),
+                          [&](const Expr &a) { return integralOf(a); });
+          break;
+        case OpKind::Select:
+          r = integralOf(e->args[1]) && integralOf(e->args[2]);
+          break;
+        default:
+          break;
+        }
+        break;
+      default:
+        break;
+      }
+    }
+    integral_[e] = r;
+    return r;
   }
 
   static Expr storageCast(const Expr &x, DType to, bool saturate, const std::string &roundMode) {
@@ -767,6 +867,7 @@ private:
   /// The ranges of the loop variables in scope.
   std::map<std::string, Range> vars_;
   std::map<Expr, std::optional<Range>> ranges_; ///< Holds its keys, so none is reused.
+  std::map<Expr, bool> integral_;                ///< Likewise.
   int next_ = 0;
   std::map<const ExprNode *, Expr> memo_;
   std::vector<Stmt> prelude_;
