@@ -70,7 +70,10 @@ public:
         changed = true;
         continue;
       }
-      if (!ctx.evaluate || !allOperandsConstant(*n))
+      // A while loop may run for as long as its data say, even forever: it runs when the
+      // model does, never at compile time.
+      if (!ctx.evaluate || !allOperandsConstant(*n) ||
+          (n->kind() == OpKind::Scan && n->getInt("while", 0) != 0))
         continue;
       int64_t limit = foldLimit(*n);
       if (tooLarge(*n, limit))
