@@ -201,6 +201,9 @@ Slot PlanBuilder::reserveStatus(const std::vector<RunCheck> &checks, int64_t byt
   return {SlotKind::Arena, statusRequest_, at};
 }
 
+/// The most nodes a loop body may hold once the loops nested in it are unrolled.
+constexpr int64_t kMaxNestedUnrolledNodes = 1 << 16;
+
 /// A loop node: its body's own launch plan appended as a loop (LoopPlan) over the body's
 /// launches. Everything the body touches lives across all of its launches: the operands and
 /// results, the body's arena (one request) and, per state, a second buffer. Iteration t
@@ -219,9 +222,38 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   }
   if (steps < 1)
     return n.error("a loop of {} steps", steps);
-  NNC_ASSIGN_OR_RETURN(LaunchPlan body, buildLaunchPlan(*n.body(), target_, tuning_, cpu_, gpu_));
-  if (!body.loops.empty())
-    return n.error("a loop inside a loop body is not supported");
+  // The launch list runs one level of loops: a loop nested in the body is unrolled into a
+  // copy of it (its steps static, within kMaxNestedUnrolledNodes); a nested while loop,
+  // whose steps only its run knows, is refused.
+  std::unique_ptr<Graph> flat;
+  for (bool nested = true; nested;) {
+    nested = false;
+    const Graph &b = flat ? *flat : *n.body();
+    for (const Node *m : b.nodes())
+      if (m->kind() == OpKind::Scan)
+        nested = true;
+    if (!nested)
+      break;
+    if (!flat)
+      flat = n.body()->clone();
+    for (Node *m : flat->nodes()) {
+      if (m->kind() != OpKind::Scan)
+        continue;
+      NNC_ASSIGN_OR_RETURN(ScanParts inner, scanParts(*m));
+      if (inner.whileLoop)
+        return n.error("a while loop inside a loop body is not supported");
+      if (!inner.steps.isStatic() ||
+          inner.steps.value() * std::max<int64_t>(1, m->body()->numNodes()) + flat->numNodes() >
+              kMaxNestedUnrolledNodes)
+        return n.error("a loop of {} steps inside a loop body is not supported (nested loops "
+                       "are unrolled into the body, up to {} nodes)",
+                       inner.steps.str(), kMaxNestedUnrolledNodes);
+      NNC_TRY(unrollScan(*flat, m));
+    }
+  }
+  NNC_ASSIGN_OR_RETURN(LaunchPlan body, buildLaunchPlan(flat ? *flat : *n.body(), target_, tuning_,
+                                                        cpu_, gpu_));
+  NNC_ASSERT(body.loops.empty(), "a loop body's plan holds loops");
   if (body.kernels.empty())
     return n.error("the loop body computes nothing");
   const int first = static_cast<int>(p_.kernels.size());

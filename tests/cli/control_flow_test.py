@@ -9,6 +9,7 @@ Models written here (scripts/onnxw.py), each checked against answers computed in
   and the condition as graph inputs (the results' shapes then depend on them: staged);
 - If with a run-time condition whose branches give one type (both run, then a select) and
   whose branches give different shapes (staged), for both values of the condition;
+- a Loop inside a Loop's body (the inner one unrolled into the outer body on cpu and opencl);
 - Loop whose body computes its condition (a while loop), with and without a trip count, for
   conditions that stop it at once, after some steps, and at the trip count;
 and the errors: a while loop with a per-step output, a Loop of an absurd trip count, a body
@@ -156,6 +157,22 @@ def while_bounds_model():
                   tensor("go", [], [1], BOOL, "B")], opset=16)
 
 
+# The outer Loop (2 steps) runs the doubling while loop on its state: 1 -> 16 -> 32.
+def nested_while_model():
+    wbody = graph([node("Add", ["y_in", "y_in"], ["y_out"], "dbl"),
+                   node("Less", ["y_out", "ten"], ["c"], "less")],
+                  [scalar_vi("j", INT64), scalar_vi("c_in", BOOL), scalar_vi("y_in", FLOAT)],
+                  [scalar_vi("c", BOOL), scalar_vi("y_out", FLOAT)], name="wb")
+    obody = graph([node("Loop", ["", "go", "x_in"], ["x_out"], "inner_while",
+                        [attr_graph("body", wbody)])],
+                  [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("x_in", FLOAT)],
+                  [scalar_vi("cond_in", BOOL), scalar_vi("x_out", FLOAT)], name="ob")
+    loop = node("Loop", ["two", "", "y0"], ["y"], "outer", [attr_graph("body", obody)])
+    return model([loop], [scalar_vi("y0", FLOAT)], [scalar_vi("y", FLOAT)],
+                 [tensor("two", [], [2], INT64, "q"), tensor("ten", [], [10.0]),
+                  tensor("go", [], [1], BOOL, "B")], opset=16)
+
+
 def while_answer(y0, trips, cond):
     y, s, i, go = y0, 0.0, 0, bool(cond) and (trips is None or trips > 0)
     while go:
@@ -163,6 +180,43 @@ def while_answer(y0, trips, cond):
         i += 1
         go = y < 10 and (trips is None or i < trips)
     return [[y], [s]]
+
+
+# ---- Nested loops: the outer Loop (3 steps) runs an inner Loop (2 steps) on its state and
+# adds its own iteration number; the inner one doubles its state and adds w (an outer value
+# of both) times its iteration number. The outer Loop also returns each step's state.
+def nested_model():
+    inner = graph([node("Cast", ["j"], ["fj"], "cast_j", [attr_int("to", FLOAT)]),
+                   node("Mul", ["fj", "w"], ["jw"], "mul_w"),
+                   node("Add", ["z_in", "z_in"], ["z2"], "dbl"),
+                   node("Add", ["z2", "jw"], ["z_out"], "add_jw")],
+                  [scalar_vi("j", INT64), scalar_vi("c_in", BOOL), value_info("z_in", [2])],
+                  [scalar_vi("c_in", BOOL), value_info("z_out", [2])], name="inner_body")
+    outer = graph([node("Loop", ["two", "", "y_in"], ["z"], "inner_loop",
+                        [attr_graph("body", inner)]),
+                   node("Cast", ["i"], ["fi"], "cast_i", [attr_int("to", FLOAT)]),
+                   node("Add", ["z", "fi"], ["y_out"], "add_i"),
+                   node("Identity", ["y_out"], ["scan_out"], "id")],
+                  [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), value_info("y_in", [2])],
+                  [scalar_vi("cond_in", BOOL), value_info("y_out", [2]),
+                   value_info("scan_out", [2])], name="outer_body")
+    loop = node("Loop", ["three", "", "y0"], ["y", "ys"], "outer_loop",
+                [attr_graph("body", outer)])
+    return model([loop], [value_info("y0", [2]), value_info("w", [2])],
+                 [value_info("y", [2]), value_info("ys", [3, 2])],
+                 [tensor("two", [], [2], INT64, "q"), tensor("three", [], [3], INT64, "q")],
+                 opset=16)
+
+
+def nested_answer(y0, w):
+    y, ys = list(y0), []
+    for i in range(3):
+        z = list(y)
+        for j in range(2):
+            z = [z[k] * 2 + j * w[k] for k in range(2)]
+        y = [z[k] + i for k in range(2)]
+        ys += y
+    return [y, ys]
 
 
 # ---- If: then = x * a, else = x + b (a, b outer); different shapes: else = concat(x, x).
@@ -229,6 +283,14 @@ def main():
                      f"Loop M={trips} cond={cond} as inputs", dd)
         print(f"ok: Loop, constant and run-time trip counts ({', '.join(targets)})")
 
+        d = os.path.join(tmp, "nested")
+        os.makedirs(d)
+        path = os.path.join(d, "nested.onnx")
+        write(path, nested_model())
+        run_case(targets, path, pb(d, "y0", [2], y0) + pb(d, "w", [2], w), nested_answer(y0, w),
+                 "nested Loops", d)
+        print(f"ok: a Loop inside a Loop ({', '.join(targets)})")
+
         d = os.path.join(tmp, "if")
         os.makedirs(d)
         x, a_, b_ = [1.0, 2.0, 3.0], [2.0, 3.0, 4.0], [10.0, 20.0, 30.0]
@@ -275,6 +337,17 @@ def main():
         expect_error(targets, path, pb(d, "y0", [], [1.0]),
                      "index 3 is out of range for an axis of size 3", "while loop past a table")
         print(f"ok: an index error stops a while loop ({', '.join(targets)})")
+
+        # A while loop inside a Loop's body: its steps are known only as it runs, so it cannot
+        # be unrolled into the outer body; refused on cpu and opencl, run by the interpreter.
+        path = os.path.join(d, "nested_while.onnx")
+        write(path, nested_while_model())
+        a = pb(d, "y0", [], [1.0])
+        expect_error([t for t in targets if t != "interp"], path, a,
+                     "node 'outer' (scan): a while loop inside a loop body is not supported",
+                     "a while loop inside a Loop")
+        if "interp" in targets:
+            run_case(["interp"], path, a, [[16.0 + 16.0]], "a while loop inside a Loop", d)
 
         # A while loop with a per-step output: refused, naming the node.
         d = os.path.join(tmp, "errors")
