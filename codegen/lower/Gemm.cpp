@@ -775,10 +775,15 @@ const tuning::Space &gemmCpuSpace() {
         // memory for a 768-deep, 16-wide panel (48 KiB) within one tile's time, most of what
         // one core draws, and that tile waits on it (measured on transformers' weight GEMMs:
         // bench/results/measurements-behind-defaults.md).
-        // A skinny GEMM's panel is streamed by its first row tile and re-read from the L2 by
-        // the few others, with little compute between: the prefetches of the next panel only
-        // took load slots there (measured slower at 16 rows, even at 64).
-        int64_t pf = k * n * eb > p.cpu.l2Bytes && !produced && !skinny ? 4 : 0;
+        // Skinny GEMMs (a decoder's or a short sequence's weight GEMMs) too: their panels are
+        // streamed by the first row tile with little compute to hide the stream behind, and
+        // on the Intel Xeon of bench/results/decoder-lm.md the prefetch ran them 25-50%
+        // faster with the weight evicted (16 x 512 x 2048, 16 x 512 x 8000, 32 x 768 x 3072)
+        // and the 16-token decoder 15-30% faster; the AMD EPYC measured its LM head (16 x 512
+        // x 8000) 10-20% slower with it and the other shapes even
+        // (bench/results/measurements-behind-defaults.md). The tuner, which times a weight
+        // evicted, settles it per machine.
+        int64_t pf = k * n * eb > p.cpu.l2Bytes && !produced ? 4 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
       }
