@@ -4,7 +4,7 @@
 Checks: a tune run fills the cache so that `nnc bench --cache --require-tuned` finds every
 tunable kernel tuned (and the empty cache finds none); two tuners writing one cache at once
 leave it valid and complete; `nnc bench --compare tuning:FILE` times the tuned configs against
-the defaults, alternating; a tuner killed with SIGKILL mid-run leaves a valid cache that the
+the defaults, alternating; `--shape` tunes a model with symbolic dims at a shape; a tuner killed with SIGKILL mid-run leaves a valid cache that the
 next tuner resumes; `nnc cache ls|show|export --json|prune` read and manage it.
 
 Usage: tune_test.py NNC_BINARY
@@ -27,7 +27,7 @@ from onnxw import model, node, tensor, value_info  # noqa: E402
 NNC = sys.argv[1]
 
 
-def build_model():
+def build_model(rows=6):
     rnd = random.Random(5)
     w1 = [rnd.uniform(-1, 1) for _ in range(96 * 80)]
     w2 = [rnd.uniform(-1, 1) for _ in range(80 * 40)]
@@ -36,7 +36,7 @@ def build_model():
         node("Relu", ["h"], ["r"], "relu"),
         node("MatMul", ["r", "w2"], ["y"], "mm2"),
     ]
-    return model(nodes, [value_info("x", [6, 96])], [value_info("y", [6, 40])],
+    return model(nodes, [value_info("x", [rows, 96])], [value_info("y", [rows, 40])],
                  [tensor("w1", [96, 80], w1), tensor("w2", [80, 40], w2)])
 
 
@@ -118,6 +118,21 @@ def main():
         p = run(["bench", path, "--compare", "tuning:" + missing], env, check=False)
         assert p.returncode != 0 and f"tuning:{missing}: no such file" in p.stderr, p.stderr
         assert not os.path.exists(missing)
+
+        # A model whose rows are symbolic is tuned at the shape --shape gives (its GEMMs'
+        # signatures name 24 rows); an input it does not have, or a bad spec, is an error.
+        dyn = os.path.join(tmp, "dyn.onnx")
+        with open(dyn, "wb") as f:
+            f.write(build_model("N"))
+        p = run(["tune", dyn, "--shape", "x=24x96", "--threads", "1", "--budget", "4",
+                 "--trials", "2", "--cache", os.path.join(tmp, "dyn.db"), "-q"], env)
+        assert p.stdout.count(" m24 ") == 2, p.stdout
+        p = run(["tune", dyn, "--shape", "z=24x96", "--cache", os.path.join(tmp, "dyn.db"), "-q"],
+                env, check=False)
+        assert p.returncode != 0 and "the model has no input 'z'" in p.stderr, p.stderr
+        p = run(["tune", dyn, "--shape", "x=24by96", "--cache", os.path.join(tmp, "dyn.db"),
+                 "-q"], env, check=False)
+        assert p.returncode != 0 and "x=24by96" in p.stderr, p.stderr
 
         # A tuner killed with SIGKILL mid-run leaves a valid cache; the next one resumes.
         killed = os.path.join(tmp, "killed.db")

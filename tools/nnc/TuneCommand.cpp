@@ -37,12 +37,16 @@ public:
     cmd_->add_option("--cache", cachePath_,
                      "Tuning cache (default $NNC_TUNING_CACHE or "
                      "~/.cache/nnc/tuning.db)");
+    cmd_->add_option("--shape", shapes_,
+                     "NAME=D0xD1x... for a symbolic input: its kernels are tuned at that shape "
+                     "(repeat per input; the shapes a run will see)");
     cmd_->add_flag("-q,--quiet", quiet_, "No progress bar");
   }
   int run() override;
 
 private:
   std::string model_, cachePath_, target_ = "cpu", cpu_, precision_ = "fp32";
+  std::vector<std::string> shapes_;
   int threads_ = 1, trials_ = 0;
   double budget_ = 60;
   bool quiet_ = false;
@@ -54,6 +58,9 @@ int TuneCommand::run() {
     return fail(target.takeError());
   if (Error e = driver::setPrecision(*target, precision_))
     return fail(e);
+  Expected<std::map<std::string, Extents>> shapes = parseShapeSpecs(shapes_);
+  if (!shapes)
+    return fail(shapes.takeError());
   std::string path = cachePath_.empty() ? TuningCache::defaultPath() : cachePath_;
   TuneOptions opts(target->cpu);
   opts.threads = threads_;
@@ -62,7 +69,7 @@ int TuneCommand::run() {
   opts.progress = !quiet_;
   opts.stop = &interrupted;
   auto previous = std::signal(SIGINT, onInterrupt);
-  Expected<TuneSummary> s = driver::tuneModel(model_, *target, {}, path, opts);
+  Expected<TuneSummary> s = driver::tuneModel(model_, *target, *shapes, path, opts);
   std::signal(SIGINT, previous);
   if (!s)
     return fail(s.takeError().message());
