@@ -776,13 +776,11 @@ const tuning::Space &gemmCpuSpace() {
         // one core draws, and that tile waits on it (measured on transformers' weight GEMMs:
         // bench/results/measurements-behind-defaults.md).
         // Skinny GEMMs (a decoder's or a short sequence's weight GEMMs) too: their panels are
-        // streamed by the first row tile with little compute to hide the stream behind, and
-        // on the Intel Xeon of bench/results/decoder-lm.md the prefetch ran them 25-50%
-        // faster with the weight evicted (16 x 512 x 2048, 16 x 512 x 8000, 32 x 768 x 3072)
-        // and the 16-token decoder 15-30% faster; the AMD EPYC measured its LM head (16 x 512
-        // x 8000) 10-20% slower with it and the other shapes even
-        // (bench/results/measurements-behind-defaults.md). The tuner, which times a weight
-        // evicted, settles it per machine.
+        // streamed by the first row tile with little compute to hide the stream behind, which
+        // the prefetch covers where the hardware prefetcher does not keep up. Machines differ
+        // here (one measured a skinny LM head slower with it, another whole decoders and
+        // encoders faster: bench/results/measurements-behind-defaults.md); the tuner, which
+        // times a weight evicted, settles it per machine.
         int64_t pf = k * n * eb > p.cpu.l2Bytes && !produced ? 4 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
