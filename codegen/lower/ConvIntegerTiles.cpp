@@ -450,8 +450,8 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       return kir::block(body);
     };
     // The rows [rBase, rBase + count) stored to the output (NCHW, or channels_last: the sums'
-    // own layout) with the compensation terms; their sums at row csBase + r of the scratch.
-    auto stores = [&](Expr rBase, int64_t count, Expr csBase) -> Stmt {
+    // own layout) with the compensation terms; row rBase + r's sums are row r of the scratch.
+    auto stores = [&](Expr rBase, int64_t count) -> Stmt {
       // Group g's columns: m is a local of extent M (as the position is below).
       std::string mv = kb.freshName("om"), rv = kb.freshName("op");
       std::string colv = part == Part::Group ? kb.freshName("ocol") : mv;
@@ -463,7 +463,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
                                               kir::add(kir::mul(g, i64(groupCols)), kir::var(mv))));
         return kir::block(body);
       };
-      Expr v = kb.load(cs, kir::add(kir::mul(kir::add(csBase, kir::var(rv)), i64(M)), m));
+      Expr v = kb.load(cs, kir::add(kir::mul(kir::var(rv), i64(M)), m));
       if (zbTerm)
         v = kir::sub(v, kir::mul(kb.load(zbv, m), kb.load(rowsum, r)));
       if (zaTerm)
@@ -498,23 +498,20 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       // finished right after its tiles from the thread's tile of sums while it is in L1.
       auto rowTile = [&](Expr r0, int64_t tr) {
         std::vector<Stmt> body;
-        if (fullPanels == 1) {
-          body.push_back(tile(tr, nr, r0, i64(0), i64(0), Kp, false, i64(0)));
-        } else if (fullPanels > 1) {
-          std::string qv = kb.freshName("tq");
-          body.push_back(kir::forLoop(qv, i64(fullPanels),
-                                      tile(tr, nr, r0, kir::var(qv), i64(0), Kp, false, i64(0))));
+        if (fullPanels > 0) {
+          Nest q;
+          Expr panel = q.add(kb, fullPanels, "tq");
+          body.push_back(q.wrap(tile(tr, nr, r0, panel, i64(0), Kp, false, i64(0))));
         }
         if (nRem > 0)
           body.push_back(tile(tr, nRem, r0, i64(fullPanels), i64(0), Kp, false, i64(0)));
-        body.push_back(stores(r0, tr, i64(0)));
+        body.push_back(stores(r0, tr));
         return kir::block(body);
       };
-      if (tiles == 1) {
-        st.push_back(rowTile(i64(0), mr));
-      } else if (tiles > 1) {
-        std::string tv = kb.freshName("tr");
-        st.push_back(kir::forLoop(tv, i64(tiles), rowTile(kir::mul(kir::var(tv), i64(mr)), mr)));
+      if (tiles > 0) {
+        Nest t;
+        Expr tr = t.add(kb, tiles, "tr");
+        st.push_back(t.wrap(rowTile(kir::mul(tr, i64(mr)), mr)));
       }
       if (mRem > 0)
         st.push_back(rowTile(i64(tiles * mr), mRem));
@@ -531,7 +528,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     }
     if (nRem > 0)
       st.push_back(panelBody(nRem, i64(fullPanels)));
-    st.push_back(stores(i64(0), rows, i64(0)));
+    st.push_back(stores(i64(0), rows));
     return kir::block(st);
   };
   if (shared) {
