@@ -286,19 +286,9 @@ namespace {
 /// specialized graph already holds in their channels-last form.
 Expected<PassPipeline> specializedPasses() {
   NNC_ASSIGN_OR_RETURN(PassPipeline cpu, PassPipeline::forTarget("cpu"));
-  std::string all = cpu.str(), kept;
+  std::string kept;
   bool from = false;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i <= all.size(); ++i) {
-    if (i < all.size() && all[i] == '{')
-      ++depth;
-    if (i < all.size() && all[i] == '}')
-      --depth;
-    if (i < all.size() && (all[i] != ',' || depth > 0))
-      continue;
-    std::string pass = all.substr(start, i - start);
-    start = i + 1;
+  for (const std::string &pass : cpu.passes()) { // entries with their options
     from = from || pass.rfind("layout-nchwc", 0) == 0;
     if (from && pass.rfind("layout-nhwc", 0) != 0)
       kept += (kept.empty() ? "" : ",") + pass;
