@@ -225,34 +225,29 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   // The launch list runs one level of loops: a loop nested in the body is unrolled into a
   // copy of it (its steps static, within kMaxNestedUnrolledNodes); a nested while loop,
   // whose steps only its run knows, is refused.
-  std::unique_ptr<Graph> flat;
-  for (bool nested = true; nested;) {
-    nested = false;
-    const Graph &b = flat ? *flat : *n.body();
-    for (const Node *m : b.nodes())
+  auto firstLoop = [](const Graph &g) -> Node * {
+    for (Node *m : g.nodes())
       if (m->kind() == OpKind::Scan)
-        nested = true;
-    if (!nested)
-      break;
-    if (!flat)
-      flat = n.body()->clone();
-    for (Node *m : flat->nodes()) {
-      if (m->kind() != OpKind::Scan)
-        continue;
-      NNC_ASSIGN_OR_RETURN(ScanParts inner, scanParts(*m));
-      if (inner.whileLoop)
-        return n.error("a while loop inside a loop body is not supported");
-      if (!inner.steps.isStatic() ||
-          inner.steps.value() * std::max<int64_t>(1, m->body()->numNodes()) + flat->numNodes() >
-              kMaxNestedUnrolledNodes)
-        return n.error("a loop of {} steps inside a loop body is not supported (nested loops "
-                       "are unrolled into the body, up to {} nodes)",
-                       inner.steps.str(), kMaxNestedUnrolledNodes);
-      NNC_TRY(unrollScan(*flat, m));
-    }
+        return m;
+    return nullptr;
+  };
+  std::unique_ptr<Graph> flat;
+  if (firstLoop(*n.body()))
+    flat = n.body()->clone();
+  while (Node *m = flat ? firstLoop(*flat) : nullptr) {
+    NNC_ASSIGN_OR_RETURN(ScanParts inner, scanParts(*m));
+    if (inner.whileLoop)
+      return n.error("a while loop inside a loop body is not supported");
+    if (!inner.steps.isStatic() ||
+        inner.steps.value() * std::max<int64_t>(1, m->body()->numNodes()) + flat->numNodes() >
+            kMaxNestedUnrolledNodes)
+      return n.error("a loop of {} steps inside a loop body is not supported (nested loops "
+                     "are unrolled into the body, up to {} nodes)",
+                     inner.steps.str(), kMaxNestedUnrolledNodes);
+    NNC_TRY(unrollScan(*flat, m));
   }
-  NNC_ASSIGN_OR_RETURN(LaunchPlan body, buildLaunchPlan(flat ? *flat : *n.body(), target_, tuning_,
-                                                        cpu_, gpu_));
+  NNC_ASSIGN_OR_RETURN(LaunchPlan body,
+                       buildLaunchPlan(flat ? *flat : *n.body(), target_, tuning_, cpu_, gpu_));
   NNC_ASSERT(body.loops.empty(), "a loop body's plan holds loops");
   if (body.kernels.empty())
     return n.error("the loop body computes nothing");
