@@ -1,9 +1,12 @@
 // Runs ONNX backend node tests (tier1.txt) through the importer and a target, comparing
-// with the expected outputs. Each test runs in a forked child, so a crash or hang in one
-// test is reported as that test's failure instead of ending the run. Tests named in an
-// --xfail list are expected to fail (XFAIL); one of them passing is an error (XPASS), so the
-// list stays honest.
+// with the expected outputs. The tests run in forked worker processes, each taking the next
+// --batch tests in turn, so a crash or hang in one test is reported as that test's failure
+// (the next worker goes on after it) instead of ending the run, while the per-process start
+// (an OpenCL driver loading its kernel library, LLVM's initialization) is paid once a batch.
+// Tests named in an --xfail list are expected to fail (XFAIL); one of them passing is an
+// error (XPASS), so the list stays honest.
 #include <functional>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -42,6 +46,7 @@ struct Options {
   std::string openclType; // the device type whose graph passes run (empty: the device's)
   bool verbose = false;
   int timeoutSeconds = 120;
+  int batch = 64; // tests per worker process (1: a process per test)
   double rtol = 1e-3;
   double atol = 1e-7;
 };
@@ -107,8 +112,8 @@ std::string roundTripTest(const fs::path &dir, const CpuTarget &cpu) {
   return roundTrip(g, "optimized");
 }
 
-/// Runs one test; returns "" on success or the reason it failed. Runs in a child process,
-/// which chooses an OpenCL target's device once for the test (chooseDevice).
+/// Runs one test; returns "" on success or the reason it failed. Runs in a worker process,
+/// which chooses an OpenCL target's device for each test (chooseDevice).
 std::string runTest(const fs::path &dir, driver::Target target, const Options &opts) {
   if (Error e = driver::chooseDevice(target))
     return e.message();
@@ -158,20 +163,27 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
   return "";
 }
 
-/// Runs `f` in a forked child (killed by SIGALRM after `timeoutSeconds`, 0: no limit) and
-/// returns what it returned; `status` gets the child's wait status.
-std::string inChild(const std::function<std::string()> &f, unsigned timeoutSeconds = 0,
-                    int *status = nullptr) {
+/// Writes all of `data` to `fd`; false when the reader is gone.
+bool writeAll(int fd, const std::string &data) {
+  for (size_t done = 0; done < data.size();) {
+    ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n <= 0)
+      return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+/// Runs `f` in a forked child and returns what it returned ("" when the child died).
+std::string inChild(const std::function<std::string()> &f) {
   int fds[2];
   if (pipe(fds) != 0)
     return "";
+  std::cout.flush();
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
-    if (timeoutSeconds)
-      alarm(timeoutSeconds);
-    std::string r = f();
-    (void)!write(fds[1], r.data(), r.size());
+    (void)writeAll(fds[1], f());
     close(fds[1]);
     _exit(0);
   }
@@ -182,31 +194,100 @@ std::string inChild(const std::function<std::string()> &f, unsigned timeoutSecon
   while ((n = read(fds[0], buf, sizeof buf)) > 0)
     msg.append(buf, static_cast<size_t>(n));
   close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  if (status)
-    *status = st;
+  waitpid(pid, nullptr, 0);
   return msg;
 }
 
-/// Forks, runs the test in the child with a timeout, and returns its verdict.
-std::string runIsolated(const fs::path &dir, driver::Target target, const Options &opts) {
-  int status = 0;
-  std::string msg = inChild(
-      [&] {
-        std::string r =
-            opts.check == "roundtrip" ? roundTripTest(dir, target.cpu) : runTest(dir, target, opts);
-        return r.empty() ? std::string("OK") : r;
-      },
-      static_cast<unsigned>(opts.timeoutSeconds), &status);
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    return sig == SIGALRM ? fmt::format("timed out after {} s", opts.timeoutSeconds)
-                          : fmt::format("crashed with signal {} ({})", sig, strsignal(sig));
+/// One test's verdict in a worker process: "" on success, else the reason it failed.
+std::string runOne(const fs::path &dir, driver::Target target, const Options &opts) {
+  return opts.check == "roundtrip" ? roundTripTest(dir, target.cpu) : runTest(dir, target, opts);
+}
+
+/// Runs `dirs` in forked workers of at most `opts.batch` tests each and calls `report(i,
+/// verdict)` for each test in order as its verdict arrives ("" when it passed). A worker
+/// sends "LENGTH\n" and the verdict per test; a test that crashes its worker, or takes more
+/// than the timeout, gets that as its verdict and the next worker starts after it.
+void runInWorkers(const std::vector<fs::path> &dirs, driver::Target target, const Options &opts,
+                  const std::function<void(size_t, const std::string &)> &report) {
+  size_t batch = static_cast<size_t>(std::max(opts.batch, 1));
+  for (size_t next = 0; next < dirs.size();) {
+    size_t end = std::min(next + batch, dirs.size());
+    int fds[2];
+    if (pipe(fds) != 0) {
+      report(next++, fmt::format("pipe: {}", std::strerror(errno)));
+      continue;
+    }
+    std::cout.flush();
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      report(next++, fmt::format("fork: {}", std::strerror(errno)));
+      continue;
+    }
+    if (pid == 0) {
+      close(fds[0]);
+      for (size_t i = next; i < end; ++i) {
+        std::string r = runOne(dirs[i], target, opts);
+        if (!writeAll(fds[1], fmt::format("{}\n", r.size()) + r))
+          break;
+      }
+      close(fds[1]);
+      _exit(0);
+    }
+    close(fds[1]);
+    std::string buf;
+    bool ended = false; // the worker closed its end (finished or died)
+    auto deadline = [&] {
+      return std::chrono::steady_clock::now() + std::chrono::seconds(opts.timeoutSeconds);
+    };
+    auto due = deadline();
+    while (next < end) {
+      // A whole verdict in the buffer: report it and start the next test's clock.
+      if (size_t nl = buf.find('\n'); nl != std::string::npos) {
+        size_t len = std::stoul(buf.substr(0, nl));
+        if (buf.size() >= nl + 1 + len) {
+          report(next++, buf.substr(nl + 1, len));
+          buf.erase(0, nl + 1 + len);
+          due = deadline();
+          continue;
+        }
+      }
+      if (ended)
+        break;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          due - std::chrono::steady_clock::now());
+      pollfd p{fds[0], POLLIN, 0};
+      int ready = opts.timeoutSeconds > 0
+                      ? poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)))
+                      : poll(&p, 1, -1);
+      if (ready < 0 && errno == EINTR)
+        continue;
+      if (ready == 0) { // the test in flight ran out of time
+        kill(pid, SIGKILL);
+        report(next++, fmt::format("timed out after {} s", opts.timeoutSeconds));
+        break;
+      }
+      char chunk[4096];
+      ssize_t n = read(fds[0], chunk, sizeof chunk);
+      if (n > 0)
+        buf.append(chunk, static_cast<size_t>(n));
+      else
+        ended = true;
+    }
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (next < end && ended) { // the worker died in the test in flight
+      if (WIFSIGNALED(st)) {
+        int sig = WTERMSIG(st);
+        report(next++, fmt::format("crashed with signal {} ({})", sig, strsignal(sig)));
+      } else {
+        report(next++, fmt::format("the worker exited with status {} without a verdict",
+                                   WIFEXITED(st) ? WEXITSTATUS(st) : -1));
+      }
+    }
   }
-  if (msg == "OK")
-    return "";
-  return msg.empty() ? "child exited without a verdict" : msg;
 }
 
 } // namespace
@@ -236,7 +317,10 @@ int main(int argc, char **argv) {
   app.add_option("--opencl-passes-for", opts.openclType,
                  "opencl: run the graph passes of this device type (gpu, cpu) instead of the "
                  "device's own, e.g. a GPU's conv lowering on PoCL");
-  app.add_option("--timeout", opts.timeoutSeconds, "Seconds per test");
+  app.add_option("--timeout", opts.timeoutSeconds, "Seconds per test (0: no limit)");
+  app.add_option("--batch", opts.batch,
+                 "Tests per worker process (1: each test in a process of its own)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("-v,--verbose", opts.verbose, "Print every test");
   CLI11_PARSE(app, argc, argv);
 
@@ -325,10 +409,15 @@ int main(int argc, char **argv) {
   std::regex filter(opts.filter.empty() ? ".*" : opts.filter);
   int passed = 0, failed = 0, xfailed = 0, xpassed = 0;
   auto start = std::chrono::steady_clock::now();
-  for (const std::string &t : tests) {
-    if (!std::regex_search(t, filter))
-      continue;
-    std::string r = runIsolated(nodeDir / t, *target, opts);
+  std::vector<std::string> chosen;
+  std::vector<fs::path> dirs;
+  for (const std::string &t : tests)
+    if (std::regex_search(t, filter)) {
+      chosen.push_back(t);
+      dirs.push_back(nodeDir / t);
+    }
+  runInWorkers(dirs, *target, opts, [&](size_t i, const std::string &r) {
+    const std::string &t = chosen[i];
     if (xfail.count(t)) {
       if (r.empty()) {
         ++xpassed;
@@ -347,7 +436,7 @@ int main(int argc, char **argv) {
       std::cout << "FAIL " << t << ": " << r << "\n";
     }
     std::cout.flush();
-  }
+  });
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << fmt::format("{} suite, {} check, target {}{}: {} tests in {:.1f} s\n", opts.suite,
                            opts.check, opts.target,
