@@ -19,6 +19,16 @@ GCC's, from the build's dependency log (`ninja -t deps`): the test command build
 so the log is current; a file the log does not list as up to date is always checked. A rerun of
 the test command after a change so checks only the files that change reaches.
 
+Speed: most of a file's front-end time is its headers (the standard library, fmt, LLVM, gtest,
+nnc's IR), the same for most files of a target. Files that share one clang command (but for
+the file) share one precompiled header: the #include lines at the top of the files, those that
+at least COMMON of the group have. A file is parsed with `-include-pch`, most of its includes
+already there. A file whose top mixes includes with #define or #if, and a group of fewer than
+MIN_GROUP files, are parsed as they are. The header is only a shortcut: a group whose header
+does not compile is checked file by file without it (the error shows there), and a file that
+fails with it is checked again without it, so only a failure of the plain command fails the
+check.
+
 Usage: clang_syntax.py BUILD_DIR SOURCE_DIR [--jobs N] [--clang clang++-15] [--only REGEX]
                        [--no-cache]
 (--only: the files whose path relative to SOURCE_DIR matches REGEX, for a quick rerun;
@@ -36,8 +46,17 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+# A precompiled header pays for itself from a few files on (building it costs about as much as
+# parsing one file of its group).
+MIN_GROUP = 3
+# A header is in a group's precompiled header where at least this share of the group's files
+# include it at their top: the union of all of them made a bigger header that every file pays
+# to load, and checking all files took longer than with this share.
+COMMON = 0.25
 
 # GCC's code-generation and warning options that clang does not know or that do not matter
 # to a syntax check; dropping them keeps clang from failing on an unknown flag instead of on
@@ -64,6 +83,70 @@ def clang_args(entry, clang):
             continue
         out.append(a)
     return out + ["-fsyntax-only", "-w", "-ferror-limit=20"]
+
+
+def top_includes(path):
+    """The #include lines of a source file before its first line of code, in order, with a
+    quoted include found next to the file made absolute; None when a #define, #undef or
+    conditional is among them (prepending them all could then change what the file sees)."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    out, in_comment = [], False
+    for line in lines:
+        t = line.strip()
+        if in_comment:
+            in_comment = "*/" not in t
+            continue
+        if not t or t.startswith("//"):
+            continue
+        if t.startswith("/*"):
+            in_comment = "*/" not in t
+            continue
+        m = re.match(r'#\s*include\s*([<"])([^>"]+)[>"]', t)
+        if m:
+            name = m.group(2)
+            if m.group(1) == '"':
+                near = os.path.join(os.path.dirname(path), name)
+                out.append(f'"{os.path.realpath(near)}"' if os.path.exists(near) else f'"{name}"')
+            else:
+                out.append(f"<{name}>")
+            continue
+        if re.match(r"#\s*pragma\s+once", t):
+            continue
+        if t.startswith("#"):
+            return None
+        break
+    return out
+
+
+def build_pchs(groups, folder, jobs):
+    """{group key: path of its precompiled header in `folder`} for each group whose header
+    compiles; `groups` maps a key (the directory, then the clang command without the file) to
+    its files' include lists."""
+
+    def build(item):
+        key, include_lists = item
+        # The includes of at least COMMON of the files, in the order they first come.
+        count = {}
+        for includes in include_lists:
+            for inc in dict.fromkeys(includes):
+                count[inc] = count.get(inc, 0) + 1
+        lines = [inc for inc, n in count.items() if n >= COMMON * len(include_lists)]
+        name = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
+        header = os.path.join(folder, name + ".h")
+        pch = header + ".pch"
+        with open(header, "w") as f:
+            f.write("".join(f"#include {inc}\n" for inc in lines))
+        directory, clang, flags = key[0], key[1], list(key[2:])
+        r = subprocess.run([clang, "-x", "c++-header", header, "-o", pch] + flags,
+                           capture_output=True, text=True, cwd=directory)
+        return key, (pch if r.returncode == 0 else None)
+
+    with ThreadPoolExecutor(max(jobs, 1)) as pool:
+        return {k: v for k, v in pool.map(build, groups.items()) if v}
 
 
 def object_of(entry):
@@ -168,22 +251,47 @@ def main():
             cache = {}
     todo = [(p, e) for p, e in files if keys.get(p) is None or cache.get(p) != keys[p]]
 
-    def check(item):
-        path, e = item
-        r = subprocess.run(clang_args(e, a.clang), cwd=e["directory"], capture_output=True,
-                           text=True)
-        return path, r.returncode, r.stderr
+    # The files to check that can share a precompiled header, grouped by their command.
+    def group_key(path, e):
+        """The file's clang command without the file and the syntax-only options."""
+        args = clang_args(e, a.clang)
+        rest = [x for x in args[1:] if os.path.realpath(os.path.join(e["directory"], x)) != path
+                and x not in ("-fsyntax-only", "-w") and not x.startswith("-ferror-limit")]
+        return (e["directory"], args[0]) + tuple(rest) + ("-w",)
 
+    includes = {p: top_includes(p) for p, _ in todo}
+    groups = {}
+    for path, e in todo:
+        if includes[path]:
+            groups.setdefault(group_key(path, e), []).append(path)
+    groups = {k: v for k, v in groups.items() if len(v) >= MIN_GROUP}
     start = time.monotonic()
     failed = []
-    with ThreadPoolExecutor(max(a.jobs, 1)) as pool:
-        for path, rc, err in pool.map(check, todo):
-            if rc != 0:
-                failed.append(os.path.relpath(path, src))
-                print(f"FAIL {os.path.relpath(path, src)}\n{err}")
-                cache.pop(path, None)
-            elif keys.get(path) is not None:
-                cache[path] = keys[path]
+    # The headers (tens of MB each) live only as long as the check.
+    with tempfile.TemporaryDirectory(prefix="clang_syntax_pch.", dir=build) as folder:
+        pchs = build_pchs({k: [includes[p] for p in v] for k, v in groups.items()}, folder,
+                          a.jobs) if groups else {}
+        pch_of = {p: pchs[k] for k, v in groups.items() if k in pchs for p in v}
+
+        def check(item):
+            path, e = item
+            plain = clang_args(e, a.clang)
+            if path in pch_of:
+                r = subprocess.run(plain[:1] + ["-include-pch", pch_of[path]] + plain[1:],
+                                   cwd=e["directory"], capture_output=True, text=True)
+                if r.returncode == 0:
+                    return path, 0, ""
+            r = subprocess.run(plain, cwd=e["directory"], capture_output=True, text=True)
+            return path, r.returncode, r.stderr
+
+        with ThreadPoolExecutor(max(a.jobs, 1)) as pool:
+            for path, rc, err in pool.map(check, todo):
+                if rc != 0:
+                    failed.append(os.path.relpath(path, src))
+                    print(f"FAIL {os.path.relpath(path, src)}\n{err}")
+                    cache.pop(path, None)
+                elif keys.get(path) is not None:
+                    cache[path] = keys[path]
     secs = time.monotonic() - start
     if not a.no_cache:
         tmp = cache_path + ".tmp"
@@ -192,7 +300,7 @@ def main():
         os.replace(tmp, cache_path)
     print(f"clang-15 -fsyntax-only: {len(todo) - len(failed)} passed, {len(failed)} failed "
           f"({len(todo)} of {len(files)} files checked, the rest unchanged since they passed; "
-          f"{secs:.0f} s)")
+          f"{len(pch_of)} with one of {len(pchs)} precompiled headers; {secs:.0f} s)")
     return 1 if failed else 0
 
 
