@@ -12,7 +12,8 @@ Models written here (scripts/onnxw.py), each checked against answers computed in
 - a Loop inside a Loop's body (the inner one unrolled into the outer body on cpu and opencl);
 - Loop whose body computes its condition (a while loop), with and without a trip count, for
   conditions that stop it at once, after some steps, and at the trip count;
-and the errors: a while loop with a per-step output, a Loop of an absurd trip count, a body
+`nnc inspect --kernels` of a while loop (its body once) and `nnc compile` refusing it; and
+the errors: a while loop with a per-step output, a Loop of an absurd trip count, a body
 reading a value no scope defines. OpenCL parts run where a device is found.
 
 Usage: control_flow_test.py NNC_BINARY
@@ -329,6 +330,18 @@ def main():
                 run_case(targets, path, a, while_answer(y0, trips, cond),
                          f"while loop y0={y0} M={trips} cond={cond}", dd)
         print(f"ok: Loop whose body computes its condition ({', '.join(targets)})")
+
+        # inspect --kernels lists a while loop's body once (its kernels run once per step),
+        # named after the loop node; compile, whose objects hold no loops, refuses it.
+        path = os.path.join(d, "while_True.onnx")
+        r = run([NNC, "inspect", path, "--kernels"])
+        body = [ln for ln in r.stdout.splitlines() if ln.startswith("kernel n")]
+        check(r.returncode == 0 and len([ln for ln in body if "_loop_" in ln]) >= 3,
+              f"inspect --kernels of a while loop: exit {r.returncode}: {r.stderr!r}")
+        r = run([NNC, "compile", path, "-o", os.path.join(d, "while.o")])
+        check(r.returncode == 1 and "cannot unroll a while loop" in r.stderr,
+              f"compile of a while loop: exit {r.returncode}: {r.stderr!r}")
+        print("ok: inspect --kernels lists a while loop's body; compile refuses it")
 
         # A while loop that never stops by itself reads past a table in its fourth step: the
         # index error stops it (on every target), instead of a loop that runs forever.

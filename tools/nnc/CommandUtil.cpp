@@ -188,10 +188,18 @@ Expected<std::vector<Extents>> inputExtents(const Graph &g,
 
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                                             const std::vector<std::string> &shapeSpecs,
-                                            const driver::Target &target, bool unrollLoops) {
+                                            const driver::Target &target, LoopForm loops) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(model));
-  if (unrollLoops)
+  if (loops == LoopForm::Unroll)
     NNC_TRY(unrollScans(*g));
+  if (loops == LoopForm::ListSteps)
+    for (Node *n : g->nodes()) {
+      if (n->kind() != OpKind::Scan)
+        continue;
+      NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
+      if (!p.whileLoop)
+        NNC_TRY(unrollScan(*g, n));
+    }
   NNC_TRY(driver::optimize(*g, target));
   NNC_ASSIGN_OR_RETURN(auto given, parseShapeSpecs(shapeSpecs));
   NNC_ASSIGN_OR_RETURN(std::vector<Extents> shapes, inputExtents(*g, given));
@@ -213,11 +221,12 @@ std::string qdqNote(const LoweringUnit &u) {
   return "";
 }
 
-Expected<std::vector<kir::Kernel>>
-lowerGraph(const Graph &g, const driver::Target &target,
-           const std::function<void(const tuning::TemplateChoice &, const std::string &)>
-               &onTemplate) {
-  std::vector<kir::Kernel> kernels;
+namespace {
+
+Error lowerInto(
+    const Graph &g, const driver::Target &target, const std::string &prefix,
+    const std::function<void(const tuning::TemplateChoice &, const std::string &)> &onTemplate,
+    std::vector<kir::Kernel> &kernels) {
   tuning::LowerOptions lo(target.cpu);
   if (target == driver::Target::OpenCL) {
     NNC_ASSERT(target.gpu, "an OpenCL target without its device description");
@@ -229,15 +238,31 @@ lowerGraph(const Graph &g, const driver::Target &target,
     if (onTemplate)
       lo.onTemplate = [&](const tuning::TemplateChoice &c) { onTemplate(c, qdqNote(u)); };
     size_t i = std::find(nodes.begin(), nodes.end(), u.node) - nodes.begin();
+    if (u.node->kind() == OpKind::Scan) { // the body's kernels, as each step runs them
+      NNC_TRY(lowerInto(*u.node->body(), target, fmt::format("{}n{}_loop_", prefix, i), onTemplate,
+                        kernels));
+      continue;
+    }
     std::string op((u.anchor ? u.anchor : u.node)->opName());
     std::replace_if(
         op.begin(), op.end(), [](char c) { return !std::isalnum(c); }, '_');
     NNC_ASSIGN_OR_RETURN(
         std::vector<kir::Kernel> ks,
-        lowerUnit(u, fmt::format("n{}_{}{}", i, op, u.members.empty() ? "" : "_fused"), lo));
+        lowerUnit(u, fmt::format("{}n{}_{}{}", prefix, i, op, u.members.empty() ? "" : "_fused"),
+                  lo));
     for (kir::Kernel &k : ks)
       kernels.push_back(std::move(k));
   }
+  return Error::success();
+}
+
+} // namespace
+
+Expected<std::vector<kir::Kernel>> lowerGraph(
+    const Graph &g, const driver::Target &target,
+    const std::function<void(const tuning::TemplateChoice &, const std::string &)> &onTemplate) {
+  std::vector<kir::Kernel> kernels;
+  NNC_TRY(lowerInto(g, target, "", onTemplate, kernels));
   return kernels;
 }
 

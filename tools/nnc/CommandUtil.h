@@ -59,16 +59,26 @@ Expected<std::map<std::string, Extents>> parseShapeSpecs(const std::vector<std::
 /// The extents of an input's declared type, each symbolic dim taken as 1 (with a note on
 /// stderr; --shape gives other sizes).
 Extents defaultExtents(const Value &v);
+/// What loadStatic does with the model's loops (scan nodes: RNN, GRU, LSTM time loops, ONNX
+/// Loop and Scan).
+enum class LoopForm {
+  Keep,      ///< as they are
+  Unroll,    ///< unrolled into their steps, for consumers that hold no loops (artifacts);
+             ///< a while loop is an error
+  ListSteps, ///< unrolled where the number of steps is static; a while loop is kept (its
+             ///< body's kernels listed once, as they run per step: lowerGraph)
+};
 /// Loads and optimizes a model with `target`'s pipeline, then specializes its input shapes
-/// (for inspect and compile). `unrollLoops`: scan nodes (RNN, GRU, LSTM time loops) are
-/// unrolled into their steps first, for consumers that hold no loops (artifacts).
+/// (for inspect and compile).
 Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                                             const std::vector<std::string> &shapeSpecs,
-                                            const driver::Target &target, bool unrollLoops = false);
+                                            const driver::Target &target,
+                                            LoopForm loops = LoopForm::Keep);
 
 /// Every non-constant node lowered to kernels for the target (its CPU; an OpenCL target's
 /// device, with OpenCL's template registry), in order (as the executables do); `onTemplate`
-/// hears each template choice, with the unit's qdqNote.
+/// hears each template choice, with the unit's qdqNote. A loop's kernels are its body's,
+/// once (named nI_loop_...: they run once per step).
 Expected<std::vector<kir::Kernel>>
 lowerGraph(const Graph &g, const driver::Target &target,
            const std::function<void(const tuning::TemplateChoice &, const std::string &note)>

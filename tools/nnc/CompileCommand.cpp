@@ -102,7 +102,7 @@ int compileCommand(const CompileOptions &opts) {
   // LLVM IR, the object and the OpenCL C (a scan's body runs from the runtime's launch list):
   // a recurrent model's time loop is unrolled into them. Only the text IR keeps it.
   Expected<std::unique_ptr<Graph>> g =
-      loadStatic(o.model, o.shapes, *target, /*unrollLoops=*/o.emit != "nir");
+      loadStatic(o.model, o.shapes, *target, o.emit != "nir" ? LoopForm::Unroll : LoopForm::Keep);
   if (!g)
     return fail(g.takeError());
   auto writeText = [&](const std::string &text) -> int {

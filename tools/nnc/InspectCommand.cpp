@@ -118,9 +118,9 @@ int inspectKernels(const InspectOptions &o) {
     return printKernels(o, *kernels, *cpu, target->gpu ? *target->gpu : GpuTarget::generic());
   }
   // A flat list of kernels has no loops: a recurrent model's time loop is unrolled into it
-  // (as for nnc compile's listings; its body's kernels repeat once per step).
-  Expected<std::unique_ptr<Graph>> g =
-      loadStatic(o.model, o.shapes, *target, /*unrollLoops=*/true);
+  // (as for nnc compile's listings; its body's kernels repeat once per step); a while loop's
+  // body is listed once.
+  Expected<std::unique_ptr<Graph>> g = loadStatic(o.model, o.shapes, *target, LoopForm::ListSteps);
   if (!g)
     return fail(g.takeError());
   // OpenCL: the kernels as `run` writes them for the device (GpuTarget::generic() without one,
