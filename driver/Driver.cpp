@@ -431,6 +431,8 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
       OpenCLOptions cl(target.cpu, *target.gpu);
       cl.profile = opts.profile;
       cl.optimize = opts.openclOptimize;
+      if (!opts.openclProgramCache)
+        cl.cacheDir = "";
       // Tuned configs measured on this device (`nnc tune --target opencl`).
       if (opts.useTuningCache) {
         std::string path = opts.tuningCache.empty() ? TuningCache::defaultPath() : opts.tuningCache;

@@ -176,7 +176,9 @@ Error ClLaunchList::buildProgram(cl_context ctx, const std::string &source,
   }
   bool cacheable = true;
   NNC_ASSIGN_OR_RETURN(program_, buildFromSource(ctx, dev_, source, options, &cacheable));
-  if (cacheable)
+  // Without a cache the device is not asked for the binary (PoCL compiles every kernel
+  // again for it).
+  if (cacheable && !cache.path().empty())
     cache.store(programBinary(program_));
   return Error::success();
 }

@@ -43,6 +43,7 @@ struct Options {
   std::string check = "run";  // run: compare outputs; roundtrip: print/parse/print
   bool optimize = true;
   bool openclOptimize = true;
+  bool openclProgramCache = true;
   std::string openclType; // the device type whose graph passes run (empty: the device's)
   bool verbose = false;
   int timeoutSeconds = 120;
@@ -136,6 +137,7 @@ std::string runTest(const fs::path &dir, driver::Target target, const Options &o
         return "optimize: " + e.message();
     driver::ExecOptions eo;
     eo.openclOptimize = opts.openclOptimize;
+    eo.openclProgramCache = opts.openclProgramCache;
     Expected<std::vector<Tensor>> flat = driver::execute(g, ls->inputs.tensors, target, eo);
     if (!flat)
       return flat.error().message();
@@ -312,6 +314,9 @@ int main(int argc, char **argv) {
   app.add_option("--rtol", opts.rtol, "Relative tolerance");
   app.add_option("--atol", opts.atol, "Absolute tolerance");
   app.add_flag("!--no-optimize", opts.optimize, "Skip the graph optimization pipeline");
+  app.add_flag("!--opencl-no-program-cache", opts.openclProgramCache,
+               "opencl: build every program from source without nnc's program-binary cache "
+               "(PoCL then compiles each kernel once, not also for the binary)");
   app.add_flag("!--opencl-opt-disable", opts.openclOptimize,
                "opencl: build programs with -cl-opt-disable (much faster builds)");
   app.add_option("--opencl-passes-for", opts.openclType,

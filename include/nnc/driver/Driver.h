@@ -140,6 +140,9 @@ struct ExecOptions {
   int threads = 0;            ///< cpu: threads of the pool (0: all cores, 1: serial).
   bool profile = false;       ///< opencl: time every kernel with profiling events.
   bool openclOptimize = true; ///< opencl: false builds with -cl-opt-disable (OpenCLOptions).
+  /// opencl: false neither reads nor writes the program-binary cache (OpenCLOptions::cacheDir
+  /// empty): a program is built from source, and the device is not asked for its binary.
+  bool openclProgramCache = true;
   /// cpu, opencl: the tuning cache to take tuned configs from ("": TuningCache::defaultPath(),
   /// used only when it exists; a path given here is created when missing).
   std::string tuningCache;
