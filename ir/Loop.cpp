@@ -211,10 +211,17 @@ Error unrollScan(Graph &g, Node *n) {
   return Error::success();
 }
 
-Error unrollScans(Graph &g) {
-  for (Node *n : g.nodes())
-    if (n->kind() == OpKind::Scan)
-      NNC_TRY(unrollScan(g, n));
+Error unrollScans(Graph &g, bool keepWhileLoops) {
+  for (Node *n : g.nodes()) {
+    if (n->kind() != OpKind::Scan)
+      continue;
+    if (keepWhileLoops) {
+      NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
+      if (p.whileLoop)
+        continue;
+    }
+    NNC_TRY(unrollScan(g, n));
+  }
   return Error::success();
 }
 

@@ -190,16 +190,8 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
                                             const std::vector<std::string> &shapeSpecs,
                                             const driver::Target &target, LoopForm loops) {
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(model));
-  if (loops == LoopForm::Unroll)
-    NNC_TRY(unrollScans(*g));
-  if (loops == LoopForm::ListSteps)
-    for (Node *n : g->nodes()) {
-      if (n->kind() != OpKind::Scan)
-        continue;
-      NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
-      if (!p.whileLoop)
-        NNC_TRY(unrollScan(*g, n));
-    }
+  if (loops != LoopForm::Keep)
+    NNC_TRY(unrollScans(*g, /*keepWhileLoops=*/loops == LoopForm::ListSteps));
   NNC_TRY(driver::optimize(*g, target));
   NNC_ASSIGN_OR_RETURN(auto given, parseShapeSpecs(shapeSpecs));
   NNC_ASSIGN_OR_RETURN(std::vector<Extents> shapes, inputExtents(*g, given));

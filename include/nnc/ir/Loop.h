@@ -79,7 +79,9 @@ std::vector<Value *> scanGradient(GradEmitter &e, const Node &scan, const std::v
 /// by its body inlined once per step: the sequences split into steps, the per-step outputs
 /// concatenated. T must be static. The artifact writer, which has no loops yet, needs this
 /// form.
-Error unrollScans(Graph &g);
+/// `keepWhileLoops`: a while loop (steps known only as it runs) is left as it is instead of
+/// being an error.
+Error unrollScans(Graph &g, bool keepWhileLoops = false);
 /// unrollScans of one scan node `n` of `g` (a loop of zero steps becomes its initial states
 /// and empty per-step outputs, whose shapes must then be static).
 Error unrollScan(Graph &g, Node *n);
