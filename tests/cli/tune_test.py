@@ -4,8 +4,9 @@
 Checks: a tune run fills the cache so that `nnc bench --cache --require-tuned` finds every
 tunable kernel tuned (and the empty cache finds none); two tuners writing one cache at once
 leave it valid and complete; `nnc bench --compare tuning:FILE` times the tuned configs against
-the defaults, alternating; `--shape` tunes a model with symbolic dims at a shape; a tuner killed with SIGKILL mid-run leaves a valid cache that the
-next tuner resumes; `nnc cache ls|show|export --json|prune` read and manage it.
+the defaults, alternating; `--shape` tunes a model with symbolic dims at a shape; a tuner
+killed with SIGKILL mid-run leaves a valid cache that the next tuner resumes; `nnc cache
+ls|show|export --json|prune` read and manage it.
 
 Usage: tune_test.py NNC_BINARY
 """

@@ -205,15 +205,17 @@ std::string runOne(const fs::path &dir, driver::Target target, const Options &op
   return opts.check == "roundtrip" ? roundTripTest(dir, target.cpu) : runTest(dir, target, opts);
 }
 
-/// Runs `dirs` in forked workers of at most `opts.batch` tests each and calls `report(i,
-/// verdict)` for each test in order as its verdict arrives ("" when it passed). A worker
+/// Runs the tests `names` (folders of `root`) in forked workers of at most `opts.batch` tests
+/// each and calls `report(i, verdict)` for each test in order as its verdict arrives ("" when
+/// it passed). A worker
 /// sends "LENGTH\n" and the verdict per test; a test that crashes its worker, or takes more
 /// than the timeout, gets that as its verdict and the next worker starts after it.
-void runInWorkers(const std::vector<fs::path> &dirs, driver::Target target, const Options &opts,
+void runInWorkers(const fs::path &root, const std::vector<std::string> &names,
+                  driver::Target target, const Options &opts,
                   const std::function<void(size_t, const std::string &)> &report) {
   size_t batch = static_cast<size_t>(std::max(opts.batch, 1));
-  for (size_t next = 0; next < dirs.size();) {
-    size_t end = std::min(next + batch, dirs.size());
+  for (size_t next = 0; next < names.size();) {
+    size_t end = std::min(next + batch, names.size());
     int fds[2];
     if (pipe(fds) != 0) {
       report(next++, fmt::format("pipe: {}", std::strerror(errno)));
@@ -230,7 +232,7 @@ void runInWorkers(const std::vector<fs::path> &dirs, driver::Target target, cons
     if (pid == 0) {
       close(fds[0]);
       for (size_t i = next; i < end; ++i) {
-        std::string r = runOne(dirs[i], target, opts);
+        std::string r = runOne(root / names[i], target, opts);
         if (!writeAll(fds[1], fmt::format("{}\n", r.size()) + r))
           break;
       }
@@ -415,13 +417,10 @@ int main(int argc, char **argv) {
   int passed = 0, failed = 0, xfailed = 0, xpassed = 0;
   auto start = std::chrono::steady_clock::now();
   std::vector<std::string> chosen;
-  std::vector<fs::path> dirs;
   for (const std::string &t : tests)
-    if (std::regex_search(t, filter)) {
+    if (std::regex_search(t, filter))
       chosen.push_back(t);
-      dirs.push_back(nodeDir / t);
-    }
-  runInWorkers(dirs, *target, opts, [&](size_t i, const std::string &r) {
+  runInWorkers(nodeDir, chosen, *target, opts, [&](size_t i, const std::string &r) {
     const std::string &t = chosen[i];
     if (xfail.count(t)) {
       if (r.empty()) {

@@ -253,11 +253,11 @@ def main():
 
     # The files to check that can share a precompiled header, grouped by their command.
     def group_key(path, e):
-        """The file's clang command without the file and the syntax-only options."""
+        """The file's directory and clang command without the file and -fsyntax-only."""
         args = clang_args(e, a.clang)
-        rest = [x for x in args[1:] if os.path.realpath(os.path.join(e["directory"], x)) != path
-                and x not in ("-fsyntax-only", "-w") and not x.startswith("-ferror-limit")]
-        return (e["directory"], args[0]) + tuple(rest) + ("-w",)
+        return (e["directory"],) + tuple(
+            x for x in args if x != "-fsyntax-only"
+            and os.path.realpath(os.path.join(e["directory"], x)) != path)
 
     includes = {p: top_includes(p) for p, _ in todo}
     groups = {}
@@ -270,7 +270,7 @@ def main():
     # The headers (tens of MB each) live only as long as the check.
     with tempfile.TemporaryDirectory(prefix="clang_syntax_pch.", dir=build) as folder:
         pchs = build_pchs({k: [includes[p] for p in v] for k, v in groups.items()}, folder,
-                          a.jobs) if groups else {}
+                          a.jobs)
         pch_of = {p: pchs[k] for k, v in groups.items() if k in pchs for p in v}
 
         def check(item):
