@@ -537,14 +537,22 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
     perImage.push_back(kir::forLoop(gv, i64(cg), block(i64(0), P, Part::Group, kir::var(gv))));
     parallel(gv, cg);
   } else {
-    if (fullBlocks > 0) {
-      std::string bv = kb.freshName("blk");
+    // The rows past the last whole block are the parallel loop's last step (run by a thread
+    // that is free then; after the loop, the other threads waited for them).
+    std::string bv = kb.freshName("blk");
+    Expr b = kir::var(bv);
+    Stmt whole = fullBlocks > 0 ? block(kir::mul(b, i64(rb)), rb, Part::Whole, nullptr) : nullptr;
+    Stmt last =
+        lastRows > 0 ? block(i64(fullBlocks * rb), lastRows, Part::Whole, nullptr) : nullptr;
+    const bool joined = whole && last && par;
+    if (whole) {
+      const int64_t steps = fullBlocks + (joined ? 1 : 0);
       perImage.push_back(kir::forLoop(
-          bv, i64(fullBlocks), block(kir::mul(kir::var(bv), i64(rb)), rb, Part::Whole, nullptr)));
-      parallel(bv, fullBlocks);
+          bv, i64(steps), joined ? kir::ifThen(kir::lt(b, i64(fullBlocks)), whole, last) : whole));
+      parallel(bv, steps);
     }
-    if (lastRows > 0)
-      perImage.push_back(block(i64(fullBlocks * rb), lastRows, Part::Whole, nullptr));
+    if (last && !joined)
+      perImage.push_back(last);
   }
   all.push_back(N > 1 ? kir::forLoop(nv, i64(N), kir::block(perImage)) : kir::block(perImage));
   if (ep) {

@@ -190,6 +190,19 @@ TEST(ConvInteger, DeepLayerSharesItsPatchesAndSplitsThePanels) {
   checkOnTargets(*g, x, "u8[1,256,5,5] * i8[512,256,3,3] per-channel zw");
 }
 
+TEST(ConvInteger, RowsPastTheLastBlockRunInTheParallelLoop) {
+  // 196 positions in blocks of 24 rows: 8 whole blocks and 4 rows past them, which are the
+  // parallel loop's ninth step (a thread that is free takes them) rather than a serial tail;
+  // at 2 threads and at 1, with x's zero point on both sides of the per-channel zw.
+  std::mt19937 rng(57);
+  ConvCase c{{1, 64, 14, 14}, {64, 64, 3, 3}, {}, {1, 1, 1, 1}, {}, 1};
+  Tensor x = bytes(DType::U8, c.x, rng), w = bytes(DType::I8, c.w, rng);
+  auto g = convGraph(c, x, w, scalarOf(DType::U8, 77), bytes(DType::I8, {c.w[0]}, rng));
+  ASSERT_TRUE(g);
+  checkOnTargets(*g, x, "u8[1,64,14,14] * i8[64,64,3,3] per-channel zw");
+  checkOnTargets(*g, x, "u8[1,64,14,14] * i8[64,64,3,3] per-channel zw, 1 thread", 1);
+}
+
 TEST(ConvInteger, ChannelsLastMatchesChannelsFirst) {
   // channels_last = 1 (layout-nhwc): x [N, spatial..., C] and the result [N, spatial..., M].
   // The interpreter's result is the channels-first one transposed; every lowering and CPU
