@@ -516,8 +516,14 @@ private:
     case OpKind::Min:
     case OpKind::Max:
       return neverNegativeZero(e->args[0]) && neverNegativeZero(e->args[1]);
-    case OpKind::Select:
-      return neverNegativeZero(e->args[1]) && neverNegativeZero(e->args[2]);
+    case OpKind::Select: {
+      // select(x > c, x, c) with c >= +0 (a quantize's low clamp): x is positive where taken.
+      const Expr &c = e->args[0], &f = e->args[2];
+      bool positiveTrue = c->kind == ExprKind::Op && c->op == OpKind::Greater &&
+                          c->args[0] == e->args[1] && c->args[1] == f &&
+                          f->kind == ExprKind::FloatImm && f->floatValue >= 0;
+      return (positiveTrue || neverNegativeZero(e->args[1])) && neverNegativeZero(f);
+    }
     default:
       return false;
     }
@@ -708,6 +714,14 @@ private:
       if (std::optional<Range> r = opRange(*e))
         return r;
       return fallback;
+    case ExprKind::Fma: { // a * b + c, one rounding: within the bounds of the exact result
+      std::optional<Range> a = rangeOf(e->args[0]), b = rangeOf(e->args[1]),
+                           c = rangeOf(e->args[2]);
+      if (!a || !b || !c)
+        return std::nullopt;
+      double p[4] = {a->lo * b->lo, a->lo * b->hi, a->hi * b->lo, a->hi * b->hi};
+      return floatResult(*std::min_element(p, p + 4) + c->lo, *std::max_element(p, p + 4) + c->hi);
+    }
     default:
       return fallback;
     }
@@ -752,9 +766,14 @@ private:
     case OpKind::Select: {
       // select(x >= k, x, f) is in [k, inf] or f's range, never NaN where f is not: the
       // guard that clamps and sends NaN to the low end (guardedTrueBranch).
-      if (std::isnan(a[1].lo))
-        if (std::optional<Range> side = guardedTrueBranch(e))
+      if (std::optional<Range> side = guardedTrueBranch(e)) {
+        if (std::isnan(a[1].lo))
           a[1] = *side;
+        else if (std::max(a[1].lo, side->lo) <= std::min(a[1].hi, side->hi))
+          a[1] = Range{std::max(a[1].lo, side->lo), std::min(a[1].hi, side->hi)};
+        else if (!std::isnan(a[2].lo)) // the true branch is never taken
+          return a[2];
+      }
       if (std::isnan(a[1].lo) || std::isnan(a[2].lo))
         return std::nullopt;
       return Range{std::min(a[1].lo, a[2].lo), std::max(a[1].hi, a[2].hi)};

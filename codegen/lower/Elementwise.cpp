@@ -2,6 +2,7 @@
 // broadcasting), of `cast`, `quantize` and `dequantize`: one kernel, one loop nest over the
 // (collapsed) output; and the scalar formula of each (pointwiseExpr), which fused groups share.
 #include <cmath>
+#include <optional>
 
 #include "LowerUtil.h"
 #include "Lowerers.h"
@@ -17,6 +18,55 @@ namespace {
 kir::Expr immediateOr(const Node &n, size_t i, const kir::Expr &loaded) {
   kir::Expr c = exactImmediate(n.constantOperand(i), loaded->type);
   return c ? c : loaded;
+}
+
+/// The value of an immediate (an integer one converted to a float included), else nothing.
+std::optional<double> immediateValue(const kir::Expr &e) {
+  if (e->kind == kir::ExprKind::FloatImm)
+    return e->floatValue;
+  if (e->kind == kir::ExprKind::IntImm && dtypeSize(e->type) <= 4)
+    return static_cast<double>(e->intValue);
+  if (e->kind == kir::ExprKind::Cast && isFloat(e->type))
+    return immediateValue(e->args[0]);
+  return std::nullopt;
+}
+
+/// An integer quantize's last step before its conversion: the whole number r (or NaN)
+/// clamped to [lo, hi], NaN to lo. r > lo rather than r >= lo picks lo at r == lo, the same
+/// number but for the sign of a zero, which the conversion drops; it is one max instruction
+/// on x86, where r >= lo is a compare and a masked move.
+kir::Expr clampQuantized(const kir::Expr &r, double lo, double hi) {
+  kir::Expr flo = kir::constant(lo, r->type);
+  kir::Expr v = kir::select(kir::op(OpKind::Greater, {r, flo}), r, flo);
+  return kir::op(OpKind::Min, {v, kir::constant(hi, r->type)});
+}
+
+/// (q - z) for q = clampQuantized(round(v) + z, lo, hi) converted to an integer type, and a
+/// dequantize of it whose zero point is the same z: clampQuantized(round(v), lo - z, hi - z),
+/// without adding z and subtracting it again (the shifted bounds are exact, and so is the
+/// shift of a whole number below 2^24; beyond, both forms saturate alike). nullptr where `x`
+/// is not such a quantized value.
+kir::Expr shiftedQuantized(const kir::Expr &x, double z, DType w) {
+  using kir::ExprKind;
+  if (x->kind != ExprKind::Cast || z == 0)
+    return nullptr;
+  const kir::Expr &mn = x->args[0];
+  if (mn->type != w || mn->kind != ExprKind::Op || mn->op != OpKind::Min)
+    return nullptr;
+  const kir::Expr &sel = mn->args[0];
+  std::optional<double> hi = immediateValue(mn->args[1]);
+  if (!hi || sel->kind != ExprKind::Op || sel->op != OpKind::Select)
+    return nullptr;
+  const kir::Expr &cond = sel->args[0], &sum = sel->args[1];
+  std::optional<double> lo = immediateValue(sel->args[2]);
+  if (!lo || cond->kind != ExprKind::Op || cond->op != OpKind::Greater || cond->args[0] != sum ||
+      cond->args[1] != sel->args[2] || sum->kind != ExprKind::Op || sum->op != OpKind::Add)
+    return nullptr;
+  const kir::Expr &r = sum->args[0];
+  std::optional<double> zq = immediateValue(sum->args[1]);
+  if (!zq || *zq != z || r->kind != ExprKind::Op || r->op != OpKind::Round)
+    return nullptr;
+  return clampQuantized(r, *lo - z, *hi - z);
 }
 
 /// x / s for an f32 x and quantize `n`'s scale s when s is one constant f32 in [2^-100, 2^100],
@@ -60,11 +110,13 @@ kir::Expr quantizeExpr(const Node &n, const std::vector<kir::Expr> &a) {
   if (t == DType::F16 || t == DType::BF16)
     v = kir::cast(kir::cast(v, t), w);
   if (toInt) {
-    v = kir::strict(kir::op(OpKind::Add, {kir::op(OpKind::Round, {v}), kir::cast(zp, w)}));
-    kir::Expr flo = kir::constant(static_cast<double>(lo), w);
-    v = kir::select(kir::ge(v, flo), v, flo);
-    v = kir::op(OpKind::Min, {v, kir::constant(static_cast<double>(hi), w)});
-    return kir::cast(v, q);
+    // A zero point known to be 0 adds nothing: round(v) + 0 differs from round(v) only at
+    // -0, which the clamp sends to +0 like the sum.
+    kir::Expr r = kir::op(OpKind::Round, {v});
+    std::optional<double> z = immediateValue(zp);
+    if (!z || *z != 0)
+      r = kir::strict(kir::op(OpKind::Add, {r, kir::cast(zp, w)}));
+    return kir::cast(clampQuantized(r, static_cast<double>(lo), static_cast<double>(hi)), q);
   }
   if (q == DType::F4E2M1)
     v = kir::strict(kir::op(OpKind::Add, {v, kir::cast(zp, w)}));
@@ -80,10 +132,19 @@ kir::Expr dequantizeExpr(const Node &n, const std::vector<kir::Expr> &a) {
   int64_t lo = 0, hi = 0;
   bool integer = xt == DType::I32 || quantizedIntRange(xt, lo, hi);
   kir::Expr x = xt == DType::I32 ? kir::cast(kir::cast(a[0], DType::F32), w) : kir::cast(a[0], w);
-  kir::Expr d =
-      integer ? kir::strict(kir::op(OpKind::Sub, {x, kir::cast(immediateOr(n, 2, a[2]), w)})) : x;
-  return kir::cast(kir::strict(kir::op(OpKind::Mul, {d, kir::cast(immediateOr(n, 1, a[1]), w)})),
-                   to);
+  kir::Expr zp = immediateOr(n, 2, a[2]), s = kir::cast(immediateOr(n, 1, a[1]), w);
+  std::optional<double> z = immediateValue(zp);
+  if (kir::Expr d = integer && z ? shiftedQuantized(a[0], *z, w) : nullptr) {
+    // d is -0 where the rounded quotient is, and (q - z) is +0 there: d * s + 0 is the
+    // product with +0 for its zero (one fma) where s > 0; otherwise d + 0 first.
+    std::optional<double> sv = immediateValue(s);
+    if (sv && *sv > 0)
+      return kir::cast(kir::fma(d, s, kir::constant(0.0, w)), to);
+    d = kir::strict(kir::op(OpKind::Add, {d, kir::constant(0.0, w)}));
+    return kir::cast(kir::strict(kir::op(OpKind::Mul, {d, s})), to);
+  }
+  kir::Expr d = integer ? kir::strict(kir::op(OpKind::Sub, {x, kir::cast(zp, w)})) : x;
+  return kir::cast(kir::strict(kir::op(OpKind::Mul, {d, s})), to);
 }
 
 /// One kernel: out0[i] = f(in0[bcast(i)], in1[bcast(i)], ...) over the result's extents.

@@ -469,6 +469,51 @@ graph @q(%x: f32[{0}]) -> (u8[{0}], i8[{0}], i16[{0}], u16[{0}]) {{
   }
 }
 
+TEST(CrossTarget, DequantizeOfAQuantizeInOneKernel) {
+  // quantize then dequantize with the same zero point in one kernel: the compiled kernels
+  // clamp the rounded quotient to the bounds shifted by the zero point instead of adding it
+  // and subtracting it again, and a zero point of 0 is not added at all. Bit for bit with the
+  // interpreter, the sign of each zero included ((q - z) is +0 where round(x / s) is -0), at
+  // the half-way points of both clamps' edges, zeros, infinities and NaN; a negative scale
+  // (the product's zero then is -0) and a sum requantized after the pair. Each pair is one
+  // fused group, as fuse-elementwise makes them.
+  for (float sv : {0.0235294f, 0.1f, 3.0f, -0.0235294f}) {
+    SCOPED_TRACE(sv);
+    std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX, 1e-40f};
+    for (int k = -300; k <= 300; ++k) {
+      float x = static_cast<float>((k + 0.5) * sv);
+      for (float v : {std::nextafter(x, -INFINITY), x, std::nextafter(x, INFINITY)})
+        xs.push_back(v);
+    }
+    int64_t n = static_cast<int64_t>(xs.size());
+    std::string text = fmt::format(R"(
+graph @qdq(%x: f32[{0}]) -> (f32[{0}], f32[{0}], f32[{0}], f32[{0}], u8[{0}]) {{
+  %s = constant {{value = dense<f32[]>[{1:.9g}]}} : f32[]
+  %zu = constant {{value = dense<u8[]>[3]}} : u8[]
+  %zi = constant {{value = dense<i8[]>[-5]}} : i8[]
+  %z0 = constant {{value = dense<u8[]>[0]}} : u8[]
+  %zs = constant {{value = dense<i16[]>[7]}} : i16[]
+  %s2 = constant {{value = dense<f32[]>[0.05]}} : f32[]
+  %z2 = constant {{value = dense<u8[]>[128]}} : u8[]
+  %a = quantize(%x, %s, %zu) {{fusion_group = 1}} : u8[{0}]
+  %da = dequantize(%a, %s, %zu) {{fusion_group = 1, to = f32}} : f32[{0}]
+  %b = quantize(%x, %s, %zi) {{fusion_group = 2}} : i8[{0}]
+  %db = dequantize(%b, %s, %zi) {{fusion_group = 2, to = f32}} : f32[{0}]
+  %c = quantize(%x, %s, %z0) {{fusion_group = 3}} : u8[{0}]
+  %dc = dequantize(%c, %s, %z0) {{fusion_group = 3, to = f32}} : f32[{0}]
+  %d = quantize(%x, %s, %zs) {{fusion_group = 4}} : i16[{0}]
+  %dd = dequantize(%d, %s, %zs) {{fusion_group = 4, to = f32}} : f32[{0}]
+  %e = quantize(%x, %s, %zu) {{fusion_group = 5}} : u8[{0}]
+  %de = dequantize(%e, %s, %zu) {{fusion_group = 5, to = f32}} : f32[{0}]
+  %sum = add(%de, %x) {{fusion_group = 5}} : f32[{0}]
+  %r = quantize(%sum, %s2, %z2) {{fusion_group = 5}} : u8[{0}]
+  return %da, %db, %dc, %dd, %r
+}})",
+                                   n, sv);
+    expectSameOnEveryTarget(text, {Tensor::fromVector<float>(DType::F32, {n}, xs)});
+  }
+}
+
 TEST(CrossTarget, ClampBetweenDequantizeAndQuantize) {
   // A ReLU6 and a ReLU between a dequantize and a quantize (lower-qdq clamps the integers
   // instead): every u8 and i8 value, requantized with the same parameters and with others.
