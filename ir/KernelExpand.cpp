@@ -320,9 +320,38 @@ private:
       r = r->kind == ExprKind::Cast ? castOf(r->args[0], r->type, r->saturate, r->roundMode)
                                     : composite(r->op, r->args);
       changed_ = true;
+    } else if (r->kind == ExprKind::Op && r->op == OpKind::Select) {
+      if (std::optional<bool> c = decided(r->args[0])) {
+        r = *c ? r->args[1] : r->args[2];
+        changed_ = true;
+      }
     }
     memo_[e.get()] = r;
     return r;
+  }
+
+  /// A compare that the ranges of its operands decide (neither is NaN where a range is
+  /// known): a quantize's guard |x / s| < 2^20 where x is a bounded sum of dequantized values.
+  std::optional<bool> decided(const Expr &c) {
+    if (c->kind != ExprKind::Op || c->args.size() != 2)
+      return std::nullopt;
+    bool lt = c->op == OpKind::Less, le = c->op == OpKind::LessEqual;
+    bool gt = c->op == OpKind::Greater, ge = c->op == OpKind::GreaterEqual;
+    if (!lt && !le && !gt && !ge)
+      return std::nullopt;
+    std::optional<Range> a = rangeOf(c->args[0]), b = rangeOf(c->args[1]);
+    if (!a || !b)
+      return std::nullopt;
+    if (gt || ge) { // a > b is b < a
+      std::swap(a, b);
+      lt = gt;
+      le = ge;
+    }
+    if (lt ? a->hi < b->lo : a->hi <= b->lo)
+      return true;
+    if (lt ? a->lo >= b->hi : a->lo > b->hi)
+      return false;
+    return std::nullopt;
   }
 
   Expr composite(OpKind k, const std::vector<Expr> &a) {

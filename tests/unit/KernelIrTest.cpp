@@ -740,6 +740,30 @@ TEST(KernelExpand, BindsSharedValuesSoNestingStaysLinear) {
   EXPECT_LT(ten, 12 * one) << one << " characters for 2 levels, " << ten << " for 20";
 }
 
+TEST(KernelExpand, FoldsACompareThatOperandRangesDecide) {
+  // A quantize's guard |q| < 2^20 on a sum of dequantized u8 values is always true there and
+  // goes; on an f32 operand (any value, NaN too) it stays.
+  auto guarded = [](DType t) {
+    Kernel k = opKernel(OpKind::Add, t, DType::F32, 16);
+    Expr a = cast(load(0, t, var("i")), DType::F32), b = cast(load(1, t, var("i")), DType::F32);
+    Expr sum = op(OpKind::Add, {op(OpKind::Mul, {a, constant(0.05, DType::F32)}),
+                                op(OpKind::Mul, {b, constant(0.1, DType::F32)})});
+    Expr q = op(OpKind::Mul, {sum, constant(20.0, DType::F32)});
+    Expr small = lt(op(OpKind::Abs, {q}), constant(0x1p20, DType::F32));
+    Expr far = lt(constant(0x1p20, DType::F32), op(OpKind::Abs, {q}));
+    Expr v = op(OpKind::Add, {select(small, q, constant(7.0, DType::F32)),
+                              select(far, constant(9.0, DType::F32), q)});
+    k.body = forLoop("i", intImm(16), store(2, var("i"), v));
+    Stmt e = expandComposites(k.body);
+    int selects = 0;
+    walkExprs(
+        e, [&](const Expr &x) { selects += x->kind == ExprKind::Op && x->op == OpKind::Select; });
+    return selects;
+  };
+  EXPECT_EQ(guarded(DType::U8), 0);
+  EXPECT_EQ(guarded(DType::F32), 2);
+}
+
 TEST(KernelExpand, EvaluatorAgreesWithTheScalarFormulas) {
   // The evaluator runs the expanded form; the interpreter's formulas (ScalarOps.h) are the
   // reference, for operands in buffers (not constants: the guards stay).
