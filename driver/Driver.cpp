@@ -281,9 +281,9 @@ Specializer shapeSpecializer() {
 namespace {
 
 /// The CPU pipeline's passes from layout-nchwc on (shapeSpecializer(Target)), taken from the
-/// pipeline itself: the blocked layout and Winograd need static shapes, and the fusion passes
-/// regroup what they made. layout-nhwc is left out: it runs on integer convs, which the
-/// specialized graph already holds in their channels-last form.
+/// pipeline itself: the blocked layout, Winograd and the weight packing need static shapes,
+/// and the fusion passes regroup what they made. layout-nhwc is left out: it runs on integer
+/// convs, which the specialized graph already holds in their channels-last form.
 Expected<PassPipeline> specializedPasses() {
   NNC_ASSIGN_OR_RETURN(PassPipeline cpu, PassPipeline::forTarget("cpu"));
   std::string kept;
@@ -308,11 +308,20 @@ bool allStatic(const Graph &g) {
   return true;
 }
 
-bool hasFloatConv(const Graph &g) {
-  for (const Node *n : g.nodes())
-    if (n->kind() == OpKind::Conv && n->result()->dtype() == DType::F32)
-      return true;
-  return false;
+/// The static-shape passes (specializedPasses) on `s`, a specialized CPU graph whose shapes
+/// are all static, their fusion groups formed again with the convs' new kernels and the
+/// packed weights; the panels come from `packed` when given.
+Error staticShapePasses(Graph &s, const CpuTarget &cpu, std::shared_ptr<PackedWeightCache> packed) {
+  for (Node *n : s.nodes())
+    n->removeAttr(kFusionGroupAttr);
+  NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, specializedPasses());
+  PassContext ctx;
+  ctx.cpu = cpu;
+  ctx.evaluate = interpreterEvaluator();
+  ctx.stats = debugEnabled("time");
+  ctx.packedWeights = std::move(packed);
+  NNC_TRY(pipeline.run(s, ctx));
+  return verify(s);
 }
 
 } // namespace
@@ -322,24 +331,24 @@ Specializer shapeSpecializer(const Target &target) {
   if (target != Target::Cpu)
     return base;
   CpuTarget cpu = target.cpu;
-  return [base, cpu](const Graph &g, const std::vector<Extents> &shapes,
-                     const std::map<int, Tensor> &values,
-                     std::set<int> *wanted) -> Expected<std::unique_ptr<Graph>> {
+  auto packed = std::make_shared<PackedWeightCache>();
+  return [base, cpu, packed](const Graph &g, const std::vector<Extents> &shapes,
+                             const std::map<int, Tensor> &values,
+                             std::set<int> *wanted) -> Expected<std::unique_ptr<Graph>> {
     NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> s, base(g, shapes, values, wanted));
-    if (!allStatic(*s) || !hasFloatConv(*s))
-      return s;
-    // The groups are formed again with the convs' new kernels.
-    for (Node *n : s->nodes())
-      n->removeAttr(kFusionGroupAttr);
-    NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, specializedPasses());
-    PassContext ctx;
-    ctx.cpu = cpu;
-    ctx.evaluate = interpreterEvaluator();
-    ctx.stats = debugEnabled("time");
-    NNC_TRY(pipeline.run(*s, ctx));
-    NNC_TRY(verify(*s));
+    if (!allStatic(g) && allStatic(*s)) // a static graph had these passes already
+      NNC_TRY(staticShapePasses(*s, cpu, packed));
     return s;
   };
+}
+
+Expected<std::unique_ptr<Graph>> specializeAhead(const Graph &g, const std::vector<Extents> &shapes,
+                                                 const Target &target) {
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> s,
+                       specializeShapes(g, shapes, interpreterEvaluator()));
+  if (target == Target::Cpu && !allStatic(g) && allStatic(*s))
+    NNC_TRY(staticShapePasses(*s, target.cpu, nullptr));
+  return s;
 }
 
 std::string pipelineTarget(const Target &t) {
@@ -405,7 +414,7 @@ Expected<TuneSummary> tuneModel(const std::string &model, const Target &target,
     }
   }
   if (symbolic) {
-    NNC_ASSIGN_OR_RETURN(g, specializeShapes(*g, extents, interpreterEvaluator()));
+    NNC_ASSIGN_OR_RETURN(g, specializeAhead(*g, extents, target));
   }
   for (const Node *n : g->nodes())
     for (const Value *v : n->results())

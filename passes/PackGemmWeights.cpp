@@ -52,6 +52,7 @@ public:
 
   Expected<bool> run(Graph &g, PassContext &ctx) override {
     NNC_ASSIGN_OR_RETURN(CpuTarget cpu, ctx.cpuFor(name()));
+    cache_ = ctx.packedWeights.get();
     bool changed = false;
     std::map<std::pair<const Node *, int64_t>, Value *> packed, packedConv, packedBf16;
     bool bf16 = cpu.precision == CpuTarget::Precision::BF16;
@@ -93,7 +94,10 @@ public:
       bool asBf16 = bf16 && w.rank() == 2;
       Value *&pv = (asBf16 ? packedBf16 : packed)[{c, nr}];
       if (!pv) {
-        Tensor panels = asBf16 ? packGemmPanelsBf16(w, nr) : packGemmPanels(w, nr);
+        Tensor panels =
+            asBf16
+                ? cached(w, fmt::format("bf16 {}", nr), [&] { return packGemmPanelsBf16(w, nr); })
+                : cached(w, fmt::format("f32 {}", nr), [&] { return packGemmPanels(w, nr); });
         pv = g.createNode(OpKind::Constant, {},
                           {TensorType(panels.dtype(), shapeFromExtents(panels.extents()))},
                           {{"value", Attribute(panels)}}, "",
@@ -119,6 +123,15 @@ public:
   }
 
 private:
+  /// Panels shared with other runs of the pipeline (PassContext::packedWeights), or none.
+  PackedWeightCache *cache_ = nullptr;
+
+  /// `make()`, the panels of the constant `w` in the packing `how`, from the cache when there
+  /// is one.
+  Tensor cached(const Tensor &w, const std::string &how, const std::function<Tensor()> &make) {
+    return cache_ ? cache_->get(w, how, make) : make();
+  }
+
   /// The column sums of each packed integer weight (panels value -> sums value).
   std::map<const Value *, Value *> sums_;
 
@@ -176,7 +189,8 @@ private:
         for (int64_t t = 0; t < taps; ++t)
           dst[(t * ch + ci) * m + mi] = src[(mi * ch + ci) * taps + t];
     if (!pv) {
-      Tensor panels = packGemmPanelsK4(km, nr);
+      Tensor panels =
+          cached(wt, fmt::format("conv k4 {}", nr), [&] { return packGemmPanelsK4(km, nr); });
       pv = g.createNode(OpKind::Constant, {},
                         {TensorType(DType::I8, shapeFromExtents(panels.extents()))},
                         {{"value", Attribute(panels)}}, "", {w->name() + "_panels"}, &conv)
@@ -213,7 +227,7 @@ private:
     // Keyed apart from the f32 panels of the same constant (a negative width).
     Value *&pv = packed[{c, -nr}];
     if (!pv) {
-      Tensor panels = packGemmPanelsK4(w, nr);
+      Tensor panels = cached(w, fmt::format("k4 {}", nr), [&] { return packGemmPanelsK4(w, nr); });
       pv = g.createNode(OpKind::Constant, {},
                         {TensorType(DType::I8, shapeFromExtents(panels.extents()))},
                         {{"value", Attribute(panels)}}, "", {b->name() + "_panels"}, &mm)

@@ -65,6 +65,18 @@ Error runOnBodies(Graph &g, const std::string &name, PassContext &ctx) {
 
 } // namespace
 
+Tensor PackedWeightCache::get(const Tensor &source, const std::string &how,
+                              const std::function<Tensor()> &make) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // A reshaped() copy shares the buffer: the dtype and extents are part of the key.
+  std::string key =
+      fmt::format("{} {} {}", how, dtypeName(source.dtype()), extentsStr(source.extents()));
+  auto [it, fresh] = entries_.try_emplace({source.rawData(), key});
+  if (fresh)
+    it->second = {source, make()};
+  return it->second.second;
+}
+
 Expected<CpuTarget> PassContext::cpuFor(std::string_view pass) const {
   if (!cpu)
     return makeError("pass {}: needs the CPU target, and this pipeline was run without one", pass);

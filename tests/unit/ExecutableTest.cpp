@@ -504,6 +504,67 @@ graph @conv(%x: f32[1,16,H,W]) -> (f32[1,16,H,W]) {{
   }
 }
 
+TEST(CpuModel, SymbolicMatMulsGetPackedWeightsSharedAcrossShapes) {
+  // A linear layer whose rows are symbolic when the pipeline runs: pack-gemm-weights takes
+  // only static rows, so the symbolic graph keeps its [K, N] weight, which every run would
+  // copy into panels. Each specialized graph gets the packed weight, one copy for all shapes.
+  std::string w, b;
+  for (int i = 0; i < 40 * 24; ++i)
+    w += fmt::format("{}{}", i ? ", " : "", 0.01 * double((i * 7) % 13 - 6));
+  for (int i = 0; i < 24; ++i)
+    b += fmt::format("{}{}", i ? ", " : "", 0.1 * double(i % 5 - 2));
+  auto g = parse(fmt::format(R"(
+graph @linear(%x: f32[B,40]) -> (f32[B,24]) {{
+  %w = constant {{value = dense<f32[40,24]>[{}]}} : f32[40,24]
+  %b = constant {{value = dense<f32[24]>[{}]}} : f32[24]
+  %m = matmul(%x, %w) : f32[B,24]
+  %y = add(%m, %b) : f32[B,24]
+  return %y
+}}
+)",
+                             w, b));
+  ASSERT_TRUE(g);
+  std::unique_ptr<Graph> reference = g->clone();
+  CpuOptions opts = testOptions(1);
+  Target target(Target::Cpu, opts.codegen.cpu);
+  PassContext ctx;
+  ctx.cpu = target.cpu;
+  ctx.evaluate = interp();
+  Expected<PassPipeline> pipeline = PassPipeline::forTarget("cpu");
+  ASSERT_TRUE(pipeline) << pipeline.error().message();
+  Error e = pipeline->run(*g, ctx);
+  ASSERT_FALSE(e) << e.message();
+  // The panels of each specialized graph's matmul: their buffer, or null when unpacked.
+  auto panels = [](const Graph &s) -> const void * {
+    for (const Node *n : s.nodes())
+      if (n->kind() == OpKind::MatMul && n->hasAttr("packed_n"))
+        return n->operand(1)->producer()->getTensor("value").rawData();
+    return nullptr;
+  };
+  EXPECT_EQ(panels(*g), nullptr) << "the symbolic graph has no static rows to pack for";
+  Specializer specialize = driver::shapeSpecializer(target);
+  const void *first = nullptr;
+  for (int64_t rows : {8, 5, 3}) {
+    Expected<std::unique_ptr<Graph>> s = specialize(*g, {{rows, 40}}, {}, nullptr);
+    ASSERT_TRUE(s) << s.error().message();
+    const void *p = panels(**s);
+    EXPECT_NE(p, nullptr) << rows << " rows: the weight is not packed";
+    first = first ? first : p;
+    EXPECT_EQ(p, first) << rows << " rows: a packed copy of its own";
+  }
+  // And the runs match the interpreter's.
+  Expected<std::unique_ptr<CpuModel>> m = CpuModel::create(std::move(g), opts, specialize);
+  ASSERT_TRUE(m) << m.error().message();
+  for (int64_t rows : {8, 5}) {
+    Tensor x = randomF32({rows, 40}, static_cast<unsigned>(rows));
+    Expected<std::vector<Tensor>> want = interpret(*reference, {x});
+    ASSERT_TRUE(want) << want.error().message();
+    Expected<std::vector<Tensor>> got = (*m)->run({x});
+    ASSERT_TRUE(got) << got.error().message();
+    expectClose((*want)[0], (*got)[0], std::to_string(rows) + " rows");
+  }
+}
+
 TEST(CpuModel, CacheStaysBounded) {
   auto g = parse(R"(
 graph @neg(%x: f32[N]) -> (f32[N]) {

@@ -195,7 +195,7 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
   NNC_TRY(driver::optimize(*g, target));
   NNC_ASSIGN_OR_RETURN(auto given, parseShapeSpecs(shapeSpecs));
   NNC_ASSIGN_OR_RETURN(std::vector<Extents> shapes, inputExtents(*g, given));
-  Expected<std::unique_ptr<Graph>> s = specializeShapes(*g, shapes, driver::interpreterEvaluator());
+  Expected<std::unique_ptr<Graph>> s = driver::specializeAhead(*g, shapes, target);
   if (!s)
     return makeError("{}; `nnc run` and `nnc bench` compile such a graph in stages as the data "
                      "arrives, but inspect and compile need every shape ahead of time",

@@ -110,10 +110,18 @@ PassContext::Evaluator interpreterEvaluator();
 /// nnc::specializeShapes with the interpreter as evaluator, for CpuModel.
 Specializer shapeSpecializer();
 /// shapeSpecializer, and then, for the CPU, the passes that need static shapes once more on
-/// a specialized graph whose shapes all became static and that still holds f32 convs: the
-/// pipeline ran on the symbolic graph, where layout-nchwc and winograd take no conv, so a
-/// dynamic-shape model ran every conv as im2col + GEMM at any shape.
+/// a specialized graph whose shapes all became static: the pipeline ran on the symbolic
+/// graph, where layout-nchwc and winograd take no conv and pack-gemm-weights no matmul, so a
+/// dynamic-shape model ran every conv as im2col + GEMM and every weight GEMM on an unpacked
+/// weight (copied into panels on every run) at any shape. The programs of one specializer
+/// share their packed weights (PackedWeightCache).
 Specializer shapeSpecializer(const Target &target);
+/// `g` specialized to the inputs' `shapes` ahead of any run (nnc tune, inspect and compile
+/// with --shape: every shape must follow from them), with the static-shape passes of
+/// shapeSpecializer(target), so that those commands see the kernels a run of those shapes
+/// compiles.
+Expected<std::unique_ptr<Graph>> specializeAhead(const Graph &g, const std::vector<Extents> &shapes,
+                                                 const Target &target);
 
 /// The name of the graph pipeline a target runs (PassPipeline::forTarget): "cpu" (also for
 /// interp); "opencl-cpu" for an OpenCL device of type cpu (Target::openclType, else the

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -17,6 +18,22 @@
 #include "nnc/ir/Tensor.h"
 
 namespace nnc {
+
+/// Weight panels made by pack-gemm-weights, kept across the pipelines that run on graphs
+/// sharing their constants: the per-shape programs of a symbolic-shape model each run the
+/// static-shape passes again (driver::shapeSpecializer), and without this each would hold a
+/// packed copy of every weight (BERT-base: 340 MB per input shape). An entry keeps its source
+/// tensor, so that the source's buffer (the key) is not freed and reused while it lives.
+class PackedWeightCache {
+public:
+  /// The panels of `source` in the packing named `how` (the packing and its width), made by
+  /// `make` the first time they are asked for.
+  Tensor get(const Tensor &source, const std::string &how, const std::function<Tensor()> &make);
+
+private:
+  std::mutex mutex_;
+  std::map<std::pair<const void *, std::string>, std::pair<Tensor, Tensor>> entries_;
+};
 
 /// What passes may use besides the graph. The evaluator comes from the runtime (the
 /// reference interpreter); passes/ does not depend on runtime/.
@@ -42,6 +59,9 @@ struct PassContext {
   std::ostream *statsStream = nullptr;
   /// The options of the running pass, from its pipeline entry `name{key=value,...}`.
   std::map<std::string, std::string> passOptions;
+  /// Where pack-gemm-weights keeps the panels it makes across pipelines (null: each run packs
+  /// its own).
+  std::shared_ptr<PackedWeightCache> packedWeights;
 
   /// The CPU `pass` generates for; an error naming the pass when the pipeline was given none.
   Expected<CpuTarget> cpuFor(std::string_view pass) const;
