@@ -229,9 +229,10 @@ namespace {
 constexpr int64_t kRowConvTaps = 80;
 
 bool rowConvApplies(const ConvGeometry &geo, int64_t cg, DType t) {
-  if (geo.axes.size() != 2 || cg * geo.kernelSize > kRowConvTaps || !isFloat(t))
+  if ((geo.axes.size() != 1 && geo.axes.size() != 2) || cg * geo.kernelSize > kRowConvTaps ||
+      !isFloat(t))
     return false;
-  const WindowAxis &w = geo.axes[1];
+  const WindowAxis &w = geo.axes.back();
   // Contiguous vector loads need stride 1 along the row, and a row long enough to fill them.
   return w.stride == 1 && w.out >= 16;
 }
@@ -251,11 +252,16 @@ bool rowConvApplies(const ConvGeometry &geo, int64_t cg, DType t) {
 Kernels lowerConvRows(const Node &node, const std::string &prefix, const ConvGeometry &geo,
                       int64_t N, int64_t C, int64_t M, int64_t cg, int64_t mg, DType t,
                       bool hasBias, Epilogue *ep) {
-  const WindowAxis &ah = geo.axes[0], &aw = geo.axes[1];
+  // A 1-D conv is a 2-D one of a single row (a depthwise conv of a Conformer or a causal
+  // conv of a state-space LM: one channel of many taps per output).
+  bool oneD = geo.axes.size() == 1;
+  WindowAxis unitRow;
+  unitRow.in = unitRow.kernel = unitRow.out = 1;
+  const WindowAxis &ah = oneD ? unitRow : geo.axes[0], &aw = geo.axes.back();
   int64_t OH = ah.out, OW = aw.out, KH = ah.kernel, KW = aw.kernel;
   // The padded input: every tap of every output inside it.
   Extents padded = paddedExtents(geo);
-  int64_t HP = padded[0], WP = padded[1];
+  int64_t HP = oneD ? 1 : padded[0], WP = padded.back();
   DType acc = accType(t, /*wide=*/false);
   Kernels kernels{padInputKernel(node, prefix, geo, N, C, t)};
   int64_t mt = 1; // channels of a block: the largest divisor of mg up to 8

@@ -418,6 +418,41 @@ graph @g(%x: f32[2,3,6,6], %w: f32[4,3,3,3], %res: f32[2,4,6,6]) -> (f32[2,4,6,6
                            1);
 }
 
+TEST(FusionTest, OneDRowConvsWithTheirEpilogues) {
+  // 1-D convs that the row conv (conv.rows_direct) takes, each with a per-channel scale, a
+  // residual add and a SiLU after it, in f32 and f16: a Conformer's depthwise conv (31 taps,
+  // both sides padded), a state-space LM's causal one (4 taps, padded before only), a dilated
+  // one, grouped channels, rows shorter and not a multiple of the 16-column vectors, and a
+  // batch of two. Checked against the unfused graph on the interpreter, CPU and OpenCL.
+  struct Case {
+    int64_t n, c, group, len, kernel, dilation, padBegin, padEnd;
+  };
+  const Case cases[] = {
+      {1, 32, 32, 100, 31, 1, 15, 15}, // depthwise, "same"
+      {2, 16, 16, 37, 4, 1, 3, 0},     // causal
+      {1, 8, 8, 50, 5, 3, 6, 6},       // dilated
+      {1, 12, 3, 20, 3, 1, 1, 1},      // groups of 4 channels
+  };
+  for (const Case &c : cases)
+    for (const char *t : {"f32", "f16"}) {
+      int64_t out = c.len + c.padBegin + c.padEnd - c.dilation * (c.kernel - 1);
+      std::string y = fmt::format("{},{},{}", c.n, c.c, out);
+      std::string text = fmt::format(R"(
+graph @g(%x: {0}[{1},{2},{3}], %w: {0}[{2},{4},{5}], %s: {0}[1,{2},1], %res: {0}[{6}]) -> ({0}[{6}]) {{
+  %c = conv(%x, %w) {{dilations = [{7}], group = {8}, pads = [{9}, {10}], strides = [1]}} : {0}[{6}]
+  %m = mul(%c, %s) : {0}[{6}]
+  %a = add(%m, %res) : {0}[{6}]
+  %g = sigmoid(%a) : {0}[{6}]
+  %r = mul(%a, %g) : {0}[{6}]
+  return %r
+}})",
+                                     t, c.n, c.c, c.len, c.c / c.group, c.kernel, y, c.dilation,
+                                     c.group, c.padBegin, c.padEnd);
+      SCOPED_TRACE(text);
+      EXPECT_EQ(checkFusedMatchesUnfused(text, 1, nullptr, /*onOpenCL=*/true), 2u);
+    }
+}
+
 TEST(FusionTest, ConvEpiloguesInEveryConvTemplate) {
   // A per-channel scale, a residual add and a clip after the kernel of each conv template: the
   // row conv, im2col + GEMM (the col matrix whole, or produced per cache block), the direct

@@ -337,6 +337,20 @@ TEST(Templates, PlainConv) {
             std::vector<std::string>{"conv conv.rows_direct"});
   EXPECT_EQ(choices(convGraph(16, 16, 14, 3, 1, 1), none),
             std::vector<std::string>{"conv conv.im2col_gemm"});
+  // 1-D: a depthwise conv of 31 taps (a Conformer's) runs the row conv too; 256 channels of 3
+  // taps per output are GEMM work.
+  auto conv1d = [](int64_t c, int64_t group, int64_t kernel) {
+    int64_t pad = kernel / 2;
+    return fmt::format(R"(
+graph @conv(%x: f32[1,{0},100]) -> (f32[1,{0},100]) {{
+  %w = {1}
+  %y = conv(%x, %w) {{dilations = [1], group = {2}, pads = [{3}, {3}], strides = [1]}} : f32[1,{0},100]
+  return %y
+}})",
+                       c, dense({c, c / group, kernel}), group, pad);
+  };
+  EXPECT_EQ(choices(conv1d(64, 64, 31), none), std::vector<std::string>{"conv conv.rows_direct"});
+  EXPECT_EQ(choices(conv1d(256, 1, 3), none), std::vector<std::string>{"conv conv.im2col_gemm"});
   setenv("NNC_CONV_ALGO", "direct", 1);
   EXPECT_EQ(choices(convGraph(16, 16, 14, 3, 1, 1), none),
             std::vector<std::string>{"conv conv.direct"});
