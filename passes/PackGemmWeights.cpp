@@ -8,7 +8,9 @@
 // (nr: panelWidth, two vectors of the target's f32 registers, four for at most two rows),
 // insert them as a constant before the matmul and point the matmul at it; matmuls of the
 // same weight and width share one packed constant. The old constant stays for its other
-// users (dce removes it otherwise).
+// users (dce removes it otherwise). With PassContext::packedWeights (the per-shape programs
+// of a symbolic-shape model), panels that an earlier run made from the same constant are
+// taken from there instead of packed again.
 // The matmul of an attention group (a softmax feeding operand 0) is left alone.
 // matmul_integer's i8 weights are packed the same way into the integer tile's panels
 // (packGemmPanelsK4: groups of 4 k rows interleaved per column), nr as the tiles' default
