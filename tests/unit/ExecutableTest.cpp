@@ -101,6 +101,15 @@ graph @dyn(%x: f32[N,2,3]) -> (f32[N,4]) {
 }
 )";
 
+/// The CPU pipeline on `g` (symbolic shapes and all), as a model file gets it.
+Error cpuPipeline(Graph &g, const CpuTarget &cpu) {
+  PassContext ctx;
+  ctx.cpu = cpu;
+  ctx.evaluate = interp();
+  NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, PassPipeline::forTarget("cpu"));
+  return pipeline.run(g, ctx);
+}
+
 } // namespace
 
 TEST(Executable, MatchesInterpreter) {
@@ -473,13 +482,7 @@ graph @conv(%x: f32[1,16,H,W]) -> (f32[1,16,H,W]) {{
   std::unique_ptr<Graph> reference = g->clone();
   CpuOptions opts = testOptions(1);
   Target target(Target::Cpu, opts.codegen.cpu);
-  // The pipeline on the symbolic graph, as a model file gets it.
-  PassContext ctx;
-  ctx.cpu = target.cpu;
-  ctx.evaluate = interp();
-  Expected<PassPipeline> pipeline = PassPipeline::forTarget("cpu");
-  ASSERT_TRUE(pipeline) << pipeline.error().message();
-  Error e = pipeline->run(*g, ctx);
+  Error e = cpuPipeline(*g, target.cpu);
   ASSERT_FALSE(e) << e.message();
   Expected<std::unique_ptr<CpuModel>> m =
       CpuModel::create(std::move(g), opts, driver::shapeSpecializer(target));
@@ -527,12 +530,7 @@ graph @linear(%x: f32[B,40]) -> (f32[B,24]) {{
   std::unique_ptr<Graph> reference = g->clone();
   CpuOptions opts = testOptions(1);
   Target target(Target::Cpu, opts.codegen.cpu);
-  PassContext ctx;
-  ctx.cpu = target.cpu;
-  ctx.evaluate = interp();
-  Expected<PassPipeline> pipeline = PassPipeline::forTarget("cpu");
-  ASSERT_TRUE(pipeline) << pipeline.error().message();
-  Error e = pipeline->run(*g, ctx);
+  Error e = cpuPipeline(*g, target.cpu);
   ASSERT_FALSE(e) << e.message();
   // The panels of each specialized graph's matmul: their buffer, or null when unpacked.
   auto panels = [](const Graph &s) -> const void * {
