@@ -25,6 +25,7 @@
 #include <map>
 #include <set>
 
+#include "IndexRanges.h"
 #include "LowerUtil.h"
 #include "Lowerers.h"
 #include "nnc/ir/FusionGroup.h"
@@ -415,6 +416,82 @@ bool transcendental(const Expr &e) {
   return false;
 }
 
+/// The ranges of a piece's loops, cut where the index compares of its statements `body` are
+/// decided (IndexRanges' decidingCut), into at most kMaxParts parts; the whole ranges alone
+/// when no cut decides one (or a statement has a body of its own, which the copies of
+/// partNest would share).
+std::vector<VarRanges> cutRanges(const std::vector<Stmt> &body,
+                                 const std::vector<std::string> &loops, const Extents &ext) {
+  constexpr size_t kMaxParts = 8;
+  VarRanges whole;
+  for (size_t d = 0; d < loops.size(); ++d)
+    whole[loops[d]] = {0, ext[d] - 1};
+  std::vector<VarRanges> parts{whole};
+  for (const Stmt &st : body)
+    if (!st->body.empty())
+      return parts;
+  for (size_t i = 0; i < parts.size() && parts.size() < kMaxParts;) {
+    std::optional<std::pair<std::string, int64_t>> cut;
+    for (const Stmt &st : body)
+      for (const Expr &e : {st->index, st->value})
+        if (!cut && e)
+          cut = decidingCut(e, loops, parts[i]);
+    if (!cut) {
+      ++i;
+      continue;
+    }
+    VarRanges upper = parts[i];
+    parts[i][cut->first].second = cut->second - 1;
+    upper[cut->first].first = cut->second;
+    parts.insert(parts.begin() + static_cast<std::ptrdiff_t>(i) + 1, upper);
+  }
+  return parts;
+}
+
+/// One part of a cut nest: its loops (renamed with `tag`, each from 0), their extents, and a
+/// copy of `body` with every loop variable v replaced by v' + the part's first v, its locals
+/// renamed with `tag`, and its index math simplified over the part's ranges.
+struct PartNest {
+  std::vector<std::string> loops;
+  Extents ext;
+  std::vector<Stmt> body;
+};
+
+PartNest partNest(const std::vector<Stmt> &body, const std::vector<std::string> &loops,
+                  const VarRanges &ranges, const std::string &tag) {
+  PartNest n;
+  std::map<std::string, Expr> subst;
+  VarRanges local;
+  for (const std::string &l : loops) {
+    auto [lo, hi] = ranges.at(l);
+    std::string name = l + tag;
+    n.loops.push_back(name);
+    n.ext.push_back(hi - lo + 1);
+    subst[l] = kir::add(kir::var(name), imm(lo));
+    local[name] = {0, hi - lo};
+  }
+  for (const Stmt &st : body)
+    if (st->kind == kir::StmtKind::Decl)
+      subst[st->name] = kir::var(st->name + tag, st->type);
+  auto replace = [&](const Expr &x) -> Expr {
+    if (x->kind != kir::ExprKind::Var)
+      return nullptr;
+    auto it = subst.find(x->name);
+    return it == subst.end() ? nullptr : it->second;
+  };
+  for (const Stmt &st : body) {
+    Stmt c = std::make_shared<kir::StmtNode>(*st);
+    if (c->kind == kir::StmtKind::Decl)
+      c->name += tag;
+    kir::rewriteStmt(c, replace);
+    for (Expr *e : {&c->index, &c->value})
+      if (*e)
+        *e = simplifyIndexMath(*e, local);
+    n.body.push_back(c);
+  }
+  return n;
+}
+
 /// The schedule of a permutation-like nest whose elements cost more than their movement: the
 /// loop along which input `strides` are 1 goes innermost and takes the vector lanes (loads and
 /// the work contiguous, the stores strided); the first other loop of 2+ iterations runs in
@@ -554,82 +631,109 @@ Expected<std::vector<kir::Kernel>> lowerViewGroup(const LoweringUnit &u,
       dst[d] = kir::add(c[d], imm(p.offset[d]));
     std::vector<Stmt> body = comp.decls();
     body.push_back(kir::store(ob, flatIndex(dst, stridesOf(oe)), value));
-    // A loop whose variable the index math divides by one d, as var / d and var % d (a
-    // blocked layout's channel: from_nchwc, fused with a permute or not), becomes two loops,
-    // var / d and var % d, over which the index math is affine: the schedule below then sees
-    // the contiguous runs of d (ConvNeXt's NCHWc16 -> NHWC permute had its channel loop
-    // outermost for the division, storing 16-element runs 384 floats apart).
-    Extents ext = p.ext;
-    for (size_t d = 0; d < loops.size(); ++d) {
-      std::set<int64_t> ds;
-      for (const Stmt &st : body)
-        for (const Expr &e : {st->index, st->value})
-          if (e)
-            blockDivisors(e, loops[d], ds);
-      if (ds.size() != 1 || ext[d] <= *ds.begin() || ext[d] % *ds.begin() != 0)
-        continue;
-      int64_t dv = *ds.begin();
-      std::string qn = loops[d] + "q", rn = loops[d] + "r";
-      for (const Stmt &st : body)
-        kir::rewriteStmt(st, splitVar(loops[d], dv, kir::var(qn), kir::var(rn)));
-      loops[d] = qn;
-      loops.insert(loops.begin() + static_cast<std::ptrdiff_t>(d) + 1, rn);
-      env[qn] = ext[d] / dv;
-      env[rn] = dv;
-      ext[d] /= dv;
-      ext.insert(ext.begin() + static_cast<std::ptrdiff_t>(d) + 1, dv);
-      ++d;
-    }
-    value = body.back()->value;
-    Stmt s = body.size() == 1 ? body[0] : kir::block(body);
-    for (size_t d = ext.size(); d-- > 0;)
-      s = kir::forLoop(loops[d], imm(ext[d]), s);
-    nests.push_back(s);
-    // Loops whose variables feed selects, divisions or clamps go outside the others, so the
-    // index math of each of their iterations is computed once (LLVM hoists it) and the inner
-    // loops only stride; else read along the loop that walks the largest input contiguously.
-    kir::Schedule sched = defaultSchedule(loops, ext);
-    std::set<std::string> outer;
-    nonAffineVars(value, false, outer);
-    std::vector<std::string> order;
-    for (const std::string &l : loops)
-      if (outer.count(l))
-        order.push_back(l);
-    size_t numOuter = order.size();
-    for (const std::string &l : loops)
-      if (!outer.count(l))
-        order.push_back(l);
-    Expr idx = biggest >= 0 ? loadIndexOf(value, static_cast<int>(biggest)) : nullptr;
-    if (numOuter > 0 && numOuter < loops.size() && order != loops) {
-      sched = kir::Schedule{};
-      sched.steps.push_back({kir::ScheduleStep::Reorder, "", 0, order});
-      // Each element is stored once: on an OpenCL device the loops are one NDRange.
-      sched.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, order});
-      if (numElementsOf(ext) >= 65536)
-        for (const std::string &l : order)
-          if (env[l] >= 2) {
-            sched.steps.push_back({kir::ScheduleStep::Parallel, l, 0, {}});
-            break;
+    // A concat that picks its source by an index compare (a select per element) runs as one
+    // nest per range of a loop where the compare is decided (IndexRanges: the cut), each
+    // with the other source's loads gone and its clamps and divisions simplified away: a
+    // concat of a blocked and a plain input into a blocked result (UNet's skip connections)
+    // copies the first lane to lane and transposes the second in tiles, instead of one nest
+    // whose select and clamps kept the lane loop outermost.
+    std::vector<VarRanges> parts = cutRanges(body, loops, p.ext);
+    auto emit = [&](std::vector<std::string> loops, Extents ext, std::vector<Stmt> body, bool cut) {
+      Expr value;
+      // A loop whose variable the index math divides by one d, as var / d and var % d (a
+      // blocked layout's channel: from_nchwc, fused with a permute or not), becomes two loops,
+      // var / d and var % d, over which the index math is affine: the schedule below then sees
+      // the contiguous runs of d (ConvNeXt's NCHWc16 -> NHWC permute had its channel loop
+      // outermost for the division, storing 16-element runs 384 floats apart).
+      for (size_t d = 0; d < loops.size(); ++d) {
+        std::set<int64_t> ds;
+        for (const Stmt &st : body)
+          for (const Expr &e : {st->index, st->value})
+            if (e)
+              blockDivisors(e, loops[d], ds);
+        if (ds.size() != 1 || ext[d] <= *ds.begin() || ext[d] % *ds.begin() != 0)
+          continue;
+        int64_t dv = *ds.begin();
+        std::string qn = loops[d] + "q", rn = loops[d] + "r";
+        for (const Stmt &st : body)
+          kir::rewriteStmt(st, splitVar(loops[d], dv, kir::var(qn), kir::var(rn)));
+        loops[d] = qn;
+        loops.insert(loops.begin() + static_cast<std::ptrdiff_t>(d) + 1, rn);
+        env[qn] = ext[d] / dv;
+        env[rn] = dv;
+        ext[d] /= dv;
+        ext.insert(ext.begin() + static_cast<std::ptrdiff_t>(d) + 1, dv);
+        ++d;
+      }
+      value = body.back()->value;
+      Stmt s = body.size() == 1 ? body[0] : kir::block(body);
+      for (size_t d = ext.size(); d-- > 0;)
+        s = kir::forLoop(loops[d], imm(ext[d]), s);
+      nests.push_back(s);
+      // Loops whose variables feed selects, divisions or clamps go outside the others, so the
+      // index math of each of their iterations is computed once (LLVM hoists it) and the inner
+      // loops only stride; else read along the loop that walks the largest input contiguously.
+      kir::Schedule sched = defaultSchedule(loops, ext);
+      std::set<std::string> outer;
+      nonAffineVars(value, false, outer);
+      std::vector<std::string> order;
+      for (const std::string &l : loops)
+        if (outer.count(l))
+          order.push_back(l);
+      size_t numOuter = order.size();
+      for (const std::string &l : loops)
+        if (!outer.count(l))
+          order.push_back(l);
+      // The largest input's loads; in a part of a cut concat, which reads one of its
+      // sources, the largest input the part reads.
+      Expr idx = biggest >= 0 ? loadIndexOf(value, static_cast<int>(biggest)) : nullptr;
+      for (size_t i = 0, size = 0; !idx && cut && i < u.operands.size(); ++i)
+        if (size_t(numElementsOf(inExt[i])) > size)
+          if (Expr li = loadIndexOf(value, static_cast<int>(i)); li) {
+            idx = li;
+            size = size_t(numElementsOf(inExt[i]));
           }
-    } else if (idx && ext.size() >= 2) {
-      std::vector<int64_t> strides;
-      bool known = true;
-      for (const std::string &l : loops) {
-        double s = coefficientOf(idx, l);
-        known = known && std::isfinite(s);
-        strides.push_back(known ? static_cast<int64_t>(std::llround(std::fabs(s))) : 0);
+      if (numOuter > 0 && numOuter < loops.size() && order != loops) {
+        sched = kir::Schedule{};
+        sched.steps.push_back({kir::ScheduleStep::Reorder, "", 0, order});
+        // Each element is stored once: on an OpenCL device the loops are one NDRange.
+        sched.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, order});
+        if (numElementsOf(ext) >= 65536)
+          for (const std::string &l : order)
+            if (env[l] >= 2) {
+              sched.steps.push_back({kir::ScheduleStep::Parallel, l, 0, {}});
+              break;
+            }
+      } else if (idx && ext.size() >= 2) {
+        std::vector<int64_t> strides;
+        bool known = true;
+        for (const std::string &l : loops) {
+          double s = coefficientOf(idx, l);
+          known = known && std::isfinite(s);
+          strides.push_back(known ? static_cast<int64_t>(std::llround(std::fabs(s))) : 0);
+        }
+        if (known && strides.back() != 1) {
+          // A GELU after from_nchwc (MaxViT's MBConv): the permutation's 8 x 8 tiles computed
+          // erf scalar, one lane at a time; along the input's blocked channel, 16 lanes.
+          kir::Schedule along;
+          if (transcendental(value))
+            along = alongInputSchedule(loops, ext, strides);
+          sched = along.steps.empty() ? permuteSchedule(loops, ext, strides) : along;
+        }
       }
-      if (known && strides.back() != 1) {
-        // A GELU after from_nchwc (MaxViT's MBConv): the permutation's 8 x 8 tiles computed
-        // erf scalar, one lane at a time; along the input's blocked channel, 16 lanes.
-        kir::Schedule along;
-        if (transcendental(value))
-          along = alongInputSchedule(loops, ext, strides);
-        sched = along.steps.empty() ? permuteSchedule(loops, ext, strides) : along;
-      }
+      for (const kir::ScheduleStep &st : sched.steps)
+        k.schedule.steps.push_back(st);
+    };
+    if (parts.size() == 1) {
+      emit(loops, p.ext, body, /*cut=*/false);
+      continue;
     }
-    for (const kir::ScheduleStep &st : sched.steps)
-      k.schedule.steps.push_back(st);
+    for (size_t j = 0; j < parts.size(); ++j) {
+      PartNest part = partNest(body, loops, parts[j], "s" + std::to_string(j));
+      for (size_t d = 0; d < part.loops.size(); ++d)
+        env[part.loops[d]] = part.ext[d];
+      emit(part.loops, part.ext, part.body, /*cut=*/true);
+    }
   }
   Stmt body = nests.size() == 1 ? nests[0] : kir::block(nests);
   if (!hoisted.empty()) {

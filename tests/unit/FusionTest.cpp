@@ -198,6 +198,36 @@ graph @g(%x1: f32[1,6,4,5], %b: f32[1,1,4,5,8]) -> (f32[1,6,4,5], f32[1,1,4,5,8]
   EXPECT_EQ(kernels, 3u);
 }
 
+TEST(FusionTest, ConcatIntoABlockedLayoutRunsOneNestPerSource) {
+  // A skip connection into a blocked conv: a blocked result (from_nchwc) and plain inputs
+  // concatenated along the channels, converted to blocks of 16. Each source covers whole
+  // blocks, so the kernel runs one nest per source: no select picks among them, no clamp or
+  // division is left, and the blocked source is copied lane to lane. Three sources (two
+  // cuts), and a boundary inside a block (8 channels: no cut, the select stays), match the
+  // unfused graph on the CPU and OpenCL.
+  const std::string text = R"(
+graph @g(%b: f32[1,2,6,40,16], %x: f32[1,16,6,40], %y: f32[1,16,6,40]) -> (f32[1,4,6,40,16]) {
+  %f = from_nchwc(%b) {axis = 1, channels = 32} : f32[1,32,6,40]
+  %c = concat(%x, %f, %y) {axis = 1} : f32[1,64,6,40]
+  %n = to_nchwc(%c) {axis = 1, block = 16} : f32[1,4,6,40,16]
+  return %n
+})";
+  EXPECT_EQ(checkFusedMatchesUnfused(text, 1, nullptr, /*onOpenCL=*/true), 1u);
+  std::string printed = kir::printKernel(onlyKernel(text));
+  EXPECT_EQ(printed.find("select("), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("min("), std::string::npos) << printed;
+  EXPECT_EQ(printed.find(" / "), std::string::npos) << printed;
+  EXPECT_NE(printed.find("s2 in"), std::string::npos) << "three nests: " << printed;
+  const std::string unaligned = R"(
+graph @g(%b: f32[1,2,6,40,16], %x: f32[1,8,6,40]) -> (f32[1,3,6,40,16]) {
+  %f = from_nchwc(%b) {axis = 1, channels = 32} : f32[1,32,6,40]
+  %c = concat(%x, %f) {axis = 1} : f32[1,40,6,40]
+  %n = to_nchwc(%c) {axis = 1, block = 16} : f32[1,3,6,40,16]
+  return %n
+})";
+  EXPECT_EQ(checkFusedMatchesUnfused(unaligned, 1, nullptr, /*onOpenCL=*/true), 1u);
+}
+
 TEST(FusionTest, TranscendentalAfterFromNchwcRunsAlongTheBlock) {
   // MaxViT's MBConv: a GELU on a blocked conv's result, written plain. The from_nchwc + erf
   // kernel reads the blocked input along its channel lanes (that loop innermost, vectorized),
