@@ -304,4 +304,60 @@ decidingCut(const Expr &e, const std::vector<std::string> &loops, const VarRange
   return std::nullopt;
 }
 
+std::optional<std::pair<std::string, int64_t>> dividingCut(const Expr &e, const std::string &inner,
+                                                           const VarRanges &ranges) {
+  std::optional<std::pair<std::string, int64_t>> found;
+  std::function<void(const Expr &)> walk = [&](const Expr &x) {
+    if (found || !x)
+      return;
+    for (const Expr &a : x->args)
+      walk(a);
+    if (found || x->kind != ExprKind::Op || (x->op != OpKind::Div && x->op != OpKind::Mod) ||
+        !isIndex(x) || x->args[1]->kind != ExprKind::IntImm || x->args[1]->intValue <= 1)
+      return;
+    int64_t d = x->args[1]->intValue;
+    const Expr &num = x->args[0];
+    std::optional<Affine> a = affineOf(num);
+    std::optional<Bounds> nb = boundsOf(num, ranges);
+    if (!a || !nb || nb->first < 0 || divided(num, d, true, ranges))
+      return;
+    // The variables of the remainder terms that still span several values.
+    std::vector<std::string> spanning;
+    bool hasInner = false;
+    for (const auto &[v, c] : a->terms) {
+      auto it = ranges.find(v);
+      if (c % d == 0 || it == ranges.end() || it->second.first == it->second.second)
+        continue;
+      if (v == inner)
+        hasInner = true;
+      else
+        spanning.push_back(v);
+    }
+    if (!hasInner)
+      return;
+    if (!spanning.empty()) {
+      auto [lo, hi] = ranges.at(spanning.front());
+      found = std::pair<std::string, int64_t>{spanning.front(), lo + (hi - lo + 1) / 2};
+      return;
+    }
+    // Only `inner` spans: cut where the quotient first changes.
+    auto [lo, hi] = ranges.at(inner);
+    int64_t cut = lo + 1, top = hi;
+    VarRanges lower = ranges;
+    while (cut < top) {
+      int64_t mid = cut + (top - cut + 1) / 2;
+      lower[inner] = {lo, mid - 1};
+      if (divided(num, d, true, lower))
+        cut = mid;
+      else
+        top = mid - 1;
+    }
+    lower[inner] = {lo, cut - 1};
+    if (cut <= hi && divided(num, d, true, lower))
+      found = std::pair<std::string, int64_t>{inner, cut};
+  };
+  walk(e);
+  return found;
+}
+
 } // namespace nnc::lower

@@ -32,4 +32,12 @@ kir::Expr simplifyIndexMath(const kir::Expr &e, const VarRanges &ranges);
 std::optional<std::pair<std::string, int64_t>>
 decidingCut(const kir::Expr &e, const std::vector<std::string> &loops, const VarRanges &ranges);
 
+/// A cut that moves a division x / d (or x % d) of `e` toward an affine form: x affine and
+/// non-negative, its terms whose coefficients d does not divide varying over `ranges` across
+/// multiples of d, and `inner` (the loop that must stay inside: the output's contiguous one)
+/// among their variables. While another of those variables spans several values, its range is
+/// halved; then `inner` is cut where the quotient first changes. nullopt when there is none.
+std::optional<std::pair<std::string, int64_t>>
+dividingCut(const kir::Expr &e, const std::string &inner, const VarRanges &ranges);
+
 } // namespace nnc::lower

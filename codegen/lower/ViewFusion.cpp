@@ -422,7 +422,8 @@ bool transcendental(const Expr &e) {
 /// partNest would share).
 std::vector<VarRanges> cutRanges(const std::vector<Stmt> &body,
                                  const std::vector<std::string> &loops, const Extents &ext) {
-  constexpr size_t kMaxParts = 8;
+  constexpr size_t kMaxParts = 8, kMaxDivisionParts = 24;
+  constexpr int64_t kMinDivisionCutElements = int64_t(1) << 18;
   VarRanges whole;
   for (size_t d = 0; d < loops.size(); ++d)
     whole[loops[d]] = {0, ext[d] - 1};
@@ -430,12 +431,23 @@ std::vector<VarRanges> cutRanges(const std::vector<Stmt> &body,
   for (const Stmt &st : body)
     if (!st->body.empty())
       return parts;
-  for (size_t i = 0; i < parts.size() && parts.size() < kMaxParts;) {
+  for (size_t i = 0; i < parts.size() && parts.size() < kMaxDivisionParts;) {
     std::optional<std::pair<std::string, int64_t>> cut;
     for (const Stmt &st : body)
       for (const Expr &e : {st->index, st->value})
-        if (!cut && e)
+        if (!cut && e && parts.size() < kMaxParts)
           cut = decidingCut(e, loops, parts[i]);
+    // Then a division of the output's contiguous loop (the last) with others, as a blocked
+    // channel at an offset that is not a whole block (YOLO's decode reads channel 85 a + 4 + c
+    // of an NCHWc16 result): its ranges cut into runs within one block each. Only for a
+    // piece of 2^18 elements or more: each part is a nest that LLVM compiles (and fully
+    // unrolls where its loops are short) on its own, which costs more compile time than a
+    // smaller piece's run saves (YOLO's decode heads at 20 x 20 and 10 x 10 did).
+    for (const Stmt &st : body)
+      for (const Expr &e : {st->index, st->value})
+        if (!cut && e && parts.size() < kMaxDivisionParts &&
+            numElementsOf(ext) >= kMinDivisionCutElements)
+          cut = dividingCut(e, loops.back(), parts[i]);
     if (!cut) {
       ++i;
       continue;

@@ -228,6 +228,26 @@ graph @g(%b: f32[1,2,6,40,16], %x: f32[1,8,6,40]) -> (f32[1,3,6,40,16]) {
   EXPECT_EQ(checkFusedMatchesUnfused(unaligned, 1, nullptr, /*onOpenCL=*/true), 1u);
 }
 
+TEST(FusionTest, BlockedChannelsAtAnOffsetRunInRunsOfOneBlock) {
+  // A detector's decode: a blocked conv result (90 channels in blocks of 16) viewed as 3
+  // anchors of 30 and moved channels-last, so element (a, y, x, c) reads channel 30 a + c:
+  // the block, (30 a + c) / 16, changes inside the contiguous loop c. The nest (2^18
+  // elements or more) runs in parts of one anchor and one block each, with no division left,
+  // and matches the unfused graph.
+  const std::string text = R"(
+graph @g(%b: f32[1,6,64,48,16]) -> (f32[1,3,64,48,30]) {
+  %f = from_nchwc(%b) {axis = 1, channels = 90} : f32[1,90,64,48]
+  %s = constant {value = dense<i64[5]>[1,3,30,64,48]} : i64[5]
+  %r = reshape(%f, %s) : f32[1,3,30,64,48]
+  %t = transpose(%r) {perm = [0,1,3,4,2]} : f32[1,3,64,48,30]
+  return %t
+})";
+  EXPECT_EQ(checkFusedMatchesUnfused(text, 1, nullptr, /*onOpenCL=*/true), 1u);
+  std::string printed = kir::printKernel(onlyKernel(text));
+  EXPECT_EQ(printed.find(" / 16"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find(" % 16"), std::string::npos) << printed;
+}
+
 TEST(FusionTest, TranscendentalAfterFromNchwcRunsAlongTheBlock) {
   // MaxViT's MBConv: a GELU on a blocked conv's result, written plain. The from_nchwc + erf
   // kernel reads the blocked input along its channel lanes (that loop innermost, vectorized),

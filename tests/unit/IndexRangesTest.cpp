@@ -125,5 +125,24 @@ TEST(IndexRanges, CutsWhereACompareIsDecidedOnBothSides) {
   EXPECT_FALSE(decidingCut(kir::lt(c, k(1000)), {"i", "j"}, r));
 }
 
+TEST(IndexRanges, DivisionCutsHalveOtherVariablesThenFindTheBlockEdge) {
+  // (10 a + c) / 16, a in [0, 2], c in [0, 9], c the contiguous loop: a is halved first.
+  Expr x = kir::div(kir::add(kir::mul(v("a"), k(10)), v("c")), k(16));
+  VarRanges r{{"a", {0, 2}}, {"c", {0, 9}}};
+  auto cut = dividingCut(x, "c", r);
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(cut->first, "a");
+  EXPECT_EQ(cut->second, 1); // [0, 0] and [1, 2]
+  // a = 1: channels 10..19 cross 16 at c = 6.
+  VarRanges one{{"a", {1, 1}}, {"c", {0, 9}}};
+  cut = dividingCut(x, "c", one);
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(cut->first, "c");
+  EXPECT_EQ(cut->second, 6);
+  // Within one block (a = 0: channels 0..9), or c not involved: nothing to cut.
+  EXPECT_FALSE(dividingCut(x, "c", VarRanges{{"a", {0, 0}}, {"c", {0, 9}}}));
+  EXPECT_FALSE(dividingCut(x, "y", r));
+}
+
 } // namespace
 } // namespace nnc::lower
