@@ -16,7 +16,11 @@
 //     nest per operand over that operand's extents (no select), and so does each operand of a
 //     member concat that is one of those operands (nested concats flatten into pieces). A loop
 //     whose variable the index math takes as var / d and var % d (a blocked channel) becomes
-//     two loops, var / d and var % d, and the index math affine in both.
+//     two loops, var / d and var % d, and the index math affine in both. A nest whose select
+//     among sources (a member concat, padding) is decided on each side of a cut of one loop's
+//     range, or a large nest whose contiguous loop crosses blocks of a division, runs as one
+//     nest per part (IndexRanges: decidingCut, dividingCut), each part's index math
+//     simplified over its ranges (decided selects, clamps and divisions folded).
 //  3. Schedule: when the largest input is read along a loop other than the innermost (a
 //     transpose-like group), permuteSchedule tiles the two loops; else defaultSchedule.
 #include <algorithm>
@@ -417,9 +421,10 @@ bool transcendental(const Expr &e) {
 }
 
 /// The ranges of a piece's loops, cut where the index compares of its statements `body` are
-/// decided (IndexRanges' decidingCut), into at most kMaxParts parts; the whole ranges alone
-/// when no cut decides one (or a statement has a body of its own, which the copies of
-/// partNest would share).
+/// decided (IndexRanges' decidingCut; up to kMaxParts parts), then, in a large piece, where a
+/// division of the contiguous loop changes its quotient (dividingCut; up to
+/// kMaxDivisionParts); the whole ranges alone when no cut applies (or a statement has a body
+/// of its own, which the copies of partNest would share).
 std::vector<VarRanges> cutRanges(const std::vector<Stmt> &body,
                                  const std::vector<std::string> &loops, const Extents &ext) {
   constexpr size_t kMaxParts = 8, kMaxDivisionParts = 24;
