@@ -344,6 +344,11 @@ public:
     return out;
   }
 
+  void adopt(const Node &n) override {
+    for (Value *r : n.results())
+      created_.insert(r);
+  }
+
   Value *constant(const Tensor &t) override {
     Node *n = graph().createNode(OpKind::Constant, {}, {t.type()}, {{"value", Attribute(t)}},
                                  node_.name());

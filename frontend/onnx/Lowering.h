@@ -115,6 +115,9 @@ public:
   /// Emits one op with `numResults` results.
   virtual Expected<std::vector<Value *>> emitMulti(OpKind kind, std::vector<Value *> operands,
                                                    AttrMap attrs, int numResults) = 0;
+  /// Makes the results of `n`, a node the lowering created with graph().createNode (one
+  /// with a body), this node's own, as emit's are: bound to an output, they take its name.
+  virtual void adopt(const Node &n) = 0;
   /// A constant node holding `t`.
   virtual Value *constant(const Tensor &t) = 0;
   /// A rank-0 constant of dtype `t` with value `v` (converted).

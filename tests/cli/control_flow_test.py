@@ -12,9 +12,9 @@ Models written here (scripts/onnxw.py), each checked against answers computed in
 - a Loop inside a Loop's body (the inner one unrolled into the outer body on cpu and opencl);
 - Loop whose body computes its condition (a while loop), with and without a trip count, for
   conditions that stop it at once, after some steps, and at the trip count;
+  with and without per-step outputs (their rows known only once the loop ends);
 `nnc inspect --kernels` of a while loop (its body once) and `nnc compile` refusing it; and
-the errors: a while loop with a per-step output, a Loop of an absurd trip count, a body
-reading a value no scope defines. OpenCL parts run where a device is found.
+the errors: a Loop of an absurd trip count, a body reading a value no scope defines. OpenCL parts run where a device is found.
 
 Usage: control_flow_test.py NNC_BINARY
 """
@@ -124,24 +124,32 @@ def loop_answer(y0, w, trips):
 
 # ---- While loop: y doubles and s adds the iteration number while y < 10 (and i < M where
 # the trip count is given); the condition is computed by the body from the loop-carried y.
+# With per-step outputs, each step also gives p = y' + i and q = [y', -y'] (their rows are
+# as many as the loop runs steps, known only once it ends).
 def while_model(trips_input, scan_output=False):
     outs = [scalar_vi("c", BOOL), scalar_vi("y_out", FLOAT), scalar_vi("s_out", FLOAT)]
+    nodes = [node("Add", ["y_in", "y_in"], ["y_out"], "dbl"),
+             node("Cast", ["i"], ["fi"], "cast", [attr_int("to", FLOAT)]),
+             node("Add", ["s_in", "fi"], ["s_out"], "count"),
+             node("Less", ["y_out", "ten"], ["c"], "less")]
     if scan_output:
-        outs.append(scalar_vi("y_out", FLOAT))
-    body = graph([node("Add", ["y_in", "y_in"], ["y_out"], "dbl"),
-                  node("Cast", ["i"], ["fi"], "cast", [attr_int("to", FLOAT)]),
-                  node("Add", ["s_in", "fi"], ["s_out"], "count"),
-                  node("Less", ["y_out", "ten"], ["c"], "less")],
-                 [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("y_in", FLOAT),
-                  scalar_vi("s_in", FLOAT)], outs, name="b")
+        nodes += [node("Add", ["y_out", "fi"], ["p"], "step_p"),
+                  node("Mul", ["y_out", "signs"], ["q"], "step_q")]
+        outs += [scalar_vi("p", FLOAT), value_info("q", [2])]
+    body = graph(nodes, [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL),
+                         scalar_vi("y_in", FLOAT), scalar_vi("s_in", FLOAT)], outs, name="b")
     inputs = [scalar_vi("y0", FLOAT), scalar_vi("cond", BOOL)]
     if trips_input:
         inputs.append(scalar_vi("M", INT64))
-    results = ["y", "s"] + (["ys"] if scan_output else [])
+    results = ["y", "s"] + (["ps", "qs"] if scan_output else [])
     loop = node("Loop", ["M" if trips_input else "", "cond", "y0", "zero"], results,
                 "while_loop", [attr_graph("body", body)])
-    return model([loop], inputs, [scalar_vi("y", FLOAT), scalar_vi("s", FLOAT)],
-                 [tensor("ten", [], [10.0]), tensor("zero", [], [0.0])], opset=16)
+    outputs = [scalar_vi("y", FLOAT), scalar_vi("s", FLOAT)]
+    if scan_output:
+        outputs += [value_info("ps", ["steps"]), value_info("qs", ["steps", 2])]
+    return model([loop], inputs, outputs,
+                 [tensor("ten", [], [10.0]), tensor("zero", [], [0.0]),
+                  tensor("signs", [2], [1.0, -1.0])], opset=16)
 
 
 # A while loop whose condition stays true (y >= 0 for y0 >= 0): y += table[i], the table
@@ -174,13 +182,16 @@ def nested_while_model():
                   tensor("go", [], [1], BOOL, "B")], opset=16)
 
 
-def while_answer(y0, trips, cond):
+def while_answer(y0, trips, cond, scan_output=False):
     y, s, i, go = y0, 0.0, 0, bool(cond) and (trips is None or trips > 0)
+    ps, qs = [], []
     while go:
         y, s = y + y, s + i
+        ps.append(y + i)
+        qs += [y, -y]
         i += 1
         go = y < 10 and (trips is None or i < trips)
-    return [[y], [s]]
+    return [[y], [s]] + ([(ps, [i]), (qs, [i, 2])] if scan_output else [])
 
 
 # ---- Nested loops: the outer Loop (3 steps) runs an inner Loop (2 steps) on its state and
@@ -241,9 +252,13 @@ def if_model(same_shape):
 
 
 def run_case(targets, path, args, expect, what, out_root):
-    """Each output's values close to `expect`'s."""
-    clitest.run_case(NNC, targets, path, args, expect, what, out_root,
-                     lambda got, e: close(list(got[0]), e))
+    """Each output's values close to `expect`'s; an expected (values, shape) pair checks the
+    shape too."""
+    def matches(got, e):
+        if isinstance(e, tuple):
+            return close(list(got[0]), e[0]) and list(got[1]) == list(e[1])
+        return close(list(got[0]), e)
+    clitest.run_case(NNC, targets, path, args, expect, what, out_root, matches)
 
 
 def expect_error(targets, path, args, want, what):
@@ -317,23 +332,26 @@ def main():
         d = os.path.join(tmp, "while")
         os.makedirs(d)
         for trips_input in [False, True]:
-            path = os.path.join(d, f"while_{trips_input}.onnx")
-            write(path, while_model(trips_input))
-            cases = [(1.0, None, 1), (20.0, None, 1), (1.0, None, 0)] if not trips_input else \
-                [(1.0, 100, 1), (1.0, 2, 1), (1.0, 0, 1), (20.0, 5, 1), (3.0, 100, 0)]
-            for y0, trips, cond in cases:
-                dd = os.path.join(d, f"{trips_input}_{y0}_{trips}_{cond}")
-                os.makedirs(dd)
-                a = pb(dd, "y0", [], [y0]) + pb(dd, "cond", [], [cond], BOOL)
-                if trips_input:
-                    a += pb(dd, "M", [], [trips], INT64)
-                run_case(targets, path, a, while_answer(y0, trips, cond),
-                         f"while loop y0={y0} M={trips} cond={cond}", dd)
-        print(f"ok: Loop whose body computes its condition ({', '.join(targets)})")
+            for scan_output in [False, True]:
+                path = os.path.join(d, f"while_{trips_input}_{scan_output}.onnx")
+                write(path, while_model(trips_input, scan_output))
+                cases = [(1.0, None, 1), (20.0, None, 1), (1.0, None, 0)] if not trips_input \
+                    else [(1.0, 100, 1), (1.0, 2, 1), (1.0, 0, 1), (20.0, 5, 1), (3.0, 100, 0)]
+                for y0, trips, cond in cases:
+                    dd = os.path.join(d, f"{trips_input}_{scan_output}_{y0}_{trips}_{cond}")
+                    os.makedirs(dd)
+                    a = pb(dd, "y0", [], [y0]) + pb(dd, "cond", [], [cond], BOOL)
+                    if trips_input:
+                        a += pb(dd, "M", [], [trips], INT64)
+                    run_case(targets, path, a, while_answer(y0, trips, cond, scan_output),
+                             f"while loop y0={y0} M={trips} cond={cond}"
+                             f"{' with per-step outputs' if scan_output else ''}", dd)
+        print(f"ok: Loop whose body computes its condition, with and without per-step outputs "
+              f"({', '.join(targets)})")
 
         # inspect --kernels lists a while loop's body once (its kernels run once per step),
         # named after the loop node; compile, whose objects hold no loops, refuses it.
-        path = os.path.join(d, "while_True.onnx")
+        path = os.path.join(d, "while_True_False.onnx")
         r = run([NNC, "inspect", path, "--kernels"])
         body = [ln for ln in r.stdout.splitlines() if ln.startswith("kernel n")]
         check(r.returncode == 0 and len([ln for ln in body if "_loop_" in ln]) >= 3,
@@ -362,14 +380,8 @@ def main():
         if "interp" in targets:
             run_case(["interp"], path, a, [[16.0 + 16.0]], "a while loop inside a Loop", d)
 
-        # A while loop with a per-step output: refused, naming the node.
         d = os.path.join(tmp, "errors")
         os.makedirs(d)
-        path = os.path.join(d, "while_scan.onnx")
-        write(path, while_model(False, scan_output=True))
-        expect_error(targets, path, pb(d, "y0", [], [1.0]) + pb(d, "cond", [], [1], BOOL),
-                     "node 'while_loop' (Loop): the body computes the loop's condition from data "
-                     "and returns 1 per-step", "while with a scan output")
         # An absurd trip count: refused, not allocated.
         body = graph([node("Add", ["y_in", "y_in"], ["y_out"], "dbl")],
                      [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("y_in", FLOAT)],

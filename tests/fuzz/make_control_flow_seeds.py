@@ -5,7 +5,7 @@ checks them.
 Scan, Loop and If models, well-formed ones that run and broken ones a fuzzer should start from:
 a Loop of an absurd trip count (must be refused, never allocated), a body reading an outer
 value that no scope defines, a loop body and an If branch whose nodes form a cycle, a while
-loop (a body that computes its loop condition: it runs) and one with a per-step output (refused),
+loop (a body that computes its loop condition: it runs) and one with a per-step output (it runs too),
 a loop-carried value whose type changes, branches whose
 results differ in rank, scan axes out of range, a Scan with no scanned input. Each model's control-flow node is named after the seed, and each seed
 says what must happen: the model runs (on the interpreter and the CPU), or it stops with one
@@ -108,7 +108,7 @@ def seeds():
         lambda n: node("Loop", ["M", "cond", "y0"], ["y"], n, [attr_graph("body", computed)]),
         [("y0", [3], FLOAT), ("cond", [], BOOL)],
         [tensor("M", [], [50], INT64, "q"), tensor("ten", [], [10.0])], [("y", [3], FLOAT)])
-    # The same while loop with a per-step output, whose row count only the end would tell.
+    # The same while loop with a per-step output, whose row count only the end tells.
     computed_scan = loop_body([node("ReduceSum", ["y_in"], ["t"], "sum"),
                                node("Less", ["t", "ten"], ["c"], "less"),
                                node("Add", ["y_in", "y_in"], ["y_out"], "add")],
@@ -118,8 +118,8 @@ def seeds():
         lambda n: node("Loop", ["M", "cond", "y0"], ["y", "ts"], n,
                        [attr_graph("body", computed_scan)]),
         [("y0", [3], FLOAT), ("cond", [], BOOL)],
-        [tensor("M", [], [50], INT64, "q"), tensor("ten", [], [10.0])], [("y", [3], FLOAT)],
-        error="returns 1 per-step (scan) output(s)")
+        [tensor("M", [], [50], INT64, "q"), tensor("ten", [], [10.0])],
+        [("y", [3], FLOAT), ("ts", ["steps"], FLOAT)])
     # Two body nodes that read each other's results: a cycle inside a subgraph.
     cyclic = loop_body([node("Add", ["y_in", "b"], ["a"], "first"),
                         node("Relu", ["a"], ["b"], "second"),

@@ -10,8 +10,14 @@
 //    specializes on it.
 //  - A Loop whose body computes its condition from data (a while loop) becomes a `scan` with
 //    `while` = 1 over (condition, iteration number, loop-carried values), which stops once
-//    the condition is false: the runtime tests it before each step. Per-step outputs are
-//    refused there (their row count is known only when the loop ends).
+//    the condition is false: the runtime tests it before each step. Its per-step outputs
+//    have as many rows as it runs steps, known only when it ends, and a compiled body's
+//    buffers are sized before it runs; such a loop runs twice: the while loop counts its
+//    steps, then a counted loop over that many steps (the body's condition ignored, true in
+//    every step it runs) computes the states and the per-step outputs. The count is data, so
+//    staged execution specializes the counted loop on it. The body's ops are pure (the random
+//    ones are functions of their seed, counter and position), so the second run takes the
+//    steps the first one did.
 //  - If with a condition known while importing is its taken branch inlined; otherwise an
 //    `if` node holding both branches, which the inline-if pass resolves once the condition
 //    is known or, where both branches give the same types, turns into selects.
@@ -65,6 +71,7 @@ Expected<Node *> emitScan(LoweringContext &ctx, std::vector<Value *> operands,
   }
   for (size_t i = 0; i < results; ++i)
     scan->result(i)->setType((*types)[i]);
+  ctx.adopt(*scan);
   return scan;
 }
 
@@ -358,17 +365,13 @@ Error lowerLoopUnrolled(LoweringContext &ctx) {
 /// A Loop whose body computes its condition from data: a `scan` with `while` = 1 whose
 /// states are (the condition, the iteration number, the loop-carried values); its body runs
 /// the Loop's body and returns the body's condition, and the trip count M's where there is
-/// one (cond and i + 1 < M), with i + 1. Per-step outputs would have as many rows as the loop
-/// runs steps, known only at its end: refused.
-Error lowerWhileLoop(LoweringContext &ctx, const ImportedSubgraph &body,
-                     const std::vector<Value *> &initial, Value *maxTrips, Value *cond) {
+/// one (cond and i + 1 < M), with i + 1. Its result 1 is the number of steps it ran; the
+/// body's per-step outputs are left out (lowerLoop computes them in a counted loop).
+Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &body,
+                               const std::vector<Value *> &initial, Value *maxTrips,
+                               Value *cond) {
   const Graph &b = *body.graph;
-  const size_t n = initial.size(), k = b.outputs().size() - 1 - n;
-  if (k > 0)
-    return ctx.error("the body computes the loop's condition from data and returns {} per-step "
-                     "(scan) output(s): their number of rows is known only once the loop ends, "
-                     "which is unsupported (a loop with loop-carried values only is)",
-                     k);
+  const size_t n = initial.size();
   auto w = std::make_shared<Graph>(b.name());
   std::unordered_map<const Value *, Value *> map;
   Value *c = w->addInput("cond", TensorType(DType::Bool, {}));
@@ -424,11 +427,7 @@ Error lowerWhileLoop(LoweringContext &ctx, const ImportedSubgraph &body,
   operands.insert(operands.end(), body.captured.begin(), body.captured.end());
   if (maxTrips)
     operands.push_back(maxTrips);
-  NNC_ASSIGN_OR_RETURN(Node * scan, emitScan(ctx, operands, w, static_cast<int64_t>(2 + n), 0,
-                                             /*whileLoop=*/true));
-  for (size_t j = 0; j < n; ++j)
-    NNC_TRY(ctx.setOutput(j, scan->result(2 + j)));
-  return Error::success();
+  return emitScan(ctx, operands, w, static_cast<int64_t>(2 + n), 0, /*whileLoop=*/true);
 }
 
 Error lowerLoop(LoweringContext &ctx) {
@@ -477,21 +476,30 @@ Error lowerLoop(LoweringContext &ctx) {
       stops = !keeps;
     }
   }
-  if (cond && !keeps && !stops)
-    return lowerWhileLoop(ctx, body, initial, maxTrips, cond);
-  if (!maxTrips && !(cond && stops))
-    return ctx.error("the loop has no trip count M and its condition never turns false: it "
-                     "would run forever");
-  // The number of iterations n: M, at most 1 when the body stops, 0 unless cond holds.
   auto i64 = [&](int64_t v) { return ctx.scalar(DType::I64, static_cast<double>(v)); };
-  Value *trips = maxTrips ? maxTrips : i64(1);
-  if (cond && stops) {
-    NNC_ASSIGN_OR_RETURN(trips, ctx.emit(OpKind::Min, {trips, i64(1)}));
+  Value *trips = nullptr;
+  if (cond && !keeps && !stops) {
+    NNC_ASSIGN_OR_RETURN(Node * loop, emitWhileLoop(ctx, body, initial, maxTrips, cond));
+    if (k == 0) {
+      for (size_t j = 0; j < n; ++j)
+        NNC_TRY(ctx.setOutput(j, loop->result(2 + j)));
+      return Error::success();
+    }
+    trips = loop->result(1); // the steps it ran; the counted loop below runs them again
+  } else {
+    if (!maxTrips && !(cond && stops))
+      return ctx.error("the loop has no trip count M and its condition never turns false: it "
+                       "would run forever");
+    // The number of iterations n: M, at most 1 when the body stops, 0 unless cond holds.
+    trips = maxTrips ? maxTrips : i64(1);
+    if (cond && stops) {
+      NNC_ASSIGN_OR_RETURN(trips, ctx.emit(OpKind::Min, {trips, i64(1)}));
+    }
+    if (cond) {
+      NNC_ASSIGN_OR_RETURN(trips, ctx.emit(OpKind::Select, {cond, trips, i64(0)}));
+    }
+    NNC_ASSIGN_OR_RETURN(trips, ctx.emit(OpKind::Max, {trips, i64(0)}));
   }
-  if (cond) {
-    NNC_ASSIGN_OR_RETURN(trips, ctx.emit(OpKind::Select, {cond, trips, i64(0)}));
-  }
-  NNC_ASSIGN_OR_RETURN(trips, ctx.emit(OpKind::Max, {trips, i64(0)}));
   NNC_ASSIGN_OR_RETURN(Value * iters, ctx.emit(OpKind::Range, {i64(0), trips, i64(1)}));
 
   // The scan's body: inputs (states, iteration number, condition, captured), outputs
@@ -571,6 +579,7 @@ Error lowerIf(LoweringContext &ctx) {
     ctx.graph().eraseNode(n);
     return types.error().withContext(ctx.place());
   }
+  ctx.adopt(*n);
   for (size_t o = 0; o < k; ++o) {
     n->result(o)->setType((*types)[o]);
     NNC_TRY(ctx.setOutput(o, n->result(o)));
