@@ -367,6 +367,11 @@ Expected<std::unique_ptr<Graph>> OnnxModel::import(const ImportOptions &options,
     ValueForm form;
     if (auto c = st.composites.find(o.name()); c != st.composites.end()) {
       const StaticValue &v = c->second;
+      NNC_USER_CHECK(!v.rows,
+                     "{}: graph output '{}' is a sequence whose length is known only at run "
+                     "time (a loop appends to it): unsupported as an output; a tensor of it "
+                     "(ConcatFromSequence) is",
+                     path, o.name());
       form.kind = v.optional ? ValueForm::Kind::Optional : ValueForm::Kind::Sequence;
       form.present = v.present;
       form.ofSequence = v.optional && v.ofSequence;

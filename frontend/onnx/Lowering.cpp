@@ -193,6 +193,10 @@ public:
     NNC_ASSIGN_OR_RETURN(const onnx::GraphProto *gp, graphAttr(name));
     return importSubgraph(st_, *gp, inputTypes, place() + " / " + name);
   }
+  Expected<ImportedSubgraph> subgraph(const onnx::GraphProto &gp, const std::string &name,
+                                      const std::vector<TensorType> &inputTypes) override {
+    return importSubgraph(st_, gp, inputTypes, place() + " / " + name);
+  }
   Expected<std::vector<ImportValue>>
   inlineSubgraph(const std::string &name, const std::vector<ImportValue> &inputs) override {
     NNC_ASSIGN_OR_RETURN(const onnx::GraphProto *gp, graphAttr(name));

@@ -25,12 +25,18 @@ struct ImportedSubgraph;
 /// A sequence or optional value, resolved while importing to the tensor values it holds (a
 /// static sequence: its length and each element are known at import time). nnc's IR has
 /// tensors only; the sequence and optional operators rearrange these lists.
+/// One kind of sequence has a length known only at run time: one that a loop appends a
+/// tensor to in every step (a Python list appended to in a loop, exported by PyTorch). It is
+/// its elements followed by the rows of `rows`, a tensor [steps, ...] (the loop's per-step
+/// output); the ops that read it (SequenceAt, SequenceLength, ConcatFromSequence,
+/// SequenceInsert at the end) emit tensor ops on `rows`, the others refuse it.
 struct StaticValue {
   bool optional = false;    ///< An optional (else a sequence).
   bool present = true;      ///< Optional: holds a value.
   bool ofSequence = true;   ///< A sequence, or an optional holding (or typed to hold) one.
   DType dtype = DType::F32; ///< The element type, known even when there are no elements.
   std::vector<Value *> elements; ///< A sequence's tensors; an optional tensor's one.
+  Value *rows = nullptr;         ///< More elements, as the rows of one tensor (see above).
 
   static StaticValue sequence(DType t, std::vector<Value *> elements) {
     StaticValue v;
@@ -89,6 +95,9 @@ public:
   /// Graph attribute `name` imported as a graph of its own (OnnxInternal.h), its inputs typed
   /// `inputTypes`; the outer values it reads are captured.
   virtual Expected<ImportedSubgraph> subgraph(const std::string &name,
+                                              const std::vector<TensorType> &inputTypes) = 0;
+  /// The same for `gp`, a graph the lowering derived from graph attribute `name`.
+  virtual Expected<ImportedSubgraph> subgraph(const onnx::GraphProto &gp, const std::string &name,
                                               const std::vector<TensorType> &inputTypes) = 0;
   /// Graph attribute `name` lowered into this graph in place (an If's taken branch, one step
   /// of an unrolled Loop, SequenceMap's body for one element), its inputs bound to `inputs`

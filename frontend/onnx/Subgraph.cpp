@@ -44,6 +44,8 @@ const StaticValue *ImportState::lookupComposite(const std::string &name) {
   StaticValue here = *outer;
   for (size_t i = 0; i < here.elements.size(); ++i)
     here.elements[i] = capture(here.elements[i], fmt::format("{}.{}", name, i));
+  if (here.rows)
+    here.rows = capture(here.rows, name + ".rows");
   return &(composites[name] = std::move(here));
 }
 

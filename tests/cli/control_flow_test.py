@@ -12,7 +12,8 @@ Models written here (scripts/onnxw.py), each checked against answers computed in
 - a Loop inside a Loop's body (the inner one unrolled into the outer body on cpu and opencl);
 - Loop whose body computes its condition (a while loop), with and without a trip count, for
   conditions that stop it at once, after some steps, and at the trip count;
-  with and without per-step outputs (their rows known only once the loop ends);
+  with and without per-step outputs (their rows known only once the loop ends), and one
+  appending to a sequence (read back by ConcatFromSequence, SequenceLength and SequenceAt);
 `nnc inspect --kernels` of a while loop (its body once) and `nnc compile` refusing it; and
 the errors: a Loop of an absurd trip count, a body reading a value no scope defines. OpenCL parts run where a device is found.
 
@@ -24,8 +25,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
-from onnxw import (attr_graph, attr_int, attr_ints, graph, model, node,  # noqa: E402
-                   tensor, value_info)
+from onnxw import (attr_graph, attr_int, attr_ints, field_bytes, graph, model,  # noqa: E402
+                   node, tensor, value_info)
 
 from clitest import BOOL, FLOAT, INT64, check, pb, run, write  # noqa: E402
 import clitest  # noqa: E402
@@ -180,6 +181,57 @@ def nested_while_model():
     return model([loop], [scalar_vi("y0", FLOAT)], [scalar_vi("y", FLOAT)],
                  [tensor("two", [], [2], INT64, "q"), tensor("ten", [], [10.0]),
                   tensor("go", [], [1], BOOL, "B")], opset=16)
+
+
+# ---- A while loop that appends to a sequence (a Python list appended to in a loop, as
+# PyTorch exports it): seq starts as [x] and gets y' = 2 y in each step while y' < 10 (and
+# i < M); read back stacked, concatenated, by its length and at -1 and 0. `insert_at`: the
+# body inserts at that position instead of appending (not a per-step output: refused).
+# `sequence_out`: the sequence itself is a graph output.
+def appending_model(insert_at=None, sequence_out=False):
+    ins = ["seq_in", "y_out"] + (["zero_i"] if insert_at is not None else [])
+    body = graph([node("Add", ["y_in", "y_in"], ["y_out"], "dbl"),
+                  node("ReduceMax", ["y_out"], ["top"], "top", [attr_int("keepdims", 0)]),
+                  node("Less", ["top", "ten"], ["c"], "less"),
+                  node("SequenceInsert", ins, ["seq_out"], "append")],
+                 [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), value_info("y_in", [2]),
+                  field_bytes(1, "seq_in")],
+                 [scalar_vi("c", BOOL), value_info("y_out", [2]), field_bytes(1, "seq_out")],
+                 name="b")
+    nodes = [node("SequenceConstruct", ["x"], ["seq0"], "construct"),
+             node("ReduceMax", ["x"], ["top0"], "top0", [attr_int("keepdims", 0)]),
+             node("Less", ["top0", "ten"], ["go"], "go"),
+             node("Loop", ["M", "go", "x", "seq0"], ["y", "seq"], "appending",
+                  [attr_graph("body", body)])]
+    outputs = [value_info("y", [2])]
+    if sequence_out:
+        outputs.append(field_bytes(1, "seq"))
+    else:
+        nodes += [node("ConcatFromSequence", ["seq"], ["stacked"], "stack",
+                       [attr_int("axis", 1), attr_int("new_axis", 1)]),
+                  node("ConcatFromSequence", ["seq"], ["joined"], "cat", [attr_int("axis", 0)]),
+                  node("SequenceLength", ["seq"], ["length"], "len"),
+                  node("SequenceAt", ["seq", "last_i"], ["last"], "at_last"),
+                  node("SequenceAt", ["seq", "zero_i"], ["first"], "at_first")]
+        outputs += [value_info("stacked", [2, "n"]), value_info("joined", ["m"]),
+                    scalar_vi("length", INT64), value_info("last", [2]),
+                    value_info("first", [2])]
+    return model(nodes, [value_info("x", [2]), scalar_vi("M", INT64)], outputs,
+                 [tensor("ten", [], [10.0]), tensor("last_i", [], [-1], INT64, "q"),
+                  tensor("zero_i", [], [insert_at or 0], INT64, "q")], opset=16)
+
+
+def appending_answer(x, trips):
+    y, i, seq = list(x), 0, [list(x)]
+    go = max(x) < 10 and trips > 0
+    while go:
+        y = [v + v for v in y]
+        seq.append(y)
+        i += 1
+        go = max(y) < 10 and i < trips
+    n = len(seq)
+    stacked = [seq[t][r] for r in range(2) for t in range(n)]
+    return [y, (stacked, [2, n]), ([v for e in seq for v in e], [2 * n]), [n], seq[-1], seq[0]]
 
 
 def while_answer(y0, trips, cond, scan_output=False):
@@ -349,6 +401,19 @@ def main():
         print(f"ok: Loop whose body computes its condition, with and without per-step outputs "
               f"({', '.join(targets)})")
 
+        # A while loop appending to a sequence: its length known only once the loop ends.
+        path = os.path.join(d, "appending.onnx")
+        write(path, appending_model())
+        for x, trips in [([0.5, -1.0], 100), ([0.5, 2.0], 100), ([20.0, 1.0], 100),
+                         ([0.5, 1.0], 2), ([0.5, 1.0], 0)]:
+            dd = os.path.join(d, f"appending_{x[0]}_{x[1]}_{trips}")
+            os.makedirs(dd)
+            a = pb(dd, "x", [2], x) + pb(dd, "M", [], [trips], INT64)
+            run_case(targets, path, a, appending_answer(x, trips),
+                     f"while loop appending to a sequence, x={x} M={trips}", dd)
+        print(f"ok: a while loop appending to a sequence, read back stacked, concatenated, by "
+              f"its length and by position ({', '.join(targets)})")
+
         # inspect --kernels lists a while loop's body once (its kernels run once per step),
         # named after the loop node; compile, whose objects hold no loops, refuses it.
         path = os.path.join(d, "while_True_False.onnx")
@@ -382,6 +447,17 @@ def main():
 
         d = os.path.join(tmp, "errors")
         os.makedirs(d)
+        # A while loop inserting at the front of a sequence, and one whose appended sequence
+        # is a graph output: refused, naming the node or the output.
+        a = pb(d, "x", [2], [0.5, 1.0]) + pb(d, "M", [], [100], INT64)
+        path = os.path.join(d, "inserting.onnx")
+        write(path, appending_model(insert_at=0))
+        expect_error(targets, path, a, "node 'appending' (Loop): the condition of a loop "
+                     "carrying sequences", "a while loop inserting into a sequence")
+        path = os.path.join(d, "sequence_out.onnx")
+        write(path, appending_model(sequence_out=True))
+        expect_error(targets, path, a, "graph output 'seq' is a sequence whose length is known "
+                     "only at run time", "an appended sequence as a graph output")
         # An absurd trip count: refused, not allocated.
         body = graph([node("Add", ["y_in", "y_in"], ["y_out"], "dbl")],
                      [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("y_in", FLOAT)],

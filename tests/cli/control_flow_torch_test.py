@@ -8,8 +8,11 @@ branches give different shapes: [4] and [8]). Exported at opset 13, it runs with
 and two trip counts; each output must equal PyTorch's within 1e-5. A second scripted model
 iterates a layer while its result is large (a Python while loop: an ONNX Loop whose body
 computes its condition, capped at 50 steps), for inputs that stop it before the first step,
-after a few and at the cap; its result and its step count must equal PyTorch's. Needs PyTorch (for
-/usr/bin/python3); without it the test says so and is skipped (77).
+after a few and at the cap; its result and its step count must equal PyTorch's. A third one
+appends to Python lists in such a while loop and in a loop over an input's count (ONNX Loops
+carrying sequences, their lengths known only at run time) and returns the lists stacked and
+concatenated, the first's length and last element. Needs PyTorch (for /usr/bin/python3);
+without it the test says so and is skipped (77).
 
 Usage: control_flow_torch_test.py NNC_BINARY
 """
@@ -17,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import List
 
 
 def main():
@@ -50,6 +54,24 @@ def main():
                 y = torch.tanh(self.lin(y)) * 0.9
                 i += 1
             return y, torch.tensor(i)
+
+    class ListModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x, limit, n):
+            y, i = x, 0
+            ys = [x]
+            while bool(y.abs().max() > limit) and i < 50:
+                y = torch.tanh(self.lin(y)) * 0.9
+                ys.append(y)
+                i += 1
+            zs: List[torch.Tensor] = [x[0]]
+            for j in range(int(n)):
+                zs.append(x[1] * float(j))
+            return (torch.stack(ys, 0), torch.cat(ys, 1), torch.tensor(len(ys)), ys[-1],
+                    torch.stack(zs, 1))
 
     torch.manual_seed(0)
     failures = []
@@ -96,6 +118,21 @@ def main():
             os.makedirs(d)
             run(path, d, {"x": x.numpy(), "limit": lim.numpy()}, want,
                 f"while loop, limit {limit}: {int(want[1])} steps")
+
+        path = os.path.join(tmp, "lists.onnx")
+        m = ListModel()
+        x = torch.randn(2, 8) * 3
+        torch.onnx.export(torch.jit.script(m), (x, torch.tensor(0.5), torch.tensor(3)), path,
+                          opset_version=13, input_names=["x", "limit", "n"])
+        for limit, n in [(10.0, 0), (0.5, 3), (0.0, 1)]:  # no step, a few, the cap of 50
+            lim, nn = torch.tensor(limit), torch.tensor(n)
+            with torch.no_grad():
+                want = [v.numpy() for v in m(x, lim, nn)]
+            d = os.path.join(tmp, f"lists_{limit}_{n}")
+            os.makedirs(d)
+            run(path, d, {"x": x.numpy(), "limit": lim.numpy(), "n": nn.numpy()}, want,
+                f"lists appended to in loops, limit {limit}, n {n}: {int(want[2])} and "
+                f"{n + 1} elements")
 
         path = os.path.join(tmp, "model.onnx")
         x = torch.randn(3, 4)

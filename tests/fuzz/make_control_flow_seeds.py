@@ -5,7 +5,8 @@ checks them.
 Scan, Loop and If models, well-formed ones that run and broken ones a fuzzer should start from:
 a Loop of an absurd trip count (must be refused, never allocated), a body reading an outer
 value that no scope defines, a loop body and an If branch whose nodes form a cycle, a while
-loop (a body that computes its loop condition: it runs) and one with a per-step output (it runs too),
+loop (a body that computes its loop condition: it runs), one with a per-step output and one
+appending to a sequence (they run too),
 a loop-carried value whose type changes, branches whose
 results differ in rank, scan axes out of range, a Scan with no scanned input. Each model's control-flow node is named after the seed, and each seed
 says what must happen: the model runs (on the interpreter and the CPU), or it stops with one
@@ -26,8 +27,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
-from onnxw import (attr_graph, attr_int, attr_ints, graph, model, node,  # noqa: E402
-                   tensor, value_info)
+from onnxw import (attr_graph, attr_int, attr_ints, field_bytes, graph, model,  # noqa: E402
+                   node, tensor, value_info)
 
 FLOAT, INT64, BOOL = 1, 7, 9
 NPY = {FLOAT: "<f4", INT64: "<i8", BOOL: "|b1"}
@@ -120,6 +121,24 @@ def seeds():
         [("y0", [3], FLOAT), ("cond", [], BOOL)],
         [tensor("M", [], [50], INT64, "q"), tensor("ten", [], [10.0])],
         [("y", [3], FLOAT), ("ts", ["steps"], FLOAT)])
+    # The same while loop appending to a sequence (a Python list), stacked after it.
+    appending = graph([node("ReduceSum", ["y_in"], ["t"], "sum"),
+                       node("Less", ["t", "ten"], ["c"], "less"),
+                       node("Add", ["y_in", "y_in"], ["y_out"], "add"),
+                       node("SequenceInsert", ["s_in", "y_out"], ["s_out"], "append")],
+                      [vi("i", [], INT64), vi("cond_in", [], BOOL), vi("y_in", [3], FLOAT),
+                       field_bytes(1, "s_in")],
+                      [vi("c", [], BOOL), vi("y_out", [3], FLOAT), field_bytes(1, "s_out")],
+                      name="body")
+    s["cflow-while-appends-to-sequence.onnx"] = Seed(
+        lambda n: [node("SequenceConstruct", ["y0"], ["s0"], "construct"),
+                   node("Loop", ["M", "cond", "y0", "s0"], ["y", "s"], n,
+                        [attr_graph("body", appending)]),
+                   node("ConcatFromSequence", ["s"], ["ys"], "stack",
+                        [attr_int("axis", 0), attr_int("new_axis", 1)])],
+        [("y0", [3], FLOAT), ("cond", [], BOOL)],
+        [tensor("M", [], [50], INT64, "q"), tensor("ten", [], [10.0])],
+        [("y", [3], FLOAT), ("ys", ["steps", 3], FLOAT)])
     # Two body nodes that read each other's results: a cycle inside a subgraph.
     cyclic = loop_body([node("Add", ["y_in", "b"], ["a"], "first"),
                         node("Relu", ["a"], ["b"], "second"),

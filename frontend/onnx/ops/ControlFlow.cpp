@@ -18,10 +18,17 @@
 //    staged execution specializes the counted loop on it. The body's ops are pure (the random
 //    ones are functions of their seed, counter and position), so the second run takes the
 //    steps the first one did.
+//  - A Loop carrying sequences: where the body only appends to them (a Python list appended
+//    to in a loop), each sequence becomes a per-step output of the loop above (its elements
+//    known at import time followed by that output's rows, StaticValue::rows) when the
+//    loop's steps are known only at run time; otherwise the loop is unrolled while importing
+//    (its trip count and conditions known then).
 //  - If with a condition known while importing is its taken branch inlined; otherwise an
 //    `if` node holding both branches, which the inline-if pass resolves once the condition
 //    is known or, where both branches give the same types, turns into selects.
 #include <climits>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "nnc/ir/Loop.h"
@@ -430,34 +437,14 @@ Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &bod
   return emitScan(ctx, operands, w, static_cast<int64_t>(2 + n), 0, /*whileLoop=*/true);
 }
 
-Error lowerLoop(LoweringContext &ctx) {
-  for (size_t i = 0; i < 2; ++i)
-    if (const StaticValue *s = ctx.compositeInput(i))
-      return ctx.error("input {} ({}) must be a tensor, not a {}", i,
-                       i == 0 ? "the trip count M" : "the condition", s->kindName());
-  for (size_t i = 2; i < ctx.numInputs(); ++i)
-    if (ctx.compositeInput(i))
-      return lowerLoopUnrolled(ctx);
-  Value *maxTrips = ctx.input(0), *cond = ctx.input(1);
-  if (maxTrips) {
-    NNC_ASSIGN_OR_RETURN(maxTrips, asScalar(ctx, maxTrips, "the trip count M"));
-    if (maxTrips->dtype() != DType::I64)
-      return ctx.error("the trip count M must be int64, not {}", dtypeName(maxTrips->dtype()));
-  }
-  if (cond) {
-    NNC_ASSIGN_OR_RETURN(cond, asScalar(ctx, cond, "the condition"));
-    if (cond->dtype() != DType::Bool)
-      return ctx.error("the condition must be bool, not {}", dtypeName(cond->dtype()));
-  }
-  std::vector<Value *> initial;
-  std::vector<TensorType> bodyTypes = {TensorType(DType::I64, {}), TensorType(DType::Bool, {})};
-  for (size_t i = 2; i < ctx.numInputs(); ++i) {
-    NNC_ASSIGN_OR_RETURN(Value * v, ctx.requiredInput(i, "loop-carried value"));
-    initial.push_back(v);
-    bodyTypes.push_back(v->type());
-  }
+/// A Loop of tensor states: `body` (inputs: iteration number, condition, the states, whose
+/// initial values are `initial`; outputs: condition, states, per-step outputs) run from M
+/// and the condition (either may be null). Returns the states' final values, then the
+/// per-step outputs stacked.
+Expected<std::vector<Value *>> emitLoop(LoweringContext &ctx, const ImportedSubgraph &body,
+                                        const std::vector<Value *> &initial, Value *maxTrips,
+                                        Value *cond) {
   const size_t n = initial.size();
-  NNC_ASSIGN_OR_RETURN(ImportedSubgraph body, ctx.subgraph("body", bodyTypes));
   Graph &b = *body.graph;
   if (b.outputs().size() < n + 1)
     return ctx.error("the body returns {} values; it needs the condition and {} loop-carried "
@@ -481,9 +468,10 @@ Error lowerLoop(LoweringContext &ctx) {
   if (cond && !keeps && !stops) {
     NNC_ASSIGN_OR_RETURN(Node * loop, emitWhileLoop(ctx, body, initial, maxTrips, cond));
     if (k == 0) {
+      std::vector<Value *> results;
       for (size_t j = 0; j < n; ++j)
-        NNC_TRY(ctx.setOutput(j, loop->result(2 + j)));
-      return Error::success();
+        results.push_back(loop->result(2 + j));
+      return results;
     }
     trips = loop->result(1); // the steps it ran; the counted loop below runs them again
   } else {
@@ -527,8 +515,200 @@ Error lowerLoop(LoweringContext &ctx) {
   operands.push_back(ctx.constant(Tensor::scalar<bool>(DType::Bool, true)));
   operands.insert(operands.end(), body.captured.begin(), body.captured.end());
   NNC_ASSIGN_OR_RETURN(Node * scan, emitScan(ctx, operands, step, static_cast<int64_t>(n), 1));
+  std::vector<Value *> results;
   for (size_t o = 0; o < n + k; ++o)
-    NNC_TRY(ctx.setOutput(o, scan->result(o)));
+    results.push_back(scan->result(o));
+  return results;
+}
+
+
+bool mentions(const onnx::NodeProto &node, const std::string &name);
+
+/// True when a node of `g`, or of a graph nested in it, reads or defines a value `name`.
+bool mentions(const onnx::GraphProto &g, const std::string &name) {
+  for (const onnx::NodeProto &node : g.node())
+    if (mentions(node, name))
+      return true;
+  return false;
+}
+
+/// True when `node`, or a graph nested in it, reads or defines a value named `name`.
+bool mentions(const onnx::NodeProto &node, const std::string &name) {
+  for (const std::string &x : node.input())
+    if (x == name)
+      return true;
+  for (const std::string &y : node.output())
+    if (y == name)
+      return true;
+  for (const onnx::AttributeProto &a : node.attribute()) {
+    if (a.has_g() && mentions(a.g(), name))
+      return true;
+    for (const onnx::GraphProto &sub : a.graphs())
+      if (mentions(sub, name))
+        return true;
+  }
+  return false;
+}
+
+/// A Loop body whose loop-carried sequences `seqs` (their positions among the loop-carried
+/// values) are each only appended to, one tensor per step (`s_out = SequenceInsert(s_in, v)`,
+/// s_in and s_out used nowhere else): the same body with those states dropped and each v
+/// returned as a per-step output after the body's own. Null when a sequence is used
+/// otherwise.
+std::optional<onnx::GraphProto> appendingBody(const onnx::GraphProto &body,
+                                              const std::vector<size_t> &seqs) {
+  onnx::GraphProto g = body;
+  std::vector<std::string> appended;
+  std::set<int> droppedNodes, droppedInputs, droppedOutputs;
+  for (size_t j : seqs) {
+    const int in = static_cast<int>(2 + j), out = static_cast<int>(1 + j);
+    if (in >= body.input_size() || out >= body.output_size())
+      return std::nullopt;
+    const std::string &sIn = body.input(in).name(), &sOut = body.output(out).name();
+    int insert = -1;
+    for (int i = 0; i < body.node_size(); ++i) {
+      const onnx::NodeProto &node = body.node(i);
+      if (!mentions(node, sIn) && !mentions(node, sOut))
+        continue;
+      bool appends = node.op_type() == "SequenceInsert" &&
+                     (node.domain().empty() || node.domain() == "ai.onnx") &&
+                     (node.input_size() == 2 ||
+                      (node.input_size() == 3 && node.input(2).empty())) &&
+                     node.input(0) == sIn && node.input(1) != sIn && node.output_size() == 1 &&
+                     node.output(0) == sOut && node.attribute_size() == 0;
+      if (!appends || insert >= 0)
+        return std::nullopt;
+      insert = i;
+    }
+    int outputUses = 0;
+    for (const onnx::ValueInfoProto &o : body.output())
+      outputUses += o.name() == sIn ? 2 : o.name() == sOut ? 1 : 0;
+    if (insert < 0 || outputUses != 1)
+      return std::nullopt;
+    droppedNodes.insert(insert);
+    droppedInputs.insert(in);
+    droppedOutputs.insert(out);
+    appended.push_back(body.node(insert).input(1));
+  }
+  g.clear_node();
+  g.clear_input();
+  g.clear_output();
+  for (int i = 0; i < body.node_size(); ++i)
+    if (!droppedNodes.count(i))
+      *g.add_node() = body.node(i);
+  for (int i = 0; i < body.input_size(); ++i)
+    if (!droppedInputs.count(i))
+      *g.add_input() = body.input(i);
+  for (int i = 0; i < body.output_size(); ++i)
+    if (!droppedOutputs.count(i))
+      *g.add_output() = body.output(i);
+  for (const std::string &v : appended)
+    g.add_output()->set_name(v);
+  return g;
+}
+
+/// True when the body passes the loop's condition through (Identity chains included) or
+/// returns a constant for it.
+bool conditionIsStatic(const onnx::GraphProto &body) {
+  if (body.output_size() < 1 || body.input_size() < 2)
+    return false;
+  std::string c = body.output(0).name();
+  for (int hops = 0; hops <= body.node_size(); ++hops) {
+    if (c == body.input(1).name())
+      return true;
+    const onnx::NodeProto *producer = nullptr;
+    for (const onnx::NodeProto &node : body.node())
+      for (const std::string &y : node.output())
+        if (y == c)
+          producer = &node;
+    if (!producer || producer->op_type() == "Constant")
+      return producer != nullptr;
+    if (producer->op_type() != "Identity" || producer->input_size() != 1)
+      return false;
+    c = producer->input(0);
+  }
+  return false;
+}
+
+/// Loop. Its loop-carried sequences that the body only appends to (a list appended to in a
+/// Python loop, exported by PyTorch) become per-step outputs when the loop's steps are known
+/// only at run time: each such sequence is its initial elements followed by the rows of
+/// that output (StaticValue::rows). Other loops carrying sequences are unrolled while
+/// importing (lowerLoopUnrolled).
+Error lowerLoop(LoweringContext &ctx) {
+  for (size_t i = 0; i < 2; ++i)
+    if (const StaticValue *s = ctx.compositeInput(i))
+      return ctx.error("input {} ({}) must be a tensor, not a {}", i,
+                       i == 0 ? "the trip count M" : "the condition", s->kindName());
+  std::vector<size_t> seqs;
+  for (size_t i = 2; i < ctx.numInputs(); ++i)
+    if (const StaticValue *s = ctx.compositeInput(i)) {
+      if (s->optional)
+        return lowerLoopUnrolled(ctx);
+      seqs.push_back(i - 2);
+    }
+  // Unrolled where it can be (its steps known while importing: M and the condition known,
+  // the body's condition passed through or constant), else per-step outputs where the body
+  // only appends to the sequences.
+  std::optional<onnx::GraphProto> appending;
+  if (!seqs.empty()) {
+    NNC_ASSIGN_OR_RETURN(const onnx::GraphProto *bp, ctx.graphAttr("body"));
+    bool unrolls = (!ctx.input(0) || ctx.knownInputValue(0)) &&
+                   (!ctx.input(1) || ctx.knownInputValue(1)) && conditionIsStatic(*bp);
+    if (!unrolls)
+      appending = appendingBody(*bp, seqs);
+    if (!appending)
+      return lowerLoopUnrolled(ctx);
+  }
+  Value *maxTrips = ctx.input(0), *cond = ctx.input(1);
+  if (maxTrips) {
+    NNC_ASSIGN_OR_RETURN(maxTrips, asScalar(ctx, maxTrips, "the trip count M"));
+    if (maxTrips->dtype() != DType::I64)
+      return ctx.error("the trip count M must be int64, not {}", dtypeName(maxTrips->dtype()));
+  }
+  if (cond) {
+    NNC_ASSIGN_OR_RETURN(cond, asScalar(ctx, cond, "the condition"));
+    if (cond->dtype() != DType::Bool)
+      return ctx.error("the condition must be bool, not {}", dtypeName(cond->dtype()));
+  }
+  std::vector<Value *> initial;
+  std::vector<TensorType> bodyTypes = {TensorType(DType::I64, {}), TensorType(DType::Bool, {})};
+  for (size_t i = 2; i < ctx.numInputs(); ++i) {
+    if (ctx.compositeInput(i))
+      continue;
+    NNC_ASSIGN_OR_RETURN(Value * v, ctx.requiredInput(i, "loop-carried value"));
+    initial.push_back(v);
+    bodyTypes.push_back(v->type());
+  }
+  NNC_ASSIGN_OR_RETURN(ImportedSubgraph body,
+                       appending ? ctx.subgraph(*appending, "body", bodyTypes)
+                                 : ctx.subgraph("body", bodyTypes));
+  NNC_ASSIGN_OR_RETURN(std::vector<Value *> results,
+                       emitLoop(ctx, body, initial, maxTrips, cond));
+  // results: the tensor states, the body's per-step outputs, one per appended sequence.
+  const size_t carried = ctx.numInputs() - 2, tensors = initial.size();
+  const size_t k = results.size() - tensors - seqs.size();
+  size_t t = 0, q = 0;
+  for (size_t j = 0; j < carried; ++j) {
+    if (q < seqs.size() && seqs[q] == j) {
+      StaticValue out = *ctx.compositeInput(2 + j);
+      Value *rows = results[tensors + k + q++];
+      if ((!out.elements.empty() || out.rows) && rows->dtype() != out.dtype)
+        return ctx.error("loop-carried sequence {} holds {} tensors but the body appends {}",
+                         j, dtypeName(out.dtype), rows->type().str());
+      out.dtype = rows->dtype();
+      if (out.rows) {
+        NNC_ASSIGN_OR_RETURN(rows,
+                             ctx.emit(OpKind::Concat, {out.rows, rows}, {{"axis", int64_t{0}}}));
+      }
+      out.rows = rows;
+      NNC_TRY(ctx.setCompositeOutput(j, std::move(out)));
+    } else {
+      NNC_TRY(ctx.setOutput(j, results[t++]));
+    }
+  }
+  for (size_t o = 0; o < k; ++o)
+    NNC_TRY(ctx.setOutput(carried + o, results[tensors + o]));
   return Error::success();
 }
 

@@ -4,6 +4,9 @@
 // tensor ops of ConcatFromSequence and SplitToSequence) and no sequence reaches the IR.
 // A position or a length that is only known at run time cannot be resolved: the error names
 // the node. SequenceMap lowers its body once per element, in place.
+// A sequence that a loop appended to has a run-time length (StaticValue::rows): SequenceAt,
+// SequenceLength and ConcatFromSequence read it as one tensor, its elements stacked before
+// its rows, and SequenceInsert at its end adds a row; the other operators refuse it.
 #include "onnx/Lowering.h"
 #include "onnx/OnnxInternal.h"
 
@@ -15,15 +18,47 @@ using C = LoweringContext;
 /// Most tensors a sequence made by SplitToSequence may hold (each is a value of the graph).
 constexpr int64_t kMaxSequenceLength = int64_t(1) << 16;
 
-/// Input i, which must be a sequence (`what` names it in errors).
-Expected<const StaticValue *> sequenceInput(C &c, size_t i, const char *what) {
+/// Input i, which must be a sequence (`what` names it in errors), of a length known at
+/// compile time unless `runTimeLength`.
+Expected<const StaticValue *> sequenceInput(C &c, size_t i, const char *what,
+                                            bool runTimeLength = false) {
   const StaticValue *s = c.compositeInput(i);
   if (!s && !c.input(i))
     return c.error("missing required input {} ({})", i, what);
   if (!s || s->optional)
     return c.error("input {} ({}) must be a sequence, not {}", i, what,
                    s ? "an optional" : "a tensor");
+  if (s->rows && !runTimeLength)
+    return c.error("input {} ({}) is a sequence whose length is known only at run time (a loop "
+                   "appends to it); this operator needs it known at compile time",
+                   i, what);
   return s;
+}
+
+/// Sequence s of a run-time length as one tensor [length, ...]: its elements stacked before
+/// its rows (the elements must have the rows' shape).
+Expected<Value *> stacked(C &c, const StaticValue &s) {
+  std::vector<Value *> parts;
+  for (Value *e : s.elements) {
+    NNC_ASSIGN_OR_RETURN(Value * u,
+                         c.emit(OpKind::Unsqueeze, {e}, {{"axes", std::vector<int64_t>{0}}}));
+    parts.push_back(u);
+  }
+  parts.push_back(s.rows);
+  if (parts.size() == 1)
+    return s.rows;
+  return c.emit(OpKind::Concat, parts, {{"axis", int64_t{0}}});
+}
+
+/// x with axis 0 moved to position `to`, the others in order.
+Expected<Value *> axisZeroTo(C &c, Value *x, int64_t to) {
+  if (to == 0)
+    return x;
+  std::vector<int64_t> perm;
+  for (int64_t i = 1; i < x->rank(); ++i)
+    perm.push_back(i);
+  perm.insert(perm.begin() + to, 0);
+  return c.emit(OpKind::Transpose, {x}, {{"perm", perm}});
 }
 
 /// Input i, which must be a tensor.
@@ -60,7 +95,7 @@ Expected<int64_t> position(C &c, size_t i, int64_t n, bool end, int64_t dflt) {
 }
 
 Error checkElementType(C &c, const StaticValue &s, Value *t) {
-  if (t->dtype() != s.dtype && !s.elements.empty())
+  if (t->dtype() != s.dtype && (!s.elements.empty() || s.rows))
     return c.error("the tensor is {} but the sequence holds {} tensors", t->type().str(),
                    dtypeName(s.dtype));
   return Error::success();
@@ -90,13 +125,27 @@ Error lowerSequenceConstruct(C &c) {
 }
 
 Error lowerSequenceInsert(C &c) {
-  NNC_ASSIGN_OR_RETURN(const StaticValue *s, sequenceInput(c, 0, "input_sequence"));
+  NNC_ASSIGN_OR_RETURN(const StaticValue *s, sequenceInput(c, 0, "input_sequence", true));
   NNC_ASSIGN_OR_RETURN(Value * t, tensorInput(c, 1, "tensor"));
   NNC_TRY(checkElementType(c, *s, t));
-  const int64_t n = static_cast<int64_t>(s->elements.size());
-  NNC_ASSIGN_OR_RETURN(int64_t p, position(c, 2, n, /*end=*/true, n));
   StaticValue out = *s;
   out.dtype = t->dtype();
+  if (s->rows && !c.input(2) && !c.compositeInput(2)) { // at the end: one more row
+    NNC_ASSIGN_OR_RETURN(Value * u,
+                         c.emit(OpKind::Unsqueeze, {t}, {{"axes", std::vector<int64_t>{0}}}));
+    NNC_ASSIGN_OR_RETURN(out.rows, c.emit(OpKind::Concat, {s->rows, u}, {{"axis", int64_t{0}}}));
+    return c.setCompositeOutput(0, std::move(out));
+  }
+  // Into a sequence of a run-time length: among its elements, before its rows.
+  const int64_t n = static_cast<int64_t>(s->elements.size());
+  if (s->rows && c.input(2)) {
+    NNC_ASSIGN_OR_RETURN(int64_t given, constScalar(c, 2, "the position"));
+    if (given < 0)
+      return c.error("position {} counts from the end of a sequence whose length is known "
+                     "only at run time (a loop appends to it): unsupported",
+                     given);
+  }
+  NNC_ASSIGN_OR_RETURN(int64_t p, position(c, 2, n, /*end=*/true, n));
   out.elements.insert(out.elements.begin() + p, t);
   return c.setCompositeOutput(0, std::move(out));
 }
@@ -113,28 +162,67 @@ Error lowerSequenceErase(C &c) {
 }
 
 Error lowerSequenceAt(C &c) {
-  NNC_ASSIGN_OR_RETURN(const StaticValue *s, sequenceInput(c, 0, "input_sequence"));
+  NNC_ASSIGN_OR_RETURN(const StaticValue *s, sequenceInput(c, 0, "input_sequence", true));
   if (!c.input(1))
     return c.error("missing required input 1 (position)");
+  if (s->rows) { // a run-time length: the gather checks the position when it runs
+    NNC_ASSIGN_OR_RETURN(Value * p, tensorInput(c, 1, "position"));
+    if (!oneElement(p) || (p->dtype() != DType::I32 && p->dtype() != DType::I64))
+      return c.error("the position must be an int32 or int64 scalar, not {}", p->type().str());
+    if (p->rank() > 0) {
+      NNC_ASSIGN_OR_RETURN(p, c.emit(OpKind::Reshape, {p, c.i64Vector({})}));
+    }
+    NNC_ASSIGN_OR_RETURN(Value * all, stacked(c, *s));
+    NNC_ASSIGN_OR_RETURN(Value * y, c.emit(OpKind::Gather, {all, p}, {{"axis", int64_t{0}}}));
+    return c.setOutput(0, y);
+  }
   const int64_t n = static_cast<int64_t>(s->elements.size());
   NNC_ASSIGN_OR_RETURN(int64_t p, position(c, 1, n, /*end=*/false, 0));
   return c.setOutput(0, s->elements[p]);
 }
 
 Error lowerSequenceLength(C &c) {
-  NNC_ASSIGN_OR_RETURN(const StaticValue *s, sequenceInput(c, 0, "input_sequence"));
-  return c.setOutput(0, c.constant(Tensor::scalar<int64_t>(
-                            DType::I64, static_cast<int64_t>(s->elements.size()))));
+  NNC_ASSIGN_OR_RETURN(const StaticValue *s, sequenceInput(c, 0, "input_sequence", true));
+  Value *n = c.constant(
+      Tensor::scalar<int64_t>(DType::I64, static_cast<int64_t>(s->elements.size())));
+  if (!s->rows)
+    return c.setOutput(0, n);
+  NNC_ASSIGN_OR_RETURN(Value * r, c.emit(OpKind::ShapeOf, {s->rows},
+                                         {{"start", int64_t{0}}, {"end", int64_t{1}}}));
+  NNC_ASSIGN_OR_RETURN(r, c.emit(OpKind::Reshape, {r, c.i64Vector({})}));
+  NNC_ASSIGN_OR_RETURN(Value * y, c.emit(OpKind::Add, {r, n}));
+  return c.setOutput(0, y);
 }
 
 Error lowerConcatFromSequence(C &c) {
-  NNC_ASSIGN_OR_RETURN(const StaticValue *s, sequenceInput(c, 0, "input_sequence"));
+  NNC_ASSIGN_OR_RETURN(const StaticValue *s, sequenceInput(c, 0, "input_sequence", true));
   if (!c.hasAttr("axis"))
     return c.error("missing required attribute 'axis'");
   NNC_ASSIGN_OR_RETURN(int64_t axis, c.intAttr("axis", 0));
   NNC_ASSIGN_OR_RETURN(int64_t newAxis, c.intAttr("new_axis", 0));
   if (newAxis != 0 && newAxis != 1)
     return c.error("attribute 'new_axis' = {} must be 0 or 1", newAxis);
+  if (s->rows) {
+    // The elements stacked along a new axis 0, moved to `axis`; without new_axis, that axis
+    // then merged into the one after it (static dims after it).
+    const int64_t rank = s->rows->rank() - 1;
+    NNC_ASSIGN_OR_RETURN(int64_t a, c.normalizeAxis(axis, rank + newAxis));
+    NNC_ASSIGN_OR_RETURN(Value * all, stacked(c, *s));
+    NNC_ASSIGN_OR_RETURN(Value * y, axisZeroTo(c, all, a));
+    if (!newAxis) {
+      std::vector<int64_t> shape(static_cast<size_t>(a), 0); // dims before `a` copied
+      shape.push_back(-1);
+      for (int64_t d = a + 2; d < y->rank(); ++d) {
+        if (!y->shape()[d].isStatic())
+          return c.error("concatenating a sequence whose length is known only at run time "
+                         "along axis {} needs the elements' dims after it static, not {}",
+                         a, s->rows->type().str());
+        shape.push_back(y->shape()[d].value());
+      }
+      NNC_ASSIGN_OR_RETURN(y, c.emit(OpKind::Reshape, {y, c.i64Vector(shape)}));
+    }
+    return c.setOutput(0, y);
+  }
   if (s->elements.empty())
     return c.error("the sequence is empty: there is nothing to concatenate");
   const int64_t rank = s->elements[0]->rank();
@@ -230,6 +318,7 @@ Error lowerSequenceMap(C &c) {
         return c.error("additional input {} is an optional; SequenceMap takes sequences and "
                        "tensors",
                        i);
+      NNC_TRY(sequenceInput(c, i, "additional input").takeError());
       if (s->elements.size() != n)
         return c.error("input {} is a sequence of {} tensors but input 0 has {}", i,
                        s->elements.size(), n);
@@ -309,6 +398,7 @@ Error lowerOptional(C &c) {
     out.ofSequence = true;
     out.dtype = s->dtype;
     out.elements = s->elements;
+    out.rows = s->rows;
   } else if (Value *x = c.input(0)) {
     out.ofSequence = false;
     out.dtype = x->dtype();
@@ -341,7 +431,9 @@ Error lowerOptionalGetElement(C &c) {
     return c.error("the optional is empty: it has no element to get");
   if (!s->ofSequence)
     return c.setOutput(0, s->elements.at(0));
-  return c.setCompositeOutput(0, StaticValue::sequence(s->dtype, s->elements));
+  StaticValue seq = StaticValue::sequence(s->dtype, s->elements);
+  seq.rows = s->rows;
+  return c.setCompositeOutput(0, std::move(seq));
 }
 
 } // namespace
