@@ -131,6 +131,21 @@ Tensor packGemmPanelsBf16(const Tensor &b, int64_t nr) {
   return packGrouped<uint16_t, 2>(rounded, nr, DType::BF16);
 }
 
+Tensor packConvWeightBf16Pairs(const Tensor &w) {
+  int64_t r = w.rank();
+  NNC_ASSERT(r >= 2 && w.dtype() == DType::F32 && w.extents()[r - 2] % 2 == 0,
+             "packConvWeightBf16Pairs: expected an f32 [..., bi, b] weight with bi even");
+  const int64_t bi = w.extents()[r - 2], b = w.extents()[r - 1], blocks = w.numElements() / (bi * b);
+  Tensor out = Tensor::zeros(DType::BF16, w.extents());
+  const float *src = w.data<float>();
+  uint16_t *dst = out.data<uint16_t>();
+  for (int64_t k = 0; k < blocks; ++k)
+    for (int64_t c = 0; c < bi; ++c)
+      for (int64_t j = 0; j < b; ++j)
+        dst[k * bi * b + c / 2 * 2 * b + 2 * j + c % 2] = floatToBf16(src[k * bi * b + c * b + j]);
+  return out;
+}
+
 Tensor unpackGemmPanelsBf16(const Tensor &p, int64_t k, int64_t n) {
   int64_t r = p.rank();
   NNC_ASSERT(r >= 4 && p.extents()[r - 1] == 2 && p.extents()[r - 4] * p.extents()[r - 2] >= n &&

@@ -567,20 +567,29 @@ struct Evaluator {
 
   /// The conv tile's definition: each element's products fused into its sum in the
   /// reduction's nesting order, from its initial value.
+  /// The microkernel's definition: the products summed in reduction order from the initial
+  /// value, fused (f32); bf16: the (exact) products of the bf16 values added in that order
+  /// to an f32 sum, W's input lanes in pairs (ConvTileShape).
   void convTile(const StmtNode &s) {
     const ConvTileShape &t = s.conv;
+    const bool bf16 = t.elems == GemmElems::BF16;
     int64_t x0 = expr(s.args[0]).i, w0 = expr(s.args[1]).i, c0 = expr(s.args[2]).i,
             i0 = expr(s.args[3]).i;
     std::array<int64_t, 4> n{};
     for (int d = 0; d < 4; ++d)
       n[d] = std::max<int64_t>(0, expr(s.args[4 + d]).i);
+    if (bf16 && n[3] % 2 != 0) {
+      failure = fmt::format("bf16 conv_tile over {} input lanes, not a multiple of 2", n[3]);
+      return;
+    }
     for (int64_t m = 0; m < t.blocks && failure.empty(); ++m)
       for (int64_t r = 0; r < t.cols && failure.empty(); ++r)
         for (int64_t j = 0; j < t.lanes && failure.empty(); ++j) {
           float acc = t.init < 0 ? 0.0f
                                  : static_cast<float>(
                                        loadValue(t.init, i0 + m * t.iblk + r * t.icol + j).f);
-          int64_t xb = x0 + r * t.xcol + (t.depthwise ? j : 0), wb = w0 + m * t.wblk + j;
+          int64_t xb = x0 + r * t.xcol + (t.depthwise ? j : 0),
+                  wb = w0 + m * t.wblk + (bf16 ? 2 * j : j);
           for (int64_t a = 0; a < n[0]; ++a)
             for (int64_t b = 0; b < n[1]; ++b)
               for (int64_t c = 0; c < n[2]; ++c)
@@ -590,7 +599,13 @@ struct Evaluator {
                        r >= t.kwCols[c][1]))
                     continue;
                   int64_t xo = a * t.xs[0] + b * t.xs[1] + c * t.xs[2] + d * t.xs[3];
-                  int64_t wo = a * t.ws[0] + b * t.ws[1] + c * t.ws[2] + d * t.ws[3];
+                  int64_t wo = a * t.ws[0] + b * t.ws[1] + c * t.ws[2] +
+                               (bf16 ? d / 2 * 2 * t.ws[3] + d % 2 : d * t.ws[3]);
+                  if (bf16) {
+                    acc += static_cast<float>(loadValue(t.x, xb + xo).f) *
+                           static_cast<float>(loadValue(t.w, wb + wo).f);
+                    continue;
+                  }
                   acc = std::fma(static_cast<float>(loadValue(t.x, xb + xo).f),
                                  static_cast<float>(loadValue(t.w, wb + wo).f), acc);
                 }

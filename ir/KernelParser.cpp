@@ -611,6 +611,10 @@ private:
     advance();
     Stmt s = makeStmt(StmtKind::ConvTile);
     ConvTileShape &t = s->conv;
+    if (isKeyword(gemmElemsName(GemmElems::BF16))) {
+      t.elems = GemmElems::BF16;
+      advance();
+    }
     if (isKeyword("depthwise")) {
       t.depthwise = true;
       advance();

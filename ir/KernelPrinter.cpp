@@ -257,9 +257,10 @@ struct Printer {
           dims += fmt::format("{} ({}, {})", i ? "," : "", t.kwCols[i][0], t.kwCols[i][1]);
       }
       out += fmt::format(
-          "{}conv_tile {}{}x{}x{} {}[{}; col {}, blk {}] = {}{}[{}; col {}] * {}[{}; blk {}] "
+          "{}conv_tile {}{}{}x{}x{} {}[{}; col {}, blk {}] = {}{}[{}; col {}] * {}[{}; blk {}] "
           "over {}\n",
-          pad, t.depthwise ? "depthwise " : "", t.cols, t.blocks, t.lanes, bufferName(s->buffer),
+          pad, t.elems == GemmElems::F32 ? "" : fmt::format("{} ", gemmElemsName(t.elems)),
+          t.depthwise ? "depthwise " : "", t.cols, t.blocks, t.lanes, bufferName(s->buffer),
           expr(s->args[2]), t.ccol, t.cblk,
           t.init >= 0 ? fmt::format("{}[{}; col {}, blk {}] + ", bufferName(t.init),
                                     expr(s->args[3]), t.icol, t.iblk)

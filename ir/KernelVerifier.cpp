@@ -385,8 +385,12 @@ struct Verifier {
       if (e->type != DType::I64)
         return fail("conv_tile offset or extent is not i64");
     }
-    if (t.elems != GemmElems::F32)
-      return fail(fmt::format("{} conv_tile (only f32 tiles exist)", gemmElemsName(t.elems)));
+    const bool bf16 = t.elems == GemmElems::BF16;
+    if (t.elems != GemmElems::F32 && !bf16)
+      return fail(fmt::format("{} conv_tile (f32 and bf16 tiles exist)", gemmElemsName(t.elems)));
+    if (bf16 && (t.depthwise || t.ws[3] != t.lanes))
+      return fail("a bf16 conv_tile is not depthwise and its W holds pairs of input lanes of "
+                  "`lanes` output lanes (ws[3] = lanes)");
     std::vector<int> operands{t.x, t.w, s.buffer};
     if (t.init >= 0)
       operands.push_back(t.init);
@@ -394,9 +398,10 @@ struct Verifier {
       NNC_TRY(checkBuffer(b, "conv_tile"));
       if (isLocalBuffer(b))
         return fail("conv_tile on a local buffer");
-      if (k.buffers[b].dtype != DType::F32)
-        return fail(fmt::format("conv_tile on '{}' of {} (f32 expected)", k.buffers[b].name,
-                                dtypeName(k.buffers[b].dtype)));
+      DType want = bf16 && (b == t.x || b == t.w) ? DType::BF16 : DType::F32;
+      if (k.buffers[b].dtype != want)
+        return fail(fmt::format("conv_tile on '{}' of {} ({} expected)", k.buffers[b].name,
+                                dtypeName(k.buffers[b].dtype), dtypeName(want)));
     }
     if (!k.buffers[s.buffer].written)
       return fail(fmt::format("conv_tile writes '{}' which is not marked written",

@@ -19,7 +19,12 @@
 // rounded to nearest even, in the bf16 tile's panels of k pairs (packGemmPanelsBf16): the
 // matmul then multiplies f32 by bf16 panels, which its bf16 GEMM template runs with A rounded
 // to bf16 and f32 sums. A batch of weight matrices stays f32 (its batch loops move A, which
-// the bf16 GEMM packs once).
+// the bf16 GEMM packs once). Under bf16 a blocked conv (conv_nchwc of group 1 on a blocked
+// input, lanes of 16, an even input block) with a constant weight gets the weight rounded to
+// bf16 in pairs of input lanes (packConvWeightBf16Pairs) and its input cast to bf16 (one cast
+// per input value), marked bf16_pairs: its bf16 ConvTiles (vdpbf16ps) sum in f32. Its bias,
+// result and fused epilogue stay f32; depthwise convs, the plain-input stem and Winograd's
+// GEMMs stay f32. Needs AVX512-BF16 on 512-bit vectors.
 // conv_integer(x, W) of group 1 with W a constant i8 [M, C, kernel...] becomes
 // conv_integer(x, W') {packed_m = M, kernel_shape}, W' the integer panels of the [K, M] matrix
 // of k = (tap, c) that its im2col template multiplies (NHWC patches).
@@ -30,6 +35,7 @@
 #include <map>
 
 #include "PatternUtil.h"
+#include "nnc/ir/FusionGroup.h"
 #include "nnc/ir/GemmPacking.h"
 #include "nnc/ir/NNGeometry.h"
 #include "nnc/passes/Passes.h"
@@ -59,7 +65,12 @@ public:
     std::map<std::pair<const Node *, int64_t>, Value *> packed, packedConv, packedBf16;
     bool bf16 = cpu.precision == CpuTarget::Precision::BF16;
     sums_.clear();
+    std::map<const Value *, Value *> bf16Inputs;
     for (Node *mm : g.nodes()) {
+      if (mm->kind() == OpKind::ConvNCHWc && cpu.bf16Convs()) {
+        changed |= convToBf16(g, *mm, bf16Inputs);
+        continue;
+      }
       if (mm->kind() == OpKind::ConvInteger && !mm->hasAttr("packed_m")) {
         changed |= packConvInteger(g, *mm, cpu, packedConv);
         continue;
@@ -125,6 +136,46 @@ public:
   }
 
 private:
+  /// conv_nchwc of group 1 on a blocked f32 input with a constant f32 weight of 16 output
+  /// lanes and an even input block: bf16 operands (the weight in pairs of input lanes, the
+  /// input cast once per value in `inputs`), bf16_pairs set. An input made in the conv's own
+  /// fusion group (a fused view) is left alone.
+  bool convToBf16(Graph &g, Node &conv, std::map<const Value *, Value *> &inputs) {
+    Value *x = conv.operand(0), *w = conv.operand(1);
+    if (conv.getInt("bf16_pairs", 0) != 0 || conv.getInt("group", 1) != 1 || !x || !w ||
+        x->rank() != 5 || x->dtype() != DType::F32 || w->dtype() != DType::F32 ||
+        w->rank() != 6 || !staticExtents(x->shape()))
+      return false;
+    Node *c = w->producer();
+    if (!c || c->kind() != OpKind::Constant)
+      return false;
+    const Tensor &wt = c->getTensor("value");
+    if (wt.extents()[5] != 16 || wt.extents()[4] % 2 != 0)
+      return false;
+    int64_t group = fusionGroupOf(conv);
+    if (x->producer() && group >= 0 && fusionGroupOf(*x->producer()) == group)
+      return false;
+    Value *&xb = inputs[x];
+    if (!xb) {
+      Node *cast = g.createNode(OpKind::Cast, {x}, {TensorType(DType::BF16, x->shape())},
+                                {{"to", Attribute(DType::BF16)}}, "", {x->name() + "_bf16"},
+                                &conv);
+      xb = cast->result();
+    }
+    Tensor pairs = cached(wt, "conv bf16 pairs", [&] { return packConvWeightBf16Pairs(wt); });
+    Value *wb = g.createNode(OpKind::Constant, {},
+                             {TensorType(DType::BF16, shapeFromExtents(pairs.extents()))},
+                             {{"value", Attribute(pairs)}}, "", {w->name() + "_bf16_pairs"},
+                             &conv)
+                    ->result();
+    conv.setOperand(0, xb);
+    conv.setOperand(1, wb);
+    conv.setAttr("bf16_pairs", Attribute(int64_t{1}));
+    pattern::eraseIfUnusedConstant(g, c);
+    addStat("convs-bf16");
+    return true;
+  }
+
   /// Panels shared with other runs of the pipeline (PassContext::packedWeights), or none.
   PackedWeightCache *cache_ = nullptr;
 

@@ -17,7 +17,9 @@
 // core does per byte it streams: two FMAs of L lanes a cycle (4L flops) against about 4 bytes
 // a cycle of one core's share of memory bandwidth, so L, the target's f32 lanes (a core with
 // half the vector width streams the same bytes in twice the flop-times). The direct conv
-// takes its flops. A tile is worth it when direct / Winograd >= 1 + min-gain/100
+// takes its flops, half of them under --precision bf16 where its blocks of 16 lanes run bf16
+// tiles (CpuTarget::bf16Convs; Winograd's GEMM stays f32). A tile is worth it when
+// direct / Winograd >= 1 + min-gain/100
 // (the margin pays for the two transforms, about a fifth of the GEMM's time); the tile with
 // the best ratio wins. ResNet-18 at batch 1 with balance 16: 56x56 and 28x28 take F(4x4)
 // (196 and 49 tiles, ratio 4); 14x14 takes F(2x2) (49 tiles, ratio 2.25, against 1.5 for
@@ -63,6 +65,7 @@ public:
     NNC_ASSIGN_OR_RETURN(balance_, ctx.intOption(name(), "balance", cpu.f32Lanes(), 0));
     NNC_ASSIGN_OR_RETURN(minGain_, ctx.intOption(name(), "min-gain", 25, 0));
     NNC_ASSIGN_OR_RETURN(padRows_, ctx.intOption(name(), "pad-rows", 1, 0));
+    bf16Direct_ = cpu.bf16Convs();
     bool changed = false;
     for (Node *n : g.nodes()) {
       if (n->kind() != OpKind::ConvNCHWc)
@@ -75,13 +78,17 @@ public:
 
 private:
   int64_t tile_ = 4, balance_ = 16, minGain_ = 25, padRows_ = 1;
+  /// --precision bf16: the direct conv of 16-lane blocks would run bf16 tiles (the GEMM of
+  /// Winograd's stays f32).
+  bool bf16Direct_ = false;
 
   /// direct / Winograd time of F(m x m) on N images of oh x ow outputs (the cost rule).
   double gain(int64_t m, int64_t N, int64_t oh, int64_t ow) const {
     double a2 = double(m + 2) * double(m + 2);
     double tiles = double(winogradTiles(N, oh, ow, m));
-    // Per unit of C K: direct 2*9*N*oh*ow flops; GEMM 2*a2*P flops or a2*4 bytes of U.
-    double direct = 18.0 * double(N) * double(oh) * double(ow);
+    // Per unit of C K: direct 2*9*N*oh*ow flops (in half the time as bf16 tiles); GEMM
+    // 2*a2*P flops or a2*4 bytes of U.
+    double direct = 18.0 * double(N) * double(oh) * double(ow) / (bf16Direct_ ? 2.0 : 1.0);
     double wino = std::max(2.0 * a2 * tiles, double(balance_) * 4.0 * a2);
     return direct / wino;
   }

@@ -657,8 +657,10 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     return;
   case kir::StmtKind::ConvTile: {
     // The tile's definition as a plain loop nest (one fma per product, in the reduction's
-    // order).
+    // order; bf16: W's input lanes in pairs, the exact products added in f32).
     const kir::ConvTileShape &t = s.conv;
+    const bool bf16 = t.elems == kir::GemmElems::BF16;
+    const DType xw = bf16 ? DType::BF16 : DType::F32;
     for (int b : {t.x, t.w, s.buffer, t.init < 0 ? t.x : t.init})
       if (b < 0 || b >= static_cast<int>(k_->buffers.size())) {
         fail(fmt::format("conv_tile on buffer {} of {}", b, k_->buffers.size()));
@@ -682,8 +684,9 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
                    : loadElement(DType::F32, bufferName(t.init),
                                  fmt::format("ct_i + ct_m * {} + ct_r * {} + ct_j", t.iblk,
                                              t.icol)));
-    out += fmt::format("{}{} ct_xb = ct_x + ct_r * {}{}, ct_wb = ct_w + ct_m * {} + ct_j;\n", p3,
-                       i64t, t.xcol, t.depthwise ? " + ct_j" : "", t.wblk);
+    out += fmt::format("{}{} ct_xb = ct_x + ct_r * {}{}, ct_wb = ct_w + ct_m * {} + ct_j{};\n",
+                       p3, i64t, t.xcol, t.depthwise ? " + ct_j" : "", t.wblk,
+                       bf16 ? " * 2" : "");
     std::string window;
     if (!t.kwCols.empty()) {
       std::string lo, hi;
@@ -699,14 +702,18 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     out += fmt::format("{}for ({} ct_1 = 0; ct_1 < ct_n1; ++ct_1)\n", p3, i64t);
     out += fmt::format("{}for ({} ct_2 = 0; ct_2 < ct_n2; ++ct_2)\n", p3, i64t);
     out += fmt::format("{}for ({} ct_3 = 0; ct_3 < ct_n3; ++ct_3)\n", p3, i64t);
-    out += fmt::format(
-        "{}{}ct_acc = fma({}, {}, ct_acc);\n", p4, window,
-        loadElement(DType::F32, bufferName(t.x),
-                    fmt::format("ct_xb + ct_0 * {} + ct_1 * {} + ct_2 * {} + ct_3 * {}", t.xs[0],
-                                t.xs[1], t.xs[2], t.xs[3])),
-        loadElement(DType::F32, bufferName(t.w),
-                    fmt::format("ct_wb + ct_0 * {} + ct_1 * {} + ct_2 * {} + ct_3 * {}", t.ws[0],
-                                t.ws[1], t.ws[2], t.ws[3])));
+    std::string xv = loadElement(
+        xw, bufferName(t.x),
+        fmt::format("ct_xb + ct_0 * {} + ct_1 * {} + ct_2 * {} + ct_3 * {}", t.xs[0], t.xs[1],
+                    t.xs[2], t.xs[3]));
+    std::string wv = loadElement(
+        xw, bufferName(t.w),
+        bf16 ? fmt::format("ct_wb + ct_0 * {} + ct_1 * {} + ct_2 * {} + ct_3 / 2 * {} + ct_3 % 2",
+                           t.ws[0], t.ws[1], t.ws[2], 2 * t.ws[3])
+             : fmt::format("ct_wb + ct_0 * {} + ct_1 * {} + ct_2 * {} + ct_3 * {}", t.ws[0],
+                           t.ws[1], t.ws[2], t.ws[3]));
+    out += bf16 ? fmt::format("{}{}ct_acc += {} * {};\n", p4, window, xv, wv)
+                : fmt::format("{}{}ct_acc = fma({}, {}, ct_acc);\n", p4, window, xv, wv);
     out += p3 + storeElement(DType::F32, bufferName(s.buffer), cIdx, "ct_acc") + "\n";
     out += p2 + "}\n" + pad + "}\n";
     return;

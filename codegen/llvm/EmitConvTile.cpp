@@ -1,5 +1,8 @@
-// The ConvTile statement and the f32 direct-convolution microkernel it calls (KernelEmitter.h).
+// The ConvTile statement and the direct-convolution microkernel it calls (KernelEmitter.h):
+// f32 (fused multiply-adds) or bf16 (vdpbf16ps on pairs of input lanes, f32 sums).
 #include "llvm/KernelEmitter.h"
+
+#include <llvm/IR/IntrinsicsX86.h>
 
 namespace nnc::llvmcg {
 
@@ -28,18 +31,29 @@ void countedLoop(IRBuilder<> &b, llvm::Function *f, Value *n, const char *name,
 
 void KernelEmitter::emitConvTile(const kir::StmtNode &s) {
   const kir::ConvTileShape &t = s.conv;
-  if (t.elems != kir::GemmElems::F32) {
-    fail("{} conv_tile: only f32 tiles have a microkernel", kir::gemmElemsName(t.elems));
+  const bool bf16 = t.elems == kir::GemmElems::BF16;
+  if (t.elems != kir::GemmElems::F32 && !bf16) {
+    fail("{} conv_tile: only f32 and bf16 tiles have a microkernel", kir::gemmElemsName(t.elems));
+    return;
+  }
+  if (bf16 && (!cpu_.avx512bf16 || cpu_.vectorBits < 512 || t.lanes != 16 || t.depthwise ||
+               t.ws[3] != t.lanes)) {
+    fail("bf16 conv_tile {}x{}x{}{} for CPU target {}: it needs AVX512-BF16, 16 lanes and "
+         "pairs of input lanes in W",
+         t.cols, t.blocks, t.lanes, t.depthwise ? " depthwise" : "", cpu_.levelName());
     return;
   }
   std::vector<int> operands{t.x, t.w, s.buffer};
   if (t.init >= 0)
     operands.push_back(t.init);
-  for (int b : operands)
-    if (b < 0 || b >= static_cast<int>(k_.buffers.size()) || k_.buffers[b].dtype != DType::F32) {
-      fail("conv_tile on buffer {}, which is not an f32 buffer of the kernel", b);
+  for (int b : operands) {
+    DType want = bf16 && (b == t.x || b == t.w) ? DType::BF16 : DType::F32;
+    if (b < 0 || b >= static_cast<int>(k_.buffers.size()) || k_.buffers[b].dtype != want) {
+      fail("conv_tile on buffer {}, which is not an {} buffer of the kernel", b,
+           dtypeName(want));
       return;
     }
+  }
   if (s.args.size() != 8) {
     fail("conv_tile without X, W, C and init offsets and four reduction extents");
     return;
@@ -59,9 +73,9 @@ void KernelEmitter::emitConvTile(const kir::StmtNode &s) {
     fail("conv_tile with column windows over a kernel-column extent other than theirs");
     return;
   }
-  Type *f32 = b_.getFloatTy();
-  Value *px = b_.CreateGEP(f32, bufs_[t.x], v[0]); // an edge tile's may lie before X
-  Value *pw = b_.CreateInBoundsGEP(f32, bufs_[t.w], v[1]);
+  Type *f32 = b_.getFloatTy(), *xw = bf16 ? b_.getInt16Ty() : f32;
+  Value *px = b_.CreateGEP(xw, bufs_[t.x], v[0]); // an edge tile's may lie before X
+  Value *pw = b_.CreateInBoundsGEP(xw, bufs_[t.w], v[1]);
   Value *pc = b_.CreateInBoundsGEP(f32, bufs_[s.buffer], v[2]);
   // Without initial values the tile reads C's own elements (never used) in their place.
   bool init = t.init >= 0;
@@ -90,14 +104,20 @@ void KernelEmitter::emitConvTile(const kir::StmtNode &s) {
 /// loads the column's input vector) and multiply-adds (llvm.fmuladd). The strides that the
 /// innermost step uses (the column, block and innermost reduction strides) are constants of
 /// the function, so its addresses are immediate offsets; the outer strides are arguments.
+/// bf16 (`bf16_conv_..._avx512bf16`): X and W are bf16 (i16) and the innermost step is a pair
+/// of input lanes: one dword of X (the pair) broadcast, one <16 x i32> of W per block (16
+/// output lanes' pairs), vdpbf16ps into the f32 accumulators; n3 counts lanes (even).
 /// One definition per module and variant.
 llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
                                                const std::array<int64_t, 2> &inner) {
-  const char *isa = cpu_.level == CpuTarget::Level::V4   ? "avx512"
+  const bool bf16 = t.elems == kir::GemmElems::BF16;
+  const char *isa = bf16                                 ? "avx512bf16"
+                    : cpu_.level == CpuTarget::Level::V4 ? "avx512"
                     : cpu_.level == CpuTarget::Level::V3 ? "avx2"
                                                          : "vec4";
   std::string name =
-      fmt::format("f32_conv_{}x{}x{}{}_c{}_b{}_k{}_{}{}{}_{}", t.cols, t.blocks, t.lanes,
+      fmt::format("{}_conv_{}x{}x{}{}_c{}_b{}_k{}_{}{}{}_{}", kir::gemmElemsName(t.elems), t.cols,
+                  t.blocks, t.lanes,
                   t.depthwise ? "_dw" : "", t.xcol, t.wblk, t.xs[3], t.ws[3],
                   inner[0] >= 0 ? fmt::format("_kw{}x{}_{}", inner[0], t.xs[2], t.ws[2])
                                 : std::string(),
@@ -110,6 +130,8 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
   if (llvm::Function *f = m_.getFunction(name))
     return f;
   Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty(), *f32 = b_.getFloatTy();
+  // X's and W's elements: f32, or bf16 as i16.
+  Type *xw = bf16 ? b_.getInt16Ty() : f32;
   llvm::Function *f = microkernelFunction(
       m_, tm_, cpu_, name,
       {{"x", ptr},   {"w", ptr},    {"c", ptr},    {"init", ptr},       {"n0", i64},
@@ -156,7 +178,36 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
   // The reduction: loops stepping x and w by argument strides, the innermost by the
   // function's constants. X's pointers are not inbounds: an edge tile's first column may lie
   // before its row (its window leaves it out there), even before X's buffer.
+  llvm::Function *dp =
+      bf16 ? llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512)
+           : nullptr;
+  auto *ity = llvm::FixedVectorType::get(b.getInt32Ty(), lanes);
+  // bf16: per pair i of input lanes, X's pair at 2 i xs3 and W's at 2 i ws3 (ws3 = lanes).
+  auto pairSteps = [&](Value *xp, Value *wp, int64_t lo, int64_t hi) {
+    countedLoop(b, f, b.CreateSDiv(n[3], b.getInt64(2)), "i3", [&](Value *i) {
+      Value *xi = b.CreateGEP(xw, xp, b.CreateMul(i, b.getInt64(2 * t.xs[3])));
+      Value *wi = b.CreateInBoundsGEP(xw, wp, b.CreateMul(i, b.getInt64(2 * t.ws[3])));
+      std::vector<Value *> wv;
+      for (int64_t m = 0; m < t.blocks; ++m)
+        wv.push_back(b.CreateAlignedLoad(
+            ity, b.CreateInBoundsGEP(xw, wi, b.getInt64(m * t.wblk)), llvm::Align(4)));
+      for (int64_t r = lo; r < hi; ++r) {
+        Value *xr = b.CreateGEP(xw, xi, b.getInt64(r * t.xcol));
+        Value *xv =
+            b.CreateVectorSplat(lanes, b.CreateAlignedLoad(b.getInt32Ty(), xr, llvm::Align(4)));
+        for (int64_t m = 0; m < t.blocks; ++m) {
+          llvm::AllocaInst *a = accAt(m, r);
+          Value *sum = b.CreateCall(
+              dp, {b.CreateAlignedLoad(vty, a, llvm::Align(4 * lanes)), xv,
+                   wv[static_cast<size_t>(m)]});
+          b.CreateAlignedStore(sum, a, llvm::Align(4 * lanes));
+        }
+      }
+    });
+  };
   auto steps = [&](Value *xp, Value *wp, int64_t lo, int64_t hi) {
+    if (bf16)
+      return pairSteps(xp, wp, lo, hi);
     countedLoop(b, f, n[3], "i3", [&](Value *i) {
       Value *xi = b.CreateGEP(f32, xp, b.CreateMul(i, b.getInt64(t.xs[3])));
       Value *wi = b.CreateInBoundsGEP(f32, wp, b.CreateMul(i, b.getInt64(t.ws[3])));
@@ -183,16 +234,16 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
       // Each kernel column over its window of columns.
       for (size_t k = 0; k < t.kwCols.size(); ++k)
         if (t.kwCols[k][0] < t.kwCols[k][1])
-          steps(b.CreateGEP(f32, xp, b.getInt64(int64_t(k) * t.xs[2])),
-                b.CreateInBoundsGEP(f32, wp, b.getInt64(int64_t(k) * t.ws[2])), t.kwCols[k][0],
+          steps(b.CreateGEP(xw, xp, b.getInt64(int64_t(k) * t.xs[2])),
+                b.CreateInBoundsGEP(xw, wp, b.getInt64(int64_t(k) * t.ws[2])), t.kwCols[k][0],
                 t.kwCols[k][1]);
       return;
     }
     if (d == 3)
       return steps(xp, wp, 0, t.cols);
     countedLoop(b, f, n[d], d == 0 ? "i0" : d == 1 ? "i1" : "i2", [&](Value *i) {
-      level(d + 1, b.CreateGEP(f32, xp, b.CreateMul(i, xs[d])),
-            b.CreateInBoundsGEP(f32, wp, b.CreateMul(i, ws[d])));
+      level(d + 1, b.CreateGEP(xw, xp, b.CreateMul(i, xs[d])),
+            b.CreateInBoundsGEP(xw, wp, b.CreateMul(i, ws[d])));
     });
   };
   level(0, x, w);

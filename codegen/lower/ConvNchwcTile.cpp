@@ -84,6 +84,7 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
                       kir::mul(khLo, i64(ah.dilation)));
   int64_t xLanes = g.plain ? 1 : g.b;
   kir::ConvTileShape shape;
+  shape.elems = g.bf16 ? kir::GemmElems::BF16 : kir::GemmElems::F32;
   shape.x = g.x;
   shape.w = g.w;
   shape.blocks = Mt;

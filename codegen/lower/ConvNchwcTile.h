@@ -31,6 +31,8 @@ struct NchwcTiles {
   /// The parallel item q (image, block group, row) and its image, row, the group's first
   /// output block and first input block.
   kir::Expr q, n, oh, block0, icb0;
+  /// bf16 x and w, w's input lanes in pairs (conv_nchwc's bf16_pairs): bf16 ConvTiles.
+  bool bf16 = false;
 };
 
 /// One pass of a tile's reduction over input blocks [kcBase, kcBase + kcCount).

@@ -483,11 +483,15 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   Extents xs = extentsOf(xv), ws = extentsOf(wv), os = extentsOf(node.result());
   DType t = xv->dtype();
   DType acc = accType(t, /*wide=*/false);
-  // The layout pass blocks f32 convs only; the ConvTile microkernel is f32's.
-  for (const Value *v : {xv, wv, biasV, static_cast<const Value *>(node.result())})
-    if (v && v->dtype() != DType::F32)
-      return makeError("conv_nchwc %{}: operand %{} of {}, not f32", node.result()->name(),
-                       v->name(), dtypeName(v->dtype()));
+  // The layout pass blocks f32 convs only; the ConvTile microkernel is f32's, or with
+  // bf16_pairs (--precision bf16) bf16 x and w into f32 sums.
+  const bool bf16 = node.getInt("bf16_pairs", 0) != 0;
+  for (const Value *v : {xv, wv, biasV, static_cast<const Value *>(node.result())}) {
+    DType want = bf16 && (v == xv || v == wv) ? DType::BF16 : DType::F32;
+    if (v && v->dtype() != want)
+      return makeError("conv_nchwc %{}: operand %{} of {}, not {}", node.result()->name(),
+                       v->name(), dtypeName(v->dtype()), dtypeName(want));
+  }
   NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, 2));
   RowGeometry g;
   NNC_ASSIGN_OR_RETURN(g.h, windowAxis(node, a, 0, xs[2], ws[2]));
@@ -596,7 +600,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   // while the tile's output and residual lines are in L1 (a pass afterwards would reread the
   // whole result); its scalar inputs are read once, before the kernel's loops.
   NchwcTiles tiles{xb, wb, bb, ob, part, plain, depthwise, hAlways, Cx, H, W, OH, OW, Mb,
-                   Kc, KH, KW, bi, b, M, ah, aw, q, n, oh, blockOf(0), icb0};
+                   Kc, KH, KW, bi, b, M, ah, aw, q, n, oh, blockOf(0), icb0, bf16};
   std::optional<Epilogue::InPlace> finish;
   if (ep)
     finish = ep->inPlace(kb, N * Mb * OH * OW, b);
@@ -665,6 +669,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   }
   kir::Kernel k = kb.finish(kernelBody, parallelOuter(outer, work));
   k.flops = prob.flops;
+  if (bf16)
+    k.flopsElems = kir::GemmElems::BF16;
   return Kernels{std::move(k)};
 }
 

@@ -684,6 +684,12 @@ Types inferConvNCHWc(const Node &node) {
   const Shape &ws = w->shape(), &xs = x->shape();
   int64_t bi = ws[4].value(), b = ws[5].value();
   int64_t group = node.getInt("group", 1);
+  // bf16 operands in pairs of input lanes, f32 bias and result.
+  const bool pairs = node.getInt("bf16_pairs", 0) != 0;
+  if (pairs && (x->dtype() != DType::BF16 || bi % 2 != 0 || x->rank() != 5))
+    return node.error("bf16_pairs needs a blocked bf16 x and an even in_block, not {} and {}",
+                      x->type().str(), w->type().str());
+  const DType out = pairs ? DType::F32 : x->dtype();
   if (group < 1)
     return node.error("group {} must be >= 1", group);
   bool plain = x->rank() == 4;
@@ -698,7 +704,8 @@ Types inferConvNCHWc(const Node &node) {
                         w->type().str(), group);
   }
   if (bias) {
-    NNC_TRY(requireSameDType(node, x, bias, "bias"));
+    if (bias->dtype() != out)
+      return node.error("bias {} must be {}", bias->type().str(), dtypeName(out));
     if (bias->rank() != 2 || bias->shape()[0] != ws[0] || bias->shape()[1] != Dim(b))
       return node.error("bias {} must be [{}, {}]", bias->type().str(), ws[0].str(), b);
   }
@@ -706,8 +713,8 @@ Types inferConvNCHWc(const Node &node) {
   NNC_ASSIGN_OR_RETURN(Shape spatial,
                        windowDims(node, a, Shape(xs.begin(), xs.begin() + 4),
                                   Shape(ws.begin() + 2, ws.begin() + 4), false));
-  Shape out{xs[0], ws[0], spatial[0], spatial[1], Dim(b)};
-  return std::vector<TensorType>{TensorType(x->dtype(), out)};
+  Shape shape{xs[0], ws[0], spatial[0], spatial[1], Dim(b)};
+  return std::vector<TensorType>{TensorType(out, shape)};
 }
 
 Types inferWinogradInput(const Node &node) {

@@ -44,6 +44,11 @@ struct CpuTarget {
   Error setPrecision(const std::string &name);
   /// "fp32" or "bf16".
   const char *precisionName() const { return precision == Precision::BF16 ? "bf16" : "fp32"; }
+  /// Under bf16, blocked convs of 16-lane blocks run bf16 tiles (pack-gemm-weights makes
+  /// them; twice the f32 multiply-adds per instruction).
+  bool bf16Convs() const {
+    return precision == Precision::BF16 && avx512bf16 && vectorBits >= 512;
+  }
   /// The widest int8 dot-product instruction (vpdpbusd) the integer GEMM tiles may use, in
   /// bits: 512 (AVX512-VNNI on 512-bit vectors), 256 (AVX-VNNI, or AVX512-VNNI on 256-bit
   /// vectors), or 0 (none: widened 16-bit multiply-adds instead).

@@ -32,4 +32,9 @@ Tensor packGemmPanelsBf16(const Tensor &b, int64_t nr);
 /// The bf16 [..., k, n] matrices back from their panels `p` ([..., P, G, nr, 2], 2G >= k).
 Tensor unpackGemmPanelsBf16(const Tensor &p, int64_t k, int64_t n);
 
+/// A blocked conv weight [..., bi, b] (f32, pack_conv_weight's layout; bi even) rounded to bf16
+/// (nearest even) with each [bi, b] as bi/2 rows of b pairs of input lanes: lane c of output
+/// lane j at (c/2) * 2b + 2j + c%2 (conv_nchwc's bf16_pairs, vdpbf16ps's operand).
+Tensor packConvWeightBf16Pairs(const Tensor &w);
+
 } // namespace nnc

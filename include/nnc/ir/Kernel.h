@@ -248,8 +248,12 @@ struct GemmTileShape {
 /// four nested dims (a conv's input blocks, kernel rows, kernel columns, input lanes) each step
 /// X by xs[d] and W by ws[d] elements; their extents are the statement's args[4..7], so a tile
 /// near an edge runs the same function over fewer kernel rows or columns.
+/// bf16 tiles (elems BF16, not depthwise) read bf16 X and W into f32 sums (C and init f32):
+/// the input lanes (dim 3, an even extent) go in pairs, W holding a pair's two lanes
+/// interleaved per output lane: input lane d of output lane j at (d/2) * 2 ws[3] + 2 j + d%2
+/// from the dim's base (vdpbf16ps's layout; ws[3] is the lanes).
 struct ConvTileShape {
-  GemmElems elems = GemmElems::F32; ///< The element types (f32 only so far).
+  GemmElems elems = GemmElems::F32; ///< F32 or BF16.
   int x = -1, w = -1;
   int init = -1; ///< The buffer of the initial values (a bias, partial sums), -1: zero.
   int64_t cols = 0, blocks = 0, lanes = 0;
