@@ -305,7 +305,11 @@ ConvTile chooseConvTile(int64_t ow, int64_t mb, int64_t regs, int64_t maxPositio
     double cost = double(mb / m) * double(tiles) * convStepCycles(m, r);
     if (mb % m != 0)
       cost += double(tiles) * convStepCycles(mb % m, r);
-    if (bestCost < 0 || cost < bestCost - 1e-9 || (inputBeyondL2 && cost <= bestCost + 1e-9)) {
+    // A tile that spans the whole row takes ties to more blocks too: its row cannot widen, so
+    // more blocks are the only way to more accumulators per step (7x7 maps: m 3 x r 7 rather
+    // than m 2 x r 7; the tuner chose 3 or 4 blocks there, in f32 and bf16).
+    bool moreBlocksOnTies = inputBeyondL2 || (tiles == 1 && !single);
+    if (bestCost < 0 || cost < bestCost - 1e-9 || (moreBlocksOnTies && cost <= bestCost + 1e-9)) {
       bestCost = cost;
       best = {m, r, tiles, cost};
     }
