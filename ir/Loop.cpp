@@ -144,9 +144,11 @@ Error unrollScan(Graph &g, Node *n) {
     return Error::success();
   }
   const Graph &body = *n->body();
+  // The nodes made here are named after the loop, so that an error about them (a per-step
+  // output whose steps differ in shape fails its stacking concat) names the loop.
   auto emit = [&](OpKind k, std::vector<Value *> ops, AttrMap a,
                   int results = -1) -> Expected<Node *> {
-    return g.createInferred(k, std::move(ops), std::move(a), "", results, {}, n);
+    return g.createInferred(k, std::move(ops), std::move(a), n->name(), results, {}, n);
   };
   // Each sequence split into its steps (without the step axis).
   std::vector<std::vector<Value *>> stepsOf(p.scanInputs);
