@@ -402,6 +402,16 @@ def main():
         print(f"ok: Loop whose body computes its condition, with and without per-step outputs "
               f"({', '.join(targets)})")
 
+        # With per-step outputs the while loop only counts the steps (a counted loop then
+        # computes the outputs): it carries the condition, the iteration number and y, which
+        # the condition reads, but not s.
+        r = run([NNC, "inspect", os.path.join(d, "while_True_True.onnx"), "--after", "import"])
+        counting = [ln for ln in r.stdout.splitlines() if "while = 1" in ln]
+        check(r.returncode == 0 and len(counting) == 1 and "num_carried = 3" in counting[0]
+              and "%s_in" not in counting[0],
+              f"the counting while loop carries only what its condition reads: {counting!r} "
+              f"{r.stderr!r}")
+
         # A while loop appending to a sequence: its length known only once the loop ends.
         path = os.path.join(d, "appending.onnx")
         write(path, appending_model())

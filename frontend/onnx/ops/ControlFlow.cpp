@@ -13,8 +13,10 @@
 //    the condition is false: the runtime tests it before each step. Its per-step outputs
 //    have as many rows as it runs steps, known only when it ends, and a compiled body's
 //    buffers are sized before it runs; such a loop runs twice: the while loop counts its
-//    steps, then a counted loop over that many steps (the body's condition ignored, true in
-//    every step it runs) computes the states and the per-step outputs. The count is data, so
+//    steps (carrying only the values its condition depends on: a counter-driven loop counts
+//    for the price of its counter), then a counted loop over that many steps (the body's
+//    condition ignored, true in every step it runs) computes the states and the per-step
+//    outputs. The count is data, so
 //    staged execution specializes the counted loop on it. The body's ops are pure (the random
 //    ones are functions of their seed, counter and position), so the second run takes the
 //    steps the first one did.
@@ -30,6 +32,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "nnc/ir/Loop.h"
 #include "onnx/Lowering.h"
@@ -369,16 +372,57 @@ Error lowerLoopUnrolled(LoweringContext &ctx) {
   return Error::success();
 }
 
+/// The loop-carried values (of the n after the body's iteration number and condition inputs)
+/// that the body's condition output depends on, directly or through the next values of
+/// others it depends on; `used` gets the body nodes that the condition and those next values
+/// read. A counter-driven while loop (`while i < n`) needs its counter alone.
+std::vector<bool> whileStatesForCondition(const Graph &b, size_t n,
+                                          std::unordered_set<const Node *> &used) {
+  std::unordered_map<const Value *, size_t> inputIndex;
+  for (size_t i = 0; i < b.inputs().size(); ++i)
+    inputIndex[b.inputs()[i]] = i;
+  std::vector<bool> need(n, false);
+  std::vector<const Value *> work{b.outputs()[0]};
+  std::unordered_set<const Value *> seen;
+  while (!work.empty()) {
+    const Value *v = work.back();
+    work.pop_back();
+    if (!v || !seen.insert(v).second)
+      continue;
+    if (auto it = inputIndex.find(v); it != inputIndex.end()) {
+      size_t j = it->second;
+      if (j >= 2 && j < 2 + n && !need[j - 2]) {
+        need[j - 2] = true;
+        work.push_back(b.outputs()[1 + (j - 2)]);
+      }
+      continue;
+    }
+    if (const Node *p = v->producer()) {
+      used.insert(p);
+      for (const Value *o : p->operands())
+        work.push_back(o);
+    }
+  }
+  return need;
+}
+
 /// A Loop whose body computes its condition from data: a `scan` with `while` = 1 whose
 /// states are (the condition, the iteration number, the loop-carried values); its body runs
 /// the Loop's body and returns the body's condition, and the trip count M's where there is
 /// one (cond and i + 1 < M), with i + 1. Its result 1 is the number of steps it ran; the
-/// body's per-step outputs are left out (lowerLoop computes them in a counted loop).
+/// body's per-step outputs are left out (lowerLoop computes them in a counted loop). With
+/// `countOnly` (the steps are all that is wanted of it) it carries only the loop-carried
+/// values that the condition depends on (whileStatesForCondition), and computes only what
+/// they and the condition need; its results 2.. are then those values.
 Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &body,
                                const std::vector<Value *> &initial, Value *maxTrips,
-                               Value *cond) {
+                               Value *cond, bool countOnly = false) {
   const Graph &b = *body.graph;
   const size_t n = initial.size();
+  std::vector<bool> keep(n, true);
+  std::unordered_set<const Node *> used;
+  if (countOnly)
+    keep = whileStatesForCondition(b, n, used);
   auto w = std::make_shared<Graph>(b.name());
   std::unordered_map<const Value *, Value *> map;
   Value *c = w->addInput("cond", TensorType(DType::Bool, {}));
@@ -386,13 +430,16 @@ Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &bod
   map[b.inputs()[1]] = c; // true in every step that runs
   map[b.inputs()[0]] = i;
   for (size_t j = 0; j < n; ++j)
-    map[b.inputs()[2 + j]] = w->addInput(b.inputs()[2 + j]->name(), b.inputs()[2 + j]->type());
+    if (keep[j])
+      map[b.inputs()[2 + j]] =
+          w->addInput(b.inputs()[2 + j]->name(), b.inputs()[2 + j]->type());
   for (size_t q = 0; q < body.captured.size(); ++q)
     map[b.inputs()[2 + n + q]] =
         w->addInput(b.inputs()[2 + n + q]->name(), b.inputs()[2 + n + q]->type());
   Value *limit = maxTrips ? w->addInput("trip_count", TensorType(DType::I64, {})) : nullptr;
   for (const Node *node : b.nodes())
-    copyNode(*w, *node, map);
+    if (!countOnly || used.count(node))
+      copyNode(*w, *node, map);
   auto make = [&](OpKind kind, std::vector<Value *> ops) -> Expected<Value *> {
     Expected<Node *> node = w->createInferred(kind, std::move(ops));
     if (!node)
@@ -419,7 +466,8 @@ Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &bod
   }
   std::vector<Value *> outs{next, iNext};
   for (size_t j = 0; j < n; ++j)
-    outs.push_back(map.at(b.outputs()[1 + j]));
+    if (keep[j])
+      outs.push_back(map.at(b.outputs()[1 + j]));
   w->setOutputs(outs);
 
   // The initial condition: cond, and 0 < M.
@@ -430,11 +478,14 @@ Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &bod
     NNC_ASSIGN_OR_RETURN(c0, ctx.emit(OpKind::And, {c0, runs}));
   }
   std::vector<Value *> operands{c0, ctx.scalar(DType::I64, 0)};
-  operands.insert(operands.end(), initial.begin(), initial.end());
+  for (size_t j = 0; j < n; ++j)
+    if (keep[j])
+      operands.push_back(initial[j]);
+  const int64_t carried = static_cast<int64_t>(operands.size());
   operands.insert(operands.end(), body.captured.begin(), body.captured.end());
   if (maxTrips)
     operands.push_back(maxTrips);
-  return emitScan(ctx, operands, w, static_cast<int64_t>(2 + n), 0, /*whileLoop=*/true);
+  return emitScan(ctx, operands, w, carried, 0, /*whileLoop=*/true);
 }
 
 /// A Loop of tensor states: `body` (inputs: iteration number, condition, the states, whose
@@ -466,7 +517,8 @@ Expected<std::vector<Value *>> emitLoop(LoweringContext &ctx, const ImportedSubg
   auto i64 = [&](int64_t v) { return ctx.scalar(DType::I64, static_cast<double>(v)); };
   Value *trips = nullptr;
   if (cond && !keeps && !stops) {
-    NNC_ASSIGN_OR_RETURN(Node * loop, emitWhileLoop(ctx, body, initial, maxTrips, cond));
+    NNC_ASSIGN_OR_RETURN(Node * loop,
+                         emitWhileLoop(ctx, body, initial, maxTrips, cond, /*countOnly=*/k > 0));
     if (k == 0) {
       std::vector<Value *> results;
       for (size_t j = 0; j < n; ++j)
