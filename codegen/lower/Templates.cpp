@@ -184,6 +184,17 @@ std::vector<KernelTemplate> cpuTemplates() {
        [](const LoweringUnit &u, const CpuTarget &) { return isDepthwiseConvNCHWc(*u.node); },
        tunable(lowerConvNCHWc),
        /*takesEpilogue=*/true},
+      {"conv_nchwc.bf16_direct",
+       {OpKind::ConvNCHWc},
+       false,
+       "conv_nchwc.direct on bf16 input and weight (--precision bf16: bf16_pairs), vdpbf16ps "
+       "into f32 sums",
+       convNchwc,
+       [](const LoweringUnit &u, const CpuTarget &) {
+         return u.node->getInt("bf16_pairs", 0) != 0;
+       },
+       tunable(lowerConvNCHWc),
+       /*takesEpilogue=*/true},
       {"conv_nchwc.direct",
        {OpKind::ConvNCHWc},
        false,

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "LowerTestUtil.h"
+#include "nnc/codegen/Lowering.h"
 #include "nnc/ir/GemmPacking.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/runtime/Executable.h"
@@ -149,6 +150,20 @@ TEST(Bf16Conv, ConvsRunBf16TilesExactWhereBf16HoldsTheOperands) {
     ASSERT_FALSE(e) << e.message();
     std::string what = fmt::format("x {} w {}", extentsStr(c.x), extentsStr(c.w));
     EXPECT_EQ(bf16Convs(*opt), std::make_pair(1, 1)) << what << ": the conv runs bf16 tiles";
+    // Named so in `nnc inspect --templates`.
+    std::vector<std::string> names;
+    tuning::LowerOptions lo(*cpu);
+    lo.onTemplate = [&](const tuning::TemplateChoice &c) {
+      if (c.op == "conv_nchwc")
+        names.push_back(c.name);
+    };
+    Expected<std::vector<LoweringUnit>> units = loweringUnits(*opt);
+    ASSERT_TRUE(units) << units.error().message();
+    for (const LoweringUnit &u : *units) {
+      Expected<std::vector<kir::Kernel>> ks = lowerUnit(u, "k", lo);
+      ASSERT_TRUE(ks) << ks.error().message();
+    }
+    EXPECT_EQ(names, std::vector<std::string>{"conv_nchwc.bf16_direct"}) << what;
     for (int threads : {1, 2}) {
       CpuOptions o(*cpu);
       o.threads = threads;
