@@ -33,6 +33,7 @@
 // operand 4, a constant, so the tiles do not sum the weight on every run.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "PatternUtil.h"
 #include "nnc/ir/FusionGroup.h"
@@ -132,10 +133,48 @@ public:
           for (auto it = map->begin(); it != map->end();)
             it = it->first.first == c ? map->erase(it) : std::next(it);
     }
+    fuseBf16Casts(g, bf16Inputs);
     return changed;
   }
 
 private:
+  /// A bf16 conv's input cast joins the fusion group that produces its input, as the group's
+  /// root, where that group is a conv_nchwc's (or the input is a lone conv_nchwc's result,
+  /// which then becomes such a group) and nothing else reads the input: the conv template
+  /// keeps the group's sums in f32 scratch and stores the group's result as bf16, once
+  /// (codegen/lower/Layout.cpp), instead of an f32 result and a pass that casts it.
+  void fuseBf16Casts(Graph &g, const std::map<const Value *, Value *> &inputs) {
+    int64_t fresh = 0;
+    std::set<const Node *> casts;
+    for (const auto &entry : inputs)
+      casts.insert(entry.second->producer());
+    for (const Node *n : g.nodes())
+      fresh = std::max(fresh, fusionGroupOf(*n) + 1);
+    // In graph order, so that the new groups' ids do not depend on pointer values.
+    for (Node *cast : g.nodes()) {
+      if (!casts.count(cast))
+        continue;
+      const Value *x = cast->operand(0);
+      Node *p = x->producer();
+      if (!p || g.isOutput(x) || g.users(x).size() != 1)
+        continue;
+      int64_t gid = fusionGroupOf(*p);
+      bool convAnchor = false;
+      if (gid >= 0) {
+        for (const Node *m : g.nodes())
+          convAnchor = convAnchor || (m->kind() == OpKind::ConvNCHWc && fusionGroupOf(*m) == gid);
+      } else if (p->kind() == OpKind::ConvNCHWc && p->numResults() == 1) {
+        gid = fresh++;
+        p->setAttr(kFusionGroupAttr, Attribute(gid));
+        convAnchor = true;
+      }
+      if (!convAnchor)
+        continue;
+      cast->setAttr(kFusionGroupAttr, Attribute(gid));
+      addStat("bf16-casts-fused");
+    }
+  }
+
   /// conv_nchwc of group 1 on a blocked f32 input with a constant f32 weight of 16 output
   /// lanes and an even input block: bf16 operands (the weight in pairs of input lanes, the
   /// input cast once per value in `inputs`), bf16_pairs set. An input made in the conv's own

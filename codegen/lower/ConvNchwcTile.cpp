@@ -57,7 +57,7 @@ Expr i64(int64_t v) {
 
 Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, int64_t first,
                      int64_t R, int64_t Mt, const NchwcPass &pass, const Epilogue::InPlace *finish,
-                     std::vector<Stmt> &hoisted) {
+                     const Epilogue::FromScratch *finishFrom, std::vector<Stmt> &hoisted) {
   const WindowAxis &ah = g.ah, &aw = g.aw;
   std::vector<Stmt> s;
   // The kernel rows inside the input, [khLo, khLo + khCount): ih = oh*s - p + kh*d in [0, H).
@@ -96,13 +96,14 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
   shape.xs = {g.H * g.W * xLanes, g.W * xLanes * ah.dilation, xLanes * aw.dilation,
               g.plain || g.depthwise ? 0 : 1};
   shape.ws = {g.KH * g.KW * g.bi * g.b, g.KW * g.bi * g.b, g.bi * g.b, g.b};
-  // Where the sums go: the output on the last pass, else the partial sums (slots of item q,
-  // block m, column, lane).
-  int c = pass.last ? g.out : g.part;
-  int64_t cblk = pass.last ? g.OH * g.OW * g.b : g.OW * g.b;
+  // Where the sums go: the output on the last pass, else (and with sumsToScratch always) the
+  // partial sums (slots of item q, block m, column, lane).
+  const bool toOut = pass.last && !g.sumsToScratch;
+  int c = toOut ? g.out : g.part;
+  int64_t cblk = toOut ? g.OH * g.OW * g.b : g.OW * g.b;
   auto cAt = [&](int64_t r) {
     Expr col = kir::add(ow0, i64(r));
-    if (pass.last)
+    if (toOut)
       return kir::mul(
           kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(g.n, i64(g.Mb)), g.block0),
                                               i64(g.OH)),
@@ -180,9 +181,9 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
     one->conv.kwCols = std::move(cols);
     s.push_back(one);
   }
-  if (pass.last && finish) {
-    // The group's epilogue on each element of the tile, in place: the result seen as rows of
-    // one block's lanes.
+  if (pass.last && (g.sumsToScratch ? finishFrom != nullptr : finish != nullptr)) {
+    // The group's epilogue on each element of the tile, in place (or from the sums in
+    // scratch): the result seen as rows of one block's lanes.
     std::string mv = kb.freshName("em"), rv = kb.freshName("er"), jv = kb.freshName("ej");
     Expr row = kir::add(
         kir::mul(kir::add(kir::mul(kir::add(kir::mul(g.n, i64(g.Mb)),
@@ -191,7 +192,17 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
                           g.oh),
                  i64(g.OW)),
         kir::add(ow0, kir::var(rv)));
-    Stmt one = (*finish)(row, kir::var(jv), hoisted);
+    Stmt one;
+    if (g.sumsToScratch) {
+      Expr slot = kir::add(
+          kir::mul(kir::add(kir::mul(kir::add(kir::mul(g.q, i64(g.M)), kir::var(mv)), i64(g.OW)),
+                            kir::add(ow0, kir::var(rv))),
+                   i64(g.b)),
+          kir::var(jv));
+      one = (*finishFrom)(row, kir::var(jv), g.part, slot, hoisted);
+    } else {
+      one = (*finish)(row, kir::var(jv), hoisted);
+    }
     s.push_back(kir::forLoop(mv, i64(Mt),
                              kir::forLoop(rv, i64(R), kir::forLoop(jv, i64(g.b), one))));
   }

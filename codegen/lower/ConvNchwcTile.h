@@ -33,6 +33,9 @@ struct NchwcTiles {
   kir::Expr q, n, oh, block0, icb0;
   /// bf16 x and w, w's input lanes in pairs (conv_nchwc's bf16_pairs): bf16 ConvTiles.
   bool bf16 = false;
+  /// The last pass too stores its sums to the partial sums' scratch, and the epilogue
+  /// (`finishFrom`) stores the final values: a group result of a narrower dtype (bf16).
+  bool sumsToScratch = false;
 };
 
 /// One pass of a tile's reduction over input blocks [kcBase, kcBase + kcCount).
@@ -45,10 +48,13 @@ struct NchwcPass {
 /// The statements of one tile: output columns [ow0, ow0 + R) of the row x Mt blocks, as a
 /// ConvTile (an edge tile, whose first column `first` is a constant, >= 0, with each kernel
 /// column's window of the columns that read inside the input). On the last pass, `finish`
-/// (when set) applies the group's epilogue in place to the tile's stored sums; its scalar
-/// inputs go to `hoisted`.
+/// (when set) applies the group's epilogue in place to the tile's stored sums, or with
+/// NchwcTiles::sumsToScratch `finishFrom` stores the final values from the sums in scratch;
+/// its scalar inputs go to `hoisted`.
 kir::Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const kir::Expr &ow0,
                           int64_t first, int64_t R, int64_t Mt, const NchwcPass &pass,
-                          const Epilogue::InPlace *finish, std::vector<kir::Stmt> &hoisted);
+                          const Epilogue::InPlace *finish,
+                          const Epilogue::FromScratch *finishFrom,
+                          std::vector<kir::Stmt> &hoisted);
 
 } // namespace nnc::lower

@@ -315,6 +315,23 @@ Epilogue::InPlace Epilogue::inPlace(KernelBuilder &kb, int64_t rows, int64_t col
   };
 }
 
+Epilogue::FromScratch Epilogue::fromScratch(KernelBuilder &kb, int64_t rows, int64_t cols) {
+  auto in = std::make_shared<Inputs>(inputsOf(kb));
+  DType t = movedType(u_.anchor->result()->dtype());
+  return [this, in, kbp = &kb, rows, cols, t](Expr row, Expr col, int src, Expr srcAt,
+                                             std::vector<Stmt> &hoisted) -> Stmt {
+    KernelBuilder &kb = *kbp;
+    std::vector<Stmt> stmts;
+    in->scalars.clear(); // `hoisted` belongs to this call's place in the kernel
+    std::string p = freshPrefix();
+    stmts.push_back(kir::decl(p + "a", t, kb.load(src, std::move(srcAt))));
+    Expr value = applyAt(row, col, rows, cols, kir::var(p + "a", t), *in, stmts, hoisted);
+    Expr at = kir::add(kir::mul(row, i64c(cols)), col);
+    stmts.push_back(kb.store(kb.result(0), at, value));
+    return kir::block(stmts);
+  };
+}
+
 Stmt Epilogue::pass(kir::Kernel &k, int src, int dst, std::vector<Stmt> *before) {
   Inputs in;
   auto bufOf = std::make_shared<std::map<size_t, int>>();

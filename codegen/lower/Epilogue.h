@@ -140,6 +140,12 @@ public:
   using InPlace =
       std::function<kir::Stmt(kir::Expr row, kir::Expr col, std::vector<kir::Stmt> &hoisted)>;
   InPlace inPlace(KernelBuilder &kb, int64_t rows, int64_t cols);
+  /// As inPlace, but the anchor's value at (row, col) is read from buffer `src` at `srcAt`
+  /// (a template that keeps its sums in scratch of the anchor's dtype and stores only the
+  /// final values: a group whose root narrows the dtype, as a cast to bf16 does).
+  using FromScratch = std::function<kir::Stmt(kir::Expr row, kir::Expr col, int src,
+                                              kir::Expr srcAt, std::vector<kir::Stmt> &hoisted)>;
+  FromScratch fromScratch(KernelBuilder &kb, int64_t rows, int64_t cols);
 
   /// Called by a template that applied the epilogue at every final store of the anchor's
   /// result: the planner then adds no pass of its own.

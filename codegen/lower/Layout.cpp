@@ -583,8 +583,12 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   KernelBuilder kb(node, prefix);
   int xb = kb.operand(0), wb = kb.operand(1), bb = biasV ? kb.operand(2) : -1, ob = kb.result(0);
   // Partial sums between passes: one slot per (parallel item, tile block, column, lane).
-  int part = passes > 1 ? kb.scratch(0, acc, N * G * OH * M * OW * b) : -1;
   Epilogue *ep = opts ? opts->epilogue : nullptr;
+  // A group whose result is narrower than the sums (a cast to bf16 as its root, for the bf16
+  // convs after it) keeps every pass's sums in the scratch, and its epilogue stores the final
+  // values from there: the result buffer cannot hold the f32 sums.
+  const bool sumsToScratch = ep && dtypeSize(ep->resultType()) < dtypeSize(acc);
+  int part = passes > 1 || sumsToScratch ? kb.scratch(0, acc, N * G * OH * M * OW * b) : -1;
   std::vector<Stmt> epHoisted;
   // One flat parallel loop over (image, group of M output blocks, output row).
   Nest outer;
@@ -604,9 +608,12 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   // while the tile's output and residual lines are in L1 (a pass afterwards would reread the
   // whole result); its scalar inputs are read once, before the kernel's loops.
   NchwcTiles tiles{xb, wb, bb, ob, part, plain, depthwise, hAlways, Cx, H, W, OH, OW, Mb,
-                   Kc, KH, KW, bi, b, M, ah, aw, q, n, oh, blockOf(0), icb0, bf16};
+                   Kc, KH, KW, bi, b, M, ah, aw, q, n, oh, blockOf(0), icb0, bf16, sumsToScratch};
   std::optional<Epilogue::InPlace> finish;
-  if (ep)
+  std::optional<Epilogue::FromScratch> finishFrom;
+  if (ep && sumsToScratch)
+    finishFrom = ep->fromScratch(kb, N * Mb * OH * OW, b);
+  else if (ep)
     finish = ep->inPlace(kb, N * Mb * OH * OW, b);
   // A pass over input blocks [kcBase, kcBase + kcCount) of the group's: the first starts from
   // the bias, the last stores the result (where a fused epilogue applies), the others start
@@ -617,6 +624,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   // its columns lie outside the interior, its kernel columns split into runs (kwRuns).
   auto tile = [&](Expr ow0, int64_t first, int64_t R, int64_t Mt, const Pass &pass) -> Stmt {
     return nchwcVectorTile(kb, tiles, ow0, first, R, Mt, pass, finish ? &*finish : nullptr,
+                           finishFrom ? &*finishFrom : nullptr,
                            epHoisted);
   };
   // The row's tiles of Mt blocks: ct.tiles tiles of ct.positions columns, the last one

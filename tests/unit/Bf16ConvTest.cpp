@@ -15,6 +15,7 @@
 
 #include "LowerTestUtil.h"
 #include "nnc/codegen/Lowering.h"
+#include "nnc/ir/FusionGroup.h"
 #include "nnc/ir/GemmPacking.h"
 #include "nnc/passes/PassManager.h"
 #include "nnc/runtime/Executable.h"
@@ -47,12 +48,13 @@ struct ConvCase {
   Extents x, w;
   Ints strides, pads;
   bool bias;
+  Ints dilations{1, 1};
 };
 
 /// relu(conv(x, w, b)), then (when `chained`) a 1x1 conv of 32 output channels of it, with
 /// constant weights.
 std::unique_ptr<Graph> convGraph(const ConvCase &c, const Tensor &w, const Tensor &b,
-                                 const Tensor &w2, bool chained = true) {
+                                 const Tensor &w2, bool chained = true, bool reluOut = true) {
   auto g = std::make_unique<Graph>();
   Value *x = g->addInput("x", TensorType(DType::F32, shapeFromExtents(c.x)));
   std::vector<Value *> ops{x, lowertest::constantValue(*g, w)};
@@ -60,7 +62,7 @@ std::unique_ptr<Graph> convGraph(const ConvCase &c, const Tensor &w, const Tenso
     ops.push_back(lowertest::constantValue(*g, b));
   Expected<Node *> conv =
       g->createInferred(OpKind::Conv, ops,
-                        {{"strides", c.strides}, {"pads", c.pads}, {"dilations", Ints{1, 1}},
+                        {{"strides", c.strides}, {"pads", c.pads}, {"dilations", c.dilations},
                          {"group", int64_t{1}}},
                         "conv");
   EXPECT_TRUE(conv) << conv.error().message();
@@ -74,6 +76,8 @@ std::unique_ptr<Graph> convGraph(const ConvCase &c, const Tensor &w, const Tenso
       "conv2");
   EXPECT_TRUE(conv2) << conv2.error().message();
   g->setOutputs({(*relu)->result(), (*conv2)->result()});
+  if (!reluOut)
+    g->setOutputs({(*conv2)->result()});
   if (!chained)
     g->setOutputs({(*relu)->result()});
   return g;
@@ -112,6 +116,9 @@ const ConvCase kCases[] = {
     {{1, 32, 9, 11}, {32, 32, 3, 3}, {1, 1}, {1, 1, 1, 1}, true},
     {{2, 16, 12, 12}, {48, 16, 3, 3}, {2, 2}, {1, 1, 1, 1}, true},
     {{1, 48, 7, 7}, {32, 48, 1, 1}, {1, 1}, {0, 0, 0, 0}, false},
+    // Dilated (FCN-ResNet50's layer 3 and 4: dilation 2 and 4, padding as much).
+    {{1, 32, 12, 12}, {32, 32, 3, 3}, {1, 1}, {2, 2, 2, 2}, true, {2, 2}},
+    {{1, 32, 13, 13}, {16, 32, 3, 3}, {1, 1}, {4, 4, 4, 4}, false, {4, 4}},
 };
 
 } // namespace
@@ -188,39 +195,48 @@ TEST(Bf16Conv, ConvsWithinBf16RoundingOfFp32AndTheirInterpretedGraph) {
     GTEST_SKIP() << "the host lacks AVX512-BF16: " << CpuTarget::host().str();
   std::mt19937 rng(11);
   for (const ConvCase &c : kCases) {
-    Tensor w = lowertest::randomTensor(DType::F32, c.w, rng, -1, 1),
-           b = lowertest::randomTensor(DType::F32, {c.w[0]}, rng, -1, 1),
-           w2 = lowertest::randomTensor(DType::F32, {32, c.w[0], 1, 1}, rng, -1, 1),
-           x = lowertest::randomTensor(DType::F32, c.x, rng, -1, 1);
-    std::unique_ptr<Graph> g = convGraph(c, w, b, w2);
-    Expected<std::vector<Tensor>> fp32 = interpret(*g, {x});
-    ASSERT_TRUE(fp32) << fp32.error().message();
-    Error e = cpuPipeline(*g, *cpu);
-    ASSERT_FALSE(e) << e.message();
-    ASSERT_EQ(bf16Convs(*g), std::make_pair(2, 2));
-    Expected<std::vector<Tensor>> defined = interpret(*g, {x});
-    ASSERT_TRUE(defined) << defined.error().message();
-    CpuOptions o(*cpu);
-    o.codegen.cacheDir = "";
-    Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, o);
-    ASSERT_TRUE(exe) << exe.error().message();
-    Expected<std::vector<Tensor>> got = (*exe)->run({x});
-    ASSERT_TRUE(got) << got.error().message();
-    std::string what = fmt::format("x {} w {}", extentsStr(c.x), extentsStr(c.w));
-    for (size_t k = 0; k < fp32->size(); ++k) {
-      const float *a = (*got)[k].data<float>(), *r = (*fp32)[k].data<float>(),
-                  *d = (*defined)[k].data<float>();
-      double range = 0, far = 0, fromDefined = 0;
-      for (int64_t i = 0; i < (*fp32)[k].numElements(); ++i) {
-        range = std::max(range, std::fabs(double(r[i])));
-        far = std::max(far, std::fabs(double(a[i]) - r[i]));
-        fromDefined = std::max(fromDefined, std::fabs(double(a[i]) - d[i]));
+    for (bool reluOut : {true, false}) {
+      Tensor w = lowertest::randomTensor(DType::F32, c.w, rng, -1, 1),
+             b = lowertest::randomTensor(DType::F32, {c.w[0]}, rng, -1, 1),
+             w2 = lowertest::randomTensor(DType::F32, {32, c.w[0], 1, 1}, rng, -1, 1),
+             x = lowertest::randomTensor(DType::F32, c.x, rng, -1, 1);
+      std::unique_ptr<Graph> g = convGraph(c, w, b, w2, /*chained=*/true, reluOut);
+      Expected<std::vector<Tensor>> fp32 = interpret(*g, {x});
+      ASSERT_TRUE(fp32) << fp32.error().message();
+      Error e = cpuPipeline(*g, *cpu);
+      ASSERT_FALSE(e) << e.message();
+      ASSERT_EQ(bf16Convs(*g), std::make_pair(2, 2));
+      // The second conv's input cast is the root of the first conv's group (its relu'd sums
+      // stored once, as bf16) unless the relu's result is also a graph output. The cast before
+      // the first conv reads a graph input: no group.
+      int fused = 0;
+      for (const Node *n : g->nodes())
+        fused += n->kind() == OpKind::Cast && fusionGroupOf(*n) >= 0;
+      EXPECT_EQ(fused, reluOut ? 0 : 1) << "x " << extentsStr(c.x);
+      Expected<std::vector<Tensor>> defined = interpret(*g, {x});
+      ASSERT_TRUE(defined) << defined.error().message();
+      CpuOptions o(*cpu);
+      o.codegen.cacheDir = "";
+      Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, o);
+      ASSERT_TRUE(exe) << exe.error().message();
+      Expected<std::vector<Tensor>> got = (*exe)->run({x});
+      ASSERT_TRUE(got) << got.error().message();
+      std::string what = fmt::format("x {} w {}", extentsStr(c.x), extentsStr(c.w));
+      for (size_t k = 0; k < fp32->size(); ++k) {
+        const float *a = (*got)[k].data<float>(), *r = (*fp32)[k].data<float>(),
+                    *d = (*defined)[k].data<float>();
+        double range = 0, far = 0, fromDefined = 0;
+        for (int64_t i = 0; i < (*fp32)[k].numElements(); ++i) {
+          range = std::max(range, std::fabs(double(r[i])));
+          far = std::max(far, std::fabs(double(a[i]) - r[i]));
+          fromDefined = std::max(fromDefined, std::fabs(double(a[i]) - d[i]));
+        }
+        // bf16 keeps 8 significant bits: each operand within 2^-9 of itself.
+        EXPECT_LT(far, 2e-2 * range) << what << " output " << k << ": from fp32";
+        EXPECT_GT(far, 0.0) << what << " output " << k << ": bf16 rounding shows";
+        // The same bf16 operands, summed in another order.
+        EXPECT_LT(fromDefined, 1e-5 * range) << what << " output " << k << ": from its graph";
       }
-      // bf16 keeps 8 significant bits: each operand within 2^-9 of itself.
-      EXPECT_LT(far, 2e-2 * range) << what << " output " << k << ": from fp32";
-      EXPECT_GT(far, 0.0) << what << " output " << k << ": bf16 rounding shows";
-      // The same bf16 operands, summed in another order.
-      EXPECT_LT(fromDefined, 1e-5 * range) << what << " output " << k << ": from its graph";
     }
   }
 }
