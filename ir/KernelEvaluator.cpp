@@ -566,10 +566,8 @@ struct Evaluator {
   }
 
   /// The conv tile's definition: each element's products fused into its sum in the
-  /// reduction's nesting order, from its initial value.
-  /// The microkernel's definition: the products summed in reduction order from the initial
-  /// value, fused (f32); bf16: the (exact) products of the bf16 values added in that order
-  /// to an f32 sum, W's input lanes in pairs (ConvTileShape).
+  /// reduction's nesting order, from its initial value; bf16: the (exact) products of the
+  /// bf16 values added in that order to an f32 sum, W's input lanes in pairs (ConvTileShape).
   void convTile(const StmtNode &s) {
     const ConvTileShape &t = s.conv;
     const bool bf16 = t.elems == GemmElems::BF16;

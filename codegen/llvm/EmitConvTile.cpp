@@ -178,52 +178,34 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
   // The reduction: loops stepping x and w by argument strides, the innermost by the
   // function's constants. X's pointers are not inbounds: an edge tile's first column may lie
   // before its row (its window leaves it out there), even before X's buffer.
+  // bf16: vdpbf16ps on pairs of input lanes (a step is a pair: X's at 2 i xs3, a dword
+  // broadcast; W's at 2 i ws3, <16 x i32> per block, ws3 = lanes).
   llvm::Function *dp =
       bf16 ? llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512)
            : nullptr;
-  auto *ity = llvm::FixedVectorType::get(b.getInt32Ty(), lanes);
-  // bf16: per pair i of input lanes, X's pair at 2 i xs3 and W's at 2 i ws3 (ws3 = lanes).
-  auto pairSteps = [&](Value *xp, Value *wp, int64_t lo, int64_t hi) {
-    countedLoop(b, f, b.CreateSDiv(n[3], b.getInt64(2)), "i3", [&](Value *i) {
-      Value *xi = b.CreateGEP(xw, xp, b.CreateMul(i, b.getInt64(2 * t.xs[3])));
-      Value *wi = b.CreateInBoundsGEP(xw, wp, b.CreateMul(i, b.getInt64(2 * t.ws[3])));
+  const int64_t per = bf16 ? 2 : 1; // input lanes per step
+  Type *xStep = bf16 ? b.getInt32Ty() : f32;
+  Type *wStep = bf16 ? static_cast<Type *>(llvm::FixedVectorType::get(b.getInt32Ty(), lanes))
+                     : static_cast<Type *>(vty);
+  auto steps = [&](Value *xp, Value *wp, int64_t lo, int64_t hi) {
+    Value *count = bf16 ? b.CreateSDiv(n[3], b.getInt64(2)) : n[3];
+    countedLoop(b, f, count, "i3", [&](Value *i) {
+      Value *xi = b.CreateGEP(xw, xp, b.CreateMul(i, b.getInt64(per * t.xs[3])));
+      Value *wi = b.CreateInBoundsGEP(xw, wp, b.CreateMul(i, b.getInt64(per * t.ws[3])));
       std::vector<Value *> wv;
       for (int64_t m = 0; m < t.blocks; ++m)
         wv.push_back(b.CreateAlignedLoad(
-            ity, b.CreateInBoundsGEP(xw, wi, b.getInt64(m * t.wblk)), llvm::Align(4)));
+            wStep, b.CreateInBoundsGEP(xw, wi, b.getInt64(m * t.wblk)), align));
       for (int64_t r = lo; r < hi; ++r) {
         Value *xr = b.CreateGEP(xw, xi, b.getInt64(r * t.xcol));
-        Value *xv =
-            b.CreateVectorSplat(lanes, b.CreateAlignedLoad(b.getInt32Ty(), xr, llvm::Align(4)));
-        for (int64_t m = 0; m < t.blocks; ++m) {
-          llvm::AllocaInst *a = accAt(m, r);
-          Value *sum = b.CreateCall(
-              dp, {b.CreateAlignedLoad(vty, a, llvm::Align(4 * lanes)), xv,
-                   wv[static_cast<size_t>(m)]});
-          b.CreateAlignedStore(sum, a, llvm::Align(4 * lanes));
-        }
-      }
-    });
-  };
-  auto steps = [&](Value *xp, Value *wp, int64_t lo, int64_t hi) {
-    if (bf16)
-      return pairSteps(xp, wp, lo, hi);
-    countedLoop(b, f, n[3], "i3", [&](Value *i) {
-      Value *xi = b.CreateGEP(f32, xp, b.CreateMul(i, b.getInt64(t.xs[3])));
-      Value *wi = b.CreateInBoundsGEP(f32, wp, b.CreateMul(i, b.getInt64(t.ws[3])));
-      std::vector<Value *> wv;
-      for (int64_t m = 0; m < t.blocks; ++m)
-        wv.push_back(b.CreateAlignedLoad(
-            vty, b.CreateInBoundsGEP(f32, wi, b.getInt64(m * t.wblk)), align));
-      for (int64_t r = lo; r < hi; ++r) {
-        Value *xr = b.CreateGEP(f32, xi, b.getInt64(r * t.xcol));
         Value *xv = t.depthwise ? b.CreateAlignedLoad(vty, xr, align)
-                                : b.CreateVectorSplat(lanes, b.CreateAlignedLoad(f32, xr, align));
+                                : b.CreateVectorSplat(lanes, b.CreateAlignedLoad(xStep, xr, align));
         for (int64_t m = 0; m < t.blocks; ++m) {
           llvm::AllocaInst *a = accAt(m, r);
-          Value *sum = b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vty},
-                                         {xv, wv[static_cast<size_t>(m)],
-                                          b.CreateAlignedLoad(vty, a, llvm::Align(4 * lanes))});
+          Value *accV = b.CreateAlignedLoad(vty, a, llvm::Align(4 * lanes));
+          Value *wm = wv[static_cast<size_t>(m)];
+          Value *sum = bf16 ? b.CreateCall(dp, {accV, xv, wm})
+                            : b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vty}, {xv, wm, accV});
           b.CreateAlignedStore(sum, a, llvm::Align(4 * lanes));
         }
       }

@@ -106,7 +106,8 @@ void writeElement(Tensor &t, int64_t i, const Number &v, const CastOptions &opt)
   }
 }
 
-/// Converts `x` to `to`.
+} // namespace
+
 Expected<Tensor> castTensor(const Tensor &x, DType to, bool saturate,
                             const std::string &roundMode) {
   NNC_ASSIGN_OR_RETURN(Tensor out, Tensor::create(to, x.extents()));
@@ -131,6 +132,7 @@ Expected<Tensor> castTensor(const Tensor &x, DType to, bool saturate,
   return out;
 }
 
+namespace {
 
 /// For each element of `out` (row-major), the flat offset of the element of an operand of
 /// extents `in` that numpy broadcasting reads there.

@@ -19,5 +19,8 @@ using Results = Expected<std::vector<Tensor>>;
 
 /// All elementwise ops (with broadcasting), from the formulas in Ops.def.
 Results evalElementwise(const Node &node, const Operands &ops);
+/// `x` converted to `to` as the cast op does (saturate, round_mode: its attributes).
+Expected<Tensor> castTensor(const Tensor &x, DType to, bool saturate = true,
+                            const std::string &roundMode = "up");
 
 } // namespace nnc::interp

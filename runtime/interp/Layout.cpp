@@ -127,14 +127,10 @@ Results evalPackConvWeight(const Node &node, const Operands &ops) {
 Results evalConvNCHWc(const Node &node, const Operands &ops) {
   // bf16_pairs: bf16 x and w (exact in f32), the conv in f32.
   const bool pairs = node.getInt("bf16_pairs", 0) != 0;
-  auto toF32 = [](const Tensor &t) { // bf16 values, exact in f32
-    Tensor y = Tensor::zeros(DType::F32, t.extents());
-    auto *p = static_cast<float *>(y.rawData());
-    for (int64_t i = 0; i < t.numElements(); ++i)
-      p[i] = static_cast<float>(t.elementAsDouble(i));
-    return y;
-  };
-  const Tensor x = pairs ? toF32(ops[0]) : ops[0];
+  Tensor x = ops[0];
+  if (pairs) {
+    NNC_ASSIGN_OR_RETURN(x, castTensor(ops[0], DType::F32));
+  }
   const Tensor &w = ops[1];
   int64_t b = w.dim(5), bi = w.dim(4), kc = w.dim(1), mb = w.dim(0);
   int64_t kernel = w.dim(2) * w.dim(3);
@@ -149,8 +145,9 @@ Results evalConvNCHWc(const Node &node, const Operands &ops) {
         copy((((o / b) * kc + c / bi) * kernel + t) * bi * b + lanes,
              (o * kc * bi + c) * kernel + t);
       }
-  if (pairs)
-    wp = toF32(wp);
+  if (pairs) {
+    NNC_ASSIGN_OR_RETURN(wp, castTensor(wp, DType::F32));
+  }
   Operands plain{x.rank() == 4 ? x : fromBlocked(x, 1, x.dim(1) * b), wp};
   if (ops.size() > 2 && !ops[2].isNull())
     plain.push_back(ops[2].reshaped({mb * b}));

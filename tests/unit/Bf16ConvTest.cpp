@@ -101,6 +101,16 @@ Error cpuPipeline(Graph &g, const CpuTarget &cpu) {
   return pipeline.run(g, ctx);
 }
 
+/// `g` compiled for `cpu` (no object cache) and run on `x`.
+Expected<std::vector<Tensor>> compileAndRun(const Graph &g, const CpuTarget &cpu, int threads,
+                                            const Tensor &x) {
+  CpuOptions o(cpu);
+  o.threads = threads;
+  o.codegen.cacheDir = "";
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, Executable::compile(g, o));
+  return exe->run({x});
+}
+
 /// The conv_nchwc nodes that run bf16 tiles, and all of them.
 std::pair<int, int> bf16Convs(const Graph &g) {
   int n = 0, all = 0;
@@ -172,12 +182,7 @@ TEST(Bf16Conv, ConvsRunBf16TilesExactWhereBf16HoldsTheOperands) {
     }
     EXPECT_EQ(names, std::vector<std::string>{"conv_nchwc.bf16_direct"}) << what;
     for (int threads : {1, 2}) {
-      CpuOptions o(*cpu);
-      o.threads = threads;
-      o.codegen.cacheDir = "";
-      Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, o);
-      ASSERT_TRUE(exe) << exe.error().message();
-      Expected<std::vector<Tensor>> got = (*exe)->run({x});
+      Expected<std::vector<Tensor>> got = compileAndRun(*opt, *cpu, threads, x);
       ASSERT_TRUE(got) << got.error().message();
       for (size_t k = 0; k < want->size(); ++k) {
         const Tensor &a = (*got)[k], &r = (*want)[k];
@@ -215,11 +220,7 @@ TEST(Bf16Conv, ConvsWithinBf16RoundingOfFp32AndTheirInterpretedGraph) {
       EXPECT_EQ(fused, reluOut ? 0 : 1) << "x " << extentsStr(c.x);
       Expected<std::vector<Tensor>> defined = interpret(*g, {x});
       ASSERT_TRUE(defined) << defined.error().message();
-      CpuOptions o(*cpu);
-      o.codegen.cacheDir = "";
-      Expected<std::unique_ptr<Executable>> exe = Executable::compile(*g, o);
-      ASSERT_TRUE(exe) << exe.error().message();
-      Expected<std::vector<Tensor>> got = (*exe)->run({x});
+      Expected<std::vector<Tensor>> got = compileAndRun(*g, *cpu, /*threads=*/0, x);
       ASSERT_TRUE(got) << got.error().message();
       std::string what = fmt::format("x {} w {}", extentsStr(c.x), extentsStr(c.w));
       for (size_t k = 0; k < fp32->size(); ++k) {
