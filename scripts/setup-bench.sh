@@ -7,6 +7,8 @@
 #   python3-torch:                the PyTorch peer (bench/peers_torch.py)
 #   python3-torchvision:          the exported CNNs and ViTs of bench/torch_models.py
 #   python3-matplotlib:           the plots of bench/peers.py and bench/torch_models.py
+#   python3-onnx:                 reads and rewrites models for lent machines
+#                                 (bench/refill_weights.py, bench/gpu_pack.py)
 #   nodejs, npm:                  onnxruntime-node: the ONNX Runtime peer of bench/ (its own
 #                                 process, bench/ort/ort_bench.js), and the libonnxruntime.so
 #                                 `nnc bench --compare ort` loads (NNC_ORT_LIBRARY or
@@ -20,6 +22,7 @@ PKGS=(
   libeigen3-dev    # Eigen: the third SGEMM peer (also in setup.sh)
   libclblast-dev   # CLBlast: SGEMM on the OpenCL device, untuned defaults (bench/clblast)
   python3-torch python3-torchvision python3-matplotlib
+  python3-onnx     # bench/refill_weights.py and bench/gpu_pack.py rewrite models' weights
   python3-sklearn  # the digits data of `nnc train`'s end-to-end test and bench/train_peer.py
   python3-threadpoolctl  # bounds OpenBLAS's pool in the PyTorch training peers (scripts/char_lm.py)
   nodejs

@@ -8,10 +8,12 @@
 // Softmax along a non-innermost axis keeps its per-row statistics in scratch buffers instead,
 // so that its inner loops run over contiguous elements.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 
 #include "CompositeUtil.h"
+#include "Templates.h"
 
 namespace nnc::lower {
 namespace {
@@ -169,7 +171,90 @@ Expected<std::vector<kir::Kernel>> lowerAlongAxis(const Node &node, const std::s
 
 // ---- layer_norm, rms_norm, lp_norm -------------------------------------------------------------
 
-Expected<std::vector<kir::Kernel>> lowerLayerNorm(const Node &node, const std::string &prefix) {
+/// How a normalization walks its rows. On the CPU: one row per iteration of the rows loop
+/// (parallel; an OpenCL grid of one work-item per row), its sums serial loops that the
+/// schedule vectorizes. On an OpenCL device with a width G (lowerNormWorkGroup): one work-group
+/// per row; work-item t takes elements t, t + G, ... of every pass, and a sum adds the items'
+/// partial sums as a tree in local memory, a barrier per level, the total read by every item.
+/// A row of 65536 elements (a VAE decoder's group norm) was one work-item's three serial
+/// passes: 6.3 ms of the decoder's 18 on an H200.
+class RowForm {
+public:
+  RowForm(KernelBuilder &kb, DType ct, int64_t width) : kb_(kb), ct_(ct), g_(width) {
+    if (g_ > 0)
+      t_ = kb.freshName("t");
+  }
+  bool onDevice() const { return g_ > 0; }
+
+  /// Appends to `row` the declaration of `name` (of the compute type) = the sum of term(j)
+  /// over j < count, walked by loop `loop` (which the CPU schedule vectorizes).
+  void sum(std::vector<Stmt> &row, const std::string &loop, const std::string &name,
+           int64_t count, const std::function<Expr(Expr)> &term) {
+    if (!onDevice()) {
+      row.push_back(kir::decl(name, ct_, fimm(0, ct_)));
+      row.push_back(kir::forLoop(
+          loop, i64(count),
+          kir::accumulate(name, kir::add(kir::var(name, ct_), term(kir::var(loop))))));
+      return;
+    }
+    std::string part = kb_.freshName("part");
+    row.push_back(kir::decl(part, ct_, fimm(0, ct_)));
+    row.push_back(each(loop, count, [&](Expr j) {
+      return kir::accumulate(part, kir::add(kir::var(part, ct_), term(j)));
+    }));
+    Expr t = kir::var(t_);
+    row.push_back(kir::store(kPartial, t, kir::var(part, ct_)));
+    row.push_back(kir::barrier());
+    for (int64_t h = g_ / 2; h >= 1; h /= 2) {
+      row.push_back(kir::ifThen(
+          kir::lt(t, i64(h)),
+          kir::store(kPartial, t,
+                     kir::add(kir::load(kPartial, ct_, t),
+                              kir::load(kPartial, ct_, kir::add(t, i64(h)))))));
+      row.push_back(kir::barrier());
+    }
+    row.push_back(kir::decl(name, ct_, kir::load(kPartial, ct_, i64(0))));
+    // A later sum stores its partial results only after every item has read this total.
+    row.push_back(kir::barrier());
+  }
+
+  /// body(j) for each j < count: all of them on the CPU, this work-item's share on a device.
+  Stmt each(const std::string &loop, int64_t count, const std::function<Stmt(Expr)> &body) {
+    if (!onDevice())
+      return kir::forLoop(loop, i64(count), body(kir::var(loop)));
+    Expr j = kir::add(kir::mul(kir::var(loop), i64(g_)), kir::var(t_));
+    return kir::forLoop(loop, i64((count + g_ - 1) / g_),
+                        kir::ifThen(kir::lt(j, i64(count)), body(j)));
+  }
+
+  /// `s` once per row (work-item 0 on a device).
+  Stmt once(Stmt s) const {
+    return onDevice() ? kir::ifThen(kir::lt(kir::var(t_), i64(1)), std::move(s)) : s;
+  }
+
+  /// The kernel: `row` for each of `rows` rows (loop `r`); `cpu` is the CPU form's schedule.
+  kir::Kernel finish(const std::string &r, int64_t rows, std::vector<Stmt> row,
+                     kir::Schedule cpu) {
+    if (!onDevice())
+      return kb_.finish(kir::forLoop(r, i64(rows), kir::block(std::move(row))), std::move(cpu));
+    Stmt nest = kir::forLoop(t_, i64(g_), kir::block(std::move(row)), kir::LoopKind::GpuThread);
+    nest = kir::forLoop(r, i64(rows), nest, kir::LoopKind::GpuBlock);
+    kir::Kernel k = kb_.finish(nest, {});
+    k.locals.push_back({kb_.freshName("partial"), ct_, g_});
+    return k;
+  }
+
+private:
+  static constexpr int kPartial = kir::kLocalBufferBase;
+  KernelBuilder &kb_;
+  DType ct_;
+  int64_t g_;
+  std::string t_;
+};
+
+/// layer_norm; `width` > 0: the device form of RowForm.
+Expected<std::vector<kir::Kernel>> lowerLayerNormRows(const Node &node, const std::string &prefix,
+                                                      int64_t width) {
   NNC_TRY(checkFloat(node, 0, "input"));
   NNC_TRY(checkFloat(node, 1, "scale"));
   const Value *xv = node.operand(0), *sv = node.operand(1), *bv = node.operand(2);
@@ -197,23 +282,18 @@ Expected<std::vector<kir::Kernel>> lowerLayerNorm(const Node &node, const std::s
   std::string sum = kb.freshName("sum"), mean = kb.freshName("mean"), sq = kb.freshName("sq"),
               inv = kb.freshName("inv");
   Expr rv = kir::var(r), meanV = kir::var(mean, ct), invV = kir::var(inv, ct);
-  auto at = [&](const std::string &c) { return kir::add(kir::mul(rv, i64(cols)), kir::var(c)); };
-  auto xs = [&](const std::string &c) {
-    return roundTo(kir::cast(kb.load(in, at(c)), ct), stash, ct);
-  };
+  auto at = [&](Expr c) { return kir::add(kir::mul(rv, i64(cols)), std::move(c)); };
+  auto xs = [&](Expr c) { return roundTo(kir::cast(kb.load(in, at(std::move(c))), ct), stash, ct); };
   Expr n = fimm(static_cast<double>(cols), ct);
 
+  RowForm form(kb, ct, width);
   std::vector<Stmt> row;
-  row.push_back(kir::decl(sum, ct, fimm(0, ct)));
-  row.push_back(
-      kir::forLoop(c1, i64(cols), kir::accumulate(sum, kir::add(kir::var(sum, ct), xs(c1)))));
+  form.sum(row, c1, sum, cols, xs);
   row.push_back(kir::decl(mean, ct, roundTo(kir::div(kir::var(sum, ct), n), stash, ct)));
-  row.push_back(kir::decl(sq, ct, fimm(0, ct)));
-  {
-    Expr d = kir::sub(xs(c2), meanV);
-    row.push_back(kir::forLoop(c2, i64(cols),
-                               kir::accumulate(sq, kir::add(kir::var(sq, ct), kir::mul(d, d)))));
-  }
+  form.sum(row, c2, sq, cols, [&](Expr c) {
+    Expr d = kir::sub(xs(std::move(c)), meanV);
+    return kir::mul(d, d);
+  });
   row.push_back(kir::decl(
       inv, ct,
       roundTo(kir::div(fimm(1, ct),
@@ -221,28 +301,35 @@ Expected<std::vector<kir::Kernel>> lowerLayerNorm(const Node &node, const std::s
               stash, ct)));
   if (node.numResults() > 1) {
     int mb = kb.result(1);
-    row.push_back(kb.store(mb, rv, narrow(meanV, kb.bufferType(mb))));
+    row.push_back(form.once(kb.store(mb, rv, narrow(meanV, kb.bufferType(mb)))));
   }
   if (node.numResults() > 2) {
     int ib = kb.result(2);
-    row.push_back(kb.store(ib, rv, narrow(invV, kb.bufferType(ib))));
+    row.push_back(form.once(kb.store(ib, rv, narrow(invV, kb.bufferType(ib)))));
   }
-  Expr c3v = kir::var(c3);
-  Expr normalized = roundTo(kir::mul(kir::sub(xs(c3), meanV), invV), xt, ct);
-  Expr y = kir::mul(normalized,
-                    kir::cast(kb.load(scale, broadcastFlat(se, e, axis, rv, c3v, cols)), ct));
-  if (bias >= 0)
-    y = kir::add(y, kir::cast(kb.load(bias, broadcastFlat(be, e, axis, rv, c3v, cols)), ct));
-  row.push_back(kir::forLoop(c3, i64(cols), kb.store(out, at(c3), narrow(y, kb.bufferType(out)))));
+  row.push_back(form.each(c3, cols, [&](Expr c) {
+    Expr normalized = roundTo(kir::mul(kir::sub(xs(c), meanV), invV), xt, ct);
+    Expr y = kir::mul(normalized,
+                      kir::cast(kb.load(scale, broadcastFlat(se, e, axis, rv, c, cols)), ct));
+    if (bias >= 0)
+      y = kir::add(y, kir::cast(kb.load(bias, broadcastFlat(be, e, axis, rv, c, cols)), ct));
+    return kb.store(out, at(c), narrow(y, kb.bufferType(out)));
+  }));
 
   Sched sc;
   sc.rows(r, rows, rows * cols);
   for (const std::string &c : {c1, c2, c3})
     sc.s.steps.push_back({Step::Vectorize, c, 0, {}});
-  return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
+  return std::vector<kir::Kernel>{form.finish(r, rows, std::move(row), sc.s)};
 }
 
-Expected<std::vector<kir::Kernel>> lowerRMSNorm(const Node &node, const std::string &prefix) {
+Expected<std::vector<kir::Kernel>> lowerLayerNorm(const Node &node, const std::string &prefix) {
+  return lowerLayerNormRows(node, prefix, 0);
+}
+
+/// rms_norm; `width` > 0: the device form of RowForm.
+Expected<std::vector<kir::Kernel>> lowerRMSNormRows(const Node &node, const std::string &prefix,
+                                                    int64_t width) {
   NNC_TRY(checkFloat(node, 0, "input"));
   NNC_TRY(checkFloat(node, 1, "scale"));
   const Value *xv = node.operand(0), *sv = node.operand(1);
@@ -264,31 +351,33 @@ Expected<std::vector<kir::Kernel>> lowerRMSNorm(const Node &node, const std::str
   std::string r = kb.freshName("r"), c1 = kb.freshName("c"), c2 = kb.freshName("c");
   std::string sq = kb.freshName("sq"), rms = kb.freshName("rms");
   Expr rv = kir::var(r);
-  auto at = [&](const std::string &c) { return kir::add(kir::mul(rv, i64(cols)), kir::var(c)); };
-  auto xs = [&](const std::string &c) {
-    return roundTo(kir::cast(kb.load(in, at(c)), ct), stash, ct);
-  };
+  auto at = [&](Expr c) { return kir::add(kir::mul(rv, i64(cols)), std::move(c)); };
+  auto xs = [&](Expr c) { return roundTo(kir::cast(kb.load(in, at(std::move(c))), ct), stash, ct); };
+  RowForm form(kb, ct, width);
   std::vector<Stmt> row;
-  row.push_back(kir::decl(sq, ct, fimm(0, ct)));
-  {
-    Expr v = xs(c1);
-    row.push_back(kir::forLoop(c1, i64(cols),
-                               kir::accumulate(sq, kir::add(kir::var(sq, ct), kir::mul(v, v)))));
-  }
+  form.sum(row, c1, sq, cols, [&](Expr c) {
+    Expr v = xs(std::move(c));
+    return kir::mul(v, v);
+  });
   row.push_back(kir::decl(
       rms, ct,
       roundTo(fop(OpKind::Sqrt,
                   kir::add(kir::div(kir::var(sq, ct), fimm(static_cast<double>(cols), ct)),
                            fimm(eps, ct))),
               stash, ct)));
-  Expr y =
-      kir::mul(roundTo(kir::div(xs(c2), kir::var(rms, ct)), xt, ct),
-               kir::cast(kb.load(scale, broadcastFlat(se, e, axis, rv, kir::var(c2), cols)), ct));
-  row.push_back(kir::forLoop(c2, i64(cols), kb.store(out, at(c2), narrow(y, kb.bufferType(out)))));
+  row.push_back(form.each(c2, cols, [&](Expr c) {
+    Expr y = kir::mul(roundTo(kir::div(xs(c), kir::var(rms, ct)), xt, ct),
+                      kir::cast(kb.load(scale, broadcastFlat(se, e, axis, rv, c, cols)), ct));
+    return kb.store(out, at(c), narrow(y, kb.bufferType(out)));
+  }));
   Sched sc;
   sc.rows(r, rows, rows * cols);
   sc.vectorize(c2, cols);
-  return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
+  return std::vector<kir::Kernel>{form.finish(r, rows, std::move(row), sc.s)};
+}
+
+Expected<std::vector<kir::Kernel>> lowerRMSNorm(const Node &node, const std::string &prefix) {
+  return lowerRMSNormRows(node, prefix, 0);
 }
 
 Expected<std::vector<kir::Kernel>> lowerLpNorm(const Node &node, const std::string &prefix) {
@@ -351,8 +440,10 @@ Error checkChannelOperands(const Node &node, size_t first, size_t last, int64_t 
 /// Group norm (statistics rounded to `stash`, the normalized value to the input dtype) and
 /// instance norm (groups == channels, no stash: no rounding, as the interpreter computes it
 /// in double): statistics over each group of channels of each batch item.
+/// group_norm and instance_norm (a group per channel); `width` > 0: the device form of RowForm.
 Expected<std::vector<kir::Kernel>> lowerGroupedNorm(const Node &node, const std::string &prefix,
-                                                    int64_t groups, std::optional<DType> stashOpt) {
+                                                    int64_t groups, std::optional<DType> stashOpt,
+                                                    int64_t width = 0) {
   NNC_TRY(checkFloat(node, 0, "input"));
   const Value *xv = node.operand(0);
   Extents e = extentsOf(xv);
@@ -384,42 +475,52 @@ Expected<std::vector<kir::Kernel>> lowerGroupedNorm(const Node &node, const std:
   auto xs = [&](Expr idx) { return roundTo(kir::cast(kb.load(in, idx), ct), stash, ct); };
   Expr cnt = fimm(static_cast<double>(perGroup), ct);
 
+  RowForm form(kb, ct, width);
   std::vector<Stmt> row;
-  row.push_back(kir::decl(sum, ct, fimm(0, ct)));
-  row.push_back(kir::forLoop(
-      k1, i64(perGroup),
-      kir::accumulate(sum, kir::add(kir::var(sum, ct), xs(kir::add(base, kir::var(k1)))))));
+  form.sum(row, k1, sum, perGroup, [&](Expr k) { return xs(kir::add(base, std::move(k))); });
   row.push_back(kir::decl(mean, ct, roundTo(kir::div(kir::var(sum, ct), cnt), stash, ct)));
-  row.push_back(kir::decl(sq, ct, fimm(0, ct)));
-  {
-    Expr d = kir::sub(xs(kir::add(base, kir::var(k2))), meanV);
-    row.push_back(kir::forLoop(k2, i64(perGroup),
-                               kir::accumulate(sq, kir::add(kir::var(sq, ct), kir::mul(d, d)))));
-  }
+  form.sum(row, k2, sq, perGroup, [&](Expr k) {
+    Expr d = kir::sub(xs(kir::add(base, std::move(k))), meanV);
+    return kir::mul(d, d);
+  });
   row.push_back(kir::decl(
       inv, ct,
       roundTo(kir::div(fimm(1, ct),
                        fop(OpKind::Sqrt, kir::add(kir::div(kir::var(sq, ct), cnt), fimm(eps, ct)))),
               stash, ct)));
   // Per channel of the group: y = normalized * scale[ch] + bias[ch].
-  Expr chan = kir::add(kir::mul(kir::mod(rv, i64(groups)), i64(cpg)), kir::var(cg));
-  Expr idx = kir::add(base, kir::add(kir::mul(kir::var(cg), i64(spatial)), kir::var(s)));
-  Expr normalized = kir::mul(kir::sub(xs(idx), meanV), invV);
-  if (stashOpt) // group norm rounds to the input dtype; instance norm does not
-    normalized = roundTo(normalized, xt, ct);
-  Expr y = kir::add(kir::mul(normalized, kir::var(sc0, ct)), kir::var(bi0, ct));
-  Stmt perChannel = kir::block({
-      kir::decl(ch, DType::I64, chan),
-      kir::decl(sc0, ct, kir::cast(kb.load(scale, kir::var(ch)), ct)),
-      kir::decl(bi0, ct, kir::cast(kb.load(bias, kir::var(ch)), ct)),
-      kir::forLoop(s, i64(spatial), kb.store(out, idx, narrow(y, kb.bufferType(out)))),
-  });
-  row.push_back(kir::forLoop(cg, i64(cpg), perChannel));
+  auto normalizedAt = [&](Expr idx) {
+    Expr normalized = kir::mul(kir::sub(xs(std::move(idx)), meanV), invV);
+    if (stashOpt) // group norm rounds to the input dtype; instance norm does not
+      normalized = roundTo(normalized, xt, ct);
+    return normalized;
+  };
+  Expr group = kir::mul(kir::mod(rv, i64(groups)), i64(cpg));
+  if (form.onDevice()) {
+    // One walk over the group; each element finds its channel.
+    row.push_back(form.each(s, perGroup, [&](Expr k) {
+      Expr c = kir::add(group, kir::div(k, i64(spatial)));
+      Expr y = kir::add(kir::mul(normalizedAt(kir::add(base, k)),
+                                 kir::cast(kb.load(scale, c), ct)),
+                        kir::cast(kb.load(bias, c), ct));
+      return kb.store(out, kir::add(base, k), narrow(y, kb.bufferType(out)));
+    }));
+  } else {
+    Expr idx = kir::add(base, kir::add(kir::mul(kir::var(cg), i64(spatial)), kir::var(s)));
+    Expr y = kir::add(kir::mul(normalizedAt(idx), kir::var(sc0, ct)), kir::var(bi0, ct));
+    Stmt perChannel = kir::block({
+        kir::decl(ch, DType::I64, kir::add(group, kir::var(cg))),
+        kir::decl(sc0, ct, kir::cast(kb.load(scale, kir::var(ch)), ct)),
+        kir::decl(bi0, ct, kir::cast(kb.load(bias, kir::var(ch)), ct)),
+        kir::forLoop(s, i64(spatial), kb.store(out, idx, narrow(y, kb.bufferType(out)))),
+    });
+    row.push_back(kir::forLoop(cg, i64(cpg), perChannel));
+  }
 
   Sched sc;
   sc.rows(r, rows, rows * perGroup);
   sc.vectorize(s, spatial);
-  return std::vector<kir::Kernel>{kb.finish(kir::forLoop(r, i64(rows), kir::block(row)), sc.s)};
+  return std::vector<kir::Kernel>{form.finish(r, rows, std::move(row), sc.s)};
 }
 
 Expected<std::vector<kir::Kernel>> lowerGroupNorm(const Node &node, const std::string &prefix) {
@@ -580,6 +681,66 @@ Expected<std::vector<kir::Kernel>> lowerRotaryEmbedding(const Node &node,
 }
 
 } // namespace
+
+namespace {
+
+/// The length of a normalization's rows (what one work-group sums), or 0 for a node that is
+/// not a float normalization of static shape.
+int64_t normRowLength(const Node &node) {
+  const Value *x = node.operand(0);
+  if (!x || !isFloat(x->dtype()) || !isStatic(x->shape()))
+    return 0;
+  Extents e = extentsOf(x);
+  switch (node.kind()) {
+  case OpKind::LayerNorm:
+  case OpKind::RMSNorm: {
+    int64_t r = static_cast<int64_t>(e.size()), axis = node.getInt("axis");
+    if (axis < -r || axis >= r)
+      return 0;
+    return product(e, static_cast<size_t>(axis < 0 ? axis + r : axis), e.size());
+  }
+  case OpKind::GroupNorm:
+  case OpKind::InstanceNorm: {
+    if (e.size() < 2)
+      return 0;
+    int64_t groups = node.kind() == OpKind::GroupNorm ? node.getInt("num_groups") : e[1];
+    if (groups <= 0 || e[1] % groups != 0)
+      return 0;
+    return e[1] / groups * product(e, 2, e.size());
+  }
+  default:
+    return 0;
+  }
+}
+
+} // namespace
+
+bool isWorkGroupNorm(const Node &node) {
+  int64_t cols = normRowLength(node);
+  return cols >= 64 && workGroupTreeWidth(cols, GpuTarget::generic()) > 0;
+}
+
+Expected<std::vector<kir::Kernel>> lowerNormWorkGroup(const Node &node, const std::string &prefix,
+                                                      const tuning::LowerOptions &opts) {
+  if (!opts.gpu)
+    return node.error("the work-group normalization needs an OpenCL device");
+  int64_t width = workGroupTreeWidth(normRowLength(node), *opts.gpu);
+  switch (node.kind()) {
+  case OpKind::LayerNorm:
+    return lowerLayerNormRows(node, prefix, width);
+  case OpKind::RMSNorm:
+    return lowerRMSNormRows(node, prefix, width);
+  case OpKind::GroupNorm: {
+    DType stash = node.getDType("stash_type");
+    if (!isFloat(stash))
+      return node.error("stash_type must be a float dtype, got {}", dtypeName(stash));
+    return lowerGroupedNorm(node, prefix, node.getInt("num_groups"), stash, width);
+  }
+  default:
+    NNC_TRY(checkFloat(node, 0, "input"));
+    return lowerGroupedNorm(node, prefix, extentsOf(node.operand(0))[1], std::nullopt, width);
+  }
+}
 
 void registerCompositeLowerers(LowererTable &t) {
   t[OpKind::Softmax] = [](const Node &n, const std::string &p) {

@@ -73,6 +73,18 @@ std::vector<DimGroup> groupDims(const Extents &in, const std::vector<bool> &redu
   return g;
 }
 
+} // namespace
+
+int64_t workGroupTreeWidth(int64_t count, const GpuTarget &gpu) {
+  int64_t limit = std::min<int64_t>({gpu.maxWorkGroupSize, gpu.maxWorkItemSizes[0], 256});
+  int64_t g = 1;
+  while (g * 2 <= limit && g * 2 * 4 <= count)
+    g *= 2;
+  return g >= 2 ? g : 0;
+}
+
+namespace {
+
 /// The reduction's work-items per output on an OpenCL device (0: not a work-group tree): a
 /// reduction over one contiguous run of `count` innermost elements per output (the kept
 /// dims outside), long enough that a group's items each sum a few of them.
@@ -83,11 +95,7 @@ int64_t workGroupTreeSize(const std::vector<DimGroup> &groups, int64_t count,
   for (size_t d = 0; d + 1 < groups.size(); ++d)
     if (groups[d].reduced)
       return 0;
-  int64_t limit = std::min<int64_t>({gpu.maxWorkGroupSize, gpu.maxWorkItemSizes[0], 256});
-  int64_t g = 1;
-  while (g * 2 <= limit && g * 2 * 4 <= count)
-    g *= 2;
-  return g >= 2 ? g : 0;
+  return workGroupTreeWidth(count, gpu);
 }
 
 /// The tunable problem of a work-group tree: `rows` outputs of `count` elements each,
@@ -101,10 +109,29 @@ tuning::Problem reduceOpenCLProblem(DType acc, int64_t rows, int64_t count) {
   return p;
 }
 
+/// The reduction a reduce_* node computes.
+ReduceKind reduceKindOf(const Node &node) {
+  switch (node.kind()) {
+  case OpKind::ReduceSum:
+    return ReduceKind::Sum;
+  case OpKind::ReduceMean:
+    return ReduceKind::Mean;
+  case OpKind::ReduceMax:
+    return ReduceKind::Max;
+  case OpKind::ReduceMin:
+    return ReduceKind::Min;
+  default:
+    return ReduceKind::Prod;
+  }
+}
+
 /// Lowers a reduce_*; with opts->gpu set, contiguous rows become work-group trees whose size
-/// comes from reduceOpenCLSpace().
+/// comes from reduceOpenCLSpace(). With `perOutput` (an OpenCL device, lowerReducePerOutput),
+/// a reduction that keeps the innermost dim is one accumulator per output walking the reduced
+/// dims, so that the outputs are the grid.
 Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, ReduceKind kind,
-                              const tuning::LowerOptions *opts = nullptr) {
+                              const tuning::LowerOptions *opts = nullptr,
+                              bool perOutput = false) {
   const GpuTarget *gpu = opts && opts->gpu ? &*opts->gpu : nullptr;
   const Value *x = node.operand(0);
   Extents in = extentsOf(x);
@@ -186,7 +213,8 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
   // reduced loop (through a scratch row they were a chain of store-to-load forwards, one
   // scalar add per element).
   size_t G = groups.size();
-  bool registerRow = innerKept && G >= 2 && groups[G - 2].reduced && groups[G - 1].extent <= 16;
+  bool registerRow =
+      !perOutput && innerKept && G >= 2 && groups[G - 2].reduced && groups[G - 1].extent <= 16;
   for (size_t d = 0; registerRow && d + 2 < G; ++d)
     registerRow = !groups[d].reduced;
   if (registerRow) {
@@ -217,7 +245,7 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
     return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, work))};
   }
 
-  if (innerKept && anyReduced) {
+  if (innerKept && anyReduced && !perOutput) {
     // The innermost dim is kept: accumulate whole output rows in a scratch buffer while
     // walking the input in order (contiguous, vectorizable), then finalize.
     int sb = kb.scratch(0, acc, outN);
@@ -315,7 +343,8 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
     return Kernels{std::move(k)};
   }
 
-  // Otherwise: a loop nest over the kept dims, a local accumulator, the reduced dims inside.
+  // Otherwise (and per output): a loop nest over the kept dims, a local accumulator, the
+  // reduced dims inside.
   Nest outer, inner;
   Expr iIdx = i64(0), oIdx = i64(0);
   for (const DimGroup &g : groups)
@@ -652,6 +681,29 @@ const tuning::Space &reduceOpenCLSpace() {
   return space;
 }
 
+bool reduceKeepsInnermost(const Node &node) {
+  const Value *x = node.operand(0);
+  if (!x || !isStatic(x->shape()) || !(isNumeric(x->dtype()) || x->dtype() == DType::Bool))
+    return false;
+  Extents in = extentsOf(x);
+  Expected<std::vector<int64_t>> axes =
+      normalizeAxes(node.getInts("axes"), static_cast<int64_t>(in.size()), node, "axes");
+  if (!axes || axes->empty())
+    return false;
+  std::vector<bool> reduced(in.size(), false);
+  for (int64_t a : *axes)
+    reduced[static_cast<size_t>(a)] = true;
+  std::vector<DimGroup> groups = groupDims(in, reduced);
+  bool anyReduced = false;
+  for (const DimGroup &g : groups)
+    anyReduced = anyReduced || g.reduced;
+  return anyReduced && !groups.back().reduced && numElementsOf(extentsOf(node.result(0))) > 0;
+}
+
+Expected<Kernels> lowerReducePerOutput(const Node &node, const std::string &prefix) {
+  return lowerReduce(node, prefix, reduceKindOf(node), nullptr, /*perOutput=*/true);
+}
+
 bool isWorkGroupReduction(const Node &node, const GpuTarget &gpu) {
   const Value *x = node.operand(0);
   if (!x || x->dtype() == DType::Bool || !isNumeric(x->dtype()) || isStorageOnly(x->dtype()))
@@ -676,12 +728,7 @@ Expected<Kernels> lowerReduceWorkGroup(const Node &node, const std::string &pref
                                        const tuning::LowerOptions &opts) {
   if (!opts.gpu)
     return node.error("the work-group reduction needs an OpenCL device");
-  ReduceKind kind = node.kind() == OpKind::ReduceSum    ? ReduceKind::Sum
-                    : node.kind() == OpKind::ReduceMean ? ReduceKind::Mean
-                    : node.kind() == OpKind::ReduceMax  ? ReduceKind::Max
-                    : node.kind() == OpKind::ReduceMin  ? ReduceKind::Min
-                                                        : ReduceKind::Prod;
-  return lowerReduce(node, prefix, kind, &opts);
+  return lowerReduce(node, prefix, reduceKindOf(node), &opts);
 }
 
 void registerReductionAndNNLowerers(LowererTable &t) {

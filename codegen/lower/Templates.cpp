@@ -301,6 +301,28 @@ std::vector<KernelTemplate> openclTemplates() {
        [](const LoweringUnit &u, const std::string &prefix, const tuning::LowerOptions &o) {
          return lowerReduceWorkGroup(*u.node, prefix, o);
        }},
+      {"norm.workgroup_rows",
+       {OpKind::LayerNorm, OpKind::RMSNorm, OpKind::GroupNorm, OpKind::InstanceNorm},
+       false,
+       "layer_norm, rms_norm, group_norm, instance_norm over rows of 64 elements or more: a "
+       "work-group per row, its sums as trees in local memory, every work-item normalizing "
+       "every G-th element (the CPU's form is one work-item per row, serial passes)",
+       nullptr,
+       [](const LoweringUnit &u, const CpuTarget &) { return isWorkGroupNorm(*u.node); },
+       [](const LoweringUnit &u, const std::string &prefix, const tuning::LowerOptions &o) {
+         return lowerNormWorkGroup(*u.node, prefix, o);
+       }},
+      {"reduce.per_output",
+       {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
+        OpKind::ReduceProd},
+       false,
+       "reduce_* that keeps the innermost dim (a mean over tokens): one accumulator per output "
+       "walking the reduced dims, each output a work-item, neighbours reading neighbours (the "
+       "CPU's walk in input order adds into a shared scratch row: one work-item on a device; "
+       "MLP-Mixer's token mean took half its run on an H200)",
+       nullptr,
+       [](const LoweringUnit &u, const CpuTarget &) { return reduceKeepsInnermost(*u.node); },
+       plain(lowerReducePerOutput)},
       {"arg.per_output",
        {OpKind::ArgMax, OpKind::ArgMin},
        false,

@@ -72,6 +72,17 @@ Expected<Kernels> lowerMatMulGemv(const Node &node, const std::string &prefix,
                                   const tuning::LowerOptions *opts);
 /// matmul for the OpenCL device in opts->gpu (NN.cpp, GpuGemm.cpp): an NDRange of
 /// work-groups of register tiles, B packed or not; f32 accumulation (f32, f16, bf16).
+/// The work-items of a work-group that sums `count` elements as a tree on `gpu` (Reductions.cpp):
+/// a power of two of at most 256, each item starting from at least four elements; 0 when
+/// fewer than two would do.
+int64_t workGroupTreeWidth(int64_t count, const GpuTarget &gpu);
+/// A normalization (layer_norm, rms_norm, group_norm, instance_norm) whose rows are long enough
+/// for a work-group tree (Composite.cpp).
+bool isWorkGroupNorm(const Node &node);
+/// That normalization as one work-group per row on opts.gpu: the row's sums as trees in local
+/// memory, each work-item normalizing every G-th element.
+Expected<std::vector<kir::Kernel>> lowerNormWorkGroup(const Node &node, const std::string &prefix,
+                                                      const tuning::LowerOptions &opts);
 /// A reduce_* over contiguous innermost rows (long enough for a work-group tree on `gpu`).
 bool isWorkGroupReduction(const Node &node, const GpuTarget &gpu);
 /// The knob space of the work-group tree (Reductions.cpp): "reduce_opencl", its width.
@@ -81,6 +92,11 @@ Expected<Kernels> lowerReduceWorkGroup(const Node &node, const std::string &pref
                                        const tuning::LowerOptions &opts);
 Expected<Kernels> lowerMatMulNDRange(const Node &node, const std::string &prefix,
                                      const tuning::LowerOptions *opts);
+/// A reduce_* that keeps the innermost dim (a mean over tokens, [1, T, C] -> [1, C]), which the
+/// CPU walks in input order into a scratch row (Reductions.cpp).
+bool reduceKeepsInnermost(const Node &node);
+/// That reduction as one accumulator per output: a device's grid is every output.
+Expected<Kernels> lowerReducePerOutput(const Node &node, const std::string &prefix);
 /// An arg_max/arg_min whose axis has positions after it (a channel axis of NCHW), where the
 /// CPU scans the axis outermost, one vector lane per position after it (Reductions.cpp).
 bool argScansOuterAxis(const Node &node);

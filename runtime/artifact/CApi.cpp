@@ -4,6 +4,7 @@
 // plan to the runtime core's OpenCLLaunchList.
 #include <unistd.h>
 #include <sys/mman.h>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -84,6 +85,11 @@ struct nnc_model {
   std::string clSource, notes;
   std::vector<std::string> clBinaries;
   std::string description; // nnc_describe's text
+  // NNC_LOAD_PROFILE: each CPU kernel's wall time summed over the runs (OpenCL: the launch
+  // list's kernelTimes()), and the run count.
+  bool profile = false;
+  std::vector<double> kernelMs;
+  int64_t profiledRuns = 0;
 
   std::vector<const void *> boundIn;
   std::vector<void *> boundOut;
@@ -312,8 +318,17 @@ bool nnc_model::runCpu(int threads) {
     std::memset(status, 0, static_cast<size_t>(statusBytes));
   {
     nnc::ThreadPool::Scope scope(threads == 1 ? nullptr : nnc::ThreadPool::shared(threads));
-    for (size_t k = 0; k < fns.size(); ++k)
+    for (size_t k = 0; k < fns.size(); ++k) {
+      if (!profile) {
+        fns[k](ptrs.data() + firstArg[k]);
+        continue;
+      }
+      auto start = std::chrono::steady_clock::now();
       fns[k](ptrs.data() + firstArg[k]);
+      kernelMs[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                               start)
+                         .count();
+    }
   }
   if (statusBytes > 0) {
     if (nnc::Error e = nnc::checkStatus(checks, status)) {
@@ -409,6 +424,7 @@ bool createOpenCL(nnc_model &m) {
   p->statusBytes = m.statusBytes;
   nnc::OpenCLLaunchOptions options;
   options.binaries = m.clBinaries;
+  options.profile = m.profile;
   nnc::Expected<std::unique_ptr<nnc::OpenCLLaunchList>> cl =
       nnc::OpenCLLaunchList::create(*p, m.clSource, m.launches, options);
   if (!cl) {
@@ -448,7 +464,15 @@ const char *nnc_last_error(void) {
 }
 
 nnc_model *nnc_load(const char *path) {
+  return nnc_load_with(path, 0);
+}
+
+nnc_model *nnc_load_with(const char *path, unsigned flags) {
   tlsError.clear();
+  if (flags & ~unsigned(NNC_LOAD_PROFILE)) {
+    setError("nnc_load_with: unknown flags {:#x}", flags & ~unsigned(NNC_LOAD_PROFILE));
+    return nullptr;
+  }
   if (!path) {
     setError("nnc_load: no path");
     return nullptr;
@@ -469,6 +493,7 @@ nnc_model *nnc_load(const char *path) {
     dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
   auto m = std::make_unique<nnc_model>();
   m->path = path;
+  m->profile = (flags & NNC_LOAD_PROFILE) != 0;
   // RTLD_LOCAL: two artifacts' kernels may share names.
   m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!m->dl) {
@@ -499,6 +524,8 @@ nnc_model *nnc_load(const char *path) {
     }
     m->fns.push_back(fn);
   }
+  if (m->profile)
+    m->kernelMs.assign(m->fns.size(), 0.0);
   return m.release();
 }
 
@@ -598,7 +625,35 @@ int nnc_run(nnc_model *m, int threads) {
       return -1;
     }
   bool ok = m->target == nnc::artifact::TargetKind::OpenCL ? m->runOpenCL() : m->runCpu(threads);
+  if (ok && m->profile && m->target == nnc::artifact::TargetKind::Cpu)
+    ++m->profiledRuns;
   return ok ? 0 : -1;
+}
+
+int nnc_num_kernels(const nnc_model *m) {
+  return m ? static_cast<int>(m->kernelNames.size()) : -1;
+}
+
+const char *nnc_kernel_name(const nnc_model *m, int k) {
+  if (!m || k < 0 || size_t(k) >= m->kernelNames.size())
+    return nullptr;
+  return m->kernelNames[size_t(k)].c_str();
+}
+
+double nnc_kernel_ms(const nnc_model *m, int k) {
+  if (!m || !m->profile || k < 0 || size_t(k) >= m->kernelNames.size())
+    return -1;
+  if (m->cl) {
+    std::vector<nnc::KernelTime> times = m->cl->kernelTimes();
+    return size_t(k) < times.size() ? times[size_t(k)].deviceMs : -1;
+  }
+  return m->kernelMs[size_t(k)];
+}
+
+int64_t nnc_profiled_runs(const nnc_model *m) {
+  if (!m || !m->profile)
+    return -1;
+  return m->cl ? m->cl->runs() : m->profiledRuns;
 }
 
 } // extern "C"

@@ -85,8 +85,10 @@ void checkJit(const Node &node, const std::vector<Tensor> &inputs, const std::st
     expectClose(results[r], (*want)[r], what + " (jit) result " + std::to_string(r));
 }
 
+/// With `opts` (an OpenCL device's lowering), the kernel evaluator alone runs the kernels.
 void check(OpKind kind, const std::vector<In> &ins, AttrMap attrs, int numResults,
-           const std::string &what, uint32_t seed = 1, bool jit = true) {
+           const std::string &what, uint32_t seed = 1, bool jit = true,
+           const tuning::LowerOptions *opts = nullptr) {
   std::mt19937 rng(seed);
   Graph g;
   std::vector<Value *> operands;
@@ -104,8 +106,8 @@ void check(OpKind kind, const std::vector<In> &ins, AttrMap attrs, int numResult
   }
   Expected<Node *> n = g.createInferred(kind, operands, std::move(attrs), "n", numResults);
   ASSERT_TRUE(n) << what << ": " << n.error().message();
-  checkNode(**n, inputs, what);
-  if (jit)
+  checkNode(**n, inputs, what, opts);
+  if (jit && !opts)
     checkJit(**n, inputs, what);
 }
 
@@ -212,6 +214,50 @@ TEST(LowerComposite, GroupInstanceBatchNorm) {
           {f(c.x, c.t), f({ch}, c.t), f({ch}, c.t), f({ch}, c.t), positive({ch}, c.t)},
           {{"epsilon", 1e-5}}, 1, "batch_norm " + shape);
   }
+}
+
+TEST(LowerComposite, NormsAsWorkGroupRowsForOpenCL) {
+  // Template norm.workgroup_rows: a work-group per row, the row's sums as trees in local
+  // memory (the evaluator runs the barriers in phases), every work-item normalizing every
+  // G-th element. Ragged rows (not a multiple of the width), broadcast scales, the optional
+  // mean and inverse outputs, a group spanning channels, narrow dtypes; rows too short for a
+  // tree keep the loop form.
+  tuning::LowerOptions opts(testenv::testCpu());
+  opts.gpu = GpuTarget::generic();
+  auto attrs = [](DType stash) -> AttrMap {
+    return {{"axis", int64_t(-1)}, {"epsilon", 1e-5}, {"stash_type", stash}};
+  };
+  check(OpKind::LayerNorm, {f({3, 257}), f({257}), f({257})}, attrs(DType::F32), 3,
+        "opencl layer_norm ragged", 1, false, &opts);
+  check(OpKind::LayerNorm, {f({2, 3, 40}), f({3, 1}), absent()},
+        {{"axis", int64_t(1)}, {"epsilon", 1e-5}, {"stash_type", DType::F32}}, 2,
+        "opencl layer_norm scale broadcast", 2, false, &opts);
+  check(OpKind::LayerNorm, {f({4, 96}, DType::F16), f({96}, DType::F16), f({96}, DType::F16)},
+        attrs(DType::F32), 1, "opencl layer_norm f16", 3, false, &opts);
+  check(OpKind::RMSNorm, {f({4, 100}), f({100})}, attrs(DType::F32), 1, "opencl rms_norm", 4,
+        false, &opts);
+  for (DType stash : {DType::F32, DType::F16})
+    check(OpKind::GroupNorm, {f({2, 8, 9, 10}), f({8}), f({8})},
+          {{"num_groups", int64_t(4)}, {"epsilon", 1e-5}, {"stash_type", stash}}, 1,
+          "opencl group_norm stash " + std::string(dtypeName(stash)), 5, false, &opts);
+  check(OpKind::InstanceNorm, {f({2, 3, 70}), f({3}), f({3})}, {{"epsilon", 1e-5}}, 1,
+        "opencl instance_norm", 6, false, &opts);
+  check(OpKind::LayerNorm, {f({5, 9}), f({9}), f({9})}, attrs(DType::F32), 3,
+        "opencl layer_norm short rows", 7, false, &opts);
+
+  // The long rows are the device form: a local buffer per kernel; short ones are not.
+  auto locals = [&](const Extents &x) {
+    Graph g;
+    Value *in = g.addInput("x", TensorType(DType::F32, shapeFromExtents(x)));
+    Value *sc = g.addInput("s", TensorType(DType::F32, shapeFromExtents({x.back()})));
+    Expected<Node *> n = g.createInferred(OpKind::LayerNorm, {in, sc}, attrs(DType::F32), "n", 1);
+    EXPECT_TRUE(n) << n.error().message();
+    Expected<std::vector<kir::Kernel>> ks = lowerNode(**n, "k", opts);
+    EXPECT_TRUE(ks) << ks.error().message();
+    return ks && ks->size() == 1 ? ks->front().locals.size() : size_t(99);
+  };
+  EXPECT_EQ(locals({3, 257}), 1u);
+  EXPECT_EQ(locals({5, 9}), 0u);
 }
 
 TEST(LowerComposite, LpNorm) {

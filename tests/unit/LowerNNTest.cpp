@@ -109,7 +109,8 @@ TEST(LowerNN, Reductions) {
 TEST(LowerNN, ReduceAsWorkGroupTreeForOpenCL) {
   // reduce_* over contiguous innermost rows on an OpenCL device: a work-group per output and
   // a tree in local memory (the evaluator runs its barriers in phases), ragged row lengths,
-  // NaN and integer rows; rows too short for a tree keep the loop lowering.
+  // NaN and integer rows; rows too short for a tree keep the loop lowering; with the
+  // innermost dim kept, an accumulator per output.
   std::mt19937 rng(9);
   tuning::LowerOptions opts(testenv::testCpu());
   opts.gpu = GpuTarget::generic();
@@ -127,7 +128,15 @@ TEST(LowerNN, ReduceAsWorkGroupTreeForOpenCL) {
           {{"axes", Ints{1}}, {"keepdims", I(0)}}, name + " opencl i32", -1, {}, &opts);
     check(k, {randomTensor(DType::F32, {5, 9}, rng)}, {{"axes", Ints{1}}, {"keepdims", I(0)}},
           name + " opencl short rows", -1, {}, &opts);
+    // The innermost dim kept (template reduce.per_output): one accumulator per output.
+    check(k, {randomTensor(DType::F32, {4, 6, 33}, rng, 0.5, 1.5)},
+          {{"axes", Ints{1}}, {"keepdims", I(0)}}, name + " opencl kept inner", -1, {}, &opts);
+    check(k, {randomTensor(DType::I32, {2, 5, 3, 7}, rng, -3, 4)},
+          {{"axes", Ints{0, 2}}, {"keepdims", I(1)}}, name + " opencl kept inner i32", -1, {},
+          &opts);
   }
+  check(OpKind::ReduceMax, {randomTensor(DType::Bool, {3, 4, 5}, rng)},
+        {{"axes", Ints{1}}, {"keepdims", I(0)}}, "opencl kept inner bool", -1, {}, &opts);
 }
 
 TEST(LowerNN, ArgMaxArgMin) {

@@ -433,6 +433,29 @@ graph @g(%a: f32[3,40], %b: f32[5,40], %c: f32[8,40]) -> (f32[8,40], f32[2,40], 
   ASSERT_EQ(whole.size(), 1u);
   EXPECT_EQ(whole[0].name, "carry");
 
+  // Locals first, then a block of the nests (a fused concat's hoisted scalar operands before
+  // its pieces, YOLO's box decode): the nested block runs in sequence like its statements, so
+  // each nest is a phase with the locals copied in.
+  kir::Kernel nested;
+  nested.name = "nested";
+  nested.buffers = k.buffers;
+  nested.buffers.push_back({"s", DType::F32, 1, kir::BufferRole::Operand, 1, false});
+  kir::Expr sv = kir::var("s0", DType::F32);
+  nested.body = kir::block(
+      {kir::decl("s0", DType::F32, kir::load(2, DType::F32, kir::intImm(0))),
+       kir::block({kir::forLoop("i", kir::intImm(32),
+                                kir::store(1, i, kir::mul(kir::load(0, DType::F32, i), sv))),
+                   kir::forLoop("j", kir::intImm(32),
+                                kir::store(1, kir::add(j, kir::intImm(32)),
+                                           kir::add(kir::load(0, DType::F32, j), sv)))})});
+  nested.schedule.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {"i"}});
+  nested.schedule.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {"j"}});
+  std::vector<kir::Kernel> split = splitGridPhases({nested});
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(split[1].name, "nested_p1");
+  for (const kir::Kernel &p : split)
+    EXPECT_EQ(p.body->body.front()->kind, kir::StmtKind::Decl) << kir::printKernel(p);
+
   Expected<std::vector<OpenCLDeviceInfo>> devices = listOpenCLDevices();
   if (!devices)
     GTEST_SKIP() << "no OpenCL device on this machine: " << devices.error().message();

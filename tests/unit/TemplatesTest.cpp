@@ -129,15 +129,17 @@ TEST(Templates, RegistryNamesAndSpaces) {
             "gemv_cpu,gemm_cpu,igemm_cpu,conv_nchwc_cpu,gemm_opencl,reduce_opencl");
   // OpenCL: its NDRange templates first, then the CPU's (Templates.cpp says why).
   std::vector<TemplateInfo> cl = kernelTemplates(tuning::CodeTarget::OpenCL);
-  ASSERT_EQ(cl.size(), cpu.size() + 6);
+  ASSERT_EQ(cl.size(), cpu.size() + 8);
   EXPECT_EQ(cl[0].name, "matmul.ndrange_tiles");
   EXPECT_EQ(cl[1].name, "epilogue.ndrange_gemm_finish");
   EXPECT_EQ(cl[2].name, "reduce.workgroup_tree");
-  EXPECT_EQ(cl[3].name, "arg.per_output");
-  EXPECT_EQ(cl[4].name, "matmul_integer.loops");
-  EXPECT_EQ(cl[5].name, "conv_integer.loops");
+  EXPECT_EQ(cl[3].name, "norm.workgroup_rows");
+  EXPECT_EQ(cl[4].name, "reduce.per_output");
+  EXPECT_EQ(cl[5].name, "arg.per_output");
+  EXPECT_EQ(cl[6].name, "matmul_integer.loops");
+  EXPECT_EQ(cl[7].name, "conv_integer.loops");
   for (size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_EQ(cl[i + 6].name, cpu[i].name);
+    EXPECT_EQ(cl[i + 8].name, cpu[i].name);
 }
 
 TEST(Templates, MatMulOnOpenCL) {

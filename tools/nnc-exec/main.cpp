@@ -1,6 +1,6 @@
 // nnc-exec: runs an artifact (`nnc compile --emit=lib`) on ONNX test data with libnnc_runtime
 // alone: no LLVM, no protobuf. ARTIFACT --inputs-dir D --output-dir O [--threads T]
-// [--iterations K] [--info]
+// [--iterations K [--max-seconds S] [--warmup W]] [--info] [--profile]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,7 +17,8 @@ namespace {
 
 int usage() {
   std::fprintf(stderr, "usage: nnc-exec ARTIFACT --inputs-dir DIR [--output-dir DIR] "
-                       "[--threads T] [--iterations K] [--info]\n");
+                       "[--threads T] [--iterations K [--max-seconds S] [--warmup W]] [--info] "
+                       "[--profile]\n");
   return 2;
 }
 
@@ -43,12 +44,33 @@ struct Buffer {
   void *p;
 };
 
+/// Each kernel's time per run, the longest first, and the sum.
+void printProfile(const nnc_model *m) {
+  int64_t runs = nnc_profiled_runs(m);
+  if (runs <= 0)
+    return;
+  std::vector<std::pair<double, int>> byTime;
+  double total = 0;
+  for (int k = 0; k < nnc_num_kernels(m); ++k) {
+    double ms = nnc_kernel_ms(m, k) / double(runs);
+    byTime.push_back({ms, k});
+    total += ms;
+  }
+  std::sort(byTime.begin(), byTime.end(), [](auto &a, auto &b) { return a.first > b.first; });
+  std::printf("nnc-exec: %d kernels, %.3f ms per run in kernels (%lld runs)\n",
+              nnc_num_kernels(m), total, static_cast<long long>(runs));
+  for (const auto &[ms, k] : byTime)
+    std::printf("  %10.4f ms %5.1f%%  %s\n", ms, total > 0 ? 100 * ms / total : 0.0,
+                nnc_kernel_name(m, k));
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   std::string artifact, inputsDir, outputDir;
-  int threads = 0, iterations = 0;
-  bool info = false;
+  int threads = 0, iterations = 0, warmup = 0;
+  double maxSeconds = 0; // with --iterations: stop once the runs took this long (0: no bound)
+  bool info = false, profile = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -61,8 +83,14 @@ int main(int argc, char **argv) {
       threads = std::atoi(v);
     else if (a == "--iterations" && (v = value()))
       iterations = std::atoi(v);
+    else if (a == "--warmup" && (v = value()))
+      warmup = std::atoi(v);
+    else if (a == "--max-seconds" && (v = value()))
+      maxSeconds = std::atof(v);
     else if (a == "--info")
       info = true;
+    else if (a == "--profile")
+      profile = true;
     else if (a == "-h" || a == "--help")
       return usage(), 0;
     else if (!a.empty() && a[0] != '-' && artifact.empty())
@@ -75,7 +103,7 @@ int main(int argc, char **argv) {
   // dlopen takes a bare name as a library to search for: a path is meant.
   if (artifact.find('/') == std::string::npos)
     artifact = "./" + artifact;
-  nnc_model *m = nnc_load(artifact.c_str());
+  nnc_model *m = nnc_load_with(artifact.c_str(), profile ? NNC_LOAD_PROFILE : 0);
   if (!m)
     return fail(nnc_last_error());
   int numIn = nnc_num_inputs(m), numOut = nnc_num_outputs(m);
@@ -115,13 +143,21 @@ int main(int argc, char **argv) {
         nnc_bind_output(m, i, outputs.back().p, static_cast<size_t>(nnc_output_bytes(m, i))) != 0)
       return cleanup(), fail(nnc_last_error());
   }
+  // Untimed runs first (a device builds and uploads lazily; caches warm).
+  for (int k = 0; k < warmup; ++k)
+    if (nnc_run(m, threads) != 0)
+      return cleanup(), fail(nnc_last_error());
   std::vector<double> ms;
+  double spentMs = 0;
   for (int k = 0; k < std::max(1, iterations); ++k) {
     auto t = std::chrono::steady_clock::now();
     if (nnc_run(m, threads) != 0)
       return cleanup(), fail(nnc_last_error());
     ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+    spentMs += ms.back();
+    if (maxSeconds > 0 && ms.size() >= 2 && spentMs > 1000 * maxSeconds)
+      break;
   }
   if (iterations > 0) {
     std::vector<double> sorted = ms;
@@ -131,6 +167,8 @@ int main(int argc, char **argv) {
     std::printf("nnc-exec: %zu runs, median %.3f ms, min %.3f ms, first %.3f ms\n", n, median,
                 sorted.front(), ms.front());
   }
+  if (profile)
+    printProfile(m);
   if (!outputDir.empty()) {
     mkdir(outputDir.c_str(), 0777);
     for (int i = 0; i < numOut; ++i) {

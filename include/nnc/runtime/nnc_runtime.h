@@ -34,6 +34,12 @@ typedef struct nnc_model nnc_model;
 
 /* Loads lib<name>.so (a path: "./libm.so", not a bare name). NULL on error. */
 nnc_model *nnc_load(const char *path);
+/* nnc_load's flags. NNC_LOAD_PROFILE: time every kernel of every run (CPU: wall time around
+ * each kernel; OpenCL: the device's profiling events, which serialize nothing but cost a
+ * little per launch), read with nnc_kernel_ms. */
+enum { NNC_LOAD_PROFILE = 1 };
+/* nnc_load with `flags` (NNC_LOAD_* or'ed; 0 is nnc_load). */
+nnc_model *nnc_load_with(const char *path, unsigned flags);
 /* Releases the model (NULL is fine). Bound buffers stay the caller's. */
 void nnc_free(nnc_model *model);
 /* The last error on this thread ("" when none). */
@@ -75,6 +81,14 @@ int nnc_bind_output(nnc_model *model, int i, void *data, size_t bytes);
  * out of range for its axis), with the message naming the node in nnc_last_error; the
  * outputs are then undefined. */
 int nnc_run(nnc_model *model, int threads);
+
+/* The kernels in launch order: their count, kernel k's name, and (for a model loaded with
+ * NNC_LOAD_PROFILE) its time in milliseconds summed over the runs so far, with how many runs
+ * that is. NULL or -1 when k is out of range or the model was not loaded to profile. */
+int nnc_num_kernels(const nnc_model *model);
+const char *nnc_kernel_name(const nnc_model *model, int k);
+double nnc_kernel_ms(const nnc_model *model, int k);
+int64_t nnc_profiled_runs(const nnc_model *model);
 
 #ifdef __cplusplus
 }
