@@ -503,6 +503,7 @@ std::optional<ConvFacts> convFacts(const Node &node, bool transpose) {
   ConvFacts f;
   f.outElements = s->outN;
   f.rowsFit = !transpose && rowConvApplies(s->geo, s->cg, s->t);
+  f.taps = s->cg * s->geo.kernelSize;
   f.colBytes = transpose
                    ? s->N * s->M * s->geo.kernelSize * s->geo.inSize *
                          int64_t(dtypeSize(accType(s->t, /*wide=*/false)))

@@ -108,6 +108,7 @@ Expected<Kernels> lowerArgPerOutput(const Node &node, const std::string &prefix)
 struct ConvFacts {
   int64_t outElements = 0;  ///< Result elements (0: the generic lowerer's empty kernel).
   bool rowsFit = false;     ///< Few taps per output and long rows: conv.rows_direct fits.
+  int64_t taps = 0;         ///< Multiply-adds per output: channels per group x kernel size.
   int64_t colBytes = 0;     ///< Bytes of the GEMM's column matrix (im2col, or col2im's).
   bool forceDirect = false; ///< NNC_CONV_ALGO=direct: tests of the direct loops.
 };

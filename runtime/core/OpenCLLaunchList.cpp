@@ -16,6 +16,7 @@
 #include "OpenCLLaunchList.h"
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 
 #include "BufferPlan.h"
@@ -37,6 +38,12 @@ public:
         clReleaseKernel(k);
     if (program_)
       clReleaseProgram(program_);
+    if (stagingPtr_)
+      clEnqueueUnmapMemObject(queue_, staging_, stagingPtr_, 0, nullptr, nullptr);
+    if (queue_)
+      clFinish(queue_);
+    if (staging_)
+      clReleaseMemObject(staging_);
     if (arena_)
       clReleaseMemObject(arena_);
     if (weights_)
@@ -123,6 +130,20 @@ private:
   std::vector<cl_kernel> kernels_;
   cl_mem arena_ = nullptr, weights_ = nullptr;
   std::vector<int64_t> inputOffset_, outputOffset_, weightOffset_;
+  // Pinned staging (OpenCLLaunchOptions::staging): the mapped buffer, and where each input
+  // and fresh output of the plan's static size has its place in it (-1: none, direct).
+  cl_mem staging_ = nullptr;
+  char *stagingPtr_ = nullptr;
+  std::vector<int64_t> inputStage_, outputStage_;
+  /// Where `bytes` of input i (or fresh output o) cross: its place in the pinned buffer, or
+  /// null to cross from or to the tensor's own memory.
+  char *staged(const std::vector<int64_t> &stage, size_t i, size_t bytes,
+               const std::vector<int64_t> &limit) const {
+    if (!stagingPtr_ || stage[i] < 0 || static_cast<int64_t>(bytes) > limit[i])
+      return nullptr;
+    return stagingPtr_ + stage[i];
+  }
+  std::vector<int64_t> inputBytes_, outputBytes_; ///< Static sizes (0: not static).
   std::vector<char> status_; ///< The run's status area (RunPlan::checks), read back per run.
   std::vector<ResidentInput> resident_;
   std::vector<bool> residentInput_, residentOutput_; ///< Per input / output.
@@ -221,6 +242,34 @@ Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> l
   for (const Tensor &w : p_.weights) {
     weightOffset_.push_back(weightBytes);
     weightBytes += alignUp(static_cast<int64_t>(w.byteSize()));
+  }
+  // The pinned staging buffer: each static input and fresh output has its own place.
+  bool pinned = opts.staging == OpenCLLaunchOptions::Staging::Pinned ||
+                (opts.staging == OpenCLLaunchOptions::Staging::Auto && dev_.info.type == "gpu");
+  int64_t stagingBytes = 0;
+  for (const TensorType &t : p_.inputTypes) {
+    std::optional<Extents> ext = staticExtents(t.shape);
+    int64_t n = ext ? checkedNumElements(*ext).value_or(0) : 0;
+    inputBytes_.push_back(n * static_cast<int64_t>(dtypeSize(t.dtype)));
+    inputStage_.push_back(inputBytes_.back() > 0 ? stagingBytes : -1);
+    stagingBytes += alignUp(inputBytes_.back());
+  }
+  for (const OutputSpec &o : p_.outputs) {
+    outputBytes_.push_back(o.kind == OutputSpec::Fresh
+                               ? checkedNumElements(o.extents).value_or(0) *
+                                     static_cast<int64_t>(dtypeSize(o.dtype))
+                               : 0);
+    outputStage_.push_back(outputBytes_.back() > 0 ? stagingBytes : -1);
+    stagingBytes += alignUp(outputBytes_.back());
+  }
+  if (pinned && stagingBytes > 0) {
+    staging_ = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
+                              static_cast<size_t>(stagingBytes), nullptr, &e);
+    NNC_CL(e, fmt::format("allocating {} bytes of pinned host memory", stagingBytes));
+    stagingPtr_ = static_cast<char *>(clEnqueueMapBuffer(
+        queue_, staging_, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+        static_cast<size_t>(stagingBytes), 0, nullptr, nullptr, &e));
+    NNC_CL(e, "mapping the pinned host memory");
   }
   arena_ = clCreateBuffer(ctx, CL_MEM_READ_WRITE, static_cast<size_t>(std::max<int64_t>(arenaBytes, 64)),
                           nullptr, &e);
@@ -371,8 +420,13 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       size_t bytes = static_cast<size_t>(inputs[i].byteSize());
       if (bytes == 0)
         continue;
+      const void *from = inputs[i].rawData();
+      if (char *stage = staged(inputStage_, i, bytes, inputBytes_)) {
+        std::memcpy(stage, from, bytes);
+        from = stage;
+      }
       NNC_CL(clEnqueueWriteBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(inputOffset_[i]),
-                                  bytes, inputs[i].rawData(), 0, nullptr, ev(transferEvents)),
+                                  bytes, from, 0, nullptr, ev(transferEvents)),
              fmt::format("uploading input '{}'", p_.inputNames[i]));
       ++t.uploads;
       t.uploadBytes += static_cast<int64_t>(bytes);
@@ -469,8 +523,10 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       size_t bytes = static_cast<size_t>(outputs[o].byteSize());
       if (bytes == 0)
         continue;
+      char *stage = staged(outputStage_, o, bytes, outputBytes_);
       NNC_CL(clEnqueueReadBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(outputOffset_[o]),
-                                 bytes, outputs[o].rawData(), 0, nullptr, ev(transferEvents)),
+                                 bytes, stage ? stage : outputs[o].rawData(), 0, nullptr,
+                                 ev(transferEvents)),
              "downloading output " + std::to_string(o));
       ++t.downloads;
       t.downloadBytes += static_cast<int64_t>(bytes);
@@ -508,6 +564,13 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       t.downloadBytes += static_cast<int64_t>(bytes);
     }
     NNC_CL(clFinish(queue_), "running the kernels");
+    for (size_t o = 0; o < p_.outputs.size(); ++o) {
+      if (p_.outputs[o].kind != OutputSpec::Fresh || outputs[o].isNull())
+        continue;
+      size_t bytes = static_cast<size_t>(outputs[o].byteSize());
+      if (char *stage = bytes ? staged(outputStage_, o, bytes, outputBytes_) : nullptr)
+        std::memcpy(outputs[o].rawData(), stage, bytes);
+    }
     if (p_.statusBytes > 0)
       NNC_TRY(checkStatus(p_.checks, status_.data()));
     // The outputs that feed resident inputs become those inputs for the next run.

@@ -209,6 +209,23 @@ void testOpenCL() {
         (long long)t.uploadBytes, (long long)t.downloads, (long long)t.downloadBytes);
   CHECK((*list)->kernelTimes().size() == 2, "%zu kernel times", (*list)->kernelTimes().size());
 
+  // Through pinned staging (a GPU's default), twice: the same results, the same transfers.
+  nnc::OpenCLLaunchOptions pinnedOpts = opts;
+  pinnedOpts.staging = nnc::OpenCLLaunchOptions::Staging::Pinned;
+  auto pinned = nnc::OpenCLLaunchList::create(
+      p, kSource, {{"mul", 1, {kN, 1, 1}, {0, 0, 0}}, {"add_one", 1, {kN, 1, 1}, {0, 0, 0}}},
+      pinnedOpts);
+  CHECK(bool(pinned), "%s", pinned ? "" : pinned.error().message().c_str());
+  if (pinned) {
+    checkOutput("opencl pinned", (*pinned)->run({x}), p, x);
+    nnc::Tensor x2 = makeInput();
+    for (int64_t i = 0; i < kN; ++i)
+      x2.data<float>()[i] += 1.0f;
+    checkOutput("opencl pinned, second run", (*pinned)->run({x2}), p, x2);
+    CHECK((*pinned)->runTransfers().uploads == 2, "pinned uploads %lld",
+          (long long)(*pinned)->runTransfers().uploads);
+  }
+
   auto wrong = nnc::OpenCLLaunchList::create(p, kSource, {{"mul", 1, {kN, 1, 1}, {0, 0, 0}}}, opts);
   CHECK(!wrong && wrong.error().message().find("1 launches for a plan of 2") != std::string::npos,
         "a launch count mismatch gave: %s", wrong ? "success" : wrong.error().message().c_str());
