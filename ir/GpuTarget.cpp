@@ -24,6 +24,7 @@ GpuTarget GpuTarget::generic() {
   t.localMemBytes = 32 << 10;
   t.maxWorkGroupSize = 256;
   t.maxWorkItemSizes = {256, 256, 64};
+  t.computeUnits = 64;
   return t;
 }
 
