@@ -7,12 +7,14 @@
 #   bash build/gpu/gpu_device.sh build/gpu        # OUT: $OUT, else /tmp/gpu-out
 #
 # BUDGET (seconds, default 240) bounds the models' section; each model's timing stops after
-# MODEL_SECONDS (default 4) of runs. Benchmarks, not tests.
+# MODEL_SECONDS (default 4) of runs; PEERS=0 leaves out PyTorch and ONNX Runtime (a rerun of
+# nnc alone). Benchmarks, not tests.
 set -u
 PACK=$(cd "${1:-build/gpu}" && pwd)
 OUT=${OUT:-/tmp/gpu-out}
 BUDGET=${BUDGET:-240}
 MODEL_SECONDS=${MODEL_SECONDS:-4}
+PEERS=${PEERS:-1}
 PY=${PY:-python3}
 W=/tmp/nnc-gpu
 S=$OUT/summary.txt
@@ -118,6 +120,10 @@ done
 rm -f "$OUT/profiles.txt.tmp"
 head -1 "$OUT/devices.txt" 2>/dev/null | tee -a "$S"
 
+if [ "$PEERS" = 0 ]; then
+  log "done in $(($(date +%s) - START)) s (no peers)"
+  exit 0
+fi
 section "PyTorch on the same GPU (fp32, TF32 off): eager, wall per run with the input up and the output down, and on-device (CUDA events)"
 timeout 150 $PY - <<'EOF' 2>&1 | tee -a "$S"
 import time, torch, torchvision
