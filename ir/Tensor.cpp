@@ -59,6 +59,8 @@ void *mapZeroed(size_t bytes) {
 } // namespace
 
 Tensor::Buffer::~Buffer() {
+  if (borrowed)
+    return;
   if (mapped)
     ::munmap(data, allocated);
   else if (pool)
@@ -158,6 +160,20 @@ Tensor Tensor::fromBytes(DType dtype, const Extents &extents, const void *bytes)
   if (!b.mapped)
     std::memset(static_cast<char *>(b.data) + b.size, 0, b.allocated - b.size);
   return std::move(*t);
+}
+
+Tensor Tensor::borrow(DType dtype, const Extents &extents, const void *bytes) {
+  std::optional<int64_t> n = checkedNumElements(extents);
+  NNC_ASSERT(n && *n >= 0, "borrow: bad extents {}", extentsStr(extents));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.extents_ = extents;
+  t.numElements_ = *n;
+  t.buffer_ = std::make_shared<Buffer>();
+  t.buffer_->data = const_cast<void *>(bytes);
+  t.buffer_->size = t.buffer_->allocated = static_cast<size_t>(*n) * dtypeSize(dtype);
+  t.buffer_->borrowed = true;
+  return t;
 }
 
 Tensor Tensor::reshaped(const Extents &extents) const {

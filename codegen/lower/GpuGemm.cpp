@@ -131,9 +131,8 @@ const tuning::Space &gemmOpenCLSpace() {
       // six loads.
       // A GPU's work-item takes 8 x 8 of a product with tiles of 128 x 128 (a group of 16 x
       // 16, as CLBlast's tuned NVIDIA kernels do) for two groups per compute unit: twice the
-      // multiply-adds per local-memory load of 4 x 4. On an H200, SGEMM 4096^3 went from 13.6
-      // to 24.3 TFLOP/s; with fewer tiles (ResNet-18's 14 x 14 convs, a BERT layer's
-      // 128-row matmuls) the groups were too few and they ran slower.
+      // multiply-adds per local-memory load of 4 x 4. With fewer tiles (ResNet-18's 14 x 14
+      // convs, a BERT layer's 128-row matmuls) such groups are too few to fill the device.
       bool large = vec == 1 && m >= 128 && n >= 128 && k >= 64 &&
                    p.dims[0] * ceilDiv(m, 128) * ceilDiv(n, 128) >= 2 * gpu.computeUnits;
       t.rn = vec > 1 ? std::min(2 * vec, pow2AtLeast(n)) : large ? 8 : n >= 64 ? 4 : 1;
@@ -149,8 +148,8 @@ const tuning::Space &gemmOpenCLSpace() {
       // multiply-adds: starting a group on another compute unit costs about as much as a few
       // microseconds of work on a CPU device's core. Rows first; on a GPU the split is along
       // the side whose operand is the larger: groups split along rows each read all of B's
-      // columns they cover again (a decoder's 16-row matmuls read their weights twice as
-      // often, 0.13 -> 0.27 ms on an H200), along columns all of A's rows.
+      // columns they cover again (a decoder's 16-row matmuls would read their weights twice
+      // as often), along columns all of A's rows.
       int64_t minGroup = gpu.type == "gpu" ? 64 : 1;
       auto groups = [&] { return p.dims[0] * ceilDiv(m, t.rm * t.wm) * ceilDiv(n, t.rn * t.wn); };
       double work = double(p.dims[0]) * double(m) * double(k) * double(n);

@@ -321,8 +321,7 @@ std::vector<KernelTemplate> openclTemplates() {
        false,
        "reduce_* that keeps the innermost dim (a mean over tokens): one accumulator per output "
        "walking the reduced dims, each output a work-item, neighbours reading neighbours (the "
-       "CPU's walk in input order adds into a shared scratch row: one work-item on a device; "
-       "MLP-Mixer's token mean took half its run on an H200)",
+       "CPU's walk in input order adds into a shared scratch row: one work-item on a device)",
        nullptr,
        [](const LoweringUnit &u, const CpuTarget &) { return reduceKeepsInnermost(*u.node); },
        plain(lowerReducePerOutput)},
@@ -355,8 +354,8 @@ std::vector<KernelTemplate> openclTemplates() {
   for (KernelTemplate &c : cpuTemplates()) {
     // The row-vectorized direct conv runs each (image, channel block, row) as one work-item
     // walking its row and every tap: on a device only for a stem's few taps (RGB 3x3), where
-    // a GEMM of that K would be mostly padding. ResNet-50's 1x1 convs over 64 channels took it
-    // (64 taps) at 0.55 TFLOP/s on an H200, 3 ms each; im2col + the NDRange GEMM reads a
+    // a GEMM of that K would be mostly padding. ResNet-50's 1x1 convs over 64 channels (64
+    // taps) ran far below the GEMM's rate that way; im2col + the NDRange GEMM reads a
     // pointwise conv's input in place.
     if (c.name == "conv.rows_direct") {
       c.summary += "; on a device up to 27 taps per output";

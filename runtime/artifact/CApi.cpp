@@ -364,8 +364,8 @@ bool nnc_model::runCpu(int threads) {
 bool nnc_model::runOpenCL() {
   std::vector<nnc::Tensor> in;
   for (size_t i = 0; i < inputs.size(); ++i)
-    in.push_back(nnc::Tensor::fromBytes(plan->inputTypes[i].dtype, nnc::Extents(inputs[i].dims),
-                                        boundIn[i]));
+    in.push_back(nnc::Tensor::borrow(plan->inputTypes[i].dtype, nnc::Extents(inputs[i].dims),
+                                     boundIn[i]));
   nnc::Expected<std::vector<nnc::Tensor>> result = cl->run(in);
   if (!result) {
     tlsError = result.error().message();

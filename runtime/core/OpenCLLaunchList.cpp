@@ -52,7 +52,9 @@ public:
       clReleaseCommandQueue(queue_);
   }
 
-  explicit ClLaunchList(const RunPlan &p) : p_(p) {}
+  explicit ClLaunchList(const RunPlan &p)
+      : p_(p),
+        outputPool_(std::make_shared<TensorPool>(2 * std::max<size_t>(1, p.outputs.size()))) {}
   Error build(const std::string &source, std::vector<OpenCLLaunch> launches,
               const OpenCLLaunchOptions &opts);
   Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) override;
@@ -144,6 +146,8 @@ private:
     return stagingPtr_ + stage[i];
   }
   std::vector<int64_t> inputBytes_, outputBytes_; ///< Static sizes (0: not static).
+  /// The memory of released outputs, for the next run's (two runs' worth kept).
+  std::shared_ptr<TensorPool> outputPool_;
   std::vector<char> status_; ///< The run's status area (RunPlan::checks), read back per run.
   std::vector<ResidentInput> resident_;
   std::vector<bool> residentInput_, residentOutput_; ///< Per input / output.
@@ -606,7 +610,10 @@ Expected<std::vector<Tensor>> ClLaunchList::run(const std::vector<Tensor> &input
   for (size_t o = 0; o < p_.outputs.size(); ++o) {
     if (p_.outputs[o].kind != OutputSpec::Fresh || (!residentOutput_.empty() && residentOutput_[o]))
       continue;
-    NNC_ASSIGN_OR_RETURN(outputs[o], Tensor::create(p_.outputs[o].dtype, p_.outputs[o].extents));
+    // Every byte comes down from the device: uninitialized memory, from the pool of released
+    // outputs (a fresh mapping per run page-faulted every run).
+    NNC_ASSIGN_OR_RETURN(outputs[o], Tensor::createUninitialized(
+                                         p_.outputs[o].dtype, p_.outputs[o].extents, outputPool_));
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);

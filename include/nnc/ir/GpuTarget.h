@@ -42,7 +42,7 @@ struct GpuTarget {
   /// profile that every GPU driver we know exceeds (32K local memory, work-groups of 256),
   /// and 64 compute units: a limit nothing relies on, but what sizes the NDRange GEMM's
   /// work-groups, so that code written for no device in particular fills a discrete GPU (with
-  /// one, ResNet-18's 7x7 convs ran as 32 work-groups on an H200's 132 SMs).
+  /// one, ResNet-18's 7x7 convs would run as 32 work-groups on a GPU of a hundred or more).
   static GpuTarget generic();
   /// One line for `nnc devices` and cache keys: "gpu 'NAME' (VENDOR): 132 CUs, 48K local,
   /// work-groups <= 1024 (1024x1024x64), float vectors 1".
