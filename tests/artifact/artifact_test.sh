@@ -155,6 +155,13 @@ exec_models)
       --output-dir "$work/$part/out_$m" --threads 2 || fail "nnc-exec $m"
     "$check" --compare "$work/$part/out_$m" "$models/$m/test_data_set_0" || fail "$m outputs"
   done
+  # --profile: every kernel once, with its time per run, and their sum.
+  prof=$("$exec" "$work/$part/lenet_b1/liblenet_b1.so" --inputs-dir "$models/lenet_b1/test_data_set_0" \
+    --iterations 3 --warmup 1 --profile) || fail "nnc-exec --profile"
+  kernels=$(sed -n 's/^nnc-exec: \([0-9]*\) kernels, [0-9.]* ms per run in kernels (4 runs)$/\1/p' <<<"$prof")
+  [[ -n $kernels && $kernels -gt 0 ]] || fail "no kernel summary in: $prof"
+  [[ $(grep -c '^ *[0-9.]* ms  *[0-9.]*%  ' <<<"$prof") -eq $kernels ]] ||
+    fail "not one line per kernel: $prof"
   # Recurrent node tests: their time loop (a scan) is unrolled into the artifact.
   for t in test_lstm_batchwise test_gru_defaults test_rnn_seq_length; do
     d=$shared/onnx-tests/node/$t
@@ -181,6 +188,13 @@ exec_opencl)
   "$exec" "$out/liblenet_b1.so" --inputs-dir "$models/lenet_b1/test_data_set_0" \
     --output-dir "$out/out" || fail "nnc-exec on the OpenCL artifact"
   "$check" --compare "$out/out" "$models/lenet_b1/test_data_set_0" || fail "OpenCL outputs"
+  # --profile: the device's profiling events, one line per kernel.
+  prof=$("$exec" "$out/liblenet_b1.so" --inputs-dir "$models/lenet_b1/test_data_set_0" \
+    --iterations 2 --profile) || fail "nnc-exec --profile (OpenCL)"
+  kernels=$(sed -n 's/^nnc-exec: \([0-9]*\) kernels, [0-9.]* ms per run in kernels (2 runs)$/\1/p' <<<"$prof")
+  [[ -n $kernels && $kernels -gt 0 ]] || fail "no kernel summary in: $prof"
+  [[ $(grep -c '^ *[0-9.]* ms  *[0-9.]*%  ' <<<"$prof") -eq $kernels ]] ||
+    fail "not one line per kernel: $prof"
   # It carries the program's binary for this device, and the runtime loads that instead of
   # building the source; an artifact compiled without it builds the source.
   info=$("$exec" "$out/liblenet_b1.so" --info) || fail "nnc-exec --info"
