@@ -14,6 +14,7 @@ _DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int
            9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
 
 _lib = None
+_LOAD_PROFILE = 1  # NNC_LOAD_PROFILE
 
 
 def _runtime():
@@ -34,6 +35,9 @@ def _runtime():
         P, I, I64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
         sigs = {
             "nnc_load": (P, [ctypes.c_char_p]), "nnc_free": (None, [P]),
+            "nnc_load_with": (P, [ctypes.c_char_p, ctypes.c_uint]),
+            "nnc_num_kernels": (I, [P]), "nnc_kernel_name": (ctypes.c_char_p, [P, I]),
+            "nnc_kernel_ms": (ctypes.c_double, [P, I]), "nnc_profiled_runs": (I64, [P]),
             "nnc_last_error": (ctypes.c_char_p, []), "nnc_describe": (ctypes.c_char_p, [P]),
             "nnc_num_inputs": (I, [P]), "nnc_num_outputs": (I, [P]),
             "nnc_bind_input": (I, [P, I, P, I, ctypes.POINTER(I64)]),
@@ -69,11 +73,12 @@ class ArtifactInfo:
 class Artifact:
     """A model loaded from lib<name>.so; call it like a compiled Model."""
 
-    def __init__(self, path, threads=1):
+    def __init__(self, path, threads=1, profile=False):
         lib = _runtime()
         self._lib, self._threads = lib, threads
         # nnc_load wants a path, not a bare name the loader would search for.
-        self._handle = lib.nnc_load(os.path.abspath(os.fspath(path)).encode())
+        self._handle = lib.nnc_load_with(os.path.abspath(os.fspath(path)).encode(),
+                                         _LOAD_PROFILE if profile else 0)
         if not self._handle:
             _fail(lib)
         self.inputs = [self._info("input", i) for i in range(lib.nnc_num_inputs(self._handle))]
@@ -84,6 +89,16 @@ class Artifact:
         """What the artifact holds and how it was loaded (for OpenCL: the device, and whether
         the program came from the artifact's device binary or was built from source)."""
         return self._lib.nnc_describe(self._handle).decode()
+
+    def profile(self):
+        """Each kernel's time per run so far, in launch order: [(name, ms)], for an artifact
+        loaded with profile=True (CPU: wall time around each kernel; OpenCL: device time)."""
+        lib, h = self._lib, self._handle
+        runs = lib.nnc_profiled_runs(h)
+        if runs < 0:
+            raise Error("the artifact was not loaded with profile=True")
+        return [(lib.nnc_kernel_name(h, k).decode(), lib.nnc_kernel_ms(h, k) / max(runs, 1))
+                for k in range(lib.nnc_num_kernels(h))]
 
     def _info(self, side, i):
         lib, h = self._lib, self._handle
@@ -132,6 +147,7 @@ class Artifact:
         return outs
 
 
-def load(path, threads=1):
-    """Loads an artifact (lib<name>.so from `nnc compile --emit=lib`) through libnnc_runtime."""
-    return Artifact(path, threads)
+def load(path, threads=1, profile=False):
+    """Loads an artifact (lib<name>.so from `nnc compile --emit=lib`) through libnnc_runtime;
+    with profile=True every kernel of every run is timed (Artifact.profile())."""
+    return Artifact(path, threads, profile)

@@ -209,6 +209,14 @@ def test_load_artifact_through_the_runtime(tmp_path):
         art(x.astype(numpy.float64))
     with pytest.raises(nnc.Error):
         nnc.load(tmp_path / "missing.so")
+    with pytest.raises(nnc.Error, match="profile=True"):
+        art.profile()
+    prof = nnc.load(tmp_path / "liblenet_b1.so", profile=True)
+    prof(x)
+    prof(x)
+    kernels = prof.profile()
+    assert kernels and all(name and ms >= 0 for name, ms in kernels)
+    assert len({name for name, _ in kernels}) == len(kernels)
 
 
 def test_inspect_after_a_pass():
