@@ -162,7 +162,7 @@ Tensor Tensor::fromBytes(DType dtype, const Extents &extents, const void *bytes)
   return std::move(*t);
 }
 
-Tensor Tensor::borrow(DType dtype, const Extents &extents, const void *bytes) {
+Tensor Tensor::borrow(DType dtype, const Extents &extents, void *bytes) {
   std::optional<int64_t> n = checkedNumElements(extents);
   NNC_ASSERT(n && *n >= 0, "borrow: bad extents {}", extentsStr(extents));
   Tensor t;
@@ -170,7 +170,7 @@ Tensor Tensor::borrow(DType dtype, const Extents &extents, const void *bytes) {
   t.extents_ = extents;
   t.numElements_ = *n;
   t.buffer_ = std::make_shared<Buffer>();
-  t.buffer_->data = const_cast<void *>(bytes);
+  t.buffer_->data = bytes;
   t.buffer_->size = t.buffer_->allocated = static_cast<size_t>(*n) * dtypeSize(dtype);
   t.buffer_->borrowed = true;
   return t;

@@ -363,16 +363,23 @@ bool nnc_model::runCpu(int threads) {
 
 bool nnc_model::runOpenCL() {
   std::vector<nnc::Tensor> in;
+  // The runtime reads the bound inputs in place (it never writes an input) and downloads the
+  // fresh outputs straight into the bound buffers (nnc_bind_output checked their sizes).
   for (size_t i = 0; i < inputs.size(); ++i)
     in.push_back(nnc::Tensor::borrow(plan->inputTypes[i].dtype, nnc::Extents(inputs[i].dims),
-                                     boundIn[i]));
-  nnc::Expected<std::vector<nnc::Tensor>> result = cl->run(in);
+                                     const_cast<void *>(boundIn[i])));
+  std::vector<void *> into(outputs.size(), nullptr);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (static_cast<nnc::OutputSpec::Kind>(outputs[i].kind) == nnc::OutputSpec::Fresh)
+      into[i] = boundOut[i];
+  nnc::Expected<std::vector<nnc::Tensor>> result = cl->run(in, into);
   if (!result) {
     tlsError = result.error().message();
     return false;
   }
   for (size_t i = 0; i < outputs.size(); ++i)
-    std::memcpy(boundOut[i], (*result)[i].rawData(), static_cast<size_t>(outputs[i].bytes));
+    if ((*result)[i].rawData() != boundOut[i])
+      std::memcpy(boundOut[i], (*result)[i].rawData(), static_cast<size_t>(outputs[i].bytes));
   return true;
 }
 

@@ -57,7 +57,11 @@ public:
         outputPool_(std::make_shared<TensorPool>(2 * std::max<size_t>(1, p.outputs.size()))) {}
   Error build(const std::string &source, std::vector<OpenCLLaunch> launches,
               const OpenCLLaunchOptions &opts);
-  Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) override;
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) override {
+    return run(inputs, {});
+  }
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs,
+                                    const std::vector<void *> &into) override;
   Error keepResident(const std::vector<ResidentInput> &resident,
                      const std::vector<Tensor> &initial) override;
   Expected<Tensor> readResident(size_t k) const override;
@@ -604,12 +608,17 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
   return err;
 }
 
-Expected<std::vector<Tensor>> ClLaunchList::run(const std::vector<Tensor> &inputs) {
+Expected<std::vector<Tensor>> ClLaunchList::run(const std::vector<Tensor> &inputs,
+                                                const std::vector<void *> &into) {
   NNC_TRY(checkRunInputs(p_, inputs, residentInput_));
   std::vector<Tensor> outputs(p_.outputs.size());
   for (size_t o = 0; o < p_.outputs.size(); ++o) {
     if (p_.outputs[o].kind != OutputSpec::Fresh || (!residentOutput_.empty() && residentOutput_[o]))
       continue;
+    if (o < into.size() && into[o]) {
+      outputs[o] = Tensor::borrow(p_.outputs[o].dtype, p_.outputs[o].extents, into[o]);
+      continue;
+    }
     // Every byte comes down from the device: uninitialized memory, from the pool of released
     // outputs (a fresh mapping per run page-faulted every run).
     NNC_ASSIGN_OR_RETURN(outputs[o], Tensor::createUninitialized(

@@ -56,6 +56,10 @@ public:
   /// inputs kept resident are not read (they may be null tensors) and the outputs that feed
   /// them come back null: neither crosses.
   virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) = 0;
+  /// As run(), with fresh output o downloaded straight into into[o] where that is not null
+  /// (memory of at least the output's bytes, which the returned tensor is then over).
+  virtual Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs,
+                                            const std::vector<void *> &into) = 0;
   /// Keeps inputs on the device across runs (a train step's parameters and optimizer state):
   /// `initial[k]` is uploaded now as input `resident[k].input`; after each run, an input with
   /// `fromOutput` takes that output's value by swapping the two device regions (no copy, no

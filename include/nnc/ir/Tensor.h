@@ -56,10 +56,10 @@ public:
   static Tensor zeros(DType dtype, const Extents &extents);
   /// A tensor holding a copy of `bytes` (which must be numElements*dtypeSize long).
   static Tensor fromBytes(DType dtype, const Extents &extents, const void *bytes);
-  /// A tensor over `bytes` without a copy, for reading only: the caller keeps the memory
-  /// alive (and unchanged) while this tensor or a copy of it is used; it is never freed here.
-  /// The C ABI's bound inputs (an OpenCL model uploads them straight from the caller's buffer).
-  static Tensor borrow(DType dtype, const Extents &extents, const void *bytes);
+  /// A tensor over the caller's memory, without a copy: the caller keeps `bytes` alive while
+  /// this tensor or a copy of it is used; it is never freed here. The C ABI's bound buffers
+  /// (an OpenCL model uploads inputs from them and downloads outputs into them).
+  static Tensor borrow(DType dtype, const Extents &extents, void *bytes);
   /// A tensor from C++ values; `T` must be DTypeStorage<dtype>::type.
   template <typename T>
   static Tensor fromVector(DType dtype, const Extents &extents, const std::vector<T> &values) {
