@@ -89,7 +89,6 @@ for m in $(cat "$W/models/order.txt"); do
   fi
   med=$(echo "$line" | sed 's/.*median \([0-9.]*\) ms.*/\1/')
   mn=$(echo "$line" | sed 's/.*min \([0-9.]*\) ms.*/\1/')
-  first=$(echo "$line" | sed 's/.*first \([0-9.]*\) ms.*/\1/')
   runs=$(echo "$line" | sed 's/nnc-exec: \([0-9]*\) runs.*/\1/')
   total=$(awk -v a="$t0" -v b="$t1" -v r="$runs" -v med="$med" \
     'BEGIN { printf "%.2f", b - a - (r - 1) * med / 1000 }')
@@ -111,13 +110,11 @@ EOF
 )
   p=$(timeout 60 bash -c "$(declare -f X); B=$B; X $d/gpu/libm.so --inputs-dir $d/inputs \
     --iterations 5 --max-seconds 2 --profile" 2>&1)
-  echo "$p" >>"$OUT/profiles.txt.tmp"
   { echo "### $m"; echo "$p" | grep -v 'runs, median' | head -12; } >>"$OUT/profiles.txt"
   kms=$(echo "$p" | sed -n 's/.*kernels, \([0-9.]*\) ms per run in kernels.*/\1/p')
   log "$m | $total | $med | $mn | $runs | ${kms:--} | $err"
   echo "$r" | grep -m1 'OpenCL device' >>"$OUT/devices.txt"
 done
-rm -f "$OUT/profiles.txt.tmp"
 head -1 "$OUT/devices.txt" 2>/dev/null | tee -a "$S"
 
 if [ "$PEERS" = 0 ]; then
