@@ -431,13 +431,16 @@ int64_t convAliasingBlocks(int64_t blockStride, int64_t l1Bytes) {
 ///     pass of 16 blocks holds 16 lines in the 16 ways of two sets while its weights need
 ///     them too (16-lane blocks on 56x56, or 8-lane ones on 112x112, share one set).
 ///     The figures: bench/results/measurements-behind-defaults.md.
+/// With `oneTilePerRow` (a 1x1 conv whose row is one tile: 14x14 and 7x7 maps) the first
+/// condition is moot: no other tile of the row rereads the weights, and splitting the
+/// reduction only adds the partial sums' stores and reloads (bench/results/domain-models.md).
 /// `weightBytes` is one output block's packed weights over `kc` input blocks.
 int64_t convDefaultPassBlocks(int64_t m, int64_t kc, int64_t weightBytes, int64_t blockStride,
-                              int64_t l1Bytes) {
+                              int64_t l1Bytes, bool oneTilePerRow) {
   int64_t perBlock = std::max<int64_t>(1, m * weightBytes / std::max<int64_t>(kc, 1));
   int64_t aliasing = convAliasingBlocks(blockStride, l1Bytes);
   auto fits = [&](int64_t blocks) {
-    return blocks * perBlock <= l1Bytes / 2 && blocks <= aliasing;
+    return (oneTilePerRow || blocks * perBlock <= l1Bytes / 2) && blocks <= aliasing;
   };
   if (fits(kc))
     return 0;
@@ -728,6 +731,9 @@ const tuning::Space &convNchwcCpuSpace() {
       // (bench/results/measurements-behind-defaults.md).
       int64_t lineStep =
           p.dims[kStridedColumnBytes] > 0 ? p.dims[kStridedColumnBytes] : p.dims[kColumnStep];
+      // One tap per input block and output lane pair (a 1x1 conv: f32 or bf16 weights).
+      bool pointwise =
+          p.dims[kWeightBytes] <= 4 * std::max<int64_t>(1, p.dims[kKc]) * b * b;
       ConvTile ct =
           chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
                          convTileLineColumns(lineStep), p.dims[kWeightBytes], p.cpu.l2Bytes,
@@ -736,7 +742,8 @@ const tuning::Space &convNchwcCpuSpace() {
           {"m", ct.blocks},
           {"r", ct.positions},
           {"kc", convDefaultPassBlocks(ct.blocks, p.dims[kKc], p.dims[kWeightBytes],
-                                       p.dims[kBlockStride], p.cpu.l1dBytes)}};
+                                       p.dims[kBlockStride], p.cpu.l1dBytes,
+                                       ct.tiles == 1 && pointwise)}};
     };
     return s;
   }();
