@@ -12,7 +12,9 @@
 //     a kernel with local buffers (a work-group nest) or with other statements stays whole.
 //  2. Each loop is a phase; it keeps the locals declared before it (copied: each work-item
 //     declares them). A phase that assigns one of those locals carries state into the next
-//     phase through a private variable, which separate kernels cannot: the kernel stays whole.
+//     phase through a private variable, which separate kernels cannot: the kernel stays whole;
+//     so does one with a local read from a buffer the kernel writes (each phase would read it
+//     again, after the phases before it stored there).
 //  3. Each phase gets the schedule steps of its own loops (and of the loops the steps derive
 //     from them, a split's .o and .i); the kernel is cut only when some phase becomes a grid.
 //  4. The phases run in order, as the kernels of one node do (an in-order queue), with the
@@ -43,6 +45,21 @@ bool assignsAny(const kir::Stmt &s, const std::set<std::string> &vars) {
     return true;
   for (const kir::Stmt &c : s->body)
     if (assignsAny(c, vars))
+      return true;
+  return false;
+}
+
+/// True when `e` loads from a buffer the kernel writes: a local computed from it before the
+/// nests holds the value before their stores, which a later phase, a kernel of its own that
+/// runs after them, would not see.
+bool readsWritten(const kir::Expr &e, const kir::Kernel &k) {
+  if (!e)
+    return false;
+  if (e->kind == kir::ExprKind::Load && e->buffer >= 0 &&
+      static_cast<size_t>(e->buffer) < k.buffers.size() && k.buffers[e->buffer].written)
+    return true;
+  for (const kir::Expr &a : e->args)
+    if (readsWritten(a, k))
       return true;
   return false;
 }
@@ -116,6 +133,10 @@ std::vector<kir::Kernel> splitGridPhases(std::vector<kir::Kernel> kernels) {
         if (!c)
           continue;
         if (c->kind == kir::StmtKind::Decl) {
+          if (readsWritten(c->value, k)) {
+            whole = true;
+            break;
+          }
           decls.push_back(c);
           declared.insert(c->name);
           continue;
