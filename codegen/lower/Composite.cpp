@@ -188,13 +188,13 @@ public:
 
   /// Appends to `row` the declaration of `name` (of the compute type) = the sum of term(j)
   /// over j < count, walked by loop `loop` (which the CPU schedule vectorizes).
-  void sum(std::vector<Stmt> &row, const std::string &loop, const std::string &name,
-           int64_t count, const std::function<Expr(Expr)> &term) {
+  void sum(std::vector<Stmt> &row, const std::string &loop, const std::string &name, int64_t count,
+           const std::function<Expr(Expr)> &term) {
     if (!onDevice()) {
       row.push_back(kir::decl(name, ct_, fimm(0, ct_)));
-      row.push_back(kir::forLoop(
-          loop, i64(count),
-          kir::accumulate(name, kir::add(kir::var(name, ct_), term(kir::var(loop))))));
+      row.push_back(
+          kir::forLoop(loop, i64(count),
+                       kir::accumulate(name, kir::add(kir::var(name, ct_), term(kir::var(loop))))));
       return;
     }
     std::string part = kb_.freshName("part");
@@ -207,10 +207,9 @@ public:
     row.push_back(kir::barrier());
     for (int64_t h = g_ / 2; h >= 1; h /= 2) {
       row.push_back(kir::ifThen(
-          kir::lt(t, i64(h)),
-          kir::store(kPartial, t,
-                     kir::add(kir::load(kPartial, ct_, t),
-                              kir::load(kPartial, ct_, kir::add(t, i64(h)))))));
+          kir::lt(t, i64(h)), kir::store(kPartial, t,
+                                         kir::add(kir::load(kPartial, ct_, t),
+                                                  kir::load(kPartial, ct_, kir::add(t, i64(h)))))));
       row.push_back(kir::barrier());
     }
     row.push_back(kir::decl(name, ct_, kir::load(kPartial, ct_, i64(0))));
@@ -233,8 +232,7 @@ public:
   }
 
   /// The kernel: `row` for each of `rows` rows (loop `r`); `cpu` is the CPU form's schedule.
-  kir::Kernel finish(const std::string &r, int64_t rows, std::vector<Stmt> row,
-                     kir::Schedule cpu) {
+  kir::Kernel finish(const std::string &r, int64_t rows, std::vector<Stmt> row, kir::Schedule cpu) {
     if (!onDevice())
       return kb_.finish(kir::forLoop(r, i64(rows), kir::block(std::move(row))), std::move(cpu));
     Stmt nest = kir::forLoop(t_, i64(g_), kir::block(std::move(row)), kir::LoopKind::GpuThread);
@@ -283,7 +281,9 @@ Expected<std::vector<kir::Kernel>> lowerLayerNormRows(const Node &node, const st
               inv = kb.freshName("inv");
   Expr rv = kir::var(r), meanV = kir::var(mean, ct), invV = kir::var(inv, ct);
   auto at = [&](Expr c) { return kir::add(kir::mul(rv, i64(cols)), std::move(c)); };
-  auto xs = [&](Expr c) { return roundTo(kir::cast(kb.load(in, at(std::move(c))), ct), stash, ct); };
+  auto xs = [&](Expr c) {
+    return roundTo(kir::cast(kb.load(in, at(std::move(c))), ct), stash, ct);
+  };
   Expr n = fimm(static_cast<double>(cols), ct);
 
   RowForm form(kb, ct, width);
@@ -352,7 +352,9 @@ Expected<std::vector<kir::Kernel>> lowerRMSNormRows(const Node &node, const std:
   std::string sq = kb.freshName("sq"), rms = kb.freshName("rms");
   Expr rv = kir::var(r);
   auto at = [&](Expr c) { return kir::add(kir::mul(rv, i64(cols)), std::move(c)); };
-  auto xs = [&](Expr c) { return roundTo(kir::cast(kb.load(in, at(std::move(c))), ct), stash, ct); };
+  auto xs = [&](Expr c) {
+    return roundTo(kir::cast(kb.load(in, at(std::move(c))), ct), stash, ct);
+  };
   RowForm form(kb, ct, width);
   std::vector<Stmt> row;
   form.sum(row, c1, sq, cols, [&](Expr c) {
@@ -500,8 +502,7 @@ Expected<std::vector<kir::Kernel>> lowerGroupedNorm(const Node &node, const std:
     // One walk over the group; each element finds its channel.
     row.push_back(form.each(s, perGroup, [&](Expr k) {
       Expr c = kir::add(group, kir::div(k, i64(spatial)));
-      Expr y = kir::add(kir::mul(normalizedAt(kir::add(base, k)),
-                                 kir::cast(kb.load(scale, c), ct)),
+      Expr y = kir::add(kir::mul(normalizedAt(kir::add(base, k)), kir::cast(kb.load(scale, c), ct)),
                         kir::cast(kb.load(bias, c), ct));
       return kb.store(out, kir::add(base, k), narrow(y, kb.bufferType(out)));
     }));

@@ -130,8 +130,7 @@ ReduceKind reduceKindOf(const Node &node) {
 /// a reduction that keeps the innermost dim is one accumulator per output walking the reduced
 /// dims, so that the outputs are the grid.
 Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, ReduceKind kind,
-                              const tuning::LowerOptions *opts = nullptr,
-                              bool perOutput = false) {
+                              const tuning::LowerOptions *opts = nullptr, bool perOutput = false) {
   const GpuTarget *gpu = opts && opts->gpu ? &*opts->gpu : nullptr;
   const Value *x = node.operand(0);
   Extents in = extentsOf(x);

@@ -2,15 +2,15 @@
 // A CPU model binds the plan's slots straight to the caller's buffers and to the weights in
 // the mapped library, so nothing is copied at load or per run; an OpenCL model hands the
 // plan to the runtime core's OpenCLLaunchList.
-#include <unistd.h>
-#include <sys/mman.h>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <memory>
 #include <string>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 #include "ArtifactFormat.h"
@@ -325,9 +325,9 @@ bool nnc_model::runCpu(int threads) {
       }
       auto start = std::chrono::steady_clock::now();
       fns[k](ptrs.data() + firstArg[k]);
-      kernelMs[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                               start)
-                         .count();
+      kernelMs[k] +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
     }
   }
   if (statusBytes > 0) {

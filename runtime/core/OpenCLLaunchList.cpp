@@ -274,9 +274,9 @@ Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> l
     staging_ = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
                               static_cast<size_t>(stagingBytes), nullptr, &e);
     NNC_CL(e, fmt::format("allocating {} bytes of pinned host memory", stagingBytes));
-    stagingPtr_ = static_cast<char *>(clEnqueueMapBuffer(
-        queue_, staging_, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
-        static_cast<size_t>(stagingBytes), 0, nullptr, nullptr, &e));
+    stagingPtr_ = static_cast<char *>(
+        clEnqueueMapBuffer(queue_, staging_, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                           static_cast<size_t>(stagingBytes), 0, nullptr, nullptr, &e));
     NNC_CL(e, "mapping the pinned host memory");
   }
   arena_ = clCreateBuffer(ctx, CL_MEM_READ_WRITE, static_cast<size_t>(std::max<int64_t>(arenaBytes, 64)),

@@ -234,8 +234,8 @@ TEST(LowerComposite, NormsAsWorkGroupRowsForOpenCL) {
         "opencl layer_norm scale broadcast", 2, false, &opts);
   check(OpKind::LayerNorm, {f({4, 96}, DType::F16), f({96}, DType::F16), f({96}, DType::F16)},
         attrs(DType::F32), 1, "opencl layer_norm f16", 3, false, &opts);
-  check(OpKind::RMSNorm, {f({4, 100}), f({100})}, attrs(DType::F32), 1, "opencl rms_norm", 4,
-        false, &opts);
+  check(OpKind::RMSNorm, {f({4, 100}), f({100})}, attrs(DType::F32), 1, "opencl rms_norm", 4, false,
+        &opts);
   for (DType stash : {DType::F32, DType::F16})
     check(OpKind::GroupNorm, {f({2, 8, 9, 10}), f({8}), f({8})},
           {{"num_groups", int64_t(4)}, {"epsilon", 1e-5}, {"stash_type", stash}}, 1,

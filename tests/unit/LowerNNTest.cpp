@@ -249,8 +249,9 @@ TEST(LowerNN, MatMulForOpenCLDevices) {
   // operands: sums that cancel differ from the interpreter's f64 by more than its atol).
   tuning::LowerOptions gpu(testenv::testCpu());
   gpu.gpu = GpuTarget::generic();
-  check(OpKind::MatMul, {randomTensor(DType::F32, {130, 67}, rng, 0.5, 1.5),
-                         randomTensor(DType::F32, {67, 135}, rng, 0.5, 1.5)},
+  check(OpKind::MatMul,
+        {randomTensor(DType::F32, {130, 67}, rng, 0.5, 1.5),
+         randomTensor(DType::F32, {67, 135}, rng, 0.5, 1.5)},
         {}, "opencl matmul 130 x 67 x 135", -1, {}, &gpu);
 }
 

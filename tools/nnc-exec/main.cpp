@@ -57,8 +57,8 @@ void printProfile(const nnc_model *m) {
     total += ms;
   }
   std::sort(byTime.begin(), byTime.end(), [](auto &a, auto &b) { return a.first > b.first; });
-  std::printf("nnc-exec: %d kernels, %.3f ms per run in kernels (%lld runs)\n",
-              nnc_num_kernels(m), total, static_cast<long long>(runs));
+  std::printf("nnc-exec: %d kernels, %.3f ms per run in kernels (%lld runs)\n", nnc_num_kernels(m),
+              total, static_cast<long long>(runs));
   for (const auto &[ms, k] : byTime)
     std::printf("  %10.4f ms %5.1f%%  %s\n", ms, total > 0 ? 100 * ms / total : 0.0,
                 nnc_kernel_name(m, k));
