@@ -190,9 +190,13 @@ with tempfile.TemporaryDirectory() as tmp:
             lines = [l for l in f.read().splitlines() if l.strip()]
         key = lines[0].split("\t", 1)[1] if lines and "\t" in lines[0] else ""
         check(key != "", "the kept peaks have a fingerprint: %s" % lines)
+        # Four figures and the measurement's version (2: the bandwidth read from written
+        # memory); a line of another version is measured again, not read.
+        check(bool(lines) and lines[0].split("\t")[0].split()[-1] == "2",
+              "the kept peaks carry the measurement's version: %s" % lines)
         for bf16, noted in ((40.0, True), (200.0, False)):
             with open(peaks, "w") as f:
-                f.write("100.000 20.000 400.000 %.3f\t%s\n" % (bf16, key))
+                f.write("100.000 20.000 400.000 %.3f 2\t%s\n" % (bf16, key))
             r = nnc(["bench", model, "--threads", "1", "--iterations", "2",
                      "--precision", "bf16"], env)
             has = "bf16 GEMM peaks at %.1f GFLOP/s, below its f32 peak of 100.0" % bf16 in r.stderr
