@@ -65,7 +65,8 @@ for m in sorted(os.listdir(sys.argv[1])):
     print("drew %s's operands" % m)
 EOF
 B=$W/bin
-X() { "$B/lib/ld-linux-x86-64.so.2" --library-path "$B/lib" "$B/nnc-exec" "$@"; }
+# nnc-exec through its own ld.so and libraries (the image's glibc does not matter).
+X=("$B/lib/ld-linux-x86-64.so.2" --library-path "$B/lib" "$B/nnc-exec")
 
 section "models: nnc-exec median wall per run (inputs up, outputs down), device time in kernels"
 log "model | load, first and warm-up runs s | median ms | min ms | runs | kernels device ms/run | max err / range vs CPU"
@@ -76,8 +77,8 @@ for m in $(cat "$W/models/order.txt"); do
   fi
   d=$W/models/$m
   t0=$(date +%s.%N)
-  r=$(timeout 90 bash -c "$(declare -f X); B=$B; X $d/gpu/libm.so --info --inputs-dir $d/inputs \
-    --output-dir $d/out --warmup 1 --iterations 200 --max-seconds $MODEL_SECONDS" 2>&1)
+  r=$(timeout 90 "${X[@]}" "$d/gpu/libm.so" --info --inputs-dir "$d/inputs" \
+    --output-dir "$d/out" --warmup 1 --iterations 200 --max-seconds "$MODEL_SECONDS" 2>&1)
   rc=$?
   t1=$(date +%s.%N)
   echo "### $m rc=$rc" >>"$OUT/log.txt"
@@ -108,8 +109,8 @@ while os.path.exists(os.path.join(sys.argv[2], "output_%d.pb" % k)):
 print("%.1e (%d outputs)" % (worst, k))
 EOF
 )
-  p=$(timeout 60 bash -c "$(declare -f X); B=$B; X $d/gpu/libm.so --inputs-dir $d/inputs \
-    --iterations 5 --max-seconds 2 --profile" 2>&1)
+  p=$(timeout 60 "${X[@]}" "$d/gpu/libm.so" --inputs-dir "$d/inputs" \
+    --iterations 5 --max-seconds 2 --profile 2>&1)
   { echo "### $m"; echo "$p" | grep -v 'runs, median' | head -12; } >>"$OUT/profiles.txt"
   kms=$(echo "$p" | sed -n 's/.*kernels, \([0-9.]*\) ms per run in kernels.*/\1/p')
   log "$m | $total | $med | $mn | $runs | ${kms:--} | $err"

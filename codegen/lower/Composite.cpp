@@ -445,7 +445,7 @@ Error checkChannelOperands(const Node &node, size_t first, size_t last, int64_t 
 /// group_norm and instance_norm (a group per channel); `width` > 0: the device form of RowForm.
 Expected<std::vector<kir::Kernel>> lowerGroupedNorm(const Node &node, const std::string &prefix,
                                                     int64_t groups, std::optional<DType> stashOpt,
-                                                    int64_t width = 0) {
+                                                    int64_t width) {
   NNC_TRY(checkFloat(node, 0, "input"));
   const Value *xv = node.operand(0);
   Extents e = extentsOf(xv);
@@ -524,19 +524,31 @@ Expected<std::vector<kir::Kernel>> lowerGroupedNorm(const Node &node, const std:
   return std::vector<kir::Kernel>{form.finish(r, rows, std::move(row), sc.s)};
 }
 
-Expected<std::vector<kir::Kernel>> lowerGroupNorm(const Node &node, const std::string &prefix) {
+/// group_norm and instance_norm; `width` > 0: the device form of RowForm.
+Expected<std::vector<kir::Kernel>> lowerGroupNormRows(const Node &node, const std::string &prefix,
+                                                      int64_t width) {
   DType stash = node.getDType("stash_type");
   if (!isFloat(stash))
     return node.error("stash_type must be a float dtype, got {}", dtypeName(stash));
-  return lowerGroupedNorm(node, prefix, node.getInt("num_groups"), stash);
+  return lowerGroupedNorm(node, prefix, node.getInt("num_groups"), stash, width);
 }
 
-Expected<std::vector<kir::Kernel>> lowerInstanceNorm(const Node &node, const std::string &prefix) {
+Expected<std::vector<kir::Kernel>> lowerInstanceNormRows(const Node &node,
+                                                         const std::string &prefix,
+                                                         int64_t width) {
   NNC_TRY(checkFloat(node, 0, "input"));
   Extents e = extentsOf(node.operand(0));
   if (e.size() < 2)
     return node.error("input must have rank >= 2, got extents {}", extentsStr(e));
-  return lowerGroupedNorm(node, prefix, e[1], std::nullopt);
+  return lowerGroupedNorm(node, prefix, e[1], std::nullopt, width);
+}
+
+Expected<std::vector<kir::Kernel>> lowerGroupNorm(const Node &node, const std::string &prefix) {
+  return lowerGroupNormRows(node, prefix, 0);
+}
+
+Expected<std::vector<kir::Kernel>> lowerInstanceNorm(const Node &node, const std::string &prefix) {
+  return lowerInstanceNormRows(node, prefix, 0);
 }
 
 Expected<std::vector<kir::Kernel>> lowerBatchNorm(const Node &node, const std::string &prefix) {
@@ -731,15 +743,10 @@ Expected<std::vector<kir::Kernel>> lowerNormWorkGroup(const Node &node, const st
     return lowerLayerNormRows(node, prefix, width);
   case OpKind::RMSNorm:
     return lowerRMSNormRows(node, prefix, width);
-  case OpKind::GroupNorm: {
-    DType stash = node.getDType("stash_type");
-    if (!isFloat(stash))
-      return node.error("stash_type must be a float dtype, got {}", dtypeName(stash));
-    return lowerGroupedNorm(node, prefix, node.getInt("num_groups"), stash, width);
-  }
+  case OpKind::GroupNorm:
+    return lowerGroupNormRows(node, prefix, width);
   default:
-    NNC_TRY(checkFloat(node, 0, "input"));
-    return lowerGroupedNorm(node, prefix, extentsOf(node.operand(0))[1], std::nullopt, width);
+    return lowerInstanceNormRows(node, prefix, width);
   }
 }
 

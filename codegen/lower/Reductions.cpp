@@ -680,19 +680,32 @@ const tuning::Space &reduceOpenCLSpace() {
   return space;
 }
 
+namespace {
+
+/// Which of `rank` dims a reduce_* reduces (no axes: all of them), or nullopt for bad axes
+/// (its lowerer reports them).
+std::optional<std::vector<bool>> reducedDims(const Node &node, size_t rank) {
+  Expected<std::vector<int64_t>> axes =
+      normalizeAxes(node.getInts("axes"), static_cast<int64_t>(rank), node, "axes");
+  if (!axes)
+    return std::nullopt;
+  std::vector<bool> reduced(rank, axes->empty());
+  for (int64_t a : *axes)
+    reduced[static_cast<size_t>(a)] = true;
+  return reduced;
+}
+
+} // namespace
+
 bool reduceKeepsInnermost(const Node &node) {
   const Value *x = node.operand(0);
   if (!x || !isStatic(x->shape()) || !(isNumeric(x->dtype()) || x->dtype() == DType::Bool))
     return false;
   Extents in = extentsOf(x);
-  Expected<std::vector<int64_t>> axes =
-      normalizeAxes(node.getInts("axes"), static_cast<int64_t>(in.size()), node, "axes");
-  if (!axes || axes->empty())
+  std::optional<std::vector<bool>> reduced = reducedDims(node, in.size());
+  if (!reduced)
     return false;
-  std::vector<bool> reduced(in.size(), false);
-  for (int64_t a : *axes)
-    reduced[static_cast<size_t>(a)] = true;
-  std::vector<DimGroup> groups = groupDims(in, reduced);
+  std::vector<DimGroup> groups = groupDims(in, *reduced);
   bool anyReduced = false;
   for (const DimGroup &g : groups)
     anyReduced = anyReduced || g.reduced;
@@ -708,19 +721,15 @@ bool isWorkGroupReduction(const Node &node, const GpuTarget &gpu) {
   if (!x || x->dtype() == DType::Bool || !isNumeric(x->dtype()) || isStorageOnly(x->dtype()))
     return false;
   Extents in = extentsOf(x);
-  Expected<std::vector<int64_t>> axes =
-      normalizeAxes(node.getInts("axes"), static_cast<int64_t>(in.size()), node, "axes");
-  if (!axes)
+  std::optional<std::vector<bool>> reduced = reducedDims(node, in.size());
+  if (!reduced)
     return false;
-  std::vector<bool> reduced(in.size(), axes->empty());
   int64_t count = 1;
-  for (int64_t a : *axes)
-    reduced[static_cast<size_t>(a)] = true;
   for (size_t d = 0; d < in.size(); ++d)
-    if (reduced[d])
+    if ((*reduced)[d])
       count *= in[d];
   return numElementsOf(extentsOf(node.result(0))) > 0 &&
-         workGroupTreeSize(groupDims(in, reduced), count, gpu) > 0;
+         workGroupTreeSize(groupDims(in, *reduced), count, gpu) > 0;
 }
 
 Expected<Kernels> lowerReduceWorkGroup(const Node &node, const std::string &prefix,

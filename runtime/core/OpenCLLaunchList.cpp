@@ -136,20 +136,21 @@ private:
   std::vector<cl_kernel> kernels_;
   cl_mem arena_ = nullptr, weights_ = nullptr;
   std::vector<int64_t> inputOffset_, outputOffset_, weightOffset_;
-  // Pinned staging (OpenCLLaunchOptions::staging): the mapped buffer, and where each input
-  // and fresh output of the plan's static size has its place in it (-1: none, direct).
+  std::vector<int64_t> inputBytes_, outputBytes_; ///< Their static sizes (0: not static).
+  // Pinned staging (OpenCLLaunchOptions::staging): a mapped copy of the arena's input and
+  // output regions, at the offsets the build gave them (from ioBase_).
   cl_mem staging_ = nullptr;
   char *stagingPtr_ = nullptr;
+  int64_t ioBase_ = 0;
   std::vector<int64_t> inputStage_, outputStage_;
   /// Where `bytes` of input i (or fresh output o) cross: its place in the pinned buffer, or
   /// null to cross from or to the tensor's own memory.
-  char *staged(const std::vector<int64_t> &stage, size_t i, size_t bytes,
-               const std::vector<int64_t> &limit) const {
-    if (!stagingPtr_ || stage[i] < 0 || static_cast<int64_t>(bytes) > limit[i])
+  char *staged(const std::vector<int64_t> &stage, const std::vector<int64_t> &size, size_t i,
+               size_t bytes) const {
+    if (!stagingPtr_ || static_cast<int64_t>(bytes) > size[i])
       return nullptr;
     return stagingPtr_ + stage[i];
   }
-  std::vector<int64_t> inputBytes_, outputBytes_; ///< Static sizes (0: not static).
   /// The memory of released outputs, for the next run's (two runs' worth kept).
   std::shared_ptr<TensorPool> outputPool_;
   std::vector<char> status_; ///< The run's status area (RunPlan::checks), read back per run.
@@ -234,42 +235,33 @@ Error ClLaunchList::build(const std::string &source, std::vector<OpenCLLaunch> l
 
   // Device memory: the arena (plan, inputs, outputs) and the weights.
   int64_t arenaBytes = alignUp(p_.plan.peakBytes);
+  ioBase_ = arenaBytes;
   for (const TensorType &t : p_.inputTypes) {
-    inputOffset_.push_back(arenaBytes);
     std::optional<Extents> ext = staticExtents(t.shape);
     int64_t n = ext ? checkedNumElements(*ext).value_or(0) : 0;
-    arenaBytes += alignUp(n * static_cast<int64_t>(dtypeSize(t.dtype)));
+    inputOffset_.push_back(arenaBytes);
+    inputStage_.push_back(arenaBytes - ioBase_);
+    inputBytes_.push_back(n * static_cast<int64_t>(dtypeSize(t.dtype)));
+    arenaBytes += alignUp(inputBytes_.back());
   }
   for (const OutputSpec &o : p_.outputs) {
     outputOffset_.push_back(arenaBytes);
-    if (o.kind == OutputSpec::Fresh)
-      arenaBytes += alignUp(checkedNumElements(o.extents).value_or(0) *
-                            static_cast<int64_t>(dtypeSize(o.dtype)));
+    outputStage_.push_back(arenaBytes - ioBase_);
+    outputBytes_.push_back(o.kind == OutputSpec::Fresh
+                               ? checkedNumElements(o.extents).value_or(0) *
+                                     static_cast<int64_t>(dtypeSize(o.dtype))
+                               : 0);
+    arenaBytes += alignUp(outputBytes_.back());
   }
   int64_t weightBytes = 0;
   for (const Tensor &w : p_.weights) {
     weightOffset_.push_back(weightBytes);
     weightBytes += alignUp(static_cast<int64_t>(w.byteSize()));
   }
-  // The pinned staging buffer: each static input and fresh output has its own place.
+  // The pinned staging buffer: the arena's input and output regions.
   bool pinned = opts.staging == OpenCLLaunchOptions::Staging::Pinned ||
                 (opts.staging == OpenCLLaunchOptions::Staging::Auto && dev_.info.type == "gpu");
-  int64_t stagingBytes = 0;
-  for (const TensorType &t : p_.inputTypes) {
-    std::optional<Extents> ext = staticExtents(t.shape);
-    int64_t n = ext ? checkedNumElements(*ext).value_or(0) : 0;
-    inputBytes_.push_back(n * static_cast<int64_t>(dtypeSize(t.dtype)));
-    inputStage_.push_back(inputBytes_.back() > 0 ? stagingBytes : -1);
-    stagingBytes += alignUp(inputBytes_.back());
-  }
-  for (const OutputSpec &o : p_.outputs) {
-    outputBytes_.push_back(o.kind == OutputSpec::Fresh
-                               ? checkedNumElements(o.extents).value_or(0) *
-                                     static_cast<int64_t>(dtypeSize(o.dtype))
-                               : 0);
-    outputStage_.push_back(outputBytes_.back() > 0 ? stagingBytes : -1);
-    stagingBytes += alignUp(outputBytes_.back());
-  }
+  int64_t stagingBytes = arenaBytes - ioBase_;
   if (pinned && stagingBytes > 0) {
     staging_ = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
                               static_cast<size_t>(stagingBytes), nullptr, &e);
@@ -429,7 +421,7 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       if (bytes == 0)
         continue;
       const void *from = inputs[i].rawData();
-      if (char *stage = staged(inputStage_, i, bytes, inputBytes_)) {
+      if (char *stage = staged(inputStage_, inputBytes_, i, bytes)) {
         std::memcpy(stage, from, bytes);
         from = stage;
       }
@@ -531,7 +523,7 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       size_t bytes = static_cast<size_t>(outputs[o].byteSize());
       if (bytes == 0)
         continue;
-      char *stage = staged(outputStage_, o, bytes, outputBytes_);
+      char *stage = staged(outputStage_, outputBytes_, o, bytes);
       NNC_CL(clEnqueueReadBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(outputOffset_[o]),
                                  bytes, stage ? stage : outputs[o].rawData(), 0, nullptr,
                                  ev(transferEvents)),
@@ -576,7 +568,7 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
       if (p_.outputs[o].kind != OutputSpec::Fresh || outputs[o].isNull())
         continue;
       size_t bytes = static_cast<size_t>(outputs[o].byteSize());
-      if (char *stage = bytes ? staged(outputStage_, o, bytes, outputBytes_) : nullptr)
+      if (char *stage = bytes ? staged(outputStage_, outputBytes_, o, bytes) : nullptr)
         std::memcpy(outputs[o].rawData(), stage, bytes);
     }
     if (p_.statusBytes > 0)
