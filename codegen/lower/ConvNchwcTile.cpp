@@ -205,6 +205,8 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
     }
     s.push_back(kir::forLoop(mv, i64(Mt),
                              kir::forLoop(rv, i64(R), kir::forLoop(jv, i64(g.b), one))));
+    if (g.epilogueLaneLoops)
+      g.epilogueLaneLoops->push_back(jv);
   }
   return kir::block(s);
 }

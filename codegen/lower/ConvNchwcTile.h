@@ -36,6 +36,10 @@ struct NchwcTiles {
   /// The last pass too stores its sums to the partial sums' scratch, and the epilogue
   /// (`finishFrom`) stores the final values: a group result of a narrower dtype (bf16).
   bool sumsToScratch = false;
+  /// Receives the name of each tile's loop over a block's lanes in its epilogue, for the
+  /// kernel's schedule to vectorize and declare independent (each lane reads and writes its
+  /// own element).
+  std::vector<std::string> *epilogueLaneLoops = nullptr;
 };
 
 /// One pass of a tile's reduction over input blocks [kcBase, kcBase + kcCount).
