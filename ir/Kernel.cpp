@@ -603,6 +603,16 @@ Stmt vecStore(int buffer, Expr index, std::vector<Expr> values) {
   return s;
 }
 
+Stmt prefetch(int buffer, Expr index, bool write) {
+  NNC_ASSERT(index && index->type == DType::I64, "prefetch: needs an i64 index");
+  auto s = std::make_shared<StmtNode>();
+  s->kind = StmtKind::Prefetch;
+  s->buffer = buffer;
+  s->index = std::move(index);
+  s->write = write;
+  return s;
+}
+
 bool Kernel::hasBuffer(int b) const {
   if (isLocalBuffer(b))
     return b - kLocalBufferBase < static_cast<int>(locals.size());

@@ -545,6 +545,8 @@ struct Evaluator {
     }
     case StmtKind::GemmTile: gemmTile(*s); return;
     case StmtKind::ConvTile: convTile(*s); return;
+    case StmtKind::Prefetch:
+      return; // a hint: no effect on the result
     case StmtKind::Barrier:
       return; // one work-item alone (outside workGroup) waits for none
     case StmtKind::VecLoad: {

@@ -353,6 +353,28 @@ private:
       advance();
       return makeStmt(StmtKind::Barrier);
     }
+    if (isKeyword("prefetch")) {
+      Token at = tok_;
+      advance();
+      if (isPunct("[")) // a store to a buffer named prefetch
+        return parseStore(at, "prefetch");
+      Stmt s = makeStmt(StmtKind::Prefetch);
+      if (isKeyword("write")) {
+        advance();
+        s->write = true;
+      }
+      if (!isName())
+        return expected("a buffer after 'prefetch'");
+      auto b = buffers_.find(tok_.text);
+      if (b == buffers_.end())
+        return errorAt(tok_, fmt::format("unknown buffer '{}'", tok_.text));
+      s->buffer = b->second;
+      advance();
+      NNC_TRY(expectPunct("["));
+      NNC_ASSIGN_OR_RETURN(s->index, parseExpr());
+      NNC_TRY(expectPunct("]"));
+      return s;
+    }
     if (isKeyword("gemm_tile"))
       return parseGemmTile();
     if (isKeyword("conv_tile"))

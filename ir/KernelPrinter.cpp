@@ -229,6 +229,10 @@ struct Printer {
     case StmtKind::Barrier:
       out += pad + "barrier\n";
       return;
+    case StmtKind::Prefetch:
+      out += fmt::format("{}prefetch {}{}[{}]\n", pad, s->write ? "write " : "",
+                         bufferName(s->buffer), expr(s->index));
+      return;
     case StmtKind::VecLoad: {
       std::string names;
       for (size_t l = 0; l < s->names.size(); ++l)

@@ -272,6 +272,18 @@ struct Verifier {
                                 k.bufferName(s->buffer), dtypeName(held)));
       return checkIndex(s->buffer, s->index, "store");
     }
+    case StmtKind::Prefetch: {
+      // A hint: any index of the right type (a line past the end is fetched, not read).
+      NNC_TRY(checkBuffer(s->buffer, "prefetch"));
+      NNC_TRY(expr(s->index));
+      if (s->index->type != DType::I64)
+        return fail(fmt::format("prefetch index into '{}' must be i64, got {}",
+                                k.bufferName(s->buffer), dtypeName(s->index->type)));
+      if (s->write && !isLocalBuffer(s->buffer) && !k.buffers[s->buffer].written)
+        return fail(fmt::format("prefetch for a store to '{}' which is not marked written",
+                                k.bufferName(s->buffer)));
+      return Error::success();
+    }
     case StmtKind::Barrier:
       if (threadDepth == 0)
         return fail("barrier outside the gpu_thread loops");

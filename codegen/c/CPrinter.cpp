@@ -600,6 +600,8 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
   case kir::StmtKind::Barrier:
     out += pad + barrierStmt() + "\n";
     return;
+  case kir::StmtKind::Prefetch:
+    return; // a CPU cache hint: a device's loads need none (and C leaves it to the compiler)
   case kir::StmtKind::VecLoad: {
     if (!k_->hasBuffer(s.buffer)) {
       fail(fmt::format("vector load from buffer {} of {}", s.buffer, k_->buffers.size()));

@@ -75,6 +75,16 @@ void KernelEmitter::emitStmt(const kir::Stmt &sp) {
   case kir::StmtKind::Barrier:
     fail("a work-group barrier on the CPU");
     return;
+  case kir::StmtKind::Prefetch: {
+    // Its address only, not an inbounds one: a prefetch past the buffer's end does not fault.
+    DType dt;
+    Value *p = bufferElement(s.buffer, s.index, dt, /*inBounds=*/false);
+    if (!p)
+      return;
+    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
+                       {p, b_.getInt32(s.write ? 1 : 0), b_.getInt32(3), b_.getInt32(1)});
+    return;
+  }
   case kir::StmtKind::Store: {
     DType dt;
     Value *p = bufferElement(s.buffer, s.index, dt);

@@ -297,7 +297,7 @@ private:
       p->setMetadata(kStreamingMetadata, llvm::MDNode::get(c_, {}));
     }
   }
-  Value *bufferElement(int buffer, const kir::Expr &index, DType &dtype) {
+  Value *bufferElement(int buffer, const kir::Expr &index, DType &dtype, bool inBounds = true) {
     if (buffer < 0 || buffer >= static_cast<int>(k_.buffers.size())) {
       fail("access to buffer {} of {}", buffer, k_.buffers.size());
       return nullptr;
@@ -311,7 +311,8 @@ private:
     if (!idx->getType()->isIntegerTy(64))
       idx = isSignedInteger(index->type) ? b_.CreateSExtOrTrunc(idx, b_.getInt64Ty())
                                          : b_.CreateZExtOrTrunc(idx, b_.getInt64Ty());
-    return b_.CreateInBoundsGEP(storageType(dtype), bufs_[buffer], idx);
+    return inBounds ? b_.CreateInBoundsGEP(storageType(dtype), bufs_[buffer], idx)
+                    : b_.CreateGEP(storageType(dtype), bufs_[buffer], idx);
   }
 
   llvm::Module &m_;

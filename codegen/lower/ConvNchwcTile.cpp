@@ -98,6 +98,18 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
   shape.ws = {g.KH * g.KW * g.bi * g.b, g.KW * g.bi * g.b, g.bi * g.b, g.b};
   // Where the sums go: the output on the last pass, else (and with sumsToScratch always) the
   // partial sums (slots of item q, block m, column, lane).
+  if (pass.last && (finish || finishFrom))
+    for (int buf : g.epilogueReads)
+      for (int64_t m = 0; m < Mt; ++m)
+        for (int64_t r = 0; r < R; ++r)
+          s.push_back(kir::prefetch(
+              buf, kir::mul(kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(g.n, i64(g.Mb)),
+                                                                        kir::add(g.block0, i64(m))),
+                                                               i64(g.OH)),
+                                                      g.oh),
+                                             i64(g.OW)),
+                                    kir::add(ow0, i64(r))),
+                            i64(g.b))));
   const bool toOut = pass.last && !g.sumsToScratch;
   int c = toOut ? g.out : g.part;
   int64_t cblk = toOut ? g.OH * g.OW * g.b : g.OW * g.b;

@@ -40,6 +40,10 @@ struct NchwcTiles {
   /// kernel's schedule to vectorize and declare independent (each lane reads and writes its
   /// own element).
   std::vector<std::string> *epilogueLaneLoops = nullptr;
+  /// Buffers of the output's layout that the epilogue reads at each element (a residual): the
+  /// tile prefetches its lines of them before its multiply-adds, so that they arrive while it
+  /// computes.
+  std::vector<int> epilogueReads;
 };
 
 /// One pass of a tile's reduction over input blocks [kcBase, kcBase + kcCount).

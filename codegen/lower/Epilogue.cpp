@@ -157,9 +157,12 @@ Epilogue::Inputs Epilogue::inputsOf(KernelBuilder &kb) const {
       if (anchor.operand(d) == u_.operands[k])
         b = kb.operand(d);
     if (b < 0) {
+      // Declared once per kernel, however many places of it read the input.
       kir::BufferDecl decl = inputBuffer(k);
       decl.index = static_cast<int>(anchor.numOperands() + k);
-      b = kb.declare(decl);
+      b = kb.find(decl.role, decl.index);
+      if (b < 0)
+        b = kb.declare(decl);
     }
     return (*declared)[k] = b;
   };
@@ -187,6 +190,15 @@ Expr Epilogue::compose(const std::string &prefix, const std::function<Expr(size_
   Expr v = c.valueOf(value());
   decls.insert(decls.end(), c.decls().begin(), c.decls().end());
   return v;
+}
+
+std::vector<int> Epilogue::elementInputBuffers(KernelBuilder &kb) const {
+  Inputs in = inputsOf(kb);
+  std::vector<int> buffers;
+  for (size_t k = 0; k < u_.operands.size(); ++k)
+    if (readsOnlyAtElement(k))
+      buffers.push_back(in.buffer(k));
+  return buffers;
 }
 
 bool Epilogue::readsOnlyAtElement(size_t k) const {

@@ -78,6 +78,10 @@ public:
   /// is kb.operand(d); another is declared with index (anchor operands + k), which
   /// renumberOperands() maps back to k once the kernel is built.
   Inputs inputsOf(KernelBuilder &kb) const;
+  /// The buffers (inputsOf) of the group inputs read only at the element computed
+  /// (readsOnlyAtElement: a residual), whose lines a template may prefetch ahead of the
+  /// epilogue that reads them.
+  std::vector<int> elementInputBuffers(KernelBuilder &kb) const;
   /// Gives the operand buffers of a kernel built for the anchor the group's numbering.
   void renumberOperands(kir::Kernel &k) const;
 

@@ -119,6 +119,8 @@ public:
 
   /// The finished kernel.
   kir::Kernel finish(kir::Stmt body, kir::Schedule schedule = {});
+  /// The buffer declared with `role` and `index` (-1: none yet).
+  int find(kir::BufferRole role, int index) const;
 
 private:
   const Node &node_;
@@ -126,7 +128,6 @@ private:
   std::vector<kir::BufferDecl> buffers_;
   std::vector<kir::RuntimeCheck> checks_;
   int nextName_ = 0;
-  int find(kir::BufferRole role, int index) const;
 };
 
 /// Element `index` of integer operand `operand` as i64.

@@ -191,6 +191,9 @@ enum class StmtKind : uint8_t {
             ///< GemmElems) sums the same products in i32, with B in the dot-product layout.
             ///< The LLVM backend emits it as an explicit-vector function
             ///< <elems>_gemm_<mr>x<nr>_<isa>; other backends as the loop nest.
+  Prefetch, ///< A hint, no effect on the result: the cache line of buffers[buffer][index] is
+            ///< fetched ahead of its use (for a store when `write`). An index outside the
+            ///< buffer is allowed and ignored.
   ConvTile, ///< A direct convolution's register tile (see ConvTileShape). f32: for
             ///< m < blocks, r < cols, j < lanes:
             ///<   buffers[buffer][args[2] + m*cblk + r*ccol + j] =
@@ -297,6 +300,8 @@ struct StmtNode {
   /// vectorizes as the target's max/min instructions. Only where a NaN reaches the result
   /// along another path anyway: softmax's maximum, whose NaN also enters the sum of exps.
   bool ignoresNaN = false;
+  /// Prefetch: the line is fetched to be written (x86's prefetchw), not only read.
+  bool write = false;
   std::vector<Stmt> body;
   std::vector<Expr> args; ///< GemmTile: A offset, B offset, C offset, k extent (i64);
                           ///< VecStore: the lanes' values.
@@ -326,6 +331,8 @@ Stmt barrier();
 Stmt vecLoad(std::vector<std::string> names, DType t, int buffer, Expr index);
 /// buffer[index + l] = values[l] (see StmtKind::VecStore).
 Stmt vecStore(int buffer, Expr index, std::vector<Expr> values);
+/// A prefetch of buffer[index]'s cache line, to be read or written (see StmtKind::Prefetch).
+Stmt prefetch(int buffer, Expr index, bool write = false);
 /// A GemmTile writing buffer `c` at offset cOff, reading A at aOff and B at bOff, k extent kc.
 Stmt gemmTile(const GemmTileShape &shape, int c, Expr aOff, Expr bOff, Expr cOff, Expr kc);
 /// A ConvTile writing buffer `c`; args as StmtNode::conv says (X, W, C, init offsets and the
