@@ -372,7 +372,7 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
 // bytes of one output block, input blocks of a group, bytes of one image's input, input bytes
 // one output column advances, bytes from one input block to the next, a strided conv's input
-// bytes of one column}.
+// bytes of one column, images, whether the conv is pointwise (1x1, stride 1, no padding)}.
 enum ConvDim {
   kMb,
   kOW,
@@ -386,8 +386,35 @@ enum ConvDim {
   kBlockStride,        ///< bytes from one input block (or plain channel) to the next
   kStridedColumnBytes, ///< a strided conv's input bytes of one column (block lanes x element),
                        ///< 0 when plain, stride 1 or patch-like (kernel width = stride)
+  kImages,
+  kPointwise,
   kConvDims
 };
+
+/// Whether a pointwise conv's input streams from memory: the batch's input (`batchInBytes`)
+/// is larger than L3, so no cache holds it between its producer and this conv, and each of
+/// the conv's passes over a row reads it from memory. Ungrouped convs on blocked f32 inputs
+/// (`columnStep`, the bytes from one column to the next, is a block of f32 lanes) only: the
+/// others were not measured so.
+bool convStreamsInput(bool pointwise, int64_t columnStep, int64_t block, int64_t mb,
+                      int64_t groupBlocks, int64_t batchInBytes, const CpuTarget &cpu) {
+  return pointwise && columnStep == block * 4 && groupBlocks == mb &&
+         batchInBytes > cpu.l3Bytes;
+}
+
+/// The tile of a pointwise conv whose input streams from memory (convStreamsInput): all
+/// output blocks in one tile up to 4 (each input line is read once per four blocks), as few
+/// columns as keep 8 accumulator chains in flight (the FMA latency at two per cycle: 4 x 2,
+/// 2 x 4, 1 x 8), and passes of one input block, so that a pass reads one input block's row
+/// as a single sequential stream, which the hardware prefetcher follows, while the row's
+/// partial sums stay in L1. The cache-resident defaults (14 columns over passes of up to six
+/// input blocks, whose rows lie a multiple of 4 KiB apart) ran these convs at half the rate:
+/// bench/results/domain-models.md.
+tuning::Config streamingConvConfig(int64_t mb, int64_t ow, int64_t kc, int64_t regs) {
+  int64_t m = std::min<int64_t>(mb, 4);
+  int64_t r = std::min({(8 + m - 1) / m, convTileMaxColumns(m, regs), std::max<int64_t>(ow, 1)});
+  return tuning::Config{{"m", m}, {"r", std::max<int64_t>(r, 1)}, {"kc", kc > 1 ? 1 : 0}};
+}
 
 /// Values of the `kc` knob: input blocks per pass over a row (0: all of them in one pass).
 std::vector<int64_t> convPassBlocks() {
@@ -566,7 +593,9 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                inBytes,
                columnStep,
                blockStride,
-               plain || aw.stride == 1 || KW == aw.stride ? 0 : xs[4] * int64_t(dtypeSize(t))};
+               plain || aw.stride == 1 || KW == aw.stride ? 0 : xs[4] * int64_t(dtypeSize(t)),
+               N,
+               pointwise ? 1 : 0};
   prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   ConvTile ct;
@@ -735,6 +764,9 @@ const tuning::Space &convNchwcCpuSpace() {
             std::min<int64_t>(7, convTileMaxColumns(1, convTileRegisters(b, p.cpu))));
         return tuning::Config{{"m", 1}, {"r", c.width}, {"kc", 0}};
       }
+      if (convStreamsInput(p.dims[kPointwise] != 0, p.dims[kColumnStep], b, mb,
+                           p.dims[kGroupBlocks], p.dims[kImages] * p.dims[kInBytes], p.cpu))
+        return streamingConvConfig(mb, ow, p.dims[kKc], convTileRegisters(b, p.cpu));
       // A strided conv whose taps leave part of each column's input lines unread (1x1, stride
       // 2) or share them with the next column (3x3, stride 2) also takes its tiles' columns in
       // whole lines of blocks, as a stride-1 conv does (convTileLineColumns): the wider tiles

@@ -87,15 +87,15 @@ bool has(const std::vector<std::string> &v, const std::string &s) {
 }
 
 std::string convGraph(int64_t c, int64_t k, int64_t hw, int64_t kernel, int64_t stride,
-                      int64_t group) {
+                      int64_t group, int64_t n = 1) {
   int64_t pad = kernel / 2, out = (hw + 2 * pad - kernel) / stride + 1;
   return fmt::format(R"(
-graph @conv(%x: f32[1,{0},{2},{2}]) -> (f32[1,{1},{3},{3}]) {{
+graph @conv(%x: f32[{8},{0},{2},{2}]) -> (f32[{8},{1},{3},{3}]) {{
   %w = {4}
-  %y = conv(%x, %w) {{dilations = [1, 1], group = {5}, pads = [{6}, {6}, {6}, {6}], strides = [{7}, {7}]}} : f32[1,{1},{3},{3}]
+  %y = conv(%x, %w) {{dilations = [1, 1], group = {5}, pads = [{6}, {6}, {6}, {6}], strides = [{7}, {7}]}} : f32[{8},{1},{3},{3}]
   return %y
 }})",
-                     c, k, hw, out, dense({k, c / group, kernel, kernel}), group, pad, stride);
+                     c, k, hw, out, dense({k, c / group, kernel, kernel}), group, pad, stride, n);
 }
 
 /// A matmul with a bias and relu (an epilogue the GEMM finishes).
@@ -329,6 +329,29 @@ TEST(Templates, ConvTilesOfGroupsAndPasses) {
   EXPECT_EQ(dw["r"], 7);
   // 64 channels: the whole reduction in one pass.
   EXPECT_EQ(onlyConvConfig(convGraph(64, 64, 7, 1, 1, 1))["kc"], 0);
+}
+
+TEST(Templates, ConvTilesOfStreamingInputs) {
+  // A pointwise conv whose batch input exceeds L3 (32 MiB here) reads it from memory: tiles of
+  // all output blocks up to 4 with 8 accumulators, passes of one input block (ResNet-50's
+  // 256-to-64 conv at batch 16, 51 MB of input, ran at twice the rate so).
+  CpuTarget v4 = pinned::pinnedCpuTarget(CpuTarget::Level::V4);
+  tuning::Config big = onlyConvConfig(convGraph(256, 64, 56, 1, 1, 1, 16), v4);
+  EXPECT_EQ(big["m"], 4);
+  EXPECT_EQ(big["r"], 2);
+  EXPECT_EQ(big["kc"], 1);
+  // One output block: 8 columns, 8 accumulators.
+  tuning::Config one = onlyConvConfig(convGraph(256, 16, 56, 1, 1, 1, 16), v4);
+  EXPECT_EQ(one["m"], 1);
+  EXPECT_EQ(one["r"], 8);
+  // AVX2's 8-lane blocks: 8 output blocks, tiles of 4.
+  EXPECT_EQ(onlyConvConfig(convGraph(256, 64, 56, 1, 1, 1, 16))["m"], 4);
+  // Batch 4 (13 MB, held by L3) and a strided 1x1 conv of the same input keep the cache
+  // defaults (the strided one measured slower with these tiles).
+  tuning::Config held = onlyConvConfig(convGraph(256, 64, 56, 1, 1, 1, 4), v4);
+  EXPECT_FALSE(held["r"] == 2 && held["kc"] == 1) << held["m"] << " " << held["r"];
+  tuning::Config s2 = onlyConvConfig(convGraph(256, 64, 56, 1, 2, 1, 16), v4);
+  EXPECT_FALSE(s2["r"] == 2 && s2["kc"] == 1) << s2["m"] << " " << s2["r"];
 }
 
 TEST(Templates, PlainConv) {
