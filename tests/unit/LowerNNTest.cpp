@@ -176,13 +176,17 @@ TEST(LowerNN, CumSumAndCumProd) {
 }
 
 TEST(LowerNN, TopK) {
+  // Rows of 300 with k of 2, 37 and 299: the heap's replacements and sort across several
+  // levels, ties and NaNs among the kept and the dropped.
   std::mt19937 rng(4);
   for (DType t : {DType::F32, DType::I32, DType::F64})
-    for (Extents shape : {Extents{3, 7}, Extents{4, 5, 3}, Extents{6}, Extents{2, 41, 3}})
+    for (Extents shape :
+         {Extents{3, 7}, Extents{4, 5, 3}, Extents{6}, Extents{2, 41, 3}, Extents{2, 300}})
       for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis)
-        for (int64_t k : {int64_t(1), int64_t(3), shape[static_cast<size_t>(axis)]})
+        for (int64_t k : {int64_t(1), int64_t(2), int64_t(3), int64_t(37),
+                          shape[static_cast<size_t>(axis)] - 1, shape[static_cast<size_t>(axis)]})
           for (int64_t largest : {0, 1}) {
-            if (k > shape[static_cast<size_t>(axis)])
+            if (k < 1 || k > shape[static_cast<size_t>(axis)])
               continue;
             Tensor x = tiesTensor(t, shape, rng);
             if (t == DType::F32)
