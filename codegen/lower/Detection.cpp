@@ -180,7 +180,12 @@ Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &pr
   auto [out, extent] = kb.dynamicResult(0, capacity);
   int order = kb.scratch(0, DType::I64, std::max<int64_t>(nbox, 1));
   int merged = kb.scratch(2, DType::I64, std::max<int64_t>(nbox, 1));
-  int kept = kb.scratch(1, DType::I64, std::max<int64_t>(nbox, 1));
+  // The kept boxes of the current class as columns (x0, y0, x1, y1, area) of nbox each, so
+  // that a candidate's test against all of them is one vectorizable loop.
+  int kept = kb.scratch(1, ct, 5 * std::max<int64_t>(nbox, 1));
+  auto keptAt = [&](int64_t field, const Expr &j) {
+    return kir::add(i64(field * std::max<int64_t>(nbox, 1)), j);
+  };
   std::vector<Stmt> body;
   auto bind = [&](std::vector<Stmt> &at, const char *hint, DType t, Expr e) {
     return kb.bind(at, hint, t, std::move(e));
@@ -272,34 +277,43 @@ Expected<Kernels> lowerNonMaxSuppression(const Node &node, const std::string &pr
       hi[1] = bind(at, "y1", ct, kir::max(v[0], v[2]));
     }
   };
-  std::string keep = kb.freshName("keep");
-  Expr keepE = kir::var(keep, DType::Bool);
-  pick.push_back(kir::decl(keep, DType::Bool, T(true)));
   Expr alo[2], ahi[2];
   corners(pick, bestE, alo, ahi);
+  Expr a0 = bind(pick, "a0", ct, smul(ssub(ahi[0], alo[0]), ssub(ahi[1], alo[1])));
+  std::string hits = kb.freshName("hits");
+  Expr hitsE = kir::var(hits, DType::I32);
+  pick.push_back(kir::decl(hits, DType::I32, kir::intImm(0, DType::I32)));
   {
+    // Whether any kept box overlaps the candidate too much, all of them tested without a
+    // branch (the same boolean as stopping at the first: each test reads only its own box).
     std::string j = kb.freshName("j");
     std::vector<Stmt> cmp;
-    Expr blo[2], bhi[2];
-    corners(cmp, kb.load(kept, kir::var(j)), blo, bhi);
+    Expr jE = kir::var(j);
+    Expr blo[2] = {kb.load(kept, keptAt(0, jE)), kb.load(kept, keptAt(1, jE))};
+    Expr bhi[2] = {kb.load(kept, keptAt(2, jE)), kb.load(kept, keptAt(3, jE))};
+    Expr a1 = kb.load(kept, keptAt(4, jE));
     Expr ix0 = bind(cmp, "ix0", ct, kir::max(alo[0], blo[0]));
     Expr ix1 = bind(cmp, "ix1", ct, kir::min(ahi[0], bhi[0]));
     Expr iy0 = bind(cmp, "iy0", ct, kir::max(alo[1], blo[1]));
     Expr iy1 = bind(cmp, "iy1", ct, kir::min(ahi[1], bhi[1]));
     Expr inter = bind(cmp, "inter", ct, smul(ssub(ix1, ix0), ssub(iy1, iy0)));
-    Expr a0 = bind(cmp, "a0", ct, smul(ssub(ahi[0], alo[0]), ssub(ahi[1], alo[1])));
-    Expr a1 = bind(cmp, "a1", ct, smul(ssub(bhi[0], blo[0]), ssub(bhi[1], blo[1])));
-    Expr uni = bind(cmp, "uni", ct, ssub(sadd(a0, a1), inter));
+    Expr a1v = bind(cmp, "a1", ct, a1);
+    Expr uni = bind(cmp, "uni", ct, ssub(sadd(a0, a1v), inter));
     Expr zero = fc(0, ct);
     Expr overlaps = kir::land(kir::land(gt(ix1, ix0), gt(iy1, iy0)),
                               kir::land(kir::land(gt(inter, zero), gt(a0, zero)),
-                                        kir::land(gt(a1, zero), gt(uni, zero))));
+                                        kir::land(gt(a1v, zero), gt(uni, zero))));
     Expr suppressed = kir::land(overlaps, gt(sdiv(inter, uni), iou));
-    cmp.push_back(kir::ifThen(suppressed, kir::assign(keep, T(false))));
-    // Once suppressed, the remaining kept boxes need no test.
-    pick.push_back(kir::forLoop(j, cntE, kir::ifThen(keepE, kir::block(cmp))));
+    cmp.push_back(kir::accumulate(
+        hits, kir::max(hitsE, kir::select(suppressed, kir::intImm(1, DType::I32),
+                                          kir::intImm(0, DType::I32)))));
+    pick.push_back(kir::forLoop(j, cntE, kir::block(cmp)));
   }
-  std::vector<Stmt> add{kb.store(kept, cntE, bestE)};
+  Expr keepE = eq(hitsE, kir::intImm(0, DType::I32));
+  std::vector<Stmt> add{kb.store(kept, keptAt(0, cntE), alo[0]),
+                        kb.store(kept, keptAt(1, cntE), alo[1]),
+                        kb.store(kept, keptAt(2, cntE), ahi[0]),
+                        kb.store(kept, keptAt(3, cntE), ahi[1]), kb.store(kept, keptAt(4, cntE), a0)};
   Expr row = kir::mul(totalE, i64(3));
   add.push_back(kb.store(out, row, b));
   add.push_back(kb.store(out, kir::add(row, i64(1)), cl));

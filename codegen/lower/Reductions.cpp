@@ -154,7 +154,9 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
     if (reduced[static_cast<size_t>(d)])
       count *= in[static_cast<size_t>(d)];
 
-  DType acc = isBool ? DType::Bool : accType(t, /*wide=*/true);
+  // Sums and products accumulate wide; a maximum or minimum is one of the values, exact in
+  // the operand's own compute type (in f64 the row ran scalar, converting every element).
+  DType acc = isBool ? DType::Bool : minMax ? computeType(t) : accType(t, /*wide=*/true);
   Expr init;
   switch (kind) {
   case ReduceKind::Sum:
