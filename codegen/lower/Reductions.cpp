@@ -359,10 +359,25 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
       iIdx = kir::add(iIdx, kir::mul(inner.add(kb, g.extent), i64(g.inStride)));
   std::string a = kb.freshName("acc");
   Expr av = kir::var(a, acc);
-  Stmt body =
-      kir::block({kir::decl(a, acc, init),
-                  inner.wrap(kir::accumulate(a, combine(av, kir::cast(kb.load(xb, iIdx), acc)))),
-                  kb.store(ob, oIdx, finalize(av))});
+  Expr xv = kir::cast(kb.load(xb, iIdx), acc);
+  if (minMax && isFloat(acc)) {
+    // A float maximum or minimum that propagates NaN is a chain of compares LLVM keeps
+    // scalar. Instead: the extremum ignoring NaN (the target's max/min instructions, in
+    // vector lanes) and, beside it, whether any element was NaN, which then is the result.
+    std::string nan = kb.freshName("nan");
+    Expr nanV = kir::var(nan, DType::I32);
+    Expr one = kir::intImm(1, DType::I32), none = kir::intImm(0, DType::I32);
+    Stmt body = kir::block(
+        {kir::decl(a, acc, init), kir::decl(nan, DType::I32, none),
+         inner.wrap(kir::block(
+             {kir::accumulateIgnoringNaN(a, acc, xv, kind == ReduceKind::Max),
+              kir::accumulate(nan, kir::max(nanV, kir::select(isNaN(xv), one, none)))})),
+         kb.store(ob, oIdx,
+                  finalize(kir::select(gt(nanV, none), fc(std::nan(""), acc), av)))});
+    return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
+  }
+  Stmt body = kir::block({kir::decl(a, acc, init), inner.wrap(kir::accumulate(a, combine(av, xv))),
+                          kb.store(ob, oIdx, finalize(av))});
   return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
 }
 
@@ -475,54 +490,41 @@ Expected<Kernels> lowerArgImpl(const Node &node, const std::string &prefix, bool
     return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, outN * sp.size))};
   }
 
-  constexpr int64_t kLanes = 8;
-  int64_t lanes = sp.size >= 2 * kLanes ? kLanes : 1;
-  int64_t rounds = sp.size / lanes;
+  // Along the contiguous axis, two passes over the row, each a reduction LLVM vectorizes:
+  //  1. the extremum (floats: ignoring NaN, with a flag of whether the row holds one);
+  //  2. the first (or, with select_last_index, the last) position holding it, or holding a
+  //     NaN if there is one: the index the scan's order gives.
   Expr base = kir::mul(a, i64(sp.size));
   auto xAt = [&](const Expr &p) { return kir::cast(kb.load(xb, kir::add(base, p)), ct); };
-  std::vector<std::string> best(lanes), bv(lanes);
-  std::vector<Stmt> body;
-  for (int64_t l = 0; l < lanes; ++l) {
-    best[l] = kb.freshName("best");
-    bv[l] = kb.freshName("bv");
-    body.push_back(kir::decl(best[l], DType::I64, i64(l)));
-    body.push_back(kir::decl(bv[l], ct, xAt(i64(l))));
+  const bool fl = isFloat(ct);
+  std::string m = kb.freshName("m"), nan = kb.freshName("nan"), p1 = kb.freshName("p"),
+              p2 = kb.freshName("p"), at = kb.freshName("at");
+  Expr mE = kir::var(m, ct), nanE = kir::var(nan, DType::I32), atE = kir::var(at);
+  Expr one = kir::intImm(1, DType::I32), none = kir::intImm(0, DType::I32);
+  Expr x1 = xAt(kir::var(p1)), x2 = xAt(kir::var(p2));
+  std::vector<Stmt> body{kir::decl(m, ct, isMax ? lowestOf(ct) : highestOf(ct))};
+  std::vector<Stmt> scan;
+  if (fl) {
+    body.push_back(kir::decl(nan, DType::I32, none));
+    scan.push_back(kir::accumulateIgnoringNaN(m, ct, x1, isMax));
+    scan.push_back(kir::accumulate(nan, kir::max(nanE, kir::select(isNaN(x1), one, none))));
+  } else {
+    scan.push_back(kir::accumulate(m, isMax ? kir::max(mE, x1) : kir::min(mE, x1)));
   }
-  auto update = [&](int64_t l, const Expr &p) {
-    std::string v = kb.freshName("v"), c = kb.freshName("c");
-    Expr vE = kir::var(v, ct), cE = kir::var(c, DType::Bool), bvE = kir::var(bv[l], ct);
-    return kir::block({kir::decl(v, ct, xAt(p)), kir::decl(c, DType::Bool, replaces(vE, bvE)),
-                       kir::assign(bv[l], sel(cE, vE, bvE)),
-                       kir::assign(best[l], sel(cE, p, kir::var(best[l])))});
-  };
-  if (rounds > 1) {
-    std::string q = kb.freshName("q");
-    std::vector<Stmt> step;
-    for (int64_t l = 0; l < lanes; ++l)
-      step.push_back(
-          update(l, kir::add(kir::mul(kir::add(kir::var(q), i64(1)), i64(lanes)), i64(l))));
-    body.push_back(kir::forLoop(q, i64(rounds - 1), kir::block(step)));
+  body.push_back(kir::forLoop(p1, i64(sp.size), kir::block(scan)));
+  Expr match = eq(x2, mE);
+  if (fl) {
+    std::string look = kb.freshName("look");
+    body.push_back(kir::decl(look, DType::Bool, gt(nanE, none)));
+    match = kir::select(kir::var(look, DType::Bool), isNaN(x2), match);
   }
-  if (int64_t tail = sp.size - rounds * lanes; tail > 0) {
-    // The tail's indices exceed every lane's, so lane 0 can take them in order.
-    std::string r = kb.freshName("r");
-    body.push_back(
-        kir::forLoop(r, i64(tail), update(0, kir::add(kir::var(r), i64(rounds * lanes)))));
-  }
-  // Merge: a lane's best wins by value; equal values (or two NaNs) by index.
-  for (int64_t l = 1; l < lanes; ++l) {
-    Expr v = kir::var(bv[l], ct), w = kir::var(bv[0], ct);
-    Expr i = kir::var(best[l]), j = kir::var(best[0]);
-    Expr better = isMax ? greaterNaN(v, w) : lessNaN(v, w);
-    Expr worse = isMax ? greaterNaN(w, v) : lessNaN(w, v);
-    Expr wins = bor(better, kir::land(bnot(worse), last ? gt(i, j) : kir::lt(i, j)));
-    std::string c = kb.freshName("c");
-    Expr cE = kir::var(c, DType::Bool);
-    body.push_back(kir::decl(c, DType::Bool, wins));
-    body.push_back(kir::assign(bv[0], sel(cE, v, w)));
-    body.push_back(kir::assign(best[0], sel(cE, i, j)));
-  }
-  body.push_back(kb.store(ob, a, kir::var(best[0])));
+  Expr p2E = kir::var(p2);
+  body.push_back(kir::decl(at, DType::I64, last ? i64(-1) : i64(sp.size)));
+  body.push_back(kir::forLoop(
+      p2, i64(sp.size),
+      kir::accumulate(at, last ? kir::max(atE, kir::select(match, p2E, i64(-1)))
+                               : kir::min(atE, kir::select(match, p2E, i64(sp.size))))));
+  body.push_back(kb.store(ob, a, atE));
   return Kernels{kb.finish(outer.wrap(kir::block(body)), parallelOuter(outer, outN * sp.size))};
 }
 

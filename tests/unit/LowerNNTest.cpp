@@ -97,6 +97,17 @@ TEST(LowerNN, Reductions) {
     Tensor x = randomTensor(DType::F32, {4, 9}, rng);
     sprinkleNaN(x, rng);
     check(k, {x}, {{"axes", Ints{1}}, {"keepdims", I(1)}}, "nan");
+    // Rows of 80 (the extremum ignoring NaN in vector lanes, and a NaN flag beside it): NaN
+    // anywhere in a row, infinities, a row of NaN only.
+    Tensor y = randomTensor(DType::F32, {6, 80}, rng);
+    float *yp = y.data<float>();
+    yp[80 * 1 + 40] = std::numeric_limits<float>::quiet_NaN();
+    yp[80 * 4 + 79] = std::numeric_limits<float>::quiet_NaN();
+    yp[80 * 2 + 7] = std::numeric_limits<float>::infinity();
+    yp[80 * 3 + 70] = -std::numeric_limits<float>::infinity();
+    for (int i = 0; i < 80; ++i)
+      yp[80 * 5 + i] = std::numeric_limits<float>::quiet_NaN();
+    check(k, {y}, {{"axes", Ints{1}}, {"keepdims", I(0)}}, "nan rows of 80");
   }
   check(OpKind::ReduceSum, {randomTensor(DType::F32, {3, 20000}, rng, 0, 1000)},
         {{"axes", Ints{1}}, {"keepdims", I(0)}}, "long sum");
