@@ -359,17 +359,21 @@ private:
       if (isPunct("[")) // a store to a buffer named prefetch
         return parseStore(at, "prefetch");
       Stmt s = makeStmt(StmtKind::Prefetch);
-      if (isKeyword("write")) {
-        advance();
-        s->write = true;
-      }
       if (!isName())
         return expected("a buffer after 'prefetch'");
-      auto b = buffers_.find(tok_.text);
-      if (b == buffers_.end())
-        return errorAt(tok_, fmt::format("unknown buffer '{}'", tok_.text));
-      s->buffer = b->second;
+      Token name = tok_;
       advance();
+      if (name.kind == Tok::Ident && name.text == "write" && !isPunct("[")) {
+        s->write = true; // `prefetch write buf[...]` (not a buffer named write)
+        if (!isName())
+          return expected("a buffer after 'prefetch write'");
+        name = tok_;
+        advance();
+      }
+      auto b = buffers_.find(name.text);
+      if (b == buffers_.end())
+        return errorAt(name, fmt::format("unknown buffer '{}'", name.text));
+      s->buffer = b->second;
       NNC_TRY(expectPunct("["));
       NNC_ASSIGN_OR_RETURN(s->index, parseExpr());
       NNC_TRY(expectPunct("]"));

@@ -96,8 +96,8 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
   shape.xs = {g.H * g.W * xLanes, g.W * xLanes * ah.dilation, xLanes * aw.dilation,
               g.plain || g.depthwise ? 0 : 1};
   shape.ws = {g.KH * g.KW * g.bi * g.b, g.KW * g.bi * g.b, g.bi * g.b, g.b};
-  // Where the sums go: the output on the last pass, else (and with sumsToScratch always) the
-  // partial sums (slots of item q, block m, column, lane).
+  // On the last pass, the lines of the epilogue's element-wise inputs (a residual) that the
+  // tile's epilogue will read, one per column and block: they arrive while it multiplies.
   if (pass.last && (finish || finishFrom))
     for (int buf : g.epilogueReads)
       for (int64_t m = 0; m < Mt; ++m)
@@ -110,6 +110,8 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
                                              i64(g.OW)),
                                     kir::add(ow0, i64(r))),
                             i64(g.b))));
+  // Where the sums go: the output on the last pass, else (and with sumsToScratch always) the
+  // partial sums (slots of item q, block m, column, lane).
   const bool toOut = pass.last && !g.sumsToScratch;
   int c = toOut ? g.out : g.part;
   int64_t cblk = toOut ? g.OH * g.OW * g.b : g.OW * g.b;
