@@ -65,9 +65,13 @@ constexpr int64_t kMaxDepthwiseTaps = 64;
 /// groups than threads only balance the work.
 constexpr int64_t kMinPanelGroups = 4;
 
-/// The depth of a k block of a conv with shared patches: a panel's block of 256 x 32 bytes
-/// (8 KiB) and the rows' 256-byte slices stay in L1 together.
-constexpr int64_t kSharedKBlock = 256;
+/// The depth of a k block of a conv with shared patches: a panel's block (depth x nr bytes)
+/// takes half of L1, where it stays while every row tile reads it beside the rows' slices.
+/// Blocks of 256 (8 KiB of a 32-column panel) made a GemmTile call and a reload of the sums
+/// per 64 k groups, which cost ResNet-50's int8 layer-4 convs a fifth of their time.
+int64_t sharedKBlock(const CpuTarget &cpu, int64_t nr) {
+  return std::max<int64_t>(256, cpu.l1dBytes / 2 / std::max<int64_t>(nr, 1) / 4 * 4);
+}
 
 } // namespace
 
@@ -431,10 +435,11 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
         body.push_back(tile(mRem, cols, i64(tiles * mr), panel, k0, kc, accumulate));
       return kir::block(body);
     };
-    // With shared patches all rows pass each panel: in k blocks of about kSharedKBlock, so
+    // With shared patches all rows pass each panel: in k blocks of about sharedKBlock, so
     // that the panel's block (kc x nr bytes) stays in L1 while every row tile reads it (the
     // whole panel, 4608 x 32 bytes for a 3x3 conv of 512 channels, streamed from L2 per tile).
-    const int64_t kBlocks = part == Part::Group ? (Kp + kSharedKBlock - 1) / kSharedKBlock : 1;
+    const int64_t kBlock = sharedKBlock(cpuOf(opts), nr);
+    const int64_t kBlocks = part == Part::Group ? (Kp + kBlock - 1) / kBlock : 1;
     const int64_t kc = (groups + kBlocks - 1) / kBlocks * 4, kLast = Kp - (kBlocks - 1) * kc;
     auto panelBody = [&](int64_t cols, Expr panel) {
       if (kBlocks == 1)

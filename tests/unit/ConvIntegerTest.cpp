@@ -180,8 +180,9 @@ TEST(ConvInteger, CompiledMatchesInterpreterOnEveryTarget) {
 TEST(ConvInteger, DeepLayerSharesItsPatchesAndSplitsThePanels) {
   // A weight bigger than half the L2 (2304 x 512 bytes) and few positions (25): the tiles
   // template makes the patches once and splits the panels into parallel groups, each over all
-  // rows in k blocks that add to the sums (rows 25 = 3 tiles of 8 and an edge of 1, K 2304 =
-  // 9 blocks of 256); with zero points on both sides, per-channel on w's.
+  // rows in k blocks that add to the sums (rows 25 = 3 tiles of 8 and an edge of 1, K 2304 in
+  // blocks whose panel part takes half of L1: several, the last one shorter on a 32 KiB L1);
+  // with zero points on both sides, per-channel on w's.
   std::mt19937 rng(53);
   ConvCase c{{1, 256, 5, 5}, {512, 256, 3, 3}, {}, {1, 1, 1, 1}, {}, 1};
   Tensor x = bytes(DType::U8, c.x, rng), w = bytes(DType::I8, c.w, rng);
