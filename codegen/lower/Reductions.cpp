@@ -109,6 +109,19 @@ tuning::Problem reduceOpenCLProblem(DType acc, int64_t rows, int64_t count) {
   return p;
 }
 
+/// One step of a float maximum or minimum that vectorizes: `acc` takes x ignoring NaN (the
+/// target's max/min instructions, in vector lanes) and the i32 `nanFlag` becomes 1 once x is
+/// NaN, which the caller then makes the result. (A NaN-propagating compare chain stays
+/// scalar.)
+Stmt extremumStep(const std::string &acc, const std::string &nanFlag, DType t, const Expr &x,
+                  bool isMax) {
+  Expr one = kir::intImm(1, DType::I32), none = kir::intImm(0, DType::I32);
+  return kir::block(
+      {kir::accumulateIgnoringNaN(acc, t, x, isMax),
+       kir::accumulate(nanFlag,
+                       kir::max(kir::var(nanFlag, DType::I32), kir::select(isNaN(x), one, none)))});
+}
+
 /// The reduction a reduce_* node computes.
 ReduceKind reduceKindOf(const Node &node) {
   switch (node.kind()) {
@@ -361,19 +374,15 @@ Expected<Kernels> lowerReduce(const Node &node, const std::string &prefix, Reduc
   Expr av = kir::var(a, acc);
   Expr xv = kir::cast(kb.load(xb, iIdx), acc);
   if (minMax && isFloat(acc)) {
-    // A float maximum or minimum that propagates NaN is a chain of compares LLVM keeps
-    // scalar. Instead: the extremum ignoring NaN (the target's max/min instructions, in
-    // vector lanes) and, beside it, whether any element was NaN, which then is the result.
+    // The extremum ignoring NaN and, beside it, whether any element was NaN (then the result).
     std::string nan = kb.freshName("nan");
-    Expr nanV = kir::var(nan, DType::I32);
-    Expr one = kir::intImm(1, DType::I32), none = kir::intImm(0, DType::I32);
+    Expr none = kir::intImm(0, DType::I32);
     Stmt body = kir::block(
         {kir::decl(a, acc, init), kir::decl(nan, DType::I32, none),
-         inner.wrap(kir::block(
-             {kir::accumulateIgnoringNaN(a, acc, xv, kind == ReduceKind::Max),
-              kir::accumulate(nan, kir::max(nanV, kir::select(isNaN(xv), one, none)))})),
+         inner.wrap(extremumStep(a, nan, acc, xv, kind == ReduceKind::Max)),
          kb.store(ob, oIdx,
-                  finalize(kir::select(gt(nanV, none), fc(std::nan(""), acc), av)))});
+                  finalize(kir::select(gt(kir::var(nan, DType::I32), none),
+                                       fc(std::nan(""), acc), av)))});
     return Kernels{kb.finish(outer.wrap(body), parallelOuter(outer, work))};
   }
   Stmt body = kir::block({kir::decl(a, acc, init), inner.wrap(kir::accumulate(a, combine(av, xv))),
@@ -500,18 +509,15 @@ Expected<Kernels> lowerArgImpl(const Node &node, const std::string &prefix, bool
   std::string m = kb.freshName("m"), nan = kb.freshName("nan"), p1 = kb.freshName("p"),
               p2 = kb.freshName("p"), at = kb.freshName("at");
   Expr mE = kir::var(m, ct), nanE = kir::var(nan, DType::I32), atE = kir::var(at);
-  Expr one = kir::intImm(1, DType::I32), none = kir::intImm(0, DType::I32);
+  Expr none = kir::intImm(0, DType::I32);
   Expr x1 = xAt(kir::var(p1)), x2 = xAt(kir::var(p2));
   std::vector<Stmt> body{kir::decl(m, ct, isMax ? lowestOf(ct) : highestOf(ct))};
-  std::vector<Stmt> scan;
-  if (fl) {
+  if (fl)
     body.push_back(kir::decl(nan, DType::I32, none));
-    scan.push_back(kir::accumulateIgnoringNaN(m, ct, x1, isMax));
-    scan.push_back(kir::accumulate(nan, kir::max(nanE, kir::select(isNaN(x1), one, none))));
-  } else {
-    scan.push_back(kir::accumulate(m, isMax ? kir::max(mE, x1) : kir::min(mE, x1)));
-  }
-  body.push_back(kir::forLoop(p1, i64(sp.size), kir::block(scan)));
+  body.push_back(kir::forLoop(
+      p1, i64(sp.size),
+      fl ? extremumStep(m, nan, ct, x1, isMax)
+         : kir::accumulate(m, isMax ? kir::max(mE, x1) : kir::min(mE, x1))));
   Expr match = eq(x2, mE);
   if (fl) {
     std::string look = kb.freshName("look");
