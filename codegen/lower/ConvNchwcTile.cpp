@@ -96,20 +96,23 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
   shape.xs = {g.H * g.W * xLanes, g.W * xLanes * ah.dilation, xLanes * aw.dilation,
               g.plain || g.depthwise ? 0 : 1};
   shape.ws = {g.KH * g.KW * g.bi * g.b, g.KW * g.bi * g.b, g.bi * g.b, g.b};
+  // The output position (one block's lanes) of block m of the tile, column col of the row.
+  auto outPos = [&](const Expr &m, const Expr &col) {
+    return kir::add(
+        kir::mul(kir::add(kir::mul(kir::add(kir::mul(g.n, i64(g.Mb)), kir::add(g.block0, m)),
+                                   i64(g.OH)),
+                          g.oh),
+                 i64(g.OW)),
+        col);
+  };
   // On the last pass, the lines of the epilogue's element-wise inputs (a residual) that the
   // tile's epilogue will read, one per column and block: they arrive while it multiplies.
   if (pass.last && (finish || finishFrom))
     for (int buf : g.epilogueReads)
       for (int64_t m = 0; m < Mt; ++m)
         for (int64_t r = 0; r < R; ++r)
-          s.push_back(kir::prefetch(
-              buf, kir::mul(kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(g.n, i64(g.Mb)),
-                                                                        kir::add(g.block0, i64(m))),
-                                                               i64(g.OH)),
-                                                      g.oh),
-                                             i64(g.OW)),
-                                    kir::add(ow0, i64(r))),
-                            i64(g.b))));
+          s.push_back(
+              kir::prefetch(buf, kir::mul(outPos(i64(m), kir::add(ow0, i64(r))), i64(g.b))));
   // Where the sums go: the output on the last pass, else (and with sumsToScratch always) the
   // partial sums (slots of item q, block m, column, lane).
   const bool toOut = pass.last && !g.sumsToScratch;
@@ -118,13 +121,7 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
   auto cAt = [&](int64_t r) {
     Expr col = kir::add(ow0, i64(r));
     if (toOut)
-      return kir::mul(
-          kir::add(kir::mul(kir::add(kir::mul(kir::add(kir::mul(g.n, i64(g.Mb)), g.block0),
-                                              i64(g.OH)),
-                                     g.oh),
-                            i64(g.OW)),
-                   col),
-          i64(g.b));
+      return kir::mul(outPos(i64(0), col), i64(g.b));
     return kir::mul(kir::add(kir::mul(kir::mul(g.q, i64(g.M)), i64(g.OW)), col), i64(g.b));
   };
   // The tile's own initial values: the bias (or zero) on the first pass, else the partial sums.
@@ -199,13 +196,7 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
     // The group's epilogue on each element of the tile, in place (or from the sums in
     // scratch): the result seen as rows of one block's lanes.
     std::string mv = kb.freshName("em"), rv = kb.freshName("er"), jv = kb.freshName("ej");
-    Expr row = kir::add(
-        kir::mul(kir::add(kir::mul(kir::add(kir::mul(g.n, i64(g.Mb)),
-                                            kir::add(g.block0, kir::var(mv))),
-                                   i64(g.OH)),
-                          g.oh),
-                 i64(g.OW)),
-        kir::add(ow0, kir::var(rv)));
+    Expr row = outPos(kir::var(mv), kir::add(ow0, kir::var(rv)));
     Stmt one;
     if (g.sumsToScratch) {
       Expr slot = kir::add(

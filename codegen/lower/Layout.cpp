@@ -776,8 +776,9 @@ const tuning::Space &convNchwcCpuSpace() {
       // (bench/results/measurements-behind-defaults.md).
       int64_t lineStep =
           p.dims[kStridedColumnBytes] > 0 ? p.dims[kStridedColumnBytes] : p.dims[kColumnStep];
-      // One tap per input block and output lane pair (a 1x1 conv: f32 or bf16 weights).
-      bool pointwise = p.dims[kWeightBytes] <= 4 * std::max<int64_t>(1, p.dims[kKc]) * b * b;
+      // One tap per input block and output lane pair (a 1x1 conv of any stride: f32 or bf16
+      // weights), unlike kPointwise (stride 1, no padding).
+      bool oneTap = p.dims[kWeightBytes] <= 4 * std::max<int64_t>(1, p.dims[kKc]) * b * b;
       ConvTile ct =
           chooseConvTile(ow, mb, convTileRegisters(b, p.cpu), convTileMaxPositions(b),
                          convTileLineColumns(lineStep), p.dims[kWeightBytes], p.cpu.l2Bytes,
@@ -787,7 +788,7 @@ const tuning::Space &convNchwcCpuSpace() {
           {"r", ct.positions},
           {"kc",
            convDefaultPassBlocks(ct.blocks, p.dims[kKc], p.dims[kWeightBytes], p.dims[kBlockStride],
-                                 p.cpu.l1dBytes, ct.tiles == 1 && pointwise)}};
+                                 p.cpu.l1dBytes, ct.tiles == 1 && oneTap)}};
     };
     return s;
   }();
