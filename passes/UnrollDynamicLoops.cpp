@@ -1,15 +1,12 @@
 // Unroll-dynamic-loops: a loop whose body's shapes depend on the step (a slice at the
 // iteration number, as ONNX Loop bodies that index with their counter have) cannot run as one
-// compiled body, whose buffers are sized once, nor can one whose body runs a while loop;
-// with a known, small number of steps it is unrolled, and each copy's step number folds to a
-// constant that fixes its shapes.
+// compiled body, whose buffers are sized once; with a known, small number of steps it is
+// unrolled, and each copy's step number folds to a constant that fixes its shapes.
 //
 // Algorithm, for each scan node of the graph (the pass manager runs the pass on bodies too):
 //  1. Bring the body in step with the node's operands (syncScanBody) and rerun its shape
 //     rules.
-//  2. If the body's inputs are all static but some value in it is not, or the body runs a
-//     while loop (a compiled loop runs one level of loops, the loops nested in its body
-//     unrolled, and a while loop's steps are known only as it runs), and the step count is
+//  2. If the body's inputs are all static but some value in it is not, and the step count is
 //     static and the unrolled graph stays within kMaxUnrolledNodes, replace the node by its
 //     body once per step (unrollScan); a loop of zero steps by its initial states and empty
 //     per-step outputs. Otherwise leave it: a later stage or the code generator names what
@@ -38,7 +35,7 @@ public:
           p.steps.value() > kMaxUnrolledNodes / std::max<int64_t>(1, n->body()->numNodes()))
         continue;
       // A loop of no steps is its initial states (a Loop whose condition starts false).
-      if (p.steps.value() > 0 && !holdsWhileLoop(*n->body())) {
+      if (p.steps.value() > 0) {
         NNC_ASSIGN_OR_RETURN(bool dynamic, stepDependentShapes(*n->body()));
         if (!dynamic)
           continue;
@@ -50,17 +47,6 @@ public:
   }
 
 private:
-  /// True when `body`, or a loop body nested in it, runs a while loop: the launch list of a
-  /// compiled loop runs one level of loops, its nested loops unrolled into its body, which a
-  /// while loop's run-time step count does not allow.
-  static bool holdsWhileLoop(const Graph &body) {
-    for (const Node *m : body.nodes())
-      if (m->kind() == OpKind::Scan &&
-          (m->getInt("while", 0) != 0 || (m->body() && holdsWhileLoop(*m->body()))))
-        return true;
-    return false;
-  }
-
   /// True when every input of `body` is static and some value it computes is not, after its
   /// shape rules rerun.
   static Expected<bool> stepDependentShapes(Graph &body) {

@@ -201,8 +201,52 @@ Slot PlanBuilder::reserveStatus(const std::vector<RunCheck> &checks, int64_t byt
   return {SlotKind::Arena, statusRequest_, at};
 }
 
-/// The most nodes a loop body may hold once the loops nested in it are unrolled.
-constexpr int64_t kMaxNestedUnrolledNodes = 1 << 16;
+/// `body` with the loops nested in it reading and writing buffers that stay in place from one
+/// iteration of the loop around them to the next (the first `movingInputs` inputs are its
+/// states and steps of sequences, which move): each operand of such a loop that may move (one
+/// of those inputs, a body output, or what a view makes of one) is first copied (a cast to its
+/// own type), and each of its results that is a body output is copied there. The nested
+/// loop's own per-iteration bindings then hold the same slots in every iteration of the outer
+/// one, and the outer loop's bindings reach the copies. Null when `body` runs no loop.
+Expected<std::unique_ptr<Graph>> isolateNestedLoops(const Graph &body, int64_t movingInputs) {
+  auto isLoop = [](const Node *m) { return m->kind() == OpKind::Scan; };
+  const std::vector<Node *> nodes = body.nodes();
+  if (std::none_of(nodes.begin(), nodes.end(), isLoop))
+    return std::unique_ptr<Graph>();
+  std::unique_ptr<Graph> g = body.clone();
+  const std::vector<Value *> &ins = g->inputs();
+  auto mayMove = [&](const Value *v) {
+    auto in = std::find(ins.begin(), ins.end(), v);
+    if (in != ins.end())
+      return in - ins.begin() < movingInputs;
+    const Node *def = v->producer();
+    return g->isOutput(v) || (def && (def->kind() == OpKind::BitCast || isStorageView(*def)));
+  };
+  auto copyOf = [&](Value *v, Node *before) -> Expected<Value *> {
+    NNC_ASSIGN_OR_RETURN(Node * c, g->createInferred(OpKind::Cast, {v}, {{"to", v->dtype()}},
+                                                     v->name() + "_copy", -1, {}, before));
+    return c->result();
+  };
+  for (Node *m : g->nodes()) {
+    if (!isLoop(m))
+      continue;
+    for (size_t i = 0; i < m->numOperands(); ++i) {
+      if (m->operand(i) && mayMove(m->operand(i))) {
+        NNC_ASSIGN_OR_RETURN(Value * c, copyOf(m->operand(i), m));
+        m->setOperand(i, c);
+      }
+    }
+    for (Value *r : m->results()) {
+      if (!g->isOutput(r))
+        continue;
+      NNC_ASSIGN_OR_RETURN(Value * c, copyOf(r, nullptr));
+      for (size_t o = 0; o < g->outputs().size(); ++o)
+        if (g->outputs()[o] == r)
+          g->setOutput(o, c);
+    }
+  }
+  return g;
+}
 
 /// A loop node: its body's own launch plan appended as a loop (LoopPlan) over the body's
 /// launches. Everything the body touches lives across all of its launches: the operands and
@@ -222,33 +266,10 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   }
   if (steps < 1)
     return n.error("a loop of {} steps", steps);
-  // The launch list runs one level of loops: a loop nested in the body is unrolled into a
-  // copy of it (its steps static, within kMaxNestedUnrolledNodes); a nested while loop,
-  // whose steps only its run knows, is refused.
-  auto firstLoop = [](const Graph &g) -> Node * {
-    for (Node *m : g.nodes())
-      if (m->kind() == OpKind::Scan)
-        return m;
-    return nullptr;
-  };
-  std::unique_ptr<Graph> flat;
-  if (firstLoop(*n.body()))
-    flat = n.body()->clone();
-  while (Node *m = flat ? firstLoop(*flat) : nullptr) {
-    NNC_ASSIGN_OR_RETURN(ScanParts inner, scanParts(*m));
-    if (inner.whileLoop)
-      return n.error("a while loop inside a loop body is not supported");
-    if (!inner.steps.isStatic() ||
-        inner.steps.value() * std::max<int64_t>(1, m->body()->numNodes()) + flat->numNodes() >
-            kMaxNestedUnrolledNodes)
-      return n.error("a loop of {} steps inside a loop body is not supported (nested loops "
-                     "are unrolled into the body, up to {} nodes)",
-                     inner.steps.str(), kMaxNestedUnrolledNodes);
-    NNC_TRY(unrollScan(*flat, m));
-  }
-  NNC_ASSIGN_OR_RETURN(LaunchPlan body,
-                       buildLaunchPlan(flat ? *flat : *n.body(), target_, tuning_, cpu_, gpu_));
-  NNC_ASSERT(body.loops.empty(), "a loop body's plan holds loops");
+  NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> isolated,
+                       isolateNestedLoops(*n.body(), sp.carried + sp.scanInputs));
+  NNC_ASSIGN_OR_RETURN(LaunchPlan body, buildLaunchPlan(isolated ? *isolated : *n.body(), target_,
+                                                        tuning_, cpu_, gpu_));
   if (body.kernels.empty())
     return n.error("the loop body computes nothing");
   const int first = static_cast<int>(p_.kernels.size());
@@ -351,6 +372,7 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
     for (int64_t t = 0; t < steps; ++t)
       loop.condition.push_back(inputAt(0, t));
   std::vector<int> launchIdx;
+  const size_t argBase = p_.args.size();
   for (size_t k = 0; k < body.kernels.size(); ++k) {
     p_.firstArg.push_back(p_.args.size());
     for (size_t a = 0; a < body.numArgs(k); ++a) {
@@ -403,6 +425,26 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
     loop.finish.push_back(std::move(c));
   }
   p_.loops.push_back(std::move(loop));
+  // The loops nested in the body follow, their slots the same in every iteration of this
+  // one (isolateNestedLoops).
+  auto fixedSlot = [&](Slot &s) {
+    NNC_ASSERT(!varies(s), "node '{}': a nested loop's slot moves with the outer loop", n.name());
+    s = slotAt(s, 0);
+  };
+  for (LoopPlan &inner : body.loops) {
+    inner.firstKernel += static_cast<size_t>(first);
+    for (LoopPlan::Binding &b : inner.bindings) {
+      b.arg += argBase;
+      std::for_each(b.slots.begin(), b.slots.end(), fixedSlot);
+    }
+    std::for_each(inner.condition.begin(), inner.condition.end(), fixedSlot);
+    for (std::vector<LoopPlan::Copy> *copies : {&inner.copies, &inner.finish})
+      for (LoopPlan::Copy &c : *copies) {
+        std::for_each(c.src.begin(), c.src.end(), fixedSlot);
+        std::for_each(c.dst.begin(), c.dst.end(), fixedSlot);
+      }
+    p_.loops.push_back(std::move(inner));
+  }
   p_.tuningUse.tunable += body.tuningUse.tunable;
   p_.tuningUse.tuned += body.tuningUse.tuned;
   p_.tuningUse.missing.insert(p_.tuningUse.missing.end(), body.tuningUse.missing.begin(),

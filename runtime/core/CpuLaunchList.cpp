@@ -86,7 +86,10 @@ Expected<std::vector<Tensor>> CpuLaunchList::run(const std::vector<Tensor> &inpu
                 static_cast<size_t>(p_.statusBytes));
   {
     ThreadPool::Scope scope(pool_);
-    auto launch = [&](size_t from, size_t to) {
+    NNC_ASSERT(!kernelMs || kernelMs->size() == launches_.size(), "{} kernel times for {} kernels",
+               kernelMs ? kernelMs->size() : 0, launches_.size());
+    LaunchHooks hooks;
+    hooks.launch = [&](size_t from, size_t to) {
       for (size_t i = from; i < to; ++i) {
         if (!kernelMs) {
           launches_[i].fn(ptrs.data() + launches_[i].firstArg);
@@ -97,38 +100,26 @@ Expected<std::vector<Tensor>> CpuLaunchList::run(const std::vector<Tensor> &inpu
         (*kernelMs)[i] +=
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
       }
+      return Error::success();
     };
-    NNC_ASSERT(!kernelMs || kernelMs->size() == launches_.size(), "{} kernel times for {} kernels",
-               kernelMs ? kernelMs->size() : 0, launches_.size());
-    // Launches in order; a loop's launches `count` times, rebinding what moves per iteration.
     // A while loop runs until its condition is false; a failed runtime check stops it (its
     // condition may never turn false on the values the failure left).
-    size_t next = 0;
-    for (const LoopPlan &l : p_.loops) {
-      launch(next, l.firstKernel);
-      int64_t t = 0;
-      for (; l.isWhile() || t < l.count; ++t) {
-        const size_t at = l.isWhile() ? LoopPlan::phase(t) : static_cast<size_t>(t);
-        if (l.isWhile()) {
-          if (*static_cast<const uint8_t *>(pointer(l.condition[at])) == 0)
-            break;
-          if (p_.statusBytes > 0 && t > 0 &&
-              checkStatus(p_.checks, static_cast<const char *>(arena) + p_.statusOffset))
-            break; // reported below
-        }
-        for (const LoopPlan::Binding &b : l.bindings)
-          ptrs[b.arg] = pointer(b.slots[at]);
-        launch(l.firstKernel, l.firstKernel + l.numKernels);
-        for (const LoopPlan::Copy &c : l.copies)
-          std::memmove(pointer(c.dst[at]), pointer(c.src[at]), static_cast<size_t>(c.bytes));
-      }
-      const size_t end = LoopPlan::phase(t);
-      for (const LoopPlan::Copy &c : l.finish)
-        if (!sameSlot(c.src[end], c.dst[end]))
-          std::memmove(pointer(c.dst[end]), pointer(c.src[end]), static_cast<size_t>(c.bytes));
-      next = l.firstKernel + l.numKernels;
-    }
-    launch(next, launches_.size());
+    hooks.goesOn = [&](const LoopPlan &l, int64_t t, size_t at) -> Expected<bool> {
+      if (*static_cast<const uint8_t *>(pointer(l.condition[at])) == 0)
+        return false;
+      return p_.statusBytes == 0 || t == 0 ||
+             !checkStatus(p_.checks, static_cast<const char *>(arena) + p_.statusOffset);
+    };
+    hooks.bind = [&](const LoopPlan::Binding &b, size_t at) {
+      ptrs[b.arg] = pointer(b.slots[at]);
+      return Error::success();
+    };
+    hooks.copy = [&](const LoopPlan::Copy &c, size_t at) {
+      std::memmove(pointer(c.dst[at]), pointer(c.src[at]), static_cast<size_t>(c.bytes));
+      return Error::success();
+    };
+    Error launched = runLaunches(p_, hooks);
+    NNC_ASSERT(!launched, "CPU launches failed: {}", launched.message());
   }
   if (p_.statusBytes > 0) {
     if (Error e = checkStatus(p_.checks, static_cast<const char *>(arena) + p_.statusOffset)) {

@@ -461,7 +461,30 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
     // move per iteration set in between (arguments are captured at enqueue): no host wait. A
     // while loop reads its condition back before each iteration (and the runtime checks'
     // status, so that a failed check stops it).
-    auto copy = [&](const LoopPlan::Copy &c, size_t at) -> Error {
+    LaunchHooks hooks;
+    hooks.launch = enqueue;
+    hooks.goesOn = [&](const LoopPlan &l, int64_t t, size_t at) -> Expected<bool> {
+      auto [cb, cOff] = place(l.condition[at]);
+      uint8_t cond = 0;
+      NNC_CL(clEnqueueReadBuffer(queue_, cb, CL_TRUE, cOff, 1, &cond, 0, nullptr, nullptr),
+             "reading a while loop's condition");
+      if (cond == 0)
+        return false;
+      if (p_.statusBytes == 0 || t == 0)
+        return true;
+      status_.resize(static_cast<size_t>(p_.statusBytes));
+      NNC_CL(clEnqueueReadBuffer(queue_, arena_, CL_TRUE, static_cast<size_t>(p_.statusOffset),
+                                 status_.size(), status_.data(), 0, nullptr, nullptr),
+             "downloading the status of the runtime checks");
+      return !checkStatus(p_.checks, status_.data()); // a failure is reported below
+    };
+    hooks.bind = [&](const LoopPlan::Binding &b, size_t at) -> Error {
+      size_t k = static_cast<size_t>(
+          std::upper_bound(p_.firstArg.begin(), p_.firstArg.end(), b.arg) - p_.firstArg.begin() -
+          1);
+      return setArg(k, b.arg - p_.firstArg[k], b.slots[at]);
+    };
+    hooks.copy = [&](const LoopPlan::Copy &c, size_t at) -> Error {
       auto [src, srcOff] = place(c.src[at]);
       auto [dst, dstOff] = place(c.dst[at]);
       NNC_CL(clEnqueueCopyBuffer(queue_, src, dst, srcOff, dstOff, static_cast<size_t>(c.bytes), 0,
@@ -469,46 +492,7 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
              "copying a loop body's output");
       return Error::success();
     };
-    size_t next = 0;
-    for (const LoopPlan &l : p_.loops) {
-      NNC_TRY(enqueue(next, l.firstKernel));
-      int64_t t = 0;
-      for (; l.isWhile() || t < l.count; ++t) {
-        const size_t at = l.isWhile() ? LoopPlan::phase(t) : static_cast<size_t>(t);
-        if (l.isWhile()) {
-          auto [cb, cOff] = place(l.condition[at]);
-          uint8_t cond = 0;
-          NNC_CL(clEnqueueReadBuffer(queue_, cb, CL_TRUE, cOff, 1, &cond, 0, nullptr, nullptr),
-                 "reading a while loop's condition");
-          if (cond == 0)
-            break;
-          if (p_.statusBytes > 0 && t > 0) {
-            status_.resize(static_cast<size_t>(p_.statusBytes));
-            NNC_CL(clEnqueueReadBuffer(queue_, arena_, CL_TRUE,
-                                       static_cast<size_t>(p_.statusOffset), status_.size(),
-                                       status_.data(), 0, nullptr, nullptr),
-                   "downloading the status of the runtime checks");
-            if (checkStatus(p_.checks, status_.data()))
-              break; // reported below
-          }
-        }
-        for (const LoopPlan::Binding &b : l.bindings) {
-          size_t k =
-              static_cast<size_t>(std::upper_bound(p_.firstArg.begin(), p_.firstArg.end(), b.arg) -
-                                  p_.firstArg.begin() - 1);
-          NNC_TRY(setArg(k, b.arg - p_.firstArg[k], b.slots[at]));
-        }
-        NNC_TRY(enqueue(l.firstKernel, l.firstKernel + l.numKernels));
-        for (const LoopPlan::Copy &c : l.copies)
-          NNC_TRY(copy(c, at));
-      }
-      const size_t end = LoopPlan::phase(t);
-      for (const LoopPlan::Copy &c : l.finish)
-        if (!sameSlot(c.src[end], c.dst[end]))
-          NNC_TRY(copy(c, end));
-      next = l.firstKernel + l.numKernels;
-    }
-    NNC_TRY(enqueue(next, kernels_.size()));
+    NNC_TRY(runLaunches(p_, hooks));
     if (p_.statusBytes > 0) {
       status_.resize(static_cast<size_t>(p_.statusBytes));
       NNC_CL(clEnqueueReadBuffer(queue_, arena_, CL_FALSE, static_cast<size_t>(p_.statusOffset),

@@ -67,6 +67,57 @@ Error checkStatus(const std::vector<RunCheck> &checks, const void *status) {
   return Error::success();
 }
 
+namespace {
+
+/// Runs launches [from, to) and the loops loops[li...] that start before `to`; returns the
+/// index of the first loop past them.
+Expected<size_t> runRange(const RunPlan &p, const LaunchHooks &h, size_t from, size_t to,
+                          size_t li) {
+  size_t next = from;
+  while (li < p.loops.size() && p.loops[li].firstKernel < to) {
+    const LoopPlan &l = p.loops[li];
+    const size_t end = l.firstKernel + l.numKernels;
+    NNC_ASSERT(l.firstKernel >= next && end <= to, "loop {} over launches [{}, {}) overlaps {}",
+               li, l.firstKernel, end, to);
+    NNC_TRY(h.launch(next, l.firstKernel));
+    // The loops nested in this one's body: those after it that start inside its range.
+    size_t after = li + 1;
+    while (after < p.loops.size() && p.loops[after].firstKernel < end)
+      ++after;
+    int64_t t = 0;
+    for (; l.isWhile() || t < l.count; ++t) {
+      const size_t at = l.isWhile() ? LoopPlan::phase(t) : static_cast<size_t>(t);
+      if (l.isWhile()) {
+        NNC_ASSIGN_OR_RETURN(bool on, h.goesOn(l, t, at));
+        if (!on)
+          break;
+      }
+      for (const LoopPlan::Binding &b : l.bindings)
+        NNC_TRY(h.bind(b, at));
+      NNC_ASSIGN_OR_RETURN(size_t inner, runRange(p, h, l.firstKernel, end, li + 1));
+      NNC_ASSERT(inner == after, "loop {}: its nested loops end at {}, not {}", li, inner, after);
+      for (const LoopPlan::Copy &c : l.copies)
+        NNC_TRY(h.copy(c, at));
+    }
+    const size_t last = LoopPlan::phase(t);
+    for (const LoopPlan::Copy &c : l.finish)
+      if (!sameSlot(c.src[last], c.dst[last]))
+        NNC_TRY(h.copy(c, last));
+    next = end;
+    li = after;
+  }
+  NNC_TRY(h.launch(next, to));
+  return li;
+}
+
+} // namespace
+
+Error runLaunches(const RunPlan &p, const LaunchHooks &h) {
+  NNC_ASSIGN_OR_RETURN(size_t li, runRange(p, h, 0, p.numKernels(), 0));
+  NNC_ASSERT(li == p.loops.size(), "{} of {} loops ran", li, p.loops.size());
+  return Error::success();
+}
+
 void finishOutputs(const RunPlan &p, const std::vector<Tensor> &inputs,
                    std::vector<Tensor> &outputs) {
   for (size_t i = 0; i < p.outputs.size(); ++i) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,7 +27,8 @@ struct Slot {
 };
 
 /// A loop node's body in the launch list: launches [firstKernel, firstKernel + numKernels)
-/// run `count` times back to back. Most of their parameters point at the same place in every
+/// run `count` times back to back. A loop whose body runs loops holds them: they follow it in
+/// RunPlan::loops with ranges inside its own, and run in full in each of its iterations. Most of their parameters point at the same place in every
 /// iteration; those that do not (a step of a sequence, a ping-ponged state) are rebound per
 /// iteration. After each iteration's launches, `copies` move the body outputs that no kernel
 /// writes (an output that is another output, an input or a weight).
@@ -95,7 +97,8 @@ struct RunPlan {
   std::vector<Tensor> weights;
   std::vector<Slot> args;
   std::vector<size_t> firstArg;
-  /// Loops over launch ranges, in launch order, not overlapping.
+  /// Loops over launch ranges, in launch order; a loop nested in another one's body follows
+  /// it, its range inside the other's (ranges are nested or apart, never overlapping).
   std::vector<LoopPlan> loops;
   BufferPlan plan;
   /// The arena's size: the plan's peak rounded up to kArenaAlignment (at least that).
@@ -112,6 +115,22 @@ struct RunPlan {
     return (k + 1 < firstArg.size() ? firstArg[k + 1] : args.size()) - firstArg[k];
   }
 };
+
+/// What a launch list does for runLaunches: launch kernels [from, to); say whether a while
+/// loop goes on to iteration t (its condition at `at` true and no runtime check failed; false
+/// stops it); point a binding's parameter at its slot `at`; run a copy's move `at`.
+struct LaunchHooks {
+  std::function<Error(size_t from, size_t to)> launch;
+  std::function<Expected<bool>(const LoopPlan &l, int64_t t, size_t at)> goesOn;
+  std::function<Error(const LoopPlan::Binding &b, size_t at)> bind;
+  std::function<Error(const LoopPlan::Copy &c, size_t at)> copy;
+};
+
+/// Runs the plan's launches in order through `h`: a loop's launches `count` times (a while
+/// loop's while goesOn says so), rebinding what moves per iteration and copying the outputs
+/// no kernel writes after each, then its final copies; the loops nested in a loop's body run
+/// in full in each of its iterations.
+Error runLaunches(const RunPlan &p, const LaunchHooks &h);
 
 /// Checks a run's inputs against the plan's input types, but those marked in `skip` (inputs
 /// the launch list keeps itself).

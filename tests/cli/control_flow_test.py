@@ -9,8 +9,9 @@ Models written here (scripts/onnxw.py), each checked against answers computed in
   and the condition as graph inputs (the results' shapes then depend on them: staged);
 - If with a run-time condition whose branches give one type (both run, then a select) and
   whose branches give different shapes (staged), for both values of the condition;
-- a Loop inside a Loop's body (the inner one unrolled into the outer body on cpu and opencl),
-  and a while loop inside one (the outer one unrolled);
+- a Loop inside a Loop's body and a while loop inside one; while loops inside while loops
+  (with the outer one's per-step outputs, and three loops deep) and a Loop of 1000 steps
+  inside one, all run as nested loops on cpu and opencl;
 - Loop whose body computes its condition (a while loop), with and without a trip count, for
   conditions that stop it at once, after some steps, and at the trip count;
   with and without per-step outputs (their rows known only once the loop ends), and one
@@ -182,6 +183,109 @@ def nested_while_model():
     return model([loop], [scalar_vi("y0", FLOAT)], [scalar_vi("y", FLOAT)],
                  [tensor("two", [], [2], INT64, "q"), tensor("ten", [], [10.0]),
                   tensor("go", [], [1], BOOL, "B")], opset=16)
+
+
+# ---- While loops inside while loops. The inner one doubles y (starting from the outer
+# state x) and adds bias (a graph input) and -x/2 (the outer state, read from the outer
+# body's scope) until max(y) >= 100; the outer one carries x = y/4 and s += sum(y) while
+# s < limit and i < M, giving y per step. `wrap`: the whole (without the per-step outputs)
+# runs in a counted Loop of two steps, each starting from the last one's x and s (three
+# loops deep).
+def while_in_while_model(wrap=False):
+    inner = graph([node("Mul", ["y_in", "two_f"], ["y2"], "dbl"),
+                   node("Add", ["y2", "bias"], ["yb"], "add_bias"),
+                   node("Mul", ["x_in", "half"], ["xh"], "half_x"),
+                   node("Sub", ["yb", "xh"], ["y_out"], "sub_x"),
+                   node("ReduceMax", ["y_out"], ["top"], "top", [attr_int("keepdims", 0)]),
+                   node("Less", ["top", "hundred"], ["c"], "less")],
+                  [scalar_vi("j", INT64), scalar_vi("c_in", BOOL), value_info("y_in", [2])],
+                  [scalar_vi("c", BOOL), value_info("y_out", [2])], name="inner_body")
+    outer = graph([node("Loop", ["", "go", "x_in"], ["y"], "inner_while",
+                        [attr_graph("body", inner)]),
+                   node("Mul", ["y", "quarter"], ["x_out"], "quarter_y"),
+                   node("ReduceSum", ["y"], ["sy"], "sum_y", [attr_int("keepdims", 0)]),
+                   node("Add", ["s_in", "sy"], ["s_out"], "acc"),
+                   node("Less", ["s_out", "limit"], ["c"], "under")]
+                  + ([] if wrap else [node("Identity", ["y"], ["p"], "step_y")]),
+                  [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), value_info("x_in", [2]),
+                   scalar_vi("s_in", FLOAT)],
+                  [scalar_vi("c", BOOL), value_info("x_out", [2]), scalar_vi("s_out", FLOAT)]
+                  + ([] if wrap else [value_info("p", [2])]), name="outer_body")
+    loop_in = ["M", "go", "x_w" if wrap else "x0", "s_w" if wrap else "zero"]
+    loop = node("Loop", loop_in, ["x", "s"] + ([] if wrap else ["ps"]), "outer_while",
+                [attr_graph("body", outer)])
+    outputs = [value_info("x", [2]), scalar_vi("s", FLOAT), value_info("ps", ["steps", 2])]
+    nodes = [loop]
+    if wrap:
+        wbody = graph([loop], [scalar_vi("k", INT64), scalar_vi("cond_w", BOOL),
+                               value_info("x_w", [2]), scalar_vi("s_w", FLOAT)],
+                      [scalar_vi("cond_w", BOOL), value_info("x", [2]), scalar_vi("s", FLOAT)],
+                      name="wrap_body")
+        nodes = [node("Loop", ["two_i", "", "x0", "zero"], ["x", "s"], "wrap",
+                      [attr_graph("body", wbody)])]
+        outputs = outputs[:2]
+    return model(nodes, [value_info("x0", [2]), value_info("bias", [2]), scalar_vi("limit", FLOAT),
+                         scalar_vi("M", INT64)], outputs,
+                 [tensor("two_f", [], [2.0]), tensor("half", [], [0.5]),
+                  tensor("quarter", [], [0.25]), tensor("hundred", [], [100.0]),
+                  tensor("zero", [], [0.0]), tensor("two_i", [], [2], INT64, "q"),
+                  tensor("go", [], [1], BOOL, "B")], opset=16)
+
+
+def while_in_while_answer(x0, bias, limit, trips, wrap=False):
+    x, s = list(x0), 0.0
+    for _ in range(2 if wrap else 1):
+        ps, i = [], 0
+        while i < trips:
+            y = list(x)
+            while True:
+                y = [2 * y[k] + bias[k] - 0.5 * x[k] for k in range(2)]
+                if not max(y) < 100:
+                    break
+            x = [v * 0.25 for v in y]
+            s += sum(y)
+            ps += y
+            i += 1
+            if not s < limit:
+                break
+    return [x, [s]] if wrap else [x, [s], (ps, [len(ps) // 2, 2])]
+
+
+# ---- A counted Loop of 1000 steps inside a while loop: step j of the inner loop gives
+# j * x (x the outer state, read from the outer scope) and counts a += 1; the outer one
+# carries x + 1 and t = max_j(j * x) + a while t < limit.
+def counted_in_while_model():
+    inner = graph([node("Cast", ["j"], ["fj"], "cast_j", [attr_int("to", FLOAT)]),
+                   node("Mul", ["fj", "x_in"], ["q"], "jx"),
+                   node("Add", ["a_in", "one"], ["a_out"], "count")],
+                  [scalar_vi("j", INT64), scalar_vi("c_in", BOOL), scalar_vi("a_in", FLOAT)],
+                  [scalar_vi("c_in", BOOL), scalar_vi("a_out", FLOAT), scalar_vi("q", FLOAT)],
+                  name="inner_body")
+    outer = graph([node("Loop", ["thousand", "", "zero"], ["a", "qs"], "inner_loop",
+                        [attr_graph("body", inner)]),
+                   node("ReduceMax", ["qs"], ["m"], "max_q", [attr_int("keepdims", 0)]),
+                   node("Add", ["m", "a"], ["t_out"], "t"),
+                   node("Add", ["x_in", "one"], ["x_out"], "inc"),
+                   node("Less", ["t_out", "limit"], ["c"], "under")],
+                  [scalar_vi("i", INT64), scalar_vi("cond_in", BOOL), scalar_vi("x_in", FLOAT),
+                   scalar_vi("t_in", FLOAT)],
+                  [scalar_vi("c", BOOL), scalar_vi("x_out", FLOAT), scalar_vi("t_out", FLOAT)],
+                  name="outer_body")
+    loop = node("Loop", ["", "go", "x0", "zero"], ["x", "t"], "outer_while",
+                [attr_graph("body", outer)])
+    return model([loop], [scalar_vi("x0", FLOAT), scalar_vi("limit", FLOAT)],
+                 [scalar_vi("x", FLOAT), scalar_vi("t", FLOAT)],
+                 [tensor("thousand", [], [1000], INT64, "q"), tensor("one", [], [1.0]),
+                  tensor("zero", [], [0.0]), tensor("go", [], [1], BOOL, "B")], opset=16)
+
+
+def counted_in_while_answer(x0, limit):
+    x, t = x0, 0.0
+    while True:
+        t = 999 * x + 1000 if x >= 0 else 1000.0
+        x += 1
+        if not t < limit:
+            return [[x], [t]]
 
 
 # ---- A while loop that appends to a sequence (a Python list appended to in a loop, as
@@ -445,13 +549,41 @@ def main():
                      "index 3 is out of range for an axis of size 3", "while loop past a table")
         print(f"ok: an index error stops a while loop ({', '.join(targets)})")
 
-        # A while loop inside a Loop's body: its steps are known only as it runs, so it cannot
-        # be unrolled into the outer body; the outer Loop (2 steps) is unrolled instead.
+        # A while loop inside a Loop's body (2 steps): a loop inside the outer one's loop.
         path = os.path.join(d, "nested_while.onnx")
         write(path, nested_while_model())
         a = pb(d, "y0", [], [1.0])
         run_case(targets, path, a, [[16.0 + 16.0]], "a while loop inside a Loop", d)
         print(f"ok: a while loop inside a Loop ({', '.join(targets)})")
+
+        # While loops inside while loops, run as loops (neither one's steps are known before
+        # it runs), with per-step outputs of the outer one and three loops deep.
+        path = os.path.join(d, "while_in_while.onnx")
+        write(path, while_in_while_model())
+        wrapped = os.path.join(d, "while_in_while_wrapped.onnx")
+        write(wrapped, while_in_while_model(wrap=True))
+        for x0, bias, limit, trips in [([1.0, 2.0], [0.5, 0.25], 700.0, 100),
+                                       ([1.0, 2.0], [0.5, 0.25], 0.0, 100),
+                                       ([3.0, 0.5], [1.0, 2.0], 1e9, 5),
+                                       ([1.0, 2.0], [0.5, 0.25], 700.0, 0)]:
+            dd = os.path.join(d, f"wiw_{x0[0]}_{limit}_{trips}")
+            os.makedirs(dd)
+            a = pb(dd, "x0", [2], x0) + pb(dd, "bias", [2], bias)
+            a += pb(dd, "limit", [], [limit]) + pb(dd, "M", [], [trips], INT64)
+            run_case(targets, path, a, while_in_while_answer(x0, bias, limit, trips),
+                     f"a while loop inside a while loop, limit={limit} M={trips}", dd)
+            run_case(targets, wrapped, a, while_in_while_answer(x0, bias, limit, trips, True),
+                     f"three loops deep, limit={limit} M={trips}", dd)
+        path = os.path.join(d, "counted_in_while.onnx")
+        write(path, counted_in_while_model())
+        for x0, limit in [(1.0, 5000.0), (-1.0, 0.0), (0.5, 20000.0)]:
+            dd = os.path.join(d, f"ciw_{x0}_{limit}")
+            os.makedirs(dd)
+            run_case(targets, path, pb(dd, "x0", [], [x0]) + pb(dd, "limit", [], [limit]),
+                     counted_in_while_answer(x0, limit),
+                     f"a Loop of 1000 steps inside a while loop, x0={x0} limit={limit}", dd)
+        print(f"ok: while loops inside while loops, three deep, and a long Loop inside one "
+              f"({', '.join(targets)})")
 
         d = os.path.join(tmp, "errors")
         os.makedirs(d)
