@@ -61,10 +61,15 @@ Expected<ScanParts> scanParts(const Node &scan) {
   p.scanOutputs = outs - p.carried;
   if (p.whileLoop)
     p.steps = Dim::symbol("while"); // known only as it runs
-  if (p.whileLoop && p.scanOutputs != 0)
-    return scan.error("a while loop returns {} per-step outputs; it has none (its number of "
-                      "steps is known only as it runs)",
-                      p.scanOutputs);
+  if (p.whileLoop && p.scanOutputs != 0) {
+    // Per-step outputs need a bound on the steps: their rows.
+    const int64_t maxSteps = scan.getInt("max_steps", -1);
+    if (maxSteps < 0)
+      return scan.error("a while loop returns {} per-step outputs but has no `max_steps` (its "
+                        "number of steps is known only as it runs)",
+                        p.scanOutputs);
+    p.steps = Dim(maxSteps);
+  }
   for (int64_t i = 0; i < ops; ++i)
     if (!scan.operand(i))
       return scan.error("operand {} is missing", i);

@@ -266,6 +266,10 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   }
   if (steps < 1)
     return n.error("a loop of {} steps", steps);
+  // The rows of the per-step outputs: a while loop's bound on its steps.
+  const int64_t rows = sp.whileLoop ? (sp.scanOutputs > 0 ? sp.steps.value() : 0) : steps;
+  if (sp.whileLoop && sp.scanOutputs > 0 && rows < 1)
+    return n.error("a while loop of at most {} steps", rows);
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> isolated,
                        isolateNestedLoops(*n.body(), sp.carried + sp.scanInputs));
   NNC_ASSIGN_OR_RETURN(LaunchPlan body, buildLaunchPlan(isolated ? *isolated : *n.body(), target_,
@@ -304,8 +308,9 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   auto stepOf = [&](int64_t t) { return sp.reverse ? steps - 1 - t : t; };
   // Kernels may assume that a result as large as a streaming store is 64-byte aligned
   // (llvmcg::kBufferAlignment); a step of a per-step output must then keep that alignment.
+  auto stepBytesOf = [&](int64_t o) { return bytesOf(n.result(o)) / rows; };
   for (int64_t o = sp.carried; o < static_cast<int64_t>(n.numResults()); ++o) {
-    int64_t stepBytes = bytesOf(n.result(o)) / steps;
+    int64_t stepBytes = stepBytesOf(o);
     if (stepBytes % kArenaAlignment != 0 && stepBytes >= cpu_.streamingStoreBytes)
       return n.error("per-step output {} has steps of {} bytes, not a multiple of {}", o,
                      stepBytes, kArenaAlignment);
@@ -330,10 +335,15 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
       return plus(operandSlots[i], stepOf(t) * bytesOf(n.operand(i)) / steps);
     return operandSlots[i];
   };
+  // A while loop's per-step output o is at its row 0 here; the launch list adds t rows
+  // (outputStride).
   auto outputAt = [&](int64_t o, int64_t t) -> Slot {
     if (o < sp.carried)
       return stateAt(o, t);
-    return plus(resultSlots[o], stepOf(t) * bytesOf(n.result(o)) / steps);
+    return sp.whileLoop ? resultSlots[o] : plus(resultSlots[o], stepOf(t) * stepBytesOf(o));
+  };
+  auto outputStride = [&](int64_t o) -> int64_t {
+    return sp.whileLoop && o >= sp.carried ? stepBytesOf(o) : 0;
   };
   const int64_t weightBase = static_cast<int64_t>(p_.weights.size());
   p_.weights.insert(p_.weights.end(), body.weights.begin(), body.weights.end());
@@ -368,6 +378,7 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   loop.firstKernel = static_cast<size_t>(first);
   loop.numKernels = body.kernels.size();
   loop.count = sp.whileLoop ? -1 : steps;
+  loop.maxSteps = sp.whileLoop && sp.scanOutputs > 0 ? rows : -1;
   if (sp.whileLoop)
     for (int64_t t = 0; t < steps; ++t)
       loop.condition.push_back(inputAt(0, t));
@@ -381,6 +392,8 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
         LoopPlan::Binding b{p_.args.size(), {}};
         for (int64_t t = 0; t < steps; ++t)
           b.slots.push_back(slotAt(s, t));
+        if (s.kind == SlotKind::Output)
+          b.stride = outputStride(s.index);
         loop.bindings.push_back(std::move(b));
       }
       p_.args.push_back(slotAt(s, 0));
@@ -412,6 +425,9 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
       c.src.push_back(src);
       c.dst.push_back(outputAt(static_cast<int64_t>(o), t));
     }
+    if (spec.kind == OutputSpec::CopyOfOutput)
+      c.srcStride = outputStride(spec.index);
+    c.dstStride = outputStride(static_cast<int64_t>(o));
     loop.copies.push_back(std::move(c));
   }
   // A while loop stopped before iteration t has its states where iteration t would read them.

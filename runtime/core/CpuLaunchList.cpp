@@ -110,16 +110,18 @@ Expected<std::vector<Tensor>> CpuLaunchList::run(const std::vector<Tensor> &inpu
       return p_.statusBytes == 0 || t == 0 ||
              !checkStatus(p_.checks, static_cast<const char *>(arena) + p_.statusOffset);
     };
-    hooks.bind = [&](const LoopPlan::Binding &b, size_t at) {
-      ptrs[b.arg] = pointer(b.slots[at]);
+    hooks.bind = [&](size_t arg, const Slot &s) {
+      ptrs[arg] = pointer(s);
       return Error::success();
     };
-    hooks.copy = [&](const LoopPlan::Copy &c, size_t at) {
-      std::memmove(pointer(c.dst[at]), pointer(c.src[at]), static_cast<size_t>(c.bytes));
+    hooks.copy = [&](const Slot &src, const Slot &dst, int64_t bytes) {
+      std::memmove(pointer(dst), pointer(src), static_cast<size_t>(bytes));
       return Error::success();
     };
-    Error launched = runLaunches(p_, hooks);
-    NNC_ASSERT(!launched, "CPU launches failed: {}", launched.message());
+    if (Error e = runLaunches(p_, hooks)) {
+      giveArena(std::move(arenaStorage));
+      return e;
+    }
   }
   if (p_.statusBytes > 0) {
     if (Error e = checkStatus(p_.checks, static_cast<const char *>(arena) + p_.statusOffset)) {

@@ -478,16 +478,15 @@ Error ClLaunchList::runLocked(const std::vector<Tensor> &inputs, std::vector<Ten
              "downloading the status of the runtime checks");
       return !checkStatus(p_.checks, status_.data()); // a failure is reported below
     };
-    hooks.bind = [&](const LoopPlan::Binding &b, size_t at) -> Error {
-      size_t k = static_cast<size_t>(
-          std::upper_bound(p_.firstArg.begin(), p_.firstArg.end(), b.arg) - p_.firstArg.begin() -
-          1);
-      return setArg(k, b.arg - p_.firstArg[k], b.slots[at]);
+    hooks.bind = [&](size_t arg, const Slot &s) -> Error {
+      size_t k = static_cast<size_t>(std::upper_bound(p_.firstArg.begin(), p_.firstArg.end(), arg) -
+                                     p_.firstArg.begin() - 1);
+      return setArg(k, arg - p_.firstArg[k], s);
     };
-    hooks.copy = [&](const LoopPlan::Copy &c, size_t at) -> Error {
-      auto [src, srcOff] = place(c.src[at]);
-      auto [dst, dstOff] = place(c.dst[at]);
-      NNC_CL(clEnqueueCopyBuffer(queue_, src, dst, srcOff, dstOff, static_cast<size_t>(c.bytes), 0,
+    hooks.copy = [&](const Slot &from, const Slot &to, int64_t bytes) -> Error {
+      auto [src, srcOff] = place(from);
+      auto [dst, dstOff] = place(to);
+      NNC_CL(clEnqueueCopyBuffer(queue_, src, dst, srcOff, dstOff, static_cast<size_t>(bytes), 0,
                                  nullptr, nullptr),
              "copying a loop body's output");
       return Error::success();

@@ -69,6 +69,11 @@ Error checkStatus(const std::vector<RunCheck> &checks, const void *status) {
 
 namespace {
 
+Slot plus(Slot s, int64_t bytes) {
+  s.offset += bytes;
+  return s;
+}
+
 /// Runs launches [from, to) and the loops loops[li...] that start before `to`; returns the
 /// index of the first loop past them.
 Expected<size_t> runRange(const RunPlan &p, const LaunchHooks &h, size_t from, size_t to,
@@ -91,18 +96,23 @@ Expected<size_t> runRange(const RunPlan &p, const LaunchHooks &h, size_t from, s
         NNC_ASSIGN_OR_RETURN(bool on, h.goesOn(l, t, at));
         if (!on)
           break;
+        if (l.maxSteps >= 0 && t >= l.maxSteps)
+          return makeError("a while loop of at most {} steps did not stop (its per-step outputs "
+                           "have as many rows)",
+                           l.maxSteps);
       }
       for (const LoopPlan::Binding &b : l.bindings)
-        NNC_TRY(h.bind(b, at));
+        NNC_TRY(h.bind(b.arg, plus(b.slots[at], t * b.stride)));
       NNC_ASSIGN_OR_RETURN(size_t inner, runRange(p, h, l.firstKernel, end, li + 1));
       NNC_ASSERT(inner == after, "loop {}: its nested loops end at {}, not {}", li, inner, after);
       for (const LoopPlan::Copy &c : l.copies)
-        NNC_TRY(h.copy(c, at));
+        NNC_TRY(
+            h.copy(plus(c.src[at], t * c.srcStride), plus(c.dst[at], t * c.dstStride), c.bytes));
     }
     const size_t last = LoopPlan::phase(t);
     for (const LoopPlan::Copy &c : l.finish)
       if (!sameSlot(c.src[last], c.dst[last]))
-        NNC_TRY(h.copy(c, last));
+        NNC_TRY(h.copy(c.src[last], c.dst[last], c.bytes));
     next = end;
     li = after;
   }

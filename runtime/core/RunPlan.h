@@ -41,22 +41,29 @@ struct Slot {
 struct LoopPlan {
   size_t firstKernel = 0, numKernels = 0;
   int64_t count = 0;
-  /// args[arg] is slots[t] in iteration t.
+  /// args[arg] is slots[t] in iteration t (a while loop: slots[phase(t)], `stride` times t
+  /// bytes further: its step of a per-step output).
   struct Binding {
     size_t arg;
     std::vector<Slot> slots;
+    int64_t stride = 0;
   };
   std::vector<Binding> bindings;
-  /// In iteration t, bytes from src[t] to dst[t].
+  /// In iteration t, bytes from src[t] to dst[t] (a while loop: at phase(t), src and dst
+  /// `srcStride` and `dstStride` times t bytes further).
   struct Copy {
     std::vector<Slot> src, dst;
     int64_t bytes = 0;
+    int64_t srcStride = 0, dstStride = 0;
   };
   std::vector<Copy> copies;
   /// A while loop's condition per phase, and its final copies (a phase whose src is dst has
   /// nothing to move).
   std::vector<Slot> condition;
   std::vector<Copy> finish;
+  /// A while loop with per-step outputs: the rows they have, which its steps must not pass
+  /// (else -1).
+  int64_t maxSteps = -1;
   bool isWhile() const { return count < 0; }
   /// Where iteration t of a while loop indexes its slots: 0 for t = 0, then 1, 2, 1, 2, ...
   static size_t phase(int64_t t) { return t == 0 ? 0 : 1 + static_cast<size_t>((t - 1) % 2); }
@@ -118,12 +125,12 @@ struct RunPlan {
 
 /// What a launch list does for runLaunches: launch kernels [from, to); say whether a while
 /// loop goes on to iteration t (its condition at `at` true and no runtime check failed; false
-/// stops it); point a binding's parameter at its slot `at`; run a copy's move `at`.
+/// stops it); point parameter args[arg] at a slot; move bytes between slots.
 struct LaunchHooks {
   std::function<Error(size_t from, size_t to)> launch;
   std::function<Expected<bool>(const LoopPlan &l, int64_t t, size_t at)> goesOn;
-  std::function<Error(const LoopPlan::Binding &b, size_t at)> bind;
-  std::function<Error(const LoopPlan::Copy &c, size_t at)> copy;
+  std::function<Error(size_t arg, const Slot &s)> bind;
+  std::function<Error(const Slot &src, const Slot &dst, int64_t bytes)> copy;
 };
 
 /// Runs the plan's launches in order through `h`: a loop's launches `count` times (a while

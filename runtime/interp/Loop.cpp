@@ -7,25 +7,55 @@
 
 namespace nnc::interp {
 
-/// A while loop: the body runs as long as state 0 is true.
-Results evalWhile(const Node &node, const Operands &ops) {
+/// A while loop: the body runs as long as state 0 is true. Per-step outputs have max_steps
+/// rows, zeros past the steps it ran.
+Results evalWhile(const Node &node, const Operands &ops, const ScanParts &p) {
   const Graph &body = *node.body();
   std::vector<Tensor> in(ops.begin(), ops.end());
+  std::vector<Tensor> stacked(p.scanOutputs);
+  const int64_t rows = p.scanOutputs > 0 ? p.steps.value() : 0;
+  auto allocate = [&](int64_t o, Extents step) {
+    step.insert(step.begin(), rows);
+    stacked[o] = Tensor::zeros(node.result(p.carried + o)->dtype(), step);
+  };
   for (int64_t t = 0; in[0].elementAsDouble(0) != 0; ++t) {
+    if (p.scanOutputs > 0 && t >= rows)
+      return node.error("step {} of a while loop of at most {} steps (its condition did not "
+                        "stop it)",
+                        t, rows);
     Expected<std::vector<Tensor>> out = interpret(body, in);
     if (!out)
       return out.error().withContext(fmt::format("{}, step {}", node.describe(), t));
-    for (size_t j = 0; j < out->size(); ++j)
+    for (int64_t o = 0; o < p.scanOutputs; ++o) {
+      const Tensor &y = (*out)[p.carried + o];
+      if (t == 0)
+        allocate(o, y.extents());
+      if (Extents(stacked[o].extents().begin() + 1, stacked[o].extents().end()) != y.extents())
+        return node.error("body output {} changes shape between steps", p.carried + o);
+      std::memcpy(static_cast<char *>(stacked[o].rawData()) + t * y.byteSize(), y.rawData(),
+                  y.byteSize());
+    }
+    for (int64_t j = 0; j < p.carried; ++j)
       in[j] = std::move((*out)[j]);
   }
-  in.resize(node.numResults());
+  in.resize(static_cast<size_t>(p.carried));
+  for (int64_t o = 0; o < p.scanOutputs; ++o) {
+    if (stacked[o].rank() == 0) { // no step ran
+      std::optional<Extents> e = staticExtents(body.outputs()[p.carried + o]->shape());
+      if (!e)
+        return node.error("cannot give the per-step outputs of zero steps a shape (a step is {})",
+                          body.outputs()[p.carried + o]->type().str());
+      allocate(o, *e);
+    }
+    in.push_back(std::move(stacked[o]));
+  }
   return in;
 }
 
 Results evalScan(const Node &node, const Operands &ops) {
   NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(node));
   if (p.whileLoop)
-    return evalWhile(node, ops);
+    return evalWhile(node, ops, p);
   const Graph &body = *node.body();
   const int64_t steps = ops[p.carried].dim(0);
   std::vector<Tensor> states(ops.begin(), ops.begin() + p.carried);

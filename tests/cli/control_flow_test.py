@@ -14,7 +14,8 @@ Models written here (scripts/onnxw.py), each checked against answers computed in
   inside one, all run as nested loops on cpu and opencl;
 - Loop whose body computes its condition (a while loop), with and without a trip count, for
   conditions that stop it at once, after some steps, and at the trip count;
-  with and without per-step outputs (their rows known only once the loop ends), and one
+  with and without per-step outputs (their rows known only once the loop ends; with a
+  constant trip count one loop writes them, checked in `inspect --after import`), and one
   appending to a sequence (read back by ConcatFromSequence, SequenceLength and SequenceAt);
 `nnc inspect --kernels` of a while loop (its body once) and `nnc compile` refusing it; and
 the errors: a Loop of an absurd trip count, a body reading a value no scope defines. OpenCL parts run where a device is found.
@@ -129,7 +130,7 @@ def loop_answer(y0, w, trips):
 # the trip count is given); the condition is computed by the body from the loop-carried y.
 # With per-step outputs, each step also gives p = y' + i and q = [y', -y'] (their rows are
 # as many as the loop runs steps, known only once it ends).
-def while_model(trips_input, scan_output=False):
+def while_model(trips_input, scan_output=False, trips_const=None):
     outs = [scalar_vi("c", BOOL), scalar_vi("y_out", FLOAT), scalar_vi("s_out", FLOAT)]
     nodes = [node("Add", ["y_in", "y_in"], ["y_out"], "dbl"),
              node("Cast", ["i"], ["fi"], "cast", [attr_int("to", FLOAT)]),
@@ -145,14 +146,17 @@ def while_model(trips_input, scan_output=False):
     if trips_input:
         inputs.append(scalar_vi("M", INT64))
     results = ["y", "s"] + (["ps", "qs"] if scan_output else [])
-    loop = node("Loop", ["M" if trips_input else "", "cond", "y0", "zero"], results,
+    trips = "M" if trips_input or trips_const is not None else ""
+    loop = node("Loop", [trips, "cond", "y0", "zero"], results,
                 "while_loop", [attr_graph("body", body)])
     outputs = [scalar_vi("y", FLOAT), scalar_vi("s", FLOAT)]
     if scan_output:
         outputs += [value_info("ps", ["steps"]), value_info("qs", ["steps", 2])]
-    return model([loop], inputs, outputs,
-                 [tensor("ten", [], [10.0]), tensor("zero", [], [0.0]),
-                  tensor("signs", [2], [1.0, -1.0])], opset=16)
+    inits = [tensor("ten", [], [10.0]), tensor("zero", [], [0.0]),
+             tensor("signs", [2], [1.0, -1.0])]
+    if trips_const is not None:
+        inits.append(tensor("M", [], [trips_const], INT64, "q"))
+    return model([loop], inputs, outputs, inits, opset=16)
 
 
 # A while loop whose condition stays true (y >= 0 for y0 >= 0): y += table[i], the table
@@ -515,6 +519,26 @@ def main():
               and "%s_in" not in counting[0],
               f"the counting while loop carries only what its condition reads: {counting!r} "
               f"{r.stderr!r}")
+
+        # With a constant trip count M the while loop with per-step outputs runs once, writing
+        # them into M rows of which the rows it ran are taken (no counting loop).
+        for trips in [100, 2, 1, 0]:
+            path = os.path.join(d, f"while_const_{trips}.onnx")
+            write(path, while_model(False, True, trips_const=trips))
+            for y0, cond in [(1.0, 1), (20.0, 1), (3.0, 0)]:
+                dd = os.path.join(d, f"const_{trips}_{y0}_{cond}")
+                os.makedirs(dd)
+                a = pb(dd, "y0", [], [y0]) + pb(dd, "cond", [], [cond], BOOL)
+                run_case(targets, path, a, while_answer(y0, trips, cond, True),
+                         f"while loop with per-step outputs, M={trips} (constant) y0={y0} "
+                         f"cond={cond}", dd)
+        r = run([NNC, "inspect", os.path.join(d, "while_const_100.onnx"), "--after", "import"])
+        loops = [ln for ln in r.stdout.splitlines() if " = scan(" in ln]
+        check(r.returncode == 0 and len(loops) == 1 and "max_steps = 100" in loops[0]
+              and "while = 1" in loops[0],
+              f"one while loop with per-step outputs of 100 rows: {loops!r} {r.stderr!r}")
+        print(f"ok: a while loop with per-step outputs and a constant trip count runs once "
+              f"({', '.join(targets)})")
 
         # A while loop appending to a sequence: its length known only once the loop ends.
         path = os.path.join(d, "appending.onnx")

@@ -63,14 +63,17 @@ Expected<Value *> moveAxis(LoweringContext &ctx, Value *x, int64_t from, int64_t
 }
 
 /// A `scan` node over `operands` (states, sequences, invariants) with `body`, its result types
-/// from its shape rule.
+/// from its shape rule; `maxSteps` >= 0: a while loop's bound on its steps (its per-step
+/// outputs' rows).
 Expected<Node *> emitScan(LoweringContext &ctx, std::vector<Value *> operands,
                           std::shared_ptr<Graph> body, int64_t carried, int64_t sequences,
-                          bool whileLoop = false) {
+                          bool whileLoop = false, int64_t maxSteps = -1) {
   size_t results = body->outputs().size();
   AttrMap attrs{{"num_carried", carried}, {"num_scan_inputs", sequences}, {"reverse", int64_t{0}}};
   if (whileLoop)
     attrs["while"] = int64_t{1};
+  if (maxSteps >= 0)
+    attrs["max_steps"] = maxSteps;
   Node *scan = ctx.graph().createNode(OpKind::Scan, std::move(operands),
                                       std::vector<TensorType>(results), attrs, ctx.proto().name());
   scan->setBody(std::move(body));
@@ -409,14 +412,16 @@ std::vector<bool> whileStatesForCondition(const Graph &b, size_t n,
 /// A Loop whose body computes its condition from data: a `scan` with `while` = 1 whose
 /// states are (the condition, the iteration number, the loop-carried values); its body runs
 /// the Loop's body and returns the body's condition, and the trip count M's where there is
-/// one (cond and i + 1 < M), with i + 1. Its result 1 is the number of steps it ran; the
-/// body's per-step outputs are left out (lowerLoop computes them in a counted loop). With
-/// `countOnly` (the steps are all that is wanted of it) it carries only the loop-carried
-/// values that the condition depends on (whileStatesForCondition), and computes only what
-/// they and the condition need; its results 2.. are then those values.
+/// one (cond and i + 1 < M), with i + 1. Its result 1 is the number of steps it ran. The
+/// body's per-step outputs are its results after the states where `maxSteps` (M, known
+/// while importing) is given: they then have M rows, the first result-1 of them written;
+/// else they are left out (emitLoop computes them in a counted loop). With `countOnly` (the
+/// steps are all that is wanted of it) it carries only the loop-carried values that the
+/// condition depends on (whileStatesForCondition), and computes only what they and the
+/// condition need; its results 2.. are then those values.
 Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &body,
-                               const std::vector<Value *> &initial, Value *maxTrips,
-                               Value *cond, bool countOnly = false) {
+                               const std::vector<Value *> &initial, Value *maxTrips, Value *cond,
+                               bool countOnly = false, int64_t maxSteps = -1) {
   const Graph &b = *body.graph;
   const size_t n = initial.size();
   std::vector<bool> keep(n, true);
@@ -468,6 +473,8 @@ Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &bod
   for (size_t j = 0; j < n; ++j)
     if (keep[j])
       outs.push_back(map.at(b.outputs()[1 + j]));
+  for (size_t o = 1 + n; maxSteps >= 0 && o < b.outputs().size(); ++o)
+    outs.push_back(map.at(b.outputs()[o]));
   w->setOutputs(outs);
 
   // The initial condition: cond, and 0 < M.
@@ -485,7 +492,24 @@ Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &bod
   operands.insert(operands.end(), body.captured.begin(), body.captured.end());
   if (maxTrips)
     operands.push_back(maxTrips);
-  return emitScan(ctx, operands, w, carried, 0, /*whileLoop=*/true);
+  return emitScan(ctx, operands, w, carried, 0, /*whileLoop=*/true, maxSteps);
+}
+
+/// The most steps a while loop with per-step outputs runs in one pass (its per-step outputs
+/// get that many rows); past it the steps are counted first (emitLoop).
+constexpr int64_t kMaxWhileRows = 1 << 16;
+
+/// M when it is a constant from 1 to kMaxWhileRows, else -1 (a loop of no steps is its
+/// initial states: emitLoop's counted loop of none).
+int64_t constantTripBound(const Value *maxTrips) {
+  const Node *p = maxTrips ? maxTrips->producer() : nullptr;
+  if (!p || p->kind() != OpKind::Constant)
+    return -1;
+  const Tensor &m = p->getTensor("value");
+  if (m.numElements() != 1)
+    return -1;
+  const double v = m.elementAsDouble(0);
+  return v >= 1 && v <= double(kMaxWhileRows) ? static_cast<int64_t>(v) : -1;
 }
 
 /// A Loop of tensor states: `body` (inputs: iteration number, condition, the states, whose
@@ -516,6 +540,27 @@ Expected<std::vector<Value *>> emitLoop(LoweringContext &ctx, const ImportedSubg
   }
   auto i64 = [&](int64_t v) { return ctx.scalar(DType::I64, static_cast<double>(v)); };
   Value *trips = nullptr;
+  // With per-step outputs and a trip count M known here, one while loop writes them into M
+  // rows and the rows it ran are taken; else a while loop counts the steps (carrying only
+  // what its condition reads) and a counted loop below runs them again for the outputs.
+  const int64_t bound = k > 0 ? constantTripBound(maxTrips) : -1;
+  if (cond && !keeps && !stops && bound >= 0) {
+    NNC_ASSIGN_OR_RETURN(Node * loop, emitWhileLoop(ctx, body, initial, maxTrips, cond,
+                                                    /*countOnly=*/false, bound));
+    std::vector<Value *> results;
+    for (size_t j = 0; j < n; ++j)
+      results.push_back(loop->result(2 + j));
+    auto one = [&](int64_t v) {
+      return ctx.constant(Tensor::fromVector<int64_t>(DType::I64, {1}, {v}));
+    };
+    NNC_ASSIGN_OR_RETURN(Value * ran, ctx.emit(OpKind::Reshape, {loop->result(1), one(1)}));
+    for (size_t o = 0; o < k; ++o) {
+      NNC_ASSIGN_OR_RETURN(Value * rows,
+                           ctx.emit(OpKind::Slice, {loop->result(2 + n + o), one(0), ran, one(0)}));
+      results.push_back(rows);
+    }
+    return results;
+  }
   if (cond && !keeps && !stops) {
     NNC_ASSIGN_OR_RETURN(Node * loop,
                          emitWhileLoop(ctx, body, initial, maxTrips, cond, /*countOnly=*/k > 0));
