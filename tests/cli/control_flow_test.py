@@ -297,7 +297,7 @@ def counted_in_while_answer(x0, limit):
 # i < M); read back stacked, concatenated, by its length and at -1 and 0. `insert_at`: the
 # body inserts at that position instead of appending (not a per-step output: refused).
 # `sequence_out`: the sequence itself is a graph output.
-def appending_model(insert_at=None, sequence_out=False):
+def appending_model(insert_at=None, sequence_out=False, trips_const=None):
     ins = ["seq_in", "y_out"] + (["zero_i"] if insert_at is not None else [])
     body = graph([node("Add", ["y_in", "y_in"], ["y_out"], "dbl"),
                   node("ReduceMax", ["y_out"], ["top"], "top", [attr_int("keepdims", 0)]),
@@ -325,9 +325,14 @@ def appending_model(insert_at=None, sequence_out=False):
         outputs += [value_info("stacked", [2, "n"]), value_info("joined", ["m"]),
                     scalar_vi("length", INT64), value_info("last", [2]),
                     value_info("first", [2])]
-    return model(nodes, [value_info("x", [2]), scalar_vi("M", INT64)], outputs,
-                 [tensor("ten", [], [10.0]), tensor("last_i", [], [-1], INT64, "q"),
-                  tensor("zero_i", [], [insert_at or 0], INT64, "q")], opset=16)
+    inputs, inits = [value_info("x", [2])], [tensor("ten", [], [10.0]),
+                                             tensor("last_i", [], [-1], INT64, "q"),
+                                             tensor("zero_i", [], [insert_at or 0], INT64, "q")]
+    if trips_const is None:
+        inputs.append(scalar_vi("M", INT64))
+    else:
+        inits.append(tensor("M", [], [trips_const], INT64, "q"))
+    return model(nodes, inputs, outputs, inits, opset=16)
 
 
 def appending_answer(x, trips):
@@ -550,6 +555,15 @@ def main():
             a = pb(dd, "x", [2], x) + pb(dd, "M", [], [trips], INT64)
             run_case(targets, path, a, appending_answer(x, trips),
                      f"while loop appending to a sequence, x={x} M={trips}", dd)
+        # The same with a constant trip count: one loop writes the steps (max_steps rows).
+        for trips in [100, 2]:
+            path = os.path.join(d, f"appending_const_{trips}.onnx")
+            write(path, appending_model(trips_const=trips))
+            for x in [[0.5, -1.0], [20.0, 1.0]]:
+                dd = os.path.join(d, f"appending_const_{trips}_{x[0]}")
+                os.makedirs(dd)
+                run_case(targets, path, pb(dd, "x", [2], x), appending_answer(x, trips),
+                         f"while loop appending to a sequence, x={x} M={trips} (constant)", dd)
         print(f"ok: a while loop appending to a sequence, read back stacked, concatenated, by "
               f"its length and by position ({', '.join(targets)})")
 
