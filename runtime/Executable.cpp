@@ -112,7 +112,8 @@ std::vector<KernelProfile> CpuExecutable::kernelProfile() const {
 Error CpuExecutable::build(const Graph &g, const CpuOptions &opts) {
   auto start = std::chrono::steady_clock::now();
   PhaseTimer planTime("launch plan (lowering, buffer plan)");
-  NNC_ASSIGN_OR_RETURN(p_, buildLaunchPlan(g, "CPU", opts.tuning.get(), opts.codegen.cpu));
+  NNC_ASSIGN_OR_RETURN(p_, buildLaunchPlan(g, "CPU", opts.tuning.get(), opts.codegen.cpu,
+                                           nullptr, opts.threads));
   planTime.stop();
   std::vector<KernelFn> fns(p_.kernels.size(), nullptr);
 

@@ -30,7 +30,7 @@ std::string sanitize(std::string_view s) {
 class PlanBuilder {
 public:
   PlanBuilder(const Graph &g, const char *target, const tuning::ConfigSource *tuning,
-              const CpuTarget &cpu, const GpuTarget *gpu);
+              const CpuTarget &cpu, const GpuTarget *gpu, int threads);
   // lowerOpts_'s callbacks point at this builder.
   PlanBuilder(const PlanBuilder &) = delete;
   PlanBuilder &operator=(const PlanBuilder &) = delete;
@@ -79,9 +79,10 @@ private:
 };
 
 PlanBuilder::PlanBuilder(const Graph &g, const char *target, const tuning::ConfigSource *tuning,
-                         const CpuTarget &cpu, const GpuTarget *gpu)
+                         const CpuTarget &cpu, const GpuTarget *gpu, int threads)
     : g_(g), target_(target), tuning_(tuning), cpu_(cpu), gpu_(gpu), lowerOpts_(cpu) {
   lowerOpts_.configs = tuning;
+  lowerOpts_.threads = threads;
   if (gpu)
     lowerOpts_.gpu = *gpu;
   lowerOpts_.onTunable = [this](const tuning::Problem &tp, bool tuned) {
@@ -272,8 +273,9 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
     return n.error("a while loop of at most {} steps", rows);
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> isolated,
                        isolateNestedLoops(*n.body(), sp.carried + sp.scanInputs));
-  NNC_ASSIGN_OR_RETURN(LaunchPlan body, buildLaunchPlan(isolated ? *isolated : *n.body(), target_,
-                                                        tuning_, cpu_, gpu_));
+  NNC_ASSIGN_OR_RETURN(LaunchPlan body,
+                       buildLaunchPlan(isolated ? *isolated : *n.body(), target_, tuning_, cpu_,
+                                       gpu_, lowerOpts_.threads));
   if (body.kernels.empty())
     return n.error("the loop body computes nothing");
   const int first = static_cast<int>(p_.kernels.size());
@@ -804,8 +806,8 @@ Expected<LaunchPlan> PlanBuilder::build() {
 
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
                                      const tuning::ConfigSource *tuning, const CpuTarget &cpu,
-                                     const GpuTarget *gpu) {
-  return PlanBuilder(g, target, tuning, cpu, gpu).build();
+                                     const GpuTarget *gpu, int threads) {
+  return PlanBuilder(g, target, tuning, cpu, gpu, threads).build();
 }
 
 } // namespace nnc

@@ -40,10 +40,12 @@ struct LaunchPlan : RunPlan {
 ///     them); a kernel may write a result over an operand that dies there where lowering says
 ///     it may (kir::BufferDecl::inPlaceOver).
 ///  4. planBuffers() gives the offsets; arena slots hold them from then on.
-/// Tunable kernels take their configs from `tuning` (null: heuristic defaults); CPU kernels
-/// are lowered for `cpu`, OpenCL kernels for `gpu` (set exactly when the plan is OpenCL's).
+/// Tunable kernels take their configs from `tuning` (null: heuristic defaults, which may split
+/// the work for `threads`, the threads the CPU kernels will run on: 0 for the host's cores);
+/// CPU kernels are lowered for `cpu`, OpenCL kernels for `gpu` (set exactly when the plan is
+/// OpenCL's).
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
                                      const tuning::ConfigSource *tuning, const CpuTarget &cpu,
-                                     const GpuTarget *gpu = nullptr);
+                                     const GpuTarget *gpu = nullptr, int threads = 0);
 
 } // namespace nnc

@@ -159,17 +159,18 @@ public:
   }
 
   Error prepare(const tuning::Problem &p, const tuning::Config &cfg) override {
-    // A constant beyond the L2 (a weight) is evicted before each timed call: a model run
-    // touches it once and the rest of the run evicts it before the next, so a kernel that
-    // streams it cold is what the model runs (a candidate that prefetches its next B panel
-    // wins there, and only there).
+    // A constant at least as large as the L2 (a weight) is evicted before each timed call: a
+    // model run touches it once and the rest of the run evicts it before the next, so a
+    // kernel that streams it cold is what the model runs (a candidate that prefetches its
+    // next B panel wins there, and only there).
     cold_.clear();
     for (size_t i : constants_)
-      if (operands_[i].byteSize() > p.cpu.l2Bytes)
+      if (operands_[i].byteSize() >= p.cpu.l2Bytes)
         cold_.push_back(i);
     FixedConfig src(p.signature, cfg);
     tuning::LowerOptions lo(p.cpu);
     lo.configs = &src;
+    lo.threads = p.threads;
     NNC_ASSIGN_OR_RETURN(kernels_, lowerNode(node_, "tune", lo));
     CodegenOptions co(p.cpu);
     co.cacheDir = ""; // candidates are not worth keeping in the object cache
@@ -502,6 +503,7 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
         continue;
       std::vector<tuning::Problem> found;
       tuning::LowerOptions lo(opts.cpu);
+      lo.threads = opts.threads;
       lo.onTunable = [&](const tuning::Problem &p, bool) { found.push_back(p); };
       NNC_TRY(lowerNode(*n, "probe", lo).takeError());
       LoweringUnit u;

@@ -750,10 +750,29 @@ const tuning::Space &gemmCpuSpace() {
         }
         if (produced && n > ncProduced)
           nc = nc == 0 ? ncProduced : std::min(nc, ncProduced);
+        // A GEMM of two or three row tiles by an f32 weight packed at compile time and beyond
+        // the L2 (a decoder's weight GEMMs at 16-24 tokens) streams that weight from memory
+        // once per run with little compute per panel: k blocks of 64, so that A's block (16 x
+        // 64, 4 KiB) stays in the L1 instead of A's whole rows (128 KiB at 16 x 2048) being
+        // read from the L2 by every column tile, in one column block per thread (all of n on
+        // one), so that each thread streams its share of the weight once and no row block
+        // streams it again. Both parts together: k blocks under the usual column blocks
+        // measured slower. One row tile (8-12 rows) measured far slower in k blocks of 64, and
+        // four or more rows of tiles, whose compute per panel hides the stream, no faster, nor
+        // a weight within the L2: those keep the rules above
+        // (bench/results/measurements-behind-defaults.md).
+        const bool streamedWeight = m >= 2 * mr && m <= 3 * mr && !produced && k > 64 &&
+                                    k * n * eb > p.cpu.l2Bytes &&
+                                    p.signature.find(" packed") != std::string::npos;
+        if (streamedWeight && par) {
+          kc = 64;
+          int64_t share = (n + p.threads - 1) / std::max(p.threads, 1);
+          nc = p.threads > 1 && share < n ? (share + nr - 1) / nr * nr : 0;
+        }
         // Blocks, not the batch loop, run in parallel (batches of fewer than four, or a
         // produced B: microkernelNest's parBlocks): enough of them for the threads, by row
         // blocks where the columns gave too few.
-        if (par && (batch < 4 || produced))
+        if (par && (batch < 4 || produced) && !streamedWeight)
           mc = parallelRowBlock(m, k, n, mr, nr, mc, nc);
         // Packing B pays when many rows reuse it.
         int64_t pb = m >= 16 ? 1 : 0;
@@ -771,9 +790,12 @@ const tuning::Space &gemmCpuSpace() {
         int64_t pa = produced || (rowsMerged && matmul) ? 1 : 0;
         // Prefetching the next B panel hides a cold B (a weight last touched a whole model
         // run ago); a B within the target's L2 stays warm, where the prefetches only take load
-        // slots. Four row tiles share each panel's prefetch: all of it in the first tile asks
-        // memory for a 768-deep, 16-wide panel (48 KiB) within one tile's time, most of what
-        // one core draws, and that tile waits on it (measured on transformers' weight GEMMs:
+        // slots. A B as large as the L2 does not stay there beside the activations (a
+        // decoder's 512 x 512 projections on a 1 MiB L2 measured faster with the prefetch
+        // inside the model). Four row tiles share each panel's prefetch: all of it in the
+        // first tile asks memory for a 768-deep, 16-wide panel (48 KiB) within one tile's
+        // time, most of what one core draws, and that tile waits on it (measured on
+        // transformers' weight GEMMs:
         // bench/results/measurements-behind-defaults.md).
         // Skinny GEMMs (a decoder's or a short sequence's weight GEMMs) too: their panels are
         // streamed by the first row tile with little compute to hide the stream behind, which
@@ -781,7 +803,7 @@ const tuning::Space &gemmCpuSpace() {
         // here (one measured a skinny LM head slower with it, another whole decoders and
         // encoders faster: bench/results/measurements-behind-defaults.md); the tuner, which
         // times a weight evicted, settles it per machine.
-        int64_t pf = k * n * eb > p.cpu.l2Bytes && !produced ? 4 : 0;
+        int64_t pf = k * n * eb >= p.cpu.l2Bytes && !produced ? 4 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
       }

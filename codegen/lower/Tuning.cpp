@@ -68,6 +68,7 @@ const Space *findSpace(const std::string &kind) {
 
 Config chooseConfig(Problem p, const LowerOptions *opts) {
   p.cpu = cpuOf(opts);
+  p.threads = opts && opts->threads > 0 ? opts->threads : CpuTarget::hostCores();
   if (opts && opts->gpu)
     p.gpu = opts->gpu;
   const Space *space = findSpace(p.kind);

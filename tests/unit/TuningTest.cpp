@@ -342,6 +342,32 @@ TEST(Tuning, GemmKBlocksKeepTheBPanelInL1WhenTheTileDrawsBFast) {
   EXPECT_EQ(tile(L::V4, 197, 256, 768, 48 << 10), "8 32 0");
   // One row tile reads each panel once: nothing to keep.
   EXPECT_EQ(tile(L::V4, 8, 768, 2304), "8 32 0");
+  // Two or three row tiles by a weight beyond the L2 (a decoder's GEMMs at 16 tokens): k
+  // blocks of 64; four tiles, or a weight within the L2 (512 KiB here), as before.
+  EXPECT_EQ(tile(L::V4, 16, 2048, 512), "8 32 64");
+  EXPECT_EQ(tile(L::V4, 24, 512, 2048), "8 32 64");
+  EXPECT_EQ(tile(L::V4, 32, 512, 2048), "8 32 0");
+  EXPECT_EQ(tile(L::V4, 16, 256, 256), "8 32 0");
   // AVX2 past 1024: the L2 rule's blocks of 512, untouched.
   EXPECT_EQ(tile(L::V3, 100, 3072, 768), "6 16 512");
+}
+
+TEST(Tuning, StreamedWeightGemmTakesOneColumnBlockPerThread) {
+  // A 16-row GEMM by a weight beyond the L2 streams it once per run: one column block per
+  // thread (nc, in whole tiles), no row blocks; all of n in one block on one thread.
+  const tuning::Space *space = tuning::findSpace("gemm_cpu");
+  ASSERT_NE(space, nullptr);
+  auto blocks = [&](int threads, int64_t n) {
+    tuning::Problem p;
+    p.kind = "gemm_cpu";
+    p.signature = fmt::format("gemm_cpu f32 b1 m16 k512 n{} matmul batch[] sa[] sb[] packed32", n);
+    p.dims = {1, 16, 512, n, 0};
+    p.cpu = pinned::pinnedCpuTarget(CpuTarget::Level::V4);
+    p.threads = threads;
+    tuning::Config c = space->defaults(p);
+    return fmt::format("kc={} mc={} nc={}", c["kc"], c["mc"], c["nc"]);
+  };
+  EXPECT_EQ(blocks(1, 8000), "kc=64 mc=0 nc=0");
+  EXPECT_EQ(blocks(2, 8000), "kc=64 mc=0 nc=4000");
+  EXPECT_EQ(blocks(3, 2048), "kc=64 mc=0 nc=704"); // 683 columns, rounded up to tiles of 32
 }

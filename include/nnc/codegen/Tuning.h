@@ -46,6 +46,10 @@ struct Problem {
   /// The OpenCL device, for a space of an OpenCL kernel (its limits bound work-groups and
   /// local memory); chooseConfig sets it from LowerOptions::gpu.
   std::optional<GpuTarget> gpu;
+  /// The threads the kernel's parallel loops run on (chooseConfig sets it from
+  /// LowerOptions::threads), which a default may split the work for: the tuning cache keeps
+  /// its configs per thread count likewise.
+  int threads = 1;
 };
 
 struct Knob {
@@ -118,6 +122,8 @@ struct LowerOptions {
   /// Set when the kernels are for this OpenCL device (its limits bound work-groups and
   /// local memory); unset for the CPU.
   std::optional<GpuTarget> gpu;
+  /// The threads the CPU kernels will run on; 0: the host's cores (CpuTarget::hostCores()).
+  int threads = 0;
   /// The fusion group's epilogue (codegen/lower/Epilogue.h) when the node being lowered is a
   /// group's anchor and its template takes one (KernelTemplate::takesEpilogue): the template
   /// applies it where it stores a final element of the result, or leaves it to the planner.
