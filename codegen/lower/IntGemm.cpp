@@ -242,7 +242,21 @@ const tuning::Space &igemmCpuSpace() {
           break;
         }
       double work = double(p.dims[0]) * double(m) * double(k) * double(n);
-      return tuning::Config{{"mr", mr}, {"nr", nr}, {"par", work >= double(1 << 18) ? 1 : 0}};
+      int64_t par = work >= double(1 << 18) ? 1 : 0;
+      // A conv whose weight overflows half the L2 while its patches fit there (a deep layer:
+      // few positions, many channels) splits its panels among the threads over patches made
+      // once (ConvIntegerTiles). On one thread there is nothing to split: where the registers
+      // hold a taller tile (more rows per pass over each panel), the plain path's row blocks
+      // with it measured faster there (neither change alone did).
+      const bool conv = p.signature.rfind("igemm_cpu conv ", 0) == 0;
+      if (conv && p.threads == 1 && k * n > p.cpu.l2Bytes / 2 && m * k <= p.cpu.l2Bytes / 2)
+        for (int64_t cand : {14, 12, 10})
+          if (cand <= m && cand > mr && intTileFits(cand, nr, p.cpu)) {
+            mr = cand;
+            par = 0;
+            break;
+          }
+      return tuning::Config{{"mr", mr}, {"nr", nr}, {"par", par}};
     };
     return s;
   }();

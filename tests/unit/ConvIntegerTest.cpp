@@ -182,13 +182,15 @@ TEST(ConvInteger, DeepLayerSharesItsPatchesAndSplitsThePanels) {
   // template makes the patches once and splits the panels into parallel groups, each over all
   // rows in k blocks that add to the sums (rows 25 = 3 tiles of 8 and an edge of 1, K 2304 in
   // blocks whose panel part takes half of L1: several, the last one shorter on a 32 KiB L1);
-  // with zero points on both sides, per-channel on w's.
+  // with zero points on both sides, per-channel on w's. On one thread the default takes the
+  // plain row blocks instead, with the tallest tile the registers hold (14 rows and an edge).
   std::mt19937 rng(53);
   ConvCase c{{1, 256, 5, 5}, {512, 256, 3, 3}, {}, {1, 1, 1, 1}, {}, 1};
   Tensor x = bytes(DType::U8, c.x, rng), w = bytes(DType::I8, c.w, rng);
   auto g = convGraph(c, x, w, scalarOf(DType::U8, 131), bytes(DType::I8, {c.w[0]}, rng));
   ASSERT_TRUE(g);
   checkOnTargets(*g, x, "u8[1,256,5,5] * i8[512,256,3,3] per-channel zw");
+  checkOnTargets(*g, x, "u8[1,256,5,5] * i8[512,256,3,3] per-channel zw, 1 thread", 1);
 }
 
 TEST(ConvInteger, RowsPastTheLastBlockRunInTheParallelLoop) {

@@ -371,3 +371,28 @@ TEST(Tuning, StreamedWeightGemmTakesOneColumnBlockPerThread) {
   EXPECT_EQ(blocks(2, 8000), "kc=64 mc=0 nc=4000");
   EXPECT_EQ(blocks(3, 2048), "kc=64 mc=0 nc=704"); // 683 columns, rounded up to tiles of 32
 }
+
+TEST(Tuning, DeepInt8ConvOnOneThreadTakesTallTilesInRowBlocks) {
+  // A conv whose weight overflows half the L2 and whose patches fit there: on two threads the
+  // panels are split (par 1, ConvIntegerTiles' shared patches); on one, row blocks of the
+  // tallest tile the registers hold (AVX-512 VNNI: 14 x 32 in 31 registers).
+  const tuning::Space *space = tuning::findSpace("igemm_cpu");
+  ASSERT_NE(space, nullptr);
+  CpuTarget cpu = pinned::pinnedCpuTarget(CpuTarget::Level::V4);
+  cpu.avx512vnni = true;
+  auto config = [&](int threads, int64_t p, int64_t kp, int64_t m) {
+    tuning::Problem pr;
+    pr.kind = "igemm_cpu";
+    pr.signature = fmt::format("igemm_cpu conv u8xi8 n1 p{} k{} m{} za1 zb0", p, kp, m);
+    pr.dims = {1, p, kp, m, cpu.int8PanelWidth()};
+    pr.cpu = cpu;
+    pr.threads = threads;
+    tuning::Config c = space->defaults(pr);
+    return fmt::format("mr={} par={}", c["mr"], c["par"]);
+  };
+  ASSERT_EQ(cpu.int8PanelWidth(), 32);
+  EXPECT_EQ(config(2, 49, 4608, 512), "mr=8 par=1");
+  EXPECT_EQ(config(1, 49, 4608, 512), "mr=14 par=0");
+  // A weight within half the L2 keeps the default on one thread too.
+  EXPECT_EQ(config(1, 196, 576, 64), "mr=8 par=1");
+}
