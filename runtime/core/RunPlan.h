@@ -28,10 +28,11 @@ struct Slot {
 
 /// A loop node's body in the launch list: launches [firstKernel, firstKernel + numKernels)
 /// run `count` times back to back. A loop whose body runs loops holds them: they follow it in
-/// RunPlan::loops with ranges inside its own, and run in full in each of its iterations. Most of their parameters point at the same place in every
-/// iteration; those that do not (a step of a sequence, a ping-ponged state) are rebound per
-/// iteration. After each iteration's launches, `copies` move the body outputs that no kernel
-/// writes (an output that is another output, an input or a weight).
+/// RunPlan::loops with ranges inside its own, and run in full in each of its iterations.
+/// Most of their parameters point at the same place in every iteration; those that do not (a
+/// step of a sequence, a ping-ponged state) are rebound per iteration. After each iteration's
+/// launches, `copies` move the body outputs that no kernel writes (an output that is another
+/// output, an input or a weight).
 ///
 /// A while loop (count < 0) runs until the bool at condition[phase(t)] is false, tested before
 /// each iteration t; its bindings' slots and its copies are indexed by phase(t) (its states

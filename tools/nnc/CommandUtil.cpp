@@ -218,8 +218,9 @@ namespace {
 Error lowerInto(
     const Graph &g, const driver::Target &target, const std::string &prefix,
     const std::function<void(const tuning::TemplateChoice &, const std::string &)> &onTemplate,
-    std::vector<kir::Kernel> &kernels) {
+    int threads, std::vector<kir::Kernel> &kernels) {
   tuning::LowerOptions lo(target.cpu);
+  lo.threads = threads;
   if (target == driver::Target::OpenCL) {
     NNC_ASSERT(target.gpu, "an OpenCL target without its device description");
     lo.gpu = *target.gpu;
@@ -232,7 +233,7 @@ Error lowerInto(
     size_t i = std::find(nodes.begin(), nodes.end(), u.node) - nodes.begin();
     if (u.node->kind() == OpKind::Scan) { // the body's kernels, as each step runs them
       NNC_TRY(lowerInto(*u.node->body(), target, fmt::format("{}n{}_loop_", prefix, i), onTemplate,
-                        kernels));
+                        threads, kernels));
       continue;
     }
     std::string op((u.anchor ? u.anchor : u.node)->opName());
@@ -252,9 +253,10 @@ Error lowerInto(
 
 Expected<std::vector<kir::Kernel>> lowerGraph(
     const Graph &g, const driver::Target &target,
-    const std::function<void(const tuning::TemplateChoice &, const std::string &)> &onTemplate) {
+    const std::function<void(const tuning::TemplateChoice &, const std::string &)> &onTemplate,
+    int threads) {
   std::vector<kir::Kernel> kernels;
-  NNC_TRY(lowerInto(g, target, "", onTemplate, kernels));
+  NNC_TRY(lowerInto(g, target, "", onTemplate, threads, kernels));
   return kernels;
 }
 

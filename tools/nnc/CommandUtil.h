@@ -78,11 +78,13 @@ Expected<std::unique_ptr<Graph>> loadStatic(const std::string &model,
 /// Every non-constant node lowered to kernels for the target (its CPU; an OpenCL target's
 /// device, with OpenCL's template registry), in order (as the executables do); `onTemplate`
 /// hears each template choice, with the unit's qdqNote. A loop's kernels are its body's,
-/// once (named nI_loop_...: they run once per step).
+/// once (named nI_loop_...: they run once per step). The defaults are those for `threads`
+/// threads (0: all cores), as an executable of that many would take.
 Expected<std::vector<kir::Kernel>>
 lowerGraph(const Graph &g, const driver::Target &target,
            const std::function<void(const tuning::TemplateChoice &, const std::string &note)>
-               &onTemplate = nullptr);
+               &onTemplate = nullptr,
+           int threads = 0);
 /// What a lowering unit's anchor (or node) says about Q/DQ lowering: "integer" for an
 /// integer GEMM or conv, "fp32 between Q/DQ: REASON" for a matmul or conv that lower-qdq left
 /// in floating point (its qdq_fallback attribute), else empty.

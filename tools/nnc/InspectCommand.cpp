@@ -127,9 +127,11 @@ int inspectKernels(const InspectOptions &o) {
   // parseTargetOption).
   std::vector<std::string> choices;
   Expected<std::vector<kir::Kernel>> kernels = lowerGraph(
-      **g, *target, [&](const tuning::TemplateChoice &c, const std::string &note) {
+      **g, *target,
+      [&](const tuning::TemplateChoice &c, const std::string &note) {
         choices.push_back(templateLine(c, note));
-      });
+      },
+      o.threads);
   if (!kernels)
     return fail(kernels.takeError());
   if (o.templates) {
@@ -242,7 +244,9 @@ public:
     cmd_->add_flag("--asm", o_.assembly, "With --kernels: their host assembly");
     cmd_->add_flag("--opencl", o_.opencl, "With --kernels: their OpenCL C (--target opencl)");
     cmd_->add_option("--shape", o_.shapes, "NAME=D0xD1x... for a symbolic input");
-    cmd_->add_option("--threads", o_.threads, "Threads of the executable (--plan)");
+    cmd_->add_option("--threads", o_.threads,
+                     "Threads of the executable (--plan) and that the kernels' defaults are for "
+                     "(--kernels, --templates; default: all cores)");
     cmd_->add_option("--cpu", o_.cpu, kCpuOptionHelp);
     cmd_->add_option("--precision", o_.precision, kPrecisionOptionHelp);
   }
