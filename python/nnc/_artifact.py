@@ -126,7 +126,7 @@ class Artifact:
         # Kept alive until the run is over: the runtime reads them in place.
         arrays = []
         for i, (info, a) in enumerate(zip(self.inputs, args)):
-            a = numpy.ascontiguousarray(a)
+            a = numpy.asarray(a, order="C")  # keeps a 0-d array 0-d, unlike ascontiguousarray
             if a.dtype != info.dtype:
                 raise TypeError(f"input '{info.name}': the model takes {info.dtype}, not {a.dtype}")
             arrays.append(a)

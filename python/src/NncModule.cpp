@@ -99,8 +99,9 @@ struct TensorInfo {
 /// errors.
 Tensor tensorOf(const py::handle &obj, DType want, const std::string &what) {
   py::module_ np = py::module_::import("numpy");
-  // A copy only where the array is not already C-contiguous (or not an array at all).
-  py::array a = np.attr("ascontiguousarray")(obj);
+  // A copy only where the array is not already C-contiguous (or not an array at all); a 0-d
+  // array stays one (numpy's ascontiguousarray would make it [1], which a scalar input is not).
+  py::array a = np.attr("asarray")(obj, py::arg("order") = "C");
   std::optional<py::dtype> dt = numpyDType(want);
   if (!dt)
     throw py::type_error(

@@ -108,6 +108,34 @@ GATHER_MODEL = """graph @g(%x: f32[3,2], %i: i64[2]) -> (f32[2,2]) {
 """
 
 
+SCALE_MODEL = """graph @g(%x: f32[2,3], %s: f32[]) -> (f32[2,3]) {
+  %y = mul(%x, %s) : f32[2,3] @scale
+  return %y
+}
+"""
+
+
+def test_scalar_input(tmp_path):
+    # A 0-d array is a scalar input (numpy's ascontiguousarray would have made it [1]), as is
+    # a Python float; a non-contiguous x beside it is copied.
+    path = tmp_path / "scale.nir"
+    path.write_text(SCALE_MODEL)
+    model = nnc.compile(str(path))
+    assert [i.shape for i in model.inputs] == [(2, 3), ()]
+    x = numpy.arange(6, dtype=numpy.float32).reshape(3, 2).T
+    want = x * numpy.float32(2.5)
+    numpy.testing.assert_array_equal(model(x, numpy.array(2.5, numpy.float32))[0], want)
+    numpy.testing.assert_array_equal(model({"x": x, "s": numpy.float32(2.5)})[0], want)
+    with pytest.raises(nnc.Error, match="input 's'"):
+        model(x, numpy.array([2.5], numpy.float32))
+    if "NNC_BINARY" in os.environ:  # the same through an artifact (`nnc compile --emit=lib`)
+        subprocess.run([os.environ["NNC_BINARY"], "compile", str(path), "-o", str(tmp_path),
+                        "--emit=lib"], check=True, capture_output=True)
+        art = nnc.load(tmp_path / "libscale.so")
+        assert [i.shape for i in art.inputs] == [(2, 3), ()]
+        numpy.testing.assert_array_equal(art(x, numpy.array(2.5, numpy.float32))[0], want)
+
+
 @pytest.mark.parametrize("target", ["interp", "cpu"])
 def test_index_out_of_range_raises_nnc_error(tmp_path, target):
     path = tmp_path / "gather.nir"
