@@ -39,9 +39,9 @@ Expected<ScanParts> scanParts(const Node &scan) {
   p.whileLoop = scan.getInt("while", 0) != 0;
   const int64_t ops = static_cast<int64_t>(scan.numOperands());
   if (p.whileLoop) {
-    if (p.carried < 1 || p.scanInputs != 0 || p.reverse || p.carried > ops)
-      return scan.error("a while loop needs its condition as state 0, no sequences and no "
-                        "`reverse` (num_carried = {}, num_scan_inputs = {})",
+    if (p.carried < 1 || p.scanInputs < 0 || p.reverse || p.carried + p.scanInputs > ops)
+      return scan.error("a while loop needs its condition as state 0 and no `reverse` "
+                        "(num_carried = {}, num_scan_inputs = {})",
                         p.carried, p.scanInputs);
     const Value *c = scan.operand(0);
     if (c && (c->dtype() != DType::Bool || c->rank() != 0))
@@ -61,12 +61,12 @@ Expected<ScanParts> scanParts(const Node &scan) {
   p.scanOutputs = outs - p.carried;
   if (p.whileLoop)
     p.steps = Dim::symbol("while"); // known only as it runs
-  if (p.whileLoop && p.scanOutputs != 0) {
-    // Per-step outputs need a bound on the steps: their rows.
+  if (p.whileLoop && p.scanOutputs != 0 && p.scanInputs == 0) {
+    // Per-step outputs need a bound on the steps, their rows: max_steps or the sequences'.
     const int64_t maxSteps = scan.getInt("max_steps", -1);
     if (maxSteps < 0)
-      return scan.error("a while loop returns {} per-step outputs but has no `max_steps` (its "
-                        "number of steps is known only as it runs)",
+      return scan.error("a while loop returns {} per-step outputs but has neither sequences "
+                        "nor `max_steps` (its number of steps is known only as it runs)",
                         p.scanOutputs);
     p.steps = Dim(maxSteps);
   }
@@ -123,7 +123,9 @@ namespace nnc {
 
 Error unrollScan(Graph &g, Node *n) {
   NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
-  if (p.whileLoop)
+  // A while loop bounded by empty sequences runs no step: it unrolls to its initial states.
+  const bool bounded = p.scanInputs > 0 || p.scanOutputs > 0;
+  if (p.whileLoop && !(bounded && p.steps.isStatic() && p.steps.value() == 0))
     return n->error("cannot unroll a while loop (its number of steps is known only as it runs)");
   if (!p.steps.isStatic())
     return n->error("cannot unroll a loop of {} steps (the sequence length must be static)",

@@ -31,7 +31,9 @@ public:
         continue;
       NNC_TRY(syncScanBody(*n));
       NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
-      if (p.whileLoop || !p.steps.isStatic() ||
+      // A while loop stays, but one bounded by sequences of no steps (its initial states).
+      const bool noSteps = p.steps.isStatic() && p.steps.value() == 0;
+      if ((p.whileLoop && !(noSteps && p.scanInputs > 0)) || !p.steps.isStatic() ||
           p.steps.value() > kMaxUnrolledNodes / std::max<int64_t>(1, n->body()->numNodes()))
         continue;
       // A loop of no steps is its initial states (a Loop whose condition starts false).

@@ -267,10 +267,21 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   }
   if (steps < 1)
     return n.error("a loop of {} steps", steps);
-  // The rows of the per-step outputs: a while loop's bound on its steps.
-  const int64_t rows = sp.whileLoop ? (sp.scanOutputs > 0 ? sp.steps.value() : 0) : steps;
-  if (sp.whileLoop && sp.scanOutputs > 0 && rows < 1)
-    return n.error("a while loop of at most {} steps", rows);
+  // The steps of the sequences and the rows of the per-step outputs: a while loop's bound on
+  // its steps where it has one (its sequences' or max_steps).
+  const bool bounded = sp.whileLoop && (sp.scanInputs > 0 || sp.scanOutputs > 0);
+  int64_t rows = steps;
+  if (sp.whileLoop) {
+    rows = 0;
+    if (sp.scanInputs > 0) {
+      NNC_ASSIGN_OR_RETURN(Extents seq, staticOf(n.operand(sp.carried)));
+      rows = seq[0];
+    } else if (sp.scanOutputs > 0) {
+      rows = sp.steps.value();
+    }
+    if (bounded && rows < 1)
+      return n.error("a while loop of at most {} steps", rows);
+  }
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> isolated,
                        isolateNestedLoops(*n.body(), sp.carried + sp.scanInputs));
   NNC_ASSIGN_OR_RETURN(LaunchPlan body,
@@ -334,8 +345,15 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
     if (i < sp.carried)
       return t == 0 ? operandSlots[i] : stateAt(i, t - 1);
     if (i < sp.carried + sp.scanInputs)
-      return plus(operandSlots[i], stepOf(t) * bytesOf(n.operand(i)) / steps);
+      return sp.whileLoop ? operandSlots[i]
+                          : plus(operandSlots[i], stepOf(t) * bytesOf(n.operand(i)) / steps);
     return operandSlots[i];
+  };
+  // A while loop's step of sequence i: the launch list adds t steps to its row 0 above.
+  auto inputStride = [&](int64_t i) -> int64_t {
+    return sp.whileLoop && i >= sp.carried && i < sp.carried + sp.scanInputs
+               ? bytesOf(n.operand(i)) / rows
+               : 0;
   };
   // A while loop's per-step output o is at its row 0 here; the launch list adds t rows
   // (outputStride).
@@ -380,7 +398,7 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   loop.firstKernel = static_cast<size_t>(first);
   loop.numKernels = body.kernels.size();
   loop.count = sp.whileLoop ? -1 : steps;
-  loop.maxSteps = sp.whileLoop && sp.scanOutputs > 0 ? rows : -1;
+  loop.maxSteps = bounded ? rows : -1;
   if (sp.whileLoop)
     for (int64_t t = 0; t < steps; ++t)
       loop.condition.push_back(inputAt(0, t));
@@ -394,8 +412,7 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
         LoopPlan::Binding b{p_.args.size(), {}};
         for (int64_t t = 0; t < steps; ++t)
           b.slots.push_back(slotAt(s, t));
-        if (s.kind == SlotKind::Output)
-          b.stride = outputStride(s.index);
+        b.stride = s.kind == SlotKind::Output ? outputStride(s.index) : inputStride(s.index);
         loop.bindings.push_back(std::move(b));
       }
       p_.args.push_back(slotAt(s, 0));
@@ -429,6 +446,8 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
     }
     if (spec.kind == OutputSpec::CopyOfOutput)
       c.srcStride = outputStride(spec.index);
+    if (spec.kind == OutputSpec::FromInput)
+      c.srcStride = inputStride(spec.index);
     c.dstStride = outputStride(static_cast<int64_t>(o));
     loop.copies.push_back(std::move(c));
   }

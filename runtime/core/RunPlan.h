@@ -62,8 +62,8 @@ struct LoopPlan {
   /// nothing to move).
   std::vector<Slot> condition;
   std::vector<Copy> finish;
-  /// A while loop with per-step outputs: the rows they have, which its steps must not pass
-  /// (else -1).
+  /// A while loop with sequences or per-step outputs: the most steps it runs (their steps and
+  /// rows; else -1).
   int64_t maxSteps = -1;
   bool isWhile() const { return count < 0; }
   /// Where iteration t of a while loop indexes its slots: 0 for t = 0, then 1, 2, 1, 2, ...

@@ -7,22 +7,30 @@
 
 namespace nnc::interp {
 
-/// A while loop: the body runs as long as state 0 is true. Per-step outputs have max_steps
-/// rows, zeros past the steps it ran.
+/// A while loop: the body runs as long as state 0 is true, at most T steps where it has
+/// sequences (dim 0) or max_steps. Per-step outputs have T rows, zeros past the steps it ran.
 Results evalWhile(const Node &node, const Operands &ops, const ScanParts &p) {
   const Graph &body = *node.body();
   std::vector<Tensor> in(ops.begin(), ops.end());
   std::vector<Tensor> stacked(p.scanOutputs);
-  const int64_t rows = p.scanOutputs > 0 ? p.steps.value() : 0;
+  // At most T steps where it has sequences or max_steps (T: their dim 0, or max_steps).
+  const bool bounded = p.scanInputs > 0 || p.scanOutputs > 0;
+  const int64_t rows = p.scanInputs > 0 ? ops[p.carried].dim(0)
+                       : p.scanOutputs > 0 ? p.steps.value()
+                                           : 0;
   auto allocate = [&](int64_t o, Extents step) {
     step.insert(step.begin(), rows);
     stacked[o] = Tensor::zeros(node.result(p.carried + o)->dtype(), step);
   };
-  for (int64_t t = 0; in[0].elementAsDouble(0) != 0; ++t) {
-    if (p.scanOutputs > 0 && t >= rows)
-      return node.error("step {} of a while loop of at most {} steps (its condition did not "
-                        "stop it)",
-                        t, rows);
+  for (int64_t t = 0; in[0].elementAsDouble(0) != 0 && (!bounded || t < rows); ++t) {
+    for (int64_t i = p.carried; i < p.carried + p.scanInputs; ++i) {
+      const Tensor &x = ops[i];
+      if (x.dim(0) != rows)
+        return node.error("sequences have {} and {} steps", rows, x.dim(0));
+      Extents e(x.extents().begin() + 1, x.extents().end());
+      size_t bytes = x.byteSize() / static_cast<size_t>(rows);
+      in[i] = Tensor::fromBytes(x.dtype(), e, static_cast<const char *>(x.rawData()) + t * bytes);
+    }
     Expected<std::vector<Tensor>> out = interpret(body, in);
     if (!out)
       return out.error().withContext(fmt::format("{}, step {}", node.describe(), t));

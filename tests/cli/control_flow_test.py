@@ -515,15 +515,22 @@ def main():
         print(f"ok: Loop whose body computes its condition, with and without per-step outputs "
               f"({', '.join(targets)})")
 
-        # With per-step outputs the while loop only counts the steps (a counted loop then
-        # computes the outputs): it carries the condition, the iteration number and y, which
-        # the condition reads, but not s.
-        r = run([NNC, "inspect", os.path.join(d, "while_True_True.onnx"), "--after", "import"])
+        # With per-step outputs and no trip count the while loop only counts the steps (a
+        # counted loop then computes the outputs): it carries the condition, the iteration
+        # number and y, which the condition reads, but not s.
+        r = run([NNC, "inspect", os.path.join(d, "while_False_True.onnx"), "--after", "import"])
         counting = [ln for ln in r.stdout.splitlines() if "while = 1" in ln]
         check(r.returncode == 0 and len(counting) == 1 and "num_carried = 3" in counting[0]
               and "%s_in" not in counting[0],
               f"the counting while loop carries only what its condition reads: {counting!r} "
               f"{r.stderr!r}")
+        # With a trip count M given as an input, one while loop over range(M) (its length
+        # known once the graph is specialized on M's value) writes them: no counting loop.
+        r = run([NNC, "inspect", os.path.join(d, "while_True_True.onnx"), "--after", "import"])
+        loops = [ln for ln in r.stdout.splitlines() if " = scan(" in ln]
+        check(r.returncode == 0 and len(loops) == 1 and "while = 1" in loops[0]
+              and "num_scan_inputs = 1" in loops[0] and "%s_in" in loops[0],
+              f"one while loop over range(M) with per-step outputs: {loops!r} {r.stderr!r}")
 
         # With a constant trip count M the while loop with per-step outputs runs once, writing
         # them into M rows of which the rows it ran are taken (no counting loop).

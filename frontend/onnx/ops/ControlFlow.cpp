@@ -413,15 +413,18 @@ std::vector<bool> whileStatesForCondition(const Graph &b, size_t n,
 /// states are (the condition, the iteration number, the loop-carried values); its body runs
 /// the Loop's body and returns the body's condition, and the trip count M's where there is
 /// one (cond and i + 1 < M), with i + 1. Its result 1 is the number of steps it ran. The
-/// body's per-step outputs are its results after the states where `maxSteps` (M, known
-/// while importing) is given: they then have M rows, the first result-1 of them written;
-/// else they are left out (emitLoop computes them in a counted loop). With `countOnly` (the
+/// body's per-step outputs are its results after the states where a bound on the steps is
+/// given, `maxSteps` (M, known while importing) or `stepsSeq` (range(M), a sequence whose
+/// steps the loop runs at most, of a length known when the graph is specialized on M's
+/// value): they then have M rows, the first result-1 of them written; else they are left out
+/// (emitLoop computes them in a counted loop). With `countOnly` (the
 /// steps are all that is wanted of it) it carries only the loop-carried values that the
 /// condition depends on (whileStatesForCondition), and computes only what they and the
 /// condition need; its results 2.. are then those values.
 Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &body,
                                const std::vector<Value *> &initial, Value *maxTrips, Value *cond,
-                               bool countOnly = false, int64_t maxSteps = -1) {
+                               bool countOnly = false, int64_t maxSteps = -1,
+                               Value *stepsSeq = nullptr) {
   const Graph &b = *body.graph;
   const size_t n = initial.size();
   std::vector<bool> keep(n, true);
@@ -438,6 +441,8 @@ Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &bod
     if (keep[j])
       map[b.inputs()[2 + j]] =
           w->addInput(b.inputs()[2 + j]->name(), b.inputs()[2 + j]->type());
+  if (stepsSeq) // its step (the iteration number again) is not read: it bounds the steps
+    w->addInput("step", TensorType(DType::I64, {}));
   for (size_t q = 0; q < body.captured.size(); ++q)
     map[b.inputs()[2 + n + q]] =
         w->addInput(b.inputs()[2 + n + q]->name(), b.inputs()[2 + n + q]->type());
@@ -473,7 +478,7 @@ Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &bod
   for (size_t j = 0; j < n; ++j)
     if (keep[j])
       outs.push_back(map.at(b.outputs()[1 + j]));
-  for (size_t o = 1 + n; maxSteps >= 0 && o < b.outputs().size(); ++o)
+  for (size_t o = 1 + n; (maxSteps >= 0 || stepsSeq) && o < b.outputs().size(); ++o)
     outs.push_back(map.at(b.outputs()[o]));
   w->setOutputs(outs);
 
@@ -489,10 +494,12 @@ Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &bod
     if (keep[j])
       operands.push_back(initial[j]);
   const int64_t carried = static_cast<int64_t>(operands.size());
+  if (stepsSeq)
+    operands.push_back(stepsSeq);
   operands.insert(operands.end(), body.captured.begin(), body.captured.end());
   if (maxTrips)
     operands.push_back(maxTrips);
-  return emitScan(ctx, operands, w, carried, 0, /*whileLoop=*/true, maxSteps);
+  return emitScan(ctx, operands, w, carried, stepsSeq ? 1 : 0, /*whileLoop=*/true, maxSteps);
 }
 
 /// The most steps a while loop with per-step outputs runs in one pass (its per-step outputs
@@ -540,13 +547,22 @@ Expected<std::vector<Value *>> emitLoop(LoweringContext &ctx, const ImportedSubg
   }
   auto i64 = [&](int64_t v) { return ctx.scalar(DType::I64, static_cast<double>(v)); };
   Value *trips = nullptr;
-  // With per-step outputs and a trip count M known here, one while loop writes them into M
-  // rows and the rows it ran are taken; else a while loop counts the steps (carrying only
-  // what its condition reads) and a counted loop below runs them again for the outputs.
+  // With per-step outputs and a trip count M, one while loop writes them into M rows and the
+  // rows it ran are taken: M known here bounds it (max_steps), else range(M) does, whose
+  // length the staged execution specializes on M's value. Without M, or with a constant one
+  // too large to give rows (PyTorch's INT64_MAX for a `while`), a while loop counts the steps
+  // (carrying only what its condition reads) and a counted loop below runs them again.
   const int64_t bound = k > 0 ? constantTripBound(maxTrips) : -1;
-  if (cond && !keeps && !stops && bound >= 0) {
+  const Node *mDef = maxTrips ? maxTrips->producer() : nullptr;
+  const bool rangeBound =
+      k > 0 && maxTrips && bound < 0 && !(mDef && mDef->kind() == OpKind::Constant);
+  if (cond && !keeps && !stops && (bound >= 0 || rangeBound)) {
+    Value *stepsSeq = nullptr;
+    if (rangeBound) {
+      NNC_ASSIGN_OR_RETURN(stepsSeq, ctx.emit(OpKind::Range, {i64(0), maxTrips, i64(1)}));
+    }
     NNC_ASSIGN_OR_RETURN(Node * loop, emitWhileLoop(ctx, body, initial, maxTrips, cond,
-                                                    /*countOnly=*/false, bound));
+                                                    /*countOnly=*/false, bound, stepsSeq));
     std::vector<Value *> results;
     for (size_t j = 0; j < n; ++j)
       results.push_back(loop->result(2 + j));

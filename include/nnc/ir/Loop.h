@@ -15,9 +15,9 @@ struct ScanParts {
   int64_t invariants = 0;  ///< The remaining operands and body inputs.
   int64_t scanOutputs = 0; ///< Body outputs and results [carried, carried + this).
   bool reverse = false;
-  /// A while loop: no sequences; it runs while state 0 (a bool scalar) is true, a number of
-  /// steps known only as it runs. `steps` is then meaningless, but for one with per-step
-  /// outputs: the bound on its steps (`max_steps`), their rows.
+  /// A while loop: it runs while state 0 (a bool scalar) is true, a number of steps known only
+  /// as it runs. `steps` is then meaningless, but where it has sequences or `max_steps`: the
+  /// bound on its steps (the rows of its per-step outputs).
   bool whileLoop = false;
   Dim steps; ///< T: dim 0 of the sequences.
 };
