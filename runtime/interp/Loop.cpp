@@ -7,6 +7,25 @@
 
 namespace nnc::interp {
 
+namespace {
+
+/// Step t of every sequence of `node` (operands [carried, carried + scanInputs) of `ops`, each
+/// of `steps` steps along axis 0) into in[i].
+Error readSteps(const Node &node, const Operands &ops, const ScanParts &p, int64_t steps,
+                int64_t t, std::vector<Tensor> &in) {
+  for (int64_t i = p.carried; i < p.carried + p.scanInputs; ++i) {
+    const Tensor &x = ops[i];
+    if (x.dim(0) != steps)
+      return node.error("sequences have {} and {} steps", steps, x.dim(0));
+    Extents e(x.extents().begin() + 1, x.extents().end());
+    size_t bytes = x.byteSize() / static_cast<size_t>(steps);
+    in[i] = Tensor::fromBytes(x.dtype(), e, static_cast<const char *>(x.rawData()) + t * bytes);
+  }
+  return Error::success();
+}
+
+} // namespace
+
 /// A while loop: the body runs as long as state 0 is true, at most T steps where it has
 /// sequences (dim 0) or max_steps. Per-step outputs have T rows, zeros past the steps it ran.
 Results evalWhile(const Node &node, const Operands &ops, const ScanParts &p) {
@@ -23,14 +42,7 @@ Results evalWhile(const Node &node, const Operands &ops, const ScanParts &p) {
     stacked[o] = Tensor::zeros(node.result(p.carried + o)->dtype(), step);
   };
   for (int64_t t = 0; in[0].elementAsDouble(0) != 0 && (!bounded || t < rows); ++t) {
-    for (int64_t i = p.carried; i < p.carried + p.scanInputs; ++i) {
-      const Tensor &x = ops[i];
-      if (x.dim(0) != rows)
-        return node.error("sequences have {} and {} steps", rows, x.dim(0));
-      Extents e(x.extents().begin() + 1, x.extents().end());
-      size_t bytes = x.byteSize() / static_cast<size_t>(rows);
-      in[i] = Tensor::fromBytes(x.dtype(), e, static_cast<const char *>(x.rawData()) + t * bytes);
-    }
+    NNC_TRY(readSteps(node, ops, p, rows, t, in));
     Expected<std::vector<Tensor>> out = interpret(body, in);
     if (!out)
       return out.error().withContext(fmt::format("{}, step {}", node.describe(), t));
@@ -75,14 +87,7 @@ Results evalScan(const Node &node, const Operands &ops) {
     const int64_t t = p.reverse ? steps - 1 - k : k;
     for (int64_t j = 0; j < p.carried; ++j)
       in[j] = states[j];
-    for (int64_t i = p.carried; i < p.carried + p.scanInputs; ++i) {
-      const Tensor &x = ops[i];
-      if (x.dim(0) != steps)
-        return node.error("sequences have {} and {} steps", steps, x.dim(0));
-      Extents e(x.extents().begin() + 1, x.extents().end());
-      size_t bytes = x.byteSize() / static_cast<size_t>(steps);
-      in[i] = Tensor::fromBytes(x.dtype(), e, static_cast<const char *>(x.rawData()) + t * bytes);
-    }
+    NNC_TRY(readSteps(node, ops, p, steps, t, in));
     Expected<std::vector<Tensor>> out = interpret(body, in);
     if (!out)
       return out.error().withContext(fmt::format("{}, step {}", node.describe(), t));
