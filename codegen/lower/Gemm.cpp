@@ -760,9 +760,10 @@ const tuning::Space &gemmCpuSpace() {
         // measured slower. One row tile (8-12 rows) measured far slower in k blocks of 64, and
         // four or more rows of tiles, whose compute per panel hides the stream, no faster, nor
         // a weight within the L2: those keep the rules above
-        // (bench/results/measurements-behind-defaults.md).
-        const bool streamedWeight = m >= 2 * mr && m <= 3 * mr && !produced && k > 64 &&
-                                    k * n * eb > p.cpu.l2Bytes &&
+        // (bench/results/measurements-behind-defaults.md). Measured with AVX-512's 8 x 32
+        // tiles only: AVX2's 6 x 16 tiles keep the rules above until measured.
+        const bool streamedWeight = vw >= 16 && m >= 2 * mr && m <= 3 * mr && !produced &&
+                                    k > 64 && k * n * eb > p.cpu.l2Bytes &&
                                     p.signature.find(" packed") != std::string::npos;
         if (streamedWeight && par) {
           kc = 64;

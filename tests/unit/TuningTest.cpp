@@ -348,6 +348,8 @@ TEST(Tuning, GemmKBlocksKeepTheBPanelInL1WhenTheTileDrawsBFast) {
   EXPECT_EQ(tile(L::V4, 24, 512, 2048), "8 32 64");
   EXPECT_EQ(tile(L::V4, 32, 512, 2048), "8 32 0");
   EXPECT_EQ(tile(L::V4, 16, 256, 256), "8 32 0");
+  // AVX2's 6 x 16 tiles: not measured there, the rules above (12 rows by 4 MiB).
+  EXPECT_EQ(tile(L::V3, 12, 2048, 512), "6 16 0");
   // AVX2 past 1024: the L2 rule's blocks of 512, untouched.
   EXPECT_EQ(tile(L::V3, 100, 3072, 768), "6 16 512");
 }
