@@ -123,9 +123,9 @@ namespace nnc {
 
 Error unrollScan(Graph &g, Node *n) {
   NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
-  // A while loop bounded by empty sequences runs no step: it unrolls to its initial states.
-  const bool bounded = p.scanInputs > 0 || p.scanOutputs > 0;
-  if (p.whileLoop && !(bounded && p.steps.isStatic() && p.steps.value() == 0))
+  // A while loop bounded to no steps (empty sequences) unrolls to its initial states; an
+  // unbounded one's steps are a symbol.
+  if (p.whileLoop && !(p.steps.isStatic() && p.steps.value() == 0))
     return n->error("cannot unroll a while loop (its number of steps is known only as it runs)");
   if (!p.steps.isStatic())
     return n->error("cannot unroll a loop of {} steps (the sequence length must be static)",

@@ -31,9 +31,10 @@ public:
         continue;
       NNC_TRY(syncScanBody(*n));
       NNC_ASSIGN_OR_RETURN(ScanParts p, scanParts(*n));
-      // A while loop stays, but one bounded by sequences of no steps (its initial states).
+      // A while loop stays, but one bounded to no steps (its initial states); an unbounded
+      // one's steps are a symbol.
       const bool noSteps = p.steps.isStatic() && p.steps.value() == 0;
-      if ((p.whileLoop && !(noSteps && p.scanInputs > 0)) || !p.steps.isStatic() ||
+      if ((p.whileLoop && !noSteps) || !p.steps.isStatic() ||
           p.steps.value() > kMaxUnrolledNodes / std::max<int64_t>(1, n->body()->numNodes()))
         continue;
       // A loop of no steps is its initial states (a Loop whose condition starts false).

@@ -221,7 +221,7 @@ Expected<std::unique_ptr<Graph>> isolateNestedLoops(const Graph &body, int64_t m
     if (in != ins.end())
       return in - ins.begin() < movingInputs;
     const Node *def = v->producer();
-    return g->isOutput(v) || (def && (def->kind() == OpKind::BitCast || isStorageView(*def)));
+    return g->isOutput(v) || (def && isStorageView(*def));
   };
   auto copyOf = [&](Value *v, Node *before) -> Expected<Value *> {
     NNC_ASSIGN_OR_RETURN(Node * c, g->createInferred(OpKind::Cast, {v}, {{"to", v->dtype()}},
@@ -268,20 +268,11 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
   if (steps < 1)
     return n.error("a loop of {} steps", steps);
   // The steps of the sequences and the rows of the per-step outputs: a while loop's bound on
-  // its steps where it has one (its sequences' or max_steps).
+  // its steps where it has one (scanParts' steps: its sequences' or max_steps).
   const bool bounded = sp.whileLoop && (sp.scanInputs > 0 || sp.scanOutputs > 0);
-  int64_t rows = steps;
-  if (sp.whileLoop) {
-    rows = 0;
-    if (sp.scanInputs > 0) {
-      NNC_ASSIGN_OR_RETURN(Extents seq, staticOf(n.operand(sp.carried)));
-      rows = seq[0];
-    } else if (sp.scanOutputs > 0) {
-      rows = sp.steps.value();
-    }
-    if (bounded && rows < 1)
-      return n.error("a while loop of at most {} steps", rows);
-  }
+  if (bounded && (!sp.steps.isStatic() || sp.steps.value() < 1))
+    return n.error("a while loop of at most {} steps", sp.steps.str());
+  const int64_t rows = !sp.whileLoop ? steps : bounded ? sp.steps.value() : 0;
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> isolated,
                        isolateNestedLoops(*n.body(), sp.carried + sp.scanInputs));
   NNC_ASSIGN_OR_RETURN(LaunchPlan body,

@@ -768,7 +768,7 @@ const tuning::Space &gemmCpuSpace() {
         if (streamedWeight && par) {
           kc = 64;
           int64_t share = (n + p.threads - 1) / std::max(p.threads, 1);
-          nc = p.threads > 1 && share < n ? (share + nr - 1) / nr * nr : 0;
+          nc = p.threads > 1 ? (share + nr - 1) / nr * nr : 0;
         }
         // Blocks, not the batch loop, run in parallel (batches of fewer than four, or a
         // produced B: microkernelNest's parBlocks): enough of them for the threads, by row

@@ -502,30 +502,17 @@ Expected<Node *> emitWhileLoop(LoweringContext &ctx, const ImportedSubgraph &bod
   return emitScan(ctx, operands, w, carried, stepsSeq ? 1 : 0, /*whileLoop=*/true, maxSteps);
 }
 
-/// The most steps a while loop with per-step outputs runs in one pass (its per-step outputs
-/// get that many rows); past it the steps are counted first (emitLoop).
+/// The most steps a while loop with per-step outputs known while importing runs in one pass
+/// (its per-step outputs get that many rows); past it the steps are counted first (emitLoop).
 constexpr int64_t kMaxWhileRows = 1 << 16;
-
-/// M when it is a constant from 1 to kMaxWhileRows, else -1 (a loop of no steps is its
-/// initial states: emitLoop's counted loop of none).
-int64_t constantTripBound(const Value *maxTrips) {
-  const Node *p = maxTrips ? maxTrips->producer() : nullptr;
-  if (!p || p->kind() != OpKind::Constant)
-    return -1;
-  const Tensor &m = p->getTensor("value");
-  if (m.numElements() != 1)
-    return -1;
-  const double v = m.elementAsDouble(0);
-  return v >= 1 && v <= double(kMaxWhileRows) ? static_cast<int64_t>(v) : -1;
-}
 
 /// A Loop of tensor states: `body` (inputs: iteration number, condition, the states, whose
 /// initial values are `initial`; outputs: condition, states, per-step outputs) run from M
-/// and the condition (either may be null). Returns the states' final values, then the
-/// per-step outputs stacked.
+/// and the condition (either may be null; `tripsValue`: M's value where known while
+/// importing). Returns the states' final values, then the per-step outputs stacked.
 Expected<std::vector<Value *>> emitLoop(LoweringContext &ctx, const ImportedSubgraph &body,
                                         const std::vector<Value *> &initial, Value *maxTrips,
-                                        Value *cond) {
+                                        const Tensor *tripsValue, Value *cond) {
   const size_t n = initial.size();
   Graph &b = *body.graph;
   if (b.outputs().size() < n + 1)
@@ -552,10 +539,10 @@ Expected<std::vector<Value *>> emitLoop(LoweringContext &ctx, const ImportedSubg
   // length the staged execution specializes on M's value. Without M, or with a constant one
   // too large to give rows (PyTorch's INT64_MAX for a `while`), a while loop counts the steps
   // (carrying only what its condition reads) and a counted loop below runs them again.
-  const int64_t bound = k > 0 ? constantTripBound(maxTrips) : -1;
-  const Node *mDef = maxTrips ? maxTrips->producer() : nullptr;
-  const bool rangeBound =
-      k > 0 && maxTrips && bound < 0 && !(mDef && mDef->kind() == OpKind::Constant);
+  // (A known M of no steps keeps the counted loop, which makes it the initial states.)
+  const double m = tripsValue ? tripsValue->elementAsDouble(0) : -1;
+  const int64_t bound = k > 0 && m >= 1 && m <= double(kMaxWhileRows) ? int64_t(m) : -1;
+  const bool rangeBound = k > 0 && maxTrips && !tripsValue;
   if (cond && !keeps && !stops && (bound >= 0 || rangeBound)) {
     Value *stepsSeq = nullptr;
     if (rangeBound) {
@@ -797,7 +784,8 @@ Error lowerLoop(LoweringContext &ctx) {
                        appending ? ctx.subgraph(*appending, "body", bodyTypes)
                                  : ctx.subgraph("body", bodyTypes));
   NNC_ASSIGN_OR_RETURN(std::vector<Value *> results,
-                       emitLoop(ctx, body, initial, maxTrips, cond));
+                       emitLoop(ctx, body, initial, maxTrips,
+                                maxTrips ? ctx.tryConstantInput(0) : nullptr, cond));
   // results: the tensor states, the body's per-step outputs, one per appended sequence.
   const size_t carried = ctx.numInputs() - 2, tensors = initial.size();
   const size_t k = results.size() - tensors - seqs.size();
