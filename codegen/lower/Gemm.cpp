@@ -541,12 +541,12 @@ bool microkernelEligible(KernelBuilder &kb, const GemmOperands &ops) {
 } // namespace
 
 tuning::Problem gemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_t n,
-                            const std::string &layout, bool producedB) {
+                            const std::string &layout, bool producedB, int64_t bMatrices) {
   tuning::Problem p;
   p.kind = "gemm_cpu";
   p.signature = fmt::format("gemm_cpu {} b{} m{} k{} n{} {}{}", dtypeName(t), batch, m, k, n,
                             layout, producedB ? " producedB" : "");
-  p.dims = {batch, m, k, n, producedB ? 1 : 0};
+  p.dims = {batch, m, k, n, producedB ? 1 : 0, std::max<int64_t>(bMatrices, 1)};
   p.flops = 2.0 * double(batch) * double(m) * double(k) * double(n);
   return p;
 }
@@ -804,7 +804,12 @@ const tuning::Space &gemmCpuSpace() {
         // here (one measured a skinny LM head slower with it, another whole decoders and
         // encoders faster: bench/results/measurements-behind-defaults.md); the tuner, which
         // times a weight evicted, settles it per machine.
-        int64_t pf = k * n * eb >= p.cpu.l2Bytes && !produced ? 4 : 0;
+        // The bytes that count are all of B's matrices: a batch of distinct B matrices (a
+        // Winograd conv's transformed weights, one K x N matrix per point of the tile) is
+        // streamed whole by every run even where each matrix fits the L2 (the next panel
+        // after a matrix's last is the next matrix's first).
+        int64_t bMatrices = p.dims.size() > 5 ? p.dims[5] : 1;
+        int64_t pf = bMatrices * k * n * eb >= p.cpu.l2Bytes && !produced ? 4 : 0;
         return Config{{"mk", 1},  {"mr", mr}, {"nr", nr}, {"ku", 1},  {"order", 0}, {"kc", kc},
                       {"mc", mc}, {"nc", nc}, {"pb", pb}, {"pa", pa}, {"par", par}, {"pf", pf}};
       }

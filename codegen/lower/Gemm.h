@@ -76,9 +76,12 @@ struct GemmOperands {
 /// The tunable problem of an M x K x N GEMM run `batch` times; `layout` names how operands
 /// are laid out and what else is fused in (part of the signature).
 /// `producedB`: B comes from GemmOperands::produceB (its defaults block k and columns so that
-/// a produced block stays in L2).
+/// a produced block stays in L2). `bMatrices`: the distinct K x N matrices B holds over the
+/// batch (1: one B shared by every entry; `batch`: one per entry, a Winograd GEMM's), which
+/// the defaults weigh as the bytes of B a run streams.
 tuning::Problem gemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_t n,
-                            const std::string &layout, bool producedB = false);
+                            const std::string &layout, bool producedB = false,
+                            int64_t bMatrices = 1);
 
 /// The GEMM as register tiles. With `ops.strided`, f32 buffers and knob mk=1 (the
 /// microkernel path): cache blocks of mc rows x nc columns x kc depth, each a loop of

@@ -214,8 +214,13 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
                   packedNr > 0 ? fmt::format(" {}packed{}", bf16 ? "bf16" : "", packedNr) : "");
   kir::Schedule sched;
   bool skinny = path == MatMulPath::Skinny && gemvEligible(kb, g, m, k, tuning::cpuOf(opts));
+  // The distinct B matrices of the batch: one per entry of the batch dims B moves along.
+  int64_t bMatrices = 1;
+  for (size_t d = 0; d < nb; ++d)
+    if (sb[d] != 0)
+      bMatrices *= (*batch)[d];
   tuning::Problem p = skinny ? gemvProblem(t, batchCount, m, k, n, layout)
-                             : gemmProblem(t, batchCount, m, k, n, layout);
+                             : gemmProblem(t, batchCount, m, k, n, layout, false, bMatrices);
   tuning::Config cfg = tuning::chooseConfig(p, opts);
   Stmt body = skinny ? gemvNest(kb, g, m, k, n, cfg, outer.loops, sched)
                      : gemmNest(kb, g, m, k, n, cfg, outer.loops, sched);
