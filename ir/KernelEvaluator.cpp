@@ -570,6 +570,8 @@ struct Evaluator {
   /// The conv tile's definition: each element's products fused into its sum in the
   /// reduction's nesting order, from its initial value; bf16: the (exact) products of the
   /// bf16 values added in that order to an f32 sum, W's input lanes in pairs (ConvTileShape).
+  /// With sumEvery, each run of that many dim-0 steps sums from zero and is then added to
+  /// the running sum.
   void convTile(const StmtNode &s) {
     const ConvTileShape &t = s.conv;
     const bool bf16 = t.elems == GemmElems::BF16;
@@ -585,12 +587,13 @@ struct Evaluator {
     for (int64_t m = 0; m < t.blocks && failure.empty(); ++m)
       for (int64_t r = 0; r < t.cols && failure.empty(); ++r)
         for (int64_t j = 0; j < t.lanes && failure.empty(); ++j) {
-          float acc = t.init < 0 ? 0.0f
-                                 : static_cast<float>(
-                                       loadValue(t.init, i0 + m * t.iblk + r * t.icol + j).f);
+          float total = t.init < 0 ? 0.0f
+                                   : static_cast<float>(
+                                         loadValue(t.init, i0 + m * t.iblk + r * t.icol + j).f);
+          float acc = t.sumEvery > 0 ? 0.0f : total;
           int64_t xb = x0 + r * t.xcol + (t.depthwise ? j : 0),
                   wb = w0 + m * t.wblk + (bf16 ? 2 * j : j);
-          for (int64_t a = 0; a < n[0]; ++a)
+          for (int64_t a = 0; a < n[0]; ++a) {
             for (int64_t b = 0; b < n[1]; ++b)
               for (int64_t c = 0; c < n[2]; ++c)
                 for (int64_t d = 0; d < n[3] && failure.empty(); ++d) {
@@ -609,9 +612,14 @@ struct Evaluator {
                   acc = std::fma(static_cast<float>(loadValue(t.x, xb + xo).f),
                                  static_cast<float>(loadValue(t.w, wb + wo).f), acc);
                 }
+            if (t.sumEvery > 0 && ((a + 1) % t.sumEvery == 0 || a + 1 == n[0])) {
+              total += acc;
+              acc = 0.0f;
+            }
+          }
           Value v;
           v.type = DType::F32;
-          v.f = acc;
+          v.f = t.sumEvery > 0 ? total : acc;
           if (failure.empty())
             storeValue(s.buffer, c0 + m * t.cblk + r * t.ccol + j, v);
         }

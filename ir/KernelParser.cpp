@@ -726,6 +726,11 @@ private:
         t.kwCols.push_back(w);
       } while (consumePunct(","));
     }
+    if (isKeyword("sums")) {
+      advance();
+      NNC_TRY(expectKeyword("every"));
+      NNC_ASSIGN_OR_RETURN(t.sumEvery, parseInt("the steps of a run of partial sums"));
+    }
     return s;
   }
 

@@ -260,6 +260,8 @@ struct Printer {
         for (size_t i = 0; i < t.kwCols.size(); ++i)
           dims += fmt::format("{} ({}, {})", i ? "," : "", t.kwCols[i][0], t.kwCols[i][1]);
       }
+      if (t.sumEvery > 0)
+        dims += fmt::format(" sums every {}", t.sumEvery);
       out += fmt::format(
           "{}conv_tile {}{}{}x{}x{} {}[{}; col {}, blk {}] = {}{}[{}; col {}] * {}[{}; blk {}] "
           "over {}\n",

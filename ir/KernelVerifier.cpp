@@ -422,7 +422,7 @@ struct Verifier {
       return fail(fmt::format("conv_tile {}x{}x{}{}", t.cols, t.blocks, t.lanes,
                               t.depthwise ? " depthwise (one block)" : ""));
     bool negative = t.xcol < 0 || t.wblk < 0 || t.ccol < 0 || t.cblk < 0 || t.icol < 0 ||
-                    t.iblk < 0;
+                    t.iblk < 0 || t.sumEvery < 0;
     for (int d = 0; d < 4; ++d)
       negative = negative || t.xs[d] < 0 || t.ws[d] < 0;
     if (negative)

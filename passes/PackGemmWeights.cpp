@@ -23,8 +23,12 @@
 // input, lanes of 16, an even input block) with a constant weight gets the weight rounded to
 // bf16 in pairs of input lanes (packConvWeightBf16Pairs) and its input cast to bf16 (one cast
 // per input value), marked bf16_pairs: its bf16 ConvTiles (vdpbf16ps) sum in f32. Its bias,
-// result and fused epilogue stay f32; depthwise convs, the plain-input stem and Winograd's
-// GEMMs stay f32. Needs AVX512-BF16 on 512-bit vectors.
+// result and fused epilogue stay f32; depthwise convs and Winograd's GEMMs stay f32. A conv
+// on a plain input (a network's stem: 3 channels, in_block 1) pairs kernel columns instead
+// of input lanes (bf16_pairs = 2): its input padded by the conv's pads (and one more column
+// where the kernel is odd, whose pair's second column has a zero weight) and cast to bf16,
+// its pads then 0, its weight [Mb, C, KH, KW, 1, 16] as [Mb, C, KH, ceil(KW/2), 2, 16]
+// (column 2p + l in lane l of pair p) in those pairs. Needs AVX512-BF16 on 512-bit vectors.
 // conv_integer(x, W) of group 1 with W a constant i8 [M, C, kernel...] becomes
 // conv_integer(x, W') {packed_m = M, kernel_shape}, W' the integer panels of the [K, M] matrix
 // of k = (tap, c) that its im2col template multiplies (NHWC patches).
@@ -181,6 +185,8 @@ private:
   /// fusion group (a fused view) is left alone.
   bool convToBf16(Graph &g, Node &conv, std::map<const Value *, Value *> &inputs) {
     Value *x = conv.operand(0), *w = conv.operand(1);
+    if (x && x->rank() == 4)
+      return columnPairsToBf16(g, conv);
     if (conv.getInt("bf16_pairs", 0) != 0 || conv.getInt("group", 1) != 1 || !x || !w ||
         x->rank() != 5 || x->dtype() != DType::F32 || w->dtype() != DType::F32 ||
         w->rank() != 6 || !staticExtents(x->shape()))
@@ -212,6 +218,75 @@ private:
     conv.setAttr("bf16_pairs", Attribute(int64_t{1}));
     pattern::eraseIfUnusedConstant(g, c);
     addStat("convs-bf16");
+    return true;
+  }
+
+  /// conv_nchwc of group 1 on a plain f32 input with a constant f32 weight of in_block 1 and
+  /// 16 output lanes, explicit pads and dilation 1 along W: bf16 tiles over pairs of kernel
+  /// columns (the file comment), bf16_pairs = 2.
+  bool columnPairsToBf16(Graph &g, Node &conv) {
+    Value *x = conv.operand(0), *w = conv.operand(1);
+    if (conv.getInt("bf16_pairs", 0) != 0 || conv.getInt("group", 1) != 1 || !w ||
+        x->dtype() != DType::F32 || w->dtype() != DType::F32 || w->rank() != 6 ||
+        !staticExtents(x->shape()))
+      return false;
+    Node *c = w->producer();
+    if (!c || c->kind() != OpKind::Constant)
+      return false;
+    const Tensor &wt = c->getTensor("value");
+    const Extents &we = wt.extents();
+    if (we[4] != 1 || we[5] != 16)
+      return false;
+    Expected<WindowAttrs> a = readWindowAttrs(conv, 2);
+    if (!a) {
+      (void)a.takeError(); // a malformed conv stays as it is, for the verifier to name
+      return false;
+    }
+    if ((!a->autoPad.empty() && a->autoPad != "NOTSET") || a->dilations[1] != 1)
+      return false;
+    int64_t kw = we[3], pairs = (kw + 1) / 2;
+    const std::string &name = x->name();
+    std::vector<int64_t> pads{0, 0, a->pads[0], a->pads[1], 0, 0, a->pads[2], a->pads[3] + kw % 2};
+    Value *padsV =
+        g.createNode(OpKind::Constant, {}, {TensorType(DType::I64, shapeFromExtents({8}))},
+                     {{"value", Attribute(Tensor::fromVector<int64_t>(DType::I64, {8}, pads))}},
+                     "", {name + "_column_pairs_pads"}, &conv)
+            ->result();
+    Expected<Node *> pad = g.createInferred(OpKind::Pad, {x, padsV},
+                                            {{"mode", std::string("constant")}}, "", 1,
+                                            {name + "_column_pairs_padded"}, &conv);
+    if (!pad) {
+      (void)pad.takeError();
+      return false;
+    }
+    Value *padded = (*pad)->result();
+    Value *xb = g.createNode(OpKind::Cast, {padded}, {TensorType(DType::BF16, padded->shape())},
+                             {{"to", Attribute(DType::BF16)}}, "",
+                             {padded->name() + "_bf16"}, &conv)
+                    ->result();
+    Tensor packed = cached(wt, "conv bf16 column pairs", [&] {
+      // [Mb, C, KH, KW, 1, 16] -> [Mb, C, KH, pairs, 2, 16], column 2p + l at (p, l).
+      Tensor cols = Tensor::zeros(DType::F32, {we[0], we[1], we[2], pairs, 2, we[5]});
+      const float *src = wt.data<float>();
+      float *dst = cols.data<float>();
+      int64_t rows = we[0] * we[1] * we[2], b = we[5];
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < kw; ++k)
+          for (int64_t j = 0; j < b; ++j)
+            dst[((r * pairs + k / 2) * 2 + k % 2) * b + j] = src[(r * kw + k) * b + j];
+      return packConvWeightBf16Pairs(cols);
+    });
+    Value *wb = g.createNode(OpKind::Constant, {},
+                             {TensorType(DType::BF16, shapeFromExtents(packed.extents()))},
+                             {{"value", Attribute(packed)}}, "",
+                             {w->name() + "_bf16_column_pairs"}, &conv)
+                    ->result();
+    conv.setOperand(0, xb);
+    conv.setOperand(1, wb);
+    conv.setAttr("pads", Attribute(std::vector<int64_t>{0, 0, 0, 0}));
+    conv.setAttr("bf16_pairs", Attribute(int64_t{2}));
+    pattern::eraseIfUnusedConstant(g, c);
+    addStat("convs-bf16-column-pairs");
     return true;
   }
 

@@ -659,7 +659,8 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     return;
   case kir::StmtKind::ConvTile: {
     // The tile's definition as a plain loop nest (one fma per product, in the reduction's
-    // order; bf16: W's input lanes in pairs, the exact products added in f32).
+    // order; bf16: W's input lanes in pairs, the exact products added in f32; with sumEvery,
+    // runs of dim-0 steps summed from zero, each then added to the running sum).
     const kir::ConvTileShape &t = s.conv;
     const bool bf16 = t.elems == kir::GemmElems::BF16;
     const DType xw = bf16 ? DType::BF16 : DType::F32;
@@ -682,10 +683,17 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     std::string cIdx = fmt::format("ct_c + ct_m * {} + ct_r * {} + ct_j", t.cblk, t.ccol);
     out += fmt::format(
         "{}{} ct_acc = {};\n", p3, f32t,
-        t.init < 0 ? std::string("0.0f")
+        t.init < 0 || t.sumEvery > 0 ? std::string("0.0f")
                    : loadElement(DType::F32, bufferName(t.init),
                                  fmt::format("ct_i + ct_m * {} + ct_r * {} + ct_j", t.iblk,
                                              t.icol)));
+    if (t.sumEvery > 0)
+      out += fmt::format(
+          "{}{} ct_total = {};\n", p3, f32t,
+          t.init < 0 ? std::string("0.0f")
+                     : loadElement(DType::F32, bufferName(t.init),
+                                   fmt::format("ct_i + ct_m * {} + ct_r * {} + ct_j", t.iblk,
+                                               t.icol)));
     out += fmt::format("{}{} ct_xb = ct_x + ct_r * {}{}, ct_wb = ct_w + ct_m * {} + ct_j{};\n",
                        p3, i64t, t.xcol, t.depthwise ? " + ct_j" : "", t.wblk,
                        bf16 ? " * 2" : "");
@@ -700,7 +708,7 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
                          t.kwCols.size(), lo, t.kwCols.size(), hi);
       window = "if (ct_r >= ct_lo[ct_2] && ct_r < ct_hi[ct_2]) ";
     }
-    out += fmt::format("{}for ({} ct_0 = 0; ct_0 < ct_n0; ++ct_0)\n", p3, i64t);
+    out += fmt::format("{}for ({} ct_0 = 0; ct_0 < ct_n0; ++ct_0) {{\n", p3, i64t);
     out += fmt::format("{}for ({} ct_1 = 0; ct_1 < ct_n1; ++ct_1)\n", p3, i64t);
     out += fmt::format("{}for ({} ct_2 = 0; ct_2 < ct_n2; ++ct_2)\n", p3, i64t);
     out += fmt::format("{}for ({} ct_3 = 0; ct_3 < ct_n3; ++ct_3)\n", p3, i64t);
@@ -716,7 +724,14 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
                            t.ws[1], t.ws[2], t.ws[3]));
     out += bf16 ? fmt::format("{}{}ct_acc += {} * {};\n", p4, window, xv, wv)
                 : fmt::format("{}{}ct_acc = fma({}, {}, ct_acc);\n", p4, window, xv, wv);
-    out += p3 + storeElement(DType::F32, bufferName(s.buffer), cIdx, "ct_acc") + "\n";
+    if (t.sumEvery > 0)
+      out += fmt::format("{}if ((ct_0 + 1) % {} == 0 || ct_0 + 1 == ct_n0) {{ ct_total += ct_acc; "
+                         "ct_acc = 0.0f; }}\n",
+                         p4, t.sumEvery);
+    out += p3 + "}\n";
+    out += p3 + storeElement(DType::F32, bufferName(s.buffer), cIdx,
+                             t.sumEvery > 0 ? "ct_total" : "ct_acc") +
+           "\n";
     out += p2 + "}\n" + pad + "}\n";
     return;
   }

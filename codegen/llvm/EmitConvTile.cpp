@@ -127,6 +127,8 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
     for (const auto &w : t.kwCols)
       name += fmt::format("_{}_{}", w[0], w[1]);
   }
+  if (t.sumEvery > 0)
+    name += fmt::format("_s{}", t.sumEvery);
   if (llvm::Function *f = m_.getFunction(name))
     return f;
   Type *ptr = b_.getPtrTy(), *i64 = b_.getInt64Ty(), *f32 = b_.getFloatTy();
@@ -165,16 +167,51 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
   auto at = [&](Value *base, Value *m, Value *mStride, Value *r, Value *rStride) {
     return b.CreateInBoundsGEP(f32, base, b.CreateAdd(b.CreateMul(m, mStride), b.CreateMul(r, rStride)));
   };
-  // Accumulator (m, r) in a local, initialized from `init` or zero.
+  // Accumulator (m, r) in a local, initialized from `init` or zero. With runs of partial
+  // sums (sumEvery), the accumulators start at zero and each run's end stores to C the
+  // initial value (the first run) or C's running sum (later runs) plus the run's sums: a
+  // pass of one run costs one addition per accumulator more than one chain.
+  const bool runs = t.sumEvery > 0;
   std::vector<llvm::AllocaInst *> acc;
   for (int64_t m = 0; m < t.blocks; ++m)
     for (int64_t r = 0; r < t.cols; ++r) {
       acc.push_back(b.CreateAlloca(vty, nullptr, "acc"));
       Value *p = at(ini, b.getInt64(m), iblk, b.getInt64(r), icol);
-      b.CreateAlignedStore(b.CreateSelect(hasInit, b.CreateAlignedLoad(vty, p, align), zero),
-                           acc.back(), llvm::Align(4 * lanes));
+      b.CreateAlignedStore(
+          runs ? zero : b.CreateSelect(hasInit, b.CreateAlignedLoad(vty, p, align), zero),
+          acc.back(), llvm::Align(4 * lanes));
     }
   auto accAt = [&](int64_t m, int64_t r) { return acc[static_cast<size_t>(m * t.cols + r)]; };
+  // A run's end: C = (first ? the initial value or zero : C) + the sums; zeroes the sums.
+  auto addRun = [&](Value *first) {
+    Value *fromZero = b.CreateAnd(first, b.CreateNot(hasInit));
+    for (int64_t m = 0; m < t.blocks; ++m)
+      for (int64_t r = 0; r < t.cols; ++r) {
+        Value *pc = at(c, b.getInt64(m), cblk, b.getInt64(r), ccol);
+        Value *pi = at(ini, b.getInt64(m), iblk, b.getInt64(r), icol);
+        Value *base = b.CreateAlignedLoad(vty, b.CreateSelect(first, pi, pc), align);
+        llvm::AllocaInst *a = accAt(m, r);
+        Value *sum = b.CreateFAdd(b.CreateSelect(fromZero, zero, base),
+                                  b.CreateAlignedLoad(vty, a, llvm::Align(4 * lanes)));
+        b.CreateAlignedStore(sum, pc, align);
+        b.CreateAlignedStore(zero, a, llvm::Align(4 * lanes));
+      }
+  };
+  if (runs) {
+    // No run at all (an empty reduction): C takes the initial values.
+    auto *none = llvm::BasicBlock::Create(c_, "runs.none", f);
+    auto *some = llvm::BasicBlock::Create(c_, "runs", f);
+    b.CreateCondBr(b.CreateICmpSGT(n[0], b.getInt64(0)), some, none);
+    b.SetInsertPoint(none);
+    for (int64_t m = 0; m < t.blocks; ++m)
+      for (int64_t r = 0; r < t.cols; ++r) {
+        Value *p = at(ini, b.getInt64(m), iblk, b.getInt64(r), icol);
+        b.CreateAlignedStore(b.CreateSelect(hasInit, b.CreateAlignedLoad(vty, p, align), zero),
+                             at(c, b.getInt64(m), cblk, b.getInt64(r), ccol), align);
+      }
+    b.CreateBr(some);
+    b.SetInsertPoint(some);
+  }
   // The reduction: loops stepping x and w by argument strides, the innermost by the
   // function's constants. X's pointers are not inbounds: an edge tile's first column may lie
   // before its row (its window leaves it out there), even before X's buffer.
@@ -226,13 +263,28 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
     countedLoop(b, f, n[d], d == 0 ? "i0" : d == 1 ? "i1" : "i2", [&](Value *i) {
       level(d + 1, b.CreateGEP(xw, xp, b.CreateMul(i, xs[d])),
             b.CreateInBoundsGEP(xw, wp, b.CreateMul(i, ws[d])));
+      if (d != 0 || !runs)
+        return;
+      // The end of a run: every sumEvery input blocks, and the last.
+      Value *next = b.CreateAdd(i, b.getInt64(1));
+      Value *end = b.CreateOr(
+          b.CreateICmpEQ(b.CreateURem(next, b.getInt64(t.sumEvery)), b.getInt64(0)),
+          b.CreateICmpEQ(next, n[0]));
+      auto *flush = llvm::BasicBlock::Create(c_, "run.end", f);
+      auto *cont = llvm::BasicBlock::Create(c_, "run.next", f);
+      b.CreateCondBr(end, flush, cont);
+      b.SetInsertPoint(flush);
+      addRun(b.CreateICmpSLT(i, b.getInt64(t.sumEvery)));
+      b.CreateBr(cont);
+      b.SetInsertPoint(cont);
     });
   };
   level(0, x, w);
-  for (int64_t m = 0; m < t.blocks; ++m)
-    for (int64_t r = 0; r < t.cols; ++r)
-      b.CreateAlignedStore(b.CreateAlignedLoad(vty, accAt(m, r), llvm::Align(4 * lanes)),
-                           at(c, b.getInt64(m), cblk, b.getInt64(r), ccol), align);
+  if (!runs)
+    for (int64_t m = 0; m < t.blocks; ++m)
+      for (int64_t r = 0; r < t.cols; ++r)
+        b.CreateAlignedStore(b.CreateAlignedLoad(vty, accAt(m, r), llvm::Align(4 * lanes)),
+                             at(c, b.getInt64(m), cblk, b.getInt64(r), ccol), align);
   b.CreateRetVoid();
   return f;
 }

@@ -49,6 +49,13 @@ std::vector<KwRun> kwRuns(int64_t first, int64_t R, const WindowAxis &aw, int64_
 
 namespace {
 
+/// The products of a run of partial sums in a conv tile (ConvTileShape::sumEvery): f32
+/// rounding grows with the length of a sum's chain, and one chain over a deep conv's whole
+/// reduction (4608 products for 512 channels of 3x3) rounded several times worse than
+/// PyTorch's convs; runs of this many products, each added to the running sum, cost a
+/// load, add and store per accumulator per run.
+constexpr int64_t kConvSumRun = 256;
+
 Expr i64(int64_t v) {
   return kir::intImm(v);
 }
@@ -93,9 +100,18 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
   shape.xcol = xLanes * aw.stride;
   shape.wblk = g.Kc * g.KH * g.KW * g.bi * g.b;
   int64_t ci = g.depthwise ? 1 : g.bi;
-  shape.xs = {g.H * g.W * xLanes, g.W * xLanes * ah.dilation, xLanes * aw.dilation,
-              g.plain || g.depthwise ? 0 : 1};
+  // A kernel column's step in X: pairs of kernel columns step by two columns, their second
+  // column the pair's second lane.
+  int64_t kwStep = g.columnPairs ? 2 : aw.dilation;
+  shape.xs = {g.H * g.W * xLanes, g.W * xLanes * ah.dilation, xLanes * kwStep,
+              g.columnPairs ? 1 : g.plain || g.depthwise ? 0 : 1};
   shape.ws = {g.KH * g.KW * g.bi * g.b, g.KW * g.bi * g.b, g.bi * g.b, g.b};
+  // Partial sums in runs of input blocks of at least kConvSumRun products each (a depthwise
+  // tile's one block per group is a short sum already).
+  if (!g.depthwise) {
+    int64_t perBlock = std::max<int64_t>(g.KH * g.KW * ci, 1);
+    shape.sumEvery = (kConvSumRun + perBlock - 1) / perBlock;
+  }
   // The output position (one block's lanes) of block m of the tile, column col of the row.
   auto outPos = [&](const Expr &m, const Expr &col) {
     return kir::add(
@@ -134,7 +150,7 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
   auto xAt = [&](int64_t r, int64_t kw) {
     Expr col = kir::add(kir::sub(kir::mul(kir::add(ow0, i64(r)), i64(aw.stride)),
                                  i64(aw.padBegin)),
-                        i64(kw * aw.dilation));
+                        i64(kw * kwStep));
     Expr blk = g.plain       ? pass.kcBase
                : g.depthwise ? g.block0 // the group's own input block
                              : kir::add(g.icb0, pass.kcBase);

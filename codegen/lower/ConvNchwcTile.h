@@ -33,6 +33,9 @@ struct NchwcTiles {
   kir::Expr q, n, oh, block0, icb0;
   /// bf16 x and w, w's input lanes in pairs (conv_nchwc's bf16_pairs): bf16 ConvTiles.
   bool bf16 = false;
+  /// bf16_pairs 2: a plain input whose pairs are kernel columns 2p and 2p + 1 (KW counts the
+  /// pairs; the input is padded, so that every tile is interior).
+  bool columnPairs = false;
   /// The last pass too stores its sums to the partial sums' scratch, and the epilogue
   /// (`finishFrom`) stores the final values: a group result of a narrower dtype (bf16).
   bool sumsToScratch = false;

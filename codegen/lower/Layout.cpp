@@ -372,7 +372,8 @@ int64_t convRowsToMerge(int64_t oh, int64_t ow, int64_t images, int64_t mb, int6
 // blocks per group (1 when a group's channels are not whole blocks), depthwise, packed weight
 // bytes of one output block, input blocks of a group, bytes of one image's input, input bytes
 // one output column advances, bytes from one input block to the next, a strided conv's input
-// bytes of one column, images, whether the conv is pointwise (1x1, stride 1, no padding)}.
+// bytes of one column, images, whether the conv is pointwise (1x1, stride 1, no padding),
+// whether its bf16 pairs are kernel columns (bf16_pairs 2)}.
 enum ConvDim {
   kMb,
   kOW,
@@ -388,6 +389,7 @@ enum ConvDim {
                        ///< 0 when plain, stride 1 or patch-like (kernel width = stride)
   kImages,
   kPointwise,
+  kColumnPairs,
   kConvDims
 };
 
@@ -520,6 +522,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   // The layout pass blocks f32 convs only; the ConvTile microkernel is f32's, or with
   // bf16_pairs (--precision bf16) bf16 x and w into f32 sums.
   const bool bf16 = node.getInt("bf16_pairs", 0) != 0;
+  // A plain input's kernel columns in pairs (bf16_pairs 2): the kernel is 2 * ws[3] wide.
+  const bool columnPairs = node.getInt("bf16_pairs", 0) == 2;
   for (const Value *v : {xv, wv, biasV, static_cast<const Value *>(node.result())}) {
     DType want = bf16 && (v == xv || v == wv) ? DType::BF16 : DType::F32;
     if (v && v->dtype() != want)
@@ -529,7 +533,7 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, 2));
   RowGeometry g;
   NNC_ASSIGN_OR_RETURN(g.h, windowAxis(node, a, 0, xs[2], ws[2]));
-  NNC_ASSIGN_OR_RETURN(g.w, windowAxis(node, a, 1, xs[3], ws[3]));
+  NNC_ASSIGN_OR_RETURN(g.w, windowAxis(node, a, 1, xs[3], columnPairs ? 2 * ws[3] : ws[3]));
   const WindowAxis &ah = g.h, &aw = g.w;
   int64_t N = xs[0], H = xs[2], W = xs[3], OH = os[2], OW = os[3];
   int64_t Mb = ws[0], Kc = ws[1], KH = ws[2], KW = ws[3], bi = ws[4], b = ws[5];
@@ -539,9 +543,14 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   bool depthwise = isDepthwiseConvNCHWc(node);
   if (numElementsOf(os) == 0)
     return Kernels{emptyKernel(node, prefix)};
-  // Interior columns: ow*s - p >= 0 and ow*s - p + (KW-1)*d < W.
+  if (columnPairs && (!plain || aw.padBegin != 0 || ah.padBegin != 0 || aw.dilation != 1))
+    return makeError("conv_nchwc %{}: bf16_pairs 2 needs a plain input, no padding and "
+                     "dilation 1 along W",
+                     node.result()->name());
+  // Interior columns: ow*s - p >= 0 and ow*s - p + (KW-1)*d < W (column pairs: the kernel's
+  // 2 KW columns).
   g.lo = std::min(OW, (aw.padBegin + aw.stride - 1) / aw.stride);
-  int64_t last = W - 1 + aw.padBegin - (KW - 1) * aw.dilation;
+  int64_t last = W - 1 + aw.padBegin - (columnPairs ? 2 * KW - 1 : (KW - 1) * aw.dilation);
   g.hi = last < 0 ? 0 : std::min(OW, last / aw.stride + 1);
   if (g.hi < g.lo)
     g.hi = g.lo;
@@ -581,6 +590,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
       "conv_nchwc_cpu {} n{} {}{}x{}x{} k{}x{} s{}x{} d{}x{} p{}x{} o{}x{}x{} g{}{}", dtypeName(t),
       N, plain ? "c" : "cb", Cx, H, W, KH, KW, ah.stride, aw.stride, ah.dilation, aw.dilation,
       ah.padBegin, aw.padBegin, Mb, b, Kc * bi, group, depthwise ? " depthwise" : "");
+  if (columnPairs)
+    prob.signature += " column-pairs";
   if (mergedRows > 1)
     prob.signature += fmt::format(" rows{}", mergedRows);
   prob.dims = {Mb,
@@ -595,7 +606,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
                blockStride,
                plain || aw.stride == 1 || KW == aw.stride ? 0 : xs[4] * int64_t(dtypeSize(t)),
                N,
-               pointwise ? 1 : 0};
+               pointwise ? 1 : 0,
+               columnPairs ? 1 : 0};
   prob.flops = 2.0 * double(N * Mb * b * OH * OW * (depthwise ? 1 : Kc * bi) * KH * KW);
   tuning::Config cfg = tuning::chooseConfig(prob, opts);
   ConvTile ct;
@@ -641,8 +653,8 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   // whole result); its scalar inputs are read once, before the kernel's loops.
   std::vector<std::string> laneLoops;
   NchwcTiles tiles{xb, wb, bb, ob, part, plain, depthwise, hAlways, Cx, H, W, OH, OW, Mb,
-                   Kc, KH, KW, bi, b, M, ah, aw, q, n, oh, blockOf(0), icb0, bf16, sumsToScratch,
-                   &laneLoops, {}};
+                   Kc, KH, KW, bi, b, M, ah, aw, q, n, oh, blockOf(0), icb0, bf16, columnPairs,
+                   sumsToScratch, &laneLoops, {}};
   std::optional<Epilogue::InPlace> finish;
   std::optional<Epilogue::FromScratch> finishFrom;
   if (ep)
@@ -762,6 +774,17 @@ const tuning::Space &convNchwcCpuSpace() {
         ColumnTiles c = bestSingleBlockColumns(
             std::max<int64_t>(ow, 1),
             std::min<int64_t>(7, convTileMaxColumns(1, convTileRegisters(b, p.cpu))));
+        return tuning::Config{{"m", 1}, {"r", c.width}, {"kc", 0}};
+      }
+      if (p.dims.size() > kColumnPairs && p.dims[kColumnPairs] != 0) {
+        // A stem's kernel-column pairs (3 input channels, 7x7 stride 2, bf16): single-block
+        // tiles as wide as a line of the input's 4-byte columns. Tiles of two blocks and more
+        // than 10 columns, the general rule's choice, measured far slower than the f32 stem,
+        // one block of 13-17 columns the fastest (bench/results/measurements-behind-defaults.md).
+        ColumnTiles c = bestSingleBlockColumns(
+            std::max<int64_t>(ow, 1),
+            std::min<int64_t>(convTileLineColumns(p.dims[kColumnStep]),
+                              convTileMaxColumns(1, convTileRegisters(b, p.cpu))));
         return tuning::Config{{"m", 1}, {"r", c.width}, {"kc", 0}};
       }
       if (convStreamsInput(p.dims[kPointwise] != 0, p.dims[kColumnStep], b, mb,

@@ -684,22 +684,28 @@ Types inferConvNCHWc(const Node &node) {
   const Shape &ws = w->shape(), &xs = x->shape();
   int64_t bi = ws[4].value(), b = ws[5].value();
   int64_t group = node.getInt("group", 1);
-  // bf16 operands in pairs of input lanes, f32 bias and result.
-  const bool pairs = node.getInt("bf16_pairs", 0) != 0;
-  if (pairs && (x->dtype() != DType::BF16 || bi % 2 != 0 || x->rank() != 5))
-    return node.error("bf16_pairs needs a blocked bf16 x and an even in_block, not {} and {}",
-                      x->type().str(), w->type().str());
+  // bf16 operands in pairs of input lanes (1), or on a plain input in pairs of kernel
+  // columns (2: lane l of pair p is kernel column 2p + l, the kernel 2 * ws[3] columns wide,
+  // along W dilation 1); f32 bias and result.
+  const int64_t pairMode = node.getInt("bf16_pairs", 0);
+  const bool pairs = pairMode != 0, columnPairs = pairMode == 2;
+  if (pairs && (pairMode < 0 || pairMode > 2 || x->dtype() != DType::BF16 ||
+                (columnPairs ? x->rank() != 4 || bi != 2 : bi % 2 != 0 || x->rank() != 5)))
+    return node.error("bf16_pairs {} needs a bf16 x, blocked with an even in_block (1) or plain "
+                      "with in_block 2 (2), not {} and {}",
+                      pairMode, x->type().str(), w->type().str());
   const DType out = pairs ? DType::F32 : x->dtype();
   if (group < 1)
     return node.error("group {} must be >= 1", group);
   bool plain = x->rank() == 4;
-  if (plain ? (bi != 1 || group != 1) : (x->rank() != 5 || xs[4] != Dim(b)))
+  if (plain ? (bi != (columnPairs ? 2 : 1) || group != 1) : (x->rank() != 5 || xs[4] != Dim(b)))
     return node.error("input {} does not match the packed weight {} (group {})", x->type().str(),
                       w->type().str(), group);
   // The channels the input holds (padded) and the channels the weight reads.
   if (xs[1].isStatic() && ws[1].isStatic() && ws[0].isStatic()) {
     int64_t c = plain ? xs[1].value() : xs[1].value() * b, m = ws[0].value() * b;
-    if (c % group != 0 || m % group != 0 || ws[1].value() * bi != c / group)
+    if (c % group != 0 || m % group != 0 ||
+        ws[1].value() * (columnPairs ? 1 : bi) != c / group)
       return node.error("input {} and weight {} do not match group {}", x->type().str(),
                         w->type().str(), group);
   }
@@ -710,9 +716,14 @@ Types inferConvNCHWc(const Node &node) {
       return node.error("bias {} must be [{}, {}]", bias->type().str(), ws[0].str(), b);
   }
   NNC_ASSIGN_OR_RETURN(WindowAttrs a, readWindowAttrs(node, 2));
+  Shape kernel(ws.begin() + 2, ws.begin() + 4);
+  if (columnPairs) {
+    if (!kernel[1].isStatic() || a.dilations[1] != 1)
+      return node.error("bf16_pairs 2 needs a static kernel width and dilation 1 along W");
+    kernel[1] = Dim(2 * kernel[1].value());
+  }
   NNC_ASSIGN_OR_RETURN(Shape spatial,
-                       windowDims(node, a, Shape(xs.begin(), xs.begin() + 4),
-                                  Shape(ws.begin() + 2, ws.begin() + 4), false));
+                       windowDims(node, a, Shape(xs.begin(), xs.begin() + 4), kernel, false));
   Shape shape{xs[0], ws[0], spatial[0], spatial[1], Dim(b)};
   return std::vector<TensorType>{TensorType(out, shape)};
 }

@@ -125,8 +125,10 @@ Results evalPackConvWeight(const Node &node, const Operands &ops) {
 }
 
 Results evalConvNCHWc(const Node &node, const Operands &ops) {
-  // bf16_pairs: bf16 x and w (exact in f32), the conv in f32.
-  const bool pairs = node.getInt("bf16_pairs", 0) != 0;
+  // bf16_pairs: bf16 x and w (exact in f32), the conv in f32; 2: a plain input's weight
+  // pairs kernel columns (column 2p + l in lane l of pair p).
+  const int64_t pairMode = node.getInt("bf16_pairs", 0);
+  const bool pairs = pairMode != 0;
   Tensor x = ops[0];
   if (pairs) {
     NNC_ASSIGN_OR_RETURN(x, castTensor(ops[0], DType::F32));
@@ -134,17 +136,31 @@ Results evalConvNCHWc(const Node &node, const Operands &ops) {
   const Tensor &w = ops[1];
   int64_t b = w.dim(5), bi = w.dim(4), kc = w.dim(1), mb = w.dim(0);
   int64_t kernel = w.dim(2) * w.dim(3);
-  // Unpack the weight to [Mb*b, Kc*bi, kh, kw].
-  Tensor wp = Tensor::zeros(w.dtype(), {mb * b, kc * bi, w.dim(2), w.dim(3)});
-  ElementCopy copy(w, wp);
-  for (int64_t o = 0; o < mb * b; ++o)
-    for (int64_t c = 0; c < kc * bi; ++c)
-      for (int64_t t = 0; t < kernel; ++t) {
-        int64_t lanes = pairs ? (c % bi) / 2 * 2 * b + (o % b) * 2 + c % 2
-                              : (c % bi) * b + o % b;
-        copy((((o / b) * kc + c / bi) * kernel + t) * bi * b + lanes,
-             (o * kc * bi + c) * kernel + t);
-      }
+  Tensor wp;
+  if (pairMode == 2) {
+    // Unpack to [Mb*b, C, kh, 2 kw].
+    int64_t kh = w.dim(2), kw = w.dim(3);
+    wp = Tensor::zeros(w.dtype(), {mb * b, kc, kh, 2 * kw});
+    ElementCopy copy(w, wp);
+    for (int64_t o = 0; o < mb * b; ++o)
+      for (int64_t c = 0; c < kc; ++c)
+        for (int64_t t = 0; t < kernel; ++t)
+          for (int64_t l = 0; l < 2; ++l)
+            copy((((o / b) * kc + c) * kernel + t) * 2 * b + (o % b) * 2 + l,
+                 ((o * kc + c) * kh + t / kw) * 2 * kw + t % kw * 2 + l);
+  } else {
+    // Unpack the weight to [Mb*b, Kc*bi, kh, kw].
+    wp = Tensor::zeros(w.dtype(), {mb * b, kc * bi, w.dim(2), w.dim(3)});
+    ElementCopy copy(w, wp);
+    for (int64_t o = 0; o < mb * b; ++o)
+      for (int64_t c = 0; c < kc * bi; ++c)
+        for (int64_t t = 0; t < kernel; ++t) {
+          int64_t lanes = pairs ? (c % bi) / 2 * 2 * b + (o % b) * 2 + c % 2
+                                : (c % bi) * b + o % b;
+          copy((((o / b) * kc + c / bi) * kernel + t) * bi * b + lanes,
+               (o * kc * bi + c) * kernel + t);
+        }
+  }
   if (pairs) {
     NNC_ASSIGN_OR_RETURN(wp, castTensor(wp, DType::F32));
   }

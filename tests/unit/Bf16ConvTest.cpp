@@ -1,5 +1,6 @@
 // The bf16 convs of --precision bf16: the blocked weight's pairs of input lanes
-// (packConvWeightBf16Pairs), and whole conv graphs through the CPU pipeline, whose
+// (packConvWeightBf16Pairs), a plain input's pairs of kernel columns (a stem), and whole conv
+// graphs through the CPU pipeline, whose
 // pack-gemm-weights turns their conv_nchwc into bf16 ConvTiles (vdpbf16ps): bit for bit
 // against the fp32 conv where bf16 holds the operands exactly and f32 the sums, within bf16's
 // rounding of the fp32 result on random operands, and equal to the interpreter's definition
@@ -129,6 +130,12 @@ const ConvCase kCases[] = {
     // Dilated (FCN-ResNet50's layer 3 and 4: dilation 2 and 4, padding as much).
     {{1, 32, 12, 12}, {32, 32, 3, 3}, {1, 1}, {2, 2, 2, 2}, true, {2, 2}},
     {{1, 32, 13, 13}, {16, 32, 3, 3}, {1, 1}, {4, 4, 4, 4}, false, {4, 4}},
+    // Plain inputs of 3 channels (a stem), in pairs of kernel columns: 7x7 stride 2 with
+    // the odd kernel's zero column (rows of 21 + 6 + 1 columns), an even 4x4 kernel without
+    // padding, 3x3 with uneven padding.
+    {{2, 3, 19, 21}, {32, 3, 7, 7}, {2, 2}, {3, 3, 3, 3}, true},
+    {{1, 3, 9, 10}, {16, 3, 4, 4}, {1, 1}, {0, 0, 0, 0}, false},
+    {{1, 3, 8, 13}, {16, 3, 3, 3}, {1, 2}, {1, 0, 2, 1}, true},
 };
 
 } // namespace

@@ -994,6 +994,64 @@ TEST(LLVMCodegen, ConvTileMatchesEvaluator) {
   }
 }
 
+TEST(LLVMCodegen, ConvTileRunsOfPartialSums) {
+  // sumEvery: each run of input blocks sums from zero before joining the running sum. From
+  // 2^24, every 1 added on its own rounds away (2^24 + 1 ties to the even 2^24), while a run's
+  // ones sum exactly and join in one exact addition: one chain gives 2^24, runs of 2 and 3
+  // blocks (the last run shorter) 2^24 + 32, in the evaluator and the JIT alike; an empty
+  // reduction copies the initial values.
+  Kernel k;
+  k.name = "runs";
+  k.buffers = {buf("x", DType::F32, 64, BufferRole::Operand, 0, false),
+               buf("w", DType::F32, 64, BufferRole::Operand, 1, false),
+               buf("init", DType::F32, 16, BufferRole::Operand, 2, false),
+               buf("c", DType::F32, 64, BufferRole::Result, 0, true)};
+  ConvTileShape t;
+  t.x = 0;
+  t.w = 1;
+  t.init = 2;
+  t.cols = 1;
+  t.blocks = 1;
+  t.lanes = 16;
+  t.xcol = 0;
+  t.wblk = 0;
+  t.ccol = 16;
+  t.cblk = 16;
+  t.icol = 0;
+  t.iblk = 0;
+  t.xs = {4, 0, 0, 1};
+  t.ws = {0, 0, 0, 0};
+  auto n = [](int64_t v) { return intImm(v); };
+  std::vector<Stmt> tiles;
+  for (int64_t every : {0, 2, 3}) {
+    ConvTileShape r = t;
+    r.sumEvery = every;
+    int64_t at = 16 * int64_t(tiles.size());
+    tiles.push_back(convTile(r, 3, {n(0), n(0), n(at), n(0), n(8), n(1), n(1), n(4)}));
+  }
+  // No input block at all: C takes the initial values.
+  ConvTileShape none = t;
+  none.sumEvery = 2;
+  tiles.push_back(convTile(none, 3, {n(0), n(0), n(48), n(0), n(0), n(1), n(1), n(4)}));
+  k.body = block(tiles);
+  ASSERT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
+  std::vector<float> x(64, 1.0f), w(64, 1.0f), init(16, 16777216.0f), want(64, 0.0f);
+  ASSERT_FALSE(evaluateKernel(k, {x.data(), w.data(), init.data(), want.data()}));
+  for (int64_t j = 0; j < 64; ++j)
+    ASSERT_EQ(want[j], j < 16 || j >= 48 ? 16777216.0f : 16777248.0f) << "evaluator, " << j;
+  for (const char *cpu : {"x86-64-v3", "x86-64-v4"}) {
+    CodegenOptions o = noCache();
+    o.cpu = *CpuTarget::parse(cpu);
+    auto m = compileOrDie({k}, o);
+    ASSERT_TRUE(m);
+    std::vector<float> c(64, 0.0f);
+    void *bufs[] = {x.data(), w.data(), init.data(), c.data()};
+    m->lookup("runs")(bufs);
+    for (size_t j = 0; j < c.size(); ++j)
+      EXPECT_EQ(c[j], want[j]) << cpu << " element " << j;
+  }
+}
+
 TEST(LLVMCodegen, GemmTileOutOfBoundsIsRejected) {
   Kernel k;
   k.name = "tile_oob";

@@ -273,6 +273,13 @@ struct ConvTileShape {
   /// only: an edge tile, whose other columns would read outside the input there, in one
   /// tile.
   std::vector<std::array<int64_t, 2>> kwCols;
+  /// When > 0, the sums go in runs of this many steps of reduction dim 0 (a conv's input
+  /// blocks): each run's products are summed from zero and the run's sum then added to the
+  /// element's running sum (from its initial value), as a BLAS kernel sums a k block before
+  /// adding it to C: the rounding of a long reduction grows with the length of its chains,
+  /// here about sqrt(run) + sqrt(runs) instead of sqrt(all). 0: one chain from the initial
+  /// value.
+  int64_t sumEvery = 0;
 };
 
 struct StmtNode;
