@@ -221,9 +221,9 @@ private:
     return true;
   }
 
-  /// conv_nchwc of group 1 on a plain f32 input with a constant f32 weight of in_block 1 and
-  /// 16 output lanes, explicit pads and dilation 1 along W: bf16 tiles over pairs of kernel
-  /// columns (the file comment), bf16_pairs = 2.
+  /// conv_nchwc of group 1 on a plain f32 input with a constant f32 weight of in_block 1, 16
+  /// output lanes and at least two kernel columns, explicit pads and dilation 1 along W: bf16
+  /// tiles over pairs of kernel columns (the file comment), bf16_pairs = 2.
   bool columnPairsToBf16(Graph &g, Node &conv) {
     Value *x = conv.operand(0), *w = conv.operand(1);
     if (conv.getInt("bf16_pairs", 0) != 0 || conv.getInt("group", 1) != 1 || !w ||
@@ -235,7 +235,8 @@ private:
       return false;
     const Tensor &wt = c->getTensor("value");
     const Extents &we = wt.extents();
-    if (we[4] != 1 || we[5] != 16)
+    // One kernel column would pair with a zero: twice the products, for no gain on f32's.
+    if (we[4] != 1 || we[5] != 16 || we[3] < 2)
       return false;
     Expected<WindowAttrs> a = readWindowAttrs(conv, 2);
     if (!a) {
@@ -246,7 +247,8 @@ private:
       return false;
     int64_t kw = we[3], pairs = (kw + 1) / 2;
     const std::string &name = x->name();
-    std::vector<int64_t> pads{0, 0, a->pads[0], a->pads[1], 0, 0, a->pads[2], a->pads[3] + kw % 2};
+    std::vector<int64_t> pads{0, 0, a->pads[0], a->pads[1],
+                              0, 0, a->pads[2], a->pads[3] + kw % 2};
     Value *padsV =
         g.createNode(OpKind::Constant, {}, {TensorType(DType::I64, shapeFromExtents({8}))},
                      {{"value", Attribute(Tensor::fromVector<int64_t>(DType::I64, {8}, pads))}},
