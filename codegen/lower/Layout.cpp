@@ -220,6 +220,10 @@ bool convInputBeyondL2(int64_t inBytes, const CpuTarget &cpu) {
 /// The cache line of every x86-64 implementation.
 constexpr int64_t kCacheLineBytes = 64;
 
+/// The most cache lines of the next group's weights a conv row prefetches per pass
+/// (lowerConvNCHWc).
+constexpr int64_t kWeightPrefetchLines = 128;
+
 /// The columns of a tile of several blocks come in multiples of this count: tiles whose
 /// columns advance over whole cache lines of the input (`columnStepBytes`: the input bytes
 /// one output column advances, a block's lanes times the stride), or 1 when a column already
@@ -679,8 +683,34 @@ Expected<Kernels> lowerConvNCHWc(const Node &node, const std::string &prefix,
   // possibly narrower. Runs of equal, interior tiles become one loop; the others (the edges)
   // are emitted with their constant first column (their taps in runs, see `tile`).
   int64_t R = ct.positions;
+  // The next group's weights, prefetched a share per row and pass: a group's weights (a
+  // layer-4 3x3 conv's 590 KB for two blocks) come from memory on every run, and without
+  // this its first row waits on them, while the later rows find them in L2. Each row of a
+  // full group fetches 1/OH of the next group's weights for its pass's input blocks before
+  // its tiles. Only bursts of up to kWeightPrefetchLines lines: a one-pass 1x1 conv over 64
+  // input blocks would issue hundreds at once, ahead of the tile's own loads, and measured
+  // slower so (bench/results/measurements-behind-defaults.md).
+  const int64_t tapElems = KH * KW * bi * b;
+  const int64_t lineElems = kCacheLineBytes / int64_t(dtypeSize(t));
+  auto prefetchNextGroup = [&](int64_t Mt, const Pass &pass) -> std::optional<Stmt> {
+    if (depthwise || Mt != M || G < 2)
+      return std::nullopt;
+    int64_t share = (pass.kcCount * tapElems + OH - 1) / OH;
+    int64_t lines = (share + lineElems - 1) / lineElems;
+    if (lines * M > kWeightPrefetchLines)
+      return std::nullopt;
+    std::string mv = kb.freshName("pm"), lv = kb.freshName("pl");
+    Expr blk = kir::add(kir::mul(kir::add(o, i64(1)), i64(M)), kir::var(mv));
+    Expr at = kir::add(
+        kir::add(kir::mul(kir::add(kir::mul(blk, i64(Kc)), pass.kcBase), i64(tapElems)),
+                 kir::mul(oh, i64(share))),
+        kir::mul(kir::var(lv), i64(lineElems)));
+    return kir::forLoop(mv, i64(M), kir::forLoop(lv, i64(lines), kir::prefetch(wb, at)));
+  };
   auto rowOf = [&](int64_t Mt, const Pass &pass) {
     std::vector<Stmt> row;
+    if (std::optional<Stmt> pf = prefetchNextGroup(Mt, pass))
+      row.push_back(*pf);
     for (int64_t i = 0; i < ct.tiles;) {
       int64_t first = i * R, width = std::min(R, OW - first);
       auto interior = [&](int64_t k) {
