@@ -400,6 +400,47 @@ graph @res(%x: f32[1,32,6,14]) -> (f32[1,32,6,14]) {{
   EXPECT_LE(stores, tiles) << names;
 }
 
+TEST(LayoutTest, ConvRowsPrefetchTheNextGroupsWeights) {
+  // A conv of several groups of output blocks prefetches, per row and pass, a share of the
+  // next group's weights (its first row would wait on them from memory); a one-pass 1x1
+  // conv over many input blocks would issue hundreds at a row's start and does not, nor does
+  // a conv of one group. checkLayout compares the results with the interpreter's.
+  struct Case {
+    ConvCase conv;
+    int64_t oh, ow;
+    tuning::Config cfg;
+    bool prefetches;
+  };
+  const Case cases[] = {
+      {{1, 64, 7, 7, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+       7, 7, {{"m", 2}, {"r", 7}, {"kc", 1}}, true},
+      {{1, 1024, 4, 4, 64, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, false, ""},
+       2, 2, {{"m", 2}, {"r", 2}, {"kc", 0}}, false},
+      {{1, 64, 7, 7, 32, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, ""},
+       7, 7, {{"m", 2}, {"r", 7}, {"kc", 1}}, false},
+  };
+  for (const Case &c : cases) {
+    std::vector<kir::Kernel> ks;
+    checkLayout(convGraph(c.conv, c.oh, c.ow), 16, std::make_shared<FixedConvConfig>(c.cfg),
+                &ks);
+    int64_t prefetches = 0;
+    std::function<void(const kir::Stmt &, int)> walk = [&](const kir::Stmt &st, int w) {
+      if (!st)
+        return;
+      prefetches += st->kind == kir::StmtKind::Prefetch && st->buffer == w;
+      for (const kir::Stmt &ch : st->body)
+        walk(ch, w);
+    };
+    for (const kir::Kernel &k : ks)
+      if (k.name.find("conv_nchwc") != std::string::npos)
+        for (size_t b = 0; b < k.buffers.size(); ++b)
+          if (k.buffers[b].role == kir::BufferRole::Operand && k.buffers[b].index == 1)
+            walk(k.body, static_cast<int>(b));
+    EXPECT_EQ(prefetches > 0, c.prefetches)
+        << c.conv.c << " -> " << c.conv.m << " channels, " << c.conv.kh << "x" << c.conv.kw;
+  }
+}
+
 TEST(LayoutTest, WholeBlockTransformsAreTiledTransposes) {
   // to_nchwc of 32 channels (whole blocks of 8 and of 16) is a transpose of [C/b, b, H*W]
   // into [C/b, H*W, b]: tiled (split and reordered loops, which LLVM transposes in
