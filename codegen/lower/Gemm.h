@@ -76,9 +76,10 @@ struct GemmOperands {
 /// The tunable problem of an M x K x N GEMM run `batch` times; `layout` names how operands
 /// are laid out and what else is fused in (part of the signature).
 /// `producedB`: B comes from GemmOperands::produceB (its defaults block k and columns so that
-/// a produced block stays in L2). `bMatrices`: the distinct K x N matrices B holds over the
-/// batch (1: one B shared by every entry; `batch`: one per entry, a Winograd GEMM's), which
-/// the defaults weigh as the bytes of B a run streams.
+/// a produced block stays in L2). `bMatrices`: the distinct K x N weight matrices packed at
+/// compile time that B holds over the batch (1: one B shared by every entry, or activations;
+/// `batch`: one per entry, a Winograd GEMM's), which the defaults weigh as the bytes of B a
+/// run streams from memory.
 tuning::Problem gemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_t n,
                             const std::string &layout, bool producedB = false,
                             int64_t bMatrices = 1);

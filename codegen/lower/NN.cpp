@@ -214,9 +214,10 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
                   packedNr > 0 ? fmt::format(" {}packed{}", bf16 ? "bf16" : "", packedNr) : "");
   kir::Schedule sched;
   bool skinny = path == MatMulPath::Skinny && gemvEligible(kb, g, m, k, tuning::cpuOf(opts));
-  // The distinct B matrices of the batch: one per entry of the batch dims B moves along.
+  // The distinct B matrices of a batch of weights packed at compile time (a Winograd conv's):
+  // one per entry of the batch dims B moves along. (A produced B, attention's K, is in cache.)
   int64_t bMatrices = 1;
-  for (size_t d = 0; d < nb; ++d)
+  for (size_t d = 0; d < nb && packedNr > 0; ++d)
     if (sb[d] != 0)
       bMatrices *= (*batch)[d];
   tuning::Problem p = skinny ? gemvProblem(t, batchCount, m, k, n, layout)
