@@ -2,7 +2,8 @@
 // C == M) whose activations are channels last (channels_last = 1, layout-nhwc), vectorized
 // along the channels, with a fused group's epilogue (the requantization) at its stores.
 //
-//  1. w - w_zp per channel as i16 [taps, C] (a row of channels per tap).
+//  1. w - w_zp per channel as i32 [taps, C] (a row of channels per tap; i32, so that each
+//     tap's multiply reads it as it is, with no widening per position).
 //  2. x - x_zp as i16 [N, padded spatial..., C], the padding explicit (zeros: a padded tap adds
 //     nothing, like the interpreter's zero padding of x - x_zp): zeros where the padding is,
 //     then x's rows at their padded place (runs that vectorize).
@@ -57,7 +58,7 @@ Expected<Kernels> lowerConvIntegerDepthwiseNHWC(const Node &node, const std::str
   if (ep)
     epIn = ep->inputsOf(kb);
   const int xp = kb.scratch(0, DType::I16, N * PS * C);
-  const int wp = kb.scratch(1, DType::I16, KS * C);
+  const int wp = kb.scratch(1, DType::I32, KS * C);
   kir::Schedule sched;
   std::vector<Stmt> all;
   const bool big = N * PS * C >= (int64_t(1) << 15);
@@ -69,7 +70,7 @@ Expected<Kernels> lowerConvIntegerDepthwiseNHWC(const Node &node, const std::str
     Expr v = kir::sub(kir::cast(kb.load(wb, f.wIndex(c, i64(0), t)), DType::I32),
                   convZeroPoint(kb, f, 3, c));
     all.push_back(
-        wn.wrap(kb.store(wp, kir::add(kir::mul(t, i64(C)), c), kir::cast(v, DType::I16))));
+        wn.wrap(kb.store(wp, kir::add(kir::mul(t, i64(C)), c), v)));
   }
   // Step 2.
   {
@@ -152,7 +153,7 @@ Expected<Kernels> lowerConvIntegerDepthwiseNHWC(const Node &node, const std::str
       off += (t / kStride[d]) % geo.kernel[d] * geo.axes[d].dilation * padStride[d];
     Expr xv = kir::cast(
         kb.load(xp, kir::add(kir::mul(kir::add(first, i64(off)), i64(C)), c)), DType::I32);
-    Expr wv = kir::cast(kb.load(wp, kir::add(i64(t * C), c)), DType::I32);
+    Expr wv = kb.load(wp, kir::add(i64(t * C), c));
     st.push_back(kir::assign(
         acc, kir::op(OpKind::Add, {kir::var(acc, DType::I32), kir::op(OpKind::Mul, {xv, wv})})));
   }
