@@ -184,18 +184,14 @@ private:
   /// input cast once per value in `inputs`), bf16_pairs set. An input made in the conv's own
   /// fusion group (a fused view) is left alone.
   bool convToBf16(Graph &g, Node &conv, std::map<const Value *, Value *> &inputs) {
+    Node *c = f32ConvWeight(conv);
+    if (!c)
+      return false;
     Value *x = conv.operand(0), *w = conv.operand(1);
-    if (x && x->rank() == 4)
-      return columnPairsToBf16(g, conv);
-    if (conv.getInt("bf16_pairs", 0) != 0 || conv.getInt("group", 1) != 1 || !x || !w ||
-        x->rank() != 5 || x->dtype() != DType::F32 || w->dtype() != DType::F32 ||
-        w->rank() != 6 || !staticExtents(x->shape()))
-      return false;
-    Node *c = w->producer();
-    if (!c || c->kind() != OpKind::Constant)
-      return false;
+    if (x->rank() == 4)
+      return columnPairsToBf16(g, conv, *c);
     const Tensor &wt = c->getTensor("value");
-    if (wt.extents()[5] != 16 || wt.extents()[4] % 2 != 0)
+    if (x->rank() != 5 || wt.extents()[5] != 16 || wt.extents()[4] % 2 != 0)
       return false;
     int64_t group = fusionGroupOf(conv);
     if (x->producer() && group >= 0 && fusionGroupOf(*x->producer()) == group)
@@ -221,19 +217,25 @@ private:
     return true;
   }
 
-  /// conv_nchwc of group 1 on a plain f32 input with a constant f32 weight of in_block 1, 16
-  /// output lanes and at least two kernel columns, explicit pads and dilation 1 along W: bf16
-  /// tiles over pairs of kernel columns (the file comment), bf16_pairs = 2.
-  bool columnPairsToBf16(Graph &g, Node &conv) {
-    Value *x = conv.operand(0), *w = conv.operand(1);
-    if (conv.getInt("bf16_pairs", 0) != 0 || conv.getInt("group", 1) != 1 || !w ||
+  /// The Constant node of an f32 conv_nchwc's packed weight, where the conv (group 1, not yet
+  /// bf16) has a static f32 input: a conv that may take bf16 tiles. Null otherwise.
+  static Node *f32ConvWeight(const Node &conv) {
+    const Value *x = conv.operand(0), *w = conv.operand(1);
+    if (conv.getInt("bf16_pairs", 0) != 0 || conv.getInt("group", 1) != 1 || !x || !w ||
         x->dtype() != DType::F32 || w->dtype() != DType::F32 || w->rank() != 6 ||
         !staticExtents(x->shape()))
-      return false;
+      return nullptr;
     Node *c = w->producer();
-    if (!c || c->kind() != OpKind::Constant)
-      return false;
-    const Tensor &wt = c->getTensor("value");
+    return c && c->kind() == OpKind::Constant ? c : nullptr;
+  }
+
+  /// conv_nchwc (f32ConvWeight's, its weight the constant `c`) on a plain input with a weight
+  /// of in_block 1, 16 output lanes and at least two kernel columns, explicit pads and
+  /// dilation 1 along W: bf16 tiles over pairs of kernel columns (the file comment),
+  /// bf16_pairs = 2.
+  bool columnPairsToBf16(Graph &g, Node &conv, Node &c) {
+    Value *x = conv.operand(0), *w = conv.operand(1);
+    const Tensor &wt = c.getTensor("value");
     const Extents &we = wt.extents();
     // One kernel column would pair with a zero: twice the products, for no gain on f32's.
     if (we[4] != 1 || we[5] != 16 || we[3] < 2)
@@ -287,7 +289,7 @@ private:
     conv.setOperand(1, wb);
     conv.setAttr("pads", Attribute(std::vector<int64_t>{0, 0, 0, 0}));
     conv.setAttr("bf16_pairs", Attribute(int64_t{2}));
-    pattern::eraseIfUnusedConstant(g, c);
+    pattern::eraseIfUnusedConstant(g, &c);
     addStat("convs-bf16-column-pairs");
     return true;
   }
