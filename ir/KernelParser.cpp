@@ -632,7 +632,7 @@ private:
 
   // conv_tile [depthwise] COLSxBLOCKSxLANES C[c; col L, blk L] = [I[i; col L, blk L] +]
   // X[x; col L] * W[w; blk L] over (N0; x S, w S), (N1; ...), (N2; ...), (N3; ...)
-  // [columns (LO, HI), ...]
+  // [columns (LO, HI), ...] [sums every N]
   Expected<Stmt> parseConvTile() {
     advance();
     Stmt s = makeStmt(StmtKind::ConvTile);

@@ -24,7 +24,7 @@
 //             | 'conv_tile' ['depthwise'] COLS'x'BLOCKS'x'LANES c '[' expr '; col' int ', blk' int
 //               ']' '=' [i '[' expr '; col' int ', blk' int ']' '+'] x '[' expr '; col' int ']'
 //               '*' w '[' expr '; blk' int ']' 'over' ('(' expr '; x' int ', w' int ')'),4
-//               ['columns' ('(' int ',' int ')'),+]
+//               ['columns' ('(' int ',' int ')'),+] ['sums every' int]
 //   expr    ::= expr infix expr | op['.strict'] '(' expr,* ')' | 'fma'['.strict'] '(' ... ')'
 //             | ('rem' | 'quot' | 'shl' | 'shr') '(' ... ')' | 'libm.' fn '(' ... ')'
 //             | ('cast' | 'bitcast' | 'convert') '<' dtype opts '>' '(' expr ')'
