@@ -681,19 +681,16 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
     out += fmt::format("{}{} ct_m = ct_e / {}, ct_r = ct_e / {} % {}, ct_j = ct_e % {};\n", p3,
                        i64t, t.cols * t.lanes, t.lanes, t.cols, t.lanes);
     std::string cIdx = fmt::format("ct_c + ct_m * {} + ct_r * {} + ct_j", t.cblk, t.ccol);
-    out += fmt::format(
-        "{}{} ct_acc = {};\n", p3, f32t,
-        t.init < 0 || t.sumEvery > 0 ? std::string("0.0f")
+    // The element's initial value: the sum's start, or with runs the running sum's.
+    std::string initial =
+        t.init < 0 ? std::string("0.0f")
                    : loadElement(DType::F32, bufferName(t.init),
                                  fmt::format("ct_i + ct_m * {} + ct_r * {} + ct_j", t.iblk,
-                                             t.icol)));
+                                             t.icol));
+    out += fmt::format("{}{} ct_acc = {};\n", p3, f32t,
+                       t.sumEvery > 0 ? std::string("0.0f") : initial);
     if (t.sumEvery > 0)
-      out += fmt::format(
-          "{}{} ct_total = {};\n", p3, f32t,
-          t.init < 0 ? std::string("0.0f")
-                     : loadElement(DType::F32, bufferName(t.init),
-                                   fmt::format("ct_i + ct_m * {} + ct_r * {} + ct_j", t.iblk,
-                                               t.icol)));
+      out += fmt::format("{}{} ct_total = {};\n", p3, f32t, initial);
     out += fmt::format("{}{} ct_xb = ct_x + ct_r * {}{}, ct_wb = ct_w + ct_m * {} + ct_j{};\n",
                        p3, i64t, t.xcol, t.depthwise ? " + ct_j" : "", t.wblk,
                        bf16 ? " * 2" : "");

@@ -172,14 +172,16 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
   // initial value (the first run) or C's running sum (later runs) plus the run's sums: a
   // pass of one run costs one addition per accumulator more than one chain.
   const bool runs = t.sumEvery > 0;
+  // Element (m, r)'s initial value: `init`'s, or zero.
+  auto initialAt = [&](int64_t m, int64_t r) {
+    Value *p = at(ini, b.getInt64(m), iblk, b.getInt64(r), icol);
+    return b.CreateSelect(hasInit, b.CreateAlignedLoad(vty, p, align), zero);
+  };
   std::vector<llvm::AllocaInst *> acc;
   for (int64_t m = 0; m < t.blocks; ++m)
     for (int64_t r = 0; r < t.cols; ++r) {
       acc.push_back(b.CreateAlloca(vty, nullptr, "acc"));
-      Value *p = at(ini, b.getInt64(m), iblk, b.getInt64(r), icol);
-      b.CreateAlignedStore(
-          runs ? zero : b.CreateSelect(hasInit, b.CreateAlignedLoad(vty, p, align), zero),
-          acc.back(), llvm::Align(4 * lanes));
+      b.CreateAlignedStore(runs ? zero : initialAt(m, r), acc.back(), llvm::Align(4 * lanes));
     }
   auto accAt = [&](int64_t m, int64_t r) { return acc[static_cast<size_t>(m * t.cols + r)]; };
   // A run's end: C = (first ? the initial value or zero : C) + the sums; zeroes the sums.
@@ -204,11 +206,9 @@ llvm::Function *KernelEmitter::convMicrokernel(const kir::ConvTileShape &t,
     b.CreateCondBr(b.CreateICmpSGT(n[0], b.getInt64(0)), some, none);
     b.SetInsertPoint(none);
     for (int64_t m = 0; m < t.blocks; ++m)
-      for (int64_t r = 0; r < t.cols; ++r) {
-        Value *p = at(ini, b.getInt64(m), iblk, b.getInt64(r), icol);
-        b.CreateAlignedStore(b.CreateSelect(hasInit, b.CreateAlignedLoad(vty, p, align), zero),
-                             at(c, b.getInt64(m), cblk, b.getInt64(r), ccol), align);
-      }
+      for (int64_t r = 0; r < t.cols; ++r)
+        b.CreateAlignedStore(initialAt(m, r), at(c, b.getInt64(m), cblk, b.getInt64(r), ccol),
+                             align);
     b.CreateBr(some);
     b.SetInsertPoint(some);
   }

@@ -1,10 +1,9 @@
 // The bf16 convs of --precision bf16: the blocked weight's pairs of input lanes
 // (packConvWeightBf16Pairs), a plain input's pairs of kernel columns (a stem), and whole conv
-// graphs through the CPU pipeline, whose
-// pack-gemm-weights turns their conv_nchwc into bf16 ConvTiles (vdpbf16ps): bit for bit
-// against the fp32 conv where bf16 holds the operands exactly and f32 the sums, within bf16's
-// rounding of the fp32 result on random operands, and equal to the interpreter's definition
-// of the rewritten graph.
+// graphs through the CPU pipeline, whose pack-gemm-weights turns their conv_nchwc into bf16
+// ConvTiles (vdpbf16ps): bit for bit against the fp32 conv where bf16 holds the operands
+// exactly and f32 the sums, within bf16's rounding of the fp32 result on random operands, and
+// equal to the interpreter's definition of the rewritten graph.
 #include <cmath>
 #include <cstring>
 #include <optional>
