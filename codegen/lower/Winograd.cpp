@@ -59,9 +59,84 @@ Expr nchwcIndex(Expr n, Expr cb, int64_t Cb, Expr h, int64_t H, Expr w, int64_t 
   return kir::add(kir::mul(pos, i64(b)), lane);
 }
 
-/// Row `r` of the row-major matrix `mat` with `cols` columns.
-std::vector<double> rowOf(const std::vector<double> &mat, int64_t r, int64_t cols) {
-  return std::vector<double>(mat.begin() + r * cols, mat.begin() + (r + 1) * cols);
+/// y[r] = sum_s L[r][s] * x[s] for the rows r of L (rows x q), sharing the work the rows have
+/// in common, as the transforms' hand-written kernels do: two rows whose coefficients are equal
+/// up to sign (B^T's rows 1, 2 and 3, 4) take the sum E of their equal terms and O of their
+/// opposite ones once, y = E + O and y' = E - O; two columns whose coefficients are equal up to
+/// sign in every row (A^T's columns 1, 2 and 3, 4) add and subtract their inputs once. The
+/// shared values are locals declared in `out`.
+std::vector<Expr> transformRows(KernelBuilder &kb, const std::vector<double> &l, int64_t rows,
+                                int64_t q, const std::vector<Expr> &x, std::vector<Stmt> &out) {
+  auto at = [&](int64_t r, int64_t s) { return l[r * q + s]; };
+  auto local = [&](Expr v) {
+    std::string name = kb.freshName("w");
+    out.push_back(kir::decl(name, DType::F32, v));
+    return kir::var(name, DType::F32);
+  };
+  std::vector<Expr> y(rows);
+  std::vector<bool> done(rows, false);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r2 = r + 1; r2 < rows && !done[r]; ++r2) {
+      bool pair = !done[r2], opposite = false, nonzero = false;
+      for (int64_t s = 0; s < q && pair; ++s) {
+        pair = std::fabs(at(r, s)) == std::fabs(at(r2, s));
+        opposite |= at(r, s) != at(r2, s);
+        nonzero |= at(r, s) != 0;
+      }
+      if (!pair || !opposite || !nonzero)
+        continue;
+      std::vector<double> even(q, 0.0), odd(q, 0.0);
+      for (int64_t s = 0; s < q; ++s)
+        (at(r, s) == at(r2, s) ? even : odd)[s] = at(r, s);
+      auto term = [&](size_t s) { return x[s]; };
+      Expr o = local(linearCombination(odd, term));
+      if (std::all_of(even.begin(), even.end(), [](double c) { return c == 0; })) {
+        y[r] = o;
+        y[r2] = kir::op(OpKind::Neg, {o});
+      } else {
+        Expr e = local(linearCombination(even, term));
+        y[r] = kir::add(e, o);
+        y[r2] = kir::sub(e, o);
+      }
+      done[r] = done[r2] = true;
+    }
+  // Column pairs among the rows left: partner[s] = s2 when |L[r][s]| == |L[r][s2]| in every
+  // such row and some coefficient is not zero.
+  std::vector<int64_t> partner(q, -1);
+  for (int64_t s = 0; s < q; ++s)
+    for (int64_t s2 = s + 1; s2 < q && partner[s] < 0; ++s2) {
+      bool pair = partner[s2] < 0, nonzero = false;
+      for (int64_t r = 0; r < rows && pair; ++r)
+        if (!done[r]) {
+          pair = std::fabs(at(r, s)) == std::fabs(at(r, s2));
+          nonzero |= at(r, s) != 0;
+        }
+      if (pair && nonzero)
+        partner[s] = s2, partner[s2] = s;
+    }
+  std::vector<Expr> sums(q), diffs(q);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (done[r])
+      continue;
+    // Pairs become one term each: the pair's sum or difference at the first column's index.
+    std::vector<double> coef(q, 0.0);
+    std::vector<Expr> terms(x);
+    for (int64_t s = 0; s < q; ++s) {
+      int64_t s2 = partner[s];
+      if (s2 < 0) {
+        coef[s] = at(r, s);
+      } else if (s < s2 && at(r, s) != 0) {
+        bool same = at(r, s) == at(r, s2);
+        Expr &shared = same ? sums[s] : diffs[s];
+        if (!shared)
+          shared = local(same ? kir::add(x[s], x[s2]) : kir::sub(x[s], x[s2]));
+        coef[s] = at(r, s);
+        terms[s] = shared;
+      }
+    }
+    y[r] = linearCombination(coef, [&](size_t s) { return terms[s]; });
+  }
+  return y;
 }
 
 /// Declares locals r[i][j] = sum_s L[i][s] * x[s][j] (L: rows x q) and returns their names.
@@ -69,14 +144,16 @@ std::vector<std::string> leftProduct(KernelBuilder &kb, const std::vector<double
                                      int64_t q, int64_t cols, const std::vector<std::string> &x,
                                      std::vector<Stmt> &out) {
   std::vector<std::string> r(rows * cols);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
+  for (int64_t j = 0; j < cols; ++j) {
+    std::vector<Expr> column(q);
+    for (int64_t s = 0; s < q; ++s)
+      column[s] = kir::var(x[s * cols + j], DType::F32);
+    std::vector<Expr> y = transformRows(kb, l, rows, q, column, out);
+    for (int64_t i = 0; i < rows; ++i) {
       r[i * cols + j] = kb.freshName("t");
-      out.push_back(
-          kir::decl(r[i * cols + j], DType::F32, linearCombination(rowOf(l, i, q), [&](size_t s) {
-                      return kir::var(x[s * cols + j], DType::F32);
-                    })));
+      out.push_back(kir::decl(r[i * cols + j], DType::F32, y[i]));
     }
+  }
   return r;
 }
 
@@ -144,14 +221,22 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
     // t = B^T d, then V = t B: V[i][j] = sum_s t[i][s] * BT[j][s].
     std::vector<std::string> tt = leftProduct(kb, t.bt, a, a, a, d, body);
     Expr p = kir::add(kir::mul(kir::add(kir::mul(nv, i64(tilesH)), th), i64(tilesW)), tw);
-    for (int64_t i = 0; i < a; ++i)
+    for (int64_t i = 0; i < a; ++i) {
+      std::vector<Expr> row(a);
+      for (int64_t q = 0; q < a; ++q)
+        row[q] = kir::var(tt[i * a + q], DType::F32);
+      std::vector<Expr> vs = transformRows(kb, t.bt, a, a, row, body);
       for (int64_t j = 0; j < a; ++j) {
-        Expr v = linearCombination(rowOf(t.bt, j, a),
-                                   [&](size_t q) { return kir::var(tt[i * a + q], DType::F32); });
+        Expr v = vs[j];
         Expr at = kir::add(kir::mul(kir::add(i64((i * a + j) * R), p), i64(C)),
                            kir::add(kir::mul(cbv, i64(b)), lane));
         body.push_back(kb.store(vb, at, v));
       }
+    }
+    // Lanes are independent: no run-time overlap checks of x against V per tile (on the
+    // CPU's peeled path; a device's nest without peeling keeps its lanes in each work-item).
+    if (peelBorder)
+      s.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {laneV}});
     s.steps.push_back({kir::ScheduleStep::Vectorize, laneV, 0, {}});
     return kir::forLoop(laneV, i64(b), kir::block(body));
   };
@@ -298,10 +383,14 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
     std::vector<double> atRows(t.at.begin(), t.at.begin() + rows * a);
     std::vector<std::string> tt = leftProduct(kb, atRows, rows, a, a, mm, body);
     std::vector<std::pair<Expr, Expr>> outputs;
-    for (int64_t u = 0; u < rows; ++u)
+    std::vector<double> atCols(t.at.begin(), t.at.begin() + cols * a);
+    for (int64_t u = 0; u < rows; ++u) {
+      std::vector<Expr> row(a);
+      for (int64_t s = 0; s < a; ++s)
+        row[s] = kir::var(tt[u * a + s], DType::F32);
+      std::vector<Expr> ys = transformRows(kb, atCols, cols, a, row, body);
       for (int64_t w = 0; w < cols; ++w) {
-        Expr v = linearCombination(rowOf(t.at, w, a),
-                                   [&](size_t s) { return kir::var(tt[u * a + s], DType::F32); });
+        Expr v = ys[w];
         if (bias)
           v = kir::add(v, bias);
         Expr oh = kir::add(kir::mul(th, i64(m)), i64(u)),
@@ -312,6 +401,7 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
         else
           body.push_back(kb.store(yb, at, v));
       }
+    }
     if (ep)
       ep->storeFinal(yb, outputs, ep->chunkFor(opts.cpu), *epIn, body, epHoisted);
     return tiles.wrap(kir::forLoop(laneV, i64(b), kir::block(body)));
@@ -323,9 +413,13 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
                  region(fullH, remH ? 1 : 0, remH, fullW, remW ? 1 : 0, remW)})
     if (s)
       regions.push_back(s);
+  // The lane loops are independent (each lane reads M, the bias and a fused residual only at
+  // its own channel): LLVM then needs no run-time check of those against Y on every tile.
   kir::Schedule s = parallelOuter(outer, P * K * a * a * 8);
-  for (const std::string &l : lanes)
+  for (const std::string &l : lanes) {
+    s.steps.push_back({kir::ScheduleStep::GpuGrid, "", 0, {l}});
     s.steps.push_back({kir::ScheduleStep::Vectorize, l, 0, {}});
+  }
   Stmt kernelBody = outer.wrap(kir::block(regions));
   if (ep) {
     ep->markApplied();

@@ -176,3 +176,63 @@ TEST(WinogradTest, WeightTransformOfADeltaFilter) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(WinogradTest, TransformMatricesAreExact) {
+  // A^T ((G g) . (B^T d)) is the correlation of d with g: sum_e AT[i][e] G[e][k] BT[e][t] is 1
+  // where t = i + k and 0 elsewhere, for the matrices as written (fractions in double).
+  for (int64_t m : {2, 4}) {
+    const WinogradMatrices &t = winogradMatrices(m);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t k = 0; k < 3; ++k)
+        for (int64_t s = 0; s < t.alpha; ++s) {
+          double sum = 0;
+          for (int64_t e = 0; e < t.alpha; ++e)
+            sum += t.at[i * t.alpha + e] * t.g[e * 3 + k] * t.bt[e * t.alpha + s];
+          EXPECT_NEAR(sum, s == i + k ? 1.0 : 0.0, 1e-12) << "F(" << m << "): " << i << k << s;
+        }
+  }
+}
+
+TEST(WinogradTest, F4RoundingOfA256ChannelConv) {
+  // A 256-channel conv with non-negative inputs (as after a ReLU): F(4x4)'s f32 result against
+  // the interpreter's direct conv (summed in double), rms error over rms value. With Lavin &
+  // Gray's points (0, +-1, +-2) it read 1.8e-6 here, with winogradMatrices' 8.4e-7: the bound
+  // between them fails a change back to points that round worse.
+  const int64_t C = 256, K = 64, H = 16;
+  std::mt19937 rng(5);
+  std::string text = fmt::format(R"(
+graph @conv(%x: f32[1,{0},{1},{1}]) -> (f32[1,{2},{1},{1}]) {{
+  %w = {3}
+  %y = conv(%x, %w) {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : f32[1,{2},{1},{1}]
+  return %y
+}})",
+                                 C, H, K, dense({K, C, 3, 3}, rng));
+  Expected<std::unique_ptr<Graph>> ref = parseGraph(text);
+  ASSERT_TRUE(ref) << ref.error().message();
+  std::unique_ptr<Graph> opt = (*ref)->clone();
+  PassContext ctx;
+  ctx.cpu = testenv::testCpu();
+  ctx.evaluate = [](const Node &n, const std::vector<Tensor> &ops) { return evaluateNode(n, ops); };
+  Error e = pipeline(4).run(*opt, ctx);
+  ASSERT_FALSE(e) << e.message();
+  ASSERT_EQ(countKind(*opt, OpKind::WinogradInput), 1);
+  std::vector<Tensor> inputs{lowertest::randomTensor(DType::F32, {1, C, H, H}, rng, 0, 1)};
+  Expected<std::vector<Tensor>> want = interpret(**ref, inputs);
+  ASSERT_TRUE(want) << want.error().message();
+  Expected<std::unique_ptr<Executable>> exe =
+      Executable::compile(*opt, CpuOptions(testenv::testCpu()));
+  ASSERT_TRUE(exe) << exe.error().message();
+  Expected<std::vector<Tensor>> got = (*exe)->run(inputs);
+  ASSERT_TRUE(got) << got.error().message();
+  double err = 0, val = 0;
+  for (int64_t i = 0; i < (*want)[0].numElements(); ++i) {
+    double w = (*want)[0].data<float>()[i], d = (*got)[0].data<float>()[i] - w;
+    err += d * d;
+    val += w * w;
+  }
+  EXPECT_LT(std::sqrt(err / val), 1.3e-6);
+}
+
+} // namespace
