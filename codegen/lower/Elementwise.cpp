@@ -41,6 +41,27 @@ kir::Expr clampQuantized(const kir::Expr &r, double lo, double hi) {
   return kir::op(OpKind::Min, {v, kir::constant(hi, r->type)});
 }
 
+/// The parts of clampQuantized(r, lo, hi) (`e`), if it is one.
+struct QuantizedClamp {
+  kir::Expr r;
+  double lo = 0, hi = 0;
+};
+std::optional<QuantizedClamp> matchClampQuantized(const kir::Expr &e) {
+  using kir::ExprKind;
+  if (e->kind != ExprKind::Op || e->op != OpKind::Min)
+    return std::nullopt;
+  const kir::Expr &sel = e->args[0];
+  std::optional<double> hi = immediateValue(e->args[1]);
+  if (!hi || sel->kind != ExprKind::Op || sel->op != OpKind::Select)
+    return std::nullopt;
+  const kir::Expr &cond = sel->args[0], &r = sel->args[1];
+  std::optional<double> lo = immediateValue(sel->args[2]);
+  if (!lo || cond->kind != ExprKind::Op || cond->op != OpKind::Greater || cond->args[0] != r ||
+      cond->args[1] != sel->args[2])
+    return std::nullopt;
+  return QuantizedClamp{r, *lo, *hi};
+}
+
 /// (q - z) for q = clampQuantized(round(v) + z, lo, hi) converted to an integer type, and a
 /// dequantize of it whose zero point is the same z: clampQuantized(round(v), lo - z, hi - z),
 /// without adding z and subtracting it again (the shifted bounds are exact, and so is the
@@ -48,25 +69,34 @@ kir::Expr clampQuantized(const kir::Expr &r, double lo, double hi) {
 /// is not such a quantized value.
 kir::Expr shiftedQuantized(const kir::Expr &x, double z, DType w) {
   using kir::ExprKind;
-  if (x->kind != ExprKind::Cast || z == 0)
+  if (x->kind != ExprKind::Cast || z == 0 || x->args[0]->type != w)
     return nullptr;
-  const kir::Expr &mn = x->args[0];
-  if (mn->type != w || mn->kind != ExprKind::Op || mn->op != OpKind::Min)
+  std::optional<QuantizedClamp> c = matchClampQuantized(x->args[0]);
+  if (!c || c->r->kind != ExprKind::Op || c->r->op != OpKind::Add)
     return nullptr;
-  const kir::Expr &sel = mn->args[0];
-  std::optional<double> hi = immediateValue(mn->args[1]);
-  if (!hi || sel->kind != ExprKind::Op || sel->op != OpKind::Select)
-    return nullptr;
-  const kir::Expr &cond = sel->args[0], &sum = sel->args[1];
-  std::optional<double> lo = immediateValue(sel->args[2]);
-  if (!lo || cond->kind != ExprKind::Op || cond->op != OpKind::Greater || cond->args[0] != sum ||
-      cond->args[1] != sel->args[2] || sum->kind != ExprKind::Op || sum->op != OpKind::Add)
-    return nullptr;
-  const kir::Expr &r = sum->args[0];
-  std::optional<double> zq = immediateValue(sum->args[1]);
+  const kir::Expr &r = c->r->args[0];
+  std::optional<double> zq = immediateValue(c->r->args[1]);
   if (!zq || *zq != z || r->kind != ExprKind::Op || r->op != OpKind::Round)
     return nullptr;
-  return clampQuantized(r, *lo - z, *hi - z);
+  return clampQuantized(r, c->lo - z, c->hi - z);
+}
+
+/// max(q, k) or min(q, k) of an integer quantize's value q = cast(clampQuantized(r, lo, hi))
+/// and an immediate k: q with its clamp's bounds moved instead, cast(clampQuantized(r, lo',
+/// hi')) with lo' = max(lo, k), hi' = max(hi, k) (min likewise), since the conversion of a
+/// whole number in range is exact and monotone; a NaN r still goes to lo'. A Clip or Relu
+/// that runs on a Q/DQ model's quantized activations (relu6 on uint8 after the quantize, as
+/// the quantization pass places it) then costs nothing. nullptr for anything else.
+kir::Expr boundedQuantized(OpKind kind, const std::vector<kir::Expr> &a) {
+  if ((kind != OpKind::Max && kind != OpKind::Min) || a.size() != 2 ||
+      a[0]->kind != kir::ExprKind::Cast || !isInteger(a[0]->type))
+    return nullptr;
+  std::optional<double> k = immediateValue(a[1]);
+  std::optional<QuantizedClamp> c = matchClampQuantized(a[0]->args[0]);
+  if (!k || !c || a[1]->type != a[0]->type)
+    return nullptr;
+  auto bound = [&](double b) { return kind == OpKind::Max ? std::max(b, *k) : std::min(b, *k); };
+  return kir::cast(clampQuantized(c->r, bound(c->lo), bound(c->hi)), a[0]->type);
 }
 
 /// x / s for an f32 x and quantize `n`'s scale s when s is one constant f32 in [2^-100, 2^100],
@@ -251,6 +281,11 @@ kir::Expr pointwiseExpr(const Node &n, const std::vector<kir::Expr> &args) {
                      n.getString("round_mode", "up"));
   case OpKind::Quantize: return quantizeExpr(n, args);
   case OpKind::Dequantize: return dequantizeExpr(n, args);
+  case OpKind::Max:
+  case OpKind::Min:
+    if (kir::Expr e = boundedQuantized(n.kind(), args))
+      return e;
+    return kir::op(n.kind(), args);
   default: return kir::op(n.kind(), args);
   }
 }

@@ -514,6 +514,53 @@ graph @qdq(%x: f32[{0}]) -> (f32[{0}], f32[{0}], f32[{0}], f32[{0}], u8[{0}]) {{
   }
 }
 
+TEST(CrossTarget, MaxAndMinOfAQuantizeInOneKernel) {
+  // max and min of a quantize's integers by a constant, fused with it (a Clip after the
+  // quantize): the compiled kernels move the quantize's clamp bounds instead of clamping the
+  // integers again. Bounds inside the range, below it (max: nothing to do), above it (max: all
+  // values at the bound), both orders of max and min, u8 and i8; half-way points, zeros,
+  // infinities and NaN (which goes to the low bound), bit for bit with the interpreter.
+  for (float sv : {0.0235294f, 3.0f, -0.0235294f}) {
+    SCOPED_TRACE(sv);
+    std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX, 1e-40f};
+    for (int k = -300; k <= 300; ++k) {
+      float x = static_cast<float>((k + 0.5) * sv);
+      for (float v : {std::nextafter(x, -INFINITY), x, std::nextafter(x, INFINITY)})
+        xs.push_back(v);
+    }
+    int64_t n = static_cast<int64_t>(xs.size());
+    std::string text = fmt::format(R"(
+graph @qclip(%x: f32[{0}]) -> (u8[{0}], u8[{0}], u8[{0}], i8[{0}], i8[{0}]) {{
+  %s = constant {{value = dense<f32[]>[{1:.9g}]}} : f32[]
+  %zu = constant {{value = dense<u8[]>[3]}} : u8[]
+  %zi = constant {{value = dense<i8[]>[-5]}} : i8[]
+  %k132 = constant {{value = dense<u8[]>[132]}} : u8[]
+  %k200 = constant {{value = dense<u8[]>[200]}} : u8[]
+  %k0 = constant {{value = dense<u8[]>[0]}} : u8[]
+  %k255 = constant {{value = dense<u8[]>[255]}} : u8[]
+  %km7 = constant {{value = dense<i8[]>[-7]}} : i8[]
+  %k100 = constant {{value = dense<i8[]>[100]}} : i8[]
+  %km128 = constant {{value = dense<i8[]>[-128]}} : i8[]
+  %a = quantize(%x, %s, %zu) {{fusion_group = 1}} : u8[{0}]
+  %a1 = max(%a, %k132) {{fusion_group = 1}} : u8[{0}]
+  %a2 = min(%a1, %k200) {{fusion_group = 1}} : u8[{0}]
+  %b = quantize(%x, %s, %zu) {{fusion_group = 2}} : u8[{0}]
+  %b1 = min(%b, %k200) {{fusion_group = 2}} : u8[{0}]
+  %b2 = max(%b1, %k0) {{fusion_group = 2}} : u8[{0}]
+  %c = quantize(%x, %s, %zu) {{fusion_group = 3}} : u8[{0}]
+  %c1 = max(%c, %k255) {{fusion_group = 3}} : u8[{0}]
+  %d = quantize(%x, %s, %zi) {{fusion_group = 4}} : i8[{0}]
+  %d1 = max(%d, %km7) {{fusion_group = 4}} : i8[{0}]
+  %d2 = min(%d1, %k100) {{fusion_group = 4}} : i8[{0}]
+  %e = quantize(%x, %s, %zi) {{fusion_group = 5}} : i8[{0}]
+  %e1 = min(%e, %km128) {{fusion_group = 5}} : i8[{0}]
+  return %a2, %b2, %c1, %d2, %e1
+}})",
+                                   n, sv);
+    expectSameOnEveryTarget(text, {Tensor::fromVector<float>(DType::F32, {n}, xs)});
+  }
+}
+
 TEST(CrossTarget, ClampBetweenDequantizeAndQuantize) {
   // A ReLU6 and a ReLU between a dequantize and a quantize (lower-qdq clamps the integers
   // instead): every u8 and i8 value, requantized with the same parameters and with others.
