@@ -236,6 +236,15 @@ llvm::MDNode *KernelEmitter::loopMetadata(kir::LoopKind kind, const kir::Expr &e
     }
     if (w >= 2)
       flag("llvm.loop.vectorize.width", i32(static_cast<int>(w)));
+    // A short loop (at most 4 vectors) with a remainder of 2 or more iterations (24 channels
+    // in vectors of 16) runs the remainder masked in its last vector instead of as that many
+    // scalar copies of the body, which for a requantizing epilogue of a few dozen operations
+    // cost more than the vector part. Only with AVX-512, whose masked loads and stores of
+    // every element width are single instructions (AVX2 has none for bytes, and its masked
+    // version measured slower). A long loop keeps its scalar remainder: predication masks
+    // every iteration, and a masked store cannot be a streaming one.
+    if (cpu_.level == CpuTarget::Level::V4 && constExtent && n % w >= 2 && n <= 4 * w)
+      flag("llvm.loop.vectorize.predicate.enable", i1(true));
     // The vectorizer, not the full unroller that runs before it, takes the loop: unrolled
     // into 16 scalar copies (a cheap body of a 16-wide split), it was left scalar.
     ops.push_back(llvm::MDNode::get(c_, {llvm::MDString::get(c_, "llvm.loop.unroll.disable")}));
