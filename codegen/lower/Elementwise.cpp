@@ -81,22 +81,28 @@ kir::Expr shiftedQuantized(const kir::Expr &x, double z, DType w) {
   return clampQuantized(r, c->lo - z, c->hi - z);
 }
 
-/// max(q, k) or min(q, k) of an integer quantize's value q = cast(clampQuantized(r, lo, hi))
-/// and an immediate k: q with its clamp's bounds moved instead, cast(clampQuantized(r, lo',
-/// hi')) with lo' = max(lo, k), hi' = max(hi, k) (min likewise), since the conversion of a
-/// whole number in range is exact and monotone; a NaN r still goes to lo'. A Clip or Relu
-/// that runs on a Q/DQ model's quantized activations (relu6 on uint8 after the quantize, as
-/// the quantization pass places it) then costs nothing. nullptr for anything else.
+/// max(q, k) or min(q, k) (either order) of an integer quantize's value q = cast(
+/// clampQuantized(r, lo, hi)) and an immediate k: q with its clamp's bounds moved instead,
+/// cast(clampQuantized(r, lo', hi')) with lo' = max(lo, k), hi' = max(hi, k) (min likewise),
+/// since the conversion is monotone and keeps whole numbers within the type's range, where
+/// lo and hi must lie; a NaN r still goes to lo'. A Clip or Relu that runs on a Q/DQ model's
+/// quantized activations (relu6 on uint8 after the quantize, as the quantization pass places
+/// it) then costs nothing. nullptr for anything else.
 kir::Expr boundedQuantized(OpKind kind, const std::vector<kir::Expr> &a) {
-  if ((kind != OpKind::Max && kind != OpKind::Min) || a.size() != 2 ||
-      a[0]->kind != kir::ExprKind::Cast || !isInteger(a[0]->type))
+  if ((kind != OpKind::Max && kind != OpKind::Min) || a.size() != 2)
     return nullptr;
-  std::optional<double> k = immediateValue(a[1]);
-  std::optional<QuantizedClamp> c = matchClampQuantized(a[0]->args[0]);
-  if (!k || !c || a[1]->type != a[0]->type)
+  const bool castFirst = a[0]->kind == kir::ExprKind::Cast;
+  const kir::Expr &q = castFirst ? a[0] : a[1], &kv = castFirst ? a[1] : a[0];
+  int64_t tlo = 0, thi = 0;
+  if (q->kind != kir::ExprKind::Cast || kv->type != q->type || !isInteger(q->type) ||
+      !quantizedIntRange(q->type, tlo, thi))
+    return nullptr;
+  std::optional<double> k = immediateValue(kv);
+  std::optional<QuantizedClamp> c = matchClampQuantized(q->args[0]);
+  if (!k || !c || c->lo < double(tlo) || c->hi > double(thi) || c->lo > c->hi)
     return nullptr;
   auto bound = [&](double b) { return kind == OpKind::Max ? std::max(b, *k) : std::min(b, *k); };
-  return kir::cast(clampQuantized(c->r, bound(c->lo), bound(c->hi)), a[0]->type);
+  return kir::cast(clampQuantized(c->r, bound(c->lo), bound(c->hi)), q->type);
 }
 
 /// x / s for an f32 x and quantize `n`'s scale s when s is one constant f32 in [2^-100, 2^100],

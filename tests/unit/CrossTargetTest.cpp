@@ -542,7 +542,7 @@ graph @qclip(%x: f32[{0}]) -> (u8[{0}], u8[{0}], u8[{0}], i8[{0}], i8[{0}]) {{
   %k100 = constant {{value = dense<i8[]>[100]}} : i8[]
   %km128 = constant {{value = dense<i8[]>[-128]}} : i8[]
   %a = quantize(%x, %s, %zu) {{fusion_group = 1}} : u8[{0}]
-  %a1 = max(%a, %k132) {{fusion_group = 1}} : u8[{0}]
+  %a1 = max(%k132, %a) {{fusion_group = 1}} : u8[{0}]
   %a2 = min(%a1, %k200) {{fusion_group = 1}} : u8[{0}]
   %b = quantize(%x, %s, %zu) {{fusion_group = 2}} : u8[{0}]
   %b1 = min(%b, %k200) {{fusion_group = 2}} : u8[{0}]
