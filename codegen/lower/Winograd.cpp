@@ -139,7 +139,19 @@ std::vector<Expr> transformRows(KernelBuilder &kb, const std::vector<double> &l,
   return y;
 }
 
-/// Declares locals r[i][j] = sum_s L[i][s] * x[s][j] (L: rows x q) and returns their names.
+/// Row i of the product t L^T: y[j] = sum_s t[i][s] * L[j][s] for the first `n` rows of L
+/// (rows of q), t the locals named in `t` (rows of q).
+std::vector<Expr> rightProductRow(KernelBuilder &kb, const std::vector<double> &l, int64_t n,
+                                  int64_t q, const std::vector<std::string> &t, int64_t i,
+                                  std::vector<Stmt> &out) {
+  std::vector<Expr> row(q);
+  for (int64_t s = 0; s < q; ++s)
+    row[s] = kir::var(t[i * q + s], DType::F32);
+  return transformRows(kb, l, n, q, row, out);
+}
+
+/// Declares locals r[i][j] = sum_s L[i][s] * x[s][j] for the first `rows` rows of L (rows of
+/// q) and returns their names.
 std::vector<std::string> leftProduct(KernelBuilder &kb, const std::vector<double> &l, int64_t rows,
                                      int64_t q, int64_t cols, const std::vector<std::string> &x,
                                      std::vector<Stmt> &out) {
@@ -222,10 +234,7 @@ Expected<Kernels> lowerWinogradInput(const Node &node, const std::string &prefix
     std::vector<std::string> tt = leftProduct(kb, t.bt, a, a, a, d, body);
     Expr p = kir::add(kir::mul(kir::add(kir::mul(nv, i64(tilesH)), th), i64(tilesW)), tw);
     for (int64_t i = 0; i < a; ++i) {
-      std::vector<Expr> row(a);
-      for (int64_t q = 0; q < a; ++q)
-        row[q] = kir::var(tt[i * a + q], DType::F32);
-      std::vector<Expr> vs = transformRows(kb, t.bt, a, a, row, body);
+      std::vector<Expr> vs = rightProductRow(kb, t.bt, a, a, tt, i, body);
       for (int64_t j = 0; j < a; ++j) {
         Expr v = vs[j];
         Expr at = kir::add(kir::mul(kir::add(i64((i * a + j) * R), p), i64(C)),
@@ -380,15 +389,10 @@ Expected<Kernels> lowerWinogradOutput(const Node &node, const std::string &prefi
     }
     Expr bias = bb >= 0 ? kb.load(bb, k) : nullptr;
     // t = A^T M (only the `rows` valid rows), then Y = t A.
-    std::vector<double> atRows(t.at.begin(), t.at.begin() + rows * a);
-    std::vector<std::string> tt = leftProduct(kb, atRows, rows, a, a, mm, body);
+    std::vector<std::string> tt = leftProduct(kb, t.at, rows, a, a, mm, body);
     std::vector<std::pair<Expr, Expr>> outputs;
-    std::vector<double> atCols(t.at.begin(), t.at.begin() + cols * a);
     for (int64_t u = 0; u < rows; ++u) {
-      std::vector<Expr> row(a);
-      for (int64_t s = 0; s < a; ++s)
-        row[s] = kir::var(tt[u * a + s], DType::F32);
-      std::vector<Expr> ys = transformRows(kb, atCols, cols, a, row, body);
+      std::vector<Expr> ys = rightProductRow(kb, t.at, cols, a, tt, u, body);
       for (int64_t w = 0; w < cols; ++w) {
         Expr v = ys[w];
         if (bias)

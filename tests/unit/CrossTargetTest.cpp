@@ -469,6 +469,19 @@ graph @q(%x: f32[{0}]) -> (u8[{0}], i8[{0}], i16[{0}], u16[{0}]) {{
   }
 }
 
+/// Zeros, infinities, NaN, the largest and a denormal value, and each half-way point (k + 0.5) s
+/// of k in [-300, 300] with its two neighbouring floats: where a quantize's rounding and
+/// clamping can go wrong.
+std::vector<float> halfwayPoints(float s) {
+  std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX, 1e-40f};
+  for (int k = -300; k <= 300; ++k) {
+    float x = static_cast<float>((k + 0.5) * s);
+    for (float v : {std::nextafter(x, -INFINITY), x, std::nextafter(x, INFINITY)})
+      xs.push_back(v);
+  }
+  return xs;
+}
+
 TEST(CrossTarget, DequantizeOfAQuantizeInOneKernel) {
   // quantize then dequantize with the same zero point in one kernel: the compiled kernels
   // clamp the rounded quotient to the bounds shifted by the zero point instead of adding it
@@ -479,12 +492,7 @@ TEST(CrossTarget, DequantizeOfAQuantizeInOneKernel) {
   // fused group, as fuse-elementwise makes them.
   for (float sv : {0.0235294f, 0.1f, 3.0f, -0.0235294f}) {
     SCOPED_TRACE(sv);
-    std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX, 1e-40f};
-    for (int k = -300; k <= 300; ++k) {
-      float x = static_cast<float>((k + 0.5) * sv);
-      for (float v : {std::nextafter(x, -INFINITY), x, std::nextafter(x, INFINITY)})
-        xs.push_back(v);
-    }
+    std::vector<float> xs = halfwayPoints(sv);
     int64_t n = static_cast<int64_t>(xs.size());
     std::string text = fmt::format(R"(
 graph @qdq(%x: f32[{0}]) -> (f32[{0}], f32[{0}], f32[{0}], f32[{0}], u8[{0}]) {{
@@ -522,12 +530,7 @@ TEST(CrossTarget, MaxAndMinOfAQuantizeInOneKernel) {
   // infinities and NaN (which goes to the low bound), bit for bit with the interpreter.
   for (float sv : {0.0235294f, 3.0f, -0.0235294f}) {
     SCOPED_TRACE(sv);
-    std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX, 1e-40f};
-    for (int k = -300; k <= 300; ++k) {
-      float x = static_cast<float>((k + 0.5) * sv);
-      for (float v : {std::nextafter(x, -INFINITY), x, std::nextafter(x, INFINITY)})
-        xs.push_back(v);
-    }
+    std::vector<float> xs = halfwayPoints(sv);
     int64_t n = static_cast<int64_t>(xs.size());
     std::string text = fmt::format(R"(
 graph @qclip(%x: f32[{0}]) -> (u8[{0}], u8[{0}], u8[{0}], i8[{0}], i8[{0}]) {{
