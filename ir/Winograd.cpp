@@ -30,9 +30,10 @@ const WinogradMatrices &winogradMatrices(int64_t m) {
   // F(4x4): points 0, 3/2, -3/2, 2/3, -2/3 and infinity rather than Lavin & Gray's 0, +-1,
   // +-2. Their A^T spans 1 .. 8 (the output transform scales the GEMM's rounding by up to 8^2)
   // and B^T 1 .. 5; these keep both within 1 .. 3.4, and the f32 conv's error against the
-  // exact one falls 2.3-2.9x in rms (numpy emulation of the three f32 steps, relu'd, normal
-  // and shifted inputs, 256 and 512 channels; a search over 5 of 0, +-1/4, +-1/3, +-1/2,
-  // +-2/3, +-1, +-3/2, +-2, +-3, +-4 found none better). A^T is the Vandermonde matrix of the
+  // exact one falls about 2.2x in rms and 3.8-4.5x at its largest (bench/winograd_points.py:
+  // numpy emulation of the three f32 steps, relu'd, normal and shifted inputs, 256 channels;
+  // its search over 5 of 0, +-1/4, +-1/3, +-1/2, +-2/3, +-1, +-3/2, +-2, +-3, +-4, at 128
+  // channels, found none better). A^T is the Vandermonde matrix of the
   // points, G holds the 1 / prod(p_j - p_l) factors (applied in double at compile time) and
   // B^T is what makes A^T ((G g) . (B^T d)) the exact correlation; the coefficients that are
   // not dyadic (2/3, 4/9, 97/36, ...) round to f32 in the transforms, far below the GEMM's

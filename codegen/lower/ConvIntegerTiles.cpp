@@ -362,8 +362,7 @@ Expected<Kernels> lowerConvIntegerTiles(const Node &node, const std::string &pre
       // copy and the patch (KW * C bytes: 9 for a 3 x 3 stem on 3 channels): one loop,
       // vectorized and independent (the copy and the patches are different scratch), which
       // left to LLVM was copied byte by byte, every store ordered before the next load.
-      const bool mergeLast = geo.axes[D - 1].dilation == 1 && padStride[D - 1] == 1 &&
-                             kStride[D - 1] == 1;
+      const bool mergeLast = geo.axes[D - 1].dilation == 1;
       const size_t tapDims = mergeLast ? D - 1 : D;
       Nest taps;
       std::vector<Expr> k(D);
