@@ -283,9 +283,14 @@ namespace {
 /// The CPU pipeline's passes from layout-nchwc on (shapeSpecializer(Target)), taken from the
 /// pipeline itself: the blocked layout, Winograd and the weight packing need static shapes,
 /// and the fusion passes regroup what they made. layout-nhwc is left out: it runs on integer
-/// convs, which the specialized graph already holds in their channels-last form.
-Expected<PassPipeline> specializedPasses() {
-  NNC_ASSIGN_OR_RETURN(PassPipeline cpu, PassPipeline::forTarget("cpu"));
+/// convs, which the specialized graph already holds in their channels-last form. `passes`
+/// ("": the CPU's, "none": no pass) is the pipeline the graph went through; without a
+/// layout-nchwc the result is empty.
+Expected<PassPipeline> specializedPasses(std::string_view passes) {
+  NNC_ASSIGN_OR_RETURN(PassPipeline cpu,
+                       passes.empty()     ? PassPipeline::forTarget("cpu")
+                       : passes == "none" ? PassPipeline::parse("")
+                                          : PassPipeline::parse(passes));
   std::string kept;
   bool from = false;
   for (const std::string &pass : cpu.passes()) { // entries with their options
@@ -293,7 +298,8 @@ Expected<PassPipeline> specializedPasses() {
     if (from && pass.rfind("layout-nhwc", 0) != 0)
       kept += (kept.empty() ? "" : ",") + pass;
   }
-  NNC_USER_CHECK(!kept.empty(), "the CPU pipeline has no layout-nchwc pass to rerun");
+  NNC_USER_CHECK(!kept.empty() || !passes.empty(),
+                 "the CPU pipeline has no layout-nchwc pass to rerun");
   return PassPipeline::parse(kept);
 }
 
@@ -317,11 +323,14 @@ bool hasFloatConv(const Graph &g) {
 
 /// The static-shape passes (specializedPasses) on `s`, a specialized CPU graph whose shapes
 /// are all static, their fusion groups formed again with the convs' new kernels and the
-/// packed weights; the panels come from `packed` when given.
-Error staticShapePasses(Graph &s, const CpuTarget &cpu, std::shared_ptr<PackedWeightCache> packed) {
+/// packed weights; the panels come from `packed` when given. `passes` as specializedPasses.
+Error staticShapePasses(Graph &s, const CpuTarget &cpu, std::shared_ptr<PackedWeightCache> packed,
+                        std::string_view passes) {
+  NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, specializedPasses(passes));
+  if (pipeline.passes().empty())
+    return Error::success();
   for (Node *n : s.nodes())
     n->removeAttr(kFusionGroupAttr);
-  NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, specializedPasses());
   PassContext ctx;
   ctx.cpu = cpu;
   ctx.evaluate = interpreterEvaluator();
@@ -333,13 +342,13 @@ Error staticShapePasses(Graph &s, const CpuTarget &cpu, std::shared_ptr<PackedWe
 
 } // namespace
 
-Specializer shapeSpecializer(const Target &target) {
+Specializer shapeSpecializer(const Target &target, std::string_view passes) {
   Specializer base = shapeSpecializer();
   if (target != Target::Cpu)
     return base;
   CpuTarget cpu = target.cpu;
   auto packed = std::make_shared<PackedWeightCache>();
-  return [base, cpu, packed](const Graph &g, const std::vector<Extents> &shapes,
+  return [base, cpu, packed, passes = std::string(passes)](const Graph &g, const std::vector<Extents> &shapes,
                              const std::map<int, Tensor> &values,
                              std::set<int> *wanted) -> Expected<std::unique_ptr<Graph>> {
     NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> s, base(g, shapes, values, wanted));
@@ -348,7 +357,7 @@ Specializer shapeSpecializer(const Target &target) {
     // before symbolic graphs got them whatever they hold: RAFT-small measured 7% slower
     // without (its Winograd GEMMs 0.35 -> 0.46 ms, not located).
     if (allStatic(*s) && (!allStatic(g) || hasFloatConv(*s)))
-      NNC_TRY(staticShapePasses(*s, cpu, packed));
+      NNC_TRY(staticShapePasses(*s, cpu, packed, passes));
     return s;
   };
 }
@@ -358,7 +367,7 @@ Expected<std::unique_ptr<Graph>> specializeAhead(const Graph &g, const std::vect
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> s,
                        specializeShapes(g, shapes, interpreterEvaluator()));
   if (target == Target::Cpu && !allStatic(g) && allStatic(*s))
-    NNC_TRY(staticShapePasses(*s, target.cpu, nullptr));
+    NNC_TRY(staticShapePasses(*s, target.cpu, nullptr, {}));
   return s;
 }
 
@@ -385,6 +394,19 @@ Error optimize(Graph &g, const Target &target, bool verifyEach) {
 
 Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach) {
   return optimize(g, Target(Target::Cpu, cpu), verifyEach);
+}
+
+Error optimize(Graph &g, const Target &target, std::string_view passes) {
+  if (passes.empty())
+    return optimize(g, target);
+  NNC_ASSIGN_OR_RETURN(PassPipeline pipeline,
+                       PassPipeline::parse(passes == "none" ? std::string_view() : passes));
+  PassContext ctx;
+  ctx.cpu = target.cpu;
+  ctx.evaluate = interpreterEvaluator();
+  ctx.stats = debugEnabled("time");
+  NNC_TRY(pipeline.run(g, ctx));
+  return verify(g);
 }
 
 Expected<TuneSummary> tuneModel(const std::string &model, const Target &target,
@@ -487,7 +509,7 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
       }
     }
     PhaseTimer t("runner: clone graph");
-    NNC_ASSIGN_OR_RETURN(r->cpu_, CpuModel::create(g.clone(), cpu, shapeSpecializer(target)));
+    NNC_ASSIGN_OR_RETURN(r->cpu_, CpuModel::create(g.clone(), cpu, shapeSpecializer(target, opts.passes)));
   }
   return r;
 }

@@ -120,19 +120,8 @@ int benchCommand(const BenchOptions &o) {
   Expected<std::unique_ptr<Graph>> g = (*file)->load(*byName);
   if (!g)
     return fail(g.takeError());
-  if (o.passes.empty()) {
-    if (Error e = driver::optimize(**g, *target))
-      return fail(e);
-  } else {
-    Expected<PassPipeline> pipeline = PassPipeline::parse(o.passes == "none" ? "" : o.passes);
-    if (!pipeline)
-      return fail(pipeline.takeError());
-    PassContext ctx;
-    ctx.cpu = target->cpu;
-    ctx.evaluate = driver::interpreterEvaluator();
-    if (Error e = pipeline->run(**g, ctx))
-      return fail(e);
-  }
+  if (Error e = driver::optimize(**g, *target, o.passes))
+    return fail(e);
   // Inputs not given are random, of the declared (or --shape) extents.
   std::vector<Tensor> inputs;
   std::mt19937 rng(42);
@@ -195,6 +184,7 @@ int benchCommand(const BenchOptions &o) {
   eo.verbose = o.verbose;
   eo.profile = o.profile;
   eo.tuningCache = o.tuningCache;
+  eo.passes = o.passes;
   Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
   if (!runner)
     return fail(runner.takeError());

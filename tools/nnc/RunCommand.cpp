@@ -26,6 +26,7 @@ struct RunOptions {
   std::string outputFormat = "pb";
   int threads = 0;
   bool optimize = true;
+  std::string passes; ///< Empty: the target's pipeline.
   bool quiet = false;
   bool verbose = false;
   std::string tuningCache;
@@ -61,10 +62,11 @@ Error reportPrecisionDifference(const RunOptions &o, const driver::Target &targe
   const std::vector<Tensor> &inputs = in.tensors;
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(o.model, in.known, in.forms));
   if (o.optimize)
-    NNC_TRY(driver::optimize(*g, fp32));
+    NNC_TRY(driver::optimize(*g, fp32, o.passes));
   driver::ExecOptions eo;
   eo.threads = o.threads;
   eo.tuningCache = o.tuningCache;
+  eo.passes = o.passes;
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<driver::Runner> runner,
                        driver::Runner::create(*g, fp32, eo));
   NNC_ASSIGN_OR_RETURN(std::vector<Tensor> want, runner->run(inputs));
@@ -151,7 +153,7 @@ int runCommand(const RunOptions &o) {
   importTime.stop();
   PhaseTimer optimizeTime("graph passes");
   if (o.optimize)
-    if (Error e = driver::optimize(**g, *target))
+    if (Error e = driver::optimize(**g, *target, o.passes))
       return fail(e);
   optimizeTime.stop();
   PhaseTimer compileTime("compile executable");
@@ -159,6 +161,7 @@ int runCommand(const RunOptions &o) {
   eo.threads = o.threads;
   eo.verbose = o.verbose;
   eo.tuningCache = o.tuningCache;
+  eo.passes = o.passes;
   Expected<std::unique_ptr<driver::Runner>> runner = driver::Runner::create(**g, *target, eo);
   if (!runner)
     return fail(runner.takeError());
@@ -255,7 +258,12 @@ public:
                          "; bf16 also runs fp32 and prints the largest difference");
     cmd_->add_option("--threads", o_.threads, "cpu: threads (default: all cores; 1: serial)")
         ->check(CLI::NonNegativeNumber);
-    cmd_->add_flag("!--no-optimize", o_.optimize, "Skip the graph optimization pipeline");
+    CLI::Option *noOptimize =
+        cmd_->add_flag("!--no-optimize", o_.optimize, "Skip the graph optimization pipeline");
+    cmd_->add_option("--passes", o_.passes,
+                     "Pipeline to run instead of the target's (`nnc inspect --print-pipeline` "
+                     "prints it; `none`: no pass)")
+        ->excludes(noOptimize);
     cmd_->add_flag("-q,--quiet", o_.quiet, "Print nothing on success");
     cmd_->add_flag("-v,--verbose", o_.verbose,
                    "Say when the cache of per-shape programs drops one (symbolic shapes)");

@@ -114,8 +114,10 @@ Specializer shapeSpecializer();
 /// graph, where layout-nchwc and winograd take no conv and pack-gemm-weights no matmul, so a
 /// dynamic-shape model ran every conv as im2col + GEMM and every weight GEMM on an unpacked
 /// weight (copied into panels on every run) at any shape. The programs of one specializer
-/// share their packed weights (PackedWeightCache).
-Specializer shapeSpecializer(const Target &target);
+/// share their packed weights (PackedWeightCache). `passes`, when not "", is the pipeline
+/// the graph went through in place of the target's (optimize(g, target, passes)): the
+/// static-shape passes are its own from layout-nchwc on, none where it has no layout-nchwc.
+Specializer shapeSpecializer(const Target &target, std::string_view passes = {});
 /// `g` specialized to the inputs' `shapes` ahead of any run (nnc tune, inspect and compile
 /// with --shape: every shape must follow from them), with the static-shape passes of
 /// shapeSpecializer(target), so that those commands see the kernels a run of those shapes
@@ -133,6 +135,9 @@ std::string pipelineTarget(const Target &t);
 Error optimize(Graph &g, const Target &target, bool verifyEach = true);
 /// optimize() for the CPU target generating code for `cpu`.
 Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach = true);
+/// optimize() with the pipeline `passes` (PassPipeline::parse's text) in place of the
+/// target's: "" runs the target's, "none" no pass (`nnc run --passes`, `nnc bench --passes`).
+Error optimize(Graph &g, const Target &target, std::string_view passes);
 
 /// What `nnc tune` and nnc.tune share: loads `model`, optimizes it for `target` (cpu or
 /// opencl), specializes symbolic inputs on `shapes` (extents by input name; every other
@@ -157,6 +162,9 @@ struct ExecOptions {
   bool useTuningCache = true;
   /// cpu, opencl: say on stderr when the cache of per-shape programs drops one.
   bool verbose = false;
+  /// cpu: the pipeline the graph went through when not the target's (`--passes`), for the
+  /// passes that rerun on a specialized graph (shapeSpecializer).
+  std::string passes;
 };
 
 /// A graph prepared for repeated runs on one target. For cpu it holds a CpuModel, which
