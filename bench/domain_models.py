@@ -253,6 +253,25 @@ def run_case(nnc_path, folder, meta, case, target, env, timeout):
     return res
 
 
+def ort_accuracy(peer, folder, meta, case, env, timeout):
+    """ONNX Runtime's own outputs of one case (one run, float32, its default optimizations)
+    against PyTorch's, measured as nnc's are: {"max_error_over_range", "vs_float64"} or
+    {"error"}. The floor that a float32 engine other than PyTorch reaches on the bar."""
+    out = os.path.join(folder, case, "ort_out")
+    res, err = peer.run(os.path.join(folder, "model.onnx"), 1, 1, 0,
+                        inputs=feeds(folder, meta, case), extra=["--output-dir", out],
+                        env=env, timeout=timeout)
+    if err:
+        return {"error": "ORT: " + err}
+    cmeta = {"outputs": meta["out_names"], "kind": meta["kind"]}
+    worst, _, err = detect_models.compare(cmeta, os.path.join(folder, case), out)
+    if err:
+        return {"error": "ORT: " + err}
+    return {"max_error_over_range": worst, "version": res.get("version"),
+            "vs_float64": detect_models.compare(cmeta, os.path.join(folder, case), out,
+                                                "expected64")[0]}
+
+
 def bench_case(args, peer, folder, meta, case, env):
     """Latency of one case at each thread count: {threads: {nnc_ms, ort_ms, ratio}} or an
     error text."""
@@ -319,14 +338,24 @@ def write_report(args, mach, rows, targets, torch_version, ort_version, peer, wa
               "The wall time of each run includes nnc's compile (an object cache in --work). "
               "In brackets the same measure against PyTorch in float64; the column before the targets is "
               "PyTorch's own float32 result against its float64 one (the floor of any float32 "
-              "comparison; - where the model does not run in float64). A - under a target: "
-              "not run there (--limit). The whole run took %.0f min." % (BAR, wall_s / 60), ""]
+              "comparison; - where the model does not run in float64)%s. A - under a target: "
+              "not run there (--limit). The whole run took %.0f min." % (
+                  BAR, "; with --ort-accuracy the next column is ONNX Runtime's float32 result "
+                  "(one run at 1 thread) measured as nnc's" if args.ort_accuracy else "",
+                  wall_s / 60), ""]
     table_rows, above, failed = [], [], []
     for r in rows:
         for c in r["cases"] or [{"name": "-"}]:
             cells = [r["model"], c["name"], "%s -> %s" % (shapes(c.get("input_shapes", [])),
                                                           shapes(c.get("output_shapes", []))),
                      r.get("check", r.get("error", "-")), fmt(c.get("torch_vs_float64"))]
+            if args.ort_accuracy:
+                o = c.get("ort", {})
+                cells.append("fails: " + short(o["error"])[:160].replace("|", "/")
+                             if "error" in o else "%.2e%s (f64 %s)" % (
+                                 o["max_error_over_range"],
+                                 " **ABOVE**" if o["max_error_over_range"] > BAR else "",
+                                 fmt(o.get("vs_float64"))) if o else "-")
             for t in targets:
                 res = c.get("runs", {}).get(t)
                 if res is None:
@@ -343,7 +372,8 @@ def write_report(args, mach, rows, targets, torch_version, ort_version, peer, wa
                         above.append((r["model"], c["name"], t, e))
             table_rows.append(cells)
     lines += report.table(["model", "case", "inputs -> outputs", "nnc check",
-                           "PyTorch f32 vs f64"] + [
+                           "PyTorch f32 vs f64"] + (
+        ["ORT: max err / range"] if args.ort_accuracy else []) + [
         "%s: max err / range" % t for t in targets], table_rows)
     models = len(rows)
     cases = sum(len(r["cases"]) for r in rows)
@@ -433,6 +463,8 @@ def main():
     ap.add_argument("--bench", nargs="?", const="all", default=None, metavar="NAMES",
                     help="add latency against ONNX Runtime: for every model, or for the "
                          "comma-separated NAMES")
+    ap.add_argument("--ort-accuracy", action="store_true",
+                    help="also measure ONNX Runtime's outputs against PyTorch's, as nnc's are")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=10)
@@ -446,8 +478,8 @@ def main():
     torch = proc.require_torch()
     nnc.require(args.nnc)
     peer = ort.from_arguments(args)
-    if args.bench and peer.missing():
-        sys.exit("domain_models.py --bench: " + peer.missing())
+    if (args.bench or args.ort_accuracy) and peer.missing():
+        sys.exit("domain_models.py --bench / --ort-accuracy: " + peer.missing())
     names = args.only.split(",") if args.only else list(MODELS)
     unknown = [n for n in names if n not in MODELS]
     if unknown:
@@ -505,6 +537,13 @@ def main():
                                 for k, o in res["outputs"].items()))
                     print("%-38s %-9s %-7s %5.0f s  %s" % (name, c["name"], t, res["seconds"],
                                                            msg), flush=True)
+                if args.ort_accuracy:
+                    o = ort_accuracy(peer, folder, meta, c["name"], env, args.timeout)
+                    case["ort"] = o
+                    print("%-38s %-9s ORT     %s" % (name, c["name"], o.get("error") or
+                                                     "max err / range %.1e (f64 %s)" % (
+                                                         o["max_error_over_range"],
+                                                         fmt(o.get("vs_float64")))), flush=True)
                 if args.bench and (args.bench == "all" or name in args.bench.split(",")):
                     err, b = bench_case(args, peer, folder, meta, c["name"], env)
                     case["bench"] = err or b

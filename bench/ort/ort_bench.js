@@ -4,6 +4,7 @@
 //
 //   node ort_bench.js MODEL.onnx [--threads N] [--iterations K] [--warmup W]
 //                     [--input [NAME=]FILE ...] [--inputs-dir DIR] [--spin 0|1]
+//                     [--output-dir DIR]
 //
 // Session options: graphOptimizationLevel 'all', intraOpNumThreads N, interOpNumThreads 1,
 // executionMode 'sequential'. Inputs come from ONNX TensorProto files (input_<i>.pb in
@@ -11,7 +12,9 @@
 // for a single-input model, FILE; a .pb (TensorProto) or .npy (float32, C order) file. Without
 // them, random data of the model's static input shapes is used. --spin sets the session config entry
 // session.intra_op.allow_spinning (ORT's default is 1: idle pool threads spin, which costs
-// on a loaded machine); without it the entry is left at ORT's default.
+// on a loaded machine); without it the entry is left at ORT's default. --output-dir writes
+// each output of one untimed run as DIR/output_<k>.npy (numeric types), for an accuracy check
+// of ORT itself against the same reference as nnc's.
 'use strict';
 
 const fs = require('fs');
@@ -22,13 +25,14 @@ function usage(msg) {
   if (msg) process.stderr.write(`ort_bench: ${msg}\n`);
   process.stderr.write(
       'usage: node ort_bench.js MODEL.onnx [--threads N] [--iterations K] [--warmup W]\n' +
-      '                         [--input [NAME=]FILE ...] [--inputs-dir DIR] [--spin 0|1]\n');
+      '                         [--input [NAME=]FILE ...] [--inputs-dir DIR] [--spin 0|1]\n' +
+      '                         [--output-dir DIR]\n');
   process.exit(2);
 }
 
 function parseArgs(argv) {
   const a = {model: null, threads: 1, iterations: 20, warmup: 3, inputs: [], inputsDir: null,
-             spin: null};
+             spin: null, outputDir: null};
   for (let i = 0; i < argv.length; ++i) {
     const k = argv[i];
     const next = () => {
@@ -44,6 +48,7 @@ function parseArgs(argv) {
     else if (k === '--warmup') a.warmup = int(next());
     else if (k === '--input') a.inputs.push(next());
     else if (k === '--inputs-dir') a.inputsDir = next();
+    else if (k === '--output-dir') a.outputDir = next();
     else if (k === '--spin') {
       a.spin = next();
       if (a.spin !== '0' && a.spin !== '1') usage(`--spin expects 0 or 1, got '${a.spin}'`);
@@ -199,6 +204,28 @@ function randomTensor(meta, name) {
   return new ort.Tensor('float32', data, shape);
 }
 
+// An ORT output tensor as a .npy file (format version 1.0, C order, little-endian).
+function writeNpy(file, tensor) {
+  const descr = {
+    float32: '<f4', float64: '<f8', int64: '<i8', int32: '<i4', int16: '<i2', int8: '|i1',
+    uint64: '<u8', uint32: '<u4', uint16: '<u2', uint8: '|u1', bool: '|b1',
+  }[tensor.type];
+  if (descr === undefined) throw new Error(`--output-dir: output of type ${tensor.type}`);
+  const dims = tensor.dims.map(Number);
+  const shape = dims.length === 1 ? `(${dims[0]},)` : `(${dims.join(', ')})`;
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
+  // Magic (6), version (2), header length (2), then the header padded to 64 bytes with '\n'.
+  header += ' '.repeat(63 - ((10 + header.length) % 64)) + '\n';
+  const pre = Buffer.alloc(10);
+  pre.write('\x93NUMPY', 0, 'latin1');
+  pre[6] = 1;
+  pre[7] = 0;
+  pre.writeUInt16LE(header.length, 8);
+  const data = tensor.data;
+  const body = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(header, 'latin1'), body]));
+}
+
 function percentile(sorted, q) {
   // Nearest-rank on the sorted sample.
   const idx = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
@@ -260,6 +287,14 @@ async function main() {
     }
     maxAbsErr = 0;
     for (let i = 0; i < ref.length; ++i) maxAbsErr = Math.max(maxAbsErr, Math.abs(got[i] - ref[i]));
+  }
+
+  if (a.outputDir !== null) {
+    const outs = await session.run(feeds);
+    fs.mkdirSync(a.outputDir, {recursive: true});
+    session.outputNames.forEach((n, k) => {
+      writeNpy(path.join(a.outputDir, `output_${k}.npy`), outs[n]);
+    });
   }
 
   for (let i = 0; i < a.warmup; ++i) await session.run(feeds);

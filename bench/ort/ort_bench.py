@@ -4,7 +4,7 @@ the options and the JSON line of ort_bench.js, so that a study runs either.
 
     python3 ort_bench.py MODEL.onnx [--threads N] [--iterations K] [--warmup W]
                          [--input [NAME=]FILE ...] [--inputs-dir DIR] [--spin 0|1]
-                         [--profile FILE.json]
+                         [--profile FILE.json] [--output-dir DIR]
 
 Session options: graph optimizations all, intra_op_num_threads N, inter_op_num_threads 1,
 sequential execution. Inputs: input_<i>.pb in --inputs-dir, or --input NAME=FILE (.pb or .npy;
@@ -12,6 +12,7 @@ FILE alone for a single-input model); without them, random normal data of the mo
 shapes (symbolic dims taken as 1). --spin sets session.intra_op.allow_spinning (ORT's default
 is 1); without it the entry is left at ORT's default. --profile writes ORT's own per-node
 profile of the timed runs, {node: {"mean": ms, "min": ms, "op": type}}, to FILE.json.
+--output-dir writes each output of one untimed run as DIR/output_<k>.npy.
 Needs numpy and onnxruntime (onnx too for .pb inputs).
 """
 import argparse
@@ -60,6 +61,7 @@ def main():
     ap.add_argument("--inputs-dir")
     ap.add_argument("--spin", choices=["0", "1"])
     ap.add_argument("--profile", help="write ORT's per-node profile to this .json")
+    ap.add_argument("--output-dir", help="write one run's outputs here as output_<k>.npy")
     a = ap.parse_args()
     if a.iterations < 1:
         ap.error("--iterations must be at least 1")
@@ -119,6 +121,10 @@ def main():
         if got.size != want.size:
             sys.exit("ort_bench: output has %d values, output_0.pb has %d" % (got.size, want.size))
         check = float(np.abs(got.reshape(-1) - want.reshape(-1)).max())
+    if a.output_dir:
+        os.makedirs(a.output_dir, exist_ok=True)
+        for k, y in enumerate(s.run(None, feed)):
+            np.save(os.path.join(a.output_dir, "output_%d.npy" % k), np.asarray(y))
     times = sorted(time_calls(lambda: s.run(None, feed), a.iterations, a.warmup))
     out.update({"median_ms": round(statistics.median(times), 4),
                 "p90_ms": round(percentile(times, 0.9), 4), "min_ms": round(times[0], 4),
@@ -129,7 +135,7 @@ def main():
         with open(s.end_profiling()) as f:
             events = json.load(f)
         with open(a.profile, "w") as f:
-            json.dump(node_profile(events, a.warmup + (check is not None)), f)
+            json.dump(node_profile(events, a.warmup + (check is not None) + bool(a.output_dir)), f)
     print(json.dumps(out))
     return 0
 
