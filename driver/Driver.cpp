@@ -348,9 +348,10 @@ Specializer shapeSpecializer(const Target &target, std::string_view passes) {
     return base;
   CpuTarget cpu = target.cpu;
   auto packed = std::make_shared<PackedWeightCache>();
-  return [base, cpu, packed, passes = std::string(passes)](const Graph &g, const std::vector<Extents> &shapes,
-                             const std::map<int, Tensor> &values,
-                             std::set<int> *wanted) -> Expected<std::unique_ptr<Graph>> {
+  return [base, cpu, packed, passes = std::string(passes)](
+             const Graph &g, const std::vector<Extents> &shapes,
+             const std::map<int, Tensor> &values,
+             std::set<int> *wanted) -> Expected<std::unique_ptr<Graph>> {
     NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> s, base(g, shapes, values, wanted));
     // A graph that was static already had these passes; one with f32 convs (a staged model
     // whose first stage decides no shape, such as RAFT) still gets them again, as it did
@@ -396,7 +397,7 @@ Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach) {
   return optimize(g, Target(Target::Cpu, cpu), verifyEach);
 }
 
-Error optimize(Graph &g, const Target &target, std::string_view passes) {
+Error runPasses(Graph &g, const Target &target, std::string_view passes) {
   if (passes.empty())
     return optimize(g, target);
   NNC_ASSIGN_OR_RETURN(PassPipeline pipeline,
@@ -509,7 +510,8 @@ Expected<std::unique_ptr<Runner>> Runner::create(const Graph &g, Target target,
       }
     }
     PhaseTimer t("runner: clone graph");
-    NNC_ASSIGN_OR_RETURN(r->cpu_, CpuModel::create(g.clone(), cpu, shapeSpecializer(target, opts.passes)));
+    NNC_ASSIGN_OR_RETURN(r->cpu_,
+                         CpuModel::create(g.clone(), cpu, shapeSpecializer(target, opts.passes)));
   }
   return r;
 }

@@ -120,7 +120,7 @@ int benchCommand(const BenchOptions &o) {
   Expected<std::unique_ptr<Graph>> g = (*file)->load(*byName);
   if (!g)
     return fail(g.takeError());
-  if (Error e = driver::optimize(**g, *target, o.passes))
+  if (Error e = driver::runPasses(**g, *target, o.passes))
     return fail(e);
   // Inputs not given are random, of the declared (or --shape) extents.
   std::vector<Tensor> inputs;

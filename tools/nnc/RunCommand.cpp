@@ -62,7 +62,7 @@ Error reportPrecisionDifference(const RunOptions &o, const driver::Target &targe
   const std::vector<Tensor> &inputs = in.tensors;
   NNC_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, driver::loadModel(o.model, in.known, in.forms));
   if (o.optimize)
-    NNC_TRY(driver::optimize(*g, fp32, o.passes));
+    NNC_TRY(driver::runPasses(*g, fp32, o.passes));
   driver::ExecOptions eo;
   eo.threads = o.threads;
   eo.tuningCache = o.tuningCache;
@@ -153,7 +153,7 @@ int runCommand(const RunOptions &o) {
   importTime.stop();
   PhaseTimer optimizeTime("graph passes");
   if (o.optimize)
-    if (Error e = driver::optimize(**g, *target, o.passes))
+    if (Error e = driver::runPasses(**g, *target, o.passes))
       return fail(e);
   optimizeTime.stop();
   PhaseTimer compileTime("compile executable");

@@ -115,7 +115,7 @@ Specializer shapeSpecializer();
 /// dynamic-shape model ran every conv as im2col + GEMM and every weight GEMM on an unpacked
 /// weight (copied into panels on every run) at any shape. The programs of one specializer
 /// share their packed weights (PackedWeightCache). `passes`, when not "", is the pipeline
-/// the graph went through in place of the target's (optimize(g, target, passes)): the
+/// the graph went through in place of the target's (runPasses(g, target, passes)): the
 /// static-shape passes are its own from layout-nchwc on, none where it has no layout-nchwc.
 Specializer shapeSpecializer(const Target &target, std::string_view passes = {});
 /// `g` specialized to the inputs' `shapes` ahead of any run (nnc tune, inspect and compile
@@ -135,9 +135,9 @@ std::string pipelineTarget(const Target &t);
 Error optimize(Graph &g, const Target &target, bool verifyEach = true);
 /// optimize() for the CPU target generating code for `cpu`.
 Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach = true);
-/// optimize() with the pipeline `passes` (PassPipeline::parse's text) in place of the
+/// optimize(), or the pipeline `passes` (PassPipeline::parse's text) in place of the
 /// target's: "" runs the target's, "none" no pass (`nnc run --passes`, `nnc bench --passes`).
-Error optimize(Graph &g, const Target &target, std::string_view passes);
+Error runPasses(Graph &g, const Target &target, std::string_view passes);
 
 /// What `nnc tune` and nnc.tune share: loads `model`, optimizes it for `target` (cpu or
 /// opencl), specializes symbolic inputs on `shapes` (extents by input name; every other
