@@ -30,7 +30,7 @@ std::string sanitize(std::string_view s) {
 class PlanBuilder {
 public:
   PlanBuilder(const Graph &g, const char *target, const tuning::ConfigSource *tuning,
-              const CpuTarget &cpu, const GpuTarget *gpu, int threads);
+              const CpuTarget &cpu, const GpuTarget *gpu, int threads, bool loopBody);
   // lowerOpts_'s callbacks point at this builder.
   PlanBuilder(const PlanBuilder &) = delete;
   PlanBuilder &operator=(const PlanBuilder &) = delete;
@@ -79,10 +79,11 @@ private:
 };
 
 PlanBuilder::PlanBuilder(const Graph &g, const char *target, const tuning::ConfigSource *tuning,
-                         const CpuTarget &cpu, const GpuTarget *gpu, int threads)
+                         const CpuTarget &cpu, const GpuTarget *gpu, int threads, bool loopBody)
     : g_(g), target_(target), tuning_(tuning), cpu_(cpu), gpu_(gpu), lowerOpts_(cpu) {
   lowerOpts_.configs = tuning;
   lowerOpts_.threads = threads;
+  lowerOpts_.loopBody = loopBody;
   if (gpu)
     lowerOpts_.gpu = *gpu;
   lowerOpts_.onTunable = [this](const tuning::Problem &tp, bool tuned) {
@@ -277,7 +278,7 @@ Expected<std::vector<int>> PlanBuilder::addScan(const Node &n, const std::string
                        isolateNestedLoops(*n.body(), sp.carried + sp.scanInputs));
   NNC_ASSIGN_OR_RETURN(LaunchPlan body,
                        buildLaunchPlan(isolated ? *isolated : *n.body(), target_, tuning_, cpu_,
-                                       gpu_, lowerOpts_.threads));
+                                       gpu_, lowerOpts_.threads, /*loopBody=*/true));
   if (body.kernels.empty())
     return n.error("the loop body computes nothing");
   const int first = static_cast<int>(p_.kernels.size());
@@ -816,8 +817,8 @@ Expected<LaunchPlan> PlanBuilder::build() {
 
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
                                      const tuning::ConfigSource *tuning, const CpuTarget &cpu,
-                                     const GpuTarget *gpu, int threads) {
-  return PlanBuilder(g, target, tuning, cpu, gpu, threads).build();
+                                     const GpuTarget *gpu, int threads, bool loopBody) {
+  return PlanBuilder(g, target, tuning, cpu, gpu, threads, loopBody).build();
 }
 
 } // namespace nnc

@@ -43,9 +43,11 @@ struct LaunchPlan : RunPlan {
 /// Tunable kernels take their configs from `tuning` (null: heuristic defaults, which may split
 /// the work for `threads`, the threads the CPU kernels will run on: 0 for the host's cores);
 /// CPU kernels are lowered for `cpu`, OpenCL kernels for `gpu` (set exactly when the plan is
-/// OpenCL's).
+/// OpenCL's). `loopBody`: `g` is a loop's body, its kernels run once per step
+/// (tuning::LowerOptions::loopBody).
 Expected<LaunchPlan> buildLaunchPlan(const Graph &g, const char *target,
                                      const tuning::ConfigSource *tuning, const CpuTarget &cpu,
-                                     const GpuTarget *gpu = nullptr, int threads = 0);
+                                     const GpuTarget *gpu = nullptr, int threads = 0,
+                                     bool loopBody = false);
 
 } // namespace nnc

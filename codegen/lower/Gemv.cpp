@@ -158,8 +158,16 @@ const tuning::Space &gemvCpuSpace() {
       int64_t batch = p.dims[0], k = p.dims[2], n = p.dims[3];
       double weightBytes = 4.0 * double(batch) * double(k) * double(n);
       // A thread's share must outweigh waking the pool: 64 KiB of weight is a few
-      // microseconds of streaming.
-      int64_t par = weightBytes >= double(1 << 16) ? 1 : 0;
+      // microseconds of streaming from memory. In a loop body a weight that fits the core's
+      // L2 stays there from one step to the next, and one thread streams it from there in a
+      // few microseconds too: split, every step paid a fork and a join, and on a machine
+      // whose other core was busy a late worker's chunk (a bidirectional GRU-256's step
+      // matrices, 768 KB each, took 3 times their one-thread time at 2 threads then:
+      // bench/results/domain-models.md).
+      double least = double(1 << 16);
+      if (p.loopBody)
+        least = std::max(least, double(p.cpu.l2Bytes) + 1);
+      int64_t par = weightBytes >= least ? 1 : 0;
       // No software prefetch by default: the panels are one sequential stream, which the
       // hardware prefetcher follows; the prefetches (one per line of B) only took load slots
       // (measured slower at every distance, 1 and 4 rows: measurements-behind-defaults.md).

@@ -69,6 +69,7 @@ const Space *findSpace(const std::string &kind) {
 Config chooseConfig(Problem p, const LowerOptions *opts) {
   p.cpu = cpuOf(opts);
   p.threads = opts && opts->threads > 0 ? opts->threads : CpuTarget::hostCores();
+  p.loopBody = opts && opts->loopBody;
   if (opts && opts->gpu)
     p.gpu = opts->gpu;
   const Space *space = findSpace(p.kind);

@@ -3,7 +3,8 @@
 // bias + GELU + residual epilogue, compiled by the standard pipeline (the weight packed into
 // panels) against the interpreter; the path each takes (the skinny stream's problem, gemv_cpu,
 // up to 4 rows; the GEMM's, gemm_cpu, beyond); and every point of the gemv_cpu space gives the
-// same numbers. TemplatesTest pins the template names.
+// same numbers; a loop body's skinny stream keeps a weight that fits L2 on one thread.
+// TemplatesTest pins the template names.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -207,4 +208,72 @@ TEST(SkinnyGemm, EveryGemvConfigComputesTheSameNumbers) {
       ++checked;
     }
   EXPECT_EQ(checked, int(pars.size() * pfds.size()));
+}
+
+TEST(SkinnyGemm, ALoopBodyKeepsACacheSizedWeightOnOneThread) {
+  // The defaults: 768 KB of weight splits over the threads, except in a loop body on a core
+  // whose L2 holds it (a recurrent step rereads it from there every step); 2 MiB splits.
+  const tuning::Space *space = tuning::findSpace("gemv_cpu");
+  ASSERT_TRUE(space);
+  tuning::Problem p;
+  p.kind = "gemv_cpu";
+  p.cpu = testenv::testCpu();
+  p.cpu.l2Bytes = 1 << 20;
+  p.threads = 2;
+  p.dims = {1, 1, 256, 768};
+  EXPECT_EQ(space->defaults(p).at("par"), 1);
+  p.loopBody = true;
+  EXPECT_EQ(space->defaults(p).at("par"), 0);
+  p.dims = {1, 1, 512, 1024};
+  EXPECT_EQ(space->defaults(p).at("par"), 1);
+
+  // The launch plan lowers a scan's body as a loop body: the same 256 KiB matmul is split
+  // outside the loop and not inside it, and both match the interpreter.
+  std::string w = dense({256, 256}, 9);
+  std::string text = fmt::format(R"(
+graph @g(%h0: f32[1,256], %xs: f32[3,1,256], %x1: f32[1,256]) -> (f32[1,256], f32[3,1,256], f32[1,256]) {{
+  %w = {0}
+  %h, %ys = scan(%h0, %xs, %w) {{num_carried = 1, num_scan_inputs = 1, reverse = 0}} body graph @step(%a: f32[1,256], %x: f32[1,256], %k: f32[256,256]) -> (f32[1,256], f32[1,256]) {{
+    %m = matmul(%a, %k) : f32[1,256]
+    %s = add(%m, %x) : f32[1,256]
+    return %s, %s
+  }} : f32[1,256], f32[3,1,256]
+  %y = matmul(%x1, %w) : f32[1,256]
+  return %h, %ys, %y
+}})",
+                                 w);
+  Expected<std::unique_ptr<Graph>> g = parseGraph(text);
+  ASSERT_TRUE(g) << g.error().message();
+  std::unique_ptr<Graph> opt = (*g)->clone();
+  Error e = driver::optimize(*opt, testenv::testCpu());
+  ASSERT_FALSE(e) << e.message();
+  CpuOptions o(testenv::testCpu());
+  o.threads = 2;
+  o.codegen.cacheDir = "";
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(*opt, o);
+  ASSERT_TRUE(exe) << exe.error().message();
+  int inLoop = 0, outside = 0;
+  for (const kir::Kernel &k : (*exe)->kernels()) {
+    if (k.name.find("matmul") == std::string::npos)
+      continue;
+    bool parallel = false;
+    for (const kir::ScheduleStep &st : k.schedule.steps)
+      parallel = parallel || st.kind == kir::ScheduleStep::Parallel;
+    bool body = k.name.find("scan") != std::string::npos;
+    EXPECT_EQ(parallel, !body) << k.name;
+    ++(body ? inLoop : outside);
+  }
+  EXPECT_EQ(inLoop, 1);
+  EXPECT_EQ(outside, 1);
+  std::vector<Tensor> in = randomInputs(**g, 3);
+  Expected<std::vector<Tensor>> want = interpret(**g, in);
+  ASSERT_TRUE(want) << want.error().message();
+  Expected<std::vector<Tensor>> got = (*exe)->run(in);
+  ASSERT_TRUE(got) << got.error().message();
+  ASSERT_EQ(want->size(), got->size());
+  for (size_t r = 0; r < want->size(); ++r)
+    for (int64_t i = 0; i < (*want)[r].numElements(); ++i) {
+      double a = (*want)[r].elementAsDouble(i), b = (*got)[r].elementAsDouble(i);
+      ASSERT_NEAR(b, a, 1e-4 + 1e-4 * std::fabs(a)) << "output " << r << " element " << i;
+    }
 }

@@ -50,6 +50,10 @@ struct Problem {
   /// LowerOptions::threads), which a default may split the work for: the tuning cache keeps
   /// its configs per thread count likewise.
   int threads = 1;
+  /// The kernel runs once per step of a loop (a recurrent net's step): a constant operand
+  /// that fits the caches stays there from one call to the next, so a call can be a few
+  /// microseconds of work. chooseConfig sets it from LowerOptions::loopBody.
+  bool loopBody = false;
 };
 
 struct Knob {
@@ -124,6 +128,8 @@ struct LowerOptions {
   std::optional<GpuTarget> gpu;
   /// The threads the CPU kernels will run on; 0: the host's cores (CpuTarget::hostCores()).
   int threads = 0;
+  /// The kernels are a loop body's, run once per step (Problem::loopBody).
+  bool loopBody = false;
   /// The fusion group's epilogue (codegen/lower/Epilogue.h) when the node being lowered is a
   /// group's anchor and its template takes one (KernelTemplate::takesEpilogue): the template
   /// applies it where it stores a final element of the result, or leaves it to the planner.
