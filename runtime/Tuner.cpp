@@ -26,6 +26,7 @@
 //  5. Every measurement is written to the cache as it happens, the kernel's record when its
 //     search ends; a stop request (SIGINT) ends the search after the current candidate.
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #if defined(__x86_64__) || defined(__i386__)
 #include <emmintrin.h>
@@ -483,33 +484,58 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
   if (opencl) {
     // Lowered as OpenCLExecutable lowers them: for the device, with the target's CPU for the
     // CPU templates its registry also holds.
-    NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(g));
-    std::map<const Node *, int64_t> position;
-    for (const Node *n : g.nodes())
-      position.emplace(n, static_cast<int64_t>(position.size()));
-    for (const LoweringUnit &u : units) {
-      std::vector<tuning::Problem> found;
-      tuning::LowerOptions lo(opts.cpu);
-      lo.gpu = opts.opencl->target();
-      lo.onTunable = [&](const tuning::Problem &p, bool) { found.push_back(p); };
-      NNC_TRY(lowerUnit(u, "probe", lo).takeError());
-      collect(u, found);
-      for (const tuning::Problem &p : found)
-        problemsAt[position[u.node]].push_back(index.at(p.signature));
-    }
+    // A loop's body units are probed too; their kernels are named after the loop node
+    // ("n<position>_scan_..."), so their problems go to the loop's position.
+    std::function<Error(const Graph &, int64_t)> probe = [&](const Graph &graph,
+                                                             int64_t loopAt) -> Error {
+      NNC_ASSIGN_OR_RETURN(std::vector<LoweringUnit> units, loweringUnits(graph));
+      std::map<const Node *, int64_t> position;
+      for (const Node *n : graph.nodes())
+        position.emplace(n, static_cast<int64_t>(position.size()));
+      for (const LoweringUnit &u : units) {
+        int64_t at = loopAt >= 0 ? loopAt : position[u.node];
+        if (u.node->body()) {
+          NNC_TRY(probe(*u.node->body(), at));
+          continue;
+        }
+        std::vector<tuning::Problem> found;
+        tuning::LowerOptions lo(opts.cpu);
+        lo.gpu = opts.opencl->target();
+        lo.loopBody = loopAt >= 0;
+        lo.onTunable = [&](const tuning::Problem &p, bool) { found.push_back(p); };
+        NNC_TRY(lowerUnit(u, "probe", lo).takeError());
+        collect(u, found);
+        for (const tuning::Problem &p : found)
+          problemsAt[at].push_back(index.at(p.signature));
+      }
+      return Error::success();
+    };
+    NNC_TRY(probe(g, -1));
   } else {
-    for (const Node *n : g.nodes()) {
-      if (n->kind() == OpKind::Constant)
-        continue;
-      std::vector<tuning::Problem> found;
-      tuning::LowerOptions lo(opts.cpu);
-      lo.threads = opts.threads;
-      lo.onTunable = [&](const tuning::Problem &p, bool) { found.push_back(p); };
-      NNC_TRY(lowerNode(*n, "probe", lo).takeError());
-      LoweringUnit u;
-      u.node = n;
-      collect(u, found);
-    }
+    // A loop's body holds the kernels that run in every iteration (a recurrent net's step):
+    // its nodes are probed as the launch plan lowers them, as a loop body's.
+    std::function<Error(const Graph &, bool)> probe = [&](const Graph &graph,
+                                                          bool loopBody) -> Error {
+      for (const Node *n : graph.nodes()) {
+        if (n->kind() == OpKind::Constant)
+          continue;
+        if (n->body()) {
+          NNC_TRY(probe(*n->body(), /*loopBody=*/true));
+          continue;
+        }
+        std::vector<tuning::Problem> found;
+        tuning::LowerOptions lo(opts.cpu);
+        lo.threads = opts.threads;
+        lo.loopBody = loopBody;
+        lo.onTunable = [&](const tuning::Problem &p, bool) { found.push_back(p); };
+        NNC_TRY(lowerNode(*n, "probe", lo).takeError());
+        LoweringUnit u;
+        u.node = n;
+        collect(u, found);
+      }
+      return Error::success();
+    };
+    NNC_TRY(probe(g, /*loopBody=*/false));
   }
   Progress progress(opts.progress, opts.budgetSeconds);
   size_t total = summary.kernels.size();

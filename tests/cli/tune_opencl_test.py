@@ -7,7 +7,9 @@ epilogue, a plain GEMM, a work-group reduction) and none tuned; a tune run with 
 stores one record per tunable kernel under the device's OpenCL fingerprint, both OpenCL knob
 spaces among them; a second compile (`bench --require-tuned`) takes every one of them; a second
 tune run resumes (its candidates add to the first's, none measured twice); `nnc cache ls`
-tags the records as OpenCL ones of this machine and `prune` keeps them.
+tags the records as OpenCL ones of this machine and `prune` keeps them; a recurrent model
+(GRU: a loop whose body holds its step's GEMM) is tuned, its loop body's GEMM among the
+tuned kernels.
 
 Usage: tune_opencl_test.py NNC_BINARY
 """
@@ -22,7 +24,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from onnxw import attr_ints, model, node, tensor, value_info  # noqa: E402
+from onnxw import attr_int, attr_ints, model, node, tensor, value_info  # noqa: E402
 from train_data import write_npy  # noqa: E402
 
 NNC = sys.argv[1]
@@ -41,6 +43,18 @@ def build_model():
     return model(nodes, [value_info("x", [6, 96])],
                  [value_info("y", [6, 40]), value_info("s", [6, 1])],
                  [tensor("w1", [96, 80], w1), tensor("w2", [80, 40], w2)])
+
+
+def build_gru():
+    """A GRU of hidden size 64 over 5 steps of 16 features (its step's GEMM of one row by the
+    recurrent weight runs in the loop's body)."""
+    rnd = random.Random(9)
+    w = [rnd.uniform(-0.3, 0.3) for _ in range(3 * 64 * 16)]
+    r = [rnd.uniform(-0.3, 0.3) for _ in range(3 * 64 * 64)]
+    nodes = [node("GRU", ["x", "w", "r"], ["y", "yh"], "gru", [attr_int("hidden_size", 64)])]
+    return model(nodes, [value_info("x", [5, 1, 16])],
+                 [value_info("y", [5, 1, 1, 64]), value_info("yh", [1, 1, 64])],
+                 [tensor("w", [1, 192, 16], w), tensor("r", [1, 192, 64], r)])
 
 
 def run(args, env, check=True):
@@ -117,6 +131,15 @@ def main():
         assert p.stdout.count(" opencl ") == tunable, p.stdout
         p = run(["cache", "prune", "--cache", db], env)
         assert "removed 0 records" in p.stdout, p.stdout
+
+        # A recurrent model: its loop body's GEMM is tuned too (the tuner refused the model
+        # before: "no CPU code generation for op 'scan'").
+        gru = os.path.join(tmp, "gru.onnx")
+        with open(gru, "wb") as f:
+            f.write(build_gru())
+        p = run(["tune", gru, "--target", "opencl", "--budget", "20", "--trials", "2",
+                 "--cache", os.path.join(tmp, "gru.db"), "-q"], env)
+        assert "gemm_opencl f32 b1 m1 k64 n" in p.stdout, p.stdout
     print("PASS")
 
 

@@ -6,7 +6,8 @@ tunable kernel tuned (and the empty cache finds none); two tuners writing one ca
 leave it valid and complete; `nnc bench --compare tuning:FILE` times the tuned configs against
 the defaults, alternating; `--shape` tunes a model with symbolic dims at a shape; a tuner
 killed with SIGKILL mid-run leaves a valid cache that the next tuner resumes; `nnc cache
-ls|show|export --json|prune` read and manage it.
+ls|show|export --json|prune` read and manage it; a recurrent model (GRU: a loop whose body
+holds its step's GEMM) is tuned, its loop body's kernel among the tuned ones.
 
 Usage: tune_test.py NNC_BINARY
 """
@@ -23,7 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from onnxw import model, node, tensor, value_info  # noqa: E402
+from onnxw import attr_int, model, node, tensor, value_info  # noqa: E402
 
 NNC = sys.argv[1]
 
@@ -39,6 +40,18 @@ def build_model(rows=6):
     ]
     return model(nodes, [value_info("x", [rows, 96])], [value_info("y", [rows, 40])],
                  [tensor("w1", [96, 80], w1), tensor("w2", [80, 40], w2)])
+
+
+def build_gru():
+    """A GRU of hidden size 64 over 5 steps of 16 features: its step multiplies the state by
+    the recurrent weight (a skinny GEMM of one row) in the loop's body."""
+    rnd = random.Random(9)
+    w = [rnd.uniform(-0.3, 0.3) for _ in range(3 * 64 * 16)]
+    r = [rnd.uniform(-0.3, 0.3) for _ in range(3 * 64 * 64)]
+    nodes = [node("GRU", ["x", "w", "r"], ["y", "yh"], "gru", [attr_int("hidden_size", 64)])]
+    return model(nodes, [value_info("x", [5, 1, 16])],
+                 [value_info("y", [5, 1, 1, 64]), value_info("yh", [1, 1, 64])],
+                 [tensor("w", [1, 192, 16], w), tensor("r", [1, 192, 64], r)])
 
 
 def run(args, env, check=True):
@@ -134,6 +147,15 @@ def main():
         p = run(["tune", dyn, "--shape", "x=24by96", "--cache", os.path.join(tmp, "dyn.db"),
                  "-q"], env, check=False)
         assert p.returncode != 0 and "x=24by96" in p.stderr, p.stderr
+
+        # A recurrent model: the tuner finds its loop body's GEMM too (it refused the model
+        # before: "no CPU code generation for op 'scan'").
+        gru = os.path.join(tmp, "gru.onnx")
+        with open(gru, "wb") as f:
+            f.write(build_gru())
+        p = run(["tune", gru, "--threads", "1", "--budget", "4", "--trials", "2", "--cache",
+                 os.path.join(tmp, "gru.db"), "-q"], env)
+        assert "gemv_cpu f32 b1 m1 k64 n" in p.stdout, p.stdout
 
         # A tuner killed with SIGKILL mid-run leaves a valid cache; the next one resumes.
         killed = os.path.join(tmp, "killed.db")

@@ -239,6 +239,39 @@ TEST(Tuning, TunerRejectsCandidatesWithWrongNumbers) {
   }
 }
 
+TEST(Tuning, TunerTunesTheKernelsOfALoopBody) {
+  // A recurrent step (scan) whose body multiplies its state by a weight: the tuner finds the
+  // body's GEMM (it refused the model before: "no CPU code generation for op 'scan'").
+  std::unique_ptr<Graph> g = parse(R"(
+graph @rnn(%h0: f32[4,32], %xs: f32[3,4,32], %w: f32[32,32]) -> (f32[4,32], f32[3,4,32]) {
+  %h, %ys = scan(%h0, %xs, %w) {num_carried = 1, num_scan_inputs = 1, reverse = 0} body graph @step(%a: f32[4,32], %x: f32[4,32], %k: f32[32,32]) -> (f32[4,32], f32[4,32]) {
+    %m = matmul(%a, %k) : f32[4,32]
+    %s = add(%m, %x) : f32[4,32]
+    return %s, %s
+  } : f32[4,32], f32[3,4,32]
+  return %h, %ys
+}
+)");
+  ASSERT_TRUE(g);
+  std::string path = tempPath("loop-body");
+  removeDb(path);
+  Expected<std::unique_ptr<TuningCache>> cache = TuningCache::open(path);
+  ASSERT_TRUE(cache) << cache.error().message();
+  TuneOptions opts(testenv::testCpu());
+  opts.threads = 1;
+  opts.budgetSeconds = 10;
+  opts.maxTrials = 2;
+  opts.progress = false;
+  Expected<TuneSummary> s = tuneGraph(*g, **cache, opts);
+  ASSERT_TRUE(s) << s.error().message();
+  ASSERT_EQ(s->kernels.size(), 1u);
+  EXPECT_NE(s->kernels[0].problem.signature.find("m4 k32 n32"), std::string::npos)
+      << s->kernels[0].problem.signature;
+  EXPECT_GT(s->kernels[0].measured, 0);
+  EXPECT_EQ(s->kernels[0].rejected, 0);
+  removeDb(path);
+}
+
 TEST(Tuning, GemmRowsStayOneBlockWhenBsColumnBlocksOutgrowTheL2) {
   // The default GEMM schedule past 192 rows (pinned caches: L2 512 KiB). When a column block
   // of the weight (k x nc) is larger than the L2, the rows stay one block (a k blocked in 512
