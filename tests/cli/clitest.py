@@ -1,13 +1,15 @@
 """What the CLI tests (tests/cli/*_test.py) share: recording failures, running nnc, writing
-input tensors, and finding out whether the machine has an OpenCL device.
+input tensors, finding out whether the machine has an OpenCL device, and small models more
+than one of them builds.
 
 A test imports it after putting scripts/ on sys.path (for onnxw), checks with check(), and
 ends with `return finish()` (or sys.exit(finish())): 1 when any check failed.
 """
 import os
+import random
 import subprocess
 
-from onnxw import tensor
+from onnxw import attr_int, model, node, tensor, value_info
 
 # TensorProto.DataType codes and the struct format of one element.
 FLOAT, INT32, INT64, BOOL, DOUBLE = 1, 6, 7, 9, 11
@@ -80,3 +82,15 @@ def run_case(nnc, targets, path, args, expect, what, out_root, matches):
         for k, e in enumerate(expect):
             got = read_npy(os.path.join(out, f"output_{k}.npy"))
             check(matches(got, e), f"{w}: output {k} is {got}, expected {e}")
+
+
+def gru_model():
+    """A GRU of hidden size 64 over 5 steps of 16 features (ONNX bytes): its step's GEMMs of
+    one row by the recurrent weight run in the body of the loop it imports as."""
+    rnd = random.Random(9)
+    w = [rnd.uniform(-0.3, 0.3) for _ in range(3 * 64 * 16)]
+    r = [rnd.uniform(-0.3, 0.3) for _ in range(3 * 64 * 64)]
+    nodes = [node("GRU", ["x", "w", "r"], ["y", "yh"], "gru", [attr_int("hidden_size", 64)])]
+    return model(nodes, [value_info("x", [5, 1, 16])],
+                 [value_info("y", [5, 1, 1, 64]), value_info("yh", [1, 1, 64])],
+                 [tensor("w", [1, 192, 16], w), tensor("r", [1, 192, 64], r)])

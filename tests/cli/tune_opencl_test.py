@@ -24,7 +24,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from onnxw import attr_int, attr_ints, model, node, tensor, value_info  # noqa: E402
+from onnxw import attr_ints, model, node, tensor, value_info  # noqa: E402
+from clitest import gru_model  # noqa: E402
 from train_data import write_npy  # noqa: E402
 
 NNC = sys.argv[1]
@@ -43,18 +44,6 @@ def build_model():
     return model(nodes, [value_info("x", [6, 96])],
                  [value_info("y", [6, 40]), value_info("s", [6, 1])],
                  [tensor("w1", [96, 80], w1), tensor("w2", [80, 40], w2)])
-
-
-def build_gru():
-    """A GRU of hidden size 64 over 5 steps of 16 features (its step's GEMM of one row by the
-    recurrent weight runs in the loop's body)."""
-    rnd = random.Random(9)
-    w = [rnd.uniform(-0.3, 0.3) for _ in range(3 * 64 * 16)]
-    r = [rnd.uniform(-0.3, 0.3) for _ in range(3 * 64 * 64)]
-    nodes = [node("GRU", ["x", "w", "r"], ["y", "yh"], "gru", [attr_int("hidden_size", 64)])]
-    return model(nodes, [value_info("x", [5, 1, 16])],
-                 [value_info("y", [5, 1, 1, 64]), value_info("yh", [1, 1, 64])],
-                 [tensor("w", [1, 192, 16], w), tensor("r", [1, 192, 64], r)])
 
 
 def run(args, env, check=True):
@@ -136,7 +125,7 @@ def main():
         # before: "no CPU code generation for op 'scan'").
         gru = os.path.join(tmp, "gru.onnx")
         with open(gru, "wb") as f:
-            f.write(build_gru())
+            f.write(gru_model())
         p = run(["tune", gru, "--target", "opencl", "--budget", "20", "--trials", "2",
                  "--cache", os.path.join(tmp, "gru.db"), "-q"], env)
         assert "gemm_opencl f32 b1 m1 k64 n" in p.stdout, p.stdout
