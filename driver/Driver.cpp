@@ -280,6 +280,27 @@ Specializer shapeSpecializer() {
 
 namespace {
 
+/// The pipeline `passes` names (`--passes`: PassPipeline::parse's text, "none" for no pass),
+/// or with "" the one of `target` (a PassPipeline::forTarget name).
+Expected<PassPipeline> chosenPipeline(std::string_view target, std::string_view passes) {
+  if (passes.empty())
+    return PassPipeline::forTarget(target);
+  return PassPipeline::parse(passes == "none" ? std::string_view() : passes);
+}
+
+/// Runs `pipeline` on `g` for `target` (the interpreter as constant folding's evaluator), then
+/// the verifier.
+Error runPipeline(Graph &g, const Target &target, const PassPipeline &pipeline,
+                  bool verifyEach) {
+  PassContext ctx;
+  ctx.cpu = target.cpu;
+  ctx.evaluate = interpreterEvaluator();
+  ctx.verifyEach = verifyEach;
+  ctx.stats = debugEnabled("time");
+  NNC_TRY(pipeline.run(g, ctx));
+  return verify(g);
+}
+
 /// The CPU pipeline's passes from layout-nchwc on (shapeSpecializer(Target)), taken from the
 /// pipeline itself: the blocked layout, Winograd and the weight packing need static shapes,
 /// and the fusion passes regroup what they made. layout-nhwc is left out: it runs on integer
@@ -287,10 +308,7 @@ namespace {
 /// ("": the CPU's, "none": no pass) is the pipeline the graph went through; without a
 /// layout-nchwc the result is empty.
 Expected<PassPipeline> specializedPasses(std::string_view passes) {
-  NNC_ASSIGN_OR_RETURN(PassPipeline cpu,
-                       passes.empty()     ? PassPipeline::forTarget("cpu")
-                       : passes == "none" ? PassPipeline::parse("")
-                                          : PassPipeline::parse(passes));
+  NNC_ASSIGN_OR_RETURN(PassPipeline cpu, chosenPipeline("cpu", passes));
   std::string kept;
   bool from = false;
   for (const std::string &pass : cpu.passes()) { // entries with their options
@@ -384,13 +402,7 @@ std::string pipelineTarget(const Target &t) {
 
 Error optimize(Graph &g, const Target &target, bool verifyEach) {
   NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, PassPipeline::forTarget(pipelineTarget(target)));
-  PassContext ctx;
-  ctx.cpu = target.cpu;
-  ctx.evaluate = interpreterEvaluator();
-  ctx.verifyEach = verifyEach;
-  ctx.stats = debugEnabled("time");
-  NNC_TRY(pipeline.run(g, ctx));
-  return verify(g);
+  return runPipeline(g, target, pipeline, verifyEach);
 }
 
 Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach) {
@@ -398,16 +410,8 @@ Error optimize(Graph &g, const CpuTarget &cpu, bool verifyEach) {
 }
 
 Error runPasses(Graph &g, const Target &target, std::string_view passes) {
-  if (passes.empty())
-    return optimize(g, target);
-  NNC_ASSIGN_OR_RETURN(PassPipeline pipeline,
-                       PassPipeline::parse(passes == "none" ? std::string_view() : passes));
-  PassContext ctx;
-  ctx.cpu = target.cpu;
-  ctx.evaluate = interpreterEvaluator();
-  ctx.stats = debugEnabled("time");
-  NNC_TRY(pipeline.run(g, ctx));
-  return verify(g);
+  NNC_ASSIGN_OR_RETURN(PassPipeline pipeline, chosenPipeline(pipelineTarget(target), passes));
+  return runPipeline(g, target, pipeline, /*verifyEach=*/true);
 }
 
 Expected<TuneSummary> tuneModel(const std::string &model, const Target &target,

@@ -26,7 +26,6 @@
 //  5. Every measurement is written to the cache as it happens, the kernel's record when its
 //     search ends; a stop request (SIGINT) ends the search after the current candidate.
 #include <algorithm>
-#include <functional>
 #include <chrono>
 #if defined(__x86_64__) || defined(__i386__)
 #include <emmintrin.h>
@@ -35,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -513,7 +513,7 @@ Expected<TuneSummary> tuneGraph(const Graph &g, TuningCache &cache, const TuneOp
     NNC_TRY(probe(g, -1));
   } else {
     // A loop's body holds the kernels that run in every iteration (a recurrent net's step):
-    // its nodes are probed as the launch plan lowers them, as a loop body's.
+    // its nodes are probed too, with the loop-body defaults the launch plan lowers them with.
     std::function<Error(const Graph &, bool)> probe = [&](const Graph &graph,
                                                           bool loopBody) -> Error {
       for (const Node *n : graph.nodes()) {

@@ -164,10 +164,8 @@ const tuning::Space &gemvCpuSpace() {
       // whose other core was busy a late worker's chunk (a bidirectional GRU-256's step
       // matrices, 768 KB each, took 3 times their one-thread time at 2 threads then:
       // bench/results/domain-models.md).
-      double least = double(1 << 16);
-      if (p.loopBody)
-        least = std::max(least, double(p.cpu.l2Bytes) + 1);
-      int64_t par = weightBytes >= least ? 1 : 0;
+      bool stepsFromL2 = p.loopBody && weightBytes <= double(p.cpu.l2Bytes);
+      int64_t par = weightBytes >= double(1 << 16) && !stepsFromL2 ? 1 : 0;
       // No software prefetch by default: the panels are one sequential stream, which the
       // hardware prefetcher follows; the prefetches (one per line of B) only took load slots
       // (measured slower at every distance, 1 and 4 rows: measurements-behind-defaults.md).
