@@ -625,7 +625,8 @@ struct Evaluator {
         }
   }
 
-  /// The microkernel's definition: f32 products summed in k order from the initial value;
+  /// The microkernel's definition: f32 products summed in k order from the initial value
+  /// (with sumEvery, each run of that many k steps from zero, then added to the sum);
   /// u8s8s32: the integer products summed in i32, wrapping; bf16: the (exact) products of the
   /// bf16 values added in k order to an f32 sum.
   void gemmTile(const StmtNode &s) {
@@ -677,13 +678,19 @@ struct Evaluator {
     for (int64_t r = 0; r < t.mr && failure.empty(); ++r)
       for (int64_t j = 0; j < t.nr && failure.empty(); ++j) {
         int64_t ci = c0 + r * t.ldc + j;
-        float acc = t.accumulate ? static_cast<float>(loadValue(s.buffer, ci).f) : 0.0f;
-        for (int64_t p = 0; p < kc && failure.empty(); ++p)
+        float total = t.accumulate ? static_cast<float>(loadValue(s.buffer, ci).f) : 0.0f;
+        float acc = t.sumEvery > 0 ? 0.0f : total;
+        for (int64_t p = 0; p < kc && failure.empty(); ++p) {
           acc = std::fma(static_cast<float>(loadValue(t.a, a0 + r * t.lda + p * t.ak).f),
                          static_cast<float>(loadValue(t.b, b0 + p * t.ldb + j).f), acc);
+          if (t.sumEvery > 0 && ((p + 1) % t.sumEvery == 0 || p + 1 == kc)) {
+            total += acc;
+            acc = 0.0f;
+          }
+        }
         Value v;
         v.type = DType::F32;
-        v.f = acc;
+        v.f = t.sumEvery > 0 ? total : acc;
         if (failure.empty())
           storeValue(s.buffer, ci, v);
       }

@@ -564,7 +564,7 @@ private:
   }
 
   // gemm_tile [u8s8s32 | bf16] MRxNR C[c; ldc L] (= | +=) A[a; lda L, ak L] * B[b; ldb L[, prefetch
-  // +P[ row k >> S]]] over k < KC
+  // +P[ row k >> S]]] over k < KC[ sums every S]
   Expected<Stmt> parseGemmTile() {
     advance();
     Stmt s = makeStmt(StmtKind::GemmTile);
@@ -627,6 +627,11 @@ private:
     NNC_TRY(expectKeyword("k"));
     NNC_TRY(expectPunct("<"));
     NNC_ASSIGN_OR_RETURN(s->args[3], parseExpr());
+    if (isKeyword("sums")) {
+      advance();
+      NNC_TRY(expectKeyword("every"));
+      NNC_ASSIGN_OR_RETURN(t.sumEvery, parseInt("the k steps of a run of partial sums"));
+    }
     return s;
   }
 

@@ -279,14 +279,15 @@ struct Printer {
       const GemmTileShape &t = s->tile;
       out += fmt::format(
           "{}gemm_tile {}{}x{} {}[{}; ldc {}] {}= {}[{}; lda {}, ak {}] * "
-          "{}[{}; ldb {}{}] over k < {}\n",
+          "{}[{}; ldb {}{}] over k < {}{}\n",
           pad, t.elems == GemmElems::F32 ? std::string() : std::string(gemmElemsName(t.elems)) + " ", t.mr, t.nr, bufferName(s->buffer), expr(s->args[2]), t.ldc, t.accumulate ? "+" : "",
           bufferName(t.a), expr(s->args[0]), t.lda, t.ak, bufferName(t.b), expr(s->args[1]), t.ldb,
           t.prefetchB ? fmt::format(", prefetch +{}{}", t.prefetchB,
                                     t.prefetchShift ? fmt::format(" row k >> {}", t.prefetchShift)
                                                     : std::string())
                       : "",
-          expr(s->args[3]));
+          expr(s->args[3]),
+          t.sumEvery > 0 ? fmt::format(" sums every {}", t.sumEvery) : std::string());
       return;
     }
     }

@@ -531,6 +531,10 @@ struct Verifier {
       return fail(fmt::format("gemm_tile {}x{} with a negative stride", t.mr, t.nr));
     if (t.prefetchShift < 0 || t.prefetchShift > 30)
       return fail(fmt::format("gemm_tile prefetch shift {} outside [0, 30]", t.prefetchShift));
+    if (t.sumEvery < 0 || (t.sumEvery > 0 && t.elems != GemmElems::F32))
+      return fail(fmt::format("{} gemm_tile summing every {} k steps (runs are for f32 tiles, "
+                              "of a positive length)",
+                              gemmElemsName(t.elems), t.sumEvery));
     // With constant offsets and k extent, the last element each operand touches must lie
     // in its buffer.
     auto imm = [](const Expr &e) { return e->kind == ExprKind::IntImm; };

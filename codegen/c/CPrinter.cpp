@@ -793,12 +793,23 @@ void CPrinter::stmt(const kir::Stmt &sp, int indent, std::string &out) {
       out += p3 + "}\n" + p2 + "}\n" + pad + "}\n";
       return;
     }
+    // With sumEvery: runs of that many k steps, each from zero, added to the running sum.
+    const bool runs = t.sumEvery > 0;
+    if (runs)
+      out += fmt::format("{}{} gt_total = gt_acc;\n{}gt_acc = 0.0f;\n", p4, f32t, p4);
     out += fmt::format(
-        "{}for ({} gt_p = 0; gt_p < gt_k; ++gt_p) gt_acc = fma({}, {}, gt_acc);\n", p4, i64t,
+        "{}for ({} gt_p = 0; gt_p < gt_k; ++gt_p) {{\n{}  gt_acc = fma({}, {}, gt_acc);\n", p4,
+        i64t, p4,
         loadElement(DType::F32, bufferName(t.a),
                     fmt::format("gt_a + gt_r * {} + gt_p * {}", t.lda, t.ak)),
         loadElement(DType::F32, bufferName(t.b), fmt::format("gt_b + gt_p * {} + gt_j", t.ldb)));
-    out += p4 + storeElement(DType::F32, bufferName(s.buffer), cIdx, "gt_acc") + "\n";
+    if (runs)
+      out += fmt::format("{}  if ((gt_p + 1) % {} == 0 || gt_p + 1 == gt_k) {{ gt_total += "
+                         "gt_acc; gt_acc = 0.0f; }}\n",
+                         p4, t.sumEvery);
+    out += p4 + "}\n";
+    out += p4 + storeElement(DType::F32, bufferName(s.buffer), cIdx, runs ? "gt_total" : "gt_acc") +
+           "\n";
     out += p3 + "}\n" + p2 + "}\n" + pad + "}\n";
     return;
   }

@@ -236,7 +236,8 @@ private:
   /// The bf16 GemmTile (EmitBf16GemmTile.cpp).
   void emitBf16GemmTile(const kir::StmtNode &s);
   bool emitTransposedTile(const kir::StmtNode &s);
-  llvm::Function *gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch, int shift = 0);
+  llvm::Function *gemmMicrokernel(int64_t mr, int64_t nr, bool prefetch, int shift = 0,
+                                  int64_t sumEvery = 0);
   /// A counted loop over [begin, end) of `var`; `kind` selects the loop metadata.
   /// `independent`: the KIR loop's iterations are independent (a gpu_grid loop).
   void emitLoop(const std::string &var, Value *begin, Value *end, kir::LoopKind kind,

@@ -402,6 +402,8 @@ Stmt microkernelNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int6
       shape.ldb = ldb;
       if (ops.bf16)
         shape.elems = kir::GemmElems::BF16;
+      else
+        shape.sumEvery = ops.sumRun;
       return shape;
     };
     auto tileAt = [&](const kir::GemmTileShape &shape, Expr row0, Expr aPanel) -> Stmt {

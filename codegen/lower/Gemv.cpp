@@ -109,6 +109,7 @@ Stmt gemvNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_t k, 
     shape.ldb = nr;
     shape.ldc = st.cRow;
     shape.prefetchB = pfd;
+    shape.sumEvery = ops.sumRun;
     Expr col0 = kir::mul(panel, i64c(nr));
     Expr bOff = kir::add(st.bBase, kir::mul(panel, i64c(k * nr)));
     Expr cOff = kir::add(st.cBase, col0);

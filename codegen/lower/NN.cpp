@@ -176,6 +176,7 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   g.packScratch = 0;
   g.packedNr = packedNr;
   g.bf16 = bf16;
+  g.sumRun = node.getInt("sum_run", 0);
   if (bf16 && aOff->kind != kir::ExprKind::IntImm)
     return node.error("a bf16 weight with batch dims {} that move operand 0 (only a [K, N] "
                       "weight, whose batch entries fold into the rows, is packed as bf16)",

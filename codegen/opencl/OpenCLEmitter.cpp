@@ -97,12 +97,18 @@ protected:
       return "";
     std::string vt = fmt::format("float{}", w), p2 = pad + "  ", out;
     int64_t vecs = t.nr / w;
+    // With sumEvery: runs of that many k steps, each from zero, added to gt_s (the sums).
+    const bool runs = t.sumEvery > 0;
     for (int64_t r = 0; r < t.mr; ++r)
-      for (int64_t v = 0; v < vecs; ++v)
+      for (int64_t v = 0; v < vecs; ++v) {
+        std::string init =
+            t.accumulate ? fmt::format("vload{}(0, {} + gt_c + {})", w, c, r * t.ldc + v * w)
+                         : fmt::format("({})(0.0f)", vt);
+        if (runs)
+          out += fmt::format("{}{} gt_s{}_{} = {};\n", pad, vt, r, v, init);
         out += fmt::format("{}{} gt_c{}_{} = {};\n", pad, vt, r, v,
-                           t.accumulate
-                               ? fmt::format("vload{}(0, {} + gt_c + {})", w, c, r * t.ldc + v * w)
-                               : fmt::format("({})(0.0f)", vt));
+                           runs ? fmt::format("({})(0.0f)", vt) : init);
+      }
     out += fmt::format("{}for (long gt_p = 0; gt_p < gt_k; ++gt_p) {{\n", pad);
     for (int64_t v = 0; v < vecs; ++v)
       out += fmt::format("{}{} gt_b{} = vload{}(0, {} + gt_b + gt_p * {} + {});\n", p2, vt, v, w, b,
@@ -113,11 +119,19 @@ protected:
       for (int64_t v = 0; v < vecs; ++v)
         out += fmt::format("{}gt_c{}_{} = fma(gt_a{}, gt_b{}, gt_c{}_{});\n", p2, r, v, r, v, r, v);
     }
+    if (runs) {
+      out += fmt::format("{}if ((gt_p + 1) % {} == 0 || gt_p + 1 == gt_k) {{\n", p2, t.sumEvery);
+      for (int64_t r = 0; r < t.mr; ++r)
+        for (int64_t v = 0; v < vecs; ++v)
+          out += fmt::format("{}  gt_s{}_{} += gt_c{}_{};\n{}  gt_c{}_{} = ({})(0.0f);\n", p2, r, v,
+                             r, v, p2, r, v, vt);
+      out += p2 + "}\n";
+    }
     out += pad + "}\n";
     for (int64_t r = 0; r < t.mr; ++r)
       for (int64_t v = 0; v < vecs; ++v)
-        out += fmt::format("{}vstore{}(gt_c{}_{}, 0, {} + gt_c + {});\n", pad, w, r, v, c,
-                           r * t.ldc + v * w);
+        out += fmt::format("{}vstore{}(gt_{}{}_{}, 0, {} + gt_c + {});\n", pad, w,
+                           runs ? "s" : "c", r, v, c, r * t.ldc + v * w);
     return out;
   }
 

@@ -1052,6 +1052,65 @@ TEST(LLVMCodegen, ConvTileRunsOfPartialSums) {
   }
 }
 
+TEST(LLVMCodegen, GemmTileRunsOfPartialSums) {
+  // sumEvery on a GEMM tile: each run of k steps sums from zero before joining C's running
+  // sum. From 2^24 every 1 added on its own rounds away, while a run's ones sum exactly: one
+  // chain of 8 leaves 2^24, runs of 2 give 2^24 + 8; runs of 3 (the last one shorter), from
+  // zero, give 8; with no k step, C stays as it was (accumulate) or becomes zero. Tiles of
+  // 2 x 20 columns: the last vector partial (masked) on AVX-512 and AVX2 alike.
+  const int64_t mr = 2, nr = 20, kc = 8, tileC = mr * nr;
+  struct Case {
+    int64_t every, k;
+    bool accumulate;
+    float want;
+  };
+  const std::vector<Case> cases = {{0, kc, true, 16777216.0f},
+                                   {2, kc, true, 16777224.0f},
+                                   {3, kc, false, 8.0f},
+                                   {2, 0, true, 16777216.0f},
+                                   {2, 0, false, 0.0f}};
+  Kernel k;
+  k.name = "gruns";
+  int64_t cN = tileC * int64_t(cases.size());
+  k.buffers = {buf("a", DType::F32, mr * kc, BufferRole::Operand, 0, false),
+               buf("b", DType::F32, kc * nr, BufferRole::Operand, 1, false),
+               buf("c", DType::F32, cN, BufferRole::Result, 0, true)};
+  std::vector<Stmt> tiles;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    GemmTileShape s;
+    s.a = 0;
+    s.b = 1;
+    s.mr = mr;
+    s.nr = nr;
+    s.lda = kc;
+    s.ak = 1;
+    s.ldb = nr;
+    s.ldc = nr;
+    s.accumulate = cases[i].accumulate;
+    s.sumEvery = cases[i].every;
+    tiles.push_back(gemmTile(s, 2, intImm(0), intImm(0), intImm(tileC * int64_t(i)),
+                             intImm(cases[i].k)));
+  }
+  k.body = block(tiles);
+  ASSERT_FALSE(verifyKernel(k)) << verifyKernel(k).message();
+  std::vector<float> a(mr * kc, 1.0f), b(kc * nr, 1.0f), start(cN, 16777216.0f);
+  std::vector<float> want = start;
+  ASSERT_FALSE(evaluateKernel(k, {a.data(), b.data(), want.data()}));
+  for (int64_t j = 0; j < cN; ++j)
+    ASSERT_EQ(want[j], cases[j / tileC].want) << "evaluator, case " << j / tileC;
+  for (const char *cpu : {"x86-64-v3", "x86-64-v4"}) {
+    CodegenOptions o = noCache();
+    o.cpu = *CpuTarget::parse(cpu);
+    auto m = compileOrDie({k}, o);
+    ASSERT_TRUE(m);
+    std::vector<float> c = start;
+    void *bufs[] = {a.data(), b.data(), c.data()};
+    m->lookup("gruns")(bufs);
+    for (size_t j = 0; j < c.size(); ++j)
+      EXPECT_EQ(c[j], want[j]) << cpu << " element " << j;
+  }
+}
+
 TEST(LLVMCodegen, GemmTileOutOfBoundsIsRejected) {
   Kernel k;
   k.name = "tile_oob";

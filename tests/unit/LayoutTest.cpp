@@ -400,6 +400,43 @@ graph @res(%x: f32[1,32,6,14]) -> (f32[1,32,6,14]) {{
   EXPECT_LE(stores, tiles) << names;
 }
 
+TEST(LayoutTest, ConvTilesSumInRunsOfAtMost32Products) {
+  // The conv tiles' partial sums (ConvTileShape::sumEvery, in input blocks): runs of whole
+  // blocks, at most 32 products but one block at the least. At block 8: a stem-like plain
+  // 7x7 conv over 3 channels runs one channel at a time (49 products, not one chain of 147),
+  // a 3x3 conv one block (72), a 1x1 conv four blocks (32). checkLayout compares the results
+  // with the interpreter's.
+  std::string text = fmt::format(R"(
+graph @runs(%x: f32[1,3,20,20], %y: f32[1,32,10,10], %z: f32[1,64,10,10]) -> (f32[1,32,10,10], f32[1,64,10,10], f32[1,64,10,10]) {{
+  %w1 = {}
+  %w2 = {}
+  %w3 = {}
+  %a = conv(%x, %w1) {{dilations = [1, 1], group = 1, pads = [3, 3, 3, 3], strides = [2, 2]}} : f32[1,32,10,10]
+  %b = conv(%y, %w2) {{dilations = [1, 1], group = 1, pads = [1, 1, 1, 1], strides = [1, 1]}} : f32[1,64,10,10]
+  %c = conv(%z, %w3) {{dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [1, 1]}} : f32[1,64,10,10]
+  return %a, %b, %c
+}})",
+                                 denseRandom({32, 3, 7, 7}, 21), denseRandom({64, 32, 3, 3}, 22),
+                                 denseRandom({64, 64, 1, 1}, 23));
+  std::vector<kir::Kernel> ks;
+  checkLayout(text, 8, nullptr, &ks);
+  // The products per input block of each tile (its weight's block stride over the lanes)
+  // and the runs of its tiles.
+  std::map<int64_t, std::set<int64_t>> runs;
+  std::function<void(const kir::Stmt &)> walk = [&](const kir::Stmt &st) {
+    if (!st)
+      return;
+    if (st->kind == kir::StmtKind::ConvTile)
+      runs[st->conv.ws[0] / st->conv.lanes].insert(st->conv.sumEvery);
+    for (const kir::Stmt &c : st->body)
+      walk(c);
+  };
+  for (const kir::Kernel &k : ks)
+    walk(k.body);
+  std::map<int64_t, std::set<int64_t>> want{{49, {1}}, {72, {1}}, {8, {4}}};
+  EXPECT_EQ(runs, want);
+}
+
 TEST(LayoutTest, ConvRowsPrefetchTheNextGroupsWeights) {
   // A conv of several groups of output blocks prefetches, per row and pass, a share of the
   // next group's weights (its first row would wait on them from memory); a one-pass 1x1

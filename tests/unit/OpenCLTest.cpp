@@ -11,6 +11,7 @@
 #include "nnc/codegen/Lowering.h"
 #include "nnc/codegen/OpenCLCodegen.h"
 #include "nnc/ir/Kernel.h"
+#include "nnc/ir/KernelParser.h"
 #include "nnc/ir/Parser.h"
 #include "nnc/runtime/Interpreter.h"
 #include "nnc/runtime/OpenCL.h"
@@ -209,6 +210,26 @@ TEST(OpenCLEmitter, GemmTilesOfADeviceThatPrefersVectorsUseVectorAccumulators) {
     Error e = checkOpenCLSource(src);
     EXPECT_FALSE(e) << e.message();
   }
+}
+
+TEST(OpenCLEmitter, GemmTileRunsOfPartialSumsCompile) {
+  // A GemmTile summing in runs (sumEvery), as float vectors and as the scalar nest (5
+  // columns: no vector width), is valid OpenCL C.
+  Expected<std::vector<kir::Kernel>> ks = kir::parseKernels(
+      "kernel mm(a: f32[64] operand 0, b: f32[512] operand 1, c: f32[64] result 0 written) {\n"
+      "  gemm_tile 4x16 c[0; ldc 16] += a[0; lda 16, ak 1] * b[0; ldb 32] over k < 16 sums "
+      "every 4\n"
+      "  gemm_tile 2x5 c[0; ldc 16] = a[0; lda 16, ak 1] * b[0; ldb 32] over k < 10 sums every "
+      "3\n"
+      "}\n",
+      "runs.kir");
+  ASSERT_TRUE(ks) << ks.error().message();
+  Expected<OpenCLProgram> prog = emitOpenCL(*ks, GpuTarget::generic());
+  ASSERT_TRUE(prog) << prog.error().message();
+  EXPECT_NE(prog->source.find("gt_s0_0 += gt_c0_0;"), std::string::npos) << prog->source;
+  EXPECT_NE(prog->source.find("gt_total += gt_acc;"), std::string::npos) << prog->source;
+  Error e = checkOpenCLSource(prog->source);
+  EXPECT_FALSE(e) << e.message();
 }
 
 TEST(OpenCLEmitter, SourceErrorsNameTheLine) {

@@ -228,7 +228,10 @@ graph @conv(%x: f32[1,{0},{1},{1}]) -> (f32[1,{2},{1},{1}]) {{
     err += d * d;
     val += w * w;
   }
-  EXPECT_LT(std::sqrt(err / val), 1.3e-6);
+  // The GEMM's sums over C in runs (matmul's sum_run, honored by the AVX2 and AVX-512
+  // microkernels): 3.7e-7 with them, 8.4e-7 in one chain.
+  bool tiles = testenv::testCpu().level != CpuTarget::Level::X86_64;
+  EXPECT_LT(std::sqrt(err / val), tiles ? 5.5e-7 : 1.3e-6);
 }
 
 } // namespace

@@ -244,6 +244,12 @@ struct GemmTileShape {
   /// instead, so the tile prefetches 1/2^shift of its k rows, each row on 2^shift steps in a
   /// row; 2^shift tiles with offsets a part apart then share one panel's prefetch.
   int prefetchShift = 0;
+  /// f32: when > 0, the k steps go in runs of this many, each run's products summed from
+  /// zero and the run's sum then added to C's element (its value with accumulate, else zero
+  /// for the first run): a long k's rounding grows with the length of its chains, about
+  /// sqrt(run) + sqrt(runs) instead of sqrt(k) (ConvTileShape::sumEvery likewise). 0: one
+  /// chain from C's value or zero.
+  int64_t sumEvery = 0;
 };
 
 /// The static part of a ConvTile: a register tile of `cols` output columns x `blocks` output
