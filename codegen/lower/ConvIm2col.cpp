@@ -238,6 +238,9 @@ Kernels lowerConvIm2col(const Node &node, const std::string &prefix, const ConvG
       kir::mul(m0, i64(R)),
       pointwise ? kir::mul(srcRow0, i64(P)) : kir::mul(mat, i64(R * P)),
       kir::mul(outRow0, i64(P)), R, 1, P, P};
+  // k runs over input channels, K taps each: partial sums in runs of whole channels.
+  if (acc == DType::F32)
+    go.sumRun = K * convSumRunUnits(K);
   if (opts && opts->gpu && acc == DType::F32) {
     // On an OpenCL device: the NDRange GEMM (GpuGemm.cpp), one product per image and group
     // on NDRange dimension 2, its work-groups over tiles of the mg x P result (the direct

@@ -3,6 +3,7 @@
 // input. Private to codegen/lower.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,26 @@
 #include "nnc/ir/NNGeometry.h"
 
 namespace nnc::lower::nnl {
+
+/// The most products of a run of partial sums in a conv's reduction, which holds at least
+/// one unit (an input block of a conv tile, ConvTileShape::sumEvery; an input channel's taps
+/// in im2col's GEMM, GemmOperands::sumRun): f32 rounding grows with the length of a sum's
+/// chain, and one chain over a deep conv's whole reduction (4608 products for 512 channels
+/// of 3x3) rounded several times worse than PyTorch's convs. A run costs an addition per
+/// accumulator at its end (a load and store too in a conv tile). Runs of one input channel
+/// in a plain conv tile (the stem's 7x7 over RGB: 49 products, as ONNX Runtime's MLAS sums
+/// it, instead of one chain of 147), of one block of a 3x3 conv (144 products instead of
+/// 288) and of 32 products in a 1x1 conv (instead of 256) took FCN-ResNet50's output from
+/// 1.51e-5 to 1.15e-5 of its range in rms against PyTorch's float64, the stem's runs most of
+/// that (1.21e-5 alone): the first layer's rounding is what every later layer amplifies. The
+/// run ends cost ResNet-50's convs at batch 1 about 1-2% (the 1x1 convs' runs;
+/// bench/results/domain-models.md, session 49).
+constexpr int64_t kConvSumRun = 32;
+
+/// The units of a run (see kConvSumRun) of `perUnit` products each.
+inline int64_t convSumRunUnits(int64_t perUnit) {
+  return std::max<int64_t>(kConvSumRun / std::max<int64_t>(perUnit, 1), 1);
+}
 
 /// A conv's spatial axes: per axis its window (stride, dilation, padding, output extent), the
 /// input, output and kernel extents, and their products.

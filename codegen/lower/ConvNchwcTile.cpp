@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "ConvLowering.h"
 #include "NNLowering.h"
 
 namespace nnc::lower {
@@ -48,19 +49,6 @@ std::vector<KwRun> kwRuns(int64_t first, int64_t R, const WindowAxis &aw, int64_
 }
 
 namespace {
-
-/// The most products of a run of partial sums in a conv tile (ConvTileShape::sumEvery), which
-/// holds at least one input block: f32 rounding grows with the length of a sum's chain, and
-/// one chain over a deep conv's whole reduction (4608 products for 512 channels of 3x3)
-/// rounded several times worse than PyTorch's convs. A run costs a load, add and store per
-/// accumulator at its end. Runs of one input channel in a plain conv (the stem's 7x7 over
-/// RGB: 49 products, as ONNX Runtime's MLAS sums it, instead of one chain of 147), of one
-/// block of a 3x3 conv (144 products instead of 288) and of 32 products in a 1x1 conv
-/// (instead of 256) took FCN-ResNet50's output from 1.51e-5 to 1.15e-5 of its range in rms
-/// against PyTorch's float64, the stem's runs most of that (1.21e-5 alone): the first
-/// layer's rounding is what every later layer amplifies. The run ends cost ResNet-50's convs
-/// at batch 1 about 1-2% (the 1x1 convs' runs; bench/results/domain-models.md, session 49).
-constexpr int64_t kConvSumRun = 32;
 
 Expr i64(int64_t v) {
   return kir::intImm(v);
@@ -112,11 +100,11 @@ Stmt nchwcVectorTile(KernelBuilder &kb, const NchwcTiles &g, const Expr &ow0, in
   shape.xs = {g.H * g.W * xLanes, g.W * xLanes * ah.dilation, xLanes * kwStep,
               g.columnPairs ? 1 : g.plain || g.depthwise ? 0 : 1};
   shape.ws = {g.KH * g.KW * g.bi * g.b, g.KW * g.bi * g.b, g.bi * g.b, g.b};
-  // Partial sums in runs of whole input blocks, at most kConvSumRun products each but one
-  // block at the least (a depthwise tile's one block per group is a short sum already).
+  // Partial sums in runs of whole input blocks (convSumRunUnits; a depthwise tile's one block
+  // per group is a short sum already).
   if (!g.depthwise) {
     int64_t perBlock = std::max<int64_t>(g.KH * g.KW * ci, 1);
-    shape.sumEvery = std::max<int64_t>(kConvSumRun / perBlock, 1);
+    shape.sumEvery = nnl::convSumRunUnits(perBlock);
   }
   // The output position (one block's lanes) of block m of the tile, column col of the row.
   auto outPos = [&](const Expr &m, const Expr &col) {

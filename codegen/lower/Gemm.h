@@ -50,9 +50,9 @@ struct GemmOperands {
   /// rounded to bf16 as it is packed, once, into scratch packScratch + 1, rows of K rounded up
   /// to even.
   bool bf16 = false;
-  /// > 0: f32 sums over k in runs of at most this many products (a matmul's sum_run; see
-  /// kir::GemmTileShape::sumEvery), in the microkernel and GEMV tiles; other paths sum in
-  /// one chain.
+  /// > 0: f32 sums over k in runs of this many products (a matmul's sum_run; see
+  /// kir::GemmTileShape::sumEvery), in the microkernel and GEMV tiles and gpuGemmNest (whose
+  /// local tiles end runs on whole k tiles); the scalar register tiles sum in one chain.
   int64_t sumRun = 0;
   /// Optional: the statement that finishes C element (i, j) once its sum is complete (a
   /// fused epilogue reading C there and writing the final value). Locals it needs declared

@@ -25,6 +25,9 @@
 //     vector and k step: what a device that prefers float vectors (an OpenCL CPU device)
 //     needs, since it cannot vectorize across work-items around a k loop. Tiles that cross
 //     C's edge take the scalar nest of step 1.
+//  5. With GemmOperands::sumRun (the winograd pass's matmul), f32 sums go in runs: each
+//     work-item's products of a run from zero, added to its sums at the run's end (every
+//     sumRun k steps, or every k tile of step 2 that completes at least that many).
 #include <algorithm>
 #include <optional>
 
@@ -39,6 +42,10 @@ using kir::Stmt;
 namespace {
 
 Expr i64(int64_t v) { return kir::intImm(v); }
+
+Expr isZero(Expr a) { return kir::op(OpKind::Equal, {std::move(a), i64(0)}); }
+
+Expr anyOf(Expr a, Expr b) { return kir::op(OpKind::Or, {std::move(a), std::move(b)}); }
 
 int64_t pow2AtLeast(int64_t v) {
   int64_t p = 1;
@@ -214,6 +221,26 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
       body.push_back(kir::decl(acc[r][c], ops.acc,
                                ops.init ? ops.init(clampRow(rows[r])) : kir::constant(0, ops.acc)));
     }
+  // Runs of partial sums (ops.sumRun, f32): the products go to `part`, from zero, and each
+  // run's end adds them to `acc` (step 5).
+  const bool runs = ops.sumRun > 0 && ops.acc == DType::F32 && ops.sumRun < k;
+  std::vector<std::vector<std::string>> part = acc;
+  if (runs)
+    for (int64_t r = 0; r < t.rm; ++r)
+      for (int64_t c = 0; c < t.rn; ++c) {
+        part[r][c] = kb.freshName("part");
+        body.push_back(kir::decl(part[r][c], ops.acc, kir::constant(0, ops.acc)));
+      }
+  auto endRun = [&]() {
+    std::vector<Stmt> s;
+    for (int64_t r = 0; r < t.rm; ++r)
+      for (int64_t c = 0; c < t.rn; ++c) {
+        s.push_back(kir::assign(acc[r][c], kir::add(kir::var(acc[r][c], ops.acc),
+                                                    kir::var(part[r][c], ops.acc))));
+        s.push_back(kir::assign(part[r][c], kir::constant(0, ops.acc)));
+      }
+    return kir::block(s);
+  };
   // B's columns are contiguous in runs of vw from a multiple of vw (so a vector load of them
   // is one access); C's too where `strided` says so.
   DType bt = kb.bufferType(ops.b), ct = kb.bufferType(ops.c);
@@ -227,9 +254,9 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
     for (int64_t r = 0; r < t.rm; ++r)
       for (int64_t c = 0; c < t.rn; ++c) {
         Expr a = kir::var(aN[r], ops.acc), b = kir::var(bN[c], ops.acc),
-             sum = kir::var(acc[r][c], ops.acc);
+             sum = kir::var(part[r][c], ops.acc);
         step.push_back(
-            kir::assign(acc[r][c], fused ? kir::fma(a, b, sum) : kir::add(sum, kir::mul(a, b))));
+            kir::assign(part[r][c], fused ? kir::fma(a, b, sum) : kir::add(sum, kir::mul(a, b))));
       }
   };
   std::vector<std::string> aN(t.rm), bN(t.rn);
@@ -250,7 +277,22 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
           bN[c], ops.acc,
           kir::cast(kb.load(ops.b, ops.bIndex(kir::var(p), clampCol(cols[c]))), ops.acc)));
     multiplyAdd(step, aN, bN);
-    body.push_back(kir::forLoop(p, i64(k), kir::block(step)));
+    if (runs) {
+      // A loop over the runs, the run's k steps inside (p = q * sumRun + i), then its end.
+      std::string q = kb.freshName("q"), i = kb.freshName("i");
+      step.insert(step.begin(),
+                  kir::decl(p, DType::I64,
+                            kir::add(kir::mul(kir::var(q), i64(ops.sumRun)), kir::var(i))));
+      Expr steps = k % ops.sumRun == 0
+                       ? i64(ops.sumRun)
+                       : kir::min(i64(ops.sumRun),
+                                  kir::sub(i64(k), kir::mul(kir::var(q), i64(ops.sumRun))));
+      body.push_back(kir::forLoop(
+          q, i64(ceilDiv(k, ops.sumRun)),
+          kir::block({kir::forLoop(i, steps, kir::block(step)), endRun()})));
+    } else {
+      body.push_back(kir::forLoop(p, i64(k), kir::block(step)));
+    }
   } else {
     const int64_t kwg = t.kwg, group = t.wm * t.wn;
     const int aTile = kir::kLocalBufferBase + static_cast<int>(locals.size());
@@ -327,6 +369,14 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
     }
     multiplyAdd(step, aN, bN);
     tile.push_back(kir::forLoop(kk, i64(kwg), kir::block(step), kir::LoopKind::Unrolled));
+    if (runs) {
+      // Runs of whole k tiles, at least sumRun products (the past-k products are zeros).
+      int64_t every = ceilDiv(ops.sumRun, kwg);
+      Expr next = kir::add(kir::var(kt), i64(1));
+      tile.push_back(kir::ifThen(anyOf(isZero(kir::mod(next, i64(every))),
+                                       isZero(kir::sub(next, i64(ceilDiv(k, kwg))))),
+                                 endRun()));
+    }
     tile.push_back(kir::barrier());
     body.push_back(kir::forLoop(kt, i64(ceilDiv(k, kwg)), kir::block(tile)));
   }
@@ -408,6 +458,7 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
     sh.ldb = st.bRow;
     sh.ldc = st.cRow * t.wm;
     sh.accumulate = static_cast<bool>(ops.init);
+    sh.sumEvery = runs ? ops.sumRun : 0;
     Expr aOff = kir::add(st.aBase, kir::mul(rows[0], i64(st.aRow)));
     Expr bOff = kir::add(st.bBase, cols[0]);
     Expr cOff = kir::add(kir::add(st.cBase, kir::mul(rows[0], i64(st.cRow))), cols[0]);

@@ -177,6 +177,8 @@ Expected<Kernels> lowerMatMul(const Node &node, const std::string &prefix,
   g.packedNr = packedNr;
   g.bf16 = bf16;
   g.sumRun = node.getInt("sum_run", 0);
+  if (node.hasAttr("sum_run") && g.sumRun < 1)
+    return node.error("sum_run {} is not a positive number of products", g.sumRun);
   if (bf16 && aOff->kind != kir::ExprKind::IntImm)
     return node.error("a bf16 weight with batch dims {} that move operand 0 (only a [K, N] "
                       "weight, whose batch entries fold into the rows, is packed as bf16)",

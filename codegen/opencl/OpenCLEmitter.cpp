@@ -109,25 +109,33 @@ protected:
         out += fmt::format("{}{} gt_c{}_{} = {};\n", pad, vt, r, v,
                            runs ? fmt::format("({})(0.0f)", vt) : init);
       }
-    out += fmt::format("{}for (long gt_p = 0; gt_p < gt_k; ++gt_p) {{\n", pad);
+    // Runs: an outer loop over them, the k steps of each inside, then the run's sums added.
+    std::string kp = pad, bp = p2;
+    if (runs) {
+      out += fmt::format("{}for (long gt_q = 0; gt_q < gt_k; gt_q += {}) {{\n", pad, t.sumEvery);
+      out += fmt::format("{}long gt_e = min(gt_q + {}L, gt_k);\n", p2, t.sumEvery);
+      kp = p2;
+      bp = p2 + "  ";
+    }
+    out += fmt::format("{}for (long gt_p = {}; gt_p < {}; ++gt_p) {{\n", kp,
+                       runs ? "gt_q" : "0", runs ? "gt_e" : "gt_k");
     for (int64_t v = 0; v < vecs; ++v)
-      out += fmt::format("{}{} gt_b{} = vload{}(0, {} + gt_b + gt_p * {} + {});\n", p2, vt, v, w, b,
+      out += fmt::format("{}{} gt_b{} = vload{}(0, {} + gt_b + gt_p * {} + {});\n", bp, vt, v, w, b,
                          t.ldb, v * w);
     for (int64_t r = 0; r < t.mr; ++r) {
-      out += fmt::format("{}{} gt_a{} = ({})({}[gt_a + {} + gt_p * {}]);\n", p2, vt, r, vt, a,
+      out += fmt::format("{}{} gt_a{} = ({})({}[gt_a + {} + gt_p * {}]);\n", bp, vt, r, vt, a,
                          r * t.lda, t.ak);
       for (int64_t v = 0; v < vecs; ++v)
-        out += fmt::format("{}gt_c{}_{} = fma(gt_a{}, gt_b{}, gt_c{}_{});\n", p2, r, v, r, v, r, v);
+        out += fmt::format("{}gt_c{}_{} = fma(gt_a{}, gt_b{}, gt_c{}_{});\n", bp, r, v, r, v, r, v);
     }
+    out += kp + "}\n";
     if (runs) {
-      out += fmt::format("{}if ((gt_p + 1) % {} == 0 || gt_p + 1 == gt_k) {{\n", p2, t.sumEvery);
       for (int64_t r = 0; r < t.mr; ++r)
         for (int64_t v = 0; v < vecs; ++v)
-          out += fmt::format("{}  gt_s{}_{} += gt_c{}_{};\n{}  gt_c{}_{} = ({})(0.0f);\n", p2, r, v,
-                             r, v, p2, r, v, vt);
-      out += p2 + "}\n";
+          out += fmt::format("{}gt_s{}_{} += gt_c{}_{};\n{}gt_c{}_{} = ({})(0.0f);\n", p2, r, v, r,
+                             v, p2, r, v, vt);
+      out += pad + "}\n";
     }
-    out += pad + "}\n";
     for (int64_t r = 0; r < t.mr; ++r)
       for (int64_t v = 0; v < vecs; ++v)
         out += fmt::format("{}vstore{}(gt_{}{}_{}, 0, {} + gt_c + {});\n", pad, w,

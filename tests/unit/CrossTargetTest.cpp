@@ -598,5 +598,107 @@ graph @clamp(%xf: f32[256]) -> (u8[256], u8[256], i8[256], i8[256]) {
                           {Tensor::fromVector<float>(DType::F32, {256}, all)});
 }
 
+/// Runs `text` on the CPU and OpenCL (when there is a device) and expects every element of
+/// its one output to be `want`.
+void expectOnCompiledTargets(const std::string &text, const std::vector<Tensor> &inputs,
+                             float want) {
+  SCOPED_TRACE(text);
+  Expected<std::unique_ptr<Graph>> g = parseGraph(text);
+  ASSERT_TRUE(g) << g.error().message();
+  std::vector<std::pair<std::string, std::unique_ptr<Executable>>> targets;
+  CpuOptions cpu(testenv::testCpu());
+  cpu.codegen.cacheDir = "";
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(**g, cpu);
+  ASSERT_TRUE(exe) << exe.error().message();
+  targets.emplace_back("cpu", std::move(*exe));
+  if (listOpenCLDevices()) {
+    OpenCLOptions cl(testenv::testCpu(), testenv::testGpu());
+    cl.cacheDir = "";
+    cl.optimize = false;
+    Expected<std::unique_ptr<OpenCLExecutable>> clExe = OpenCLExecutable::compile(**g, cl);
+    ASSERT_TRUE(clExe) << clExe.error().message();
+    targets.emplace_back("opencl", std::move(*clExe));
+  }
+  for (auto &[name, e] : targets) {
+    Expected<std::vector<Tensor>> got = e->run(inputs);
+    ASSERT_TRUE(got) << name << ": " << got.error().message();
+    const Tensor &y = (*got)[0];
+    int bad = 0;
+    for (int64_t i = 0; i < y.numElements() && bad < 4; ++i)
+      if (y.data<float>()[i] != want) {
+        ADD_FAILURE() << name << " element " << i << ": " << y.data<float>()[i] << ", not "
+                      << want;
+        ++bad;
+      }
+  }
+}
+
+TEST(CrossTarget, MatMulSumRunsOnEveryCompiledTarget) {
+  // matmul's sum_run (the winograd pass sets it): f32 sums over k in runs, each from zero,
+  // then added to the element's sum. With A all ones and B's first row 2^24, the rest ones,
+  // one chain rounds every later 1 away (2^24) and the interpreter's exact sum rounds to
+  // 2^24 + 8, while runs of 4 sum the last run's ones exactly: 2^24 + 4, on the CPU (a skinny
+  // GEMV, and microkernel tiles with a row edge) and on OpenCL (vector tiles and the scalar
+  // edge nest alike). A sum_run below 1 is an error.
+  for (int64_t m : {3, 37}) {
+    SCOPED_TRACE(m);
+    const int64_t k = 8, n = 40;
+    std::vector<std::string> b;
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j)
+        b.push_back(p == 0 ? "16777216" : "1");
+    std::string text = fmt::format(R"(
+graph @runs(%a: f32[{0},{1}]) -> (f32[{0},{2}]) {{
+  %b = constant {{value = dense<f32[{1},{2}]>[{3}]}} : f32[{1},{2}]
+  %y = matmul(%a, %b) {{sum_run = 4}} : f32[{0},{2}]
+  return %y
+}})",
+                                   m, k, n, fmt::join(b, ", "));
+    expectOnCompiledTargets(
+        text, {Tensor::fromVector<float>(DType::F32, {m, k}, std::vector<float>(m * k, 1.0f))},
+        16777220.0f);
+  }
+  // A run of no product is an error naming the node, not a crash.
+  Expected<std::unique_ptr<Graph>> bad = parseGraph(R"(
+graph @runs(%a: f32[2,8], %b: f32[8,4]) -> (f32[2,4]) {
+  %y = matmul(%a, %b) {sum_run = 0} : f32[2,4]
+  return %y
+})");
+  ASSERT_TRUE(bad) << bad.error().message();
+  CpuOptions cpu(testenv::testCpu());
+  cpu.codegen.cacheDir = "";
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(**bad, cpu);
+  ASSERT_FALSE(exe);
+  EXPECT_NE(exe.error().message().find("sum_run 0 is not a positive number of products"),
+            std::string::npos)
+      << exe.error().message();
+}
+
+TEST(CrossTarget, Im2colConvSumsInRunsOfWholeChannels) {
+  // A grouped 3x3 conv (im2col + GEMM on the CPU and OpenCL) sums its 8 channels' 72 taps in
+  // runs of whole channels, at most 32 products: 3 channels (27). Channel 0 is 2^24 under a
+  // weight of 1 at its first tap (its other taps 0), every other product 1: one chain rounds
+  // each later 1 away (2^24), the exact sum is 2^24 + 63 (2^24 + 64 in f32), and runs of 27
+  // give 2^24 + 46: the first run stays 2^24, then 27 (2^24 + 27 ties to 2^24 + 28) and 18.
+  const int64_t cg = 8, groups = 2, m = 4;
+  std::vector<std::string> w;
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t t = 0; t < 9; ++t)
+        w.push_back(c > 0 || t == 0 ? "1" : "0");
+  std::string text = fmt::format(R"(
+graph @g(%x: f32[1,{0},6,6]) -> (f32[1,{1},4,4]) {{
+  %w = constant {{value = dense<f32[{1},{2},3,3]>[{3}]}} : f32[{1},{2},3,3]
+  %y = conv(%x, %w) {{dilations = [1, 1], group = {4}, pads = [0, 0, 0, 0], strides = [1, 1]}} : f32[1,{1},4,4]
+  return %y
+}})",
+                                 cg * groups, m, cg, fmt::join(w, ", "), groups);
+  std::vector<float> x(cg * groups * 36, 1.0f);
+  for (int64_t g = 0; g < groups; ++g)
+    std::fill_n(x.begin() + g * cg * 36, 36, 16777216.0f);
+  expectOnCompiledTargets(text, {Tensor::fromVector<float>(DType::F32, {1, cg * groups, 6, 6}, x)},
+                          16777262.0f);
+}
+
 } // namespace
 } // namespace nnc

@@ -279,8 +279,9 @@ struct FixedConfig : tuning::ConfigSource {
 TEST(LowerNN, MatMulOpenCLSchedules) {
   // gemm_opencl configs beside the defaults: local tiles (barriers run in phases by the
   // evaluator) with vector loads and k tails, register tiles wider than the problem, and
-  // the device-memory path, on ragged shapes and batches. Small integers keep every sum
-  // exact, so any schedule must give the reference's numbers exactly.
+  // the device-memory path, on ragged shapes and batches, with runs of partial sums
+  // (sum_run) and without. Small integers keep every sum exact, so any schedule must give the
+  // reference's numbers exactly.
   std::mt19937 rng(8);
   const std::pair<Extents, Extents> shapes[] = {
       {{7, 13}, {13, 9}}, {{2, 5, 100}, {100, 8}}, {{70, 37}, {37, 130}}, {{3, 33, 40}, {40, 64}}};
@@ -302,6 +303,9 @@ TEST(LowerNN, MatMulOpenCLSchedules) {
       Tensor a = tiesTensor(DType::F32, as, rng), b = tiesTensor(DType::F32, bs, rng);
       check(OpKind::MatMul, {a, b}, {},
             fmt::format("opencl matmul {} {} x {}", cs, str(as), str(bs)), -1, {}, &opts);
+      check(OpKind::MatMul, {a, b}, {{"sum_run", I(5)}},
+            fmt::format("opencl matmul {} {} x {} in runs of 5", cs, str(as), str(bs)), -1, {},
+            &opts);
     }
   }
 }
