@@ -26,8 +26,8 @@ namespace nnc::lower::nnl {
 /// 288) and of 32 products in a 1x1 conv (instead of 256) took FCN-ResNet50's output from
 /// 1.51e-5 to 1.15e-5 of its range in rms against PyTorch's float64, the stem's runs most of
 /// that (1.21e-5 alone): the first layer's rounding is what every later layer amplifies. The
-/// run ends cost ResNet-50's convs at batch 1 about 1-2% (the 1x1 convs' runs;
-/// bench/results/domain-models.md, session 49).
+/// run ends cost ResNet-50's convs at batch 1 about 0.5-1.5% of their time (the 1x1 convs'
+/// runs; bench/results/domain-models.md, session 49).
 constexpr int64_t kConvSumRun = 32;
 
 /// The units of a run (see kConvSumRun) of `perUnit` products each.
