@@ -27,6 +27,8 @@
 //  3. Knobs: `order` puts the column-tile loop outside the row-tile loop, `nc` blocks the
 //     columns (B panels of nc columns reused across all row tiles), `par` runs the
 //     outermost loop of the main region in parallel.
+//  4. With ops.sumRun (f32), the k loop runs inside a loop over runs: each run's products go
+//     to locals from zero, added to the accumulators at the run's end (no k unroll then).
 #include "Gemm.h"
 
 #include <algorithm>
@@ -116,6 +118,11 @@ Stmt tileRegion(KernelBuilder &kb, const GemmOperands &ops, int64_t r0, int64_t 
   int64_t ku = knob(cfg, "ku", 1);
   if (ku < 1 || k % ku != 0)
     ku = 1;
+  // Runs of partial sums (ops.sumRun, f32): the products go to `part` locals from zero, and
+  // each run of sumRun k steps ends by adding them to the accumulators (k unrolled by none).
+  const bool runs = ops.sumRun > 0 && ops.sumRun < k && ops.acc == DType::F32;
+  if (runs)
+    ku = 1;
   bool colsOuter = knob(cfg, "order", 0) == 1;
   int64_t nc = knob(cfg, "nc", 0);
   int64_t tilesPerBlock = nc > 0 ? std::max<int64_t>(nc / nr, 1) : ct;
@@ -141,11 +148,18 @@ Stmt tileRegion(KernelBuilder &kb, const GemmOperands &ops, int64_t r0, int64_t 
       tile.push_back(kir::decl(accName[r][v], ops.acc, init));
     }
   }
+  std::vector<std::vector<std::string>> partName = accName;
+  if (runs)
+    for (int64_t r = 0; r < mr; ++r)
+      for (int64_t v = 0; v < nr; ++v) {
+        partName[r][v] = kb.freshName("part");
+        tile.push_back(kir::decl(partName[r][v], ops.acc, kir::constant(0, ops.acc)));
+      }
   std::string kiName = kb.freshName("k"), koName;
   Expr kk = kir::var(kiName);
-  if (ku > 1) {
+  if (ku > 1 || runs) {
     koName = kb.freshName("k");
-    kk = kir::add(kir::mul(kir::var(koName), i64c(ku)), kk);
+    kk = kir::add(kir::mul(kir::var(koName), i64c(runs ? ops.sumRun : ku)), kk);
   }
   std::vector<Stmt> step;
   std::vector<std::string> aName(mr), bName(nr);
@@ -163,13 +177,28 @@ Stmt tileRegion(KernelBuilder &kb, const GemmOperands &ops, int64_t r0, int64_t 
   }
   for (int64_t r = 0; r < mr; ++r)
     for (int64_t v = 0; v < nr; ++v) {
-      Expr accE = kir::var(accName[r][v], ops.acc);
+      Expr accE = kir::var(partName[r][v], ops.acc);
       step.push_back(kir::assign(
-          accName[r][v],
+          partName[r][v],
           kir::add(accE, kir::mul(kir::var(aName[r], ops.acc), kir::var(bName[v], ops.acc)))));
     }
   Stmt kLoop = kir::block(step);
-  if (k == 0) {
+  if (runs) {
+    // A loop over the runs, the run's k steps inside, then its end.
+    std::vector<Stmt> end;
+    for (int64_t r = 0; r < mr; ++r)
+      for (int64_t v = 0; v < nr; ++v) {
+        end.push_back(kir::assign(accName[r][v], kir::add(kir::var(accName[r][v], ops.acc),
+                                                          kir::var(partName[r][v], ops.acc))));
+        end.push_back(kir::assign(partName[r][v], kir::constant(0, ops.acc)));
+      }
+    Expr steps = k % ops.sumRun == 0
+                     ? i64c(ops.sumRun)
+                     : kir::min(i64c(ops.sumRun),
+                                kir::sub(i64c(k), kir::mul(kir::var(koName), i64c(ops.sumRun))));
+    kLoop = kir::forLoop(koName, i64c((k + ops.sumRun - 1) / ops.sumRun),
+                         kir::block({kir::forLoop(kiName, steps, kLoop), kir::block(end)}));
+  } else if (k == 0) {
     kLoop = kir::block({}); // an empty sum: the accumulators keep their initial values
   } else if (k > 1 || ku > 1) {
     kLoop = kir::forLoop(kiName, i64c(ku > 1 ? ku : k), kLoop);

@@ -51,8 +51,9 @@ struct GemmOperands {
   /// to even.
   bool bf16 = false;
   /// > 0: f32 sums over k in runs of this many products (a matmul's sum_run; see
-  /// kir::GemmTileShape::sumEvery), in the microkernel and GEMV tiles and gpuGemmNest (whose
-  /// local tiles end runs on whole k tiles); the scalar register tiles sum in one chain.
+  /// kir::GemmTileShape::sumEvery): the microkernel and GEMV tiles, the scalar register tiles
+  /// (runs override their k unroll) and gpuGemmNest (whose local tiles end runs on whole k
+  /// tiles).
   int64_t sumRun = 0;
   /// Optional: the statement that finishes C element (i, j) once its sum is complete (a
   /// fused epilogue reading C there and writing the final value). Locals it needs declared

@@ -310,6 +310,34 @@ TEST(LowerNN, MatMulOpenCLSchedules) {
   }
 }
 
+TEST(LowerNN, MatMulSumRunsOnCpuSchedules) {
+  // sum_run on the CPU's GEMM paths: the scalar register tiles (with an unroll the runs
+  // override), the microkernel tiles in k blocks that do not align with the runs, and the
+  // defaults (GEMV or tiles). Small integers keep every sum exact, so runs must not change
+  // the numbers: what they check is that every product is summed once.
+  std::mt19937 rng(9);
+  const std::pair<Extents, Extents> shapes[] = {{{7, 37}, {37, 9}}, {{2, 5, 100}, {100, 40}}};
+  const char *configs[] = {
+      "kc=0,ku=2,mc=0,mk=0,mr=2,nc=0,nr=8,order=0,pa=0,par=0,pb=0,pf=0",
+      "kc=32,ku=1,mc=0,mk=1,mr=4,nc=0,nr=16,order=0,pa=0,par=0,pb=1,pf=0",
+      "",
+  };
+  for (const char *cs : configs) {
+    FixedConfig fixed;
+    if (*cs)
+      fixed.c = *tuning::parseConfig(cs);
+    tuning::LowerOptions opts(testenv::testCpu());
+    if (*cs)
+      opts.configs = &fixed;
+    for (const auto &[as, bs] : shapes) {
+      Tensor a = tiesTensor(DType::F32, as, rng), b = tiesTensor(DType::F32, bs, rng);
+      check(OpKind::MatMul, {a, b}, {{"sum_run", I(5)}},
+            fmt::format("cpu matmul {} {} x {} in runs of 5", cs, str(as), str(bs)), -1, {},
+            &opts);
+    }
+  }
+}
+
 TEST(LowerNN, ReduceOpenCLWidths) {
   // Every reduce_opencl width the tuner could pick (wider than the default, narrower, the
   // whole row) gives the reference's numbers: exact on integers and on max, within float
