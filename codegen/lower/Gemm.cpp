@@ -119,7 +119,7 @@ Stmt tileRegion(KernelBuilder &kb, const GemmOperands &ops, int64_t r0, int64_t 
   if (ku < 1 || k % ku != 0)
     ku = 1;
   // Runs of partial sums (ops.sumRun, f32): the products go to `part` locals from zero, and
-  // each run of sumRun k steps ends by adding them to the accumulators (k unrolled by none).
+  // each run of sumRun k steps ends by adding them to the accumulators (no k unroll then).
   const bool runs = ops.sumRun > 0 && ops.sumRun < k && ops.acc == DType::F32;
   if (runs)
     ku = 1;
@@ -185,19 +185,13 @@ Stmt tileRegion(KernelBuilder &kb, const GemmOperands &ops, int64_t r0, int64_t 
   Stmt kLoop = kir::block(step);
   if (runs) {
     // A loop over the runs, the run's k steps inside, then its end.
-    std::vector<Stmt> end;
-    for (int64_t r = 0; r < mr; ++r)
-      for (int64_t v = 0; v < nr; ++v) {
-        end.push_back(kir::assign(accName[r][v], kir::add(kir::var(accName[r][v], ops.acc),
-                                                          kir::var(partName[r][v], ops.acc))));
-        end.push_back(kir::assign(partName[r][v], kir::constant(0, ops.acc)));
-      }
     Expr steps = k % ops.sumRun == 0
                      ? i64c(ops.sumRun)
                      : kir::min(i64c(ops.sumRun),
                                 kir::sub(i64c(k), kir::mul(kir::var(koName), i64c(ops.sumRun))));
     kLoop = kir::forLoop(koName, i64c((k + ops.sumRun - 1) / ops.sumRun),
-                         kir::block({kir::forLoop(kiName, steps, kLoop), kir::block(end)}));
+                         kir::block({kir::forLoop(kiName, steps, kLoop),
+                                     endOfSumRun(accName, partName, ops.acc)}));
   } else if (k == 0) {
     kLoop = kir::block({}); // an empty sum: the accumulators keep their initial values
   } else if (k > 1 || ku > 1) {
@@ -580,6 +574,18 @@ tuning::Problem gemmProblem(DType t, int64_t batch, int64_t m, int64_t k, int64_
   p.dims = {batch, m, k, n, producedB ? 1 : 0, std::max<int64_t>(bMatrices, 1)};
   p.flops = 2.0 * double(batch) * double(m) * double(k) * double(n);
   return p;
+}
+
+Stmt endOfSumRun(const std::vector<std::vector<std::string>> &acc,
+                 const std::vector<std::vector<std::string>> &part, DType t) {
+  std::vector<Stmt> s;
+  for (size_t r = 0; r < acc.size(); ++r)
+    for (size_t c = 0; c < acc[r].size(); ++c) {
+      s.push_back(
+          kir::assign(acc[r][c], kir::add(kir::var(acc[r][c], t), kir::var(part[r][c], t))));
+      s.push_back(kir::assign(part[r][c], kir::constant(0, t)));
+    }
+  return kir::block(s);
 }
 
 Stmt gemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_t k, int64_t n,

@@ -105,6 +105,11 @@ kir::Stmt gemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t m, int64_
                                                   &batchLoops,
                    kir::Schedule &schedule);
 
+/// The end of a run of partial sums (GemmOperands::sumRun) in a tile of accumulator locals:
+/// each acc[r][c] += part[r][c], then part[r][c] = 0 (locals of type t).
+kir::Stmt endOfSumRun(const std::vector<std::vector<std::string>> &acc,
+                      const std::vector<std::vector<std::string>> &part, DType t);
+
 /// The schedule of the OpenCL GEMM (GpuGemm.cpp), in CLBlast xgemm's terms: a work-group
 /// of MDIMC x NDIMC = wm x wn work-items computes an MWG x NWG = (rm*wm) x (rn*wn) tile of C,
 /// each work-item an MWI x NWI = rm x rn register tile. Its columns come in vectors of vw

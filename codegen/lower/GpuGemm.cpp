@@ -231,16 +231,7 @@ Stmt gpuGemmNest(KernelBuilder &kb, const GemmOperands &ops, int64_t batch, int6
         part[r][c] = kb.freshName("part");
         body.push_back(kir::decl(part[r][c], ops.acc, kir::constant(0, ops.acc)));
       }
-  auto endRun = [&]() {
-    std::vector<Stmt> s;
-    for (int64_t r = 0; r < t.rm; ++r)
-      for (int64_t c = 0; c < t.rn; ++c) {
-        s.push_back(kir::assign(acc[r][c], kir::add(kir::var(acc[r][c], ops.acc),
-                                                    kir::var(part[r][c], ops.acc))));
-        s.push_back(kir::assign(part[r][c], kir::constant(0, ops.acc)));
-      }
-    return kir::block(s);
-  };
+  auto endRun = [&] { return endOfSumRun(acc, part, ops.acc); };
   // B's columns are contiguous in runs of vw from a multiple of vw (so a vector load of them
   // is one access); C's too where `strided` says so.
   DType bt = kb.bufferType(ops.b), ct = kb.bufferType(ops.c);
