@@ -84,6 +84,26 @@ bool agree(const Tensor &a, const Tensor &b, int64_t i, int ulps) {
   return std::abs(int64_t(ix) - int64_t(iy)) <= ulps;
 }
 
+using CompiledTargets = std::vector<std::pair<std::string, std::unique_ptr<Executable>>>;
+
+/// `g` compiled for the CPU and, when there is a device, for OpenCL (no caches), into
+/// `targets` by name.
+void compileForEveryTarget(const Graph &g, CompiledTargets &targets) {
+  CpuOptions cpu(testenv::testCpu());
+  cpu.codegen.cacheDir = "";
+  Expected<std::unique_ptr<Executable>> exe = Executable::compile(g, cpu);
+  ASSERT_TRUE(exe) << exe.error().message();
+  targets.emplace_back("cpu", std::move(*exe));
+  if (listOpenCLDevices()) {
+    OpenCLOptions cl(testenv::testCpu(), testenv::testGpu());
+    cl.cacheDir = "";
+    cl.optimize = false;
+    Expected<std::unique_ptr<OpenCLExecutable>> clExe = OpenCLExecutable::compile(g, cl);
+    ASSERT_TRUE(clExe) << clExe.error().message();
+    targets.emplace_back("opencl", std::move(*clExe));
+  }
+}
+
 /// Runs `text` on the interpreter, the CPU and OpenCL (when there is a device) and compares
 /// every output element with the interpreter's.
 void expectSameOnEveryTarget(const std::string &text, const std::vector<Tensor> &inputs,
@@ -93,20 +113,10 @@ void expectSameOnEveryTarget(const std::string &text, const std::vector<Tensor> 
   ASSERT_TRUE(g) << g.error().message();
   Expected<std::vector<Tensor>> want = interpret(**g, inputs);
   ASSERT_TRUE(want) << want.error().message();
-  std::vector<std::pair<std::string, std::unique_ptr<Executable>>> targets;
-  CpuOptions cpu(testenv::testCpu());
-  cpu.codegen.cacheDir = "";
-  Expected<std::unique_ptr<Executable>> exe = Executable::compile(**g, cpu);
-  ASSERT_TRUE(exe) << exe.error().message();
-  targets.emplace_back("cpu", std::move(*exe));
-  if (listOpenCLDevices()) {
-    OpenCLOptions cl(testenv::testCpu(), testenv::testGpu());
-    cl.cacheDir = "";
-    cl.optimize = false;
-    Expected<std::unique_ptr<OpenCLExecutable>> clExe = OpenCLExecutable::compile(**g, cl);
-    ASSERT_TRUE(clExe) << clExe.error().message();
-    targets.emplace_back("opencl", std::move(*clExe));
-  }
+  CompiledTargets targets;
+  compileForEveryTarget(**g, targets);
+  if (::testing::Test::HasFatalFailure())
+    return;
   for (auto &[name, e] : targets) {
     Expected<std::vector<Tensor>> got = e->run(inputs);
     ASSERT_TRUE(got) << name << ": " << got.error().message();
@@ -605,20 +615,10 @@ void expectOnCompiledTargets(const std::string &text, const std::vector<Tensor> 
   SCOPED_TRACE(text);
   Expected<std::unique_ptr<Graph>> g = parseGraph(text);
   ASSERT_TRUE(g) << g.error().message();
-  std::vector<std::pair<std::string, std::unique_ptr<Executable>>> targets;
-  CpuOptions cpu(testenv::testCpu());
-  cpu.codegen.cacheDir = "";
-  Expected<std::unique_ptr<Executable>> exe = Executable::compile(**g, cpu);
-  ASSERT_TRUE(exe) << exe.error().message();
-  targets.emplace_back("cpu", std::move(*exe));
-  if (listOpenCLDevices()) {
-    OpenCLOptions cl(testenv::testCpu(), testenv::testGpu());
-    cl.cacheDir = "";
-    cl.optimize = false;
-    Expected<std::unique_ptr<OpenCLExecutable>> clExe = OpenCLExecutable::compile(**g, cl);
-    ASSERT_TRUE(clExe) << clExe.error().message();
-    targets.emplace_back("opencl", std::move(*clExe));
-  }
+  CompiledTargets targets;
+  compileForEveryTarget(**g, targets);
+  if (::testing::Test::HasFatalFailure())
+    return;
   for (auto &[name, e] : targets) {
     Expected<std::vector<Tensor>> got = e->run(inputs);
     ASSERT_TRUE(got) << name << ": " << got.error().message();
